@@ -1,0 +1,37 @@
+# OpScope: every target sets itself up. `make run` and `make test` work on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.opscope-installed
+
+.PHONY: run test lint bench clean-venv
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python tools/check_env.py
+	@touch $(STAMP)
+
+## The main job: a live benchmark of the bundled demo transformer.
+run: $(STAMP)
+	$(BIN)/opscope profile resources/models/demo_transformer.onnx --duration 10 --live
+
+## Lint, architecture contracts, then the whole test suite (headless).
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+bench: $(STAMP)
+	$(BIN)/python bench/harness_overhead.py
+	$(BIN)/python bench/variants.py
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,103 @@
+"""Compare a variant's outputs with the FP32 model's on the same inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from engine.events import AccuracyResult
+
+
+def flatten_output(value: Any) -> np.ndarray | None:
+    """A numeric vector from any ORT output: tensors, sequences of tensors, maps, lists
+    of maps (ZipMap). Map values are taken in key order. None when nothing numeric."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "biuf":
+            return value.astype(np.float64).ravel()
+        return None
+    if isinstance(value, dict):
+        parts = [flatten_output(value[k]) for k in sorted(value, key=str)]
+        return _concat(parts)
+    if isinstance(value, list | tuple):
+        return _concat([flatten_output(v) for v in value])
+    if isinstance(value, int | float | np.generic):
+        return np.array([float(value)])
+    return None
+
+
+def _concat(parts: Sequence[np.ndarray | None]) -> np.ndarray | None:
+    kept = [p for p in parts if p is not None]
+    return np.concatenate(kept) if kept else None
+
+
+def _looks_like_scores(value: Any) -> bool:
+    return (isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.ndim == 2
+            and value.shape[1] > 1)
+
+
+def compare_outputs(
+    names: Sequence[str],
+    baseline: Sequence[Sequence[Any]],
+    candidate: Sequence[Sequence[Any]],
+) -> AccuracyResult:
+    """`baseline[i][j]` is output j for input batch i. Errors are over all batches."""
+    per_output: dict[str, dict[str, float | None]] = {}
+    all_ref: list[np.ndarray] = []
+    all_got: list[np.ndarray] = []
+    agree = total = 0
+    for j, name in enumerate(names):
+        refs = [flatten_output(b[j]) for b in baseline]
+        gots = [flatten_output(c[j]) for c in candidate]
+        ref = _concat(refs)
+        got = _concat(gots)
+        if ref is None or got is None or ref.size != got.size:
+            per_output[name] = {"max_abs_err": None, "mean_abs_err": None, "cosine": None,
+                                "top1_agreement": None}
+            continue
+        out_agree = out_total = 0
+        for b, c in zip(baseline, candidate, strict=True):
+            if _looks_like_scores(b[j]) and _looks_like_scores(c[j]):
+                out_agree += int((b[j].argmax(1) == c[j].argmax(1)).sum())
+                out_total += b[j].shape[0]
+        agree += out_agree
+        total += out_total
+        diff = np.abs(ref - got)
+        per_output[name] = {
+            "max_abs_err": float(diff.max()) if diff.size else 0.0,
+            "mean_abs_err": float(diff.mean()) if diff.size else 0.0,
+            "cosine": _cosine(ref, got),
+            "top1_agreement": out_agree / out_total if out_total else None,
+        }
+        all_ref.append(ref)
+        all_got.append(got)
+    if all_ref:
+        ref = np.concatenate(all_ref)
+        got = np.concatenate(all_got)
+        diff = np.abs(ref - got)
+        max_err = float(diff.max()) if diff.size else 0.0
+        mean_err = float(diff.mean()) if diff.size else 0.0
+        cos = _cosine(ref, got)
+    else:
+        max_err = mean_err = cos = float("nan")
+    return AccuracyResult(
+        baseline="fp32",
+        max_abs_err=max_err,
+        mean_abs_err=mean_err,
+        cosine=cos,
+        top1_agreement=agree / total if total else None,
+        samples=len(baseline),
+        per_output=per_output,
+    )
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    finite = np.isfinite(a) & np.isfinite(b)
+    a, b = a[finite], b[finite]
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if na == 0.0 and nb == 0.0:
+        return 1.0
+    if na == 0.0 or nb == 0.0:
+        return 0.0
+    return float(np.dot(a, b) / (na * nb))

@@ -1,0 +1,1 @@
+"""The `opscope` command line over the engine (no Qt)."""

@@ -1,0 +1,53 @@
+"""The bodies of `opscope info`, `bench` and `profile`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from engine.cli.main import EXIT_OK, config_from_args, write_json
+from engine.cli.printer import LivePrinter, print_info, print_summary
+from engine.inputs import parse_shape_override
+from engine.model_info import load_model
+from engine.results import RunResult
+from engine.runner import BenchRequest, run_bench
+from engine.timing import TimingPlan
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    _, info = load_model(args.model)
+    print_info(info, sys.stdout)
+    if args.json:
+        write_json(args.json, info.to_json())
+    return EXIT_OK
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    shapes = dict(parse_shape_override(s) for s in args.shape)
+    req = BenchRequest(
+        model_path=args.model,
+        config=config_from_args(args),
+        timing=TimingPlan(warmup_runs=args.warmup, warmup_s=args.warmup_s,
+                          min_runs=args.min_runs, duration_s=args.duration),
+        shapes=shapes,
+        inputs_npz=args.inputs,
+        calibration_npz=args.calibration,
+        profile=args.profile,
+        profile_runs=getattr(args, "runs", 20),
+        check_accuracy=not args.no_accuracy,
+        seed=args.seed,
+    )
+    result = RunResult()
+    printer = LivePrinter(live=args.live)
+    try:
+        for ev in run_bench(req):
+            result.feed(ev)
+            printer.feed(ev)
+    finally:
+        printer.close()
+    top = getattr(args, "top", 15)
+    out = sys.stdout if args.json != "-" else sys.stderr
+    print_summary(result, out, top=top)
+    if args.json:
+        write_json(args.json, result.to_json(top=None))
+    return EXIT_OK

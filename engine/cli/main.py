@@ -1,0 +1,188 @@
+"""`opscope info|bench|profile ...`: argument parsing and dispatch.
+
+Exit codes: 0 success; 2 bad input (one line naming the file and cause, no traceback);
+1 for genuine internal faults (with a traceback, since that is a bug to report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from engine import __version__
+from engine.config import FUSIONS, PRECISIONS, PROVIDERS, RunConfig
+from engine.errors import OpScopeError
+
+EXIT_OK = 0
+EXIT_FAULT = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="opscope",
+        description="OpScope: time, profile and tune ONNX models (run with no command for "
+        "the desktop app).",
+    )
+    parser.add_argument("--version", action="version", version=f"opscope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("info", help="describe a model: inputs, outputs, ops, parameters")
+    p.add_argument("model", help="an .onnx file")
+    p.add_argument("--json", metavar="PATH", help="write the description as JSON ('-': stdout)")
+    p.set_defaults(handler=_lazy("engine.cli.commands", "cmd_info"))
+
+    for name, helptext in (
+        ("bench", "time a model: warm-up, then raw per-inference latencies"),
+        ("profile", "time a model, then profile every operator in a separate pass"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("model", help="an .onnx file")
+        _add_knobs(p)
+        p.add_argument("--duration", type=_positive_float, default=5.0, metavar="S",
+                       help="minimum seconds of timed inferences (default 5)")
+        p.add_argument("--min-runs", type=_positive_int, default=50, metavar="N",
+                       help="minimum timed inferences (default 50)")
+        p.add_argument("--warmup", type=_nonneg_int, default=10, metavar="N",
+                       help="warm-up inferences discarded (default 10, and at least 0.5 s)")
+        p.add_argument("--warmup-s", type=_nonneg_float, default=0.5, metavar="S",
+                       help=argparse.SUPPRESS)
+        p.add_argument("--no-accuracy", action="store_true",
+                       help="skip the comparison with the FP32 model")
+        p.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
+        p.add_argument("--live", action=argparse.BooleanOptionalAction, default=None,
+                       help="print rolling latency while timing (default: on a terminal)")
+        p.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
+        if name == "profile":
+            p.add_argument("--top", type=_positive_int, default=15, metavar="N",
+                           help="nodes to list (default 15; JSON keeps all unless set)")
+            p.add_argument("--runs", type=_positive_int, default=20, metavar="K",
+                           help="profiled inferences (default 20)")
+        p.set_defaults(handler=_lazy("engine.cli.commands", "cmd_bench"), profile=name == "profile")
+    return parser
+
+
+def _add_knobs(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("knobs")
+    g.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    g.add_argument("--fusion", choices=FUSIONS, default="all",
+                   help="ONNX Runtime graph optimization level (default all)")
+    g.add_argument("--batch", type=_positive_int, default=1, help="batch size (default 1)")
+    g.add_argument("--threads", type=_nonneg_int, default=0,
+                   help="intra-op threads (default 0: one per physical core)")
+    g.add_argument("--spinning", choices=("on", "off"), default="off",
+                   help="intra-op thread spinning (default off: on small machines spinning "
+                   "threads steal cores from each other)")
+    g.add_argument("--provider", choices=PROVIDERS, default="auto",
+                   help="execution provider (default auto: CUDA when a GPU is present)")
+    g.add_argument("--shape", action="append", default=[], metavar="NAME=AxB",
+                   help="concrete shape for an input (repeatable)")
+    g.add_argument("--inputs", metavar="FILE.npz", help="real input data (keys = input names)")
+    g.add_argument("--calibration", metavar="FILE.npz",
+                   help="calibration samples for int8-static (keys = input names)")
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    return RunConfig(precision=args.precision, fusion=args.fusion, batch=args.batch,
+                     threads=args.threads, spinning=args.spinning == "on",
+                     provider=args.provider)
+
+
+def _lazy(module: str, func: str) -> Handler:
+    """Import command modules only when run, so `--help` needs no heavy imports."""
+
+    def handler(args: argparse.Namespace) -> int:
+        import importlib
+
+        result: int = getattr(importlib.import_module(module), func)(args)
+        return result
+
+    return handler
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return EXIT_OK
+    try:
+        code: int = args.handler(args)
+        return code
+    except OpScopeError as exc:
+        print(f"opscope: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("opscope: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+def write_json(path: str, data: dict[str, Any]) -> None:
+    """Write JSON atomically (NaN becomes null); '-' writes to stdout."""
+    text = json.dumps(_clean(data), indent=2)
+    if path == "-":
+        sys.stdout.write(text + "\n")
+        return
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".opscope-", dir=target.parent)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text + "\n")
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise OpScopeError(f"cannot write JSON ({exc.strerror or exc})", path) from exc
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def _nonneg_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def _nonneg_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())

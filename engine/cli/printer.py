@@ -1,0 +1,166 @@
+"""Terminal rendering of engine events: a progress/live line on TTYs, a summary at the end."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import deque
+from typing import Any, TextIO
+
+import numpy as np
+
+from engine.events import Event, LatencyBatch, Notice, Progress, RunStarted
+from engine.model_info import ModelInfo
+from engine.results import RunResult
+
+
+class LivePrinter:
+    """Shows progress and, during timing, a live line of rolling latency statistics."""
+
+    def __init__(self, stream: TextIO | None = None, live: bool | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.live = self.tty if live is None else live
+        self._recent: deque[np.ndarray] = deque(maxlen=20)  # ~2 s of batches
+        self._count = 0
+        self._t0 = 0.0
+        self._last_print = 0.0
+        self._batch = 1
+        self._line_open = False
+
+    def feed(self, ev: Event) -> None:
+        if isinstance(ev, Notice):
+            self._clear()
+            self.stream.write(f"{ev.level}: {ev.message}\n")
+        elif isinstance(ev, Progress) and self.tty:
+            total = f"/{ev.total:g}" if ev.total else ""
+            self._status(f"[{ev.stage}] {ev.message or f'{ev.done:g}{total}'}")
+        elif isinstance(ev, RunStarted):
+            self._batch = ev.batch
+        elif isinstance(ev, LatencyBatch):
+            if not self._count:
+                self._t0 = time.perf_counter()
+            self._count += ev.latencies_ns.size
+            self._recent.append(ev.latencies_ns)
+            now = time.perf_counter()
+            if self.live and now - self._last_print >= (0.25 if self.tty else 1.0):
+                self._last_print = now
+                self._live_line(now)
+        self.stream.flush()
+
+    def _live_line(self, now: float) -> None:
+        recent = np.concatenate(self._recent) / 1e6
+        p50, p90, p99 = np.percentile(recent, [50, 90, 99])
+        rate = self._count / max(now - self._t0, 1e-9)
+        text = (f"[timing] n={self._count:<7d} p50 {p50:7.3f} ms  p90 {p90:7.3f} ms  "
+                f"p99 {p99:7.3f} ms  {rate * self._batch:9.1f} samples/s (last {recent.size})")
+        if self.tty:
+            self._status(text)
+        else:
+            self.stream.write(text + "\n")
+
+    def _status(self, text: str) -> None:
+        self.stream.write("\r\x1b[2K" + text[:160])
+        self._line_open = True
+
+    def _clear(self) -> None:
+        if self._line_open:
+            self.stream.write("\r\x1b[2K")
+            self._line_open = False
+
+    def close(self) -> None:
+        self._clear()
+        self.stream.flush()
+
+
+def print_info(info: ModelInfo, out: TextIO) -> None:
+    w = out.write
+    w(f"model      {info.path}\n")
+    w(f"sha256     {info.sha256}\n")
+    w(f"size       {_bytes(info.file_bytes)}"
+      + (f" (external data: {', '.join(info.external_data)})" if info.external_data else "")
+      + "\n")
+    w(f"producer   {info.producer or '-'}   ir {info.ir_version}   opset "
+      + ", ".join(f"{d} {v}" for d, v in info.opset.items()) + "\n")
+    for label, values in (("inputs", info.inputs), ("outputs", info.outputs)):
+        for i, v in enumerate(values):
+            w(f"{label if i == 0 else '':<10} {v.name}: {v.type_text()}\n")
+    w(f"nodes      {info.nodes}" + (f" (+{info.subgraph_nodes} in subgraphs)"
+                                     if info.subgraph_nodes else "") + "\n")
+    w(f"params     {info.params:,} ({_bytes(info.param_bytes)})\n")
+    hist = ", ".join(f"{k} {v}" for k, v in list(info.op_types.items())[:12])
+    more = len(info.op_types) - 12
+    w(f"op types   {hist}{f', ... {more} more' if more > 0 else ''}\n")
+    if info.checker_warning:
+        w(f"checker    {info.checker_warning}\n")
+
+
+def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
+    w = out.write
+    if result.model:
+        w(f"model      {result.model.info.name}  sha256 {result.model.info.sha256[:12]}\n")
+    if result.started:
+        s = result.started
+        w(f"config     {s.config.label()}\n")
+        w(f"provider   {s.provider_used}" + ("" if s.provider_used == s.provider_requested
+                                              else f"  (requested {s.provider_requested})")
+          + "\n")
+        w("inputs     " + ", ".join(f"{k} {d}[{'x'.join(map(str, sh))}]"
+                                    for k, (sh, d) in s.inputs.items()) + "\n")
+    if result.variant:
+        v = result.variant
+        nodes = f"{v.nodes_original} nodes -> {v.nodes if v.nodes is not None else '?'} " \
+                f"after fusion"
+        built = "cached" if v.cached else "built"
+        w(f"variant    {v.precision}: {nodes}; {built} in {v.build_s:.2f} s\n")
+    if result.timing:
+        t = result.timing
+        lat = t.latency
+        w(f"latency    p50 {lat.p50:.3f} ms  p90 {lat.p90:.3f}  p95 {lat.p95:.3f}  "
+          f"p99 {lat.p99:.3f}  (mean {lat.mean:.3f} ± {lat.std:.3f}, min {lat.min:.3f}, "
+          f"max {lat.max:.3f}; n={lat.count} after {t.warmup_runs} warm-up)\n")
+        w(f"throughput {t.throughput.inferences_per_s:.1f} inferences/s, "
+          f"{t.throughput.samples_per_s:.1f} samples/s   "
+          + ("stable" if t.stable else "UNSTABLE (windows differ by >10%; run longer)") + "\n")
+    if result.accuracy:
+        a = result.accuracy
+        top1 = f"  top-1 agreement {a.top1_agreement:.1%}" if a.top1_agreement is not None else ""
+        w(f"accuracy   vs fp32: cosine {a.cosine:.6f}  max abs err {a.max_abs_err:.4g}  "
+          f"mean abs err {a.mean_abs_err:.4g}{top1}\n")
+    if result.profile:
+        print_ops(result.profile, out, top)
+
+
+def print_ops(profile: Any, out: TextIO, top: int) -> None:
+    w = out.write
+    w(f"\nprofile    {profile.runs} profiled inferences; node time covers "
+      f"{profile.coverage:.1%} of model_run"
+      + (f"; profiler overhead {profile.profile_overhead:+.0%}"
+         if profile.profile_overhead is not None else "") + "\n")
+    w("providers  " + ", ".join(f"{k}: {v} nodes" for k, v in profile.provider_nodes.items())
+      + "\n\n")
+    header = (f"{'node':<38} {'op':<20} {'ms':>8} {'share':>6} {'bytes':>9} {'GB/s':>7} "
+              f"{'GFLOP/s':>8} {'FLOP/B':>7}\n")
+    for title, rows in (("top nodes", profile.ops[:top]), ("op types", profile.op_types[:top])):
+        w(f"{title}\n{header}")
+        for s in rows:
+            w(f"{_clip(s.name, 38):<38} {_clip(s.op_type, 20):<20} {s.time_ms:8.3f} "
+              f"{s.share:6.1%} {_bytes(s.bytes):>9} {_num(s.gbps, 7)} {_num(s.gflops, 8)} "
+              f"{_num(s.intensity, 7)}\n")
+        w("\n")
+
+
+def _num(x: float | None, width: int) -> str:
+    return f"{'-':>{width}}" if x is None else f"{x:{width}.2f}"
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else "…" + text[-(n - 1):]
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"

@@ -1,0 +1,108 @@
+"""Run configuration: a frozen, validated dataclass every other part plans from."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from engine.errors import ConfigError
+
+Engine = Literal["onnxruntime", "torch"]
+Precision = Literal["fp32", "fp16", "int8-dynamic", "int8-static"]
+Fusion = Literal["off", "basic", "extended", "layout", "all"]
+Provider = Literal["auto", "cpu", "cuda", "tensorrt"]
+
+ENGINES: tuple[str, ...] = get_args(Engine)
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+FUSIONS: tuple[str, ...] = get_args(Fusion)
+PROVIDERS: tuple[str, ...] = get_args(Provider)
+
+PRECISION_LABELS = {
+    "fp32": "FP32",
+    "fp16": "FP16",
+    "int8-dynamic": "INT8 dynamic",
+    "int8-static": "INT8 static",
+}
+
+
+def default_threads() -> int:
+    """Intra-op threads ORT would pick by itself: the physical core count."""
+    try:
+        import psutil
+
+        physical = psutil.cpu_count(logical=False)
+    except ImportError:  # pragma: no cover - psutil is a dependency
+        physical = None
+    return max(1, physical or os.cpu_count() or 1)
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """Everything that changes what is measured. `threads=0` means 'the default'."""
+
+    engine: Engine = "onnxruntime"
+    precision: Precision = "fp32"
+    fusion: Fusion = "all"
+    batch: int = 1
+    threads: int = 0
+    spinning: bool = False
+    provider: Provider = "auto"
+
+    def __post_init__(self) -> None:
+        _check_choice("engine", self.engine, ENGINES)
+        _check_choice("precision", self.precision, PRECISIONS)
+        _check_choice("fusion", self.fusion, FUSIONS)
+        _check_choice("provider", self.provider, PROVIDERS)
+        if not isinstance(self.batch, int) or self.batch < 1:
+            raise ConfigError(f"batch must be a positive integer, got {self.batch!r}")
+        if not isinstance(self.threads, int) or self.threads < 0:
+            raise ConfigError(f"threads must be 0 (default) or positive, got {self.threads!r}")
+
+    def resolved(self) -> RunConfig:
+        """The same config with defaults made explicit (threads as actually used)."""
+        if self.threads:
+            return self
+        return dataclasses.replace(self, threads=default_threads())
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunConfig:
+        """Build from untrusted JSON: unknown keys are ignored, values are validated."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+    def describe_change(self, old: RunConfig) -> str:
+        """A short label for what changed from `old`, e.g. 'INT8 dynamic, batch 8'."""
+        parts = []
+        if self.engine != old.engine:
+            parts.append(self.engine)
+        if self.precision != old.precision:
+            parts.append(PRECISION_LABELS[self.precision])
+        if self.fusion != old.fusion:
+            parts.append(f"fusion {self.fusion}")
+        if self.batch != old.batch:
+            parts.append(f"batch {self.batch}")
+        if self.threads != old.threads:
+            parts.append(f"threads {self.threads or 'default'}")
+        if self.spinning != old.spinning:
+            parts.append(f"spinning {'on' if self.spinning else 'off'}")
+        if self.provider != old.provider:
+            parts.append(f"provider {self.provider}")
+        return ", ".join(parts) or "no change"
+
+    def label(self) -> str:
+        """One-line summary for tables and markers."""
+        spin = "spin" if self.spinning else "nospin"
+        return (
+            f"{self.engine} {PRECISION_LABELS[self.precision]} fusion={self.fusion} "
+            f"batch={self.batch} threads={self.threads or 'default'} {spin} {self.provider}"
+        )
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")

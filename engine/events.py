@@ -1,0 +1,122 @@
+"""The typed events every long engine operation yields.
+
+Consumers (the CLI printer, the session recorder, the GUI client) receive these and never
+reach back into the engine. Every yield is a progress point and a cancellation point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.config import RunConfig
+from engine.model_info import ModelInfo
+from engine.stats import LatencyStats, Throughput
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A step of long work: `done` of `total` (None when unknown)."""
+
+    stage: str  # "load", "variant", "calibration", "session", "warmup", "timing", ...
+    done: float
+    total: float | None
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something the user should know (a fallback, a default chosen for them)."""
+
+    level: str  # "info" | "warning"
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLoaded:
+    info: ModelInfo
+
+
+@dataclass(frozen=True, slots=True)
+class VariantReady:
+    """The model file actually run, and what building it took."""
+
+    precision: str
+    path: str
+    build_s: float
+    cached: bool
+    nodes_original: int
+    nodes: int | None = None  # after ORT's graph optimisation, once a session exists
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    config: RunConfig  # threads as actually used
+    provider_requested: str
+    provider_used: str
+    providers: tuple[str, ...]
+    inputs: dict[str, tuple[tuple[int, ...], str]]  # name -> (shape, dtype)
+    batch: int
+    session_create_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyBatch:
+    """Raw per-inference samples since the last batch (ns, starts relative to timing start)."""
+
+    starts_ns: np.ndarray
+    latencies_ns: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class TimingDone:
+    latency: LatencyStats
+    throughput: Throughput
+    stable: bool
+    warmup_runs: int
+    elapsed_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class AccuracyResult:
+    """This variant's outputs against the FP32 model's on the same inputs."""
+
+    baseline: str
+    max_abs_err: float
+    mean_abs_err: float
+    cosine: float
+    top1_agreement: float | None
+    samples: int
+    per_output: dict[str, dict[str, float | None]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"baseline": self.baseline, "max_abs_err": self.max_abs_err,
+                "mean_abs_err": self.mean_abs_err, "cosine": self.cosine,
+                "top1_agreement": self.top1_agreement, "samples": self.samples,
+                "per_output": self.per_output}
+
+
+@dataclass(frozen=True, slots=True)
+class OpProfile:
+    """One profiling pass, parsed. `trace` keeps the raw per-inference node rows."""
+
+    ops: list[Any]  # list[engine.op_stats.OpStat], per node
+    op_types: list[Any]  # per op type
+    coverage: float  # summed node time / model_run time
+    runs: int
+    provider_nodes: dict[str, int]  # nodes per provider, as the profile says
+    trace: Any  # engine.profile_parse.ProfileTrace
+    profile_overhead: float | None = None  # profiled mean run / timed mean - 1
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnded:
+    status: str  # "ok" | "cancelled" | "error"
+    error: str | None = None
+
+
+Event = (Progress | Notice | ModelLoaded | VariantReady | RunStarted | LatencyBatch
+         | TimingDone | AccuracyResult | OpProfile | RunEnded)

@@ -1,0 +1,235 @@
+"""Turn a RunConfig into ONNX Runtime session options (a pure plan), then open the session.
+
+Planning is pure so it can be tested without ONNX Runtime; opening reports the provider
+ONNX Runtime actually obtained, because it silently falls back to CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.config import RunConfig
+from engine.errors import ConfigError, ModelError
+
+if TYPE_CHECKING:
+    import onnxruntime
+
+FUSION_LEVELS = {
+    "off": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "layout": "ORT_ENABLE_LAYOUT",
+    "all": "ORT_ENABLE_ALL",
+}
+PROVIDER_NAMES = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+}
+SHORT_NAMES = {v: k for k, v in PROVIDER_NAMES.items()}
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    """Everything needed to build `SessionOptions` and the provider list."""
+
+    graph_optimization_level: str
+    intra_op_threads: int
+    inter_op_threads: int
+    config_entries: tuple[tuple[str, str], ...]
+    providers: tuple[tuple[str, dict[str, str]], ...]
+    enable_profiling: bool = False
+    profile_prefix: str | None = None
+    optimized_model_path: str | None = None
+    log_severity: int = 3  # errors only; we report fallbacks ourselves
+    requested: str = "CPUExecutionProvider"
+    notes: tuple[str, ...] = field(default=())
+
+
+def plan_session(
+    config: RunConfig,
+    *,
+    gpu_present: bool,
+    profiling: bool = False,
+    profile_prefix: str | None = None,
+    optimized_model_path: str | None = None,
+    trt_cache_dir: str | None = None,
+) -> SessionPlan:
+    """Map a config onto ORT options. Pure: no ORT import, no I/O."""
+    cfg = config.resolved()
+    if cfg.engine != "onnxruntime":
+        raise ConfigError(f"engine {cfg.engine!r} does not use ONNX Runtime sessions")
+    provider = cfg.provider
+    notes: list[str] = []
+    if provider == "auto":
+        provider = "cuda" if gpu_present else "cpu"
+        notes.append(f"provider auto -> {provider}"
+                     + ("" if gpu_present else " (no NVIDIA GPU found)"))
+    cuda_opts: dict[str, str] = {"device_id": "0"}
+    chain: list[tuple[str, dict[str, str]]] = []
+    if provider == "tensorrt":
+        trt_opts = {"device_id": "0", "trt_fp16_enable": str(cfg.precision == "fp16")}
+        if trt_cache_dir:
+            trt_opts.update(trt_engine_cache_enable="True", trt_engine_cache_path=trt_cache_dir,
+                            trt_timing_cache_enable="True", trt_timing_cache_path=trt_cache_dir)
+        chain.append(("TensorrtExecutionProvider", trt_opts))
+        chain.append(("CUDAExecutionProvider", cuda_opts))
+    elif provider == "cuda":
+        chain.append(("CUDAExecutionProvider", cuda_opts))
+    chain.append(("CPUExecutionProvider", {}))
+    entries = [("session.intra_op.allow_spinning", "1" if cfg.spinning else "0"),
+               ("session.inter_op.allow_spinning", "1" if cfg.spinning else "0")]
+    return SessionPlan(
+        graph_optimization_level=FUSION_LEVELS[cfg.fusion],
+        intra_op_threads=cfg.threads,
+        inter_op_threads=1,
+        config_entries=tuple(entries),
+        providers=tuple(chain),
+        enable_profiling=profiling,
+        profile_prefix=profile_prefix,
+        optimized_model_path=optimized_model_path,
+        requested=PROVIDER_NAMES[provider],
+        notes=tuple(notes),
+    )
+
+
+@dataclass
+class OpenSession:
+    """An ORT session and the truth about where it runs."""
+
+    session: onnxruntime.InferenceSession
+    providers_obtained: tuple[str, ...]
+    requested: str
+    create_s: float
+    fallback_reason: str | None = None
+
+    @property
+    def provider_used(self) -> str:
+        return self.providers_obtained[0] if self.providers_obtained else "unknown"
+
+    @property
+    def fell_back(self) -> bool:
+        return self.provider_used != self.requested
+
+
+def build_options(plan: SessionPlan) -> onnxruntime.SessionOptions:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel,
+                                          plan.graph_optimization_level)
+    so.intra_op_num_threads = plan.intra_op_threads
+    so.inter_op_num_threads = plan.inter_op_threads
+    so.log_severity_level = plan.log_severity
+    for key, value in plan.config_entries:
+        so.add_session_config_entry(key, value)
+    if plan.enable_profiling:
+        so.enable_profiling = True
+        if plan.profile_prefix:
+            so.profile_file_prefix = plan.profile_prefix
+    if plan.optimized_model_path:
+        so.optimized_model_filepath = plan.optimized_model_path
+    return so
+
+
+def open_session(model_path: str | Path, plan: SessionPlan) -> OpenSession:
+    """Create the session; ORT failures become one-line `ModelError`s."""
+    import time
+
+    import onnxruntime as ort
+
+    so = build_options(plan)
+    t0 = time.perf_counter()
+    with _CapturedStderr() as captured:
+        try:
+            sess = ort.InferenceSession(str(model_path), sess_options=so,
+                                        providers=[(n, o) for n, o in plan.providers])
+        except Exception as exc:  # ORT raises Fail/InvalidGraph/NotImplemented/RuntimeError
+            raise ModelError(explain_ort_error(exc), model_path) from exc
+    opened = OpenSession(sess, tuple(sess.get_providers()), plan.requested,
+                         time.perf_counter() - t0)
+    if opened.fell_back:
+        opened.fallback_reason = fallback_reason(captured.text)
+    return opened
+
+
+def fallback_reason(log: str) -> str | None:
+    """Why ORT dropped a GPU provider, from what it logged while creating the session."""
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", log)
+    m = re.search(r"with error: ([^\n]+)", plain)
+    if m:
+        return m.group(1).strip()
+    m = re.search(r"No registered plugin EP device found for '(\w+)'", plain)
+    if m:
+        return f"no device found for {m.group(1)}"
+    lines = [ln for ln in plain.splitlines() if "[E:" in ln or "Failed" in ln]
+    return lines[0].split("]", 2)[-1].strip()[:300] if lines else None
+
+
+class _CapturedStderr:
+    """Collect what native code writes to fd 2 (ORT's logger) while the block runs."""
+
+    def __enter__(self) -> _CapturedStderr:
+        import sys
+        import tempfile
+
+        self.text = ""
+        try:
+            sys.stderr.flush()
+            self._saved = os.dup(2)
+        except (OSError, ValueError):  # no real fd 2 (embedded interpreters)
+            self._saved = -1
+            return self
+        self._tmp = tempfile.TemporaryFile()
+        os.dup2(self._tmp.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved < 0:
+            return
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._tmp.seek(0)
+        self.text = self._tmp.read().decode(errors="replace")
+        self._tmp.close()
+
+
+def explain_ort_error(exc: BaseException) -> str:
+    """Turn an ORT exception into one readable line."""
+    text = " ".join(str(exc).split())
+    text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    m = re.search(r"Could not find an implementation for (\S+)", text)
+    if m:
+        return f"unsupported operator {m.group(1)} on this provider (no kernel in ONNX Runtime)"
+    m = re.search(r"(\S+) is not a registered function/op", text)
+    if m:
+        return f"unsupported operator {m.group(1)} (not registered in ONNX Runtime)"
+    if "Load model from" in text and "failed" in text:
+        text = text.split("failed:", 1)[-1].strip()
+    return f"ONNX Runtime cannot load the model: {text[:400]}"
+
+
+def gpu_present() -> bool:
+    """True when NVML sees at least one NVIDIA GPU. Cheap; never raises."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return bool(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return False
+
+
+def session_io(sess: onnxruntime.InferenceSession) -> dict[str, Any]:
+    """Inputs and outputs as ORT sees them (for error messages)."""
+    return {
+        "inputs": [(i.name, i.type, i.shape) for i in sess.get_inputs()],
+        "outputs": [(o.name, o.type, o.shape) for o in sess.get_outputs()],
+    }

@@ -1,0 +1,111 @@
+"""Fold a run's events into the result object the CLI prints and writes as JSON.
+
+The JSON shape is a contract scripts rely on (see README, "Command line").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.events import (
+    AccuracyResult,
+    Event,
+    LatencyBatch,
+    ModelLoaded,
+    Notice,
+    OpProfile,
+    RunEnded,
+    RunStarted,
+    TimingDone,
+    VariantReady,
+)
+
+
+@dataclass
+class RunResult:
+    """Everything one run produced, assembled from its events."""
+
+    model: ModelLoaded | None = None
+    variant: VariantReady | None = None
+    started: RunStarted | None = None
+    timing: TimingDone | None = None
+    accuracy: AccuracyResult | None = None
+    profile: OpProfile | None = None
+    ended: RunEnded | None = None
+    notices: list[Notice] = field(default_factory=list)
+    _starts: list[np.ndarray] = field(default_factory=list)
+    _lats: list[np.ndarray] = field(default_factory=list)
+
+    def feed(self, ev: Event) -> None:
+        if isinstance(ev, LatencyBatch):
+            self._starts.append(ev.starts_ns)
+            self._lats.append(ev.latencies_ns)
+        elif isinstance(ev, ModelLoaded):
+            self.model = ev
+        elif isinstance(ev, VariantReady):
+            self.variant = ev
+        elif isinstance(ev, RunStarted):
+            self.started = ev
+        elif isinstance(ev, TimingDone):
+            self.timing = ev
+        elif isinstance(ev, AccuracyResult):
+            self.accuracy = ev
+        elif isinstance(ev, OpProfile):
+            self.profile = ev
+        elif isinstance(ev, RunEnded):
+            self.ended = ev
+        elif isinstance(ev, Notice):
+            self.notices.append(ev)
+
+    @property
+    def latencies_ns(self) -> np.ndarray:
+        return np.concatenate(self._lats) if self._lats else np.empty(0, np.int64)
+
+    @property
+    def starts_ns(self) -> np.ndarray:
+        return np.concatenate(self._starts) if self._starts else np.empty(0, np.int64)
+
+    def to_json(self, top: int | None = None) -> dict[str, Any]:
+        from engine.op_stats import stat_to_json
+
+        out: dict[str, Any] = {}
+        if self.model:
+            info = self.model.info
+            out["model"] = {"path": info.path, "sha256": info.sha256, "name": info.name}
+        if self.started:
+            out["config"] = self.started.config.to_json()
+            out["provider_requested"] = self.started.provider_requested
+            out["provider_used"] = self.started.provider_used
+            out["providers"] = list(self.started.providers)
+            out["inputs"] = {k: {"shape": list(s), "dtype": d}
+                             for k, (s, d) in self.started.inputs.items()}
+            out["batch"] = self.started.batch
+        if self.variant:
+            out["variant"] = {"precision": self.variant.precision,
+                              "nodes": self.variant.nodes,
+                              "nodes_original": self.variant.nodes_original,
+                              "build_s": round(self.variant.build_s, 4),
+                              "cached": self.variant.cached,
+                              "path": self.variant.path}
+        if self.timing:
+            out["latency_ms"] = self.timing.latency.to_json()
+            out["throughput"] = self.timing.throughput.to_json()
+            out["stable"] = self.timing.stable
+            out["warmup_runs"] = self.timing.warmup_runs
+        out["accuracy"] = self.accuracy.to_json() if self.accuracy else None
+        if self.profile:
+            p = self.profile
+            ops = p.ops[:top] if top else p.ops
+            out["ops"] = [stat_to_json(s) for s in ops]
+            out["op_types"] = [stat_to_json(s) for s in p.op_types]
+            out["profile"] = {"runs": p.runs, "coverage": p.coverage,
+                              "provider_nodes": p.provider_nodes,
+                              "overhead": p.profile_overhead, "nodes_total": len(p.ops)}
+        out["notices"] = [{"level": n.level, "message": n.message} for n in self.notices]
+        out["status"] = self.ended.status if self.ended else "incomplete"
+        if self.ended and self.ended.error:
+            out["error"] = self.ended.error
+        return out

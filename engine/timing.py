@@ -1,0 +1,103 @@
+"""The timing pass: warm-up discarded, then raw per-inference latencies until both a
+minimum count and a minimum duration are reached.
+
+The loop is as bare as a hand-written ONNX Runtime loop: two clock reads and two list
+appends per inference; batches of samples are yielded about ten times a second.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.events import LatencyBatch, Progress, TimingDone
+from engine.stats import is_stable, latency_stats, throughput
+
+Clock = Callable[[], int]
+
+
+@dataclass(frozen=True, slots=True)
+class TimingPlan:
+    warmup_runs: int = 10
+    warmup_s: float = 0.5
+    min_runs: int = 50
+    duration_s: float = 5.0  # float("inf") runs until the consumer stops
+    batch_interval_s: float = 0.1
+    max_runs: int | None = None
+
+
+@dataclass
+class TimingSamples:
+    """Everything the timing pass measured, raw."""
+
+    starts_ns: np.ndarray
+    latencies_ns: np.ndarray
+
+
+def time_inferences(
+    run_once: Callable[[], object],
+    plan: TimingPlan,
+    batch: int,
+    clock: Clock = time.perf_counter_ns,
+    samples: TimingSamples | None = None,
+) -> Iterator[Progress | LatencyBatch | TimingDone]:
+    """Run `run_once` repeatedly; yield progress, sample batches, and a final summary.
+
+    If `samples` is given it is filled with every raw sample (for the caller's records).
+    Closing the generator stops timing at the next batch boundary.
+    """
+    warm = 0
+    t_start = clock()
+    warm_end = t_start + int(plan.warmup_s * 1e9)
+    while warm < plan.warmup_runs or clock() < warm_end:
+        run_once()
+        warm += 1
+        if warm % 10 == 0:
+            yield Progress("warmup", min(warm, plan.warmup_runs), plan.warmup_runs,
+                           f"warm-up {warm} runs")
+    yield Progress("warmup", plan.warmup_runs, plan.warmup_runs, f"warm-up done ({warm} runs)")
+
+    starts: list[int] = []
+    lats: list[int] = []
+    s_append = starts.append
+    l_append = lats.append
+    sent = 0
+    interval = int(plan.batch_interval_s * 1e9)
+    origin = clock()
+    min_end = origin + int(plan.duration_s * 1e9) if plan.duration_s != float("inf") else None
+    next_flush = origin + interval
+    max_runs = plan.max_runs or 0
+    while True:
+        t0 = clock()
+        run_once()
+        t1 = clock()
+        s_append(t0 - origin)
+        l_append(t1 - t0)
+        if t1 < next_flush:
+            continue
+        next_flush = t1 + interval
+        yield LatencyBatch(np.array(starts[sent:], dtype=np.int64),
+                           np.array(lats[sent:], dtype=np.int64))
+        sent = len(lats)
+        if min_end is not None and t1 >= min_end and sent >= plan.min_runs:
+            break
+        if max_runs and sent >= max_runs:
+            break
+    if sent < len(lats):
+        yield LatencyBatch(np.array(starts[sent:], dtype=np.int64),
+                           np.array(lats[sent:], dtype=np.int64))
+    st = np.array(starts, dtype=np.int64)
+    lt = np.array(lats, dtype=np.int64)
+    if samples is not None:
+        samples.starts_ns = st
+        samples.latencies_ns = lt
+    yield TimingDone(
+        latency=latency_stats(lt),
+        throughput=throughput(st, lt, batch),
+        stable=is_stable(lt),
+        warmup_runs=warm,
+        elapsed_s=(clock() - origin) / 1e9,
+    )
