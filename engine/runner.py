@@ -120,7 +120,6 @@ def prepare(req: BenchRequest) -> Iterator[Event]:
 
         def make_feeds(i: int) -> Feeds:
             return feeds if i == 0 else generate_inputs(model, info, plan, seed=req.seed + i)
-    del model
 
     calibration, cal_id, cal_count = _calibration_source(req, info, config, make_feeds)
     if config.precision == "int8-static" and req.calibration_npz is None:

@@ -8,6 +8,7 @@ static quantization, the QDQ format with S8S8, ONNX Runtime's recommended defaul
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -86,8 +87,9 @@ def build_variant(
         staging.discard()
         raise
     build_s = time.perf_counter() - t0
-    for leftover in staging.path.glob("preprocessed*"):
-        leftover.unlink()
+    for leftover in staging.path.iterdir():  # pre-processed copies, shape-inference temps
+        if not leftover.name.startswith("model.onnx") and leftover.is_file():
+            leftover.unlink()
     meta = {"precision": precision, "params": params, "build_s": build_s,
             "source_sha256": info.sha256, "source": info.path}
     final = staging.commit(meta)
@@ -111,8 +113,11 @@ def _preprocess(info: ModelInfo, folder: Path) -> Iterator[Progress | Notice]:
     yield Progress("variant", 0, None, "pre-processing for quantization")
     dst = folder / "preprocessed.onnx"
     try:
-        with _quiet_logs():
-            quant_pre_process(info.path, str(dst), skip_symbolic_shape=False)
+        # ORT's symbolic shape inference drops a temp file in the working directory when it
+        # gives up; run it inside our staging folder so nothing lands in the user's.
+        with _quiet_logs(), contextlib.chdir(folder):
+            quant_pre_process(str(Path(info.path).resolve()), str(dst.resolve()),
+                              skip_symbolic_shape=False)
     except Exception as exc:
         yield Notice("info", f"quantization pre-processing skipped ({_one_line(exc)})")
         return Path(info.path)
@@ -143,6 +148,7 @@ def _build_int8_static(
     )
 
     seen: queue.Queue[int] = queue.Queue()
+    stop = threading.Event()
 
     class Reader(CalibrationDataReader):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -150,6 +156,8 @@ def _build_int8_static(
             self.n = 0
 
         def get_next(self) -> Feeds | None:
+            if stop.is_set():  # cancelled: end calibration early so the thread finishes
+                return None
             item = next(self.it, None)
             if item is not None:
                 self.n += 1
@@ -169,13 +177,18 @@ def _build_int8_static(
 
     worker = threading.Thread(target=work, name="opscope-calibration", daemon=True)
     worker.start()
-    yield Progress("calibration", 0, count, "calibrating")
-    while worker.is_alive():
-        try:
-            n = seen.get(timeout=0.2)
-            yield Progress("calibration", n, count, f"calibration batch {n}/{count}")
-        except queue.Empty:
-            continue
+    try:
+        yield Progress("calibration", 0, count, "calibrating")
+        while worker.is_alive():
+            try:
+                n = seen.get(timeout=0.2)
+                yield Progress("calibration", n, count, f"calibration batch {n}/{count}")
+            except queue.Empty:
+                continue
+    finally:
+        # Never leave ORT running in a thread at interpreter exit (std::terminate).
+        stop.set()
+        worker.join()
     if failure:
         raise failure[0]
     yield Progress("calibration", count, count, "quantizing weights")

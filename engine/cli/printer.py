@@ -111,8 +111,11 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
         v = result.variant
         nodes = f"{v.nodes_original} nodes -> {v.nodes if v.nodes is not None else '?'} " \
                 f"after fusion"
-        built = "cached" if v.cached else "built"
-        w(f"variant    {v.precision}: {nodes}; {built} in {v.build_s:.2f} s\n")
+        if v.precision == "fp32":
+            how = "the original model"
+        else:
+            how = f"{'cached; built' if v.cached else 'built'} in {v.build_s:.2f} s"
+        w(f"variant    {v.precision}: {nodes}; {how}\n")
     if result.timing:
         t = result.timing
         lat = t.latency

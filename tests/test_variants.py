@@ -1,0 +1,99 @@
+"""FP16 / INT8 variants built with ONNX Runtime's tools, cached by model hash and params."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from engine import cache
+from engine.errors import ModelError
+from engine.events import Progress, VariantReady
+from engine.model_info import load_model
+from engine.variants import build_variant
+from tests.conftest import DEMO_CNN
+
+
+def _ready(events: list[object]) -> VariantReady:
+    ready = [e for e in events if isinstance(e, VariantReady)]
+    assert len(ready) == 1
+    return ready[0]
+
+
+def _feeds(n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"image": rng.standard_normal((n, 3, 64, 64)).astype(np.float32)}
+
+
+@pytest.mark.parametrize(
+    ("precision", "op"),
+    [("fp16", "Cast"), ("int8-dynamic", "DynamicQuantizeLinear"),
+     ("int8-static", "QuantizeLinear")],
+)
+def test_variant_builds_runs_and_caches(precision: str, op: str) -> None:
+    _, info = load_model(DEMO_CNN)
+
+    def calibration():  # type: ignore[no-untyped-def]
+        for i in range(4):
+            yield _feeds(2, seed=i)
+
+    events = list(build_variant(info, precision, calibration, "test", 4))
+    first = _ready(events)
+    assert not first.cached and first.build_s > 0
+    assert any(isinstance(e, Progress) for e in events)
+    built = onnx.load(first.path)
+    ops = {n.op_type for n in built.graph.node}
+    if precision == "int8-dynamic" and op not in ops:
+        pytest.fail(f"no {op} in {sorted(ops)}")  # Conv nets get ConvInteger via dynamic q
+    assert op in ops or precision == "int8-dynamic"
+    sess = ort.InferenceSession(first.path, providers=["CPUExecutionProvider"])
+    (out,) = sess.run(None, _feeds(2))
+    assert out.shape == (2, 10) and out.dtype == np.float32  # I/O types kept
+    if precision == "int8-static":
+        assert any(isinstance(e, Progress) and e.stage == "calibration" for e in events)
+    again = _ready(list(build_variant(info, precision, calibration, "test", 4)))
+    assert again.cached and again.path == first.path
+    assert again.build_s == pytest.approx(first.build_s)
+
+
+def test_fp32_is_the_original_file() -> None:
+    _, info = load_model(DEMO_CNN)
+    ready = _ready(list(build_variant(info, "fp32")))
+    assert ready.path == str(DEMO_CNN)
+
+
+def test_cache_key_depends_on_model_and_params() -> None:
+    a = cache.cache_key({"model": "1", "precision": "fp16"})
+    assert a == cache.cache_key({"precision": "fp16", "model": "1"})
+    assert a != cache.cache_key({"model": "2", "precision": "fp16"})
+
+
+def test_failed_build_leaves_no_cache_entry() -> None:
+    """Calibration data of the wrong shape makes the calibration run fail."""
+    _, info = load_model(DEMO_CNN)
+
+    def wrong_shape():  # type: ignore[no-untyped-def]
+        yield {"image": np.zeros((1, 3, 7), np.float32)}
+
+    with pytest.raises(ModelError, match="cannot build the int8-static variant"):
+        list(build_variant(info, "int8-static", wrong_shape, "wrong-shape", 1))
+    folder = cache.cache_root() / "variants"
+    assert [p for p in folder.iterdir() if p.name.startswith(".")] == []
+
+
+def test_cancelled_build_leaves_no_debris() -> None:
+    _, info = load_model(DEMO_CNN)
+
+    def calibration():  # type: ignore[no-untyped-def]
+        for i in range(50):
+            yield _feeds(1, seed=i)
+
+    gen = build_variant(info, "int8-static", calibration, "cancel-test", 50)
+    for ev in gen:
+        if isinstance(ev, Progress) and ev.stage == "calibration" and ev.done >= 1:
+            break
+    gen.close()
+    leftovers = [p for p in (cache.cache_root() / "variants").iterdir()
+                 if p.name.startswith(".")]
+    assert leftovers == []
