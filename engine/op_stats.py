@@ -1,0 +1,199 @@
+"""Per-node and per-op-type statistics over the inferences of one profiling pass.
+
+Pure functions of a ProfileTrace. Every statistic is computed from the per-inference rows:
+a node's time in one inference is the sum of its executions' *self* time (a Loop body
+node runs once per iteration; an If/Loop/Scan is charged only the time not spent in its
+body's nodes, which are rows of their own), and an inference in which a node did not run
+counts as 0. So node means add up to the mean summed node time, shares add up to 1, and
+op-type times are sums of node times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.flops import node_flops
+from engine.profile_parse import NodeEvent, ProfileTrace
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class OpStat:
+    """One node (or one op type) over the kept profiled inferences."""
+
+    name: str
+    op_type: str
+    provider: str
+    calls: int  # executions per inference (1 for a node; for an op type, the node count)
+    time_ms: float  # mean time per inference
+    p50_ms: float  # of the per-inference time distribution
+    p99_ms: float
+    share: float  # of the summed node time per inference (0..1)
+    bytes: int  # per inference: activation + parameter + output bytes
+    gbps: float | None  # bytes / time
+    flops: int | None  # per inference
+    gflops: float | None
+    intensity: float | None  # flops / bytes
+
+
+@dataclass(slots=True)
+class _Series:
+    """One node's (or op type's) raw per-inference sums, before they become an OpStat."""
+
+    name: str
+    op_type: str
+    providers: set[str]
+    times_us: FloatArray
+    counts: npt.NDArray[np.int64]
+    bytes_total: float = 0.0  # over all inferences
+    flops_total: float | None = 0.0  # None once any execution has no FLOP model
+    members: int = 1
+
+
+def node_stats(trace: ProfileTrace) -> list[OpStat]:
+    """One OpStat per node (subgraph nodes qualified by their parent), by time, largest first."""
+    series = _node_series(trace)
+    return _finish(series, len(trace.runs), calls_of=lambda s: int(s.counts.max(initial=0)))
+
+
+def op_type_stats(trace: ProfileTrace) -> list[OpStat]:
+    """One OpStat per op type (name == op_type, calls == node count), largest time first."""
+    runs = len(trace.runs)
+    groups: dict[str, _Series] = {}
+    for node in _node_series(trace):
+        group = groups.get(node.op_type)
+        if group is None:
+            groups[node.op_type] = _Series(
+                name=node.op_type,
+                op_type=node.op_type,
+                providers=set(node.providers),
+                times_us=node.times_us.copy(),
+                counts=node.counts.copy(),
+                bytes_total=node.bytes_total,
+                flops_total=node.flops_total,
+            )
+            continue
+        group.providers |= node.providers
+        group.times_us += node.times_us
+        group.counts += node.counts
+        group.bytes_total += node.bytes_total
+        group.flops_total = _add(group.flops_total, node.flops_total)
+        group.members += 1
+    return _finish(list(groups.values()), runs, calls_of=lambda s: s.members)
+
+
+def coverage(trace: ProfileTrace) -> float:
+    """Summed node self time / summed model_run time: how much of an inference the kernels
+    explain (the rest is executor, allocation and profiler overhead)."""
+    run_us = sum(r.dur_us for r in trace.runs)
+    return sum(n.self_us for n in trace.nodes) / run_us if run_us > 0 else 0.0
+
+
+def slow_run_attribution(trace: ProfileTrace, quantile: float = 0.99) -> list[tuple[str, float]]:
+    """Nodes slower than their own median in the slowest inferences (model_run at or above
+    `quantile`): mean excess in ms over those inferences, positive only, largest first."""
+    if not 0.0 <= quantile <= 1.0:
+        raise ValueError(f"quantile must be within [0, 1], got {quantile}")
+    if not trace.runs:
+        return []
+    durations = np.array([r.dur_us for r in trace.runs], dtype=np.float64)
+    slow = durations >= np.quantile(durations, quantile)
+    excess: list[tuple[str, float]] = []
+    for node in _node_series(trace):
+        over_us = float(np.mean(node.times_us[slow] - np.median(node.times_us)))
+        if over_us > 0:
+            excess.append((node.name, over_us / 1e3))
+    return sorted(excess, key=lambda item: (-item[1], item[0]))
+
+
+def stat_to_json(s: OpStat) -> dict[str, str | int | float | None]:
+    """A JSON-ready dict with plain Python numbers (for reports, exports and the CLI)."""
+    return {
+        "name": s.name,
+        "op_type": s.op_type,
+        "provider": s.provider,
+        "calls": s.calls,
+        "time_ms": s.time_ms,
+        "p50_ms": s.p50_ms,
+        "p99_ms": s.p99_ms,
+        "share": s.share,
+        "bytes": s.bytes,
+        "gbps": s.gbps,
+        "flops": s.flops,
+        "gflops": s.gflops,
+        "intensity": s.intensity,
+    }
+
+
+def _node_series(trace: ProfileTrace) -> list[_Series]:
+    """Per-inference self time, execution count, bytes and FLOPs of every node."""
+    runs = len(trace.runs)
+    by_name: dict[str, _Series] = {}
+    for event in trace.nodes:
+        key = event.qualified_name
+        series = by_name.get(key)
+        if series is None:
+            series = by_name[key] = _Series(
+                name=key,
+                op_type=event.op_type,
+                providers=set(),
+                times_us=np.zeros(runs, dtype=np.float64),
+                counts=np.zeros(runs, dtype=np.int64),
+            )
+        if event.provider:
+            series.providers.add(event.provider)
+        series.times_us[event.run_index] += event.self_us
+        series.counts[event.run_index] += 1
+        series.bytes_total += _bytes(event)
+        series.flops_total = _add(
+            series.flops_total, node_flops(event.op_type, event.input_shapes, event.output_shapes)
+        )
+    return list(by_name.values())
+
+
+def _finish(
+    series: Iterable[_Series], runs: int, calls_of: Callable[[_Series], int]
+) -> list[OpStat]:
+    """Turn raw per-inference sums into OpStats sorted by mean time (then name)."""
+    rows = list(series)
+    if runs == 0 or not rows:
+        return []
+    total_us = sum(float(np.mean(s.times_us)) for s in rows)
+    stats = [_stat(s, runs, total_us, calls_of(s)) for s in rows]
+    return sorted(stats, key=lambda s: (-s.time_ms, s.name))
+
+
+def _stat(s: _Series, runs: int, total_us: float, calls: int) -> OpStat:
+    mean_us = float(np.mean(s.times_us))
+    time_ms = mean_us / 1e3
+    per_run_bytes = round(s.bytes_total / runs)
+    flops = None if s.flops_total is None else round(s.flops_total / runs)
+    seconds = time_ms / 1e3
+    return OpStat(
+        name=s.name,
+        op_type=s.op_type,
+        provider=",".join(sorted(s.providers)),
+        calls=calls,
+        time_ms=time_ms,
+        p50_ms=float(np.percentile(s.times_us, 50)) / 1e3,
+        p99_ms=float(np.percentile(s.times_us, 99)) / 1e3,
+        share=mean_us / total_us if total_us > 0 else 0.0,
+        bytes=per_run_bytes,
+        gbps=per_run_bytes / seconds / 1e9 if seconds > 0 else None,
+        flops=flops,
+        gflops=flops / seconds / 1e9 if flops is not None and seconds > 0 else None,
+        intensity=flops / per_run_bytes if flops is not None and per_run_bytes > 0 else None,
+    )
+
+
+def _bytes(event: NodeEvent) -> int:
+    return event.activation_bytes + event.parameter_bytes + event.output_bytes
+
+
+def _add(total: float | None, value: float | None) -> float | None:
+    return None if total is None or value is None else total + value
