@@ -77,7 +77,7 @@ class RunConfig:
 
     def describe_change(self, old: RunConfig) -> str:
         """A short label for what changed from `old`, e.g. 'INT8 dynamic, batch 8'."""
-        parts = []
+        parts: list[str] = []
         if self.engine != old.engine:
             parts.append(self.engine)
         if self.precision != old.precision:

@@ -192,7 +192,40 @@ def _stat(s: _Series, runs: int, total_us: float, calls: int) -> OpStat:
 
 
 def _bytes(event: NodeEvent) -> int:
-    return event.activation_bytes + event.parameter_bytes + event.output_bytes
+    return (event.activation_bytes + event.parameter_bytes + event.output_bytes
+            + prepacked_weight_bytes(event))
+
+
+# ORT's CPU kernels pre-pack constant MatMul/Gemm weights at session creation and then leave
+# them out of the profile's input list and parameter_size, although every inference reads
+# them. Without this, those ops' bytes (and so GB/s and intensity) would be far too low.
+_PREPACKING_OPS = {"MatMul", "FusedMatMul", "Gemm", "FusedGemm", "MatMulIntegerToFloat",
+                   "DynamicQuantizeMatMul", "MatMulInteger", "QGemm"}
+_INT8_WEIGHT_OPS = {"MatMulIntegerToFloat", "DynamicQuantizeMatMul", "MatMulInteger", "QGemm"}
+_ITEMSIZE = {"float": 4, "float16": 2, "double": 8, "bfloat16": 2, "int8": 1, "uint8": 1,
+             "int32": 4, "int64": 8}
+
+
+def prepacked_weight_bytes(event: NodeEvent) -> int:
+    """Bytes of a K x N weight the profile omitted (0 when the weight is listed)."""
+    if event.op_type not in _PREPACKING_OPS or not event.input_shapes or not event.output_shapes:
+        return 0
+    dtype, a = event.input_shapes[0]
+    out = event.output_shapes[0][1]
+    if not a or not out:
+        return 0
+    n = out[-1]
+    rows = int(np.prod(out[:-1], dtype=np.int64)) if len(out) > 1 else 1
+    a_elems = int(np.prod(a, dtype=np.int64))
+    if rows <= 0 or n <= 0 or a_elems % rows:
+        return 0
+    k = a_elems // rows
+    for _, shape in event.input_shapes[1:]:
+        elems = int(np.prod(shape, dtype=np.int64))
+        if elems and elems % (k * n) == 0:
+            return 0  # B (maybe batched) is listed: already counted in the profile's sizes
+    itemsize = 1 if event.op_type in _INT8_WEIGHT_OPS else _ITEMSIZE.get(dtype, 4)
+    return k * n * itemsize
 
 
 def _add(total: float | None, value: float | None) -> float | None:

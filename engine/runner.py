@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,7 +97,7 @@ def run_bench(req: BenchRequest) -> Iterator[Event]:
     yield RunEnded("ok")
 
 
-def prepare(req: BenchRequest) -> Iterator[Event]:
+def prepare(req: BenchRequest) -> Generator[Event, None, Prepared]:
     """Load, make inputs, build the variant, open the session, check the inputs fit."""
     yield Progress("load", 0, None, f"loading {Path(req.model_path).name}")
     model, info = load_model(req.model_path)

@@ -13,7 +13,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +106,9 @@ def _build_fp16(info: ModelInfo, out: Path) -> None:
     onnx.save(converted, str(out))
 
 
-def _preprocess(info: ModelInfo, folder: Path) -> Iterator[Progress | Notice]:
+def _preprocess(
+    info: ModelInfo, folder: Path
+) -> Generator[Progress | Notice, None, Path]:
     """ORT's recommended pre-processing (shape inference + basic fusion); optional."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
 

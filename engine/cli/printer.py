@@ -142,7 +142,7 @@ def print_ops(profile: Any, out: TextIO, top: int) -> None:
          if profile.profile_overhead is not None else "") + "\n")
     w("providers  " + ", ".join(f"{k}: {v} nodes" for k, v in profile.provider_nodes.items())
       + "\n\n")
-    header = (f"{'node':<38} {'op':<20} {'ms':>8} {'share':>6} {'bytes':>9} {'GB/s':>7} "
+    header = (f"{'name':<38} {'op':<20} {'ms':>8} {'share':>6} {'bytes':>9} {'GB/s':>7} "
               f"{'GFLOP/s':>8} {'FLOP/B':>7}\n")
     for title, rows in (("top nodes", profile.ops[:top]), ("op types", profile.op_types[:top])):
         w(f"{title}\n{header}")

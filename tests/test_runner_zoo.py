@@ -1,0 +1,71 @@
+"""The whole run (load, inputs, variant, session, timing, accuracy, profile) on every
+real-world model shape in the zoo, in-process through `run_bench`."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from engine.config import RunConfig
+from engine.errors import InputError, ModelError
+from engine.results import RunResult
+from engine.runner import BenchRequest, run_bench
+from engine.timing import TimingPlan
+
+QUICK = TimingPlan(warmup_runs=2, warmup_s=0.0, min_runs=5, duration_s=0.05)
+RUNNABLE = ["dims_named", "dims_unknown", "dims_minus_one", "dims_formula", "int_inputs",
+            "bool_input", "stateful_rnn", "constant_weights", "qdq_quantized",
+            "dynamic_quantized", "contrib_ops", "sequence_output", "map_output",
+            "external_data", "subgraph_if", "multi_output"]
+
+
+def _run(path: Path, **kwargs: object) -> RunResult:
+    result = RunResult()
+    for ev in run_bench(BenchRequest(str(path), timing=QUICK, **kwargs)):  # type: ignore[arg-type]
+        result.feed(ev)
+    return result
+
+
+@pytest.mark.parametrize("name", RUNNABLE)
+def test_bench_and_profile_every_runnable_model(zoo: dict[str, Path], name: str) -> None:
+    r = _run(zoo[name], config=RunConfig(batch=2), profile=True, profile_runs=3)
+    assert r.ended is not None and r.ended.status == "ok"
+    assert r.timing is not None and r.timing.latency.count >= 5
+    assert r.started is not None and r.started.provider_used == "CPUExecutionProvider"
+    assert r.profile is not None and r.profile.runs == 3
+    assert r.profile.ops, "every model has at least one profiled node"
+    data = r.to_json()
+    assert data["status"] == "ok" and data["ops"]
+
+
+@pytest.mark.parametrize("name", ["map_output", "sequence_output", "multi_output",
+                                  "constant_weights", "qdq_quantized", "int_inputs"])
+def test_variants_of_unusual_models_report_accuracy(zoo: dict[str, Path], name: str) -> None:
+    r = _run(zoo[name], config=RunConfig(precision="int8-dynamic", batch=2))
+    assert r.accuracy is not None
+    assert r.accuracy.samples >= 1
+    assert math.isfinite(r.accuracy.max_abs_err)
+    assert r.accuracy.cosine > 0.9
+
+
+def test_fixed_batch_model_keeps_its_shape(zoo: dict[str, Path]) -> None:
+    r = _run(zoo["shape_mismatch"], config=RunConfig(batch=4))
+    assert r.started is not None
+    assert r.started.inputs["x"][0] == (1, 3, 8, 8)
+    assert r.started.batch == 1  # samples/s counts what was really fed
+
+
+def test_model_rejecting_inputs_names_input_and_shape(zoo: dict[str, Path]) -> None:
+    with pytest.raises(InputError) as err:
+        _run(zoo["shape_mismatch_dynamic"], config=RunConfig(batch=4))
+    text = str(err.value)
+    assert "x float32[4x3x8x8]" in text and "--shape" in text and "--inputs" in text
+
+
+@pytest.mark.parametrize("name", ["unsupported_op", "session_fails", "corrupt",
+                                  "external_data_missing"])
+def test_unloadable_models_raise_model_errors(zoo: dict[str, Path], name: str) -> None:
+    with pytest.raises(ModelError):
+        _run(zoo[name])
