@@ -69,6 +69,7 @@ class LatencyBatch:
 
     starts_ns: np.ndarray
     latencies_ns: np.ndarray
+    origin_ns: int = 0  # time.perf_counter_ns() at the run's timing start (same clock as t_ns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,10 +114,35 @@ class OpProfile:
 
 
 @dataclass(frozen=True, slots=True)
+class Telemetry:
+    """One sample of machine state: `values` keyed by metric name (see engine/telemetry.py)."""
+
+    t_ns: int  # time.perf_counter_ns() (CLOCK_MONOTONIC, shared by processes on a host)
+    values: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """A labelled moment on the latency curve, e.g. a config change ("INT8 dynamic")."""
+
+    kind: str  # "config" | "note" | "profile"
+    label: str
+    t_ns: int  # time.perf_counter_ns() on the engine host
+
+
+@dataclass(frozen=True, slots=True)
+class CommandFailed:
+    """A command to the live engine failed; what was running before keeps running."""
+
+    command: str  # "load" | "apply" | "profile" | ...
+    message: str  # one line, naming the file and cause
+
+
+@dataclass(frozen=True, slots=True)
 class RunEnded:
     status: str  # "ok" | "cancelled" | "error"
     error: str | None = None
 
 
 Event = (Progress | Notice | ModelLoaded | VariantReady | RunStarted | LatencyBatch
-         | TimingDone | AccuracyResult | OpProfile | RunEnded)
+         | TimingDone | AccuracyResult | OpProfile | Telemetry | Marker | CommandFailed | RunEnded)

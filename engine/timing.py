@@ -80,7 +80,7 @@ def time_inferences(
             continue
         next_flush = t1 + interval
         yield LatencyBatch(np.array(starts[sent:], dtype=np.int64),
-                           np.array(lats[sent:], dtype=np.int64))
+                           np.array(lats[sent:], dtype=np.int64), origin)
         sent = len(lats)
         if min_end is not None and t1 >= min_end and sent >= plan.min_runs:
             break
@@ -88,7 +88,7 @@ def time_inferences(
             break
     if sent < len(lats):
         yield LatencyBatch(np.array(starts[sent:], dtype=np.int64),
-                           np.array(lats[sent:], dtype=np.int64))
+                           np.array(lats[sent:], dtype=np.int64), origin)
     st = np.array(starts, dtype=np.int64)
     lt = np.array(lats, dtype=np.int64)
     if samples is not None:

@@ -1,0 +1,195 @@
+"""The engine host: a child process that runs the live engine and streams event batches.
+
+The GUI spawns it, sends small commands, and receives lists of events (tens per second).
+A native crash, an out-of-memory or a hung quantization here cannot take the window down,
+and cancelling is killing. No Qt: the same loop can serve a remote client later.
+
+Commands (tuples): ("load", path, shapes, inputs_npz), ("apply", config_json),
+("start",), ("stop",), ("profile",), ("cancel",), ("shutdown",).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from engine.config import RunConfig
+from engine.errors import OpScopeError
+from engine.events import CommandFailed, Event, Notice, Progress
+from engine.live import LiveSession, Staged, stage
+from engine.runner import BenchRequest
+from engine.telemetry import CpuSampler, TelemetryThread
+
+SEND_INTERVAL_S = 0.05
+PROFILE_EVERY_S = 30.0
+
+
+class Outbox:
+    """Collects events from any thread and sends them as one list every ~50 ms."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._items: list[Event] = []
+        self._lock = threading.Lock()
+        self._last = 0.0
+
+    def put(self, ev: Event) -> None:
+        with self._lock:
+            self._items.append(ev)
+
+    def flush(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < SEND_INTERVAL_S:
+            return
+        with self._lock:
+            items, self._items = self._items, []
+        self._last = now
+        if items:
+            self._conn.send(items)
+
+
+class Builder:
+    """Prepares one config in a worker thread; a newer request supersedes (generation)."""
+
+    def __init__(self, out: Outbox) -> None:
+        self._out = out
+        self.generation = 0
+        self.result: tuple[int, Staged] | None = None
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+
+    def submit(self, req: BenchRequest, label: str, command: str) -> None:
+        self._cancel.set()  # the older build stops at its next progress point
+        self._cancel = cancel = threading.Event()
+        self.generation += 1
+        gen = self.generation
+        threading.Thread(target=self._work, args=(req, label, command, gen, cancel),
+                         name=f"opscope-build-{gen}", daemon=True).start()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+        self.generation += 1
+
+    def take(self) -> Staged | None:
+        with self._lock:
+            result, self.result = self.result, None
+        if result is None or result[0] != self.generation:
+            return None  # stale: a newer request superseded it
+        return result[1]
+
+    def _work(self, req: BenchRequest, label: str, command: str, gen: int,
+              cancel: threading.Event) -> None:
+        events = stage(req, label)
+        try:
+            while True:
+                if cancel.is_set():
+                    events.close()
+                    self._out.put(Notice("info", f"cancelled: {label}"))
+                    return
+                self._out.put(next(events))
+        except StopIteration as stop:
+            with self._lock:
+                self.result = (gen, stop.value)
+        except OpScopeError as exc:
+            self._out.put(CommandFailed(command, str(exc)))
+        except Exception as exc:  # a bug, but the old config keeps running
+            self._out.put(CommandFailed(command, f"internal error: {exc!r}"))
+            traceback.print_exc()
+
+
+def host_main(conn: Connection, telemetry_interval_s: float = 0.1) -> None:
+    """The child process's loop: commands in, event batches out, until shutdown."""
+    out = Outbox(conn)
+    live = LiveSession()
+    builder = Builder(out)
+    telemetry = TelemetryThread(out.put, [CpuSampler().sample], telemetry_interval_s)
+    telemetry.start()
+    state: dict[str, Any] = {"path": None, "shapes": {}, "inputs": None,
+                             "config": RunConfig(), "running": True, "profile_due": False,
+                             "last_profile": 0.0}
+    try:
+        while True:
+            idle = live.segment is None or not state["running"]
+            if conn.poll(0.05 if idle else 0):
+                cmd = conn.recv()
+                if cmd[0] == "shutdown":
+                    _drain(live.end(), out)
+                    break
+                _handle(cmd, state, live, builder, out)
+            staged = builder.take()
+            if staged is not None:
+                _drain(live.begin(staged), out)
+                state["profile_due"] = True
+            if live.segment is not None and state["running"]:
+                ev = live.step()
+                if ev is not None:
+                    out.put(ev)
+                now = time.monotonic()
+                if state["profile_due"] or now - state["last_profile"] > PROFILE_EVERY_S:
+                    state["profile_due"] = False
+                    state["last_profile"] = now
+                    _profile(live, out)
+            out.flush()
+    finally:
+        telemetry.stop()
+        out.flush(force=True)
+
+
+def _handle(cmd: tuple[Any, ...], state: dict[str, Any], live: LiveSession, builder: Builder,
+            out: Outbox) -> None:
+    kind = cmd[0]
+    if kind == "load":
+        _, path, shapes, inputs = cmd
+        config = state["config"]
+        req = BenchRequest(str(path), config=config, shapes=dict(shapes or {}),
+                           inputs_npz=inputs)
+        builder.submit(req, f"load {Path(path).name}", "load")
+        state["path"], state["shapes"], state["inputs"] = path, dict(shapes or {}), inputs
+    elif kind == "apply":
+        try:
+            config = RunConfig.from_json(cmd[1])
+        except OpScopeError as exc:
+            out.put(CommandFailed("apply", str(exc)))
+            return
+        old = live.config or state["config"]
+        state["config"] = config
+        if state["path"] is None:
+            return
+        req = BenchRequest(str(state["path"]), config=config, shapes=state["shapes"],
+                           inputs_npz=state["inputs"])
+        builder.submit(req, config.resolved().describe_change(old.resolved()), "apply")
+    elif kind == "start":
+        stopped = state.pop("stopped", None)
+        if stopped is not None and live.segment is None:
+            _drain(live.begin(stopped), out)  # a new run of the same config
+        state["running"] = True
+    elif kind == "stop":
+        if live.segment is not None:
+            state["stopped"] = live.segment.staged
+            _drain(live.end(), out)
+        state["running"] = False
+    elif kind == "profile":
+        state["profile_due"] = True
+    elif kind == "cancel":
+        builder.cancel()
+        out.put(Progress("variant", 1, 1, "cancelled"))
+    else:
+        out.put(CommandFailed(str(kind), f"unknown command {kind!r}"))
+
+
+def _profile(live: LiveSession, out: Outbox) -> None:
+    try:
+        _drain(live.profile(), out)
+    except OpScopeError as exc:
+        out.put(CommandFailed("profile", str(exc)))
+
+
+def _drain(events: Iterator[Event], out: Outbox) -> None:
+    for ev in events:
+        out.put(ev)
+    out.flush(force=True)

@@ -1,0 +1,154 @@
+"""The live engine: one model, one config at a time, timed continuously in segments.
+
+Each config is one run (a segment): it starts with the run's facts (ModelLoaded,
+VariantReady, RunStarted, a Marker) and ends with TimingDone + RunEnded when the config
+changes or timing stops. Preparing the next config happens elsewhere (a worker thread in
+the host) while this segment keeps running. No threads and no Qt here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.config import RunConfig
+from engine.events import (
+    AccuracyResult,
+    Event,
+    LatencyBatch,
+    Marker,
+    ModelLoaded,
+    Progress,
+    RunEnded,
+    RunStarted,
+    TimingDone,
+    VariantReady,
+)
+from engine.profiling import profile_pass
+from engine.runner import BenchRequest, Prepared, accuracy_pass, prepare
+from engine.stats import is_stable, latency_stats, throughput
+from engine.timing import TimingPlan, time_inferences
+
+LIVE_TIMING = TimingPlan(warmup_runs=10, warmup_s=0.3, min_runs=1, duration_s=float("inf"),
+                         batch_interval_s=0.1)
+
+
+@dataclass
+class Staged:
+    """A prepared config waiting to replace the running one, with its deferred run facts."""
+
+    prepared: Prepared
+    facts: list[Event]  # ModelLoaded, VariantReady, RunStarted, AccuracyResult (in order)
+    label: str
+
+
+def stage(req: BenchRequest, label: str, check_accuracy: bool = True,
+          ) -> Generator[Event, None, Staged]:
+    """Prepare a config. Progress and notices are yielded now; run facts are kept for the
+    moment the segment starts, so a recorder sees them after the previous run ended."""
+    facts: list[Event] = []
+    gen = prepare(req)
+    try:
+        while True:
+            ev = next(gen)
+            if isinstance(ev, ModelLoaded | VariantReady | RunStarted):
+                facts.append(ev)
+            else:
+                yield ev
+    except StopIteration as stop:
+        prepared: Prepared = stop.value
+    if check_accuracy and prepared.config.precision != "fp32":
+        for ev in accuracy_pass(prepared, req.inputs_npz is None):
+            if isinstance(ev, AccuracyResult):
+                facts.append(ev)
+            else:
+                yield ev
+    return Staged(prepared, facts, label)
+
+
+@dataclass
+class Segment:
+    staged: Staged
+    timing: Iterator[Event]
+    starts: list[np.ndarray] = field(default_factory=list)
+    lats: list[np.ndarray] = field(default_factory=list)
+    warmup_runs: int = 0
+    origin_ns: int = 0
+
+
+class LiveSession:
+    """Runs the current segment in small steps; swaps segments on demand."""
+
+    def __init__(self) -> None:
+        self.segment: Segment | None = None
+
+    @property
+    def config(self) -> RunConfig | None:
+        return self.segment.staged.prepared.config if self.segment else None
+
+    @property
+    def prepared(self) -> Prepared | None:
+        return self.segment.staged.prepared if self.segment else None
+
+    def begin(self, staged: Staged) -> Iterator[Event]:
+        """End the running segment (if any) and start `staged`."""
+        yield from self.end()
+        sess = staged.prepared.opened.session
+        feeds = staged.prepared.feeds
+        timing = time_inferences(lambda: sess.run(None, feeds), LIVE_TIMING,
+                                 _batch(staged.prepared))
+        self.segment = Segment(staged, timing)
+        yield from staged.facts
+        yield Marker("config", staged.label, time.perf_counter_ns())
+
+    def step(self) -> Event | None:
+        """Advance timing by one batch (about 0.1 s); None when nothing is running."""
+        seg = self.segment
+        if seg is None:
+            return None
+        ev = next(seg.timing)
+        if isinstance(ev, LatencyBatch):
+            seg.starts.append(ev.starts_ns)
+            seg.lats.append(ev.latencies_ns)
+            seg.origin_ns = ev.origin_ns
+        elif isinstance(ev, Progress) and ev.stage == "warmup":
+            seg.warmup_runs = int(ev.done)
+        return ev
+
+    def end(self, status: str = "ok", error: str | None = None) -> Iterator[Event]:
+        """Close the running segment: its statistics from every raw sample, then RunEnded."""
+        seg = self.segment
+        if seg is None:
+            return
+        self.segment = None
+        close = getattr(seg.timing, "close", None)
+        if close is not None:
+            close()
+        lats = np.concatenate(seg.lats) if seg.lats else np.empty(0, np.int64)
+        starts = np.concatenate(seg.starts) if seg.starts else np.empty(0, np.int64)
+        elapsed = (starts[-1] + lats[-1]) / 1e9 if lats.size else 0.0
+        batch = _batch(seg.staged.prepared)
+        yield TimingDone(latency_stats(lats), throughput(starts, lats, batch),
+                         is_stable(lats), seg.warmup_runs, float(elapsed))
+        yield RunEnded(status, error)
+
+    def profile(self, runs: int = 20) -> Iterator[Event]:
+        """A profiling pass of the running config (a separate session; timing pauses)."""
+        seg = self.segment
+        if seg is None:
+            return
+        p = seg.staged.prepared
+        lats = seg.lats[-50:]
+        mean = float(np.concatenate(lats).mean() / 1e6) if lats else None
+        yield Marker("profile", "profiling", time.perf_counter_ns())
+        yield from profile_pass(p.variant.path, p.config, p.feeds, runs=runs,
+                                gpu_present=p.gpu, timed_mean_ms=mean)
+
+
+def _batch(p: Prepared) -> int:
+    for arr in p.feeds.values():
+        return int(arr.shape[0]) if arr.ndim else 1
+    return 1

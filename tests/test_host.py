@@ -1,0 +1,119 @@
+"""The engine host process, driven through its pipe with no Qt: load, live timing,
+config changes, profiling, bad models, stop and shutdown."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.config import RunConfig
+from engine.events import (
+    AccuracyResult,
+    CommandFailed,
+    LatencyBatch,
+    Marker,
+    OpProfile,
+    RunEnded,
+    RunStarted,
+    Telemetry,
+    TimingDone,
+)
+from engine.host import host_main
+from tests.conftest import DEMO_CNN
+
+
+class Host:
+    def __init__(self) -> None:
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=host_main, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+        self.events: list[Any] = []
+
+    def send(self, *cmd: Any) -> None:
+        self.conn.send(cmd)
+
+    def wait_for(self, pred: Callable[[Any], bool], timeout: float = 60, start: int = 0) -> Any:
+        """The first event from index `start` on that matches, receiving as needed."""
+        end = time.monotonic() + timeout
+        seen = start
+        while time.monotonic() < end:
+            for ev in self.events[seen:]:
+                if pred(ev):
+                    return ev
+            seen = len(self.events)
+            if self.conn.poll(0.1):
+                self.events.extend(self.conn.recv())
+        last = [type(e).__name__ for e in self.events[-10:]]
+        raise AssertionError(f"timed out; last events: {last}")
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            self.send("shutdown")
+            self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+
+@pytest.fixture
+def host() -> Any:
+    h = Host()
+    yield h
+    h.close()
+
+
+def test_live_session_end_to_end(host: Host) -> None:
+    host.send("apply", RunConfig(batch=2).to_json())
+    host.send("load", str(DEMO_CNN), {}, None)
+    started = host.wait_for(lambda e: isinstance(e, RunStarted))
+    assert started.config.batch == 2 and started.provider_used == "CPUExecutionProvider"
+    host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0)
+    host.wait_for(lambda e: isinstance(e, Telemetry) and "cpu_percent" in e.values)
+    profile = host.wait_for(lambda e: isinstance(e, OpProfile))
+    assert profile.ops and profile.runs == 20
+
+    host.send("apply", RunConfig(batch=2, precision="int8-dynamic").to_json())
+    marker = host.wait_for(lambda e: isinstance(e, Marker) and e.kind == "config"
+                           and "INT8" in e.label)
+    assert marker.label == "INT8 dynamic"
+    ends = [e for e in host.events if isinstance(e, RunEnded)]
+    assert ends and ends[-1].status == "ok"  # the FP32 run ended before the INT8 one began
+    done = [e for e in host.events if isinstance(e, TimingDone)]
+    assert done and done[-1].latency.count > 0
+    host.wait_for(lambda e: isinstance(e, AccuracyResult))
+    host.wait_for(lambda e: isinstance(e, RunStarted) and e.config.precision == "int8-dynamic")
+
+    host.send("stop")
+    host.wait_for(lambda e: isinstance(e, RunEnded), start=len(host.events))
+    host.send("shutdown")
+    host.proc.join(20)
+    assert host.proc.exitcode == 0
+
+
+def test_bad_model_keeps_the_old_one_running(host: Host, zoo: dict[str, Path]) -> None:
+    host.send("load", str(DEMO_CNN), {}, None)
+    host.wait_for(lambda e: isinstance(e, LatencyBatch))
+    host.send("load", str(zoo["corrupt"]), {}, None)
+    failed = host.wait_for(lambda e: isinstance(e, CommandFailed))
+    assert failed.command == "load" and "not a valid ONNX file" in failed.message
+    host.wait_for(lambda e: isinstance(e, LatencyBatch), start=len(host.events))
+
+
+def test_a_newer_request_supersedes_an_older_one(host: Host) -> None:
+    host.send("load", str(DEMO_CNN), {}, None)
+    host.wait_for(lambda e: isinstance(e, LatencyBatch))
+    host.send("apply", RunConfig(batch=2).to_json())
+    host.send("apply", RunConfig(batch=3).to_json())
+    started = host.wait_for(lambda e: isinstance(e, RunStarted) and e.config.batch != 1)
+    assert started.config.batch == 3
+    time.sleep(1.0)
+    host.conn.poll(0.5) and host.events.extend(host.conn.recv())
+    assert not any(isinstance(e, RunStarted) and e.config.batch == 2 for e in host.events)
+
+
