@@ -117,8 +117,9 @@ def _preprocess(
     try:
         # ORT's symbolic shape inference drops a temp file in the working directory when it
         # gives up; run it inside our staging folder so nothing lands in the user's.
+        src, out = str(Path(info.path).resolve()), str(dst.resolve())  # before the chdir
         with _quiet_logs(), contextlib.chdir(folder):
-            quant_pre_process(str(Path(info.path).resolve()), str(dst.resolve()),
+            quant_pre_process(src, out,
                               skip_symbolic_shape=False)
     except Exception as exc:
         yield Notice("info", f"quantization pre-processing skipped ({_one_line(exc)})")

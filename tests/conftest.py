@@ -18,6 +18,10 @@ DEMO_CNN = ROOT / "resources" / "models" / "demo_cnn.onnx"
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Variants built by tests go to a temporary cache, never the user's."""
     os.environ["OPSCOPE_CACHE_DIR"] = str(tmp_path_factory.mktemp("opscope-cache"))
+    # The app's autosaved sessions and QSettings go to temporary folders too.
+    os.environ["OPSCOPE_SESSION_DIR"] = str(tmp_path_factory.mktemp("opscope-sessions"))
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
 @pytest.fixture(scope="session")

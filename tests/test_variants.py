@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -31,7 +33,9 @@ def _feeds(n: int, seed: int = 0) -> dict[str, np.ndarray]:
     [("fp16", "Cast"), ("int8-dynamic", "DynamicQuantizeLinear"),
      ("int8-static", "QuantizeLinear")],
 )
-def test_variant_builds_runs_and_caches(precision: str, op: str) -> None:
+def test_variant_builds_runs_and_caches(precision: str, op: str, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))  # a cold cache of our own
     _, info = load_model(DEMO_CNN)
 
     def calibration():  # type: ignore[no-untyped-def]

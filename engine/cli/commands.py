@@ -11,6 +11,7 @@ from engine.inputs import parse_shape_override
 from engine.model_info import load_model
 from engine.results import RunResult
 from engine.runner import BenchRequest, run_bench
+from engine.session.recorder import recording
 from engine.timing import TimingPlan
 
 
@@ -40,9 +41,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     result = RunResult()
     printer = LivePrinter(live=args.live)
     try:
-        for ev in run_bench(req):
-            result.feed(ev)
-            printer.feed(ev)
+        with recording(args.session, model_path=args.model, config=req.config,
+                       kind="profile" if args.profile else "bench") as record:
+            for ev in run_bench(req):
+                result.feed(ev)
+                printer.feed(ev)
+                record(ev)
     finally:
         printer.close()
     top = getattr(args, "top", 15)

@@ -1,4 +1,4 @@
-"""`opscope info|bench|profile ...`: argument parsing and dispatch.
+"""`opscope info|bench|profile|session|compare|export|report ...`: argument parsing and dispatch.
 
 Exit codes: 0 success; 2 bad input (one line naming the file and cause, no traceback);
 1 for genuine internal faults (with a traceback, since that is a bug to report).
@@ -63,13 +63,58 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--live", action=argparse.BooleanOptionalAction, default=None,
                        help="print rolling latency while timing (default: on a terminal)")
         p.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
+        p.add_argument("--session", metavar="FILE.opscope",
+                       help="record the run into a session file (created, or appended to)")
         if name == "profile":
             p.add_argument("--top", type=_positive_int, default=15, metavar="N",
                            help="nodes to list (default 15; JSON keeps all unless set)")
             p.add_argument("--runs", type=_positive_int, default=20, metavar="K",
                            help="profiled inferences (default 20)")
         p.set_defaults(handler=_lazy("engine.cli.commands", "cmd_bench"), profile=name == "profile")
+
+    p = sub.add_parser("session", help="read session files (.opscope)")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = actions.add_parser("show", help="one line per run: config, latency, throughput, "
+                           "accuracy, status")
+    p.add_argument("ref", metavar="FILE[:RUN]", help="a session file, or one run of it")
+    p.add_argument("--json", metavar="PATH", help="write runs and metadata as JSON ('-': stdout)")
+    p.set_defaults(handler=_lazy("engine.cli.session_cmds", "cmd_session_show"))
+    _add_session_tools(sub)
     return parser
+
+
+def _add_session_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`compare`, `export` and `report`: commands over recorded session files."""
+    p = sub.add_parser("compare", help="compare two recorded runs: latency and throughput "
+                       "deltas with confidence intervals, per-op differences, a regression gate")
+    p.add_argument("baseline", metavar="BASELINE", help="FILE (its last run) or FILE:ID")
+    p.add_argument("candidate", metavar="CANDIDATE", help="FILE (its last run) or FILE:ID")
+    p.add_argument("--metric", choices=("p50", "p90", "p99", "mean", "throughput"),
+                   default="p50", help="the metric the gate looks at (default p50)")
+    p.add_argument("--max-regression", type=_nonneg_float, default=0.0, metavar="PCT",
+                   help="exit 3 when the candidate is significantly worse by more than PCT "
+                   "percent (the confidence interval's lower bound; default 0: any "
+                   "significant slowdown)")
+    p.add_argument("--top", type=_positive_int, default=15, metavar="N",
+                   help="ops to list (default 15)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--json", metavar="PATH", help="write the comparison as JSON ('-': stdout)")
+    p.set_defaults(handler=_lazy("engine.cli.compare_cmds", "cmd_compare"))
+
+    p = sub.add_parser("export", help="export a session: a Chrome/Perfetto trace of profiled "
+                       "inferences, or CSV tables")
+    p.add_argument("file", metavar="FILE", help="a session file (.opscope)")
+    p.add_argument("--run", type=_positive_int, metavar="ID", help="only this run")
+    p.add_argument("--trace", metavar="OUT.json", help="Chrome trace event JSON (Perfetto, "
+                   "chrome://tracing): the median profiled inference of each run")
+    p.add_argument("--csv", metavar="DIR", help="write runs.csv, latency.csv and ops.csv")
+    p.set_defaults(handler=_lazy("engine.cli.export_cmds", "cmd_export"))
+
+    p = sub.add_parser("report", help="a self-contained HTML report of a session")
+    p.add_argument("file", metavar="FILE", help="a session file (.opscope)")
+    p.add_argument("-o", "--output", metavar="OUT.html",
+                   help="where to write it (default: FILE with an .html suffix)")
+    p.set_defaults(handler=_lazy("engine.cli.report_cmds", "cmd_report"))
 
 
 def _add_knobs(p: argparse.ArgumentParser) -> None:

@@ -1,0 +1,266 @@
+"""The recorder: consumes a run's events and writes them to a session file.
+
+It depends only on the events (never on the engine objects behind them), so the CLI runs
+it in-process and the desktop app runs it on the events its engine host sends over. Raw
+latency samples are buffered and committed once FLUSH_INTERVAL_S has passed; batches come
+every ~0.1 s, so commits are at most ~0.5 s apart and a crash or `kill -9` loses at most
+the last half second. Everything else is committed as it arrives. A run killed mid-way
+keeps status "running".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.config import RunConfig
+from engine.events import (
+    AccuracyResult,
+    CommandFailed,
+    Event,
+    LatencyBatch,
+    Marker,
+    ModelLoaded,
+    Notice,
+    OpProfile,
+    RunEnded,
+    RunStarted,
+    Telemetry,
+    TimingDone,
+    VariantReady,
+)
+from engine.session.store import SessionStore
+from engine.session.trust import json_text
+
+FLUSH_INTERVAL_S = 0.4
+
+
+class Recorder:
+    """Feed it every event (`rec.feed(ev)`): one run (the CLI) or a stream of runs (the live
+    engine: each RunStarted..RunEnded is a run; telemetry and markers go to the current
+    run). When a run raises instead of yielding RunEnded, mark it with `fail` or `cancel`;
+    `close()` flushes. A recorder started mid-run records from the next RunStarted on.
+    Events carry `time.perf_counter_ns()` stamps (a monotonic clock
+    shared by the processes of one host); the file stores wall-clock ns, converted with one
+    offset measured when the recorder starts."""
+
+    def __init__(self, store: SessionStore, *, model_path: str = "", kind: str = "bench",
+                 config: RunConfig | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self.model_path = model_path
+        self.kind = kind
+        self.config = config  # as requested; RunStarted brings the resolved one
+        self.run_id: int | None = None  # the current (or last) run
+        self._clock = clock
+        self._wall_offset = time.time_ns() - time.perf_counter_ns()
+        self._active = False  # a run row is open (started, not ended)
+        self._expect_run = True  # run facts seen since the last run ended
+        self._model_sha: str | None = None
+        self._variant: VariantReady | None = None
+        self._notices: list[Notice] = []
+        self._starts: list[np.ndarray] = []
+        self._lats: list[np.ndarray] = []
+        self._telemetry: list[tuple[int | None, int, str, float]] = []
+        self._next_index = 0
+        self._origin_wall: int | None = None  # wall ns of the current run's start_ns == 0
+        self._origin_saved = False
+        self._last_commit = clock()
+
+    @property
+    def active(self) -> bool:
+        """A run is open: started, and not yet ended by an event, `fail` or `cancel`."""
+        return self._active
+
+    def feed(self, ev: Event) -> None:
+        if isinstance(ev, LatencyBatch):
+            self._latency(ev)
+        elif isinstance(ev, Telemetry):
+            wall = ev.t_ns + self._wall_offset
+            run = self.run_id if self._active else None
+            self._telemetry.extend((run, wall, name, float(v)) for name, v in ev.values.items())
+        elif isinstance(ev, ModelLoaded):
+            self._expect_run = True
+            self._model_sha = self.store.upsert_model(ev.info)
+            self.model_path = ev.info.path
+        elif isinstance(ev, VariantReady):
+            self._expect_run = True
+            self._variant = ev
+        elif isinstance(ev, Notice):
+            if self._active:
+                self._notice(ev)
+            else:
+                self._notices.append(ev)
+        elif isinstance(ev, Marker):
+            self._marker(ev.kind, ev.label, "", ev.t_ns + self._wall_offset)
+        elif isinstance(ev, CommandFailed):
+            self._marker("command_failed", ev.command, ev.message, time.time_ns())
+        elif isinstance(ev, RunStarted):
+            self._start(ev)
+        elif isinstance(ev, TimingDone | AccuracyResult | OpProfile):
+            self._run_fact(ev)
+        elif isinstance(ev, RunEnded) and self._active:  # else: begun before this recorder
+            self._end(ev.status, ev.error)
+        if self._clock() - self._last_commit >= FLUSH_INTERVAL_S:
+            self.flush()
+
+    def feed_many(self, events: Iterable[Event]) -> None:
+        """For a sink that receives batches of events (the GUI's engine client)."""
+        for ev in events:
+            self.feed(ev)
+
+    def flush(self) -> None:
+        """Commit buffered samples, telemetry and the run's sample count in one transaction."""
+        self._last_commit = self._clock()
+        lats = self._lats if self._active else []
+        if not lats and not self._telemetry:
+            return
+        with self.store.transaction():
+            if lats and self.run_id is not None:
+                starts = np.concatenate(self._starts) if len(lats) > 1 else self._starts[0]
+                lat = np.concatenate(lats) if len(lats) > 1 else lats[0]
+                self._next_index = self.store.add_latency(self.run_id, self._next_index,
+                                                          starts, lat)
+                fields: dict[str, Any] = {"samples": self._next_index}
+                if not self._origin_saved and self._origin_wall is not None:
+                    fields["timing_origin_ns"] = self._origin_wall
+                    self.store.set_marker_offsets(self.run_id, self._origin_wall)
+                    self._origin_saved = True
+                self.store.update_run(self.run_id, fields)
+            if self._telemetry:
+                self.store.add_telemetry_rows(self._telemetry)
+        self._starts.clear()
+        self._lats.clear()
+        self._telemetry.clear()
+        self._last_commit = self._clock()
+
+    def fail(self, error_text: str) -> None:
+        """The run raised: keep what was recorded and mark it 'error' with the message."""
+        self._end("error", error_text)
+
+    def cancel(self, reason: str = "cancelled by the user") -> None:
+        self._end("cancelled", reason)
+
+    def close(self) -> None:
+        """Flush; a run still open is marked cancelled (nothing ended it)."""
+        if self._active:
+            self._end("cancelled", "recording closed before the run ended")
+        self.flush()
+
+    def _latency(self, ev: LatencyBatch) -> None:
+        if not self._active:
+            return  # samples outside a run have nowhere to go
+        if self._origin_wall is None and ev.latencies_ns.size:
+            if ev.origin_ns:
+                self._origin_wall = ev.origin_ns + self._wall_offset
+            else:  # an event without its origin: it was yielded as its last sample ended
+                last_end = int(ev.starts_ns[-1]) + int(ev.latencies_ns[-1])
+                self._origin_wall = time.time_ns() - last_end
+        self._starts.append(ev.starts_ns)
+        self._lats.append(ev.latencies_ns)
+
+    def _start(self, ev: RunStarted) -> None:
+        if self._active:
+            self._end("cancelled", "a new run started before this one ended")
+        fields: dict[str, Any] = {
+            "config": json_text(ev.config.to_json()),
+            "provider_requested": ev.provider_requested, "provider_used": ev.provider_used,
+            "providers": json_text(list(ev.providers)),
+            "inputs": json_text({k: {"shape": list(s), "dtype": d}
+                                 for k, (s, d) in ev.inputs.items()}),
+            "batch": ev.batch, "session_create_s": ev.session_create_s,
+        }
+        self._open_run(fields)
+
+    def _open_run(self, fields: dict[str, Any]) -> None:
+        fields = {"kind": self.kind, "model_sha256": self._model_sha,
+                  "model_path": self.model_path,
+                  "variant": _variant_json(self._variant) if self._variant else None, **fields}
+        self.flush()
+        with self.store.transaction():
+            self.run_id = self.store.start_run(fields)
+            self._active = True
+            for notice in self._notices:
+                self._notice(notice)
+        self._notices.clear()
+        self._next_index = 0
+        self._origin_wall = None
+        self._origin_saved = False
+        self._last_commit = self._clock()
+
+    def _end(self, status: str, error: str | None) -> None:
+        if not self._active:
+            if not self._expect_run:
+                return  # the last run already ended; nothing is pending
+            # failed before RunStarted: still a run, with what we know
+            config = json_text(self.config.to_json()) if self.config else None
+            self._open_run({"config": config})
+        run_id = self._require_run()
+        self.flush()
+        self.store.end_run(run_id, status, error)
+        self._active = False
+        self._expect_run = False
+        self._variant = None
+
+    def _notice(self, ev: Notice) -> None:
+        self.store.add_marker(self.run_id, "notice", ev.level, ev.message)
+
+    def _marker(self, kind: str, label: str, text: str, wall_ns: int) -> None:
+        run = self.run_id if self._active else None
+        t_ns = wall_ns - self._origin_wall if run is not None and self._origin_wall else None
+        self.store.add_marker(run, kind, label, text, t_ns=t_ns, wall_ns=wall_ns)
+
+    def _run_fact(self, ev: TimingDone | AccuracyResult | OpProfile) -> None:
+        """Outside a run (a recorder started mid-run) these have no row to go to: dropped."""
+        if not self._active or self.run_id is None:
+            return
+        self.flush()
+        if isinstance(ev, TimingDone):
+            self.store.set_timing(self.run_id, ev)
+        elif isinstance(ev, AccuracyResult):
+            self.store.set_accuracy(self.run_id, ev)
+        else:
+            self.store.add_profile(self.run_id, ev)
+
+    def _require_run(self) -> int:
+        assert self.run_id is not None, "a run row exists once _open_run ran"
+        return self.run_id
+
+
+def _variant_json(v: VariantReady) -> str:
+    return json_text({"precision": v.precision, "path": v.path, "build_s": v.build_s,
+                      "cached": v.cached, "nodes": v.nodes, "nodes_original": v.nodes_original,
+                      "details": v.details})
+
+
+@contextlib.contextmanager
+def recording(path: str | Path | None, *, model_path: str, kind: str = "bench",
+              config: RunConfig | None = None) -> Iterator[Callable[[Event], None]]:
+    """For the CLI: yields a `feed(event)` that records into `path` (a no-op when None).
+    A KeyboardInterrupt marks the run cancelled, any other exception marks it an error
+    with the exception's one-line text; both are re-raised."""
+    if path is None:
+        yield lambda ev: None
+        return
+    store = SessionStore.create_or_open(path)
+    rec = Recorder(store, model_path=model_path, kind=kind, config=config)
+    try:
+        yield rec.feed
+    except KeyboardInterrupt:
+        with contextlib.suppress(Exception):  # the interruption is the news, not this
+            rec.cancel("interrupted (Ctrl-C)")
+        raise
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            rec.fail(" ".join((str(exc) or type(exc).__name__).split()))
+        raise
+    finally:
+        try:
+            rec.close()
+        finally:
+            store.close()

@@ -1,0 +1,42 @@
+"""Naming a run on the command line: `FILE` (its last run) or `FILE:ID`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.errors import SessionFileError
+from engine.session.reader import SessionReader
+from engine.session.rows import RunRow
+
+
+def resolve_run_ref(text: str) -> tuple[str, int | None]:
+    """'a.opscope' -> ('a.opscope', None); 'a.opscope:3' -> ('a.opscope', 3).
+
+    An existing file wins, so names that contain ':' still work; only a suffix of ASCII
+    digits after the last ':' is a run id, and a lone drive letter ('C:7') stays a path,
+    so Windows paths ('C:\\runs\\a.opscope', 'C:\\runs\\a.opscope:2') resolve as meant.
+    """
+    if Path(text).is_file():
+        return text, None
+    head, sep, tail = text.rpartition(":")
+    if not sep or not head or not (tail.isascii() and tail.isdigit()):
+        return text, None
+    if len(head) == 1 and head.isalpha():  # 'C:7' is a path on drive C, not run 7 of 'C'
+        return text, None
+    return head, int(tail)
+
+
+def open_run(text: str) -> tuple[SessionReader, RunRow]:
+    """Open `FILE[:ID]` read-only and pick that run (or the last one). The caller closes
+    the reader."""
+    path, run_id = resolve_run_ref(text)
+    reader = SessionReader.open(path)
+    try:
+        if run_id is None:
+            run_id = reader.last_run_id()
+            if run_id is None:
+                raise SessionFileError("the session has no runs", path)
+        return reader, reader.run(run_id)
+    except BaseException:
+        reader.close()
+        raise

@@ -1,0 +1,155 @@
+"""The session file's schema: a version number and the ordered migrations that build it.
+
+`MIGRATIONS[i]` turns a version-`i` file into version `i + 1` (version 0 is an empty
+database). A file's version lives in `meta.schema_version`; `migrate` applies what is
+missing, each step in its own transaction, so a file is always at exactly one version.
+Never edit a released migration: append a new one. docs/session-format.md describes every
+table for the tools that read these files.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+
+from sqlite_utils import Database
+
+FORMAT_NAME = "opscope-session"
+APPLICATION_ID = 0x4F505343  # "OPSC" in the SQLite header, so `file` can tell what this is
+
+Migration = Callable[[Database], None]
+
+
+def _v1_initial(db: Database) -> None:
+    """Version 1: every table, with the indexes that keep per-run reads fast."""
+    db.table("meta").create({"key": str, "value": str}, pk="key")
+    db.table("models").create(
+        {"sha256": str, "name": str, "path": str, "file_bytes": int, "inputs": str,
+         "outputs": str, "info": str, "first_seen": str},
+        pk="sha256",
+    )
+    db.table("runs").create(
+        {"id": int, "kind": str, "model_sha256": str, "model_path": str, "config": str,
+         "provider_requested": str, "provider_used": str, "providers": str, "inputs": str,
+         "batch": int, "session_create_s": float, "variant": str, "status": str,
+         "error": str, "started_at": str, "ended_at": str, "timing_origin_ns": int,
+         "host": str, "app_version": str, "samples": int, "mean_ms": float,
+         "std_ms": float, "min_ms": float, "p50_ms": float, "p90_ms": float,
+         "p95_ms": float, "p99_ms": float, "max_ms": float, "inferences_per_s": float,
+         "samples_per_s": float, "stable": int, "warmup_runs": int, "elapsed_s": float,
+         "accuracy": str},
+        pk="id",
+        not_null=["status", "samples"],
+        defaults={"samples": 0},
+        foreign_keys=[("model_sha256", "models", "sha256")],
+    )
+    # Clustered by run: the primary key (run_id, i) is the per-run index, with no second
+    # b-tree to update on every insert (a separate index on run_id costs ~1.8x insert time).
+    db.execute(
+        "CREATE TABLE latency (run_id INTEGER NOT NULL REFERENCES runs(id), "
+        "i INTEGER NOT NULL, start_ns INTEGER NOT NULL, latency_ns INTEGER NOT NULL, "
+        "PRIMARY KEY (run_id, i)) WITHOUT ROWID"
+    )
+    db.table("profiles").create(
+        {"run_id": int, "pass": int, "runs": int, "coverage": float, "overhead": float,
+         "provider_nodes": str, "nodes_total": int, "recorded_at": str},
+        pk=("run_id", "pass"),
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.table("profile_runs").create(
+        {"run_id": int, "pass": int, "run_index": int, "start_us": float, "dur_us": float},
+        pk=("run_id", "pass", "run_index"),
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.table("ops").create(
+        {"run_id": int, "pass": int, "kind": str, "rank": int, "name": str, "op_type": str,
+         "provider": str, "calls": int, "time_ms": float, "p50_ms": float, "p99_ms": float,
+         "share": float, "bytes": int, "gbps": float, "flops": int, "gflops": float,
+         "intensity": float},
+        not_null=["run_id", "pass", "kind", "rank"],
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.table("op_events").create(
+        {"run_id": int, "pass": int, "run_index": int, "name": str, "parent": str,
+         "op_type": str, "provider": str, "node_index": int, "start_us": float,
+         "dur_us": float, "self_us": float, "bytes": int, "activation_bytes": int,
+         "parameter_bytes": int, "output_bytes": int, "input_shapes": str,
+         "output_shapes": str},
+        not_null=["run_id", "pass", "run_index"],
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.table("telemetry").create(
+        {"run_id": int, "wall_ns": int, "name": str, "value": float},
+        not_null=["wall_ns", "name"],
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.table("markers").create(
+        {"id": int, "run_id": int, "wall_ns": int, "t_ns": int, "kind": str, "label": str,
+         "text": str},
+        pk="id",
+        not_null=["wall_ns", "kind"],
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    for table in ("ops", "op_events", "telemetry", "markers"):
+        db.table(table).create_index(["run_id"], index_name=f"idx_{table}_run_id")
+    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+
+MIGRATIONS: list[Migration] = [_v1_initial]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# Tables and columns a file of the current version must have (checked on open).
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "meta": ("key", "value"),
+    "models": ("sha256", "name", "path", "file_bytes", "inputs", "outputs", "info"),
+    "runs": ("id", "kind", "model_sha256", "model_path", "config", "provider_used",
+             "status", "error", "started_at", "ended_at", "samples", "p50_ms", "p99_ms",
+             "samples_per_s", "accuracy", "variant"),
+    "latency": ("run_id", "i", "start_ns", "latency_ns"),
+    "profiles": ("run_id", "pass", "runs", "coverage", "overhead", "provider_nodes"),
+    "profile_runs": ("run_id", "pass", "run_index", "start_us", "dur_us"),
+    "ops": ("run_id", "pass", "kind", "rank", "name", "op_type", "time_ms"),
+    "op_events": ("run_id", "pass", "run_index", "name", "op_type", "provider", "start_us",
+                  "dur_us", "bytes"),
+    "telemetry": ("run_id", "wall_ns", "name", "value"),
+    "markers": ("id", "run_id", "wall_ns", "t_ns", "kind", "label", "text"),
+}
+
+
+def stored_version(conn: sqlite3.Connection) -> int | None:
+    """The file's schema version; None when it has no OpScope `meta` table (foreign or
+    empty). Raises ValueError for a `meta` table that is not OpScope's or is garbled."""
+    has_meta = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+    if not has_meta:
+        return None
+    try:
+        rows = dict(conn.execute(
+            "SELECT key, value FROM meta WHERE key IN ('format', 'schema_version')").fetchall())
+    except sqlite3.OperationalError as exc:  # a `meta` table of some other design
+        raise ValueError("its meta table is not OpScope's") from exc
+    if rows.get("format") != FORMAT_NAME:
+        raise ValueError("its meta table is not OpScope's")
+    raw = rows.get("schema_version")
+    if not isinstance(raw, str | int) or not str(raw).isdigit() or int(raw) < 1:
+        raise ValueError(f"unreadable schema version {raw!r}")
+    return int(raw)
+
+
+def migrate(db: Database, migrations: Sequence[Migration] | None = None) -> int:
+    """Bring `db` to the newest version by applying the missing migrations in order, each
+    in its own transaction; returns the version reached. Raises ValueError for a file
+    newer than `migrations` knows."""
+    steps = list(MIGRATIONS if migrations is None else migrations)
+    current = stored_version(db.conn) or 0
+    if current > len(steps):
+        raise ValueError(f"session format v{current} is newer than v{len(steps)}")
+    for version in range(current + 1, len(steps) + 1):
+        with db.atomic():
+            steps[version - 1](db)
+            db.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?), "
+                "('format', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [str(version), FORMAT_NAME],
+            )
+    return len(steps)

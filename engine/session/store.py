@@ -1,0 +1,292 @@
+"""Writing a session file: `SessionStore` is its one writer; `open_session_file` is for
+reading (read-only, validated).
+
+WAL with synchronous=NORMAL: a commit is durable against the process being killed
+(`kill -9`, a native crash); only an OS crash or power loss can drop the last commits.
+The recorder commits at least twice a second while a run streams samples.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from itertools import repeat
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sqlite_utils import Database
+
+from engine.errors import SessionFileError
+from engine.events import AccuracyResult, OpProfile, TimingDone
+from engine.model_info import ModelInfo
+from engine.session import schema
+from engine.session.env import host_facts
+from engine.session.schema import migrate, stored_version
+from engine.session.trust import check_file, corrupt, json_text, one_line
+
+if TYPE_CHECKING:
+    from engine.session.reader import SessionReader
+
+BUSY_TIMEOUT_S = 5.0
+
+
+def utc_now() -> str:
+    """ISO 8601 UTC with milliseconds, as every time stamp in the file is written."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class SessionStore:
+    """The single writer of one session file. Not thread-safe; one per file at a time (a
+    second writer waits up to BUSY_TIMEOUT_S for SQLite's lock)."""
+
+    def __init__(self, path: Path, db: Database) -> None:
+        self.path = path
+        self.db = db
+
+    @classmethod
+    def create_or_open(cls, path: str | Path) -> SessionStore:
+        """Create a new session file, or open an existing one to append runs (migrating an
+        older format). Refuses foreign, corrupt and newer files with a SessionFileError."""
+        p = Path(path)
+        if p.exists():
+            check_file(p, allow_empty=True)
+        elif not p.parent.is_dir():
+            raise SessionFileError(f"folder {p.parent} does not exist", p)
+        try:
+            # check_same_thread=False: the app feeds the recorder from its engine-reader
+            # thread; the store is still used by one thread at a time.
+            conn = sqlite3.connect(str(p), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise SessionFileError(f"cannot open for writing ({one_line(exc)})", p) from exc
+        try:
+            return cls(p, _initialise(p, conn))
+        except BaseException:
+            conn.close()
+            raise
+
+    def close(self) -> None:
+        """Checkpoint and leave a single self-contained file (rollback-journal mode), so it
+        can be copied and read anywhere; stays in WAL mode if a reader holds it open."""
+        with contextlib.suppress(sqlite3.Error):
+            self.db.execute("PRAGMA busy_timeout = 0")  # never stall on a reader's lock
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.db.disable_wal()
+        self.db.close()
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group writes into one commit (nested calls join the outer transaction)."""
+        with self.db.atomic():
+            yield
+
+    # -- models and runs ---------------------------------------------------------------
+
+    def upsert_model(self, info: ModelInfo) -> str:
+        """The model's row, keyed by the hash of its files; returns the sha256."""
+        models = self.db.table("models")
+        with self.db.atomic():
+            models.upsert(
+                {"sha256": info.sha256, "name": info.name, "path": info.path,
+                 "file_bytes": info.file_bytes,
+                 "inputs": json_text([v.to_json() for v in info.inputs]),
+                 "outputs": json_text([v.to_json() for v in info.outputs]),
+                 "info": json_text(info.to_json())},
+                pk="sha256",
+            )
+            self.db.execute("UPDATE models SET first_seen = COALESCE(first_seen, ?) "
+                            "WHERE sha256 = ?", [utc_now(), info.sha256])
+        return info.sha256
+
+    def start_run(self, fields: dict[str, Any]) -> int:
+        """A new run row with status 'running'; returns its id."""
+        facts = self.db.execute(
+            "SELECT key, value FROM meta WHERE key IN ('host', 'app_version')").fetchall()
+        row = {"status": "running", "started_at": utc_now(), "samples": 0, **dict(facts),
+               **fields}
+        table = self.db.table("runs")
+        with self.db.atomic():
+            table.insert(row)
+        run_id = table.last_pk
+        assert isinstance(run_id, int)
+        return run_id
+
+    def update_run(self, run_id: int, fields: dict[str, Any]) -> None:
+        self.db.table("runs").update(run_id, fields)
+
+    def end_run(self, run_id: int, status: str, error: str | None = None) -> None:
+        self.update_run(run_id, {"status": status, "error": error, "ended_at": utc_now()})
+
+    def set_timing(self, run_id: int, done: TimingDone) -> None:
+        lat, tp = done.latency, done.throughput
+        self.update_run(run_id, {
+            "samples": lat.count, "mean_ms": lat.mean, "std_ms": lat.std, "min_ms": lat.min,
+            "p50_ms": lat.p50, "p90_ms": lat.p90, "p95_ms": lat.p95, "p99_ms": lat.p99,
+            "max_ms": lat.max, "inferences_per_s": tp.inferences_per_s,
+            "samples_per_s": tp.samples_per_s, "stable": int(done.stable),
+            "warmup_runs": done.warmup_runs, "elapsed_s": done.elapsed_s})
+
+    def set_accuracy(self, run_id: int, acc: AccuracyResult) -> None:
+        self.update_run(run_id, {"accuracy": json_text(acc.to_json())})
+
+    # -- samples -----------------------------------------------------------------------
+
+    def add_latency(self, run_id: int, first_index: int, starts_ns: np.ndarray,
+                    latencies_ns: np.ndarray) -> int:
+        """Append raw samples numbered from `first_index`; returns the next index. Joins the
+        caller's transaction if one is open.
+
+        The hot path: the connection's own executemany over zipped `.tolist()` columns,
+        not sqlite-utils' insert_all (dict rows: 2-3x slower, see bench/store_insert.py)."""
+        n = int(latencies_ns.size)
+        if n != starts_ns.size:
+            raise ValueError(f"{starts_ns.size} starts for {n} latencies")
+        rows = zip(repeat(run_id), range(first_index, first_index + n),
+                   starts_ns.tolist(), latencies_ns.tolist(), strict=False)
+        with self.db.atomic():
+            self.db.conn.executemany(
+                "INSERT INTO latency (run_id, i, start_ns, latency_ns) VALUES (?, ?, ?, ?)",
+                rows)
+        return first_index + n
+
+    def add_telemetry(self, run_id: int | None, rows: Iterable[tuple[int, str, float]]) -> int:
+        """Append (wall_ns, name, value) samples, e.g. GPU clock or memory; returns count."""
+        return self.add_telemetry_rows([(run_id, t, name, v) for t, name, v in rows])
+
+    def add_telemetry_rows(self, rows: Iterable[tuple[int | None, int, str, float]]) -> int:
+        """Append (run_id, wall_ns, name, value) rows; returns count."""
+        data = [(run_id, int(t), str(name), float(v)) for run_id, t, name, v in rows]
+        with self.db.atomic():
+            self.db.conn.executemany(
+                "INSERT INTO telemetry (run_id, wall_ns, name, value) VALUES (?, ?, ?, ?)", data)
+        return len(data)
+
+    def add_marker(self, run_id: int | None, kind: str, label: str, text: str = "", *,
+                   t_ns: int | None = None, wall_ns: int | None = None) -> int:
+        """A note on the timeline (a config change, a user note, an engine notice).
+        `t_ns` is relative to the run's timing origin when known; `wall_ns` defaults to now."""
+        table = self.db.table("markers")
+        with self.db.atomic():
+            table.insert({"run_id": run_id, "wall_ns": time.time_ns() if wall_ns is None
+                          else wall_ns, "t_ns": t_ns, "kind": kind, "label": label,
+                          "text": text})
+        marker_id = table.last_pk
+        assert isinstance(marker_id, int)
+        return marker_id
+
+    def set_marker_offsets(self, run_id: int, origin_wall_ns: int) -> None:
+        """Fill `t_ns` (relative to the run's timing origin) of the run's markers that were
+        written before the origin was known."""
+        self.db.execute("UPDATE markers SET t_ns = wall_ns - ? WHERE run_id = ? AND "
+                        "t_ns IS NULL", [origin_wall_ns, run_id])
+
+    # -- profiles ----------------------------------------------------------------------
+
+    def add_profile(self, run_id: int, prof: OpProfile) -> int:
+        """One profiling pass: its summary, per-inference spans, per-node and per-op-type
+        statistics, and every raw per-inference node row. Returns the pass number."""
+        from engine.op_stats import stat_to_json
+
+        with self.db.atomic():
+            (last,) = self.db.execute(
+                "SELECT MAX(pass) FROM profiles WHERE run_id = ?", [run_id]).fetchone()
+            pass_ = 0 if last is None else int(last) + 1
+            self.db.table("profiles").insert(
+                {"run_id": run_id, "pass": pass_, "runs": prof.runs, "coverage": prof.coverage,
+                 "overhead": prof.profile_overhead,
+                 "provider_nodes": json_text(prof.provider_nodes),
+                 "nodes_total": len(prof.ops), "recorded_at": utc_now()})
+            ops = [{"run_id": run_id, "pass": pass_, "kind": kind, "rank": rank,
+                    **stat_to_json(stat)}
+                   for kind, stats in (("node", prof.ops), ("op_type", prof.op_types))
+                   for rank, stat in enumerate(stats)]
+            self.db.table("ops").insert_all(ops, batch_size=1000)
+            trace = prof.trace
+            conn = self.db.conn  # raw executemany: a pass can hold 10^5 node rows
+            conn.executemany(
+                "INSERT INTO profile_runs (run_id, pass, run_index, start_us, dur_us) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(run_id, pass_, r.run_index, r.start_us, r.dur_us) for r in trace.runs])
+            shapes: dict[Any, str] = {}
+
+            def shape_json(value: Any) -> str:
+                text = shapes.get(value)
+                if text is None:
+                    text = shapes[value] = json_text(value)
+                return text
+
+            conn.executemany(
+                "INSERT INTO op_events (run_id, pass, run_index, name, parent, op_type, "
+                "provider, node_index, start_us, dur_us, self_us, bytes, activation_bytes, "
+                "parameter_bytes, output_bytes, input_shapes, output_shapes) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(run_id, pass_, n.run_index, n.name, n.parent, n.op_type, n.provider,
+                  n.node_index, n.start_us, n.dur_us, n.self_us,
+                  n.activation_bytes + n.parameter_bytes + n.output_bytes,
+                  n.activation_bytes, n.parameter_bytes, n.output_bytes,
+                  shape_json(n.input_shapes), shape_json(n.output_shapes))
+                 for n in trace.nodes])
+        return pass_
+
+
+def _initialise(p: Path, conn: sqlite3.Connection) -> Database:
+    """Check the file is ours (or empty) before changing anything, then WAL, migrations
+    and, for a new file, the facts about this machine."""
+    try:
+        version = _writable_version(p, conn)
+        db = Database(conn)
+        db.enable_wal()
+        db.execute("PRAGMA synchronous=NORMAL")
+        migrate(db)
+        if version is None:
+            with db.atomic():
+                db.table("meta").upsert_all(
+                    [{"key": k, "value": v} for k, v in host_facts().items()]
+                    + [{"key": "created_at", "value": utc_now()}],
+                    pk="key",
+                )
+        return db
+    except (sqlite3.Error, ValueError) as exc:
+        raise corrupt(p, exc) from exc
+    except OSError as exc:
+        raise SessionFileError(f"cannot open for writing ({one_line(exc)})", p) from exc
+
+
+def _writable_version(p: Path, conn: sqlite3.Connection) -> int | None:
+    """The version of a file we may write to; None for a new (empty) database."""
+    try:
+        version = stored_version(conn)
+    except ValueError as exc:
+        raise SessionFileError(f"not an OpScope session ({exc})", p) from exc
+    if version is None:
+        (tables,) = conn.execute(
+            "SELECT COUNT(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'").fetchone()
+        if tables:
+            raise SessionFileError(
+                "not an OpScope session (an SQLite database with other tables); "
+                "refusing to write to it", p)
+        return None
+    if version > schema.SCHEMA_VERSION:
+        raise SessionFileError(newer_message(version), p)
+    return version
+
+
+def newer_message(version: int) -> str:
+    return (f"written by a newer OpScope (session format v{version}; this version reads up "
+            f"to v{schema.SCHEMA_VERSION}): please upgrade OpScope to open it")
+
+
+def open_session_file(path: str | Path) -> SessionReader:
+    """Open a session read-only and validate it (see `SessionReader.open`)."""
+    from engine.session.reader import SessionReader
+
+    return SessionReader.open(path)
