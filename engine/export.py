@@ -1,0 +1,265 @@
+"""Exporting a session: a Chrome trace of profiled inferences (Perfetto, chrome://tracing)
+and CSV tables (runs, raw latency samples, op statistics).
+
+Builders are pure functions of reader records; writers open the file, build, and write
+atomically. Text cells in CSV that a spreadsheet would run as a formula are defused.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from engine.config import PRECISION_LABELS
+from engine.errors import OpScopeError
+from engine.flops import node_flops
+from engine.op_stats import prepacked_weight_bytes
+from engine.profile_parse import NodeEvent, ProfileTrace, RunSpan, Shapes
+from engine.session.reader import SessionReader
+from engine.session.rows import RunRow
+
+
+class ExportError(OpScopeError):
+    """Nothing to export (no profiled run, unknown run) or the output cannot be written."""
+
+
+# -- the Chrome trace ------------------------------------------------------------------
+
+
+def median_inference(trace: ProfileTrace) -> RunSpan:
+    """The profiled inference of median duration (the lower middle for an even count)."""
+    if not trace.runs:
+        raise ValueError("the profile holds no inference")
+    ordered = sorted(trace.runs, key=lambda r: (r.dur_us, r.run_index))
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def run_label(run: RunRow) -> str:
+    """'run 3: demo_cnn.onnx INT8 dynamic fusion=all batch=1 threads=2 (CPU)'."""
+    c = run.config
+    config = (f"{PRECISION_LABELS[c.precision]} fusion={c.fusion} batch={c.batch} "
+              f"threads={c.threads or 'default'}") if c else "no config"
+    provider = (run.provider_used or "?").replace("ExecutionProvider", "")
+    return f"run {run.id}: {run.model_name or '?'} {config} ({provider})"
+
+
+def trace_events(run: RunRow, trace: ProfileTrace) -> list[dict[str, Any]]:
+    """One run's track: metadata naming its process and thread, the median inference as
+    one enclosing event, and one "X" event per node execution (ts, dur in µs from the
+    inference's start). pid is the run id, so every run gets its own track."""
+    span = median_inference(trace)
+    pid, tid = run.id, 1
+    nodes = sorted((n for n in trace.nodes if n.run_index == span.run_index),
+                   key=lambda n: (n.start_us, -n.dur_us))
+    node_us = sum(n.self_us for n in nodes)
+    thread = (f"inference {span.run_index} of {len(trace.runs)} profiled "
+              f"(median, {span.dur_us / 1e3:.3f} ms)")
+    events: list[dict[str, Any]] = [
+        _meta("process_name", pid, tid, {"name": run_label(run)}),
+        _meta("process_sort_index", pid, tid, {"sort_index": run.id}),
+        _meta("thread_name", pid, tid, {"name": thread}),
+        {"ph": "X", "name": "inference", "cat": "inference", "pid": pid, "tid": tid,
+         "ts": 0.0, "dur": max(0.0, span.dur_us),
+         "args": {"run_index": span.run_index, "profiled_inferences": len(trace.runs),
+                  "node_time_us": node_us,
+                  "coverage": node_us / span.dur_us if span.dur_us > 0 else None}},
+    ]
+    events.extend(node_event(n, pid, tid) for n in nodes)
+    return events
+
+
+def node_event(n: NodeEvent, pid: int, tid: int) -> dict[str, Any]:
+    """One node execution as a complete ("X") event; args hold what the profile knew."""
+    flops = node_flops(n.op_type, n.input_shapes, n.output_shapes)
+    nbytes = n.activation_bytes + n.parameter_bytes + n.output_bytes + prepacked_weight_bytes(n)
+    args: dict[str, Any] = {
+        "op_type": n.op_type, "provider": n.provider,
+        "input_shapes": shape_texts(n.input_shapes),
+        "output_shapes": shape_texts(n.output_shapes),
+        "bytes": nbytes, "activation_bytes": n.activation_bytes,
+        "parameter_bytes": n.parameter_bytes, "output_bytes": n.output_bytes,
+        "flops": flops, "self_us": n.self_us}
+    if n.parent:
+        args["parent"] = n.parent
+    return {"ph": "X", "name": n.name, "cat": n.op_type or "node", "pid": pid, "tid": tid,
+            "ts": max(0.0, n.start_us), "dur": max(0.0, n.dur_us), "args": args}
+
+
+def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
+    """A metadata ("M") event; ts 0 so that every event carries one."""
+    return {"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": 0, "args": args}
+
+
+def shape_texts(shapes: Shapes) -> list[str]:
+    """(("float", (1, 3, 64, 64)),) -> ["float[1x3x64x64]"]."""
+    return [f"{dtype}[{'x'.join(str(d) for d in shape)}]" for dtype, shape in shapes]
+
+
+def build_trace(runs: Sequence[tuple[RunRow, ProfileTrace]], source: str = "") -> dict[str, Any]:
+    """The Chrome trace event format's JSON object form, one track per run."""
+    events = [e for run, trace in runs for e in trace_events(run, trace)]
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"generator": "OpScope", "session": source,
+                          "note": "one profiled inference per run (the median by duration); "
+                                  "ts and dur in microseconds from that inference's start"}}
+
+
+def profiled_runs(reader: SessionReader, run_id: int | None = None
+                  ) -> list[tuple[RunRow, ProfileTrace]]:
+    """(run, last profiling pass) for every profiled run, or for `run_id` (which must have a
+    profile); ExportError when there is nothing to draw."""
+    runs = [reader.run(run_id)] if run_id is not None else reader.runs()
+    out = [(r, reader.profile_trace(r.id)) for r in runs if reader.profiles(r.id)]
+    out = [(r, t) for r, t in out if t.runs]
+    if not out:
+        which = f"run {run_id} has no profile" if run_id is not None \
+            else "no run in it has a profile"
+        raise ExportError(f"{which} to export as a trace (record one with "
+                          "`opscope profile MODEL --session FILE`)", reader.path)
+    return out
+
+
+def write_trace(session_path: str, out_path: str, run_id: int | None = None) -> None:
+    """Write the Chrome trace of a session file (every profiled run, or one)."""
+    with SessionReader.open(session_path) as reader:
+        data = build_trace(profiled_runs(reader, run_id), source=Path(session_path).name)
+    write_text(out_path, json.dumps(finite(data), separators=(",", ":")) + "\n")
+
+
+# -- CSV -------------------------------------------------------------------------------
+
+RUN_COLUMNS = ("id", "kind", "status", "error", "model", "model_sha256", "engine",
+               "precision", "fusion", "batch", "threads", "spinning", "provider",
+               "provider_used", "samples", "mean_ms", "std_ms", "min_ms", "p50_ms", "p90_ms",
+               "p95_ms", "p99_ms", "max_ms", "inferences_per_s", "samples_per_s", "stable",
+               "warmup_runs", "elapsed_s", "cosine", "max_abs_err", "mean_abs_err",
+               "top1_agreement", "started_at", "ended_at")
+LATENCY_COLUMNS = ("run_id", "index", "start_ns", "latency_ns")
+OP_COLUMNS = ("run_id", "pass", "kind", "rank", "name", "op_type", "provider", "calls",
+              "time_ms", "p50_ms", "p99_ms", "share", "bytes", "gbps", "flops", "gflops",
+              "intensity")
+
+
+def run_record(r: RunRow) -> dict[str, Any]:
+    """One runs.csv row."""
+    rec: dict[str, Any] = {"id": r.id, "kind": r.kind, "status": r.status, "error": r.error,
+                           "model": r.model_name, "model_sha256": r.model_sha256,
+                           "provider_used": r.provider_used, "samples": r.samples,
+                           "stable": r.stable, "warmup_runs": r.warmup_runs,
+                           "elapsed_s": r.elapsed_s, "started_at": r.started_at,
+                           "ended_at": r.ended_at}
+    if r.config:
+        rec.update(r.config.to_json())
+    if r.latency:
+        rec.update({f"{k}_ms": v for k, v in r.latency.to_json().items() if k != "count"})
+    if r.throughput:
+        rec.update(r.throughput.to_json())
+    if r.accuracy:
+        acc = r.accuracy
+        rec.update({"cosine": acc.cosine, "max_abs_err": acc.max_abs_err,
+                    "mean_abs_err": acc.mean_abs_err, "top1_agreement": acc.top1_agreement})
+    return rec
+
+
+def op_records(reader: SessionReader, run: RunRow) -> Iterator[dict[str, Any]]:
+    """ops.csv rows of the run's last profiling pass, per node then per op type."""
+    profiles = reader.profiles(run.id)
+    if not profiles:
+        return
+    last = profiles[-1]["pass"]
+    for kind in ("node", "op_type"):
+        for rank, row in enumerate(reader.ops(run.id, kind)):
+            yield {"run_id": run.id, "pass": last, "kind": kind, "rank": rank, **row}
+
+
+def write_csv(session_path: str, out_dir: str, run_id: int | None = None) -> list[Path]:
+    """runs.csv, latency.csv (every raw sample) and ops.csv in `out_dir` (created)."""
+    folder = Path(out_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExportError(f"cannot create the folder ({exc.strerror or exc})", out_dir) from exc
+    paths = [folder / "runs.csv", folder / "latency.csv", folder / "ops.csv"]
+    with SessionReader.open(session_path) as reader:
+        runs = [reader.run(run_id)] if run_id is not None else reader.runs()
+        _write_rows(paths[0], RUN_COLUMNS, (_cells(run_record(r), RUN_COLUMNS) for r in runs))
+        _write_rows(paths[1], LATENCY_COLUMNS, _latency_rows(reader, runs))
+        _write_rows(paths[2], OP_COLUMNS, (_cells(rec, OP_COLUMNS) for r in runs
+                                           for rec in op_records(reader, r)))
+    return paths
+
+
+def _latency_rows(reader: SessionReader, runs: Sequence[RunRow]) -> Iterator[Iterable[Any]]:
+    for r in runs:
+        starts, lats = reader.latency(r.id)
+        yield from zip([r.id] * lats.size, range(lats.size), starts.tolist(), lats.tolist(),
+                       strict=True)
+
+
+def _cells(rec: dict[str, Any], columns: Sequence[str]) -> list[Any]:
+    return [csv_cell(rec.get(c)) for c in columns]
+
+
+def csv_cell(value: Any) -> Any:
+    """None and NaN -> empty; text a spreadsheet would evaluate ('=', '+', '-', '@', tab,
+    CR at the start) gets a leading apostrophe (OWASP's CSV-injection advice)."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+def _write_rows(path: Path, header: Sequence[str], rows: Iterable[Iterable[Any]]) -> None:
+    def fill(fh: TextIO) -> None:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(rows)
+
+    _atomic(path, fill, newline="")
+
+
+# -- writing ---------------------------------------------------------------------------
+
+
+def finite(value: Any) -> Any:
+    """NaN and infinities -> None, so the output is strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write UTF-8 text atomically (a temporary file renamed over the target)."""
+    _atomic(Path(path), lambda fh: fh.write(text))
+
+
+def _atomic(target: Path, fill: Callable[[TextIO], object], newline: str | None = None
+            ) -> None:
+    tmp: str | None = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".opscope-", dir=target.parent)
+        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as fh:
+            fill(fh)
+        # mkstemp makes the file private (0600); a report or export is an ordinary file
+        os.chmod(tmp, target.stat().st_mode & 0o777 if target.exists() else 0o644)
+        os.replace(tmp, target)
+        tmp = None
+    except OSError as exc:
+        raise ExportError(f"cannot write ({exc.strerror or exc})", target) from exc
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
