@@ -1,0 +1,295 @@
+"""LatencyPlot and its ring buffer: bounded memory, timer painting, percentiles, markers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QEvent, QPointF, Qt
+from PySide6.QtGui import QMouseEvent
+from PySide6.QtWidgets import QApplication, QWidget
+from pytestqt.qtbot import QtBot
+
+from engine.stats import rolling_percentiles
+from widgets import latency_plot as lp
+from widgets.latency_plot import LatencyPlot
+from widgets.ring_buffer import RingBuffer
+
+PAINT_MS = 350  # > 3 ticks of the 10 Hz paint timer
+
+
+@pytest.fixture
+def plot(qtbot: QtBot) -> LatencyPlot:
+    widget = LatencyPlot(capacity=1000, percentile_window=10)
+    qtbot.addWidget(widget)
+    widget.resize(900, 500)
+    widget.show()
+    return widget
+
+
+def feed(plot: LatencyPlot, n: int, start: float = 0.0, dt: float = 0.01,
+         batch: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    t = start + dt * np.arange(n)
+    lat = 5.0 + np.sin(np.arange(n) / 7.0)
+    plot.append(t, lat, batch)
+    return t, lat
+
+
+def double_click(widget: QWidget) -> None:
+    """The events a real double click delivers (QTest.mouseDClick's sequence leaves
+    pyqtgraph's scene waiting for another release)."""
+    pos = QPointF(widget.rect().center())
+    glob = QPointF(widget.mapToGlobal(widget.rect().center()))
+    left, none = Qt.MouseButton.LeftButton, Qt.MouseButton.NoButton
+    for kind, buttons in ((QEvent.Type.MouseButtonPress, left),
+                          (QEvent.Type.MouseButtonRelease, none),
+                          (QEvent.Type.MouseButtonDblClick, left),
+                          (QEvent.Type.MouseButtonRelease, none)):
+        QApplication.sendEvent(widget, QMouseEvent(kind, pos, glob, left, buttons,
+                                                   Qt.KeyboardModifier.NoModifier))
+
+
+# ---------------------------------------------------------------------------- ring buffer
+def test_ring_buffer_matches_a_growing_array_across_wraps() -> None:
+    ring = RingBuffer(capacity=50, columns=2)
+    rng = np.random.default_rng(0)
+    everything = np.empty(0)
+    for _ in range(200):
+        block = rng.random(int(rng.integers(1, 40)))
+        ring.append([block, -block])
+        everything = np.concatenate([everything, block])
+        assert len(ring) == min(50, everything.size)
+        np.testing.assert_array_equal(ring.view(0), everything[-50:])
+        np.testing.assert_array_equal(ring.view(1), -everything[-50:])
+    assert ring.total == everything.size
+
+
+def test_ring_buffer_never_overwrites_the_previous_view() -> None:
+    """A view handed to setData stays intact through the next append (even a compaction)."""
+    ring = RingBuffer(capacity=10, columns=1)
+    for k in range(1, 200):
+        ring.append([np.arange(k % 7 + 1) + k])
+        before = ring.view(0)
+        kept = before.copy()
+        ring.append([np.full(k % 10 + 1, -1.0)])
+        np.testing.assert_array_equal(before, kept)
+
+
+def test_ring_buffer_block_larger_than_capacity_keeps_the_newest() -> None:
+    ring = RingBuffer(capacity=5, columns=1)
+    ring.append([np.arange(12.0)])
+    np.testing.assert_array_equal(ring.view(0), [7, 8, 9, 10, 11])
+
+
+# ---------------------------------------------------------------------------- latency plot
+def test_paint_timer_hands_data_to_the_curves(plot: LatencyPlot, qtbot: QtBot) -> None:
+    feed(plot, 120)
+    assert plot.curves["latency"].xData is None  # nothing painted synchronously
+    qtbot.waitUntil(lambda: plot.curves["latency"].xData is not None, timeout=2000)
+    for name in ("latency", "p50", "p90", "p99"):
+        x, y = plot.curves[name].getData()
+        assert x is not None and y is not None
+        assert len(plot.curves[name].xData) == 120
+    assert plot.curves["throughput"].xData is not None
+
+
+def test_paint_is_decoupled_from_arrival(
+    plot: LatencyPlot, qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = []
+    original = plot.curves["latency"].setData
+    monkeypatch.setattr(plot.curves["latency"], "setData",
+                        lambda *a, **k: (calls.append(1), original(*a, **k)))
+    for i in range(50):  # 50 batches arrive before the event loop runs
+        feed(plot, 10, start=i * 0.1)
+    qtbot.wait(PAINT_MS)
+    assert 1 <= len(calls) <= 2
+    qtbot.wait(PAINT_MS)  # no new data: no new setData
+    assert len(calls) <= 2
+
+
+def test_ring_buffer_caps_memory_and_drops_the_oldest(plot: LatencyPlot, qtbot: QtBot) -> None:
+    nbytes = plot._samples.nbytes
+    feed(plot, 1000)
+    t2, _ = feed(plot, 1000, start=10.0)
+    t, _ = plot.samples()
+    assert t.size == plot.capacity == 1000
+    assert t[0] == t2[0] and t[-1] == t2[-1]  # every point of the first 1000 dropped
+    assert plot._samples.nbytes == nbytes
+    qtbot.wait(PAINT_MS)
+    plot.set_follow(False)  # hands over everything, not only the followed window
+    assert len(plot.curves["latency"].xData) == 1000
+
+
+def test_rolling_percentiles_for_a_known_pattern(plot: LatencyPlot, qtbot: QtBot) -> None:
+    lat = (np.arange(60) % 10).astype(float)  # every full window of 10 holds 0..9
+    plot.append(np.arange(60) * 0.01, lat, 1)
+    plot.paint_now()
+    p50, p90, p99 = plot.rolling_percentiles()
+    np.testing.assert_allclose(p50[:9], np.arange(9) / 2)  # expanding windows at the start
+    np.testing.assert_allclose(p50[9:], 4.5)
+    np.testing.assert_allclose(p90[9:], 8.1)
+    np.testing.assert_allclose(p99[9:], 8.91)
+    np.testing.assert_array_equal(plot.curves["p50"].yData, p50)
+
+
+def test_incremental_percentiles_match_the_engine_reference(qtbot: QtBot) -> None:
+    plot = LatencyPlot(capacity=500, percentile_window=25)
+    qtbot.addWidget(plot)
+    rng = np.random.default_rng(3)
+    lat = rng.gamma(2.0, 2.0, 1400)
+    start = 0
+    for size in (1, 3, 30, 7, 200, 99, 400, 476):  # painted between uneven batches
+        plot.append(np.arange(start, start + size) * 0.01, lat[start : start + size], 1)
+        plot.paint_now()
+        start += size
+    expected = rolling_percentiles(lat[:start] * 1e6, 25)[-500:].T
+    np.testing.assert_allclose(plot.rolling_percentiles(), expected)
+
+
+def test_a_large_burst_computes_strided_windows(
+    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lp, "_MAX_WINDOWS", 100)
+    plot = LatencyPlot(capacity=5000, percentile_window=20)
+    qtbot.addWidget(plot)
+    lat = np.random.default_rng(1).random(5000)
+    plot.append(np.arange(5000) * 0.01, lat, 1)
+    plot.paint_now()
+    p50 = plot.rolling_percentiles()[0]
+    assert np.isfinite(p50).all()
+    assert p50[-1] == pytest.approx(np.percentile(lat[-20:], 50))  # the newest is exact
+    assert np.unique(p50[19:]).size <= 101
+
+
+def test_throughput_per_half_second_bin(plot: LatencyPlot) -> None:
+    plot.append(np.arange(30) * 0.05, np.full(30, 4.0), batch=4)  # 10 per bin, 1.5 s
+    t, per_s = plot.throughput()
+    np.testing.assert_allclose(t, [0.25, 0.75])  # the third bin is still open
+    np.testing.assert_allclose(per_s, 4 * 10 / 0.5)
+    plot.append([1.6, 2.7], [4.0, 4.0], batch=8)  # closes 1.0-1.5, then empty bins
+    t, per_s = plot.throughput()
+    np.testing.assert_allclose(t, [0.25, 0.75, 1.25, 1.75, 2.25])
+    np.testing.assert_allclose(per_s, [80, 80, 80, 16, 0])
+
+
+def test_markers_carry_labels_and_drop_with_their_data(plot: LatencyPlot, qtbot: QtBot) -> None:
+    feed(plot, 500)
+    plot.add_marker(1.0, "INT8 dynamic")
+    plot.add_marker(3.0, "batch 8")
+    qtbot.wait(PAINT_MS)
+    assert plot.markers == [(1.0, "INT8 dynamic"), (3.0, "batch 8")]
+    lines = [i for i in plot.latency_plot.items if i.__class__.__name__ == "InfiniteLine"]
+    assert sorted(line.label.textItem.toPlainText() for line in lines) == ["INT8 dynamic",
+                                                                            "batch 8"]
+    assert {line.value() for line in lines} == {1.0, 3.0}
+    feed(plot, 700, start=5.0)  # pushes samples before t=2 out of the ring
+    plot.paint_now()
+    assert plot.markers == [(3.0, "batch 8")]
+    assert len([i for i in plot.latency_plot.items if i.__class__.__name__ == "InfiniteLine"]) == 1
+
+
+def test_follow_mode_and_user_pan(plot: LatencyPlot, qtbot: QtBot) -> None:
+    plot.window_s = 10.0
+    feed(plot, 1000, dt=0.03)  # 30 s
+    qtbot.wait(PAINT_MS)
+    (x0, x1), (y0, y1) = plot.latency_plot.vb.viewRange()
+    assert x0 == pytest.approx(29.97 - 10.0) and x1 >= 29.97
+    assert y0 == 0.0 and y1 >= 6.0
+    with qtbot.waitSignal(plot.follow_changed) as blocker:
+        plot.latency_plot.vb.sigRangeChangedManually.emit([True, True])  # a user pan
+    assert blocker.args == [False] and not plot.following
+    plot.latency_plot.vb.setXRange(3.0, 8.0, padding=0)
+    feed(plot, 100, start=31.0)
+    qtbot.wait(PAINT_MS)
+    assert plot.latency_plot.vb.viewRange()[0] == pytest.approx([3.0, 8.0])
+    double_click(plot._glw.viewport())
+    qtbot.waitUntil(lambda: plot.following, timeout=2000)
+    assert plot.latency_plot.vb.viewRange()[0][1] > 32.0
+
+
+def test_follow_action_resumes(plot: LatencyPlot) -> None:
+    plot.set_follow(False)
+    assert not plot.follow_action.isChecked()
+    plot.follow_action.trigger()
+    assert plot.following
+
+
+def test_latest_stats_over_the_trailing_window(plot: LatencyPlot) -> None:
+    assert plot.latest_stats()["count"] == 0
+    plot.append(np.arange(30.0), np.r_[np.full(20, 100.0), np.arange(1.0, 11.0)], 1)
+    stats = plot.latest_stats()
+    assert stats["count"] == 10
+    assert stats["p50"] == pytest.approx(5.5)
+    assert stats["p99"] == pytest.approx(np.percentile(np.arange(1.0, 11.0), 99))
+
+
+def test_append_validates_its_input(plot: LatencyPlot) -> None:
+    with pytest.raises(ValueError, match="differ in length"):
+        plot.append([0.0, 1.0], [1.0], 1)
+    with pytest.raises(ValueError, match="batch"):
+        plot.append([0.0], [1.0], 0)
+    plot.append([5.0], [1.0], 1)
+    with pytest.raises(ValueError, match="must not decrease"):
+        plot.append([4.0], [1.0], 1)
+    plot.append([6.0, np.nan], [np.inf, 2.0], 1)  # non-finite points are skipped
+    assert plot.samples()[0].size == 1
+
+
+def test_clear_forgets_everything(plot: LatencyPlot, qtbot: QtBot) -> None:
+    feed(plot, 100)
+    plot.add_marker(0.5, "fp16")
+    qtbot.wait(PAINT_MS)
+    plot.set_follow(False)
+    plot.clear()
+    assert plot.samples()[0].size == 0 and plot.markers == [] and plot.following
+    assert plot.curves["latency"].xData is None
+    feed(plot, 10, start=0.0)  # a new session may start at t=0 again
+    plot.paint_now()
+    assert len(plot.curves["latency"].xData) == 10
+
+
+def test_export_png_and_svg(plot: LatencyPlot, tmp_path: Path) -> None:
+    feed(plot, 300)
+    plot.add_marker(1.0, "INT8 dynamic")
+    png, svg = tmp_path / "latency.png", tmp_path / "latency.svg"
+    plot.export_image(str(png))
+    plot.export_image(str(svg))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = svg.read_text(encoding="utf-8")
+    assert "<svg" in text and "INT8 dynamic" in text and len(text) > 1000
+
+
+def test_export_rejects_other_formats(plot: LatencyPlot, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"\.png or \.svg"):
+        plot.export_image(str(tmp_path / "latency.jpg"))
+    with pytest.raises(ValueError, match="no extension"):
+        plot.export_image(str(tmp_path / "latency"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_hidden_plot_paints_when_shown(qtbot: QtBot) -> None:
+    plot = LatencyPlot(capacity=100)
+    qtbot.addWidget(plot)
+    feed(plot, 50)
+    qtbot.wait(PAINT_MS)
+    assert plot.curves["latency"].xData is None  # hidden: the timer does not paint
+    plot.show()
+    assert len(plot.curves["latency"].xData) == 50
+
+
+def test_export_before_the_widget_was_shown(qtbot: QtBot, tmp_path: Path) -> None:
+    plot = LatencyPlot(capacity=100)
+    qtbot.addWidget(plot)
+    feed(plot, 50)
+    plot.export_image(str(tmp_path / "hidden.png"))
+    assert (tmp_path / "hidden.png").stat().st_size > 1000
+
+
+def test_axis_labels_and_legend(plot: LatencyPlot) -> None:
+    assert plot.latency_plot.getAxis("left").labelText == "latency (ms)"
+    assert plot.throughput_plot.getAxis("left").labelText == "samples/s"
+    assert plot.throughput_plot.getAxis("bottom").labelText == "time (s)"
+    names = [label.text for _, label in plot.legend.items]
+    assert {"p50", "p90", "p99"} <= set(names)

@@ -1,0 +1,165 @@
+"""TelemetryStrip, AccuracyBadge and the demo script."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pytestqt.qtbot import QtBot
+
+from engine.events import AccuracyResult
+from widgets import demo, theme
+from widgets.accuracy_badge import AccuracyBadge, grade
+from widgets.latency_plot import LatencyPlot
+from widgets.telemetry_strip import TelemetryStrip, describe, format_value
+
+
+# ---------------------------------------------------------------------------- telemetry
+@pytest.fixture
+def strip(qtbot: QtBot) -> TelemetryStrip:
+    widget = TelemetryStrip(capacity=50)
+    qtbot.addWidget(widget)
+    widget.resize(800, 80)
+    widget.show()
+    return widget
+
+
+def test_series_appear_with_their_current_value(strip: TelemetryStrip, qtbot: QtBot) -> None:
+    strip.append(0.0, {"cpu_percent": 175.0, "rss_mb": 500.0, "cpu_freq_mhz": 2800})
+    strip.append(0.5, {"cpu_percent": 180.0, "rss_mb": 512.0, "cpu_freq_mhz": 2900})
+    assert strip.names == ["cpu_percent", "rss_mb", "cpu_freq_mhz"]
+    qtbot.waitUntil(lambda: strip.label_text("cpu_percent") == "CPU 180%", timeout=2000)
+    assert strip.label_text("rss_mb") == "RSS 512 MB"
+    assert strip.label_text("cpu_freq_mhz") == "CPU clock 2,900 MHz"
+    assert list(strip.curve("rss_mb").yData) == [500.0, 512.0]
+
+
+def test_new_names_arrive_later(strip: TelemetryStrip, qtbot: QtBot) -> None:
+    strip.append(0.0, {"cpu_percent": 100.0})
+    strip.append(1.0, {"cpu_percent": 100.0, "gpu_util_percent": 87.5, "gpu_power_w": 212.0,
+                       "gpu_temp_c": math.nan})
+    assert strip.names == ["cpu_percent", "gpu_util_percent", "gpu_power_w"]  # NaN skipped
+    qtbot.waitUntil(lambda: strip.label_text("gpu_util_percent") == "GPU util 87.5%",
+                    timeout=2000)
+    assert strip.label_text("gpu_power_w") == "GPU power 212 W"
+    t, v = strip.data("gpu_power_w")
+    assert list(t) == [1.0] and list(v) == [212.0]
+
+
+def test_series_buffers_are_bounded(strip: TelemetryStrip) -> None:
+    for i in range(120):
+        strip.append(float(i), {"rss_mb": float(i)})
+    t, v = strip.data("rss_mb")
+    assert t.size == 50 and v[0] == 70.0 and v[-1] == 119.0
+
+
+def test_x_link_shares_the_latency_plot_range(strip: TelemetryStrip, qtbot: QtBot) -> None:
+    plot = LatencyPlot(capacity=100)
+    qtbot.addWidget(plot)
+    strip.append(0.0, {"cpu_percent": 50.0})
+    strip.set_x_link(plot.plot_item)
+    plot.latency_plot.vb.setXRange(10.0, 20.0, padding=0)
+    spark = strip._series["cpu_percent"].plot.getPlotItem()
+    assert spark.vb.viewRange()[0] == pytest.approx([10.0, 20.0])
+    strip.append(1.0, {"cpu_percent": 60.0, "rss_mb": 1.0})  # a later series is linked too
+    plot.latency_plot.vb.setXRange(30.0, 40.0, padding=0)
+    assert strip._series["rss_mb"].plot.getPlotItem().vb.viewRange()[0] == pytest.approx(
+        [30.0, 40.0])
+
+
+def test_series_names_are_described() -> None:
+    assert describe("gpu_mem_used_mb") == ("GPU mem used", " MB")
+    assert describe("dram_bw_util_percent") == ("DRAM bw util", "%")
+    assert describe("weird") == ("weird", "")
+    assert format_value(math.inf, "%") == "–"
+    assert format_value(0.123456, " W") == "0.123 W"
+
+
+def test_set_format_overrides_a_title(strip: TelemetryStrip, qtbot: QtBot) -> None:
+    strip.set_format("threads", "Threads", "")
+    strip.append(0.0, {"threads": 8})
+    qtbot.waitUntil(lambda: strip.label_text("threads") == "Threads 8", timeout=2000)
+
+
+# ---------------------------------------------------------------------------- accuracy badge
+def result(cosine: float, top1: float | None = 1.0) -> AccuracyResult:
+    return AccuracyResult(baseline="fp32", max_abs_err=0.012, mean_abs_err=0.001,
+                          cosine=cosine, top1_agreement=top1, samples=16,
+                          per_output={"logits": {"cosine": cosine, "max_abs_err": 0.012}})
+
+
+@pytest.fixture
+def badge(qtbot: QtBot) -> AccuracyBadge:
+    widget = AccuracyBadge()
+    qtbot.addWidget(widget)
+    return widget
+
+
+def test_badge_baseline_and_pending(badge: AccuracyBadge) -> None:
+    assert badge.text() == "FP32 baseline" and badge.state == "baseline"
+    badge.set_pending()
+    assert badge.state == "pending" and "checking" in badge.text()
+    badge.set_result(None)
+    assert badge.text() == "FP32 baseline"
+
+
+def test_badge_good_result_is_green(badge: AccuracyBadge) -> None:
+    badge.set_result(result(0.99987))
+    assert badge.text() == "cos 0.99987 · max|Δ| 0.012 · top-1 100%"
+    assert badge.state == "good" and theme.GOOD in badge.styleSheet()
+    tip = badge.toolTip()
+    assert "16" in tip and "0.99987000" in tip and "logits" in tip and "0.001" in tip
+
+
+@pytest.mark.parametrize(("cosine", "state", "color"), [
+    (0.999, "good", theme.GOOD),
+    (0.995, "warn", theme.WARN),  # within 10x the 0.001 gap
+    (0.9901, "warn", theme.WARN),
+    (0.98, "bad", theme.BAD),
+    (float("nan"), "warn", theme.WARN),  # nothing comparable: not green
+])
+def test_badge_grades_against_the_tolerance(badge: AccuracyBadge, cosine: float, state: str,
+                                            color: str) -> None:
+    badge.set_result(result(cosine, top1=None))
+    assert badge.state == state and color in badge.styleSheet()
+    assert "top-1" not in badge.text()
+
+
+def test_badge_regrades_when_the_tolerance_changes(badge: AccuracyBadge) -> None:
+    badge.set_result(result(0.9995))
+    assert badge.state == "good"
+    badge.set_tolerance(0.99999)
+    assert badge.state == "bad" and theme.BAD in badge.styleSheet()
+    badge.set_tolerance(0.9999)
+    assert badge.state == "warn"
+    with pytest.raises(ValueError):
+        badge.set_tolerance(1.5)
+
+
+def test_grade_boundaries() -> None:
+    assert grade(0.999, 0.999) == "good"
+    assert grade(0.99, 0.999) == "warn"
+    assert grade(0.9899, 0.999) == "bad"
+
+
+# ---------------------------------------------------------------------------- demo
+def test_demo_runs_and_saves_a_screenshot(tmp_path: Path) -> None:
+    """In its own process: running and quitting an event loop here would leave this test
+    process's QApplication quitting for the tests after it."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "demo.png"
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-m", "widgets.demo", "--screenshot", str(out),
+                           "--quit-after", "0.5"], cwd=root, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_demo_bench_reports_paint_times(qtbot: QtBot) -> None:
+    result = demo.bench_paint(points=3000, repeats=2)
+    assert result["points"] == 3000
+    assert all(np.isfinite(v) and v > 0 for v in result.values())

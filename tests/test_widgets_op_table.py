@@ -1,0 +1,154 @@
+"""OpTable: numeric sorting, filtering, op-type mode, selection through refreshes."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+from pytestqt.qtbot import QtBot
+
+from engine.op_stats import OpStat
+from widgets.op_table import COL, COLUMNS, NAME_ROLE, SORT_ROLE, OpTable, human_bytes
+
+
+def stat(name: str, op_type: str, time_ms: float, *, gbps: float | None = 1.0,
+         flops: int | None = 1000, nbytes: int = 2_400_000, calls: int = 1) -> OpStat:
+    return OpStat(name=name, op_type=op_type, provider="CPUExecutionProvider", calls=calls,
+                  time_ms=time_ms, p50_ms=time_ms, p99_ms=time_ms * 1.5, share=time_ms / 121.5,
+                  bytes=nbytes, gbps=gbps, flops=flops,
+                  gflops=None if flops is None else 2.0, intensity=None if flops is None else 0.5)
+
+
+NODES = [
+    stat("/layer.0/attn/MatMul", "MatMul", 9.0),
+    stat("/layer.0/attn/Softmax", "Softmax", 10.0),
+    stat("/layer.1/mlp/MatMul", "MatMul", 100.0),
+    stat("/layer.1/Add", "Add", 2.5, gbps=None, flops=None),
+]
+TYPES = [
+    stat("MatMul", "MatMul", 109.0, calls=2),
+    stat("Softmax", "Softmax", 10.0),
+    stat("Add", "Add", 2.5, gbps=None, flops=None),
+]
+
+
+@pytest.fixture
+def table(qtbot: QtBot) -> OpTable:
+    widget = OpTable()
+    qtbot.addWidget(widget)
+    widget.resize(1000, 400)
+    widget.show()
+    widget.set_ops(NODES, TYPES)
+    return widget
+
+
+def shown(table: OpTable, column: str = "name") -> list[str]:
+    proxy = table.proxy
+    return [proxy.index(r, COL[column]).data() for r in range(proxy.rowCount())]
+
+
+def test_default_sort_is_by_time_numerically(table: OpTable) -> None:
+    # a text sort would give 9.000, 2.500, 100.000, 10.000
+    assert shown(table, "time (ms)") == ["100.000", "10.000", "9.000", "2.500"]
+    table.view.sortByColumn(COL["time (ms)"], Qt.SortOrder.AscendingOrder)
+    assert shown(table, "time (ms)") == ["2.500", "9.000", "10.000", "100.000"]
+
+
+def test_missing_values_show_a_dash_and_sort_last(table: OpTable) -> None:
+    table.view.sortByColumn(COL["GB/s"], Qt.SortOrder.DescendingOrder)
+    assert shown(table, "GB/s")[-1] == "–"
+    assert shown(table, "GFLOP/s")[-1] == "–"
+    assert shown(table, "FLOP/B")[-1] == "–"
+
+
+def test_cells_are_formatted_and_sort_on_raw_values(table: OpTable) -> None:
+    first = table.proxy.index(0, COL["bytes"])
+    assert first.data() == "2.4 MB" and first.data(SORT_ROLE) == 2_400_000.0
+    share = table.proxy.index(0, COL["share"])
+    assert share.data() == "82.3%"
+    assert human_bytes(950) == "950 B" and human_bytes(1234) == "1.23 kB"
+    assert human_bytes(5.6e9) == "5.6 GB"
+
+
+def test_top_three_by_time_stand_out(table: OpTable) -> None:
+    fonts = [table.proxy.index(r, 0).data(Qt.ItemDataRole.FontRole) for r in range(4)]
+    assert [f is not None and f.bold() for f in fonts] == [True, True, True, False]
+    tint = table.proxy.index(0, 3).data(Qt.ItemDataRole.BackgroundRole)
+    assert tint is not None
+    assert table.proxy.index(3, 3).data(Qt.ItemDataRole.BackgroundRole) is None
+
+
+def test_filter_matches_name_or_op_type_case_insensitively(table: OpTable) -> None:
+    table.filter_edit.setText("matmul")
+    assert sorted(shown(table)) == ["/layer.0/attn/MatMul", "/layer.1/mlp/MatMul"]
+    table.filter_edit.setText("SOFTMAX")
+    assert shown(table) == ["/layer.0/attn/Softmax"]
+    table.filter_edit.setText("layer.1")
+    assert shown(table) == ["/layer.1/mlp/MatMul", "/layer.1/Add"]
+    assert "2 of 4 nodes" in table.summary_label.text()
+    table.filter_edit.clear()
+    assert len(shown(table)) == 4
+    assert table.summary_label.text() == "4 nodes · total 121.500 ms"
+
+
+def test_op_type_mode(table: OpTable) -> None:
+    table.set_mode("per op type")
+    assert shown(table) == ["MatMul", "Softmax", "Add"]
+    assert table.view.isColumnHidden(COL["op type"])
+    assert shown(table, "calls") == ["2", "1", "1"]
+    assert table.summary_label.text().startswith("3 op types · 4 nodes")
+    table.set_mode("per node")
+    assert len(shown(table)) == 4 and not table.view.isColumnHidden(COL["op type"])
+
+
+def test_selection_sort_and_filter_survive_a_refresh(table: OpTable, qtbot: QtBot) -> None:
+    table.view.sortByColumn(COL["name"], Qt.SortOrder.AscendingOrder)
+    table.filter_edit.setText("layer")
+    assert table.select_op("/layer.1/mlp/MatMul")
+    refreshed = [stat(s.name, s.op_type, s.time_ms * 2) for s in NODES]
+    with qtbot.assertNotEmitted(table.op_selected):
+        table.set_ops(refreshed, TYPES)
+    assert table.selected_op() == "/layer.1/mlp/MatMul"
+    assert table.filter_edit.text() == "layer"
+    assert shown(table) == sorted(s.name for s in NODES)
+    assert shown(table, "time (ms)")[0] == "18.000"  # the new numbers are shown
+    # gone from the new data: nothing selected, nothing emitted
+    table.set_ops([s for s in refreshed if "mlp" not in s.name], TYPES)
+    assert table.selected_op() is None
+
+
+def test_user_click_emits_op_selected(table: OpTable, qtbot: QtBot) -> None:
+    index = table.proxy.index(1, COL["time (ms)"])  # second row by time: the Softmax
+    rect = table.view.visualRect(index)
+    with qtbot.waitSignal(table.op_selected, timeout=2000) as blocker:
+        QTest.mouseClick(table.view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert blocker.args == ["/layer.0/attn/Softmax"]
+    assert table.selected_op() == "/layer.0/attn/Softmax"
+
+
+def test_select_op_is_programmatic_and_quiet(table: OpTable, qtbot: QtBot) -> None:
+    with qtbot.assertNotEmitted(table.op_selected):
+        assert table.select_op("/layer.1/Add")
+    assert table.selected_op() == "/layer.1/Add"
+    assert table.view.currentIndex().data(NAME_ROLE) == "/layer.1/Add"
+    assert not table.select_op("no such node")
+    table.filter_edit.setText("softmax")
+    assert not table.select_op("/layer.1/Add")  # hidden by the filter
+
+
+def test_header_tooltips_explain_each_metric(table: OpTable) -> None:
+    tips = {c.title: table.model.headerData(i, Qt.Orientation.Horizontal,
+                                            Qt.ItemDataRole.ToolTipRole)
+            for i, c in enumerate(COLUMNS)}
+    assert all(tips.values())
+    assert "bandwidth" in tips["GB/s"] and "bytes" in tips["GB/s"]
+    assert "intensity" in tips["FLOP/B"].lower()
+
+
+def test_share_delegate_paints(table: OpTable, qtbot: QtBot) -> None:
+    image = table.view.viewport().grab().toImage()
+    rect = table.view.visualRect(table.proxy.index(0, COL["share"]))
+    # the 82% bar: the left part of the top share cell is tinted, not the plain background
+    bar = image.pixelColor(rect.left() + 10, rect.center().y())
+    blank = image.pixelColor(rect.right() - 2, rect.top() + 1)
+    assert bar != blank

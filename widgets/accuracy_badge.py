@@ -1,0 +1,119 @@
+"""A coloured badge with the running variant's accuracy against the FP32 model.
+
+Green when the cosine similarity meets the user's tolerance, amber within ten times the
+tolerance's gap to 1, red below; amber too when nothing could be compared (NaN cosine).
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QWidget
+
+from engine.events import AccuracyResult
+from widgets import theme
+
+STATES = {
+    "baseline": theme.NEUTRAL,
+    "pending": theme.NEUTRAL,
+    "good": theme.GOOD,
+    "warn": theme.WARN,
+    "bad": theme.BAD,
+}
+
+
+def grade(cosine: float, min_cosine: float) -> str:
+    """ "good", "warn" or "bad" for a cosine similarity against a tolerance."""
+    if math.isnan(cosine):
+        return "warn"
+    if cosine >= min_cosine:
+        return "good"
+    gap = 1.0 - min_cosine
+    return "warn" if 1.0 - cosine <= 10.0 * gap else "bad"
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.4g}%"
+
+
+class AccuracyBadge(QLabel):
+    """`set_result(None)` for the FP32 model itself, `set_pending()` while checking."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._min_cosine = 0.999
+        self._result: AccuracyResult | None = None
+        self._state = "baseline"
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.set_result(None)
+
+    @property
+    def state(self) -> str:
+        """One of "baseline", "pending", "good", "warn", "bad"."""
+        return self._state
+
+    @property
+    def min_cosine(self) -> float:
+        return self._min_cosine
+
+    def set_tolerance(self, min_cosine: float) -> None:
+        if not 0.0 < min_cosine <= 1.0:
+            raise ValueError(f"min_cosine must be within (0, 1], got {min_cosine}")
+        self._min_cosine = float(min_cosine)
+        if self._state not in ("baseline", "pending"):
+            self.set_result(self._result)
+
+    def set_pending(self) -> None:
+        self._state = "pending"
+        self.setText("checking accuracy…")
+        self.setToolTip("Comparing this variant's outputs with the FP32 model's")
+        self._restyle()
+
+    def set_result(self, result: AccuracyResult | None) -> None:
+        self._result = result
+        if result is None:
+            self._state = "baseline"
+            self.setText("FP32 baseline")
+            self.setToolTip("The reference model: other variants are compared with it")
+            self._restyle()
+            return
+        self._state = grade(result.cosine, self._min_cosine)
+        parts = [
+            "cos n/a" if math.isnan(result.cosine) else f"cos {result.cosine:.5f}",
+            f"max|Δ| {result.max_abs_err:.3g}",
+        ]
+        if result.top1_agreement is not None:
+            parts.append(f"top-1 {_pct(result.top1_agreement)}")
+        self.setText(" · ".join(parts))
+        self.setToolTip(self._tooltip(result))
+        self._restyle()
+
+    def _tooltip(self, r: AccuracyResult) -> str:
+        verdict = {"good": "within tolerance", "warn": "close to the tolerance",
+                   "bad": "outside the tolerance"}[self._state]
+        if math.isnan(r.cosine):
+            verdict = "no comparable outputs"
+        top1 = "n/a (no class scores)" if r.top1_agreement is None else _pct(r.top1_agreement)
+        rows = [
+            ("cosine similarity", f"{r.cosine:.8f} (tolerance ≥ {self._min_cosine:g})"),
+            ("max |Δ|", f"{r.max_abs_err:.6g}"),
+            ("mean |Δ|", f"{r.mean_abs_err:.6g}"),
+            ("top-1 agreement", top1),
+            ("input batches", str(r.samples)),
+        ]
+        for name, m in r.per_output.items():
+            cos, err = m.get("cosine"), m.get("max_abs_err")
+            rows.append((f"output {name}", f"cos {'n/a' if cos is None else f'{cos:.6f}'}, "
+                                           f"max |Δ| {'n/a' if err is None else f'{err:.4g}'}"))
+        body = "".join(f"<tr><td>{escape(k)}</td><td>{escape(v)}</td></tr>" for k, v in rows)
+        return (f"<b>Against the {escape(r.baseline.upper())} model: {verdict}</b>"
+                f"<table cellspacing='4'>{body}</table>")
+
+    def _restyle(self) -> None:
+        self.setStyleSheet(
+            f"QLabel {{ background-color: {STATES[self._state]}; color: white; "
+            "border-radius: 4px; padding: 2px 8px; font-weight: 600; }"
+        )

@@ -1,0 +1,228 @@
+"""Small live sparklines of named machine series (CPU %, RSS, clocks; GPU ones later).
+
+A series appears the first time its name arrives; each keeps a bounded ring buffer and
+shows its latest value as text. A 5 Hz timer paints only the series that changed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtGui import QShowEvent
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
+
+from widgets import theme
+from widgets.ring_buffer import FloatArray, RingBuffer
+
+# name -> (title, unit); anything else is titled from its words and unit from its suffix
+KNOWN: dict[str, tuple[str, str]] = {
+    "cpu_percent": ("CPU", "%"),
+    "rss_mb": ("RSS", " MB"),
+    "cpu_freq_mhz": ("CPU clock", " MHz"),
+}
+SUFFIXES: tuple[tuple[str, str], ...] = (
+    ("_percent", "%"), ("_pct", "%"), ("_mb", " MB"), ("_gb", " GB"), ("_mhz", " MHz"),
+    ("_gbps", " GB/s"), ("_w", " W"), ("_c", " °C"),
+)
+ACRONYMS = {"cpu", "gpu", "rss", "sm", "dram", "mem", "io", "pcie"}
+
+
+def describe(name: str) -> tuple[str, str]:
+    """(title, unit) for a series name: "gpu_power_w" -> ("GPU power", " W")."""
+    if name in KNOWN:
+        return KNOWN[name]
+    unit, stem = "", name
+    for suffix, suffix_unit in SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            unit, stem = suffix_unit, name[: -len(suffix)]
+            break
+    words = [w.upper() if w in ACRONYMS and w != "mem" else w for w in stem.split("_") if w]
+    return " ".join(words) or name, unit
+
+
+def format_value(value: float, unit: str) -> str:
+    if not math.isfinite(value):
+        return "–"
+    text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return f"{text}{unit}"
+
+
+@dataclass
+class _Series:
+    title: str
+    unit: str
+    buffer: RingBuffer
+    cell: QFrame
+    label: QLabel
+    plot: pg.PlotWidget
+    curve: pg.PlotDataItem
+    dirty: bool = False
+
+
+class TelemetryStrip(QWidget):
+    """Feed with `append(t_s, {name: value})`; one compact cell per series, in arrival order."""
+
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        *,
+        capacity: int = 3600,
+        window_s: float = 60.0,
+        columns: int = 6,
+        paint_hz: float = 5.0,
+    ) -> None:
+        super().__init__(parent)
+        self.capacity = capacity
+        self.window_s = float(window_s)
+        self._columns = max(1, columns)
+        self._series: dict[str, _Series] = {}
+        self._x_link: pg.PlotItem | None = None
+        self._formats: dict[str, tuple[str, str]] = {}
+        self._last_t = 0.0
+        self._grid = QGridLayout(self)
+        self._grid.setContentsMargins(0, 0, 0, 0)
+        self._grid.setSpacing(4)
+        self._timer = QTimer(self)
+        self._timer.setInterval(max(1, round(1000 / paint_hz)))
+        self._timer.timeout.connect(self._on_timer)
+        self._timer.start()
+
+    # ------------------------------------------------------------------------------- API
+    def append(self, t_s: float, values: dict[str, float]) -> None:
+        """One telemetry sample; non-finite values are skipped, new names get a cell."""
+        self._last_t = max(self._last_t, float(t_s))
+        for name, value in values.items():
+            if value is None or not math.isfinite(float(value)):
+                continue
+            series = self._series.get(name) or self._add_series(name)
+            series.buffer.append([t_s, float(value)])
+            series.dirty = True
+
+    def set_format(self, name: str, title: str, unit: str) -> None:
+        """Override the title and unit shown for a series (before or after it arrives)."""
+        self._formats[name] = (title, unit)
+        series = self._series.get(name)
+        if series is not None:
+            series.title, series.unit = title, unit
+            series.dirty = True
+
+    def set_x_link(self, plot_item: pg.PlotItem | None) -> None:
+        """Show the same x range as another plot (e.g. the latency plot's); None to follow
+        the last `window_s` on our own. Both must use the same clock: seconds since the
+        session started. (pyqtgraph's setXLink would map by screen position, so cells side
+        by side would each show a different time span.)"""
+        if self._x_link is not None:
+            self._x_link.sigXRangeChanged.disconnect(self._on_linked_range)
+        self._x_link = plot_item
+        if plot_item is not None:
+            plot_item.sigXRangeChanged.connect(self._on_linked_range)
+            self._on_linked_range()
+        for series in self._series.values():
+            series.dirty = True
+
+    def _on_linked_range(self, *_: object) -> None:
+        if self._x_link is None:
+            return
+        x0, x1 = self._x_link.vb.viewRange()[0]
+        for series in self._series.values():
+            series.plot.setXRange(x0, x1, padding=0)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._series)
+
+    def data(self, name: str) -> tuple[FloatArray, FloatArray]:
+        """(t_s, values) retained for one series: views valid until the next append."""
+        buffer = self._series[name].buffer
+        return buffer.view(0), buffer.view(1)
+
+    def label_text(self, name: str) -> str:
+        return self._series[name].label.text()
+
+    def curve(self, name: str) -> pg.PlotDataItem:
+        return self._series[name].curve
+
+    def clear(self) -> None:
+        """Drop every sample; the cells stay (the same metrics come back next session)."""
+        self._last_t = 0.0
+        for series in self._series.values():
+            series.buffer.clear()
+            series.curve.setData([], [])
+            series.label.setText(f"{series.title} –")
+            series.dirty = False
+
+    # ----------------------------------------------------------------------------- paint
+    def _on_timer(self) -> None:
+        if self.isVisible():  # hidden: catch up when shown
+            self.paint_now()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self.paint_now()
+
+    def paint_now(self) -> None:
+        for series in self._series.values():
+            if not series.dirty:
+                continue
+            series.dirty = False
+            t, v = series.buffer.view(0), series.buffer.view(1)
+            series.curve.setData(t, v)
+            latest = float(v[-1]) if v.size else math.nan
+            series.label.setText(f"{series.title} {format_value(latest, series.unit)}")
+            series.label.setToolTip(
+                f"{series.title}: {format_value(latest, series.unit)}\n"
+                f"min {format_value(float(v.min()), series.unit)} · "
+                f"max {format_value(float(v.max()), series.unit)} over {v.size} samples"
+                if v.size else series.title
+            )
+            if self._x_link is None and t.size:
+                series.plot.setXRange(self._last_t - self.window_s, self._last_t, padding=0)
+
+    def _add_series(self, name: str) -> _Series:
+        title, unit = self._formats.get(name) or describe(name)
+        cell = QFrame()
+        cell.setFrameShape(QFrame.Shape.StyledPanel)
+        label = QLabel(f"{title} –")
+        label.setStyleSheet("font-weight: 600;")
+        plot = pg.PlotWidget()
+        plot.setFixedHeight(34)
+        plot.setMinimumWidth(100)
+        plot.setMouseEnabled(x=False, y=False)
+        plot.setMenuEnabled(False)
+        plot.hideButtons()
+        item = plot.getPlotItem()
+        item.hideAxis("left")
+        item.hideAxis("bottom")
+        item.layout.setContentsMargins(0, 0, 0, 0)
+        item.vb.setDefaultPadding(0.08)
+        item.vb.enableAutoRange(axis="y")
+        item.vb.setAutoVisible(y=True)
+        if self._x_link is not None:
+            x0, x1 = self._x_link.vb.viewRange()[0]
+            item.setXRange(x0, x1, padding=0)
+        curve = plot.plot(pen=pg.mkPen(theme.SPARK, width=1), skipFiniteCheck=True)
+        box = QVBoxLayout(cell)
+        box.setContentsMargins(6, 3, 6, 3)
+        box.setSpacing(1)
+        box.addWidget(label)
+        box.addWidget(plot)
+        index = len(self._series)
+        self._grid.addWidget(cell, index // self._columns, index % self._columns)
+        self._grid.setColumnStretch(index % self._columns, 1)
+        series = _Series(title, unit, RingBuffer(self.capacity, 2), cell, label, plot, curve)
+        self._series[name] = series
+        self._apply_theme(series)
+        return series
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.PaletteChange:
+            for series in self._series.values():
+                self._apply_theme(series)
+        super().changeEvent(event)
+
+    def _apply_theme(self, series: _Series) -> None:
+        series.plot.setBackground(theme.plot_background(self))
+        series.label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
