@@ -1,16 +1,26 @@
-"""The `opscope` console script. Qt is imported only when the desktop app is asked for,
-so every engine command runs on machines without Qt."""
+"""The `opscope` console script. With no command (or `gui`) it opens the desktop app; every
+other command is the engine's CLI, which runs on machines without Qt."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 
+GUI_COMMANDS = ("gui",)
+GUI_OPTIONS = ("--screenshot", "--quit-after", "--session")
+
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    first = args[0] if args else ""
+    if (not args or first in GUI_COMMANDS or first.endswith((".onnx", ".opscope"))
+            or first.split("=", 1)[0] in GUI_OPTIONS):
+        from app.launch import main as gui_main
+
+        return gui_main(args[1:] if args and args[0] in GUI_COMMANDS else args)
     from engine.cli.main import main as cli_main
 
-    return cli_main(list(sys.argv[1:] if argv is None else argv))
+    return cli_main(args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,147 @@
+"""Menus and keyboard shortcuts of the live window."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox
+
+if TYPE_CHECKING:
+    from app.workbench import Workbench
+
+MODEL_FILTER = "ONNX models (*.onnx);;All files (*)"
+SESSION_FILTER = "OpScope sessions (*.opscope);;All files (*)"
+
+
+@dataclass
+class Menus:
+    recent: QMenu
+    pause: QAction
+    workbench: Workbench
+
+    def set_recent(self, files: list[str]) -> None:
+        self.recent.clear()
+        for path in files:
+            action = self.recent.addAction(path)
+            action.triggered.connect(lambda _=False, p=path: self.workbench.open_path(p))
+        self.recent.setEnabled(bool(files))
+
+    def set_running(self, running: bool) -> None:
+        self.pause.setText("Pause" if running else "Resume")
+
+
+def build_menus(wb: Workbench) -> Menus:
+    from app.main_window import recent_files
+
+    w = wb.window
+    bar = w.menuBar()
+
+    def act(menu: QMenu, text: str, slot: object, shortcut: str | QKeySequence | None = None,
+            tip: str = "") -> QAction:
+        action = menu.addAction(text)
+        action.triggered.connect(slot)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        if tip:
+            action.setStatusTip(tip)
+        return action
+
+    file = bar.addMenu("&File")
+    act(file, "&Open Model…", lambda: _open_model(wb), QKeySequence.StandardKey.Open,
+        "Load an ONNX model into the engine")
+    act(file, "Open &Session…", lambda: _open_session(wb), "Ctrl+Shift+O",
+        "Open a recorded session read-only")
+    recent = file.addMenu("Recent &Files")
+    file.addSeparator()
+    act(file, "Save Session &As…", wb.save_session_as, "Ctrl+Shift+S",
+        "Copy the session file and keep recording into the copy")
+    act(file, "Export &Report…", lambda: _export(wb, "report"), "Ctrl+Shift+E",
+        "Write a self-contained HTML report of this session")
+    act(file, "Export &Trace…", lambda: _export(wb, "trace"), "Ctrl+Shift+T",
+        "Write the last profiled inference as a Chrome/Perfetto trace")
+    act(file, "Save &Plot As…", lambda: _save_plot(wb), "Ctrl+Shift+P",
+        "Save the latency plot as PNG or SVG")
+    file.addSeparator()
+    act(file, "&Quit", w.close, QKeySequence.StandardKey.Quit)
+
+    run = bar.addMenu("&Run")
+    pause = act(run, "Pause", wb.toggle_running, "Ctrl+Space", "Pause or resume timing")
+    act(run, "Profile &Now", wb.client.profile_now, "Ctrl+Alt+P",
+        "Run a profiling pass of the current config now")
+    act(run, "&Restart Engine", wb.restart_engine, "Ctrl+Shift+R",
+        "Start a fresh engine host with the same model and config")
+
+    view = bar.addMenu("&View")
+    act(view, "&Follow Latest", lambda: w.latency.set_follow(True), "F",
+        "Scroll the latency plot with new samples")
+    view.addSeparator()
+    view.addAction(w.config_dock.toggleViewAction())
+    view.addAction(w.ops_dock.toggleViewAction())
+
+    helpm = bar.addMenu("&Help")
+    act(helpm, "&About OpScope", lambda: _about(wb))
+
+    menus = Menus(recent, pause, wb)
+    menus.set_recent(recent_files(w.settings))
+    return menus
+
+
+def _open_model(wb: Workbench) -> None:
+    path, _ = QFileDialog.getOpenFileName(wb.window, "Open Model", "", MODEL_FILTER)
+    if path:
+        wb.open_model(path)
+
+
+def _open_session(wb: Workbench) -> None:
+    path, _ = QFileDialog.getOpenFileName(wb.window, "Open Session", "", SESSION_FILTER)
+    if path:
+        wb.open_session(path)
+
+
+def _save_plot(wb: Workbench) -> None:
+    path, _ = QFileDialog.getSaveFileName(wb.window, "Save Plot As", "latency.png",
+                                          "PNG image (*.png);;SVG image (*.svg)")
+    if not path:
+        return
+    try:
+        wb.window.latency.export_image(path)
+    except (ValueError, OSError) as exc:
+        QMessageBox.warning(wb.window, "Cannot save plot", f"{path}: {exc}")
+
+
+def _export(wb: Workbench, kind: str) -> None:
+    from app.exports import export_report, export_trace
+
+    suffix, filt = ((".html", "HTML report (*.html)") if kind == "report"
+                    else (".json", "Chrome trace (*.json)"))
+    default = Path(wb.recording.path).with_suffix(suffix).name
+    path, _ = QFileDialog.getSaveFileName(wb.window, f"Export {kind.title()}", default, filt)
+    if not path:
+        return
+    wb.recording.flush()
+    fn = export_report if kind == "report" else export_trace
+    error = fn(str(wb.recording.path), path)
+    if error:
+        QMessageBox.warning(wb.window, f"Cannot export {kind}", error)
+    else:
+        wb.window.statusBar().showMessage(f"wrote {path}", 8000)
+
+
+def _about(wb: Workbench) -> None:
+    import platform
+
+    import onnxruntime
+    import pyqtgraph
+    import PySide6
+
+    from engine import __version__
+
+    QMessageBox.about(
+        wb.window, "About OpScope",
+        f"<b>OpScope {__version__}</b><br>A workbench for model inference optimization."
+        f"<br><br>ONNX Runtime {onnxruntime.__version__}<br>PySide6 {PySide6.__version__}"
+        f"<br>pyqtgraph {pyqtgraph.__version__}<br>Python {platform.python_version()}"
+        f"<br>Device: {wb.device}<br>Session: {wb.recording.path}")

@@ -1,0 +1,155 @@
+"""Side by side: two runs of a session, metric deltas with confidence intervals and the
+per-op differences (what fusion or quantization added, removed or sped up)."""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.compare import OpDiff
+from engine.comparison import RunComparison, compare_runs
+from engine.errors import OpScopeError
+from engine.session.reader import SessionReader
+from engine.session.rows import RunRow
+
+BETTER = QColor("#2e9d5b")
+WORSE = QColor("#d0453b")
+OP_COLUMNS = ["op", "op type", "status", "base ms", "cand ms", "Δ ms", "Δ %", "share",
+              "bytes Δ"]
+
+
+class ComparePanel(QWidget):
+    """Pick a baseline and a candidate run; shows `engine.comparison.compare_runs`."""
+
+    def __init__(self, reader: SessionReader, runs: list[RunRow],
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.reader = reader
+        self.runs = {r.id: r for r in runs}
+        self.baseline = QComboBox()
+        self.candidate = QComboBox()
+        for run in runs:
+            label = f"run {run.id}: {run.config.label() if run.config else '–'}"
+            self.baseline.addItem(label, run.id)
+            self.candidate.addItem(label, run.id)
+        self.baseline.setToolTip("The reference run")
+        self.candidate.setToolTip("The run compared against the baseline")
+        pick = QHBoxLayout()
+        pick.addWidget(QLabel("Baseline"))
+        pick.addWidget(self.baseline, 1)
+        pick.addWidget(QLabel("Candidate"))
+        pick.addWidget(self.candidate, 1)
+        self.summary = QLabel("Select two runs to compare them.")
+        self.summary.setTextFormat(Qt.TextFormat.PlainText)
+        self.summary.setWordWrap(True)
+        self.metrics = QTableWidget(0, 5)
+        self.metrics.setHorizontalHeaderLabels(["metric", "baseline", "candidate", "Δ %",
+                                                "95% CI"])
+        self.ops = QTableWidget(0, len(OP_COLUMNS))
+        self.ops.setHorizontalHeaderLabels(OP_COLUMNS)
+        self.ops.setSortingEnabled(True)
+        for table in (self.metrics, self.ops):
+            table.verticalHeader().setVisible(False)
+            table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        layout = QVBoxLayout(self)
+        layout.addLayout(pick)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.metrics, 1)
+        layout.addWidget(self.ops, 3)
+        self.baseline.currentIndexChanged.connect(self.refresh)
+        self.candidate.currentIndexChanged.connect(self.refresh)
+        self.comparison: RunComparison | None = None
+
+    def set_pair(self, baseline_id: int, candidate_id: int) -> None:
+        self.baseline.blockSignals(True)
+        self.baseline.setCurrentIndex(self.baseline.findData(baseline_id))
+        self.baseline.blockSignals(False)
+        self.candidate.setCurrentIndex(self.candidate.findData(candidate_id))
+        self.refresh()
+
+    def refresh(self) -> None:
+        b, c = self.baseline.currentData(), self.candidate.currentData()
+        if b is None or c is None or b == c:
+            self.summary.setText("Pick two different runs.")
+            return
+        try:
+            comp = compare_runs((self.reader, self.runs[b]), (self.reader, self.runs[c]))
+        except (OpScopeError, ValueError) as exc:
+            self.summary.setText(f"Cannot compare: {exc}")
+            return
+        self.comparison = comp
+        changed = "; ".join(f"{k} {v[0]} → {v[1]}" for k, v in comp.config_diff.items())
+        notes = " ".join(comp.notes)
+        self.summary.setText(f"Changed: {changed or 'nothing'}. {notes}".strip())
+        self._fill_metrics(comp)
+        self._fill_ops(comp.ops or comp.op_types)
+
+    def _fill_metrics(self, comp: RunComparison) -> None:
+        self.metrics.setRowCount(len(comp.metrics))
+        for row, (name, m) in enumerate(comp.metrics.items()):
+            better = (m.delta_pct > 0) == m.higher_is_better
+            significant = m.ci_pct[0] > 0 or m.ci_pct[1] < 0
+            cells = [f"{name} ({m.unit})", f"{m.baseline:.3f}", f"{m.candidate:.3f}",
+                     f"{m.delta_pct:+.1f}%", f"[{m.ci_pct[0]:+.1f}%, {m.ci_pct[1]:+.1f}%]"]
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if col >= 3 and significant:
+                    item.setForeground(BETTER if better else WORSE)
+                self.metrics.setItem(row, col, item)
+        self.metrics.resizeColumnsToContents()
+
+    def _fill_ops(self, diffs: list[OpDiff]) -> None:
+        self.ops.setSortingEnabled(False)
+        self.ops.setRowCount(len(diffs))
+        for row, d in enumerate(diffs):
+            pct = d.delta_time_pct
+            bytes_delta = (d.cand_bytes or 0) - (d.base_bytes or 0)
+            cells: list[tuple[str, float | None]] = [
+                (d.key, None), (d.op_type, None), (d.status, None),
+                (_ms(d.base_time_ms), d.base_time_ms), (_ms(d.cand_time_ms), d.cand_time_ms),
+                (f"{d.delta_time_ms:+.3f}", d.delta_time_ms),
+                (f"{pct:+.1f}%" if pct is not None else "–", pct),
+                (f"{_share(d.base_share)} → {_share(d.cand_share)}", None),
+                (f"{bytes_delta:+,}", float(bytes_delta)),
+            ]
+            for col, (text, value) in enumerate(cells):
+                item = _NumItem(text, value)
+                if col == 5 and abs(d.delta_time_ms) > 0:
+                    item.setForeground(WORSE if d.delta_time_ms > 0 else BETTER)
+                self.ops.setItem(row, col, item)
+        self.ops.setSortingEnabled(True)
+        self.ops.resizeColumnsToContents()
+
+
+class _NumItem(QTableWidgetItem):
+    """Sorts by its number when it has one, so 10 ms sorts above 9 ms."""
+
+    def __init__(self, text: str, value: float | None) -> None:
+        super().__init__(text)
+        self.value = value
+
+    def __lt__(self, other: QTableWidgetItem) -> bool:
+        mine, theirs = self.value, getattr(other, "value", None)
+        if mine is not None and theirs is not None and not (math.isnan(mine)
+                                                             or math.isnan(theirs)):
+            return mine < theirs
+        return self.text() < other.text()
+
+
+def _ms(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def _share(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1%}"

@@ -1,0 +1,151 @@
+"""The GUI's one handle on the engine host process: commands out, event batches in as Qt
+signals. A crash in the host becomes a `host_died` signal, never a dead window."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import signal
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from engine.config import RunConfig
+from engine.events import Event
+
+Sink = Callable[[list[Event]], None]
+
+
+class EngineClient(QObject):
+    """Spawns `engine.host.host_main` and relays its events to the GUI thread."""
+
+    events = Signal(list)  # list[Event], delivered in the GUI thread
+    host_died = Signal(str)  # one line: what happened to the host
+    host_started = Signal()
+
+    def __init__(self, sink: Sink | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._sink = sink  # e.g. the session recorder; runs on the reader thread
+        self._proc: BaseProcess | None = None
+        self._conn: Connection | None = None
+        self._reader: threading.Thread | None = None
+        self._closing = False
+        self._generation = 0
+        self.last_load: tuple[str, dict[str, tuple[int, ...]], str | None] | None = None
+        self.last_config = RunConfig()
+
+    # lifecycle ---------------------------------------------------------------------
+    def start(self) -> None:
+        ctx = mp.get_context("spawn")  # never fork a process that has Qt threads
+        parent, child = ctx.Pipe()
+        from engine.host import host_main
+
+        proc = ctx.Process(target=host_main, args=(child,), name="opscope-engine", daemon=True)
+        proc.start()
+        child.close()
+        self._proc, self._conn, self._closing = proc, parent, False
+        self._generation += 1
+        self._reader = threading.Thread(target=self._read, args=(parent, proc, self._generation),
+                                        name="opscope-engine-reader", daemon=True)
+        self._reader.start()
+        self.host_started.emit()
+
+    def restart(self) -> None:
+        """A fresh host with the last model and config."""
+        self.shutdown()
+        self.start()
+        self.apply(self.last_config)
+        if self.last_load:
+            self.load(*self.last_load)
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        self._closing = True
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.is_alive():
+            self._send(("shutdown",))
+            proc.join(timeout)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(2)
+        if self._reader is not None:
+            self._reader.join(2)
+        self._proc = None
+
+    def kill_host(self) -> None:
+        """Kill the host outright (a stuck build can always be stopped this way)."""
+        if self._proc is not None and self._proc.is_alive():
+            self._proc.kill()
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    # commands ------------------------------------------------------------------------
+    def load(self, path: str, shapes: dict[str, tuple[int, ...]] | None = None,
+             inputs: str | None = None) -> None:
+        self.last_load = (str(path), dict(shapes or {}), inputs)
+        self._send(("load", str(path), dict(shapes or {}), inputs))
+
+    def apply(self, config: RunConfig) -> None:
+        self.last_config = config
+        self._send(("apply", config.to_json()))
+
+    def start_timing(self) -> None:
+        self._send(("start",))
+
+    def stop_timing(self) -> None:
+        self._send(("stop",))
+
+    def profile_now(self) -> None:
+        self._send(("profile",))
+
+    def cancel_build(self) -> None:
+        self._send(("cancel",))
+
+    # internals -----------------------------------------------------------------------
+    def _send(self, cmd: tuple[Any, ...]) -> None:
+        if self._conn is None:
+            return
+        with contextlib.suppress(BrokenPipeError, OSError):  # the reader reports the death
+            self._conn.send(cmd)
+
+    def _read(self, conn: Connection, proc: BaseProcess, generation: int) -> None:
+        while True:
+            try:
+                batch = conn.recv()
+            except (EOFError, OSError):
+                break
+            if self._sink is not None:
+                try:
+                    self._sink(batch)
+                except Exception as exc:  # recording must not stop the live view
+                    self.host_died.emit(f"recording failed: {exc}")
+                    self._sink = None
+            self.events.emit(batch)
+        proc.join(2)
+        if not self._closing and generation == self._generation:
+            self.host_died.emit(describe_exit(proc.exitcode))
+
+
+def describe_exit(code: int | None) -> str:
+    """'crashed (SIGSEGV)', 'was killed (SIGKILL)', 'exited with code 1'."""
+    if code is None:
+        return "the engine stopped responding"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        verb = "was killed" if name in ("SIGKILL", "SIGTERM") else "crashed"
+        return f"the engine host {verb} ({name})"
+    return f"the engine host exited with code {code}"

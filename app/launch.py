@@ -1,0 +1,105 @@
+"""`opscope` / `opscope gui [MODEL | SESSION] [--session FILE]`: start the desktop app."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.resources
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def demo_model_path() -> str:
+    """The bundled demo transformer (package data, also inside the installer bundle)."""
+    ref = importlib.resources.files("resources") / "models" / "demo_transformer.onnx"
+    return str(ref)
+
+
+def _quiet_offscreen_warnings() -> None:
+    """The offscreen platform (screenshots, CI) warns on every dock resize; drop just that."""
+    from PySide6.QtCore import QtMsgType, qInstallMessageHandler
+
+    def handler(kind: QtMsgType, _context: object, message: str) -> None:
+        if "propagateSizeHints" in message:
+            return
+        print(message, file=sys.stderr)
+
+    qInstallMessageHandler(handler)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="opscope gui",
+                                description="The OpScope desktop workbench.")
+    p.add_argument("path", nargs="?",
+                   help="an .onnx model to run live or an .opscope session to open "
+                   "(default: the bundled demo transformer)")
+    p.add_argument("--session", metavar="FILE",
+                   help="record into this session file (default: a new file in the autosave "
+                   "folder)")
+    p.add_argument("--screenshot", metavar="PNG",
+                   help="save a PNG of the main window just before quitting")
+    p.add_argument("--quit-after", type=float, metavar="SECONDS",
+                   help="quit (exit 0) after this many seconds")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    t_launch = time.perf_counter()
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    from app.workbench import Workbench
+    from engine.errors import OpScopeError
+
+    _quiet_offscreen_warnings()
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
+    app.setApplicationName("OpScope")
+    app.setOrganizationName("OpScope")
+    try:
+        wb = Workbench(session_path=args.session)
+    except OpScopeError as exc:
+        QMessageBox.critical(None, "OpScope", str(exc))
+        print(f"opscope: error: {exc}", file=sys.stderr)
+        return 2
+    wb.window.show()
+    path = args.path
+    if path and Path(path).suffix.lower() == ".opscope":
+        wb.start(None)
+        wb.open_session(path)
+    else:
+        wb.start(path or demo_model_path())
+
+    first = {"logged": False}
+
+    def first_point() -> None:
+        if not first["logged"] and wb.controller.first_sample_s is not None:
+            first["logged"] = True
+            print(f"opscope: first latency point {time.perf_counter() - t_launch:.2f} s "
+                  "after launch", file=sys.stderr)
+
+    wb.controller.client.events.connect(lambda _: first_point())
+
+    if args.quit_after is not None:
+        def finish() -> None:
+            if args.screenshot:
+                wb.update_status()
+                wb.window.latency.paint_now()
+                if not wb.window.grab().save(args.screenshot):
+                    print(f"opscope: error: cannot write screenshot {args.screenshot}",
+                          file=sys.stderr)
+            wb.window.close()
+            app.quit()
+
+        QTimer.singleShot(int(args.quit_after * 1000), finish)
+    # Let Ctrl-C in the terminal close the app (Python handles signals between Qt events).
+    signal.signal(signal.SIGINT, lambda *_: app.quit())
+    tick = QTimer(interval=200)
+    tick.timeout.connect(lambda: None)
+    tick.start()
+    app.aboutToQuit.connect(wb.shutdown)
+    code = app.exec()
+    return int(code)

@@ -1,0 +1,143 @@
+"""Routes engine events to the views and view edits to the engine (ndv-style controller).
+
+The controller owns no widgets' internals: it calls their public methods. Events arrive
+in batches on the GUI thread; painting happens on the widgets' own timers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QObject, Signal
+
+from engine.config import RunConfig
+from engine.events import (
+    AccuracyResult,
+    CommandFailed,
+    LatencyBatch,
+    Marker,
+    ModelLoaded,
+    Notice,
+    OpProfile,
+    Progress,
+    RunEnded,
+    RunStarted,
+    Telemetry,
+    VariantReady,
+)
+
+BUILD_STAGES = {"load", "variant", "calibration", "session", "accuracy"}
+
+
+class LiveController(QObject):
+    """Turns engine events into view updates; `view` is the main window (or a double)."""
+
+    status_changed = Signal()
+
+    def __init__(self, view: Any, client: Any, clock: Callable[[], int] = time.perf_counter_ns,
+                 ) -> None:
+        super().__init__()
+        self.view = view
+        self.client = client
+        self.t0_ns = clock()
+        self.batch = 1
+        self.model_name = ""
+        self.provider = ""
+        self.requested = ""
+        self.run_started = False
+        self.first_sample_s: float | None = None
+        self.samples = 0
+        client.events.connect(self.on_events)
+        client.host_died.connect(self.on_host_died)
+
+    # view -> engine --------------------------------------------------------------------
+    def apply(self, config: RunConfig) -> None:
+        if config.precision != "fp32":
+            self.view.accuracy.set_pending()
+        self.view.config_panel.show_progress("preparing " + config.label(), 0, None)
+        self.client.apply(config)
+
+    def open_model(self, path: str) -> None:
+        self.view.config_panel.show_progress(f"loading {path}", 0, None)
+        self.client.load(path)
+
+    # engine -> view --------------------------------------------------------------------
+    def on_events(self, batch: list[Any]) -> None:
+        lat_t: list[np.ndarray] = []
+        lat_v: list[np.ndarray] = []
+        for ev in batch:
+            if isinstance(ev, LatencyBatch):
+                if ev.latencies_ns.size:
+                    lat_t.append((ev.origin_ns + ev.starts_ns - self.t0_ns) / 1e9)
+                    lat_v.append(ev.latencies_ns / 1e6)
+            elif isinstance(ev, Telemetry):
+                self.view.telemetry.append((ev.t_ns - self.t0_ns) / 1e9, ev.values)
+            else:
+                if lat_t:  # keep order: samples before a marker land before it
+                    self._plot(lat_t, lat_v)
+                    lat_t, lat_v = [], []
+                self._one(ev)
+        if lat_t:
+            self._plot(lat_t, lat_v)
+
+    def _plot(self, ts: list[np.ndarray], vs: list[np.ndarray]) -> None:
+        t = np.concatenate(ts)
+        v = np.concatenate(vs)
+        if self.first_sample_s is None:
+            self.first_sample_s = float(t[0])
+        self.samples += int(t.size)
+        self.view.latency.append(t, v, self.batch)
+
+    def _one(self, ev: Any) -> None:
+        view = self.view
+        if isinstance(ev, Marker):
+            if ev.kind == "config":
+                view.latency.add_marker((ev.t_ns - self.t0_ns) / 1e9, ev.label)
+        elif isinstance(ev, RunStarted):
+            self.batch = ev.batch
+            self.provider = ev.provider_used
+            self.requested = ev.provider_requested
+            self.run_started = True
+            view.config_panel.hide_progress()
+            view.config_panel.set_provider_used(ev.provider_used, ev.provider_requested)
+            view.config_panel.set_config(ev.config if self.client.last_config.threads
+                                         else _unresolved(ev.config))
+            if ev.config.precision == "fp32":
+                view.accuracy.set_result(None)
+            self.status_changed.emit()
+        elif isinstance(ev, ModelLoaded):
+            self.model_name = ev.info.name
+            view.model_loaded(ev.info)
+            self.status_changed.emit()
+        elif isinstance(ev, VariantReady):
+            view.variant_ready(ev)
+        elif isinstance(ev, AccuracyResult):
+            view.accuracy.set_result(ev)
+        elif isinstance(ev, OpProfile):
+            view.op_table.set_ops(ev.ops, ev.op_types)
+            view.profile_ready(ev)
+        elif isinstance(ev, Progress):
+            if ev.stage in BUILD_STAGES:
+                view.config_panel.show_progress(ev.message, ev.done, ev.total)
+        elif isinstance(ev, CommandFailed):
+            view.config_panel.hide_progress()
+            view.show_error(ev.command, ev.message)
+        elif isinstance(ev, Notice):
+            view.show_notice(ev.level, ev.message)
+        elif isinstance(ev, RunEnded) and ev.status == "error":
+            view.show_error("run", ev.error or "the run failed")
+
+    def on_host_died(self, why: str) -> None:
+        self.run_started = False
+        self.view.config_panel.hide_progress()
+        self.view.host_died(why)
+
+
+def _unresolved(config: RunConfig) -> RunConfig:
+    """Show 'default' threads in the panel when the user did not pick a number."""
+    import dataclasses
+
+    return dataclasses.replace(config, threads=0)

@@ -1,0 +1,197 @@
+"""The live workbench window: config panel, latency plot, telemetry, per-op table.
+
+Layout only, plus small view methods the controller calls (`model_loaded`, `show_error`,
+...). Menus live in app/actions.py, event routing in app/live_controller.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QSettings, Qt
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QDoubleSpinBox,
+    QFormLayout,
+    QLabel,
+    QMainWindow,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.banner import Banner
+from app.config_panel import ConfigPanel
+from engine.events import OpProfile, VariantReady
+from engine.model_info import ModelInfo
+from widgets import AccuracyBadge, LatencyPlot, OpTable, TelemetryStrip
+
+MODEL_SUFFIXES = (".onnx",)
+SESSION_SUFFIXES = (".opscope",)
+
+
+class MainWindow(QMainWindow):
+    """The window; `app.workbench.Workbench` wires it to the engine client."""
+
+    def __init__(self, usable_providers: list[str]) -> None:
+        super().__init__()
+        self.setWindowTitle("OpScope")
+        self.setAcceptDrops(True)
+        self.settings = QSettings("OpScope", "OpScope")
+        self.on_open_path = lambda path: None  # set by the workbench
+
+        self.banner = Banner()
+        self.latency = LatencyPlot()
+        self.telemetry = TelemetryStrip()
+        self.telemetry.set_x_link(getattr(self.latency, "plot_item", None))
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.latency)
+        splitter.addWidget(self.telemetry)
+        splitter.setStretchFactor(0, 4)
+        splitter.setStretchFactor(1, 1)
+        central = QWidget()
+        column = QVBoxLayout(central)
+        column.setContentsMargins(4, 4, 4, 4)
+        column.addWidget(self.banner)
+        column.addWidget(splitter, 1)
+        self.setCentralWidget(central)
+
+        self.config_panel = ConfigPanel(usable_providers)
+        self.accuracy = AccuracyBadge()
+        self.tolerance = QDoubleSpinBox(decimals=5, minimum=0.9, maximum=1.0, singleStep=0.0005)
+        self.tolerance.setValue(float(self.settings.value("accuracy/min_cosine", 0.999)))
+        self.tolerance.setToolTip("Minimum cosine similarity to FP32 that counts as accurate.")
+        self.tolerance.valueChanged.connect(self._tolerance_changed)
+        self.accuracy.set_tolerance(self.tolerance.value())
+        self.model_label = QLabel("–")
+        self.model_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.model_label.setWordWrap(True)
+        self.variant_label = QLabel("–")
+        self.variant_label.setWordWrap(True)
+        side = QWidget()
+        side_layout = QVBoxLayout(side)
+        facts = QFormLayout()
+        facts.addRow("Model", self.model_label)
+        facts.addRow("Variant", self.variant_label)
+        side_layout.addLayout(facts)
+        side_layout.addWidget(self.config_panel)
+        acc_form = QFormLayout()
+        acc_form.addRow("Accuracy", self.accuracy)
+        acc_form.addRow("Min cosine", self.tolerance)
+        side_layout.addLayout(acc_form)
+        side_layout.addStretch(1)
+        self.config_dock = self._dock("Configuration", side, Qt.DockWidgetArea.LeftDockWidgetArea)
+
+        self.op_table = OpTable()
+        self.ops_dock = self._dock("Operators", self.op_table,
+                                   Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.profile_label = QLabel("")
+
+        self.status_model = QLabel()
+        self.status_provider = QLabel()
+        self.status_rate = QLabel()
+        self.status_session = QLabel()
+        for w in (self.status_model, self.status_provider, self.status_rate):
+            self.statusBar().addWidget(w)
+        self.statusBar().addPermanentWidget(self.status_session)
+        self.resize(1400, 900)
+        self._restore()
+
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(title.lower())
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    # called by the controller -------------------------------------------------------
+    def model_loaded(self, info: ModelInfo) -> None:
+        inputs = ", ".join(v.name + " " + v.type_text() for v in info.inputs)
+        self.model_label.setText(f"{info.name}\n{info.nodes} nodes, {info.params:,} params\n"
+                                 f"{inputs}")
+        self.model_label.setToolTip(info.path)
+        self.setWindowTitle(f"OpScope — {info.name}")
+
+    def variant_ready(self, ev: VariantReady) -> None:
+        if ev.precision == "fp32":
+            text = f"original, {ev.nodes_original} → {ev.nodes} nodes after fusion"
+        else:
+            how = "cached" if ev.cached else f"built in {ev.build_s:.1f} s"
+            text = f"{ev.precision}, {how}; {ev.nodes_original} → {ev.nodes} nodes"
+        self.variant_label.setText(text)
+
+    def profile_ready(self, ev: OpProfile) -> None:
+        self.ops_dock.setWindowTitle(
+            f"Operators — {len(ev.ops)} nodes, {ev.runs} profiled inferences, "
+            f"{ev.coverage:.0%} of run time covered")
+
+    def show_error(self, command: str, message: str) -> None:
+        keeps = " The previous model keeps running." if command in ("load", "apply") else ""
+        self.banner.show_message("error", f"{command} failed: {message}.{keeps}")
+
+    def show_notice(self, level: str, message: str) -> None:
+        if level == "warning":
+            self.banner.show_message("warning", message)
+        else:
+            self.statusBar().showMessage(message, 8000)
+
+    def host_died(self, why: str) -> None:
+        self.banner.show_message(
+            "error", f"{why}. Everything measured so far is saved in the session.",
+            action="Restart engine")
+
+    def set_status(self, model: str, provider: str, rate: str, session: str) -> None:
+        self.status_model.setText(model)
+        self.status_provider.setText(provider)
+        self.status_rate.setText(rate)
+        self.status_session.setText(session)
+
+    # desktop behaviour --------------------------------------------------------------
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if any(_openable(u.toLocalFile()) for u in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        for url in event.mimeData().urls():
+            path = url.toLocalFile()
+            if _openable(path):
+                self.on_open_path(path)
+                event.acceptProposedAction()
+                return
+
+    def _tolerance_changed(self, value: float) -> None:
+        self.accuracy.set_tolerance(value)
+        self.settings.setValue("accuracy/min_cosine", value)
+
+    def _restore(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        state = self.settings.value("window/state")
+        if isinstance(geometry, QByteArray):
+            self.restoreGeometry(geometry)
+        if isinstance(state, QByteArray):
+            self.restoreState(state)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState())
+        super().closeEvent(event)
+
+
+def _openable(path: str) -> bool:
+    return Path(path).suffix.lower() in MODEL_SUFFIXES + SESSION_SUFFIXES
+
+
+def recent_files(settings: QSettings) -> list[str]:
+    value: Any = settings.value("recent/files", [])
+    if isinstance(value, str):
+        value = [value]
+    return [str(v) for v in (value or []) if isinstance(v, str)][:10]
+
+
+def add_recent(settings: QSettings, path: str) -> list[str]:
+    files = [p for p in recent_files(settings) if p != path]
+    files.insert(0, path)
+    settings.setValue("recent/files", files[:10])
+    return files[:10]

@@ -1,0 +1,84 @@
+"""The app's session file: everything the live engine sends is recorded as it arrives.
+
+Recording happens on the engine client's reader thread (never the GUI thread), so a slow
+disk cannot stall painting; the GUI keeps what was recorded even if the engine host dies.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from engine.session.recorder import Recorder
+from engine.session.store import SessionStore
+
+
+def autosave_dir() -> Path:
+    """Where unsaved sessions live (e.g. ~/.local/share/opscope/sessions)."""
+    import os
+
+    env = os.environ.get("OPSCOPE_SESSION_DIR")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("opscope", appauthor=False)) / "sessions"
+
+
+def new_autosave_path() -> Path:
+    folder = autosave_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / datetime.now().strftime("session-%Y%m%d-%H%M%S.opscope")
+
+
+class Recording:
+    """One session file being written by the live app."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._lock = threading.Lock()
+        self.store = SessionStore.create_or_open(path)
+        self.recorder = Recorder(self.store, kind="live")
+        self.path = Path(path)
+
+    def sink(self, batch: list[Any]) -> None:
+        with self._lock:
+            self.recorder.feed_many(batch)
+
+    def flush(self) -> None:
+        """Commit what is buffered (before exporting from the file)."""
+        with self._lock:
+            self.recorder.flush()
+
+    def host_died(self, why: str) -> None:
+        """The engine died mid-run: keep its samples, mark the run as failed."""
+        with self._lock:
+            if self.recorder.active:
+                self.recorder.fail(why)
+            self.recorder.flush()
+
+    def save_as(self, dest: str | Path) -> Path:
+        """Copy the session (SQLite's online backup) to `dest` and keep recording there."""
+        dest = Path(dest)
+        with self._lock:
+            self.recorder.flush()
+            if dest.exists():
+                dest.unlink()
+            target = sqlite3.connect(str(dest))
+            try:
+                self.store.db.conn.backup(target)
+            finally:
+                target.close()
+            old = self.store
+            self.store = SessionStore.create_or_open(dest)
+            self.recorder.store = self.store
+            old.close()
+            self.path = dest
+        return dest
+
+    def close(self) -> None:
+        with self._lock:
+            self.recorder.close()
+            self.store.close()

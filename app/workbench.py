@@ -1,0 +1,133 @@
+"""The live workbench: the main window wired to the engine host, the recorder and menus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
+
+from app.actions import build_menus
+from app.engine_client import EngineClient
+from app.live_controller import LiveController
+from app.main_window import SESSION_SUFFIXES, MainWindow, add_recent
+from app.recording import Recording, new_autosave_path
+from engine.errors import OpScopeError
+from engine.session.env import cpu_name, gpu_facts
+
+STATUS_INTERVAL_MS = 500
+
+
+class Workbench(QObject):
+    """Owns the live app's parts and their lifetimes."""
+
+    def __init__(self, session_path: str | None = None,
+                 usable: list[str] | None = None) -> None:
+        super().__init__()
+        from app.config_panel import usable_providers
+
+        self.window = MainWindow(usable if usable is not None else usable_providers())
+        self.recording = Recording(session_path or new_autosave_path())
+        self.client = EngineClient(sink=self.recording.sink)
+        self.controller = LiveController(self.window, self.client)
+        self.session_windows: list[QObject] = []
+        gpu, _ = gpu_facts()
+        self.device = gpu or cpu_name() or "CPU"
+
+        w = self.window
+        w.on_open_path = self.open_path
+        w.config_panel.config_changed.connect(self.controller.apply)
+        w.config_panel.cancel_requested.connect(self.client.cancel_build)
+        w.banner.action_clicked.connect(self.restart_engine)
+        self.client.host_died.connect(self.recording.host_died)
+        self.controller.status_changed.connect(self.update_status)
+        self.menus = build_menus(self)
+        self.status_timer = QTimer(self, interval=STATUS_INTERVAL_MS)
+        self.status_timer.timeout.connect(self.update_status)
+        self.status_timer.start()
+        self.running = True
+
+    def start(self, model: str | None) -> None:
+        self.client.start()
+        self.client.apply(self.window.config_panel.config())
+        if model:
+            self.open_model(model)
+        self.update_status()
+
+    # commands ---------------------------------------------------------------------------
+    def open_path(self, path: str) -> None:
+        if Path(path).suffix.lower() in SESSION_SUFFIXES:
+            self.open_session(path)
+        else:
+            self.open_model(path)
+
+    def open_model(self, path: str) -> None:
+        self.controller.open_model(str(path))
+        self.menus.set_recent(add_recent(self.window.settings, str(Path(path).resolve())))
+
+    def open_session(self, path: str) -> None:
+        from app.session_window import SessionWindow
+
+        try:
+            window = SessionWindow(path)
+        except OpScopeError as exc:
+            QMessageBox.warning(self.window, "Cannot open session", str(exc))
+            return
+        window.show()
+        self.session_windows.append(window)
+        self.menus.set_recent(add_recent(self.window.settings, str(Path(path).resolve())))
+
+    def save_session_as(self) -> None:
+        dest, _ = QFileDialog.getSaveFileName(self.window, "Save Session As",
+                                              str(Path.home() / "session.opscope"),
+                                              "OpScope sessions (*.opscope)")
+        if not dest:
+            return
+        if not dest.endswith(".opscope"):
+            dest += ".opscope"
+        try:
+            self.recording.save_as(dest)
+        except (OSError, OpScopeError) as exc:
+            QMessageBox.warning(self.window, "Cannot save session", f"{dest}: {exc}")
+            return
+        self.update_status()
+
+    def toggle_running(self) -> None:
+        self.running = not self.running
+        if self.running:
+            self.client.start_timing()
+        else:
+            self.client.stop_timing()
+        self.menus.set_running(self.running)
+
+    def restart_engine(self) -> None:
+        self.window.banner.hide()
+        self.client.restart()
+        self.running = True
+        self.menus.set_running(True)
+
+    def update_status(self) -> None:
+        c = self.controller
+        stats = self.window.latency.latest_stats()
+        rate = ""
+        if stats.get("count"):
+            _, per_s = self.window.latency.throughput()
+            tput = f" · {per_s[-1]:.1f} samples/s" if per_s.size else ""
+            rate = (f"p50 {stats['p50']:.3f} ms · p99 {stats['p99']:.3f} ms (last "
+                    f"{stats['count']} of {c.samples:,} samples){tput}")
+        provider = c.provider.replace("ExecutionProvider", "") or "–"
+        if c.provider and c.requested and c.provider != c.requested:
+            provider += f" (asked for {c.requested.replace('ExecutionProvider', '')})"
+        self.window.set_status(c.model_name or "no model", f"{provider} on {self.device}",
+                               rate or "waiting for samples…", f"session: {self.recording.path}")
+
+    def shutdown(self) -> None:
+        self.status_timer.stop()
+        self.client.shutdown()
+        self.recording.close()
+        for w in self.session_windows:
+            w.close()  # type: ignore[attr-defined]
+
+
+def quit_app() -> None:
+    QApplication.quit()

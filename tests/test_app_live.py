@@ -1,0 +1,122 @@
+"""The desktop app, headless and for real: engine host process, live plot, config
+changes, bad models, a killed host and its restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+from pytestqt.qtbot import QtBot
+
+from app.workbench import Workbench
+from engine.session.store import open_session_file
+from tests.conftest import DEMO_CNN
+
+TIMEOUT_MS = 90_000
+
+
+@pytest.fixture
+def bench(qtbot: QtBot, tmp_path: Path):  # type: ignore[no-untyped-def]
+    wb = Workbench(session_path=str(tmp_path / "live.opscope"), usable=["cpu"])
+    qtbot.addWidget(wb.window)
+    wb.window.show()
+    wb.start(str(DEMO_CNN))
+    yield wb
+    wb.shutdown()
+
+
+def _samples_after(wb: Workbench, n: int) -> bool:
+    return wb.controller.samples > n
+
+
+def test_launch_shows_samples_and_ops(bench: Workbench, qtbot: QtBot) -> None:
+    qtbot.waitUntil(lambda: _samples_after(bench, 20), timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: len(bench.window.latency.samples()[0]) > 0, timeout=5_000)
+    assert bench.controller.provider == "CPUExecutionProvider"
+    assert "demo_cnn" in bench.window.model_label.text()
+    qtbot.waitUntil(lambda: bool(bench.window.op_table.model.rows), timeout=TIMEOUT_MS)
+    bench.update_status()
+    assert "CPU" in bench.window.status_provider.text()
+
+
+def test_config_change_marks_the_curve(bench: Workbench, qtbot: QtBot) -> None:
+    qtbot.waitUntil(lambda: _samples_after(bench, 10), timeout=TIMEOUT_MS)
+    panel = bench.window.config_panel
+    panel.batch.setValue(4)  # debounced into one apply
+    qtbot.waitUntil(lambda: any(label == "batch 4" for _, label in
+                                bench.window.latency.markers), timeout=TIMEOUT_MS)
+    t_marker = next(t for t, label in bench.window.latency.markers if label == "batch 4")
+    qtbot.waitUntil(lambda: bench.window.latency.samples()[0][-1] > t_marker + 0.3,
+                    timeout=TIMEOUT_MS)
+    assert bench.controller.batch == 4
+
+
+def test_bad_model_shows_error_and_keeps_running(bench: Workbench, qtbot: QtBot,
+                                                 zoo: dict[str, Path]) -> None:
+    qtbot.waitUntil(lambda: _samples_after(bench, 10), timeout=TIMEOUT_MS)
+    bench.open_model(str(zoo["corrupt"]))
+    qtbot.waitUntil(bench.window.banner.isVisible, timeout=TIMEOUT_MS)
+    text = bench.window.banner.text.text()
+    assert "corrupt.onnx" in text and "not a valid ONNX file" in text
+    assert "keeps running" in text
+    n = bench.controller.samples
+    qtbot.waitUntil(lambda: _samples_after(bench, n + 10), timeout=TIMEOUT_MS)
+    assert "demo_cnn" in bench.window.model_label.text()
+
+
+def test_killed_host_shows_banner_and_restart_works(bench: Workbench, qtbot: QtBot,
+                                                    tmp_path: Path) -> None:
+    qtbot.waitUntil(lambda: _samples_after(bench, 10), timeout=TIMEOUT_MS)
+    bench.client.kill_host()
+    qtbot.waitUntil(lambda: "Restart engine" in bench.window.banner.action.text()
+                    and bench.window.banner.isVisible(), timeout=TIMEOUT_MS)
+    assert "SIGKILL" in bench.window.banner.text.text()
+    # everything recorded so far is in the session file, the run marked as failed
+    bench.recording.flush()
+    reader = open_session_file(tmp_path / "live.opscope")
+    runs = reader.runs()
+    assert runs and runs[-1].status == "error"
+    assert reader.latency(runs[-1].id)[1].size > 0
+    reader.close()
+    n = bench.controller.samples
+    bench.window.banner.action.click()
+    qtbot.waitUntil(lambda: _samples_after(bench, n + 10), timeout=TIMEOUT_MS)
+    assert bench.client.alive
+
+
+def test_open_session_shows_runs_and_compares(qtbot: QtBot, tmp_path: Path) -> None:
+    """A teammate's session: runs listed read-only, curves, ops, and a comparison."""
+    import subprocess
+    import sys
+
+    from app.session_window import SessionWindow
+    from tests.conftest import ROOT
+
+    path = tmp_path / "shared.opscope"
+    for extra in ([], ["--batch", "2"]):
+        subprocess.run([sys.executable, "-m", "app.entry", "profile", str(DEMO_CNN),
+                        "--duration", "0.3", "--runs", "3", "--session", str(path), *extra],
+                       cwd=ROOT, check=True, capture_output=True, timeout=300)
+    window = SessionWindow(path)
+    qtbot.addWidget(window)
+    assert window.table.rowCount() == 2
+    assert "batch=2" in window.table.item(1, 3).text()
+    assert window.ops.model.rows  # the last run's op table
+    assert window.latency.samples()[0].size > 0
+    window.table.selectAll()
+    assert window.compare.comparison is not None
+    assert window.compare.metrics.rowCount() >= 1
+    assert window.compare.ops.rowCount() > 0
+
+
+def test_broken_session_file_is_a_clear_error(tmp_path: Path) -> None:
+    from app.session_window import SessionWindow
+    from engine.errors import SessionFileError
+
+    bad = tmp_path / "bad.opscope"
+    bad.write_bytes(b"definitely not sqlite")
+    with pytest.raises(SessionFileError) as err:
+        SessionWindow(bad)
+    assert "bad.opscope" in str(err.value) and "\n" not in str(err.value)
