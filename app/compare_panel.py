@@ -129,6 +129,7 @@ class ComparePanel(QWidget):
                     item.setForeground(WORSE if d.delta_time_ms > 0 else BETTER)
                 self.ops.setItem(row, col, item)
         self.ops.setSortingEnabled(True)
+        self.ops.sortItems(5, Qt.SortOrder.DescendingOrder)  # biggest slowdowns first
         self.ops.resizeColumnsToContents()
 
 
