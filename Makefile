@@ -13,13 +13,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python tools/check_env.py
 	@touch $(STAMP)
 
-## The main job: a live benchmark of the bundled demo transformer.
+## The main job: the desktop app, running the bundled demo transformer live.
 run: $(STAMP)
-	$(BIN)/opscope profile resources/models/demo_transformer.onnx --duration 10 --live
+	$(BIN)/opscope
 
 ## Lint, architecture contracts, then the whole test suite (headless).
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/lint-imports
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest
 
@@ -32,6 +33,8 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/harness_overhead.py
 	$(BIN)/python bench/variants.py
+	$(BIN)/python bench/store_insert.py
+	$(BIN)/python bench/store_open.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -31,8 +31,9 @@ Handler = Callable[[argparse.Namespace], int]
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="opscope",
-        description="OpScope: time, profile and tune ONNX models (run with no command for "
-        "the desktop app).",
+        description="OpScope: time, profile and tune ONNX models.",
+        epilog="The desktop app: `opscope` with no command, or `opscope gui [MODEL | SESSION] "
+        "[--session FILE] [--screenshot PNG --quit-after S]`.",
     )
     parser.add_argument("--version", action="version", version=f"opscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -91,10 +92,10 @@ def _add_session_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("candidate", metavar="CANDIDATE", help="FILE (its last run) or FILE:ID")
     p.add_argument("--metric", choices=("p50", "p90", "p99", "mean", "throughput"),
                    default="p50", help="the metric the gate looks at (default p50)")
-    p.add_argument("--max-regression", type=_nonneg_float, default=0.0, metavar="PCT",
+    p.add_argument("--max-regression", type=_nonneg_float, default=5.0, metavar="PCT",
                    help="exit 3 when the candidate is significantly worse by more than PCT "
-                   "percent (the confidence interval's lower bound; default 0: any "
-                   "significant slowdown)")
+                   "percent (the confidence interval's lower bound; default 5: machines "
+                   "drift by a few percent between runs of one config)")
     p.add_argument("--top", type=_positive_int, default=15, metavar="N",
                    help="ops to list (default 15)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
