@@ -1,9 +1,15 @@
 """Build the model file a precision asks for (FP16, INT8 dynamic, INT8 static), with
 ONNX Runtime's own tools, cached on disk by model hash and variant parameters.
 
-Quantization settings are the fast ones on current CPUs: signed INT8 weights (QInt8 is
-about 2.5x faster than QUInt8 for dynamic quantization of transformers on x86) and, for
-static quantization, the QDQ format with S8S8, ONNX Runtime's recommended default.
+Quantization settings are the ones that measured fast *and* accurate (bench/quant_settings.py,
+results in bench/results/quant_settings.txt; AVX2 CPU without VNNI):
+- dynamic: signed INT8 weights with reduce_range (7-bit weights avoid the u8s8 saturation
+  of AVX2's VPMADDUBSW: without it cosine to FP32 fell to 0.951 on the demo transformer;
+  with it 0.9999 at the same 1.2x speed), MatMul/Gemm only (dynamic ConvInteger ran 7x
+  slower than FP32 on the demo CNN; CNNs want static quantization);
+- static: QDQ with U8 activations and S8 weights (S8S8 QDQ left 372 unfused Q/DQ nodes and
+  ran at 0.5x), reduce_range, per-tensor, MatMul/Gemm/Conv only (quantizing Softmax/Mul/Add
+  as well made the transformer slower than FP32).
 """
 
 from __future__ import annotations
@@ -23,15 +29,18 @@ from engine.events import Notice, Progress, VariantReady
 from engine.inputs import Feeds
 from engine.model_info import ModelInfo
 
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 CALIBRATION_BATCHES = 16
 
 # Parameters that define each variant (they are part of the cache key).
 VARIANT_PARAMS: dict[str, dict[str, Any]] = {
     "fp16": {"keep_io_types": True},
-    "int8-dynamic": {"weight_type": "QInt8", "per_channel": False, "preprocess": True},
-    "int8-static": {"format": "QDQ", "activation_type": "QInt8", "weight_type": "QInt8",
-                    "per_channel": True, "method": "MinMax", "preprocess": True},
+    "int8-dynamic": {"weight_type": "QInt8", "per_channel": False, "reduce_range": True,
+                     "op_types": ["MatMul", "Gemm"], "preprocess": True},
+    "int8-static": {"format": "QDQ", "activation_type": "QUInt8", "weight_type": "QInt8",
+                    "per_channel": False, "reduce_range": True,
+                    "op_types": ["MatMul", "Gemm", "Conv"], "method": "MinMax",
+                    "preprocess": True},
 }
 
 
@@ -131,7 +140,10 @@ def _build_int8_dynamic(info: ModelInfo, src: Path, out: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with _quiet_logs():
-        quantize_dynamic(str(src), str(out), weight_type=QuantType.QInt8, per_channel=False)
+        p = VARIANT_PARAMS["int8-dynamic"]
+        quantize_dynamic(str(src), str(out), weight_type=QuantType[p["weight_type"]],
+                         per_channel=p["per_channel"], reduce_range=p["reduce_range"],
+                         op_types_to_quantize=p["op_types"])
 
 
 def _build_int8_static(
@@ -172,9 +184,14 @@ def _build_int8_static(
     def work() -> None:
         try:
             with _quiet_logs():
-                quantize_static(str(src), str(out), Reader(), quant_format=QuantFormat.QDQ,
-                                activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                                per_channel=True, calibrate_method=CalibrationMethod.MinMax)
+                p = VARIANT_PARAMS["int8-static"]
+                quantize_static(str(src), str(out), Reader(),
+                                quant_format=QuantFormat[p["format"]],
+                                activation_type=QuantType[p["activation_type"]],
+                                weight_type=QuantType[p["weight_type"]],
+                                per_channel=p["per_channel"], reduce_range=p["reduce_range"],
+                                op_types_to_quantize=p["op_types"],
+                                calibrate_method=CalibrationMethod[p["method"]])
         except BaseException as exc:  # re-raised in the generator's thread
             failure.append(exc)
 
