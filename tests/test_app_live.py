@@ -120,3 +120,27 @@ def test_broken_session_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(SessionFileError) as err:
         SessionWindow(bad)
     assert "bad.opscope" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_save_session_as_keeps_recording_and_exports(bench: Workbench, qtbot: QtBot,
+                                                      tmp_path: Path) -> None:
+    from app.exports import export_report, export_trace
+
+    qtbot.waitUntil(lambda: bool(bench.window.op_table.model.rows), timeout=TIMEOUT_MS)
+    saved = tmp_path / "saved.opscope"
+    bench.recording.save_as(saved)
+    assert bench.recording.path == saved
+    bench.recording.flush()
+    reader = open_session_file(saved)
+    before = reader.runs()[-1].samples
+    reader.close()
+    n = bench.controller.samples
+    qtbot.waitUntil(lambda: _samples_after(bench, n + 20), timeout=TIMEOUT_MS)
+    bench.recording.flush()
+    reader = open_session_file(saved)
+    assert reader.runs()[-1].samples > before  # still recording, into the new file
+    reader.close()
+    assert export_report(str(saved), str(tmp_path / "r.html")) is None
+    assert "<svg" in (tmp_path / "r.html").read_text()
+    assert export_trace(str(saved), str(tmp_path / "t.json")) is None
+    assert export_report(str(tmp_path / "missing.opscope"), str(tmp_path / "x.html"))

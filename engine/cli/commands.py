@@ -40,6 +40,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     result = RunResult()
     printer = LivePrinter(live=args.live)
+    run_id = None
     try:
         with recording(args.session, model_path=args.model, config=req.config,
                        kind="profile" if args.profile else "bench") as record:
@@ -47,11 +48,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 result.feed(ev)
                 printer.feed(ev)
                 record(ev)
+            run_id = getattr(getattr(record, "__self__", None), "run_id", None)
     finally:
         printer.close()
     top = getattr(args, "top", 15)
     out = sys.stdout if args.json != "-" else sys.stderr
     print_summary(result, out, top=top)
+    if args.session:
+        ref = f"{args.session}:{run_id}" if run_id is not None else args.session
+        print(f"recorded   {ref}", file=out)
     if args.json:
         write_json(args.json, result.to_json(top=None))
     return EXIT_OK

@@ -1,0 +1,156 @@
+"""The desktop app under load: Qt event-loop lag while the engine runs flat out, engine
+throughput with the window open and painting vs `opscope bench` on the same model, and the
+time from launch to the first latency point.
+
+Rounds alternate GUI and CLI so machine noise hits both alike. Run headless or on a screen:
+    QT_QPA_PLATFORM=offscreen .venv/bin/python bench/app_responsiveness.py [--seconds 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+MODEL = ROOT / "resources/models/demo_transformer.onnx"
+
+
+def covered_rate(batches: list[tuple[np.ndarray, np.ndarray]]) -> float:
+    """Inferences per second over the time the batches cover (profiling gaps excluded)."""
+    n = 0
+    covered = 0.0
+    for starts, lats in batches:
+        if starts.size:
+            n += starts.size
+            covered += (starts[-1] + lats[-1] - starts[0]) / 1e9
+    return n / covered if covered > 0 else 0.0
+
+
+def gui_round(seconds: float) -> tuple[float, np.ndarray]:
+    """(inferences/s seen by the GUI, event-loop lag samples in ms) for one round."""
+    from PySide6.QtCore import QElapsedTimer, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from app.workbench import Workbench
+    from engine.events import LatencyBatch
+
+    app = QApplication.instance() or QApplication([])
+    with tempfile.TemporaryDirectory() as tmp:
+        wb = Workbench(session_path=str(Path(tmp) / "b.opscope"), usable=["cpu"])
+        wb.window.show()
+        batches: list[tuple[np.ndarray, np.ndarray]] = []
+        measuring = {"on": False}
+
+        def on_events(evs: list[object]) -> None:
+            if measuring["on"]:
+                batches.extend((e.starts_ns, e.latencies_ns) for e in evs
+                               if isinstance(e, LatencyBatch))
+
+        wb.client.events.connect(on_events)
+        wb.start(str(MODEL))
+        t_end = time.monotonic() + 120
+        while wb.controller.samples < 200 and time.monotonic() < t_end:
+            app.processEvents()
+            time.sleep(0.01)
+        # let the first profiling pass finish, then measure
+        settle = time.monotonic() + 3
+        while time.monotonic() < settle:
+            app.processEvents()
+            time.sleep(0.01)
+        lags: list[float] = []
+        clock = QElapsedTimer()
+        clock.start()
+        last = {"t": clock.nsecsElapsed()}
+        tick = QTimer(interval=10)
+
+        def on_tick() -> None:
+            now = clock.nsecsElapsed()
+            lags.append((now - last["t"]) / 1e6 - 10.0)
+            last["t"] = now
+
+        tick.timeout.connect(on_tick)
+        measuring["on"] = True
+        tick.start()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            app.processEvents()
+            time.sleep(0.001)
+        tick.stop()
+        measuring["on"] = False
+        wb.window.close()
+        wb.shutdown()
+    return covered_rate(batches), np.array(lags[1:])
+
+
+def cli_round(seconds: float) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "b.json"
+        subprocess.run([sys.executable, "-m", "app.entry", "bench", str(MODEL), "--duration",
+                        str(seconds), "--no-accuracy", "--json", str(out)], cwd=ROOT,
+                       check=True, capture_output=True)
+        return float(json.loads(out.read_text())["throughput"]["inferences_per_s"])
+
+
+def first_point() -> tuple[float, float]:
+    """(seconds from process spawn, seconds from Python start) to the first latency point."""
+    env = dict(os.environ, QT_QPA_PLATFORM=os.environ.get("QT_QPA_PLATFORM", "offscreen"))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "app.entry", "--quit-after", "30"],
+                            cwd=ROOT, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stderr is not None
+    inner = float("nan")
+    outer = float("nan")
+    for line in proc.stderr:
+        if "first latency point" in line:
+            outer = time.perf_counter() - t0
+            inner = float(line.split("point")[1].split("s after")[0])
+            break
+    proc.terminate()
+    proc.wait(10)
+    return outer, inner
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    gui_rates, cli_rates, lags = [], [], []
+    for r in range(args.rounds):
+        order = ("gui", "cli") if r % 2 == 0 else ("cli", "gui")
+        for which in order:
+            if which == "gui":
+                rate, lag = gui_round(args.seconds)
+                gui_rates.append(rate)
+                lags.append(lag)
+                print(f"round {r} gui: {rate:.1f} inf/s, loop lag p50 {np.percentile(lag, 50):.2f}"
+                      f" ms p99 {np.percentile(lag, 99):.2f} ms (n={lag.size})", flush=True)
+            else:
+                rate = cli_round(args.seconds)
+                cli_rates.append(rate)
+                print(f"round {r} cli: {rate:.1f} inf/s", flush=True)
+    all_lags = np.concatenate(lags)
+    ratio = statistics.median(g / c for g, c in zip(gui_rates, cli_rates, strict=True))
+    outer, inner = first_point()
+    print(f"\nengine throughput with the window open / opscope bench: median ratio {ratio:.3f} "
+          f"over {args.rounds} rounds (goal >= 0.95)")
+    print(f"event-loop lag while running: p50 {np.percentile(all_lags, 50):.2f} ms, "
+          f"p99 {np.percentile(all_lags, 99):.2f} ms, max {all_lags.max():.2f} ms "
+          f"(n={all_lags.size}; goal p99 < 16 ms)")
+    print(f"launch to first latency point: {outer:.2f} s from process spawn "
+          f"({inner:.2f} s after Python started)")
+
+
+if __name__ == "__main__":
+    main()
