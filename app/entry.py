@@ -11,8 +11,17 @@ GUI_OPTIONS = ("--screenshot", "--quit-after", "--session")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # In a frozen (PyInstaller) app the engine host's spawn child re-runs this executable:
+    # freeze_support() turns it into the child there instead of starting a second GUI.
+    import multiprocessing
+
+    multiprocessing.freeze_support()
     args = list(sys.argv[1:] if argv is None else argv)
     first = args[0] if args else ""
+    if first == "--self-test":
+        from engine.cli.selftest import main as self_test_main
+
+        return self_test_main()
     if (not args or first in GUI_COMMANDS or first.endswith((".onnx", ".opscope"))
             or first.split("=", 1)[0] in GUI_OPTIONS):
         from app.launch import main as gui_main

@@ -6,6 +6,7 @@ in batches on the GUI thread; painting happens on the widgets' own timers.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,7 +30,9 @@ from engine.events import (
     VariantReady,
 )
 
+PER_CORE = re.compile(r"cpu\d+_percent$")  # recorded in the session, too many to draw
 BUILD_STAGES = {"load", "variant", "calibration", "session", "accuracy"}
+HANG_AFTER_S = 30.0  # no engine event but telemetry for this long while running: a hang
 
 
 class LiveController(QObject):
@@ -50,8 +53,23 @@ class LiveController(QObject):
         self.run_started = False
         self.first_sample_s: float | None = None
         self.samples = 0
+        self.last_progress = time.monotonic()
+        self.hang_reported = False
+        self.expect_events = False  # timing is running, so batches should keep coming
         client.events.connect(self.on_events)
         client.host_died.connect(self.on_host_died)
+
+    def check_hang(self, now: float | None = None) -> bool:
+        """Called on a timer: a host that only sends telemetry (its sampler thread lives on)
+        while its main loop should be timing is stuck, e.g. inside a native call."""
+        now = time.monotonic() if now is None else now
+        if (self.expect_events and not self.hang_reported
+                and now - self.last_progress > HANG_AFTER_S):
+            self.hang_reported = True
+            self.view.host_hung(f"the engine has not responded for {now - self.last_progress:.0f}"
+                                " s (stuck in a native call?)")
+            return True
+        return False
 
     # view -> engine --------------------------------------------------------------------
     def apply(self, config: RunConfig) -> None:
@@ -68,13 +86,17 @@ class LiveController(QObject):
     def on_events(self, batch: list[Any]) -> None:
         lat_t: list[np.ndarray] = []
         lat_v: list[np.ndarray] = []
+        if any(not isinstance(ev, Telemetry) for ev in batch):
+            self.last_progress = time.monotonic()
+            self.hang_reported = False
         for ev in batch:
             if isinstance(ev, LatencyBatch):
                 if ev.latencies_ns.size:
                     lat_t.append((ev.origin_ns + ev.starts_ns - self.t0_ns) / 1e9)
                     lat_v.append(ev.latencies_ns / 1e6)
             elif isinstance(ev, Telemetry):
-                self.view.telemetry.append((ev.t_ns - self.t0_ns) / 1e9, ev.values)
+                shown = {k: v for k, v in ev.values.items() if not PER_CORE.match(k)}
+                self.view.telemetry.append((ev.t_ns - self.t0_ns) / 1e9, shown)
             else:
                 if lat_t:  # keep order: samples before a marker land before it
                     self._plot(lat_t, lat_v)
@@ -101,6 +123,7 @@ class LiveController(QObject):
             self.provider = ev.provider_used
             self.requested = ev.provider_requested
             self.run_started = True
+            self.expect_events = True
             view.config_panel.hide_progress()
             view.config_panel.set_provider_used(ev.provider_used, ev.provider_requested)
             view.config_panel.set_config(ev.config if self.client.last_config.threads
@@ -132,6 +155,7 @@ class LiveController(QObject):
 
     def on_host_died(self, why: str) -> None:
         self.run_started = False
+        self.expect_events = False
         self.view.config_panel.hide_progress()
         self.view.host_died(why)
 

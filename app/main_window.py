@@ -44,7 +44,7 @@ class MainWindow(QMainWindow):
 
         self.banner = Banner()
         self.latency = LatencyPlot()
-        self.telemetry = TelemetryStrip()
+        self.telemetry = TelemetryStrip(paint_hz=2.0)  # sparklines: cheap, slow-changing
         self.telemetry.set_x_link(getattr(self.latency, "plot_item", None))
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.latency)
@@ -140,6 +140,11 @@ class MainWindow(QMainWindow):
     def host_died(self, why: str) -> None:
         self.banner.show_message(
             "error", f"{why}. Everything measured so far is saved in the session.",
+            action="Restart engine")
+
+    def host_hung(self, why: str) -> None:
+        self.banner.show_message(
+            "warning", f"{why}. Restarting kills it; everything measured so far is saved.",
             action="Restart engine")
 
     def set_status(self, model: str, provider: str, rate: str, session: str) -> None:

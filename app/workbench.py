@@ -44,6 +44,7 @@ class Workbench(QObject):
         self.menus = build_menus(self)
         self.status_timer = QTimer(self, interval=STATUS_INTERVAL_MS)
         self.status_timer.timeout.connect(self.update_status)
+        self.status_timer.timeout.connect(self.controller.check_hang)
         self.status_timer.start()
         self.running = True
 
@@ -94,6 +95,7 @@ class Workbench(QObject):
 
     def toggle_running(self) -> None:
         self.running = not self.running
+        self.controller.expect_events = self.running
         if self.running:
             self.client.start_timing()
         else:
@@ -102,6 +104,7 @@ class Workbench(QObject):
 
     def restart_engine(self) -> None:
         self.window.banner.hide()
+        self.controller.expect_events = False
         self.client.restart()
         self.running = True
         self.menus.set_running(True)

@@ -144,3 +144,14 @@ def test_save_session_as_keeps_recording_and_exports(bench: Workbench, qtbot: Qt
     assert "<svg" in (tmp_path / "r.html").read_text()
     assert export_trace(str(saved), str(tmp_path / "t.json")) is None
     assert export_report(str(tmp_path / "missing.opscope"), str(tmp_path / "x.html"))
+
+
+def test_a_silent_engine_is_reported_as_hung(bench: Workbench, qtbot: QtBot) -> None:
+    """Telemetry alone (the sampler thread) does not count as the engine being alive."""
+    qtbot.waitUntil(lambda: _samples_after(bench, 10), timeout=TIMEOUT_MS)
+    c = bench.controller
+    assert not c.check_hang()
+    assert c.check_hang(now=c.last_progress + 31)
+    assert bench.window.banner.isVisible()
+    assert "not responded" in bench.window.banner.text.text()
+    assert bench.window.banner.action.text() == "Restart engine"

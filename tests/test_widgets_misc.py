@@ -62,11 +62,14 @@ def test_x_link_shares_the_latency_plot_range(strip: TelemetryStrip, qtbot: QtBo
     strip.set_x_link(plot.plot_item)
     plot.latency_plot.vb.setXRange(10.0, 20.0, padding=0)
     spark = strip._series["cpu_percent"].plot.getPlotItem()
+    strip.paint_now()  # the range follows at the strip's paint rate, not on every move
     assert spark.vb.viewRange()[0] == pytest.approx([10.0, 20.0])
     strip.append(1.0, {"cpu_percent": 60.0, "rss_mb": 1.0})  # a later series is linked too
     plot.latency_plot.vb.setXRange(30.0, 40.0, padding=0)
+    plot.latency_plot.vb.setXRange(35.0, 45.0, padding=0)
+    strip.paint_now()
     assert strip._series["rss_mb"].plot.getPlotItem().vb.viewRange()[0] == pytest.approx(
-        [30.0, 40.0])
+        [35.0, 45.0])
 
 
 def test_series_names_are_described() -> None:

@@ -80,6 +80,8 @@ class TelemetryStrip(QWidget):
         self._columns = max(1, columns)
         self._series: dict[str, _Series] = {}
         self._x_link: pg.PlotItem | None = None
+        self._linked_range: tuple[float, float] | None = None
+        self._range_dirty = False
         self._formats: dict[str, tuple[str, str]] = {}
         self._last_t = 0.0
         self._grid = QGridLayout(self)
@@ -124,9 +126,19 @@ class TelemetryStrip(QWidget):
             series.dirty = True
 
     def _on_linked_range(self, *_: object) -> None:
+        """Remember the linked range; the paint timer applies it (5 Hz, not per change:
+        the followed latency plot moves ten times a second and each move would repaint
+        every sparkline)."""
         if self._x_link is None:
             return
-        x0, x1 = self._x_link.vb.viewRange()[0]
+        self._linked_range = tuple(self._x_link.vb.viewRange()[0])
+        self._range_dirty = True
+
+    def _apply_linked_range(self) -> None:
+        if not self._range_dirty or self._linked_range is None:
+            return
+        self._range_dirty = False
+        x0, x1 = self._linked_range
         for series in self._series.values():
             series.plot.setXRange(x0, x1, padding=0)
 
@@ -164,6 +176,7 @@ class TelemetryStrip(QWidget):
         self.paint_now()
 
     def paint_now(self) -> None:
+        self._apply_linked_range()
         for series in self._series.values():
             if not series.dirty:
                 continue
