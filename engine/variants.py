@@ -3,13 +3,13 @@ ONNX Runtime's own tools, cached on disk by model hash and variant parameters.
 
 Quantization settings are the ones that measured fast *and* accurate (bench/quant_settings.py,
 results in bench/results/quant_settings.txt; AVX2 CPU without VNNI):
-- dynamic: signed INT8 weights with reduce_range (7-bit weights avoid the u8s8 saturation
-  of AVX2's VPMADDUBSW: without it cosine to FP32 fell to 0.951 on the demo transformer;
-  with it 0.9999 at the same 1.2x speed), MatMul/Gemm only (dynamic ConvInteger ran 7x
-  slower than FP32 on the demo CNN; CNNs want static quantization);
-- static: QDQ with U8 activations and S8 weights (S8S8 QDQ left 372 unfused Q/DQ nodes and
-  ran at 0.5x), reduce_range, per-tensor, MatMul/Gemm/Conv only (quantizing Softmax/Mul/Add
-  as well made the transformer slower than FP32).
+- dynamic: signed INT8 weights with reduce_range (7-bit weights avoid the u8s8 saturation of
+  AVX2's VPMADDUBSW: without it cosine to FP32 fell to 0.951 on the demo transformer, with
+  it 0.9999 at the same 1.1-1.3x), never Conv (dynamic ConvInteger ran at 0.17x of FP32 on
+  the demo CNN; CNNs want static quantization);
+- static: QDQ with U8 activations and S8 weights, per channel, reduce_range (x86 ORT fuses
+  QDQ into integer kernels only for U8 activations: S8S8 left 372 unfused Q/DQ nodes and
+  ran at 0.5x; U8S8 gives the demo CNN 1.5-1.7x at cosine 0.9997).
 """
 
 from __future__ import annotations
@@ -36,11 +36,10 @@ CALIBRATION_BATCHES = 16
 VARIANT_PARAMS: dict[str, dict[str, Any]] = {
     "fp16": {"keep_io_types": True},
     "int8-dynamic": {"weight_type": "QInt8", "per_channel": False, "reduce_range": True,
-                     "op_types": ["MatMul", "Gemm"], "preprocess": True},
+                     "op_types": ["MatMul", "Gemm", "Attention", "LSTM"], "preprocess": True},
     "int8-static": {"format": "QDQ", "activation_type": "QUInt8", "weight_type": "QInt8",
-                    "per_channel": False, "reduce_range": True,
-                    "op_types": ["MatMul", "Gemm", "Conv"], "method": "MinMax",
-                    "preprocess": True},
+                    "per_channel": True, "reduce_range": True, "op_types": None,
+                    "method": "MinMax", "preprocess": True},
 }
 
 
@@ -132,8 +131,24 @@ def _preprocess(
                               skip_symbolic_shape=False)
     except Exception as exc:
         yield Notice("info", f"quantization pre-processing skipped ({_one_line(exc)})")
-        return Path(info.path)
+        return _without_initializer_shapes(info, folder)
     return dst
+
+
+def _without_initializer_shapes(info: ModelInfo, folder: Path) -> Path:
+    """A copy without value_info entries for initializers: exporters write them, and the
+    quantizer's graph edits (Gemm -> transposed MatMul weights) leave them stale, which
+    fails shape inference."""
+    import onnx
+
+    model = onnx.load(str(Path(info.path).resolve()))
+    inits = {t.name for t in model.graph.initializer}
+    kept = [v for v in model.graph.value_info if v.name not in inits]
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(kept)
+    out = folder / "stripped.onnx"
+    onnx.save(model, str(out))
+    return out
 
 
 def _build_int8_dynamic(info: ModelInfo, src: Path, out: Path) -> None:
