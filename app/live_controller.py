@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 
+from app.peaks_loader import shared_loader
 from engine.config import RunConfig
 from engine.events import (
     AccuracyResult,
@@ -56,6 +57,9 @@ class LiveController(QObject):
         self.last_progress = time.monotonic()
         self.hang_reported = False
         self.expect_events = False  # timing is running, so batches should keep coming
+        self.last_profile: OpProfile | None = None
+        self.peaks = shared_loader()
+        self.peaks.loaded.connect(self._peaks_loaded)
         client.events.connect(self.on_events)
         client.host_died.connect(self.on_host_died)
 
@@ -142,6 +146,8 @@ class LiveController(QObject):
         elif isinstance(ev, OpProfile):
             view.op_table.set_ops(ev.ops, ev.op_types)
             view.profile_ready(ev)
+            self.last_profile = ev
+            self.show_roofline()
         elif isinstance(ev, Progress):
             if ev.stage in BUILD_STAGES:
                 view.config_panel.show_progress(ev.message, ev.done, ev.total)
@@ -152,6 +158,25 @@ class LiveController(QObject):
             view.show_notice(ev.level, ev.message)
         elif isinstance(ev, RunEnded) and ev.status == "error":
             view.show_error("run", ev.error or "the run failed")
+
+    def _peaks_loaded(self, _peaks: object) -> None:
+        self.show_roofline()
+
+    def show_roofline(self) -> None:
+        """Draw the last profile on the roofline, with roofs once the peaks are known."""
+        import shiboken6
+
+        roofline = getattr(self.view, "roofline", None)
+        if roofline is None or self.last_profile is None:
+            return
+        if isinstance(roofline, QObject) and not shiboken6.isValid(roofline):
+            return  # the window closed before the peaks arrived
+        from engine.peaks import roofs_for
+
+        peaks = self.peaks.request()
+        roofs = roofs_for(peaks, self.provider) if peaks else None
+        gbps, gflops = roofs if roofs else (None, None)
+        roofline.set_ops(self.last_profile.ops, gbps, gflops)
 
     def on_host_died(self, why: str) -> None:
         self.run_started = False

@@ -27,6 +27,7 @@ from app.config_panel import ConfigPanel
 from engine.events import OpProfile, VariantReady
 from engine.model_info import ModelInfo
 from widgets import AccuracyBadge, LatencyPlot, OpTable, TelemetryStrip
+from widgets.roofline import RooflinePlot
 
 MODEL_SUFFIXES = (".onnx",)
 SESSION_SUFFIXES = (".opscope",)
@@ -87,6 +88,12 @@ class MainWindow(QMainWindow):
         self.op_table = OpTable()
         self.ops_dock = self._dock("Operators", self.op_table,
                                    Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.roofline = RooflinePlot()
+        self.roofline_dock = self._dock("Roofline", self.roofline,
+                                        Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.splitDockWidget(self.ops_dock, self.roofline_dock, Qt.Orientation.Horizontal)
+        self.op_table.op_selected.connect(self.roofline.select_op)
+        self.roofline.op_clicked.connect(self._roofline_clicked)
         self.profile_label = QLabel("")
 
         self.status_model = QLabel()
@@ -126,6 +133,12 @@ class MainWindow(QMainWindow):
         self.ops_dock.setWindowTitle(
             f"Operators — {len(ev.ops)} nodes, {ev.runs} profiled inferences, "
             f"{ev.coverage:.0%} of run time covered")
+
+    def _roofline_clicked(self, name: str) -> None:
+        """A point clicked in the roofline selects its node in the op table."""
+        if not self.op_table.select_op(name):
+            self.op_table.set_mode("per node")
+            self.op_table.select_op(name)
 
     def show_error(self, command: str, message: str) -> None:
         keeps = " The previous model keeps running." if command in ("load", "apply") else ""

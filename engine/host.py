@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -107,7 +107,8 @@ def host_main(conn: Connection, telemetry_interval_s: float = 0.1) -> None:
     out = Outbox(conn)
     live = LiveSession()
     builder = Builder(out)
-    telemetry = TelemetryThread(out.put, [CpuSampler().sample], telemetry_interval_s)
+    telemetry = TelemetryThread(out.put, [CpuSampler().sample, *_gpu_samplers()],
+                                telemetry_interval_s)
     telemetry.start()
     state: dict[str, Any] = {"path": None, "shapes": {}, "inputs": None,
                              "config": RunConfig(), "running": True, "profile_due": False,
@@ -193,3 +194,11 @@ def _drain(events: Iterator[Event], out: Outbox) -> None:
     for ev in events:
         out.put(ev)
     out.flush(force=True)
+
+
+def _gpu_samplers() -> list[Callable[[], dict[str, float]]]:
+    """The NVML sampler when a GPU is present (none otherwise)."""
+    from engine.telemetry_gpu import gpu_sampler_or_none
+
+    gpu = gpu_sampler_or_none()
+    return [gpu.sample] if gpu is not None else []

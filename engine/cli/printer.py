@@ -131,11 +131,17 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
         w(f"accuracy   vs fp32: cosine {a.cosine:.6f}  max abs err {a.max_abs_err:.4g}  "
           f"mean abs err {a.mean_abs_err:.4g}{top1}\n")
     if result.profile:
-        print_ops(result.profile, out, top)
+        print_ops(result.profile, out, top, machine=result.machine)
 
 
-def print_ops(profile: Any, out: TextIO, top: int) -> None:
+def print_ops(profile: Any, out: TextIO, top: int,
+              machine: tuple[float, float] | None = None) -> None:
+    """The top nodes and op types; with the machine's peaks, each op's roofline bound."""
     w = out.write
+    if machine:
+        w(f"\nroofline   peaks {machine[0]:.1f} GB/s, {machine[1]:.1f} GFLOP/s "
+          f"(ridge {machine[1] / machine[0]:.1f} FLOP/B; `opscope system`); "
+          "bound: mem|comp and % of its roof\n")
     w(f"\nprofile    {profile.runs} profiled inferences; node time covers "
       f"{profile.coverage:.1%} of model_run"
       + (f"; profiler overhead {profile.profile_overhead:+.0%}"
@@ -143,14 +149,23 @@ def print_ops(profile: Any, out: TextIO, top: int) -> None:
     w("providers  " + ", ".join(f"{k}: {v} nodes" for k, v in profile.provider_nodes.items())
       + "\n\n")
     header = (f"{'name':<38} {'op':<20} {'ms':>8} {'share':>6} {'bytes':>9} {'GB/s':>7} "
-              f"{'GFLOP/s':>8} {'FLOP/B':>7}\n")
+              f"{'GFLOP/s':>8} {'FLOP/B':>7}" + (f" {'bound':>9}" if machine else "") + "\n")
     for title, rows in (("top nodes", profile.ops[:top]), ("op types", profile.op_types[:top])):
         w(f"{title}\n{header}")
         for s in rows:
             w(f"{_clip(s.name, 38):<38} {_clip(s.op_type, 20):<20} {s.time_ms:8.3f} "
               f"{s.share:6.1%} {_bytes(s.bytes):>9} {_num(s.gbps, 7)} {_num(s.gflops, 8)} "
-              f"{_num(s.intensity, 7)}\n")
+              f"{_num(s.intensity, 7)}" + (_bound(s, machine) if machine else "") + "\n")
         w("\n")
+
+
+def _bound(s: Any, machine: tuple[float, float]) -> str:
+    """ " mem  12%" / " comp 80%": the roof that limits the op and how close it gets."""
+    from engine.roofline import bound_of, peak_fraction
+
+    bound = "comp" if bound_of(s.intensity, *machine) == "compute" else "mem"
+    frac = peak_fraction(s, *machine)
+    return f" {bound:<4} " + (f"{frac:4.0%}" if frac is not None else f"{'-':>4}")
 
 
 def _num(x: float | None, width: int) -> str:

@@ -1,0 +1,146 @@
+"""One report on what the GPU paths do on this machine: NVML and GPM telemetry, measured
+peaks, CUDA and TensorRT providers with IO binding on the demo models (FP32, FP16, INT8),
+and CUDA graphs. Without an NVIDIA GPU every part says it is unavailable and it exits 0.
+
+Written on a machine without a GPU: the GPU branches have been reviewed by reading only.
+Run:  .venv/bin/python bench/gpu_check.py [--seconds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine.config import RunConfig  # noqa: E402
+from engine.ort_session import gpu_present  # noqa: E402
+from engine.results import RunResult  # noqa: E402
+from engine.runner import BenchRequest, run_bench  # noqa: E402
+from engine.timing import TimingPlan  # noqa: E402
+
+MODELS = {"demo_transformer": ROOT / "resources/models/demo_transformer.onnx",
+          "demo_cnn": ROOT / "resources/models/demo_cnn.onnx"}
+
+
+def section(title: str, body: Callable[[], list[str]]) -> None:
+    """Print a titled part of the report; an exception becomes its one-line reason."""
+    print(f"\n== {title}")
+    try:
+        for line in body():
+            print(f"   {line}")
+    except Exception as exc:
+        print(f"   unavailable: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+
+
+def nvml_part() -> list[str]:
+    from engine.telemetry_gpu import GpuSampler, throttle_names
+
+    sampler = GpuSampler()
+    sampler.sample()
+    time.sleep(0.5)
+    values = sampler.sample()  # the second sample carries GPM metrics where supported
+    sampler.close()
+    lines = [f"{k} = {v:.1f}" for k, v in sorted(values.items())]
+    mask = int(values.get("gpu0_throttle_reasons", 0))
+    lines.append(f"throttle reasons now: {throttle_names(mask) or ['none']}")
+    if not any("dram_bw_util" in k for k in values):
+        lines.append("GPM metrics: not reported (GPU or driver without GPM)")
+    return lines
+
+
+def peaks_part() -> list[str]:
+    from engine.peaks import load_peaks
+    from engine.system import nvml_info
+
+    gpus = nvml_info()["gpus"]
+    peaks = load_peaks(remeasure=True, gpu=True)
+    theo = gpus[0]["theoretical_gbps"] if gpus else None
+    gpu = peaks.get("gpu") or {}
+    lines = [f"cpu: {peaks['cpu']['memory_gbps']} GB/s, {peaks['cpu']['gflops']} GFLOP/s",
+             f"gpu: {gpu}"]
+    if theo and gpu.get("memory_gbps"):
+        lines.append(f"measured / theoretical bandwidth: {gpu['memory_gbps'] / theo:.0%} "
+                     f"of {theo} GB/s")
+    return lines
+
+
+def provider_part(provider: str, seconds: float) -> Callable[[], list[str]]:
+    def body() -> list[str]:
+        lines = []
+        for name, path in MODELS.items():
+            for precision in ("fp32", "fp16", "int8-dynamic"):
+                req = BenchRequest(model_path=str(path),
+                                   config=RunConfig(precision=precision, provider=provider),
+                                   timing=TimingPlan(warmup_runs=10, warmup_s=0.5,
+                                                     min_runs=50, duration_s=seconds),
+                                   profile=False, check_accuracy=True)
+                result = RunResult()
+                try:
+                    for ev in run_bench(req):
+                        result.feed(ev)
+                except Exception as exc:
+                    why = " ".join(str(exc).split())[:200]
+                    lines.append(f"{name} {precision}: failed: {why}")
+                    continue
+                s, t, a = result.started, result.timing, result.accuracy
+                lines.append(
+                    f"{name} {precision}: on {s.provider_used if s else '?'}  "
+                    f"p50 {t.latency.p50:.3f} ms (n={t.latency.count})" if t else "no timing")
+                if a:
+                    lines[-1] += f"  cosine {a.cosine:.5f}"
+        return lines
+    return body
+
+
+def cuda_graph_part() -> list[str]:
+    import numpy as np
+    import onnxruntime as ort
+
+    path = MODELS["demo_cnn"]
+    sess = ort.InferenceSession(str(path), providers=[
+        ("CUDAExecutionProvider", {"enable_cuda_graph": "1"}), "CPUExecutionProvider"])
+    if sess.get_providers()[0] != "CUDAExecutionProvider":
+        raise RuntimeError("CUDA provider not obtained")
+    rng = np.random.default_rng(0)
+    feeds = {i.name: rng.standard_normal([d if isinstance(d, int) else 1 for d in i.shape])
+             .astype(np.float32) for i in sess.get_inputs()}  # demo_cnn: one float image
+    binding = sess.io_binding()
+    for k, v in feeds.items():
+        binding.bind_ortvalue_input(k, ort.OrtValue.ortvalue_from_numpy(v, "cuda", 0))
+    for o in sess.get_outputs():
+        binding.bind_output(o.name, "cuda", 0)
+    times = []
+    for _ in range(200):  # the first run captures the graph; the rest replay it
+        t0 = time.perf_counter()
+        sess.run_with_iobinding(binding)
+        binding.synchronize_outputs()
+        times.append(time.perf_counter() - t0)
+    return [f"demo_cnn with CUDA graph: p50 {np.median(times[10:]) * 1e3:.3f} ms "
+            f"(first run, capture: {times[0] * 1e3:.1f} ms)"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=2.0)
+    args = parser.parse_args()
+    print(f"OpScope GPU check — NVIDIA GPU present: {gpu_present()}")
+    section("NVML / GPM telemetry", nvml_part)
+    if not gpu_present():
+        for title in ("measured GPU peaks", "CUDA provider, IO binding",
+                      "TensorRT provider, IO binding", "CUDA graphs"):
+            print(f"\n== {title}\n   unavailable: no NVIDIA GPU (NVML sees none)")
+        return 0
+    section("measured peaks", peaks_part)
+    section("CUDA provider, IO binding", provider_part("cuda", args.seconds))
+    section("TensorRT provider, IO binding", provider_part("tensorrt", args.seconds))
+    section("CUDA graphs", cuda_graph_part)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

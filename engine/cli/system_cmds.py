@@ -1,0 +1,59 @@
+"""`opscope system [--json PATH] [--remeasure]`: the machine, its providers, GPUs and peaks."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+from engine.cli.main import EXIT_OK, write_json
+
+
+def cmd_system(args: argparse.Namespace) -> int:
+    from engine.peaks import cached_peaks
+    from engine.system import system_info
+
+    out = sys.stdout if args.json != "-" else sys.stderr
+    if args.remeasure or cached_peaks() is None:
+        print("measuring peaks (a few seconds, cached afterwards)...", file=sys.stderr)
+    info = system_info(remeasure=args.remeasure)
+    print_system(info, out)
+    if args.json:
+        write_json(args.json, info)
+    return EXIT_OK
+
+
+def print_system(info: dict[str, Any], out: TextIO) -> None:
+    """A short human-readable summary of `system_info()`."""
+    w = out.write
+    cpu = info["cpu"]
+    freq = cpu.get("freq_mhz") or {}
+    w(f"cpu        {cpu['model']}  {cpu['cores']} cores / {cpu['logical_cores']} threads"
+      + (f"  {freq['current']} MHz" if freq.get("current") else "") + "\n")
+    w(f"memory     {info['memory_gb']:.1f} GB\n")
+    w(f"os         {info['os']['platform']}\n")
+    v = info["versions"]
+    w("versions   " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + "\n")
+    p = info["providers"]
+    w(f"providers  usable: {', '.join(p['usable'])}   "
+      f"(listed: {', '.join(p['available'])})\n")
+    if info["gpus"]:
+        for g in info["gpus"]:
+            w(f"gpu{g['index']}       {g['name']}  {g['memory_gb']} GB  "
+              f"theoretical {g['theoretical_gbps']} GB/s  power limit {g['power_limit_w']} W\n")
+    else:
+        w(f"gpus       none: {info['gpu_reason']}\n")
+    peaks = info["peaks"]
+    c = peaks["cpu"]
+    blas = c.get("blas") or {}
+    w(f"cpu peaks  {c['memory_gbps']:.1f} GB/s (STREAM triad)  {c['gflops']:.1f} GFLOP/s "
+      f"(fp32 matmul: numpy {c.get('numpy_gflops')}, ORT {c.get('ort_gflops')}; "
+      f"{blas.get('name') or 'BLAS ?'} {blas.get('version') or ''}"
+      + (f", OPENBLAS_CORETYPE={blas['openblas_coretype']}" if blas.get("openblas_coretype")
+         else "") + ")\n")
+    g = peaks.get("gpu")
+    if isinstance(g, dict) and "memory_gbps" in g:
+        w(f"gpu peaks  {g['memory_gbps']:.1f} GB/s  {g['gflops']:.1f} GFLOP/s (fp16 matmul)\n")
+    elif isinstance(g, dict) and g.get("error"):
+        w(f"gpu peaks  failed: {g['error']}\n")
+    w(f"measured   {peaks.get('measured_at')} (cached; --remeasure to measure again)\n")

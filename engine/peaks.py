@@ -1,0 +1,286 @@
+"""The machine's measured peaks (memory bandwidth, FLOP rate): the roofs of the roofline.
+
+Measured once per machine and cached as JSON in the user cache folder, keyed by CPU model,
+hostname and library versions; `load_peaks(remeasure=True)` measures again. CPU: a
+STREAM-style triad (a = b + s*c over arrays far larger than the last-level cache, counted
+as STREAM does: 24 bytes per element) and a float32 matmul (2*n^3 FLOPs), best of N.
+GPU (CUDA provider only): ONNX Runtime sessions with IO binding. The GPU path has NOT been
+run on a GPU: it is written from the ONNX Runtime documentation and reviewed by reading.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+TRIAD_ELEMENTS = 32 * 2**20  # 32M float64: 256 MiB per array, far beyond any LLC
+TRIAD_CHUNK = 32 * 1024  # the s*c temporary stays in L2, so DRAM sees 3 streams only
+MATMUL_N = 2048
+CACHE_VERSION = 1
+
+
+def measure_memory_gbps(elements: int = TRIAD_ELEMENTS, repeats: int = 3) -> float:
+    """Best-of-`repeats` STREAM triad bandwidth in GB/s (24 bytes per element)."""
+    import numpy as np
+
+    elements = _fit_to_memory(elements)
+    b = np.full(elements, 1.0)
+    c = np.full(elements, 2.0)
+    a = np.empty(elements)
+    tmp = np.empty(TRIAD_CHUNK)
+    s = 3.0
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for lo in range(0, elements, TRIAD_CHUNK):
+            hi = min(lo + TRIAD_CHUNK, elements)
+            t = tmp[: hi - lo]
+            np.multiply(c[lo:hi], s, out=t)
+            np.add(b[lo:hi], t, out=a[lo:hi])
+        best = min(best, time.perf_counter() - t0)
+    return 24.0 * elements / best / 1e9
+
+
+def measure_cpu_gflops(n: int = MATMUL_N, repeats: int = 3) -> float:
+    """Best-of-`repeats` float32 matmul rate in GFLOP/s (2*n^3 FLOPs per product)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, n), dtype=np.float32)
+    y = rng.standard_normal((n, n), dtype=np.float32)
+    out = np.empty((n, n), dtype=np.float32)
+    np.matmul(x[:64, :64], y[:64, :64])  # wake the BLAS threads
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        np.matmul(x, y, out=out)
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * n**3 / best / 1e9
+
+
+def measure_ort_cpu_gflops(n: int = MATMUL_N, repeats: int = 3) -> float:
+    """Best-of-`repeats` rate of ONNX Runtime's own CPU MatMul (MLAS), fp32, in GFLOP/s."""
+    import numpy as np
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(_one_node_model("MatMul", np.float32, [n, n], two_inputs=True),
+                                providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {k: rng.standard_normal((n, n), dtype=np.float32) for k in ("x", "y")}
+    sess.run(None, feeds)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * n**3 / best / 1e9
+
+
+def measure_cpu_peaks() -> dict[str, Any]:
+    """CPU peaks: {"memory_gbps", "gflops", "method", "blas", "seconds"}; the compute roof
+    is the better of numpy's BLAS and ONNX Runtime's MLAS (the kernels profiled)."""
+    t0 = time.perf_counter()
+    gbps = measure_memory_gbps()
+    numpy_gflops = measure_cpu_gflops()
+    try:
+        ort_gflops: float | None = measure_ort_cpu_gflops()
+    except Exception:  # the numpy figure alone still gives a roof
+        ort_gflops = None
+    gflops = max(numpy_gflops, ort_gflops or 0.0)
+    return {"memory_gbps": round(gbps, 2), "gflops": round(gflops, 2),
+            "numpy_gflops": round(numpy_gflops, 2),
+            "ort_gflops": round(ort_gflops, 2) if ort_gflops else None,
+            "method": f"numpy triad {TRIAD_ELEMENTS // 2**20}M float64 (24 B/element); "
+                      f"best of numpy and ORT float32 matmul {MATMUL_N}^3",
+            "blas": blas_info(), "seconds": round(time.perf_counter() - t0, 2)}
+
+
+def blas_info() -> dict[str, Any]:
+    """The BLAS numpy uses, and the OpenBLAS core-type override when the environment sets one."""
+    import numpy as np
+
+    info: dict[str, Any] = {}
+    try:
+        config = np.show_config(mode="dicts")
+        blas = (config or {}).get("Build Dependencies", {}).get("blas", {})
+        info = {"name": blas.get("name"), "version": blas.get("version"),
+                "config": blas.get("openblas configuration")}
+    except Exception:  # older numpy: no dict mode
+        info = {"name": None}
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        if os.environ.get(var):
+            info[var.lower()] = os.environ[var]
+    return info
+
+
+def measure_gpu_peaks(device_id: int = 0) -> dict[str, Any] | None:
+    """GPU peaks through the CUDA provider (UNTESTED: no GPU where this was written).
+
+    Bandwidth: an Identity over a 256 MiB fp32 tensor, input and output bound on the device
+    (reads + writes = 2 x bytes). FLOPs: an fp16 MatMul 4096^3. None without a usable CUDA
+    provider."""
+    import numpy as np
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        return None
+    providers = [("CUDAExecutionProvider", {"device_id": str(device_id)}),
+                 "CPUExecutionProvider"]
+    elements = 64 * 2**20
+    copy = ort.InferenceSession(_one_node_model("Identity", np.float32, [elements]),
+                                providers=providers)
+    if copy.get_providers()[0] != "CUDAExecutionProvider":
+        return None
+    seconds = _bound_run_seconds(copy, {"x": np.ones(elements, np.float32)}, device_id)
+    gbps = 2 * 4 * elements / seconds / 1e9
+    n = 4096
+    mm = ort.InferenceSession(_one_node_model("MatMul", np.float16, [n, n], two_inputs=True),
+                              providers=providers)
+    feeds = {"x": np.ones((n, n), np.float16), "y": np.ones((n, n), np.float16)}
+    gflops = 2.0 * n**3 / _bound_run_seconds(mm, feeds, device_id) / 1e9
+    return {"memory_gbps": round(gbps, 1), "gflops": round(gflops, 1),
+            "method": "ORT CUDA IO-bound Identity 256 MiB fp32; MatMul fp16 4096^3",
+            "untested": True}
+
+
+def _bound_run_seconds(sess: Any, feeds: dict[str, Any], device_id: int,
+                       repeats: int = 10) -> float:
+    """Best time of `repeats` runs with inputs and outputs living on the GPU."""
+    import onnxruntime as ort
+
+    binding = sess.io_binding()
+    for name, arr in feeds.items():
+        binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(arr, "cuda",
+                                                                            device_id))
+    binding.bind_output(sess.get_outputs()[0].name, "cuda", device_id)
+    sess.run_with_iobinding(binding)  # warm-up, allocates the output
+    best = float("inf")
+    for _ in range(repeats):
+        binding.synchronize_inputs()
+        t0 = time.perf_counter()
+        sess.run_with_iobinding(binding)
+        binding.synchronize_outputs()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _one_node_model(op: str, dtype: Any, shape: list[int], two_inputs: bool = False) -> bytes:
+    """A serialized one-node ONNX model `out = op(x[, y])` for the given dtype and shape."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    elem = TensorProto.FLOAT16 if dtype == np.float16 else TensorProto.FLOAT
+    inputs = ["x", "y"] if two_inputs else ["x"]
+    graph = helper.make_graph(
+        [helper.make_node(op, inputs, ["out"])], "opscope_probe",
+        [helper.make_tensor_value_info(n, elem, shape) for n in inputs],
+        [helper.make_tensor_value_info("out", elem, shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+def peaks_key() -> dict[str, str]:
+    """What the cached peaks depend on: CPU model, hostname, library versions."""
+    from engine.system import cpu_model, package_version
+
+    return {"cpu": cpu_model(), "host": platform.node(),
+            "numpy": package_version("numpy") or "", "onnxruntime": _ort_version(),
+            "cache_version": str(CACHE_VERSION)}
+
+
+def peaks_path() -> Path:
+    """Where this machine's peaks are cached."""
+    from engine.cache import cache_key, cache_root
+
+    return cache_root() / "peaks" / f"{cache_key(peaks_key())}.json"
+
+
+def cached_peaks() -> dict[str, Any] | None:
+    """The cached peaks of this machine, or None when never measured (or unreadable)."""
+    try:
+        data = json.loads(peaks_path().read_text())
+    except (OSError, ValueError):
+        return None
+    cpu = data.get("cpu") if isinstance(data, dict) else None
+    if not isinstance(cpu, dict) or not _positive(cpu.get("memory_gbps")) \
+            or not _positive(cpu.get("gflops")):
+        return None
+    return dict(data)
+
+
+def load_peaks(remeasure: bool = False, gpu: bool | None = None) -> dict[str, Any]:
+    """{"cpu": {...}, "gpu": {...} | None, "key": {...}, "measured_at": ...}: cached, else
+    measured now (a few seconds) and cached. `gpu` None: measure the GPU when one is present."""
+    from engine.ort_session import gpu_present
+
+    if not remeasure:
+        data = cached_peaks()
+        if data is not None and (data.get("gpu") is not None or gpu is False
+                                 or (gpu is None and not gpu_present())):
+            return data  # a cache without GPU peaks is re-measured when a GPU is wanted
+    gpu_peaks = None
+    if gpu or (gpu is None and gpu_present()):
+        try:
+            gpu_peaks = measure_gpu_peaks()
+        except Exception as exc:  # a broken CUDA install must not stop the CPU peaks
+            gpu_peaks = {"error": " ".join(str(exc).split())[:300]}
+    data = {"cpu": measure_cpu_peaks(), "gpu": gpu_peaks, "key": peaks_key(),
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    path = peaks_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # an unwritable cache costs a re-measurement next time, nothing else
+    return data
+
+
+def roofs_for(peaks: dict[str, Any], provider: str | None) -> tuple[float, float] | None:
+    """(peak GB/s, peak GFLOP/s) for ops run by `provider`: GPU roofs for CUDA/TensorRT
+    (None when the GPU's peaks were never measured: CPU roofs would mislead), else CPU's."""
+    gpu = peaks.get("gpu")
+    on_gpu = provider is not None and ("CUDA" in provider or "Tensorrt" in provider)
+    if on_gpu:
+        if isinstance(gpu, dict) and _positive(gpu.get("memory_gbps")) \
+                and _positive(gpu.get("gflops")):
+            return float(gpu["memory_gbps"]), float(gpu["gflops"])
+        return None
+    cpu = peaks["cpu"]
+    return float(cpu["memory_gbps"]), float(cpu["gflops"])
+
+
+def _positive(x: Any) -> bool:
+    return isinstance(x, int | float) and x > 0
+
+
+def _ort_version() -> str:
+    from engine.system import package_version
+
+    return package_version("onnxruntime-gpu") or package_version("onnxruntime") or ""
+
+
+def _fit_to_memory(elements: int) -> int:
+    """Shrink the triad arrays when three of them would not fit in a quarter of free RAM."""
+    try:
+        import psutil
+
+        avail = psutil.virtual_memory().available
+    except Exception:
+        return elements
+    return max(4 * 2**20, min(elements, int(avail // 4 // 24)))
+
+
+def machine_roofs(provider: str | None) -> tuple[float, float] | None:
+    """The roofs for a run on `provider`: cached peaks, measured now if missing; None if
+    measuring fails (the roofline is then left out, the run is not)."""
+    try:
+        return roofs_for(load_peaks(), provider)
+    except Exception:
+        return None

@@ -1,0 +1,178 @@
+"""What this machine is: CPU, memory, OS, library versions, ONNX Runtime providers that
+really work, NVIDIA GPUs (through NVML), and the measured peaks (engine/peaks.py).
+
+`system_info()` returns the JSON `opscope system` prints; every probe degrades to a value
+saying why it is missing instead of raising.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import platform
+import sys
+from typing import Any
+
+NO_DRIVER = "no NVIDIA driver (NVML library not found)"
+NO_GPU = "no NVIDIA GPU"
+
+
+def package_version(name: str) -> str | None:
+    """An installed distribution's version without importing it (torch stays unimported)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name (/proc/cpuinfo on Linux, platform elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def cpu_info() -> dict[str, Any]:
+    """Model, physical and logical cores, frequencies (MHz, when the OS reports them)."""
+    import psutil
+
+    out: dict[str, Any] = {"model": cpu_model(),
+                           "cores": psutil.cpu_count(logical=False),
+                           "logical_cores": psutil.cpu_count(logical=True),
+                           "arch": platform.machine()}
+    try:
+        freq = psutil.cpu_freq()
+    except Exception:  # some VMs and containers expose no cpufreq
+        freq = None
+    out["freq_mhz"] = ({"current": round(freq.current), "min": round(freq.min) or None,
+                        "max": round(freq.max) or None} if freq else None)
+    return out
+
+
+def versions(nvml: dict[str, Any] | None = None) -> dict[str, str | None]:
+    """Python, ONNX Runtime, numpy, onnx, torch (not imported), NVIDIA driver and CUDA."""
+    out: dict[str, str | None] = {
+        "python": platform.python_version(),
+        "onnxruntime": package_version("onnxruntime-gpu") or package_version("onnxruntime"),
+        "numpy": package_version("numpy"),
+        "onnx": package_version("onnx"),
+        "torch": package_version("torch"),
+        "nvidia_ml_py": package_version("nvidia-ml-py"),
+    }
+    out["nvidia_driver"] = (nvml or {}).get("driver")
+    out["cuda_driver"] = (nvml or {}).get("cuda")
+    return out
+
+
+def providers_info() -> dict[str, list[str]]:
+    """ORT providers: listed as available, and usable (a tiny session really obtained it)."""
+    import onnxruntime as ort
+
+    from engine.ort_session import _CapturedStderr
+    from engine.peaks import _one_node_model
+
+    available = list(ort.get_available_providers())
+    model = _one_node_model("Identity", float, [1])
+    usable: list[str] = []
+    for name in available:
+        try:
+            so = ort.SessionOptions()
+            so.log_severity_level = 4
+            with _CapturedStderr(), contextlib.redirect_stdout(io.StringIO()):
+                chain = list(dict.fromkeys([name, "CPUExecutionProvider"]))
+                sess = ort.InferenceSession(model, sess_options=so, providers=chain)
+            if sess.get_providers()[0] == name:
+                usable.append(name)
+        except Exception:  # a provider whose libraries are missing is simply not usable
+            continue
+    return {"available": available, "usable": usable}
+
+
+def nvml_info(nvml: Any = None) -> dict[str, Any]:
+    """{"gpus": [...], "reason": str | None, "driver", "cuda"} through NVML (`nvml`: pynvml)."""
+    if nvml is None:
+        try:
+            import pynvml
+
+            nvml = pynvml
+        except ImportError:
+            return {"gpus": [], "reason": "nvidia-ml-py is not installed"}
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError_LibraryNotFound:
+        return {"gpus": [], "reason": NO_DRIVER}
+    except nvml.NVMLError as exc:
+        return {"gpus": [], "reason": f"NVML failed to start: {exc}"}
+    try:
+        driver = _text(_try(nvml.nvmlSystemGetDriverVersion))
+        cuda_int = _try(nvml.nvmlSystemGetCudaDriverVersion)
+        cuda = f"{cuda_int // 1000}.{cuda_int % 1000 // 10}" if isinstance(cuda_int, int) \
+            else None
+        gpus = [_gpu(nvml, nvml.nvmlDeviceGetHandleByIndex(i), i)
+                for i in range(nvml.nvmlDeviceGetCount())]
+    finally:
+        _try(nvml.nvmlShutdown)
+    return {"gpus": gpus, "reason": None if gpus else NO_GPU, "driver": driver, "cuda": cuda}
+
+
+def _gpu(nvml: Any, h: Any, index: int) -> dict[str, Any]:
+    """One GPU's static facts; theoretical bandwidth = max mem clock x bus width x 2 / 8."""
+    mem = _try(nvml.nvmlDeviceGetMemoryInfo, h)
+    mem_clock = _try(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_MEM)
+    bus_bits = _try(nvml.nvmlDeviceGetMemoryBusWidth, h)
+    power = _try(nvml.nvmlDeviceGetPowerManagementLimit, h)
+    peak = (mem_clock * 1e6 * bus_bits * 2 / 8 / 1e9
+            if isinstance(mem_clock, int | float) and isinstance(bus_bits, int | float)
+            else None)
+    return {
+        "index": index,
+        "name": _text(_try(nvml.nvmlDeviceGetName, h)),
+        "memory_gb": round(mem.total / 1e9, 2) if mem is not None else None,
+        "sm_clock_max_mhz": _try(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_SM),
+        "mem_clock_max_mhz": mem_clock,
+        "memory_bus_bits": bus_bits,
+        "power_limit_w": power / 1000 if isinstance(power, int | float) else None,
+        "theoretical_gbps": round(peak, 1) if peak is not None else None,
+    }
+
+
+def _try(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception:  # NVML calls a GPU does not support raise NotSupported
+        return None
+
+
+def _text(value: Any) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def system_info(remeasure: bool = False) -> dict[str, Any]:
+    """Everything `opscope system` reports, peaks included (cached; measured when missing)."""
+    import psutil
+
+    from engine.peaks import load_peaks
+
+    nvml = nvml_info()
+    providers = providers_info()
+    peaks = load_peaks(remeasure=remeasure,
+                       gpu="CUDAExecutionProvider" in providers["usable"])
+    return {
+        "cpu": cpu_info(),
+        "memory_gb": round(psutil.virtual_memory().total / 1e9, 2),
+        "os": {"system": platform.system(), "release": platform.release(),
+               "platform": platform.platform(), "python_impl": sys.implementation.name},
+        "versions": versions(nvml),
+        "providers": providers,
+        "gpus": nvml["gpus"],
+        "gpu_reason": nvml["reason"],
+        "peaks": {"cpu": peaks["cpu"], "gpu": peaks.get("gpu"),
+                  "measured_at": peaks.get("measured_at")},
+    }

@@ -1,0 +1,52 @@
+"""GPU paths: skipped without an NVIDIA GPU (here); the gpu_check script runs everywhere."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from engine.ort_session import gpu_present
+from tests.conftest import DEMO_CNN, ROOT
+
+
+def test_gpu_check_script_exits_0() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_check.py"),
+                           "--seconds", "0.3"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "== CUDA graphs" in proc.stdout
+    if not gpu_present():
+        assert "unavailable: no NVIDIA GPU" in proc.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_present(), reason="no NVIDIA GPU (NVML sees none)")
+def test_cuda_bench_uses_io_binding() -> None:
+    from engine.config import RunConfig
+    from engine.results import RunResult
+    from engine.runner import BenchRequest, run_bench
+    from engine.timing import TimingPlan
+
+    req = BenchRequest(model_path=str(DEMO_CNN), config=RunConfig(provider="cuda"),
+                       timing=TimingPlan(warmup_runs=5, warmup_s=0.1, min_runs=20,
+                                         duration_s=0.3))
+    result = RunResult()
+    for ev in run_bench(req):
+        result.feed(ev)
+    assert result.started and result.started.provider_used == "CUDAExecutionProvider"
+    assert result.timing and result.timing.latency.count >= 20
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_present(), reason="no NVIDIA GPU (NVML sees none)")
+def test_gpu_sampler_and_peaks_on_a_real_gpu() -> None:
+    from engine.peaks import measure_gpu_peaks
+    from engine.telemetry_gpu import GpuSampler
+
+    sampler = GpuSampler()
+    values = sampler.sample()
+    sampler.close()
+    assert values["gpu0_mem_used_mb"] > 0 and "gpu0_throttle_reasons" in values
+    peaks = measure_gpu_peaks()
+    assert peaks and peaks["memory_gbps"] > 100 and peaks["gflops"] > 1000

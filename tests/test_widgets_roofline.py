@@ -1,0 +1,158 @@
+"""The roofline view: points, roofs, click and selection, and its wiring in the window."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+pytest.importorskip("PySide6")
+from pytestqt.qtbot import QtBot
+
+from engine.op_stats import OpStat
+from widgets.roofline import RooflinePlot
+
+
+def op(name: str, op_type: str, intensity: float | None, gflops: float | None,
+       share: float = 0.2) -> OpStat:
+    return OpStat(name=name, op_type=op_type, provider="CPUExecutionProvider", calls=1,
+                  time_ms=share, p50_ms=share, p99_ms=share, share=share, bytes=1000,
+                  gbps=1.0, flops=None if gflops is None else 10, gflops=gflops,
+                  intensity=intensity)
+
+
+OPS = [op("mm1", "MatMul", 30.0, 40.0, 0.5), op("mm2", "MatMul", 20.0, 35.0, 0.2),
+       op("add", "Add", 0.1, 0.5, 0.1), op("reshape", "Reshape", None, None, 0.2)]
+
+
+def test_points_and_roofs(qtbot: QtBot) -> None:
+    plot = RooflinePlot()
+    qtbot.addWidget(plot)
+    plot.set_ops(OPS, 10.0, 100.0)
+    assert plot.point_count() == 3  # Reshape has no FLOP model: not placeable
+    assert "1 without FLOPs" in plot.caption.text()
+    assert plot.plot.getPlotItem().getViewBox().viewRange()[1][1] > 2.0  # fitted at once
+    (bx, by), (cx, cy) = plot.roofs()
+    ridge = math.log10(100.0 / 10.0)
+    assert bx[-1] == pytest.approx(ridge) and by[-1] == pytest.approx(2.0)
+    assert by[0] == pytest.approx(bx[0] + 1.0)  # log10(I * 10 GB/s)
+    assert list(cy) == [pytest.approx(2.0)] * 2 and cx[0] == pytest.approx(ridge)
+    sizes = {p.data(): p.size() for p in plot.scatter.points()}
+    assert sizes["mm1"] > sizes["mm2"] > sizes["add"]
+    brushes = {p.data(): p.brush().color().name() for p in plot.scatter.points()}
+    assert brushes["mm1"] == brushes["mm2"] != brushes["add"]
+    assert "compute-bound" in plot._tip(0, 0, "mm1") and "memory-bound" in plot._tip(0, 0, "add")
+
+
+def test_no_peaks_no_roofs(qtbot: QtBot) -> None:
+    plot = RooflinePlot()
+    qtbot.addWidget(plot)
+    plot.set_ops(OPS, None, None)
+    assert plot.point_count() == 3
+    (bx, _), _ = plot.roofs()
+    assert bx is None or len(bx) == 0
+    assert "measuring" in plot.caption.text()
+
+
+def test_click_emits_and_select_highlights(qtbot: QtBot) -> None:
+    plot = RooflinePlot()
+    qtbot.addWidget(plot)
+    plot.set_ops(OPS, 10.0, 100.0)
+    point = next(p for p in plot.scatter.points() if p.data() == "add")
+    with qtbot.waitSignal(plot.op_clicked) as blocker:
+        plot._on_clicked(plot.scatter, [point])
+    assert blocker.args == ["add"]
+    assert plot.selected == "add" and len(plot.highlight.points()) == 1
+    assert plot.select_op("mm1")
+    (hx, hy) = plot.highlight.points()[0].pos()
+    assert (hx, hy) == (pytest.approx(math.log10(30.0)), pytest.approx(math.log10(40.0)))
+    assert not plot.select_op("reshape") and len(plot.highlight.points()) == 0
+
+
+def test_window_links_table_and_roofline(qtbot: QtBot) -> None:
+    from app.main_window import MainWindow
+
+    win = MainWindow(["cpu"])
+    qtbot.addWidget(win)
+    win.op_table.set_ops(OPS, [])
+    win.roofline.set_ops(OPS, 10.0, 100.0)
+    win.roofline._on_clicked(win.roofline.scatter,
+                             [p for p in win.roofline.scatter.points() if p.data() == "mm2"])
+    assert win.op_table.selected_op() == "mm2"
+    win.op_table.op_selected.emit("add")  # as a user's row selection does
+    assert win.roofline.selected == "add" and len(win.roofline.highlight.points()) == 1
+    assert win.roofline_dock.windowTitle() == "Roofline"
+
+
+def test_controller_draws_profile_with_cached_peaks(qtbot: QtBot,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from PySide6.QtCore import QObject, Signal
+
+    from app.live_controller import LiveController
+    from engine import peaks
+    from engine.events import OpProfile
+
+    class Client(QObject):
+        events = Signal(list)
+        host_died = Signal(str)
+
+    calls: list[tuple[int, float | None, float | None]] = []
+    view = SimpleNamespace(
+        roofline=SimpleNamespace(set_ops=lambda ops, g, f: calls.append((len(ops), g, f))),
+        op_table=SimpleNamespace(set_ops=lambda *a: None), profile_ready=lambda ev: None,
+        show_notice=lambda *a: None)
+    import app.peaks_loader
+
+    monkeypatch.setattr(app.peaks_loader, "_shared", None)  # no peaks from earlier tests
+    monkeypatch.setattr(peaks, "cached_peaks",
+                        lambda: {"cpu": {"memory_gbps": 10.0, "gflops": 100.0}, "gpu": None})
+    ctl = LiveController(view, Client())
+    ctl.provider = "CPUExecutionProvider"
+    ctl._one(OpProfile(ops=OPS, op_types=[], coverage=1.0, runs=1, provider_nodes={},
+                       trace=None))
+    assert calls == [(4, 10.0, 100.0)]
+
+
+def test_peaks_loader_measures_off_thread(qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from app.peaks_loader import PeaksLoader
+    from engine import peaks
+
+    threads: list[str] = []
+
+    def fake_load(**_: object) -> dict[str, object]:
+        threads.append(threading.current_thread().name)
+        return {"cpu": {"memory_gbps": 5.0, "gflops": 50.0}, "gpu": None}
+
+    monkeypatch.setattr(peaks, "cached_peaks", lambda: None)
+    monkeypatch.setattr(peaks, "load_peaks", fake_load)
+    loader = PeaksLoader()
+    with qtbot.waitSignal(loader.loaded, timeout=5000) as blocker:
+        assert loader.request() is None
+    assert blocker.args[0]["cpu"]["gflops"] == 50.0 and threads == ["opscope-peaks"]
+    assert loader.request() is not None
+
+
+def test_late_peaks_after_window_closed_are_ignored(qtbot: QtBot) -> None:
+    from types import SimpleNamespace
+
+    from PySide6.QtCore import QObject, Signal
+
+    from app.live_controller import LiveController
+    from engine.events import OpProfile
+
+    class Client(QObject):
+        events = Signal(list)
+        host_died = Signal(str)
+
+    plot = RooflinePlot()
+    ctl = LiveController(SimpleNamespace(roofline=plot), Client())
+    ctl.last_profile = OpProfile(ops=OPS, op_types=[], coverage=1.0, runs=1,
+                                 provider_nodes={}, trace=None)
+    import shiboken6
+
+    shiboken6.delete(plot)
+    ctl._peaks_loaded({"cpu": {"memory_gbps": 1.0, "gflops": 1.0}})  # must not raise

@@ -1,0 +1,182 @@
+"""The roofline: each op at (arithmetic intensity, achieved GFLOP/s) under the machine's
+bandwidth roof and compute roof, on log-log axes.
+
+Points are sized by the op's share of run time and coloured by op type; hovering shows the
+op, clicking emits `op_clicked(name)`, `select_op(name)` rings a point. Ops without a FLOP
+model (or with no FLOPs) cannot be placed on these axes and are counted in the caption.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from engine.op_stats import OpStat
+from widgets import theme
+
+TYPE_COLORS = ["#4c8bf5", "#e0a325", "#2ca58d", "#d1495b", "#9b6bd3", "#f28e2b",
+               "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#59a14f"]
+ROOF = "#888888"
+HIGHLIGHT = "#ff3b30"
+
+
+class RooflinePlot(QWidget):
+    """Log-log roofline of one profiling pass; see the module docstring."""
+
+    op_clicked = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.plot = pg.PlotWidget(background=theme.plot_background(self))
+        item = self.plot.getPlotItem()
+        item.setLabel("bottom", "arithmetic intensity (FLOP/byte)")
+        item.setLabel("left", "GFLOP/s")
+        for axis in ("bottom", "left"):
+            item.getAxis(axis).setLogMode(True)
+        item.showGrid(x=True, y=True, alpha=theme.grid_alpha(self))
+        item.setMenuEnabled(False)
+        pen = pg.mkPen(ROOF, width=2)
+        self.bandwidth_roof = pg.PlotCurveItem(pen=pen)
+        self.compute_roof = pg.PlotCurveItem(pen=pen)
+        self.bandwidth_label = pg.TextItem(color=ROOF, anchor=(0, 1))
+        self.compute_label = pg.TextItem(color=ROOF, anchor=(1, 1))
+        self.scatter = pg.ScatterPlotItem(hoverable=True, tip=self._tip, pxMode=True)
+        self.scatter.sigClicked.connect(self._on_clicked)
+        self.highlight = pg.ScatterPlotItem(pen=pg.mkPen(HIGHLIGHT, width=3),
+                                            brush=pg.mkBrush(0, 0, 0, 0), size=26)
+        for it in (self.bandwidth_roof, self.compute_roof, self.scatter, self.highlight,
+                   self.bandwidth_label, self.compute_label):
+            item.addItem(it)
+        self.caption = QLabel("no profile yet")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.plot, 1)
+        layout.addWidget(self.caption)
+        self._ops: dict[str, OpStat] = {}
+        self._pos: dict[str, tuple[float, float]] = {}  # log10 coordinates
+        self._colors: dict[str, str] = {}
+        self._peaks: tuple[float, float] | None = None
+        self.selected: str | None = None
+        self._view_key: object = None
+        self.plot.getPlotItem().getViewBox().disableAutoRange()
+
+    def set_ops(self, ops: list[OpStat], peak_gbps: float | None,
+                peak_gflops: float | None) -> None:
+        """Show one pass's ops; without peaks (not measured yet) the roofs stay hidden."""
+        placed = [o for o in ops if o.intensity and o.gflops and o.intensity > 0
+                  and o.gflops > 0]
+        self._ops = {o.name: o for o in ops}
+        self._pos = {o.name: (math.log10(o.intensity or 1), math.log10(o.gflops or 1))
+                     for o in placed}
+        by_time: dict[str, float] = {}
+        for o in ops:
+            by_time[o.op_type] = by_time.get(o.op_type, 0.0) + o.time_ms
+        for op_type in sorted(by_time, key=lambda t: -by_time[t]):
+            self._colors.setdefault(op_type, TYPE_COLORS[len(self._colors) % len(TYPE_COLORS)])
+        spots = [{"pos": self._pos[o.name], "data": o.name,
+                  "size": 6 + 34 * math.sqrt(max(o.share, 0.0)),
+                  "brush": pg.mkBrush(QColor(self._colors[o.op_type])),
+                  "pen": pg.mkPen(theme.plot_foreground(self), width=0.5)} for o in placed]
+        self.scatter.setData(spots)
+        self._peaks = (peak_gbps, peak_gflops) if peak_gbps and peak_gflops else None
+        self._draw_roofs(placed)
+        view_key = (frozenset(self._pos), self._peaks)
+        if view_key != self._view_key:  # new ops or roofs: fit; else keep the user's zoom
+            self._view_key = view_key
+            self.fit_view()
+        missing = len(ops) - len(placed)
+        text = f"{len(placed)} ops placed"
+        if missing:
+            text += f", {missing} without FLOPs not shown"
+        if self._peaks:
+            gbps, gflops = self._peaks
+            text += (f"  |  roofs {gbps:.1f} GB/s, {gflops:.1f} GFLOP/s "
+                     f"(ridge {gflops / gbps:.1f} FLOP/B)")
+        else:
+            text += "  |  roofs: measuring the machine's peaks…"
+        self.caption.setText(text)
+        if self.selected and not self.select_op(self.selected):
+            self.highlight.setData([])
+
+    def _draw_roofs(self, placed: list[OpStat]) -> None:
+        xs = [self._pos[o.name][0] for o in placed]
+        if not self._peaks:
+            for curve in (self.bandwidth_roof, self.compute_roof):
+                curve.setData([], [])
+            self.bandwidth_label.setText("")
+            self.compute_label.setText("")
+            return
+        gbps, gflops = self._peaks
+        ridge = math.log10(gflops / gbps)
+        lo = min([*xs, ridge]) - 1.0
+        hi = max([*xs, ridge]) + 1.0
+        top = math.log10(gflops)
+        self.bandwidth_roof.setData(np.array([lo, ridge]),
+                                    np.array([lo + math.log10(gbps), top]))
+        self.compute_roof.setData(np.array([ridge, hi]), np.array([top, top]))
+        self.bandwidth_label.setText(f"{gbps:.1f} GB/s")
+        self.bandwidth_label.setPos(lo + 0.1, lo + math.log10(gbps) + 0.1)
+        self.compute_label.setText(f"{gflops:.1f} GFLOP/s")
+        self.compute_label.setPos(hi, top)
+
+    def fit_view(self) -> None:
+        """Show every point and the roofs' ridge (log10 coordinates, small margins)."""
+        xs = [x for x, _ in self._pos.values()]
+        ys = [y for _, y in self._pos.values()]
+        if self._peaks:
+            gbps, gflops = self._peaks
+            xs.append(math.log10(gflops / gbps))
+            ys.append(math.log10(gflops))
+        if not xs:
+            return
+        self.plot.getPlotItem().getViewBox().setRange(
+            xRange=(min(xs) - 0.5, max(xs) + 0.5), yRange=(min(ys) - 0.3, max(ys) + 0.45),
+            padding=0)
+
+    def roofs(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """The two roof lines' (log10 x, log10 y) data, for tests and exports."""
+        b = self.bandwidth_roof.getData()
+        c = self.compute_roof.getData()
+        return (b[0], b[1]), (c[0], c[1])  # type: ignore[return-value]
+
+    def point_count(self) -> int:
+        """How many ops are drawn."""
+        return len(self.scatter.points())
+
+    def select_op(self, name: str) -> bool:
+        """Ring the op's point; False (and no ring) when it is not drawn."""
+        pos = self._pos.get(name)
+        self.selected = name
+        if pos is None:
+            self.highlight.setData([])
+            return False
+        self.highlight.setData([{"pos": pos}])
+        return True
+
+    def _on_clicked(self, _item: Any, points: Any, _ev: Any = None) -> None:
+        if len(points):
+            name = str(points[0].data())
+            self.select_op(name)
+            self.op_clicked.emit(name)
+
+    def _tip(self, x: float, y: float, data: Any) -> str:
+        o = self._ops.get(str(data))
+        if o is None:
+            return ""
+        lines = [o.name, f"{o.op_type} on {o.provider}",
+                 f"{o.time_ms:.3f} ms ({o.share:.1%} of run time)",
+                 f"{o.intensity or 0:.2f} FLOP/B, {o.gflops or 0:.2f} GFLOP/s, "
+                 f"{o.gbps or 0:.2f} GB/s"]
+        if self._peaks:
+            from engine.roofline import bound_of, peak_fraction
+
+            frac = peak_fraction(o, *self._peaks)
+            lines.append(f"{bound_of(o.intensity, *self._peaks)}-bound"
+                         + (f", {frac:.0%} of its roof" if frac is not None else ""))
+        return "\n".join(lines)
