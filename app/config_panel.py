@@ -44,6 +44,16 @@ class ConfigPanel(QWidget):
         self._debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
         self._debounce.timeout.connect(self._emit)
 
+        self.engine = QComboBox()
+        self.engine.addItem("ONNX Runtime", "onnxruntime")
+        self.engine.addItem("PyTorch (CLI only)", "torch")
+        torch_item = self.engine.model().item(1)
+        if torch_item is not None:
+            torch_item.setEnabled(False)
+        self.engine.setToolTip(
+            "Inference engine. The live workbench runs ONNX Runtime (PyTorch .pt2/.pt files "
+            "are exported to ONNX first). Native PyTorch, eager or torch.compile, runs from "
+            "the command line: opscope bench MODEL.pt2 --engine torch.")
         self.provider = QComboBox()
         for key in ["auto", *usable_providers]:
             self.provider.addItem(PROVIDER_LABELS[key], key)
@@ -60,6 +70,9 @@ class ConfigPanel(QWidget):
             "Model variant: FP16 (converted, I/O kept FP32), INT8 dynamic (weights INT8, "
             "activations quantized at run time) or INT8 static (calibrated QDQ). Each is "
             "checked against FP32 on the same inputs.")
+        bf16 = self.precision.model().item(self.precision.findData("bf16"))
+        if bf16 is not None:  # a torch-engine precision; ONNX Runtime has no BF16 variant
+            bf16.setEnabled(False)
         self.fusion = QComboBox()
         for key, label in FUSION_LABELS.items():
             self.fusion.addItem(label, key)
@@ -74,6 +87,7 @@ class ConfigPanel(QWidget):
         self.spinning.setToolTip("Intra-op thread spinning: lower latency on idle machines, "
                                  "but on small machines spinning threads steal cores.")
         form = QFormLayout()
+        form.addRow("Engine", self.engine)
         form.addRow("Provider", self.provider)
         form.addRow("Running on", self.provider_used)
         form.addRow("Precision", self.precision)
@@ -119,9 +133,11 @@ class ConfigPanel(QWidget):
     def set_config(self, config: RunConfig) -> None:
         """Show `config` without emitting a change."""
         self._config = config
-        widgets = (self.provider, self.precision, self.fusion, self.batch, self.threads,
+        widgets = (self.engine, self.provider, self.precision, self.fusion, self.batch,
+                   self.threads,
                    self.spinning)
         blockers = [QSignalBlocker(w) for w in widgets]
+        _select(self.engine, config.engine)
         _select(self.provider, config.provider)
         _select(self.precision, config.precision)
         _select(self.fusion, config.fusion)

@@ -10,7 +10,7 @@ from typing import Any, Literal, get_args
 from engine.errors import ConfigError
 
 Engine = Literal["onnxruntime", "torch"]
-Precision = Literal["fp32", "fp16", "int8-dynamic", "int8-static"]
+Precision = Literal["fp32", "fp16", "int8-dynamic", "int8-static", "bf16"]  # bf16: torch
 Fusion = Literal["off", "basic", "extended", "layout", "all"]
 Provider = Literal["auto", "cpu", "cuda", "tensorrt"]
 
@@ -24,6 +24,7 @@ PRECISION_LABELS = {
     "fp16": "FP16",
     "int8-dynamic": "INT8 dynamic",
     "int8-static": "INT8 static",
+    "bf16": "BF16",
 }
 
 

@@ -36,6 +36,7 @@ class RunResult:
     profile: OpProfile | None = None
     ended: RunEnded | None = None
     notices: list[Notice] = field(default_factory=list)
+    machine: tuple[float, float] | None = None  # (peak GB/s, peak GFLOP/s): the roofs
     _starts: list[np.ndarray] = field(default_factory=list)
     _lats: list[np.ndarray] = field(default_factory=list)
 
@@ -68,9 +69,17 @@ class RunResult:
     def starts_ns(self) -> np.ndarray:
         return np.concatenate(self._starts) if self._starts else np.empty(0, np.int64)
 
-    def to_json(self, top: int | None = None) -> dict[str, Any]:
+    def _op_json(self, stat: Any) -> dict[str, Any]:
+        """One op's JSON, with its roofline fields when the machine's peaks are known."""
         from engine.op_stats import stat_to_json
+        from engine.roofline import roofline_fields
 
+        out: dict[str, Any] = dict(stat_to_json(stat))
+        if self.machine:
+            out.update(roofline_fields(stat, *self.machine))
+        return out
+
+    def to_json(self, top: int | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if self.model:
             info = self.model.info
@@ -90,6 +99,8 @@ class RunResult:
                               "build_s": round(self.variant.build_s, 4),
                               "cached": self.variant.cached,
                               "path": self.variant.path}
+            if "torch_export" in self.variant.details:
+                out["variant"]["torch_export"] = self.variant.details["torch_export"]
         if self.timing:
             out["latency_ms"] = self.timing.latency.to_json()
             out["throughput"] = self.timing.throughput.to_json()
@@ -99,8 +110,10 @@ class RunResult:
         if self.profile:
             p = self.profile
             ops = p.ops[:top] if top else p.ops
-            out["ops"] = [stat_to_json(s) for s in ops]
-            out["op_types"] = [stat_to_json(s) for s in p.op_types]
+            out["ops"] = [self._op_json(s) for s in ops]
+            out["op_types"] = [self._op_json(s) for s in p.op_types]
+            if self.machine:
+                out["machine"] = {"peak_gbps": self.machine[0], "peak_gflops": self.machine[1]}
             out["profile"] = {"runs": p.runs, "coverage": p.coverage,
                               "provider_nodes": p.provider_nodes,
                               "overhead": p.profile_overhead, "nodes_total": len(p.ops)}

@@ -15,7 +15,7 @@ import numpy as np
 
 from engine.accuracy import compare_outputs
 from engine.config import RunConfig
-from engine.errors import InputError
+from engine.errors import ConfigError, InputError
 from engine.events import (
     Event,
     ModelLoaded,
@@ -39,6 +39,7 @@ from engine.ort_session import (
     OpenSession,
     explain_ort_error,
     gpu_present,
+    inference_fn,
     open_session,
     plan_session,
 )
@@ -80,11 +81,15 @@ class Prepared:
 
 def run_bench(req: BenchRequest) -> Iterator[Event]:
     """The whole run. Raises `OpScopeError` for problems the user can fix."""
+    if req.config.engine == "torch":
+        from engine.torch_engine import run_torch
+
+        yield from run_torch(req)
+        return
     prepared = yield from prepare(req)
     samples = TimingSamples(np.empty(0, np.int64), np.empty(0, np.int64))
-    sess = prepared.opened.session
     feeds = prepared.feeds
-    yield from time_inferences(lambda: sess.run(None, feeds), req.timing,
+    yield from time_inferences(inference_fn(prepared.opened, feeds), req.timing,
                                batch_of(feeds), samples=samples)
     if req.check_accuracy and prepared.config.precision != "fp32":
         yield from accuracy_pass(prepared, req.inputs_npz is None)
@@ -99,12 +104,26 @@ def run_bench(req: BenchRequest) -> Iterator[Event]:
 
 def prepare(req: BenchRequest) -> Generator[Event, None, Prepared]:
     """Load, make inputs, build the variant, open the session, check the inputs fit."""
+    exported: dict[str, object] = {}
+    if Path(req.model_path).suffix.lower() in (".pt2", ".pt", ".pth"):  # PyTorch: to ONNX
+        from engine.torch_export import onnx_for_torch
+
+        onnx_path, exported = yield from onnx_for_torch(req.model_path, req.config.batch,
+                                                        req.shapes)
+        req = dataclasses.replace(req, model_path=onnx_path)
     yield Progress("load", 0, None, f"loading {Path(req.model_path).name}")
     model, info = load_model(req.model_path)
-    yield ModelLoaded(info)
+    if exported:  # consumers see the PyTorch file; the engine keeps running the ONNX one
+        yield ModelLoaded(dataclasses.replace(info, path=str(exported["source"]),
+                                              sha256=str(exported["source_sha256"])))
+    else:
+        yield ModelLoaded(info)
     if info.checker_warning:
         yield Notice("warning", f"onnx checker: {info.checker_warning}")
     config = req.config.resolved()
+    if config.precision == "bf16":
+        raise ConfigError("precision bf16 runs on --engine torch only; ONNX Runtime variants "
+                          "are fp16, int8-dynamic and int8-static")
 
     if req.inputs_npz:
         real = load_npz(req.inputs_npz, info)
@@ -141,6 +160,9 @@ def prepare(req: BenchRequest) -> Generator[Event, None, Prepared]:
         opened = open_session(variant.path, splan)
         nodes = count_nodes(optimized) if Path(optimized).exists() else None
     variant = dataclasses.replace(variant, nodes=nodes)
+    if exported:
+        variant = dataclasses.replace(variant, details={**variant.details,
+                                                        "torch_export": exported})
     yield variant
     for note in splan.notes:
         yield Notice("info", note)

@@ -16,7 +16,15 @@ from engine.timing import TimingPlan
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    _, info = load_model(args.model)
+    from engine.torch_load import is_torch_file
+
+    if is_torch_file(args.model):  # .pt2 / TorchScript: described without running code
+        from engine.torch_engine import describe_torch
+        from engine.torch_load import load_torch
+
+        info = describe_torch(load_torch(args.model))
+    else:
+        _, info = load_model(args.model)
     print_info(info, sys.stdout)
     if args.json:
         write_json(args.json, info.to_json())
@@ -44,13 +52,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
     try:
         with recording(args.session, model_path=args.model, config=req.config,
                        kind="profile" if args.profile else "bench") as record:
-            for ev in run_bench(req):
+            events = run_bench(req)
+            if args.session:  # recorded runs keep machine telemetry (CPU, GPU) beside them
+                from engine.run_telemetry import RunTelemetry
+
+                events = RunTelemetry().interleave(events)
+            for ev in events:
                 result.feed(ev)
                 printer.feed(ev)
                 record(ev)
             run_id = getattr(getattr(record, "__self__", None), "run_id", None)
     finally:
         printer.close()
+    if result.profile is not None:
+        from engine.peaks import machine_roofs
+
+        result.machine = machine_roofs(result.started.provider_used if result.started else None)
     top = getattr(args, "top", 15)
     out = sys.stdout if args.json != "-" else sys.stderr
     print_summary(result, out, top=top)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import __version__
-from engine.config import FUSIONS, PRECISIONS, PROVIDERS, RunConfig
+from engine.config import ENGINES, FUSIONS, PRECISIONS, PROVIDERS, RunConfig
 from engine.errors import OpScopeError
 
 EXIT_OK = 0
@@ -81,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write runs and metadata as JSON ('-': stdout)")
     p.set_defaults(handler=_lazy("engine.cli.session_cmds", "cmd_session_show"))
     _add_session_tools(sub)
+    p = sub.add_parser("system", help="this machine: CPU, memory, versions, usable providers, "
+                       "GPUs and measured peaks (cached)")
+    p.add_argument("--json", metavar="PATH", help="write it as JSON ('-': stdout)")
+    p.add_argument("--remeasure", action="store_true", help="measure the peaks again")
+    p.set_defaults(handler=_lazy("engine.cli.system_cmds", "cmd_system"))
     return parser
 
 
@@ -120,6 +125,10 @@ def _add_session_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 def _add_knobs(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("knobs")
+    g.add_argument("--engine", choices=ENGINES, default="onnxruntime",
+                   help="onnxruntime (default; PyTorch files are exported to ONNX first) or "
+                   "torch (PyTorch files run natively: fusion off = eager, all = "
+                   "torch.compile)")
     g.add_argument("--precision", choices=PRECISIONS, default="fp32")
     g.add_argument("--fusion", choices=FUSIONS, default="all",
                    help="ONNX Runtime graph optimization level (default all)")
@@ -139,7 +148,8 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    return RunConfig(precision=args.precision, fusion=args.fusion, batch=args.batch,
+    return RunConfig(engine=getattr(args, "engine", "onnxruntime"),
+                     precision=args.precision, fusion=args.fusion, batch=args.batch,
                      threads=args.threads, spinning=args.spinning == "on",
                      provider=args.provider)
 

@@ -1,0 +1,134 @@
+"""`--engine torch` and `--engine onnxruntime` on the same PyTorch files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.config import RunConfig
+from engine.errors import ConfigError
+from engine.events import OpProfile, VariantReady
+from engine.results import RunResult
+from engine.runner import BenchRequest, run_bench
+from engine.timing import TimingPlan
+
+torch = pytest.importorskip("torch")
+
+from tests.torch_models import conv_net, mlp, save_pt2, save_torchscript  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST = ["--duration", "0.3", "--warmup", "2", "--min-runs", "5"]
+QUICK = TimingPlan(warmup_runs=2, warmup_s=0.0, min_runs=5, duration_s=0.2)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("torchmodels")
+    return {"mlp": save_pt2(mlp(), torch.randn(2, 16), out / "mlp.pt2"),
+            "cnn": save_pt2(conv_net(), torch.randn(2, 3, 16, 16), out / "cnn.pt2"),
+            "ts": save_torchscript(mlp(), torch.randn(2, 16), out / "mlp.pt")}
+
+
+def bench(*args: str | Path) -> dict[str, object]:
+    proc = subprocess.run([sys.executable, "-m", "app.entry", "bench", *map(str, args),
+                           *FAST, "--json", "-"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data: dict[str, object] = json.loads(proc.stdout)
+    return data
+
+
+def run(path: Path, profile: bool = False, shapes: dict[str, tuple[int, ...]] | None = None,
+        **cfg: object) -> RunResult:
+    result = RunResult()
+    req = BenchRequest(str(path), RunConfig(**cfg), QUICK, shapes=shapes or {},  # type: ignore[arg-type]
+                       profile=profile, profile_runs=5)
+    for ev in run_bench(req):
+        result.feed(ev)
+    return result
+
+
+def test_both_engines_give_the_same_json_contract(models: dict[str, Path]) -> None:
+    ort = bench(models["mlp"], "--engine", "onnxruntime", "--batch", "4")
+    pt = bench(models["mlp"], "--engine", "torch", "--fusion", "off", "--batch", "4")
+    assert set(ort) == set(pt)
+    assert ort["status"] == pt["status"] == "ok"
+    assert ort["config"]["engine"] == "onnxruntime"  # type: ignore[index]
+    assert pt["config"]["engine"] == "torch"  # type: ignore[index]
+    assert pt["provider_used"] == "torch-cpu"
+    assert ort["provider_used"] == "CPUExecutionProvider"
+    assert ort["model"]["path"] == pt["model"]["path"] == str(models["mlp"])  # type: ignore[index]
+    assert ort["batch"] == pt["batch"] == 4
+    export = ort["variant"]["torch_export"]  # type: ignore[index]
+    assert export["exporter"] == "dynamo" and export["nodes"] > 0 and export["export_s"] > 0
+    for data in (ort, pt):
+        assert data["latency_ms"]["count"] >= 5  # type: ignore[index]
+
+
+@pytest.mark.parametrize("precision", ["bf16", "int8-dynamic"])
+def test_torch_precisions_report_accuracy(models: dict[str, Path], precision: str) -> None:
+    data = bench(models["mlp"], "--engine", "torch", "--fusion", "off",
+                 "--precision", precision)
+    acc = data["accuracy"]
+    assert isinstance(acc, dict) and acc["cosine"] > 0.98
+    assert acc["baseline"] == "fp32 eager (torch)"
+
+
+def test_ort_int8_on_exported_pt2_reports_accuracy(models: dict[str, Path]) -> None:
+    data = bench(models["mlp"], "--precision", "int8-dynamic")
+    acc = data["accuracy"]
+    assert isinstance(acc, dict) and acc["cosine"] > 0.98
+
+
+def test_torch_profile_gives_op_records_and_records_a_session(models: dict[str, Path],
+                                                              tmp_path: Path) -> None:
+    result = run(models["cnn"], profile=True, engine="torch", fusion="off", batch=2)
+    prof = result.profile
+    assert isinstance(prof, OpProfile) and prof.runs == 5
+    ops = {s.op_type for s in prof.ops}
+    assert "aten::conv2d" in ops and "aten::linear" in ops
+    assert abs(sum(s.share for s in prof.ops) - 1.0) < 1e-6
+    conv = next(s for s in prof.op_types if s.name == "aten::conv2d")
+    assert conv.flops and conv.flops > 0 and conv.bytes > 0 and conv.intensity
+    assert {s.provider for s in prof.ops} == {"torch-cpu"}
+    session = tmp_path / "t.opscope"
+    proc = subprocess.run([sys.executable, "-m", "app.entry", "profile", str(models["cnn"]),
+                           "--engine", "torch", "--fusion", "off", *FAST, "--runs", "3",
+                           "--session", str(session)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    shown = subprocess.run([sys.executable, "-m", "app.entry", "session", "show",
+                            str(session), "--json", "-"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120)
+    assert shown.returncode == 0 and "torch" in shown.stdout
+
+
+def test_torchscript_needs_shape_then_runs_on_both(models: dict[str, Path]) -> None:
+    proc = subprocess.run([sys.executable, "-m", "app.entry", "bench", str(models["ts"]),
+                           "--engine", "torch", *FAST], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "--shape" in proc.stderr
+    for engine in ("torch", "onnxruntime"):
+        result = run(models["ts"], shapes={"input": (3, 16)}, engine=engine,
+                     fusion="off" if engine == "torch" else "all")
+        assert result.ended is not None and result.ended.status == "ok"
+        assert result.started is not None and result.started.inputs["input"][0] == (3, 16)
+
+
+def test_torch_engine_refuses_other_fusions(models: dict[str, Path]) -> None:
+    with pytest.raises(ConfigError, match=r"fusion must be off .* or all"):
+        run(models["mlp"], engine="torch", fusion="basic")
+    with pytest.raises(ConfigError, match="int8-static"):
+        run(models["mlp"], engine="torch", fusion="off", precision="int8-static")
+
+
+def test_torch_compile_runs(models: dict[str, Path]) -> None:
+    result = run(models["mlp"], engine="torch", fusion="all")
+    assert result.timing is not None and result.timing.latency.count >= 5
+    assert isinstance(result.variant, VariantReady)
+    assert result.variant.details["mode"] == "compiled"
+    assert result.variant.details["compile_s"] > 0
