@@ -38,3 +38,29 @@ bench: $(STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+## The installer for ops staff: a PyInstaller one-folder bundle (dist/opscope/) and a .deb
+## (dist/opscope_<version>_<arch>.deb), built from a clean venv without torch or dev tools.
+## OPSCOPE_BUNDLE_GPU=1 builds the GPU variant (see packaging/README.md).
+PKG_VENV  := .venv-package
+PKG_STAMP := $(PKG_VENV)/.opscope-package-installed
+
+.PHONY: package
+
+$(PKG_STAMP): pyproject.toml
+	rm -rf $(PKG_VENV)
+	$(PYTHON) -m venv $(PKG_VENV)
+	$(PKG_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PKG_VENV)/bin/python -m pip install --quiet . pyinstaller
+	@touch $@
+
+package: $(PKG_STAMP)
+	$(PKG_VENV)/bin/python tools/check_env.py
+	$(PKG_VENV)/bin/python -c "import importlib.util as u, sys; \
+	sys.exit('package: torch is installed in $(PKG_VENV); it must not be bundled' \
+	if u.find_spec('torch') else 0)"
+	rm -rf dist/opscope build/pyinstaller
+	$(PKG_VENV)/bin/pyinstaller --noconfirm --log-level WARN --distpath dist \
+	  --workpath build/pyinstaller packaging/opscope.spec
+	packaging/build_deb.sh dist/opscope dist
+	@du -sh dist/opscope dist/opscope_*.deb
