@@ -36,7 +36,7 @@ def covered_rate(batches: list[tuple[np.ndarray, np.ndarray]]) -> float:
     return n / covered if covered > 0 else 0.0
 
 
-def gui_round(seconds: float) -> tuple[float, np.ndarray]:
+def gui_round(seconds: float, threads: int = 0) -> tuple[float, np.ndarray]:
     """(inferences/s seen by the GUI, event-loop lag samples in ms) for one round."""
     from PySide6.QtCore import QElapsedTimer, QTimer
     from PySide6.QtWidgets import QApplication
@@ -57,6 +57,9 @@ def gui_round(seconds: float) -> tuple[float, np.ndarray]:
                                if isinstance(e, LatencyBatch))
 
         wb.client.events.connect(on_events)
+        if threads:
+            panel = wb.window.config_panel
+            panel.set_config(panel.config().__class__(threads=threads))
         wb.start(str(MODEL))
         t_end = time.monotonic() + 120
         while wb.controller.samples < 200 and time.monotonic() < t_end:
@@ -92,11 +95,12 @@ def gui_round(seconds: float) -> tuple[float, np.ndarray]:
     return covered_rate(batches), np.array(lags[1:])
 
 
-def cli_round(seconds: float) -> float:
+def cli_round(seconds: float, threads: int = 0) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "b.json"
         subprocess.run([sys.executable, "-m", "app.entry", "bench", str(MODEL), "--duration",
-                        str(seconds), "--no-accuracy", "--json", str(out)], cwd=ROOT,
+                        str(seconds), "--no-accuracy", "--threads", str(threads), "--json",
+                        str(out)], cwd=ROOT,
                        check=True, capture_output=True)
         return float(json.loads(out.read_text())["throughput"]["inferences_per_s"])
 
@@ -124,6 +128,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="engine intra-op threads in both (0: one per physical core)")
     args = ap.parse_args()
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     gui_rates, cli_rates, lags = [], [], []
@@ -131,13 +137,13 @@ def main() -> None:
         order = ("gui", "cli") if r % 2 == 0 else ("cli", "gui")
         for which in order:
             if which == "gui":
-                rate, lag = gui_round(args.seconds)
+                rate, lag = gui_round(args.seconds, args.threads)
                 gui_rates.append(rate)
                 lags.append(lag)
                 print(f"round {r} gui: {rate:.1f} inf/s, loop lag p50 {np.percentile(lag, 50):.2f}"
                       f" ms p99 {np.percentile(lag, 99):.2f} ms (n={lag.size})", flush=True)
             else:
-                rate = cli_round(args.seconds)
+                rate = cli_round(args.seconds, args.threads)
                 cli_rates.append(rate)
                 print(f"round {r} cli: {rate:.1f} inf/s", flush=True)
     all_lags = np.concatenate(lags)
