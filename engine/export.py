@@ -10,14 +10,13 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from engine.config import PRECISION_LABELS
 from engine.errors import OpScopeError
+from engine.files import finite, write_atomic
 from engine.flops import node_flops
 from engine.op_stats import prepacked_weight_bytes
 from engine.profile_parse import NodeEvent, ProfileTrace, RunSpan, Shapes
@@ -230,17 +229,6 @@ def _write_rows(path: Path, header: Sequence[str], rows: Iterable[Iterable[Any]]
 # -- writing ---------------------------------------------------------------------------
 
 
-def finite(value: Any) -> Any:
-    """NaN and infinities -> None, so the output is strict JSON."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite(v) for v in value]
-    return value
-
-
 def write_text(path: str | Path, text: str) -> None:
     """Write UTF-8 text atomically (a temporary file renamed over the target)."""
     _atomic(Path(path), lambda fh: fh.write(text))
@@ -248,18 +236,4 @@ def write_text(path: str | Path, text: str) -> None:
 
 def _atomic(target: Path, fill: Callable[[TextIO], object], newline: str | None = None
             ) -> None:
-    tmp: str | None = None
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".opscope-", dir=target.parent)
-        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as fh:
-            fill(fh)
-        # mkstemp makes the file private (0600); a report or export is an ordinary file
-        os.chmod(tmp, target.stat().st_mode & 0o777 if target.exists() else 0o644)
-        os.replace(tmp, target)
-        tmp = None
-    except OSError as exc:
-        raise ExportError(f"cannot write ({exc.strerror or exc})", target) from exc
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+    write_atomic(target, fill, newline, error=ExportError)

@@ -9,11 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from engine import __version__
@@ -187,29 +184,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def write_json(path: str, data: dict[str, Any]) -> None:
     """Write JSON atomically (NaN becomes null); '-' writes to stdout."""
-    text = json.dumps(_clean(data), indent=2)
+    from engine.files import finite, write_atomic
+
+    text = json.dumps(finite(data), indent=2)
     if path == "-":
         sys.stdout.write(text + "\n")
         return
-    target = Path(path)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".opscope-", dir=target.parent)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text + "\n")
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise OpScopeError(f"cannot write JSON ({exc.strerror or exc})", path) from exc
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return value
+    write_atomic(path, lambda fh: fh.write(text + "\n"))
 
 
 def _positive_int(text: str) -> int:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from engine.errors import SessionFileError
+from engine.files import finite
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 HEADER_BYTES = 100
@@ -104,17 +105,7 @@ def parse_json(text: object, kind: type[T], what: str) -> T | None:
 
 def json_text(value: Any) -> str:
     """JSON for a column: NaN and infinities become null, so every JSON reader accepts it."""
-    return json.dumps(_finite(value), separators=(",", ":"), default=str)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
+    return json.dumps(finite(value), separators=(",", ":"), default=str)
 
 
 def printable(value: object) -> str:
