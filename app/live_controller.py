@@ -153,7 +153,7 @@ class LiveController(QObject):
                 view.config_panel.show_progress(ev.message, ev.done, ev.total)
         elif isinstance(ev, CommandFailed):
             view.config_panel.hide_progress()
-            view.show_error(ev.command, ev.message)
+            view.show_error(ev.command, ev.message, running=self.run_started)
         elif isinstance(ev, Notice):
             view.show_notice(ev.level, ev.message)
         elif isinstance(ev, RunEnded) and ev.status == "error":

@@ -140,8 +140,11 @@ class MainWindow(QMainWindow):
             self.op_table.set_mode("per node")
             self.op_table.select_op(name)
 
-    def show_error(self, command: str, message: str) -> None:
-        keeps = " The previous model keeps running." if command in ("load", "apply") else ""
+    def show_error(self, command: str, message: str, running: bool = False) -> None:
+        keeps = ""
+        if command in ("load", "apply"):
+            keeps = (" The previous model keeps running." if running
+                     else " Open another model with File > Open Model (Ctrl+O).")
         self.banner.show_message("error", f"{command} failed: {message}.{keeps}")
 
     def show_notice(self, level: str, message: str) -> None:

@@ -155,3 +155,18 @@ def test_a_silent_engine_is_reported_as_hung(bench: Workbench, qtbot: QtBot) -> 
     assert bench.window.banner.isVisible()
     assert "not responded" in bench.window.banner.text.text()
     assert bench.window.banner.action.text() == "Restart engine"
+
+
+def test_bad_first_model_does_not_claim_a_previous_one(qtbot: QtBot, tmp_path: Path,
+                                                       zoo: dict[str, Path]) -> None:
+    wb = Workbench(session_path=str(tmp_path / "first.opscope"), usable=["cpu"])
+    qtbot.addWidget(wb.window)
+    wb.window.show()
+    wb.start(str(zoo["corrupt"]))
+    try:
+        qtbot.waitUntil(wb.window.banner.isVisible, timeout=TIMEOUT_MS)
+        text = wb.window.banner.text.text()
+        assert "not a valid ONNX file" in text
+        assert "keeps running" not in text and "Open Model" in text
+    finally:
+        wb.shutdown()
