@@ -73,6 +73,13 @@ def build_menus(wb: Workbench) -> Menus:
         "Run a profiling pass of the current config now")
     act(run, "&Restart Engine", wb.restart_engine, "Ctrl+Shift+R",
         "Start a fresh engine host with the same model and config")
+    run.addSeparator()
+    yield_cpu = act(run, "&Yield CPU to the Window", wb.set_yield_cpu, None,
+                    "Run the engine at lower CPU priority so the window stays smooth when "
+                    "the engine uses every core (restarts the engine; off: priority as "
+                    "`opscope bench`)")
+    yield_cpu.setCheckable(True)
+    yield_cpu.setChecked(wb.client.nice > 0)
 
     view = bar.addMenu("&View")
     act(view, "&Follow Latest", lambda: w.latency.set_follow(True), "F",

@@ -27,9 +27,11 @@ class EngineClient(QObject):
     host_died = Signal(str)  # one line: what happened to the host
     host_started = Signal()
 
-    def __init__(self, sink: Sink | None = None, parent: QObject | None = None) -> None:
+    def __init__(self, sink: Sink | None = None, parent: QObject | None = None,
+                 nice: int = 0) -> None:
         super().__init__(parent)
         self._sink = sink  # e.g. the session recorder; runs on the reader thread
+        self.nice = nice  # the host's CPU priority below ours; applies from the next start
         self._proc: BaseProcess | None = None
         self._conn: Connection | None = None
         self._reader: threading.Thread | None = None
@@ -44,7 +46,8 @@ class EngineClient(QObject):
         parent, child = ctx.Pipe()
         from engine.host import host_main
 
-        proc = ctx.Process(target=host_main, args=(child,), name="opscope-engine", daemon=True)
+        proc = ctx.Process(target=host_main, args=(child, 0.1, self.nice), name="opscope-engine",
+                           daemon=True)
         proc.start()
         child.close()
         self._proc, self._conn, self._closing = proc, parent, False

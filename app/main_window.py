@@ -26,7 +26,7 @@ from app.banner import Banner
 from app.config_panel import ConfigPanel
 from engine.events import OpProfile, VariantReady
 from engine.model_info import ModelInfo
-from widgets import AccuracyBadge, LatencyPlot, OpTable, TelemetryStrip
+from widgets import AccuracyBadge, LatencyPlot, OpTable, TelemetryStrip, theme
 from widgets.roofline import RooflinePlot
 
 MODEL_SUFFIXES = (".onnx",)
@@ -100,8 +100,11 @@ class MainWindow(QMainWindow):
         self.status_provider = QLabel()
         self.status_rate = QLabel()
         self.status_session = QLabel()
-        for w in (self.status_model, self.status_provider, self.status_rate):
+        for w in (self.status_model, self.status_provider):
             self.statusBar().addWidget(w)
+        self.statusBar().addWidget(theme.make_steady(
+            self.status_rate, "p50 888.888 ms · p99 888.888 ms (last 8,888 of 888,888,888 "
+                              "samples) · 88,888.8 samples/s"))
         self.statusBar().addPermanentWidget(self.status_session)
         self.resize(1400, 900)
         self._restore()
@@ -148,6 +151,8 @@ class MainWindow(QMainWindow):
         self.banner.show_message("error", f"{command} failed: {message}.{keeps}")
 
     def show_notice(self, level: str, message: str) -> None:
+        if level == "note":  # for the session file, not the user's attention
+            return
         if level == "warning":
             self.banner.show_message("warning", message)
         else:
@@ -164,10 +169,9 @@ class MainWindow(QMainWindow):
             action="Restart engine")
 
     def set_status(self, model: str, provider: str, rate: str, session: str) -> None:
-        self.status_model.setText(model)
-        self.status_provider.setText(provider)
-        self.status_rate.setText(rate)
-        self.status_session.setText(session)
+        for label, text in ((self.status_model, model), (self.status_provider, provider),
+                            (self.status_rate, rate), (self.status_session, session)):
+            theme.set_text_if_changed(label, text)
 
     # desktop behaviour --------------------------------------------------------------
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:

@@ -111,8 +111,7 @@ class SessionWindow(QMainWindow):
             t = (origin + starts) / 1e9
             self.latency.add_marker(float(t[0]), f"run {run.id}: {_config(run)}")
             self.latency.append(t, lats / 1e6, run.batch or 1)
-        self.latency.paint_now()
-        self.latency.plot_item.enableAutoRange()
+        self.latency.show_all()
 
     def closeEvent(self, event: Any) -> None:
         self.reader.close()

@@ -16,6 +16,8 @@ from engine.errors import OpScopeError
 from engine.session.env import cpu_name, gpu_facts
 
 STATUS_INTERVAL_MS = 500
+ENGINE_NICE = 10  # the engine's priority below the window's when it yields (Run menu)
+YIELD_KEY = "engine/yield_cpu"
 
 
 class Workbench(QObject):
@@ -28,7 +30,8 @@ class Workbench(QObject):
 
         self.window = MainWindow(usable if usable is not None else usable_providers())
         self.recording = Recording(session_path or new_autosave_path())
-        self.client = EngineClient(sink=self.recording.sink)
+        yields = self.window.settings.value(YIELD_KEY, True, type=bool)
+        self.client = EngineClient(sink=self.recording.sink, nice=ENGINE_NICE if yields else 0)
         self.controller = LiveController(self.window, self.client)
         self.session_windows: list[QObject] = []
         gpu, _ = gpu_facts()
@@ -108,6 +111,12 @@ class Workbench(QObject):
         self.client.restart()
         self.running = True
         self.menus.set_running(True)
+
+    def set_yield_cpu(self, on: bool) -> None:
+        """Engine priority below the window's (on) or equal (off); a fresh host applies it."""
+        self.window.settings.setValue(YIELD_KEY, bool(on))
+        self.client.nice = ENGINE_NICE if on else 0
+        self.restart_engine()
 
     def update_status(self) -> None:
         c = self.controller

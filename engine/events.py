@@ -30,7 +30,7 @@ class Progress:
 class Notice:
     """Something the user should know (a fallback, a default chosen for them)."""
 
-    level: str  # "info" | "warning"
+    level: str  # "info" | "warning" | "note" (recorded with the run, not shown)
     message: str
 
 

@@ -11,6 +11,7 @@ pytest.importorskip("PySide6")
 from pytestqt.qtbot import QtBot
 
 from app.workbench import Workbench
+from engine.session.rows import RunRow
 from engine.session.store import open_session_file
 from tests.conftest import DEMO_CNN
 
@@ -73,13 +74,20 @@ def test_killed_host_shows_banner_and_restart_works(bench: Workbench, qtbot: QtB
     qtbot.waitUntil(lambda: "Restart engine" in bench.window.banner.action.text()
                     and bench.window.banner.isVisible(), timeout=TIMEOUT_MS)
     assert "SIGKILL" in bench.window.banner.text.text()
-    # everything recorded so far is in the session file, the run marked as failed
-    bench.recording.flush()
-    reader = open_session_file(tmp_path / "live.opscope")
-    runs = reader.runs()
-    assert runs and runs[-1].status == "error"
-    assert reader.latency(runs[-1].id)[1].size > 0
-    reader.close()
+    # everything recorded so far is in the session file, the run marked as failed (the
+    # banner and the recording each get the death as their own queued call)
+
+    def last_run() -> RunRow:
+        bench.recording.flush()
+        reader = open_session_file(tmp_path / "live.opscope")
+        try:
+            run = reader.runs()[-1]
+            assert reader.latency(run.id)[1].size > 0
+            return run
+        finally:
+            reader.close()
+
+    qtbot.waitUntil(lambda: last_run().status == "error", timeout=TIMEOUT_MS)
     n = bench.controller.samples
     bench.window.banner.action.click()
     qtbot.waitUntil(lambda: _samples_after(bench, n + 10), timeout=TIMEOUT_MS)

@@ -4,11 +4,13 @@ config changes, profiling, bad models, stop and shutdown."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from engine.config import RunConfig
@@ -17,6 +19,7 @@ from engine.events import (
     CommandFailed,
     LatencyBatch,
     Marker,
+    Notice,
     OpProfile,
     RunEnded,
     RunStarted,
@@ -28,10 +31,10 @@ from tests.conftest import DEMO_CNN
 
 
 class Host:
-    def __init__(self) -> None:
+    def __init__(self, nice: int = 0) -> None:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=host_main, args=(child,), daemon=True)
+        self.proc = ctx.Process(target=host_main, args=(child, 0.1, nice), daemon=True)
         self.proc.start()
         child.close()
         self.events: list[Any] = []
@@ -66,6 +69,24 @@ def host() -> Any:
     h = Host()
     yield h
     h.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "nice"), reason="POSIX niceness")
+def test_a_yielding_host_runs_below_our_priority_and_says_so() -> None:
+    host = Host(nice=5)
+    try:
+        note = host.wait_for(lambda e: isinstance(e, Notice))
+        assert note.level == "note" and f"nice {os.getpriority(os.PRIO_PROCESS, 0) + 5}" \
+            in note.message
+        host.send("load", str(DEMO_CNN), {}, None)
+        host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0)
+        proc = psutil.Process(host.proc.pid)
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        assert proc.nice() == ours + 5
+        for thread in proc.threads():  # ONNX Runtime's pool threads inherit it
+            assert os.getpriority(os.PRIO_PROCESS, thread.id) == ours + 5
+    finally:
+        host.close()
 
 
 def test_live_session_end_to_end(host: Host) -> None:

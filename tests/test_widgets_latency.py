@@ -13,7 +13,8 @@ from pytestqt.qtbot import QtBot
 
 from engine.stats import rolling_percentiles
 from widgets import latency_plot as lp
-from widgets.latency_plot import LatencyPlot
+from widgets.latency_plot import LatencyPlot, calm_top
+from widgets.lines_item import column_starts
 from widgets.ring_buffer import RingBuffer
 
 PAINT_MS = 350  # > 3 ticks of the 10 Hz paint timer
@@ -85,22 +86,22 @@ def test_ring_buffer_block_larger_than_capacity_keeps_the_newest() -> None:
 # ---------------------------------------------------------------------------- latency plot
 def test_paint_timer_hands_data_to_the_curves(plot: LatencyPlot, qtbot: QtBot) -> None:
     feed(plot, 120)
-    assert plot.curves["latency"].xData is None  # nothing painted synchronously
-    qtbot.waitUntil(lambda: plot.curves["latency"].xData is not None, timeout=2000)
+    assert plot.drawn("latency")[0].size == 0  # nothing painted synchronously
+    qtbot.waitUntil(lambda: plot.drawn("latency")[0].size > 0, timeout=2000)
     for name in ("latency", "p50", "p90", "p99"):
-        x, y = plot.curves[name].getData()
-        assert x is not None and y is not None
-        assert len(plot.curves[name].xData) == 120
-    assert plot.curves["throughput"].xData is not None
+        x, y = plot.drawn(name)
+        assert x.size == y.size == 120  # fewer points than pixel columns: all of them
+    assert plot.drawn("throughput")[0].size > 0
 
 
 def test_paint_is_decoupled_from_arrival(
     plot: LatencyPlot, qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = []
-    original = plot.curves["latency"].setData
-    monkeypatch.setattr(plot.curves["latency"], "setData",
-                        lambda *a, **k: (calls.append(1), original(*a, **k)))
+    original = plot.lines.set_line
+    monkeypatch.setattr(plot.lines, "set_line",
+                        lambda name, *a: (name == "latency" and calls.append(1),
+                                          original(name, *a)))
     for i in range(50):  # 50 batches arrive before the event loop runs
         feed(plot, 10, start=i * 0.1)
     qtbot.wait(PAINT_MS)
@@ -118,8 +119,35 @@ def test_ring_buffer_caps_memory_and_drops_the_oldest(plot: LatencyPlot, qtbot: 
     assert t[0] == t2[0] and t[-1] == t2[-1]  # every point of the first 1000 dropped
     assert plot._samples.nbytes == nbytes
     qtbot.wait(PAINT_MS)
-    plot.set_follow(False)  # hands over everything, not only the followed window
-    assert len(plot.curves["latency"].xData) == 1000
+    plot.show_all()  # everything, not only the followed window
+    x, y = plot.drawn("latency")
+    _, lat = plot.samples()
+    assert x[0] == t2[0] and x[-1] == t2[-1]
+    assert y.min() == lat.min() and y.max() == lat.max()
+
+
+def test_many_points_are_reduced_to_an_exact_column_envelope(qtbot: QtBot) -> None:
+    plot = LatencyPlot(capacity=100_000, window_s=1e9)
+    qtbot.addWidget(plot)
+    plot.resize(700, 400)
+    plot.show()
+    rng = np.random.default_rng(5)
+    t = np.sort(rng.random(50_000)) * 100
+    lat = rng.gamma(3.0, 1.0, t.size)
+    lat[31_337] = 500.0  # one spike among 50k samples
+    plot.append(t, lat, 1)
+    plot.paint_now()
+    x, y = plot.drawn("latency")
+    columns = int(plot.latency_plot.vb.width()) // lp.PX_PER_COLUMN
+    assert x.size <= 2 * columns < 50_000
+    assert y.max() == 500.0 and y.min() == lat.min()
+    starts = column_starts(t, columns)
+    ends = np.r_[starts[1:], t.size]
+    for k in rng.choice(starts.size, 20, replace=False):  # each column: its exact min and max
+        a, b = starts[k], ends[k]
+        assert (y[2 * k], y[2 * k + 1]) == (lat[a:b].min(), lat[a:b].max())
+    p50_x, p50_y = plot.drawn("p50")
+    assert p50_x.size == starts.size and p50_y[-1] == plot.rolling_percentiles()[0, -1]
 
 
 def test_rolling_percentiles_for_a_known_pattern(plot: LatencyPlot, qtbot: QtBot) -> None:
@@ -131,7 +159,7 @@ def test_rolling_percentiles_for_a_known_pattern(plot: LatencyPlot, qtbot: QtBot
     np.testing.assert_allclose(p50[9:], 4.5)
     np.testing.assert_allclose(p90[9:], 8.1)
     np.testing.assert_allclose(p99[9:], 8.91)
-    np.testing.assert_array_equal(plot.curves["p50"].yData, p50)
+    np.testing.assert_array_equal(plot.drawn("p50")[1], p50)
 
 
 def test_incremental_percentiles_match_the_engine_reference(qtbot: QtBot) -> None:
@@ -209,6 +237,15 @@ def test_follow_mode_and_user_pan(plot: LatencyPlot, qtbot: QtBot) -> None:
     assert plot.latency_plot.vb.viewRange()[0][1] > 32.0
 
 
+def test_calm_top_holds_still_and_rounds_up() -> None:
+    assert calm_top(0.0, 4.2) == 5.0  # 4.62 rounded up to the next nice number
+    assert calm_top(5.0, 4.9) == 5.0 and calm_top(5.0, 2.6) == 5.0  # fits: unchanged
+    assert calm_top(5.0, 2.4) == 3.0  # under half: shrinks
+    assert calm_top(5.0, 5.1) == 6.0
+    assert calm_top(0.0, 0.0123) == pytest.approx(0.015)
+    assert calm_top(0.0, 870.0) == 1000.0
+
+
 def test_follow_action_resumes(plot: LatencyPlot) -> None:
     plot.set_follow(False)
     assert not plot.follow_action.isChecked()
@@ -244,10 +281,10 @@ def test_clear_forgets_everything(plot: LatencyPlot, qtbot: QtBot) -> None:
     plot.set_follow(False)
     plot.clear()
     assert plot.samples()[0].size == 0 and plot.markers == [] and plot.following
-    assert plot.curves["latency"].xData is None
+    assert plot.drawn("latency")[0].size == 0
     feed(plot, 10, start=0.0)  # a new session may start at t=0 again
     plot.paint_now()
-    assert len(plot.curves["latency"].xData) == 10
+    assert plot.drawn("latency")[0].size == 10
 
 
 def test_export_png_and_svg(plot: LatencyPlot, tmp_path: Path) -> None:
@@ -274,9 +311,9 @@ def test_a_hidden_plot_paints_when_shown(qtbot: QtBot) -> None:
     qtbot.addWidget(plot)
     feed(plot, 50)
     qtbot.wait(PAINT_MS)
-    assert plot.curves["latency"].xData is None  # hidden: the timer does not paint
+    assert plot.drawn("latency")[0].size == 0  # hidden: the timer does not paint
     plot.show()
-    assert len(plot.curves["latency"].xData) == 50
+    assert plot.drawn("latency")[0].size == 50
 
 
 def test_export_before_the_widget_was_shown(qtbot: QtBot, tmp_path: Path) -> None:

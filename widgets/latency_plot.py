@@ -3,12 +3,16 @@
 Throughput lives in a short plot below, x-linked to the latency plot, not on a right-hand
 axis: two unit scales in one frame invite misreading, and an overlaid ViewBox needs manual
 geometry syncing, while a linked plot pans, zooms and exports with the other for free.
-Per-inference latency is a width-1 line with peak downsampling (min and max per pixel
-column): every spike stays visible and it stays fast at 300k points where a scatter would not.
+Per-inference latency is drawn as its envelope (min and max per two-pixel column) and the
+rolling percentiles as each column's last value, reduced here in numpy for the visible range
+only and drawn by one LinesItem: every spike stays visible, and a frame costs the GUI thread
+a few milliseconds at 300k retained points while the engine keeps every core busy
+(bench/plot_paint.py measures it).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,15 +24,31 @@ from PySide6.QtGui import QAction, QColor, QShowEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from widgets import theme
+from widgets.lines_item import LinesItem, column_envelope, column_last, column_starts
 from widgets.plot_export import check_format, export_layout
 from widgets.ring_buffer import FloatArray, RingBuffer
 
 T, LAT, P50, P90, P99 = range(5)
 QUANTILES = (50.0, 90.0, 99.0)
 BIN_S = 0.5  # throughput bin width
+STATS_HZ = 2.0  # updates of the numbers above the plot
+PX_PER_COLUMN = 2  # followed data is reduced to one min/max pair per this many pixels
 _CHUNK_ELEMENTS = 2_000_000  # bound on the temporary window copy np.percentile makes
 _MAX_WINDOWS = 20_000  # rolling-percentile windows computed per paint, at most
 _LABEL_LEVELS = (0.97, 0.86, 0.75)  # marker label heights, staggered when markers crowd
+
+
+_NICE_STEPS = np.array([1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0])
+
+
+def calm_top(current: float, needed: float) -> float:
+    """A y-range top that holds still: kept while `needed` fits in its upper half, else
+    the next round number at least 10% above `needed` (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8)."""
+    if 0.5 * current <= needed <= current:
+        return current
+    target = needed * 1.1
+    scale = 10.0 ** np.floor(np.log10(target))
+    return float(_NICE_STEPS[np.searchsorted(_NICE_STEPS, target / scale - 1e-9)] * scale)
 
 
 @dataclass
@@ -67,6 +87,7 @@ class LatencyPlot(QWidget):
         self._following = True
         self._markers: list[_Marker] = []
         self._marker_level = 0
+        self._y_tops = [0.0, 0.0]  # followed y range tops: latency, throughput
 
         self._glw = pg.GraphicsLayoutWidget()
         # The legend gets a row of its own above the plot: inside it would hide marker labels.
@@ -86,28 +107,33 @@ class LatencyPlot(QWidget):
         self.throughput_plot.setLabel("bottom", "time (s)")
         for plot in (self.latency_plot, self.throughput_plot):
             plot.getAxis("left").setWidth(62)
-            plot.setClipToView(True)
-            plot.setDownsampling(auto=True, mode="peak")
+            for name in ("left", "bottom", "right", "top"):  # hidden ones follow the range too
+                # An SI prefix would rewrite the axis title (a text layout) at every scroll,
+                # and "ks" or "µms" read worse than plain seconds and milliseconds anyway.
+                plot.getAxis(name).enableAutoSIPrefix(False)
             plot.vb.disableAutoRange()  # ranges are set here: bounds over 300k points are slow
             plot.vb.sigRangeChangedManually.connect(self._on_manual_range)
 
-        # Peak downsampling keeps min and max per bucket, so one bucket per pixel column
-        # (factor 1) is the exact envelope; pyqtgraph's default 5 draws 5x the vertices.
-        line = {"skipFiniteCheck": True, "autoDownsampleFactor": 1.0}
-        self.curves: dict[str, pg.PlotDataItem] = {
-            "latency": self.latency_plot.plot(name="per inference", **line),
-            "p50": self.latency_plot.plot(name="p50", pen=pg.mkPen(theme.P50, width=1), **line),
-            "p90": self.latency_plot.plot(name="p90", pen=pg.mkPen(theme.P90, width=1), **line),
-            "p99": self.latency_plot.plot(name="p99", pen=pg.mkPen(theme.P99, width=1), **line),
-            "throughput": self.throughput_plot.plot(
-                pen=pg.mkPen(theme.THROUGHPUT, width=1), **line
-            ),
+        self.lines = LinesItem()
+        self.latency_plot.addItem(self.lines)
+        self.lines.add_line("latency", pg.mkPen(theme.raw_latency_color(self), width=1))
+        for key, color in (("p50", theme.P50), ("p90", theme.P90), ("p99", theme.P99)):
+            self.lines.add_line(key, pg.mkPen(color, width=1))
+        # Legend entries only (never added to a plot): the legend draws their pens.
+        self._legend_items = {
+            "latency": pg.PlotDataItem(name="per inference"),
+            "p50": pg.PlotDataItem(name="p50", pen=pg.mkPen(theme.P50, width=1)),
+            "p90": pg.PlotDataItem(name="p90", pen=pg.mkPen(theme.P90, width=1)),
+            "p99": pg.PlotDataItem(name="p99", pen=pg.mkPen(theme.P99, width=1)),
         }
-        for key in ("latency", "p50", "p90", "p99"):
-            self.legend.addItem(self.curves[key], self.curves[key].name())
+        for item in self._legend_items.values():
+            self.legend.addItem(item, item.name())
         hint = self.legend.layout.effectiveSizeHint(Qt.SizeHint.PreferredSize)
         self.legend.setFixedWidth(hint.width())
         self.legend.setFixedHeight(hint.height())
+        self.throughput_curve: pg.PlotDataItem = self.throughput_plot.plot(
+            pen=pg.mkPen(theme.THROUGHPUT, width=1), skipFiniteCheck=True)
+        self.latency_plot.vb.sigXRangeChanged.connect(self._on_x_range)
 
         self.follow_action = QAction("Follow latest", self, checkable=True, checked=True)
         self.follow_action.setToolTip("Keep the last seconds in view (double-click the plot)")
@@ -117,19 +143,24 @@ class LatencyPlot(QWidget):
             plot.vb.menu.addAction(self.follow_action)
         self._glw.scene().sigMouseClicked.connect(self._on_click)
 
-        self.stats_label = QLabel("no samples yet")
+        self.stats_label = theme.make_steady(
+            QLabel("no samples yet"),
+            "p50 888.8 ms · p90 888.8 ms · p99 888.8 ms   last 8,888 of 888,888,888 inferences")
+        self._stats_at = 0.0  # monotonic time of the last stats text
         follow_button = QToolButton()
         follow_button.setDefaultAction(self.follow_action)
         follow_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         header = QHBoxLayout()
         header.setContentsMargins(6, 2, 6, 0)
-        header.addWidget(self.stats_label, 1)
+        header.addWidget(self.stats_label)
+        header.addStretch(1)
         header.addWidget(follow_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addLayout(header)
         layout.addWidget(self._glw, 1)
+        self._painting = False
         self._apply_theme()
 
         self._timer = QTimer(self)
@@ -182,13 +213,15 @@ class LatencyPlot(QWidget):
         self._samples.clear()
         self._bins.clear()
         self._open_bin, self._open_sum, self._pct_total = None, 0.0, 0
+        self._y_tops = [0.0, 0.0]
         self._marker_level = 0
         for marker in self._markers:
             self._remove_marker_items(marker)
         self._markers.clear()
-        for curve in self.curves.values():
-            curve.setData([], [])
+        self.lines.clear()
+        self.throughput_curve.setData([], [])
         self.stats_label.setText("no samples yet")
+        self._stats_at = 0.0
         self._dirty = False
         self.set_follow(True)
 
@@ -209,6 +242,14 @@ class LatencyPlot(QWidget):
     def throughput(self) -> tuple[FloatArray, FloatArray]:
         """(bin centre s, samples/s) of the completed 0.5 s bins."""
         return self._bins.view(0), self._bins.view(1)
+
+    def drawn(self, name: str) -> tuple[FloatArray, FloatArray]:
+        """(x, y) last handed to the view for "latency", "p50", "p90", "p99" (reduced to
+        the pixel columns when there are more points than columns) or "throughput"."""
+        if name == "throughput":
+            x, y = self.throughput_curve.getData()
+            return (np.zeros(0), np.zeros(0)) if x is None else (x, y)
+        return self.lines.data(name)
 
     def rolling_percentiles(self) -> FloatArray:
         """(3, n) trailing-window p50/p90/p99 per retained sample (as of the last paint)."""
@@ -237,9 +278,23 @@ class LatencyPlot(QWidget):
             return
         self._following = on
         self.follow_action.setChecked(on)
+        self.throughput_plot.vb.enableAutoRange(axis="y", enable=not on)
+        self.throughput_plot.vb.setAutoVisible(y=not on)
         self._dirty = True  # following hands over a window, not following everything
         self.paint_now()
         self.follow_changed.emit(on)
+
+    def show_all(self) -> None:
+        """Stop following and fit everything retained into view (a recorded session)."""
+        self.set_follow(False)
+        self.paint_now()
+        self.latency_plot.vb.enableAutoRange()
+
+    def _on_x_range(self, *_: object) -> None:
+        """A pan, zoom or auto-range while not following: reduce for the new range now."""
+        if not self._following and not self._painting:
+            self._dirty = True
+            self.paint_now()
 
     def _on_manual_range(self, *_: object) -> None:
         self.set_follow(False)
@@ -259,34 +314,74 @@ class LatencyPlot(QWidget):
 
     def paint_now(self) -> None:
         """Hand the new data to the plot items (the timer calls this; tests and exports may)."""
-        if not self._dirty:
+        if not self._dirty or self._painting:
             return
         self._dirty = False
-        self._update_percentiles()
+        self._painting = True
+        try:
+            self._update_percentiles()
+            t = self._samples.view(T)
+            if t.size == 0:
+                return
+            if self._following:
+                x0, x1 = self._apply_follow()
+            else:
+                x0, x1 = self.latency_plot.vb.viewRange()[0]
+            self._set_lines(x0, x1)
+            while self._markers and self._markers[0].t_s < t[0]:
+                self._remove_marker_items(self._markers.pop(0))
+            # pyqtgraph moves its view transforms when a paint begins, and moving them
+            # schedules a second paint of the whole view; moved now, one paint draws it.
+            self._glw.scene().prepareForPaint()
+            self._set_stats_text()
+        finally:
+            self._painting = False
+
+    def _set_lines(self, x0: float, x1: float) -> None:
+        """The samples in [x0, x1] (and one beyond each edge), reduced to the pixel columns
+        when there are more of them than columns."""
         t = self._samples.view(T)
-        if t.size == 0:
-            return
-        first = 0
+        first = max(0, int(np.searchsorted(t, x0)) - 1)
+        last = min(t.size, int(np.searchsorted(t, x1, side="right")) + 1)
+        tv = t[first:last]
+        lat = self._samples.view(LAT)[first:last]
+        columns = max(64, int(self.latency_plot.vb.width()) // PX_PER_COLUMN)
+        if tv.size > 2 * columns:
+            starts = column_starts(tv, columns)
+            self.lines.set_line("latency", *column_envelope(tv, lat, starts))
+            for name, col in (("p50", P50), ("p90", P90), ("p99", P99)):
+                self.lines.set_line(name, *column_last(tv, self._samples.view(col)[first:last],
+                                                       starts))
+        else:
+            self.lines.set_line("latency", tv, lat)
+            for name, col in (("p50", P50), ("p90", P90), ("p99", P99)):
+                self.lines.set_line(name, tv, self._samples.view(col)[first:last])
+        all_lat = lat if self._following else self._samples.view(LAT)
+        self.lines.finish((float(t[0]), float(t[-1]), 0.0, float(all_lat.max())))
+        bt, bv = self.throughput()
+        j0 = max(0, int(np.searchsorted(bt, x0)) - 1)
+        j1 = min(bt.size, int(np.searchsorted(bt, x1, side="right")) + 1)
         if self._following:
-            # Hand over only the followed window (plus a margin): clipping and bounds then
-            # cost O(visible), not O(capacity). Stopping to follow repaints with everything.
-            x0 = self._apply_follow()
-            first = int(np.searchsorted(t, x0 - 0.25 * self.window_s))
-        tv = t[first:]
-        for name, col in (("latency", LAT), ("p50", P50), ("p90", P90), ("p99", P99)):
-            self.curves[name].setData(tv, self._samples.view(col)[first:])
-        bt = self._bins.view(0)
-        j = int(np.searchsorted(bt, float(tv[0]))) if self._following else 0
-        self.curves["throughput"].setData(bt[j:], self._bins.view(1)[j:])
-        while self._markers and self._markers[0].t_s < t[0]:
-            self._remove_marker_items(self._markers.pop(0))
+            self.throughput_curve.setData(bt[j0:j1], bv[j0:j1])
+        else:
+            self.throughput_curve.setData(bt, bv)  # its auto-range sees every bin
+
+    def _set_stats_text(self) -> None:
+        """The trailing-window numbers above the plot, at most STATS_HZ times a second
+        (digits changing ten times a second cannot be read, and each change costs a
+        text layout)."""
+        now = time.monotonic()
+        if now - self._stats_at < 1.0 / STATS_HZ and self._stats_at:
+            return
+        self._stats_at = now
         stats = self.latest_stats()
-        self.stats_label.setText(
+        text = (
             " · ".join(f"<b style='color:{color}'>{q}</b> {stats[q]:.3g} ms"
                        for q, color in (("p50", theme.P50), ("p90", theme.P90),
                                         ("p99", theme.P99)))
             + f"&nbsp;&nbsp; last {stats['count']:,} of {self._samples.total:,} inferences"
         )
+        theme.set_text_if_changed(self.stats_label, text)
 
     def _update_percentiles(self) -> None:
         """Rolling percentiles for the samples that arrived since the last paint only."""
@@ -344,23 +439,29 @@ class LatencyPlot(QWidget):
         self._open_bin += last
         self._open_sum = float(counts[last])
 
-    def _apply_follow(self) -> float:
-        """Show the last `window_s` seconds, y from 0 to the visible maximum; returns x0."""
+    def _apply_follow(self) -> tuple[float, float]:
+        """Show the last `window_s` seconds, y from 0 to the visible maximum; returns the
+        x range.
+
+        The y tops move in steps (`calm_top`): an axis whose range is unchanged keeps its
+        drawn ticks, and a y axis that twitches at every frame is hard to read anyway."""
         t, lat = self._samples.view(T), self._samples.view(LAT)
         if t.size == 0:
-            return 0.0
+            return 0.0, 1.0
         x1 = float(t[-1])
         x0 = min(max(float(t[0]), x1 - self.window_s), x1 - 1.0)
         i0 = int(np.searchsorted(t, x0))
-        y1 = float(lat[i0:].max()) * 1.08 if i0 < t.size else 1.0
-        self.latency_plot.vb.setRange(
-            xRange=(x0, x1 + 0.01 * (x1 - x0)), yRange=(0.0, max(y1, 1e-3)), padding=0
-        )
+        y1 = float(lat[i0:].max()) if i0 < t.size else 1.0
+        self._y_tops[0] = calm_top(self._y_tops[0], max(y1, 1e-3))
+        x1 += 0.01 * (x1 - x0)
+        self.latency_plot.vb.setRange(xRange=(x0, x1), yRange=(0.0, self._y_tops[0]),
+                                      padding=0)
         bt, bv = self._bins.view(0), self._bins.view(1)
         j0 = int(np.searchsorted(bt, x0))
-        top = float(bv[j0:].max()) * 1.15 if j0 < bt.size else 1.0
-        self.throughput_plot.vb.setYRange(0.0, max(top, 1.0), padding=0)
-        return x0
+        top = float(bv[j0:].max()) if j0 < bt.size else 1.0
+        self._y_tops[1] = calm_top(self._y_tops[1], max(top, 1.0))
+        self.throughput_plot.vb.setYRange(0.0, self._y_tops[1], padding=0)
+        return x0, x1
 
     def _remove_marker_items(self, marker: _Marker) -> None:
         self.latency_plot.removeItem(marker.lines[0])
@@ -395,4 +496,7 @@ class LatencyPlot(QWidget):
         self.legend.setLabelTextColor(fg)
         for _, label in self.legend.items:
             label.setText(label.text)  # setLabelTextColor alone does not re-render the text
-        self.curves["latency"].setPen(pg.mkPen(theme.raw_latency_color(self), width=1))
+        if hasattr(self, "lines"):
+            pen = pg.mkPen(theme.raw_latency_color(self), width=1)
+            self.lines.set_pen("latency", pen)
+            self._legend_items["latency"].setPen(pen)

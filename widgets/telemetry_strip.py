@@ -109,6 +109,7 @@ class TelemetryStrip(QWidget):
         series = self._series.get(name)
         if series is not None:
             series.title, series.unit = title, unit
+            theme.make_steady(series.label, f"{title} 88,888{unit}")
             series.dirty = True
 
     def set_x_link(self, plot_item: pg.PlotItem | None) -> None:
@@ -178,21 +179,27 @@ class TelemetryStrip(QWidget):
     def paint_now(self) -> None:
         self._apply_linked_range()
         for series in self._series.values():
-            if not series.dirty:
-                continue
-            series.dirty = False
-            t, v = series.buffer.view(0), series.buffer.view(1)
-            series.curve.setData(t, v)
-            latest = float(v[-1]) if v.size else math.nan
-            series.label.setText(f"{series.title} {format_value(latest, series.unit)}")
-            series.label.setToolTip(
-                f"{series.title}: {format_value(latest, series.unit)}\n"
-                f"min {format_value(float(v.min()), series.unit)} · "
-                f"max {format_value(float(v.max()), series.unit)} over {v.size} samples"
-                if v.size else series.title
-            )
-            if self._x_link is None and t.size:
-                series.plot.setXRange(self._last_t - self.window_s, self._last_t, padding=0)
+            if series.dirty:
+                self._paint_series(series)
+            # pyqtgraph moves its view transform when a paint begins, which schedules a
+            # second paint; moved now, each changed sparkline paints once.
+            series.plot.scene().prepareForPaint()
+
+    def _paint_series(self, series: _Series) -> None:
+        series.dirty = False
+        t, v = series.buffer.view(0), series.buffer.view(1)
+        series.curve.setData(t, v)
+        latest = float(v[-1]) if v.size else math.nan
+        theme.set_text_if_changed(series.label,
+                                  f"{series.title} {format_value(latest, series.unit)}")
+        series.label.setToolTip(
+            f"{series.title}: {format_value(latest, series.unit)}\n"
+            f"min {format_value(float(v.min()), series.unit)} · "
+            f"max {format_value(float(v.max()), series.unit)} over {v.size} samples"
+            if v.size else series.title
+        )
+        if self._x_link is None and t.size:
+            series.plot.setXRange(self._last_t - self.window_s, self._last_t, padding=0)
 
     def _add_series(self, name: str) -> _Series:
         title, unit = self._formats.get(name) or describe(name)
@@ -200,6 +207,7 @@ class TelemetryStrip(QWidget):
         cell.setFrameShape(QFrame.Shape.StyledPanel)
         label = QLabel(f"{title} –")
         label.setStyleSheet("font-weight: 600;")
+        theme.make_steady(label, f"{title} 88,888{unit}")
         plot = pg.PlotWidget()
         plot.setFixedHeight(34)
         plot.setMinimumWidth(100)
@@ -209,6 +217,8 @@ class TelemetryStrip(QWidget):
         item = plot.getPlotItem()
         item.hideAxis("left")
         item.hideAxis("bottom")
+        for axis in ("left", "bottom", "right", "top"):  # hidden axes still follow the range,
+            item.getAxis(axis).enableAutoSIPrefix(False)  # and a prefix update lays out text
         item.layout.setContentsMargins(0, 0, 0, 0)
         item.vb.setDefaultPadding(0.08)
         item.vb.enableAutoRange(axis="y")

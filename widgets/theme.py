@@ -3,8 +3,8 @@ or light application theme just works); series colours are chosen to read on bot
 
 from __future__ import annotations
 
-from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QWidget
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPalette
+from PySide6.QtWidgets import QLabel, QWidget
 
 # Series colours (colour-blind friendly, legible on dark and light backgrounds).
 P50 = "#2ca58d"  # teal
@@ -48,3 +48,26 @@ def blend(top: QColor, bottom: QColor, alpha: float) -> QColor:
         *(a * alpha + b * (1 - alpha) for a, b in zip(top.getRgbF()[:3], bottom.getRgbF()[:3],
                                                       strict=True))
     )
+
+
+def make_steady(label: QLabel, template: str) -> QLabel:
+    """A label whose text changes often (live numbers) without relayouting the window.
+
+    Qt relayouts every ancestor up to the window whenever a label's text changes, unless
+    the label's size is fixed in both directions; so the size is fixed, wide enough for
+    `template` (the longest text expected; longer text is clipped, and a tooltip can carry
+    it). It also paints its own background, so only the label repaints, not the transparent
+    parents beneath it."""
+    metrics = QFontMetrics(label.font())
+    bold = QFont(label.font())
+    bold.setBold(True)
+    width = max(metrics.horizontalAdvance(template), QFontMetrics(bold).horizontalAdvance(
+        template))
+    label.setFixedSize(width + 8, label.sizeHint().height())
+    label.setAutoFillBackground(True)
+    return label
+
+
+def set_text_if_changed(label: QLabel, text: str) -> None:
+    if label.text() != text:
+        label.setText(text)

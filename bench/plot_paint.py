@@ -1,0 +1,77 @@
+"""Cost of one live frame of the latency plot, in the GUI thread.
+
+Feeds the plot as the engine host does (a batch every 50 ms at a given inference rate) and,
+once the followed window is full, measures the GUI thread's CPU time per 10 Hz frame:
+`paint_now` (data reduced and handed to the items) and the paint it schedules. No engine
+runs: this isolates the window's own cost, which the event-loop lag budget (16 ms) pays for.
+The latencies are gamma-distributed with a wide spread, a pessimistic case for drawing.
+
+    QT_QPA_PLATFORM=offscreen .venv/bin/python bench/plot_paint.py [--rate 300] [--frames 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rate", type=float, default=300.0, help="inferences per second fed")
+    ap.add_argument("--frames", type=int, default=200)
+    ap.add_argument("--width", type=int, default=1400)
+    args = ap.parse_args()
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtWidgets import QApplication
+
+    from widgets.latency_plot import LatencyPlot
+
+    app = QApplication.instance() or QApplication([])
+    plot = LatencyPlot()
+    plot.resize(args.width, 520)
+    plot.show()
+    app.processEvents()
+    rng = np.random.default_rng(0)
+    per_batch = max(1, round(args.rate * 0.05))
+    t = 0.0
+
+    def feed(seconds: float) -> None:
+        nonlocal t
+        for _ in range(round(seconds / 0.05)):
+            ts = t + np.arange(per_batch) / args.rate
+            plot.append(ts, rng.gamma(8.0, 0.5, per_batch), 1)
+            t += 0.05
+
+    feed(plot.window_s * 1.3)  # a full followed window plus the margin
+    plot.paint_now()
+    plot.add_marker(t - 20, "INT8 dynamic")
+    view = plot._glw.viewport()
+    data_ms, render_ms = [], []
+    for _ in range(args.frames):
+        feed(0.1)  # one 10 Hz frame's worth
+        t0 = time.thread_time()
+        plot.paint_now()
+        t1 = time.thread_time()
+        app.processEvents()  # the update the new data scheduled: one paint of the view
+        t2 = time.thread_time()
+        data_ms.append((t1 - t0) * 1e3)
+        render_ms.append((t2 - t1) * 1e3)
+    d, r = np.array(data_ms), np.array(render_ms)
+    tot = d + r
+    n_pts = plot.samples()[0].size
+    print(f"latency plot, {args.rate:.0f} inf/s, {n_pts:,} points retained, "
+          f"view {view.width()}x{view.height()} px, {args.frames} frames")
+    for name, a in (("paint_now", d), ("render", r), ("frame", tot)):
+        print(f"  {name:9s} CPU p50 {np.percentile(a, 50):6.2f} ms  "
+              f"p99 {np.percentile(a, 99):6.2f} ms  max {a.max():6.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
