@@ -12,7 +12,8 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox
 if TYPE_CHECKING:
     from app.workbench import Workbench
 
-MODEL_FILTER = "ONNX models (*.onnx);;All files (*)"
+MODEL_FILTER = ("Models (*.onnx *.pt2 *.pt *.pth);;ONNX models (*.onnx);;"
+                "PyTorch programs (*.pt2 *.pt *.pth);;All files (*)")
 SESSION_FILTER = "OpScope sessions (*.opscope);;All files (*)"
 
 
@@ -51,7 +52,7 @@ def build_menus(wb: Workbench) -> Menus:
 
     file = bar.addMenu("&File")
     act(file, "&Open Model…", lambda: _open_model(wb), QKeySequence.StandardKey.Open,
-        "Load an ONNX model into the engine")
+        "Load an ONNX model or a PyTorch program (.pt2, TorchScript .pt) into the engine")
     act(file, "Open &Session…", lambda: _open_session(wb), "Ctrl+Shift+O",
         "Open a recorded session read-only")
     recent = file.addMenu("Recent &Files")

@@ -95,9 +95,13 @@ class EngineClient(QObject):
 
     # commands ------------------------------------------------------------------------
     def load(self, path: str, shapes: dict[str, tuple[int, ...]] | None = None,
-             inputs: str | None = None) -> None:
+             inputs: str | None = None, config: RunConfig | None = None) -> None:
+        """Load a model; with `config`, load it with that config (which becomes current)."""
         self.last_load = (str(path), dict(shapes or {}), inputs)
-        self._send(("load", str(path), dict(shapes or {}), inputs))
+        if config is not None:
+            self.last_config = config
+        self._send(("load", str(path), dict(shapes or {}), inputs,
+                    config.to_json() if config is not None else None))
 
     def apply(self, config: RunConfig) -> None:
         self.last_config = config

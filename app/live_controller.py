@@ -83,8 +83,11 @@ class LiveController(QObject):
         self.client.apply(config)
 
     def open_model(self, path: str) -> None:
-        self.view.config_panel.show_progress(f"loading {path}", 0, None)
-        self.client.load(path)
+        panel = self.view.config_panel
+        before = panel.config()
+        config = panel.config_for_model(path)  # ONNX on the PyTorch engine: ONNX Runtime
+        panel.show_progress(f"loading {path}", 0, None)
+        self.client.load(path, config=config if config != before else None)
 
     # engine -> view --------------------------------------------------------------------
     def on_events(self, batch: list[Any]) -> None:
@@ -138,6 +141,7 @@ class LiveController(QObject):
         elif isinstance(ev, ModelLoaded):
             self.model_name = ev.info.name
             view.model_loaded(ev.info)
+            view.config_panel.set_model_kind(ev.info.path)
             self.status_changed.emit()
         elif isinstance(ev, VariantReady):
             view.variant_ready(ev)

@@ -29,7 +29,7 @@ from engine.model_info import ModelInfo
 from widgets import AccuracyBadge, LatencyPlot, OpTable, TelemetryStrip, theme
 from widgets.roofline import RooflinePlot
 
-MODEL_SUFFIXES = (".onnx",)
+MODEL_SUFFIXES = (".onnx", ".pt2", ".pt", ".pth")  # PyTorch files need the torch extra
 SESSION_SUFFIXES = (".opscope",)
 
 

@@ -25,6 +25,7 @@ from engine.compare import (
     config_diff,
     diff_ops,
 )
+from engine.op_families import group_by_family
 from engine.session.reader import SessionReader
 from engine.session.refs import open_run
 from engine.session.rows import RunRow
@@ -140,15 +141,23 @@ def compare_runs(baseline: tuple[SessionReader, RunRow], candidate: tuple[Sessio
     deltas = {m: compare_metric(m, sb, sc, seed=seed, resamples=resamples) for m in wanted}
     ops_b, ops_c = node_rows(rb, b), node_rows(rc, c)
     types_b, types_c = node_rows(rb, b, "op_type"), node_rows(rc, c, "op_type")
+    cross_engine = engine_of(b) != engine_of(c)
+    if cross_engine:  # aten ops vs ONNX ops: compare families; node names mean nothing
+        types_b, types_c = group_by_family(types_b), group_by_family(types_c)
     return RunComparison(
         baseline_ref=f"{rb.path}:{b.id}", candidate_ref=f"{rc.path}:{c.id}",
         baseline=b, candidate=c, metric=metric, metrics=deltas,
-        ops=diff_ops(ops_b, ops_c, "name") if ops_b and ops_c else [],
-        op_types=diff_ops(types_b, types_c, "op_type") if types_b and types_c else [],
+        ops=diff_ops(ops_b, ops_c, "name") if ops_b and ops_c and not cross_engine else [],
+        op_types=diff_ops(types_b, types_c, "name" if cross_engine else "op_type")
+        if types_b and types_c else [],
         profiled=(bool(ops_b), bool(ops_c)),
         config_diff=config_diff(run_facts(b), run_facts(c)),
         accuracy_delta=accuracy_delta(run_accuracy(b), run_accuracy(c)),
         notes=_notes(b, c, sb, sc, bool(ops_b), bool(ops_c)), seed=seed)
+
+
+def engine_of(run: RunRow) -> str:
+    return run.config.engine if run.config else "onnxruntime"
 
 
 def compare_refs(baseline: str, candidate: str, metric: str = "p50",
@@ -176,6 +185,10 @@ def _notes(b: RunRow, c: RunRow, sb: Samples, sc: Samples, prof_b: bool, prof_c:
             notes.append(f"the {side} run was flagged unstable (its windows differ by >10%)")
     if b.model_sha256 != c.model_sha256:
         notes.append("the runs are of different models")
+    if engine_of(b) != engine_of(c):
+        notes.append(f"different engines ({engine_of(b)} vs {engine_of(c)}): op types are "
+                     "compared by family (matmul, conv, attention, normalization, ...) and "
+                     "nodes not at all, since each engine names its own")
     if sb.batch != sc.batch:
         notes.append(f"batch sizes differ ({sb.batch} vs {sc.batch}): latency is per "
                      "inference of a whole batch; throughput is in samples/s")

@@ -19,6 +19,7 @@ PRECISIONS: tuple[str, ...] = get_args(Precision)
 FUSIONS: tuple[str, ...] = get_args(Fusion)
 PROVIDERS: tuple[str, ...] = get_args(Provider)
 
+ENGINE_LABELS = {"onnxruntime": "ONNX Runtime", "torch": "PyTorch"}
 PRECISION_LABELS = {
     "fp32": "FP32",
     "fp16": "FP16",
@@ -79,12 +80,15 @@ class RunConfig:
     def describe_change(self, old: RunConfig) -> str:
         """A short label for what changed from `old`, e.g. 'INT8 dynamic, batch 8'."""
         parts: list[str] = []
+        torch_mode = "compiled" if self.fusion == "all" else "eager"
         if self.engine != old.engine:
-            parts.append(self.engine)
+            parts.append(ENGINE_LABELS[self.engine]
+                         + (f" {torch_mode}" if self.engine == "torch" else ""))
         if self.precision != old.precision:
             parts.append(PRECISION_LABELS[self.precision])
-        if self.fusion != old.fusion:
-            parts.append(f"fusion {self.fusion}")
+        if self.fusion != old.fusion and not (self.engine != old.engine
+                                              and self.engine == "torch"):
+            parts.append(torch_mode if self.engine == "torch" else f"fusion {self.fusion}")
         if self.batch != old.batch:
             parts.append(f"batch {self.batch}")
         if self.threads != old.threads:

@@ -4,12 +4,13 @@ The GUI spawns it, sends small commands, and receives lists of events (tens per 
 A native crash, an out-of-memory or a hung quantization here cannot take the window down,
 and cancelling is killing. No Qt: the same loop can serve a remote client later.
 
-Commands (tuples): ("load", path, shapes, inputs_npz), ("apply", config_json),
+Commands (tuples): ("load", path, shapes, inputs_npz[, config_json]), ("apply", config_json),
 ("start",), ("stop",), ("profile",), ("cancel",), ("shutdown",).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -178,8 +179,15 @@ def _handle(cmd: tuple[Any, ...], state: dict[str, Any], live: LiveSession, buil
             out: Outbox) -> None:
     kind = cmd[0]
     if kind == "load":
-        _, path, shapes, inputs = cmd
+        _, path, shapes, inputs, *rest = cmd
+        if rest and rest[0] is not None:  # the config to load it with (e.g. another engine)
+            try:
+                state["config"] = RunConfig.from_json(rest[0])
+            except OpScopeError as exc:
+                out.put(CommandFailed("load", str(exc)))
+                return
         config = state["config"]
+        _torch_on_this_thread(config)
         req = BenchRequest(str(path), config=config, shapes=dict(shapes or {}),
                            inputs_npz=inputs)
         builder.submit(req, f"load {Path(path).name}", "load")
@@ -194,6 +202,7 @@ def _handle(cmd: tuple[Any, ...], state: dict[str, Any], live: LiveSession, buil
         state["config"] = config
         if state["path"] is None:
             return
+        _torch_on_this_thread(config)
         req = BenchRequest(str(state["path"]), config=config, shapes=state["shapes"],
                            inputs_npz=state["inputs"])
         builder.submit(req, config.resolved().describe_change(old.resolved()), "apply")
@@ -214,6 +223,14 @@ def _handle(cmd: tuple[Any, ...], state: dict[str, Any], live: LiveSession, buil
         out.put(Progress("variant", 1, 1, "cancelled"))
     else:
         out.put(CommandFailed(str(kind), f"unknown command {kind!r}"))
+
+
+def _torch_on_this_thread(config: RunConfig) -> None:
+    """Import torch on the host's main thread before a worker does: torch.profiler (run on
+    this thread) complains when torch was first imported on another one. Once, ~1 s."""
+    if config.engine == "torch":
+        with contextlib.suppress(ImportError):  # the build reports it in one line
+            import torch  # noqa: F401
 
 
 def _profile(live: LiveSession, out: Outbox) -> None:

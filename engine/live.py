@@ -3,14 +3,16 @@
 Each config is one run (a segment): it starts with the run's facts (ModelLoaded,
 VariantReady, RunStarted, a Marker) and ends with TimingDone + RunEnded when the config
 changes or timing stops. Preparing the next config happens elsewhere (a worker thread in
-the host) while this segment keeps running. No threads and no Qt here.
+the host) while this segment keeps running. Either engine: ONNX Runtime, or PyTorch
+(`config.engine == "torch"`, imported only then). No threads and no Qt here.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -27,8 +29,9 @@ from engine.events import (
     TimingDone,
     VariantReady,
 )
+from engine.ort_session import inference_fn
 from engine.profiling import profile_pass
-from engine.runner import BenchRequest, Prepared, accuracy_pass, prepare
+from engine.runner import BenchRequest, accuracy_pass, prepare
 from engine.stats import is_stable, latency_stats, throughput
 from engine.timing import TimingPlan, time_inferences
 
@@ -38,11 +41,18 @@ LIVE_TIMING = TimingPlan(warmup_runs=10, warmup_s=0.3, min_runs=1, duration_s=fl
 
 @dataclass
 class Staged:
-    """A prepared config waiting to replace the running one, with its deferred run facts."""
+    """A prepared config waiting to replace the running one, with its deferred run facts.
 
-    prepared: Prepared
+    Engine-neutral: `run_once` is one timed inference, `profile(runs, timed_mean_ms)` a
+    profiling pass yielding OpProfile, `prepared` the engine's own object (kept alive)."""
+
+    config: RunConfig
+    run_once: Callable[[], object]
+    batch: int
+    profile: Callable[[int, float | None], Iterator[Event]]
     facts: list[Event]  # ModelLoaded, VariantReady, RunStarted, AccuracyResult (in order)
     label: str
+    prepared: object = None
 
 
 def stage(req: BenchRequest, label: str, check_accuracy: bool = True,
@@ -50,23 +60,53 @@ def stage(req: BenchRequest, label: str, check_accuracy: bool = True,
     """Prepare a config. Progress and notices are yielded now; run facts are kept for the
     moment the segment starts, so a recorder sees them after the previous run ended."""
     facts: list[Event] = []
-    gen = prepare(req)
-    try:
-        while True:
-            ev = next(gen)
-            if isinstance(ev, ModelLoaded | VariantReady | RunStarted):
+
+    def split(events: Iterator[Event]) -> Iterator[Event]:
+        for ev in events:
+            if isinstance(ev, ModelLoaded | VariantReady | RunStarted | AccuracyResult):
                 facts.append(ev)
             else:
                 yield ev
-    except StopIteration as stop:
-        prepared: Prepared = stop.value
-    if check_accuracy and prepared.config.precision != "fp32":
-        for ev in accuracy_pass(prepared, req.inputs_npz is None):
-            if isinstance(ev, AccuracyResult):
-                facts.append(ev)
-            else:
-                yield ev
-    return Staged(prepared, facts, label)
+
+    if req.config.engine == "torch":
+        from engine.torch_engine import prepare_torch, torch_accuracy_pass
+        from engine.torch_profile import torch_profile_pass
+
+        tp = yield from split_result(prepare_torch(req), split)
+        if check_accuracy and tp.config.precision != "fp32":
+            yield from split(torch_accuracy_pass(tp, req.inputs_npz is None))
+
+        def torch_profile(runs: int, mean: float | None) -> Iterator[Event]:
+            return torch_profile_pass(tp.run_once, runs=runs, cuda=tp.device == "cuda",
+                                      timed_mean_ms=mean)
+
+        batch = _batch_of(tp.feeds)
+        return Staged(tp.config, tp.run_once, batch, torch_profile, facts, label, tp)
+    p = yield from split_result(prepare(req), split)
+    if check_accuracy and p.config.precision != "fp32":
+        yield from split(accuracy_pass(p, req.inputs_npz is None))
+
+    def ort_profile(runs: int, mean: float | None) -> Iterator[Event]:
+        return profile_pass(p.variant.path, p.config, p.feeds, runs=runs, gpu_present=p.gpu,
+                            timed_mean_ms=mean)
+
+    return Staged(p.config, inference_fn(p.opened, p.feeds), _batch_of(p.feeds), ort_profile,
+                  facts, label, p)
+
+
+T = TypeVar("T")
+
+
+def split_result(gen: Generator[Event, None, T],
+                 split: Callable[[Iterator[Event]], Iterator[Event]]) -> Generator[Event, None, T]:
+    """Pass `gen`'s events through `split` and return its value."""
+    box: list[T] = []
+
+    def events() -> Iterator[Event]:
+        box.append((yield from gen))
+
+    yield from split(events())
+    return box[0]
 
 
 @dataclass
@@ -87,19 +127,12 @@ class LiveSession:
 
     @property
     def config(self) -> RunConfig | None:
-        return self.segment.staged.prepared.config if self.segment else None
-
-    @property
-    def prepared(self) -> Prepared | None:
-        return self.segment.staged.prepared if self.segment else None
+        return self.segment.staged.config if self.segment else None
 
     def begin(self, staged: Staged) -> Iterator[Event]:
         """End the running segment (if any) and start `staged`."""
         yield from self.end()
-        sess = staged.prepared.opened.session
-        feeds = staged.prepared.feeds
-        timing = time_inferences(lambda: sess.run(None, feeds), LIVE_TIMING,
-                                 _batch(staged.prepared))
+        timing = time_inferences(staged.run_once, LIVE_TIMING, staged.batch)
         self.segment = Segment(staged, timing)
         yield from staged.facts
         yield Marker("config", staged.label, time.perf_counter_ns())
@@ -130,7 +163,7 @@ class LiveSession:
         lats = np.concatenate(seg.lats) if seg.lats else np.empty(0, np.int64)
         starts = np.concatenate(seg.starts) if seg.starts else np.empty(0, np.int64)
         elapsed = (starts[-1] + lats[-1]) / 1e9 if lats.size else 0.0
-        batch = _batch(seg.staged.prepared)
+        batch = seg.staged.batch
         yield TimingDone(latency_stats(lats), throughput(starts, lats, batch),
                          is_stable(lats), seg.warmup_runs, float(elapsed))
         yield RunEnded(status, error)
@@ -140,15 +173,13 @@ class LiveSession:
         seg = self.segment
         if seg is None:
             return
-        p = seg.staged.prepared
         lats = seg.lats[-50:]
         mean = float(np.concatenate(lats).mean() / 1e6) if lats else None
         yield Marker("profile", "profiling", time.perf_counter_ns())
-        yield from profile_pass(p.variant.path, p.config, p.feeds, runs=runs,
-                                gpu_present=p.gpu, timed_mean_ms=mean)
+        yield from seg.staged.profile(runs, mean)
 
 
-def _batch(p: Prepared) -> int:
-    for arr in p.feeds.values():
+def _batch_of(feeds: dict[str, np.ndarray]) -> int:
+    for arr in feeds.values():
         return int(arr.shape[0]) if arr.ndim else 1
     return 1

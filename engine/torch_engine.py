@@ -100,6 +100,9 @@ def run_torch(req: BenchRequest) -> Iterator[Event]:
 def prepare_torch(req: BenchRequest) -> Generator[Event, None, TorchPrepared]:
     """Load, pick the device, make inputs, quantize / compile, check one inference."""
     check_config(req.config)
+    if Path(req.model_path).suffix.lower() == ".onnx":
+        raise ModelError("is an ONNX model; the torch engine runs PyTorch files (.pt2, .pt, "
+                         ".pth): run it on ONNX Runtime", req.model_path)
     torch = import_torch()
     config = req.config.resolved()
     yield Progress("load", 0, None, f"loading {Path(req.model_path).name} (PyTorch)")

@@ -178,3 +178,34 @@ def test_bad_first_model_does_not_claim_a_previous_one(qtbot: QtBot, tmp_path: P
         assert "keeps running" not in text and "Open Model" in text
     finally:
         wb.shutdown()
+
+
+def test_pytorch_file_runs_on_both_engines_in_the_window(bench: Workbench, qtbot: QtBot,
+                                                         tmp_path: Path) -> None:
+    """A .pt2 opened in the window: the engine selector offers PyTorch, a switch is a marked
+    run on the same curve, and opening an ONNX model again goes back to ONNX Runtime."""
+    torch = pytest.importorskip("torch")
+    from tests.torch_models import mlp, save_pt2
+
+    pt2 = save_pt2(mlp(), torch.randn(2, 16), tmp_path / "mlp.pt2")
+    panel = bench.window.config_panel
+    qtbot.waitUntil(lambda: _samples_after(bench, 10), timeout=TIMEOUT_MS)
+    torch_item = panel.engine.model().item(panel.engine.findData("torch"))
+    assert not torch_item.isEnabled()  # an ONNX model is loaded
+    bench.open_model(str(pt2))  # ONNX Runtime first: exported to ONNX
+    qtbot.waitUntil(lambda: "mlp" in bench.window.model_label.text(), timeout=TIMEOUT_MS)
+    assert torch_item.isEnabled()
+    panel.engine.setCurrentIndex(panel.engine.findData("torch"))
+    assert panel.config().fusion == "all"  # ONNX Runtime's fusion level -> torch.compile
+    panel.fusion.setCurrentIndex(panel.fusion.findData("off"))  # eager: no compile wait
+    qtbot.waitUntil(lambda: bench.controller.provider == "torch-cpu", timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: any(label.startswith("PyTorch eager")
+                                for _, label in bench.window.latency.markers),
+                    timeout=TIMEOUT_MS)
+    n = bench.controller.samples
+    qtbot.waitUntil(lambda: _samples_after(bench, n + 10), timeout=TIMEOUT_MS)
+    bench.open_model(str(DEMO_CNN))  # ONNX on the PyTorch engine: back to ONNX Runtime
+    assert panel.config().engine == "onnxruntime"
+    qtbot.waitUntil(lambda: bench.controller.provider == "CPUExecutionProvider"
+                    and "demo_cnn" in bench.window.model_label.text(), timeout=TIMEOUT_MS)
+    assert not torch_item.isEnabled()

@@ -245,3 +245,19 @@ def test_bad_input_exits_2(session: Path, tmp_path: Path,
         assert main(["compare", *map(str, refs)]) == 2, refs
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_op_families_group_both_engines_op_types() -> None:
+    from engine.op_families import group_by_family, op_family
+
+    assert op_family("FusedMatMul") == op_family("aten::linear") == "matmul"
+    assert op_family("SkipLayerNormalization") == op_family("aten::layer_norm")
+    assert op_family("MyCustomOp") == "MyCustomOp"  # in no family: keeps its name
+    rows = group_by_family([
+        {"op_type": "MatMul", "time_ms": 1.0, "share": 0.25, "bytes": 10},
+        {"op_type": "Gemm", "time_ms": 2.0, "share": 0.5, "bytes": 20},
+        {"op_type": "Relu", "time_ms": 1.0, "share": 0.25, "bytes": 5},
+    ])
+    assert rows[0] == {"name": "matmul", "op_type": "Gemm, MatMul", "time_ms": 3.0,
+                       "share": 0.75, "bytes": 30}
+    assert rows[1]["name"] == "activation"

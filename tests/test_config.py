@@ -32,3 +32,8 @@ def test_describe_change_names_what_moved() -> None:
     assert RunConfig(precision="int8-dynamic").describe_change(old) == "INT8 dynamic"
     assert RunConfig(batch=8, fusion="off").describe_change(old) == "fusion off, batch 8"
     assert old.describe_change(old) == "no change"
+    torch_compiled = RunConfig(engine="torch", precision="bf16")
+    assert torch_compiled.describe_change(old) == "PyTorch compiled, BF16"
+    eager = RunConfig(engine="torch", precision="bf16", fusion="off")
+    assert eager.describe_change(torch_compiled) == "eager"
+    assert old.describe_change(eager) == "ONNX Runtime, FP32, fusion all"

@@ -11,7 +11,7 @@ import pytest
 
 from engine.config import RunConfig
 from engine.errors import ConfigError
-from engine.events import OpProfile, VariantReady
+from engine.events import OpProfile, RunEnded, VariantReady
 from engine.results import RunResult
 from engine.runner import BenchRequest, run_bench
 from engine.timing import TimingPlan
@@ -132,3 +132,56 @@ def test_torch_compile_runs(models: dict[str, Path]) -> None:
     assert isinstance(result.variant, VariantReady)
     assert result.variant.details["mode"] == "compiled"
     assert result.variant.details["compile_s"] > 0
+
+
+def test_live_host_switches_engines_on_one_pt2_and_records_both(models: dict[str, Path],
+                                                                 tmp_path: Path) -> None:
+    """The app's engine host: the same .pt2 timed live on PyTorch (eager, then compiled)
+    and on ONNX Runtime, each a run in one session, profiled by each engine's profiler."""
+    from engine.events import LatencyBatch, Marker, RunStarted
+    from engine.session.recorder import Recorder
+    from engine.session.store import SessionStore, open_session_file
+    from tests.test_host import Host
+
+    host = Host()
+    store = SessionStore.create_or_open(tmp_path / "both.opscope")
+    recorder = Recorder(store, kind="live")
+    try:
+        host.send("apply", RunConfig(engine="torch", fusion="off", batch=2).to_json())
+        host.send("load", str(models["mlp"]), {}, None)
+        started = host.wait_for(lambda e: isinstance(e, RunStarted))
+        assert started.provider_used == "torch-cpu" and started.batch == 2
+        prof = host.wait_for(lambda e: isinstance(e, OpProfile))
+        assert any(op.op_type.startswith("aten::") for op in prof.ops)
+        host.send("apply", RunConfig(engine="onnxruntime", batch=2).to_json())
+        ort = host.wait_for(lambda e: isinstance(e, RunStarted)
+                            and e.config.engine == "onnxruntime", timeout=240)  # exports first
+        assert ort.provider_used == "CPUExecutionProvider"
+        start = host.events.index(ort)
+        mark = host.wait_for(lambda e: isinstance(e, Marker) and e.kind == "config",
+                             start=start)
+        assert mark.label == "ONNX Runtime, fusion all"
+        host.wait_for(lambda e: isinstance(e, OpProfile) and not any(
+            op.op_type.startswith("aten::") for op in e.ops), start=start)
+        host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0,
+                      start=start)
+        host.send("stop")
+        host.wait_for(lambda e: isinstance(e, RunEnded), start=start)
+    finally:
+        host.close()
+        for ev in host.events:
+            recorder.feed(ev)
+        recorder.close()
+        store.close()
+    reader = open_session_file(tmp_path / "both.opscope")
+    runs = reader.runs()
+    assert [r.config.engine for r in runs if r.config][:2] == ["torch", "onnxruntime"]
+    assert all(r.samples > 0 for r in runs[:2]), [(r.id, r.status, r.samples) for r in runs]
+    from engine.comparison import compare_runs
+
+    comp = compare_runs((reader, runs[0]), (reader, runs[1]), resamples=200)
+    matmul = next(d for d in comp.op_types if d.key == "matmul")
+    assert matmul.status == "both" and "aten::linear" in matmul.op_type
+    assert "Gemm" in matmul.op_type or "MatMul" in matmul.op_type
+    assert comp.ops == [] and any("different engines" in n for n in comp.notes)
+    reader.close()

@@ -1,0 +1,82 @@
+"""Op families: what kind of work an op does, so ONNX Runtime and PyTorch runs of one model
+can be compared op type by op type.
+
+ONNX Runtime reports ONNX and contrib op types (`Gemm`, `FusedMatMul`, `SkipLayerNormalization`),
+PyTorch reports aten ops (`aten::linear`, `aten::layer_norm`). Neither names the other's, so a
+comparison across engines groups both into families (matmul, conv, attention, normalization,
+...). An op in no family keeps its own name, so nothing is hidden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "matmul": ("Gemm", "MatMul", "FusedMatMul", "FusedGemm", "MatMulInteger",
+               "MatMulIntegerToFloat", "DynamicQuantizeMatMul", "QLinearMatMul", "QGemm",
+               "MatMulNBits", "MatMulFpQ4", "aten::linear", "aten::addmm", "aten::mm",
+               "aten::matmul", "aten::bmm", "aten::baddbmm", "aten::_int_mm",
+               "quantized::linear_dynamic", "quantized::linear", "aten::einsum"),
+    "conv": ("Conv", "FusedConv", "QLinearConv", "ConvInteger", "ConvTranspose",
+             "NhwcConv", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution",
+             "aten::_convolution", "aten::mkldnn_convolution", "aten::conv_transpose2d"),
+    "attention": ("Attention", "MultiHeadAttention", "GroupQueryAttention", "QAttention",
+                  "aten::scaled_dot_product_attention",
+                  "aten::_scaled_dot_product_flash_attention_for_cpu",
+                  "aten::_scaled_dot_product_efficient_attention",
+                  "aten::_scaled_dot_product_flash_attention"),
+    "softmax": ("Softmax", "LogSoftmax", "aten::softmax", "aten::_softmax",
+                "aten::log_softmax"),
+    "normalization": ("LayerNormalization", "SkipLayerNormalization",
+                      "SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization",
+                      "BatchNormalization", "InstanceNormalization", "GroupNorm",
+                      "EmbedLayerNormalization", "aten::layer_norm", "aten::native_layer_norm",
+                      "aten::batch_norm", "aten::group_norm", "aten::rms_norm"),
+    "activation": ("Relu", "Gelu", "FastGelu", "BiasGelu", "QuickGelu", "Sigmoid", "Tanh",
+                   "Erf", "Clip", "LeakyRelu", "HardSigmoid", "Mish", "aten::relu",
+                   "aten::relu_", "aten::gelu", "aten::sigmoid", "aten::tanh", "aten::silu",
+                   "aten::hardtanh", "aten::clamp", "aten::leaky_relu", "aten::mish"),
+    "elementwise": ("Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Reciprocal", "Neg", "Exp",
+                    "BiasAdd", "Where", "Equal", "aten::add", "aten::add_", "aten::sub",
+                    "aten::mul", "aten::div", "aten::pow", "aten::sqrt", "aten::rsqrt",
+                    "aten::neg", "aten::exp", "aten::where", "aten::eq"),
+    "gather": ("Gather", "GatherElements", "GatherND", "aten::embedding",
+               "aten::index_select", "aten::index", "aten::gather"),
+    "pooling": ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "ReduceMean",
+                "aten::max_pool2d", "aten::avg_pool2d", "aten::adaptive_avg_pool2d",
+                "aten::adaptive_max_pool2d", "aten::mean"),
+    "layout": ("Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Concat", "Split",
+               "Slice", "Expand", "Cast", "Identity", "ReorderInput", "ReorderOutput", "Shape",
+               "aten::transpose", "aten::permute", "aten::view", "aten::reshape",
+               "aten::flatten", "aten::contiguous", "aten::clone", "aten::copy_", "aten::cat",
+               "aten::split", "aten::slice", "aten::to", "aten::_to_copy", "aten::expand",
+               "aten::t", "aten::unsqueeze", "aten::squeeze", "aten::select"),
+    "quantize": ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
+                 "aten::quantize_per_tensor", "aten::quantize_per_tensor_dynamic",
+                 "aten::dequantize"),
+}
+_FAMILY_OF = {op: family for family, ops in FAMILIES.items() for op in ops}
+
+
+def op_family(op_type: str) -> str:
+    """The family of an op type; an op in none keeps its own name."""
+    return _FAMILY_OF.get(op_type, op_type)
+
+
+def group_by_family(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Op-type rows (time_ms, share, bytes, ...) summed per family. A family row's
+    `op_type` lists the op types it holds, largest first."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(op_family(str(row["op_type"])), []).append(row)
+    out: list[dict[str, Any]] = []
+    for family, members in groups.items():
+        members = sorted(members, key=lambda r: -float(r.get("time_ms") or 0.0))
+        out.append({
+            "name": family, "op_type": ", ".join(str(r["op_type"]) for r in members),
+            "time_ms": sum(float(r.get("time_ms") or 0.0) for r in members),
+            "share": sum(float(r.get("share") or 0.0) for r in members),
+            "bytes": sum(int(r.get("bytes") or 0) for r in members),
+        })
+    return sorted(out, key=lambda r: -float(r["time_ms"]))
