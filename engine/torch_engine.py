@@ -26,7 +26,14 @@ from engine.events import Event, ModelLoaded, Notice, Progress, RunEnded, RunSta
 from engine.model_info import ModelInfo, ValueInfo, files_sha256
 from engine.runner import ACCURACY_BATCHES, BenchRequest
 from engine.timing import TimingSamples, time_inferences
-from engine.torch_load import TorchModel, import_torch, input_shapes, load_torch, make_inputs
+from engine.torch_load import (
+    TorchModel,
+    fixed_batch_note,
+    import_torch,
+    input_shapes,
+    load_torch,
+    make_inputs,
+)
 
 Feeds = dict[str, np.ndarray]
 
@@ -120,6 +127,9 @@ def prepare_torch(req: BenchRequest) -> Generator[Event, None, TorchPrepared]:
             return feeds
     else:
         shapes = input_shapes(model, config.batch, req.shapes)
+        note = fixed_batch_note(model, config.batch, shapes)
+        if note is not None:
+            yield Notice(*note)
         feeds = make_inputs(model, shapes, seed=req.seed)
 
         def make_feeds(i: int) -> Feeds:

@@ -21,7 +21,7 @@ from engine import cache
 from engine.errors import ModelError
 from engine.events import Event, Notice, Progress
 from engine.model_info import count_nodes, files_sha256
-from engine.torch_load import TorchModel, import_torch, input_shapes, load_torch
+from engine.torch_load import TorchModel, fixed_batch_note, import_torch, input_shapes, load_torch
 
 EXPORTER_VERSION = 1
 OPSET = 18
@@ -39,6 +39,9 @@ def onnx_for_torch(
     yield Progress("load", 0, None, f"loading {p.name} (PyTorch)")
     model = load_torch(p)
     shapes = input_shapes(model, batch, overrides)
+    note = fixed_batch_note(model, batch, shapes)
+    if note is not None:
+        yield Notice(*note)
     params = {"exporter": "dynamo" if model.kind == "export" else "torchscript",
               "opset": OPSET, "shapes": {} if model.kind == "export" else
               {k: list(v[1:]) for k, v in shapes.items()}, "version": EXPORTER_VERSION}

@@ -202,6 +202,25 @@ def input_shapes(model: TorchModel, batch: int,
     return shapes
 
 
+def fixed_batch_note(model: TorchModel, batch: int,
+                     shapes: Mapping[str, tuple[int, ...]]) -> tuple[str, str] | None:
+    """(level, message) when the file fixes a batch other than the one asked for: a .pt2
+    exported without a dynamic batch dim runs only at its example's batch."""
+    fixed: set[int] = set()
+    for inp in model.inputs:
+        shape = shapes.get(inp.name)
+        if shape and inp.shape is not None and 0 not in inp.dynamic \
+                and tuple(shape) == tuple(inp.shape):
+            fixed.add(int(shape[0]))
+    if len(fixed) != 1 or batch in fixed:
+        return None
+    got = fixed.pop()
+    return ("warning" if batch != 1 else "info",
+            f"{Path(model.path).name} was exported with a fixed batch of {got} (no dynamic "
+            f"batch dim): running batch {got}, not {batch}; export with "
+            "torch.export.Dim on dim 0 to vary it")
+
+
 def make_inputs(model: TorchModel, shapes: Mapping[str, tuple[int, ...]],
                 seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded inputs: floats from N(0, 1); integers below the example's max (token ids)."""

@@ -185,3 +185,18 @@ def test_live_host_switches_engines_on_one_pt2_and_records_both(models: dict[str
     assert "Gemm" in matmul.op_type or "MatMul" in matmul.op_type
     assert comp.ops == [] and any("different engines" in n for n in comp.notes)
     reader.close()
+
+
+def test_a_fixed_batch_program_says_it_cannot_change_batch(tmp_path: Path) -> None:
+    from engine.events import Notice, RunStarted
+
+    program = torch.export.export(mlp(), (torch.randn(2, 16),))  # no dynamic batch dim
+    path = tmp_path / "static.pt2"
+    torch.export.save(program, str(path))
+    for engine in ("torch", "onnxruntime"):
+        events = list(run_bench(BenchRequest(str(path), RunConfig(engine=engine, batch=4),
+                                             QUICK, check_accuracy=False)))
+        started = next(e for e in events if isinstance(e, RunStarted))
+        assert started.batch == 2
+        note = next(e for e in events if isinstance(e, Notice) and "fixed batch" in e.message)
+        assert note.level == "warning" and "running batch 2, not 4" in note.message
