@@ -22,10 +22,11 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.errors import OpScopeError
-from engine.events import CommandFailed, Event, Notice, Progress
+from engine.events import CommandFailed, Event, Notice, Progress, Telemetry
 from engine.live import LiveSession, Staged, stage
 from engine.runner import BenchRequest
 from engine.telemetry import CpuSampler, TelemetryThread
+from engine.telemetry_gpu import ThrottleWatch
 
 SEND_INTERVAL_S = 0.05
 PROFILE_EVERY_S = 30.0
@@ -126,8 +127,12 @@ def lower_priority(nice: int) -> int:
         return 0
 
 
-def host_main(conn: Connection, telemetry_interval_s: float = 0.1, nice: int = 0) -> None:
+def host_main(conn: Connection, telemetry_interval_s: float = 0.1, nice: int = 0,
+              samplers: list[Callable[[], dict[str, float]]] | None = None) -> None:
     """The child process's loop: commands in, event batches out, until shutdown.
+
+    Telemetry comes from `samplers` (default: CPU, and NVML when a GPU is present); GPU
+    throttling seen during a run is flagged on that run as soon as it appears.
 
     `nice` > 0 runs the engine below the window's priority: when both want a core, the
     window gets it, so it stays responsive while the engine keeps every core busy; the
@@ -141,12 +146,19 @@ def host_main(conn: Connection, telemetry_interval_s: float = 0.1, nice: int = 0
                                "it more than `opscope bench`"))
     live = LiveSession()
     builder = Builder(out)
-    telemetry = TelemetryThread(out.put, [CpuSampler().sample, *_gpu_samplers()],
-                                telemetry_interval_s)
+    throttle = ThrottleWatch()
+
+    def emit(ev: Telemetry) -> None:
+        throttle.feed(ev.values)
+        out.put(ev)
+
+    if samplers is None:
+        samplers = [CpuSampler().sample, *_gpu_samplers()]
+    telemetry = TelemetryThread(emit, samplers, telemetry_interval_s)
     telemetry.start()
     state: dict[str, Any] = {"path": None, "shapes": {}, "inputs": None,
                              "config": RunConfig(), "running": True, "profile_due": False,
-                             "last_profile": 0.0}
+                             "last_profile": 0.0, "throttle": throttle}
     try:
         while True:
             idle = live.segment is None or not state["running"]
@@ -158,12 +170,17 @@ def host_main(conn: Connection, telemetry_interval_s: float = 0.1, nice: int = 0
                 _handle(cmd, state, live, builder, out)
             staged = builder.take()
             if staged is not None:
+                _drain(live.end(), out)
+                throttle.reset()  # a new run: its own throttling
                 _drain(live.begin(staged), out)
                 state["profile_due"] = True
             if live.segment is not None and state["running"]:
                 ev = live.step()
                 if ev is not None:
                     out.put(ev)
+                flagged = throttle.fresh()
+                if flagged is not None:
+                    out.put(flagged)
                 now = time.monotonic()
                 if state["profile_due"] or now - state["last_profile"] > PROFILE_EVERY_S:
                     state["profile_due"] = False
@@ -209,6 +226,7 @@ def _handle(cmd: tuple[Any, ...], state: dict[str, Any], live: LiveSession, buil
     elif kind == "start":
         stopped = state.pop("stopped", None)
         if stopped is not None and live.segment is None:
+            state["throttle"].reset()
             _drain(live.begin(stopped), out)  # a new run of the same config
         state["running"] = True
     elif kind == "stop":

@@ -9,6 +9,7 @@ naming and units are tested with a fake pynvml).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -164,19 +165,29 @@ def throttle_names(mask: int) -> list[str]:
 
 
 class ThrottleWatch:
-    """Collects throttle bitmasks from telemetry values; `notice()` names real slowdowns."""
+    """Collects throttle bitmasks from telemetry values (from any thread); `notice()` names
+    the real slowdowns of a whole run, `fresh()` only those not reported yet (for a live
+    run, flagged when they first appear rather than hours later at its end)."""
 
     def __init__(self) -> None:
         self.mask = 0
+        self._reported = 0
+        self._lock = threading.Lock()
 
     def feed(self, values: dict[str, float]) -> None:
         for name, value in values.items():
             if name.endswith("_throttle_reasons"):
-                self.mask |= int(value) & ~BENIGN_THROTTLE
+                with self._lock:
+                    self.mask |= int(value) & ~BENIGN_THROTTLE
 
     def feed_many(self, samples: Iterable[dict[str, float]]) -> None:
         for values in samples:
             self.feed(values)
+
+    def reset(self) -> None:
+        """A new run: nothing seen, nothing reported."""
+        with self._lock:
+            self.mask = self._reported = 0
 
     def notice(self) -> Notice | None:
         """A warning naming the slowdowns seen, or None when the GPU ran unthrottled."""
@@ -184,6 +195,16 @@ class ThrottleWatch:
             return None
         return Notice("warning",
                       f"GPU throttled during the run: {', '.join(throttle_names(self.mask))}")
+
+    def fresh(self) -> Notice | None:
+        """A warning naming slowdowns seen since the last call, or None."""
+        with self._lock:
+            new = self.mask & ~self._reported
+            self._reported |= new
+        if not new:
+            return None
+        return Notice("warning", f"GPU throttling during this run: "
+                                 f"{', '.join(throttle_names(new))}")
 
 
 def _try(fn: Any, *args: Any) -> Any:

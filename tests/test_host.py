@@ -138,3 +138,41 @@ def test_a_newer_request_supersedes_an_older_one(host: Host) -> None:
     assert not any(isinstance(e, RunStarted) and e.config.batch == 2 for e in host.events)
 
 
+
+
+def _throttling_gpu() -> dict[str, float]:
+    """Telemetry as NVML reports a GPU held back by a thermal slowdown (0x20), next to the
+    benign 'GPU idle' bit (0x1), which must not count."""
+    return {"gpu0_util_percent": 97.0, "gpu0_throttle_reasons": float(0x20 | 0x1)}
+
+
+def test_gpu_throttling_is_flagged_on_the_live_run_once() -> None:
+    ctx = mp.get_context("spawn")
+    conn, child = ctx.Pipe()
+    proc = ctx.Process(target=host_main, args=(child, 0.05, 0, [_throttling_gpu]), daemon=True)
+    proc.start()
+    child.close()
+    host = Host.__new__(Host)
+    host.conn, host.proc, host.events = conn, proc, []
+    try:
+        host.send("load", str(DEMO_CNN), {}, None)
+        started = host.wait_for(lambda e: isinstance(e, RunStarted))
+        first = host.events.index(started)
+        flag = host.wait_for(lambda e: isinstance(e, Notice) and "throttl" in e.message,
+                             start=first)
+        assert flag.level == "warning" and "software thermal slowdown" in flag.message
+        assert "idle" not in flag.message.lower()
+        host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0,
+                      start=host.events.index(flag))
+        time.sleep(0.5)
+        host.conn.send(("stop",))
+        host.wait_for(lambda e: isinstance(e, RunEnded), start=first)
+        flags = [e for e in host.events[first:] if isinstance(e, Notice) and "throttl" in
+                 e.message]
+        assert len(flags) == 1  # flagged when it appeared, not again every sample
+        host.send("start")  # a new run of the same config is flagged again
+        second = host.wait_for(lambda e: isinstance(e, RunStarted), start=first + 1)
+        host.wait_for(lambda e: isinstance(e, Notice) and "throttl" in e.message,
+                      start=host.events.index(second))
+    finally:
+        host.close()
