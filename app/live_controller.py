@@ -24,6 +24,7 @@ from engine.events import (
     ModelLoaded,
     Notice,
     OpProfile,
+    PeaksMeasured,
     Progress,
     RunEnded,
     RunStarted,
@@ -160,6 +161,9 @@ class LiveController(QObject):
             view.show_error(ev.command, ev.message, running=self.run_started)
         elif isinstance(ev, Notice):
             view.show_notice(ev.level, ev.message)
+        elif isinstance(ev, PeaksMeasured):  # the host measured the GPU's roofs
+            self.peaks.peaks = ev.peaks
+            self.show_roofline()
         elif isinstance(ev, RunEnded) and ev.status == "error":
             view.show_error("run", ev.error or "the run failed")
 

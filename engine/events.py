@@ -144,5 +144,14 @@ class RunEnded:
     error: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PeaksMeasured:
+    """The machine's peaks (`engine.peaks.load_peaks`), measured by the engine host because a
+    GPU run needed GPU roofs nobody had measured (the window has no CUDA context)."""
+
+    peaks: dict[str, Any]
+
+
 Event = (Progress | Notice | ModelLoaded | VariantReady | RunStarted | LatencyBatch
-         | TimingDone | AccuracyResult | OpProfile | Telemetry | Marker | CommandFailed | RunEnded)
+         | TimingDone | AccuracyResult | OpProfile | Telemetry | Marker | CommandFailed | RunEnded
+         | PeaksMeasured)

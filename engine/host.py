@@ -22,7 +22,7 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.errors import OpScopeError
-from engine.events import CommandFailed, Event, Notice, Progress, Telemetry
+from engine.events import CommandFailed, Event, Notice, PeaksMeasured, Progress, Telemetry
 from engine.live import LiveSession, Staged, stage
 from engine.runner import BenchRequest
 from engine.telemetry import CpuSampler, TelemetryThread
@@ -186,6 +186,7 @@ def host_main(conn: Connection, telemetry_interval_s: float = 0.1, nice: int = 0
                     state["profile_due"] = False
                     state["last_profile"] = now
                     _profile(live, out)
+                    _gpu_peaks_if_missing(live, state, out)
             out.flush()
     finally:
         telemetry.stop()
@@ -249,6 +250,32 @@ def _torch_on_this_thread(config: RunConfig) -> None:
     if config.engine == "torch":
         with contextlib.suppress(ImportError):  # the build reports it in one line
             import torch  # noqa: F401
+
+
+def _gpu_peaks_if_missing(live: LiveSession, state: dict[str, Any], out: Outbox) -> None:
+    """A run on the GPU needs GPU roofs: measure them here, once per host, if no one has
+    (`opscope system` caches them). Timing pauses for those seconds, as for profiling."""
+    from engine.peaks import cached_peaks, load_peaks, on_gpu, roofs_for
+
+    provider = live.segment.staged.provider_used if live.segment else None
+    if state.get("gpu_peaks_tried") or not on_gpu(provider):
+        return
+    cached = cached_peaks()
+    if cached is not None and roofs_for(cached, provider) is not None:
+        return
+    state["gpu_peaks_tried"] = True
+    out.put(Notice("info", "measuring the GPU's peak bandwidth and FLOP rate for the "
+                           "roofline (once; timing pauses a few seconds)"))
+    out.flush(force=True)
+    try:
+        peaks = load_peaks(remeasure=True, gpu=True)
+    except Exception as exc:  # the roofline then shows no roofs; the run goes on
+        out.put(Notice("warning", f"measuring the GPU's peaks failed: {exc}"))
+        return
+    gpu = peaks.get("gpu") or {}
+    if "error" in gpu:
+        out.put(Notice("warning", f"measuring the GPU's peaks failed: {gpu['error']}"))
+    out.put(PeaksMeasured(peaks))
 
 
 def _profile(live: LiveSession, out: Outbox) -> None:

@@ -54,6 +54,10 @@ class Staged:
     label: str
     prepared: object = None
 
+    @property
+    def provider_used(self) -> str | None:
+        return next((ev.provider_used for ev in self.facts if isinstance(ev, RunStarted)), None)
+
 
 def stage(req: BenchRequest, label: str, check_accuracy: bool = True,
           ) -> Generator[Event, None, Staged]:

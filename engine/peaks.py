@@ -242,12 +242,16 @@ def load_peaks(remeasure: bool = False, gpu: bool | None = None) -> dict[str, An
     return data
 
 
+def on_gpu(provider: str | None) -> bool:
+    """Whether ops run by `provider` (an ORT provider or torch-cuda) run on the GPU."""
+    return provider is not None and any(k in provider for k in ("CUDA", "Tensorrt", "cuda"))
+
+
 def roofs_for(peaks: dict[str, Any], provider: str | None) -> tuple[float, float] | None:
     """(peak GB/s, peak GFLOP/s) for ops run by `provider`: GPU roofs for CUDA/TensorRT
     (None when the GPU's peaks were never measured: CPU roofs would mislead), else CPU's."""
     gpu = peaks.get("gpu")
-    on_gpu = provider is not None and ("CUDA" in provider or "Tensorrt" in provider)
-    if on_gpu:
+    if on_gpu(provider):
         if isinstance(gpu, dict) and _positive(gpu.get("memory_gbps")) \
                 and _positive(gpu.get("gflops")):
             return float(gpu["memory_gbps"]), float(gpu["gflops"])

@@ -156,3 +156,38 @@ def test_late_peaks_after_window_closed_are_ignored(qtbot: QtBot) -> None:
 
     shiboken6.delete(plot)
     ctl._peaks_loaded({"cpu": {"memory_gbps": 1.0, "gflops": 1.0}})  # must not raise
+
+
+def test_gpu_run_gets_roofs_when_the_host_measures_gpu_peaks(
+        qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CUDA run with only CPU peaks cached shows no roofs (CPU roofs would mislead) until
+    the engine host sends the GPU's measured peaks."""
+    from types import SimpleNamespace
+
+    from PySide6.QtCore import QObject, Signal
+
+    import app.peaks_loader
+    from app.live_controller import LiveController
+    from engine import peaks
+    from engine.events import OpProfile, PeaksMeasured
+
+    class Client(QObject):
+        events = Signal(list)
+        host_died = Signal(str)
+
+    calls: list[tuple[float | None, float | None]] = []
+    view = SimpleNamespace(
+        roofline=SimpleNamespace(set_ops=lambda ops, g, f: calls.append((g, f))),
+        op_table=SimpleNamespace(set_ops=lambda *a: None), profile_ready=lambda ev: None,
+        show_notice=lambda *a: None)
+    monkeypatch.setattr(app.peaks_loader, "_shared", None)
+    monkeypatch.setattr(peaks, "cached_peaks",
+                        lambda: {"cpu": {"memory_gbps": 10.0, "gflops": 100.0}, "gpu": None})
+    ctl = LiveController(view, Client())
+    ctl.provider = "CUDAExecutionProvider"
+    ctl._one(OpProfile(ops=OPS, op_types=[], coverage=1.0, runs=1, provider_nodes={},
+                       trace=None))
+    ctl._one(PeaksMeasured({"cpu": {"memory_gbps": 10.0, "gflops": 100.0},
+                            "gpu": {"memory_gbps": 4000.0, "gflops": 700_000.0}}))
+    assert calls == [(None, None), (4000.0, 700_000.0)]
+    assert peaks.on_gpu("torch-cuda") and not peaks.on_gpu("CPUExecutionProvider")
