@@ -191,3 +191,12 @@ def test_gpu_run_gets_roofs_when_the_host_measures_gpu_peaks(
                             "gpu": {"memory_gbps": 4000.0, "gflops": 700_000.0}}))
     assert calls == [(None, None), (4000.0, 700_000.0)]
     assert peaks.on_gpu("torch-cuda") and not peaks.on_gpu("CPUExecutionProvider")
+
+
+def test_decade_labels_are_plain_and_minor_ticks_unlabelled() -> None:
+    from widgets.roofline import DecadeAxis, decade_label
+
+    assert [decade_label(e) for e in (-2, -1, 0, 1, 2, 3, 4, 6)] == \
+        ["0.01", "0.1", "1", "10", "100", "1k", "10k", "1M"]
+    axis = DecadeAxis("left")
+    assert axis.logTickStrings([0.0, 0.30103, 1.0], 1.0, 1.0) == ["1", "", "10"]

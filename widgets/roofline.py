@@ -26,6 +26,23 @@ ROOF = "#888888"
 HIGHLIGHT = "#ff3b30"
 
 
+class DecadeAxis(pg.AxisItem):
+    """A log axis labelled at whole decades only, in one plain style (0.01, 0.1, 1, 10, 100,
+    1k, 10k): pyqtgraph mixes "1" with "10^1" and labels minor ticks that then collide."""
+
+    def logTickStrings(self, values: list[float], scale: float,
+                       spacing: float) -> list[str]:
+        return [decade_label(v) if abs(v - round(v)) < 1e-6 else "" for v in values]
+
+
+def decade_label(exponent: float) -> str:
+    value = 10.0 ** round(exponent)
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= size:
+            return f"{value / size:g}{unit}"
+    return f"{value:g}"
+
+
 class RooflinePlot(QWidget):
     """Log-log roofline of one profiling pass; see the module docstring."""
 
@@ -33,7 +50,9 @@ class RooflinePlot(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.plot = pg.PlotWidget(background=theme.plot_background(self))
+        self.plot = pg.PlotWidget(background=theme.plot_background(self),
+                                  axisItems={"bottom": DecadeAxis("bottom"),
+                                             "left": DecadeAxis("left")})
         item = self.plot.getPlotItem()
         item.setLabel("bottom", "arithmetic intensity (FLOP/byte)")
         item.setLabel("left", "GFLOP/s")
