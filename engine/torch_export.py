@@ -52,7 +52,8 @@ def onnx_for_torch(
         yield Notice("info", f"ONNX export of {p.name} from the cache "
                      f"({meta.get('nodes', '?')} nodes, exported in "
                      f"{float(meta.get('export_s', 0.0)):.1f} s)")
-        return str(hit / "model.onnx"), {**meta, "cached": True}
+        # the same bytes may have been exported from another path: this file is the source
+        return str(hit / "model.onnx"), {**meta, "source": str(p), "cached": True}
     yield Progress("export", 0, None, f"exporting {p.name} to ONNX ({params['exporter']})")
     staging = cache.Staging("torch-onnx", key)
     out = staging.path / "model.onnx"

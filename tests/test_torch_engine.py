@@ -153,6 +153,8 @@ def test_live_host_switches_engines_on_one_pt2_and_records_both(models: dict[str
         assert started.provider_used == "torch-cpu" and started.batch == 2
         prof = host.wait_for(lambda e: isinstance(e, OpProfile))
         assert any(op.op_type.startswith("aten::") for op in prof.ops)
+        host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0,
+                      start=host.events.index(prof))
         host.send("apply", RunConfig(engine="onnxruntime", batch=2).to_json())
         ort = host.wait_for(lambda e: isinstance(e, RunStarted)
                             and e.config.engine == "onnxruntime", timeout=240)  # exports first
@@ -200,3 +202,26 @@ def test_a_fixed_batch_program_says_it_cannot_change_batch(tmp_path: Path) -> No
         assert started.batch == 2
         note = next(e for e in events if isinstance(e, Notice) and "fixed batch" in e.message)
         assert note.level == "warning" and "running batch 2, not 4" in note.message
+
+
+def test_a_cached_export_names_the_file_it_was_asked_for(models: dict[str, Path],
+                                                         tmp_path: Path) -> None:
+    """The same bytes under another path (a teammate's copy) hit the export cache, but the
+    source reported is this file, not the one first exported."""
+    import shutil
+
+    from engine.torch_export import onnx_for_torch
+
+    def export(path: Path) -> dict[str, object]:
+        gen = onnx_for_torch(str(path), 2, {})
+        try:
+            while True:
+                next(gen)
+        except StopIteration as stop:
+            return dict(stop.value[1])
+
+    first = export(models["mlp"])
+    copy = Path(shutil.copy(models["mlp"], tmp_path / "copy.pt2"))
+    second = export(copy)
+    assert second["cached"] is True and second["source"] == str(copy)
+    assert first["source"] == str(models["mlp"])
