@@ -23,6 +23,31 @@ def op(name: str, op_type: str, intensity: float | None, gflops: float | None,
 
 OPS = [op("mm1", "MatMul", 30.0, 40.0, 0.5), op("mm2", "MatMul", 20.0, 35.0, 0.2),
        op("add", "Add", 0.1, 0.5, 0.1), op("reshape", "Reshape", None, None, 0.2)]
+CPU_PEAKS = {"cpu": {"memory_gbps": 10.0, "gflops": 100.0}, "gpu": None}
+
+
+def controller_drawing_into(calls: list[tuple[int, float | None, float | None]],
+                            monkeypatch: pytest.MonkeyPatch) -> object:
+    """A LiveController whose roofline records its set_ops calls; CPU peaks cached only."""
+    from types import SimpleNamespace
+
+    from PySide6.QtCore import QObject, Signal
+
+    import app.peaks_loader
+    from app.live_controller import LiveController
+    from engine import peaks
+
+    class Client(QObject):
+        events = Signal(list)
+        host_died = Signal(str)
+
+    view = SimpleNamespace(
+        roofline=SimpleNamespace(set_ops=lambda ops, g, f: calls.append((len(ops), g, f))),
+        op_table=SimpleNamespace(set_ops=lambda *a: None), profile_ready=lambda ev: None,
+        show_notice=lambda *a: None)
+    monkeypatch.setattr(app.peaks_loader, "_shared", None)  # no peaks from earlier tests
+    monkeypatch.setattr(peaks, "cached_peaks", lambda: dict(CPU_PEAKS))
+    return LiveController(view, Client())
 
 
 def test_points_and_roofs(qtbot: QtBot) -> None:
@@ -86,32 +111,13 @@ def test_window_links_table_and_roofline(qtbot: QtBot) -> None:
 
 def test_controller_draws_profile_with_cached_peaks(qtbot: QtBot,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from types import SimpleNamespace
-
-    from PySide6.QtCore import QObject, Signal
-
-    from app.live_controller import LiveController
-    from engine import peaks
     from engine.events import OpProfile
 
-    class Client(QObject):
-        events = Signal(list)
-        host_died = Signal(str)
-
     calls: list[tuple[int, float | None, float | None]] = []
-    view = SimpleNamespace(
-        roofline=SimpleNamespace(set_ops=lambda ops, g, f: calls.append((len(ops), g, f))),
-        op_table=SimpleNamespace(set_ops=lambda *a: None), profile_ready=lambda ev: None,
-        show_notice=lambda *a: None)
-    import app.peaks_loader
-
-    monkeypatch.setattr(app.peaks_loader, "_shared", None)  # no peaks from earlier tests
-    monkeypatch.setattr(peaks, "cached_peaks",
-                        lambda: {"cpu": {"memory_gbps": 10.0, "gflops": 100.0}, "gpu": None})
-    ctl = LiveController(view, Client())
-    ctl.provider = "CPUExecutionProvider"
-    ctl._one(OpProfile(ops=OPS, op_types=[], coverage=1.0, runs=1, provider_nodes={},
-                       trace=None))
+    ctl = controller_drawing_into(calls, monkeypatch)
+    ctl.provider = "CPUExecutionProvider"  # type: ignore[attr-defined]
+    ctl._one(OpProfile(ops=OPS, op_types=[], coverage=1.0, runs=1,  # type: ignore[attr-defined]
+                       provider_nodes={}, trace=None))
     assert calls == [(4, 10.0, 100.0)]
 
 
@@ -162,34 +168,17 @@ def test_gpu_run_gets_roofs_when_the_host_measures_gpu_peaks(
         qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
     """A CUDA run with only CPU peaks cached shows no roofs (CPU roofs would mislead) until
     the engine host sends the GPU's measured peaks."""
-    from types import SimpleNamespace
-
-    from PySide6.QtCore import QObject, Signal
-
-    import app.peaks_loader
-    from app.live_controller import LiveController
     from engine import peaks
     from engine.events import OpProfile, PeaksMeasured
 
-    class Client(QObject):
-        events = Signal(list)
-        host_died = Signal(str)
-
-    calls: list[tuple[float | None, float | None]] = []
-    view = SimpleNamespace(
-        roofline=SimpleNamespace(set_ops=lambda ops, g, f: calls.append((g, f))),
-        op_table=SimpleNamespace(set_ops=lambda *a: None), profile_ready=lambda ev: None,
-        show_notice=lambda *a: None)
-    monkeypatch.setattr(app.peaks_loader, "_shared", None)
-    monkeypatch.setattr(peaks, "cached_peaks",
-                        lambda: {"cpu": {"memory_gbps": 10.0, "gflops": 100.0}, "gpu": None})
-    ctl = LiveController(view, Client())
-    ctl.provider = "CUDAExecutionProvider"
-    ctl._one(OpProfile(ops=OPS, op_types=[], coverage=1.0, runs=1, provider_nodes={},
-                       trace=None))
-    ctl._one(PeaksMeasured({"cpu": {"memory_gbps": 10.0, "gflops": 100.0},
+    calls: list[tuple[int, float | None, float | None]] = []
+    ctl = controller_drawing_into(calls, monkeypatch)
+    ctl.provider = "CUDAExecutionProvider"  # type: ignore[attr-defined]
+    ctl._one(OpProfile(ops=OPS, op_types=[], coverage=1.0, runs=1,  # type: ignore[attr-defined]
+                       provider_nodes={}, trace=None))
+    ctl._one(PeaksMeasured({**CPU_PEAKS,  # type: ignore[attr-defined]
                             "gpu": {"memory_gbps": 4000.0, "gflops": 700_000.0}}))
-    assert calls == [(None, None), (4000.0, 700_000.0)]
+    assert calls == [(4, None, None), (4, 4000.0, 700_000.0)]
     assert peaks.on_gpu("torch-cuda") and not peaks.on_gpu("CPUExecutionProvider")
 
 
