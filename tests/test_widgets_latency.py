@@ -330,3 +330,25 @@ def test_axis_labels_and_legend(plot: LatencyPlot) -> None:
     assert plot.throughput_plot.getAxis("bottom").labelText == "time (s)"
     names = [label.text for _, label in plot.legend.items]
     assert {"p50", "p90", "p99"} <= set(names)
+
+
+def test_frame_rate_keeps_painting_within_its_cpu_budget(qtbot: QtBot) -> None:
+    """Frames that cost more than the budget affords at 10 Hz slow the timer down; cheap
+    ones keep it at the maximum; it never stops."""
+    plot = LatencyPlot(capacity=10_000, cpu_budget=0.05)
+    qtbot.addWidget(plot)
+    plot.resize(600, 300)
+    plot.show()
+    assert plot.paint_hz == 10.0  # nothing measured yet
+    plot._frame_s = 0.010  # 10 ms a frame: 5% of a core affords 5 frames a second
+    assert plot.paint_hz == pytest.approx(5.0)
+    plot._frame_s = 0.001
+    assert plot.paint_hz == 10.0
+    plot._frame_s = 1.0
+    assert plot.paint_hz == lp.MIN_PAINT_HZ
+    plot._frame_s = 0.0
+    for i in range(8):  # real frames: their measured cost sets the interval
+        feed(plot, 50, start=i * 0.5)
+        qtbot.wait(150)
+    assert plot._frames >= 3 and plot._frame_s > 0
+    assert plot._timer.interval() == round(1000 / plot.paint_hz)

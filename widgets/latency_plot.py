@@ -33,6 +33,18 @@ QUANTILES = (50.0, 90.0, 99.0)
 BIN_S = 0.5  # throughput bin width
 STATS_HZ = 2.0  # updates of the numbers above the plot
 PX_PER_COLUMN = 2  # followed data is reduced to one min/max pair per this many pixels
+MIN_PAINT_HZ = 2.0  # the frame rate never drops below this, whatever a frame costs
+
+
+class _TimedView(pg.GraphicsLayoutWidget):
+    """A GraphicsLayoutWidget that keeps the GUI-thread CPU time of its last paint."""
+
+    last_paint_s = 0.0
+
+    def paintEvent(self, event: Any) -> None:
+        start = time.thread_time()
+        super().paintEvent(event)
+        self.last_paint_s = time.thread_time() - start
 _CHUNK_ELEMENTS = 2_000_000  # bound on the temporary window copy np.percentile makes
 _MAX_WINDOWS = 20_000  # rolling-percentile windows computed per paint, at most
 _LABEL_LEVELS = (0.97, 0.86, 0.75)  # marker label heights, staggered when markers crowd
@@ -59,7 +71,11 @@ class _Marker:
 
 
 class LatencyPlot(QWidget):
-    """Feed with `append`; a timer paints at `paint_hz` only when new data arrived."""
+    """Feed with `append`; a timer paints when new data arrived, at `paint_hz` at most.
+
+    Frames cost CPU that, with the engine on every core, comes out of the engine's
+    throughput: the frame rate adapts so painting stays within `cpu_budget` of one core
+    (a frame of 6 ms at 5%: 8 Hz; of 2 ms: the full 10 Hz), never below MIN_PAINT_HZ."""
 
     follow_changed = Signal(bool)
 
@@ -71,6 +87,7 @@ class LatencyPlot(QWidget):
         percentile_window: int = 200,
         window_s: float = 60.0,
         paint_hz: float = 10.0,
+        cpu_budget: float = 0.05,
         throughput_capacity: int = 20_000,
     ) -> None:
         super().__init__(parent)
@@ -89,7 +106,7 @@ class LatencyPlot(QWidget):
         self._marker_level = 0
         self._y_tops = [0.0, 0.0]  # followed y range tops: latency, throughput
 
-        self._glw = pg.GraphicsLayoutWidget()
+        self._glw = _TimedView()
         # The legend gets a row of its own above the plot: inside it would hide marker labels.
         self.legend = pg.LegendItem(colCount=4, verSpacing=-6)
         self._glw.ci.addItem(self.legend, row=0, col=0)
@@ -163,6 +180,11 @@ class LatencyPlot(QWidget):
         self._painting = False
         self._apply_theme()
 
+        self.max_paint_hz = float(paint_hz)
+        self.cpu_budget = float(cpu_budget)
+        self._frame_s = 0.0  # smoothed GUI CPU time of one frame (data + paint)
+        self._data_s = 0.0  # CPU time of the last paint_now
+        self._frames = 0  # frames made
         self._timer = QTimer(self)
         self._timer.setInterval(max(1, round(1000 / paint_hz)))
         self._timer.timeout.connect(self._on_timer)
@@ -305,8 +327,25 @@ class LatencyPlot(QWidget):
 
     # ----------------------------------------------------------------------------- paint
     def _on_timer(self) -> None:
-        if self.isVisible():  # a hidden plot (another tab) catches up when shown
-            self.paint_now()
+        if not self.isVisible():  # a hidden plot (another tab) catches up when shown
+            return
+        if self._data_s:  # the previous frame is complete: its data and its paint
+            frame = self._data_s + self._glw.last_paint_s
+            self._frame_s = frame if not self._frame_s else 0.8 * self._frame_s + 0.2 * frame
+            self._data_s = 0.0
+            self._timer.setInterval(round(1000 / self.paint_hz))
+        frames, start = self._frames, time.thread_time()
+        self.paint_now()
+        if self._frames != frames:  # a frame was made (not just an idle tick)
+            self._data_s = max(time.thread_time() - start, 1e-6)
+
+    @property
+    def paint_hz(self) -> float:
+        """Frames per second now: as many as `cpu_budget` affords, within the limits."""
+        if not self._frame_s:
+            return self.max_paint_hz
+        affordable = self.cpu_budget / self._frame_s
+        return max(min(self.max_paint_hz, affordable), min(MIN_PAINT_HZ, self.max_paint_hz))
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
@@ -334,6 +373,7 @@ class LatencyPlot(QWidget):
             # schedules a second paint of the whole view; moved now, one paint draws it.
             self._glw.scene().prepareForPaint()
             self._set_stats_text()
+            self._frames += 1
         finally:
             self._painting = False
 
