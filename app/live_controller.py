@@ -161,7 +161,7 @@ class LiveController(QObject):
             view.show_error(ev.command, ev.message, running=self.run_started)
         elif isinstance(ev, Notice):
             view.show_notice(ev.level, ev.message)
-        elif isinstance(ev, PeaksMeasured):  # the host measured the GPU's roofs
+        elif isinstance(ev, PeaksMeasured):  # the host measured the machine's roofs
             self.peaks.peaks = ev.peaks
             self.show_roofline()
         elif isinstance(ev, RunEnded) and ev.status == "error":
@@ -181,7 +181,7 @@ class LiveController(QObject):
             return  # the window closed before the peaks arrived
         from engine.peaks import roofs_for
 
-        peaks = self.peaks.request()
+        peaks = self.peaks.request(measure=False)  # the engine host measures them
         roofs = roofs_for(peaks, self.provider) if peaks else None
         gbps, gflops = roofs if roofs else (None, None)
         roofline.set_ops(self.last_profile.ops, gbps, gflops)

@@ -1,6 +1,8 @@
 """The machine's peaks for the roofline, in the GUI process: read from the cache written by
-`opscope system` (or any profile run), measured in a background thread when missing so the
-GUI thread never blocks. Measuring takes a few seconds of full CPU, once per machine."""
+`opscope system`, any profile run or the live engine host. A window without a live engine (a
+recorded session) measures them in a background thread when missing, so the GUI thread
+never blocks; the live window leaves it to its engine host, which measures with timing
+paused (measured beside a running engine, peaks come out far too low)."""
 
 from __future__ import annotations
 
@@ -22,14 +24,14 @@ class PeaksLoader(QObject):
         self.peaks: dict[str, Any] | None = None
         self._thread: threading.Thread | None = None
 
-    def request(self) -> dict[str, Any] | None:
-        """The peaks if known; otherwise None, and a measurement is under way."""
+    def request(self, measure: bool = True) -> dict[str, Any] | None:
+        """The peaks if known; otherwise None, and (with `measure`) a measurement starts."""
         if self.peaks is not None:
             return self.peaks
         from engine.peaks import cached_peaks
 
         peaks = self.peaks = cached_peaks()
-        if peaks is None and self._thread is None:
+        if peaks is None and measure and self._thread is None:
             # not a daemon: interpreter exit waits (seconds) rather than kill it inside ORT
             self._thread = threading.Thread(target=self._measure, name="opscope-peaks")
             self._thread.start()

@@ -146,8 +146,8 @@ class RunEnded:
 
 @dataclass(frozen=True, slots=True)
 class PeaksMeasured:
-    """The machine's peaks (`engine.peaks.load_peaks`), measured by the engine host because a
-    GPU run needed GPU roofs nobody had measured (the window has no CUDA context)."""
+    """The machine's peaks (`engine.peaks.load_peaks`), measured by the engine host, with
+    timing paused, because none were cached (or a GPU run needed the GPU's)."""
 
     peaks: dict[str, Any]
 

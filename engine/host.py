@@ -186,7 +186,7 @@ def host_main(conn: Connection, telemetry_interval_s: float = 0.1, nice: int = 0
                     state["profile_due"] = False
                     state["last_profile"] = now
                     _profile(live, out)
-                    _gpu_peaks_if_missing(live, state, out)
+                    _peaks_if_missing(live, state, out)
             out.flush()
     finally:
         telemetry.stop()
@@ -252,29 +252,33 @@ def _torch_on_this_thread(config: RunConfig) -> None:
             import torch  # noqa: F401
 
 
-def _gpu_peaks_if_missing(live: LiveSession, state: dict[str, Any], out: Outbox) -> None:
-    """A run on the GPU needs GPU roofs: measure them here, once per host, if no one has
-    (`opscope system` caches them). Timing pauses for those seconds, as for profiling."""
+def _peaks_if_missing(live: LiveSession, state: dict[str, Any], out: Outbox) -> None:
+    """The roofline needs this machine's peaks (and a GPU run the GPU's): measured here,
+    once per host, with timing paused, so the engine's own load cannot drag them down
+    (measured beside the running engine on 2 cores, the matmul peak came out at 78 instead
+    of 181 GFLOP/s). `opscope system` measures and caches them the same way."""
     from engine.peaks import cached_peaks, load_peaks, on_gpu, roofs_for
 
     provider = live.segment.staged.provider_used if live.segment else None
-    if state.get("gpu_peaks_tried") or not on_gpu(provider):
+    if state.get("peaks_tried") or live.segment is None:
         return
     cached = cached_peaks()
-    if cached is not None and roofs_for(cached, provider) is not None:
+    gpu = on_gpu(provider)
+    if cached is not None and (not gpu or roofs_for(cached, provider) is not None):
         return
-    state["gpu_peaks_tried"] = True
-    out.put(Notice("info", "measuring the GPU's peak bandwidth and FLOP rate for the "
-                           "roofline (once; timing pauses a few seconds)"))
+    state["peaks_tried"] = True
+    out.put(Notice("info", f"measuring this machine's peak bandwidth and FLOP rate"
+                           f"{' (CPU and GPU)' if gpu else ''} for the roofline: once, timing "
+                           "pauses a few seconds"))
     out.flush(force=True)
     try:
-        peaks = load_peaks(remeasure=True, gpu=True)
+        peaks = load_peaks(remeasure=True, gpu=gpu)
     except Exception as exc:  # the roofline then shows no roofs; the run goes on
-        out.put(Notice("warning", f"measuring the GPU's peaks failed: {exc}"))
+        out.put(Notice("warning", f"measuring the machine's peaks failed: {exc}"))
         return
-    gpu = peaks.get("gpu") or {}
-    if "error" in gpu:
-        out.put(Notice("warning", f"measuring the GPU's peaks failed: {gpu['error']}"))
+    gpu_peaks = peaks.get("gpu") or {}
+    if "error" in gpu_peaks:
+        out.put(Notice("warning", f"measuring the GPU's peaks failed: {gpu_peaks['error']}"))
     out.put(PeaksMeasured(peaks))
 
 

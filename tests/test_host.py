@@ -176,3 +176,24 @@ def test_gpu_throttling_is_flagged_on_the_live_run_once() -> None:
                       start=host.events.index(second))
     finally:
         host.close()
+
+
+def test_missing_peaks_are_measured_by_the_host_with_timing_paused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.events import PeaksMeasured
+    from engine.peaks import cached_peaks
+
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))  # no peaks cached: the host measures
+    host = Host()
+    try:
+        host.send("load", str(DEMO_CNN), {}, None)
+        measured = host.wait_for(lambda e: isinstance(e, PeaksMeasured), timeout=120)
+        cpu = measured.peaks["cpu"]
+        assert cpu["memory_gbps"] > 0 and cpu["gflops"] > 0
+        note = next(e for e in host.events if isinstance(e, Notice) and "peak" in e.message)
+        assert "timing pauses" in note.message
+        host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0,
+                      start=host.events.index(measured))  # and timing goes on
+    finally:
+        host.close()
+    assert cached_peaks() == measured.peaks  # cached for every later window and CLI run

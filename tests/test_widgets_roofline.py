@@ -189,3 +189,15 @@ def test_decade_labels_are_plain_and_minor_ticks_unlabelled() -> None:
         ["0.01", "0.1", "1", "10", "100", "1k", "10k", "1M"]
     axis = DecadeAxis("left")
     assert axis.logTickStrings([0.0, 0.30103, 1.0], 1.0, 1.0) == ["1", "", "10"]
+
+
+def test_the_live_window_leaves_measuring_to_its_engine_host(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Measured beside the running engine, peaks come out far too low: without a cache the
+    live window's request measures nothing (the host sends PeaksMeasured)."""
+    from app.peaks_loader import PeaksLoader
+    from engine import peaks
+
+    monkeypatch.setattr(peaks, "cached_peaks", lambda: None)
+    loader = PeaksLoader()
+    assert loader.request(measure=False) is None and loader._thread is None
