@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 GUI_COMMANDS = ("gui",)
 GUI_OPTIONS = ("--screenshot", "--quit-after", "--session")
+GUI_FILES = (".onnx", ".opscope", ".pt2", ".pt", ".pth")  # `opscope FILE` opens the window
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -22,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from engine.cli.selftest import main as self_test_main
 
         return self_test_main()
-    if (not args or first in GUI_COMMANDS or first.endswith((".onnx", ".opscope"))
+    if (not args or first in GUI_COMMANDS or first.lower().endswith(GUI_FILES)
             or first.split("=", 1)[0] in GUI_OPTIONS):
         from app.launch import main as gui_main
 

@@ -33,8 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opscope gui",
                                 description="The OpScope desktop workbench.")
     p.add_argument("path", nargs="?",
-                   help="an .onnx model to run live or an .opscope session to open "
-                   "(default: the bundled demo transformer)")
+                   help="a model to run live (.onnx, or a PyTorch .pt2/.pt with the torch "
+                   "extra) or an .opscope session to open (default: the bundled demo "
+                   "transformer)")
     p.add_argument("--session", metavar="FILE",
                    help="record into this session file (default: a new file in the autosave "
                    "folder)")

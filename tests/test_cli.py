@@ -141,3 +141,20 @@ def test_real_inputs_from_npz(zoo: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     opscope("bench", zoo["multi_output"], "--inputs", data, *FAST, "--json", out, check=True)
     assert json.loads(out.read_text())["inputs"]["a"]["shape"] == [1, 8]  # fitted to batch 1
+
+
+def test_entry_opens_the_window_for_model_and_session_files(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import app.launch
+    import engine.cli.main
+    from app.entry import main
+
+    seen: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(app.launch, "main", lambda a: seen.append(("gui", list(a))) or 0)
+    monkeypatch.setattr(engine.cli.main, "main", lambda a: seen.append(("cli", list(a))) or 0)
+    for args in (["net.pt2"], ["Net.ONNX"], ["s.opscope"], ["gui", "m.pt"], [],
+                 ["bench", "m.onnx"], ["info", "m.pt2"]):
+        main(args)
+    assert seen == [("gui", ["net.pt2"]), ("gui", ["Net.ONNX"]), ("gui", ["s.opscope"]),
+                    ("gui", ["m.pt"]), ("gui", []), ("cli", ["bench", "m.onnx"]),
+                    ("cli", ["info", "m.pt2"])]
