@@ -1,6 +1,8 @@
 """One report on what the GPU paths do on this machine: NVML and GPM telemetry, measured
 peaks, CUDA and TensorRT providers with IO binding on the demo models (FP32, FP16, INT8),
-and CUDA graphs. Without an NVIDIA GPU every part says it is unavailable and it exits 0.
+CUDA graphs, the torch engine on CUDA (needs a CUDA build of torch), and the live engine
+host on CUDA (GPU roofs measured with timing paused, throttle flags). Without an NVIDIA
+GPU every part says it is unavailable and it exits 0.
 
 Written on a machine without a GPU: the GPU branches have been reviewed by reading only.
 Run:  .venv/bin/python bench/gpu_check.py [--seconds 2]
@@ -124,6 +126,79 @@ def cuda_graph_part() -> list[str]:
             f"(first run, capture: {times[0] * 1e3:.1f} ms)"]
 
 
+def torch_cuda_part() -> list[str]:
+    """The torch engine on CUDA: eager/compiled, fp32/bf16/fp16, synchronised timing, and
+    torch.profiler with CUDA activity, on a small MLP saved as .pt2."""
+    import tempfile
+
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"torch {torch.__version__} sees no CUDA device (a CPU build?)")
+    from tests.torch_models import mlp, save_pt2
+
+    lines = [f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}"]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = save_pt2(mlp(), torch.randn(2, 16), Path(tmp) / "mlp.pt2")
+        for fusion, precision in (("off", "fp32"), ("off", "bf16"), ("off", "fp16"),
+                                  ("all", "fp32")):
+            req = BenchRequest(model_path=str(path),
+                               config=RunConfig(engine="torch", provider="cuda",
+                                                fusion=fusion, precision=precision),  # type: ignore[arg-type]
+                               timing=TimingPlan(warmup_runs=10, warmup_s=0.3, min_runs=50,
+                                                 duration_s=1.0),
+                               profile=fusion == "off" and precision == "fp32",
+                               profile_runs=10)
+            result = RunResult()
+            for ev in run_bench(req):
+                result.feed(ev)
+            t, a, s = result.timing, result.accuracy, result.started
+            line = (f"{'compiled' if fusion == 'all' else 'eager'} {precision}: on "
+                    f"{s.provider_used if s else '?'}  p50 {t.latency.p50:.3f} ms "
+                    f"(n={t.latency.count})" if t else "no timing")
+            if a:
+                line += f"  cosine {a.cosine:.5f}"
+            if result.profile:
+                line += f"  profiled {len(result.profile.ops)} ops"
+            lines.append(line)
+    return lines
+
+
+def live_host_part() -> list[str]:
+    """The app's engine host on CUDA: a run, its profile, GPU roofs (peaks measured by the
+    host when none are cached) and any throttle flag."""
+    import multiprocessing as mp
+
+    from engine.events import Notice, OpProfile, PeaksMeasured, RunStarted
+    from engine.host import host_main
+
+    ctx = mp.get_context("spawn")
+    conn, child = ctx.Pipe()
+    proc = ctx.Process(target=host_main, args=(child,), daemon=True)
+    proc.start()
+    child.close()
+    events: list[object] = []
+    conn.send(("apply", RunConfig(provider="cuda").to_json()))
+    conn.send(("load", str(MODELS["demo_cnn"]), {}, None))
+    end = time.monotonic() + 120
+    while time.monotonic() < end and not any(isinstance(e, OpProfile) for e in events):
+        if conn.poll(0.2):
+            events.extend(conn.recv())
+    time.sleep(3)
+    while conn.poll(0.2):
+        events.extend(conn.recv())
+    conn.send(("shutdown",))
+    proc.join(20)
+    started = [e for e in events if isinstance(e, RunStarted)]
+    peaks = [e for e in events if isinstance(e, PeaksMeasured)]
+    lines = [f"run on {started[-1].provider_used if started else 'nothing (no RunStarted)'}",
+             f"profile: {'yes' if any(isinstance(e, OpProfile) for e in events) else 'no'}",
+             "peaks measured by the host: " + (str(peaks[-1].peaks.get("gpu")) if peaks else
+                                              "no (cached already, or not needed)")]
+    lines += [f"notice ({e.level}): {e.message}" for e in events if isinstance(e, Notice)]
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0)
@@ -132,13 +207,16 @@ def main() -> int:
     section("NVML / GPM telemetry", nvml_part)
     if not gpu_present():
         for title in ("measured GPU peaks", "CUDA provider, IO binding",
-                      "TensorRT provider, IO binding", "CUDA graphs"):
+                      "TensorRT provider, IO binding", "CUDA graphs", "torch engine on CUDA",
+                      "live engine host on CUDA"):
             print(f"\n== {title}\n   unavailable: no NVIDIA GPU (NVML sees none)")
         return 0
     section("measured peaks", peaks_part)
     section("CUDA provider, IO binding", provider_part("cuda", args.seconds))
     section("TensorRT provider, IO binding", provider_part("tensorrt", args.seconds))
     section("CUDA graphs", cuda_graph_part)
+    section("torch engine on CUDA", torch_cuda_part)
+    section("live engine host on CUDA", live_host_part)
     return 0
 
 
