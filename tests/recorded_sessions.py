@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engine.session.store import open_session_file
@@ -27,6 +28,7 @@ DEMO_RUNS: list[list[str | Path]] = [
 ]
 
 _cache: dict[str, Path] = {}
+SAME_MACHINE_TOLERANCE = 0.05  # raw medians of the same-config pair, before any compare
 
 
 def opscope(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -38,10 +40,12 @@ def opscope(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProc
 def demo_session(factory: pytest.TempPathFactory) -> Path:
     """demo_cnn: runs 1-2 same config, 3 batch 8 (bench only), 4 fusion off.
 
-    Runs 1 and 2 are recorded again (at most twice) while either is flagged unstable: a
-    run whose own windows differ by >10% met a machine busy with other work (other test
-    suites on a 2-core box make one run 3x slower), which is not the run-to-run noise
-    the same-config test is about. Their comparison is never retried."""
+    Runs 1 and 2 are recorded again (at most twice) while either is flagged unstable, or
+    while their raw medians, computed here with numpy, differ by more than 5%: the machine
+    changed speed between them (on a shared 2-vCPU VM back-to-back runs of one config
+    differ by up to 15%), which is not the run-to-run noise the same-config test is about.
+    The comparison under test is never retried, and this check does not use it, so a
+    compare that overstates a difference still fails the test."""
     if "demo" not in _cache:
         folder = factory.mktemp("recorded")
         for attempt in range(3):
@@ -49,7 +53,10 @@ def demo_session(factory: pytest.TempPathFactory) -> Path:
             for args in DEMO_RUNS[:2]:
                 record(path, args)
             with open_session_file(path) as reader:
-                if all(r.stable for r in reader.runs()):
+                runs = reader.runs()
+                medians = [float(np.median(reader.latency(r.id)[1])) for r in runs]
+                if all(r.stable for r in runs) and \
+                        abs(medians[1] / medians[0] - 1) <= SAME_MACHINE_TOLERANCE:
                     break
         for args in DEMO_RUNS[2:]:
             record(path, args)
