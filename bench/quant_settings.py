@@ -49,6 +49,7 @@ from onnxruntime.quantization import (
     quantize_static,
 )
 from onnxruntime.quantization.shape_inference import quant_pre_process
+from results_file import publish
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {
@@ -321,10 +322,7 @@ def main() -> None:
         f"# total {time.perf_counter() - t_start:.0f} s; load avg at end "
         f"{os.getloadavg()[0]:.2f} (other processes on the machine add noise)"
     )
-    text = "\n".join(lines)
-    print("\n" + text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text + "\n")
+    publish("\n".join(lines), args.out, lead="\n")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from results_file import publish  # noqa: E402
+
 from engine.config import RunConfig  # noqa: E402
 from engine.events import LatencyBatch, RunStarted  # noqa: E402
 from engine.session import Recorder, SessionStore  # noqa: E402
@@ -130,10 +132,7 @@ def main() -> None:
     if su is not None:
         lines.append(f"reference: sqlite-utils insert_all(batch_size=10000), dict rows: "
                      f"{su:.2f} s ({su / raw_med:.1f}x raw)")
-    text = "\n".join(lines)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text + "\n")
+    publish("\n".join(lines), args.out)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from results_file import publish  # noqa: E402
+
 from engine.config import RunConfig  # noqa: E402
 from engine.events import OpProfile, RunEnded, RunStarted, TimingDone  # noqa: E402
 from engine.op_stats import coverage, node_stats, op_type_stats  # noqa: E402
@@ -127,10 +129,7 @@ def main() -> None:
         f"({total / read_all_s / 1e6:.2f} M samples/s)",
         f"`opscope session show` as a new process (interpreter start included): {cli_s:.2f} s",
     ]
-    text = "\n".join(lines)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text + "\n")
+    publish("\n".join(lines), args.out)
 
 
 if __name__ == "__main__":

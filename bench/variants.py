@@ -17,6 +17,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from results_file import publish  # noqa: E402
+
 from engine.config import RunConfig  # noqa: E402
 from engine.results import RunResult  # noqa: E402
 from engine.runner import BenchRequest, run_bench  # noqa: E402
@@ -76,10 +78,7 @@ def main() -> None:
                         else "–")
                 lines.append(f"| {label} | {precision} | {fusion} | {nodes} | {p50:.3f} | "
                              f"{base / p50:.2f}x | {lat.size} | {cos} | {err} | {top1} |")
-    text = "\n".join(lines)
-    print("\n" + text)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text + "\n")
+    publish("\n".join(lines), args.out, lead="\n")
 
 
 if __name__ == "__main__":
