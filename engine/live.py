@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from engine.events import (
 )
 from engine.ort_session import inference_fn
 from engine.profiling import profile_pass
-from engine.runner import BenchRequest, accuracy_pass, prepare
+from engine.runner import BenchRequest, Prepared, accuracy_pass, prepare
 from engine.stats import is_stable, latency_stats, throughput
 from engine.timing import TimingPlan, time_inferences
 
@@ -64,21 +64,13 @@ def stage(req: BenchRequest, label: str, check_accuracy: bool = True,
     """Prepare a config. Progress and notices are yielded now; run facts are kept for the
     moment the segment starts, so a recorder sees them after the previous run ended."""
     facts: list[Event] = []
-
-    def split(events: Iterator[Event]) -> Iterator[Event]:
-        for ev in events:
-            if isinstance(ev, ModelLoaded | VariantReady | RunStarted | AccuracyResult):
-                facts.append(ev)
-            else:
-                yield ev
-
     if req.config.engine == "torch":
-        from engine.torch_engine import prepare_torch, torch_accuracy_pass
+        from engine.torch_engine import TorchPrepared, prepare_torch, torch_accuracy_pass
         from engine.torch_profile import torch_profile_pass
 
-        tp = yield from split_result(prepare_torch(req), split)
+        tp: TorchPrepared = yield from _keep_facts(prepare_torch(req), facts)
         if check_accuracy and tp.config.precision != "fp32":
-            yield from split(torch_accuracy_pass(tp, req.inputs_npz is None))
+            yield from _keep_facts(torch_accuracy_pass(tp, req.inputs_npz is None), facts)
 
         def torch_profile(runs: int, mean: float | None) -> Iterator[Event]:
             return torch_profile_pass(tp.run_once, runs=runs, cuda=tp.device == "cuda",
@@ -86,9 +78,9 @@ def stage(req: BenchRequest, label: str, check_accuracy: bool = True,
 
         batch = _batch_of(tp.feeds)
         return Staged(tp.config, tp.run_once, batch, torch_profile, facts, label, tp)
-    p = yield from split_result(prepare(req), split)
+    p: Prepared = yield from _keep_facts(prepare(req), facts)
     if check_accuracy and p.config.precision != "fp32":
-        yield from split(accuracy_pass(p, req.inputs_npz is None))
+        yield from _keep_facts(accuracy_pass(p, req.inputs_npz is None), facts)
 
     def ort_profile(runs: int, mean: float | None) -> Iterator[Event]:
         return profile_pass(p.variant.path, p.config, p.feeds, runs=runs, gpu_present=p.gpu,
@@ -98,19 +90,25 @@ def stage(req: BenchRequest, label: str, check_accuracy: bool = True,
                   facts, label, p)
 
 
-T = TypeVar("T")
+RUN_FACTS = (ModelLoaded, VariantReady, RunStarted, AccuracyResult)
 
 
-def split_result(gen: Generator[Event, None, T],
-                 split: Callable[[Iterator[Event]], Iterator[Event]]) -> Generator[Event, None, T]:
-    """Pass `gen`'s events through `split` and return its value."""
-    box: list[T] = []
-
-    def events() -> Iterator[Event]:
-        box.append((yield from gen))
-
-    yield from split(events())
-    return box[0]
+def _keep_facts(events: Iterator[Event], facts: list[Event]) -> Generator[Event, None, Any]:
+    """The events, except run facts, which go to `facts`; returns the generator's value."""
+    try:
+        while True:
+            try:
+                ev = next(events)
+            except StopIteration as stop:
+                return stop.value
+            if isinstance(ev, RUN_FACTS):
+                facts.append(ev)
+            else:
+                yield ev
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
 
 
 @dataclass
