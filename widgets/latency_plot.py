@@ -34,6 +34,7 @@ BIN_S = 0.5  # throughput bin width
 STATS_HZ = 2.0  # updates of the numbers above the plot
 PX_PER_COLUMN = 2  # followed data is reduced to one min/max pair per this many pixels
 MIN_PAINT_HZ = 2.0  # the frame rate never drops below this, whatever a frame costs
+MIN_PLOT_HEIGHT = 260  # px for both plots and the legend: each axis title fits its plot
 
 
 class _TimedView(pg.GraphicsLayoutWidget):
@@ -114,6 +115,7 @@ class LatencyPlot(QWidget):
         self.latency_plot: pg.PlotItem = self._glw.addPlot(row=1, col=0)
         self.throughput_plot: pg.PlotItem = self._glw.addPlot(row=2, col=0)
         self._glw.ci.setContentsMargins(4, 0, 10, 4)
+        self._glw.setMinimumHeight(MIN_PLOT_HEIGHT)  # shorter, the two axis titles collide
         self._glw.ci.layout.setVerticalSpacing(0)
         self._glw.ci.layout.setRowStretchFactor(1, 3)
         self._glw.ci.layout.setRowStretchFactor(2, 1)
