@@ -13,7 +13,7 @@ from pytestqt.qtbot import QtBot
 
 from engine.stats import rolling_percentiles
 from widgets import latency_plot as lp
-from widgets.latency_plot import LatencyPlot, calm_top
+from widgets.latency_plot import LatencyPlot, calm_top, follow_range
 from widgets.lines_item import column_starts
 from widgets.ring_buffer import RingBuffer
 
@@ -223,7 +223,7 @@ def test_follow_mode_and_user_pan(plot: LatencyPlot, qtbot: QtBot) -> None:
     feed(plot, 1000, dt=0.03)  # 30 s
     qtbot.wait(PAINT_MS)
     (x0, x1), (y0, y1) = plot.latency_plot.vb.viewRange()
-    assert x0 == pytest.approx(29.97 - 10.0) and x1 >= 29.97
+    assert x1 - x0 == pytest.approx(10.0) and 29.97 + 0.1 <= x1 <= 29.97 + 0.1 + 0.5
     assert y0 == 0.0 and y1 >= 6.0
     with qtbot.waitSignal(plot.follow_changed) as blocker:
         plot.latency_plot.vb.sigRangeChangedManually.emit([True, True])  # a user pan
@@ -235,6 +235,30 @@ def test_follow_mode_and_user_pan(plot: LatencyPlot, qtbot: QtBot) -> None:
     double_click(plot._glw.viewport())
     qtbot.waitUntil(lambda: plot.following, timeout=2000)
     assert plot.latency_plot.vb.viewRange()[0][1] > 32.0
+
+
+def test_followed_range_holds_still_between_steps(plot: LatencyPlot, qtbot: QtBot) -> None:
+    plot.window_s = 10.0
+    feed(plot, 1000, dt=0.03)  # to 29.97 s
+    plot.paint_now()
+    shown = plot.latency_plot.vb.viewRange()[0]
+    assert shown == pytest.approx([20.5, 30.5])  # 10 s ending on the next 0.5 s step
+    moves: list[object] = []  # each move redraws the axes' ticks and grid
+    plot.latency_plot.vb.sigRangeChanged.connect(lambda *args: moves.append(args))
+    feed(plot, 10, dt=0.03, start=30.0)  # to 30.27 s: still inside the step
+    plot.paint_now()
+    assert plot.latency_plot.vb.viewRange()[0] == shown and moves == []
+    feed(plot, 10, dt=0.03, start=30.6)  # past the edge: one step on
+    plot.paint_now()
+    assert plot.latency_plot.vb.viewRange()[0] == pytest.approx([21.0, 31.0])
+
+
+def test_follow_range_widens_in_round_spans_until_the_window_is_full() -> None:
+    assert follow_range(5.0, 5.2, 60.0, (0.0, 1.0)) == (5.0, 6.2)  # at least 1 s, rounded
+    assert follow_range(5.0, 7.0, 60.0, (5.0, 8.0)) == (5.0, 8.0)  # still fits: unchanged
+    assert follow_range(5.0, 12.0, 60.0, (5.0, 8.0)) == (5.0, 15.0)
+    assert follow_range(5.0, 60.0, 60.0, (5.0, 65.0)) == (5.0, 65.0)
+    assert follow_range(0.0, 100.0, 60.0, (5.0, 65.0)) == (42.0, 102.0)  # 3 s steps
 
 
 def test_calm_top_holds_still_and_rounds_up() -> None:

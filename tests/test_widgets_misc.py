@@ -7,12 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PySide6.QtGui import QPalette
 from pytestqt.qtbot import QtBot
 
 from engine.events import AccuracyResult
 from widgets import demo, theme
 from widgets.accuracy_badge import AccuracyBadge, grade
 from widgets.latency_plot import LatencyPlot
+from widgets.sparkline import Sparkline
 from widgets.telemetry_strip import TelemetryStrip, describe, format_value
 
 
@@ -33,7 +35,7 @@ def test_series_appear_with_their_current_value(strip: TelemetryStrip, qtbot: Qt
     qtbot.waitUntil(lambda: strip.label_text("cpu_percent") == "CPU 180%", timeout=2000)
     assert strip.label_text("rss_mb") == "RSS 512 MB"
     assert strip.label_text("cpu_freq_mhz") == "CPU clock 2,900 MHz"
-    assert list(strip.curve("rss_mb").yData) == [500.0, 512.0]
+    assert list(strip.sparkline("rss_mb").data()[1]) == [500.0, 512.0]
 
 
 def test_new_names_arrive_later(strip: TelemetryStrip, qtbot: QtBot) -> None:
@@ -61,15 +63,54 @@ def test_x_link_shares_the_latency_plot_range(strip: TelemetryStrip, qtbot: QtBo
     strip.append(0.0, {"cpu_percent": 50.0})
     strip.set_x_link(plot.plot_item)
     plot.latency_plot.vb.setXRange(10.0, 20.0, padding=0)
-    spark = strip._series["cpu_percent"].plot.getPlotItem()
     strip.paint_now()  # the range follows at the strip's paint rate, not on every move
-    assert spark.vb.viewRange()[0] == pytest.approx([10.0, 20.0])
+    assert strip.sparkline("cpu_percent").x_range() == pytest.approx((10.0, 20.0))
     strip.append(1.0, {"cpu_percent": 60.0, "rss_mb": 1.0})  # a later series is linked too
     plot.latency_plot.vb.setXRange(30.0, 40.0, padding=0)
     plot.latency_plot.vb.setXRange(35.0, 45.0, padding=0)
     strip.paint_now()
-    assert strip._series["rss_mb"].plot.getPlotItem().vb.viewRange()[0] == pytest.approx(
-        [35.0, 45.0])
+    assert strip.sparkline("rss_mb").x_range() == pytest.approx((35.0, 45.0))
+
+
+def line_pixels(spark: Sparkline) -> np.ndarray:
+    """(x, y) of every pixel the line coloured in a grab of the sparkline."""
+    image = spark.grab().toImage()
+    background = spark.palette().color(QPalette.ColorRole.Base).rgb()
+    return np.array([(x, y) for y in range(image.height()) for x in range(image.width())
+                     if image.pixel(x, y) != background])
+
+
+@pytest.mark.parametrize("n", [100, 20_000])  # 20k: reduced to a per-column envelope
+def test_sparkline_draws_each_spike_where_it_happened(qtbot: QtBot, n: int) -> None:
+    spark = Sparkline()
+    qtbot.addWidget(spark)
+    spark.resize(200, 34)
+    t = np.linspace(0.0, 100.0, n)
+    v = np.zeros(n)
+    v[n // 2] = 10.0  # one sample, at t = 50
+    spark.set_data(t, v)
+    spark.set_x_range(0.0, 100.0)
+    assert spark.y_range() == pytest.approx((-0.8, 10.8))  # 8% padding
+    pixels = line_pixels(spark)
+    top = pixels[pixels[:, 1] == pixels[:, 1].min()]
+    assert pixels[:, 1].min() <= 3 and abs(top[:, 0].mean() - 100) <= 3
+    assert pixels[:, 1].max() >= 28  # the flat part, near the bottom
+
+
+def test_sparkline_fits_y_to_the_visible_range(qtbot: QtBot) -> None:
+    spark = Sparkline()
+    qtbot.addWidget(spark)
+    spark.resize(200, 34)
+    spark.set_data(np.arange(10.0), np.r_[np.full(5, 3.0), np.full(5, 100.0)])
+    spark.set_x_range(0.0, 4.5)  # only the flat 3.0 part; the line runs on to t = 5
+    assert spark.y_range() == pytest.approx((1.5, 4.5))
+    rows = np.unique(line_pixels(spark)[:, 1])
+    assert rows.min() <= 2 and rows.max() >= 15  # level across the middle, then up
+    spark.set_x_range(0.0, 3.0)
+    rows = np.unique(line_pixels(spark)[:, 1])
+    assert rows.min() >= 14 and rows.max() <= 19  # a level line across the middle
+    spark.set_x_range(0.0, 9.0)
+    assert spark.y_range()[1] > 100.0
 
 
 def test_series_names_are_described() -> None:

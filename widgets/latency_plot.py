@@ -12,6 +12,7 @@ a few milliseconds at 300k retained points while the engine keeps every core bus
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,7 @@ BIN_S = 0.5  # throughput bin width
 STATS_HZ = 2.0  # updates of the numbers above the plot
 PX_PER_COLUMN = 2  # followed data is reduced to one min/max pair per this many pixels
 MIN_PAINT_HZ = 2.0  # the frame rate never drops below this, whatever a frame costs
+FOLLOW_STEP = 0.05  # the followed x range moves in steps of this share of the window
 MIN_PLOT_HEIGHT = 260  # px for both plots and the legend: each axis title fits its plot
 
 
@@ -64,6 +66,23 @@ def calm_top(current: float, needed: float) -> float:
     return float(_NICE_STEPS[np.searchsorted(_NICE_STEPS, target / scale - 1e-9)] * scale)
 
 
+def follow_range(t0: float, t1: float, window_s: float,
+                 current: tuple[float, float]) -> tuple[float, float]:
+    """The x range that follows samples from t0 to t1, moving in steps rather than at
+    every frame: while the samples span less than the window, it starts at t0 and widens
+    through round spans (`calm_top`); after that it shows `window_s` seconds ending on the
+    next multiple of FOLLOW_STEP of the window past the newest sample (plus a 1% margin),
+    so it jumps forward by one step each time the data reaches its right edge."""
+    span = max(t1 - t0, 0.0)
+    margin = 0.01 * window_s
+    if span + margin < window_s:
+        shown = current[1] - current[0] if current[0] == t0 else 0.0
+        return t0, t0 + min(window_s, calm_top(shown, max(span + margin, 1.0)))
+    step = FOLLOW_STEP * window_s
+    x1 = math.ceil((t1 + margin) / step) * step
+    return x1 - window_s, x1
+
+
 @dataclass
 class _Marker:
     t_s: float
@@ -75,8 +94,10 @@ class LatencyPlot(QWidget):
     """Feed with `append`; a timer paints when new data arrived, at `paint_hz` at most.
 
     Frames cost CPU that, with the engine on every core, comes out of the engine's
-    throughput: the frame rate adapts so painting stays within `cpu_budget` of one core
-    (a frame of 6 ms at 5%: 8 Hz; of 2 ms: the full 10 Hz), never below MIN_PAINT_HZ."""
+    throughput (with ONNX Runtime's threads on every core, a frame stalls them all, so a
+    frame's CPU costs the engine about twice as much): the frame rate adapts so painting
+    stays within `cpu_budget` of one core (a frame of 5 ms at 2.5%: 5 Hz; of 2 ms: the
+    full 10 Hz), never below MIN_PAINT_HZ."""
 
     follow_changed = Signal(bool)
 
@@ -88,7 +109,7 @@ class LatencyPlot(QWidget):
         percentile_window: int = 200,
         window_s: float = 60.0,
         paint_hz: float = 10.0,
-        cpu_budget: float = 0.05,
+        cpu_budget: float = 0.025,
         throughput_capacity: int = 20_000,
     ) -> None:
         super().__init__(parent)
@@ -485,24 +506,26 @@ class LatencyPlot(QWidget):
         """Show the last `window_s` seconds, y from 0 to the visible maximum; returns the
         x range.
 
-        The y tops move in steps (`calm_top`): an axis whose range is unchanged keeps its
-        drawn ticks, and a y axis that twitches at every frame is hard to read anyway."""
+        Both ranges move in steps (`follow_range`, `calm_top`): an axis whose range is
+        unchanged keeps its drawn ticks and grid (redrawing them was half of a frame's
+        cost), and labels that slide at every frame are hard to read anyway."""
         t, lat = self._samples.view(T), self._samples.view(LAT)
         if t.size == 0:
             return 0.0, 1.0
-        x1 = float(t[-1])
-        x0 = min(max(float(t[0]), x1 - self.window_s), x1 - 1.0)
+        (vx0, vx1), (_, vy1) = self.latency_plot.vb.viewRange()
+        x0, x1 = follow_range(float(t[0]), float(t[-1]), self.window_s, (vx0, vx1))
         i0 = int(np.searchsorted(t, x0))
         y1 = float(lat[i0:].max()) if i0 < t.size else 1.0
         self._y_tops[0] = calm_top(self._y_tops[0], max(y1, 1e-3))
-        x1 += 0.01 * (x1 - x0)
-        self.latency_plot.vb.setRange(xRange=(x0, x1), yRange=(0.0, self._y_tops[0]),
-                                      padding=0)
+        if (x0, x1, self._y_tops[0]) != (vx0, vx1, vy1):  # unchanged: no axis redraw
+            self.latency_plot.vb.setRange(xRange=(x0, x1), yRange=(0.0, self._y_tops[0]),
+                                          padding=0)
         bt, bv = self._bins.view(0), self._bins.view(1)
         j0 = int(np.searchsorted(bt, x0))
         top = float(bv[j0:].max()) if j0 < bt.size else 1.0
         self._y_tops[1] = calm_top(self._y_tops[1], max(top, 1.0))
-        self.throughput_plot.vb.setYRange(0.0, self._y_tops[1], padding=0)
+        if self.throughput_plot.vb.viewRange()[1] != [0.0, self._y_tops[1]]:
+            self.throughput_plot.vb.setYRange(0.0, self._y_tops[1], padding=0)
         return x0, x1
 
     def _remove_marker_items(self, marker: _Marker) -> None:

@@ -2,6 +2,7 @@
 
 A series appears the first time its name arrives; each keeps a bounded ring buffer and
 shows its latest value as text. A 5 Hz timer paints only the series that changed.
+Each sparkline is a small QPainter widget (`widgets/sparkline.py`), not a pyqtgraph plot.
 """
 
 from __future__ import annotations
@@ -9,13 +10,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from widgets import theme
 from widgets.ring_buffer import FloatArray, RingBuffer
+from widgets.sparkline import Sparkline
 
 # name -> (title, unit); anything else is titled from its words and unit from its suffix
 KNOWN: dict[str, tuple[str, str]] = {
@@ -57,8 +60,7 @@ class _Series:
     buffer: RingBuffer
     cell: QFrame
     label: QLabel
-    plot: pg.PlotWidget
-    curve: pg.PlotDataItem
+    spark: Sparkline
     dirty: bool = False
 
 
@@ -141,7 +143,7 @@ class TelemetryStrip(QWidget):
         self._range_dirty = False
         x0, x1 = self._linked_range
         for series in self._series.values():
-            series.plot.setXRange(x0, x1, padding=0)
+            series.spark.set_x_range(x0, x1)
 
     @property
     def names(self) -> list[str]:
@@ -155,15 +157,15 @@ class TelemetryStrip(QWidget):
     def label_text(self, name: str) -> str:
         return self._series[name].label.text()
 
-    def curve(self, name: str) -> pg.PlotDataItem:
-        return self._series[name].curve
+    def sparkline(self, name: str) -> Sparkline:
+        return self._series[name].spark
 
     def clear(self) -> None:
         """Drop every sample; the cells stay (the same metrics come back next session)."""
         self._last_t = 0.0
         for series in self._series.values():
             series.buffer.clear()
-            series.curve.setData([], [])
+            series.spark.set_data(np.zeros(0), np.zeros(0))
             series.label.setText(f"{series.title} –")
             series.dirty = False
 
@@ -181,14 +183,11 @@ class TelemetryStrip(QWidget):
         for series in self._series.values():
             if series.dirty:
                 self._paint_series(series)
-            # pyqtgraph moves its view transform when a paint begins, which schedules a
-            # second paint; moved now, each changed sparkline paints once.
-            series.plot.scene().prepareForPaint()
 
     def _paint_series(self, series: _Series) -> None:
         series.dirty = False
         t, v = series.buffer.view(0), series.buffer.view(1)
-        series.curve.setData(t, v)
+        series.spark.set_data(t, v)
         latest = float(v[-1]) if v.size else math.nan
         theme.set_text_if_changed(series.label,
                                   f"{series.title} {format_value(latest, series.unit)}")
@@ -199,7 +198,7 @@ class TelemetryStrip(QWidget):
             if v.size else series.title
         )
         if self._x_link is None and t.size:
-            series.plot.setXRange(self._last_t - self.window_s, self._last_t, padding=0)
+            series.spark.set_x_range(self._last_t - self.window_s, self._last_t)
 
     def _add_series(self, name: str) -> _Series:
         title, unit = self._formats.get(name) or describe(name)
@@ -207,45 +206,21 @@ class TelemetryStrip(QWidget):
         cell.setFrameShape(QFrame.Shape.StyledPanel)
         label = QLabel(f"{title} –")
         label.setStyleSheet("font-weight: 600;")
+        label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
         theme.make_steady(label, f"{title} 88,888{unit}")
-        plot = pg.PlotWidget()
-        plot.setFixedHeight(34)
-        plot.setMinimumWidth(100)
-        plot.setMouseEnabled(x=False, y=False)
-        plot.setMenuEnabled(False)
-        plot.hideButtons()
-        item = plot.getPlotItem()
-        item.hideAxis("left")
-        item.hideAxis("bottom")
-        for axis in ("left", "bottom", "right", "top"):  # hidden axes still follow the range,
-            item.getAxis(axis).enableAutoSIPrefix(False)  # and a prefix update lays out text
-        item.layout.setContentsMargins(0, 0, 0, 0)
-        item.vb.setDefaultPadding(0.08)
-        item.vb.enableAutoRange(axis="y")
-        item.vb.setAutoVisible(y=True)
+        spark = Sparkline(color=theme.SPARK)
+        spark.setFixedHeight(34)
+        spark.setMinimumWidth(100)
         if self._x_link is not None:
-            x0, x1 = self._x_link.vb.viewRange()[0]
-            item.setXRange(x0, x1, padding=0)
-        curve = plot.plot(pen=pg.mkPen(theme.SPARK, width=1), skipFiniteCheck=True)
+            spark.set_x_range(*self._x_link.vb.viewRange()[0])
         box = QVBoxLayout(cell)
         box.setContentsMargins(6, 3, 6, 3)
         box.setSpacing(1)
         box.addWidget(label)
-        box.addWidget(plot)
+        box.addWidget(spark)
         index = len(self._series)
         self._grid.addWidget(cell, index // self._columns, index % self._columns)
         self._grid.setColumnStretch(index % self._columns, 1)
-        series = _Series(title, unit, RingBuffer(self.capacity, 2), cell, label, plot, curve)
+        series = _Series(title, unit, RingBuffer(self.capacity, 2), cell, label, spark)
         self._series[name] = series
-        self._apply_theme(series)
         return series
-
-    def changeEvent(self, event: QEvent) -> None:
-        if event.type() == QEvent.Type.PaletteChange:
-            for series in self._series.values():
-                self._apply_theme(series)
-        super().changeEvent(event)
-
-    def _apply_theme(self, series: _Series) -> None:
-        series.plot.setBackground(theme.plot_background(self))
-        series.label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
