@@ -45,7 +45,7 @@ class MainWindow(QMainWindow):
 
         self.banner = Banner()
         self.latency = LatencyPlot()
-        self.telemetry = TelemetryStrip(paint_hz=2.0)  # sparklines: cheap, slow-changing
+        self.telemetry = TelemetryStrip(paint_hz=1.0)  # slow-changing: once a second, as top
         self.telemetry.set_x_link(getattr(self.latency, "plot_item", None))
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.latency)

@@ -3,7 +3,7 @@ throughput with the window open and painting vs `opscope bench` on the same mode
 time from launch to the first latency point.
 
 Rounds alternate GUI and CLI so machine noise hits both alike. Run headless or on a screen:
-    QT_QPA_PLATFORM=offscreen .venv/bin/python bench/app_responsiveness.py [--seconds 8]
+    QT_QPA_PLATFORM=offscreen .venv/bin/python bench/app_responsiveness.py [--rounds 10]
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from results_file import publish  # noqa: E402
+
 MODEL = ROOT / "resources/models/demo_transformer.onnx"
 
 
@@ -37,10 +40,11 @@ def covered_rate(batches: list[tuple[np.ndarray, np.ndarray]]) -> float:
     return n / covered if covered > 0 else 0.0
 
 
-def gui_round(seconds: float, threads: int = 0, yield_cpu: bool = True) -> tuple[float,
-                                                                                np.ndarray]:
-    """(inferences/s seen by the GUI, event-loop lag samples in ms) for one round, in the
-    app's own event loop (QApplication.exec), as a user runs it."""
+def gui_round(seconds: float, threads: int = 0,
+              yield_cpu: bool = True) -> tuple[float, np.ndarray, float]:
+    """(inferences/s seen by the GUI, event-loop lag samples in ms, the window process's
+    CPU use as a share of one core) for one round, in the app's own event loop
+    (QApplication.exec), as a user runs it."""
     from PySide6.QtCore import QElapsedTimer, QTimer
     from PySide6.QtWidgets import QApplication
 
@@ -98,11 +102,9 @@ def gui_round(seconds: float, threads: int = 0, yield_cpu: bool = True) -> tuple
         state["measuring"] = False
         cpu = me.cpu_times()
         gui_cpu = (cpu.user + cpu.system - state["cpu0"]) / (time.monotonic() - state["wall0"])
-        print(f"  window process CPU while measuring: {100 * gui_cpu:.0f}% of one core",
-              flush=True)
         wb.window.close()
         wb.shutdown()
-    return covered_rate(batches), np.array(lags)
+    return covered_rate(batches), np.array(lags), gui_cpu
 
 
 def cli_round(seconds: float, threads: int = 0) -> float:
@@ -137,37 +139,52 @@ def first_point() -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=8.0)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--threads", type=int, default=0,
                     help="engine intra-op threads in both (0: one per physical core)")
     ap.add_argument("--no-yield", action="store_true",
                     help="engine host at the window's CPU priority (Run > Yield CPU off)")
+    ap.add_argument("--out", default=str(ROOT / "bench/results/app_responsiveness.txt"))
     args = ap.parse_args()
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    gui_rates, cli_rates, lags = [], [], []
+    gui_rates, cli_rates, lags, gui_cpus = [], [], [], []
+    lines = [f"# bench/app_responsiveness.py --seconds {args.seconds:g} --rounds {args.rounds}"
+             f"{' --no-yield' if args.no_yield else ''}, {psutil.cpu_count()} logical CPUs"]
     for r in range(args.rounds):
         order = ("gui", "cli") if r % 2 == 0 else ("cli", "gui")
         for which in order:
             if which == "gui":
-                rate, lag = gui_round(args.seconds, args.threads, not args.no_yield)
+                rate, lag, cpu = gui_round(args.seconds, args.threads, not args.no_yield)
                 gui_rates.append(rate)
                 lags.append(lag)
-                print(f"round {r} gui: {rate:.1f} inf/s, loop lag p50 {np.percentile(lag, 50):.2f}"
-                      f" ms p99 {np.percentile(lag, 99):.2f} ms (n={lag.size})", flush=True)
+                gui_cpus.append(cpu)
+                line = (f"round {r} gui: {rate:.1f} inf/s, window process {100 * cpu:.1f}% "
+                        f"of one core, loop lag p50 {np.percentile(lag, 50):.2f} ms "
+                        f"p99 {np.percentile(lag, 99):.2f} ms (n={lag.size})")
             else:
                 rate = cli_round(args.seconds, args.threads)
                 cli_rates.append(rate)
-                print(f"round {r} cli: {rate:.1f} inf/s", flush=True)
+                line = f"round {r} cli: {rate:.1f} inf/s"
+            print(line, flush=True)
+            lines.append(line)
     all_lags = np.concatenate(lags)
-    ratio = statistics.median(g / c for g, c in zip(gui_rates, cli_rates, strict=True))
+    ratios = [g / c for g, c in zip(gui_rates, cli_rates, strict=True)]
     outer, inner = first_point()
-    print(f"\nengine throughput with the window open / opscope bench: median ratio {ratio:.3f} "
-          f"over {args.rounds} rounds (goal >= 0.95)")
-    print(f"event-loop lag while running: p50 {np.percentile(all_lags, 50):.2f} ms, "
-          f"p99 {np.percentile(all_lags, 99):.2f} ms, max {all_lags.max():.2f} ms "
-          f"(n={all_lags.size}; goal p99 < 16 ms)")
-    print(f"launch to first latency point: {outer:.2f} s from process spawn "
-          f"({inner:.2f} s after Python started)")
+    lines += [
+        "",
+        f"engine throughput with the window open / opscope bench: median ratio "
+        f"{statistics.median(ratios):.3f} over {args.rounds} rounds (goal >= 0.95); "
+        f"per round {min(ratios):.3f}..{max(ratios):.3f}; ratio of the medians "
+        f"{statistics.median(gui_rates) / statistics.median(cli_rates):.3f}",
+        f"opscope bench alone: {min(cli_rates):.0f}..{max(cli_rates):.0f} inf/s between rounds",
+        f"window process CPU: median {100 * statistics.median(gui_cpus):.1f}% of one core",
+        f"event-loop lag while running: p50 {np.percentile(all_lags, 50):.2f} ms, "
+        f"p99 {np.percentile(all_lags, 99):.2f} ms, max {all_lags.max():.2f} ms "
+        f"(n={all_lags.size}; goal p99 < 16 ms)",
+        f"launch to first latency point: {outer:.2f} s from process spawn "
+        f"({inner:.2f} s after Python started)",
+    ]
+    publish("\n".join(lines), args.out, lead="\n")
 
 
 if __name__ == "__main__":
