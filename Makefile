@@ -18,10 +18,7 @@ run: $(STAMP)
 	$(BIN)/opscope
 
 ## Lint, architecture contracts, then the whole test suite (headless).
-test: $(STAMP)
-	$(BIN)/ruff check .
-	$(BIN)/mypy
-	$(BIN)/lint-imports
+test: lint
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest
 
 lint: $(STAMP)

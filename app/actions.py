@@ -12,8 +12,10 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox
 if TYPE_CHECKING:
     from app.workbench import Workbench
 
-MODEL_FILTER = ("Models (*.onnx *.pt2 *.pt *.pth);;ONNX models (*.onnx);;"
-                "PyTorch programs (*.pt2 *.pt *.pth);;All files (*)")
+MODEL_FILTER = (
+    "Models (*.onnx *.pt2 *.pt *.pth);;ONNX models (*.onnx);;"
+    "PyTorch programs (*.pt2 *.pt *.pth);;All files (*)"
+)
 SESSION_FILTER = "OpScope sessions (*.opscope);;All files (*)"
 
 
@@ -40,8 +42,13 @@ def build_menus(wb: Workbench) -> Menus:
     w = wb.window
     bar = w.menuBar()
 
-    def act(menu: QMenu, text: str, slot: object, shortcut: str | QKeySequence | None = None,
-            tip: str = "") -> QAction:
+    def act(
+        menu: QMenu,
+        text: str,
+        slot: object,
+        shortcut: str | QKeySequence | None = None,
+        tip: str = "",
+    ) -> QAction:
         action = menu.addAction(text)
         action.triggered.connect(slot)
         if shortcut is not None:
@@ -51,40 +58,90 @@ def build_menus(wb: Workbench) -> Menus:
         return action
 
     file = bar.addMenu("&File")
-    act(file, "&Open Model…", lambda: _open_model(wb), QKeySequence.StandardKey.Open,
-        "Load an ONNX model or a PyTorch program (.pt2, TorchScript .pt) into the engine")
-    act(file, "Open &Session…", lambda: _open_session(wb), "Ctrl+Shift+O",
-        "Open a recorded session read-only")
+    act(
+        file,
+        "&Open Model…",
+        lambda: _open_model(wb),
+        QKeySequence.StandardKey.Open,
+        "Load an ONNX model or a PyTorch program (.pt2, TorchScript .pt) into the engine",
+    )
+    act(
+        file,
+        "Open &Session…",
+        lambda: _open_session(wb),
+        "Ctrl+Shift+O",
+        "Open a recorded session read-only",
+    )
     recent = file.addMenu("Recent &Files")
     file.addSeparator()
-    act(file, "Save Session &As…", wb.save_session_as, "Ctrl+Shift+S",
-        "Copy the session file and keep recording into the copy")
-    act(file, "Export &Report…", lambda: _export(wb, "report"), "Ctrl+Shift+E",
-        "Write a self-contained HTML report of this session")
-    act(file, "Export &Trace…", lambda: _export(wb, "trace"), "Ctrl+Shift+T",
-        "Write the last profiled inference as a Chrome/Perfetto trace")
-    act(file, "Save &Plot As…", lambda: _save_plot(wb), "Ctrl+Shift+P",
-        "Save the latency plot as PNG or SVG")
+    act(
+        file,
+        "Save Session &As…",
+        wb.save_session_as,
+        "Ctrl+Shift+S",
+        "Copy the session file and keep recording into the copy",
+    )
+    act(
+        file,
+        "Export &Report…",
+        lambda: _export(wb, "report"),
+        "Ctrl+Shift+E",
+        "Write a self-contained HTML report of this session",
+    )
+    act(
+        file,
+        "Export &Trace…",
+        lambda: _export(wb, "trace"),
+        "Ctrl+Shift+T",
+        "Write the last profiled inference as a Chrome/Perfetto trace",
+    )
+    act(
+        file,
+        "Save &Plot As…",
+        lambda: _save_plot(wb),
+        "Ctrl+Shift+P",
+        "Save the latency plot as PNG or SVG",
+    )
     file.addSeparator()
     act(file, "&Quit", w.close, QKeySequence.StandardKey.Quit)
 
     run = bar.addMenu("&Run")
     pause = act(run, "Pause", wb.toggle_running, "Ctrl+Space", "Pause or resume timing")
-    act(run, "Profile &Now", wb.client.profile_now, "Ctrl+Alt+P",
-        "Run a profiling pass of the current config now")
-    act(run, "&Restart Engine", wb.restart_engine, "Ctrl+Shift+R",
-        "Start a fresh engine host with the same model and config")
+    act(
+        run,
+        "Profile &Now",
+        wb.client.profile_now,
+        "Ctrl+Alt+P",
+        "Run a profiling pass of the current config now",
+    )
+    act(
+        run,
+        "&Restart Engine",
+        wb.restart_engine,
+        "Ctrl+Shift+R",
+        "Start a fresh engine host with the same model and config",
+    )
     run.addSeparator()
-    yield_cpu = act(run, "&Yield CPU to the Window", wb.set_yield_cpu, None,
-                    "Run the engine at lower CPU priority so the window stays smooth when "
-                    "the engine uses every core (restarts the engine; off: priority as "
-                    "`opscope bench`)")
+    yield_cpu = act(
+        run,
+        "&Yield CPU to the Window",
+        wb.set_yield_cpu,
+        None,
+        "Run the engine at lower CPU priority so the window stays smooth when "
+        "the engine uses every core (restarts the engine; off: priority as "
+        "`opscope bench`)",
+    )
     yield_cpu.setCheckable(True)
     yield_cpu.setChecked(wb.client.nice > 0)
 
     view = bar.addMenu("&View")
-    act(view, "&Follow Latest", lambda: w.latency.set_follow(True), "F",
-        "Scroll the latency plot with new samples")
+    act(
+        view,
+        "&Follow Latest",
+        lambda: w.latency.set_follow(True),
+        "F",
+        "Scroll the latency plot with new samples",
+    )
     view.addSeparator()
     view.addAction(w.config_dock.toggleViewAction())
     view.addAction(w.ops_dock.toggleViewAction())
@@ -110,8 +167,9 @@ def _open_session(wb: Workbench) -> None:
 
 
 def _save_plot(wb: Workbench) -> None:
-    path, _ = QFileDialog.getSaveFileName(wb.window, "Save Plot As", "latency.png",
-                                          "PNG image (*.png);;SVG image (*.svg)")
+    path, _ = QFileDialog.getSaveFileName(
+        wb.window, "Save Plot As", "latency.png", "PNG image (*.png);;SVG image (*.svg)"
+    )
     if not path:
         return
     try:
@@ -123,8 +181,11 @@ def _save_plot(wb: Workbench) -> None:
 def _export(wb: Workbench, kind: str) -> None:
     from app.exports import export_report, export_trace
 
-    suffix, filt = ((".html", "HTML report (*.html)") if kind == "report"
-                    else (".json", "Chrome trace (*.json)"))
+    suffix, filt = (
+        (".html", "HTML report (*.html)")
+        if kind == "report"
+        else (".json", "Chrome trace (*.json)")
+    )
     default = Path(wb.recording.path).with_suffix(suffix).name
     path, _ = QFileDialog.getSaveFileName(wb.window, f"Export {kind.title()}", default, filt)
     if not path:
@@ -148,8 +209,10 @@ def _about(wb: Workbench) -> None:
     from engine import __version__
 
     QMessageBox.about(
-        wb.window, "About OpScope",
+        wb.window,
+        "About OpScope",
         f"<b>OpScope {__version__}</b><br>A workbench for model inference optimization."
         f"<br><br>ONNX Runtime {onnxruntime.__version__}<br>PySide6 {PySide6.__version__}"
         f"<br>pyqtgraph {pyqtgraph.__version__}<br>Python {platform.python_version()}"
-        f"<br>Device: {wb.device}<br>Session: {wb.recording.path}")
+        f"<br>Device: {wb.device}<br>Session: {wb.recording.path}",
+    )

@@ -25,15 +25,15 @@ from engine.session.rows import RunRow
 
 BETTER = QColor("#2e9d5b")
 WORSE = QColor("#d0453b")
-OP_COLUMNS = ["op", "op type", "status", "base ms", "cand ms", "Δ ms", "Δ %", "share",
-              "bytes Δ"]
+OP_COLUMNS = ["op", "op type", "status", "base ms", "cand ms", "Δ ms", "Δ %", "share", "bytes Δ"]
 
 
 class ComparePanel(QWidget):
     """Pick a baseline and a candidate run; shows `engine.comparison.compare_runs`."""
 
-    def __init__(self, reader: SessionReader, runs: list[RunRow],
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, reader: SessionReader, runs: list[RunRow], parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.reader = reader
         self.runs = {r.id: r for r in runs}
@@ -54,8 +54,7 @@ class ComparePanel(QWidget):
         self.summary.setTextFormat(Qt.TextFormat.PlainText)
         self.summary.setWordWrap(True)
         self.metrics = QTableWidget(0, 5)
-        self.metrics.setHorizontalHeaderLabels(["metric", "baseline", "candidate", "Δ %",
-                                                "95% CI"])
+        self.metrics.setHorizontalHeaderLabels(["metric", "baseline", "candidate", "Δ %", "95% CI"])
         self.ops = QTableWidget(0, len(OP_COLUMNS))
         self.ops.setHorizontalHeaderLabels(OP_COLUMNS)
         self.ops.setSortingEnabled(True)
@@ -100,8 +99,13 @@ class ComparePanel(QWidget):
         for row, (name, m) in enumerate(comp.metrics.items()):
             better = (m.delta_pct > 0) == m.higher_is_better
             significant = m.ci_pct[0] > 0 or m.ci_pct[1] < 0
-            cells = [f"{name} ({m.unit})", f"{m.baseline:.3f}", f"{m.candidate:.3f}",
-                     f"{m.delta_pct:+.1f}%", f"[{m.ci_pct[0]:+.1f}%, {m.ci_pct[1]:+.1f}%]"]
+            cells = [
+                f"{name} ({m.unit})",
+                f"{m.baseline:.3f}",
+                f"{m.candidate:.3f}",
+                f"{m.delta_pct:+.1f}%",
+                f"[{m.ci_pct[0]:+.1f}%, {m.ci_pct[1]:+.1f}%]",
+            ]
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if col >= 3 and significant:
@@ -116,8 +120,11 @@ class ComparePanel(QWidget):
             pct = d.delta_time_pct
             bytes_delta = (d.cand_bytes or 0) - (d.base_bytes or 0)
             cells: list[tuple[str, float | None]] = [
-                (d.key, None), (d.op_type, None), (d.status, None),
-                (_ms(d.base_time_ms), d.base_time_ms), (_ms(d.cand_time_ms), d.cand_time_ms),
+                (d.key, None),
+                (d.op_type, None),
+                (d.status, None),
+                (_ms(d.base_time_ms), d.base_time_ms),
+                (_ms(d.cand_time_ms), d.cand_time_ms),
                 (f"{d.delta_time_ms:+.3f}", d.delta_time_ms),
                 (f"{pct:+.1f}%" if pct is not None else "–", pct),
                 (f"{_share(d.base_share)} → {_share(d.cand_share)}", None),
@@ -142,8 +149,7 @@ class _NumItem(QTableWidgetItem):
 
     def __lt__(self, other: QTableWidgetItem) -> bool:
         mine, theirs = self.value, getattr(other, "value", None)
-        if mine is not None and theirs is not None and not (math.isnan(mine)
-                                                             or math.isnan(theirs)):
+        if mine is not None and theirs is not None and not (math.isnan(mine) or math.isnan(theirs)):
             return mine < theirs
         return self.text() < other.text()
 

@@ -37,14 +37,25 @@ TORCH_FUSION_LABELS = {"off": "Off (eager)", "all": "All (torch.compile)"}
 PROVIDER_LABELS = {"auto": "Auto", "cpu": "CPU", "cuda": "CUDA", "tensorrt": "TensorRT"}
 # What each engine offers, and where a knob goes when the engine changes.
 ENGINE_CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
-    "onnxruntime": {"precision": ("fp32", "fp16", "int8-dynamic", "int8-static"),
-                    "fusion": tuple(FUSION_LABELS), "provider": ("auto", "cpu", "cuda",
-                                                                 "tensorrt")},
-    "torch": {"precision": ("fp32", "bf16", "fp16", "int8-dynamic"), "fusion": ("off", "all"),
-              "provider": ("auto", "cpu", "cuda")},
+    "onnxruntime": {
+        "precision": ("fp32", "fp16", "int8-dynamic", "int8-static"),
+        "fusion": tuple(FUSION_LABELS),
+        "provider": ("auto", "cpu", "cuda", "tensorrt"),
+    },
+    "torch": {
+        "precision": ("fp32", "bf16", "fp16", "int8-dynamic"),
+        "fusion": ("off", "all"),
+        "provider": ("auto", "cpu", "cuda"),
+    },
 }
-NEAREST = {"bf16": "fp16", "int8-static": "int8-dynamic", "basic": "all", "extended": "all",
-           "layout": "all", "tensorrt": "cuda"}
+NEAREST = {
+    "bf16": "fp16",
+    "int8-static": "int8-dynamic",
+    "basic": "all",
+    "extended": "all",
+    "layout": "all",
+    "tensorrt": "cuda",
+}
 
 
 def torch_available() -> bool:
@@ -85,36 +96,47 @@ class ConfigPanel(QWidget):
         self.engine.setToolTip(
             "Inference engine. ONNX Runtime runs ONNX models, and PyTorch files (.pt2, .pt) "
             "exported to ONNX. PyTorch runs a PyTorch file natively: eager (fusion off) or "
-            "torch.compile (fusion all). Each change is a new run on the same curve.")
+            "torch.compile (fusion all). Each change is a new run on the same curve."
+        )
         self.provider = QComboBox()
         for key in ["auto", *usable_providers]:
             self.provider.addItem(PROVIDER_LABELS[key], key)
         self.provider.setToolTip(
             "Execution provider. Only providers that really work on this machine are "
-            "listed; the one ONNX Runtime actually used is shown below.")
+            "listed; the one ONNX Runtime actually used is shown below."
+        )
         self.provider_used = QLabel("–")
-        self.provider_used.setToolTip("The provider ONNX Runtime actually obtained. It "
-                                      "silently falls back to CPU when CUDA cannot load.")
+        self.provider_used.setToolTip(
+            "The provider ONNX Runtime actually obtained. It "
+            "silently falls back to CPU when CUDA cannot load."
+        )
         self.precision = QComboBox()
         for key, label in PRECISION_LABELS.items():
             self.precision.addItem(label, key)
         self.precision.setToolTip(
             "Model variant: FP16 (converted, I/O kept FP32), INT8 dynamic (weights INT8, "
             "activations quantized at run time) or INT8 static (calibrated QDQ). Each is "
-            "checked against FP32 on the same inputs.")
+            "checked against FP32 on the same inputs."
+        )
         self.fusion = QComboBox()
         for key, label in FUSION_LABELS.items():
             self.fusion.addItem(label, key)
-        self.fusion.setToolTip("ONNX Runtime graph optimization level: how much it fuses "
-                               "and rewrites the graph before running it.")
+        self.fusion.setToolTip(
+            "ONNX Runtime graph optimization level: how much it fuses "
+            "and rewrites the graph before running it."
+        )
         self.batch = QSpinBox(minimum=1, maximum=4096)
-        self.batch.setToolTip("Samples per inference (fills the model's symbolic batch "
-                              "dimension). Throughput is reported in samples/s.")
+        self.batch.setToolTip(
+            "Samples per inference (fills the model's symbolic batch "
+            "dimension). Throughput is reported in samples/s."
+        )
         self.threads = QSpinBox(minimum=0, maximum=256, specialValueText="default")
         self.threads.setToolTip("Intra-op threads. 'default' uses one per physical core.")
         self.spinning = QCheckBox("Spin-wait threads")
-        self.spinning.setToolTip("Intra-op thread spinning: lower latency on idle machines, "
-                                 "but on small machines spinning threads steal cores.")
+        self.spinning.setToolTip(
+            "Intra-op thread spinning: lower latency on idle machines, "
+            "but on small machines spinning threads steal cores."
+        )
         form = QFormLayout()
         form.addRow("Engine", self.engine)
         form.addRow("Provider", self.provider)
@@ -164,8 +186,15 @@ class ConfigPanel(QWidget):
     def set_config(self, config: RunConfig) -> None:
         """Show `config` without emitting a change."""
         self._config = config
-        widgets = (self.engine, self.provider, self.precision, self.fusion, self.batch,
-                   self.threads, self.spinning)
+        widgets = (
+            self.engine,
+            self.provider,
+            self.precision,
+            self.fusion,
+            self.batch,
+            self.threads,
+            self.spinning,
+        )
         blockers = [QSignalBlocker(w) for w in widgets]
         _select(self.engine, config.engine)
         _select(self.provider, config.provider)
@@ -198,9 +227,13 @@ class ConfigPanel(QWidget):
         if item is None:
             return
         item.setEnabled(self._torch_ok and self._torch_model)
-        item.setToolTip("" if self._torch_ok and self._torch_model else
-                        "Needs the torch extra: pip install 'opscope[torch]'" if not
-                        self._torch_ok else "Runs PyTorch files (.pt2, .pt); open one first")
+        item.setToolTip(
+            ""
+            if self._torch_ok and self._torch_model
+            else "Needs the torch extra: pip install 'opscope[torch]'"
+            if not self._torch_ok
+            else "Runs PyTorch files (.pt2, .pt); open one first"
+        )
 
     def _engine_changed(self) -> None:
         """Move the other knobs to what this engine has, then apply (debounced)."""
@@ -216,8 +249,11 @@ class ConfigPanel(QWidget):
 
     def _show_engine_choices(self, engine: str) -> None:
         choices = ENGINE_CHOICES[engine]
-        for knob, combo in (("precision", self.precision), ("fusion", self.fusion),
-                            ("provider", self.provider)):
+        for knob, combo in (
+            ("precision", self.precision),
+            ("fusion", self.fusion),
+            ("provider", self.provider),
+        ):
             for i in range(combo.count()):
                 item = combo.model().item(i)
                 if item is not None:
@@ -229,15 +265,19 @@ class ConfigPanel(QWidget):
         self.spinning.setEnabled(engine == "onnxruntime")
         self.fusion.setToolTip(
             "PyTorch: Off runs the module eagerly, All compiles it with torch.compile (the "
-            "first inference compiles, which can take a while)." if engine == "torch" else
-            "ONNX Runtime graph optimization level: how much it fuses and rewrites the graph "
-            "before running it.")
+            "first inference compiles, which can take a while)."
+            if engine == "torch"
+            else "ONNX Runtime graph optimization level: how much it fuses and rewrites the graph "
+            "before running it."
+        )
 
     def set_provider_used(self, name: str, requested: str) -> None:
         short = name.replace("ExecutionProvider", "")
         if name != requested:
-            self.provider_used.setText(f"<b style='color:#d9822b'>{short}</b> "
-                                       f"(asked for {requested.replace('ExecutionProvider', '')})")
+            self.provider_used.setText(
+                f"<b style='color:#d9822b'>{short}</b> "
+                f"(asked for {requested.replace('ExecutionProvider', '')})"
+            )
         else:
             self.provider_used.setText(short)
 
@@ -283,6 +323,3 @@ def usable_providers() -> list[str]:
         if "TensorrtExecutionProvider" in available:
             found.append("tensorrt")
     return found
-
-
-

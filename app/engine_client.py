@@ -27,8 +27,9 @@ class EngineClient(QObject):
     host_died = Signal(str)  # one line: what happened to the host
     host_started = Signal()
 
-    def __init__(self, sink: Sink | None = None, parent: QObject | None = None,
-                 nice: int = 0) -> None:
+    def __init__(
+        self, sink: Sink | None = None, parent: QObject | None = None, nice: int = 0
+    ) -> None:
         super().__init__(parent)
         self._sink = sink  # e.g. the session recorder; runs on the reader thread
         self.nice = nice  # the host's CPU priority below ours; applies from the next start
@@ -46,14 +47,19 @@ class EngineClient(QObject):
         parent, child = ctx.Pipe()
         from engine.host import host_main
 
-        proc = ctx.Process(target=host_main, args=(child, 0.1, self.nice), name="opscope-engine",
-                           daemon=True)
+        proc = ctx.Process(
+            target=host_main, args=(child, 0.1, self.nice), name="opscope-engine", daemon=True
+        )
         proc.start()
         child.close()
         self._proc, self._conn, self._closing = proc, parent, False
         self._generation += 1
-        self._reader = threading.Thread(target=self._read, args=(parent, proc, self._generation),
-                                        name="opscope-engine-reader", daemon=True)
+        self._reader = threading.Thread(
+            target=self._read,
+            args=(parent, proc, self._generation),
+            name="opscope-engine-reader",
+            daemon=True,
+        )
         self._reader.start()
         self.host_started.emit()
 
@@ -94,14 +100,26 @@ class EngineClient(QObject):
         return self._proc.pid if self._proc is not None else None
 
     # commands ------------------------------------------------------------------------
-    def load(self, path: str, shapes: dict[str, tuple[int, ...]] | None = None,
-             inputs: str | None = None, config: RunConfig | None = None) -> None:
+    def load(
+        self,
+        path: str,
+        shapes: dict[str, tuple[int, ...]] | None = None,
+        inputs: str | None = None,
+        config: RunConfig | None = None,
+    ) -> None:
         """Load a model; with `config`, load it with that config (which becomes current)."""
         self.last_load = (str(path), dict(shapes or {}), inputs)
         if config is not None:
             self.last_config = config
-        self._send(("load", str(path), dict(shapes or {}), inputs,
-                    config.to_json() if config is not None else None))
+        self._send(
+            (
+                "load",
+                str(path),
+                dict(shapes or {}),
+                inputs,
+                config.to_json() if config is not None else None,
+            )
+        )
 
     def apply(self, config: RunConfig) -> None:
         self.last_config = config

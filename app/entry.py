@@ -23,8 +23,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from engine.cli.selftest import main as self_test_main
 
         return self_test_main()
-    if (not args or first in GUI_COMMANDS or first.lower().endswith(GUI_FILES)
-            or first.split("=", 1)[0] in GUI_OPTIONS):
+    if (
+        not args
+        or first in GUI_COMMANDS
+        or first.lower().endswith(GUI_FILES)
+        or first.split("=", 1)[0] in GUI_OPTIONS
+    ):
         from app.launch import main as gui_main
 
         return gui_main(args[1:] if args and args[0] in GUI_COMMANDS else args)

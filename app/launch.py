@@ -30,19 +30,25 @@ def _quiet_offscreen_warnings() -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="opscope gui",
-                                description="The OpScope desktop workbench.")
-    p.add_argument("path", nargs="?",
-                   help="a model to run live (.onnx, or a PyTorch .pt2/.pt with the torch "
-                   "extra) or an .opscope session to open (default: the bundled demo "
-                   "transformer)")
-    p.add_argument("--session", metavar="FILE",
-                   help="record into this session file (default: a new file in the autosave "
-                   "folder)")
-    p.add_argument("--screenshot", metavar="PNG",
-                   help="save a PNG of the main window just before quitting")
-    p.add_argument("--quit-after", type=float, metavar="SECONDS",
-                   help="quit (exit 0) after this many seconds")
+    p = argparse.ArgumentParser(prog="opscope gui", description="The OpScope desktop workbench.")
+    p.add_argument(
+        "path",
+        nargs="?",
+        help="a model to run live (.onnx, or a PyTorch .pt2/.pt with the torch "
+        "extra) or an .opscope session to open (default: the bundled demo "
+        "transformer)",
+    )
+    p.add_argument(
+        "--session",
+        metavar="FILE",
+        help="record into this session file (default: a new file in the autosave folder)",
+    )
+    p.add_argument(
+        "--screenshot", metavar="PNG", help="save a PNG of the main window just before quitting"
+    )
+    p.add_argument(
+        "--quit-after", type=float, metavar="SECONDS", help="quit (exit 0) after this many seconds"
+    )
     return p
 
 
@@ -79,19 +85,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     def first_point() -> None:
         if not first["logged"] and wb.controller.first_sample_s is not None:
             first["logged"] = True
-            print(f"opscope: first latency point {time.perf_counter() - t_launch:.2f} s "
-                  "after launch", file=sys.stderr)
+            print(
+                f"opscope: first latency point {time.perf_counter() - t_launch:.2f} s after launch",
+                file=sys.stderr,
+            )
 
     wb.controller.client.events.connect(lambda _: first_point())
 
     if args.quit_after is not None:
+
         def finish() -> None:
             if args.screenshot:
                 wb.update_status()
                 wb.window.latency.paint_now()
                 if not wb.window.grab().save(args.screenshot):
-                    print(f"opscope: error: cannot write screenshot {args.screenshot}",
-                          file=sys.stderr)
+                    print(
+                        f"opscope: error: cannot write screenshot {args.screenshot}",
+                        file=sys.stderr,
+                    )
             wb.window.close()
             app.quit()
 

@@ -42,8 +42,12 @@ class LiveController(QObject):
 
     status_changed = Signal()
 
-    def __init__(self, view: Any, client: Any, clock: Callable[[], int] = time.perf_counter_ns,
-                 ) -> None:
+    def __init__(
+        self,
+        view: Any,
+        client: Any,
+        clock: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
         super().__init__()
         self.view = view
         self.client = client
@@ -68,11 +72,16 @@ class LiveController(QObject):
         """Called on a timer: a host that only sends telemetry (its sampler thread lives on)
         while its main loop should be timing is stuck, e.g. inside a native call."""
         now = time.monotonic() if now is None else now
-        if (self.expect_events and not self.hang_reported
-                and now - self.last_progress > HANG_AFTER_S):
+        if (
+            self.expect_events
+            and not self.hang_reported
+            and now - self.last_progress > HANG_AFTER_S
+        ):
             self.hang_reported = True
-            self.view.host_hung(f"the engine has not responded for {now - self.last_progress:.0f}"
-                                " s (stuck in a native call?)")
+            self.view.host_hung(
+                f"the engine has not responded for {now - self.last_progress:.0f}"
+                " s (stuck in a native call?)"
+            )
             return True
         return False
 
@@ -134,8 +143,9 @@ class LiveController(QObject):
             self.expect_events = True
             view.config_panel.hide_progress()
             view.config_panel.set_provider_used(ev.provider_used, ev.provider_requested)
-            view.config_panel.set_config(ev.config if self.client.last_config.threads
-                                         else _unresolved(ev.config))
+            view.config_panel.set_config(
+                ev.config if self.client.last_config.threads else _unresolved(ev.config)
+            )
             if ev.config.precision == "fp32":
                 view.accuracy.set_result(None)
             self.status_changed.emit()

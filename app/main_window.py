@@ -86,11 +86,13 @@ class MainWindow(QMainWindow):
         self.config_dock = self._dock("Configuration", side, Qt.DockWidgetArea.LeftDockWidgetArea)
 
         self.op_table = OpTable()
-        self.ops_dock = self._dock("Operators", self.op_table,
-                                   Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.ops_dock = self._dock(
+            "Operators", self.op_table, Qt.DockWidgetArea.BottomDockWidgetArea
+        )
         self.roofline = RooflinePlot()
-        self.roofline_dock = self._dock("Roofline", self.roofline,
-                                        Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.roofline_dock = self._dock(
+            "Roofline", self.roofline, Qt.DockWidgetArea.BottomDockWidgetArea
+        )
         self.splitDockWidget(self.ops_dock, self.roofline_dock, Qt.Orientation.Horizontal)
         self.op_table.op_selected.connect(self.roofline.select_op)
         self.roofline.op_clicked.connect(self._roofline_clicked)
@@ -102,9 +104,13 @@ class MainWindow(QMainWindow):
         self.status_session = QLabel()
         for w in (self.status_model, self.status_provider):
             self.statusBar().addWidget(w)
-        self.statusBar().addWidget(theme.make_steady(
-            self.status_rate, "p50 888.888 ms · p99 888.888 ms (last 8,888 of 888,888,888 "
-                              "samples) · 88,888.8 samples/s"))
+        self.statusBar().addWidget(
+            theme.make_steady(
+                self.status_rate,
+                "p50 888.888 ms · p99 888.888 ms (last 8,888 of 888,888,888 "
+                "samples) · 88,888.8 samples/s",
+            )
+        )
         self.statusBar().addPermanentWidget(self.status_session)
         self.resize(1400, 900)
         self._restore()
@@ -119,8 +125,9 @@ class MainWindow(QMainWindow):
     # called by the controller -------------------------------------------------------
     def model_loaded(self, info: ModelInfo) -> None:
         inputs = ", ".join(v.name + " " + v.type_text() for v in info.inputs)
-        self.model_label.setText(f"{info.name}\n{info.nodes} nodes, {info.params:,} params\n"
-                                 f"{inputs}")
+        self.model_label.setText(
+            f"{info.name}\n{info.nodes} nodes, {info.params:,} params\n{inputs}"
+        )
         self.model_label.setToolTip(info.path)
         self.setWindowTitle(f"OpScope — {info.name}")
 
@@ -135,7 +142,8 @@ class MainWindow(QMainWindow):
     def profile_ready(self, ev: OpProfile) -> None:
         self.ops_dock.setWindowTitle(
             f"Operators — {len(ev.ops)} nodes, {ev.runs} profiled inferences, "
-            f"{ev.coverage:.0%} of run time covered")
+            f"{ev.coverage:.0%} of run time covered"
+        )
 
     def _roofline_clicked(self, name: str) -> None:
         """A point clicked in the roofline selects its node in the op table."""
@@ -146,8 +154,11 @@ class MainWindow(QMainWindow):
     def show_error(self, command: str, message: str, running: bool = False) -> None:
         keeps = ""
         if command in ("load", "apply"):
-            keeps = (" The previous model keeps running." if running
-                     else " Open another model with File > Open Model (Ctrl+O).")
+            keeps = (
+                " The previous model keeps running."
+                if running
+                else " Open another model with File > Open Model (Ctrl+O)."
+            )
         self.banner.show_message("error", f"{command} failed: {message}.{keeps}")
 
     def show_notice(self, level: str, message: str) -> None:
@@ -160,17 +171,25 @@ class MainWindow(QMainWindow):
 
     def host_died(self, why: str) -> None:
         self.banner.show_message(
-            "error", f"{why}. Everything measured so far is saved in the session.",
-            action="Restart engine")
+            "error",
+            f"{why}. Everything measured so far is saved in the session.",
+            action="Restart engine",
+        )
 
     def host_hung(self, why: str) -> None:
         self.banner.show_message(
-            "warning", f"{why}. Restarting kills it; everything measured so far is saved.",
-            action="Restart engine")
+            "warning",
+            f"{why}. Restarting kills it; everything measured so far is saved.",
+            action="Restart engine",
+        )
 
     def set_status(self, model: str, provider: str, rate: str, session: str) -> None:
-        for label, text in ((self.status_model, model), (self.status_provider, provider),
-                            (self.status_rate, rate), (self.status_session, session)):
+        for label, text in (
+            (self.status_model, model),
+            (self.status_provider, provider),
+            (self.status_rate, rate),
+            (self.status_session, session),
+        ):
             theme.set_text_if_changed(label, text)
 
     # desktop behaviour --------------------------------------------------------------

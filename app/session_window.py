@@ -28,8 +28,19 @@ from engine.session.rows import RunRow
 from engine.session.store import open_session_file
 from widgets import LatencyPlot, OpTable
 
-COLUMNS = ["run", "started", "model", "config", "provider", "p50 ms", "p99 ms", "samples/s",
-           "cosine", "samples", "status"]
+COLUMNS = [
+    "run",
+    "started",
+    "model",
+    "config",
+    "provider",
+    "p50 ms",
+    "p99 ms",
+    "samples/s",
+    "cosine",
+    "samples",
+    "status",
+]
 
 
 class SessionWindow(QMainWindow):
@@ -50,8 +61,9 @@ class SessionWindow(QMainWindow):
             for col, text in enumerate(_cells(run)):
                 item = QTableWidgetItem(text)  # plain text, whatever the file says
                 if col in (0, 5, 6, 7, 8, 9):
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight
-                                          | Qt.AlignmentFlag.AlignVCenter)
+                    item.setTextAlignment(
+                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+                    )
                 self.table.setItem(row, col, item)
         self.table.resizeColumnsToContents()
         self.table.itemSelectionChanged.connect(self._selection_changed)
@@ -64,9 +76,13 @@ class SessionWindow(QMainWindow):
         self.tabs.addTab(self.latency, "Latency")
         self.tabs.addTab(self.ops, "Operators")
         self.tabs.addTab(self.compare, "Compare")
-        header = QLabel(" · ".join(f"{k}: {v}" for k, v in meta.items()
-                                   if k in ("host", "cpu", "gpu", "onnxruntime", "created_at")
-                                   and v))
+        header = QLabel(
+            " · ".join(
+                f"{k}: {v}"
+                for k, v in meta.items()
+                if k in ("host", "cpu", "gpu", "onnxruntime", "created_at") and v
+            )
+        )
         header.setTextFormat(Qt.TextFormat.PlainText)
         header.setWordWrap(True)
         split = QSplitter(Qt.Orientation.Vertical)
@@ -127,11 +143,15 @@ def _cells(run: RunRow) -> list[str]:
     tp = run.throughput
     acc = run.accuracy
     return [
-        str(run.id), run.started_at or "–", run.model_name or "–", _config(run),
+        str(run.id),
+        run.started_at or "–",
+        run.model_name or "–",
+        _config(run),
         (run.provider_used or "–").replace("ExecutionProvider", ""),
         f"{lat.p50:.3f}" if lat and np.isfinite(lat.p50) else "–",
         f"{lat.p99:.3f}" if lat and np.isfinite(lat.p99) else "–",
         f"{tp.samples_per_s:.1f}" if tp else "–",
         f"{acc.cosine:.5f}" if acc else "–",
-        f"{run.samples:,}", run.status + (f": {run.error}" if run.error else ""),
+        f"{run.samples:,}",
+        run.status + (f": {run.error}" if run.error else ""),
     ]

@@ -23,8 +23,7 @@ YIELD_KEY = "engine/yield_cpu"
 class Workbench(QObject):
     """Owns the live app's parts and their lifetimes."""
 
-    def __init__(self, session_path: str | None = None,
-                 usable: list[str] | None = None) -> None:
+    def __init__(self, session_path: str | None = None, usable: list[str] | None = None) -> None:
         super().__init__()
         from app.config_panel import usable_providers
 
@@ -82,9 +81,12 @@ class Workbench(QObject):
         self.menus.set_recent(add_recent(self.window.settings, str(Path(path).resolve())))
 
     def save_session_as(self) -> None:
-        dest, _ = QFileDialog.getSaveFileName(self.window, "Save Session As",
-                                              str(Path.home() / "session.opscope"),
-                                              "OpScope sessions (*.opscope)")
+        dest, _ = QFileDialog.getSaveFileName(
+            self.window,
+            "Save Session As",
+            str(Path.home() / "session.opscope"),
+            "OpScope sessions (*.opscope)",
+        )
         if not dest:
             return
         if not dest.endswith(".opscope"):
@@ -125,13 +127,19 @@ class Workbench(QObject):
         if stats.get("count"):
             _, per_s = self.window.latency.throughput()
             tput = f" · {per_s[-1]:.1f} samples/s" if per_s.size else ""
-            rate = (f"p50 {stats['p50']:.3f} ms · p99 {stats['p99']:.3f} ms (last "
-                    f"{stats['count']} of {c.samples:,} samples){tput}")
+            rate = (
+                f"p50 {stats['p50']:.3f} ms · p99 {stats['p99']:.3f} ms (last "
+                f"{stats['count']} of {c.samples:,} samples){tput}"
+            )
         provider = c.provider.replace("ExecutionProvider", "") or "–"
         if c.provider and c.requested and c.provider != c.requested:
             provider += f" (asked for {c.requested.replace('ExecutionProvider', '')})"
-        self.window.set_status(c.model_name or "no model", f"{provider} on {self.device}",
-                               rate or "waiting for samples…", f"session: {self.recording.path}")
+        self.window.set_status(
+            c.model_name or "no model",
+            f"{provider} on {self.device}",
+            rate or "waiting for samples…",
+            f"session: {self.recording.path}",
+        )
 
     def shutdown(self) -> None:
         self.status_timer.stop()

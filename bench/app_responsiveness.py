@@ -40,8 +40,9 @@ def covered_rate(batches: list[tuple[np.ndarray, np.ndarray]]) -> float:
     return n / covered if covered > 0 else 0.0
 
 
-def gui_round(seconds: float, threads: int = 0,
-              yield_cpu: bool = True) -> tuple[float, np.ndarray, float]:
+def gui_round(
+    seconds: float, threads: int = 0, yield_cpu: bool = True
+) -> tuple[float, np.ndarray, float]:
     """(inferences/s seen by the GUI, event-loop lag samples in ms, the window process's
     CPU use as a share of one core) for one round, in the app's own event loop
     (QApplication.exec), as a user runs it."""
@@ -65,8 +66,9 @@ def gui_round(seconds: float, threads: int = 0,
 
         def on_events(evs: list[object]) -> None:
             if state["measuring"]:
-                batches.extend((e.starts_ns, e.latencies_ns) for e in evs
-                               if isinstance(e, LatencyBatch))
+                batches.extend(
+                    (e.starts_ns, e.latencies_ns) for e in evs if isinstance(e, LatencyBatch)
+                )
 
         wb.client.events.connect(on_events)
         if threads:
@@ -110,10 +112,25 @@ def gui_round(seconds: float, threads: int = 0,
 def cli_round(seconds: float, threads: int = 0) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "b.json"
-        subprocess.run([sys.executable, "-m", "app.entry", "bench", str(MODEL), "--duration",
-                        str(seconds), "--no-accuracy", "--threads", str(threads), "--json",
-                        str(out)], cwd=ROOT,
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "app.entry",
+                "bench",
+                str(MODEL),
+                "--duration",
+                str(seconds),
+                "--no-accuracy",
+                "--threads",
+                str(threads),
+                "--json",
+                str(out),
+            ],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
         return float(json.loads(out.read_text())["throughput"]["inferences_per_s"])
 
 
@@ -121,8 +138,13 @@ def first_point() -> tuple[float, float]:
     """(seconds from process spawn, seconds from Python start) to the first latency point."""
     env = dict(os.environ, QT_QPA_PLATFORM=os.environ.get("QT_QPA_PLATFORM", "offscreen"))
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "app.entry", "--quit-after", "30"],
-                            cwd=ROOT, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.entry", "--quit-after", "30"],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert proc.stderr is not None
     inner = float("nan")
     outer = float("nan")
@@ -140,16 +162,25 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--rounds", type=int, default=10)
-    ap.add_argument("--threads", type=int, default=0,
-                    help="engine intra-op threads in both (0: one per physical core)")
-    ap.add_argument("--no-yield", action="store_true",
-                    help="engine host at the window's CPU priority (Run > Yield CPU off)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="engine intra-op threads in both (0: one per physical core)",
+    )
+    ap.add_argument(
+        "--no-yield",
+        action="store_true",
+        help="engine host at the window's CPU priority (Run > Yield CPU off)",
+    )
     ap.add_argument("--out", default=str(ROOT / "bench/results/app_responsiveness.txt"))
     args = ap.parse_args()
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     gui_rates, cli_rates, lags, gui_cpus = [], [], [], []
-    lines = [f"# bench/app_responsiveness.py --seconds {args.seconds:g} --rounds {args.rounds}"
-             f"{' --no-yield' if args.no_yield else ''}, {psutil.cpu_count()} logical CPUs"]
+    lines = [
+        f"# bench/app_responsiveness.py --seconds {args.seconds:g} --rounds {args.rounds}"
+        f"{' --no-yield' if args.no_yield else ''}, {psutil.cpu_count()} logical CPUs"
+    ]
     for r in range(args.rounds):
         order = ("gui", "cli") if r % 2 == 0 else ("cli", "gui")
         for which in order:
@@ -158,9 +189,11 @@ def main() -> None:
                 gui_rates.append(rate)
                 lags.append(lag)
                 gui_cpus.append(cpu)
-                line = (f"round {r} gui: {rate:.1f} inf/s, window process {100 * cpu:.1f}% "
-                        f"of one core, loop lag p50 {np.percentile(lag, 50):.2f} ms "
-                        f"p99 {np.percentile(lag, 99):.2f} ms (n={lag.size})")
+                line = (
+                    f"round {r} gui: {rate:.1f} inf/s, window process {100 * cpu:.1f}% "
+                    f"of one core, loop lag p50 {np.percentile(lag, 50):.2f} ms "
+                    f"p99 {np.percentile(lag, 99):.2f} ms (n={lag.size})"
+                )
             else:
                 rate = cli_round(args.seconds, args.threads)
                 cli_rates.append(rate)

@@ -25,8 +25,10 @@ from engine.results import RunResult  # noqa: E402
 from engine.runner import BenchRequest, run_bench  # noqa: E402
 from engine.timing import TimingPlan  # noqa: E402
 
-MODELS = {"demo_transformer": ROOT / "resources/models/demo_transformer.onnx",
-          "demo_cnn": ROOT / "resources/models/demo_cnn.onnx"}
+MODELS = {
+    "demo_transformer": ROOT / "resources/models/demo_transformer.onnx",
+    "demo_cnn": ROOT / "resources/models/demo_cnn.onnx",
+}
 
 
 def section(title: str, body: Callable[[], list[str]]) -> None:
@@ -63,11 +65,14 @@ def peaks_part() -> list[str]:
     peaks = load_peaks(remeasure=True, gpu=True)
     theo = gpus[0]["theoretical_gbps"] if gpus else None
     gpu = peaks.get("gpu") or {}
-    lines = [f"cpu: {peaks['cpu']['memory_gbps']} GB/s, {peaks['cpu']['gflops']} GFLOP/s",
-             f"gpu: {gpu}"]
+    lines = [
+        f"cpu: {peaks['cpu']['memory_gbps']} GB/s, {peaks['cpu']['gflops']} GFLOP/s",
+        f"gpu: {gpu}",
+    ]
     if theo and gpu.get("memory_gbps"):
-        lines.append(f"measured / theoretical bandwidth: {gpu['memory_gbps'] / theo:.0%} "
-                     f"of {theo} GB/s")
+        lines.append(
+            f"measured / theoretical bandwidth: {gpu['memory_gbps'] / theo:.0%} of {theo} GB/s"
+        )
     return lines
 
 
@@ -76,11 +81,15 @@ def provider_part(provider: str, seconds: float) -> Callable[[], list[str]]:
         lines = []
         for name, path in MODELS.items():
             for precision in ("fp32", "fp16", "int8-dynamic"):
-                req = BenchRequest(model_path=str(path),
-                                   config=RunConfig(precision=precision, provider=provider),
-                                   timing=TimingPlan(warmup_runs=10, warmup_s=0.5,
-                                                     min_runs=50, duration_s=seconds),
-                                   profile=False, check_accuracy=True)
+                req = BenchRequest(
+                    model_path=str(path),
+                    config=RunConfig(precision=precision, provider=provider),
+                    timing=TimingPlan(
+                        warmup_runs=10, warmup_s=0.5, min_runs=50, duration_s=seconds
+                    ),
+                    profile=False,
+                    check_accuracy=True,
+                )
                 result = RunResult()
                 try:
                     for ev in run_bench(req):
@@ -92,10 +101,14 @@ def provider_part(provider: str, seconds: float) -> Callable[[], list[str]]:
                 s, t, a = result.started, result.timing, result.accuracy
                 lines.append(
                     f"{name} {precision}: on {s.provider_used if s else '?'}  "
-                    f"p50 {t.latency.p50:.3f} ms (n={t.latency.count})" if t else "no timing")
+                    f"p50 {t.latency.p50:.3f} ms (n={t.latency.count})"
+                    if t
+                    else "no timing"
+                )
                 if a:
                     lines[-1] += f"  cosine {a.cosine:.5f}"
         return lines
+
     return body
 
 
@@ -104,13 +117,19 @@ def cuda_graph_part() -> list[str]:
     import onnxruntime as ort
 
     path = MODELS["demo_cnn"]
-    sess = ort.InferenceSession(str(path), providers=[
-        ("CUDAExecutionProvider", {"enable_cuda_graph": "1"}), "CPUExecutionProvider"])
+    sess = ort.InferenceSession(
+        str(path),
+        providers=[("CUDAExecutionProvider", {"enable_cuda_graph": "1"}), "CPUExecutionProvider"],
+    )
     if sess.get_providers()[0] != "CUDAExecutionProvider":
         raise RuntimeError("CUDA provider not obtained")
     rng = np.random.default_rng(0)
-    feeds = {i.name: rng.standard_normal([d if isinstance(d, int) else 1 for d in i.shape])
-             .astype(np.float32) for i in sess.get_inputs()}  # demo_cnn: one float image
+    feeds = {
+        i.name: rng.standard_normal([d if isinstance(d, int) else 1 for d in i.shape]).astype(
+            np.float32
+        )
+        for i in sess.get_inputs()
+    }  # demo_cnn: one float image
     binding = sess.io_binding()
     for k, v in feeds.items():
         binding.bind_ortvalue_input(k, ort.OrtValue.ortvalue_from_numpy(v, "cuda", 0))
@@ -122,8 +141,10 @@ def cuda_graph_part() -> list[str]:
         sess.run_with_iobinding(binding)
         binding.synchronize_outputs()
         times.append(time.perf_counter() - t0)
-    return [f"demo_cnn with CUDA graph: p50 {np.median(times[10:]) * 1e3:.3f} ms "
-            f"(first run, capture: {times[0] * 1e3:.1f} ms)"]
+    return [
+        f"demo_cnn with CUDA graph: p50 {np.median(times[10:]) * 1e3:.3f} ms "
+        f"(first run, capture: {times[0] * 1e3:.1f} ms)"
+    ]
 
 
 def torch_cuda_part() -> list[str]:
@@ -140,22 +161,32 @@ def torch_cuda_part() -> list[str]:
     lines = [f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}"]
     with tempfile.TemporaryDirectory() as tmp:
         path = save_pt2(mlp(), torch.randn(2, 16), Path(tmp) / "mlp.pt2")
-        for fusion, precision in (("off", "fp32"), ("off", "bf16"), ("off", "fp16"),
-                                  ("all", "fp32")):
-            req = BenchRequest(model_path=str(path),
-                               config=RunConfig(engine="torch", provider="cuda",
-                                                fusion=fusion, precision=precision),  # type: ignore[arg-type]
-                               timing=TimingPlan(warmup_runs=10, warmup_s=0.3, min_runs=50,
-                                                 duration_s=1.0),
-                               profile=fusion == "off" and precision == "fp32",
-                               profile_runs=10)
+        for fusion, precision in (
+            ("off", "fp32"),
+            ("off", "bf16"),
+            ("off", "fp16"),
+            ("all", "fp32"),
+        ):
+            req = BenchRequest(
+                model_path=str(path),
+                config=RunConfig(
+                    engine="torch", provider="cuda", fusion=fusion, precision=precision
+                ),  # type: ignore[arg-type]
+                timing=TimingPlan(warmup_runs=10, warmup_s=0.3, min_runs=50, duration_s=1.0),
+                profile=fusion == "off" and precision == "fp32",
+                profile_runs=10,
+            )
             result = RunResult()
             for ev in run_bench(req):
                 result.feed(ev)
             t, a, s = result.timing, result.accuracy, result.started
-            line = (f"{'compiled' if fusion == 'all' else 'eager'} {precision}: on "
-                    f"{s.provider_used if s else '?'}  p50 {t.latency.p50:.3f} ms "
-                    f"(n={t.latency.count})" if t else "no timing")
+            line = (
+                f"{'compiled' if fusion == 'all' else 'eager'} {precision}: on "
+                f"{s.provider_used if s else '?'}  p50 {t.latency.p50:.3f} ms "
+                f"(n={t.latency.count})"
+                if t
+                else "no timing"
+            )
             if a:
                 line += f"  cosine {a.cosine:.5f}"
             if result.profile:
@@ -191,10 +222,12 @@ def live_host_part() -> list[str]:
     proc.join(20)
     started = [e for e in events if isinstance(e, RunStarted)]
     peaks = [e for e in events if isinstance(e, PeaksMeasured)]
-    lines = [f"run on {started[-1].provider_used if started else 'nothing (no RunStarted)'}",
-             f"profile: {'yes' if any(isinstance(e, OpProfile) for e in events) else 'no'}",
-             "peaks measured by the host: " + (str(peaks[-1].peaks.get("gpu")) if peaks else
-                                              "no (cached already, or not needed)")]
+    lines = [
+        f"run on {started[-1].provider_used if started else 'nothing (no RunStarted)'}",
+        f"profile: {'yes' if any(isinstance(e, OpProfile) for e in events) else 'no'}",
+        "peaks measured by the host: "
+        + (str(peaks[-1].peaks.get("gpu")) if peaks else "no (cached already, or not needed)"),
+    ]
     lines += [f"notice ({e.level}): {e.message}" for e in events if isinstance(e, Notice)]
     return lines
 
@@ -206,9 +239,14 @@ def main() -> int:
     print(f"OpScope GPU check — NVIDIA GPU present: {gpu_present()}")
     section("NVML / GPM telemetry", nvml_part)
     if not gpu_present():
-        for title in ("measured GPU peaks", "CUDA provider, IO binding",
-                      "TensorRT provider, IO binding", "CUDA graphs", "torch engine on CUDA",
-                      "live engine host on CUDA"):
+        for title in (
+            "measured GPU peaks",
+            "CUDA provider, IO binding",
+            "TensorRT provider, IO binding",
+            "CUDA graphs",
+            "torch engine on CUDA",
+            "live engine host on CUDA",
+        ):
             print(f"\n== {title}\n   unavailable: no NVIDIA GPU (NVML sees none)")
         return 0
     section("measured peaks", peaks_part)

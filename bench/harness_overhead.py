@@ -70,9 +70,11 @@ def main() -> None:
         ours_all.append(ours)
         ratios.append(ours / bare)
         print(f"round {r}: bare {bare:8.1f}/s  opscope {ours:8.1f}/s  ratio {ours / bare:.3f}")
-    print(f"\nmodel {Path(args.model).name}: median ratio {statistics.median(ratios):.3f} "
-          f"(total {sum(ours_all) / sum(bare_all):.3f}) over {args.rounds} rounds of "
-          f"{args.seconds:g} s; goal >= 0.98")
+    print(
+        f"\nmodel {Path(args.model).name}: median ratio {statistics.median(ratios):.3f} "
+        f"(total {sum(ours_all) / sum(bare_all):.3f}) over {args.rounds} rounds of "
+        f"{args.seconds:g} s; goal >= 0.98"
+    )
 
 
 if __name__ == "__main__":

@@ -66,11 +66,15 @@ def main() -> None:
     d, r = np.array(data_ms), np.array(render_ms)
     tot = d + r
     n_pts = plot.samples()[0].size
-    print(f"latency plot, {args.rate:.0f} inf/s, {n_pts:,} points retained, "
-          f"view {view.width()}x{view.height()} px, {args.frames} frames")
+    print(
+        f"latency plot, {args.rate:.0f} inf/s, {n_pts:,} points retained, "
+        f"view {view.width()}x{view.height()} px, {args.frames} frames"
+    )
     for name, a in (("paint_now", d), ("render", r), ("frame", tot)):
-        print(f"  {name:9s} CPU p50 {np.percentile(a, 50):6.2f} ms  "
-              f"p99 {np.percentile(a, 99):6.2f} ms  max {a.max():6.2f} ms")
+        print(
+            f"  {name:9s} CPU p50 {np.percentile(a, 50):6.2f} ms  "
+            f"p99 {np.percentile(a, 99):6.2f} ms  max {a.max():6.2f} ms"
+        )
 
 
 if __name__ == "__main__":

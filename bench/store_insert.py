@@ -29,8 +29,15 @@ from engine.config import RunConfig  # noqa: E402
 from engine.events import LatencyBatch, RunStarted  # noqa: E402
 from engine.session import Recorder, SessionStore  # noqa: E402
 
-STARTED = RunStarted(RunConfig(threads=1), "CPUExecutionProvider", "CPUExecutionProvider",
-                     ("CPUExecutionProvider",), {"x": ((1, 4), "float32")}, 1, 0.01)
+STARTED = RunStarted(
+    RunConfig(threads=1),
+    "CPUExecutionProvider",
+    "CPUExecutionProvider",
+    ("CPUExecutionProvider",),
+    {"x": ((1, 4), "float32")},
+    1,
+    0.01,
+)
 
 
 def samples(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -50,7 +57,7 @@ def through_store(folder: Path, starts: np.ndarray, lats: np.ndarray, batch: int
     store, rec = new_session(folder, f"store{time.perf_counter_ns()}")
     t0 = time.perf_counter()
     for i in range(0, lats.size, batch):
-        rec.feed(LatencyBatch(starts[i:i + batch], lats[i:i + batch], 1))
+        rec.feed(LatencyBatch(starts[i : i + batch], lats[i : i + batch], 1))
     rec.flush()
     elapsed = time.perf_counter() - t0
     assert rec._next_index == lats.size
@@ -64,15 +71,17 @@ def raw_executemany(folder: Path, starts: np.ndarray, lats: np.ndarray) -> float
     run_id, path = rec.run_id, store.path
     rec.close()
     store.close()
-    rows = list(zip([run_id] * lats.size, range(lats.size), starts.tolist(), lats.tolist(),
-                    strict=True))
+    rows = list(
+        zip([run_id] * lats.size, range(lats.size), starts.tolist(), lats.tolist(), strict=True)
+    )
     conn = sqlite3.connect(str(path), isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     t0 = time.perf_counter()
     conn.execute("BEGIN")
-    conn.executemany("INSERT INTO latency (run_id, i, start_ns, latency_ns) VALUES (?, ?, ?, ?)",
-                     rows)
+    conn.executemany(
+        "INSERT INTO latency (run_id, i, start_ns, latency_ns) VALUES (?, ?, ?, ?)", rows
+    )
     conn.execute("COMMIT")
     elapsed = time.perf_counter() - t0
     conn.close()
@@ -82,8 +91,10 @@ def raw_executemany(folder: Path, starts: np.ndarray, lats: np.ndarray) -> float
 def sqlite_utils_insert_all(folder: Path, starts: np.ndarray, lats: np.ndarray) -> float:
     store, rec = new_session(folder, f"su{time.perf_counter_ns()}")
     run_id = rec.run_id
-    rows = [{"run_id": run_id, "i": i, "start_ns": s, "latency_ns": v}
-            for i, (s, v) in enumerate(zip(starts.tolist(), lats.tolist(), strict=True))]
+    rows = [
+        {"run_id": run_id, "i": i, "start_ns": s, "latency_ns": v}
+        for i, (s, v) in enumerate(zip(starts.tolist(), lats.tolist(), strict=True))
+    ]
     t0 = time.perf_counter()
     store.db.table("latency").insert_all(rows, batch_size=10_000)
     elapsed = time.perf_counter() - t0
@@ -93,8 +104,9 @@ def sqlite_utils_insert_all(folder: Path, starts: np.ndarray, lats: np.ndarray) 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--batch", type=int, default=10_000, help="samples per LatencyBatch")
     ap.add_argument("--rounds", type=int, default=5)
@@ -113,8 +125,9 @@ def main() -> None:
                     raw_s.append(raw_executemany(folder, starts, lats))
                 else:
                     store_s.append(through_store(folder, starts, lats, args.batch))
-            print(f"round {r + 1}: raw {raw_s[-1]:.2f} s  store {store_s[-1]:.2f} s",
-                  file=sys.stderr)
+            print(
+                f"round {r + 1}: raw {raw_s[-1]:.2f} s  store {store_s[-1]:.2f} s", file=sys.stderr
+            )
         su = None if args.skip_insert_all else sqlite_utils_insert_all(folder, starts, lats)
     raw_med, store_med = statistics.median(raw_s), statistics.median(store_s)
     lines = [
@@ -126,12 +139,14 @@ def main() -> None:
         f"{args.rows / store_med / 1e6:.2f} M rows/s",
         f"ratio store / raw: {store_med / raw_med:.2f}  (goal <= 1.3); best rounds: raw "
         f"{min(raw_s):.2f} s, store {min(store_s):.2f} s, ratio {min(store_s) / min(raw_s):.2f}",
-        "rounds (raw, store): " + ", ".join(f"({a:.2f}, {b:.2f})"
-                                             for a, b in zip(raw_s, store_s, strict=True)),
+        "rounds (raw, store): "
+        + ", ".join(f"({a:.2f}, {b:.2f})" for a, b in zip(raw_s, store_s, strict=True)),
     ]
     if su is not None:
-        lines.append(f"reference: sqlite-utils insert_all(batch_size=10000), dict rows: "
-                     f"{su:.2f} s ({su / raw_med:.1f}x raw)")
+        lines.append(
+            f"reference: sqlite-utils insert_all(batch_size=10000), dict rows: "
+            f"{su:.2f} s ({su / raw_med:.1f}x raw)"
+        )
     publish("\n".join(lines), args.out)
 
 

@@ -42,14 +42,32 @@ def synthetic_profile(rng: np.random.Generator, runs: int = 20, nodes: int = 60)
         t = 0.0
         for n in range(nodes):
             dur = float(rng.integers(5, 200))
-            events.append(NodeEvent(r, f"node_{n}", types[n % len(types)], "CPUExecutionProvider",
-                                    t, dur, (("float", (1, 64, 32, 32)),),
-                                    (("float", (1, 64, 32, 32)),), 262144, 4096, 262144))
+            events.append(
+                NodeEvent(
+                    r,
+                    f"node_{n}",
+                    types[n % len(types)],
+                    "CPUExecutionProvider",
+                    t,
+                    dur,
+                    (("float", (1, 64, 32, 32)),),
+                    (("float", (1, 64, 32, 32)),),
+                    262144,
+                    4096,
+                    262144,
+                )
+            )
             t += dur + 1
         spans.append(RunSpan(r, r * 10_000.0, t + 5))
     trace = ProfileTrace(tuple(spans), tuple(events))
-    return OpProfile(node_stats(trace), op_type_stats(trace), coverage(trace), runs,
-                     {"CPUExecutionProvider": nodes}, trace)
+    return OpProfile(
+        node_stats(trace),
+        op_type_stats(trace),
+        coverage(trace),
+        runs,
+        {"CPUExecutionProvider": nodes},
+        trace,
+    )
 
 
 def build(path: Path, target_mb: float, runs: int) -> None:
@@ -59,19 +77,39 @@ def build(path: Path, target_mb: float, runs: int) -> None:
     for r in range(runs):
         rec = Recorder(store, model_path="model.onnx")
         config = RunConfig(batch=1 + r % 4, threads=2)
-        rec.feed(RunStarted(config, "CPUExecutionProvider", "CPUExecutionProvider",
-                            ("CPUExecutionProvider",), {"x": ((1, 3, 64, 64), "float32")}, 1,
-                            0.05))
+        rec.feed(
+            RunStarted(
+                config,
+                "CPUExecutionProvider",
+                "CPUExecutionProvider",
+                ("CPUExecutionProvider",),
+                {"x": ((1, 3, 64, 64), "float32")},
+                1,
+                0.05,
+            )
+        )
         lats = rng.integers(1_000_000, 3_000_000, per_run, dtype=np.int64)
         starts = np.cumsum(lats + 2000) - lats[0]
         store.add_latency(rec.run_id or 0, 0, starts, lats)
-        rec.feed(TimingDone(latency_stats(lats), throughput(starts, lats, config.batch),
-                            is_stable(lats), 10, float(starts[-1] + lats[-1]) / 1e9))
+        rec.feed(
+            TimingDone(
+                latency_stats(lats),
+                throughput(starts, lats, config.batch),
+                is_stable(lats),
+                10,
+                float(starts[-1] + lats[-1]) / 1e9,
+            )
+        )
         rec.feed(synthetic_profile(rng))
         now = time.time_ns()
-        store.add_telemetry(rec.run_id, [(now + i * 100_000_000, name, float(i % 100))
-                                         for i in range(600) for name in
-                                         ("cpu_percent", "rss_mb", "cpu_freq_mhz")])
+        store.add_telemetry(
+            rec.run_id,
+            [
+                (now + i * 100_000_000, name, float(i % 100))
+                for i in range(600)
+                for name in ("cpu_percent", "rss_mb", "cpu_freq_mhz")
+            ],
+        )
         store.add_marker(rec.run_id, "config", config.label())
         rec.feed(RunEnded("ok"))
         rec.close()
@@ -79,13 +117,15 @@ def build(path: Path, target_mb: float, runs: int) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--mb", type=float, default=100.0, help="session size to build")
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--drop-caches", action="store_true",
-                    help="also time a cold open (Linux, needs root)")
+    ap.add_argument(
+        "--drop-caches", action="store_true", help="also time a cold open (Linux, needs root)"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/store_open.txt")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
@@ -114,8 +154,13 @@ def main() -> None:
             total = sum(reader.latency(r.id)[1].size for r in reader.runs())
             read_all_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "app.entry", "session", "show", str(path)],
-                              cwd=ROOT, capture_output=True, text=True, env=os.environ.copy())
+        proc = subprocess.run(
+            [sys.executable, "-m", "app.entry", "session", "show", str(path)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env=os.environ.copy(),
+        )
         cli_s = time.perf_counter() - t0
         assert proc.returncode == 0, proc.stderr
     lines = [
@@ -123,8 +168,11 @@ def main() -> None:
         f"(built in {build_s:.1f} s)",
         f"open + validate + list runs + close: median {statistics.median(times) * 1e3:.1f} ms, "
         f"max {max(times) * 1e3:.1f} ms over {args.repeat}  (goal < 1000 ms)",
-        *([f"the same with a cold OS cache (drop_caches): {cold * 1e3:.1f} ms"]
-          if cold is not None else []),
+        *(
+            [f"the same with a cold OS cache (drop_caches): {cold * 1e3:.1f} ms"]
+            if cold is not None
+            else []
+        ),
         f"read every run's latency samples: {read_all_s:.2f} s "
         f"({total / read_all_s / 1e6:.2f} M samples/s)",
         f"`opscope session show` as a new process (interpreter start included): {cli_s:.2f} s",

@@ -43,7 +43,8 @@ def build_pt2(out: Path) -> Path:
     import torch
 
     spec = importlib.util.spec_from_file_location(
-        "build_demo_models", ROOT / "resources/models/build_demo_models.py")
+        "build_demo_models", ROOT / "resources/models/build_demo_models.py"
+    )
     assert spec and spec.loader
     demo = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(demo)
@@ -62,9 +63,12 @@ def build_pt2(out: Path) -> Path:
 
 def run_cell(path: Path, cfg: RunConfig, seconds: float) -> tuple[RunResult, float]:
     result = RunResult()
-    req = BenchRequest(str(path), config=cfg, shapes={"input_ids": (1, 128)},
-                       timing=TimingPlan(warmup_runs=10, warmup_s=0.5, min_runs=50,
-                                         duration_s=seconds))
+    req = BenchRequest(
+        str(path),
+        config=cfg,
+        shapes={"input_ids": (1, 128)},
+        timing=TimingPlan(warmup_runs=10, warmup_s=0.5, min_runs=50, duration_s=seconds),
+    )
     t0 = time.perf_counter()
     for ev in run_bench(req):
         result.feed(ev)
@@ -81,14 +85,16 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     cpu = platform.processor() or platform.machine()
-    lines = [f"demo transformer (.pt2), input_ids 1x128; {cpu}, "
-             f"threads {args.threads or 'default'}, load average {os.getloadavg()[0]:.1f}; "
-             f"torch {torch.__version__}, "
-             f"onnxruntime {onnxruntime.__version__}; {args.seconds} s per cell",
-             "accuracy: vs the same engine's FP32 (torch: FP32 eager; ORT: FP32 exported model)",
-             "",
-             f"{'engine':<15}{'precision':<14}{'p50 ms':>9}{'p90 ms':>9}{'n':>7}"
-             f"{'cosine':>10}{'max abs':>10}{'setup s':>9}"]
+    lines = [
+        f"demo transformer (.pt2), input_ids 1x128; {cpu}, "
+        f"threads {args.threads or 'default'}, load average {os.getloadavg()[0]:.1f}; "
+        f"torch {torch.__version__}, "
+        f"onnxruntime {onnxruntime.__version__}; {args.seconds} s per cell",
+        "accuracy: vs the same engine's FP32 (torch: FP32 eager; ORT: FP32 exported model)",
+        "",
+        f"{'engine':<15}{'precision':<14}{'p50 ms':>9}{'p90 ms':>9}{'n':>7}"
+        f"{'cosine':>10}{'max abs':>10}{'setup s':>9}",
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         path = build_pt2(Path(tmp))
         for label, cell in CELLS:
@@ -99,15 +105,20 @@ def main(argv: list[str] | None = None) -> None:
             acc = res.accuracy
             setup = res.variant.details.get("compile_s") or (
                 res.variant.details.get("torch_export", {}).get("export_s")
-                if cfg.engine == "onnxruntime" else res.variant.build_s)
+                if cfg.engine == "onnxruntime"
+                else res.variant.build_s
+            )
             lines.append(
                 f"{label:<15}{cfg.precision:<14}{lat.p50:>9.3f}{lat.p90:>9.3f}{lat.count:>7}"
                 + (f"{acc.cosine:>10.6f}{acc.max_abs_err:>10.4f}" if acc else f"{'-':>10}{'-':>10}")
-                + f"{float(setup or 0):>9.1f}")
+                + f"{float(setup or 0):>9.1f}"
+            )
             print(lines[-1], flush=True)
     lines.append("")
-    lines.append("setup s: torch.compile time (first inference), ONNX export time (ORT; "
-                 "exported once, then cached), or quantization time (eager int8)")
+    lines.append(
+        "setup s: torch.compile time (first inference), ONNX export time (ORT; "
+        "exported once, then cached), or quantization time (eager int8)"
+    )
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

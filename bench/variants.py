@@ -34,9 +34,11 @@ FUSIONS = ["off", "all"]
 
 def run_cell(path: Path, cfg: RunConfig, seconds: float) -> RunResult:
     result = RunResult()
-    req = BenchRequest(str(path), config=cfg,
-                       timing=TimingPlan(warmup_runs=10, warmup_s=0.5, min_runs=50,
-                                         duration_s=seconds))
+    req = BenchRequest(
+        str(path),
+        config=cfg,
+        timing=TimingPlan(warmup_runs=10, warmup_s=0.5, min_runs=50, duration_s=seconds),
+    )
     for ev in run_bench(req):
         result.feed(ev)
     return result
@@ -48,8 +50,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", default=str(ROOT / "bench/results/variants.md"))
     args = ap.parse_args()
-    lines = ["| model | precision | fusion | nodes | p50 ms | vs FP32/all | samples | cosine "
-             "| max abs err | top-1 |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | precision | fusion | nodes | p50 ms | vs FP32/all | samples | cosine "
+        "| max abs err | top-1 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for label, (path, _) in MODELS.items():
         samples: dict[tuple[str, str], list[np.ndarray]] = {}
         last: dict[tuple[str, str], RunResult] = {}
@@ -62,8 +67,11 @@ def main() -> None:
                 res = run_cell(path, cfg, args.seconds)
                 samples.setdefault((precision, fusion), []).append(res.latencies_ns)
                 last[(precision, fusion)] = res
-                print(f"{label} {precision:13s} {fusion:4s} round {r}: "
-                      f"p50 {np.median(res.latencies_ns) / 1e6:.3f} ms", flush=True)
+                print(
+                    f"{label} {precision:13s} {fusion:4s} round {r}: "
+                    f"p50 {np.median(res.latencies_ns) / 1e6:.3f} ms",
+                    flush=True,
+                )
         base = float(np.median(np.concatenate(samples[("fp32", "all")]))) / 1e6
         for precision in PRECISIONS:
             for fusion in FUSIONS:
@@ -74,10 +82,13 @@ def main() -> None:
                 nodes = res.variant.nodes if res.variant else None
                 cos = f"{acc.cosine:.5f}" if acc else "baseline"
                 err = f"{acc.max_abs_err:.3g}" if acc else "–"
-                top1 = (f"{acc.top1_agreement:.0%}" if acc and acc.top1_agreement is not None
-                        else "–")
-                lines.append(f"| {label} | {precision} | {fusion} | {nodes} | {p50:.3f} | "
-                             f"{base / p50:.2f}x | {lat.size} | {cos} | {err} | {top1} |")
+                top1 = (
+                    f"{acc.top1_agreement:.0%}" if acc and acc.top1_agreement is not None else "–"
+                )
+                lines.append(
+                    f"| {label} | {precision} | {fusion} | {nodes} | {p50:.3f} | "
+                    f"{base / p50:.2f}x | {lat.size} | {cos} | {err} | {top1} |"
+                )
     publish("\n".join(lines), args.out, lead="\n")
 
 

@@ -33,8 +33,12 @@ def _concat(parts: Sequence[np.ndarray | None]) -> np.ndarray | None:
 
 
 def _looks_like_scores(value: Any) -> bool:
-    return (isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.ndim == 2
-            and value.shape[1] > 1)
+    return (
+        isinstance(value, np.ndarray)
+        and value.dtype.kind == "f"
+        and value.ndim == 2
+        and value.shape[1] > 1
+    )
 
 
 def compare_outputs(
@@ -53,8 +57,12 @@ def compare_outputs(
         ref = _concat(refs)
         got = _concat(gots)
         if ref is None or got is None or ref.size != got.size:
-            per_output[name] = {"max_abs_err": None, "mean_abs_err": None, "cosine": None,
-                                "top1_agreement": None}
+            per_output[name] = {
+                "max_abs_err": None,
+                "mean_abs_err": None,
+                "cosine": None,
+                "top1_agreement": None,
+            }
             continue
         out_agree = out_total = 0
         for b, c in zip(baseline, candidate, strict=True):

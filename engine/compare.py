@@ -89,14 +89,23 @@ class MetricDelta:
         return self.slowdown_ci_pct[0] > threshold_pct
 
     def to_json(self) -> dict[str, Any]:
-        return {"metric": self.metric, "unit": self.unit, "baseline": self.baseline,
-                "candidate": self.candidate, "delta_pct": self.delta_pct,
-                "ci_pct": list(self.ci_pct), "slowdown_pct": self.slowdown_pct,
-                "slowdown_ci_pct": list(self.slowdown_ci_pct),
-                "higher_is_better": self.higher_is_better, "significant": self.significant,
-                "n": list(self.n), "n_bootstrap": list(self.n_bootstrap),
-                "block": list(self.block), "resamples": self.resamples,
-                "confidence": self.confidence}
+        return {
+            "metric": self.metric,
+            "unit": self.unit,
+            "baseline": self.baseline,
+            "candidate": self.candidate,
+            "delta_pct": self.delta_pct,
+            "ci_pct": list(self.ci_pct),
+            "slowdown_pct": self.slowdown_pct,
+            "slowdown_ci_pct": list(self.slowdown_ci_pct),
+            "higher_is_better": self.higher_is_better,
+            "significant": self.significant,
+            "n": list(self.n),
+            "n_bootstrap": list(self.n_bootstrap),
+            "block": list(self.block),
+            "resamples": self.resamples,
+            "confidence": self.confidence,
+        }
 
 
 # -- metrics and the bootstrap ---------------------------------------------------------
@@ -107,11 +116,13 @@ def metric_values(metric: str, s: Samples) -> tuple[FloatArray, Stat, float]:
     and the factor that turns the statistic into the metric's unit."""
     if metric in QUANTILES:
         q = QUANTILES[metric]
-        return (s.latencies_ns.astype(np.float64) / 1e6,
-                lambda rows: row_quantile(rows, q), 1.0)
+        return (s.latencies_ns.astype(np.float64) / 1e6, lambda rows: row_quantile(rows, q), 1.0)
     if metric == "mean":
-        return (s.latencies_ns.astype(np.float64) / 1e6,
-                lambda rows: rows.mean(axis=1, dtype=np.float64), 1.0)
+        return (
+            s.latencies_ns.astype(np.float64) / 1e6,
+            lambda rows: rows.mean(axis=1, dtype=np.float64),
+            1.0,
+        )
     if metric == "throughput":
         # samples/s = batch * n / wall, wall = sum of start-to-start intervals + last latency
         # (exactly engine.stats.throughput); the bootstrap resamples those intervals.
@@ -131,7 +142,7 @@ def row_quantile(rows: AnyFloats, q: float) -> FloatArray:
     low = part[:, lo]
     if lo + 1 >= n or pos == lo:
         return low.astype(np.float64)
-    high = part[:, lo + 1:].min(axis=1)  # the next rank: the smallest value above `lo`
+    high = part[:, lo + 1 :].min(axis=1)  # the next rank: the smallest value above `lo`
     out: FloatArray = low + (high - low).astype(np.float64) * (pos - lo)
     return out
 
@@ -155,8 +166,9 @@ def capped_subset(values: FloatArray, cap: int, rng: np.random.Generator) -> Flo
     return values[keep]
 
 
-def block_bootstrap(values: AnyFloats, stat: Stat, resamples: int, block: int,
-                    rng: np.random.Generator) -> FloatArray:
+def block_bootstrap(
+    values: AnyFloats, stat: Stat, resamples: int, block: int, rng: np.random.Generator
+) -> FloatArray:
     """`stat` over `resamples` circular block-bootstrap resamples of `values` (time order):
     each resample glues random blocks of `block` consecutive values (wrapping at the end)
     until it has as many values as the original. Vectorised in chunks of rows."""
@@ -170,19 +182,28 @@ def block_bootstrap(values: AnyFloats, stat: Stat, resamples: int, block: int,
     for lo in range(0, resamples, rows):
         m = min(rows, resamples - lo)
         starts = rng.integers(0, n, size=(m, blocks))
-        out[lo:lo + m] = stat(windows[starts].reshape(m, blocks * block)[:, :n])
+        out[lo : lo + m] = stat(windows[starts].reshape(m, blocks * block)[:, :n])
     return out
 
 
-def compare_metric(metric: str, baseline: Samples, candidate: Samples, *,
-                   resamples: int = RESAMPLES, max_samples: int = MAX_SAMPLES,
-                   confidence: float = CONFIDENCE, seed: int = 0) -> MetricDelta:
+def compare_metric(
+    metric: str,
+    baseline: Samples,
+    candidate: Samples,
+    *,
+    resamples: int = RESAMPLES,
+    max_samples: int = MAX_SAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> MetricDelta:
     """Point estimates from every sample; a percentile interval of the relative difference
     from `resamples` paired draws of independent block-bootstrap resamples of each run."""
     for name, s in (("baseline", baseline), ("candidate", candidate)):
         if s.latencies_ns.size < MIN_SAMPLES or s.starts_ns.size != s.latencies_ns.size:
-            raise CompareError(f"the {name} run has {s.latencies_ns.size} latency samples; "
-                               f"comparing needs at least {MIN_SAMPLES}")
+            raise CompareError(
+                f"the {name} run has {s.latencies_ns.size} latency samples; "
+                f"comparing needs at least {MIN_SAMPLES}"
+            )
     if not 0 < confidence < 1:
         raise CompareError(f"confidence must be within (0, 1), got {confidence}")
     rng = np.random.default_rng(seed)
@@ -197,8 +218,9 @@ def compare_metric(metric: str, baseline: Samples, candidate: Samples, *,
         subset_points.append(float(stat(subset[None, :])[0]) * scale)
         block = block_length(subset.size)
         # float32 halves the memory traffic of the resamples (7 digits are plenty here)
-        boots.append(block_bootstrap(subset.astype(np.float32), stat, resamples, block,
-                                     rng) * scale)
+        boots.append(
+            block_bootstrap(subset.astype(np.float32), stat, resamples, block, rng) * scale
+        )
         sizes.append((values.size, subset.size, block))
     base, cand = points
     delta = relative_pct(base, cand)
@@ -214,11 +236,19 @@ def compare_metric(metric: str, baseline: Samples, candidate: Samples, *,
     else:
         lo = hi = math.nan
     return MetricDelta(
-        metric=metric, unit="samples/s" if metric == "throughput" else "ms",
-        baseline=base, candidate=cand, delta_pct=delta, ci_pct=(lo, hi),
+        metric=metric,
+        unit="samples/s" if metric == "throughput" else "ms",
+        baseline=base,
+        candidate=cand,
+        delta_pct=delta,
+        ci_pct=(lo, hi),
         higher_is_better=metric == "throughput",
-        n=(sizes[0][0], sizes[1][0]), n_bootstrap=(sizes[0][1], sizes[1][1]),
-        block=(sizes[0][2], sizes[1][2]), resamples=resamples, confidence=confidence)
+        n=(sizes[0][0], sizes[1][0]),
+        n_bootstrap=(sizes[0][1], sizes[1][1]),
+        block=(sizes[0][2], sizes[1][2]),
+        resamples=resamples,
+        confidence=confidence,
+    )
 
 
 def relative_pct(base: float, cand: float) -> float:
@@ -267,19 +297,26 @@ class OpDiff:
         return (self.cand_bytes or 0) - (self.base_bytes or 0)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.key, "op_type": self.op_type, "status": self.status,
-                "baseline": None if self.base_time_ms is None else {
-                    "time_ms": self.base_time_ms, "share": self.base_share,
-                    "bytes": self.base_bytes},
-                "candidate": None if self.cand_time_ms is None else {
-                    "time_ms": self.cand_time_ms, "share": self.cand_share,
-                    "bytes": self.cand_bytes},
-                "delta_time_ms": self.delta_time_ms, "delta_time_pct": self.delta_time_pct,
-                "delta_share": self.delta_share, "delta_bytes": self.delta_bytes}
+        return {
+            "name": self.key,
+            "op_type": self.op_type,
+            "status": self.status,
+            "baseline": None
+            if self.base_time_ms is None
+            else {"time_ms": self.base_time_ms, "share": self.base_share, "bytes": self.base_bytes},
+            "candidate": None
+            if self.cand_time_ms is None
+            else {"time_ms": self.cand_time_ms, "share": self.cand_share, "bytes": self.cand_bytes},
+            "delta_time_ms": self.delta_time_ms,
+            "delta_time_pct": self.delta_time_pct,
+            "delta_share": self.delta_share,
+            "delta_bytes": self.delta_bytes,
+        }
 
 
-def diff_ops(baseline: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping[str, Any]],
-             key: str = "name") -> list[OpDiff]:
+def diff_ops(
+    baseline: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping[str, Any]], key: str = "name"
+) -> list[OpDiff]:
     """Match op rows (shaped like `engine.op_stats.stat_to_json`) by `key` ("name" for
     nodes, "op_type" for op types); unmatched rows are "removed" or "added" (what fusion
     or quantization did). Largest absolute time change first."""
@@ -291,11 +328,19 @@ def diff_ops(baseline: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping[
         types = [str(r["op_type"]) for r in (b, c) if r is not None]
         op_type = types[0] if len(set(types)) == 1 else " -> ".join(types)
         status: OpStatus = "both" if b and c else ("removed" if b else "added")
-        out.append(OpDiff(
-            key=name, op_type=op_type, status=status,
-            base_time_ms=_num(b, "time_ms"), cand_time_ms=_num(c, "time_ms"),
-            base_share=_num(b, "share"), cand_share=_num(c, "share"),
-            base_bytes=_int(b, "bytes"), cand_bytes=_int(c, "bytes")))
+        out.append(
+            OpDiff(
+                key=name,
+                op_type=op_type,
+                status=status,
+                base_time_ms=_num(b, "time_ms"),
+                cand_time_ms=_num(c, "time_ms"),
+                base_share=_num(b, "share"),
+                cand_share=_num(c, "share"),
+                base_bytes=_int(b, "bytes"),
+                cand_bytes=_int(c, "bytes"),
+            )
+        )
     out.sort(key=lambda d: (-abs(d.delta_time_ms), d.key))
     return out
 
@@ -315,8 +360,9 @@ def _int(row: Mapping[str, Any] | None, key: str) -> int | None:
 # -- configs and accuracy --------------------------------------------------------------
 
 
-def config_diff(baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any] | None
-                ) -> dict[str, list[Any]]:
+def config_diff(
+    baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any] | None
+) -> dict[str, list[Any]]:
     """Keys whose values differ, as {key: [baseline value, candidate value]}."""
     b, c = baseline or {}, candidate or {}
     return {k: [b.get(k), c.get(k)] for k in sorted({*b, *c}) if b.get(k) != c.get(k)}
@@ -325,12 +371,15 @@ def config_diff(baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any]
 ACCURACY_KEYS = ("cosine", "max_abs_err", "mean_abs_err", "top1_agreement")
 
 
-def accuracy_delta(baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any] | None
-                   ) -> dict[str, Any]:
+def accuracy_delta(
+    baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """Both runs' accuracy against FP32 and candidate - baseline per key (None where
     either side lacks it). An FP32 run is its own reference: pass REFERENCE_ACCURACY."""
-    out: dict[str, Any] = {"baseline": dict(baseline) if baseline else None,
-                           "candidate": dict(candidate) if candidate else None}
+    out: dict[str, Any] = {
+        "baseline": dict(baseline) if baseline else None,
+        "candidate": dict(candidate) if candidate else None,
+    }
     for key in ACCURACY_KEYS:
         b = None if baseline is None else baseline.get(key)
         c = None if candidate is None else candidate.get(key)
@@ -339,6 +388,10 @@ def accuracy_delta(baseline: Mapping[str, Any] | None, candidate: Mapping[str, A
     return out
 
 
-REFERENCE_ACCURACY: dict[str, Any] = {"baseline": "self (fp32)", "cosine": 1.0,
-                                      "max_abs_err": 0.0, "mean_abs_err": 0.0,
-                                      "top1_agreement": 1.0}
+REFERENCE_ACCURACY: dict[str, Any] = {
+    "baseline": "self (fp32)",
+    "cosine": 1.0,
+    "max_abs_err": 0.0,
+    "mean_abs_err": 0.0,
+    "top1_agreement": 1.0,
+}

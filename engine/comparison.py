@@ -57,31 +57,40 @@ class RunComparison:
         return self.gate.regression(threshold_pct)
 
     def added(self, kind: str = "node") -> list[OpDiff]:
-        return [d for d in (self.ops if kind == "node" else self.op_types)
-                if d.status == "added"]
+        return [d for d in (self.ops if kind == "node" else self.op_types) if d.status == "added"]
 
     def removed(self, kind: str = "node") -> list[OpDiff]:
-        return [d for d in (self.ops if kind == "node" else self.op_types)
-                if d.status == "removed"]
+        return [d for d in (self.ops if kind == "node" else self.op_types) if d.status == "removed"]
 
     def to_json(self, threshold_pct: float) -> dict[str, Any]:
         """The `opscope compare --json` object."""
         g = self.gate
         return {
-            "metric": self.metric, "unit": g.unit,
+            "metric": self.metric,
+            "unit": g.unit,
             "baseline": _run_json(self.baseline_ref, self.baseline, g.baseline),
             "candidate": _run_json(self.candidate_ref, self.candidate, g.candidate),
-            "baseline_value": g.baseline, "candidate_value": g.candidate,
-            "delta_pct": g.delta_pct, "ci_pct": list(g.ci_pct),
-            "slowdown_pct": g.slowdown_pct, "slowdown_ci_pct": list(g.slowdown_ci_pct),
-            "threshold_pct": threshold_pct, "significant": g.significant,
+            "baseline_value": g.baseline,
+            "candidate_value": g.candidate,
+            "delta_pct": g.delta_pct,
+            "ci_pct": list(g.ci_pct),
+            "slowdown_pct": g.slowdown_pct,
+            "slowdown_ci_pct": list(g.slowdown_ci_pct),
+            "threshold_pct": threshold_pct,
+            "significant": g.significant,
             "regression": self.regression(threshold_pct),
             "metrics": {k: m.to_json() for k, m in self.metrics.items()},
-            "bootstrap": {"method": "circular block bootstrap of the relative difference",
-                          "resamples": g.resamples, "confidence": g.confidence,
-                          "max_samples": MAX_SAMPLES, "n_used": list(g.n_bootstrap),
-                          "block": list(g.block), "seed": self.seed},
-            "config_diff": self.config_diff, "accuracy_delta": self.accuracy_delta,
+            "bootstrap": {
+                "method": "circular block bootstrap of the relative difference",
+                "resamples": g.resamples,
+                "confidence": g.confidence,
+                "max_samples": MAX_SAMPLES,
+                "n_used": list(g.n_bootstrap),
+                "block": list(g.block),
+                "seed": self.seed,
+            },
+            "config_diff": self.config_diff,
+            "accuracy_delta": self.accuracy_delta,
             "profiled": {"baseline": self.profiled[0], "candidate": self.profiled[1]},
             "ops": [d.to_json() for d in self.ops],
             "op_types": [d.to_json() for d in self.op_types],
@@ -98,8 +107,11 @@ def run_samples(reader: SessionReader, run: RunRow) -> Samples:
     starts, lats = reader.latency(run.id)
     if lats.size < MIN_SAMPLES:
         why = f" (status {run.status}: {run.error})" if run.error else f" (status {run.status})"
-        raise CompareError(f"run {run.id} has {lats.size} latency samples{why}; comparing "
-                           f"needs at least {MIN_SAMPLES}", reader.path)
+        raise CompareError(
+            f"run {run.id} has {lats.size} latency samples{why}; comparing "
+            f"needs at least {MIN_SAMPLES}",
+            reader.path,
+        )
     batch = run.batch or (run.config.batch if run.config else 1)
     return Samples(starts, lats, max(1, batch))
 
@@ -116,9 +128,14 @@ def run_accuracy(run: RunRow) -> dict[str, Any] | None:
 def run_facts(run: RunRow) -> dict[str, Any]:
     """What distinguishes one run's setup from another's: config, model, provider, graph."""
     facts: dict[str, Any] = dict(run.config.to_json()) if run.config else {}
-    facts.update({"model": run.model_name, "model_sha256": run.model_sha256,
-                  "provider_used": run.provider_used,
-                  "nodes": (run.variant or {}).get("nodes")})
+    facts.update(
+        {
+            "model": run.model_name,
+            "model_sha256": run.model_sha256,
+            "provider_used": run.provider_used,
+            "nodes": (run.variant or {}).get("nodes"),
+        }
+    )
     return facts
 
 
@@ -127,10 +144,16 @@ def node_rows(reader: SessionReader, run: RunRow, kind: str = "node") -> list[di
     return reader.ops(run.id, kind) if reader.profiles(run.id) else []
 
 
-def compare_runs(baseline: tuple[SessionReader, RunRow], candidate: tuple[SessionReader, RunRow],
-                 metric: str = "p50", metrics: Iterable[str] = METRICS, *, seed: int = 0,
-                 resamples: int = RESAMPLES, samples: tuple[Samples, Samples] | None = None
-                 ) -> RunComparison:
+def compare_runs(
+    baseline: tuple[SessionReader, RunRow],
+    candidate: tuple[SessionReader, RunRow],
+    metric: str = "p50",
+    metrics: Iterable[str] = METRICS,
+    *,
+    seed: int = 0,
+    resamples: int = RESAMPLES,
+    samples: tuple[Samples, Samples] | None = None,
+) -> RunComparison:
     """Compare two runs (possibly of different files). `metric` is always computed;
     `metrics` adds others for display. `samples` saves reading them again (the report)."""
     if metric not in METRICS:
@@ -145,23 +168,36 @@ def compare_runs(baseline: tuple[SessionReader, RunRow], candidate: tuple[Sessio
     if cross_engine:  # aten ops vs ONNX ops: compare families; node names mean nothing
         types_b, types_c = group_by_family(types_b), group_by_family(types_c)
     return RunComparison(
-        baseline_ref=f"{rb.path}:{b.id}", candidate_ref=f"{rc.path}:{c.id}",
-        baseline=b, candidate=c, metric=metric, metrics=deltas,
+        baseline_ref=f"{rb.path}:{b.id}",
+        candidate_ref=f"{rc.path}:{c.id}",
+        baseline=b,
+        candidate=c,
+        metric=metric,
+        metrics=deltas,
         ops=diff_ops(ops_b, ops_c, "name") if ops_b and ops_c and not cross_engine else [],
         op_types=diff_ops(types_b, types_c, "name" if cross_engine else "op_type")
-        if types_b and types_c else [],
+        if types_b and types_c
+        else [],
         profiled=(bool(ops_b), bool(ops_c)),
         config_diff=config_diff(run_facts(b), run_facts(c)),
         accuracy_delta=accuracy_delta(run_accuracy(b), run_accuracy(c)),
-        notes=_notes(b, c, sb, sc, bool(ops_b), bool(ops_c)), seed=seed)
+        notes=_notes(b, c, sb, sc, bool(ops_b), bool(ops_c)),
+        seed=seed,
+    )
 
 
 def engine_of(run: RunRow) -> str:
     return run.config.engine if run.config else "onnxruntime"
 
 
-def compare_refs(baseline: str, candidate: str, metric: str = "p50",
-                 metrics: Iterable[str] = METRICS, *, seed: int = 0) -> RunComparison:
+def compare_refs(
+    baseline: str,
+    candidate: str,
+    metric: str = "p50",
+    metrics: Iterable[str] = METRICS,
+    *,
+    seed: int = 0,
+) -> RunComparison:
     """`FILE` (its last run) or `FILE:ID` for each side; the files may be the same."""
     rb, b = open_run(baseline)
     try:
@@ -174,43 +210,62 @@ def compare_refs(baseline: str, candidate: str, metric: str = "p50",
         rb.close()
 
 
-def _notes(b: RunRow, c: RunRow, sb: Samples, sc: Samples, prof_b: bool, prof_c: bool
-           ) -> list[str]:
+def _notes(b: RunRow, c: RunRow, sb: Samples, sc: Samples, prof_b: bool, prof_c: bool) -> list[str]:
     notes: list[str] = []
     for side, run in (("baseline", b), ("candidate", c)):
         if run.status != "ok":
-            notes.append(f"the {side} run ended with status {run.status}"
-                         + (f": {run.error}" if run.error else ""))
+            notes.append(
+                f"the {side} run ended with status {run.status}"
+                + (f": {run.error}" if run.error else "")
+            )
         if run.stable is False:
             notes.append(f"the {side} run was flagged unstable (its windows differ by >10%)")
     if b.model_sha256 != c.model_sha256:
         notes.append("the runs are of different models")
     if engine_of(b) != engine_of(c):
-        notes.append(f"different engines ({engine_of(b)} vs {engine_of(c)}): op types are "
-                     "compared by family (matmul, conv, attention, normalization, ...) and "
-                     "nodes not at all, since each engine names its own")
+        notes.append(
+            f"different engines ({engine_of(b)} vs {engine_of(c)}): op types are "
+            "compared by family (matmul, conv, attention, normalization, ...) and "
+            "nodes not at all, since each engine names its own"
+        )
     if sb.batch != sc.batch:
-        notes.append(f"batch sizes differ ({sb.batch} vs {sc.batch}): latency is per "
-                     "inference of a whole batch; throughput is in samples/s")
+        notes.append(
+            f"batch sizes differ ({sb.batch} vs {sc.batch}): latency is per "
+            "inference of a whole batch; throughput is in samples/s"
+        )
     if not (prof_b and prof_c):
-        which = "neither run has" if not (prof_b or prof_c) else \
-            f"the {'baseline' if not prof_b else 'candidate'} run has no"
-        notes.append(f"no per-op comparison: {which} profile (record one with "
-                     "`opscope profile ... --session`)")
+        which = (
+            "neither run has"
+            if not (prof_b or prof_c)
+            else f"the {'baseline' if not prof_b else 'candidate'} run has no"
+        )
+        notes.append(
+            f"no per-op comparison: {which} profile (record one with "
+            "`opscope profile ... --session`)"
+        )
     return notes
 
 
 def _run_json(ref: str, run: RunRow, value: float) -> dict[str, Any]:
-    return {"ref": ref, "run_id": run.id, "model": run.model_name,
-            "model_sha256": run.model_sha256,
-            "config": run.config.to_json() if run.config else None,
-            "provider_used": run.provider_used, "status": run.status,
-            "samples": run.samples, "value": value}
+    return {
+        "ref": ref,
+        "run_id": run.id,
+        "model": run.model_name,
+        "model_sha256": run.model_sha256,
+        "config": run.config.to_json() if run.config else None,
+        "provider_used": run.provider_used,
+        "status": run.status,
+        "samples": run.samples,
+        "value": value,
+    }
 
 
 def _brief(d: OpDiff) -> dict[str, Any]:
-    return {"name": d.key, "op_type": d.op_type,
-            "time_ms": d.cand_time_ms if d.status == "added" else d.base_time_ms}
+    return {
+        "name": d.key,
+        "op_type": d.op_type,
+        "time_ms": d.cand_time_ms if d.status == "added" else d.base_time_ms,
+    }
 
 
 def top_changes(diffs: Sequence[OpDiff], n: int) -> list[OpDiff]:

@@ -82,12 +82,12 @@ class RunConfig:
         parts: list[str] = []
         torch_mode = "compiled" if self.fusion == "all" else "eager"
         if self.engine != old.engine:
-            parts.append(ENGINE_LABELS[self.engine]
-                         + (f" {torch_mode}" if self.engine == "torch" else ""))
+            parts.append(
+                ENGINE_LABELS[self.engine] + (f" {torch_mode}" if self.engine == "torch" else "")
+            )
         if self.precision != old.precision:
             parts.append(PRECISION_LABELS[self.precision])
-        if self.fusion != old.fusion and not (self.engine != old.engine
-                                              and self.engine == "torch"):
+        if self.fusion != old.fusion and not (self.engine != old.engine and self.engine == "torch"):
             parts.append(torch_mode if self.engine == "torch" else f"fusion {self.fusion}")
         if self.batch != old.batch:
             parts.append(f"batch {self.batch}")

@@ -94,10 +94,15 @@ class AccuracyResult:
     per_output: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"baseline": self.baseline, "max_abs_err": self.max_abs_err,
-                "mean_abs_err": self.mean_abs_err, "cosine": self.cosine,
-                "top1_agreement": self.top1_agreement, "samples": self.samples,
-                "per_output": self.per_output}
+        return {
+            "baseline": self.baseline,
+            "max_abs_err": self.max_abs_err,
+            "mean_abs_err": self.mean_abs_err,
+            "cosine": self.cosine,
+            "top1_agreement": self.top1_agreement,
+            "samples": self.samples,
+            "per_output": self.per_output,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +157,19 @@ class PeaksMeasured:
     peaks: dict[str, Any]
 
 
-Event = (Progress | Notice | ModelLoaded | VariantReady | RunStarted | LatencyBatch
-         | TimingDone | AccuracyResult | OpProfile | Telemetry | Marker | CommandFailed | RunEnded
-         | PeaksMeasured)
+Event = (
+    Progress
+    | Notice
+    | ModelLoaded
+    | VariantReady
+    | RunStarted
+    | LatencyBatch
+    | TimingDone
+    | AccuracyResult
+    | OpProfile
+    | Telemetry
+    | Marker
+    | CommandFailed
+    | RunEnded
+    | PeaksMeasured
+)

@@ -42,8 +42,14 @@ def median_inference(trace: ProfileTrace) -> RunSpan:
 def run_label(run: RunRow) -> str:
     """'run 3: demo_cnn.onnx INT8 dynamic fusion=all batch=1 threads=2 (CPU)'."""
     c = run.config
-    config = (f"{PRECISION_LABELS[c.precision]} fusion={c.fusion} batch={c.batch} "
-              f"threads={c.threads or 'default'}") if c else "no config"
+    config = (
+        (
+            f"{PRECISION_LABELS[c.precision]} fusion={c.fusion} batch={c.batch} "
+            f"threads={c.threads or 'default'}"
+        )
+        if c
+        else "no config"
+    )
     provider = (run.provider_used or "?").replace("ExecutionProvider", "")
     return f"run {run.id}: {run.model_name or '?'} {config} ({provider})"
 
@@ -54,20 +60,34 @@ def trace_events(run: RunRow, trace: ProfileTrace) -> list[dict[str, Any]]:
     inference's start). pid is the run id, so every run gets its own track."""
     span = median_inference(trace)
     pid, tid = run.id, 1
-    nodes = sorted((n for n in trace.nodes if n.run_index == span.run_index),
-                   key=lambda n: (n.start_us, -n.dur_us))
+    nodes = sorted(
+        (n for n in trace.nodes if n.run_index == span.run_index),
+        key=lambda n: (n.start_us, -n.dur_us),
+    )
     node_us = sum(n.self_us for n in nodes)
-    thread = (f"inference {span.run_index} of {len(trace.runs)} profiled "
-              f"(median, {span.dur_us / 1e3:.3f} ms)")
+    thread = (
+        f"inference {span.run_index} of {len(trace.runs)} profiled "
+        f"(median, {span.dur_us / 1e3:.3f} ms)"
+    )
     events: list[dict[str, Any]] = [
         _meta("process_name", pid, tid, {"name": run_label(run)}),
         _meta("process_sort_index", pid, tid, {"sort_index": run.id}),
         _meta("thread_name", pid, tid, {"name": thread}),
-        {"ph": "X", "name": "inference", "cat": "inference", "pid": pid, "tid": tid,
-         "ts": 0.0, "dur": max(0.0, span.dur_us),
-         "args": {"run_index": span.run_index, "profiled_inferences": len(trace.runs),
-                  "node_time_us": node_us,
-                  "coverage": node_us / span.dur_us if span.dur_us > 0 else None}},
+        {
+            "ph": "X",
+            "name": "inference",
+            "cat": "inference",
+            "pid": pid,
+            "tid": tid,
+            "ts": 0.0,
+            "dur": max(0.0, span.dur_us),
+            "args": {
+                "run_index": span.run_index,
+                "profiled_inferences": len(trace.runs),
+                "node_time_us": node_us,
+                "coverage": node_us / span.dur_us if span.dur_us > 0 else None,
+            },
+        },
     ]
     events.extend(node_event(n, pid, tid) for n in nodes)
     return events
@@ -78,16 +98,29 @@ def node_event(n: NodeEvent, pid: int, tid: int) -> dict[str, Any]:
     flops = node_flops(n.op_type, n.input_shapes, n.output_shapes)
     nbytes = n.activation_bytes + n.parameter_bytes + n.output_bytes + prepacked_weight_bytes(n)
     args: dict[str, Any] = {
-        "op_type": n.op_type, "provider": n.provider,
+        "op_type": n.op_type,
+        "provider": n.provider,
         "input_shapes": shape_texts(n.input_shapes),
         "output_shapes": shape_texts(n.output_shapes),
-        "bytes": nbytes, "activation_bytes": n.activation_bytes,
-        "parameter_bytes": n.parameter_bytes, "output_bytes": n.output_bytes,
-        "flops": flops, "self_us": n.self_us}
+        "bytes": nbytes,
+        "activation_bytes": n.activation_bytes,
+        "parameter_bytes": n.parameter_bytes,
+        "output_bytes": n.output_bytes,
+        "flops": flops,
+        "self_us": n.self_us,
+    }
     if n.parent:
         args["parent"] = n.parent
-    return {"ph": "X", "name": n.name, "cat": n.op_type or "node", "pid": pid, "tid": tid,
-            "ts": max(0.0, n.start_us), "dur": max(0.0, n.dur_us), "args": args}
+    return {
+        "ph": "X",
+        "name": n.name,
+        "cat": n.op_type or "node",
+        "pid": pid,
+        "tid": tid,
+        "ts": max(0.0, n.start_us),
+        "dur": max(0.0, n.dur_us),
+        "args": args,
+    }
 
 
 def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
@@ -103,24 +136,35 @@ def shape_texts(shapes: Shapes) -> list[str]:
 def build_trace(runs: Sequence[tuple[RunRow, ProfileTrace]], source: str = "") -> dict[str, Any]:
     """The Chrome trace event format's JSON object form, one track per run."""
     events = [e for run, trace in runs for e in trace_events(run, trace)]
-    return {"traceEvents": events, "displayTimeUnit": "ms",
-            "otherData": {"generator": "OpScope", "session": source,
-                          "note": "one profiled inference per run (the median by duration); "
-                                  "ts and dur in microseconds from that inference's start"}}
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "generator": "OpScope",
+            "session": source,
+            "note": "one profiled inference per run (the median by duration); "
+            "ts and dur in microseconds from that inference's start",
+        },
+    }
 
 
-def profiled_runs(reader: SessionReader, run_id: int | None = None
-                  ) -> list[tuple[RunRow, ProfileTrace]]:
+def profiled_runs(
+    reader: SessionReader, run_id: int | None = None
+) -> list[tuple[RunRow, ProfileTrace]]:
     """(run, last profiling pass) for every profiled run, or for `run_id` (which must have a
     profile); ExportError when there is nothing to draw."""
     runs = [reader.run(run_id)] if run_id is not None else reader.runs()
     out = [(r, reader.profile_trace(r.id)) for r in runs if reader.profiles(r.id)]
     out = [(r, t) for r, t in out if t.runs]
     if not out:
-        which = f"run {run_id} has no profile" if run_id is not None \
-            else "no run in it has a profile"
-        raise ExportError(f"{which} to export as a trace (record one with "
-                          "`opscope profile MODEL --session FILE`)", reader.path)
+        which = (
+            f"run {run_id} has no profile" if run_id is not None else "no run in it has a profile"
+        )
+        raise ExportError(
+            f"{which} to export as a trace (record one with "
+            "`opscope profile MODEL --session FILE`)",
+            reader.path,
+        )
     return out
 
 
@@ -133,26 +177,81 @@ def write_trace(session_path: str, out_path: str, run_id: int | None = None) -> 
 
 # -- CSV -------------------------------------------------------------------------------
 
-RUN_COLUMNS = ("id", "kind", "status", "error", "model", "model_sha256", "engine",
-               "precision", "fusion", "batch", "threads", "spinning", "provider",
-               "provider_used", "samples", "mean_ms", "std_ms", "min_ms", "p50_ms", "p90_ms",
-               "p95_ms", "p99_ms", "max_ms", "inferences_per_s", "samples_per_s", "stable",
-               "warmup_runs", "elapsed_s", "cosine", "max_abs_err", "mean_abs_err",
-               "top1_agreement", "started_at", "ended_at")
+RUN_COLUMNS = (
+    "id",
+    "kind",
+    "status",
+    "error",
+    "model",
+    "model_sha256",
+    "engine",
+    "precision",
+    "fusion",
+    "batch",
+    "threads",
+    "spinning",
+    "provider",
+    "provider_used",
+    "samples",
+    "mean_ms",
+    "std_ms",
+    "min_ms",
+    "p50_ms",
+    "p90_ms",
+    "p95_ms",
+    "p99_ms",
+    "max_ms",
+    "inferences_per_s",
+    "samples_per_s",
+    "stable",
+    "warmup_runs",
+    "elapsed_s",
+    "cosine",
+    "max_abs_err",
+    "mean_abs_err",
+    "top1_agreement",
+    "started_at",
+    "ended_at",
+)
 LATENCY_COLUMNS = ("run_id", "index", "start_ns", "latency_ns")
-OP_COLUMNS = ("run_id", "pass", "kind", "rank", "name", "op_type", "provider", "calls",
-              "time_ms", "p50_ms", "p99_ms", "share", "bytes", "gbps", "flops", "gflops",
-              "intensity")
+OP_COLUMNS = (
+    "run_id",
+    "pass",
+    "kind",
+    "rank",
+    "name",
+    "op_type",
+    "provider",
+    "calls",
+    "time_ms",
+    "p50_ms",
+    "p99_ms",
+    "share",
+    "bytes",
+    "gbps",
+    "flops",
+    "gflops",
+    "intensity",
+)
 
 
 def run_record(r: RunRow) -> dict[str, Any]:
     """One runs.csv row."""
-    rec: dict[str, Any] = {"id": r.id, "kind": r.kind, "status": r.status, "error": r.error,
-                           "model": r.model_name, "model_sha256": r.model_sha256,
-                           "provider_used": r.provider_used, "samples": r.samples,
-                           "stable": r.stable, "warmup_runs": r.warmup_runs,
-                           "elapsed_s": r.elapsed_s, "started_at": r.started_at,
-                           "ended_at": r.ended_at}
+    rec: dict[str, Any] = {
+        "id": r.id,
+        "kind": r.kind,
+        "status": r.status,
+        "error": r.error,
+        "model": r.model_name,
+        "model_sha256": r.model_sha256,
+        "provider_used": r.provider_used,
+        "samples": r.samples,
+        "stable": r.stable,
+        "warmup_runs": r.warmup_runs,
+        "elapsed_s": r.elapsed_s,
+        "started_at": r.started_at,
+        "ended_at": r.ended_at,
+    }
     if r.config:
         rec.update(r.config.to_json())
     if r.latency:
@@ -161,8 +260,14 @@ def run_record(r: RunRow) -> dict[str, Any]:
         rec.update(r.throughput.to_json())
     if r.accuracy:
         acc = r.accuracy
-        rec.update({"cosine": acc.cosine, "max_abs_err": acc.max_abs_err,
-                    "mean_abs_err": acc.mean_abs_err, "top1_agreement": acc.top1_agreement})
+        rec.update(
+            {
+                "cosine": acc.cosine,
+                "max_abs_err": acc.max_abs_err,
+                "mean_abs_err": acc.mean_abs_err,
+                "top1_agreement": acc.top1_agreement,
+            }
+        )
     return rec
 
 
@@ -189,16 +294,20 @@ def write_csv(session_path: str, out_dir: str, run_id: int | None = None) -> lis
         runs = [reader.run(run_id)] if run_id is not None else reader.runs()
         _write_rows(paths[0], RUN_COLUMNS, (_cells(run_record(r), RUN_COLUMNS) for r in runs))
         _write_rows(paths[1], LATENCY_COLUMNS, _latency_rows(reader, runs))
-        _write_rows(paths[2], OP_COLUMNS, (_cells(rec, OP_COLUMNS) for r in runs
-                                           for rec in op_records(reader, r)))
+        _write_rows(
+            paths[2],
+            OP_COLUMNS,
+            (_cells(rec, OP_COLUMNS) for r in runs for rec in op_records(reader, r)),
+        )
     return paths
 
 
 def _latency_rows(reader: SessionReader, runs: Sequence[RunRow]) -> Iterator[Iterable[Any]]:
     for r in runs:
         starts, lats = reader.latency(r.id)
-        yield from zip([r.id] * lats.size, range(lats.size), starts.tolist(), lats.tolist(),
-                       strict=True)
+        yield from zip(
+            [r.id] * lats.size, range(lats.size), starts.tolist(), lats.tolist(), strict=True
+        )
 
 
 def _cells(rec: dict[str, Any], columns: Sequence[str]) -> list[Any]:
@@ -234,6 +343,5 @@ def write_text(path: str | Path, text: str) -> None:
     _atomic(Path(path), lambda fh: fh.write(text))
 
 
-def _atomic(target: Path, fill: Callable[[TextIO], object], newline: str | None = None
-            ) -> None:
+def _atomic(target: Path, fill: Callable[[TextIO], object], newline: str | None = None) -> None:
     write_atomic(target, fill, newline, error=ExportError)

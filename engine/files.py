@@ -24,9 +24,12 @@ def finite(value: Any) -> Any:
     return value
 
 
-def write_atomic(target: str | Path, fill: Callable[[TextIO], object],
-                 newline: str | None = None,
-                 error: type[OpScopeError] = OpScopeError) -> None:
+def write_atomic(
+    target: str | Path,
+    fill: Callable[[TextIO], object],
+    newline: str | None = None,
+    error: type[OpScopeError] = OpScopeError,
+) -> None:
     """Write a text file through a temporary file renamed over `target`; a reader never sees
     half a file. OS errors become `error` naming the file."""
     target = Path(target)

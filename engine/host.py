@@ -71,8 +71,12 @@ class Builder:
         self._cancel = cancel = threading.Event()
         self.generation += 1
         gen = self.generation
-        threading.Thread(target=self._work, args=(req, label, command, gen, cancel),
-                         name=f"opscope-build-{gen}", daemon=True).start()
+        threading.Thread(
+            target=self._work,
+            args=(req, label, command, gen, cancel),
+            name=f"opscope-build-{gen}",
+            daemon=True,
+        ).start()
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -85,8 +89,9 @@ class Builder:
             return None  # stale: a newer request superseded it
         return result[1]
 
-    def _work(self, req: BenchRequest, label: str, command: str, gen: int,
-              cancel: threading.Event) -> None:
+    def _work(
+        self, req: BenchRequest, label: str, command: str, gen: int, cancel: threading.Event
+    ) -> None:
         events = stage(req, label)
         try:
             while True:
@@ -127,8 +132,12 @@ def lower_priority(nice: int) -> int:
         return 0
 
 
-def host_main(conn: Connection, telemetry_interval_s: float = 0.1, nice: int = 0,
-              samplers: list[Callable[[], dict[str, float]]] | None = None) -> None:
+def host_main(
+    conn: Connection,
+    telemetry_interval_s: float = 0.1,
+    nice: int = 0,
+    samplers: list[Callable[[], dict[str, float]]] | None = None,
+) -> None:
     """The child process's loop: commands in, event batches out, until shutdown.
 
     Telemetry comes from `samplers` (default: CPU, and NVML when a GPU is present); GPU
@@ -141,9 +150,14 @@ def host_main(conn: Connection, telemetry_interval_s: float = 0.1, nice: int = 0
     obtained = lower_priority(nice)
     out = Outbox(conn)
     if obtained > 0:
-        out.put(Notice("note", f"engine host ran at lower CPU priority (nice {obtained}) "
-                               "so the window stayed responsive; other busy processes slow "
-                               "it more than `opscope bench`"))
+        out.put(
+            Notice(
+                "note",
+                f"engine host ran at lower CPU priority (nice {obtained}) "
+                "so the window stayed responsive; other busy processes slow "
+                "it more than `opscope bench`",
+            )
+        )
     live = LiveSession()
     builder = Builder(out)
     throttle = ThrottleWatch()
@@ -156,9 +170,16 @@ def host_main(conn: Connection, telemetry_interval_s: float = 0.1, nice: int = 0
         samplers = [CpuSampler().sample, *_gpu_samplers()]
     telemetry = TelemetryThread(emit, samplers, telemetry_interval_s)
     telemetry.start()
-    state: dict[str, Any] = {"path": None, "shapes": {}, "inputs": None,
-                             "config": RunConfig(), "running": True, "profile_due": False,
-                             "last_profile": 0.0, "throttle": throttle}
+    state: dict[str, Any] = {
+        "path": None,
+        "shapes": {},
+        "inputs": None,
+        "config": RunConfig(),
+        "running": True,
+        "profile_due": False,
+        "last_profile": 0.0,
+        "throttle": throttle,
+    }
     try:
         while True:
             idle = live.segment is None or not state["running"]
@@ -193,8 +214,9 @@ def host_main(conn: Connection, telemetry_interval_s: float = 0.1, nice: int = 0
         out.flush(force=True)
 
 
-def _handle(cmd: tuple[Any, ...], state: dict[str, Any], live: LiveSession, builder: Builder,
-            out: Outbox) -> None:
+def _handle(
+    cmd: tuple[Any, ...], state: dict[str, Any], live: LiveSession, builder: Builder, out: Outbox
+) -> None:
     kind = cmd[0]
     if kind == "load":
         _, path, shapes, inputs, *rest = cmd
@@ -206,8 +228,7 @@ def _handle(cmd: tuple[Any, ...], state: dict[str, Any], live: LiveSession, buil
                 return
         config = state["config"]
         _torch_on_this_thread(config)
-        req = BenchRequest(str(path), config=config, shapes=dict(shapes or {}),
-                           inputs_npz=inputs)
+        req = BenchRequest(str(path), config=config, shapes=dict(shapes or {}), inputs_npz=inputs)
         builder.submit(req, f"load {Path(path).name}", "load")
         state["path"], state["shapes"], state["inputs"] = path, dict(shapes or {}), inputs
     elif kind == "apply":
@@ -221,8 +242,9 @@ def _handle(cmd: tuple[Any, ...], state: dict[str, Any], live: LiveSession, buil
         if state["path"] is None:
             return
         _torch_on_this_thread(config)
-        req = BenchRequest(str(state["path"]), config=config, shapes=state["shapes"],
-                           inputs_npz=state["inputs"])
+        req = BenchRequest(
+            str(state["path"]), config=config, shapes=state["shapes"], inputs_npz=state["inputs"]
+        )
         builder.submit(req, config.resolved().describe_change(old.resolved()), "apply")
     elif kind == "start":
         stopped = state.pop("stopped", None)
@@ -267,9 +289,14 @@ def _peaks_if_missing(live: LiveSession, state: dict[str, Any], out: Outbox) -> 
     if cached is not None and (not gpu or roofs_for(cached, provider) is not None):
         return
     state["peaks_tried"] = True
-    out.put(Notice("info", f"measuring this machine's peak bandwidth and FLOP rate"
-                           f"{' (CPU and GPU)' if gpu else ''} for the roofline: once, timing "
-                           "pauses a few seconds"))
+    out.put(
+        Notice(
+            "info",
+            f"measuring this machine's peak bandwidth and FLOP rate"
+            f"{' (CPU and GPU)' if gpu else ''} for the roofline: once, timing "
+            "pauses a few seconds",
+        )
+    )
     out.flush(force=True)
     try:
         peaks = load_peaks(remeasure=True, gpu=gpu)

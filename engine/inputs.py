@@ -65,8 +65,7 @@ def plan_inputs(
     for name in overrides:
         if name not in names:
             known = ", ".join(sorted(names)) or "none"
-            raise InputError(f"--shape names unknown input {name!r} (inputs: {known})",
-                             info.path)
+            raise InputError(f"--shape names unknown input {name!r} (inputs: {known})", info.path)
     dims: dict[str, int] = {}
     notes: list[str] = []
     # Overrides pin the symbolic names they cover, so other inputs sharing a name agree.
@@ -82,14 +81,16 @@ def plan_inputs(
         if v.kind != "tensor":
             raise InputError(
                 f"input {v.name!r} is a {v.kind}; generated inputs need tensors — "
-                "pass real data with --inputs FILE.npz", info.path)
+                "pass real data with --inputs FILE.npz",
+                info.path,
+            )
         if v.name in overrides:
             shapes[v.name] = overrides[v.name]
             continue
         if v.shape is None:
             raise InputError(
-                f"input {v.name!r} has unknown rank; give it with --shape {v.name}=AxB",
-                info.path)
+                f"input {v.name!r} has unknown rank; give it with --shape {v.name}=AxB", info.path
+            )
         concrete = []
         for axis, d in enumerate(v.shape):
             concrete.append(_resolve_dim(d, axis, v, batch, dims, notes))
@@ -120,8 +121,8 @@ def _resolve_dim(
         value, why = SPATIAL_DEFAULT, "default image size"
     elif v.shape is not None and len(v.shape) == 4 and axis == 1:
         value, why = 3, "default channels"
-    elif v.shape is not None and len(v.shape) == 2 and axis == 1 and not v.dtype.startswith(
-        "float"
+    elif (
+        v.shape is not None and len(v.shape) == 2 and axis == 1 and not v.dtype.startswith("float")
     ):
         value, why = SEQ_DEFAULT, "default sequence length"
     else:
@@ -139,12 +140,15 @@ def _check_override(info: ModelInfo, v: ValueInfo, shape: tuple[int, ...]) -> No
     if len(shape) != len(v.shape):
         raise InputError(
             f"--shape {v.name}: model expects rank {len(v.shape)} {v.shape_text()}, "
-            f"got {len(shape)} dims", info.path)
+            f"got {len(shape)} dims",
+            info.path,
+        )
     for axis, (want, got) in enumerate(zip(v.shape, shape, strict=True)):
         if isinstance(want, int) and want != got:
             raise InputError(
                 f"--shape {v.name}: axis {axis} is fixed at {want} in the model, got {got}",
-                info.path)
+                info.path,
+            )
 
 
 def _is_name(d: str) -> bool:
@@ -152,8 +156,12 @@ def _is_name(d: str) -> bool:
 
 
 _OPS: dict[type, Callable[[int, int], int]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.FloorDiv: operator.floordiv, ast.Div: operator.floordiv, ast.Mod: operator.mod,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.floordiv,
+    ast.Mod: operator.mod,
 }
 
 
@@ -195,8 +203,9 @@ def generate_inputs(
     return feeds
 
 
-def _values_for(v: ValueInfo, shape: tuple[int, ...], limit: int | None,
-                rng: np.random.Generator) -> np.ndarray:
+def _values_for(
+    v: ValueInfo, shape: tuple[int, ...], limit: int | None, rng: np.random.Generator
+) -> np.ndarray:
     dtype = np.dtype(v.dtype) if v.dtype not in ("?", "") else np.dtype("float32")
     name = v.name.lower()
     if dtype == np.bool_:
@@ -243,8 +252,14 @@ def index_limits(model: onnx.ModelProto, input_names: set[str]) -> dict[str, int
                     rows = init_rows.get(node.input[0])
                     if rows:
                         limits[name] = min(limits.get(name, rows), int(rows))
-                elif node.op_type in ("Cast", "Unsqueeze", "Squeeze", "Reshape", "Flatten",
-                                      "Identity"):
+                elif node.op_type in (
+                    "Cast",
+                    "Unsqueeze",
+                    "Squeeze",
+                    "Reshape",
+                    "Flatten",
+                    "Identity",
+                ):
                     frontier.extend(node.output)
     return limits
 
@@ -262,8 +277,11 @@ def load_npz(path: str | Path, info: ModelInfo) -> Feeds:
     wanted = {v.name: v for v in info.inputs}
     missing = sorted(set(wanted) - set(arrays))
     if missing:
-        raise InputError(f"missing arrays for inputs {', '.join(missing)} "
-                         f"(file has {', '.join(sorted(arrays)) or 'none'})", p)
+        raise InputError(
+            f"missing arrays for inputs {', '.join(missing)} "
+            f"(file has {', '.join(sorted(arrays)) or 'none'})",
+            p,
+        )
     feeds: Feeds = {}
     for name, v in wanted.items():
         arr = arrays[name]
@@ -271,11 +289,13 @@ def load_npz(path: str | Path, info: ModelInfo) -> Feeds:
             try:
                 arr = arr.astype(v.dtype, casting="same_kind")
             except TypeError:
-                raise InputError(f"array {name!r} is {arr.dtype}, model wants {v.dtype}",
-                                 p) from None
+                raise InputError(
+                    f"array {name!r} is {arr.dtype}, model wants {v.dtype}", p
+                ) from None
         if v.shape is not None and arr.ndim != len(v.shape):
-            raise InputError(f"array {name!r} has shape {list(arr.shape)}, model wants "
-                             f"{v.shape_text()}", p)
+            raise InputError(
+                f"array {name!r} has shape {list(arr.shape)}, model wants {v.shape_text()}", p
+            )
         feeds[name] = arr
     return feeds
 

@@ -35,8 +35,9 @@ from engine.runner import BenchRequest, Prepared, accuracy_pass, prepare
 from engine.stats import is_stable, latency_stats, throughput
 from engine.timing import TimingPlan, time_inferences
 
-LIVE_TIMING = TimingPlan(warmup_runs=10, warmup_s=0.3, min_runs=1, duration_s=float("inf"),
-                         batch_interval_s=0.1)
+LIVE_TIMING = TimingPlan(
+    warmup_runs=10, warmup_s=0.3, min_runs=1, duration_s=float("inf"), batch_interval_s=0.1
+)
 
 
 @dataclass
@@ -59,8 +60,11 @@ class Staged:
         return next((ev.provider_used for ev in self.facts if isinstance(ev, RunStarted)), None)
 
 
-def stage(req: BenchRequest, label: str, check_accuracy: bool = True,
-          ) -> Generator[Event, None, Staged]:
+def stage(
+    req: BenchRequest,
+    label: str,
+    check_accuracy: bool = True,
+) -> Generator[Event, None, Staged]:
     """Prepare a config. Progress and notices are yielded now; run facts are kept for the
     moment the segment starts, so a recorder sees them after the previous run ended."""
     facts: list[Event] = []
@@ -73,8 +77,9 @@ def stage(req: BenchRequest, label: str, check_accuracy: bool = True,
             yield from _keep_facts(torch_accuracy_pass(tp, req.inputs_npz is None), facts)
 
         def torch_profile(runs: int, mean: float | None) -> Iterator[Event]:
-            return torch_profile_pass(tp.run_once, runs=runs, cuda=tp.device == "cuda",
-                                      timed_mean_ms=mean)
+            return torch_profile_pass(
+                tp.run_once, runs=runs, cuda=tp.device == "cuda", timed_mean_ms=mean
+            )
 
         batch = _batch_of(tp.feeds)
         return Staged(tp.config, tp.run_once, batch, torch_profile, facts, label, tp)
@@ -83,11 +88,13 @@ def stage(req: BenchRequest, label: str, check_accuracy: bool = True,
         yield from _keep_facts(accuracy_pass(p, req.inputs_npz is None), facts)
 
     def ort_profile(runs: int, mean: float | None) -> Iterator[Event]:
-        return profile_pass(p.variant.path, p.config, p.feeds, runs=runs, gpu_present=p.gpu,
-                            timed_mean_ms=mean)
+        return profile_pass(
+            p.variant.path, p.config, p.feeds, runs=runs, gpu_present=p.gpu, timed_mean_ms=mean
+        )
 
-    return Staged(p.config, inference_fn(p.opened, p.feeds), _batch_of(p.feeds), ort_profile,
-                  facts, label, p)
+    return Staged(
+        p.config, inference_fn(p.opened, p.feeds), _batch_of(p.feeds), ort_profile, facts, label, p
+    )
 
 
 RUN_FACTS = (ModelLoaded, VariantReady, RunStarted, AccuracyResult)
@@ -166,8 +173,13 @@ class LiveSession:
         starts = np.concatenate(seg.starts) if seg.starts else np.empty(0, np.int64)
         elapsed = (starts[-1] + lats[-1]) / 1e9 if lats.size else 0.0
         batch = seg.staged.batch
-        yield TimingDone(latency_stats(lats), throughput(starts, lats, batch),
-                         is_stable(lats), seg.warmup_runs, float(elapsed))
+        yield TimingDone(
+            latency_stats(lats),
+            throughput(starts, lats, batch),
+            is_stable(lats),
+            seg.warmup_runs,
+            float(elapsed),
+        )
         yield RunEnded(status, error)
 
     def profile(self, runs: int = 20) -> Iterator[Event]:

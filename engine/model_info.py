@@ -41,8 +41,12 @@ class ValueInfo:
         return f"{self.kind}({self.dtype})"
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "dtype": self.dtype,
-                "shape": list(self.shape) if self.shape is not None else None}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "dtype": self.dtype,
+            "shape": list(self.shape) if self.shape is not None else None,
+        }
 
 
 @dataclass(frozen=True)
@@ -210,8 +214,7 @@ def _value_info(v: onnx.ValueInfoProto) -> ValueInfo:
     t = v.type
     which = t.WhichOneof("value")
     if which == "tensor_type":
-        return ValueInfo(v.name, "tensor", _np_name(t.tensor_type.elem_type),
-                         _shape(t.tensor_type))
+        return ValueInfo(v.name, "tensor", _np_name(t.tensor_type.elem_type), _shape(t.tensor_type))
     if which == "sequence_type":
         inner = t.sequence_type.elem_type
         inner_which = inner.WhichOneof("value")
@@ -220,8 +223,9 @@ def _value_info(v: onnx.ValueInfoProto) -> ValueInfo:
         if inner_which == "map_type":
             m = inner.map_type
             vt = m.value_type.tensor_type.elem_type if m.value_type.HasField("tensor_type") else 0
-            return ValueInfo(v.name, "sequence",
-                             f"map({_np_name(m.key_type)},{_np_name(vt)})", None)
+            return ValueInfo(
+                v.name, "sequence", f"map({_np_name(m.key_type)},{_np_name(vt)})", None
+            )
         return ValueInfo(v.name, "sequence", "?", None)
     if which == "map_type":
         m = t.map_type
@@ -230,8 +234,9 @@ def _value_info(v: onnx.ValueInfoProto) -> ValueInfo:
     if which == "optional_type":
         inner = t.optional_type.elem_type
         if inner.HasField("tensor_type"):
-            return ValueInfo(v.name, "optional", _np_name(inner.tensor_type.elem_type),
-                             _shape(inner.tensor_type))
+            return ValueInfo(
+                v.name, "optional", _np_name(inner.tensor_type.elem_type), _shape(inner.tensor_type)
+            )
         return ValueInfo(v.name, "optional", "?", None)
     if which == "sparse_tensor_type":
         return ValueInfo(v.name, "sparse", _np_name(t.sparse_tensor_type.elem_type), None)
@@ -288,7 +293,9 @@ def _check_external_data(model: onnx.ModelProto, path: Path) -> tuple[str, ...]:
         if not target.is_file():
             raise ModelError(
                 f"missing external data file {loc!r} (needed by tensor {tensor!r}); "
-                "keep it beside the model", path)
+                "keep it beside the model",
+                path,
+            )
     return tuple(sorted(locations))
 
 

@@ -192,18 +192,38 @@ def _stat(s: _Series, runs: int, total_us: float, calls: int) -> OpStat:
 
 
 def _bytes(event: NodeEvent) -> int:
-    return (event.activation_bytes + event.parameter_bytes + event.output_bytes
-            + prepacked_weight_bytes(event))
+    return (
+        event.activation_bytes
+        + event.parameter_bytes
+        + event.output_bytes
+        + prepacked_weight_bytes(event)
+    )
 
 
 # ORT's CPU kernels pre-pack constant MatMul/Gemm weights at session creation and then leave
 # them out of the profile's input list and parameter_size, although every inference reads
 # them. Without this, those ops' bytes (and so GB/s and intensity) would be far too low.
-_PREPACKING_OPS = {"MatMul", "FusedMatMul", "Gemm", "FusedGemm", "MatMulIntegerToFloat",
-                   "DynamicQuantizeMatMul", "MatMulInteger", "QGemm"}
+_PREPACKING_OPS = {
+    "MatMul",
+    "FusedMatMul",
+    "Gemm",
+    "FusedGemm",
+    "MatMulIntegerToFloat",
+    "DynamicQuantizeMatMul",
+    "MatMulInteger",
+    "QGemm",
+}
 _INT8_WEIGHT_OPS = {"MatMulIntegerToFloat", "DynamicQuantizeMatMul", "MatMulInteger", "QGemm"}
-_ITEMSIZE = {"float": 4, "float16": 2, "double": 8, "bfloat16": 2, "int8": 1, "uint8": 1,
-             "int32": 4, "int64": 8}
+_ITEMSIZE = {
+    "float": 4,
+    "float16": 2,
+    "double": 8,
+    "bfloat16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "int32": 4,
+    "int64": 8,
+}
 
 
 def prepacked_weight_bytes(event: NodeEvent) -> int:

@@ -68,22 +68,29 @@ def plan_session(
     notes: list[str] = []
     if provider == "auto":
         provider = "cuda" if gpu_present else "cpu"
-        notes.append(f"provider auto -> {provider}"
-                     + ("" if gpu_present else " (no NVIDIA GPU found)"))
+        notes.append(
+            f"provider auto -> {provider}" + ("" if gpu_present else " (no NVIDIA GPU found)")
+        )
     cuda_opts: dict[str, str] = {"device_id": "0"}
     chain: list[tuple[str, dict[str, str]]] = []
     if provider == "tensorrt":
         trt_opts = {"device_id": "0", "trt_fp16_enable": str(cfg.precision == "fp16")}
         if trt_cache_dir:
-            trt_opts.update(trt_engine_cache_enable="True", trt_engine_cache_path=trt_cache_dir,
-                            trt_timing_cache_enable="True", trt_timing_cache_path=trt_cache_dir)
+            trt_opts.update(
+                trt_engine_cache_enable="True",
+                trt_engine_cache_path=trt_cache_dir,
+                trt_timing_cache_enable="True",
+                trt_timing_cache_path=trt_cache_dir,
+            )
         chain.append(("TensorrtExecutionProvider", trt_opts))
         chain.append(("CUDAExecutionProvider", cuda_opts))
     elif provider == "cuda":
         chain.append(("CUDAExecutionProvider", cuda_opts))
     chain.append(("CPUExecutionProvider", {}))
-    entries = [("session.intra_op.allow_spinning", "1" if cfg.spinning else "0"),
-               ("session.inter_op.allow_spinning", "1" if cfg.spinning else "0")]
+    entries = [
+        ("session.intra_op.allow_spinning", "1" if cfg.spinning else "0"),
+        ("session.inter_op.allow_spinning", "1" if cfg.spinning else "0"),
+    ]
     return SessionPlan(
         graph_optimization_level=FUSION_LEVELS[cfg.fusion],
         intra_op_threads=cfg.threads,
@@ -121,8 +128,7 @@ def build_options(plan: SessionPlan) -> onnxruntime.SessionOptions:
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel,
-                                          plan.graph_optimization_level)
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, plan.graph_optimization_level)
     so.intra_op_num_threads = plan.intra_op_threads
     so.inter_op_num_threads = plan.inter_op_threads
     so.log_severity_level = plan.log_severity
@@ -147,12 +153,14 @@ def open_session(model_path: str | Path, plan: SessionPlan) -> OpenSession:
     t0 = time.perf_counter()
     with _CapturedStderr() as captured:
         try:
-            sess = ort.InferenceSession(str(model_path), sess_options=so,
-                                        providers=[(n, o) for n, o in plan.providers])
+            sess = ort.InferenceSession(
+                str(model_path), sess_options=so, providers=[(n, o) for n, o in plan.providers]
+            )
         except Exception as exc:  # ORT raises Fail/InvalidGraph/NotImplemented/RuntimeError
             raise ModelError(explain_ort_error(exc), model_path) from exc
-    opened = OpenSession(sess, tuple(sess.get_providers()), plan.requested,
-                         time.perf_counter() - t0)
+    opened = OpenSession(
+        sess, tuple(sess.get_providers()), plan.requested, time.perf_counter() - t0
+    )
     if opened.fell_back:
         opened.fallback_reason = fallback_reason(captured.text)
     return opened
@@ -231,8 +239,9 @@ def gpu_present() -> bool:
 GPU_PROVIDERS = ("CUDAExecutionProvider", "TensorrtExecutionProvider")
 
 
-def inference_fn(opened: OpenSession, feeds: dict[str, Any],
-                 device_id: int = 0) -> Callable[[], object]:
+def inference_fn(
+    opened: OpenSession, feeds: dict[str, Any], device_id: int = 0
+) -> Callable[[], object]:
     """One timed inference. On CPU: `session.run`. On CUDA/TensorRT: inputs copied to the
     device once and outputs left there (IO binding), synchronised after each run, so the
     timing is the GPU's work, not host copies. UNTESTED on a GPU (none where written)."""
@@ -243,8 +252,7 @@ def inference_fn(opened: OpenSession, feeds: dict[str, Any],
 
     binding = sess.io_binding()
     for name, arr in feeds.items():
-        binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(arr, "cuda",
-                                                                            device_id))
+        binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(arr, "cuda", device_id))
     for out in sess.get_outputs():
         binding.bind_output(out.name, "cuda", device_id)
     binding.synchronize_inputs()

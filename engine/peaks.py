@@ -67,8 +67,10 @@ def measure_ort_cpu_gflops(n: int = MATMUL_N, repeats: int = 3) -> float:
     import numpy as np
     import onnxruntime as ort
 
-    sess = ort.InferenceSession(_one_node_model("MatMul", np.float32, [n, n], two_inputs=True),
-                                providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(
+        _one_node_model("MatMul", np.float32, [n, n], two_inputs=True),
+        providers=["CPUExecutionProvider"],
+    )
     rng = np.random.default_rng(0)
     feeds = {k: rng.standard_normal((n, n), dtype=np.float32) for k in ("x", "y")}
     sess.run(None, feeds)
@@ -91,12 +93,16 @@ def measure_cpu_peaks() -> dict[str, Any]:
     except Exception:  # the numpy figure alone still gives a roof
         ort_gflops = None
     gflops = max(numpy_gflops, ort_gflops or 0.0)
-    return {"memory_gbps": round(gbps, 2), "gflops": round(gflops, 2),
-            "numpy_gflops": round(numpy_gflops, 2),
-            "ort_gflops": round(ort_gflops, 2) if ort_gflops else None,
-            "method": f"numpy triad {TRIAD_ELEMENTS // 2**20}M float64 (24 B/element); "
-                      f"best of numpy and ORT float32 matmul {MATMUL_N}^3",
-            "blas": blas_info(), "seconds": round(time.perf_counter() - t0, 2)}
+    return {
+        "memory_gbps": round(gbps, 2),
+        "gflops": round(gflops, 2),
+        "numpy_gflops": round(numpy_gflops, 2),
+        "ort_gflops": round(ort_gflops, 2) if ort_gflops else None,
+        "method": f"numpy triad {TRIAD_ELEMENTS // 2**20}M float64 (24 B/element); "
+        f"best of numpy and ORT float32 matmul {MATMUL_N}^3",
+        "blas": blas_info(),
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
 
 
 def blas_info() -> dict[str, Any]:
@@ -107,8 +113,11 @@ def blas_info() -> dict[str, Any]:
     try:
         config = np.show_config(mode="dicts")
         blas = (config or {}).get("Build Dependencies", {}).get("blas", {})
-        info = {"name": blas.get("name"), "version": blas.get("version"),
-                "config": blas.get("openblas configuration")}
+        info = {
+            "name": blas.get("name"),
+            "version": blas.get("version"),
+            "config": blas.get("openblas configuration"),
+        }
     except Exception:  # older numpy: no dict mode
         info = {"name": None}
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
@@ -128,34 +137,38 @@ def measure_gpu_peaks(device_id: int = 0) -> dict[str, Any] | None:
 
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         return None
-    providers = [("CUDAExecutionProvider", {"device_id": str(device_id)}),
-                 "CPUExecutionProvider"]
+    providers = [("CUDAExecutionProvider", {"device_id": str(device_id)}), "CPUExecutionProvider"]
     elements = 64 * 2**20
-    copy = ort.InferenceSession(_one_node_model("Identity", np.float32, [elements]),
-                                providers=providers)
+    copy = ort.InferenceSession(
+        _one_node_model("Identity", np.float32, [elements]), providers=providers
+    )
     if copy.get_providers()[0] != "CUDAExecutionProvider":
         return None
     seconds = _bound_run_seconds(copy, {"x": np.ones(elements, np.float32)}, device_id)
     gbps = 2 * 4 * elements / seconds / 1e9
     n = 4096
-    mm = ort.InferenceSession(_one_node_model("MatMul", np.float16, [n, n], two_inputs=True),
-                              providers=providers)
+    mm = ort.InferenceSession(
+        _one_node_model("MatMul", np.float16, [n, n], two_inputs=True), providers=providers
+    )
     feeds = {"x": np.ones((n, n), np.float16), "y": np.ones((n, n), np.float16)}
     gflops = 2.0 * n**3 / _bound_run_seconds(mm, feeds, device_id) / 1e9
-    return {"memory_gbps": round(gbps, 1), "gflops": round(gflops, 1),
-            "method": "ORT CUDA IO-bound Identity 256 MiB fp32; MatMul fp16 4096^3",
-            "untested": True}
+    return {
+        "memory_gbps": round(gbps, 1),
+        "gflops": round(gflops, 1),
+        "method": "ORT CUDA IO-bound Identity 256 MiB fp32; MatMul fp16 4096^3",
+        "untested": True,
+    }
 
 
-def _bound_run_seconds(sess: Any, feeds: dict[str, Any], device_id: int,
-                       repeats: int = 10) -> float:
+def _bound_run_seconds(
+    sess: Any, feeds: dict[str, Any], device_id: int, repeats: int = 10
+) -> float:
     """Best time of `repeats` runs with inputs and outputs living on the GPU."""
     import onnxruntime as ort
 
     binding = sess.io_binding()
     for name, arr in feeds.items():
-        binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(arr, "cuda",
-                                                                            device_id))
+        binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(arr, "cuda", device_id))
     binding.bind_output(sess.get_outputs()[0].name, "cuda", device_id)
     sess.run_with_iobinding(binding)  # warm-up, allocates the output
     best = float("inf")
@@ -176,9 +189,11 @@ def _one_node_model(op: str, dtype: Any, shape: list[int], two_inputs: bool = Fa
     elem = TensorProto.FLOAT16 if dtype == np.float16 else TensorProto.FLOAT
     inputs = ["x", "y"] if two_inputs else ["x"]
     graph = helper.make_graph(
-        [helper.make_node(op, inputs, ["out"])], "opscope_probe",
+        [helper.make_node(op, inputs, ["out"])],
+        "opscope_probe",
         [helper.make_tensor_value_info(n, elem, shape) for n in inputs],
-        [helper.make_tensor_value_info("out", elem, shape)])
+        [helper.make_tensor_value_info("out", elem, shape)],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return bytes(model.SerializeToString())
@@ -188,9 +203,13 @@ def peaks_key() -> dict[str, str]:
     """What the cached peaks depend on: CPU model, hostname, library versions."""
     from engine.system import cpu_model, package_version
 
-    return {"cpu": cpu_model(), "host": platform.node(),
-            "numpy": package_version("numpy") or "", "onnxruntime": _ort_version(),
-            "cache_version": str(CACHE_VERSION)}
+    return {
+        "cpu": cpu_model(),
+        "host": platform.node(),
+        "numpy": package_version("numpy") or "",
+        "onnxruntime": _ort_version(),
+        "cache_version": str(CACHE_VERSION),
+    }
 
 
 def peaks_path() -> Path:
@@ -207,8 +226,11 @@ def cached_peaks() -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     cpu = data.get("cpu") if isinstance(data, dict) else None
-    if not isinstance(cpu, dict) or not _positive(cpu.get("memory_gbps")) \
-            or not _positive(cpu.get("gflops")):
+    if (
+        not isinstance(cpu, dict)
+        or not _positive(cpu.get("memory_gbps"))
+        or not _positive(cpu.get("gflops"))
+    ):
         return None
     return dict(data)
 
@@ -220,8 +242,9 @@ def load_peaks(remeasure: bool = False, gpu: bool | None = None) -> dict[str, An
 
     if not remeasure:
         data = cached_peaks()
-        if data is not None and (data.get("gpu") is not None or gpu is False
-                                 or (gpu is None and not gpu_present())):
+        if data is not None and (
+            data.get("gpu") is not None or gpu is False or (gpu is None and not gpu_present())
+        ):
             return data  # a cache without GPU peaks is re-measured when a GPU is wanted
     gpu_peaks = None
     if gpu or (gpu is None and gpu_present()):
@@ -229,8 +252,12 @@ def load_peaks(remeasure: bool = False, gpu: bool | None = None) -> dict[str, An
             gpu_peaks = measure_gpu_peaks()
         except Exception as exc:  # a broken CUDA install must not stop the CPU peaks
             gpu_peaks = {"error": " ".join(str(exc).split())[:300]}
-    data = {"cpu": measure_cpu_peaks(), "gpu": gpu_peaks, "key": peaks_key(),
-            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    data = {
+        "cpu": measure_cpu_peaks(),
+        "gpu": gpu_peaks,
+        "key": peaks_key(),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     path = peaks_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -252,8 +279,11 @@ def roofs_for(peaks: dict[str, Any], provider: str | None) -> tuple[float, float
     (None when the GPU's peaks were never measured: CPU roofs would mislead), else CPU's."""
     gpu = peaks.get("gpu")
     if on_gpu(provider):
-        if isinstance(gpu, dict) and _positive(gpu.get("memory_gbps")) \
-                and _positive(gpu.get("gflops")):
+        if (
+            isinstance(gpu, dict)
+            and _positive(gpu.get("memory_gbps"))
+            and _positive(gpu.get("gflops"))
+        ):
             return float(gpu["memory_gbps"]), float(gpu["gflops"])
         return None
     cpu = peaks["cpu"]

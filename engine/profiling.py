@@ -32,8 +32,12 @@ def profile_pass(
     from engine.profile_parse import parse_ort_profile
 
     with tempfile.TemporaryDirectory(prefix="opscope-profile-") as tmp:
-        plan = plan_session(config, gpu_present=gpu_present, profiling=True,
-                            profile_prefix=str(Path(tmp) / "ort_profile"))
+        plan = plan_session(
+            config,
+            gpu_present=gpu_present,
+            profiling=True,
+            profile_prefix=str(Path(tmp) / "ort_profile"),
+        )
         yield Progress("profile", 0, runs, "opening a profiling session")
         opened = open_session(model_path, plan)
         sess = opened.session
@@ -41,8 +45,12 @@ def profile_pass(
         for i in range(total):
             sess.run(None, feeds)
             if i >= PROFILE_WARMUP and (i - PROFILE_WARMUP) % 5 == 4:
-                yield Progress("profile", i - PROFILE_WARMUP + 1, runs,
-                               f"profiled {i - PROFILE_WARMUP + 1}/{runs} inferences")
+                yield Progress(
+                    "profile",
+                    i - PROFILE_WARMUP + 1,
+                    runs,
+                    f"profiled {i - PROFILE_WARMUP + 1}/{runs} inferences",
+                )
         path = sess.end_profiling()
         del sess, opened
         trace = parse_ort_profile(Path(path)).drop_runs(PROFILE_WARMUP)

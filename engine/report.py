@@ -76,19 +76,28 @@ def build_report(reader: SessionReader, source: str) -> str:
     ]
     created = meta.get("created_at") or "?"
     now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    nav = "".join(f'<a href="#{k}">{v}</a>' for k, v in (
-        ("environment", "Environment"), ("runs", "Runs"), ("latency", "Latency"),
-        ("ops", "Top ops"), ("telemetry", "Telemetry"), ("comparison", "Comparison"),
-        ("markers", "Notes")))
+    nav = "".join(
+        f'<a href="#{k}">{v}</a>'
+        for k, v in (
+            ("environment", "Environment"),
+            ("runs", "Runs"),
+            ("latency", "Latency"),
+            ("ops", "Top ops"),
+            ("telemetry", "Telemetry"),
+            ("comparison", "Comparison"),
+            ("markers", "Notes"),
+        )
+    )
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>OpScope report: {esc(source)}</title><style>{CSS}</style></head><body>"
         f"<header><h1>OpScope session report</h1><p><b>{esc(source)}</b> &middot; "
         f"{len(runs)} run{'s' if len(runs) != 1 else ''} &middot; created {esc(created)} "
         f"&middot; report generated {esc(now)} by OpScope {esc(__version__)}</p>"
         f"<nav>{nav}</nav></header><main>{''.join(parts)}</main>"
-        f"<footer>{FOOTER}</footer></body></html>\n")
+        f"<footer>{FOOTER}</footer></body></html>\n"
+    )
 
 
 # -- sections --------------------------------------------------------------------------
@@ -98,45 +107,90 @@ def _env_section(meta: dict[str, str | None], models: list[dict[str, Any]]) -> s
     rows = [(k, v if v is not None else "-") for k, v in meta.items()]
     out = _section("environment", "Environment", _table(("key", "value"), rows))
     if models:
-        mrows = [(m["name"] or "?", str(m["sha256"])[:12], _bytes(m["file_bytes"]),
-                  ", ".join(_io(v) for v in m["inputs"]), m["path"] or "-") for m in models]
+        mrows = [
+            (
+                m["name"] or "?",
+                str(m["sha256"])[:12],
+                _bytes(m["file_bytes"]),
+                ", ".join(_io(v) for v in m["inputs"]),
+                m["path"] or "-",
+            )
+            for m in models
+        ]
         out += _table(("model", "sha256", "size", "inputs", "path"), mrows, right={2})
     return out
 
 
 def _runs_section(runs: Sequence[RunRow]) -> str:
-    head = ("run", "kind", "model", "config", "provider", "samples", "p50 ms", "p90 ms",
-            "p99 ms", "mean ± sd ms", "samples/s", "stable", "cosine", "status")
+    head = (
+        "run",
+        "kind",
+        "model",
+        "config",
+        "provider",
+        "samples",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "mean ± sd ms",
+        "samples/s",
+        "stable",
+        "cosine",
+        "status",
+    )
     rows = []
     for r in runs:
         lat, tp, acc = r.latency, r.throughput, r.accuracy
         status = r.status + (f": {r.error}" if r.error else "")
-        rows.append((str(r.id), r.kind, r.model_name or "?", config_text(r),
-                     (r.provider_used or "-").replace("ExecutionProvider", ""), str(r.samples),
-                     _num(lat.p50 if lat else None), _num(lat.p90 if lat else None),
-                     _num(lat.p99 if lat else None),
-                     f"{_num(lat.mean)} ± {_num(lat.std)}" if lat else "-",
-                     _num(tp.samples_per_s if tp else None, 1),
-                     "-" if r.stable is None else ("yes" if r.stable else "NO"),
-                     _num(acc.cosine if acc else None, 5), status))
-    body = _table(head, rows, right={0, 5, 6, 7, 8, 9, 10, 12}) if runs else \
-        "<p>The session holds no runs.</p>"
+        rows.append(
+            (
+                str(r.id),
+                r.kind,
+                r.model_name or "?",
+                config_text(r),
+                (r.provider_used or "-").replace("ExecutionProvider", ""),
+                str(r.samples),
+                _num(lat.p50 if lat else None),
+                _num(lat.p90 if lat else None),
+                _num(lat.p99 if lat else None),
+                f"{_num(lat.mean)} ± {_num(lat.std)}" if lat else "-",
+                _num(tp.samples_per_s if tp else None, 1),
+                "-" if r.stable is None else ("yes" if r.stable else "NO"),
+                _num(acc.cosine if acc else None, 5),
+                status,
+            )
+        )
+    body = (
+        _table(head, rows, right={0, 5, 6, 7, 8, 9, 10, 12})
+        if runs
+        else "<p>The session holds no runs.</p>"
+    )
     return _section("runs", "Runs", body)
 
 
-def _latency_section(timed: Sequence[RunRow],
-                     samples: dict[int, tuple[np.ndarray, np.ndarray]]) -> str:
+def _latency_section(
+    timed: Sequence[RunRow], samples: dict[int, tuple[np.ndarray, np.ndarray]]
+) -> str:
     if not timed:
         return _section("latency", "Latency", "<p>No run has latency samples.</p>")
-    series = [(f"run {r.id}: {short_label(r)}", samples[r.id][1].astype(np.float64) / 1e6)
-              for r in timed]
-    body = [_figure(report_plots.ecdf_svg(series),
-                    "Every timed run's latency ECDF (percentiles come from the raw samples).")]
+    series = [
+        (f"run {r.id}: {short_label(r)}", samples[r.id][1].astype(np.float64) / 1e6) for r in timed
+    ]
+    body = [
+        _figure(
+            report_plots.ecdf_svg(series),
+            "Every timed run's latency ECDF (percentiles come from the raw samples).",
+        )
+    ]
     for r in timed:
         starts, lats = samples[r.id]
-        body.append(_figure(report_plots.run_latency_svg(r.id, starts, lats),
-                            f"Run {r.id} ({short_label(r)}): {lats.size} samples; histogram "
-                            "and latency over time (median and p99 per time bin)."))
+        body.append(
+            _figure(
+                report_plots.run_latency_svg(r.id, starts, lats),
+                f"Run {r.id} ({short_label(r)}): {lats.size} samples; histogram "
+                "and latency over time (median and p99 per time bin).",
+            )
+        )
     return _section("latency", "Latency", "".join(body))
 
 
@@ -150,25 +204,58 @@ def _ops_section(reader: SessionReader, runs: Sequence[RunRow]) -> str:
         if not nodes:
             continue
         p = profiles[-1]
-        providers = ", ".join(f"{k.replace('ExecutionProvider', '')} {v}"
-                              for k, v in p["provider_nodes"].items())
-        body.append(f"<h3>Run {r.id}: {esc(short_label(r))}</h3><p class=\"small\">"
-                    f"{len(profiles)} profiling pass{'es' if len(profiles) > 1 else ''}; the "
-                    f"last profiled {p['runs']} inferences; node time covers "
-                    f"{_pct(p['coverage'])} of each inference; profiling overhead "
-                    f"{_pct(p['overhead'])}; nodes per provider: {esc(providers or '-')}</p>")
-        body.append(_figure(report_plots.ops_bar_svg(r.id, nodes),
-                            f"The slowest nodes of run {r.id} (mean per inference)."))
+        providers = ", ".join(
+            f"{k.replace('ExecutionProvider', '')} {v}" for k, v in p["provider_nodes"].items()
+        )
+        body.append(
+            f'<h3>Run {r.id}: {esc(short_label(r))}</h3><p class="small">'
+            f"{len(profiles)} profiling pass{'es' if len(profiles) > 1 else ''}; the "
+            f"last profiled {p['runs']} inferences; node time covers "
+            f"{_pct(p['coverage'])} of each inference; profiling overhead "
+            f"{_pct(p['overhead'])}; nodes per provider: {esc(providers or '-')}</p>"
+        )
+        body.append(
+            _figure(
+                report_plots.ops_bar_svg(r.id, nodes),
+                f"The slowest nodes of run {r.id} (mean per inference).",
+            )
+        )
         head = ("node", "op type", "provider", "ms", "share", "bytes", "GB/s", "GFLOP/s")
-        body.append(_table(head, [
-            (n["name"], n["op_type"], n["provider"].replace("ExecutionProvider", ""),
-             _num(n["time_ms"]), _pct(n["share"]), _bytes(n["bytes"]), _num(n["gbps"], 2),
-             _num(n["gflops"], 2)) for n in nodes[:TOP_OPS]], right={3, 4, 5, 6, 7}))
-        body.append(_table(("op type", "nodes", "ms", "share"), [
-            (t["op_type"], str(t["calls"]), _num(t["time_ms"]), _pct(t["share"]))
-            for t in types[:TOP_OPS]], right={1, 2, 3}))
-    return _section("ops", "Top ops", "".join(body) or
-                    "<p>No run was profiled (record one with <code>opscope profile</code>).</p>")
+        body.append(
+            _table(
+                head,
+                [
+                    (
+                        n["name"],
+                        n["op_type"],
+                        n["provider"].replace("ExecutionProvider", ""),
+                        _num(n["time_ms"]),
+                        _pct(n["share"]),
+                        _bytes(n["bytes"]),
+                        _num(n["gbps"], 2),
+                        _num(n["gflops"], 2),
+                    )
+                    for n in nodes[:TOP_OPS]
+                ],
+                right={3, 4, 5, 6, 7},
+            )
+        )
+        body.append(
+            _table(
+                ("op type", "nodes", "ms", "share"),
+                [
+                    (t["op_type"], str(t["calls"]), _num(t["time_ms"]), _pct(t["share"]))
+                    for t in types[:TOP_OPS]
+                ],
+                right={1, 2, 3},
+            )
+        )
+    return _section(
+        "ops",
+        "Top ops",
+        "".join(body)
+        or "<p>No run was profiled (record one with <code>opscope profile</code>).</p>",
+    )
 
 
 def _telemetry_section(reader: SessionReader, runs: Sequence[RunRow]) -> str:
@@ -178,60 +265,114 @@ def _telemetry_section(reader: SessionReader, runs: Sequence[RunRow]) -> str:
         if not series:
             continue
         origin = r.timing_origin_ns or min(
-            (int(t[0]) for t, _ in series.values() if t.size), default=0)
+            (int(t[0]) for t, _ in series.values() if t.size), default=0
+        )
         body.append(f"<h3>Run {r.id}: {esc(short_label(r))}</h3>")
-        body.append(_figure(report_plots.telemetry_svg(r.id, series, origin),
-                            f"Telemetry of run {r.id}."))
-        body.append(_table(("quantity", "samples", "min", "mean", "max"), [
-            (name, str(v.size), _num(_stat(np.nanmin, v)), _num(_stat(np.nanmean, v)),
-             _num(_stat(np.nanmax, v))) for name, (_, v) in sorted(series.items())],
-            right={1, 2, 3, 4}))
-    return _section("telemetry", "Telemetry",
-                    "".join(body) or "<p>No telemetry was recorded with these runs.</p>")
+        body.append(
+            _figure(report_plots.telemetry_svg(r.id, series, origin), f"Telemetry of run {r.id}.")
+        )
+        body.append(
+            _table(
+                ("quantity", "samples", "min", "mean", "max"),
+                [
+                    (
+                        name,
+                        str(v.size),
+                        _num(_stat(np.nanmin, v)),
+                        _num(_stat(np.nanmean, v)),
+                        _num(_stat(np.nanmax, v)),
+                    )
+                    for name, (_, v) in sorted(series.items())
+                ],
+                right={1, 2, 3, 4},
+            )
+        )
+    return _section(
+        "telemetry",
+        "Telemetry",
+        "".join(body) or "<p>No telemetry was recorded with these runs.</p>",
+    )
 
 
-def _compare_section(reader: SessionReader, timed: Sequence[RunRow],
-                     samples: dict[int, tuple[np.ndarray, np.ndarray]]) -> str:
+def _compare_section(
+    reader: SessionReader,
+    timed: Sequence[RunRow],
+    samples: dict[int, tuple[np.ndarray, np.ndarray]],
+) -> str:
     pairs = baseline_pairs(timed)
     if not pairs:
-        return _section("comparison", "Comparison", "<p>No two timed runs of the same "
-                        "model to compare.</p>")
+        return _section(
+            "comparison", "Comparison", "<p>No two timed runs of the same model to compare.</p>"
+        )
     rows, details = [], []
     for base, cand in pairs:
         try:
-            comp = compare_runs((reader, base), (reader, cand), "p50", ("throughput",),
-                                samples=(_samples(base, samples), _samples(cand, samples)))
+            comp = compare_runs(
+                (reader, base),
+                (reader, cand),
+                "p50",
+                ("throughput",),
+                samples=(_samples(base, samples), _samples(cand, samples)),
+            )
         except CompareError as exc:
             rows.append((str(cand.id), str(base.id), "-", "-", "-", "-", exc.message))
             continue
         p50, tp = comp.metrics["p50"], comp.metrics["throughput"]
         acc = comp.accuracy_delta.get("cosine")
-        change = ", ".join(f"{k} {v[0]} → {v[1]}" for k, v in comp.config_diff.items()
-                           if k not in ("model", "model_sha256")) or "same config"
-        rows.append((str(cand.id), str(base.id), change, Html(_delta_html(p50)),
-                     Html(_delta_html(tp)), "-" if acc is None else f"{acc:+.5f}",
-                     "; ".join(comp.notes)))
+        change = (
+            ", ".join(
+                f"{k} {v[0]} → {v[1]}"
+                for k, v in comp.config_diff.items()
+                if k not in ("model", "model_sha256")
+            )
+            or "same config"
+        )
+        rows.append(
+            (
+                str(cand.id),
+                str(base.id),
+                change,
+                Html(_delta_html(p50)),
+                Html(_delta_html(tp)),
+                "-" if acc is None else f"{acc:+.5f}",
+                "; ".join(comp.notes),
+            )
+        )
         details.append(_diff_block(comp))
-    intro = ("<p>Each run against the first timed run of the same model. Deltas are "
-             "relative to that run; the interval is a 95% circular block-bootstrap interval "
-             "of the difference. <span class=\"worse\">Red</span>: significantly worse, "
-             "<span class=\"better\">green</span>: significantly better.</p>")
-    head = ("run", "vs run", "what changed", "p50 latency", "throughput (samples/s)",
-            "Δ cosine", "notes")
-    return _section("comparison", "Comparison",
-                    intro + _table(head, rows, right={0, 1, 3, 4, 5}) + "".join(details))
+    intro = (
+        "<p>Each run against the first timed run of the same model. Deltas are "
+        "relative to that run; the interval is a 95% circular block-bootstrap interval "
+        'of the difference. <span class="worse">Red</span>: significantly worse, '
+        '<span class="better">green</span>: significantly better.</p>'
+    )
+    head = (
+        "run",
+        "vs run",
+        "what changed",
+        "p50 latency",
+        "throughput (samples/s)",
+        "Δ cosine",
+        "notes",
+    )
+    return _section(
+        "comparison",
+        "Comparison",
+        intro + _table(head, rows, right={0, 1, 3, 4, 5}) + "".join(details),
+    )
 
 
 def _markers_section(reader: SessionReader) -> str:
     markers = reader.markers()
     if not markers:
         return ""
-    rows = [("-" if m.run_id is None else str(m.run_id), m.kind, m.label, m.text)
-            for m in markers[:MAX_MARKERS]]
-    more = f"<p>… and {len(markers) - MAX_MARKERS} more.</p>" if len(markers) > MAX_MARKERS \
-        else ""
-    return _section("markers", "Notes and markers",
-                    _table(("run", "kind", "label", "text"), rows) + more)
+    rows = [
+        ("-" if m.run_id is None else str(m.run_id), m.kind, m.label, m.text)
+        for m in markers[:MAX_MARKERS]
+    ]
+    more = f"<p>… and {len(markers) - MAX_MARKERS} more.</p>" if len(markers) > MAX_MARKERS else ""
+    return _section(
+        "markers", "Notes and markers", _table(("run", "kind", "label", "text"), rows) + more
+    )
 
 
 # -- comparison helpers ----------------------------------------------------------------
@@ -258,15 +399,17 @@ def _samples(run: RunRow, samples: dict[int, tuple[np.ndarray, np.ndarray]]) -> 
 def _delta_html(m: MetricDelta) -> str:
     cls = "same" if not m.significant else ("worse" if m.slowdown_pct > 0 else "better")
     lo, hi = m.ci_pct
-    return (f'<span class="{cls}">{esc(_signed(m.delta_pct))}</span> '
-            f'<span class="small">[{esc(_signed(lo))}, {esc(_signed(hi))}]</span>')
+    return (
+        f'<span class="{cls}">{esc(_signed(m.delta_pct))}</span> '
+        f'<span class="small">[{esc(_signed(lo))}, {esc(_signed(hi))}]</span>'
+    )
 
 
 def _diff_block(comp: RunComparison) -> str:
     b, c = comp.baseline, comp.candidate
     title = f"<h3>Run {c.id} vs run {b.id}: per-op differences</h3>"
     if not comp.ops:
-        return title + "<p class=\"small\">No per-op comparison: both runs need a profile.</p>"
+        return title + '<p class="small">No per-op comparison: both runs need a profile.</p>'
     head = ("node", "op type", "", "base ms", "cand ms", "Δ ms", "Δ %", "Δ bytes")
     rows = [_diff_row(d) for d in comp.ops[:TOP_DIFFS]]
     lines = []
@@ -277,19 +420,32 @@ def _diff_block(comp: RunComparison) -> str:
                 lines.append(f"<li>{len(diffs)} {what} {verb}: {esc(names)}</li>")
     types = ""
     if comp.op_types:
-        types = "<p class=\"small\">By op type (nodes of one type added up):</p>" + _table(
+        types = '<p class="small">By op type (nodes of one type added up):</p>' + _table(
             ("op type", "", "base ms", "cand ms", "Δ ms", "Δ %", "Δ bytes"),
-            [_diff_row(d)[1:] for d in comp.op_types[:TOP_DIFFS]], right={2, 3, 4, 5, 6})
-    return (title + _table(head, rows, right={3, 4, 5, 6, 7}) + types
-            + (f"<ul class=\"small\">{''.join(lines)}</ul>" if lines else ""))
+            [_diff_row(d)[1:] for d in comp.op_types[:TOP_DIFFS]],
+            right={2, 3, 4, 5, 6},
+        )
+    return (
+        title
+        + _table(head, rows, right={3, 4, 5, 6, 7})
+        + types
+        + (f'<ul class="small">{"".join(lines)}</ul>' if lines else "")
+    )
 
 
 def _diff_row(d: OpDiff) -> tuple[str, ...]:
     pct = d.delta_time_pct
     status = {"both": "", "added": "added", "removed": "removed"}[d.status]
-    return (d.key, d.op_type, status, _num(d.base_time_ms), _num(d.cand_time_ms),
-            f"{d.delta_time_ms:+.3f}", "-" if pct is None else _signed(pct),
-            _bytes(d.delta_bytes, signed=True))
+    return (
+        d.key,
+        d.op_type,
+        status,
+        _num(d.base_time_ms),
+        _num(d.cand_time_ms),
+        f"{d.delta_time_ms:+.3f}",
+        "-" if pct is None else _signed(pct),
+        _bytes(d.delta_bytes, signed=True),
+    )
 
 
 # -- formatting ------------------------------------------------------------------------
@@ -299,8 +455,10 @@ def config_text(r: RunRow) -> str:
     c = r.config
     if c is None:
         return "-"
-    return (f"{PRECISION_LABELS[c.precision]}, fusion {c.fusion}, batch {c.batch}, "
-            f"threads {c.threads or 'default'}{', spinning' if c.spinning else ''}")
+    return (
+        f"{PRECISION_LABELS[c.precision]}, fusion {c.fusion}, batch {c.batch}, "
+        f"threads {c.threads or 'default'}{', spinning' if c.spinning else ''}"
+    )
 
 
 def short_label(r: RunRow) -> str:
@@ -321,14 +479,20 @@ def _cell(value: object) -> str:
     return value if isinstance(value, Html) else esc(value)
 
 
-def _table(head: Sequence[str], rows: Iterable[Sequence[object]],
-           right: set[int] | None = None) -> str:
+def _table(
+    head: Sequence[str], rows: Iterable[Sequence[object]], right: set[int] | None = None
+) -> str:
     right = right or set()
     th = "".join(f"<th>{esc(h)}</th>" for h in head)
     body = "".join(
-        "<tr>" + "".join(f'<td class="r">{_cell(v)}</td>' if i in right else
-                         f"<td>{_cell(v)}</td>" for i, v in enumerate(row)) + "</tr>"
-        for row in rows)
+        "<tr>"
+        + "".join(
+            f'<td class="r">{_cell(v)}</td>' if i in right else f"<td>{_cell(v)}</td>"
+            for i, v in enumerate(row)
+        )
+        + "</tr>"
+        for row in rows
+    )
     return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -394,4 +558,5 @@ FOOTER = (
     "20,000 samples per run) and cover the noise inside the runs, not a machine that was "
     "uniformly slower during one whole run. Per-op times come from a separate profiling "
     "pass (the profiler costs 8-22% latency) and are matched by node name; nodes renamed "
-    "by fusion or quantization show as removed and added.")
+    "by fusion or quantization show as removed and added."
+)

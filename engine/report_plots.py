@@ -25,9 +25,16 @@ if TYPE_CHECKING:
 
 FloatArray = npt.NDArray[np.float64]
 MAX_POINTS = 1000  # per curve: quantiles of the ECDF, bins of the time series
-RC: dict[Any, Any] = {"svg.fonttype": "none", "font.size": 8.5, "axes.titlesize": 9,
-      "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True,
-      "grid.alpha": 0.3, "svg.image_inline": True}
+RC: dict[Any, Any] = {
+    "svg.fonttype": "none",
+    "font.size": 8.5,
+    "axes.titlesize": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "svg.image_inline": True,
+}
 
 
 @contextmanager
@@ -49,10 +56,11 @@ def to_svg(fig: Figure) -> str:
     """The figure as an <svg> element (no XML prolog, doctype or metadata)."""
     buf = io.StringIO()
     # no RDF metadata block: it only names matplotlib's and Dublin Core's web addresses
-    fig.savefig(buf, format="svg",
-                metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    fig.savefig(
+        buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None}
+    )
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def _svg(fig_maker: Any, *args: Any, width: float, height: float, key: str) -> str:
@@ -69,16 +77,18 @@ def label(text: object, width: int = 48) -> str:
     return s if len(s) <= width else s[: width - 1] + "…"
 
 
-def ecdf_points(latencies_ms: FloatArray, points: int = MAX_POINTS) -> tuple[FloatArray,
-                                                                             FloatArray]:
+def ecdf_points(
+    latencies_ms: FloatArray, points: int = MAX_POINTS
+) -> tuple[FloatArray, FloatArray]:
     """(latency, cumulative fraction) at `points` evenly spaced quantiles: the ECDF's shape
     without a vertex per sample (a million samples would make a 50 MB SVG)."""
     probs = np.linspace(0.0, 1.0, min(points, max(latencies_ms.size, 2)))
     return np.quantile(latencies_ms, probs), probs
 
 
-def binned(x: FloatArray, y: FloatArray, bins: int = 300) -> tuple[FloatArray, FloatArray,
-                                                                   FloatArray]:
+def binned(
+    x: FloatArray, y: FloatArray, bins: int = 300
+) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Per time bin of consecutive samples: centre, median and 99th percentile of `y`."""
     n = y.size
     if n <= bins:
@@ -88,8 +98,8 @@ def binned(x: FloatArray, y: FloatArray, bins: int = 300) -> tuple[FloatArray, F
     p50 = np.empty(bins)
     p99 = np.empty(bins)
     for i in range(bins):
-        chunk = y[edges[i]:edges[i + 1]]
-        centres[i] = x[edges[i]:edges[i + 1]].mean()
+        chunk = y[edges[i] : edges[i + 1]]
+        centres[i] = x[edges[i] : edges[i + 1]].mean()
         p50[i], p99[i] = np.percentile(chunk, [50, 99])
     return centres, p50, p99
 
@@ -117,31 +127,39 @@ def _ecdf(fig: Figure, series: Sequence[tuple[str, FloatArray]]) -> None:
         text.set_parse_math(False)
 
 
-def run_latency_svg(run_id: int, starts_ns: npt.NDArray[np.int64],
-                    latencies_ns: npt.NDArray[np.int64]) -> str:
+def run_latency_svg(
+    run_id: int, starts_ns: npt.NDArray[np.int64], latencies_ns: npt.NDArray[np.int64]
+) -> str:
     """One run: a histogram of its latencies and its latency over time."""
-    return _svg(_run_latency, starts_ns, latencies_ns, width=9.0, height=2.6,
-                key=f"run-{run_id}")
+    return _svg(_run_latency, starts_ns, latencies_ns, width=9.0, height=2.6, key=f"run-{run_id}")
 
 
-def _run_latency(fig: Figure, starts_ns: npt.NDArray[np.int64],
-                 latencies_ns: npt.NDArray[np.int64]) -> None:
+def _run_latency(
+    fig: Figure, starts_ns: npt.NDArray[np.int64], latencies_ns: npt.NDArray[np.int64]
+) -> None:
     ms = latencies_ns.astype(np.float64) / 1e6
     t = starts_ns.astype(np.float64) / 1e9
     hist, over = fig.subplots(1, 2, width_ratios=[1, 2])
     top = float(np.percentile(ms, 99.9))
     clipped = int((ms > top).sum())
-    hist.hist(ms, bins=60, range=(float(ms.min()), top if top > ms.min() else ms.max() + 1e-6),
-              color="#4C72B0", histtype="stepfilled")
+    hist.hist(
+        ms,
+        bins=60,
+        range=(float(ms.min()), top if top > ms.min() else ms.max() + 1e-6),
+        color="#4C72B0",
+        histtype="stepfilled",
+    )
     for q, style in ((50, "-"), (99, ":")):
-        hist.axvline(float(np.percentile(ms, q)), color="#222", linestyle=style, linewidth=1,
-                     label=f"p{q}")
+        hist.axvline(
+            float(np.percentile(ms, q)), color="#222", linestyle=style, linewidth=1, label=f"p{q}"
+        )
     hist.set_xlabel("latency (ms)" + (f"; {clipped} above p99.9 not shown" if clipped else ""))
     hist.set_ylabel("inferences")
     hist.legend(fontsize=7, frameon=False, loc="upper right")
     x, p50, p99 = binned(t, ms)
-    over.plot(x, p50, linewidth=1, color="#4C72B0", label="p50 per bin" if x.size < t.size
-              else "latency")
+    over.plot(
+        x, p50, linewidth=1, color="#4C72B0", label="p50 per bin" if x.size < t.size else "latency"
+    )
     if x.size < t.size:
         over.plot(x, p99, linewidth=0.8, color="#DD8452", label="p99 per bin")
     over.set_xlabel("time since the timing started (s)")
@@ -169,37 +187,64 @@ def _ops_bar(fig: Figure, rows: Sequence[Mapping[str, Any]]) -> None:
     ax.grid(axis="y", visible=False)
     from matplotlib.patches import Patch
 
-    legend = ax.legend(handles=[Patch(color=c, label=label(k, 30)) for k, c in palette.items()],
-                       fontsize=7, frameon=False, loc="lower right")
+    legend = ax.legend(
+        handles=[Patch(color=c, label=label(k, 30)) for k, c in palette.items()],
+        fontsize=7,
+        frameon=False,
+        loc="lower right",
+    )
     for text in legend.get_texts():
         text.set_parse_math(False)
 
 
 def _palette(kinds: Sequence[str]) -> dict[str, str]:
-    colors = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3",
-              "#8C8C8C", "#CCB974", "#64B5CD"]
+    colors = [
+        "#4C72B0",
+        "#DD8452",
+        "#55A868",
+        "#C44E52",
+        "#8172B3",
+        "#937860",
+        "#DA8BC3",
+        "#8C8C8C",
+        "#CCB974",
+        "#64B5CD",
+    ]
     return {k: colors[i % len(colors)] for i, k in enumerate(kinds)}
 
 
-def telemetry_svg(run_id: int, series: Mapping[str, tuple[npt.NDArray[np.int64], FloatArray]],
-                  origin_ns: int) -> str:
+def telemetry_svg(
+    run_id: int, series: Mapping[str, tuple[npt.NDArray[np.int64], FloatArray]], origin_ns: int
+) -> str:
     """A run's telemetry, one small panel per quantity (at most 8), against run time."""
     names = sorted(series)[:8]
     cols = 2 if len(names) > 1 else 1
     rows = -(-len(names) // cols)
-    return _svg(_telemetry, {k: series[k] for k in names}, origin_ns, cols, width=9.0,
-                height=0.6 + 1.6 * rows, key=f"telemetry-{run_id}")
+    return _svg(
+        _telemetry,
+        {k: series[k] for k in names},
+        origin_ns,
+        cols,
+        width=9.0,
+        height=0.6 + 1.6 * rows,
+        key=f"telemetry-{run_id}",
+    )
 
 
-def _telemetry(fig: Figure, series: Mapping[str, tuple[npt.NDArray[np.int64], FloatArray]],
-               origin_ns: int, cols: int) -> None:
+def _telemetry(
+    fig: Figure,
+    series: Mapping[str, tuple[npt.NDArray[np.int64], FloatArray]],
+    origin_ns: int,
+    cols: int,
+) -> None:
     rows = -(-len(series) // cols)
     axes = fig.subplots(rows, cols, squeeze=False)
     spans = [(wall_ns - origin_ns).astype(np.float64) / 1e9 for wall_ns, _ in series.values()]
     lo = min((float(t.min()) for t in spans if t.size), default=0.0)
     hi = max((float(t.max()) for t in spans if t.size), default=1.0)
     for i, (ax, (name, (_, values)), t) in enumerate(
-            zip(axes.flat, series.items(), spans, strict=False)):
+        zip(axes.flat, series.items(), spans, strict=False)
+    ):
         x, y, _ = binned(t, values, bins=MAX_POINTS)
         ax.plot(x, y, linewidth=1, color="#55A868")
         ax.set_xlim(lo, hi if hi > lo else lo + 1.0)
@@ -207,5 +252,5 @@ def _telemetry(fig: Figure, series: Mapping[str, tuple[npt.NDArray[np.int64], Fl
         title.set_parse_math(False)
         if i + cols >= len(series):  # nothing drawn below it
             ax.set_xlabel("time since the run's timing origin (s)")
-    for ax in axes.flat[len(series):]:
+    for ax in axes.flat[len(series) :]:
         ax.set_visible(False)

@@ -89,16 +89,19 @@ class RunResult:
             out["provider_requested"] = self.started.provider_requested
             out["provider_used"] = self.started.provider_used
             out["providers"] = list(self.started.providers)
-            out["inputs"] = {k: {"shape": list(s), "dtype": d}
-                             for k, (s, d) in self.started.inputs.items()}
+            out["inputs"] = {
+                k: {"shape": list(s), "dtype": d} for k, (s, d) in self.started.inputs.items()
+            }
             out["batch"] = self.started.batch
         if self.variant:
-            out["variant"] = {"precision": self.variant.precision,
-                              "nodes": self.variant.nodes,
-                              "nodes_original": self.variant.nodes_original,
-                              "build_s": round(self.variant.build_s, 4),
-                              "cached": self.variant.cached,
-                              "path": self.variant.path}
+            out["variant"] = {
+                "precision": self.variant.precision,
+                "nodes": self.variant.nodes,
+                "nodes_original": self.variant.nodes_original,
+                "build_s": round(self.variant.build_s, 4),
+                "cached": self.variant.cached,
+                "path": self.variant.path,
+            }
             if "torch_export" in self.variant.details:
                 out["variant"]["torch_export"] = self.variant.details["torch_export"]
         if self.timing:
@@ -114,9 +117,13 @@ class RunResult:
             out["op_types"] = [self._op_json(s) for s in p.op_types]
             if self.machine:
                 out["machine"] = {"peak_gbps": self.machine[0], "peak_gflops": self.machine[1]}
-            out["profile"] = {"runs": p.runs, "coverage": p.coverage,
-                              "provider_nodes": p.provider_nodes,
-                              "overhead": p.profile_overhead, "nodes_total": len(p.ops)}
+            out["profile"] = {
+                "runs": p.runs,
+                "coverage": p.coverage,
+                "provider_nodes": p.provider_nodes,
+                "overhead": p.profile_overhead,
+                "nodes_total": len(p.ops),
+            }
         out["notices"] = [{"level": n.level, "message": n.message} for n in self.notices]
         out["status"] = self.ended.status if self.ended else "incomplete"
         if self.ended and self.ended.error:

@@ -24,7 +24,7 @@ def attainable_gflops(intensity: float, peak_gbps: float, peak_gflops: float) ->
 
 
 def bound_of(intensity: float | None, peak_gbps: float, peak_gflops: float) -> str:
-    """"compute" at or above the ridge point, else "memory" (also without a FLOP model)."""
+    """ "compute" at or above the ridge point, else "memory" (also without a FLOP model)."""
     if intensity is None:
         return "memory"
     return "compute" if intensity >= machine_balance(peak_gbps, peak_gflops) else "memory"
@@ -42,12 +42,15 @@ def peak_fraction(stat: OpStat, peak_gbps: float, peak_gflops: float) -> float |
 
 def roofline_fields(stat: OpStat, peak_gbps: float, peak_gflops: float) -> dict[str, Any]:
     """{"bound", "peak_fraction"} for one op, ready to merge into its JSON."""
-    return {"bound": bound_of(stat.intensity, peak_gbps, peak_gflops),
-            "peak_fraction": peak_fraction(stat, peak_gbps, peak_gflops)}
+    return {
+        "bound": bound_of(stat.intensity, peak_gbps, peak_gflops),
+        "peak_fraction": peak_fraction(stat, peak_gbps, peak_gflops),
+    }
 
 
-def roof_curve(peak_gbps: float, peak_gflops: float, lo: float = 1e-3,
-               hi: float = 1e4) -> tuple[list[float], list[float]]:
+def roof_curve(
+    peak_gbps: float, peak_gflops: float, lo: float = 1e-3, hi: float = 1e4
+) -> tuple[list[float], list[float]]:
     """Intensities and attainable GFLOP/s of the roof's three corners over [lo, hi]."""
     ridge = machine_balance(peak_gbps, peak_gflops)
     xs = [lo, min(max(ridge, lo), hi), hi]

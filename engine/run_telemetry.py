@@ -15,8 +15,11 @@ from engine.telemetry_gpu import ThrottleWatch, gpu_sampler_or_none
 class RunTelemetry:
     """`interleave(events)` yields the run's events with Telemetry events between them."""
 
-    def __init__(self, interval_s: float = DEFAULT_INTERVAL_S,
-                 samplers: list[Callable[[], dict[str, float]]] | None = None) -> None:
+    def __init__(
+        self,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        samplers: list[Callable[[], dict[str, float]]] | None = None,
+    ) -> None:
         self._gpu = None
         if samplers is None:
             samplers = [CpuSampler().sample]

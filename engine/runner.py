@@ -89,16 +89,21 @@ def run_bench(req: BenchRequest) -> Iterator[Event]:
     prepared = yield from prepare(req)
     samples = TimingSamples(np.empty(0, np.int64), np.empty(0, np.int64))
     feeds = prepared.feeds
-    yield from time_inferences(inference_fn(prepared.opened, feeds), req.timing,
-                               batch_of(feeds), samples=samples)
+    yield from time_inferences(
+        inference_fn(prepared.opened, feeds), req.timing, batch_of(feeds), samples=samples
+    )
     if req.check_accuracy and prepared.config.precision != "fp32":
         yield from accuracy_pass(prepared, req.inputs_npz is None)
     if req.profile:
-        timed_mean = float(samples.latencies_ns.mean() / 1e6) if samples.latencies_ns.size \
-            else None
-        yield from profile_pass(prepared.variant.path, prepared.config, feeds,
-                                runs=req.profile_runs, gpu_present=prepared.gpu,
-                                timed_mean_ms=timed_mean)
+        timed_mean = float(samples.latencies_ns.mean() / 1e6) if samples.latencies_ns.size else None
+        yield from profile_pass(
+            prepared.variant.path,
+            prepared.config,
+            feeds,
+            runs=req.profile_runs,
+            gpu_present=prepared.gpu,
+            timed_mean_ms=timed_mean,
+        )
     yield RunEnded("ok")
 
 
@@ -108,22 +113,28 @@ def prepare(req: BenchRequest) -> Generator[Event, None, Prepared]:
     if Path(req.model_path).suffix.lower() in (".pt2", ".pt", ".pth"):  # PyTorch: to ONNX
         from engine.torch_export import onnx_for_torch
 
-        onnx_path, exported = yield from onnx_for_torch(req.model_path, req.config.batch,
-                                                        req.shapes)
+        onnx_path, exported = yield from onnx_for_torch(
+            req.model_path, req.config.batch, req.shapes
+        )
         req = dataclasses.replace(req, model_path=onnx_path)
     yield Progress("load", 0, None, f"loading {Path(req.model_path).name}")
     model, info = load_model(req.model_path)
     if exported:  # consumers see the PyTorch file; the engine keeps running the ONNX one
-        yield ModelLoaded(dataclasses.replace(info, path=str(exported["source"]),
-                                              sha256=str(exported["source_sha256"])))
+        yield ModelLoaded(
+            dataclasses.replace(
+                info, path=str(exported["source"]), sha256=str(exported["source_sha256"])
+            )
+        )
     else:
         yield ModelLoaded(info)
     if info.checker_warning:
         yield Notice("warning", f"onnx checker: {info.checker_warning}")
     config = req.config.resolved()
     if config.precision == "bf16":
-        raise ConfigError("precision bf16 runs on --engine torch only; ONNX Runtime variants "
-                          "are fp16, int8-dynamic and int8-static")
+        raise ConfigError(
+            "precision bf16 runs on --engine torch only; ONNX Runtime variants "
+            "are fp16, int8-dynamic and int8-static"
+        )
 
     if req.inputs_npz:
         real = load_npz(req.inputs_npz, info)
@@ -142,8 +153,11 @@ def prepare(req: BenchRequest) -> Generator[Event, None, Prepared]:
 
     calibration, cal_id, cal_count = _calibration_source(req, info, config, make_feeds)
     if config.precision == "int8-static" and req.calibration_npz is None:
-        yield Notice("warning", "INT8 static calibrated on generated data; pass "
-                     "--calibration FILE.npz with real samples for meaningful accuracy")
+        yield Notice(
+            "warning",
+            "INT8 static calibrated on generated data; pass "
+            "--calibration FILE.npz with real samples for meaningful accuracy",
+        )
     variant: VariantReady | None = None
     for ev in build_variant(info, config.precision, calibration, cal_id, cal_count):
         if isinstance(ev, VariantReady):
@@ -161,19 +175,30 @@ def prepare(req: BenchRequest) -> Generator[Event, None, Prepared]:
         nodes = count_nodes(optimized) if Path(optimized).exists() else None
     variant = dataclasses.replace(variant, nodes=nodes)
     if exported:
-        variant = dataclasses.replace(variant, details={**variant.details,
-                                                        "torch_export": exported})
+        variant = dataclasses.replace(
+            variant, details={**variant.details, "torch_export": exported}
+        )
     yield variant
     for note in splan.notes:
         yield Notice("info", note)
     if opened.fell_back:
-        yield Notice("warning", f"requested {opened.requested} but ONNX Runtime is running on "
-                     f"{opened.provider_used}"
-                     + (f": {opened.fallback_reason}" if opened.fallback_reason else ""))
+        yield Notice(
+            "warning",
+            f"requested {opened.requested} but ONNX Runtime is running on "
+            f"{opened.provider_used}"
+            + (f": {opened.fallback_reason}" if opened.fallback_reason else ""),
+        )
     _check_feeds(opened, feeds, info)
     inputs = {k: (tuple(int(d) for d in a.shape), str(a.dtype)) for k, a in feeds.items()}
-    yield RunStarted(config, opened.requested, opened.provider_used, opened.providers_obtained,
-                     inputs, batch_of(feeds), opened.create_s)
+    yield RunStarted(
+        config,
+        opened.requested,
+        opened.provider_used,
+        opened.providers_obtained,
+        inputs,
+        batch_of(feeds),
+        opened.create_s,
+    )
     return Prepared(info, config, feeds, variant, opened, gpu, make_feeds)
 
 
@@ -197,7 +222,8 @@ def _check_feeds(opened: OpenSession, feeds: Feeds, info: ModelInfo) -> None:
         raise InputError(
             f"the model rejected inputs {describe_feeds(feeds)}: {explain_ort_error(exc)}; "
             "set shapes with --shape NAME=AxB or give real data with --inputs FILE.npz",
-            info.path) from exc
+            info.path,
+        ) from exc
 
 
 def _calibration_source(
@@ -213,7 +239,7 @@ def _calibration_source(
 
         def from_file() -> Iterator[Feeds]:
             for start in range(0, rows, step):
-                yield {k: a[start:start + step] for k, a in data.items()}
+                yield {k: a[start : start + step] for k, a in data.items()}
 
         return from_file, "npz:" + files_sha256([Path(req.calibration_npz)]), count
 

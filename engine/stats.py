@@ -86,8 +86,9 @@ def is_stable(
     return bool(spread <= tolerance)
 
 
-def rolling_percentiles(latencies_ns: np.ndarray, window: int,
-                        qs: tuple[float, ...] = (50, 90, 99)) -> np.ndarray:
+def rolling_percentiles(
+    latencies_ns: np.ndarray, window: int, qs: tuple[float, ...] = (50, 90, 99)
+) -> np.ndarray:
     """Percentiles of the trailing `window` samples at each point (ms); shape (n, len(qs))."""
     ms = np.asarray(latencies_ns, dtype=np.float64) / 1e6
     n = ms.size
@@ -96,7 +97,7 @@ def rolling_percentiles(latencies_ns: np.ndarray, window: int,
         return out
     if n >= window:
         view = np.lib.stride_tricks.sliding_window_view(ms, window)
-        out[window - 1:] = np.percentile(view, qs, axis=1).T
+        out[window - 1 :] = np.percentile(view, qs, axis=1).T
     for i in range(min(window - 1, n)):
         out[i] = np.percentile(ms[: i + 1], qs)
     return out

@@ -43,16 +43,25 @@ def cpu_info() -> dict[str, Any]:
     """Model, physical and logical cores, frequencies (MHz, when the OS reports them)."""
     import psutil
 
-    out: dict[str, Any] = {"model": cpu_model(),
-                           "cores": psutil.cpu_count(logical=False),
-                           "logical_cores": psutil.cpu_count(logical=True),
-                           "arch": platform.machine()}
+    out: dict[str, Any] = {
+        "model": cpu_model(),
+        "cores": psutil.cpu_count(logical=False),
+        "logical_cores": psutil.cpu_count(logical=True),
+        "arch": platform.machine(),
+    }
     try:
         freq = psutil.cpu_freq()
     except Exception:  # some VMs and containers expose no cpufreq
         freq = None
-    out["freq_mhz"] = ({"current": round(freq.current), "min": round(freq.min) or None,
-                        "max": round(freq.max) or None} if freq else None)
+    out["freq_mhz"] = (
+        {
+            "current": round(freq.current),
+            "min": round(freq.min) or None,
+            "max": round(freq.max) or None,
+        }
+        if freq
+        else None
+    )
     return out
 
 
@@ -113,10 +122,11 @@ def nvml_info(nvml: Any = None) -> dict[str, Any]:
     try:
         driver = _text(_try(nvml.nvmlSystemGetDriverVersion))
         cuda_int = _try(nvml.nvmlSystemGetCudaDriverVersion)
-        cuda = f"{cuda_int // 1000}.{cuda_int % 1000 // 10}" if isinstance(cuda_int, int) \
-            else None
-        gpus = [_gpu(nvml, nvml.nvmlDeviceGetHandleByIndex(i), i)
-                for i in range(nvml.nvmlDeviceGetCount())]
+        cuda = f"{cuda_int // 1000}.{cuda_int % 1000 // 10}" if isinstance(cuda_int, int) else None
+        gpus = [
+            _gpu(nvml, nvml.nvmlDeviceGetHandleByIndex(i), i)
+            for i in range(nvml.nvmlDeviceGetCount())
+        ]
     finally:
         _try(nvml.nvmlShutdown)
     return {"gpus": gpus, "reason": None if gpus else NO_GPU, "driver": driver, "cuda": cuda}
@@ -128,9 +138,11 @@ def _gpu(nvml: Any, h: Any, index: int) -> dict[str, Any]:
     mem_clock = _try(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_MEM)
     bus_bits = _try(nvml.nvmlDeviceGetMemoryBusWidth, h)
     power = _try(nvml.nvmlDeviceGetPowerManagementLimit, h)
-    peak = (mem_clock * 1e6 * bus_bits * 2 / 8 / 1e9
-            if isinstance(mem_clock, int | float) and isinstance(bus_bits, int | float)
-            else None)
+    peak = (
+        mem_clock * 1e6 * bus_bits * 2 / 8 / 1e9
+        if isinstance(mem_clock, int | float) and isinstance(bus_bits, int | float)
+        else None
+    )
     return {
         "index": index,
         "name": _text(_try(nvml.nvmlDeviceGetName, h)),
@@ -162,17 +174,23 @@ def system_info(remeasure: bool = False) -> dict[str, Any]:
 
     nvml = nvml_info()
     providers = providers_info()
-    peaks = load_peaks(remeasure=remeasure,
-                       gpu="CUDAExecutionProvider" in providers["usable"])
+    peaks = load_peaks(remeasure=remeasure, gpu="CUDAExecutionProvider" in providers["usable"])
     return {
         "cpu": cpu_info(),
         "memory_gb": round(psutil.virtual_memory().total / 1e9, 2),
-        "os": {"system": platform.system(), "release": platform.release(),
-               "platform": platform.platform(), "python_impl": sys.implementation.name},
+        "os": {
+            "system": platform.system(),
+            "release": platform.release(),
+            "platform": platform.platform(),
+            "python_impl": sys.implementation.name,
+        },
         "versions": versions(nvml),
         "providers": providers,
         "gpus": nvml["gpus"],
         "gpu_reason": nvml["reason"],
-        "peaks": {"cpu": peaks["cpu"], "gpu": peaks.get("gpu"),
-                  "measured_at": peaks.get("measured_at")},
+        "peaks": {
+            "cpu": peaks["cpu"],
+            "gpu": peaks.get("gpu"),
+            "measured_at": peaks.get("measured_at"),
+        },
     }

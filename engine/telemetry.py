@@ -44,15 +44,17 @@ class CpuSampler:
 class TelemetryThread:
     """Calls `emit(Telemetry(...))` every `interval_s` from a daemon thread until stopped."""
 
-    def __init__(self, emit: Callable[[Telemetry], None],
-                 samplers: list[Callable[[], dict[str, float]]],
-                 interval_s: float = DEFAULT_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        emit: Callable[[Telemetry], None],
+        samplers: list[Callable[[], dict[str, float]]],
+        interval_s: float = DEFAULT_INTERVAL_S,
+    ) -> None:
         self._emit = emit
         self._samplers = samplers
         self._interval = interval_s
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="opscope-telemetry",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="opscope-telemetry", daemon=True)
 
     def start(self) -> None:
         self._thread.start()

@@ -94,19 +94,25 @@ class GpuSampler:
             if mem is not None:
                 out[p + "mem_used_mb"] = mem.used / 2**20
             _put(out, p + "power_w", _try(nvml.nvmlDeviceGetPowerUsage, h), 1e-3)  # mW
-            _put(out, p + "sm_clock_mhz", _try(nvml.nvmlDeviceGetClockInfo, h,
-                                                nvml.NVML_CLOCK_SM))
-            _put(out, p + "mem_clock_mhz", _try(nvml.nvmlDeviceGetClockInfo, h,
-                                                 nvml.NVML_CLOCK_MEM))
-            _put(out, p + "temp_c", _try(nvml.nvmlDeviceGetTemperature, h,
-                                          nvml.NVML_TEMPERATURE_GPU))
-            reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) \
+            _put(out, p + "sm_clock_mhz", _try(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM))
+            _put(
+                out, p + "mem_clock_mhz", _try(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_MEM)
+            )
+            _put(
+                out, p + "temp_c", _try(nvml.nvmlDeviceGetTemperature, h, nvml.NVML_TEMPERATURE_GPU)
+            )
+            reasons = (
+                getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
                 or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+            )
             _put(out, p + "throttle_reasons", _try(reasons, h))
-            for name, counter in (("pcie_tx_mbps", nvml.NVML_PCIE_UTIL_TX_BYTES),
-                                  ("pcie_rx_mbps", nvml.NVML_PCIE_UTIL_RX_BYTES)):
-                _put(out, p + name, _try(nvml.nvmlDeviceGetPcieThroughput, h, counter),
-                     1024 / 1e6)  # KB/s -> MB/s
+            for name, counter in (
+                ("pcie_tx_mbps", nvml.NVML_PCIE_UTIL_TX_BYTES),
+                ("pcie_rx_mbps", nvml.NVML_PCIE_UTIL_RX_BYTES),
+            ):
+                _put(
+                    out, p + name, _try(nvml.nvmlDeviceGetPcieThroughput, h, counter), 1024 / 1e6
+                )  # KB/s -> MB/s
             if i in self._gpm:
                 out.update(self._gpm_values(i, h, p))
         return out
@@ -193,8 +199,9 @@ class ThrottleWatch:
         """A warning naming the slowdowns seen, or None when the GPU ran unthrottled."""
         if not self.mask:
             return None
-        return Notice("warning",
-                      f"GPU throttled during the run: {', '.join(throttle_names(self.mask))}")
+        return Notice(
+            "warning", f"GPU throttled during the run: {', '.join(throttle_names(self.mask))}"
+        )
 
     def fresh(self) -> Notice | None:
         """A warning naming slowdowns seen since the last call, or None."""
@@ -203,8 +210,9 @@ class ThrottleWatch:
             self._reported |= new
         if not new:
             return None
-        return Notice("warning", f"GPU throttling during this run: "
-                                 f"{', '.join(throttle_names(new))}")
+        return Notice(
+            "warning", f"GPU throttling during this run: {', '.join(throttle_names(new))}"
+        )
 
 
 def _try(fn: Any, *args: Any) -> Any:

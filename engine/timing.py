@@ -56,8 +56,9 @@ def time_inferences(
         run_once()
         warm += 1
         if warm % 10 == 0:
-            yield Progress("warmup", min(warm, plan.warmup_runs), plan.warmup_runs,
-                           f"warm-up {warm} runs")
+            yield Progress(
+                "warmup", min(warm, plan.warmup_runs), plan.warmup_runs, f"warm-up {warm} runs"
+            )
     yield Progress("warmup", plan.warmup_runs, plan.warmup_runs, f"warm-up done ({warm} runs)")
 
     starts: list[int] = []
@@ -79,16 +80,18 @@ def time_inferences(
         if t1 < next_flush:
             continue
         next_flush = t1 + interval
-        yield LatencyBatch(np.array(starts[sent:], dtype=np.int64),
-                           np.array(lats[sent:], dtype=np.int64), origin)
+        yield LatencyBatch(
+            np.array(starts[sent:], dtype=np.int64), np.array(lats[sent:], dtype=np.int64), origin
+        )
         sent = len(lats)
         if min_end is not None and t1 >= min_end and sent >= plan.min_runs:
             break
         if max_runs and sent >= max_runs:
             break
     if sent < len(lats):
-        yield LatencyBatch(np.array(starts[sent:], dtype=np.int64),
-                           np.array(lats[sent:], dtype=np.int64), origin)
+        yield LatencyBatch(
+            np.array(starts[sent:], dtype=np.int64), np.array(lats[sent:], dtype=np.int64), origin
+        )
     st = np.array(starts, dtype=np.int64)
     lt = np.array(lats, dtype=np.int64)
     if samples is not None:

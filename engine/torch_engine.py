@@ -58,8 +58,11 @@ class TorchPrepared:
         with torch.inference_mode(), self.autocast() if autocast else contextlib.nullcontext():
             out = fn(*args)
         leaves = torch.utils._pytree.tree_leaves(out)
-        return [t.detach().float().cpu().numpy().astype(np.float64) for t in leaves
-                if isinstance(t, torch.Tensor)]
+        return [
+            t.detach().float().cpu().numpy().astype(np.float64)
+            for t in leaves
+            if isinstance(t, torch.Tensor)
+        ]
 
     def tensors(self, feeds: Feeds) -> list[Any]:
         import torch
@@ -78,11 +81,15 @@ class TorchPrepared:
 def check_config(config: RunConfig) -> None:
     """Refuse knob values that mean nothing to the torch engine."""
     if config.fusion not in ("off", "all"):
-        raise ConfigError(f"engine torch: fusion must be off (eager) or all (torch.compile); "
-                          f"got {config.fusion!r}")
+        raise ConfigError(
+            f"engine torch: fusion must be off (eager) or all (torch.compile); "
+            f"got {config.fusion!r}"
+        )
     if config.precision not in ("fp32", "bf16", "fp16", "int8-dynamic"):
-        raise ConfigError(f"engine torch: precision must be fp32, bf16, fp16 or int8-dynamic; "
-                          f"got {config.precision!r}")
+        raise ConfigError(
+            f"engine torch: precision must be fp32, bf16, fp16 or int8-dynamic; "
+            f"got {config.precision!r}"
+        )
     if config.provider == "tensorrt":
         raise ConfigError("engine torch: provider must be cpu, cuda or auto (not tensorrt)")
 
@@ -99,8 +106,12 @@ def run_torch(req: BenchRequest) -> Iterator[Event]:
         from engine.torch_profile import torch_profile_pass
 
         timed = float(samples.latencies_ns.mean() / 1e6) if samples.latencies_ns.size else None
-        yield from torch_profile_pass(prepared.run_once, runs=req.profile_runs,
-                                      cuda=prepared.device == "cuda", timed_mean_ms=timed)
+        yield from torch_profile_pass(
+            prepared.run_once,
+            runs=req.profile_runs,
+            cuda=prepared.device == "cuda",
+            timed_mean_ms=timed,
+        )
     yield RunEnded("ok")
 
 
@@ -108,8 +119,11 @@ def prepare_torch(req: BenchRequest) -> Generator[Event, None, TorchPrepared]:
     """Load, pick the device, make inputs, quantize / compile, check one inference."""
     check_config(req.config)
     if Path(req.model_path).suffix.lower() == ".onnx":
-        raise ModelError("is an ONNX model; the torch engine runs PyTorch files (.pt2, .pt, "
-                         ".pth): run it on ONNX Runtime", req.model_path)
+        raise ModelError(
+            "is an ONNX model; the torch engine runs PyTorch files (.pt2, .pt, "
+            ".pth): run it on ONNX Runtime",
+            req.model_path,
+        )
     torch = import_torch()
     config = req.config.resolved()
     yield Progress("load", 0, None, f"loading {Path(req.model_path).name} (PyTorch)")
@@ -138,8 +152,11 @@ def prepare_torch(req: BenchRequest) -> Generator[Event, None, TorchPrepared]:
     module = model.module.to(device) if device != "cpu" else model.module
     model = dataclasses.replace(model, module=module)
     fn: Callable[..., Any] = module
-    details: dict[str, Any] = {"engine": "torch", "mode": "compiled" if config.fusion == "all"
-                               else "eager", "kind": model.kind}
+    details: dict[str, Any] = {
+        "engine": "torch",
+        "mode": "compiled" if config.fusion == "all" else "eager",
+        "kind": model.kind,
+    }
     t_build = time.perf_counter()
     if config.precision == "int8-dynamic":
         if device != "cpu":
@@ -170,14 +187,18 @@ def prepare_torch(req: BenchRequest) -> Generator[Event, None, TorchPrepared]:
     try:
         run_once()
     except Exception as exc:
-        raise InputError(f"the model failed on inputs {_describe(feeds)}: {_one_line(exc)}; "
-                         "set shapes with --shape NAME=AxB", model.path) from exc
+        raise InputError(
+            f"the model failed on inputs {_describe(feeds)}: {_one_line(exc)}; "
+            "set shapes with --shape NAME=AxB",
+            model.path,
+        ) from exc
     build_s = time.perf_counter() - t_build
     if config.fusion == "all":
         details["compile_s"] = build_s
         yield Notice("info", f"torch.compile took {build_s:.1f} s (first inference)")
-    yield VariantReady(config.precision, model.path, build_s, False, info.nodes, info.nodes,
-                       details=details)
+    yield VariantReady(
+        config.precision, model.path, build_s, False, info.nodes, info.nodes, details=details
+    )
     used = f"torch-{device}"
     inputs = {k: (tuple(int(d) for d in a.shape), str(a.dtype)) for k, a in feeds.items()}
     batch = int(next(iter(feeds.values())).shape[0]) if feeds else 1
@@ -211,15 +232,33 @@ def describe_torch(model: TorchModel) -> ModelInfo:
         for node in model.module.inlined_graph.nodes():
             ops[node.kind()] += 1
     params = list(model.module.parameters()) + list(model.module.buffers())
-    inputs = tuple(ValueInfo(i.name, "tensor", i.dtype, None if i.shape is None else tuple(
-        "batch" if d in i.dynamic else s for d, s in enumerate(i.shape))) for i in model.inputs)
+    inputs = tuple(
+        ValueInfo(
+            i.name,
+            "tensor",
+            i.dtype,
+            None
+            if i.shape is None
+            else tuple("batch" if d in i.dynamic else s for d, s in enumerate(i.shape)),
+        )
+        for i in model.inputs
+    )
     outputs = tuple(ValueInfo(n, "tensor", "float32", None) for n in model.output_names)
-    return ModelInfo(path=str(p), sha256=files_sha256([p]), file_bytes=p.stat().st_size,
-                     ir_version=0, producer=f"torch {torch.__version__} ({model.kind})",
-                     opset={}, inputs=inputs, outputs=outputs, nodes=sum(ops.values()),
-                     subgraph_nodes=0, op_types=dict(ops),
-                     params=sum(int(t.numel()) for t in params),
-                     param_bytes=sum(int(t.numel() * t.element_size()) for t in params))
+    return ModelInfo(
+        path=str(p),
+        sha256=files_sha256([p]),
+        file_bytes=p.stat().st_size,
+        ir_version=0,
+        producer=f"torch {torch.__version__} ({model.kind})",
+        opset={},
+        inputs=inputs,
+        outputs=outputs,
+        nodes=sum(ops.values()),
+        subgraph_nodes=0,
+        op_types=dict(ops),
+        params=sum(int(t.numel()) for t in params),
+        param_bytes=sum(int(t.numel() * t.element_size()) for t in params),
+    )
 
 
 def _aten_name(target: Any) -> str:
@@ -233,8 +272,10 @@ def _aten_name(target: Any) -> str:
 def _device(torch: Any, config: RunConfig) -> str:
     cuda = bool(torch.cuda.is_available())
     if config.provider == "cuda" and not cuda:
-        raise ConfigError("engine torch: provider cuda, but torch sees no CUDA device "
-                          f"(torch {torch.__version__})")
+        raise ConfigError(
+            "engine torch: provider cuda, but torch sees no CUDA device "
+            f"(torch {torch.__version__})"
+        )
     return "cuda" if config.provider in ("cuda", "auto") and cuda else "cpu"
 
 

@@ -42,16 +42,22 @@ def onnx_for_torch(
     note = fixed_batch_note(model, batch, shapes)
     if note is not None:
         yield Notice(*note)
-    params = {"exporter": "dynamo" if model.kind == "export" else "torchscript",
-              "opset": OPSET, "shapes": {} if model.kind == "export" else
-              {k: list(v[1:]) for k, v in shapes.items()}, "version": EXPORTER_VERSION}
+    params = {
+        "exporter": "dynamo" if model.kind == "export" else "torchscript",
+        "opset": OPSET,
+        "shapes": {} if model.kind == "export" else {k: list(v[1:]) for k, v in shapes.items()},
+        "version": EXPORTER_VERSION,
+    }
     key = cache.cache_key({"model": sha, "params": params, "torch": torch.__version__})
     hit = cache.cached_entry("torch-onnx", key)
     if hit is not None:
         meta = cache.read_meta(hit)
-        yield Notice("info", f"ONNX export of {p.name} from the cache "
-                     f"({meta.get('nodes', '?')} nodes, exported in "
-                     f"{float(meta.get('export_s', 0.0)):.1f} s)")
+        yield Notice(
+            "info",
+            f"ONNX export of {p.name} from the cache "
+            f"({meta.get('nodes', '?')} nodes, exported in "
+            f"{float(meta.get('export_s', 0.0)):.1f} s)",
+        )
         # the same bytes may have been exported from another path: this file is the source
         return str(hit / "model.onnx"), {**meta, "source": str(p), "cached": True}
     yield Progress("export", 0, None, f"exporting {p.name} to ONNX ({params['exporter']})")
@@ -71,16 +77,23 @@ def onnx_for_torch(
         staging.discard()
         raise
     export_s = time.perf_counter() - t0
-    meta = {"source": str(p), "source_sha256": sha, "exporter": params["exporter"],
-            "export_s": export_s, "nodes": nodes, "torch": torch.__version__,
-            "kind": model.kind}
+    meta = {
+        "source": str(p),
+        "source_sha256": sha,
+        "exporter": params["exporter"],
+        "export_s": export_s,
+        "nodes": nodes,
+        "torch": torch.__version__,
+        "kind": model.kind,
+    }
     final = staging.commit(meta)
     yield Notice("info", f"exported {p.name} to ONNX in {export_s:.1f} s ({nodes} nodes)")
     return str(final / "model.onnx"), {**meta, "cached": False}
 
 
-def _export(torch: Any, model: TorchModel, shapes: Mapping[str, tuple[int, ...]],
-            out: Path) -> None:
+def _export(
+    torch: Any, model: TorchModel, shapes: Mapping[str, tuple[int, ...]], out: Path
+) -> None:
     """Run the exporter quietly (it prints progress to stdout, which may carry --json -)."""
     names = [i.name for i in model.inputs]
     args = tuple(_example(torch, model, name, shapes[name]) for name in names)
@@ -89,17 +102,33 @@ def _export(torch: Any, model: TorchModel, shapes: Mapping[str, tuple[int, ...]]
     level = log.level
     log.setLevel(logging.ERROR)  # "torchvision is not installed" warnings on every export
     try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(sink), \
-                contextlib.redirect_stderr(sink):
+        with (
+            warnings.catch_warnings(),
+            contextlib.redirect_stdout(sink),
+            contextlib.redirect_stderr(sink),
+        ):
             warnings.simplefilter("ignore")
             if model.kind == "export":
-                torch.onnx.export(model.program, args, str(out), dynamo=True,
-                                  external_data=False, input_names=names, opset_version=OPSET,
-                                  verbose=False)
+                torch.onnx.export(
+                    model.program,
+                    args,
+                    str(out),
+                    dynamo=True,
+                    external_data=False,
+                    input_names=names,
+                    opset_version=OPSET,
+                    verbose=False,
+                )
             else:
-                torch.onnx.export(model.module, args, str(out), dynamo=False,
-                                  input_names=names, opset_version=OPSET,
-                                  dynamic_axes={n: {0: "batch"} for n in names})
+                torch.onnx.export(
+                    model.module,
+                    args,
+                    str(out),
+                    dynamo=False,
+                    input_names=names,
+                    opset_version=OPSET,
+                    dynamic_axes={n: {0: "batch"} for n in names},
+                )
     finally:
         log.setLevel(level)
 

@@ -30,8 +30,9 @@ from engine.errors import InputError, ModelError
 
 TORCH_SUFFIXES = frozenset({".pt2", ".pt", ".pth"})
 NEED_TORCH = "PyTorch files need torch: pip install 'opscope[torch]'"
-FORMATS_THAT_WORK = ("save the model with torch.export.save (a .pt2 program) or "
-                     "torch.jit.save (TorchScript)")
+FORMATS_THAT_WORK = (
+    "save the model with torch.export.save (a .pt2 program) or torch.jit.save (TorchScript)"
+)
 
 
 def is_torch_file(path: str | Path) -> bool:
@@ -57,7 +58,8 @@ def detect_kind(path: str | Path) -> str:
         except (OSError, zipfile.BadZipFile):
             return "unknown"
         if any(n.endswith("/archive_format") or n == "archive_format" for n in names) or any(
-                "/models/" in n and n.endswith(".json") for n in names):
+            "/models/" in n and n.endswith(".json") for n in names
+        ):
             return "export"
         if any("/code/" in n for n in names) and any(n.endswith("constants.pkl") for n in names):
             return "torchscript"
@@ -105,16 +107,20 @@ def load_torch(path: str | Path) -> TorchModel:
         try:
             program = torch.export.load(str(p))
         except Exception as exc:
-            raise ModelError(f"cannot load the torch.export program ({_one_line(exc)})", p) \
-                from exc
-        return TorchModel(str(p), "export", program.module(), program, _export_inputs(program),
-                          _export_outputs(program))
+            raise ModelError(f"cannot load the torch.export program ({_one_line(exc)})", p) from exc
+        return TorchModel(
+            str(p),
+            "export",
+            program.module(),
+            program,
+            _export_inputs(program),
+            _export_outputs(program),
+        )
     if kind == "torchscript":
         try:
             module = torch.jit.load(str(p), map_location="cpu")
         except Exception as exc:
-            raise ModelError(f"cannot load the TorchScript archive ({_one_line(exc)})", p) \
-                from exc
+            raise ModelError(f"cannot load the TorchScript archive ({_one_line(exc)})", p) from exc
         module.eval()
         return TorchModel(str(p), "torchscript", module, None, _script_inputs(module))
     if kind == "pickle":
@@ -131,25 +137,31 @@ def _refuse_pickle(torch: Any, p: Path) -> None:
     except pickle.UnpicklingError as exc:
         lines = [ln.strip() for ln in str(exc).splitlines() if "GLOBAL" in ln]
         reason = lines[0].rstrip(".") if lines else _one_line(exc)
-        raise ModelError("refused: unpickling this file would need arbitrary code "
-                         f"({reason[:160]}); it was not executed; {FORMATS_THAT_WORK}",
-                         p) from None
+        raise ModelError(
+            "refused: unpickling this file would need arbitrary code "
+            f"({reason[:160]}); it was not executed; {FORMATS_THAT_WORK}",
+            p,
+        ) from None
     except Exception as exc:
-        raise ModelError(f"cannot read the pickle ({_one_line(exc)}); {FORMATS_THAT_WORK}",
-                         p) from None
+        raise ModelError(
+            f"cannot read the pickle ({_one_line(exc)}); {FORMATS_THAT_WORK}", p
+        ) from None
     if isinstance(obj, Mapping):
-        raise ModelError("holds a state dict (weights without an architecture); "
-                         f"{FORMATS_THAT_WORK}", p)
-    raise ModelError(f"holds a {type(obj).__name__}, not a runnable model; {FORMATS_THAT_WORK}",
-                     p)
+        raise ModelError(
+            f"holds a state dict (weights without an architecture); {FORMATS_THAT_WORK}", p
+        )
+    raise ModelError(f"holds a {type(obj).__name__}, not a runnable model; {FORMATS_THAT_WORK}", p)
 
 
 def _export_inputs(program: Any) -> list[TorchInput]:
     """User inputs of an ExportedProgram: names, dtypes, example shapes, dynamic dims."""
     import torch
 
-    user = [s.arg.name for s in program.graph_signature.input_specs
-            if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+    user = [
+        s.arg.name
+        for s in program.graph_signature.input_specs
+        if s.kind == torch.export.graph_signature.InputKind.USER_INPUT
+    ]
     vals = {n.name: n.meta.get("val") for n in program.graph.nodes if n.op == "placeholder"}
     examples: list[Any] = []
     if program.example_inputs is not None:
@@ -162,15 +174,20 @@ def _export_inputs(program: Any) -> list[TorchInput]:
         if val is None or not hasattr(val, "shape"):
             raise ModelError(f"input {name!r} is not a tensor; only tensor inputs are supported")
         dynamic = frozenset(d for d, s in enumerate(val.shape) if not isinstance(s, int))
-        shape = tuple(int(s) for s in ex.shape) if ex is not None else tuple(
-            int(s) if isinstance(s, int) else 1 for s in val.shape)
+        shape = (
+            tuple(int(s) for s in ex.shape)
+            if ex is not None
+            else tuple(int(s) if isinstance(s, int) else 1 for s in val.shape)
+        )
         out.append(TorchInput(name, _np_dtype(val.dtype), shape, dynamic, ex))
     return out
 
 
 def _export_outputs(program: Any) -> list[str]:
-    return [getattr(s.arg, "name", f"output_{i}")
-            for i, s in enumerate(program.graph_signature.output_specs)]
+    return [
+        getattr(s.arg, "name", f"output_{i}")
+        for i, s in enumerate(program.graph_signature.output_specs)
+    ]
 
 
 def _script_inputs(module: Any) -> list[TorchInput]:
@@ -179,21 +196,28 @@ def _script_inputs(module: Any) -> list[TorchInput]:
     return [TorchInput(a.name, "float32", None) for a in args]
 
 
-def input_shapes(model: TorchModel, batch: int,
-                 overrides: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+def input_shapes(
+    model: TorchModel, batch: int, overrides: Mapping[str, tuple[int, ...]]
+) -> dict[str, tuple[int, ...]]:
     """Concrete shapes: --shape overrides, else the example with a dynamic batch dim set."""
     names = {i.name for i in model.inputs}
     unknown = set(overrides) - names
     if unknown:
-        raise InputError(f"--shape names {', '.join(sorted(unknown))} but the model's inputs "
-                         f"are {', '.join(sorted(names))}", model.path)
+        raise InputError(
+            f"--shape names {', '.join(sorted(unknown))} but the model's inputs "
+            f"are {', '.join(sorted(names))}",
+            model.path,
+        )
     shapes: dict[str, tuple[int, ...]] = {}
     for inp in model.inputs:
         if inp.name in overrides:
             shapes[inp.name] = tuple(overrides[inp.name])
         elif inp.shape is None:
-            raise InputError(f"TorchScript files carry no example inputs: give input "
-                             f"{inp.name!r} a shape with --shape {inp.name}=AxB", model.path)
+            raise InputError(
+                f"TorchScript files carry no example inputs: give input "
+                f"{inp.name!r} a shape with --shape {inp.name}=AxB",
+                model.path,
+            )
         else:
             shape = list(inp.shape)
             if shape and 0 in inp.dynamic:
@@ -202,27 +226,35 @@ def input_shapes(model: TorchModel, batch: int,
     return shapes
 
 
-def fixed_batch_note(model: TorchModel, batch: int,
-                     shapes: Mapping[str, tuple[int, ...]]) -> tuple[str, str] | None:
+def fixed_batch_note(
+    model: TorchModel, batch: int, shapes: Mapping[str, tuple[int, ...]]
+) -> tuple[str, str] | None:
     """(level, message) when the file fixes a batch other than the one asked for: a .pt2
     exported without a dynamic batch dim runs only at its example's batch."""
     fixed: set[int] = set()
     for inp in model.inputs:
         shape = shapes.get(inp.name)
-        if shape and inp.shape is not None and 0 not in inp.dynamic \
-                and tuple(shape) == tuple(inp.shape):
+        if (
+            shape
+            and inp.shape is not None
+            and 0 not in inp.dynamic
+            and tuple(shape) == tuple(inp.shape)
+        ):
             fixed.add(int(shape[0]))
     if len(fixed) != 1 or batch in fixed:
         return None
     got = fixed.pop()
-    return ("warning" if batch != 1 else "info",
-            f"{Path(model.path).name} was exported with a fixed batch of {got} (no dynamic "
-            f"batch dim): running batch {got}, not {batch}; export with "
-            "torch.export.Dim on dim 0 to vary it")
+    return (
+        "warning" if batch != 1 else "info",
+        f"{Path(model.path).name} was exported with a fixed batch of {got} (no dynamic "
+        f"batch dim): running batch {got}, not {batch}; export with "
+        "torch.export.Dim on dim 0 to vary it",
+    )
 
 
-def make_inputs(model: TorchModel, shapes: Mapping[str, tuple[int, ...]],
-                seed: int = 0) -> dict[str, np.ndarray]:
+def make_inputs(
+    model: TorchModel, shapes: Mapping[str, tuple[int, ...]], seed: int = 0
+) -> dict[str, np.ndarray]:
     """Seeded inputs: floats from N(0, 1); integers below the example's max (token ids)."""
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}

@@ -24,13 +24,26 @@ from engine.profile_parse import NodeEvent, ProfileTrace, RunSpan
 
 PROFILE_WARMUP = 3
 RUN_PREFIX = "opscope_run_"
-_ITEMSIZE = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8,
-             "long": 8, "int": 4, "short": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
-             "c10::qint8": 1, "c10::quint8": 1}
+_ITEMSIZE = {
+    "float": 4,
+    "double": 8,
+    "c10::Half": 2,
+    "c10::BFloat16": 2,
+    "long int": 8,
+    "long": 8,
+    "int": 4,
+    "short": 2,
+    "signed char": 1,
+    "unsigned char": 1,
+    "bool": 1,
+    "c10::qint8": 1,
+    "c10::quint8": 1,
+}
 
 
-def torch_profile_pass(run_once: Callable[[], object], *, runs: int, cuda: bool,
-                       timed_mean_ms: float | None = None) -> Iterator[Progress | OpProfile]:
+def torch_profile_pass(
+    run_once: Callable[[], object], *, runs: int, cuda: bool, timed_mean_ms: float | None = None
+) -> Iterator[Progress | OpProfile]:
     """Profile `runs` inferences of `run_once` after a short warm-up; yield an OpProfile."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -52,14 +65,18 @@ def torch_profile_pass(run_once: Callable[[], object], *, runs: int, cuda: bool,
     yield make_op_profile(trace, flops, provider, timed_mean_ms)
 
 
-def trace_from_events(events: list[Any], provider: str, cuda: bool = False
-                      ) -> tuple[ProfileTrace, dict[str, float]]:
+def trace_from_events(
+    events: list[Any], provider: str, cuda: bool = False
+) -> tuple[ProfileTrace, dict[str, float]]:
     """Run spans and top-level op rows from profiler events; FLOPs summed per node name."""
-    run_events = sorted((e for e in events if e.name.startswith(RUN_PREFIX)),
-                        key=lambda e: e.time_range.start)
+    run_events = sorted(
+        (e for e in events if e.name.startswith(RUN_PREFIX)), key=lambda e: e.time_range.start
+    )
     index = {id(e): i for i, e in enumerate(run_events)}
-    runs = tuple(RunSpan(i, float(e.time_range.start), float(e.time_range.elapsed_us()))
-                 for i, e in enumerate(run_events))
+    runs = tuple(
+        RunSpan(i, float(e.time_range.start), float(e.time_range.elapsed_us()))
+        for i, e in enumerate(run_events)
+    )
     nodes: list[NodeEvent] = []
     flops: dict[str, float] = defaultdict(float)
     seen: Counter[tuple[int, str]] = Counter()
@@ -75,17 +92,28 @@ def trace_from_events(events: list[Any], provider: str, cuda: bool = False
         dur = float(e.time_range.elapsed_us())
         if cuda:
             dur = max(dur, float(getattr(e, "device_time_total", 0.0)))
-        nodes.append(NodeEvent(run_index=run, name=name, op_type=e.name, provider=provider,
-                               start_us=float(e.time_range.start - parent.time_range.start),
-                               dur_us=dur, input_shapes=shapes, output_shapes=(),
-                               activation_bytes=_nbytes(shapes), parameter_bytes=0,
-                               output_bytes=0))
+        nodes.append(
+            NodeEvent(
+                run_index=run,
+                name=name,
+                op_type=e.name,
+                provider=provider,
+                start_us=float(e.time_range.start - parent.time_range.start),
+                dur_us=dur,
+                input_shapes=shapes,
+                output_shapes=(),
+                activation_bytes=_nbytes(shapes),
+                parameter_bytes=0,
+                output_bytes=0,
+            )
+        )
         flops[name] += _subtree_flops(e)
     return ProfileTrace(runs=runs, nodes=tuple(nodes)), dict(flops)
 
 
-def make_op_profile(trace: ProfileTrace, flops: dict[str, float], provider: str,
-                    timed_mean_ms: float | None) -> OpProfile:
+def make_op_profile(
+    trace: ProfileTrace, flops: dict[str, float], provider: str, timed_mean_ms: float | None
+) -> OpProfile:
     """The OpProfile of a torch trace: ORT's statistics, with torch's FLOP counts."""
     n = max(1, len(trace.runs))
     per_node = {name: total / n for name, total in flops.items()}
@@ -97,9 +125,15 @@ def make_op_profile(trace: ProfileTrace, flops: dict[str, float], provider: str,
     overhead = None
     if timed_mean_ms and trace.runs:
         overhead = float(np.mean([r.dur_us for r in trace.runs])) / 1e3 / timed_mean_ms - 1.0
-    return OpProfile(ops=ops, op_types=types, coverage=coverage(trace), runs=len(trace.runs),
-                     provider_nodes={provider: len(ops)}, trace=trace,
-                     profile_overhead=overhead)
+    return OpProfile(
+        ops=ops,
+        op_types=types,
+        coverage=coverage(trace),
+        runs=len(trace.runs),
+        provider_nodes={provider: len(ops)},
+        trace=trace,
+        profile_overhead=overhead,
+    )
 
 
 def _with_flops(s: OpStat, flops: float | None) -> OpStat:
@@ -108,8 +142,11 @@ def _with_flops(s: OpStat, flops: float | None) -> OpStat:
     total = round(flops)
     seconds = s.time_ms / 1e3
     return dataclasses.replace(
-        s, flops=total, gflops=total / seconds / 1e9 if seconds > 0 else None,
-        intensity=total / s.bytes if s.bytes > 0 else None)
+        s,
+        flops=total,
+        gflops=total / seconds / 1e9 if seconds > 0 else None,
+        intensity=total / s.bytes if s.bytes > 0 else None,
+    )
 
 
 def _subtree_flops(e: Any) -> float:
@@ -124,8 +161,11 @@ def _tensor_inputs(e: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:
     dtypes = getattr(e, "input_dtypes", None) or [""] * len(shapes)
     out = []
     for shape, dtype in zip(shapes, dtypes, strict=False):
-        if dtype in _ITEMSIZE and isinstance(shape, list) and all(
-                isinstance(d, int) for d in shape):
+        if (
+            dtype in _ITEMSIZE
+            and isinstance(shape, list)
+            and all(isinstance(d, int) for d in shape)
+        ):
             out.append((str(dtype), tuple(int(d) for d in shape)))
     return tuple(out)
 

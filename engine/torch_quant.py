@@ -21,14 +21,19 @@ def quantize_linear_int8(module: Any) -> tuple[Any, int]:
     import torch
 
     if isinstance(module, torch.jit.ScriptModule):
-        raise ConfigError("int8-dynamic with engine torch needs a .pt2 program "
-                          "(TorchScript modules cannot be quantized in place)")
+        raise ConfigError(
+            "int8-dynamic with engine torch needs a .pt2 program "
+            "(TorchScript modules cannot be quantized in place)"
+        )
     linears = sum(isinstance(m, torch.nn.Linear) for m in module.modules())
     if linears:
         from torch.ao.quantization import quantize_dynamic
 
-        return quantize_dynamic(copy.deepcopy(module), {torch.nn.Linear},  # type: ignore[no-untyped-call]
-                                dtype=torch.qint8), linears
+        return quantize_dynamic(
+            copy.deepcopy(module),
+            {torch.nn.Linear},  # type: ignore[no-untyped-call]
+            dtype=torch.qint8,
+        ), linears
     if isinstance(module, torch.fx.GraphModule):
         return _rewrite_aten_linear(module)
     return module, 0
@@ -69,8 +74,9 @@ def _rewrite(torch: Any, gm: Any) -> int:
         setattr(gm, attr, packed)
         with gm.graph.inserting_before(node):
             p_node = gm.graph.get_attr(attr)
-            q_node = gm.graph.call_function(torch.ops.quantized.linear_dynamic,
-                                            (node.args[0], p_node, True))
+            q_node = gm.graph.call_function(
+                torch.ops.quantized.linear_dynamic, (node.args[0], p_node, True)
+            )
         node.replace_all_uses_with(q_node)
         gm.graph.erase_node(node)
         count += 1

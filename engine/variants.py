@@ -35,11 +35,23 @@ CALIBRATION_BATCHES = 16
 # Parameters that define each variant (they are part of the cache key).
 VARIANT_PARAMS: dict[str, dict[str, Any]] = {
     "fp16": {"keep_io_types": True},
-    "int8-dynamic": {"weight_type": "QInt8", "per_channel": False, "reduce_range": True,
-                     "op_types": ["MatMul", "Gemm", "Attention", "LSTM"], "preprocess": True},
-    "int8-static": {"format": "QDQ", "activation_type": "QUInt8", "weight_type": "QInt8",
-                    "per_channel": True, "reduce_range": True, "op_types": None,
-                    "method": "MinMax", "preprocess": True},
+    "int8-dynamic": {
+        "weight_type": "QInt8",
+        "per_channel": False,
+        "reduce_range": True,
+        "op_types": ["MatMul", "Gemm", "Attention", "LSTM"],
+        "preprocess": True,
+    },
+    "int8-static": {
+        "format": "QDQ",
+        "activation_type": "QUInt8",
+        "weight_type": "QInt8",
+        "per_channel": True,
+        "reduce_range": True,
+        "op_types": None,
+        "method": "MinMax",
+        "preprocess": True,
+    },
 }
 
 
@@ -61,13 +73,26 @@ def build_variant(
     params = dict(VARIANT_PARAMS[precision])
     if precision == "int8-static":
         params["calibration"] = calibration_id
-    key = cache.cache_key({"model": info.sha256, "precision": precision, "params": params,
-                           "ort": onnxruntime.__version__, "builder": BUILDER_VERSION})
+    key = cache.cache_key(
+        {
+            "model": info.sha256,
+            "precision": precision,
+            "params": params,
+            "ort": onnxruntime.__version__,
+            "builder": BUILDER_VERSION,
+        }
+    )
     hit = cache.cached_entry("variants", key)
     if hit is not None:
         meta = cache.read_meta(hit)
-        yield VariantReady(precision, str(hit / "model.onnx"), float(meta.get("build_s", 0.0)),
-                           True, info.nodes, details=meta)
+        yield VariantReady(
+            precision,
+            str(hit / "model.onnx"),
+            float(meta.get("build_s", 0.0)),
+            True,
+            info.nodes,
+            details=meta,
+        )
         return
     yield Progress("variant", 0, None, f"building {precision} variant of {info.name}")
     staging = cache.Staging("variants", key)
@@ -89,8 +114,9 @@ def build_variant(
         raise
     except Exception as exc:
         staging.discard()
-        raise ModelError(f"cannot build the {precision} variant: {_one_line(exc)}",
-                         info.path) from exc
+        raise ModelError(
+            f"cannot build the {precision} variant: {_one_line(exc)}", info.path
+        ) from exc
     except BaseException:  # cancelled (GeneratorExit, KeyboardInterrupt): leave no debris
         staging.discard()
         raise
@@ -98,11 +124,17 @@ def build_variant(
     for leftover in staging.path.iterdir():  # pre-processed copies, shape-inference temps
         if not leftover.name.startswith("model.onnx") and leftover.is_file():
             leftover.unlink()
-    meta = {"precision": precision, "params": params, "build_s": build_s,
-            "source_sha256": info.sha256, "source": info.path}
+    meta = {
+        "precision": precision,
+        "params": params,
+        "build_s": build_s,
+        "source_sha256": info.sha256,
+        "source": info.path,
+    }
     final = staging.commit(meta)
-    yield VariantReady(precision, str(final / "model.onnx"), build_s, False, info.nodes,
-                       details=meta)
+    yield VariantReady(
+        precision, str(final / "model.onnx"), build_s, False, info.nodes, details=meta
+    )
 
 
 def _build_fp16(info: ModelInfo, out: Path) -> None:
@@ -114,9 +146,7 @@ def _build_fp16(info: ModelInfo, out: Path) -> None:
     onnx.save(converted, str(out))
 
 
-def _preprocess(
-    info: ModelInfo, folder: Path
-) -> Generator[Progress | Notice, None, Path]:
+def _preprocess(info: ModelInfo, folder: Path) -> Generator[Progress | Notice, None, Path]:
     """ORT's recommended pre-processing (shape inference + basic fusion); optional."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -127,8 +157,7 @@ def _preprocess(
         # gives up; run it inside our staging folder so nothing lands in the user's.
         src, out = str(Path(info.path).resolve()), str(dst.resolve())  # before the chdir
         with _quiet_logs(), contextlib.chdir(folder):
-            quant_pre_process(src, out,
-                              skip_symbolic_shape=False)
+            quant_pre_process(src, out, skip_symbolic_shape=False)
     except Exception as exc:
         yield Notice("info", f"quantization pre-processing skipped ({_one_line(exc)})")
         return _without_initializer_shapes(info, folder)
@@ -156,9 +185,14 @@ def _build_int8_dynamic(info: ModelInfo, src: Path, out: Path) -> None:
 
     with _quiet_logs():
         p = VARIANT_PARAMS["int8-dynamic"]
-        quantize_dynamic(str(src), str(out), weight_type=QuantType[p["weight_type"]],
-                         per_channel=p["per_channel"], reduce_range=p["reduce_range"],
-                         op_types_to_quantize=p["op_types"])
+        quantize_dynamic(
+            str(src),
+            str(out),
+            weight_type=QuantType[p["weight_type"]],
+            per_channel=p["per_channel"],
+            reduce_range=p["reduce_range"],
+            op_types_to_quantize=p["op_types"],
+        )
 
 
 def _build_int8_static(
@@ -200,13 +234,18 @@ def _build_int8_static(
         try:
             with _quiet_logs():
                 p = VARIANT_PARAMS["int8-static"]
-                quantize_static(str(src), str(out), Reader(),
-                                quant_format=QuantFormat[p["format"]],
-                                activation_type=QuantType[p["activation_type"]],
-                                weight_type=QuantType[p["weight_type"]],
-                                per_channel=p["per_channel"], reduce_range=p["reduce_range"],
-                                op_types_to_quantize=p["op_types"],
-                                calibrate_method=CalibrationMethod[p["method"]])
+                quantize_static(
+                    str(src),
+                    str(out),
+                    Reader(),
+                    quant_format=QuantFormat[p["format"]],
+                    activation_type=QuantType[p["activation_type"]],
+                    weight_type=QuantType[p["weight_type"]],
+                    per_channel=p["per_channel"],
+                    reduce_range=p["reduce_range"],
+                    op_types_to_quantize=p["op_types"],
+                    calibrate_method=CalibrationMethod[p["method"]],
+                )
         except BaseException as exc:  # re-raised in the generator's thread
             failure.append(exc)
 

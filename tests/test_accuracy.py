@@ -35,8 +35,11 @@ def test_sequences_and_maps_are_flattened() -> None:
     seq = [np.array([1, 2]), np.array([3.0])]
     assert np.allclose(flatten_output(seq), [1, 2, 3])
     assert flatten_output(np.array(["a"])) is None
-    r = compare_outputs(["label", "probs"], [[np.array([1, 0]), zipmap]],
-                        [[np.array([1, 0]), [{0: 0.1, 1: 0.9}, {0: 0.7, 1: 0.3}]]])
+    r = compare_outputs(
+        ["label", "probs"],
+        [[np.array([1, 0]), zipmap]],
+        [[np.array([1, 0]), [{0: 0.1, 1: 0.9}, {0: 0.7, 1: 0.3}]]],
+    )
     assert r.max_abs_err == pytest.approx(0.1)
     assert r.per_output["probs"]["max_abs_err"] == pytest.approx(0.1)
 

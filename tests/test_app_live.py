@@ -46,16 +46,20 @@ def test_config_change_marks_the_curve(bench: Workbench, qtbot: QtBot) -> None:
     qtbot.waitUntil(lambda: _samples_after(bench, 10), timeout=TIMEOUT_MS)
     panel = bench.window.config_panel
     panel.batch.setValue(4)  # debounced into one apply
-    qtbot.waitUntil(lambda: any(label == "batch 4" for _, label in
-                                bench.window.latency.markers), timeout=TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: any(label == "batch 4" for _, label in bench.window.latency.markers),
+        timeout=TIMEOUT_MS,
+    )
     t_marker = next(t for t, label in bench.window.latency.markers if label == "batch 4")
-    qtbot.waitUntil(lambda: bench.window.latency.samples()[0][-1] > t_marker + 0.3,
-                    timeout=TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: bench.window.latency.samples()[0][-1] > t_marker + 0.3, timeout=TIMEOUT_MS
+    )
     assert bench.controller.batch == 4
 
 
-def test_bad_model_shows_error_and_keeps_running(bench: Workbench, qtbot: QtBot,
-                                                 zoo: dict[str, Path]) -> None:
+def test_bad_model_shows_error_and_keeps_running(
+    bench: Workbench, qtbot: QtBot, zoo: dict[str, Path]
+) -> None:
     qtbot.waitUntil(lambda: _samples_after(bench, 10), timeout=TIMEOUT_MS)
     bench.open_model(str(zoo["corrupt"]))
     qtbot.waitUntil(bench.window.banner.isVisible, timeout=TIMEOUT_MS)
@@ -67,12 +71,18 @@ def test_bad_model_shows_error_and_keeps_running(bench: Workbench, qtbot: QtBot,
     assert "demo_cnn" in bench.window.model_label.text()
 
 
-def test_killed_host_shows_banner_and_restart_works(bench: Workbench, qtbot: QtBot,
-                                                    tmp_path: Path) -> None:
+def test_killed_host_shows_banner_and_restart_works(
+    bench: Workbench, qtbot: QtBot, tmp_path: Path
+) -> None:
     qtbot.waitUntil(lambda: _samples_after(bench, 10), timeout=TIMEOUT_MS)
     bench.client.kill_host()
-    qtbot.waitUntil(lambda: "Restart engine" in bench.window.banner.action.text()
-                    and bench.window.banner.isVisible(), timeout=TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: (
+            "Restart engine" in bench.window.banner.action.text()
+            and bench.window.banner.isVisible()
+        ),
+        timeout=TIMEOUT_MS,
+    )
     assert "SIGKILL" in bench.window.banner.text.text()
     # everything recorded so far is in the session file, the run marked as failed (the
     # banner and the recording each get the death as their own queued call)
@@ -104,9 +114,26 @@ def test_open_session_shows_runs_and_compares(qtbot: QtBot, tmp_path: Path) -> N
 
     path = tmp_path / "shared.opscope"
     for extra in ([], ["--batch", "2"]):
-        subprocess.run([sys.executable, "-m", "app.entry", "profile", str(DEMO_CNN),
-                        "--duration", "0.3", "--runs", "3", "--session", str(path), *extra],
-                       cwd=ROOT, check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "app.entry",
+                "profile",
+                str(DEMO_CNN),
+                "--duration",
+                "0.3",
+                "--runs",
+                "3",
+                "--session",
+                str(path),
+                *extra,
+            ],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     window = SessionWindow(path)
     qtbot.addWidget(window)
     assert window.table.rowCount() == 2
@@ -130,8 +157,9 @@ def test_broken_session_file_is_a_clear_error(tmp_path: Path) -> None:
     assert "bad.opscope" in str(err.value) and "\n" not in str(err.value)
 
 
-def test_save_session_as_keeps_recording_and_exports(bench: Workbench, qtbot: QtBot,
-                                                      tmp_path: Path) -> None:
+def test_save_session_as_keeps_recording_and_exports(
+    bench: Workbench, qtbot: QtBot, tmp_path: Path
+) -> None:
     from app.exports import export_report, export_trace
 
     qtbot.waitUntil(lambda: bool(bench.window.op_table.model.rows), timeout=TIMEOUT_MS)
@@ -165,8 +193,9 @@ def test_a_silent_engine_is_reported_as_hung(bench: Workbench, qtbot: QtBot) -> 
     assert bench.window.banner.action.text() == "Restart engine"
 
 
-def test_bad_first_model_does_not_claim_a_previous_one(qtbot: QtBot, tmp_path: Path,
-                                                       zoo: dict[str, Path]) -> None:
+def test_bad_first_model_does_not_claim_a_previous_one(
+    qtbot: QtBot, tmp_path: Path, zoo: dict[str, Path]
+) -> None:
     wb = Workbench(session_path=str(tmp_path / "first.opscope"), usable=["cpu"])
     qtbot.addWidget(wb.window)
     wb.window.show()
@@ -180,8 +209,9 @@ def test_bad_first_model_does_not_claim_a_previous_one(qtbot: QtBot, tmp_path: P
         wb.shutdown()
 
 
-def test_pytorch_file_runs_on_both_engines_in_the_window(bench: Workbench, qtbot: QtBot,
-                                                         tmp_path: Path) -> None:
+def test_pytorch_file_runs_on_both_engines_in_the_window(
+    bench: Workbench, qtbot: QtBot, tmp_path: Path
+) -> None:
     """A .pt2 opened in the window: the engine selector offers PyTorch, a switch is a marked
     run on the same curve, and opening an ONNX model again goes back to ONNX Runtime."""
     torch = pytest.importorskip("torch")
@@ -199,13 +229,19 @@ def test_pytorch_file_runs_on_both_engines_in_the_window(bench: Workbench, qtbot
     assert panel.config().fusion == "all"  # ONNX Runtime's fusion level -> torch.compile
     panel.fusion.setCurrentIndex(panel.fusion.findData("off"))  # eager: no compile wait
     qtbot.waitUntil(lambda: bench.controller.provider == "torch-cpu", timeout=TIMEOUT_MS)
-    qtbot.waitUntil(lambda: any(label.startswith("PyTorch eager")
-                                for _, label in bench.window.latency.markers),
-                    timeout=TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: any(label.startswith("PyTorch eager") for _, label in bench.window.latency.markers),
+        timeout=TIMEOUT_MS,
+    )
     n = bench.controller.samples
     qtbot.waitUntil(lambda: _samples_after(bench, n + 10), timeout=TIMEOUT_MS)
     bench.open_model(str(DEMO_CNN))  # ONNX on the PyTorch engine: back to ONNX Runtime
     assert panel.config().engine == "onnxruntime"
-    qtbot.waitUntil(lambda: bench.controller.provider == "CPUExecutionProvider"
-                    and "demo_cnn" in bench.window.model_label.text(), timeout=TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: (
+            bench.controller.provider == "CPUExecutionProvider"
+            and "demo_cnn" in bench.window.model_label.text()
+        ),
+        timeout=TIMEOUT_MS,
+    )
     assert not torch_item.isEnabled()

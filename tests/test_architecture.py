@@ -20,8 +20,9 @@ def test_engine_imports_no_qt() -> None:
         "('PySide6', 'PyQt5', 'PyQt6', 'pyqtgraph', 'shiboken6', 'widgets', 'app'))\n"
         "print(','.join(bad))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == ""
 
 
@@ -31,6 +32,7 @@ def test_help_needs_no_heavy_imports() -> None:
         "import sys\nfrom engine.cli.main import build_parser\nbuild_parser()\n"
         "print(','.join(m for m in ('onnxruntime', 'onnx', 'torch') if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == ""

@@ -17,8 +17,14 @@ FAST = ["--duration", "0.3", "--warmup", "2", "--min-runs", "5"]
 
 
 def opscope(*args: str | Path, check: bool = False) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "app.entry", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, env=os.environ.copy())
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.entry", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}: {proc.stderr}")
     return proc
@@ -29,8 +35,12 @@ def test_info_json(tmp_path: Path) -> None:
     proc = opscope("info", DEMO_TRANSFORMER, "--json", out, check=True)
     assert "input_ids: int64[batch, sequence]" in proc.stdout
     data = json.loads(out.read_text())
-    assert data["inputs"][0] == {"name": "input_ids", "kind": "tensor", "dtype": "int64",
-                                 "shape": ["batch", "sequence"]}
+    assert data["inputs"][0] == {
+        "name": "input_ids",
+        "kind": "tensor",
+        "dtype": "int64",
+        "shape": ["batch", "sequence"],
+    }
     assert data["nodes"] > 50 and data["params"] > 100_000
     assert data["op_types"]["MatMul"] >= 8
     assert data["opset"]["ai.onnx"] >= 17
@@ -40,12 +50,26 @@ def test_bench_json_contract(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     opscope("bench", DEMO_CNN, "--batch", "2", *FAST, "--json", out, check=True)
     data = json.loads(out.read_text())
-    assert set(data) >= {"model", "config", "provider_used", "variant", "latency_ms",
-                         "throughput", "stable", "accuracy"}
+    assert set(data) >= {
+        "model",
+        "config",
+        "provider_used",
+        "variant",
+        "latency_ms",
+        "throughput",
+        "stable",
+        "accuracy",
+    }
     assert data["model"]["sha256"] and data["model"]["path"].endswith("demo_cnn.onnx")
     cfg = data["config"]
-    assert cfg == cfg | {"engine": "onnxruntime", "precision": "fp32", "fusion": "all",
-                         "batch": 2, "spinning": False, "provider": "auto"}
+    assert cfg == cfg | {
+        "engine": "onnxruntime",
+        "precision": "fp32",
+        "fusion": "all",
+        "batch": 2,
+        "spinning": False,
+        "provider": "auto",
+    }
     assert cfg["threads"] >= 1  # as actually used, never the 0 placeholder
     assert data["provider_used"] == "CPUExecutionProvider"
     lat = data["latency_ms"]
@@ -61,17 +85,38 @@ def test_bench_json_contract(tmp_path: Path) -> None:
 
 def test_profile_json_has_ops(tmp_path: Path) -> None:
     out = tmp_path / "profile.json"
-    proc = opscope("profile", DEMO_TRANSFORMER, "--shape", "input_ids=1x32", *FAST,
-                   "--runs", "5", "--json", out, check=True)
+    proc = opscope(
+        "profile",
+        DEMO_TRANSFORMER,
+        "--shape",
+        "input_ids=1x32",
+        *FAST,
+        "--runs",
+        "5",
+        "--json",
+        out,
+        check=True,
+    )
     assert "top nodes" in proc.stdout
     data = json.loads(out.read_text())
     ops, types = data["ops"], data["op_types"]
-    keys = {"name", "op_type", "provider", "time_ms", "share", "bytes", "gbps", "flops",
-            "gflops", "intensity"}
+    keys = {
+        "name",
+        "op_type",
+        "provider",
+        "time_ms",
+        "share",
+        "bytes",
+        "gbps",
+        "flops",
+        "gflops",
+        "intensity",
+    }
     assert ops and all(keys <= set(o) for o in ops)
     assert sum(o["share"] for o in ops) == pytest.approx(1.0, abs=1e-6)
-    assert sum(t["time_ms"] for t in types) == pytest.approx(sum(o["time_ms"] for o in ops),
-                                                             rel=1e-6)
+    assert sum(t["time_ms"] for t in types) == pytest.approx(
+        sum(o["time_ms"] for o in ops), rel=1e-6
+    )
     assert {o["provider"] for o in ops} == {"CPUExecutionProvider"}
     matmuls = [o for o in ops if o["op_type"] in ("MatMul", "FusedMatMul", "Gemm")]
     assert matmuls and all(o["flops"] and o["flops"] > 0 for o in matmuls)
@@ -82,16 +127,36 @@ def test_profile_json_has_ops(tmp_path: Path) -> None:
 def test_int8_dynamic_reports_accuracy_and_caches(tmp_path: Path) -> None:
     out = tmp_path / "int8.json"
     relative = DEMO_TRANSFORMER.relative_to(ROOT)  # relative paths must survive the build
-    opscope("bench", relative, "--precision", "int8-dynamic",
-            "--shape", "input_ids=2x32", *FAST, "--json", out, check=True)
+    opscope(
+        "bench",
+        relative,
+        "--precision",
+        "int8-dynamic",
+        "--shape",
+        "input_ids=2x32",
+        *FAST,
+        "--json",
+        out,
+        check=True,
+    )
     first = json.loads(out.read_text())
     acc = first["accuracy"]
     assert acc["baseline"] == "fp32"
     assert 0.9 < acc["cosine"] <= 1.0 and acc["max_abs_err"] > 0
     assert acc["top1_agreement"] is not None
     assert first["variant"]["cached"] is False and first["variant"]["build_s"] > 0
-    opscope("bench", DEMO_TRANSFORMER, "--precision", "int8-dynamic",
-            "--shape", "input_ids=2x32", *FAST, "--json", out, check=True)
+    opscope(
+        "bench",
+        DEMO_TRANSFORMER,
+        "--precision",
+        "int8-dynamic",
+        "--shape",
+        "input_ids=2x32",
+        *FAST,
+        "--json",
+        out,
+        check=True,
+    )
     assert json.loads(out.read_text())["variant"]["cached"] is True
 
 
@@ -117,8 +182,9 @@ def test_cuda_request_is_reported_honestly(tmp_path: Path) -> None:
         ("dims_named", ["--inputs", "nowhere.npz"], "inputs file not found"),
     ],
 )
-def test_bad_input_exits_2_with_one_line(zoo: dict[str, Path], model: str, extra: list[str],
-                                         fragment: str) -> None:
+def test_bad_input_exits_2_with_one_line(
+    zoo: dict[str, Path], model: str, extra: list[str], fragment: str
+) -> None:
     proc = opscope("bench", zoo[model], *FAST, *extra)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -144,7 +210,8 @@ def test_real_inputs_from_npz(zoo: dict[str, Path], tmp_path: Path) -> None:
 
 
 def test_entry_opens_the_window_for_model_and_session_files(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import app.launch
     import engine.cli.main
     from app.entry import main
@@ -152,9 +219,22 @@ def test_entry_opens_the_window_for_model_and_session_files(
     seen: list[tuple[str, list[str]]] = []
     monkeypatch.setattr(app.launch, "main", lambda a: seen.append(("gui", list(a))) or 0)
     monkeypatch.setattr(engine.cli.main, "main", lambda a: seen.append(("cli", list(a))) or 0)
-    for args in (["net.pt2"], ["Net.ONNX"], ["s.opscope"], ["gui", "m.pt"], [],
-                 ["bench", "m.onnx"], ["info", "m.pt2"]):
+    for args in (
+        ["net.pt2"],
+        ["Net.ONNX"],
+        ["s.opscope"],
+        ["gui", "m.pt"],
+        [],
+        ["bench", "m.onnx"],
+        ["info", "m.pt2"],
+    ):
         main(args)
-    assert seen == [("gui", ["net.pt2"]), ("gui", ["Net.ONNX"]), ("gui", ["s.opscope"]),
-                    ("gui", ["m.pt"]), ("gui", []), ("cli", ["bench", "m.onnx"]),
-                    ("cli", ["info", "m.pt2"])]
+    assert seen == [
+        ("gui", ["net.pt2"]),
+        ("gui", ["Net.ONNX"]),
+        ("gui", ["s.opscope"]),
+        ("gui", ["m.pt"]),
+        ("gui", []),
+        ("cli", ["bench", "m.onnx"]),
+        ("cli", ["info", "m.pt2"]),
+    ]

@@ -13,8 +13,14 @@ def test_defaults_resolve_threads() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"precision": "int4"}, {"fusion": "max"}, {"batch": 0}, {"threads": -1},
-     {"provider": "rocm"}, {"engine": "tvm"}],
+    [
+        {"precision": "int4"},
+        {"fusion": "max"},
+        {"batch": 0},
+        {"threads": -1},
+        {"provider": "rocm"},
+        {"engine": "tvm"},
+    ],
 )
 def test_invalid_values_are_rejected(kwargs: dict[str, object]) -> None:
     with pytest.raises(ConfigError):

@@ -17,15 +17,20 @@ def enabled(combo: object, key: str) -> bool:
 def test_fit_to_engine_moves_knobs_to_the_nearest_equivalent() -> None:
     ort = RunConfig(precision="int8-static", fusion="extended", provider="tensorrt", batch=4)
     on_torch = fit_to_engine(RunConfig(**{**ort.to_json(), "engine": "torch"}))
-    assert (on_torch.precision, on_torch.fusion, on_torch.provider, on_torch.batch) == \
-        ("int8-dynamic", "all", "cuda", 4)
+    assert (on_torch.precision, on_torch.fusion, on_torch.provider, on_torch.batch) == (
+        "int8-dynamic",
+        "all",
+        "cuda",
+        4,
+    )
     back = fit_to_engine(RunConfig(engine="onnxruntime", precision="bf16", fusion="off"))
     assert (back.precision, back.fusion) == ("fp16", "off")
     assert fit_to_engine(RunConfig()) == RunConfig()
 
 
 def test_engine_selector_follows_the_model_and_greys_out_what_the_engine_lacks(
-        qtbot: QtBot, monkeypatch: object) -> None:
+    qtbot: QtBot, monkeypatch: object
+) -> None:
     monkeypatch.setattr(cp, "torch_available", lambda: True)  # type: ignore[attr-defined]
     panel = ConfigPanel(["cpu"])
     qtbot.addWidget(panel)

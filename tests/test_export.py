@@ -34,23 +34,44 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def node(run: int, name: str, start: float, dur: float) -> NodeEvent:
-    return NodeEvent(run_index=run, name=name, op_type="MatMul", provider="CPUExecutionProvider",
-                     start_us=start, dur_us=dur, input_shapes=(("float", (2, 8)),
-                                                               ("float", (8, 4))),
-                     output_shapes=(("float", (2, 4)),), activation_bytes=64,
-                     parameter_bytes=128, output_bytes=32)
+    return NodeEvent(
+        run_index=run,
+        name=name,
+        op_type="MatMul",
+        provider="CPUExecutionProvider",
+        start_us=start,
+        dur_us=dur,
+        input_shapes=(("float", (2, 8)), ("float", (8, 4))),
+        output_shapes=(("float", (2, 4)),),
+        activation_bytes=64,
+        parameter_bytes=128,
+        output_bytes=32,
+    )
 
 
 def test_the_median_inference_and_its_events() -> None:
     durations = [30.0, 10.0, 50.0, 20.0]  # sorted: 10 (1), 20 (3), 30 (0), 50 (2)
     trace = ProfileTrace(
         runs=tuple(RunSpan(i, 1000.0 * i, d) for i, d in enumerate(durations)),
-        nodes=tuple(n for i, d in enumerate(durations)
-                    for n in (node(i, "a", 1.0, d / 2), node(i, "b", 1.0 + d / 2, d / 3))))
+        nodes=tuple(
+            n
+            for i, d in enumerate(durations)
+            for n in (node(i, "a", 1.0, d / 2), node(i, "b", 1.0 + d / 2, d / 3))
+        ),
+    )
     assert median_inference(trace).run_index == 3  # the lower middle of an even count
-    run = RunRow(**{f.name: None for f in dataclasses.fields(RunRow)} | {
-        "id": 7, "kind": "profile", "status": "ok", "providers": (), "inputs": {},
-        "samples": 0, "model_name": "m.onnx"})
+    run = RunRow(
+        **{f.name: None for f in dataclasses.fields(RunRow)}
+        | {
+            "id": 7,
+            "kind": "profile",
+            "status": "ok",
+            "providers": (),
+            "inputs": {},
+            "samples": 0,
+            "model_name": "m.onnx",
+        }
+    )
     events = trace_events(run, trace)
     meta = [e for e in events if e["ph"] == "M"]
     assert {e["name"] for e in meta} == {"process_name", "process_sort_index", "thread_name"}
@@ -120,7 +141,7 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 
 def test_formula_text_is_defused_in_csv() -> None:
-    assert csv_cell("=HYPERLINK(\"http://x\")") == "'=HYPERLINK(\"http://x\")"
+    assert csv_cell('=HYPERLINK("http://x")') == '\'=HYPERLINK("http://x")'
     assert csv_cell("@SUM(A1)") == "'@SUM(A1)" and csv_cell("model.onnx") == "model.onnx"
     assert csv_cell(-1.5) == -1.5 and csv_cell(float("nan")) == "" and csv_cell(None) == ""
     assert csv_cell(True) == 1

@@ -12,8 +12,12 @@ from tests.conftest import DEMO_CNN, ROOT
 
 
 def test_gpu_check_script_exits_0() -> None:
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_check.py"),
-                           "--seconds", "0.3"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--seconds", "0.3"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "== CUDA graphs" in proc.stdout
     if not gpu_present():
@@ -28,9 +32,11 @@ def test_cuda_bench_uses_io_binding() -> None:
     from engine.runner import BenchRequest, run_bench
     from engine.timing import TimingPlan
 
-    req = BenchRequest(model_path=str(DEMO_CNN), config=RunConfig(provider="cuda"),
-                       timing=TimingPlan(warmup_runs=5, warmup_s=0.1, min_runs=20,
-                                         duration_s=0.3))
+    req = BenchRequest(
+        model_path=str(DEMO_CNN),
+        config=RunConfig(provider="cuda"),
+        timing=TimingPlan(warmup_runs=5, warmup_s=0.1, min_runs=20, duration_s=0.3),
+    )
     result = RunResult()
     for ev in run_bench(req):
         result.feed(ev)

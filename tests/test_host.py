@@ -76,8 +76,10 @@ def test_a_yielding_host_runs_below_our_priority_and_says_so() -> None:
     host = Host(nice=5)
     try:
         note = host.wait_for(lambda e: isinstance(e, Notice))
-        assert note.level == "note" and f"nice {os.getpriority(os.PRIO_PROCESS, 0) + 5}" \
-            in note.message
+        assert (
+            note.level == "note"
+            and f"nice {os.getpriority(os.PRIO_PROCESS, 0) + 5}" in note.message
+        )
         host.send("load", str(DEMO_CNN), {}, None)
         host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0)
         proc = psutil.Process(host.proc.pid)
@@ -100,8 +102,9 @@ def test_live_session_end_to_end(host: Host) -> None:
     assert profile.ops and profile.runs == 20
 
     host.send("apply", RunConfig(batch=2, precision="int8-dynamic").to_json())
-    marker = host.wait_for(lambda e: isinstance(e, Marker) and e.kind == "config"
-                           and "INT8" in e.label)
+    marker = host.wait_for(
+        lambda e: isinstance(e, Marker) and e.kind == "config" and "INT8" in e.label
+    )
     assert marker.label == "INT8 dynamic"
     ends = [e for e in host.events if isinstance(e, RunEnded)]
     assert ends and ends[-1].status == "ok"  # the FP32 run ended before the INT8 one began
@@ -138,8 +141,6 @@ def test_a_newer_request_supersedes_an_older_one(host: Host) -> None:
     assert not any(isinstance(e, RunStarted) and e.config.batch == 2 for e in host.events)
 
 
-
-
 def _throttling_gpu() -> dict[str, float]:
     """Telemetry as NVML reports a GPU held back by a thermal slowdown (0x20), next to the
     benign 'GPU idle' bit (0x1), which must not count."""
@@ -158,28 +159,33 @@ def test_gpu_throttling_is_flagged_on_the_live_run_once() -> None:
         host.send("load", str(DEMO_CNN), {}, None)
         started = host.wait_for(lambda e: isinstance(e, RunStarted))
         first = host.events.index(started)
-        flag = host.wait_for(lambda e: isinstance(e, Notice) and "throttl" in e.message,
-                             start=first)
+        flag = host.wait_for(
+            lambda e: isinstance(e, Notice) and "throttl" in e.message, start=first
+        )
         assert flag.level == "warning" and "software thermal slowdown" in flag.message
         assert "idle" not in flag.message.lower()
-        host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0,
-                      start=host.events.index(flag))
+        host.wait_for(
+            lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0,
+            start=host.events.index(flag),
+        )
         time.sleep(0.5)
         host.conn.send(("stop",))
         host.wait_for(lambda e: isinstance(e, RunEnded), start=first)
-        flags = [e for e in host.events[first:] if isinstance(e, Notice) and "throttl" in
-                 e.message]
+        flags = [e for e in host.events[first:] if isinstance(e, Notice) and "throttl" in e.message]
         assert len(flags) == 1  # flagged when it appeared, not again every sample
         host.send("start")  # a new run of the same config is flagged again
         second = host.wait_for(lambda e: isinstance(e, RunStarted), start=first + 1)
-        host.wait_for(lambda e: isinstance(e, Notice) and "throttl" in e.message,
-                      start=host.events.index(second))
+        host.wait_for(
+            lambda e: isinstance(e, Notice) and "throttl" in e.message,
+            start=host.events.index(second),
+        )
     finally:
         host.close()
 
 
 def test_missing_peaks_are_measured_by_the_host_with_timing_paused(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from engine.events import PeaksMeasured
     from engine.peaks import cached_peaks
 
@@ -192,8 +198,10 @@ def test_missing_peaks_are_measured_by_the_host_with_timing_paused(
         assert cpu["memory_gbps"] > 0 and cpu["gflops"] > 0
         note = next(e for e in host.events if isinstance(e, Notice) and "peak" in e.message)
         assert "timing pauses" in note.message
-        host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0,
-                      start=host.events.index(measured))  # and timing goes on
+        host.wait_for(
+            lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0,
+            start=host.events.index(measured),
+        )  # and timing goes on
     finally:
         host.close()
     assert cached_peaks() == measured.peaks  # cached for every later window and CLI run

@@ -23,10 +23,24 @@ def _run(path: Path, feeds: dict[str, np.ndarray]) -> list[object]:
 
 @pytest.mark.parametrize(
     "name",
-    ["dims_named", "dims_unknown", "dims_minus_one", "dims_formula", "int_inputs",
-     "bool_input", "stateful_rnn", "constant_weights", "qdq_quantized", "dynamic_quantized",
-     "contrib_ops", "sequence_output", "map_output", "external_data", "subgraph_if",
-     "multi_output"],
+    [
+        "dims_named",
+        "dims_unknown",
+        "dims_minus_one",
+        "dims_formula",
+        "int_inputs",
+        "bool_input",
+        "stateful_rnn",
+        "constant_weights",
+        "qdq_quantized",
+        "dynamic_quantized",
+        "contrib_ops",
+        "sequence_output",
+        "map_output",
+        "external_data",
+        "subgraph_if",
+        "multi_output",
+    ],
 )
 def test_generated_inputs_run(zoo: dict[str, Path], name: str) -> None:
     model, info = load_model(zoo[name])

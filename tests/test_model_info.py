@@ -74,8 +74,7 @@ def test_contrib_and_ml_domains_are_qualified(zoo: dict[str, Path]) -> None:
         ("external_data_missing", "missing external data file"),
     ],
 )
-def test_broken_files_give_one_line_errors(zoo: dict[str, Path], name: str,
-                                           fragment: str) -> None:
+def test_broken_files_give_one_line_errors(zoo: dict[str, Path], name: str, fragment: str) -> None:
     with pytest.raises(ModelError) as err:
         load_model(zoo[name])
     text = str(err.value)

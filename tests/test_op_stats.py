@@ -223,11 +223,15 @@ def test_prepacked_matmul_weights_are_counted() -> None:
 
     packed = ev("MatMul", (("float", (1, 128, 64)),), (("float", (1, 128, 256)),))
     assert prepacked_weight_bytes(packed) == 64 * 256 * 4
-    listed = ev("MatMul", (("float", (1, 128, 64)), ("float", (64, 256))),
-                (("float", (1, 128, 256)),))
+    listed = ev(
+        "MatMul", (("float", (1, 128, 64)), ("float", (64, 256))), (("float", (1, 128, 256)),)
+    )
     assert prepacked_weight_bytes(listed) == 0
-    attention = ev("MatMul", (("float", (1, 4, 128, 32)), ("float", (1, 4, 32, 128))),
-                   (("float", (1, 4, 128, 128)),))
+    attention = ev(
+        "MatMul",
+        (("float", (1, 4, 128, 32)), ("float", (1, 4, 32, 128))),
+        (("float", (1, 4, 128, 128)),),
+    )
     assert prepacked_weight_bytes(attention) == 0
     int8 = ev("MatMulIntegerToFloat", (("uint8", (1, 16, 64)),), (("float", (1, 16, 32)),))
     assert prepacked_weight_bytes(int8) == 64 * 32

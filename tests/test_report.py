@@ -29,18 +29,27 @@ def hostile_report(tmp_path_factory: pytest.TempPathFactory) -> str:
     t0 = 1_800_000_000_000_000_000
     sql: list[tuple[str, tuple[object, ...]]] = [
         ("UPDATE models SET name = ?", (EVIL_MODEL,)),
-        ("UPDATE ops SET name = ? WHERE run_id = 1 AND kind = 'node' AND rank = 0",
-         (EVIL_NODE,)),
+        ("UPDATE ops SET name = ? WHERE run_id = 1 AND kind = 'node' AND rank = 0", (EVIL_NODE,)),
         ("UPDATE meta SET value = ? WHERE key = 'host'", ("<iframe src=//evil>",)),
         ("UPDATE runs SET timing_origin_ns = ? WHERE id = 1", (t0,)),
-        ("INSERT INTO markers (run_id, wall_ns, kind, label, text) VALUES (?, ?, ?, ?, ?)",
-         (1, t0, "note", "<u>label</u>", "<a href=http://evil.example>x</a>")),
+        (
+            "INSERT INTO markers (run_id, wall_ns, kind, label, text) VALUES (?, ?, ?, ?, ?)",
+            (1, t0, "note", "<u>label</u>", "<a href=http://evil.example>x</a>"),
+        ),
     ]
     for i in range(50):
-        sql.append(("INSERT INTO telemetry (run_id, wall_ns, name, value) VALUES (?, ?, ?, ?)",
-                    (1, t0 + i * 20_000_000, EVIL_TELEMETRY, 40.0 + i % 7)))
-        sql.append(("INSERT INTO telemetry (run_id, wall_ns, name, value) VALUES (?, ?, ?, ?)",
-                    (1, t0 + i * 20_000_000, "cpu_percent", 90.0 - i % 5)))
+        sql.append(
+            (
+                "INSERT INTO telemetry (run_id, wall_ns, name, value) VALUES (?, ?, ?, ?)",
+                (1, t0 + i * 20_000_000, EVIL_TELEMETRY, 40.0 + i % 7),
+            )
+        )
+        sql.append(
+            (
+                "INSERT INTO telemetry (run_id, wall_ns, name, value) VALUES (?, ?, ?, ?)",
+                (1, t0 + i * 20_000_000, "cpu_percent", 90.0 - i % 5),
+            )
+        )
     session = tampered_copy(src, folder / "hostile.opscope", sql)
     proc = opscope("report", session)
     assert proc.returncode == 0, proc.stderr
@@ -72,24 +81,42 @@ def test_report_is_self_contained(hostile_report: str) -> None:
     parser.feed(page)
     names = {tag for tag, _ in parser.tags}
     assert {"html", "table", "svg", "figure"} <= names
-    assert not names & {"script", "link", "iframe", "img", "object", "embed", "base", "u",
-                        "metadata"}  # none of ours fetch anything; none of theirs got through
+    assert not names & {
+        "script",
+        "link",
+        "iframe",
+        "img",
+        "object",
+        "embed",
+        "base",
+        "u",
+        "metadata",
+    }  # none of ours fetch anything; none of theirs got through
     for tag, attrs in parser.tags:
         for name, value in attrs.items():
             assert not name.startswith("on"), (tag, name)  # no event handlers
             if name.startswith("xmlns"):
                 continue  # SVG's namespace names are identifiers, never fetched
-            assert not re.match(r"\s*(?:(?:https?|javascript):|//)", value or "", re.I), \
-                (tag, name, value)
-    assert parser.styles and not any("url(" in css or "@import" in css
-                                     for css in parser.styles)
+            assert not re.match(r"\s*(?:(?:https?|javascript):|//)", value or "", re.I), (
+                tag,
+                name,
+                value,
+            )
+    assert parser.styles and not any("url(" in css or "@import" in css for css in parser.styles)
     assert "<script" not in page.lower()
 
 
 def test_report_has_every_section_and_figures(hostile_report: str) -> None:
     page = hostile_report
-    for title in ("Environment", "Runs", "Latency", "Top ops", "Telemetry", "Comparison",
-                  "Notes and markers"):
+    for title in (
+        "Environment",
+        "Runs",
+        "Latency",
+        "Top ops",
+        "Telemetry",
+        "Comparison",
+        "Notes and markers",
+    ):
         assert f"<h2>{title}</h2>" in page
     # ECDF + 4 timed runs + 3 profiled runs' op bars + 4 telemetry figures (CLI runs
     # recorded with --session keep telemetry; run 1 also has the injected rows)
@@ -103,8 +130,14 @@ def test_report_has_every_section_and_figures(hostile_report: str) -> None:
 
 def test_report_escapes_text_from_the_file(hostile_report: str) -> None:
     page = hostile_report
-    for evil in (EVIL_MODEL, EVIL_NODE, EVIL_TELEMETRY, "<iframe src=//evil>", "<u>label</u>",
-                 "<a href=http://evil.example>"):
+    for evil in (
+        EVIL_MODEL,
+        EVIL_NODE,
+        EVIL_TELEMETRY,
+        "<iframe src=//evil>",
+        "<u>label</u>",
+        "<a href=http://evil.example>",
+    ):
         assert evil not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;.onnx" in page
     assert "&lt;img src=x onerror=alert(2)&gt;$\\frac{" in page  # the table and the bar chart
@@ -144,7 +177,9 @@ def test_figures_leave_matplotlib_alone() -> None:
 def test_each_run_is_compared_with_the_first_run_of_its_model() -> None:
     from types import SimpleNamespace
 
-    runs = [SimpleNamespace(id=i, model_sha256=sha, model_name=None)
-            for i, sha in enumerate(["a", "b", "a", "b", "a"], start=1)]
+    runs = [
+        SimpleNamespace(id=i, model_sha256=sha, model_name=None)
+        for i, sha in enumerate(["a", "b", "a", "b", "a"], start=1)
+    ]
     pairs = [(b.id, c.id) for b, c in baseline_pairs(runs)]  # type: ignore[arg-type]
     assert pairs == [(1, 3), (2, 4), (1, 5)]

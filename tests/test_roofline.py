@@ -22,9 +22,21 @@ GBPS, GFLOPS = 10.0, 100.0  # ridge at 10 FLOP/byte
 
 
 def op(gflops: float | None, intensity: float | None, gbps: float | None = 1.0) -> OpStat:
-    return OpStat(name="n", op_type="MatMul", provider="CPUExecutionProvider", calls=1,
-                  time_ms=1.0, p50_ms=1.0, p99_ms=1.0, share=0.5, bytes=1000, gbps=gbps,
-                  flops=None if gflops is None else 1, gflops=gflops, intensity=intensity)
+    return OpStat(
+        name="n",
+        op_type="MatMul",
+        provider="CPUExecutionProvider",
+        calls=1,
+        time_ms=1.0,
+        p50_ms=1.0,
+        p99_ms=1.0,
+        share=0.5,
+        bytes=1000,
+        gbps=gbps,
+        flops=None if gflops is None else 1,
+        gflops=gflops,
+        intensity=intensity,
+    )
 
 
 def test_balance_and_attainable() -> None:
@@ -49,8 +61,10 @@ def test_peak_fraction() -> None:
 
 
 def test_fields() -> None:
-    assert roofline_fields(op(80.0, 64.0), GBPS, GFLOPS) == {"bound": "compute",
-                                                               "peak_fraction": 0.8}
+    assert roofline_fields(op(80.0, 64.0), GBPS, GFLOPS) == {
+        "bound": "compute",
+        "peak_fraction": 0.8,
+    }
     f = roofline_fields(replace(op(None, None), gbps=5.0), GBPS, GFLOPS)
     assert f == {"bound": "memory", "peak_fraction": 0.5}
 

@@ -15,10 +15,24 @@ from engine.runner import BenchRequest, run_bench
 from engine.timing import TimingPlan
 
 QUICK = TimingPlan(warmup_runs=2, warmup_s=0.0, min_runs=5, duration_s=0.05)
-RUNNABLE = ["dims_named", "dims_unknown", "dims_minus_one", "dims_formula", "int_inputs",
-            "bool_input", "stateful_rnn", "constant_weights", "qdq_quantized",
-            "dynamic_quantized", "contrib_ops", "sequence_output", "map_output",
-            "external_data", "subgraph_if", "multi_output"]
+RUNNABLE = [
+    "dims_named",
+    "dims_unknown",
+    "dims_minus_one",
+    "dims_formula",
+    "int_inputs",
+    "bool_input",
+    "stateful_rnn",
+    "constant_weights",
+    "qdq_quantized",
+    "dynamic_quantized",
+    "contrib_ops",
+    "sequence_output",
+    "map_output",
+    "external_data",
+    "subgraph_if",
+    "multi_output",
+]
 
 
 def _run(path: Path, **kwargs: object) -> RunResult:
@@ -40,8 +54,17 @@ def test_bench_and_profile_every_runnable_model(zoo: dict[str, Path], name: str)
     assert data["status"] == "ok" and data["ops"]
 
 
-@pytest.mark.parametrize("name", ["map_output", "sequence_output", "multi_output",
-                                  "constant_weights", "qdq_quantized", "int_inputs"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "map_output",
+        "sequence_output",
+        "multi_output",
+        "constant_weights",
+        "qdq_quantized",
+        "int_inputs",
+    ],
+)
 def test_variants_of_unusual_models_report_accuracy(zoo: dict[str, Path], name: str) -> None:
     r = _run(zoo[name], config=RunConfig(precision="int8-dynamic", batch=2))
     assert r.accuracy is not None
@@ -64,8 +87,9 @@ def test_model_rejecting_inputs_names_input_and_shape(zoo: dict[str, Path]) -> N
     assert "x float32[4x3x8x8]" in text and "--shape" in text and "--inputs" in text
 
 
-@pytest.mark.parametrize("name", ["unsupported_op", "session_fails", "corrupt",
-                                  "external_data_missing"])
+@pytest.mark.parametrize(
+    "name", ["unsupported_op", "session_fails", "corrupt", "external_data_missing"]
+)
 def test_unloadable_models_raise_model_errors(zoo: dict[str, Path], name: str) -> None:
     with pytest.raises(ModelError):
         _run(zoo[name])

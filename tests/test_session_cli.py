@@ -28,8 +28,9 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A bench run, then a profile run appended to the same file through the CLI."""
     path = tmp_path_factory.mktemp("cli") / "two.opscope"
     opscope("bench", DEMO_CNN, *FAST, "--session", path, check=True)
-    opscope("profile", DEMO_CNN, "--batch", "2", *FAST, "--runs", "5", "--session", path,
-            check=True)
+    opscope(
+        "profile", DEMO_CNN, "--batch", "2", *FAST, "--runs", "5", "--session", path, check=True
+    )
     return path
 
 
@@ -37,7 +38,9 @@ def test_bench_and_profile_append_runs(two_runs: Path, tmp_path: Path) -> None:
     with open_session_file(two_runs) as reader:
         runs = reader.runs()
         assert [(r.id, r.kind, r.status, r.batch) for r in runs] == [
-            (1, "bench", "ok", 1), (2, "profile", "ok", 2)]
+            (1, "bench", "ok", 1),
+            (2, "profile", "ok", 2),
+        ]
         assert all(r.samples >= 5 and r.latency and r.latency.count == r.samples for r in runs)
         assert reader.ops(1) == [] and len(reader.ops(2)) > 5
         assert reader.op_events(2) and reader.profiles(2)[0]["runs"] == 5
@@ -59,15 +62,38 @@ def test_show_json_shape(two_runs: Path, tmp_path: Path) -> None:
     assert set(data) == {"runs", "meta"}
     assert data["meta"]["schema_version"] == "1" and data["meta"]["format"] == "opscope-session"
     first = data["runs"][0]
-    assert {"id", "config", "latency_ms", "throughput", "accuracy", "provider_used", "status",
-            "model", "samples", "started_at", "ended_at", "variant", "error"} <= set(first)
+    assert {
+        "id",
+        "config",
+        "latency_ms",
+        "throughput",
+        "accuracy",
+        "provider_used",
+        "status",
+        "model",
+        "samples",
+        "started_at",
+        "ended_at",
+        "variant",
+        "error",
+    } <= set(first)
     assert first["config"]["batch"] == 1 and first["provider_used"] == "CPUExecutionProvider"
-    assert set(first["latency_ms"]) == {"count", "mean", "std", "min", "p50", "p90", "p95",
-                                        "p99", "max"}
+    assert set(first["latency_ms"]) == {
+        "count",
+        "mean",
+        "std",
+        "min",
+        "p50",
+        "p90",
+        "p95",
+        "p99",
+        "max",
+    }
     assert first["latency_ms"]["count"] == first["samples"] >= 5
     assert first["throughput"]["samples_per_s"] > 0 and first["accuracy"] is None
     assert data["runs"][1]["throughput"]["samples_per_s"] == pytest.approx(
-        2 * data["runs"][1]["throughput"]["inferences_per_s"])
+        2 * data["runs"][1]["throughput"]["inferences_per_s"]
+    )
 
     proc = opscope("session", "show", f"{two_runs}:2", "--json", "-", check=True)
     only = json.loads(proc.stdout)
@@ -78,9 +104,22 @@ def test_show_json_shape(two_runs: Path, tmp_path: Path) -> None:
 def test_a_killed_run_keeps_its_samples(tmp_path: Path) -> None:
     path = tmp_path / "killed.opscope"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.entry", "bench", str(DEMO_CNN), "--duration", "30",
-         "--session", str(path)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
+        [
+            sys.executable,
+            "-m",
+            "app.entry",
+            "bench",
+            str(DEMO_CNN),
+            "--duration",
+            "30",
+            "--session",
+            str(path),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=os.environ.copy(),
+    )
     try:
         deadline = time.monotonic() + 120
         seen = 0
@@ -149,8 +188,9 @@ def test_text_from_the_file_is_shown_as_text(tmp_path: Path) -> None:
     table shows them escaped, one line per run, and never sends an ESC to the terminal."""
     path = tmp_path / "evil.opscope"
     info = load_model(DEMO_CNN)[1]
-    evil = dataclasses.replace(info, path=str(tmp_path / "\x1b[2J\x1b[31mred\nfake row.onnx"),
-                               sha256="0" * 64)
+    evil = dataclasses.replace(
+        info, path=str(tmp_path / "\x1b[2J\x1b[31mred\nfake row.onnx"), sha256="0" * 64
+    )
     e = _events(evil)
     with SessionStore.create_or_open(path) as store:
         rec = Recorder(store)

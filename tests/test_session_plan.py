@@ -20,8 +20,12 @@ def test_cpu_plan() -> None:
 
 @pytest.mark.parametrize(
     ("fusion", "level"),
-    [("basic", "ORT_ENABLE_BASIC"), ("extended", "ORT_ENABLE_EXTENDED"),
-     ("layout", "ORT_ENABLE_LAYOUT"), ("all", "ORT_ENABLE_ALL")],
+    [
+        ("basic", "ORT_ENABLE_BASIC"),
+        ("extended", "ORT_ENABLE_EXTENDED"),
+        ("layout", "ORT_ENABLE_LAYOUT"),
+        ("all", "ORT_ENABLE_ALL"),
+    ],
 )
 def test_fusion_levels(fusion: str, level: str) -> None:
     plan = plan_session(RunConfig(fusion=fusion), gpu_present=False)  # type: ignore[arg-type]
@@ -36,11 +40,11 @@ def test_auto_picks_cuda_only_with_a_gpu() -> None:
 
 
 def test_tensorrt_chain_and_cache() -> None:
-    plan = plan_session(RunConfig(provider="tensorrt", precision="fp16"), gpu_present=True,
-                        trt_cache_dir="/tmp/trt")
+    plan = plan_session(
+        RunConfig(provider="tensorrt", precision="fp16"), gpu_present=True, trt_cache_dir="/tmp/trt"
+    )
     names = [p for p, _ in plan.providers]
-    assert names == ["TensorrtExecutionProvider", "CUDAExecutionProvider",
-                     "CPUExecutionProvider"]
+    assert names == ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
     trt = dict(plan.providers[0][1])
     assert trt["trt_fp16_enable"] == "True"
     assert trt["trt_engine_cache_path"] == "/tmp/trt"
@@ -62,8 +66,10 @@ def test_cuda_request_without_gpu_reports_the_fallback(zoo: dict[str, Path]) -> 
 
 @pytest.mark.parametrize(
     ("name", "fragment"),
-    [("unsupported_op", "unsupported operator com.example:FancyOp"),
-     ("session_fails", "bound to different types")],
+    [
+        ("unsupported_op", "unsupported operator com.example:FancyOp"),
+        ("session_fails", "bound to different types"),
+    ],
 )
 def test_session_creation_failures(zoo: dict[str, Path], name: str, fragment: str) -> None:
     plan = plan_session(RunConfig(), gpu_present=False)
@@ -74,6 +80,8 @@ def test_session_creation_failures(zoo: dict[str, Path], name: str, fragment: st
 
 
 def test_explain_strips_ort_prefixes() -> None:
-    exc = RuntimeError("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an "
-                       "implementation for Foo(7) node with name 'n'")
+    exc = RuntimeError(
+        "[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an "
+        "implementation for Foo(7) node with name 'n'"
+    )
     assert explain_ort_error(exc).startswith("unsupported operator Foo(7)")

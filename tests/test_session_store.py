@@ -83,9 +83,20 @@ def test_a_real_run_round_trips(recorded: tuple[Path, RunResult]) -> None:
     with open_session_file(path) as reader:
         (run,) = reader.runs()
         got = run.to_json()
-        for key in ("config", "provider_requested", "provider_used", "providers", "inputs",
-                    "batch", "latency_ms", "throughput", "stable", "warmup_runs", "accuracy",
-                    "status"):
+        for key in (
+            "config",
+            "provider_requested",
+            "provider_used",
+            "providers",
+            "inputs",
+            "batch",
+            "latency_ms",
+            "throughput",
+            "stable",
+            "warmup_runs",
+            "accuracy",
+            "status",
+        ):
             assert got[key] == expected[key], key
         assert run.kind == "profile" and run.error is None
         assert run.config == result.started.config
@@ -112,17 +123,19 @@ def test_a_real_run_round_trips(recorded: tuple[Path, RunResult]) -> None:
         assert reader.ops(run.id) == [stat_to_json(s) for s in prof.ops]
         assert reader.ops(run.id, "op_type") == [stat_to_json(s) for s in prof.op_types]
         (summary,) = reader.profiles(run.id)
-        assert {k: summary[k] for k in ("runs", "coverage", "provider_nodes", "nodes_total")} \
-            == {k: expected["profile"][k] for k in ("runs", "coverage", "provider_nodes",
-                                                     "nodes_total")}
+        assert {k: summary[k] for k in ("runs", "coverage", "provider_nodes", "nodes_total")} == {
+            k: expected["profile"][k] for k in ("runs", "coverage", "provider_nodes", "nodes_total")
+        }
         assert summary["overhead"] == prof.profile_overhead
         trace = reader.profile_trace(run.id)
         assert trace == prof.trace  # every raw per-inference node row
         assert node_stats(trace) == prof.ops and op_type_stats(trace) == prof.op_types
         events = reader.op_events(run.id)
         assert len(events) == len(prof.trace.nodes)
-        assert all(e["bytes"] == e["activation_bytes"] + e["parameter_bytes"]
-                   + e["output_bytes"] for e in events)
+        assert all(
+            e["bytes"] == e["activation_bytes"] + e["parameter_bytes"] + e["output_bytes"]
+            for e in events
+        )
 
         notices = [(m.label, m.text) for m in reader.markers(run.id) if m.kind == "notice"]
         assert notices == [(n.level, n.message) for n in result.notices]
@@ -143,23 +156,43 @@ def _events(info: ModelInfo, batch: int = 2) -> dict[str, Any]:
     lats = np.array([1_000_000, 1_200_000, 900_000, 1_100_000, 1_050_000], np.int64)
     starts = np.cumsum(lats) - lats[0]
     return {
-        "origin": origin, "starts": starts, "lats": lats,
+        "origin": origin,
+        "starts": starts,
+        "lats": lats,
         "loaded": ModelLoaded(info),
-        "variant": VariantReady("int8-dynamic", "/cache/model.onnx", 1.5, False, 20, 12,
-                                {"params": {"per_channel": False}}),
-        "started": RunStarted(RunConfig(precision="int8-dynamic", batch=batch, threads=2),
-                              "CPUExecutionProvider", "CPUExecutionProvider",
-                              ("CPUExecutionProvider",),
-                              {"image": ((batch, 3, 64, 64), "float32")}, batch, 0.25),
+        "variant": VariantReady(
+            "int8-dynamic",
+            "/cache/model.onnx",
+            1.5,
+            False,
+            20,
+            12,
+            {"params": {"per_channel": False}},
+        ),
+        "started": RunStarted(
+            RunConfig(precision="int8-dynamic", batch=batch, threads=2),
+            "CPUExecutionProvider",
+            "CPUExecutionProvider",
+            ("CPUExecutionProvider",),
+            {"image": ((batch, 3, 64, 64), "float32")},
+            batch,
+            0.25,
+        ),
         "marker": Marker("config", "INT8 dynamic", origin - 5_000_000),
-        "batches": [LatencyBatch(starts[:3], lats[:3], origin),
-                    LatencyBatch(starts[3:], lats[3:], origin)],
-        "telemetry": [Telemetry(origin + 100_000_000, {"cpu_percent": 50.0, "rss_mb": 80.5}),
-                      Telemetry(origin + 200_000_000, {"cpu_percent": 75.0, "rss_mb": 81.0})],
-        "accuracy": AccuracyResult("fp32", 0.06, 0.014, 0.9978, 1.0, 4,
-                                   {"logits": {"cosine": 0.9978, "top1": None}}),
-        "done": TimingDone(latency_stats(lats), throughput(starts, lats, batch),
-                           is_stable(lats), 10, 0.01),
+        "batches": [
+            LatencyBatch(starts[:3], lats[:3], origin),
+            LatencyBatch(starts[3:], lats[3:], origin),
+        ],
+        "telemetry": [
+            Telemetry(origin + 100_000_000, {"cpu_percent": 50.0, "rss_mb": 80.5}),
+            Telemetry(origin + 200_000_000, {"cpu_percent": 75.0, "rss_mb": 81.0}),
+        ],
+        "accuracy": AccuracyResult(
+            "fp32", 0.06, 0.014, 0.9978, 1.0, 4, {"logits": {"cosine": 0.9978, "top1": None}}
+        ),
+        "done": TimingDone(
+            latency_stats(lats), throughput(starts, lats, batch), is_stable(lats), 10, 0.01
+        ),
     }
 
 
@@ -169,24 +202,39 @@ def test_a_live_stream_of_runs(tmp_path: Path, info: ModelInfo) -> None:
     e = _events(info)
     with SessionStore.create_or_open(path) as store:
         rec = Recorder(store)
-        for ev in (e["loaded"], e["variant"], Notice("warning", "calibrated on noise"),
-                   e["started"], e["accuracy"], e["marker"], *e["batches"], *e["telemetry"],
-                   e["done"], RunEnded("ok")):
+        for ev in (
+            e["loaded"],
+            e["variant"],
+            Notice("warning", "calibrated on noise"),
+            e["started"],
+            e["accuracy"],
+            e["marker"],
+            *e["batches"],
+            *e["telemetry"],
+            e["done"],
+            RunEnded("ok"),
+        ):
             rec.feed(ev)
         rec.cancel()  # the run already ended: nothing to mark, no new run
         rec.feed(Telemetry(e["origin"] + 300_000_000, {"cpu_percent": 10.0}))  # between runs
-        rec.feed_many([e["loaded"], e["started"], e["batches"][0],
-                       CommandFailed("apply", "bad config")])
+        rec.feed_many(
+            [e["loaded"], e["started"], e["batches"][0], CommandFailed("apply", "bad config")]
+        )
         rec.fail("engine host died: killed by signal 9")
         rec.close()
     with open_session_file(path) as reader:
         first, second = reader.runs()
         assert first.status == "ok" and first.kind == "bench"
         assert first.accuracy == e["accuracy"]
-        assert first.variant == {"precision": "int8-dynamic", "path": "/cache/model.onnx",
-                                 "build_s": 1.5, "cached": False, "nodes": 12,
-                                 "nodes_original": 20,
-                                 "details": {"params": {"per_channel": False}}}
+        assert first.variant == {
+            "precision": "int8-dynamic",
+            "path": "/cache/model.onnx",
+            "build_s": 1.5,
+            "cached": False,
+            "nodes": 12,
+            "nodes_original": 20,
+            "details": {"params": {"per_channel": False}},
+        }
         assert first.latency == e["done"].latency and first.samples == 5
         assert first.model_path == info.path
         tel = reader.telemetry(first.id)
@@ -203,7 +251,10 @@ def test_a_live_stream_of_runs(tmp_path: Path, info: ModelInfo) -> None:
 
         assert second.status == "error" and second.error == "engine host died: killed by signal 9"
         assert second.samples == 3 and reader.latency(second.id)[1].tolist() == [
-            1_000_000, 1_200_000, 900_000]
+            1_000_000,
+            1_200_000,
+            900_000,
+        ]
         assert second.latency is None and second.accuracy is None
         (failed,) = [m for m in reader.markers(second.id) if m.kind == "command_failed"]
         assert (failed.label, failed.text) == ("apply", "bad config")
@@ -252,8 +303,10 @@ def test_a_recorder_started_mid_run_begins_with_the_next_run(
 
 def test_failure_before_the_run_started_is_recorded(tmp_path: Path) -> None:
     path = tmp_path / "early.opscope"
-    with pytest.raises(KeyboardInterrupt), \
-            recording(path, model_path="m.onnx", config=RunConfig(batch=4)) as record:
+    with (
+        pytest.raises(KeyboardInterrupt),
+        recording(path, model_path="m.onnx", config=RunConfig(batch=4)) as record,
+    ):
         record(Notice("info", "building"))
         raise KeyboardInterrupt
     with open_session_file(path) as reader:
@@ -273,7 +326,9 @@ def test_appending_runs_to_an_existing_file(tmp_path: Path, info: ModelInfo) -> 
     with open_session_file(path) as reader:
         runs = reader.runs()
         assert [(r.id, r.batch, r.status, r.samples) for r in runs] == [
-            (1, 1, "ok", 5), (2, 2, "ok", 5)]
+            (1, 1, "ok", 5),
+            (2, 2, "ok", 5),
+        ]
         assert len(reader.models()) == 1 and reader.last_run_id() == 2
         assert reader.latency(2)[1].size == 5
         with pytest.raises(SessionFileError, match="no run 7 \\(runs 1-2\\)"):
@@ -291,8 +346,9 @@ def _make_foreign(path: Path) -> None:
 def _make_future(path: Path, source: Path) -> None:
     shutil.copyfile(source, path)
     conn = sqlite3.connect(path)
-    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
-                 [str(SCHEMA_VERSION + 1)])
+    conn.execute(
+        "UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION + 1)]
+    )
     conn.commit()
     conn.close()
 
@@ -331,8 +387,9 @@ BAD_KINDS = ["corrupt", "truncated", "foreign", "foreign-meta", "empty", "future
 
 
 @pytest.mark.parametrize("kind", BAD_KINDS)
-def test_bad_files_are_refused_in_one_line(kind: str, tmp_path: Path,
-                                           recorded: tuple[Path, RunResult]) -> None:
+def test_bad_files_are_refused_in_one_line(
+    kind: str, tmp_path: Path, recorded: tuple[Path, RunResult]
+) -> None:
     path, fragment = bad_file(kind, tmp_path, recorded[0])
     with pytest.raises(SessionFileError) as err:
         open_session_file(path)
@@ -343,7 +400,8 @@ def test_bad_files_are_refused_in_one_line(kind: str, tmp_path: Path,
 
 @pytest.mark.parametrize("kind", ["corrupt", "truncated", "foreign", "foreign-meta", "future"])
 def test_the_writer_never_touches_a_file_it_does_not_own(
-        kind: str, tmp_path: Path, recorded: tuple[Path, RunResult]) -> None:
+    kind: str, tmp_path: Path, recorded: tuple[Path, RunResult]
+) -> None:
     path, fragment = bad_file(kind, tmp_path, recorded[0])
     before = path.read_bytes()
     with pytest.raises(SessionFileError) as err:
@@ -364,8 +422,9 @@ def test_the_writer_never_touches_a_file_it_does_not_own(
         ("inputs", '{"x": {"shape": "1x3", "dtype": "f"}}', "malformed input"),
     ],
 )
-def test_values_from_the_file_are_validated(tmp_path: Path, recorded: tuple[Path, RunResult],
-                                            column: str, value: str, fragment: str) -> None:
+def test_values_from_the_file_are_validated(
+    tmp_path: Path, recorded: tuple[Path, RunResult], column: str, value: str, fragment: str
+) -> None:
     path = tmp_path / "tampered.opscope"
     shutil.copyfile(recorded[0], path)
     conn = sqlite3.connect(path)
@@ -388,8 +447,9 @@ def test_migrations_run_in_order_on_an_empty_database() -> None:
     assert schema.migrate(db) == SCHEMA_VERSION  # idempotent
 
 
-def test_an_older_file_is_migrated(tmp_path: Path, recorded: tuple[Path, RunResult],
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_older_file_is_migrated(
+    tmp_path: Path, recorded: tuple[Path, RunResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With a v2 in the list: readers migrate a v1 file in memory, never in place; the
     writer migrates it in place; a failing migration leaves the file at its version."""
     path = tmp_path / "old.opscope"
@@ -441,8 +501,9 @@ def _live_copy(tmp_path: Path, info: ModelInfo) -> Path:
 
 
 @pytest.mark.parametrize("with_wal", [True, False])
-def test_read_only_folder_fallbacks(tmp_path: Path, info: ModelInfo, with_wal: bool,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_read_only_folder_fallbacks(
+    tmp_path: Path, info: ModelInfo, with_wal: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """When mode=ro cannot open (a WAL file in a read-only folder: no -shm can be made),
     read a private copy of file + -wal, or open immutable when there is no -wal."""
     path = _live_copy(tmp_path, info)
@@ -517,12 +578,15 @@ def test_marker_and_telemetry_api(tmp_path: Path) -> None:
         run = store.start_run({"kind": "bench"})
         store.add_marker(run, "config", "INT8 dynamic", "batch 8", t_ns=1_000, wall_ns=5)
         store.add_marker(None, "note", "coffee", "machine busy", wall_ns=6)
-        assert store.add_telemetry(run, [(10, "gpu_clock_mhz", 1980.0),
-                                         (20, "gpu_clock_mhz", 1500)]) == 2
+        assert (
+            store.add_telemetry(run, [(10, "gpu_clock_mhz", 1980.0), (20, "gpu_clock_mhz", 1500)])
+            == 2
+        )
     with open_session_file(tmp_path / "m.opscope") as reader:
         assert [dataclasses.astuple(m)[1:] for m in reader.markers()] == [
             (run, 5, 1_000, "config", "INT8 dynamic", "batch 8"),
-            (None, 6, None, "note", "coffee", "machine busy")]
+            (None, 6, None, "note", "coffee", "machine busy"),
+        ]
         assert len(reader.markers(run)) == 1
         times, values = reader.telemetry(run)["gpu_clock_mhz"]
         assert times.tolist() == [10, 20] and values.tolist() == [1980.0, 1500.0]

@@ -64,8 +64,9 @@ class FakeClock:
 
 def test_timing_discards_warmup_and_meets_count_and_duration() -> None:
     clock = FakeClock(step=2_000_000)  # 2 ms per inference
-    plan = TimingPlan(warmup_runs=5, warmup_s=0.05, min_runs=10, duration_s=1.0,
-                      batch_interval_s=0.1)
+    plan = TimingPlan(
+        warmup_runs=5, warmup_s=0.05, min_runs=10, duration_s=1.0, batch_interval_s=0.1
+    )
     samples = TimingSamples(np.empty(0), np.empty(0))
     events = list(time_inferences(clock.run, plan, batch=4, clock=clock, samples=samples))
     done = events[-1]
@@ -84,8 +85,7 @@ def test_timing_discards_warmup_and_meets_count_and_duration() -> None:
 
 def test_timing_min_runs_extends_a_short_duration() -> None:
     clock = FakeClock(step=500_000_000)  # 0.5 s per inference
-    plan = TimingPlan(warmup_runs=1, warmup_s=0, min_runs=6, duration_s=0.1,
-                      batch_interval_s=0.1)
+    plan = TimingPlan(warmup_runs=1, warmup_s=0, min_runs=6, duration_s=0.1, batch_interval_s=0.1)
     done = list(time_inferences(clock.run, plan, batch=1, clock=clock))[-1]
     assert isinstance(done, TimingDone)
     assert done.latency.count == 6

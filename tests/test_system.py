@@ -24,6 +24,7 @@ class _LibraryNotFound(_NVMLError):
 
 def fake_nvml(count: int = 1, init_error: type[Exception] | None = None) -> Any:
     """A pynvml stand-in with `count` H100-like GPUs."""
+
     def init() -> None:
         if init_error:
             raise init_error("fake")
@@ -32,9 +33,12 @@ def fake_nvml(count: int = 1, init_error: type[Exception] | None = None) -> Any:
         return 2619 if kind == 2 else 1980  # mem MHz, SM MHz
 
     return SimpleNamespace(
-        NVMLError=_NVMLError, NVMLError_LibraryNotFound=_LibraryNotFound,
-        NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2,
-        nvmlInit=init, nvmlShutdown=lambda: None,
+        NVMLError=_NVMLError,
+        NVMLError_LibraryNotFound=_LibraryNotFound,
+        NVML_CLOCK_SM=1,
+        NVML_CLOCK_MEM=2,
+        nvmlInit=init,
+        nvmlShutdown=lambda: None,
         nvmlSystemGetDriverVersion=lambda: b"580.65.06",
         nvmlSystemGetCudaDriverVersion=lambda: 13000,
         nvmlDeviceGetCount=lambda: count,
@@ -130,8 +134,10 @@ def test_corrupt_cache_is_ignored(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
 
 
 def test_roofs_for_provider() -> None:
-    data = {"cpu": {"memory_gbps": 10.0, "gflops": 50.0},
-            "gpu": {"memory_gbps": 3000.0, "gflops": 400000.0}}
+    data = {
+        "cpu": {"memory_gbps": 10.0, "gflops": 50.0},
+        "gpu": {"memory_gbps": 3000.0, "gflops": 400000.0},
+    }
     assert peaks.roofs_for(data, "CPUExecutionProvider") == (10.0, 50.0)
     assert peaks.roofs_for(data, "CUDAExecutionProvider") == (3000.0, 400000.0)
     assert peaks.roofs_for({**data, "gpu": None}, "CUDAExecutionProvider") is None
@@ -141,8 +147,16 @@ def test_cli_system_json() -> None:
     proc = opscope("system", "--json", "-")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert list(data) == ["cpu", "memory_gb", "os", "versions", "providers", "gpus",
-                          "gpu_reason", "peaks"]
+    assert list(data) == [
+        "cpu",
+        "memory_gb",
+        "os",
+        "versions",
+        "providers",
+        "gpus",
+        "gpu_reason",
+        "peaks",
+    ]
     assert data["cpu"]["model"] and data["cpu"]["cores"] >= 1
     assert "CPUExecutionProvider" in data["providers"]["usable"]
     assert data["peaks"]["cpu"]["memory_gbps"] > 0 and data["peaks"]["cpu"]["gflops"] > 0

@@ -17,14 +17,21 @@ from tests.test_system import _LibraryNotFound, _NVMLError, fake_nvml
 
 
 class _Metric(ctypes.Structure):
-    _fields_ = [("metricId", ctypes.c_uint), ("nvmlReturn", ctypes.c_int),
-                ("value", ctypes.c_double)]
+    _fields_ = [
+        ("metricId", ctypes.c_uint),
+        ("nvmlReturn", ctypes.c_int),
+        ("value", ctypes.c_double),
+    ]
 
 
 class _MetricsGet(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint), ("numMetrics", ctypes.c_uint),
-                ("sample1", ctypes.c_void_p), ("sample2", ctypes.c_void_p),
-                ("metrics", _Metric * 8)]
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("numMetrics", ctypes.c_uint),
+        ("sample1", ctypes.c_void_p),
+        ("sample2", ctypes.c_void_p),
+        ("metrics", _Metric * 8),
+    ]
 
 
 def sampling_nvml(gpm: bool = True, throttle: int = 0x4) -> Any:
@@ -40,8 +47,11 @@ def sampling_nvml(gpm: bool = True, throttle: int = 0x4) -> Any:
         return req
 
     extra = dict(
-        NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2, NVML_TEMPERATURE_GPU=0,
-        NVML_PCIE_UTIL_TX_BYTES=0, NVML_PCIE_UTIL_RX_BYTES=1,
+        NVML_CLOCK_SM=1,
+        NVML_CLOCK_MEM=2,
+        NVML_TEMPERATURE_GPU=0,
+        NVML_PCIE_UTIL_TX_BYTES=0,
+        NVML_PCIE_UTIL_RX_BYTES=1,
         nvmlDeviceGetUtilizationRates=lambda h: SimpleNamespace(gpu=87, memory=42),
         nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(total=80 * 2**30, used=3 * 2**30),
         nvmlDeviceGetPowerUsage=lambda h: 312500,
@@ -50,12 +60,17 @@ def sampling_nvml(gpm: bool = True, throttle: int = 0x4) -> Any:
         nvmlDeviceGetCurrentClocksEventReasons=lambda h: throttle,
         nvmlDeviceGetPcieThroughput=lambda h, c: 1000 if c == 0 else 2000,
         nvmlGpmQueryDeviceSupport=lambda h: SimpleNamespace(isSupportedDevice=int(gpm)),
-        nvmlGpmSampleAlloc=lambda: ctypes.c_void_p(1), nvmlGpmSampleGet=lambda h, s: s,
+        nvmlGpmSampleAlloc=lambda: ctypes.c_void_p(1),
+        nvmlGpmSampleGet=lambda h, s: s,
         nvmlGpmSampleFree=lambda s: None,
-        c_nvmlGpmMetricsGet_t=_MetricsGet, NVML_GPM_METRICS_GET_VERSION=1,
-        NVML_GPM_METRIC_DRAM_BW_UTIL=10, NVML_GPM_METRIC_SM_UTIL=2,
-        NVML_GPM_METRIC_SM_OCCUPANCY=3, NVML_GPM_METRIC_ANY_TENSOR_UTIL=5,
-        nvmlGpmMetricsGet=metrics_get, gpm_calls=seen,
+        c_nvmlGpmMetricsGet_t=_MetricsGet,
+        NVML_GPM_METRICS_GET_VERSION=1,
+        NVML_GPM_METRIC_DRAM_BW_UTIL=10,
+        NVML_GPM_METRIC_SM_UTIL=2,
+        NVML_GPM_METRIC_SM_OCCUPANCY=3,
+        NVML_GPM_METRIC_ANY_TENSOR_UTIL=5,
+        nvmlGpmMetricsGet=metrics_get,
+        gpm_calls=seen,
     )
     for k, v in extra.items():
         setattr(nvml, k, v)
@@ -67,10 +82,16 @@ def test_metric_names_and_units() -> None:
     values = sampler.sample()
     sampler.close()
     assert values == {
-        "gpu0_util_percent": 87.0, "gpu0_mem_util_percent": 42.0, "gpu0_mem_used_mb": 3072.0,
-        "gpu0_power_w": 312.5, "gpu0_sm_clock_mhz": 1755.0, "gpu0_mem_clock_mhz": 2619.0,
-        "gpu0_temp_c": 61.0, "gpu0_throttle_reasons": 4.0,
-        "gpu0_pcie_tx_mbps": pytest.approx(1.024), "gpu0_pcie_rx_mbps": pytest.approx(2.048),
+        "gpu0_util_percent": 87.0,
+        "gpu0_mem_util_percent": 42.0,
+        "gpu0_mem_used_mb": 3072.0,
+        "gpu0_power_w": 312.5,
+        "gpu0_sm_clock_mhz": 1755.0,
+        "gpu0_mem_clock_mhz": 2619.0,
+        "gpu0_temp_c": 61.0,
+        "gpu0_throttle_reasons": 4.0,
+        "gpu0_pcie_tx_mbps": pytest.approx(1.024),
+        "gpu0_pcie_rx_mbps": pytest.approx(2.048),
     }
 
 
@@ -123,7 +144,8 @@ def test_throttle_watch_ignores_idle_and_app_clocks() -> None:
     watch.feed({"gpu0_throttle_reasons": 0x4})
     watch.feed({"gpu1_throttle_reasons": 0x40})
     assert watch.notice() == Notice(
-        "warning", "GPU throttled during the run: software power cap, hardware thermal slowdown")
+        "warning", "GPU throttled during the run: software power cap, hardware thermal slowdown"
+    )
 
 
 def test_run_telemetry_interleaves_and_flags_throttling() -> None:

@@ -28,25 +28,41 @@ QUICK = TimingPlan(warmup_runs=2, warmup_s=0.0, min_runs=5, duration_s=0.2)
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("torchmodels")
-    return {"mlp": save_pt2(mlp(), torch.randn(2, 16), out / "mlp.pt2"),
-            "cnn": save_pt2(conv_net(), torch.randn(2, 3, 16, 16), out / "cnn.pt2"),
-            "ts": save_torchscript(mlp(), torch.randn(2, 16), out / "mlp.pt")}
+    return {
+        "mlp": save_pt2(mlp(), torch.randn(2, 16), out / "mlp.pt2"),
+        "cnn": save_pt2(conv_net(), torch.randn(2, 3, 16, 16), out / "cnn.pt2"),
+        "ts": save_torchscript(mlp(), torch.randn(2, 16), out / "mlp.pt"),
+    }
 
 
 def bench(*args: str | Path) -> dict[str, object]:
-    proc = subprocess.run([sys.executable, "-m", "app.entry", "bench", *map(str, args),
-                           *FAST, "--json", "-"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.entry", "bench", *map(str, args), *FAST, "--json", "-"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     data: dict[str, object] = json.loads(proc.stdout)
     return data
 
 
-def run(path: Path, profile: bool = False, shapes: dict[str, tuple[int, ...]] | None = None,
-        **cfg: object) -> RunResult:
+def run(
+    path: Path,
+    profile: bool = False,
+    shapes: dict[str, tuple[int, ...]] | None = None,
+    **cfg: object,
+) -> RunResult:
     result = RunResult()
-    req = BenchRequest(str(path), RunConfig(**cfg), QUICK, shapes=shapes or {},  # type: ignore[arg-type]
-                       profile=profile, profile_runs=5)
+    req = BenchRequest(
+        str(path),
+        RunConfig(**cfg),
+        QUICK,
+        shapes=shapes or {},  # type: ignore[arg-type]
+        profile=profile,
+        profile_runs=5,
+    )
     for ev in run_bench(req):
         result.feed(ev)
     return result
@@ -71,8 +87,7 @@ def test_both_engines_give_the_same_json_contract(models: dict[str, Path]) -> No
 
 @pytest.mark.parametrize("precision", ["bf16", "int8-dynamic"])
 def test_torch_precisions_report_accuracy(models: dict[str, Path], precision: str) -> None:
-    data = bench(models["mlp"], "--engine", "torch", "--fusion", "off",
-                 "--precision", precision)
+    data = bench(models["mlp"], "--engine", "torch", "--fusion", "off", "--precision", precision)
     acc = data["accuracy"]
     assert isinstance(acc, dict) and acc["cosine"] > 0.98
     assert acc["baseline"] == "fp32 eager (torch)"
@@ -84,8 +99,9 @@ def test_ort_int8_on_exported_pt2_reports_accuracy(models: dict[str, Path]) -> N
     assert isinstance(acc, dict) and acc["cosine"] > 0.98
 
 
-def test_torch_profile_gives_op_records_and_records_a_session(models: dict[str, Path],
-                                                              tmp_path: Path) -> None:
+def test_torch_profile_gives_op_records_and_records_a_session(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
     result = run(models["cnn"], profile=True, engine="torch", fusion="off", batch=2)
     prof = result.profile
     assert isinstance(prof, OpProfile) and prof.runs == 5
@@ -96,25 +112,55 @@ def test_torch_profile_gives_op_records_and_records_a_session(models: dict[str, 
     assert conv.flops and conv.flops > 0 and conv.bytes > 0 and conv.intensity
     assert {s.provider for s in prof.ops} == {"torch-cpu"}
     session = tmp_path / "t.opscope"
-    proc = subprocess.run([sys.executable, "-m", "app.entry", "profile", str(models["cnn"]),
-                           "--engine", "torch", "--fusion", "off", *FAST, "--runs", "3",
-                           "--session", str(session)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.entry",
+            "profile",
+            str(models["cnn"]),
+            "--engine",
+            "torch",
+            "--fusion",
+            "off",
+            *FAST,
+            "--runs",
+            "3",
+            "--session",
+            str(session),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
-    shown = subprocess.run([sys.executable, "-m", "app.entry", "session", "show",
-                            str(session), "--json", "-"], cwd=ROOT, capture_output=True,
-                           text=True, timeout=120)
+    shown = subprocess.run(
+        [sys.executable, "-m", "app.entry", "session", "show", str(session), "--json", "-"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 0 and "torch" in shown.stdout
 
 
 def test_torchscript_needs_shape_then_runs_on_both(models: dict[str, Path]) -> None:
-    proc = subprocess.run([sys.executable, "-m", "app.entry", "bench", str(models["ts"]),
-                           "--engine", "torch", *FAST], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.entry", "bench", str(models["ts"]), "--engine", "torch", *FAST],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "--shape" in proc.stderr
     for engine in ("torch", "onnxruntime"):
-        result = run(models["ts"], shapes={"input": (3, 16)}, engine=engine,
-                     fusion="off" if engine == "torch" else "all")
+        result = run(
+            models["ts"],
+            shapes={"input": (3, 16)},
+            engine=engine,
+            fusion="off" if engine == "torch" else "all",
+        )
         assert result.ended is not None and result.ended.status == "ok"
         assert result.started is not None and result.started.inputs["input"][0] == (3, 16)
 
@@ -134,8 +180,9 @@ def test_torch_compile_runs(models: dict[str, Path]) -> None:
     assert result.variant.details["compile_s"] > 0
 
 
-def test_live_host_switches_engines_on_one_pt2_and_records_both(models: dict[str, Path],
-                                                                 tmp_path: Path) -> None:
+def test_live_host_switches_engines_on_one_pt2_and_records_both(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
     """The app's engine host: the same .pt2 timed live on PyTorch (eager, then compiled)
     and on ONNX Runtime, each a run in one session, profiled by each engine's profiler."""
     from engine.events import LatencyBatch, Marker, RunStarted
@@ -153,20 +200,28 @@ def test_live_host_switches_engines_on_one_pt2_and_records_both(models: dict[str
         assert started.provider_used == "torch-cpu" and started.batch == 2
         prof = host.wait_for(lambda e: isinstance(e, OpProfile))
         assert any(op.op_type.startswith("aten::") for op in prof.ops)
-        host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0,
-                      start=host.events.index(prof))
+        host.wait_for(
+            lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0,
+            start=host.events.index(prof),
+        )
         host.send("apply", RunConfig(engine="onnxruntime", batch=2).to_json())
-        ort = host.wait_for(lambda e: isinstance(e, RunStarted)
-                            and e.config.engine == "onnxruntime", timeout=240)  # exports first
+        ort = host.wait_for(
+            lambda e: isinstance(e, RunStarted) and e.config.engine == "onnxruntime", timeout=240
+        )  # exports first
         assert ort.provider_used == "CPUExecutionProvider"
         start = host.events.index(ort)
-        mark = host.wait_for(lambda e: isinstance(e, Marker) and e.kind == "config",
-                             start=start)
+        mark = host.wait_for(lambda e: isinstance(e, Marker) and e.kind == "config", start=start)
         assert mark.label == "ONNX Runtime, fusion all"
-        host.wait_for(lambda e: isinstance(e, OpProfile) and not any(
-            op.op_type.startswith("aten::") for op in e.ops), start=start)
-        host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0,
-                      start=start)
+        host.wait_for(
+            lambda e: (
+                isinstance(e, OpProfile)
+                and not any(op.op_type.startswith("aten::") for op in e.ops)
+            ),
+            start=start,
+        )
+        host.wait_for(
+            lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0, start=start
+        )
         host.send("stop")
         host.wait_for(lambda e: isinstance(e, RunEnded), start=start)
     finally:
@@ -196,16 +251,22 @@ def test_a_fixed_batch_program_says_it_cannot_change_batch(tmp_path: Path) -> No
     path = tmp_path / "static.pt2"
     torch.export.save(program, str(path))
     for engine in ("torch", "onnxruntime"):
-        events = list(run_bench(BenchRequest(str(path), RunConfig(engine=engine, batch=4),
-                                             QUICK, check_accuracy=False)))
+        events = list(
+            run_bench(
+                BenchRequest(
+                    str(path), RunConfig(engine=engine, batch=4), QUICK, check_accuracy=False
+                )
+            )
+        )
         started = next(e for e in events if isinstance(e, RunStarted))
         assert started.batch == 2
         note = next(e for e in events if isinstance(e, Notice) and "fixed batch" in e.message)
         assert note.level == "warning" and "running batch 2, not 4" in note.message
 
 
-def test_a_cached_export_names_the_file_it_was_asked_for(models: dict[str, Path],
-                                                         tmp_path: Path) -> None:
+def test_a_cached_export_names_the_file_it_was_asked_for(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
     """The same bytes under another path (a teammate's copy) hit the export cache, but the
     source reported is this file, not the one first exported."""
     import shutil

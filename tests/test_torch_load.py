@@ -35,9 +35,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     x = torch.randn(2, 16)
     torch.save(model.state_dict(), out / "state.pt")
     torch.save(model, out / "whole.pt")
-    return {"pt2": save_pt2(model, x, out / "mlp.pt2"),
-            "ts": save_torchscript(model, x, out / "mlp.pt"),
-            "state": out / "state.pt", "whole": out / "whole.pt"}
+    return {
+        "pt2": save_pt2(model, x, out / "mlp.pt2"),
+        "ts": save_torchscript(model, x, out / "mlp.pt"),
+        "state": out / "state.pt",
+        "whole": out / "whole.pt",
+    }
 
 
 def test_detect_kind_reads_layout_only(files: dict[str, Path], tmp_path: Path) -> None:
@@ -103,27 +106,48 @@ def test_malicious_pickle_is_refused_and_never_runs(tmp_path: Path) -> None:
     assert not marker.exists()
     # through the CLI as well (both engines): exit 2, one line, and still no marker
     for engine in ("torch", "onnxruntime"):
-        proc = subprocess.run([sys.executable, "-m", "app.entry", "bench", str(evil),
-                               "--engine", engine, "--duration", "0.1"],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "app.entry",
+                "bench",
+                str(evil),
+                "--engine",
+                engine,
+                "--duration",
+                "0.1",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 2, proc.stderr
         assert "refused" in proc.stderr and "Traceback" not in proc.stderr
     assert not marker.exists()
 
 
 def test_without_torch_the_error_is_one_line(tmp_path: Path, files: dict[str, Path]) -> None:
-    code = ("import sys; sys.modules['torch'] = None\n"
-            "from engine.torch_load import load_torch\n"
-            "from engine.errors import ModelError\n"
-            f"try:\n    load_torch({str(files['pt2'])!r})\n"
-            "except ModelError as e:\n    print(e)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, cwd=Path(__file__).resolve().parent.parent)
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from engine.torch_load import load_torch\n"
+        "from engine.errors import ModelError\n"
+        f"try:\n    load_torch({str(files['pt2'])!r})\n"
+        "except ModelError as e:\n    print(e)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert proc.stdout.strip() == "PyTorch files need torch: pip install 'opscope[torch]'"
 
 
-def test_info_describes_a_pt2_program(files: dict[str, Path],
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_info_describes_a_pt2_program(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     from engine.cli.main import main
 
     assert main(["info", str(files["pt2"])]) == 0

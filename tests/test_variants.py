@@ -30,11 +30,15 @@ def _feeds(n: int, seed: int = 0) -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize(
     ("precision", "op"),
-    [("fp16", "Cast"), ("int8-dynamic", "DynamicQuantizeLinear"),
-     ("int8-static", "QuantizeLinear")],
+    [
+        ("fp16", "Cast"),
+        ("int8-dynamic", "DynamicQuantizeLinear"),
+        ("int8-static", "QuantizeLinear"),
+    ],
 )
-def test_variant_builds_runs_and_caches(precision: str, op: str, tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_variant_builds_runs_and_caches(
+    precision: str, op: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))  # a cold cache of our own
     _, info = load_model(DEMO_CNN)
 
@@ -98,6 +102,5 @@ def test_cancelled_build_leaves_no_debris() -> None:
         if isinstance(ev, Progress) and ev.stage == "calibration" and ev.done >= 1:
             break
     gen.close()
-    leftovers = [p for p in (cache.cache_root() / "variants").iterdir()
-                 if p.name.startswith(".")]
+    leftovers = [p for p in (cache.cache_root() / "variants").iterdir() if p.name.startswith(".")]
     assert leftovers == []

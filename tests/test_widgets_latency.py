@@ -29,8 +29,9 @@ def plot(qtbot: QtBot) -> LatencyPlot:
     return widget
 
 
-def feed(plot: LatencyPlot, n: int, start: float = 0.0, dt: float = 0.01,
-         batch: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def feed(
+    plot: LatencyPlot, n: int, start: float = 0.0, dt: float = 0.01, batch: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
     t = start + dt * np.arange(n)
     lat = 5.0 + np.sin(np.arange(n) / 7.0)
     plot.append(t, lat, batch)
@@ -43,12 +44,15 @@ def double_click(widget: QWidget) -> None:
     pos = QPointF(widget.rect().center())
     glob = QPointF(widget.mapToGlobal(widget.rect().center()))
     left, none = Qt.MouseButton.LeftButton, Qt.MouseButton.NoButton
-    for kind, buttons in ((QEvent.Type.MouseButtonPress, left),
-                          (QEvent.Type.MouseButtonRelease, none),
-                          (QEvent.Type.MouseButtonDblClick, left),
-                          (QEvent.Type.MouseButtonRelease, none)):
-        QApplication.sendEvent(widget, QMouseEvent(kind, pos, glob, left, buttons,
-                                                   Qt.KeyboardModifier.NoModifier))
+    for kind, buttons in (
+        (QEvent.Type.MouseButtonPress, left),
+        (QEvent.Type.MouseButtonRelease, none),
+        (QEvent.Type.MouseButtonDblClick, left),
+        (QEvent.Type.MouseButtonRelease, none),
+    ):
+        QApplication.sendEvent(
+            widget, QMouseEvent(kind, pos, glob, left, buttons, Qt.KeyboardModifier.NoModifier)
+        )
 
 
 # ---------------------------------------------------------------------------- ring buffer
@@ -99,9 +103,11 @@ def test_paint_is_decoupled_from_arrival(
 ) -> None:
     calls = []
     original = plot.lines.set_line
-    monkeypatch.setattr(plot.lines, "set_line",
-                        lambda name, *a: (name == "latency" and calls.append(1),
-                                          original(name, *a)))
+    monkeypatch.setattr(
+        plot.lines,
+        "set_line",
+        lambda name, *a: (name == "latency" and calls.append(1), original(name, *a)),
+    )
     for i in range(50):  # 50 batches arrive before the event loop runs
         feed(plot, 10, start=i * 0.1)
     qtbot.wait(PAINT_MS)
@@ -209,8 +215,10 @@ def test_markers_carry_labels_and_drop_with_their_data(plot: LatencyPlot, qtbot:
     qtbot.wait(PAINT_MS)
     assert plot.markers == [(1.0, "INT8 dynamic"), (3.0, "batch 8")]
     lines = [i for i in plot.latency_plot.items if i.__class__.__name__ == "InfiniteLine"]
-    assert sorted(line.label.textItem.toPlainText() for line in lines) == ["INT8 dynamic",
-                                                                            "batch 8"]
+    assert sorted(line.label.textItem.toPlainText() for line in lines) == [
+        "INT8 dynamic",
+        "batch 8",
+    ]
     assert {line.value() for line in lines} == {1.0, 3.0}
     feed(plot, 700, start=5.0)  # pushes samples before t=2 out of the ring
     plot.paint_now()

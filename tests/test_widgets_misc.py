@@ -40,11 +40,17 @@ def test_series_appear_with_their_current_value(strip: TelemetryStrip, qtbot: Qt
 
 def test_new_names_arrive_later(strip: TelemetryStrip, qtbot: QtBot) -> None:
     strip.append(0.0, {"cpu_percent": 100.0})
-    strip.append(1.0, {"cpu_percent": 100.0, "gpu_util_percent": 87.5, "gpu_power_w": 212.0,
-                       "gpu_temp_c": math.nan})
+    strip.append(
+        1.0,
+        {
+            "cpu_percent": 100.0,
+            "gpu_util_percent": 87.5,
+            "gpu_power_w": 212.0,
+            "gpu_temp_c": math.nan,
+        },
+    )
     assert strip.names == ["cpu_percent", "gpu_util_percent", "gpu_power_w"]  # NaN skipped
-    qtbot.waitUntil(lambda: strip.label_text("gpu_util_percent") == "GPU util 87.5%",
-                    timeout=2000)
+    qtbot.waitUntil(lambda: strip.label_text("gpu_util_percent") == "GPU util 87.5%", timeout=2000)
     assert strip.label_text("gpu_power_w") == "GPU power 212 W"
     t, v = strip.data("gpu_power_w")
     assert list(t) == [1.0] and list(v) == [212.0]
@@ -76,8 +82,14 @@ def line_pixels(spark: Sparkline) -> np.ndarray:
     """(x, y) of every pixel the line coloured in a grab of the sparkline."""
     image = spark.grab().toImage()
     background = spark.palette().color(QPalette.ColorRole.Base).rgb()
-    return np.array([(x, y) for y in range(image.height()) for x in range(image.width())
-                     if image.pixel(x, y) != background])
+    return np.array(
+        [
+            (x, y)
+            for y in range(image.height())
+            for x in range(image.width())
+            if image.pixel(x, y) != background
+        ]
+    )
 
 
 @pytest.mark.parametrize("n", [100, 20_000])  # 20k: reduced to a per-column envelope
@@ -129,9 +141,15 @@ def test_set_format_overrides_a_title(strip: TelemetryStrip, qtbot: QtBot) -> No
 
 # ---------------------------------------------------------------------------- accuracy badge
 def result(cosine: float, top1: float | None = 1.0) -> AccuracyResult:
-    return AccuracyResult(baseline="fp32", max_abs_err=0.012, mean_abs_err=0.001,
-                          cosine=cosine, top1_agreement=top1, samples=16,
-                          per_output={"logits": {"cosine": cosine, "max_abs_err": 0.012}})
+    return AccuracyResult(
+        baseline="fp32",
+        max_abs_err=0.012,
+        mean_abs_err=0.001,
+        cosine=cosine,
+        top1_agreement=top1,
+        samples=16,
+        per_output={"logits": {"cosine": cosine, "max_abs_err": 0.012}},
+    )
 
 
 @pytest.fixture
@@ -157,15 +175,19 @@ def test_badge_good_result_is_green(badge: AccuracyBadge) -> None:
     assert "16" in tip and "0.99987000" in tip and "logits" in tip and "0.001" in tip
 
 
-@pytest.mark.parametrize(("cosine", "state", "color"), [
-    (0.999, "good", theme.GOOD),
-    (0.995, "warn", theme.WARN),  # within 10x the 0.001 gap
-    (0.9901, "warn", theme.WARN),
-    (0.98, "bad", theme.BAD),
-    (float("nan"), "warn", theme.WARN),  # nothing comparable: not green
-])
-def test_badge_grades_against_the_tolerance(badge: AccuracyBadge, cosine: float, state: str,
-                                            color: str) -> None:
+@pytest.mark.parametrize(
+    ("cosine", "state", "color"),
+    [
+        (0.999, "good", theme.GOOD),
+        (0.995, "warn", theme.WARN),  # within 10x the 0.001 gap
+        (0.9901, "warn", theme.WARN),
+        (0.98, "bad", theme.BAD),
+        (float("nan"), "warn", theme.WARN),  # nothing comparable: not green
+    ],
+)
+def test_badge_grades_against_the_tolerance(
+    badge: AccuracyBadge, cosine: float, state: str, color: str
+) -> None:
     badge.set_result(result(cosine, top1=None))
     assert badge.state == state and color in badge.styleSheet()
     assert "top-1" not in badge.text()
@@ -197,8 +219,12 @@ def test_demo_runs_and_saves_a_screenshot(tmp_path: Path) -> None:
 
     out = tmp_path / "demo.png"
     root = Path(__file__).resolve().parent.parent
-    proc = subprocess.run([sys.executable, "-m", "widgets.demo", "--screenshot", str(out),
-                           "--quit-after", "0.5"], cwd=root, capture_output=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "widgets.demo", "--screenshot", str(out), "--quit-after", "0.5"],
+        cwd=root,
+        capture_output=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -11,12 +11,31 @@ from engine.op_stats import OpStat
 from widgets.op_table import COL, COLUMNS, NAME_ROLE, SORT_ROLE, OpTable, human_bytes
 
 
-def stat(name: str, op_type: str, time_ms: float, *, gbps: float | None = 1.0,
-         flops: int | None = 1000, nbytes: int = 2_400_000, calls: int = 1) -> OpStat:
-    return OpStat(name=name, op_type=op_type, provider="CPUExecutionProvider", calls=calls,
-                  time_ms=time_ms, p50_ms=time_ms, p99_ms=time_ms * 1.5, share=time_ms / 121.5,
-                  bytes=nbytes, gbps=gbps, flops=flops,
-                  gflops=None if flops is None else 2.0, intensity=None if flops is None else 0.5)
+def stat(
+    name: str,
+    op_type: str,
+    time_ms: float,
+    *,
+    gbps: float | None = 1.0,
+    flops: int | None = 1000,
+    nbytes: int = 2_400_000,
+    calls: int = 1,
+) -> OpStat:
+    return OpStat(
+        name=name,
+        op_type=op_type,
+        provider="CPUExecutionProvider",
+        calls=calls,
+        time_ms=time_ms,
+        p50_ms=time_ms,
+        p99_ms=time_ms * 1.5,
+        share=time_ms / 121.5,
+        bytes=nbytes,
+        gbps=gbps,
+        flops=flops,
+        gflops=None if flops is None else 2.0,
+        intensity=None if flops is None else 0.5,
+    )
 
 
 NODES = [
@@ -137,9 +156,10 @@ def test_select_op_is_programmatic_and_quiet(table: OpTable, qtbot: QtBot) -> No
 
 
 def test_header_tooltips_explain_each_metric(table: OpTable) -> None:
-    tips = {c.title: table.model.headerData(i, Qt.Orientation.Horizontal,
-                                            Qt.ItemDataRole.ToolTipRole)
-            for i, c in enumerate(COLUMNS)}
+    tips = {
+        c.title: table.model.headerData(i, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole)
+        for i, c in enumerate(COLUMNS)
+    }
     assert all(tips.values())
     assert "bandwidth" in tips["GB/s"] and "bytes" in tips["GB/s"]
     assert "intensity" in tips["FLOP/B"].lower()

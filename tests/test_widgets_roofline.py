@@ -13,21 +13,38 @@ from engine.op_stats import OpStat
 from widgets.roofline import RooflinePlot
 
 
-def op(name: str, op_type: str, intensity: float | None, gflops: float | None,
-       share: float = 0.2) -> OpStat:
-    return OpStat(name=name, op_type=op_type, provider="CPUExecutionProvider", calls=1,
-                  time_ms=share, p50_ms=share, p99_ms=share, share=share, bytes=1000,
-                  gbps=1.0, flops=None if gflops is None else 10, gflops=gflops,
-                  intensity=intensity)
+def op(
+    name: str, op_type: str, intensity: float | None, gflops: float | None, share: float = 0.2
+) -> OpStat:
+    return OpStat(
+        name=name,
+        op_type=op_type,
+        provider="CPUExecutionProvider",
+        calls=1,
+        time_ms=share,
+        p50_ms=share,
+        p99_ms=share,
+        share=share,
+        bytes=1000,
+        gbps=1.0,
+        flops=None if gflops is None else 10,
+        gflops=gflops,
+        intensity=intensity,
+    )
 
 
-OPS = [op("mm1", "MatMul", 30.0, 40.0, 0.5), op("mm2", "MatMul", 20.0, 35.0, 0.2),
-       op("add", "Add", 0.1, 0.5, 0.1), op("reshape", "Reshape", None, None, 0.2)]
+OPS = [
+    op("mm1", "MatMul", 30.0, 40.0, 0.5),
+    op("mm2", "MatMul", 20.0, 35.0, 0.2),
+    op("add", "Add", 0.1, 0.5, 0.1),
+    op("reshape", "Reshape", None, None, 0.2),
+]
 CPU_PEAKS = {"cpu": {"memory_gbps": 10.0, "gflops": 100.0}, "gpu": None}
 
 
-def controller_drawing_into(calls: list[tuple[int, float | None, float | None]],
-                            monkeypatch: pytest.MonkeyPatch) -> object:
+def controller_drawing_into(
+    calls: list[tuple[int, float | None, float | None]], monkeypatch: pytest.MonkeyPatch
+) -> object:
     """A LiveController whose roofline records its set_ops calls; CPU peaks cached only."""
     from types import SimpleNamespace
 
@@ -43,8 +60,10 @@ def controller_drawing_into(calls: list[tuple[int, float | None, float | None]],
 
     view = SimpleNamespace(
         roofline=SimpleNamespace(set_ops=lambda ops, g, f: calls.append((len(ops), g, f))),
-        op_table=SimpleNamespace(set_ops=lambda *a: None), profile_ready=lambda ev: None,
-        show_notice=lambda *a: None)
+        op_table=SimpleNamespace(set_ops=lambda *a: None),
+        profile_ready=lambda ev: None,
+        show_notice=lambda *a: None,
+    )
     monkeypatch.setattr(app.peaks_loader, "_shared", None)  # no peaks from earlier tests
     monkeypatch.setattr(peaks, "cached_peaks", lambda: dict(CPU_PEAKS))
     return LiveController(view, Client())
@@ -101,23 +120,33 @@ def test_window_links_table_and_roofline(qtbot: QtBot) -> None:
     qtbot.addWidget(win)
     win.op_table.set_ops(OPS, [])
     win.roofline.set_ops(OPS, 10.0, 100.0)
-    win.roofline._on_clicked(win.roofline.scatter,
-                             [p for p in win.roofline.scatter.points() if p.data() == "mm2"])
+    win.roofline._on_clicked(
+        win.roofline.scatter, [p for p in win.roofline.scatter.points() if p.data() == "mm2"]
+    )
     assert win.op_table.selected_op() == "mm2"
     win.op_table.op_selected.emit("add")  # as a user's row selection does
     assert win.roofline.selected == "add" and len(win.roofline.highlight.points()) == 1
     assert win.roofline_dock.windowTitle() == "Roofline"
 
 
-def test_controller_draws_profile_with_cached_peaks(qtbot: QtBot,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_controller_draws_profile_with_cached_peaks(
+    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from engine.events import OpProfile
 
     calls: list[tuple[int, float | None, float | None]] = []
     ctl = controller_drawing_into(calls, monkeypatch)
     ctl.provider = "CPUExecutionProvider"  # type: ignore[attr-defined]
-    ctl._one(OpProfile(ops=OPS, op_types=[], coverage=1.0, runs=1,  # type: ignore[attr-defined]
-                       provider_nodes={}, trace=None))
+    ctl._one(
+        OpProfile(
+            ops=OPS,
+            op_types=[],
+            coverage=1.0,
+            runs=1,  # type: ignore[attr-defined]
+            provider_nodes={},
+            trace=None,
+        )
+    )
     assert calls == [(4, 10.0, 100.0)]
 
 
@@ -156,8 +185,9 @@ def test_late_peaks_after_window_closed_are_ignored(qtbot: QtBot) -> None:
 
     plot = RooflinePlot()
     ctl = LiveController(SimpleNamespace(roofline=plot), Client())
-    ctl.last_profile = OpProfile(ops=OPS, op_types=[], coverage=1.0, runs=1,
-                                 provider_nodes={}, trace=None)
+    ctl.last_profile = OpProfile(
+        ops=OPS, op_types=[], coverage=1.0, runs=1, provider_nodes={}, trace=None
+    )
     import shiboken6
 
     shiboken6.delete(plot)
@@ -165,7 +195,8 @@ def test_late_peaks_after_window_closed_are_ignored(qtbot: QtBot) -> None:
 
 
 def test_gpu_run_gets_roofs_when_the_host_measures_gpu_peaks(
-        qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A CUDA run with only CPU peaks cached shows no roofs (CPU roofs would mislead) until
     the engine host sends the GPU's measured peaks."""
     from engine import peaks
@@ -174,10 +205,24 @@ def test_gpu_run_gets_roofs_when_the_host_measures_gpu_peaks(
     calls: list[tuple[int, float | None, float | None]] = []
     ctl = controller_drawing_into(calls, monkeypatch)
     ctl.provider = "CUDAExecutionProvider"  # type: ignore[attr-defined]
-    ctl._one(OpProfile(ops=OPS, op_types=[], coverage=1.0, runs=1,  # type: ignore[attr-defined]
-                       provider_nodes={}, trace=None))
-    ctl._one(PeaksMeasured({**CPU_PEAKS,  # type: ignore[attr-defined]
-                            "gpu": {"memory_gbps": 4000.0, "gflops": 700_000.0}}))
+    ctl._one(
+        OpProfile(
+            ops=OPS,
+            op_types=[],
+            coverage=1.0,
+            runs=1,  # type: ignore[attr-defined]
+            provider_nodes={},
+            trace=None,
+        )
+    )
+    ctl._one(
+        PeaksMeasured(
+            {
+                **CPU_PEAKS,  # type: ignore[attr-defined]
+                "gpu": {"memory_gbps": 4000.0, "gflops": 700_000.0},
+            }
+        )
+    )
     assert calls == [(4, None, None), (4, 4000.0, 700_000.0)]
     assert peaks.on_gpu("torch-cuda") and not peaks.on_gpu("CPUExecutionProvider")
 
@@ -185,14 +230,23 @@ def test_gpu_run_gets_roofs_when_the_host_measures_gpu_peaks(
 def test_decade_labels_are_plain_and_minor_ticks_unlabelled() -> None:
     from widgets.roofline import DecadeAxis, decade_label
 
-    assert [decade_label(e) for e in (-2, -1, 0, 1, 2, 3, 4, 6)] == \
-        ["0.01", "0.1", "1", "10", "100", "1k", "10k", "1M"]
+    assert [decade_label(e) for e in (-2, -1, 0, 1, 2, 3, 4, 6)] == [
+        "0.01",
+        "0.1",
+        "1",
+        "10",
+        "100",
+        "1k",
+        "10k",
+        "1M",
+    ]
     axis = DecadeAxis("left")
     assert axis.logTickStrings([0.0, 0.30103, 1.0], 1.0, 1.0) == ["1", "", "10"]
 
 
 def test_the_live_window_leaves_measuring_to_its_engine_host(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Measured beside the running engine, peaks come out far too low: without a cache the
     live window's request measures nothing (the host sends PeaksMeasured)."""
     from app.peaks_loader import PeaksLoader

@@ -11,8 +11,9 @@ def mlp() -> Any:
     import torch
 
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
-                               torch.nn.Linear(32, 10)).eval()
+    return torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10)
+    ).eval()
 
 
 def conv_net() -> Any:
@@ -20,9 +21,13 @@ def conv_net() -> Any:
     import torch
 
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
-                               torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
-                               torch.nn.Linear(8, 4)).eval()
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(8, 4),
+    ).eval()
 
 
 def save_pt2(module: Any, example: Any, path: Path) -> Path:

@@ -12,16 +12,24 @@ from importlib import metadata
 
 def main() -> int:
     names = {d.metadata["Name"].lower() for d in metadata.distributions()}
-    found = sorted(n for n in names if n.startswith("onnxruntime") and "extensions" not in n
-                   and n not in ("onnxruntime-genai",))
+    found = sorted(
+        n
+        for n in names
+        if n.startswith("onnxruntime") and "extensions" not in n and n not in ("onnxruntime-genai",)
+    )
     if len(found) != 1:
-        print(f"check_env: expected exactly one ONNX Runtime package, found {found or 'none'}; "
-              "uninstall all of them and reinstall onnxruntime-gpu", file=sys.stderr)
+        print(
+            f"check_env: expected exactly one ONNX Runtime package, found {found or 'none'}; "
+            "uninstall all of them and reinstall onnxruntime-gpu",
+            file=sys.stderr,
+        )
         return 1
     import onnxruntime
 
-    print(f"check_env: {found[0]} {onnxruntime.__version__}, providers "
-          f"{', '.join(onnxruntime.get_available_providers())}")
+    print(
+        f"check_env: {found[0]} {onnxruntime.__version__}, providers "
+        f"{', '.join(onnxruntime.get_available_providers())}"
+    )
     return 0
 
 

@@ -92,8 +92,11 @@ class AccuracyBadge(QLabel):
         self._restyle()
 
     def _tooltip(self, r: AccuracyResult) -> str:
-        verdict = {"good": "within tolerance", "warn": "close to the tolerance",
-                   "bad": "outside the tolerance"}[self._state]
+        verdict = {
+            "good": "within tolerance",
+            "warn": "close to the tolerance",
+            "bad": "outside the tolerance",
+        }[self._state]
         if math.isnan(r.cosine):
             verdict = "no comparable outputs"
         top1 = "n/a (no class scores)" if r.top1_agreement is None else _pct(r.top1_agreement)
@@ -106,11 +109,18 @@ class AccuracyBadge(QLabel):
         ]
         for name, m in r.per_output.items():
             cos, err = m.get("cosine"), m.get("max_abs_err")
-            rows.append((f"output {name}", f"cos {'n/a' if cos is None else f'{cos:.6f}'}, "
-                                           f"max |Δ| {'n/a' if err is None else f'{err:.4g}'}"))
+            rows.append(
+                (
+                    f"output {name}",
+                    f"cos {'n/a' if cos is None else f'{cos:.6f}'}, "
+                    f"max |Δ| {'n/a' if err is None else f'{err:.4g}'}",
+                )
+            )
         body = "".join(f"<tr><td>{escape(k)}</td><td>{escape(v)}</td></tr>" for k, v in rows)
-        return (f"<b>Against the {escape(r.baseline.upper())} model: {verdict}</b>"
-                f"<table cellspacing='4'>{body}</table>")
+        return (
+            f"<b>Against the {escape(r.baseline.upper())} model: {verdict}</b>"
+            f"<table cellspacing='4'>{body}</table>"
+        )
 
     def _restyle(self) -> None:
         self.setStyleSheet(

@@ -1,7 +1,7 @@
 """Manual demo: the four views fed with synthetic data, for a visual check and a paint benchmark.
 
-    python -m widgets.demo [--dark] [--screenshot out.png] [--quit-after 3]
-    python -m widgets.demo --bench          # paint time of the latency plot at 300k points
+python -m widgets.demo [--dark] [--screenshot out.png] [--quit-after 3]
+python -m widgets.demo --bench          # paint time of the latency plot at 300k points
 """
 
 from __future__ import annotations
@@ -29,8 +29,11 @@ from engine.op_stats import OpStat
 from widgets import AccuracyBadge, LatencyPlot, OpTable, TelemetryStrip
 
 # (start s, label, batch, mean latency ms, cpu %)
-PHASES = ((0.0, "FP32", 1, 11.5, 190.0), (40.0, "INT8 dynamic", 1, 4.6, 175.0),
-          (75.0, "batch 8", 8, 24.0, 198.0))
+PHASES = (
+    (0.0, "FP32", 1, 11.5, 190.0),
+    (40.0, "INT8 dynamic", 1, 4.6, 175.0),
+    (75.0, "batch 8", 8, 24.0, 198.0),
+)
 
 
 class SyntheticRun:
@@ -56,35 +59,69 @@ class SyntheticRun:
 
     def telemetry(self) -> dict[str, float]:
         cpu = PHASES[max(self.phase, 0)][4]
-        return {"cpu_percent": cpu + self.rng.normal(0, 6),
-                "rss_mb": 512.0 + 28.0 * (self.phase >= 1) + self.rng.normal(0, 0.5),
-                "cpu_freq_mhz": 2900 + self.rng.normal(0, 40)}
+        return {
+            "cpu_percent": cpu + self.rng.normal(0, 6),
+            "rss_mb": 512.0 + 28.0 * (self.phase >= 1) + self.rng.normal(0, 0.5),
+            "cpu_freq_mhz": 2900 + self.rng.normal(0, 40),
+        }
 
 
 def synthetic_ops(seed: int = 1) -> tuple[list[OpStat], list[OpStat]]:
     """A small transformer's profile: per-node and per-op-type rows with consistent numbers."""
     rng = np.random.default_rng(seed)
-    kinds = (("MatMul", 0.30, 2.0e8, 2.4e6), ("Add", 0.02, 0.0, 1.6e5),
-             ("LayerNormalization", 0.05, 0.0, 2.0e5), ("Softmax", 0.08, 0.0, 4.0e5),
-             ("Gelu", 0.06, 0.0, 6.0e5), ("Transpose", 0.03, None, 3.0e5))
+    kinds = (
+        ("MatMul", 0.30, 2.0e8, 2.4e6),
+        ("Add", 0.02, 0.0, 1.6e5),
+        ("LayerNormalization", 0.05, 0.0, 2.0e5),
+        ("Softmax", 0.08, 0.0, 4.0e5),
+        ("Gelu", 0.06, 0.0, 6.0e5),
+        ("Transpose", 0.03, None, 3.0e5),
+    )
     rows: list[tuple[str, str, float, float | None, float]] = []
     for layer in range(4):
         for part in ("query", "key", "value", "output.dense", "intermediate.dense"):
             kind = kinds[0]
-            rows.append((f"/encoder/layer.{layer}/attention/{part}/MatMul", kind[0],
-                         kind[1] * rng.uniform(0.7, 1.6), kind[2], kind[3]))
+            rows.append(
+                (
+                    f"/encoder/layer.{layer}/attention/{part}/MatMul",
+                    kind[0],
+                    kind[1] * rng.uniform(0.7, 1.6),
+                    kind[2],
+                    kind[3],
+                )
+            )
         for kind in kinds[1:]:
-            rows.append((f"/encoder/layer.{layer}/{kind[0].lower()}/{kind[0]}", kind[0],
-                         kind[1] * rng.uniform(0.7, 1.4), kind[2], kind[3]))
+            rows.append(
+                (
+                    f"/encoder/layer.{layer}/{kind[0].lower()}/{kind[0]}",
+                    kind[0],
+                    kind[1] * rng.uniform(0.7, 1.4),
+                    kind[2],
+                    kind[3],
+                )
+            )
     total = sum(r[2] for r in rows)
     nodes = []
     for name, op, ms, flops, nbytes in rows:
         s = ms / 1e3
         f = None if flops is None else int(flops if flops else nbytes)
-        nodes.append(OpStat(name, op, "CPUExecutionProvider", 1, ms, ms * 0.97, ms * 1.4,
-                            ms / total, int(nbytes), nbytes / s / 1e9, f,
-                            None if f is None else f / s / 1e9,
-                            None if f is None else f / nbytes))
+        nodes.append(
+            OpStat(
+                name,
+                op,
+                "CPUExecutionProvider",
+                1,
+                ms,
+                ms * 0.97,
+                ms * 1.4,
+                ms / total,
+                int(nbytes),
+                nbytes / s / 1e9,
+                f,
+                None if f is None else f / s / 1e9,
+                None if f is None else f / nbytes,
+            )
+        )
     types = []
     for op in sorted({n.op_type for n in nodes}):
         group = [n for n in nodes if n.op_type == op]
@@ -92,10 +129,23 @@ def synthetic_ops(seed: int = 1) -> tuple[list[OpStat], list[OpStat]]:
         nbytes = sum(n.bytes for n in group)
         f = None if any(n.flops is None for n in group) else sum(n.flops or 0 for n in group)
         s = ms / 1e3
-        types.append(OpStat(op, op, "CPUExecutionProvider", len(group), ms, ms, ms * 1.3,
-                            ms / total, nbytes, nbytes / s / 1e9, f,
-                            None if f is None else f / s / 1e9,
-                            None if f is None else f / nbytes))
+        types.append(
+            OpStat(
+                op,
+                op,
+                "CPUExecutionProvider",
+                len(group),
+                ms,
+                ms,
+                ms * 1.3,
+                ms / total,
+                nbytes,
+                nbytes / s / 1e9,
+                f,
+                None if f is None else f / s / 1e9,
+                None if f is None else f / nbytes,
+            )
+        )
     return (sorted(nodes, key=lambda n: -n.time_ms), sorted(types, key=lambda n: -n.time_ms))
 
 
@@ -111,8 +161,10 @@ class DemoWindow(QMainWindow):
         self.ops.set_ops(*synthetic_ops())
         self.badge = AccuracyBadge()
         self.badge.set_result(AccuracyResult("fp32", 0.012, 0.0011, 0.99987, 1.0, 16))
-        title = QLabel("<b>demo_transformer.onnx</b> · INT8 dynamic · batch 8 · "
-                       "CPUExecutionProvider · <i>synthetic data</i>")
+        title = QLabel(
+            "<b>demo_transformer.onnx</b> · INT8 dynamic · batch 8 · "
+            "CPUExecutionProvider · <i>synthetic data</i>"
+        )
         header = QHBoxLayout()
         header.addWidget(title, 1)
         header.addWidget(QLabel("accuracy"))
@@ -183,18 +235,20 @@ def bench_paint(points: int = 300_000, repeats: int = 50) -> dict[str, float]:
 
 def dark_palette() -> QPalette:
     palette = QPalette()
-    for role, color in ((QPalette.ColorRole.Window, "#202124"),
-                        (QPalette.ColorRole.Base, "#17181a"),
-                        (QPalette.ColorRole.AlternateBase, "#222326"),
-                        (QPalette.ColorRole.Text, "#e3e3e3"),
-                        (QPalette.ColorRole.WindowText, "#e3e3e3"),
-                        (QPalette.ColorRole.Button, "#2a2b2e"),
-                        (QPalette.ColorRole.ButtonText, "#e3e3e3"),
-                        (QPalette.ColorRole.Highlight, "#3d6fd1"),
-                        (QPalette.ColorRole.HighlightedText, "#ffffff"),
-                        (QPalette.ColorRole.ToolTipBase, "#2a2b2e"),
-                        (QPalette.ColorRole.ToolTipText, "#e3e3e3"),
-                        (QPalette.ColorRole.PlaceholderText, "#8a8a8a")):
+    for role, color in (
+        (QPalette.ColorRole.Window, "#202124"),
+        (QPalette.ColorRole.Base, "#17181a"),
+        (QPalette.ColorRole.AlternateBase, "#222326"),
+        (QPalette.ColorRole.Text, "#e3e3e3"),
+        (QPalette.ColorRole.WindowText, "#e3e3e3"),
+        (QPalette.ColorRole.Button, "#2a2b2e"),
+        (QPalette.ColorRole.ButtonText, "#e3e3e3"),
+        (QPalette.ColorRole.Highlight, "#3d6fd1"),
+        (QPalette.ColorRole.HighlightedText, "#ffffff"),
+        (QPalette.ColorRole.ToolTipBase, "#2a2b2e"),
+        (QPalette.ColorRole.ToolTipText, "#e3e3e3"),
+        (QPalette.ColorRole.PlaceholderText, "#8a8a8a"),
+    ):
         palette.setColor(role, QColor(color))
     return palette
 

@@ -48,6 +48,8 @@ class _TimedView(pg.GraphicsLayoutWidget):
         start = time.thread_time()
         super().paintEvent(event)
         self.last_paint_s = time.thread_time() - start
+
+
 _CHUNK_ELEMENTS = 2_000_000  # bound on the temporary window copy np.percentile makes
 _MAX_WINDOWS = 20_000  # rolling-percentile windows computed per paint, at most
 _LABEL_LEVELS = (0.97, 0.86, 0.75)  # marker label heights, staggered when markers crowd
@@ -66,8 +68,9 @@ def calm_top(current: float, needed: float) -> float:
     return float(_NICE_STEPS[np.searchsorted(_NICE_STEPS, target / scale - 1e-9)] * scale)
 
 
-def follow_range(t0: float, t1: float, window_s: float,
-                 current: tuple[float, float]) -> tuple[float, float]:
+def follow_range(
+    t0: float, t1: float, window_s: float, current: tuple[float, float]
+) -> tuple[float, float]:
     """The x range that follows samples from t0 to t1, moving in steps rather than at
     every frame: while the samples span less than the window, it starts at t0 and widens
     through round spans (`calm_top`); after that it shows `window_s` seconds ending on the
@@ -172,7 +175,8 @@ class LatencyPlot(QWidget):
         self.legend.setFixedWidth(hint.width())
         self.legend.setFixedHeight(hint.height())
         self.throughput_curve: pg.PlotDataItem = self.throughput_plot.plot(
-            pen=pg.mkPen(theme.THROUGHPUT, width=1), skipFiniteCheck=True)
+            pen=pg.mkPen(theme.THROUGHPUT, width=1), skipFiniteCheck=True
+        )
         self.latency_plot.vb.sigXRangeChanged.connect(self._on_x_range)
 
         self.follow_action = QAction("Follow latest", self, checkable=True, checked=True)
@@ -185,7 +189,8 @@ class LatencyPlot(QWidget):
 
         self.stats_label = theme.make_steady(
             QLabel("no samples yet"),
-            "p50 888.8 ms · p90 888.8 ms · p99 888.8 ms   last 8,888 of 888,888,888 inferences")
+            "p50 888.8 ms · p90 888.8 ms · p99 888.8 ms   last 8,888 of 888,888,888 inferences",
+        )
         self._stats_at = 0.0  # monotonic time of the last stats text
         follow_button = QToolButton()
         follow_button.setDefaultAction(self.follow_action)
@@ -244,9 +249,18 @@ class LatencyPlot(QWidget):
         bg.setAlpha(210)
         pen = pg.mkPen(theme.MARKER, width=1, style=Qt.PenStyle.DashLine)
         top = pg.InfiniteLine(
-            pos=t_s, angle=90, movable=False, pen=pen, label=label,
-            labelOpts={"position": _LABEL_LEVELS[level], "color": fg, "fill": bg,
-                       "border": pg.mkPen(theme.MARKER), "anchors": [(0, 0), (1, 0)]},
+            pos=t_s,
+            angle=90,
+            movable=False,
+            pen=pen,
+            label=label,
+            labelOpts={
+                "position": _LABEL_LEVELS[level],
+                "color": fg,
+                "fill": bg,
+                "border": pg.mkPen(theme.MARKER),
+                "anchors": [(0, 0), (1, 0)],
+            },
         )
         bottom = pg.InfiniteLine(pos=t_s, angle=90, movable=False, pen=pen)
         self.latency_plot.addItem(top, ignoreBounds=True)
@@ -413,8 +427,9 @@ class LatencyPlot(QWidget):
             starts = column_starts(tv, columns)
             self.lines.set_line("latency", *column_envelope(tv, lat, starts))
             for name, col in (("p50", P50), ("p90", P90), ("p99", P99)):
-                self.lines.set_line(name, *column_last(tv, self._samples.view(col)[first:last],
-                                                       starts))
+                self.lines.set_line(
+                    name, *column_last(tv, self._samples.view(col)[first:last], starts)
+                )
         else:
             self.lines.set_line("latency", tv, lat)
             for name, col in (("p50", P50), ("p90", P90), ("p99", P99)):
@@ -439,9 +454,10 @@ class LatencyPlot(QWidget):
         self._stats_at = now
         stats = self.latest_stats()
         text = (
-            " · ".join(f"<b style='color:{color}'>{q}</b> {stats[q]:.3g} ms"
-                       for q, color in (("p50", theme.P50), ("p90", theme.P90),
-                                        ("p99", theme.P99)))
+            " · ".join(
+                f"<b style='color:{color}'>{q}</b> {stats[q]:.3g} ms"
+                for q, color in (("p50", theme.P50), ("p90", theme.P90), ("p99", theme.P99))
+            )
             + f"&nbsp;&nbsp; last {stats['count']:,} of {self._samples.total:,} inferences"
         )
         theme.set_text_if_changed(self.stats_label, text)
@@ -518,8 +534,7 @@ class LatencyPlot(QWidget):
         y1 = float(lat[i0:].max()) if i0 < t.size else 1.0
         self._y_tops[0] = calm_top(self._y_tops[0], max(y1, 1e-3))
         if (x0, x1, self._y_tops[0]) != (vx0, vx1, vy1):  # unchanged: no axis redraw
-            self.latency_plot.vb.setRange(xRange=(x0, x1), yRange=(0.0, self._y_tops[0]),
-                                          padding=0)
+            self.latency_plot.vb.setRange(xRange=(x0, x1), yRange=(0.0, self._y_tops[0]), padding=0)
         bt, bv = self._bins.view(0), self._bins.view(1)
         j0 = int(np.searchsorted(bt, x0))
         top = float(bv[j0:].max()) if j0 < bt.size else 1.0

@@ -43,8 +43,9 @@ def column_starts(t: FloatArray, columns: int) -> np.ndarray:
     return starts[np.r_[True, np.diff(starts) > 0]]
 
 
-def column_envelope(t: FloatArray, y: FloatArray, starts: np.ndarray) -> tuple[FloatArray,
-                                                                               FloatArray]:
+def column_envelope(
+    t: FloatArray, y: FloatArray, starts: np.ndarray
+) -> tuple[FloatArray, FloatArray]:
     """(x, y) visiting each column's min then max: the exact outline at that resolution."""
     ends = np.r_[starts[1:], t.size] - 1
     xs = np.empty(2 * starts.size)
@@ -54,8 +55,7 @@ def column_envelope(t: FloatArray, y: FloatArray, starts: np.ndarray) -> tuple[F
     return xs, ys
 
 
-def column_last(t: FloatArray, y: FloatArray, starts: np.ndarray) -> tuple[FloatArray,
-                                                                           FloatArray]:
+def column_last(t: FloatArray, y: FloatArray, starts: np.ndarray) -> tuple[FloatArray, FloatArray]:
     ends = np.r_[starts[1:], t.size] - 1
     return t[ends], y[ends]
 
@@ -114,8 +114,9 @@ class LinesItem(pg.GraphicsObject):
     def boundingRect(self) -> QRectF:
         return QRectF(self._rect)
 
-    def dataBounds(self, ax: int, frac: float = 1.0,
-                   orthoRange: Any = None) -> tuple[float, float] | tuple[None, None]:
+    def dataBounds(
+        self, ax: int, frac: float = 1.0, orthoRange: Any = None
+    ) -> tuple[float, float] | tuple[None, None]:
         if self._full is None:
             return None, None
         return (self._full[0], self._full[1]) if ax == 0 else (self._full[2], self._full[3])

@@ -69,28 +69,65 @@ class Column:
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("name", lambda s: s.name, str,
-           "Node name in the profiled graph (subgraph nodes qualified by their parent)",
-           numeric=False),
+    Column(
+        "name",
+        lambda s: s.name,
+        str,
+        "Node name in the profiled graph (subgraph nodes qualified by their parent)",
+        numeric=False,
+    ),
     Column("op type", lambda s: s.op_type, str, "ONNX operator type", numeric=False),
-    Column("provider", lambda s: s.provider, str,
-           "Execution provider that ran it, as the profile reports it", numeric=False),
-    Column("time (ms)", lambda s: s.time_ms, _num(".3f"),
-           "Mean self time per inference over the profiled inferences (ms)"),
-    Column("share", lambda s: s.share, lambda v: f"{100 * v:.1f}%",
-           "Share of the summed node time per inference"),
-    Column("bytes", lambda s: s.bytes, human_bytes,
-           "Bytes moved per inference: inputs + weights + outputs"),
-    Column("GB/s", lambda s: s.gbps, _num(".2f"),
-           "Achieved memory bandwidth: (input + weight + output bytes) / time"),
-    Column("GFLOP/s", lambda s: s.gflops, _num(".2f"),
-           "Achieved compute rate: FLOPs (op-type FLOP model) / time; – when the op type "
-           "has no FLOP model"),
-    Column("FLOP/B", lambda s: s.intensity, _num(".2f"),
-           "Arithmetic intensity: FLOPs / bytes moved. Low means memory-bound, high means "
-           "compute-bound (compare with the machine's ridge point on the roofline)"),
-    Column("calls", lambda s: s.calls, str,
-           "Executions per inference (per node) or nodes of this type (per op type)"),
+    Column(
+        "provider",
+        lambda s: s.provider,
+        str,
+        "Execution provider that ran it, as the profile reports it",
+        numeric=False,
+    ),
+    Column(
+        "time (ms)",
+        lambda s: s.time_ms,
+        _num(".3f"),
+        "Mean self time per inference over the profiled inferences (ms)",
+    ),
+    Column(
+        "share",
+        lambda s: s.share,
+        lambda v: f"{100 * v:.1f}%",
+        "Share of the summed node time per inference",
+    ),
+    Column(
+        "bytes",
+        lambda s: s.bytes,
+        human_bytes,
+        "Bytes moved per inference: inputs + weights + outputs",
+    ),
+    Column(
+        "GB/s",
+        lambda s: s.gbps,
+        _num(".2f"),
+        "Achieved memory bandwidth: (input + weight + output bytes) / time",
+    ),
+    Column(
+        "GFLOP/s",
+        lambda s: s.gflops,
+        _num(".2f"),
+        "Achieved compute rate: FLOPs (op-type FLOP model) / time; – when the op type "
+        "has no FLOP model",
+    ),
+    Column(
+        "FLOP/B",
+        lambda s: s.intensity,
+        _num(".2f"),
+        "Arithmetic intensity: FLOPs / bytes moved. Low means memory-bound, high means "
+        "compute-bound (compare with the machine's ridge point on the roofline)",
+    ),
+    Column(
+        "calls",
+        lambda s: s.calls,
+        str,
+        "Executions per inference (per node) or nodes of this type (per op type)",
+    ),
 )
 COL = {c.title: i for i, c in enumerate(COLUMNS)}
 SHARE_COL = COL["share"]
@@ -142,8 +179,9 @@ class OpTableModel(QAbstractTableModel):
             return stat.name
         if role == Qt.ItemDataRole.TextAlignmentRole:
             align = Qt.AlignmentFlag
-            return int((align.AlignRight if column.numeric else align.AlignLeft)
-                       | align.AlignVCenter)
+            return int(
+                (align.AlignRight if column.numeric else align.AlignLeft) | align.AlignVCenter
+            )
         if role == Qt.ItemDataRole.FontRole and stat.name in self._top:
             font = QFont()
             font.setBold(True)
@@ -153,9 +191,11 @@ class OpTableModel(QAbstractTableModel):
             tint.setAlpha(45)
             return tint
         if role == Qt.ItemDataRole.ToolTipRole:
-            return (f"{stat.name}\n{stat.op_type} on {stat.provider or '?'}\n"
-                    f"mean {stat.time_ms:.4f} ms · p50 {stat.p50_ms:.4f} ms · "
-                    f"p99 {stat.p99_ms:.4f} ms\n{100 * stat.share:.2f}% of node time")
+            return (
+                f"{stat.name}\n{stat.op_type} on {stat.provider or '?'}\n"
+                f"mean {stat.time_ms:.4f} ms · p50 {stat.p50_ms:.4f} ms · "
+                f"p99 {stat.p99_ms:.4f} ms\n{100 * stat.share:.2f}% of node time"
+            )
         return None
 
     def headerData(
@@ -210,14 +250,18 @@ class ShareBarDelegate(QStyledItemDelegate):
         painter.save()
         bar = QColor(theme.THROUGHPUT)
         bar.setAlpha(110)
-        painter.fillRect(QRect(rect.left(), rect.top(), round(rect.width() * share),
-                               rect.height()), bar)
+        painter.fillRect(
+            QRect(rect.left(), rect.top(), round(rect.width() * share), rect.height()), bar
+        )
         selected = bool(opt.state & QStyle.StateFlag.State_Selected)
         role = QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text
         painter.setPen(opt.palette.color(role))
         painter.setFont(opt.font)
-        painter.drawText(rect.adjusted(0, 0, -2, 0),
-                         int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), text)
+        painter.drawText(
+            rect.adjusted(0, 0, -2, 0),
+            int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter),
+            text,
+        )
         painter.restore()
 
 
@@ -265,9 +309,17 @@ class OpTable(QWidget):
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setSectionResizeMode(COL["name"], QHeaderView.ResizeMode.Stretch)
         char = self.fontMetrics().horizontalAdvance("0")
-        for title, chars in (("op type", 16), ("provider", 21), ("time (ms)", 10),
-                             ("share", 13), ("bytes", 10), ("GB/s", 9), ("GFLOP/s", 10),
-                             ("FLOP/B", 9), ("calls", 7)):
+        for title, chars in (
+            ("op type", 16),
+            ("provider", 21),
+            ("time (ms)", 10),
+            ("share", 13),
+            ("bytes", 10),
+            ("GB/s", 9),
+            ("GFLOP/s", 10),
+            ("FLOP/B", 9),
+            ("calls", 7),
+        ):
             self.view.setColumnWidth(COL[title], chars * char)
         self.view.selectionModel().selectionChanged.connect(self._on_selection)
 

@@ -23,8 +23,9 @@ def check_format(path: str) -> str:
     return suffix
 
 
-def export_layout(widget: pg.GraphicsLayoutWidget, path: str, background: QColor,
-                  title: str = "OpScope") -> None:
+def export_layout(
+    widget: pg.GraphicsLayoutWidget, path: str, background: QColor, title: str = "OpScope"
+) -> None:
     """Write `widget`'s central layout to `path`, the format chosen by its extension."""
     suffix = check_format(path)
     if widget.ci.sceneBoundingRect().width() < 1:  # never laid out (not shown yet)
@@ -41,8 +42,9 @@ def export_layout(widget: pg.GraphicsLayoutWidget, path: str, background: QColor
         _export_svg_with_qt(widget, path, background, title)
 
 
-def _export_svg_with_qt(widget: pg.GraphicsLayoutWidget, path: str, background: QColor,
-                        title: str) -> None:
+def _export_svg_with_qt(
+    widget: pg.GraphicsLayoutWidget, path: str, background: QColor, title: str
+) -> None:
     source = widget.ci.sceneBoundingRect()
     target = QRectF(0, 0, source.width(), source.height())
     generator = QSvgGenerator()

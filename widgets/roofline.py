@@ -20,8 +20,20 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from engine.op_stats import OpStat
 from widgets import theme
 
-TYPE_COLORS = ["#4c8bf5", "#e0a325", "#2ca58d", "#d1495b", "#9b6bd3", "#f28e2b",
-               "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#59a14f"]
+TYPE_COLORS = [
+    "#4c8bf5",
+    "#e0a325",
+    "#2ca58d",
+    "#d1495b",
+    "#9b6bd3",
+    "#f28e2b",
+    "#76b7b2",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#59a14f",
+]
 ROOF = "#888888"
 HIGHLIGHT = "#ff3b30"
 
@@ -30,8 +42,7 @@ class DecadeAxis(pg.AxisItem):
     """A log axis labelled at whole decades only, in one plain style (0.01, 0.1, 1, 10, 100,
     1k, 10k): pyqtgraph mixes "1" with "10^1" and labels minor ticks that then collide."""
 
-    def logTickStrings(self, values: list[float], scale: float,
-                       spacing: float) -> list[str]:
+    def logTickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
         return [decade_label(v) if abs(v - round(v)) < 1e-6 else "" for v in values]
 
 
@@ -50,9 +61,10 @@ class RooflinePlot(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.plot = pg.PlotWidget(background=theme.plot_background(self),
-                                  axisItems={"bottom": DecadeAxis("bottom"),
-                                             "left": DecadeAxis("left")})
+        self.plot = pg.PlotWidget(
+            background=theme.plot_background(self),
+            axisItems={"bottom": DecadeAxis("bottom"), "left": DecadeAxis("left")},
+        )
         item = self.plot.getPlotItem()
         item.setLabel("bottom", "arithmetic intensity (FLOP/byte)")
         item.setLabel("left", "GFLOP/s")
@@ -67,10 +79,17 @@ class RooflinePlot(QWidget):
         self.compute_label = pg.TextItem(color=ROOF, anchor=(1, 1))
         self.scatter = pg.ScatterPlotItem(hoverable=True, tip=self._tip, pxMode=True)
         self.scatter.sigClicked.connect(self._on_clicked)
-        self.highlight = pg.ScatterPlotItem(pen=pg.mkPen(HIGHLIGHT, width=3),
-                                            brush=pg.mkBrush(0, 0, 0, 0), size=26)
-        for it in (self.bandwidth_roof, self.compute_roof, self.scatter, self.highlight,
-                   self.bandwidth_label, self.compute_label):
+        self.highlight = pg.ScatterPlotItem(
+            pen=pg.mkPen(HIGHLIGHT, width=3), brush=pg.mkBrush(0, 0, 0, 0), size=26
+        )
+        for it in (
+            self.bandwidth_roof,
+            self.compute_roof,
+            self.scatter,
+            self.highlight,
+            self.bandwidth_label,
+            self.compute_label,
+        ):
             item.addItem(it)
         self.caption = QLabel("no profile yet")
         layout = QVBoxLayout(self)
@@ -85,23 +104,30 @@ class RooflinePlot(QWidget):
         self._view_key: object = None
         self.plot.getPlotItem().getViewBox().disableAutoRange()
 
-    def set_ops(self, ops: list[OpStat], peak_gbps: float | None,
-                peak_gflops: float | None) -> None:
+    def set_ops(
+        self, ops: list[OpStat], peak_gbps: float | None, peak_gflops: float | None
+    ) -> None:
         """Show one pass's ops; without peaks (not measured yet) the roofs stay hidden."""
-        placed = [o for o in ops if o.intensity and o.gflops and o.intensity > 0
-                  and o.gflops > 0]
+        placed = [o for o in ops if o.intensity and o.gflops and o.intensity > 0 and o.gflops > 0]
         self._ops = {o.name: o for o in ops}
-        self._pos = {o.name: (math.log10(o.intensity or 1), math.log10(o.gflops or 1))
-                     for o in placed}
+        self._pos = {
+            o.name: (math.log10(o.intensity or 1), math.log10(o.gflops or 1)) for o in placed
+        }
         by_time: dict[str, float] = {}
         for o in ops:
             by_time[o.op_type] = by_time.get(o.op_type, 0.0) + o.time_ms
         for op_type in sorted(by_time, key=lambda t: -by_time[t]):
             self._colors.setdefault(op_type, TYPE_COLORS[len(self._colors) % len(TYPE_COLORS)])
-        spots = [{"pos": self._pos[o.name], "data": o.name,
-                  "size": 6 + 34 * math.sqrt(max(o.share, 0.0)),
-                  "brush": pg.mkBrush(QColor(self._colors[o.op_type])),
-                  "pen": pg.mkPen(theme.plot_foreground(self), width=0.5)} for o in placed]
+        spots = [
+            {
+                "pos": self._pos[o.name],
+                "data": o.name,
+                "size": 6 + 34 * math.sqrt(max(o.share, 0.0)),
+                "brush": pg.mkBrush(QColor(self._colors[o.op_type])),
+                "pen": pg.mkPen(theme.plot_foreground(self), width=0.5),
+            }
+            for o in placed
+        ]
         self.scatter.setData(spots)
         self._peaks = (peak_gbps, peak_gflops) if peak_gbps and peak_gflops else None
         self._draw_roofs(placed)
@@ -115,8 +141,10 @@ class RooflinePlot(QWidget):
             text += f", {missing} without FLOPs not shown"
         if self._peaks:
             gbps, gflops = self._peaks
-            text += (f"  |  roofs {gbps:.1f} GB/s, {gflops:.1f} GFLOP/s "
-                     f"(ridge {gflops / gbps:.1f} FLOP/B)")
+            text += (
+                f"  |  roofs {gbps:.1f} GB/s, {gflops:.1f} GFLOP/s "
+                f"(ridge {gflops / gbps:.1f} FLOP/B)"
+            )
         else:
             text += "  |  roofs: measuring the machine's peaks…"
         self.caption.setText(text)
@@ -136,8 +164,7 @@ class RooflinePlot(QWidget):
         lo = min([*xs, ridge]) - 1.0
         hi = max([*xs, ridge]) + 1.0
         top = math.log10(gflops)
-        self.bandwidth_roof.setData(np.array([lo, ridge]),
-                                    np.array([lo + math.log10(gbps), top]))
+        self.bandwidth_roof.setData(np.array([lo, ridge]), np.array([lo + math.log10(gbps), top]))
         self.compute_roof.setData(np.array([ridge, hi]), np.array([top, top]))
         self.bandwidth_label.setText(f"{gbps:.1f} GB/s")
         self.bandwidth_label.setPos(lo + 0.1, lo + math.log10(gbps) + 0.1)
@@ -155,8 +182,8 @@ class RooflinePlot(QWidget):
         if not xs:
             return
         self.plot.getPlotItem().getViewBox().setRange(
-            xRange=(min(xs) - 0.5, max(xs) + 0.5), yRange=(min(ys) - 0.3, max(ys) + 0.45),
-            padding=0)
+            xRange=(min(xs) - 0.5, max(xs) + 0.5), yRange=(min(ys) - 0.3, max(ys) + 0.45), padding=0
+        )
 
     def roofs(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
         """The two roof lines' (log10 x, log10 y) data, for tests and exports."""
@@ -188,14 +215,18 @@ class RooflinePlot(QWidget):
         o = self._ops.get(str(data))
         if o is None:
             return ""
-        lines = [o.name, f"{o.op_type} on {o.provider}",
-                 f"{o.time_ms:.3f} ms ({o.share:.1%} of run time)",
-                 f"{o.intensity or 0:.2f} FLOP/B, {o.gflops or 0:.2f} GFLOP/s, "
-                 f"{o.gbps or 0:.2f} GB/s"]
+        lines = [
+            o.name,
+            f"{o.op_type} on {o.provider}",
+            f"{o.time_ms:.3f} ms ({o.share:.1%} of run time)",
+            f"{o.intensity or 0:.2f} FLOP/B, {o.gflops or 0:.2f} GFLOP/s, {o.gbps or 0:.2f} GB/s",
+        ]
         if self._peaks:
             from engine.roofline import bound_of, peak_fraction
 
             frac = peak_fraction(o, *self._peaks)
-            lines.append(f"{bound_of(o.intensity, *self._peaks)}-bound"
-                         + (f", {frac:.0%} of its roof" if frac is not None else ""))
+            lines.append(
+                f"{bound_of(o.intensity, *self._peaks)}-bound"
+                + (f", {frac:.0%} of its roof" if frac is not None else "")
+            )
         return "\n".join(lines)

@@ -31,8 +31,9 @@ def padded_range(lo: float, hi: float, padding: float) -> tuple[float, float]:
 class Sparkline(QWidget):
     """`set_data(t, v)` and `set_x_range(x0, x1)`; the y range fits the visible samples."""
 
-    def __init__(self, parent: QWidget | None = None, *, color: str = "#4c8bf5",
-                 padding: float = 0.08) -> None:
+    def __init__(
+        self, parent: QWidget | None = None, *, color: str = "#4c8bf5", padding: float = 0.08
+    ) -> None:
         super().__init__(parent)
         self.padding = padding
         self._pen = QPen(QColor(color), 1.0)
@@ -88,10 +89,13 @@ class Sparkline(QWidget):
         t, v = self._t, self._v
         first = int(np.searchsorted(t, x0, side="left"))
         last = int(np.searchsorted(t, x1, side="right"))
-        shown = v[first:last] if last > first else v[max(0, first - 1):last + 1]
-        y0, y1 = (padded_range(float(shown.min()), float(shown.max()), self.padding)
-                  if shown.size else (0.0, 1.0))
-        t, v = t[max(0, first - 1):last + 1], v[max(0, first - 1):last + 1]
+        shown = v[first:last] if last > first else v[max(0, first - 1) : last + 1]
+        y0, y1 = (
+            padded_range(float(shown.min()), float(shown.max()), self.padding)
+            if shown.size
+            else (0.0, 1.0)
+        )
+        t, v = t[max(0, first - 1) : last + 1], v[max(0, first - 1) : last + 1]
         self._path = QPainterPath()
         self._rect = QRectF(QPointF(x0, y0), QPointF(x1, y1))
         if t.size > 2 * max(1, self.width()):

@@ -27,8 +27,14 @@ KNOWN: dict[str, tuple[str, str]] = {
     "cpu_freq_mhz": ("CPU clock", " MHz"),
 }
 SUFFIXES: tuple[tuple[str, str], ...] = (
-    ("_percent", "%"), ("_pct", "%"), ("_mb", " MB"), ("_gb", " GB"), ("_mhz", " MHz"),
-    ("_gbps", " GB/s"), ("_w", " W"), ("_c", " °C"),
+    ("_percent", "%"),
+    ("_pct", "%"),
+    ("_mb", " MB"),
+    ("_gb", " GB"),
+    ("_mhz", " MHz"),
+    ("_gbps", " GB/s"),
+    ("_w", " W"),
+    ("_c", " °C"),
 )
 ACRONYMS = {"cpu", "gpu", "rss", "sm", "dram", "mem", "io", "pcie"}
 
@@ -189,13 +195,15 @@ class TelemetryStrip(QWidget):
         t, v = series.buffer.view(0), series.buffer.view(1)
         series.spark.set_data(t, v)
         latest = float(v[-1]) if v.size else math.nan
-        theme.set_text_if_changed(series.label,
-                                  f"{series.title} {format_value(latest, series.unit)}")
+        theme.set_text_if_changed(
+            series.label, f"{series.title} {format_value(latest, series.unit)}"
+        )
         series.label.setToolTip(
             f"{series.title}: {format_value(latest, series.unit)}\n"
             f"min {format_value(float(v.min()), series.unit)} · "
             f"max {format_value(float(v.max()), series.unit)} over {v.size} samples"
-            if v.size else series.title
+            if v.size
+            else series.title
         )
         if self._x_link is None and t.size:
             series.spark.set_x_range(self._last_t - self.window_s, self._last_t)

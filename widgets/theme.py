@@ -45,8 +45,10 @@ def blend(top: QColor, bottom: QColor, alpha: float) -> QColor:
     """`top` over `bottom` at `alpha`, as one opaque colour (semi-transparent lines are
     several times slower to rasterise than opaque ones)."""
     return QColor.fromRgbF(
-        *(a * alpha + b * (1 - alpha) for a, b in zip(top.getRgbF()[:3], bottom.getRgbF()[:3],
-                                                      strict=True))
+        *(
+            a * alpha + b * (1 - alpha)
+            for a, b in zip(top.getRgbF()[:3], bottom.getRgbF()[:3], strict=True)
+        )
     )
 
 
@@ -61,8 +63,7 @@ def make_steady(label: QLabel, template: str) -> QLabel:
     metrics = QFontMetrics(label.font())
     bold = QFont(label.font())
     bold.setBold(True)
-    width = max(metrics.horizontalAdvance(template), QFontMetrics(bold).horizontalAdvance(
-        template))
+    width = max(metrics.horizontalAdvance(template), QFontMetrics(bold).horizontalAdvance(template))
     label.setFixedSize(width + 8, label.sizeHint().height())
     label.setAutoFillBackground(True)
     return label

@@ -36,8 +36,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     req = BenchRequest(
         model_path=args.model,
         config=config_from_args(args),
-        timing=TimingPlan(warmup_runs=args.warmup, warmup_s=args.warmup_s,
-                          min_runs=args.min_runs, duration_s=args.duration),
+        timing=TimingPlan(
+            warmup_runs=args.warmup,
+            warmup_s=args.warmup_s,
+            min_runs=args.min_runs,
+            duration_s=args.duration,
+        ),
         shapes=shapes,
         inputs_npz=args.inputs,
         calibration_npz=args.calibration,
@@ -50,8 +54,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     printer = LivePrinter(live=args.live)
     run_id = None
     try:
-        with recording(args.session, model_path=args.model, config=req.config,
-                       kind="profile" if args.profile else "bench") as record:
+        with recording(
+            args.session,
+            model_path=args.model,
+            config=req.config,
+            kind="profile" if args.profile else "bench",
+        ) as record:
             events = run_bench(req)
             if args.session:  # recorded runs keep machine telemetry (CPU, GPU) beside them
                 from engine.run_telemetry import RunTelemetry

@@ -36,11 +36,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def print_comparison(comp: RunComparison, threshold: float, out: TextIO, top: int = 15) -> None:
     """Runs, what changed, a metric table with intervals, the per-op diff and a verdict.
     Text from the files goes through `printable`."""
-    for label, ref, run in (("baseline", comp.baseline_ref, comp.baseline),
-                            ("candidate", comp.candidate_ref, comp.candidate)):
+    for label, ref, run in (
+        ("baseline", comp.baseline_ref, comp.baseline),
+        ("candidate", comp.candidate_ref, comp.candidate),
+    ):
         out.write(f"{label:<10} {printable(ref)}  {describe_run(run)}\n")
-    changed = "; ".join(f"{printable(k)} {_fmt(a)} -> {_fmt(b)}"
-                        for k, (a, b) in comp.config_diff.items())
+    changed = "; ".join(
+        f"{printable(k)} {_fmt(a)} -> {_fmt(b)}" for k, (a, b) in comp.config_diff.items()
+    )
     out.write(f"{'changed':<10} {changed or 'nothing (same config, model and provider)'}\n")
     acc = accuracy_line(comp.accuracy_delta)
     if acc:
@@ -58,19 +61,30 @@ def print_comparison(comp: RunComparison, threshold: float, out: TextIO, top: in
 def describe_run(run: RunRow) -> str:
     """'demo_cnn.onnx  FP32 fusion=all batch=1 threads=2  CPU  224 samples'."""
     c = run.config
-    config = (f"{PRECISION_LABELS[c.precision]} fusion={c.fusion} batch={c.batch} "
-              f"threads={c.threads or 'default'}{' spin' if c.spinning else ''}") if c else "-"
+    config = (
+        (
+            f"{PRECISION_LABELS[c.precision]} fusion={c.fusion} batch={c.batch} "
+            f"threads={c.threads or 'default'}{' spin' if c.spinning else ''}"
+        )
+        if c
+        else "-"
+    )
     provider = printable(run.provider_used or "-").replace("ExecutionProvider", "")
-    return (f"{_clip(printable(run.model_name or '?'), NAME_WIDTH)}  {config}  {provider}  "
-            f"{run.samples} samples" + ("" if run.status == "ok" else f"  [{run.status}]"))
+    return (
+        f"{_clip(printable(run.model_name or '?'), NAME_WIDTH)}  {config}  {provider}  "
+        f"{run.samples} samples" + ("" if run.status == "ok" else f"  [{run.status}]")
+    )
 
 
 def accuracy_line(acc: dict[str, Any]) -> str:
     """'cosine 1.00000 -> 0.99780 (-0.00220); max abs err 0 -> 0.0123 (+0.0123)'."""
     b, c = acc.get("baseline") or {}, acc.get("candidate") or {}
     parts = []
-    for key, label, fmt in (("cosine", "cosine", ".5f"), ("max_abs_err", "max abs err", ".4g"),
-                            ("top1_agreement", "top-1", ".3f")):
+    for key, label, fmt in (
+        ("cosine", "cosine", ".5f"),
+        ("max_abs_err", "max abs err", ".4g"),
+        ("top1_agreement", "top-1", ".3f"),
+    ):
         if acc.get(key) is not None:
             parts.append(f"{label} {b[key]:{fmt}} -> {c[key]:{fmt}} ({acc[key]:+{fmt}})")
     return "; ".join(parts)
@@ -81,23 +95,36 @@ def _print_metrics(comp: RunComparison, out: TextIO) -> None:
     rows: list[tuple[str, ...]] = [("metric", "baseline", "candidate", "delta", level, "")]
     for name, m in comp.metrics.items():
         unit = "samples/s" if m.higher_is_better else "ms"
-        rows.append((f"{name} {unit}", _value(m.baseline), _value(m.candidate),
-                     _pct(m.delta_pct), f"[{_pct(m.ci_pct[0])}, {_pct(m.ci_pct[1])}]",
-                     _direction(m) + ("  <- gate" if name == comp.metric else "")))
+        rows.append(
+            (
+                f"{name} {unit}",
+                _value(m.baseline),
+                _value(m.candidate),
+                _pct(m.delta_pct),
+                f"[{_pct(m.ci_pct[0])}, {_pct(m.ci_pct[1])}]",
+                _direction(m) + ("  <- gate" if name == comp.metric else ""),
+            )
+        )
     _table(rows, out, right={1, 2, 3})
     g = comp.gate
-    out.write(f"({g.resamples} circular block-bootstrap resamples of the relative difference; "
-              f"n = {g.n[0]} / {g.n[1]} samples"
-              + (f", bootstrapped on {g.n_bootstrap[0]} / {g.n_bootstrap[1]}"
-                 if g.n_bootstrap != g.n else "")
-              + f"; blocks of {g.block[0]} / {g.block[1]})\n")
+    out.write(
+        f"({g.resamples} circular block-bootstrap resamples of the relative difference; "
+        f"n = {g.n[0]} / {g.n[1]} samples"
+        + (
+            f", bootstrapped on {g.n_bootstrap[0]} / {g.n_bootstrap[1]}"
+            if g.n_bootstrap != g.n
+            else ""
+        )
+        + f"; blocks of {g.block[0]} / {g.block[1]})\n"
+    )
 
 
 def _print_ops(comp: RunComparison, out: TextIO, top: int) -> None:
     shown = comp.ops[:top]
     out.write(f"ops by node, matched by name (top {len(shown)} of {len(comp.ops)} by |Δ time|)\n")
     rows: list[tuple[str, ...]] = [
-        ("node", "op type", "base ms", "cand ms", "Δ ms", "Δ %", "share", "Δ bytes")]
+        ("node", "op type", "base ms", "cand ms", "Δ ms", "Δ %", "share", "Δ bytes")
+    ]
     rows += [_op_cells(d) for d in shown]
     _table(rows, out, right={2, 3, 4, 5, 7})
     if comp.op_types:
@@ -108,8 +135,10 @@ def _print_ops(comp: RunComparison, out: TextIO, top: int) -> None:
         _table(rows, out, right={1, 2, 3, 4, 6})
     out.write("\n")
     for kind, what in (("node", "nodes"), ("op_type", "op types")):
-        for label, diffs in (("removed (baseline only)", comp.removed(kind)),
-                             ("added (candidate only)", comp.added(kind))):
+        for label, diffs in (
+            ("removed (baseline only)", comp.removed(kind)),
+            ("added (candidate only)", comp.added(kind)),
+        ):
             if diffs:
                 out.write(f"{what} {label}: {len(diffs)}: {_names(diffs, kind)}\n")
 
@@ -117,15 +146,25 @@ def _print_ops(comp: RunComparison, out: TextIO, top: int) -> None:
 def _op_cells(d: OpDiff) -> tuple[str, ...]:
     share = f"{_share(d.base_share)} -> {_share(d.cand_share)}"
     pct = d.delta_time_pct
-    return (_clip(printable(d.key), NAME_WIDTH), _clip(printable(d.op_type), 28),
-            _value(d.base_time_ms), _value(d.cand_time_ms), f"{d.delta_time_ms:+.3f}",
-            "-" if pct is None else f"{pct:+.1f}%", share, _bytes(d.delta_bytes))
+    return (
+        _clip(printable(d.key), NAME_WIDTH),
+        _clip(printable(d.op_type), 28),
+        _value(d.base_time_ms),
+        _value(d.cand_time_ms),
+        f"{d.delta_time_ms:+.3f}",
+        "-" if pct is None else f"{pct:+.1f}%",
+        share,
+        _bytes(d.delta_bytes),
+    )
 
 
 def _names(diffs: Sequence[OpDiff], kind: str, limit: int = 8) -> str:
-    items = [printable(d.key) if kind == "op_type" else
-             f"{_clip(printable(d.key), NAME_WIDTH)} ({printable(d.op_type)})"
-             for d in diffs[:limit]]
+    items = [
+        printable(d.key)
+        if kind == "op_type"
+        else f"{_clip(printable(d.key), NAME_WIDTH)} ({printable(d.op_type)})"
+        for d in diffs[:limit]
+    ]
     more = f", … {len(diffs) - limit} more" if len(diffs) > limit else ""
     return ", ".join(items) + more
 
@@ -153,8 +192,10 @@ def _direction(m: MetricDelta) -> str:
 def _table(rows: Sequence[Sequence[str]], out: TextIO, right: set[int]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
-        cells = [c.rjust(w) if i in right else c.ljust(w)
-                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
         out.write("  ".join(cells).rstrip() + "\n")
 
 

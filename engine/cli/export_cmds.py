@@ -16,8 +16,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise OpScopeError("nothing to export: give --trace OUT.json and/or --csv DIR")
     if args.trace:
         write_trace(args.file, args.trace, args.run)
-        print(f"trace: {printable(args.trace)} (open it in https://ui.perfetto.dev or "
-              "chrome://tracing)", file=sys.stdout)
+        print(
+            f"trace: {printable(args.trace)} (open it in https://ui.perfetto.dev or "
+            "chrome://tracing)",
+            file=sys.stdout,
+        )
     if args.csv:
         for path in write_csv(args.file, args.csv, args.run):
             print(f"csv: {printable(str(path))}", file=sys.stdout)

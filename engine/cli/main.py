@@ -47,39 +47,77 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helptext)
         p.add_argument("model", help="an .onnx file")
         _add_knobs(p)
-        p.add_argument("--duration", type=_positive_float, default=5.0, metavar="S",
-                       help="minimum seconds of timed inferences (default 5)")
-        p.add_argument("--min-runs", type=_positive_int, default=50, metavar="N",
-                       help="minimum timed inferences (default 50)")
-        p.add_argument("--warmup", type=_nonneg_int, default=10, metavar="N",
-                       help="warm-up inferences discarded (default 10, and at least 0.5 s)")
-        p.add_argument("--warmup-s", type=_nonneg_float, default=0.5, metavar="S",
-                       help=argparse.SUPPRESS)
-        p.add_argument("--no-accuracy", action="store_true",
-                       help="skip the comparison with the FP32 model")
+        p.add_argument(
+            "--duration",
+            type=_positive_float,
+            default=5.0,
+            metavar="S",
+            help="minimum seconds of timed inferences (default 5)",
+        )
+        p.add_argument(
+            "--min-runs",
+            type=_positive_int,
+            default=50,
+            metavar="N",
+            help="minimum timed inferences (default 50)",
+        )
+        p.add_argument(
+            "--warmup",
+            type=_nonneg_int,
+            default=10,
+            metavar="N",
+            help="warm-up inferences discarded (default 10, and at least 0.5 s)",
+        )
+        p.add_argument(
+            "--warmup-s", type=_nonneg_float, default=0.5, metavar="S", help=argparse.SUPPRESS
+        )
+        p.add_argument(
+            "--no-accuracy", action="store_true", help="skip the comparison with the FP32 model"
+        )
         p.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
-        p.add_argument("--live", action=argparse.BooleanOptionalAction, default=None,
-                       help="print rolling latency while timing (default: on a terminal)")
+        p.add_argument(
+            "--live",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="print rolling latency while timing (default: on a terminal)",
+        )
         p.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
-        p.add_argument("--session", metavar="FILE.opscope",
-                       help="record the run into a session file (created, or appended to)")
+        p.add_argument(
+            "--session",
+            metavar="FILE.opscope",
+            help="record the run into a session file (created, or appended to)",
+        )
         if name == "profile":
-            p.add_argument("--top", type=_positive_int, default=15, metavar="N",
-                           help="nodes to list (default 15; JSON keeps all unless set)")
-            p.add_argument("--runs", type=_positive_int, default=20, metavar="K",
-                           help="profiled inferences (default 20)")
+            p.add_argument(
+                "--top",
+                type=_positive_int,
+                default=15,
+                metavar="N",
+                help="nodes to list (default 15; JSON keeps all unless set)",
+            )
+            p.add_argument(
+                "--runs",
+                type=_positive_int,
+                default=20,
+                metavar="K",
+                help="profiled inferences (default 20)",
+            )
         p.set_defaults(handler=_lazy("engine.cli.commands", "cmd_bench"), profile=name == "profile")
 
     p = sub.add_parser("session", help="read session files (.opscope)")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    p = actions.add_parser("show", help="one line per run: config, latency, throughput, "
-                           "accuracy, status")
+    p = actions.add_parser(
+        "show", help="one line per run: config, latency, throughput, accuracy, status"
+    )
     p.add_argument("ref", metavar="FILE[:RUN]", help="a session file, or one run of it")
     p.add_argument("--json", metavar="PATH", help="write runs and metadata as JSON ('-': stdout)")
     p.set_defaults(handler=_lazy("engine.cli.session_cmds", "cmd_session_show"))
     _add_session_tools(sub)
-    p = sub.add_parser("system", help="this machine: CPU, memory, versions, usable providers, "
-                       "GPUs and measured peaks (cached)")
+    p = sub.add_parser(
+        "system",
+        help="this machine: CPU, memory, versions, usable providers, "
+        "GPUs and measured peaks (cached)",
+    )
     p.add_argument("--json", metavar="PATH", help="write it as JSON ('-': stdout)")
     p.add_argument("--remeasure", action="store_true", help="measure the peaks again")
     p.set_defaults(handler=_lazy("engine.cli.system_cmds", "cmd_system"))
@@ -88,67 +126,123 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_session_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`compare`, `export` and `report`: commands over recorded session files."""
-    p = sub.add_parser("compare", help="compare two recorded runs: latency and throughput "
-                       "deltas with confidence intervals, per-op differences, a regression gate")
+    p = sub.add_parser(
+        "compare",
+        help="compare two recorded runs: latency and throughput "
+        "deltas with confidence intervals, per-op differences, a regression gate",
+    )
     p.add_argument("baseline", metavar="BASELINE", help="FILE (its last run) or FILE:ID")
     p.add_argument("candidate", metavar="CANDIDATE", help="FILE (its last run) or FILE:ID")
-    p.add_argument("--metric", choices=("p50", "p90", "p99", "mean", "throughput"),
-                   default="p50", help="the metric the gate looks at (default p50)")
-    p.add_argument("--max-regression", type=_nonneg_float, default=5.0, metavar="PCT",
-                   help="exit 3 when the candidate is significantly worse by more than PCT "
-                   "percent (the confidence interval's lower bound; default 5: machines "
-                   "drift by a few percent between runs of one config)")
-    p.add_argument("--top", type=_positive_int, default=15, metavar="N",
-                   help="ops to list (default 15)")
+    p.add_argument(
+        "--metric",
+        choices=("p50", "p90", "p99", "mean", "throughput"),
+        default="p50",
+        help="the metric the gate looks at (default p50)",
+    )
+    p.add_argument(
+        "--max-regression",
+        type=_nonneg_float,
+        default=5.0,
+        metavar="PCT",
+        help="exit 3 when the candidate is significantly worse by more than PCT "
+        "percent (the confidence interval's lower bound; default 5: machines "
+        "drift by a few percent between runs of one config)",
+    )
+    p.add_argument(
+        "--top", type=_positive_int, default=15, metavar="N", help="ops to list (default 15)"
+    )
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--json", metavar="PATH", help="write the comparison as JSON ('-': stdout)")
     p.set_defaults(handler=_lazy("engine.cli.compare_cmds", "cmd_compare"))
 
-    p = sub.add_parser("export", help="export a session: a Chrome/Perfetto trace of profiled "
-                       "inferences, or CSV tables")
+    p = sub.add_parser(
+        "export",
+        help="export a session: a Chrome/Perfetto trace of profiled inferences, or CSV tables",
+    )
     p.add_argument("file", metavar="FILE", help="a session file (.opscope)")
     p.add_argument("--run", type=_positive_int, metavar="ID", help="only this run")
-    p.add_argument("--trace", metavar="OUT.json", help="Chrome trace event JSON (Perfetto, "
-                   "chrome://tracing): the median profiled inference of each run")
+    p.add_argument(
+        "--trace",
+        metavar="OUT.json",
+        help="Chrome trace event JSON (Perfetto, "
+        "chrome://tracing): the median profiled inference of each run",
+    )
     p.add_argument("--csv", metavar="DIR", help="write runs.csv, latency.csv and ops.csv")
     p.set_defaults(handler=_lazy("engine.cli.export_cmds", "cmd_export"))
 
     p = sub.add_parser("report", help="a self-contained HTML report of a session")
     p.add_argument("file", metavar="FILE", help="a session file (.opscope)")
-    p.add_argument("-o", "--output", metavar="OUT.html",
-                   help="where to write it (default: FILE with an .html suffix)")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT.html",
+        help="where to write it (default: FILE with an .html suffix)",
+    )
     p.set_defaults(handler=_lazy("engine.cli.report_cmds", "cmd_report"))
 
 
 def _add_knobs(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("knobs")
-    g.add_argument("--engine", choices=ENGINES, default="onnxruntime",
-                   help="onnxruntime (default; PyTorch files are exported to ONNX first) or "
-                   "torch (PyTorch files run natively: fusion off = eager, all = "
-                   "torch.compile)")
+    g.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="onnxruntime",
+        help="onnxruntime (default; PyTorch files are exported to ONNX first) or "
+        "torch (PyTorch files run natively: fusion off = eager, all = "
+        "torch.compile)",
+    )
     g.add_argument("--precision", choices=PRECISIONS, default="fp32")
-    g.add_argument("--fusion", choices=FUSIONS, default="all",
-                   help="ONNX Runtime graph optimization level (default all)")
+    g.add_argument(
+        "--fusion",
+        choices=FUSIONS,
+        default="all",
+        help="ONNX Runtime graph optimization level (default all)",
+    )
     g.add_argument("--batch", type=_positive_int, default=1, help="batch size (default 1)")
-    g.add_argument("--threads", type=_nonneg_int, default=0,
-                   help="intra-op threads (default 0: one per physical core)")
-    g.add_argument("--spinning", choices=("on", "off"), default="off",
-                   help="intra-op thread spinning (default off: on small machines spinning "
-                   "threads steal cores from each other)")
-    g.add_argument("--provider", choices=PROVIDERS, default="auto",
-                   help="execution provider (default auto: CUDA when a GPU is present)")
-    g.add_argument("--shape", action="append", default=[], metavar="NAME=AxB",
-                   help="concrete shape for an input (repeatable)")
+    g.add_argument(
+        "--threads",
+        type=_nonneg_int,
+        default=0,
+        help="intra-op threads (default 0: one per physical core)",
+    )
+    g.add_argument(
+        "--spinning",
+        choices=("on", "off"),
+        default="off",
+        help="intra-op thread spinning (default off: on small machines spinning "
+        "threads steal cores from each other)",
+    )
+    g.add_argument(
+        "--provider",
+        choices=PROVIDERS,
+        default="auto",
+        help="execution provider (default auto: CUDA when a GPU is present)",
+    )
+    g.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=AxB",
+        help="concrete shape for an input (repeatable)",
+    )
     g.add_argument("--inputs", metavar="FILE.npz", help="real input data (keys = input names)")
-    g.add_argument("--calibration", metavar="FILE.npz",
-                   help="calibration samples for int8-static (keys = input names)")
+    g.add_argument(
+        "--calibration",
+        metavar="FILE.npz",
+        help="calibration samples for int8-static (keys = input names)",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    return RunConfig(engine=getattr(args, "engine", "onnxruntime"),
-                     precision=args.precision, fusion=args.fusion, batch=args.batch,
-                     threads=args.threads, spinning=args.spinning == "on",
-                     provider=args.provider)
+    return RunConfig(
+        engine=getattr(args, "engine", "onnxruntime"),
+        precision=args.precision,
+        fusion=args.fusion,
+        batch=args.batch,
+        threads=args.threads,
+        spinning=args.spinning == "on",
+        provider=args.provider,
+    )
 
 
 def _lazy(module: str, func: str) -> Handler:

@@ -52,8 +52,10 @@ class LivePrinter:
         recent = np.concatenate(self._recent) / 1e6
         p50, p90, p99 = np.percentile(recent, [50, 90, 99])
         rate = self._count / max(now - self._t0, 1e-9)
-        text = (f"[timing] n={self._count:<7d} p50 {p50:7.3f} ms  p90 {p90:7.3f} ms  "
-                f"p99 {p99:7.3f} ms  {rate * self._batch:9.1f} samples/s (last {recent.size})")
+        text = (
+            f"[timing] n={self._count:<7d} p50 {p50:7.3f} ms  p90 {p90:7.3f} ms  "
+            f"p99 {p99:7.3f} ms  {rate * self._batch:9.1f} samples/s (last {recent.size})"
+        )
         if self.tty:
             self._status(text)
         else:
@@ -77,16 +79,24 @@ def print_info(info: ModelInfo, out: TextIO) -> None:
     w = out.write
     w(f"model      {info.path}\n")
     w(f"sha256     {info.sha256}\n")
-    w(f"size       {_bytes(info.file_bytes)}"
-      + (f" (external data: {', '.join(info.external_data)})" if info.external_data else "")
-      + "\n")
-    w(f"producer   {info.producer or '-'}   ir {info.ir_version}   opset "
-      + ", ".join(f"{d} {v}" for d, v in info.opset.items()) + "\n")
+    w(
+        f"size       {_bytes(info.file_bytes)}"
+        + (f" (external data: {', '.join(info.external_data)})" if info.external_data else "")
+        + "\n"
+    )
+    w(
+        f"producer   {info.producer or '-'}   ir {info.ir_version}   opset "
+        + ", ".join(f"{d} {v}" for d, v in info.opset.items())
+        + "\n"
+    )
     for label, values in (("inputs", info.inputs), ("outputs", info.outputs)):
         for i, v in enumerate(values):
             w(f"{label if i == 0 else '':<10} {v.name}: {v.type_text()}\n")
-    w(f"nodes      {info.nodes}" + (f" (+{info.subgraph_nodes} in subgraphs)"
-                                     if info.subgraph_nodes else "") + "\n")
+    w(
+        f"nodes      {info.nodes}"
+        + (f" (+{info.subgraph_nodes} in subgraphs)" if info.subgraph_nodes else "")
+        + "\n"
+    )
     w(f"params     {info.params:,} ({_bytes(info.param_bytes)})\n")
     hist = ", ".join(f"{k} {v}" for k, v in list(info.op_types.items())[:12])
     more = len(info.op_types) - 12
@@ -102,15 +112,25 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
     if result.started:
         s = result.started
         w(f"config     {s.config.label()}\n")
-        w(f"provider   {s.provider_used}" + ("" if s.provider_used == s.provider_requested
-                                              else f"  (requested {s.provider_requested})")
-          + "\n")
-        w("inputs     " + ", ".join(f"{k} {d}[{'x'.join(map(str, sh))}]"
-                                    for k, (sh, d) in s.inputs.items()) + "\n")
+        w(
+            f"provider   {s.provider_used}"
+            + (
+                ""
+                if s.provider_used == s.provider_requested
+                else f"  (requested {s.provider_requested})"
+            )
+            + "\n"
+        )
+        w(
+            "inputs     "
+            + ", ".join(f"{k} {d}[{'x'.join(map(str, sh))}]" for k, (sh, d) in s.inputs.items())
+            + "\n"
+        )
     if result.variant:
         v = result.variant
-        nodes = f"{v.nodes_original} nodes -> {v.nodes if v.nodes is not None else '?'} " \
-                f"after fusion"
+        nodes = (
+            f"{v.nodes_original} nodes -> {v.nodes if v.nodes is not None else '?'} after fusion"
+        )
         if v.precision == "fp32":
             how = "the original model"
         else:
@@ -119,43 +139,66 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
     if result.timing:
         t = result.timing
         lat = t.latency
-        w(f"latency    p50 {lat.p50:.3f} ms  p90 {lat.p90:.3f}  p95 {lat.p95:.3f}  "
-          f"p99 {lat.p99:.3f}  (mean {lat.mean:.3f} ± {lat.std:.3f}, min {lat.min:.3f}, "
-          f"max {lat.max:.3f}; n={lat.count} after {t.warmup_runs} warm-up)\n")
-        w(f"throughput {t.throughput.inferences_per_s:.1f} inferences/s, "
-          f"{t.throughput.samples_per_s:.1f} samples/s   "
-          + ("stable" if t.stable else "UNSTABLE (windows differ by >10%; run longer)") + "\n")
+        w(
+            f"latency    p50 {lat.p50:.3f} ms  p90 {lat.p90:.3f}  p95 {lat.p95:.3f}  "
+            f"p99 {lat.p99:.3f}  (mean {lat.mean:.3f} ± {lat.std:.3f}, min {lat.min:.3f}, "
+            f"max {lat.max:.3f}; n={lat.count} after {t.warmup_runs} warm-up)\n"
+        )
+        w(
+            f"throughput {t.throughput.inferences_per_s:.1f} inferences/s, "
+            f"{t.throughput.samples_per_s:.1f} samples/s   "
+            + ("stable" if t.stable else "UNSTABLE (windows differ by >10%; run longer)")
+            + "\n"
+        )
     if result.accuracy:
         a = result.accuracy
         top1 = f"  top-1 agreement {a.top1_agreement:.1%}" if a.top1_agreement is not None else ""
-        w(f"accuracy   vs fp32: cosine {a.cosine:.6f}  max abs err {a.max_abs_err:.4g}  "
-          f"mean abs err {a.mean_abs_err:.4g}{top1}\n")
+        w(
+            f"accuracy   vs fp32: cosine {a.cosine:.6f}  max abs err {a.max_abs_err:.4g}  "
+            f"mean abs err {a.mean_abs_err:.4g}{top1}\n"
+        )
     if result.profile:
         print_ops(result.profile, out, top, machine=result.machine)
 
 
-def print_ops(profile: Any, out: TextIO, top: int,
-              machine: tuple[float, float] | None = None) -> None:
+def print_ops(
+    profile: Any, out: TextIO, top: int, machine: tuple[float, float] | None = None
+) -> None:
     """The top nodes and op types; with the machine's peaks, each op's roofline bound."""
     w = out.write
     if machine:
-        w(f"\nroofline   peaks {machine[0]:.1f} GB/s, {machine[1]:.1f} GFLOP/s "
-          f"(ridge {machine[1] / machine[0]:.1f} FLOP/B; `opscope system`); "
-          "bound: mem|comp and % of its roof\n")
-    w(f"\nprofile    {profile.runs} profiled inferences; node time covers "
-      f"{profile.coverage:.1%} of model_run"
-      + (f"; profiler overhead {profile.profile_overhead:+.0%}"
-         if profile.profile_overhead is not None else "") + "\n")
-    w("providers  " + ", ".join(f"{k}: {v} nodes" for k, v in profile.provider_nodes.items())
-      + "\n\n")
-    header = (f"{'name':<38} {'op':<20} {'ms':>8} {'share':>6} {'bytes':>9} {'GB/s':>7} "
-              f"{'GFLOP/s':>8} {'FLOP/B':>7}" + (f" {'bound':>9}" if machine else "") + "\n")
+        w(
+            f"\nroofline   peaks {machine[0]:.1f} GB/s, {machine[1]:.1f} GFLOP/s "
+            f"(ridge {machine[1] / machine[0]:.1f} FLOP/B; `opscope system`); "
+            "bound: mem|comp and % of its roof\n"
+        )
+    w(
+        f"\nprofile    {profile.runs} profiled inferences; node time covers "
+        f"{profile.coverage:.1%} of model_run"
+        + (
+            f"; profiler overhead {profile.profile_overhead:+.0%}"
+            if profile.profile_overhead is not None
+            else ""
+        )
+        + "\n"
+    )
+    w(
+        "providers  "
+        + ", ".join(f"{k}: {v} nodes" for k, v in profile.provider_nodes.items())
+        + "\n\n"
+    )
+    header = (
+        f"{'name':<38} {'op':<20} {'ms':>8} {'share':>6} {'bytes':>9} {'GB/s':>7} "
+        f"{'GFLOP/s':>8} {'FLOP/B':>7}" + (f" {'bound':>9}" if machine else "") + "\n"
+    )
     for title, rows in (("top nodes", profile.ops[:top]), ("op types", profile.op_types[:top])):
         w(f"{title}\n{header}")
         for s in rows:
-            w(f"{_clip(s.name, 38):<38} {_clip(s.op_type, 20):<20} {s.time_ms:8.3f} "
-              f"{s.share:6.1%} {_bytes(s.bytes):>9} {_num(s.gbps, 7)} {_num(s.gflops, 8)} "
-              f"{_num(s.intensity, 7)}" + (_bound(s, machine) if machine else "") + "\n")
+            w(
+                f"{_clip(s.name, 38):<38} {_clip(s.op_type, 20):<20} {s.time_ms:8.3f} "
+                f"{s.share:6.1%} {_bytes(s.bytes):>9} {_num(s.gbps, 7)} {_num(s.gflops, 8)} "
+                f"{_num(s.intensity, 7)}" + (_bound(s, machine) if machine else "") + "\n"
+            )
         w("\n")
 
 
@@ -173,7 +216,7 @@ def _num(x: float | None, width: int) -> str:
 
 
 def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else "…" + text[-(n - 1):]
+    return text if len(text) <= n else "…" + text[-(n - 1) :]
 
 
 def _bytes(n: float) -> str:

@@ -29,25 +29,41 @@ def cmd_session_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def print_session(path: str, meta: dict[str, str | None], runs: Sequence[RunRow],
-                  out: TextIO) -> None:
+def print_session(
+    path: str, meta: dict[str, str | None], runs: Sequence[RunRow], out: TextIO
+) -> None:
     """A header line about the file, then one line per run. Every text that came from the
     file goes through `printable`, so it cannot drive the terminal."""
     machine = ", ".join(printable(v) for v in (meta.get("cpu"), meta.get("gpu")) if v)
-    out.write(f"session {printable(path)}: {len(runs)} run{'s' if len(runs) != 1 else ''}, "
-              f"format v{printable(meta.get('schema_version') or '?')}, created "
-              f"{_time(meta.get('created_at'))} on {printable(meta.get('host') or '?')}"
-              + (f" ({machine})" if machine else "") + "\n")
+    out.write(
+        f"session {printable(path)}: {len(runs)} run{'s' if len(runs) != 1 else ''}, "
+        f"format v{printable(meta.get('schema_version') or '?')}, created "
+        f"{_time(meta.get('created_at'))} on {printable(meta.get('host') or '?')}"
+        + (f" ({machine})" if machine else "")
+        + "\n"
+    )
     if not runs:
         return
-    header = ("id", "started", "model", "config", "provider", "p50 ms", "p99 ms", "samples/s",
-              "cosine", "status")
+    header = (
+        "id",
+        "started",
+        "model",
+        "config",
+        "provider",
+        "p50 ms",
+        "p99 ms",
+        "samples/s",
+        "cosine",
+        "status",
+    )
     rows = [header, *(_cells(r) for r in runs)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     numeric = {0, 5, 6, 7, 8}
     for row in rows:
-        cells = [c.rjust(w) if i in numeric else c.ljust(w)
-                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        cells = [
+            c.rjust(w) if i in numeric else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
         out.write("  ".join(cells).rstrip() + "\n")
 
 
@@ -75,8 +91,10 @@ def _cells(r: RunRow) -> tuple[str, ...]:
 def _config(c: RunConfig | None) -> str:
     if c is None:
         return "-"
-    return (f"{PRECISION_LABELS[c.precision]} fusion={c.fusion} batch={c.batch} "
-            f"threads={c.threads or 'default'}{' spin' if c.spinning else ''}")
+    return (
+        f"{PRECISION_LABELS[c.precision]} fusion={c.fusion} batch={c.batch} "
+        f"threads={c.threads or 'default'}{' spin' if c.spinning else ''}"
+    )
 
 
 def _time(iso: str | None) -> str:

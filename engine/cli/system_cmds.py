@@ -28,29 +28,39 @@ def print_system(info: dict[str, Any], out: TextIO) -> None:
     w = out.write
     cpu = info["cpu"]
     freq = cpu.get("freq_mhz") or {}
-    w(f"cpu        {cpu['model']}  {cpu['cores']} cores / {cpu['logical_cores']} threads"
-      + (f"  {freq['current']} MHz" if freq.get("current") else "") + "\n")
+    w(
+        f"cpu        {cpu['model']}  {cpu['cores']} cores / {cpu['logical_cores']} threads"
+        + (f"  {freq['current']} MHz" if freq.get("current") else "")
+        + "\n"
+    )
     w(f"memory     {info['memory_gb']:.1f} GB\n")
     w(f"os         {info['os']['platform']}\n")
     v = info["versions"]
     w("versions   " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + "\n")
     p = info["providers"]
-    w(f"providers  usable: {', '.join(p['usable'])}   "
-      f"(listed: {', '.join(p['available'])})\n")
+    w(f"providers  usable: {', '.join(p['usable'])}   (listed: {', '.join(p['available'])})\n")
     if info["gpus"]:
         for g in info["gpus"]:
-            w(f"gpu{g['index']}       {g['name']}  {g['memory_gb']} GB  "
-              f"theoretical {g['theoretical_gbps']} GB/s  power limit {g['power_limit_w']} W\n")
+            w(
+                f"gpu{g['index']}       {g['name']}  {g['memory_gb']} GB  "
+                f"theoretical {g['theoretical_gbps']} GB/s  power limit {g['power_limit_w']} W\n"
+            )
     else:
         w(f"gpus       none: {info['gpu_reason']}\n")
     peaks = info["peaks"]
     c = peaks["cpu"]
     blas = c.get("blas") or {}
-    w(f"cpu peaks  {c['memory_gbps']:.1f} GB/s (STREAM triad)  {c['gflops']:.1f} GFLOP/s "
-      f"(fp32 matmul: numpy {c.get('numpy_gflops')}, ORT {c.get('ort_gflops')}; "
-      f"{blas.get('name') or 'BLAS ?'} {blas.get('version') or ''}"
-      + (f", OPENBLAS_CORETYPE={blas['openblas_coretype']}" if blas.get("openblas_coretype")
-         else "") + ")\n")
+    w(
+        f"cpu peaks  {c['memory_gbps']:.1f} GB/s (STREAM triad)  {c['gflops']:.1f} GFLOP/s "
+        f"(fp32 matmul: numpy {c.get('numpy_gflops')}, ORT {c.get('ort_gflops')}; "
+        f"{blas.get('name') or 'BLAS ?'} {blas.get('version') or ''}"
+        + (
+            f", OPENBLAS_CORETYPE={blas['openblas_coretype']}"
+            if blas.get("openblas_coretype")
+            else ""
+        )
+        + ")\n"
+    )
     g = peaks.get("gpu")
     if isinstance(g, dict) and "memory_gbps" in g:
         w(f"gpu peaks  {g['memory_gbps']:.1f} GB/s  {g['gflops']:.1f} GFLOP/s (fp16 matmul)\n")

@@ -63,8 +63,10 @@ def gpu_facts() -> tuple[str | None, str | None]:
         count = int(pynvml.nvmlDeviceGetCount())
         if count == 0:
             return None, None
-        names = [_text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)))
-                 for i in range(count)]
+        names = [
+            _text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)))
+            for i in range(count)
+        ]
         return "; ".join(names), _text(pynvml.nvmlSystemGetDriverVersion())
     except Exception:
         return None, None

@@ -39,8 +39,10 @@ def _guarded(
         try:
             return method(self, *args, **kwargs)
         except (sqlite3.Error, ValueError, TypeError) as exc:
-            raise corrupt(self.path, exc if isinstance(exc, sqlite3.Error | ValueError)
-                          else ValueError(str(exc))) from exc
+            raise corrupt(
+                self.path,
+                exc if isinstance(exc, sqlite3.Error | ValueError) else ValueError(str(exc)),
+            ) from exc
 
     functools.update_wrapper(wrapper, method)
     return wrapper
@@ -49,8 +51,9 @@ def _guarded(
 class SessionReader:
     """Read-only access to one session file. Use `open_session_file(path)`."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, version: int,
-                 tmpdir: str | None = None) -> None:
+    def __init__(
+        self, path: Path, conn: sqlite3.Connection, version: int, tmpdir: str | None = None
+    ) -> None:
         self.path = path
         self.version = version  # the file's own format version
         self._conn = conn
@@ -99,16 +102,21 @@ class SessionReader:
     def models(self) -> list[dict[str, Any]]:
         rows = self._conn.execute(
             "SELECT sha256, name, path, file_bytes, inputs, outputs, info, first_seen "
-            "FROM models ORDER BY first_seen, sha256").fetchall()
-        return [{"sha256": req(r[0], str, "models.sha256"),
-                 "name": typed(r[1], str, "models.name", nullable=True),
-                 "path": typed(r[2], str, "models.path", nullable=True),
-                 "file_bytes": typed(r[3], int, "models.file_bytes", nullable=True),
-                 "inputs": parse_json(r[4], list, "models.inputs") or [],
-                 "outputs": parse_json(r[5], list, "models.outputs") or [],
-                 "info": parse_json(r[6], dict, "models.info") or {},
-                 "first_seen": typed(r[7], str, "models.first_seen", nullable=True)}
-                for r in rows]
+            "FROM models ORDER BY first_seen, sha256"
+        ).fetchall()
+        return [
+            {
+                "sha256": req(r[0], str, "models.sha256"),
+                "name": typed(r[1], str, "models.name", nullable=True),
+                "path": typed(r[2], str, "models.path", nullable=True),
+                "file_bytes": typed(r[3], int, "models.file_bytes", nullable=True),
+                "inputs": parse_json(r[4], list, "models.inputs") or [],
+                "outputs": parse_json(r[5], list, "models.outputs") or [],
+                "info": parse_json(r[6], dict, "models.info") or {},
+                "first_seen": typed(r[7], str, "models.first_seen", nullable=True),
+            }
+            for r in rows
+        ]
 
     @_guarded
     def runs(self) -> list[RunRow]:
@@ -135,7 +143,8 @@ class SessionReader:
         return cur.execute(
             "SELECT r.*, m.name AS model_name FROM runs r "
             f"LEFT JOIN models m ON m.sha256 = r.model_sha256 {where} ORDER BY r.id",
-            args).fetchall()
+            args,
+        ).fetchall()
 
     # -- samples -----------------------------------------------------------------------
 
@@ -144,7 +153,8 @@ class SessionReader:
         """(starts_ns, latencies_ns) as int64 arrays, in sample order; starts are relative
         to the run's timing origin (runs.timing_origin_ns, wall clock)."""
         cur = self._conn.execute(
-            "SELECT start_ns, latency_ns FROM latency WHERE run_id = ? ORDER BY i", [run_id])
+            "SELECT start_ns, latency_ns FROM latency WHERE run_id = ? ORDER BY i", [run_id]
+        )
         flat = np.fromiter(chain.from_iterable(cur), dtype=np.int64)
         pairs = flat.reshape(-1, 2)
         return pairs[:, 0].copy(), pairs[:, 1].copy()
@@ -154,14 +164,17 @@ class SessionReader:
         """name -> (wall_ns int64, value float64) in time order."""
         out: dict[str, tuple[list[int], list[float]]] = {}
         for name, wall_ns, value in self._conn.execute(
-                "SELECT name, wall_ns, value FROM telemetry WHERE run_id IS ? "
-                "ORDER BY wall_ns, rowid", [run_id]):
+            "SELECT name, wall_ns, value FROM telemetry WHERE run_id IS ? ORDER BY wall_ns, rowid",
+            [run_id],
+        ):
             times, values = out.setdefault(req(name, str, "telemetry.name"), ([], []))
             times.append(req(wall_ns, int, "telemetry.wall_ns"))
             v = typed(value, float, "telemetry.value", nullable=True)
             values.append(float("nan") if v is None else v)
-        return {k: (np.array(t, dtype=np.int64), np.array(v, dtype=np.float64))
-                for k, (t, v) in out.items()}
+        return {
+            k: (np.array(t, dtype=np.int64), np.array(v, dtype=np.float64))
+            for k, (t, v) in out.items()
+        }
 
     @_guarded
     def markers(self, run_id: int | None = None) -> list[MarkerRow]:
@@ -171,14 +184,18 @@ class SessionReader:
         if run_id is not None:
             sql += " WHERE run_id = ?"
             args.append(run_id)
-        return [MarkerRow(id=req(r[0], int, "markers.id"),
-                       run_id=typed(r[1], int, "markers.run_id", nullable=True),
-                       wall_ns=req(r[2], int, "markers.wall_ns"),
-                       t_ns=typed(r[3], int, "markers.t_ns", nullable=True),
-                       kind=req(r[4], str, "markers.kind"),
-                       label=typed(r[5], str, "markers.label", nullable=True) or "",
-                       text=typed(r[6], str, "markers.text", nullable=True) or "")
-                for r in self._conn.execute(sql + " ORDER BY wall_ns, id", args)]
+        return [
+            MarkerRow(
+                id=req(r[0], int, "markers.id"),
+                run_id=typed(r[1], int, "markers.run_id", nullable=True),
+                wall_ns=req(r[2], int, "markers.wall_ns"),
+                t_ns=typed(r[3], int, "markers.t_ns", nullable=True),
+                kind=req(r[4], str, "markers.kind"),
+                label=typed(r[5], str, "markers.label", nullable=True) or "",
+                text=typed(r[6], str, "markers.text", nullable=True) or "",
+            )
+            for r in self._conn.execute(sql + " ORDER BY wall_ns, id", args)
+        ]
 
     # -- profiles ----------------------------------------------------------------------
 
@@ -187,18 +204,25 @@ class SessionReader:
         """One summary per profiling pass: runs, coverage, overhead, nodes per provider."""
         rows = self._conn.execute(
             "SELECT pass, runs, coverage, overhead, provider_nodes, nodes_total, recorded_at "
-            "FROM profiles WHERE run_id = ? ORDER BY pass", [run_id]).fetchall()
-        return [{"pass": req(r[0], int, "profiles.pass"),
-                 "runs": req(r[1], int, "profiles.runs"),
-                 "coverage": typed(r[2], float, "profiles.coverage", nullable=True),
-                 "overhead": typed(r[3], float, "profiles.overhead", nullable=True),
-                 "provider_nodes": _int_map(parse_json(r[4], dict, "profiles.provider_nodes")),
-                 "nodes_total": typed(r[5], int, "profiles.nodes_total", nullable=True),
-                 "recorded_at": typed(r[6], str, "profiles.recorded_at", nullable=True)}
-                for r in rows]
+            "FROM profiles WHERE run_id = ? ORDER BY pass",
+            [run_id],
+        ).fetchall()
+        return [
+            {
+                "pass": req(r[0], int, "profiles.pass"),
+                "runs": req(r[1], int, "profiles.runs"),
+                "coverage": typed(r[2], float, "profiles.coverage", nullable=True),
+                "overhead": typed(r[3], float, "profiles.overhead", nullable=True),
+                "provider_nodes": _int_map(parse_json(r[4], dict, "profiles.provider_nodes")),
+                "nodes_total": typed(r[5], int, "profiles.nodes_total", nullable=True),
+                "recorded_at": typed(r[6], str, "profiles.recorded_at", nullable=True),
+            }
+            for r in rows
+        ]
 
-    def ops(self, run_id: int, kind: str = "node", pass_: int | None = None
-            ) -> list[dict[str, Any]]:
+    def ops(
+        self, run_id: int, kind: str = "node", pass_: int | None = None
+    ) -> list[dict[str, Any]]:
         """Per-node (kind="node") or per-op-type statistics of a pass (default: the last),
         largest time first, shaped like `engine.op_stats.stat_to_json`."""
         if kind not in ("node", "op_type"):
@@ -208,20 +232,40 @@ class SessionReader:
     @_guarded
     def _ops(self, run_id: int, kind: str, pass_: int | None) -> list[dict[str, Any]]:
         p = self._pass(run_id, pass_)
-        return [op_stat_row(r) for r in self._conn.execute(
-            "SELECT name, op_type, provider, calls, time_ms, p50_ms, p99_ms, share, bytes, "
-            "gbps, flops, gflops, intensity FROM ops WHERE run_id = ? AND kind = ? AND "
-            "pass = ? ORDER BY rank", [run_id, kind, p])]
+        return [
+            op_stat_row(r)
+            for r in self._conn.execute(
+                "SELECT name, op_type, provider, calls, time_ms, p50_ms, p99_ms, share, bytes, "
+                "gbps, flops, gflops, intensity FROM ops WHERE run_id = ? AND kind = ? AND "
+                "pass = ? ORDER BY rank",
+                [run_id, kind, p],
+            )
+        ]
 
     @_guarded
     def op_events(self, run_id: int, pass_: int | None = None) -> list[dict[str, Any]]:
         """The raw per-inference node rows of a pass, in trace order."""
-        cols = ("run_index", "name", "parent", "op_type", "provider", "node_index",
-                "start_us", "dur_us", "self_us", "bytes", "activation_bytes",
-                "parameter_bytes", "output_bytes", "input_shapes", "output_shapes")
+        cols = (
+            "run_index",
+            "name",
+            "parent",
+            "op_type",
+            "provider",
+            "node_index",
+            "start_us",
+            "dur_us",
+            "self_us",
+            "bytes",
+            "activation_bytes",
+            "parameter_bytes",
+            "output_bytes",
+            "input_shapes",
+            "output_shapes",
+        )
         rows = self._conn.execute(
-            f"SELECT {', '.join(cols)} FROM op_events WHERE run_id = ? AND pass = ? "
-            "ORDER BY rowid", [run_id, self._pass(run_id, pass_)]).fetchall()
+            f"SELECT {', '.join(cols)} FROM op_events WHERE run_id = ? AND pass = ? ORDER BY rowid",
+            [run_id, self._pass(run_id, pass_)],
+        ).fetchall()
         return [_op_event(dict(zip(cols, r, strict=True))) for r in rows]
 
     @_guarded
@@ -229,18 +273,36 @@ class SessionReader:
         """The pass rebuilt as a ProfileTrace, so `engine.op_stats` can recompute from it."""
         p = self._pass(run_id, pass_)
         spans = tuple(
-            RunSpan(req(i, int, "profile_runs.run_index"), req(s, float, "start_us"),
-                    req(d, float, "dur_us"))
+            RunSpan(
+                req(i, int, "profile_runs.run_index"),
+                req(s, float, "start_us"),
+                req(d, float, "dur_us"),
+            )
             for i, s, d in self._conn.execute(
                 "SELECT run_index, start_us, dur_us FROM profile_runs WHERE run_id = ? AND "
-                "pass = ? ORDER BY run_index", [run_id, p]))
-        nodes = tuple(NodeEvent(
-            run_index=e["run_index"], name=e["name"], op_type=e["op_type"],
-            provider=e["provider"], start_us=e["start_us"], dur_us=e["dur_us"],
-            input_shapes=e["input_shapes"], output_shapes=e["output_shapes"],
-            activation_bytes=e["activation_bytes"], parameter_bytes=e["parameter_bytes"],
-            output_bytes=e["output_bytes"], parent=e["parent"], self_us=e["self_us"],
-            node_index=e["node_index"]) for e in self.op_events(run_id, p))
+                "pass = ? ORDER BY run_index",
+                [run_id, p],
+            )
+        )
+        nodes = tuple(
+            NodeEvent(
+                run_index=e["run_index"],
+                name=e["name"],
+                op_type=e["op_type"],
+                provider=e["provider"],
+                start_us=e["start_us"],
+                dur_us=e["dur_us"],
+                input_shapes=e["input_shapes"],
+                output_shapes=e["output_shapes"],
+                activation_bytes=e["activation_bytes"],
+                parameter_bytes=e["parameter_bytes"],
+                output_bytes=e["output_bytes"],
+                parent=e["parent"],
+                self_us=e["self_us"],
+                node_index=e["node_index"],
+            )
+            for e in self.op_events(run_id, p)
+        )
         if any(not 0 <= n.run_index < len(spans) for n in nodes):
             raise ValueError("op_events.run_index outside the profiled runs")
         return ProfileTrace(runs=spans, nodes=nodes)
@@ -249,13 +311,20 @@ class SessionReader:
         if pass_ is not None:
             return pass_
         (last,) = self._conn.execute(
-            "SELECT MAX(pass) FROM profiles WHERE run_id = ?", [run_id]).fetchone()
+            "SELECT MAX(pass) FROM profiles WHERE run_id = ?", [run_id]
+        ).fetchone()
         return -1 if last is None else req(last, int, "profiles.pass")
 
 
 def _op_event(e: dict[str, Any]) -> dict[str, Any]:
-    for key in ("run_index", "node_index", "bytes", "activation_bytes", "parameter_bytes",
-                "output_bytes"):
+    for key in (
+        "run_index",
+        "node_index",
+        "bytes",
+        "activation_bytes",
+        "parameter_bytes",
+        "output_bytes",
+    ):
         e[key] = req(e[key], int, f"op_events.{key}")
     for key in ("start_us", "dur_us", "self_us"):
         e[key] = req(e[key], float, f"op_events.{key}")
@@ -272,9 +341,13 @@ def _shapes(text: object, what: str) -> Shapes:
     """'[["float",[1,3]]]' -> (("float", (1, 3)),), checked entry by entry."""
     out: list[tuple[str, tuple[int, ...]]] = []
     for entry in parse_json(text, list, what) or []:
-        if (not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str)
-                or not isinstance(entry[1], list)
-                or not all(isinstance(d, int) and not isinstance(d, bool) for d in entry[1])):
+        if (
+            not isinstance(entry, list)
+            or len(entry) != 2
+            or not isinstance(entry[0], str)
+            or not isinstance(entry[1], list)
+            or not all(isinstance(d, int) and not isinstance(d, bool) for d in entry[1])
+        ):
             raise ValueError(f"{what} holds a malformed shape")
         out.append((entry[0], tuple(entry[1])))
     return tuple(out)
@@ -334,7 +407,8 @@ def _readable_version(p: Path, conn: sqlite3.Connection) -> int:
         raise SessionFileError(f"not an OpScope session ({exc})", p) from exc
     if version is None:
         (tables,) = conn.execute(
-            "SELECT COUNT(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'").fetchone()
+            "SELECT COUNT(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+        ).fetchone()
         what = "an SQLite database with other tables" if tables else "an empty SQLite database"
         if not tables and _wal_mode(p) and not Path(f"{p}-wal").exists():
             what += f"; a session being written keeps its data in {p.name}-wal: copy that too"
@@ -370,8 +444,7 @@ def _check_tables(p: Path, conn: sqlite3.Connection) -> None:
         have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
         missing = [c for c in columns if c not in have]
         if missing:
-            raise SessionFileError(
-                f"corrupt session file ({table} lacks {', '.join(missing)})", p)
+            raise SessionFileError(f"corrupt session file ({table} lacks {', '.join(missing)})", p)
 
 
 def _close(conn: sqlite3.Connection, tmpdir: str | None) -> None:

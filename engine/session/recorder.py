@@ -49,9 +49,15 @@ class Recorder:
     shared by the processes of one host); the file stores wall-clock ns, converted with one
     offset measured when the recorder starts."""
 
-    def __init__(self, store: SessionStore, *, model_path: str = "", kind: str = "bench",
-                 config: RunConfig | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        model_path: str = "",
+        kind: str = "bench",
+        config: RunConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.store = store
         self.model_path = model_path
         self.kind = kind
@@ -124,8 +130,9 @@ class Recorder:
             if lats and self.run_id is not None:
                 starts = np.concatenate(self._starts) if len(lats) > 1 else self._starts[0]
                 lat = np.concatenate(lats) if len(lats) > 1 else lats[0]
-                self._next_index = self.store.add_latency(self.run_id, self._next_index,
-                                                          starts, lat)
+                self._next_index = self.store.add_latency(
+                    self.run_id, self._next_index, starts, lat
+                )
                 fields: dict[str, Any] = {"samples": self._next_index}
                 if not self._origin_saved and self._origin_wall is not None:
                     fields["timing_origin_ns"] = self._origin_wall
@@ -169,18 +176,25 @@ class Recorder:
             self._end("cancelled", "a new run started before this one ended")
         fields: dict[str, Any] = {
             "config": json_text(ev.config.to_json()),
-            "provider_requested": ev.provider_requested, "provider_used": ev.provider_used,
+            "provider_requested": ev.provider_requested,
+            "provider_used": ev.provider_used,
             "providers": json_text(list(ev.providers)),
-            "inputs": json_text({k: {"shape": list(s), "dtype": d}
-                                 for k, (s, d) in ev.inputs.items()}),
-            "batch": ev.batch, "session_create_s": ev.session_create_s,
+            "inputs": json_text(
+                {k: {"shape": list(s), "dtype": d} for k, (s, d) in ev.inputs.items()}
+            ),
+            "batch": ev.batch,
+            "session_create_s": ev.session_create_s,
         }
         self._open_run(fields)
 
     def _open_run(self, fields: dict[str, Any]) -> None:
-        fields = {"kind": self.kind, "model_sha256": self._model_sha,
-                  "model_path": self.model_path,
-                  "variant": _variant_json(self._variant) if self._variant else None, **fields}
+        fields = {
+            "kind": self.kind,
+            "model_sha256": self._model_sha,
+            "model_path": self.model_path,
+            "variant": _variant_json(self._variant) if self._variant else None,
+            **fields,
+        }
         self.flush()
         with self.store.transaction():
             self.run_id = self.store.start_run(fields)
@@ -233,14 +247,27 @@ class Recorder:
 
 
 def _variant_json(v: VariantReady) -> str:
-    return json_text({"precision": v.precision, "path": v.path, "build_s": v.build_s,
-                      "cached": v.cached, "nodes": v.nodes, "nodes_original": v.nodes_original,
-                      "details": v.details})
+    return json_text(
+        {
+            "precision": v.precision,
+            "path": v.path,
+            "build_s": v.build_s,
+            "cached": v.cached,
+            "nodes": v.nodes,
+            "nodes_original": v.nodes_original,
+            "details": v.details,
+        }
+    )
 
 
 @contextlib.contextmanager
-def recording(path: str | Path | None, *, model_path: str, kind: str = "bench",
-              config: RunConfig | None = None) -> Iterator[Callable[[Event], None]]:
+def recording(
+    path: str | Path | None,
+    *,
+    model_path: str,
+    kind: str = "bench",
+    config: RunConfig | None = None,
+) -> Iterator[Callable[[Event], None]]:
     """For the CLI: yields a `feed(event)` that records into `path` (a no-op when None).
     A KeyboardInterrupt marks the run cancelled, any other exception marks it an error
     with the exception's one-line text; both are re-raised."""

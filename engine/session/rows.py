@@ -52,21 +52,34 @@ class RunRow:
     def to_json(self) -> dict[str, Any]:
         """The shape `opscope session show --json` writes (close to `bench --json`)."""
         return {
-            "id": self.id, "kind": self.kind, "status": self.status, "error": self.error,
-            "model": {"sha256": self.model_sha256, "name": self.model_name,
-                      "path": self.model_path},
+            "id": self.id,
+            "kind": self.kind,
+            "status": self.status,
+            "error": self.error,
+            "model": {
+                "sha256": self.model_sha256,
+                "name": self.model_name,
+                "path": self.model_path,
+            },
             "config": self.config.to_json() if self.config else None,
             "provider_requested": self.provider_requested,
-            "provider_used": self.provider_used, "providers": list(self.providers),
-            "inputs": self.inputs, "batch": self.batch, "variant": self.variant,
+            "provider_used": self.provider_used,
+            "providers": list(self.providers),
+            "inputs": self.inputs,
+            "batch": self.batch,
+            "variant": self.variant,
             "latency_ms": self.latency.to_json() if self.latency else None,
             "throughput": self.throughput.to_json() if self.throughput else None,
-            "stable": self.stable, "warmup_runs": self.warmup_runs,
+            "stable": self.stable,
+            "warmup_runs": self.warmup_runs,
             "elapsed_s": self.elapsed_s,
             "accuracy": self.accuracy.to_json() if self.accuracy else None,
-            "samples": self.samples, "started_at": self.started_at,
-            "ended_at": self.ended_at, "timing_origin_ns": self.timing_origin_ns,
-            "host": self.host, "app_version": self.app_version,
+            "samples": self.samples,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "timing_origin_ns": self.timing_origin_ns,
+            "host": self.host,
+            "app_version": self.app_version,
         }
 
 
@@ -132,9 +145,19 @@ def run_row(r: sqlite3.Row, path: Path) -> RunRow:
         host=s("host"),
         app_version=s("app_version"),
         samples=samples,
-        latency=LatencyStats(samples, fn("mean_ms"), fn("std_ms"), fn("min_ms"), fn("p50_ms"),
-                             fn("p90_ms"), fn("p95_ms"), fn("p99_ms"), fn("max_ms"))
-        if timed else None,
+        latency=LatencyStats(
+            samples,
+            fn("mean_ms"),
+            fn("std_ms"),
+            fn("min_ms"),
+            fn("p50_ms"),
+            fn("p90_ms"),
+            fn("p95_ms"),
+            fn("p99_ms"),
+            fn("max_ms"),
+        )
+        if timed
+        else None,
         throughput=Throughput(fn("inferences_per_s"), fn("samples_per_s")) if timed else None,
         stable=bool(i("stable")) if timed else None,
         warmup_runs=i("warmup_runs"),
@@ -146,10 +169,36 @@ def run_row(r: sqlite3.Row, path: Path) -> RunRow:
 def op_stat_row(r: tuple[Any, ...]) -> dict[str, Any]:
     """(name, op_type, provider, calls, time_ms, p50_ms, p99_ms, share, bytes, gbps, flops,
     gflops, intensity) -> the dict `engine.op_stats.stat_to_json` makes."""
-    keys = ("name", "op_type", "provider", "calls", "time_ms", "p50_ms", "p99_ms", "share",
-            "bytes", "gbps", "flops", "gflops", "intensity")
-    kinds: tuple[type, ...] = (str, str, str, int, float, float, float, float, int, float,
-                               int, float, float)
+    keys = (
+        "name",
+        "op_type",
+        "provider",
+        "calls",
+        "time_ms",
+        "p50_ms",
+        "p99_ms",
+        "share",
+        "bytes",
+        "gbps",
+        "flops",
+        "gflops",
+        "intensity",
+    )
+    kinds: tuple[type, ...] = (
+        str,
+        str,
+        str,
+        int,
+        float,
+        float,
+        float,
+        float,
+        int,
+        float,
+        int,
+        float,
+        float,
+    )
     out: dict[str, Any] = {}
     for key, kind, value in zip(keys, kinds, r, strict=True):
         nullable = key in ("gbps", "flops", "gflops", "intensity", "provider")
@@ -169,16 +218,25 @@ def _strings(values: list[Any] | None) -> list[str]:
 def _inputs(value: dict[str, Any] | None) -> dict[str, Any]:
     out = value or {}
     for spec in out.values():
-        if (not isinstance(spec, dict) or not isinstance(spec.get("dtype"), str)
-                or not isinstance(spec.get("shape"), list)
-                or not all(isinstance(d, int) for d in spec["shape"])):
+        if (
+            not isinstance(spec, dict)
+            or not isinstance(spec.get("dtype"), str)
+            or not isinstance(spec.get("shape"), list)
+            or not all(isinstance(d, int) for d in spec["shape"])
+        ):
             raise ValueError("runs.inputs holds a malformed input")
     return out
 
 
 _VARIANT_KEYS: dict[str, tuple[type, ...]] = {
-    "precision": (str,), "path": (str,), "build_s": (int, float), "cached": (bool,),
-    "nodes": (int, type(None)), "nodes_original": (int,), "details": (dict,)}
+    "precision": (str,),
+    "path": (str,),
+    "build_s": (int, float),
+    "cached": (bool,),
+    "nodes": (int, type(None)),
+    "nodes_original": (int,),
+    "details": (dict,),
+}
 
 
 def _variant(value: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -204,9 +262,19 @@ def _accuracy(value: dict[str, Any] | None) -> AccuracyResult | None:
 
     baseline, samples = value.get("baseline"), value.get("samples", 0)
     per_output = value.get("per_output", {})
-    if not isinstance(baseline, str) or not isinstance(samples, int) \
-            or not isinstance(per_output, dict):
+    if (
+        not isinstance(baseline, str)
+        or not isinstance(samples, int)
+        or not isinstance(per_output, dict)
+    ):
         raise ValueError("runs.accuracy is malformed")
     top1 = value.get("top1_agreement")
-    return AccuracyResult(baseline, num("max_abs_err"), num("mean_abs_err"), num("cosine"),
-                          None if top1 is None else num("top1_agreement"), samples, per_output)
+    return AccuracyResult(
+        baseline,
+        num("max_abs_err"),
+        num("mean_abs_err"),
+        num("cosine"),
+        None if top1 is None else num("top1_agreement"),
+        samples,
+        per_output,
+    )

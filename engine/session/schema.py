@@ -24,20 +24,55 @@ def _v1_initial(db: Database) -> None:
     """Version 1: every table, with the indexes that keep per-run reads fast."""
     db.table("meta").create({"key": str, "value": str}, pk="key")
     db.table("models").create(
-        {"sha256": str, "name": str, "path": str, "file_bytes": int, "inputs": str,
-         "outputs": str, "info": str, "first_seen": str},
+        {
+            "sha256": str,
+            "name": str,
+            "path": str,
+            "file_bytes": int,
+            "inputs": str,
+            "outputs": str,
+            "info": str,
+            "first_seen": str,
+        },
         pk="sha256",
     )
     db.table("runs").create(
-        {"id": int, "kind": str, "model_sha256": str, "model_path": str, "config": str,
-         "provider_requested": str, "provider_used": str, "providers": str, "inputs": str,
-         "batch": int, "session_create_s": float, "variant": str, "status": str,
-         "error": str, "started_at": str, "ended_at": str, "timing_origin_ns": int,
-         "host": str, "app_version": str, "samples": int, "mean_ms": float,
-         "std_ms": float, "min_ms": float, "p50_ms": float, "p90_ms": float,
-         "p95_ms": float, "p99_ms": float, "max_ms": float, "inferences_per_s": float,
-         "samples_per_s": float, "stable": int, "warmup_runs": int, "elapsed_s": float,
-         "accuracy": str},
+        {
+            "id": int,
+            "kind": str,
+            "model_sha256": str,
+            "model_path": str,
+            "config": str,
+            "provider_requested": str,
+            "provider_used": str,
+            "providers": str,
+            "inputs": str,
+            "batch": int,
+            "session_create_s": float,
+            "variant": str,
+            "status": str,
+            "error": str,
+            "started_at": str,
+            "ended_at": str,
+            "timing_origin_ns": int,
+            "host": str,
+            "app_version": str,
+            "samples": int,
+            "mean_ms": float,
+            "std_ms": float,
+            "min_ms": float,
+            "p50_ms": float,
+            "p90_ms": float,
+            "p95_ms": float,
+            "p99_ms": float,
+            "max_ms": float,
+            "inferences_per_s": float,
+            "samples_per_s": float,
+            "stable": int,
+            "warmup_runs": int,
+            "elapsed_s": float,
+            "accuracy": str,
+        },
         pk="id",
         not_null=["status", "samples"],
         defaults={"samples": 0},
@@ -51,8 +86,16 @@ def _v1_initial(db: Database) -> None:
         "PRIMARY KEY (run_id, i)) WITHOUT ROWID"
     )
     db.table("profiles").create(
-        {"run_id": int, "pass": int, "runs": int, "coverage": float, "overhead": float,
-         "provider_nodes": str, "nodes_total": int, "recorded_at": str},
+        {
+            "run_id": int,
+            "pass": int,
+            "runs": int,
+            "coverage": float,
+            "overhead": float,
+            "provider_nodes": str,
+            "nodes_total": int,
+            "recorded_at": str,
+        },
         pk=("run_id", "pass"),
         foreign_keys=[("run_id", "runs", "id")],
     )
@@ -62,19 +105,48 @@ def _v1_initial(db: Database) -> None:
         foreign_keys=[("run_id", "runs", "id")],
     )
     db.table("ops").create(
-        {"run_id": int, "pass": int, "kind": str, "rank": int, "name": str, "op_type": str,
-         "provider": str, "calls": int, "time_ms": float, "p50_ms": float, "p99_ms": float,
-         "share": float, "bytes": int, "gbps": float, "flops": int, "gflops": float,
-         "intensity": float},
+        {
+            "run_id": int,
+            "pass": int,
+            "kind": str,
+            "rank": int,
+            "name": str,
+            "op_type": str,
+            "provider": str,
+            "calls": int,
+            "time_ms": float,
+            "p50_ms": float,
+            "p99_ms": float,
+            "share": float,
+            "bytes": int,
+            "gbps": float,
+            "flops": int,
+            "gflops": float,
+            "intensity": float,
+        },
         not_null=["run_id", "pass", "kind", "rank"],
         foreign_keys=[("run_id", "runs", "id")],
     )
     db.table("op_events").create(
-        {"run_id": int, "pass": int, "run_index": int, "name": str, "parent": str,
-         "op_type": str, "provider": str, "node_index": int, "start_us": float,
-         "dur_us": float, "self_us": float, "bytes": int, "activation_bytes": int,
-         "parameter_bytes": int, "output_bytes": int, "input_shapes": str,
-         "output_shapes": str},
+        {
+            "run_id": int,
+            "pass": int,
+            "run_index": int,
+            "name": str,
+            "parent": str,
+            "op_type": str,
+            "provider": str,
+            "node_index": int,
+            "start_us": float,
+            "dur_us": float,
+            "self_us": float,
+            "bytes": int,
+            "activation_bytes": int,
+            "parameter_bytes": int,
+            "output_bytes": int,
+            "input_shapes": str,
+            "output_shapes": str,
+        },
         not_null=["run_id", "pass", "run_index"],
         foreign_keys=[("run_id", "runs", "id")],
     )
@@ -84,8 +156,15 @@ def _v1_initial(db: Database) -> None:
         foreign_keys=[("run_id", "runs", "id")],
     )
     db.table("markers").create(
-        {"id": int, "run_id": int, "wall_ns": int, "t_ns": int, "kind": str, "label": str,
-         "text": str},
+        {
+            "id": int,
+            "run_id": int,
+            "wall_ns": int,
+            "t_ns": int,
+            "kind": str,
+            "label": str,
+            "text": str,
+        },
         pk="id",
         not_null=["wall_ns", "kind"],
         foreign_keys=[("run_id", "runs", "id")],
@@ -102,15 +181,39 @@ SCHEMA_VERSION = len(MIGRATIONS)
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "meta": ("key", "value"),
     "models": ("sha256", "name", "path", "file_bytes", "inputs", "outputs", "info"),
-    "runs": ("id", "kind", "model_sha256", "model_path", "config", "provider_used",
-             "status", "error", "started_at", "ended_at", "samples", "p50_ms", "p99_ms",
-             "samples_per_s", "accuracy", "variant"),
+    "runs": (
+        "id",
+        "kind",
+        "model_sha256",
+        "model_path",
+        "config",
+        "provider_used",
+        "status",
+        "error",
+        "started_at",
+        "ended_at",
+        "samples",
+        "p50_ms",
+        "p99_ms",
+        "samples_per_s",
+        "accuracy",
+        "variant",
+    ),
     "latency": ("run_id", "i", "start_ns", "latency_ns"),
     "profiles": ("run_id", "pass", "runs", "coverage", "overhead", "provider_nodes"),
     "profile_runs": ("run_id", "pass", "run_index", "start_us", "dur_us"),
     "ops": ("run_id", "pass", "kind", "rank", "name", "op_type", "time_ms"),
-    "op_events": ("run_id", "pass", "run_index", "name", "op_type", "provider", "start_us",
-                  "dur_us", "bytes"),
+    "op_events": (
+        "run_id",
+        "pass",
+        "run_index",
+        "name",
+        "op_type",
+        "provider",
+        "start_us",
+        "dur_us",
+        "bytes",
+    ),
     "telemetry": ("run_id", "wall_ns", "name", "value"),
     "markers": ("id", "run_id", "wall_ns", "t_ns", "kind", "label", "text"),
 }
@@ -120,12 +223,16 @@ def stored_version(conn: sqlite3.Connection) -> int | None:
     """The file's schema version; None when it has no OpScope `meta` table (foreign or
     empty). Raises ValueError for a `meta` table that is not OpScope's or is garbled."""
     has_meta = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+    ).fetchone()
     if not has_meta:
         return None
     try:
-        rows = dict(conn.execute(
-            "SELECT key, value FROM meta WHERE key IN ('format', 'schema_version')").fetchall())
+        rows = dict(
+            conn.execute(
+                "SELECT key, value FROM meta WHERE key IN ('format', 'schema_version')"
+            ).fetchall()
+        )
     except sqlite3.OperationalError as exc:  # a `meta` table of some other design
         raise ValueError("its meta table is not OpScope's") from exc
     if rows.get("format") != FORMAT_NAME:

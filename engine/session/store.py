@@ -96,23 +96,29 @@ class SessionStore:
         models = self.db.table("models")
         with self.db.atomic():
             models.upsert(
-                {"sha256": info.sha256, "name": info.name, "path": info.path,
-                 "file_bytes": info.file_bytes,
-                 "inputs": json_text([v.to_json() for v in info.inputs]),
-                 "outputs": json_text([v.to_json() for v in info.outputs]),
-                 "info": json_text(info.to_json())},
+                {
+                    "sha256": info.sha256,
+                    "name": info.name,
+                    "path": info.path,
+                    "file_bytes": info.file_bytes,
+                    "inputs": json_text([v.to_json() for v in info.inputs]),
+                    "outputs": json_text([v.to_json() for v in info.outputs]),
+                    "info": json_text(info.to_json()),
+                },
                 pk="sha256",
             )
-            self.db.execute("UPDATE models SET first_seen = COALESCE(first_seen, ?) "
-                            "WHERE sha256 = ?", [utc_now(), info.sha256])
+            self.db.execute(
+                "UPDATE models SET first_seen = COALESCE(first_seen, ?) WHERE sha256 = ?",
+                [utc_now(), info.sha256],
+            )
         return info.sha256
 
     def start_run(self, fields: dict[str, Any]) -> int:
         """A new run row with status 'running'; returns its id."""
         facts = self.db.execute(
-            "SELECT key, value FROM meta WHERE key IN ('host', 'app_version')").fetchall()
-        row = {"status": "running", "started_at": utc_now(), "samples": 0, **dict(facts),
-               **fields}
+            "SELECT key, value FROM meta WHERE key IN ('host', 'app_version')"
+        ).fetchall()
+        row = {"status": "running", "started_at": utc_now(), "samples": 0, **dict(facts), **fields}
         table = self.db.table("runs")
         with self.db.atomic():
             table.insert(row)
@@ -128,20 +134,34 @@ class SessionStore:
 
     def set_timing(self, run_id: int, done: TimingDone) -> None:
         lat, tp = done.latency, done.throughput
-        self.update_run(run_id, {
-            "samples": lat.count, "mean_ms": lat.mean, "std_ms": lat.std, "min_ms": lat.min,
-            "p50_ms": lat.p50, "p90_ms": lat.p90, "p95_ms": lat.p95, "p99_ms": lat.p99,
-            "max_ms": lat.max, "inferences_per_s": tp.inferences_per_s,
-            "samples_per_s": tp.samples_per_s, "stable": int(done.stable),
-            "warmup_runs": done.warmup_runs, "elapsed_s": done.elapsed_s})
+        self.update_run(
+            run_id,
+            {
+                "samples": lat.count,
+                "mean_ms": lat.mean,
+                "std_ms": lat.std,
+                "min_ms": lat.min,
+                "p50_ms": lat.p50,
+                "p90_ms": lat.p90,
+                "p95_ms": lat.p95,
+                "p99_ms": lat.p99,
+                "max_ms": lat.max,
+                "inferences_per_s": tp.inferences_per_s,
+                "samples_per_s": tp.samples_per_s,
+                "stable": int(done.stable),
+                "warmup_runs": done.warmup_runs,
+                "elapsed_s": done.elapsed_s,
+            },
+        )
 
     def set_accuracy(self, run_id: int, acc: AccuracyResult) -> None:
         self.update_run(run_id, {"accuracy": json_text(acc.to_json())})
 
     # -- samples -----------------------------------------------------------------------
 
-    def add_latency(self, run_id: int, first_index: int, starts_ns: np.ndarray,
-                    latencies_ns: np.ndarray) -> int:
+    def add_latency(
+        self, run_id: int, first_index: int, starts_ns: np.ndarray, latencies_ns: np.ndarray
+    ) -> int:
         """Append raw samples numbered from `first_index`; returns the next index. Joins the
         caller's transaction if one is open.
 
@@ -150,12 +170,17 @@ class SessionStore:
         n = int(latencies_ns.size)
         if n != starts_ns.size:
             raise ValueError(f"{starts_ns.size} starts for {n} latencies")
-        rows = zip(repeat(run_id), range(first_index, first_index + n),
-                   starts_ns.tolist(), latencies_ns.tolist(), strict=False)
+        rows = zip(
+            repeat(run_id),
+            range(first_index, first_index + n),
+            starts_ns.tolist(),
+            latencies_ns.tolist(),
+            strict=False,
+        )
         with self.db.atomic():
             self.db.conn.executemany(
-                "INSERT INTO latency (run_id, i, start_ns, latency_ns) VALUES (?, ?, ?, ?)",
-                rows)
+                "INSERT INTO latency (run_id, i, start_ns, latency_ns) VALUES (?, ?, ?, ?)", rows
+            )
         return first_index + n
 
     def add_telemetry(self, run_id: int | None, rows: Iterable[tuple[int, str, float]]) -> int:
@@ -167,18 +192,34 @@ class SessionStore:
         data = [(run_id, int(t), str(name), float(v)) for run_id, t, name, v in rows]
         with self.db.atomic():
             self.db.conn.executemany(
-                "INSERT INTO telemetry (run_id, wall_ns, name, value) VALUES (?, ?, ?, ?)", data)
+                "INSERT INTO telemetry (run_id, wall_ns, name, value) VALUES (?, ?, ?, ?)", data
+            )
         return len(data)
 
-    def add_marker(self, run_id: int | None, kind: str, label: str, text: str = "", *,
-                   t_ns: int | None = None, wall_ns: int | None = None) -> int:
+    def add_marker(
+        self,
+        run_id: int | None,
+        kind: str,
+        label: str,
+        text: str = "",
+        *,
+        t_ns: int | None = None,
+        wall_ns: int | None = None,
+    ) -> int:
         """A note on the timeline (a config change, a user note, an engine notice).
         `t_ns` is relative to the run's timing origin when known; `wall_ns` defaults to now."""
         table = self.db.table("markers")
         with self.db.atomic():
-            table.insert({"run_id": run_id, "wall_ns": time.time_ns() if wall_ns is None
-                          else wall_ns, "t_ns": t_ns, "kind": kind, "label": label,
-                          "text": text})
+            table.insert(
+                {
+                    "run_id": run_id,
+                    "wall_ns": time.time_ns() if wall_ns is None else wall_ns,
+                    "t_ns": t_ns,
+                    "kind": kind,
+                    "label": label,
+                    "text": text,
+                }
+            )
         marker_id = table.last_pk
         assert isinstance(marker_id, int)
         return marker_id
@@ -186,8 +227,10 @@ class SessionStore:
     def set_marker_offsets(self, run_id: int, origin_wall_ns: int) -> None:
         """Fill `t_ns` (relative to the run's timing origin) of the run's markers that were
         written before the origin was known."""
-        self.db.execute("UPDATE markers SET t_ns = wall_ns - ? WHERE run_id = ? AND "
-                        "t_ns IS NULL", [origin_wall_ns, run_id])
+        self.db.execute(
+            "UPDATE markers SET t_ns = wall_ns - ? WHERE run_id = ? AND t_ns IS NULL",
+            [origin_wall_ns, run_id],
+        )
 
     # -- profiles ----------------------------------------------------------------------
 
@@ -198,24 +241,34 @@ class SessionStore:
 
         with self.db.atomic():
             (last,) = self.db.execute(
-                "SELECT MAX(pass) FROM profiles WHERE run_id = ?", [run_id]).fetchone()
+                "SELECT MAX(pass) FROM profiles WHERE run_id = ?", [run_id]
+            ).fetchone()
             pass_ = 0 if last is None else int(last) + 1
             self.db.table("profiles").insert(
-                {"run_id": run_id, "pass": pass_, "runs": prof.runs, "coverage": prof.coverage,
-                 "overhead": prof.profile_overhead,
-                 "provider_nodes": json_text(prof.provider_nodes),
-                 "nodes_total": len(prof.ops), "recorded_at": utc_now()})
-            ops = [{"run_id": run_id, "pass": pass_, "kind": kind, "rank": rank,
-                    **stat_to_json(stat)}
-                   for kind, stats in (("node", prof.ops), ("op_type", prof.op_types))
-                   for rank, stat in enumerate(stats)]
+                {
+                    "run_id": run_id,
+                    "pass": pass_,
+                    "runs": prof.runs,
+                    "coverage": prof.coverage,
+                    "overhead": prof.profile_overhead,
+                    "provider_nodes": json_text(prof.provider_nodes),
+                    "nodes_total": len(prof.ops),
+                    "recorded_at": utc_now(),
+                }
+            )
+            ops = [
+                {"run_id": run_id, "pass": pass_, "kind": kind, "rank": rank, **stat_to_json(stat)}
+                for kind, stats in (("node", prof.ops), ("op_type", prof.op_types))
+                for rank, stat in enumerate(stats)
+            ]
             self.db.table("ops").insert_all(ops, batch_size=1000)
             trace = prof.trace
             conn = self.db.conn  # raw executemany: a pass can hold 10^5 node rows
             conn.executemany(
                 "INSERT INTO profile_runs (run_id, pass, run_index, start_us, dur_us) "
                 "VALUES (?, ?, ?, ?, ?)",
-                [(run_id, pass_, r.run_index, r.start_us, r.dur_us) for r in trace.runs])
+                [(run_id, pass_, r.run_index, r.start_us, r.dur_us) for r in trace.runs],
+            )
             shapes: dict[Any, str] = {}
 
             def shape_json(value: Any) -> str:
@@ -229,12 +282,29 @@ class SessionStore:
                 "provider, node_index, start_us, dur_us, self_us, bytes, activation_bytes, "
                 "parameter_bytes, output_bytes, input_shapes, output_shapes) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, pass_, n.run_index, n.name, n.parent, n.op_type, n.provider,
-                  n.node_index, n.start_us, n.dur_us, n.self_us,
-                  n.activation_bytes + n.parameter_bytes + n.output_bytes,
-                  n.activation_bytes, n.parameter_bytes, n.output_bytes,
-                  shape_json(n.input_shapes), shape_json(n.output_shapes))
-                 for n in trace.nodes])
+                [
+                    (
+                        run_id,
+                        pass_,
+                        n.run_index,
+                        n.name,
+                        n.parent,
+                        n.op_type,
+                        n.provider,
+                        n.node_index,
+                        n.start_us,
+                        n.dur_us,
+                        n.self_us,
+                        n.activation_bytes + n.parameter_bytes + n.output_bytes,
+                        n.activation_bytes,
+                        n.parameter_bytes,
+                        n.output_bytes,
+                        shape_json(n.input_shapes),
+                        shape_json(n.output_shapes),
+                    )
+                    for n in trace.nodes
+                ],
+            )
         return pass_
 
 
@@ -269,11 +339,14 @@ def _writable_version(p: Path, conn: sqlite3.Connection) -> int | None:
         raise SessionFileError(f"not an OpScope session ({exc})", p) from exc
     if version is None:
         (tables,) = conn.execute(
-            "SELECT COUNT(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'").fetchone()
+            "SELECT COUNT(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+        ).fetchone()
         if tables:
             raise SessionFileError(
                 "not an OpScope session (an SQLite database with other tables); "
-                "refusing to write to it", p)
+                "refusing to write to it",
+                p,
+            )
         return None
     if version > schema.SCHEMA_VERSION:
         raise SessionFileError(newer_message(version), p)
@@ -281,8 +354,10 @@ def _writable_version(p: Path, conn: sqlite3.Connection) -> int | None:
 
 
 def newer_message(version: int) -> str:
-    return (f"written by a newer OpScope (session format v{version}; this version reads up "
-            f"to v{schema.SCHEMA_VERSION}): please upgrade OpScope to open it")
+    return (
+        f"written by a newer OpScope (session format v{version}; this version reads up "
+        f"to v{schema.SCHEMA_VERSION}): please upgrade OpScope to open it"
+    )
 
 
 def open_session_file(path: str | Path) -> SessionReader:

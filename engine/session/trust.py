@@ -51,8 +51,8 @@ def check_file(path: Path, *, allow_empty: bool = False) -> None:
         return  # a live or killed WAL session: the main file may lag its header mid-checkpoint
     if counter_valid and pages and size < pages * page_size:
         raise SessionFileError(
-            f"truncated file ({size} bytes of the {pages * page_size} its header declares)",
-            path)
+            f"truncated file ({size} bytes of the {pages * page_size} its header declares)", path
+        )
 
 
 def one_line(exc: BaseException) -> str:
