@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,11 +110,15 @@ def load_model(path: str | Path) -> tuple[onnx.ModelProto, ModelInfo]:
     if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
         raise ModelError("not a valid ONNX file (no graph)", p)
     external = _check_external_data(model, p)
-    checker_warning = None
-    try:
-        onnx.checker.check_model(str(p))
-    except Exception as exc:  # onnx.checker.ValidationError, or data it cannot read
-        checker_warning = _first_line(exc)
+
+    def check() -> str | None:
+        try:
+            onnx.checker.check_model(str(p))
+        except Exception as exc:  # onnx.checker.ValidationError, or data it cannot read
+            return _first_line(exc)
+        return None
+
+    checker_warning = _checks.get([p, *(p.parent / e for e in external)], check)
     info = describe(model, p, external, checker_warning)
     return model, info
 
@@ -299,13 +303,54 @@ def _check_external_data(model: onnx.ModelProto, path: Path) -> tuple[str, ...]:
     return tuple(sorted(locations))
 
 
+# Results that read whole files (hash, checker), by the files' identity: the live engine
+# loads the same model again at every config change, and a model of a few GB would cost
+# seconds each time. A file rewritten in place changes its mtime or size, so is read again.
+_FileKey = tuple[str, int, int, int, int]  # resolved path, device, inode, size, mtime (ns)
+_KEPT = 8  # models remembered
+
+
+class _ByFiles:
+    """A small memo keyed by the identity of a list of files (most recent last)."""
+
+    def __init__(self) -> None:
+        self._items: dict[tuple[_FileKey, ...], Any] = {}
+
+    @staticmethod
+    def key(files: list[Path]) -> tuple[_FileKey, ...]:
+        out = []
+        for f in files:
+            st = f.stat()
+            out.append((str(f.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(out)
+
+    def get(self, files: list[Path], compute: Callable[[], Any]) -> Any:
+        key = self.key(files)
+        if key in self._items:
+            self._items[key] = self._items.pop(key)  # most recent last
+        else:
+            self._items[key] = compute()
+            while len(self._items) > _KEPT:
+                self._items.pop(next(iter(self._items)))
+        return self._items[key]
+
+
+_hashes = _ByFiles()
+_checks = _ByFiles()
+
+
 def files_sha256(files: list[Path]) -> str:
-    h = hashlib.sha256()
-    for f in files:
-        with f.open("rb") as fh:
-            while chunk := fh.read(1 << 20):
-                h.update(chunk)
-    return h.hexdigest()
+    """One SHA-256 over the files' bytes in order (remembered while the files are unchanged)."""
+
+    def compute() -> str:
+        h = hashlib.sha256()
+        for f in files:
+            with f.open("rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+        return h.hexdigest()
+
+    return str(_hashes.get(files, compute))
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,5 +1,6 @@
 """Loading, validating and describing real-world shapes of models (engine only)."""
 
+import time
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,32 @@ def test_missing_file_and_folder(tmp_path: Path) -> None:
         load_model(tmp_path / "nope.onnx")
     with pytest.raises(ModelError, match="folder"):
         load_model(tmp_path)
+
+
+def test_hash_and_check_are_remembered_until_a_file_changes(
+    zoo: dict[str, Path], tmp_path: Path
+) -> None:
+    """The live engine loads one model at every config change: the files are read once,
+    and read again when any of them (the external data included) is rewritten."""
+    for f in zoo["external_data"].parent.glob("external_data.onnx*"):
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    model = tmp_path / "external_data.onnx"
+    data = tmp_path / "external_data.onnx.data"
+    _, first = load_model(model)
+    reads: list[Path] = []
+    real_open = Path.open
+
+    def counting_open(self: Path, *args: object, **kwargs: object) -> object:
+        reads.append(self)
+        return real_open(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Path, "open", counting_open)
+        _, again = load_model(model)
+        assert again.sha256 == first.sha256 and data not in reads  # remembered
+        blob = bytearray(data.read_bytes())
+        blob[0] ^= 0xFF  # one weight changed
+        time.sleep(0.05)  # past the file system's timestamp granularity (a few ms on ext4)
+        data.write_bytes(bytes(blob))
+        _, changed = load_model(model)
+    assert data in reads and changed.sha256 != first.sha256
