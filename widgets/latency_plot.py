@@ -97,10 +97,10 @@ class LatencyPlot(QWidget):
     """Feed with `append`; a timer paints when new data arrived, at `paint_hz` at most.
 
     Frames cost CPU that, with the engine on every core, comes out of the engine's
-    throughput (with ONNX Runtime's threads on every core, a frame stalls them all, so a
-    frame's CPU costs the engine about twice as much): the frame rate adapts so painting
-    stays within `cpu_budget` of one core (a frame of 5 ms at 2.5%: 5 Hz; of 2 ms: the
-    full 10 Hz), never below MIN_PAINT_HZ."""
+    throughput, sometimes more than the frame's own CPU time (an intra-op thread pool waits
+    for its slowest thread): the frame rate adapts so painting stays within `cpu_budget` of
+    one core (a frame of 5 ms at 2.5%: 5 Hz; of 2 ms: the full 10 Hz), never below
+    MIN_PAINT_HZ."""
 
     follow_changed = Signal(bool)
 
