@@ -18,7 +18,7 @@ from engine.config import PRECISION_LABELS
 from engine.errors import OpScopeError
 from engine.files import finite, write_atomic
 from engine.flops import node_flops
-from engine.op_stats import prepacked_weight_bytes
+from engine.op_stats import STAT_KEYS, prepacked_weight_bytes
 from engine.profile_parse import NodeEvent, ProfileTrace, RunSpan, Shapes
 from engine.session.reader import SessionReader
 from engine.session.rows import RunRow
@@ -214,25 +214,7 @@ RUN_COLUMNS = (
     "ended_at",
 )
 LATENCY_COLUMNS = ("run_id", "index", "start_ns", "latency_ns")
-OP_COLUMNS = (
-    "run_id",
-    "pass",
-    "kind",
-    "rank",
-    "name",
-    "op_type",
-    "provider",
-    "calls",
-    "time_ms",
-    "p50_ms",
-    "p99_ms",
-    "share",
-    "bytes",
-    "gbps",
-    "flops",
-    "gflops",
-    "intensity",
-)
+OP_COLUMNS = ("run_id", "pass", "kind", "rank", *STAT_KEYS)
 
 
 def run_record(r: RunRow) -> dict[str, Any]:

@@ -111,23 +111,27 @@ def slow_run_attribution(trace: ProfileTrace, quantile: float = 0.99) -> list[tu
     return sorted(excess, key=lambda item: (-item[1], item[0]))
 
 
+# The fields of one operator's row, in the order reports, exports and session rows use.
+STAT_KEYS = (
+    "name",
+    "op_type",
+    "provider",
+    "calls",
+    "time_ms",
+    "p50_ms",
+    "p99_ms",
+    "share",
+    "bytes",
+    "gbps",
+    "flops",
+    "gflops",
+    "intensity",
+)
+
+
 def stat_to_json(s: OpStat) -> dict[str, str | int | float | None]:
     """A JSON-ready dict with plain Python numbers (for reports, exports and the CLI)."""
-    return {
-        "name": s.name,
-        "op_type": s.op_type,
-        "provider": s.provider,
-        "calls": s.calls,
-        "time_ms": s.time_ms,
-        "p50_ms": s.p50_ms,
-        "p99_ms": s.p99_ms,
-        "share": s.share,
-        "bytes": s.bytes,
-        "gbps": s.gbps,
-        "flops": s.flops,
-        "gflops": s.gflops,
-        "intensity": s.intensity,
-    }
+    return {key: getattr(s, key) for key in STAT_KEYS}
 
 
 def _node_series(trace: ProfileTrace) -> list[_Series]:

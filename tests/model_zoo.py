@@ -580,3 +580,6 @@ ZOO: dict[str, Callable[[Path], Path]] = {
 UNLOADABLE: frozenset[str] = frozenset(
     {"external_data_missing", "unsupported_op", "session_fails", "corrupt", "truncated"}
 )
+
+# Models that load and run: the first 16, up to the broken ones (ZOO keeps that order).
+RUNNABLE: list[str] = list(ZOO)[: list(ZOO).index("external_data_missing")]

@@ -15,33 +15,14 @@ from engine.inputs import (
     plan_inputs,
 )
 from engine.model_info import load_model
+from tests.model_zoo import RUNNABLE
 
 
 def _run(path: Path, feeds: dict[str, np.ndarray]) -> list[object]:
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "dims_named",
-        "dims_unknown",
-        "dims_minus_one",
-        "dims_formula",
-        "int_inputs",
-        "bool_input",
-        "stateful_rnn",
-        "constant_weights",
-        "qdq_quantized",
-        "dynamic_quantized",
-        "contrib_ops",
-        "sequence_output",
-        "map_output",
-        "external_data",
-        "subgraph_if",
-        "multi_output",
-    ],
-)
+@pytest.mark.parametrize("name", RUNNABLE)
 def test_generated_inputs_run(zoo: dict[str, Path], name: str) -> None:
     model, info = load_model(zoo[name])
     plan = plan_inputs(info, batch=3)

@@ -13,26 +13,9 @@ from engine.errors import InputError, ModelError
 from engine.results import RunResult
 from engine.runner import BenchRequest, run_bench
 from engine.timing import TimingPlan
+from tests.model_zoo import RUNNABLE
 
 QUICK = TimingPlan(warmup_runs=2, warmup_s=0.0, min_runs=5, duration_s=0.05)
-RUNNABLE = [
-    "dims_named",
-    "dims_unknown",
-    "dims_minus_one",
-    "dims_formula",
-    "int_inputs",
-    "bool_input",
-    "stateful_rnn",
-    "constant_weights",
-    "qdq_quantized",
-    "dynamic_quantized",
-    "contrib_ops",
-    "sequence_output",
-    "map_output",
-    "external_data",
-    "subgraph_if",
-    "multi_output",
-]
 
 
 def _run(path: Path, **kwargs: object) -> RunResult:

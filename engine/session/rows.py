@@ -11,6 +11,7 @@ from typing import Any
 from engine.config import RunConfig
 from engine.errors import ConfigError, SessionFileError
 from engine.events import AccuracyResult
+from engine.op_stats import STAT_KEYS
 from engine.session.trust import parse_json, req, typed
 from engine.stats import LatencyStats, Throughput
 
@@ -167,23 +168,8 @@ def run_row(r: sqlite3.Row, path: Path) -> RunRow:
 
 
 def op_stat_row(r: tuple[Any, ...]) -> dict[str, Any]:
-    """(name, op_type, provider, calls, time_ms, p50_ms, p99_ms, share, bytes, gbps, flops,
-    gflops, intensity) -> the dict `engine.op_stats.stat_to_json` makes."""
-    keys = (
-        "name",
-        "op_type",
-        "provider",
-        "calls",
-        "time_ms",
-        "p50_ms",
-        "p99_ms",
-        "share",
-        "bytes",
-        "gbps",
-        "flops",
-        "gflops",
-        "intensity",
-    )
+    """A row of the STAT_KEYS columns, in order -> the dict `engine.op_stats.stat_to_json`
+    makes."""
     kinds: tuple[type, ...] = (
         str,
         str,
@@ -200,7 +186,7 @@ def op_stat_row(r: tuple[Any, ...]) -> dict[str, Any]:
         float,
     )
     out: dict[str, Any] = {}
-    for key, kind, value in zip(keys, kinds, r, strict=True):
+    for key, kind, value in zip(STAT_KEYS, kinds, r, strict=True):
         nullable = key in ("gbps", "flops", "gflops", "intensity", "provider")
         out[key] = typed(value, kind, f"ops.{key}", nullable=nullable)
     if out["provider"] is None:
