@@ -5,6 +5,7 @@ once the followed window is full, measures the GUI thread's CPU time per 10 Hz f
 `paint_now` (data reduced and handed to the items) and the paint it schedules. No engine
 runs: this isolates the window's own cost, which the event-loop lag budget (16 ms) pays for.
 The latencies are gamma-distributed with a wide spread, a pessimistic case for drawing.
+Then the same for one repaint of the telemetry strip (seven sparklines fed at 10 Hz).
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/plot_paint.py [--rate 300] [--frames 200]
 """
@@ -75,6 +76,36 @@ def main() -> None:
             f"  {name:9s} CPU p50 {np.percentile(a, 50):6.2f} ms  "
             f"p99 {np.percentile(a, 99):6.2f} ms  max {a.max():6.2f} ms"
         )
+    plot.hide()  # its paint timer stays quiet while the strip is measured
+    strip_cost(app, args.width)
+
+
+def strip_cost(app: object, width: int, repaints: int = 60) -> None:
+    """GUI thread CPU of one telemetry-strip repaint: seven series, sampled at 10 Hz, the
+    last 60 s shown (as the app does at its 1 Hz strip rate)."""
+    from widgets.telemetry_strip import TelemetryStrip
+
+    strip = TelemetryStrip(paint_hz=1.0)
+    strip.resize(width, 80)
+    strip.show()
+    strip._timer.stop()  # repaints are driven below, one per 10 samples
+    names = ["cpu_percent", "process_cpu_percent", "rss_mb", "cpu0_percent", "cpu1_percent",
+             "cpu_freq_mhz", "mem_used_percent"]  # fmt: skip
+    rng = np.random.default_rng(0)
+    t = 0.0
+    cost = []
+    for i in range(600 + 10 * repaints):
+        t += 0.1
+        strip.append(t, {n: float(rng.uniform(0, 100)) for n in names})
+        if i >= 600 and i % 10 == 9:
+            start = time.thread_time()
+            strip.paint_now()
+            app.processEvents()  # type: ignore[attr-defined]
+            cost.append((time.thread_time() - start) * 1e3)
+    print(
+        f"telemetry strip, {len(names)} series at 10 Hz, {repaints} repaints: "
+        f"CPU p50 {np.percentile(cost, 50):6.2f} ms  p99 {np.percentile(cost, 99):6.2f} ms"
+    )
 
 
 if __name__ == "__main__":
