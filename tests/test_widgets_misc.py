@@ -109,6 +109,22 @@ def test_sparkline_draws_each_spike_where_it_happened(qtbot: QtBot, n: int) -> N
     assert pixels[:, 1].max() >= 28  # the flat part, near the bottom
 
 
+def test_sparkline_reduces_again_for_a_new_width(qtbot: QtBot) -> None:
+    spark = Sparkline()
+    qtbot.addWidget(spark)
+    spark.resize(100, 34)
+    t = np.linspace(0.0, 100.0, 20_000)
+    v = np.zeros(t.size)
+    v[15_000] = 10.0  # at t = 75
+    spark.set_data(t, v)
+    spark.set_x_range(0.0, 100.0)
+    line_pixels(spark)  # painted (reduced) at 100 px
+    spark.resize(400, 34)
+    pixels = line_pixels(spark)
+    top = pixels[pixels[:, 1] == pixels[:, 1].min()]
+    assert abs(top[:, 0].mean() - 300) <= 3
+
+
 def test_sparkline_fits_y_to_the_visible_range(qtbot: QtBot) -> None:
     spark = Sparkline()
     qtbot.addWidget(spark)

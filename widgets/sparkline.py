@@ -12,7 +12,16 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QPainter, QPainterPath, QPaintEvent, QPalette, QPen, QTransform
+from PySide6.QtGui import (
+    QColor,
+    QPainter,
+    QPainterPath,
+    QPaintEvent,
+    QPalette,
+    QPen,
+    QResizeEvent,
+    QTransform,
+)
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from widgets.lines_item import column_envelope, column_starts
@@ -104,6 +113,10 @@ class Sparkline(QWidget):
         if t.size:
             self._path = pg.arrayToQPath(t, v)
 
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        self._stale = True  # the envelope has one column per pixel
+        super().resizeEvent(event)
+
     def paintEvent(self, event: QPaintEvent) -> None:
         self._rebuild()
         painter = QPainter(self)
@@ -116,7 +129,7 @@ class Sparkline(QWidget):
             transform.translate(0, 1 + h)
             transform.scale(self.width() / r.width(), -h / r.height())
             transform.translate(-r.left(), -r.top())
-            painter.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing, False)  # 1 px: cheaper
             painter.setPen(self._pen)
             painter.setTransform(transform)
             painter.drawPath(self._path)
