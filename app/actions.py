@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox
 
+from app.main_window import STEPPED_KEY
+
 if TYPE_CHECKING:
     from app.workbench import Workbench
 
@@ -142,6 +144,17 @@ def build_menus(wb: Workbench) -> Menus:
         "F",
         "Scroll the latency plot with new samples",
     )
+    stepped = act(
+        view,
+        "Scroll in &Steps",
+        lambda on: _set_stepped(wb, on),
+        None,
+        "Move the followed latency plot forward in steps of 5% of its width: the axes "
+        "hold still and each frame costs less CPU (taken from the engine). Off: scroll "
+        "with every frame",
+    )
+    stepped.setCheckable(True)
+    stepped.setChecked(w.latency.stepped_follow)
     view.addSeparator()
     view.addAction(w.config_dock.toggleViewAction())
     view.addAction(w.ops_dock.toggleViewAction())
@@ -152,6 +165,11 @@ def build_menus(wb: Workbench) -> Menus:
     menus = Menus(recent, pause, wb)
     menus.set_recent(recent_files(w.settings))
     return menus
+
+
+def _set_stepped(wb: Workbench, on: bool) -> None:
+    wb.window.latency.set_stepped_follow(on)
+    wb.window.settings.setValue(STEPPED_KEY, bool(on))
 
 
 def _open_model(wb: Workbench) -> None:

@@ -31,6 +31,7 @@ from widgets.roofline import RooflinePlot
 
 MODEL_SUFFIXES = (".onnx", ".pt2", ".pt", ".pth")  # PyTorch files need the torch extra
 SESSION_SUFFIXES = (".opscope",)
+STEPPED_KEY = "view/stepped_follow"  # the followed latency plot moves in steps
 
 
 class MainWindow(QMainWindow):
@@ -66,6 +67,7 @@ class MainWindow(QMainWindow):
         self.tolerance.setToolTip("Minimum cosine similarity to FP32 that counts as accurate.")
         self.tolerance.valueChanged.connect(self._tolerance_changed)
         self.accuracy.set_tolerance(self.tolerance.value())
+        self.latency.set_stepped_follow(self.settings.value(STEPPED_KEY, True, type=bool))
         self.model_label = QLabel("–")
         self.model_label.setTextFormat(Qt.TextFormat.PlainText)
         self.model_label.setWordWrap(True)

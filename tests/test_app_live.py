@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("PySide6")
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMenu
 from pytestqt.qtbot import QtBot
 
 from app.workbench import Workbench
@@ -245,3 +247,26 @@ def test_pytorch_file_runs_on_both_engines_in_the_window(
         timeout=TIMEOUT_MS,
     )
     assert not torch_item.isEnabled()
+
+
+def test_scroll_in_steps_is_a_remembered_view_choice(qtbot: QtBot, tmp_path: Path) -> None:
+    """View > Scroll in Steps (on by default) switches the followed plot between steps and
+    scrolling with every frame, and a new window remembers it. No engine is started."""
+
+    def step_action(wb: Workbench) -> QAction:
+        view = next(m for m in wb.window.menuBar().findChildren(QMenu) if m.title() == "&View")
+        return next(a for a in view.actions() if a.text() == "Scroll in &Steps")
+
+    first = Workbench(session_path=str(tmp_path / "a.opscope"), usable=["cpu"])
+    qtbot.addWidget(first.window)
+    action = step_action(first)
+    assert action.isChecked() and first.window.latency.stepped_follow
+    action.trigger()
+    assert not first.window.latency.stepped_follow
+    first.shutdown()
+    second = Workbench(session_path=str(tmp_path / "b.opscope"), usable=["cpu"])
+    qtbot.addWidget(second.window)
+    assert not second.window.latency.stepped_follow and not step_action(second).isChecked()
+    step_action(second).trigger()  # back to the default for the other tests
+    assert second.window.latency.stepped_follow
+    second.shutdown()

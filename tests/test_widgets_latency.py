@@ -269,6 +269,19 @@ def test_follow_range_widens_in_round_spans_until_the_window_is_full() -> None:
     assert follow_range(0.0, 100.0, 60.0, (5.0, 65.0)) == (42.0, 102.0)  # 3 s steps
 
 
+def test_follow_range_can_scroll_with_every_frame(plot: LatencyPlot) -> None:
+    assert follow_range(0.0, 100.0, 60.0, (0.0, 1.0), stepped=False) == pytest.approx((40.6, 100.6))
+    assert follow_range(5.0, 5.2, 60.0, (0.0, 1.0), stepped=False) == pytest.approx((4.8, 5.8))
+    plot.window_s = 10.0
+    plot.set_stepped_follow(False)
+    feed(plot, 1000, dt=0.03)  # to 29.97 s
+    plot.paint_now()
+    assert plot.latency_plot.vb.viewRange()[0] == pytest.approx([20.07, 30.07])
+    feed(plot, 10, dt=0.03, start=30.0)  # to 30.27 s: moved, no step to wait for
+    plot.paint_now()
+    assert plot.latency_plot.vb.viewRange()[0] == pytest.approx([20.37, 30.37])
+
+
 def test_calm_top_holds_still_and_rounds_up() -> None:
     assert calm_top(0.0, 4.2) == 5.0  # 4.62 rounded up to the next nice number
     assert calm_top(5.0, 4.9) == 5.0 and calm_top(5.0, 2.6) == 5.0  # fits: unchanged

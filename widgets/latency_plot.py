@@ -69,15 +69,20 @@ def calm_top(current: float, needed: float) -> float:
 
 
 def follow_range(
-    t0: float, t1: float, window_s: float, current: tuple[float, float]
+    t0: float, t1: float, window_s: float, current: tuple[float, float], stepped: bool = True
 ) -> tuple[float, float]:
     """The x range that follows samples from t0 to t1, moving in steps rather than at
     every frame: while the samples span less than the window, it starts at t0 and widens
     through round spans (`calm_top`); after that it shows `window_s` seconds ending on the
     next multiple of FOLLOW_STEP of the window past the newest sample (plus a 1% margin),
-    so it jumps forward by one step each time the data reaches its right edge."""
+    so it jumps forward by one step each time the data reaches its right edge.
+    `stepped=False`: the last `window_s` seconds (at least 1 s) up to the newest sample
+    plus the margin, moving with every frame."""
     span = max(t1 - t0, 0.0)
     margin = 0.01 * window_s
+    if not stepped:
+        x1 = t1 + margin
+        return min(max(t0, x1 - window_s), x1 - 1.0), x1
     if span + margin < window_s:
         shown = current[1] - current[0] if current[0] == t0 else 0.0
         return t0, t0 + min(window_s, calm_top(shown, max(span + margin, 1.0)))
@@ -130,6 +135,7 @@ class LatencyPlot(QWidget):
         self._markers: list[_Marker] = []
         self._marker_level = 0
         self._y_tops = [0.0, 0.0]  # followed y range tops: latency, throughput
+        self.stepped_follow = True  # see follow_range
 
         self._glw = _TimedView()
         # The legend gets a row of its own above the plot: inside it would hide marker labels.
@@ -331,6 +337,12 @@ class LatencyPlot(QWidget):
     def following(self) -> bool:
         return self._following
 
+    def set_stepped_follow(self, on: bool) -> None:
+        """Followed range in steps (labels hold still, frames cost less) or scrolling with
+        every frame."""
+        self.stepped_follow = bool(on)
+        self._dirty = True
+
     def set_follow(self, on: bool) -> None:
         """Follow the last `window_s` seconds, or leave the range to the user."""
         if on == self._following:
@@ -529,7 +541,9 @@ class LatencyPlot(QWidget):
         if t.size == 0:
             return 0.0, 1.0
         (vx0, vx1), (_, vy1) = self.latency_plot.vb.viewRange()
-        x0, x1 = follow_range(float(t[0]), float(t[-1]), self.window_s, (vx0, vx1))
+        x0, x1 = follow_range(
+            float(t[0]), float(t[-1]), self.window_s, (vx0, vx1), self.stepped_follow
+        )
         i0 = int(np.searchsorted(t, x0))
         y1 = float(lat[i0:].max()) if i0 < t.size else 1.0
         self._y_tops[0] = calm_top(self._y_tops[0], max(y1, 1e-3))
