@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.opscope-installed
 
-.PHONY: run test lint bench clean-venv
+.PHONY: run test lint bench bench-app clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,12 @@ bench: $(STAMP)
 	$(BIN)/python bench/variants.py
 	$(BIN)/python bench/store_insert.py
 	$(BIN)/python bench/store_open.py
+
+## The window under load (headless; about 8 minutes): frame cost, then event-loop lag and
+## engine throughput with the window open against `opscope bench`.
+bench-app: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/plot_paint.py
+	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/app_responsiveness.py
 
 clean-venv:
 	rm -rf $(VENV)
