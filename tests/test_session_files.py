@@ -1,0 +1,253 @@
+"""Session files that must be refused in one line (corrupt, truncated, foreign, from a newer
+OpScope), values from a file validated before use, migrations, and reading a file from a
+read-only folder. Files from teammates are untrusted."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlite_utils import Database
+
+from engine.errors import SessionFileError
+from engine.model_info import ModelInfo, load_model
+from engine.results import RunResult
+from engine.session import (
+    SCHEMA_VERSION,
+    Recorder,
+    SessionStore,
+    open_session_file,
+    resolve_run_ref,
+    schema,
+)
+from engine.session import reader as reader_mod
+from tests.conftest import DEMO_CNN
+from tests.session_events import live_events, record_demo_profile
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunResult]:
+    path = tmp_path_factory.mktemp("session") / "run.opscope"
+    return path, record_demo_profile(path)
+
+
+@pytest.fixture(scope="module")
+def info() -> ModelInfo:
+    return load_model(DEMO_CNN)[1]
+
+
+def _make_foreign(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE photos (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.execute("INSERT INTO photos (name) VALUES ('cat.jpg')")
+    conn.commit()
+    conn.close()
+
+
+def _make_future(path: Path, source: Path) -> None:
+    shutil.copyfile(source, path)
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION + 1)]
+    )
+    conn.commit()
+    conn.close()
+
+
+def bad_file(kind: str, folder: Path, source: Path) -> tuple[Path, str]:
+    """A file of `kind` in `folder`, and a fragment its error message must contain."""
+    path = folder / f"{kind}.opscope"
+    if kind == "corrupt":
+        path.write_bytes(np.random.default_rng(0).bytes(64 * 1024))
+        return path, "not an SQLite database"
+    if kind == "truncated":
+        data = source.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+        return path, "truncated"
+    if kind == "foreign":
+        _make_foreign(path)
+        return path, "other tables"
+    if kind == "foreign-meta":  # a table named meta, of another design
+        conn = sqlite3.connect(path)
+        conn.execute("CREATE TABLE meta (version INTEGER)")
+        conn.commit()
+        conn.close()
+        return path, "meta table is not OpScope's"
+    if kind == "empty":
+        path.write_bytes(b"")
+        return path, "empty file"
+    if kind == "future":
+        _make_future(path, source)
+        return path, "please upgrade OpScope"
+    if kind == "missing":
+        return path, "file not found"
+    raise AssertionError(kind)
+
+
+BAD_KINDS = ["corrupt", "truncated", "foreign", "foreign-meta", "empty", "future", "missing"]
+
+
+@pytest.mark.parametrize("kind", BAD_KINDS)
+def test_bad_files_are_refused_in_one_line(
+    kind: str, tmp_path: Path, recorded: tuple[Path, RunResult]
+) -> None:
+    path, fragment = bad_file(kind, tmp_path, recorded[0])
+    with pytest.raises(SessionFileError) as err:
+        open_session_file(path)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{path}: ")
+    assert fragment in message.removeprefix(f"{path}: ")
+
+
+@pytest.mark.parametrize("kind", ["corrupt", "truncated", "foreign", "foreign-meta", "future"])
+def test_the_writer_never_touches_a_file_it_does_not_own(
+    kind: str, tmp_path: Path, recorded: tuple[Path, RunResult]
+) -> None:
+    path, fragment = bad_file(kind, tmp_path, recorded[0])
+    before = path.read_bytes()
+    with pytest.raises(SessionFileError) as err:
+        SessionStore.create_or_open(path)
+    assert fragment in str(err.value).removeprefix(f"{path}: ")
+    assert path.read_bytes() == before
+    assert not Path(f"{path}-wal").exists()
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "fragment"),
+    [
+        ("config", '{"batch": -1}', "invalid config"),
+        ("config", "not json", "runs.config is not valid JSON"),
+        ("config", "[1, 2]", "runs.config is not a JSON dict"),
+        ("samples", "many", "runs.samples is not a number"),
+        ("accuracy", '{"baseline": "fp32", "cosine": "1; rm -rf"}', "accuracy.cosine"),
+        ("inputs", '{"x": {"shape": "1x3", "dtype": "f"}}', "malformed input"),
+    ],
+)
+def test_values_from_the_file_are_validated(
+    tmp_path: Path, recorded: tuple[Path, RunResult], column: str, value: str, fragment: str
+) -> None:
+    path = tmp_path / "tampered.opscope"
+    shutil.copyfile(recorded[0], path)
+    conn = sqlite3.connect(path)
+    conn.execute(f"UPDATE runs SET {column} = ?", [value])
+    conn.commit()
+    conn.close()
+    with open_session_file(path) as reader, pytest.raises(SessionFileError) as err:
+        reader.runs()
+    assert fragment in str(err.value) and str(path) in str(err.value)
+
+
+def test_migrations_run_in_order_on_an_empty_database() -> None:
+    db = Database(memory=True)
+    assert schema.migrate(db) == SCHEMA_VERSION == len(schema.MIGRATIONS)
+    assert schema.stored_version(db.conn) == SCHEMA_VERSION
+    tables = set(db.table_names())
+    assert set(schema.REQUIRED_COLUMNS) <= tables
+    for table, columns in schema.REQUIRED_COLUMNS.items():
+        assert set(columns) <= set(db.table(table).columns_dict), table
+    assert schema.migrate(db) == SCHEMA_VERSION  # idempotent
+
+
+def test_an_older_file_is_migrated(
+    tmp_path: Path, recorded: tuple[Path, RunResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a v2 in the list: readers migrate a v1 file in memory, never in place; the
+    writer migrates it in place; a failing migration leaves the file at its version."""
+    path = tmp_path / "old.opscope"
+    shutil.copyfile(recorded[0], path)
+    calls: list[int] = []
+
+    def v2_add_tags(db: Database) -> None:
+        calls.append(2)
+        db.execute("ALTER TABLE runs ADD COLUMN tags TEXT")
+
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, v2_add_tags])
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
+    before = path.read_bytes()
+    with open_session_file(path) as reader:
+        assert reader.version == 1 and calls == [2]
+        assert reader.runs()[0].status == "ok"
+        assert reader._conn.execute("SELECT tags FROM runs").fetchall() == [(None,)]
+    assert path.read_bytes() == before
+
+    def v3_broken(db: Database) -> None:
+        db.execute("ALTER TABLE runs ADD COLUMN half_done TEXT")
+        raise RuntimeError("bug in migration 3")
+
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, v3_broken])
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 3)
+    with pytest.raises(RuntimeError, match="bug in migration 3"):
+        SessionStore.create_or_open(path)
+    conn = sqlite3.connect(path)
+    assert schema.stored_version(conn) == 2  # v2 committed, v3 rolled back whole
+    assert "half_done" not in {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    conn.close()
+
+
+def _live_copy(tmp_path: Path, info: ModelInfo) -> Path:
+    """A session whose writer is still open (data in the -wal), copied elsewhere."""
+    src = tmp_path / "live.opscope"
+    e = live_events(info)
+    store = SessionStore.create_or_open(src)
+    rec = Recorder(store)
+    for ev in (e["started"], *e["batches"]):
+        rec.feed(ev)
+    rec.flush()
+    dst = tmp_path / "copy"
+    dst.mkdir()
+    for suffix in ("", "-wal"):
+        shutil.copyfile(f"{src}{suffix}", dst / f"live.opscope{suffix}")
+    store.close()
+    return dst / "live.opscope"
+
+
+@pytest.mark.parametrize("with_wal", [True, False])
+def test_read_only_folder_fallbacks(
+    tmp_path: Path, info: ModelInfo, with_wal: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When mode=ro cannot open (a WAL file in a read-only folder: no -shm can be made),
+    read a private copy of file + -wal, or open immutable when there is no -wal."""
+    path = _live_copy(tmp_path, info)
+    if not with_wal:
+        Path(f"{path}-wal").unlink()
+    real_probe = reader_mod._probe
+    uris: list[str] = []
+
+    def probe(conn: sqlite3.Connection) -> sqlite3.Connection:
+        (uri,) = [row[2] for row in conn.execute("PRAGMA database_list")]
+        uris.append(uri)
+        if len(uris) == 1:
+            conn.close()
+            raise sqlite3.OperationalError("unable to open database file")
+        return real_probe(conn)
+
+    monkeypatch.setattr(reader_mod, "_probe", probe)
+    if with_wal:
+        reader = open_session_file(path)
+        tmpdir = reader._tmpdir
+        assert tmpdir and Path(tmpdir).is_dir()
+        assert reader.runs()[0].samples == 5 and reader.latency(1)[1].size == 5
+        reader.close()
+        assert not Path(tmpdir).exists()
+    else:  # the WAL's contents are gone: what the main file holds (nothing yet) is all
+        with pytest.raises(SessionFileError, match="copy that too"):
+            open_session_file(path)
+    assert len(uris) == 2
+
+
+def test_resolve_run_ref(tmp_path: Path) -> None:
+    assert resolve_run_ref("a.opscope") == ("a.opscope", None)
+    assert resolve_run_ref("a.opscope:12") == ("a.opscope", 12)
+    assert resolve_run_ref("dir:x/a.opscope:3") == ("dir:x/a.opscope", 3)
+    assert resolve_run_ref("a.opscope:") == ("a.opscope:", None)
+    assert resolve_run_ref("a.opscope:x1") == ("a.opscope:x1", None)
+    assert resolve_run_ref("a.opscope:²") == ("a.opscope:²", None)
+    assert resolve_run_ref(r"C:\runs\a.opscope") == (r"C:\runs\a.opscope", None)
+    assert resolve_run_ref(r"C:\runs\a.opscope:2") == (r"C:\runs\a.opscope", 2)
+    assert resolve_run_ref("C:7") == ("C:7", None)  # drive C, not run 7 of a file "C"
+    odd = tmp_path / "b.opscope:4"  # an existing file wins
+    odd.write_bytes(b"")
+    assert resolve_run_ref(str(odd)) == (str(odd), None)
