@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("PySide6")
 from pytestqt.qtbot import QtBot
 
+from engine.events import OpProfile
 from engine.op_stats import OpStat
 from widgets.roofline import RooflinePlot
 
@@ -40,6 +41,8 @@ OPS = [
     op("reshape", "Reshape", None, None, 0.2),
 ]
 CPU_PEAKS = {"cpu": {"memory_gbps": 10.0, "gflops": 100.0}, "gpu": None}
+
+PROFILE = OpProfile(ops=OPS, op_types=[], coverage=1.0, runs=1, provider_nodes={}, trace=None)
 
 
 def controller_drawing_into(
@@ -132,21 +135,11 @@ def test_window_links_table_and_roofline(qtbot: QtBot) -> None:
 def test_controller_draws_profile_with_cached_peaks(
     qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.events import OpProfile
 
     calls: list[tuple[int, float | None, float | None]] = []
     ctl = controller_drawing_into(calls, monkeypatch)
     ctl.provider = "CPUExecutionProvider"  # type: ignore[attr-defined]
-    ctl._one(
-        OpProfile(
-            ops=OPS,
-            op_types=[],
-            coverage=1.0,
-            runs=1,  # type: ignore[attr-defined]
-            provider_nodes={},
-            trace=None,
-        )
-    )
+    ctl._one(PROFILE)
     assert calls == [(4, 10.0, 100.0)]
 
 
@@ -177,7 +170,6 @@ def test_late_peaks_after_window_closed_are_ignored(qtbot: QtBot) -> None:
     from PySide6.QtCore import QObject, Signal
 
     from app.live_controller import LiveController
-    from engine.events import OpProfile
 
     class Client(QObject):
         events = Signal(list)
@@ -185,9 +177,7 @@ def test_late_peaks_after_window_closed_are_ignored(qtbot: QtBot) -> None:
 
     plot = RooflinePlot()
     ctl = LiveController(SimpleNamespace(roofline=plot), Client())
-    ctl.last_profile = OpProfile(
-        ops=OPS, op_types=[], coverage=1.0, runs=1, provider_nodes={}, trace=None
-    )
+    ctl.last_profile = PROFILE
     import shiboken6
 
     shiboken6.delete(plot)
@@ -200,21 +190,12 @@ def test_gpu_run_gets_roofs_when_the_host_measures_gpu_peaks(
     """A CUDA run with only CPU peaks cached shows no roofs (CPU roofs would mislead) until
     the engine host sends the GPU's measured peaks."""
     from engine import peaks
-    from engine.events import OpProfile, PeaksMeasured
+    from engine.events import PeaksMeasured
 
     calls: list[tuple[int, float | None, float | None]] = []
     ctl = controller_drawing_into(calls, monkeypatch)
     ctl.provider = "CUDAExecutionProvider"  # type: ignore[attr-defined]
-    ctl._one(
-        OpProfile(
-            ops=OPS,
-            op_types=[],
-            coverage=1.0,
-            runs=1,  # type: ignore[attr-defined]
-            provider_nodes={},
-            trace=None,
-        )
-    )
+    ctl._one(PROFILE)
     ctl._one(
         PeaksMeasured(
             {
