@@ -143,7 +143,7 @@ def prepare_torch(req: BenchRequest) -> Generator[Event, None, TorchPrepared]:
         shapes = input_shapes(model, config.batch, req.shapes)
         note = fixed_batch_note(model, config.batch, shapes)
         if note is not None:
-            yield Notice(*note)
+            yield note
         feeds = make_inputs(model, shapes, seed=req.seed)
 
         def make_feeds(i: int) -> Feeds:

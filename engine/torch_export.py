@@ -41,7 +41,7 @@ def onnx_for_torch(
     shapes = input_shapes(model, batch, overrides)
     note = fixed_batch_note(model, batch, shapes)
     if note is not None:
-        yield Notice(*note)
+        yield note
     params = {
         "exporter": "dynamo" if model.kind == "export" else "torchscript",
         "opset": OPSET,

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import InputError, ModelError
+from engine.events import Notice
 
 TORCH_SUFFIXES = frozenset({".pt2", ".pt", ".pth"})
 NEED_TORCH = "PyTorch files need torch: pip install 'opscope[torch]'"
@@ -228,9 +229,9 @@ def input_shapes(
 
 def fixed_batch_note(
     model: TorchModel, batch: int, shapes: Mapping[str, tuple[int, ...]]
-) -> tuple[str, str] | None:
-    """(level, message) when the file fixes a batch other than the one asked for: a .pt2
-    exported without a dynamic batch dim runs only at its example's batch."""
+) -> Notice | None:
+    """A notice when the file fixes a batch other than the one asked for: a .pt2 exported
+    without a dynamic batch dim runs only at its example's batch."""
     fixed: set[int] = set()
     for inp in model.inputs:
         shape = shapes.get(inp.name)
@@ -244,7 +245,7 @@ def fixed_batch_note(
     if len(fixed) != 1 or batch in fixed:
         return None
     got = fixed.pop()
-    return (
+    return Notice(
         "warning" if batch != 1 else "info",
         f"{Path(model.path).name} was exported with a fixed batch of {got} (no dynamic "
         f"batch dim): running batch {got}, not {batch}; export with "
