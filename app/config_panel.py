@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.config import PRECISION_LABELS, RunConfig
+from engine.torch_load import is_torch_file
 
 DEBOUNCE_MS = 350
 FUSION_LABELS = {
@@ -209,7 +210,7 @@ class ConfigPanel(QWidget):
     def set_model_kind(self, path: str) -> None:
         """The loaded model decides whether the PyTorch engine can run it (PyTorch files
         only); an ONNX model with PyTorch selected goes back to ONNX Runtime."""
-        self._torch_model = Path(path).suffix.lower() in (".pt2", ".pt", ".pth")
+        self._torch_model = is_torch_file(path)
         self._update_engine_item()
         if not self._torch_model and self.engine.currentData() == "torch":
             _select(self.engine, "onnxruntime")

@@ -45,6 +45,7 @@ from engine.ort_session import (
 )
 from engine.profiling import profile_pass
 from engine.timing import TimingPlan, TimingSamples, time_inferences
+from engine.torch_load import is_torch_file
 from engine.variants import CALIBRATION_BATCHES, build_variant
 
 ACCURACY_BATCHES = 4
@@ -110,7 +111,7 @@ def run_bench(req: BenchRequest) -> Iterator[Event]:
 def prepare(req: BenchRequest) -> Generator[Event, None, Prepared]:
     """Load, make inputs, build the variant, open the session, check the inputs fit."""
     exported: dict[str, object] = {}
-    if Path(req.model_path).suffix.lower() in (".pt2", ".pt", ".pth"):  # PyTorch: to ONNX
+    if is_torch_file(req.model_path):  # PyTorch: to ONNX
         from engine.torch_export import onnx_for_torch
 
         onnx_path, exported = yield from onnx_for_torch(
