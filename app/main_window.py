@@ -47,7 +47,10 @@ class MainWindow(QMainWindow):
         self.banner = Banner()
         self.latency = LatencyPlot()
         self.telemetry = TelemetryStrip(paint_hz=1.0)  # slow-changing: once a second, as top
-        self.telemetry.set_x_link(getattr(self.latency, "plot_item", None))
+        latency = self.latency
+        self.telemetry.set_x_link(  # its own last minute until there are samples to line up
+            latency.plot_item, lambda: latency.samples()[0].size > 0 or not latency.following
+        )
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.latency)
         splitter.addWidget(self.telemetry)

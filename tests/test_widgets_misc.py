@@ -141,6 +141,24 @@ def test_sparkline_fits_y_to_the_visible_range(qtbot: QtBot) -> None:
     assert spark.y_range()[1] > 100.0
 
 
+def test_an_idle_link_leaves_the_strip_on_its_own_window(
+    strip: TelemetryStrip, qtbot: QtBot
+) -> None:
+    """Before the linked plot has samples (a bad first model), the sparklines follow their
+    own last minute rather than the empty plot's 0-1 s."""
+    plot = LatencyPlot(capacity=100)
+    qtbot.addWidget(plot)
+    strip.set_x_link(plot.plot_item, lambda: plot.samples()[0].size > 0)
+    for t in range(0, 90, 10):
+        strip.append(float(t), {"cpu_percent": 50.0})
+    strip.paint_now()
+    assert strip.sparkline("cpu_percent").x_range() == pytest.approx((20.0, 80.0))
+    plot.append(np.array([70.0, 71.0]), np.array([1.0, 1.2]), 1)
+    plot.latency_plot.vb.setXRange(60.0, 75.0, padding=0)
+    strip.paint_now()
+    assert strip.sparkline("cpu_percent").x_range() == pytest.approx((60.0, 75.0))
+
+
 def test_series_names_are_described() -> None:
     assert describe("gpu_mem_used_mb") == ("GPU mem used", " MB")
     assert describe("dram_bw_util_percent") == ("DRAM bw util", "%")

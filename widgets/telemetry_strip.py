@@ -8,6 +8,7 @@ Each sparkline is a small QPainter widget (`widgets/sparkline.py`), not a pyqtgr
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,6 +89,8 @@ class TelemetryStrip(QWidget):
         self._columns = max(1, columns)
         self._series: dict[str, _Series] = {}
         self._x_link: pg.PlotItem | None = None
+        self._link_active: Callable[[], bool] = lambda: True
+        self._own_range = True  # following our own last window_s (no link, or it is idle)
         self._linked_range: tuple[float, float] | None = None
         self._range_dirty = False
         self._formats: dict[str, tuple[str, str]] = {}
@@ -120,14 +123,18 @@ class TelemetryStrip(QWidget):
             theme.make_steady(series.label, f"{title} 88,888{unit}")
             series.dirty = True
 
-    def set_x_link(self, plot_item: pg.PlotItem | None) -> None:
+    def set_x_link(
+        self, plot_item: pg.PlotItem | None, active: Callable[[], bool] | None = None
+    ) -> None:
         """Show the same x range as another plot (e.g. the latency plot's); None to follow
-        the last `window_s` on our own. Both must use the same clock: seconds since the
-        session started. (pyqtgraph's setXLink would map by screen position, so cells side
-        by side would each show a different time span.)"""
+        the last `window_s` on our own, as also while `active()` is False (the linked plot
+        has nothing to show yet, after a bad first model say). Both must use the same
+        clock: seconds since the session started. (pyqtgraph's setXLink would map by screen
+        position, so cells side by side would each show a different time span.)"""
         if self._x_link is not None:
             self._x_link.sigXRangeChanged.disconnect(self._on_linked_range)
         self._x_link = plot_item
+        self._link_active = active or (lambda: True)
         if plot_item is not None:
             plot_item.sigXRangeChanged.connect(self._on_linked_range)
             self._on_linked_range()
@@ -185,7 +192,13 @@ class TelemetryStrip(QWidget):
         self.paint_now()
 
     def paint_now(self) -> None:
-        self._apply_linked_range()
+        own = self._x_link is None or not self._link_active()
+        if own != self._own_range:
+            self._own_range, self._range_dirty = own, True
+            for series in self._series.values():
+                series.dirty = True
+        if not own:
+            self._apply_linked_range()
         for series in self._series.values():
             if series.dirty:
                 self._paint_series(series)
@@ -205,7 +218,7 @@ class TelemetryStrip(QWidget):
             if v.size
             else series.title
         )
-        if self._x_link is None and t.size:
+        if self._own_range and t.size:
             series.spark.set_x_range(self._last_t - self.window_s, self._last_t)
 
     def _add_series(self, name: str) -> _Series:
