@@ -19,8 +19,8 @@ from engine.events import Notice, RunStarted
 from engine.model_info import load_model
 from engine.session import Recorder, SessionStore, open_session_file
 from tests.conftest import DEMO_CNN, ROOT
+from tests.session_material import BAD_KINDS, bad_file, live_events
 from tests.test_cli import FAST, opscope
-from tests.test_session_store import BAD_KINDS, _events, bad_file
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +191,7 @@ def test_text_from_the_file_is_shown_as_text(tmp_path: Path) -> None:
     evil = dataclasses.replace(
         info, path=str(tmp_path / "\x1b[2J\x1b[31mred\nfake row.onnx"), sha256="0" * 64
     )
-    e = _events(evil)
+    e = live_events(evil)
     with SessionStore.create_or_open(path) as store:
         rec = Recorder(store)
         started: RunStarted = e["started"]

@@ -8,7 +8,6 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-import numpy as np
 import pytest
 from sqlite_utils import Database
 
@@ -25,7 +24,7 @@ from engine.session import (
 )
 from engine.session import reader as reader_mod
 from tests.conftest import DEMO_CNN
-from tests.session_events import live_events, record_demo_profile
+from tests.session_material import BAD_KINDS, bad_file, live_events, record_demo_profile
 
 
 @pytest.fixture(scope="module")
@@ -37,57 +36,6 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunResult]
 @pytest.fixture(scope="module")
 def info() -> ModelInfo:
     return load_model(DEMO_CNN)[1]
-
-
-def _make_foreign(path: Path) -> None:
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE photos (id INTEGER PRIMARY KEY, name TEXT)")
-    conn.execute("INSERT INTO photos (name) VALUES ('cat.jpg')")
-    conn.commit()
-    conn.close()
-
-
-def _make_future(path: Path, source: Path) -> None:
-    shutil.copyfile(source, path)
-    conn = sqlite3.connect(path)
-    conn.execute(
-        "UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION + 1)]
-    )
-    conn.commit()
-    conn.close()
-
-
-def bad_file(kind: str, folder: Path, source: Path) -> tuple[Path, str]:
-    """A file of `kind` in `folder`, and a fragment its error message must contain."""
-    path = folder / f"{kind}.opscope"
-    if kind == "corrupt":
-        path.write_bytes(np.random.default_rng(0).bytes(64 * 1024))
-        return path, "not an SQLite database"
-    if kind == "truncated":
-        data = source.read_bytes()
-        path.write_bytes(data[: len(data) // 2])
-        return path, "truncated"
-    if kind == "foreign":
-        _make_foreign(path)
-        return path, "other tables"
-    if kind == "foreign-meta":  # a table named meta, of another design
-        conn = sqlite3.connect(path)
-        conn.execute("CREATE TABLE meta (version INTEGER)")
-        conn.commit()
-        conn.close()
-        return path, "meta table is not OpScope's"
-    if kind == "empty":
-        path.write_bytes(b"")
-        return path, "empty file"
-    if kind == "future":
-        _make_future(path, source)
-        return path, "please upgrade OpScope"
-    if kind == "missing":
-        return path, "file not found"
-    raise AssertionError(kind)
-
-
-BAD_KINDS = ["corrupt", "truncated", "foreign", "foreign-meta", "empty", "future", "missing"]
 
 
 @pytest.mark.parametrize("kind", BAD_KINDS)

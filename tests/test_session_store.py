@@ -31,7 +31,7 @@ from engine.session import (
     recording,
 )
 from tests.conftest import DEMO_CNN
-from tests.session_events import live_events, record_demo_profile
+from tests.session_material import live_events, record_demo_profile
 
 
 @pytest.fixture(scope="module")

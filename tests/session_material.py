@@ -1,8 +1,11 @@
-"""Session-file test material shared by the store and file-safety tests: a real recorded
-profile run of the demo CNN, and hand-made events of a live run."""
+"""Session-file test material shared by the store, file-safety and session CLI tests: a real
+recorded profile run of the demo CNN, hand-made events of a live run, and files that must
+be refused."""
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from engine.events import (
 from engine.model_info import ModelInfo
 from engine.results import RunResult
 from engine.runner import BenchRequest, run_bench
-from engine.session import Recorder, SessionStore
+from engine.session import SCHEMA_VERSION, Recorder, SessionStore
 from engine.stats import is_stable, latency_stats, throughput
 from engine.timing import TimingPlan
 from tests.conftest import DEMO_CNN
@@ -88,3 +91,54 @@ def live_events(info: ModelInfo, batch: int = 2) -> dict[str, Any]:
             latency_stats(lats), throughput(starts, lats, batch), is_stable(lats), 10, 0.01
         ),
     }
+
+
+def _make_foreign(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE photos (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.execute("INSERT INTO photos (name) VALUES ('cat.jpg')")
+    conn.commit()
+    conn.close()
+
+
+def _make_future(path: Path, source: Path) -> None:
+    shutil.copyfile(source, path)
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION + 1)]
+    )
+    conn.commit()
+    conn.close()
+
+
+def bad_file(kind: str, folder: Path, source: Path) -> tuple[Path, str]:
+    """A file of `kind` in `folder`, and a fragment its error message must contain."""
+    path = folder / f"{kind}.opscope"
+    if kind == "corrupt":
+        path.write_bytes(np.random.default_rng(0).bytes(64 * 1024))
+        return path, "not an SQLite database"
+    if kind == "truncated":
+        data = source.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+        return path, "truncated"
+    if kind == "foreign":
+        _make_foreign(path)
+        return path, "other tables"
+    if kind == "foreign-meta":  # a table named meta, of another design
+        conn = sqlite3.connect(path)
+        conn.execute("CREATE TABLE meta (version INTEGER)")
+        conn.commit()
+        conn.close()
+        return path, "meta table is not OpScope's"
+    if kind == "empty":
+        path.write_bytes(b"")
+        return path, "empty file"
+    if kind == "future":
+        _make_future(path, source)
+        return path, "please upgrade OpScope"
+    if kind == "missing":
+        return path, "file not found"
+    raise AssertionError(kind)
+
+
+BAD_KINDS = ["corrupt", "truncated", "foreign", "foreign-meta", "empty", "future", "missing"]
