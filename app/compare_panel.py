@@ -17,8 +17,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.compare import OpDiff
-from engine.comparison import RunComparison, compare_runs
+from engine.analysis.deltas import OpDiff
+from engine.analysis.run_compare import RunComparison, compare_runs
 from engine.errors import OpScopeError
 from engine.session.reader import SessionReader
 from engine.session.rows import RunRow
@@ -29,7 +29,7 @@ OP_COLUMNS = ["op", "op type", "status", "base ms", "cand ms", "Δ ms", "Δ %", 
 
 
 class ComparePanel(QWidget):
-    """Pick a baseline and a candidate run; shows `engine.comparison.compare_runs`."""
+    """Pick a baseline and a candidate run; shows `engine.analysis.run_compare.compare_runs`."""
 
     def __init__(
         self, reader: SessionReader, runs: list[RunRow], parent: QWidget | None = None

@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.backends.pytorch.load import is_torch_file
 from engine.config import PRECISION_LABELS, RunConfig
-from engine.torch_load import is_torch_file
 
 DEBOUNCE_MS = 350
 FUSION_LABELS = {
@@ -312,7 +312,7 @@ def _select(combo: QComboBox, key: str) -> None:
 
 def usable_providers() -> list[str]:
     """Providers worth offering: CPU always; CUDA/TensorRT only with a GPU present."""
-    from engine.ort_session import gpu_present
+    from engine.backends.ort.inference_session import gpu_present
 
     found = ["cpu"]
     if gpu_present():

@@ -21,7 +21,7 @@ Sink = Callable[[list[Event]], None]
 
 
 class EngineClient(QObject):
-    """Spawns `engine.host.host_main` and relays its events to the GUI thread."""
+    """Spawns `engine.run.host.host_main` and relays its events to the GUI thread."""
 
     events = Signal(list)  # list[Event], delivered in the GUI thread
     host_died = Signal(str)  # one line: what happened to the host
@@ -45,7 +45,7 @@ class EngineClient(QObject):
     def start(self) -> None:
         ctx = mp.get_context("spawn")  # never fork a process that has Qt threads
         parent, child = ctx.Pipe()
-        from engine.host import host_main
+        from engine.run.host import host_main
 
         proc = ctx.Process(
             target=host_main, args=(child, 0.1, self.nice), name="opscope-engine", daemon=True

@@ -189,7 +189,7 @@ class LiveController(QObject):
             return
         if isinstance(roofline, QObject) and not shiboken6.isValid(roofline):
             return  # the window closed before the peaks arrived
-        from engine.peaks import roofs_for
+        from engine.machine.peaks import roofs_for
 
         peaks = self.peaks.request(measure=False)  # the engine host measures them
         roofs = roofs_for(peaks, self.provider) if peaks else None

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 from app.banner import Banner
 from app.config_panel import ConfigPanel
 from engine.events import OpProfile, VariantReady
-from engine.model_info import ModelInfo
+from engine.model.info import ModelInfo
 from widgets import AccuracyBadge, LatencyPlot, OpTable, TelemetryStrip, theme
 from widgets.roofline import RooflinePlot
 

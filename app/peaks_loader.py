@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, Signal
 class PeaksLoader(QObject):
     """`request()` returns the cached peaks or None and starts measuring; `loaded` follows."""
 
-    loaded = Signal(object)  # the peaks dict (engine.peaks.load_peaks)
+    loaded = Signal(object)  # the peaks dict (engine.machine.peaks.load_peaks)
     failed = Signal(str)
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -28,7 +28,7 @@ class PeaksLoader(QObject):
         """The peaks if known; otherwise None, and (with `measure`) a measurement starts."""
         if self.peaks is not None:
             return self.peaks
-        from engine.peaks import cached_peaks
+        from engine.machine.peaks import cached_peaks
 
         peaks = self.peaks = cached_peaks()
         if peaks is None and measure and self._thread is None:
@@ -38,7 +38,7 @@ class PeaksLoader(QObject):
         return peaks
 
     def _measure(self) -> None:
-        from engine.peaks import load_peaks
+        from engine.machine.peaks import load_peaks
 
         try:
             peaks = load_peaks(gpu=False)  # no CUDA context in the GUI process

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.compare_panel import ComparePanel
-from engine.op_stats import OpStat
+from engine.measure.op_stats import OpStat
 from engine.session.reader import SessionReader
 from engine.session.rows import RunRow
 from engine.session.store import open_session_file

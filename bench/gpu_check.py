@@ -19,11 +19,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from engine.backends.ort.inference_session import gpu_present  # noqa: E402
+from engine.cli.results import RunResult  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
-from engine.ort_session import gpu_present  # noqa: E402
-from engine.results import RunResult  # noqa: E402
-from engine.runner import BenchRequest, run_bench  # noqa: E402
-from engine.timing import TimingPlan  # noqa: E402
+from engine.run.bench import BenchRequest, run_bench  # noqa: E402
+from engine.run.timing import TimingPlan  # noqa: E402
 
 MODELS = {
     "demo_transformer": ROOT / "resources/models/demo_transformer.onnx",
@@ -42,7 +42,7 @@ def section(title: str, body: Callable[[], list[str]]) -> None:
 
 
 def nvml_part() -> list[str]:
-    from engine.telemetry_gpu import GpuSampler, throttle_names
+    from engine.machine.gpu_telemetry import GpuSampler, throttle_names
 
     sampler = GpuSampler()
     sampler.sample()
@@ -58,8 +58,8 @@ def nvml_part() -> list[str]:
 
 
 def peaks_part() -> list[str]:
-    from engine.peaks import load_peaks
-    from engine.system import nvml_info
+    from engine.machine.peaks import load_peaks
+    from engine.machine.system import nvml_info
 
     gpus = nvml_info()["gpus"]
     peaks = load_peaks(remeasure=True, gpu=True)
@@ -201,7 +201,7 @@ def live_host_part() -> list[str]:
     import multiprocessing as mp
 
     from engine.events import Notice, OpProfile, PeaksMeasured, RunStarted
-    from engine.host import host_main
+    from engine.run.host import host_main
 
     ctx = mp.get_context("spawn")
     conn, child = ctx.Pipe()

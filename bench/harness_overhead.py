@@ -15,12 +15,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from engine.backends.ort.inference_session import open_session, plan_session  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
 from engine.events import TimingDone  # noqa: E402
-from engine.inputs import generate_inputs, plan_inputs  # noqa: E402
-from engine.model_info import load_model  # noqa: E402
-from engine.ort_session import open_session, plan_session  # noqa: E402
-from engine.timing import TimingPlan, time_inferences  # noqa: E402
+from engine.model.info import load_model  # noqa: E402
+from engine.model.inputs import generate_inputs, plan_inputs  # noqa: E402
+from engine.run.timing import TimingPlan, time_inferences  # noqa: E402
 
 
 def bare_loop(run: object, seconds: float) -> float:

@@ -15,7 +15,7 @@ first; round 0 is not recorded), so machine noise hits all alike. p50 is taken o
 samples of all rounds (n); "spread" = range of the per-round p50s / p50, "best rd" = the lowest
 per-round p50. Accuracy vs FP32: worst cosine and max abs error of the logits over 4 seeded random
 batches. "nodes": node count of the graph ORT runs (via optimized_model_filepath). "(engine)"
-marks the settings engine/variants.py uses today.
+marks the settings engine/backends/ort/variants.py uses today.
 
 Run from the repository root (about 5 minutes on 2 idle cores; also writes
 bench/results/quant_settings.txt):  .venv/bin/python bench/quant_settings.py

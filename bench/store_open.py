@@ -27,10 +27,10 @@ from results_file import publish  # noqa: E402
 
 from engine.config import RunConfig  # noqa: E402
 from engine.events import OpProfile, RunEnded, RunStarted, TimingDone  # noqa: E402
-from engine.op_stats import coverage, node_stats, op_type_stats  # noqa: E402
-from engine.profile_parse import NodeEvent, ProfileTrace, RunSpan  # noqa: E402
+from engine.measure.op_stats import coverage, node_stats, op_type_stats  # noqa: E402
+from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan  # noqa: E402
+from engine.measure.stats import is_stable, latency_stats, throughput  # noqa: E402
 from engine.session import Recorder, SessionStore, open_session_file  # noqa: E402
-from engine.stats import is_stable, latency_stats, throughput  # noqa: E402
 
 BYTES_PER_SAMPLE = 24  # measured: a latency row plus its share of b-tree pages
 

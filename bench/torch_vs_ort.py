@@ -22,10 +22,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from engine.cli.results import RunResult  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
-from engine.results import RunResult  # noqa: E402
-from engine.runner import BenchRequest, run_bench  # noqa: E402
-from engine.timing import TimingPlan  # noqa: E402
+from engine.run.bench import BenchRequest, run_bench  # noqa: E402
+from engine.run.timing import TimingPlan  # noqa: E402
 
 CELLS = [
     ("torch eager", RunConfig(engine="torch", fusion="off", precision="fp32")),

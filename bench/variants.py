@@ -19,10 +19,10 @@ sys.path.insert(0, str(ROOT))
 
 from results_file import publish  # noqa: E402
 
+from engine.cli.results import RunResult  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
-from engine.results import RunResult  # noqa: E402
-from engine.runner import BenchRequest, run_bench  # noqa: E402
-from engine.timing import TimingPlan  # noqa: E402
+from engine.run.bench import BenchRequest, run_bench  # noqa: E402
+from engine.run.timing import TimingPlan  # noqa: E402
 
 MODELS = {
     "demo_transformer (1x128)": (ROOT / "resources/models/demo_transformer.onnx", {}),

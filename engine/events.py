@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from engine.config import RunConfig
-from engine.model_info import ModelInfo
-from engine.stats import LatencyStats, Throughput
+from engine.measure.stats import LatencyStats, Throughput
+from engine.model.info import ModelInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,18 +109,19 @@ class AccuracyResult:
 class OpProfile:
     """One profiling pass, parsed. `trace` keeps the raw per-inference node rows."""
 
-    ops: list[Any]  # list[engine.op_stats.OpStat], per node
+    ops: list[Any]  # list[engine.measure.op_stats.OpStat], per node
     op_types: list[Any]  # per op type
     coverage: float  # summed node time / model_run time
     runs: int
     provider_nodes: dict[str, int]  # nodes per provider, as the profile says
-    trace: Any  # engine.profile_parse.ProfileTrace
+    trace: Any  # engine.measure.op_trace.ProfileTrace
     profile_overhead: float | None = None  # profiled mean run / timed mean - 1
 
 
 @dataclass(frozen=True, slots=True)
 class Telemetry:
-    """One sample of machine state: `values` keyed by metric name (see engine/telemetry.py)."""
+    """One sample of machine state: `values` keyed by metric name
+    (see engine/machine/cpu_telemetry.py)."""
 
     t_ns: int  # time.perf_counter_ns() (CLOCK_MONOTONIC, shared by processes on a host)
     values: dict[str, float]
@@ -151,7 +152,7 @@ class RunEnded:
 
 @dataclass(frozen=True, slots=True)
 class PeaksMeasured:
-    """The machine's peaks (`engine.peaks.load_peaks`), measured by the engine host, with
+    """The machine's peaks (`engine.machine.peaks.load_peaks`), measured by the engine host, with
     timing paused, because none were cached (or a GPU run needed the GPU's)."""
 
     peaks: dict[str, Any]

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.cli.results import RunResult
 from engine.config import RunConfig
 from engine.events import (
     AccuracyResult,
@@ -23,12 +24,11 @@ from engine.events import (
     TimingDone,
     VariantReady,
 )
-from engine.model_info import ModelInfo
-from engine.results import RunResult
-from engine.runner import BenchRequest, run_bench
+from engine.measure.stats import is_stable, latency_stats, throughput
+from engine.model.info import ModelInfo
+from engine.run.bench import BenchRequest, run_bench
+from engine.run.timing import TimingPlan
 from engine.session import SCHEMA_VERSION, Recorder, SessionStore
-from engine.stats import is_stable, latency_stats, throughput
-from engine.timing import TimingPlan
 from tests.conftest import DEMO_CNN
 
 SHORT = TimingPlan(warmup_runs=2, warmup_s=0.0, min_runs=5, duration_s=0.3)

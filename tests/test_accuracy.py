@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from engine.accuracy import compare_outputs, flatten_output
+from engine.measure.accuracy import compare_outputs, flatten_output
 
 
 def test_identical_outputs() -> None:

@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.cli.main import main
-from engine.compare import (
+from engine.analysis.deltas import (
     CompareError,
     Samples,
     accuracy_delta,
@@ -23,7 +22,8 @@ from engine.compare import (
     metric_value,
     row_quantile,
 )
-from engine.stats import latency_stats, throughput
+from engine.cli.main import main
+from engine.measure.stats import latency_stats, throughput
 from tests.recorded_sessions import demo_session, opscope, pair_note, tampered_copy
 
 
@@ -284,7 +284,7 @@ def test_bad_input_exits_2(
 
 
 def test_op_families_group_both_engines_op_types() -> None:
-    from engine.op_families import group_by_family, op_family
+    from engine.measure.op_families import group_by_family, op_family
 
     assert op_family("FusedMatMul") == op_family("aten::linear") == "matmul"
     assert op_family("SkipLayerNormalization") == op_family("aten::layer_norm")

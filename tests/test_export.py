@@ -11,16 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.cli.main import main
-from engine.errors import OpScopeError, SessionFileError
-from engine.export import (
+from engine.analysis.export import (
     ExportError,
     csv_cell,
     median_inference,
     trace_events,
     write_trace,
 )
-from engine.profile_parse import NodeEvent, ProfileTrace, RunSpan
+from engine.cli.main import main
+from engine.errors import OpScopeError, SessionFileError
+from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan
 from engine.session.rows import RunRow
 from engine.session.store import open_session_file
 from tests.recorded_sessions import demo_session, opscope

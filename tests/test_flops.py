@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.flops import RULES, node_flops
-from engine.profile_parse import parse_ort_profile
+from engine.measure.flops import RULES, node_flops
+from engine.measure.op_trace import parse_ort_profile
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

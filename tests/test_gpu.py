@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from engine.ort_session import gpu_present
+from engine.backends.ort.inference_session import gpu_present
 from tests.conftest import DEMO_CNN, ROOT
 
 
@@ -27,10 +27,10 @@ def test_gpu_check_script_exits_0() -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_present(), reason="no NVIDIA GPU (NVML sees none)")
 def test_cuda_bench_uses_io_binding() -> None:
+    from engine.cli.results import RunResult
     from engine.config import RunConfig
-    from engine.results import RunResult
-    from engine.runner import BenchRequest, run_bench
-    from engine.timing import TimingPlan
+    from engine.run.bench import BenchRequest, run_bench
+    from engine.run.timing import TimingPlan
 
     req = BenchRequest(
         model_path=str(DEMO_CNN),
@@ -47,8 +47,8 @@ def test_cuda_bench_uses_io_binding() -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_present(), reason="no NVIDIA GPU (NVML sees none)")
 def test_gpu_sampler_and_peaks_on_a_real_gpu() -> None:
-    from engine.peaks import measure_gpu_peaks
-    from engine.telemetry_gpu import GpuSampler
+    from engine.machine.gpu_telemetry import GpuSampler
+    from engine.machine.peaks import measure_gpu_peaks
 
     sampler = GpuSampler()
     values = sampler.sample()

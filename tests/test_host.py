@@ -26,7 +26,7 @@ from engine.events import (
     Telemetry,
     TimingDone,
 )
-from engine.host import host_main
+from engine.run.host import host_main
 from tests.conftest import DEMO_CNN
 
 
@@ -187,7 +187,7 @@ def test_missing_peaks_are_measured_by_the_host_with_timing_paused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from engine.events import PeaksMeasured
-    from engine.peaks import cached_peaks
+    from engine.machine.peaks import cached_peaks
 
     monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))  # no peaks cached: the host measures
     host = Host()

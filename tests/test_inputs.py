@@ -7,14 +7,14 @@ import onnxruntime as ort
 import pytest
 
 from engine.errors import InputError
-from engine.inputs import (
+from engine.model.info import load_model
+from engine.model.inputs import (
     fit_batch,
     generate_inputs,
     load_npz,
     parse_shape_override,
     plan_inputs,
 )
-from engine.model_info import load_model
 from tests.model_zoo import RUNNABLE
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import ModelError
-from engine.model_info import load_model
+from engine.model.info import load_model
 
 
 def test_describe_named_dims(zoo: dict[str, Path]) -> None:

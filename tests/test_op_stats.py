@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.op_stats import (
+from engine.measure.op_stats import (
     OpStat,
     coverage,
     node_stats,
@@ -16,7 +16,7 @@ from engine.op_stats import (
     slow_run_attribution,
     stat_to_json,
 )
-from engine.profile_parse import NodeEvent, ProfileTrace, RunSpan, parse_ort_profile
+from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, parse_ort_profile
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 NAMES = ("mlp", "conv_nchwc", "if_loop")
@@ -215,8 +215,8 @@ def test_empty_trace() -> None:
 
 def test_prepacked_matmul_weights_are_counted() -> None:
     """ORT leaves pre-packed MatMul weights out of the profile; bytes must include them."""
-    from engine.op_stats import prepacked_weight_bytes
-    from engine.profile_parse import NodeEvent
+    from engine.measure.op_stats import prepacked_weight_bytes
+    from engine.measure.op_trace import NodeEvent
 
     def ev(op: str, ins: tuple, outs: tuple) -> NodeEvent:  # type: ignore[type-arg]
         return NodeEvent(0, "n", op, "CPUExecutionProvider", 0.0, 1.0, ins, outs, 0, 0, 0)

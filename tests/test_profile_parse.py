@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from engine.profile_parse import (
+from engine.measure.op_trace import (
     NodeEvent,
     ProfileFormatError,
     ProfileTrace,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.analysis.report import ReportError, baseline_pairs, default_output, write_report
 from engine.errors import SessionFileError
-from engine.report import ReportError, baseline_pairs, default_output, write_report
 from tests.recorded_sessions import demo_session, opscope, tampered_copy
 
 EVIL_MODEL = "<script>alert(1)</script>.onnx"
@@ -163,7 +163,7 @@ def test_write_report_bad_input(tmp_path: Path) -> None:
 def test_figures_leave_matplotlib_alone() -> None:
     import matplotlib
 
-    from engine import report_plots
+    from engine.analysis import report_plots
 
     before = matplotlib.rcParams.copy()  # copy() reads without resolving the backend
     had_pyplot = "matplotlib.pyplot" in sys.modules

@@ -1,4 +1,4 @@
-"""engine/roofline.py against hand-computed values."""
+"""engine/measure/roofline.py against hand-computed values."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.op_stats import OpStat
-from engine.roofline import (
+from engine.measure.op_stats import OpStat
+from engine.measure.roofline import (
     attainable_gflops,
     bound_of,
     machine_balance,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from engine.cli.results import RunResult
 from engine.config import RunConfig
 from engine.errors import InputError, ModelError
-from engine.results import RunResult
-from engine.runner import BenchRequest, run_bench
-from engine.timing import TimingPlan
+from engine.run.bench import BenchRequest, run_bench
+from engine.run.timing import TimingPlan
 from tests.model_zoo import RUNNABLE
 
 QUICK = TimingPlan(warmup_runs=2, warmup_s=0.0, min_runs=5, duration_s=0.05)

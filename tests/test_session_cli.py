@@ -16,7 +16,7 @@ import pytest
 
 from engine.errors import SessionFileError
 from engine.events import Notice, RunStarted
-from engine.model_info import load_model
+from engine.model.info import load_model
 from engine.session import Recorder, SessionStore, open_session_file
 from tests.conftest import DEMO_CNN, ROOT
 from tests.session_material import BAD_KINDS, bad_file, live_events

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from sqlite_utils import Database
 
+from engine.cli.results import RunResult
 from engine.errors import SessionFileError
-from engine.model_info import ModelInfo, load_model
-from engine.results import RunResult
+from engine.model.info import ModelInfo, load_model
 from engine.session import (
     SCHEMA_VERSION,
     Recorder,

@@ -4,9 +4,14 @@ from pathlib import Path
 
 import pytest
 
+from engine.backends.ort.inference_session import (
+    build_options,
+    explain_ort_error,
+    open_session,
+    plan_session,
+)
 from engine.config import RunConfig
 from engine.errors import ModelError
-from engine.ort_session import build_options, explain_ort_error, open_session, plan_session
 
 
 def test_cpu_plan() -> None:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import engine
+from engine.cli.results import RunResult
 from engine.config import RunConfig
 from engine.errors import SessionFileError
 from engine.events import (
@@ -20,9 +21,8 @@ from engine.events import (
     RunEnded,
     Telemetry,
 )
-from engine.model_info import ModelInfo, load_model
-from engine.op_stats import node_stats, op_type_stats, stat_to_json
-from engine.results import RunResult
+from engine.measure.op_stats import node_stats, op_type_stats, stat_to_json
+from engine.model.info import ModelInfo, load_model
 from engine.session import (
     SCHEMA_VERSION,
     Recorder,

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from engine.events import LatencyBatch, Progress, TimingDone
-from engine.stats import is_stable, latency_stats, rolling_percentiles, throughput
-from engine.timing import TimingPlan, TimingSamples, time_inferences
+from engine.measure.stats import is_stable, latency_stats, rolling_percentiles, throughput
+from engine.run.timing import TimingPlan, TimingSamples, time_inferences
 
 
 def test_percentiles_come_from_raw_samples() -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from engine import peaks, system
-from engine.ort_session import gpu_present
+from engine.backends.ort.inference_session import gpu_present
+from engine.machine import peaks, system
 from tests.test_cli import opscope
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from engine.events import Notice, RunEnded, Telemetry
-from engine.run_telemetry import RunTelemetry
-from engine.telemetry_gpu import GpuSampler, GpuUnavailable, ThrottleWatch, throttle_names
+from engine.machine.gpu_telemetry import GpuSampler, GpuUnavailable, ThrottleWatch, throttle_names
+from engine.run.cli_telemetry import RunTelemetry
 from tests.test_system import _LibraryNotFound, _NVMLError, fake_nvml
 
 

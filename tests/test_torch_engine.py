@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from engine.cli.results import RunResult
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import OpProfile, RunEnded, VariantReady
-from engine.results import RunResult
-from engine.runner import BenchRequest, run_bench
-from engine.timing import TimingPlan
+from engine.run.bench import BenchRequest, run_bench
+from engine.run.timing import TimingPlan
 
 torch = pytest.importorskip("torch")
 
@@ -234,7 +234,7 @@ def test_live_host_switches_engines_on_one_pt2_and_records_both(
     runs = reader.runs()
     assert [r.config.engine for r in runs if r.config][:2] == ["torch", "onnxruntime"]
     assert all(r.samples > 0 for r in runs[:2]), [(r.id, r.status, r.samples) for r in runs]
-    from engine.comparison import compare_runs
+    from engine.analysis.run_compare import compare_runs
 
     comp = compare_runs((reader, runs[0]), (reader, runs[1]), resamples=200)
     matmul = next(d for d in comp.op_types if d.key == "matmul")
@@ -271,7 +271,7 @@ def test_a_cached_export_names_the_file_it_was_asked_for(
     source reported is this file, not the one first exported."""
     import shutil
 
-    from engine.torch_export import onnx_for_torch
+    from engine.backends.pytorch.to_onnx import onnx_for_torch
 
     def export(path: Path) -> dict[str, object]:
         gen = onnx_for_torch(str(path), 2, {})

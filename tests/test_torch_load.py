@@ -14,7 +14,7 @@ from engine.errors import InputError, ModelError
 
 torch = pytest.importorskip("torch")
 
-from engine.torch_load import detect_kind, input_shapes, load_torch, make_inputs  # noqa: E402
+from engine.backends.pytorch.load import detect_kind, input_shapes, load_torch, make_inputs  # noqa: E402
 from tests.torch_models import mlp, save_pt2, save_torchscript  # noqa: E402
 
 
@@ -130,7 +130,7 @@ def test_malicious_pickle_is_refused_and_never_runs(tmp_path: Path) -> None:
 def test_without_torch_the_error_is_one_line(tmp_path: Path, files: dict[str, Path]) -> None:
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "from engine.torch_load import load_torch\n"
+        "from engine.backends.pytorch.load import load_torch\n"
         "from engine.errors import ModelError\n"
         f"try:\n    load_torch({str(files['pt2'])!r})\n"
         "except ModelError as e:\n    print(e)\n"

@@ -10,10 +10,10 @@ import onnxruntime as ort
 import pytest
 
 from engine import cache
+from engine.backends.ort.variants import build_variant
 from engine.errors import ModelError
 from engine.events import Progress, VariantReady
-from engine.model_info import load_model
-from engine.variants import build_variant
+from engine.model.info import load_model
 from tests.conftest import DEMO_CNN
 
 

@@ -11,7 +11,7 @@ from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
-from engine.stats import rolling_percentiles
+from engine.measure.stats import rolling_percentiles
 from widgets import latency_plot as lp
 from widgets.latency_plot import LatencyPlot, calm_top, follow_range
 from widgets.lines_item import column_starts

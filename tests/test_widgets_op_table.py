@@ -7,7 +7,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from pytestqt.qtbot import QtBot
 
-from engine.op_stats import OpStat
+from engine.measure.op_stats import OpStat
 from widgets.op_table import COL, COLUMNS, NAME_ROLE, SORT_ROLE, OpTable, human_bytes
 
 

@@ -10,7 +10,7 @@ pytest.importorskip("PySide6")
 from pytestqt.qtbot import QtBot
 
 from engine.events import OpProfile
-from engine.op_stats import OpStat
+from engine.measure.op_stats import OpStat
 from widgets.roofline import RooflinePlot
 
 
@@ -55,7 +55,7 @@ def controller_drawing_into(
 
     import app.peaks_loader
     from app.live_controller import LiveController
-    from engine import peaks
+    from engine.machine import peaks
 
     class Client(QObject):
         events = Signal(list)
@@ -147,7 +147,7 @@ def test_peaks_loader_measures_off_thread(qtbot: QtBot, monkeypatch: pytest.Monk
     import threading
 
     from app.peaks_loader import PeaksLoader
-    from engine import peaks
+    from engine.machine import peaks
 
     threads: list[str] = []
 
@@ -189,8 +189,8 @@ def test_gpu_run_gets_roofs_when_the_host_measures_gpu_peaks(
 ) -> None:
     """A CUDA run with only CPU peaks cached shows no roofs (CPU roofs would mislead) until
     the engine host sends the GPU's measured peaks."""
-    from engine import peaks
     from engine.events import PeaksMeasured
+    from engine.machine import peaks
 
     calls: list[tuple[int, float | None, float | None]] = []
     ctl = controller_drawing_into(calls, monkeypatch)
@@ -231,7 +231,7 @@ def test_the_live_window_leaves_measuring_to_its_engine_host(
     """Measured beside the running engine, peaks come out far too low: without a cache the
     live window's request measures nothing (the host sends PeaksMeasured)."""
     from app.peaks_loader import PeaksLoader
-    from engine import peaks
+    from engine.machine import peaks
 
     monkeypatch.setattr(peaks, "cached_peaks", lambda: None)
     loader = PeaksLoader()

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.events import AccuracyResult
-from engine.op_stats import OpStat
+from engine.measure.op_stats import OpStat
 from widgets import AccuracyBadge, LatencyPlot, OpTable, TelemetryStrip
 
 # (start s, label, batch, mean latency ms, cpu %)

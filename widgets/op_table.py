@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.op_stats import OpStat
+from engine.measure.op_stats import OpStat
 from widgets import theme
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1  # the raw value (float or lower-case str)

@@ -17,7 +17,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from engine.op_stats import OpStat
+from engine.measure.op_stats import OpStat
 from widgets import theme
 
 TYPE_COLORS = [
@@ -222,7 +222,7 @@ class RooflinePlot(QWidget):
             f"{o.intensity or 0:.2f} FLOP/B, {o.gflops or 0:.2f} GFLOP/s, {o.gbps or 0:.2f} GB/s",
         ]
         if self._peaks:
-            from engine.roofline import bound_of, peak_fraction
+            from engine.measure.roofline import bound_of, peak_fraction
 
             frac = peak_fraction(o, *self._peaks)
             lines.append(

@@ -7,20 +7,20 @@ import sys
 
 from engine.cli.main import EXIT_OK, config_from_args, write_json
 from engine.cli.printer import LivePrinter, print_info, print_summary
-from engine.inputs import parse_shape_override
-from engine.model_info import load_model
-from engine.results import RunResult
-from engine.runner import BenchRequest, run_bench
+from engine.cli.results import RunResult
+from engine.model.info import load_model
+from engine.model.inputs import parse_shape_override
+from engine.run.bench import BenchRequest, run_bench
+from engine.run.timing import TimingPlan
 from engine.session.recorder import recording
-from engine.timing import TimingPlan
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from engine.torch_load import is_torch_file
+    from engine.backends.pytorch.load import is_torch_file
 
     if is_torch_file(args.model):  # .pt2 / TorchScript: described without running code
-        from engine.torch_engine import describe_torch
-        from engine.torch_load import load_torch
+        from engine.backends.pytorch.backend import describe_torch
+        from engine.backends.pytorch.load import load_torch
 
         info = describe_torch(load_torch(args.model))
     else:
@@ -62,7 +62,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         ) as record:
             events = run_bench(req)
             if args.session:  # recorded runs keep machine telemetry (CPU, GPU) beside them
-                from engine.run_telemetry import RunTelemetry
+                from engine.run.cli_telemetry import RunTelemetry
 
                 events = RunTelemetry().interleave(events)
             for ev in events:
@@ -73,7 +73,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     finally:
         printer.close()
     if result.profile is not None:
-        from engine.peaks import machine_roofs
+        from engine.machine.peaks import machine_roofs
 
         result.machine = machine_roofs(result.started.provider_used if result.started else None)
     top = getattr(args, "top", 15)

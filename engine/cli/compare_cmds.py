@@ -13,9 +13,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from engine.analysis.deltas import METRICS, MetricDelta, OpDiff
+from engine.analysis.run_compare import RunComparison, compare_refs
 from engine.cli.main import EXIT_OK, write_json
-from engine.compare import METRICS, MetricDelta, OpDiff
-from engine.comparison import RunComparison, compare_refs
 from engine.config import PRECISION_LABELS
 from engine.session.rows import RunRow
 from engine.session.trust import printable

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from engine.analysis.export import write_csv, write_trace
 from engine.cli.main import EXIT_OK
 from engine.errors import OpScopeError
-from engine.export import write_csv, write_trace
 from engine.session.trust import printable
 
 

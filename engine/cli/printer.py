@@ -9,9 +9,9 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from engine.cli.results import RunResult
 from engine.events import Event, LatencyBatch, Notice, Progress, RunStarted
-from engine.model_info import ModelInfo
-from engine.results import RunResult
+from engine.model.info import ModelInfo
 
 
 class LivePrinter:
@@ -204,7 +204,7 @@ def print_ops(
 
 def _bound(s: Any, machine: tuple[float, float]) -> str:
     """ " mem  12%" / " comp 80%": the roof that limits the op and how close it gets."""
-    from engine.roofline import bound_of, peak_fraction
+    from engine.measure.roofline import bound_of, peak_fraction
 
     bound = "comp" if bound_of(s.intensity, *machine) == "compute" else "mem"
     frac = peak_fraction(s, *machine)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from engine.analysis.report import default_output, write_report
 from engine.cli.main import EXIT_OK
-from engine.report import default_output, write_report
 from engine.session.trust import printable
 
 

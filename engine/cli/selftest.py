@@ -27,10 +27,10 @@ def run_self_test() -> str:
     """Run the check; returns the summary line. Raises on any failure."""
     from engine.config import RunConfig
     from engine.events import RunEnded, RunStarted, TimingDone
-    from engine.runner import BenchRequest, run_bench
+    from engine.run.bench import BenchRequest, run_bench
+    from engine.run.timing import TimingPlan
     from engine.session.recorder import recording
     from engine.session.store import open_session_file
-    from engine.timing import TimingPlan
 
     model = demo_model_path()
     if not Path(model).is_file():

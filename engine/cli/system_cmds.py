@@ -10,8 +10,8 @@ from engine.cli.main import EXIT_OK, write_json
 
 
 def cmd_system(args: argparse.Namespace) -> int:
-    from engine.peaks import cached_peaks
-    from engine.system import system_info
+    from engine.machine.peaks import cached_peaks
+    from engine.machine.system import system_info
 
     out = sys.stdout if args.json != "-" else sys.stderr
     if args.remeasure or cached_peaks() is None:

@@ -20,7 +20,7 @@ import numpy as np
 from sqlite_utils import Database
 
 from engine.errors import SessionFileError
-from engine.profile_parse import NodeEvent, ProfileTrace, RunSpan, Shapes
+from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
 from engine.session import schema
 from engine.session.rows import MarkerRow, RunRow, op_stat_row, run_row
 from engine.session.store import newer_message
@@ -224,7 +224,7 @@ class SessionReader:
         self, run_id: int, kind: str = "node", pass_: int | None = None
     ) -> list[dict[str, Any]]:
         """Per-node (kind="node") or per-op-type statistics of a pass (default: the last),
-        largest time first, shaped like `engine.op_stats.stat_to_json`."""
+        largest time first, shaped like `engine.measure.op_stats.stat_to_json`."""
         if kind not in ("node", "op_type"):
             raise ValueError(f"kind must be 'node' or 'op_type', got {kind!r}")
         return self._ops(run_id, kind, pass_)
@@ -270,7 +270,8 @@ class SessionReader:
 
     @_guarded
     def profile_trace(self, run_id: int, pass_: int | None = None) -> ProfileTrace:
-        """The pass rebuilt as a ProfileTrace, so `engine.op_stats` can recompute from it."""
+        """The pass rebuilt as a ProfileTrace, so `engine.measure.op_stats` can recompute
+        from it."""
         p = self._pass(run_id, pass_)
         spans = tuple(
             RunSpan(

@@ -11,9 +11,9 @@ from typing import Any
 from engine.config import RunConfig
 from engine.errors import ConfigError, SessionFileError
 from engine.events import AccuracyResult
-from engine.op_stats import STAT_KEYS
+from engine.measure.op_stats import STAT_KEYS
+from engine.measure.stats import LatencyStats, Throughput
 from engine.session.trust import parse_json, req, typed
-from engine.stats import LatencyStats, Throughput
 
 NAN = float("nan")
 
@@ -168,7 +168,7 @@ def run_row(r: sqlite3.Row, path: Path) -> RunRow:
 
 
 def op_stat_row(r: tuple[Any, ...]) -> dict[str, Any]:
-    """A row of the STAT_KEYS columns, in order -> the dict `engine.op_stats.stat_to_json`
+    """A row of the STAT_KEYS columns, in order -> the dict `engine.measure.op_stats.stat_to_json`
     makes."""
     kinds: tuple[type, ...] = (
         str,

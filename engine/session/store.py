@@ -22,7 +22,7 @@ from sqlite_utils import Database
 
 from engine.errors import SessionFileError
 from engine.events import AccuracyResult, OpProfile, TimingDone
-from engine.model_info import ModelInfo
+from engine.model.info import ModelInfo
 from engine.session import schema
 from engine.session.env import host_facts
 from engine.session.schema import migrate, stored_version
@@ -237,7 +237,7 @@ class SessionStore:
     def add_profile(self, run_id: int, prof: OpProfile) -> int:
         """One profiling pass: its summary, per-inference spans, per-node and per-op-type
         statistics, and every raw per-inference node row. Returns the pass number."""
-        from engine.op_stats import stat_to_json
+        from engine.measure.op_stats import stat_to_json
 
         with self.db.atomic():
             (last,) = self.db.execute(

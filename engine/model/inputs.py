@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.errors import InputError
-from engine.model_info import Dim, ModelInfo, ValueInfo
+from engine.model.info import Dim, ModelInfo, ValueInfo
 
 if TYPE_CHECKING:
     import onnx

@@ -1,5 +1,5 @@
 """Two recorded runs side by side: reads samples, op statistics, configs and accuracy from
-session files and hands them to the pure statistics in `engine.compare`.
+session files and hands them to the pure statistics in `engine.analysis.deltas`.
 
 Used by `opscope compare` and by the HTML report; the result renders as JSON or text.
 """
@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.compare import (
+from engine.analysis.deltas import (
     MAX_SAMPLES,
     METRICS,
     MIN_SAMPLES,
@@ -25,7 +25,7 @@ from engine.compare import (
     config_diff,
     diff_ops,
 )
-from engine.op_families import group_by_family
+from engine.measure.op_families import group_by_family
 from engine.session.reader import SessionReader
 from engine.session.refs import open_run
 from engine.session.rows import RunRow

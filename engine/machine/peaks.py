@@ -201,7 +201,7 @@ def _one_node_model(op: str, dtype: Any, shape: list[int], two_inputs: bool = Fa
 
 def peaks_key() -> dict[str, str]:
     """What the cached peaks depend on: CPU model, hostname, library versions."""
-    from engine.system import cpu_model, package_version
+    from engine.machine.system import cpu_model, package_version
 
     return {
         "cpu": cpu_model(),
@@ -238,7 +238,7 @@ def cached_peaks() -> dict[str, Any] | None:
 def load_peaks(remeasure: bool = False, gpu: bool | None = None) -> dict[str, Any]:
     """{"cpu": {...}, "gpu": {...} | None, "key": {...}, "measured_at": ...}: cached, else
     measured now (a few seconds) and cached. `gpu` None: measure the GPU when one is present."""
-    from engine.ort_session import gpu_present
+    from engine.backends.ort.inference_session import gpu_present
 
     if not remeasure:
         data = cached_peaks()
@@ -295,7 +295,7 @@ def _positive(x: Any) -> bool:
 
 
 def _ort_version() -> str:
-    from engine.system import package_version
+    from engine.machine.system import package_version
 
     return package_version("onnxruntime-gpu") or package_version("onnxruntime") or ""
 

@@ -71,8 +71,8 @@ class RunResult:
 
     def _op_json(self, stat: Any) -> dict[str, Any]:
         """One op's JSON, with its roofline fields when the machine's peaks are known."""
-        from engine.op_stats import stat_to_json
-        from engine.roofline import roofline_fields
+        from engine.measure.op_stats import stat_to_json
+        from engine.measure.roofline import roofline_fields
 
         out: dict[str, Any] = dict(stat_to_json(stat))
         if self.machine:

@@ -19,14 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.accuracy import compare_outputs
-from engine.config import RunConfig
-from engine.errors import ConfigError, InputError, ModelError
-from engine.events import Event, ModelLoaded, Notice, Progress, RunEnded, RunStarted, VariantReady
-from engine.model_info import ModelInfo, ValueInfo, files_sha256
-from engine.runner import ACCURACY_BATCHES, BenchRequest
-from engine.timing import TimingSamples, time_inferences
-from engine.torch_load import (
+from engine.backends.pytorch.load import (
     TorchModel,
     fixed_batch_note,
     import_torch,
@@ -34,6 +27,13 @@ from engine.torch_load import (
     load_torch,
     make_inputs,
 )
+from engine.config import RunConfig
+from engine.errors import ConfigError, InputError, ModelError
+from engine.events import Event, ModelLoaded, Notice, Progress, RunEnded, RunStarted, VariantReady
+from engine.measure.accuracy import compare_outputs
+from engine.model.info import ModelInfo, ValueInfo, files_sha256
+from engine.run.bench import ACCURACY_BATCHES, BenchRequest
+from engine.run.timing import TimingSamples, time_inferences
 
 Feeds = dict[str, np.ndarray]
 
@@ -103,7 +103,7 @@ def run_torch(req: BenchRequest) -> Iterator[Event]:
     if req.check_accuracy and prepared.config.precision != "fp32":
         yield from torch_accuracy_pass(prepared, req.inputs_npz is None)
     if req.profile:
-        from engine.torch_profile import torch_profile_pass
+        from engine.backends.pytorch.profiler import torch_profile_pass
 
         timed = float(samples.latencies_ns.mean() / 1e6) if samples.latencies_ns.size else None
         yield from torch_profile_pass(
@@ -161,7 +161,7 @@ def prepare_torch(req: BenchRequest) -> Generator[Event, None, TorchPrepared]:
     if config.precision == "int8-dynamic":
         if device != "cpu":
             raise ConfigError("engine torch: int8-dynamic runs on the CPU only (provider cpu)")
-        from engine.torch_quant import quantize_linear_int8
+        from engine.backends.pytorch.quantize import quantize_linear_int8
 
         yield Progress("variant", 0, None, "quantizing Linear layers to INT8 (dynamic)")
         fn, count = quantize_linear_int8(module)

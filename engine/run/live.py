@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.ort.inference_session import inference_fn
+from engine.backends.ort.profiler import profile_pass
 from engine.config import RunConfig
 from engine.events import (
     AccuracyResult,
@@ -29,11 +31,9 @@ from engine.events import (
     TimingDone,
     VariantReady,
 )
-from engine.ort_session import inference_fn
-from engine.profiling import profile_pass
-from engine.runner import BenchRequest, Prepared, accuracy_pass, prepare
-from engine.stats import is_stable, latency_stats, throughput
-from engine.timing import TimingPlan, time_inferences
+from engine.measure.stats import is_stable, latency_stats, throughput
+from engine.run.bench import BenchRequest, Prepared, accuracy_pass, prepare
+from engine.run.timing import TimingPlan, time_inferences
 
 LIVE_TIMING = TimingPlan(
     warmup_runs=10, warmup_s=0.3, min_runs=1, duration_s=float("inf"), batch_interval_s=0.1
@@ -69,8 +69,12 @@ def stage(
     moment the segment starts, so a recorder sees them after the previous run ended."""
     facts: list[Event] = []
     if req.config.engine == "torch":
-        from engine.torch_engine import TorchPrepared, prepare_torch, torch_accuracy_pass
-        from engine.torch_profile import torch_profile_pass
+        from engine.backends.pytorch.backend import (
+            TorchPrepared,
+            prepare_torch,
+            torch_accuracy_pass,
+        )
+        from engine.backends.pytorch.profiler import torch_profile_pass
 
         tp: TorchPrepared = yield from _keep_facts(prepare_torch(req), facts)
         if check_accuracy and tp.config.precision != "fp32":

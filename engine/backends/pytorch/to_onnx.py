@@ -18,10 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from engine import cache
+from engine.backends.pytorch.load import (
+    TorchModel,
+    fixed_batch_note,
+    import_torch,
+    input_shapes,
+    load_torch,
+)
 from engine.errors import ModelError
 from engine.events import Event, Notice, Progress
-from engine.model_info import count_nodes, files_sha256
-from engine.torch_load import TorchModel, fixed_batch_note, import_torch, input_shapes, load_torch
+from engine.model.info import count_nodes, files_sha256
 
 EXPORTER_VERSION = 1
 OPSET = 18

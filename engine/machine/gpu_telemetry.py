@@ -2,7 +2,7 @@
 throttle reasons and PCIe traffic per GPU, plus GPM metrics (DRAM bandwidth utilisation,
 SM occupancy, tensor activity) on GPUs that support GPM (Hopper and newer).
 
-Metric names are `gpu{i}_<metric>_<unit>`, values floats, like engine/telemetry.py's.
+Metric names are `gpu{i}_<metric>_<unit>`, values floats, like engine/machine/cpu_telemetry.py's.
 Written against nvidia-ml-py 13's pynvml; the real-GPU path has NOT run on a GPU here (the
 naming and units are tested with a fake pynvml).
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.op_stats import OpStat
+from engine.measure.op_stats import OpStat
 
 
 def machine_balance(peak_gbps: float, peak_gflops: float) -> float:

@@ -17,9 +17,9 @@ from typing import Any, TextIO
 from engine.config import PRECISION_LABELS
 from engine.errors import OpScopeError
 from engine.files import finite, write_atomic
-from engine.flops import node_flops
-from engine.op_stats import STAT_KEYS, prepacked_weight_bytes
-from engine.profile_parse import NodeEvent, ProfileTrace, RunSpan, Shapes
+from engine.measure.flops import node_flops
+from engine.measure.op_stats import STAT_KEYS, prepacked_weight_bytes
+from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
 from engine.session.reader import SessionReader
 from engine.session.rows import RunRow
 

@@ -125,7 +125,7 @@ def metric_values(metric: str, s: Samples) -> tuple[FloatArray, Stat, float]:
         )
     if metric == "throughput":
         # samples/s = batch * n / wall, wall = sum of start-to-start intervals + last latency
-        # (exactly engine.stats.throughput); the bootstrap resamples those intervals.
+        # (exactly engine.measure.stats.throughput); the bootstrap resamples those intervals.
         ends = np.append(s.starts_ns[1:], s.starts_ns[-1] + s.latencies_ns[-1])
         intervals = (ends - s.starts_ns).astype(np.float64)
         return intervals, lambda rows: 1e9 / rows.mean(axis=1, dtype=np.float64), float(s.batch)
@@ -317,7 +317,7 @@ class OpDiff:
 def diff_ops(
     baseline: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping[str, Any]], key: str = "name"
 ) -> list[OpDiff]:
-    """Match op rows (shaped like `engine.op_stats.stat_to_json`) by `key` ("name" for
+    """Match op rows (shaped like `engine.measure.op_stats.stat_to_json`) by `key` ("name" for
     nodes, "op_type" for op types); unmatched rows are "removed" or "added" (what fusion
     or quantization did). Largest absolute time change first."""
     base = {str(r[key]): r for r in baseline}

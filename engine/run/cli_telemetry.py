@@ -8,8 +8,8 @@ import queue
 from collections.abc import Callable, Iterable, Iterator
 
 from engine.events import Event, RunEnded, Telemetry
-from engine.telemetry import DEFAULT_INTERVAL_S, CpuSampler, TelemetryThread
-from engine.telemetry_gpu import ThrottleWatch, gpu_sampler_or_none
+from engine.machine.cpu_telemetry import DEFAULT_INTERVAL_S, CpuSampler, TelemetryThread
+from engine.machine.gpu_telemetry import ThrottleWatch, gpu_sampler_or_none
 
 
 class RunTelemetry:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.backends.ort.inference_session import open_session, plan_session
 from engine.config import RunConfig
 from engine.events import OpProfile, Progress
-from engine.inputs import Feeds
-from engine.ort_session import open_session, plan_session
+from engine.model.inputs import Feeds
 
 PROFILE_WARMUP = 3
 
@@ -28,8 +28,8 @@ def profile_pass(
     timed_mean_ms: float | None = None,
 ) -> Iterator[Progress | OpProfile]:
     """Profile `runs` inferences after a short warm-up; yield progress then an OpProfile."""
-    from engine.op_stats import coverage, node_stats, op_type_stats
-    from engine.profile_parse import parse_ort_profile
+    from engine.measure.op_stats import coverage, node_stats, op_type_stats
+    from engine.measure.op_trace import parse_ort_profile
 
     with tempfile.TemporaryDirectory(prefix="opscope-profile-") as tmp:
         plan = plan_session(

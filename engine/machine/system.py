@@ -1,5 +1,5 @@
 """What this machine is: CPU, memory, OS, library versions, ONNX Runtime providers that
-really work, NVIDIA GPUs (through NVML), and the measured peaks (engine/peaks.py).
+really work, NVIDIA GPUs (through NVML), and the measured peaks (engine/machine/peaks.py).
 
 `system_info()` returns the JSON `opscope system` prints; every probe degrades to a value
 saying why it is missing instead of raising.
@@ -84,8 +84,8 @@ def providers_info() -> dict[str, list[str]]:
     """ORT providers: listed as available, and usable (a tiny session really obtained it)."""
     import onnxruntime as ort
 
-    from engine.ort_session import _CapturedStderr
-    from engine.peaks import _one_node_model
+    from engine.backends.ort.inference_session import _CapturedStderr
+    from engine.machine.peaks import _one_node_model
 
     available = list(ort.get_available_providers())
     model = _one_node_model("Identity", float, [1])
@@ -170,7 +170,7 @@ def system_info(remeasure: bool = False) -> dict[str, Any]:
     """Everything `opscope system` reports, peaks included (cached; measured when missing)."""
     import psutil
 
-    from engine.peaks import load_peaks
+    from engine.machine.peaks import load_peaks
 
     nvml = nvml_info()
     providers = providers_info()

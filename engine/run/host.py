@@ -23,10 +23,10 @@ from typing import Any
 from engine.config import RunConfig
 from engine.errors import OpScopeError
 from engine.events import CommandFailed, Event, Notice, PeaksMeasured, Progress, Telemetry
-from engine.live import LiveSession, Staged, stage
-from engine.runner import BenchRequest
-from engine.telemetry import CpuSampler, TelemetryThread
-from engine.telemetry_gpu import ThrottleWatch
+from engine.machine.cpu_telemetry import CpuSampler, TelemetryThread
+from engine.machine.gpu_telemetry import ThrottleWatch
+from engine.run.bench import BenchRequest
+from engine.run.live import LiveSession, Staged, stage
 
 SEND_INTERVAL_S = 0.05
 PROFILE_EVERY_S = 30.0
@@ -279,7 +279,7 @@ def _peaks_if_missing(live: LiveSession, state: dict[str, Any], out: Outbox) -> 
     once per host, with timing paused, so the engine's own load cannot drag them down
     (measured beside the running engine on 2 cores, the matmul peak came out at 78 instead
     of 181 GFLOP/s). `opscope system` measures and caches them the same way."""
-    from engine.peaks import cached_peaks, load_peaks, on_gpu, roofs_for
+    from engine.machine.peaks import cached_peaks, load_peaks, on_gpu, roofs_for
 
     provider = live.segment.staged.provider_used if live.segment else None
     if state.get("peaks_tried") or live.segment is None:
@@ -324,7 +324,7 @@ def _drain(events: Iterator[Event], out: Outbox) -> None:
 
 def _gpu_samplers() -> list[Callable[[], dict[str, float]]]:
     """The NVML sampler when a GPU is present (none otherwise)."""
-    from engine.telemetry_gpu import gpu_sampler_or_none
+    from engine.machine.gpu_telemetry import gpu_sampler_or_none
 
     gpu = gpu_sampler_or_none()
     return [gpu.sample] if gpu is not None else []

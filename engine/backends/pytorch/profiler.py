@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from engine.events import OpProfile, Progress
-from engine.op_stats import OpStat, coverage, node_stats, op_type_stats
-from engine.profile_parse import NodeEvent, ProfileTrace, RunSpan
+from engine.measure.op_stats import OpStat, coverage, node_stats, op_type_stats
+from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan
 
 PROFILE_WARMUP = 3
 RUN_PREFIX = "opscope_run_"

@@ -13,7 +13,17 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.accuracy import compare_outputs
+from engine.backends.ort.inference_session import (
+    OpenSession,
+    explain_ort_error,
+    gpu_present,
+    inference_fn,
+    open_session,
+    plan_session,
+)
+from engine.backends.ort.profiler import profile_pass
+from engine.backends.ort.variants import CALIBRATION_BATCHES, build_variant
+from engine.backends.pytorch.load import is_torch_file
 from engine.config import RunConfig
 from engine.errors import ConfigError, InputError
 from engine.events import (
@@ -25,7 +35,9 @@ from engine.events import (
     RunStarted,
     VariantReady,
 )
-from engine.inputs import (
+from engine.measure.accuracy import compare_outputs
+from engine.model.info import ModelInfo, count_nodes, files_sha256, load_model
+from engine.model.inputs import (
     Feeds,
     batch_of,
     describe_feeds,
@@ -34,19 +46,7 @@ from engine.inputs import (
     load_npz,
     plan_inputs,
 )
-from engine.model_info import ModelInfo, count_nodes, files_sha256, load_model
-from engine.ort_session import (
-    OpenSession,
-    explain_ort_error,
-    gpu_present,
-    inference_fn,
-    open_session,
-    plan_session,
-)
-from engine.profiling import profile_pass
-from engine.timing import TimingPlan, TimingSamples, time_inferences
-from engine.torch_load import is_torch_file
-from engine.variants import CALIBRATION_BATCHES, build_variant
+from engine.run.timing import TimingPlan, TimingSamples, time_inferences
 
 ACCURACY_BATCHES = 4
 
@@ -83,7 +83,7 @@ class Prepared:
 def run_bench(req: BenchRequest) -> Iterator[Event]:
     """The whole run. Raises `OpScopeError` for problems the user can fix."""
     if req.config.engine == "torch":
-        from engine.torch_engine import run_torch
+        from engine.backends.pytorch.backend import run_torch
 
         yield from run_torch(req)
         return
@@ -112,7 +112,7 @@ def prepare(req: BenchRequest) -> Generator[Event, None, Prepared]:
     """Load, make inputs, build the variant, open the session, check the inputs fit."""
     exported: dict[str, object] = {}
     if is_torch_file(req.model_path):  # PyTorch: to ONNX
-        from engine.torch_export import onnx_for_torch
+        from engine.backends.pytorch.to_onnx import onnx_for_torch
 
         onnx_path, exported = yield from onnx_for_torch(
             req.model_path, req.config.batch, req.shapes

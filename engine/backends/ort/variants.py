@@ -26,8 +26,8 @@ from typing import Any
 from engine import cache
 from engine.errors import ModelError
 from engine.events import Notice, Progress, VariantReady
-from engine.inputs import Feeds
-from engine.model_info import ModelInfo
+from engine.model.info import ModelInfo
+from engine.model.inputs import Feeds
 
 BUILDER_VERSION = 2
 CALIBRATION_BATCHES = 16

@@ -1,7 +1,7 @@
 """A self-contained HTML report of one session file: environment, runs, latency
 distributions, top ops, telemetry, and every run compared with the first run of its model.
 
-One file that opens offline: inline CSS, figures as inline SVG (engine/report_plots.py),
+One file that opens offline: inline CSS, figures as inline SVG (engine/analysis/report_plots.py),
 no scripts and no fetches. A session file is untrusted input, so every text that comes
 from it passes through `html.escape` (`Html` marks the few strings we built as markup).
 """
@@ -17,12 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from engine import __version__, report_plots
-from engine.compare import CompareError, MetricDelta, OpDiff, Samples
-from engine.comparison import RunComparison, compare_runs
+from engine import __version__
+from engine.analysis import report_plots
+from engine.analysis.deltas import CompareError, MetricDelta, OpDiff, Samples
+from engine.analysis.export import write_text
+from engine.analysis.run_compare import RunComparison, compare_runs
 from engine.config import PRECISION_LABELS
 from engine.errors import OpScopeError
-from engine.export import write_text
 from engine.session.reader import SessionReader
 from engine.session.rows import RunRow
 

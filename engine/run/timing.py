@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.events import LatencyBatch, Progress, TimingDone
-from engine.stats import is_stable, latency_stats, throughput
+from engine.measure.stats import is_stable, latency_stats, throughput
 
 Clock = Callable[[], int]
 

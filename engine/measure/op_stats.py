@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from engine.flops import node_flops
-from engine.profile_parse import NodeEvent, ProfileTrace
+from engine.measure.flops import node_flops
+from engine.measure.op_trace import NodeEvent, ProfileTrace
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -1,0 +1,1 @@
+"""Reading recorded runs: comparison statistics, run comparison, report, export."""

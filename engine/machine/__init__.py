@@ -1,0 +1,1 @@
+"""This machine: system facts, measured peaks, CPU and GPU telemetry."""
