@@ -4,20 +4,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox
 
-from app.main_window import STEPPED_KEY
+from app.engine_client import EngineClient
+from app.main_window import STEPPED_KEY, MainWindow
+from app.recording import Recording
+from engine import backends
 
-if TYPE_CHECKING:
-    from app.workbench import Workbench
 
-MODEL_FILTER = (
-    "Models (*.onnx *.pt2 *.pt *.pth);;ONNX models (*.onnx);;"
-    "PyTorch programs (*.pt2 *.pt *.pth);;All files (*)"
-)
+class Workbench(Protocol):
+    """What the menus drive: the workbench's commands (app/workbench.py implements them)."""
+
+    window: MainWindow
+    client: EngineClient
+    recording: Recording
+    device: str
+
+    def open_path(self, path: str) -> None: ...
+    def open_model(self, path: str) -> None: ...
+    def open_session(self, path: str) -> None: ...
+    def save_session_as(self) -> None: ...
+    def toggle_running(self) -> None: ...
+    def restart_engine(self) -> None: ...
+    def set_yield_cpu(self, on: bool) -> None: ...
+
+
+MODEL_FILTER = backends.file_filter()
 SESSION_FILTER = "OpScope sessions (*.opscope);;All files (*)"
 
 

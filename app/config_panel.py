@@ -1,13 +1,12 @@
 """The knobs: engine, provider, precision, fusion, batch, threads, spinning. Edits are
 debounced into one `config_changed(RunConfig)`; variant builds show progress with a cancel
-button. Choices the selected engine does not have are greyed out, and switching engines
-moves a knob to its nearest equivalent (ONNX Runtime fusion levels -> torch.compile)."""
+button. The panel reads each backend's declared capabilities: choices the selected engine
+does not have are greyed out, and switching engines moves a knob to its nearest
+equivalent (ONNX Runtime fusion levels -> torch.compile). It knows no engine by name."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-from pathlib import Path
 
 from PySide6.QtCore import QSignalBlocker, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -23,57 +22,30 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.backends.pytorch.load import is_torch_file
-from engine.config import PRECISION_LABELS, RunConfig
+from engine import backends
+from engine.backends import Capabilities
+from engine.config import PRECISION_LABELS, RunConfig, provider_label
 
 DEBOUNCE_MS = 350
-FUSION_LABELS = {
-    "off": "Off (no graph optimizations)",
-    "basic": "Basic (constant folding, redundant nodes)",
-    "extended": "Extended (+ operator fusions)",
-    "layout": "Layout (+ layout transforms)",
-    "all": "All (everything ONNX Runtime has)",
-}
-TORCH_FUSION_LABELS = {"off": "Off (eager)", "all": "All (torch.compile)"}
 PROVIDER_LABELS = {"auto": "Auto", "cpu": "CPU", "cuda": "CUDA", "tensorrt": "TensorRT"}
-# What each engine offers, and where a knob goes when the engine changes.
-ENGINE_CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
-    "onnxruntime": {
-        "precision": ("fp32", "fp16", "int8-dynamic", "int8-static"),
-        "fusion": tuple(FUSION_LABELS),
-        "provider": ("auto", "cpu", "cuda", "tensorrt"),
-    },
-    "torch": {
-        "precision": ("fp32", "bf16", "fp16", "int8-dynamic"),
-        "fusion": ("off", "all"),
-        "provider": ("auto", "cpu", "cuda"),
-    },
-}
-NEAREST = {
-    "bf16": "fp16",
-    "int8-static": "int8-dynamic",
-    "basic": "all",
-    "extended": "all",
-    "layout": "all",
-    "tensorrt": "cuda",
-}
-
-
-def torch_available() -> bool:
-    """Whether the optional torch extra is installed (checked without importing it)."""
-    return importlib.util.find_spec("torch") is not None
 
 
 def fit_to_engine(config: RunConfig) -> RunConfig:
-    """`config` with every knob the engine lacks moved to its nearest equivalent."""
-    choices = ENGINE_CHOICES[config.engine]
-    changes: dict[str, str] = {}
-    for knob in ("precision", "fusion", "provider"):
-        value = getattr(config, knob)
-        if value not in choices[knob]:
-            value = NEAREST.get(value, choices[knob][0])
-            changes[knob] = value if value in choices[knob] else choices[knob][0]
-    return dataclasses.replace(config, **changes) if changes else config  # type: ignore[arg-type]
+    """`config` with every knob its engine lacks moved to the nearest equivalent."""
+    return backends.get(config.engine).capabilities.fit(config)
+
+
+def _default_caps() -> Capabilities:
+    return backends.get(backends.DEFAULT).capabilities
+
+
+def _fusion_labels() -> dict[str, str]:
+    """Every fusion value some backend offers, each with its first backend's label."""
+    labels: dict[str, str] = {}
+    for backend in backends.all_backends():
+        for key in backend.capabilities.fusions:
+            labels.setdefault(key, backend.capabilities.fusion_labels.get(key, key))
+    return labels
 
 
 class ConfigPanel(QWidget):
@@ -89,15 +61,14 @@ class ConfigPanel(QWidget):
         self._debounce.timeout.connect(self._emit)
 
         self.engine = QComboBox()
-        self.engine.addItem("ONNX Runtime", "onnxruntime")
-        self.engine.addItem("PyTorch", "torch")
-        self._torch_ok = torch_available()
-        self._torch_model = False  # the loaded model is a PyTorch file
-        self._update_engine_item()
+        for backend in backends.all_backends():
+            self.engine.addItem(backend.capabilities.label, backend.capabilities.name)
+        self._model_path: str | None = None
+        self._update_engine_items()
         self.engine.setToolTip(
-            "Inference engine. ONNX Runtime runs ONNX models, and PyTorch files (.pt2, .pt) "
-            "exported to ONNX. PyTorch runs a PyTorch file natively: eager (fusion off) or "
-            "torch.compile (fusion all). Each change is a new run on the same curve."
+            "Inference engine. "
+            + " ".join(b.capabilities.summary for b in backends.all_backends())
+            + " Each change is a new run on the same curve."
         )
         self.provider = QComboBox()
         for key in ["auto", *usable_providers]:
@@ -120,12 +91,9 @@ class ConfigPanel(QWidget):
             "checked against FP32 on the same inputs."
         )
         self.fusion = QComboBox()
-        for key, label in FUSION_LABELS.items():
+        for key, label in _fusion_labels().items():
             self.fusion.addItem(label, key)
-        self.fusion.setToolTip(
-            "ONNX Runtime graph optimization level: how much it fuses "
-            "and rewrites the graph before running it."
-        )
+        self.fusion.setToolTip(_default_caps().fusion_help)
         self.batch = QSpinBox(minimum=1, maximum=4096)
         self.batch.setToolTip(
             "Samples per inference (fills the model's symbolic batch "
@@ -208,48 +176,64 @@ class ConfigPanel(QWidget):
         del blockers
 
     def set_model_kind(self, path: str) -> None:
-        """The loaded model decides whether the PyTorch engine can run it (PyTorch files
-        only); an ONNX model with PyTorch selected goes back to ONNX Runtime."""
-        self._torch_model = is_torch_file(path)
-        self._update_engine_item()
-        if not self._torch_model and self.engine.currentData() == "torch":
-            _select(self.engine, "onnxruntime")
+        """The loaded model decides which engines can run it (each backend says); when the
+        selected one cannot, the first that can is selected."""
+        self._model_path = path
+        self._update_engine_items()
+        if not self._can_run(self.engine.currentData()):
+            runs = next((b for b in backends.all_backends() if b.opens(path)), None)
+            if runs is not None:
+                _select(self.engine, runs.capabilities.name)
 
     def config_for_model(self, path: str) -> RunConfig:
-        """The config to load `path` with: the current one, on ONNX Runtime for ONNX."""
+        """The config to load `path` with: the current one, on the first engine that runs
+        the file when the current engine cannot."""
         config = self.config()
-        if Path(path).suffix.lower() == ".onnx" and config.engine == "torch":
-            config = fit_to_engine(dataclasses.replace(config, engine="onnxruntime"))
-            self.set_config(config)
+        if not backends.get(config.engine).opens(path):
+            runs = next((b for b in backends.all_backends() if b.opens(path)), None)
+            if runs is not None:
+                config = runs.capabilities.fit(config)
+                self.set_config(config)
         return config
 
-    def _update_engine_item(self) -> None:
-        item = self.engine.model().item(self.engine.findData("torch"))
-        if item is None:
-            return
-        item.setEnabled(self._torch_ok and self._torch_model)
-        item.setToolTip(
-            ""
-            if self._torch_ok and self._torch_model
-            else "Needs the torch extra: pip install 'opscope[torch]'"
-            if not self._torch_ok
-            else "Runs PyTorch files (.pt2, .pt); open one first"
+    def _can_run(self, name: str) -> bool:
+        backend = backends.get(name)
+        return backend.capabilities.missing() is None and (
+            (self._model_path is None and name == backends.DEFAULT)
+            or (self._model_path is not None and backend.opens(self._model_path))
         )
+
+    def _update_engine_items(self) -> None:
+        for i in range(self.engine.count()):
+            item = self.engine.model().item(i)
+            if item is None:
+                continue
+            backend = backends.get(self.engine.itemData(i))
+            missing = backend.capabilities.missing()
+            ok = self._can_run(backend.capabilities.name)
+            item.setEnabled(ok)
+            item.setToolTip(
+                ""
+                if ok
+                else f"Needs {missing}"
+                if missing
+                else "Cannot run this model file; open one it runs first"
+            )
 
     def _engine_changed(self) -> None:
         """Move the other knobs to what this engine has, then apply (debounced)."""
-        engine = self.engine.currentData()
-        fitted = fit_to_engine(dataclasses.replace(self.config(), engine=engine))
+        caps = backends.get(self.engine.currentData()).capabilities
+        fitted = caps.fit(self.config())
         blockers = [QSignalBlocker(w) for w in (self.provider, self.precision, self.fusion)]
         _select(self.provider, fitted.provider)
         _select(self.precision, fitted.precision)
         _select(self.fusion, fitted.fusion)
         del blockers
-        self._show_engine_choices(engine)
+        self._show_engine_choices(caps.name)
         self._changed()
 
     def _show_engine_choices(self, engine: str) -> None:
-        choices = ENGINE_CHOICES[engine]
+        caps = backends.get(engine).capabilities
         for knob, combo in (
             ("precision", self.precision),
             ("fusion", self.fusion),
@@ -258,26 +242,19 @@ class ConfigPanel(QWidget):
             for i in range(combo.count()):
                 item = combo.model().item(i)
                 if item is not None:
-                    item.setEnabled(combo.itemData(i) in choices[knob])
-        labels = TORCH_FUSION_LABELS if engine == "torch" else FUSION_LABELS
+                    item.setEnabled(combo.itemData(i) in caps.choices(knob))
+        default_labels = _fusion_labels()
         for i in range(self.fusion.count()):
             key = self.fusion.itemData(i)
-            self.fusion.setItemText(i, labels.get(key, FUSION_LABELS[key]))
-        self.spinning.setEnabled(engine == "onnxruntime")
-        self.fusion.setToolTip(
-            "PyTorch: Off runs the module eagerly, All compiles it with torch.compile (the "
-            "first inference compiles, which can take a while)."
-            if engine == "torch"
-            else "ONNX Runtime graph optimization level: how much it fuses and rewrites the graph "
-            "before running it."
-        )
+            self.fusion.setItemText(i, caps.fusion_labels.get(key, default_labels[key]))
+        self.spinning.setEnabled(caps.spinning)
+        self.fusion.setToolTip(caps.fusion_help)
 
     def set_provider_used(self, name: str, requested: str) -> None:
-        short = name.replace("ExecutionProvider", "")
+        short = provider_label(name)
         if name != requested:
             self.provider_used.setText(
-                f"<b style='color:#d9822b'>{short}</b> "
-                f"(asked for {requested.replace('ExecutionProvider', '')})"
+                f"<b style='color:#d9822b'>{short}</b> (asked for {provider_label(requested)})"
             )
         else:
             self.provider_used.setText(short)

@@ -10,12 +10,12 @@ import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
 from engine.config import RunConfig
 from engine.events import Event
+from engine.run import commands as cmds
 
 Sink = Callable[[list[Event]], None]
 
@@ -77,7 +77,7 @@ class EngineClient(QObject):
         if proc is None:
             return
         if proc.is_alive():
-            self._send(("shutdown",))
+            self._send(cmds.Shutdown())
             proc.join(timeout)
         if proc.is_alive():
             proc.kill()
@@ -111,34 +111,26 @@ class EngineClient(QObject):
         self.last_load = (str(path), dict(shapes or {}), inputs)
         if config is not None:
             self.last_config = config
-        self._send(
-            (
-                "load",
-                str(path),
-                dict(shapes or {}),
-                inputs,
-                config.to_json() if config is not None else None,
-            )
-        )
+        self._send(cmds.Load(str(path), dict(shapes or {}), inputs, config))
 
     def apply(self, config: RunConfig) -> None:
         self.last_config = config
-        self._send(("apply", config.to_json()))
+        self._send(cmds.Apply(config))
 
     def start_timing(self) -> None:
-        self._send(("start",))
+        self._send(cmds.Start())
 
     def stop_timing(self) -> None:
-        self._send(("stop",))
+        self._send(cmds.Stop())
 
     def profile_now(self) -> None:
-        self._send(("profile",))
+        self._send(cmds.Profile())
 
     def cancel_build(self) -> None:
-        self._send(("cancel",))
+        self._send(cmds.Cancel())
 
     # internals -----------------------------------------------------------------------
-    def _send(self, cmd: tuple[Any, ...]) -> None:
+    def _send(self, cmd: cmds.Command) -> None:
         if self._conn is None:
             return
         with contextlib.suppress(BrokenPipeError, OSError):  # the reader reports the death

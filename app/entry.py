@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 GUI_COMMANDS = ("gui",)
 GUI_OPTIONS = ("--screenshot", "--quit-after", "--session")
-GUI_FILES = (".onnx", ".opscope", ".pt2", ".pt", ".pth")  # `opscope FILE` opens the window
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -26,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (
         not args
         or first in GUI_COMMANDS
-        or first.lower().endswith(GUI_FILES)
+        or first.lower().endswith(_gui_files())
         or first.split("=", 1)[0] in GUI_OPTIONS
     ):
         from app.launch import main as gui_main
@@ -35,6 +34,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from engine.cli.main import main as cli_main
 
     return cli_main(args)
+
+
+def _gui_files() -> tuple[str, ...]:
+    """`opscope FILE` opens the window for a session or any model a backend runs."""
+    from engine.backends import model_suffixes
+
+    return (".opscope", *model_suffixes())
 
 
 if __name__ == "__main__":

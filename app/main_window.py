@@ -24,12 +24,16 @@ from PySide6.QtWidgets import (
 
 from app.banner import Banner
 from app.config_panel import ConfigPanel
+from engine import backends
 from engine.events import OpProfile, VariantReady
 from engine.model.info import ModelInfo
-from widgets import AccuracyBadge, LatencyPlot, OpTable, TelemetryStrip, theme
+from widgets import theme
+from widgets.accuracy_badge import AccuracyBadge
+from widgets.latency_plot import LatencyPlot
+from widgets.op_table import OpTable
 from widgets.roofline import RooflinePlot
+from widgets.telemetry_strip import TelemetryStrip
 
-MODEL_SUFFIXES = (".onnx", ".pt2", ".pt", ".pth")  # PyTorch files need the torch extra
 SESSION_SUFFIXES = (".opscope",)
 STEPPED_KEY = "view/stepped_follow"  # the followed latency plot moves in steps
 
@@ -229,7 +233,7 @@ class MainWindow(QMainWindow):
 
 
 def _openable(path: str) -> bool:
-    return Path(path).suffix.lower() in MODEL_SUFFIXES + SESSION_SUFFIXES
+    return Path(path).suffix.lower() in (*backends.model_suffixes(), *SESSION_SUFFIXES)
 
 
 def recent_files(settings: QSettings) -> list[str]:

@@ -22,11 +22,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.compare_panel import ComparePanel
+from engine.config import provider_label
 from engine.measure.op_stats import OpStat
 from engine.session.reader import SessionReader
 from engine.session.rows import RunRow
 from engine.session.store import open_session_file
-from widgets import LatencyPlot, OpTable
+from widgets.latency_plot import LatencyPlot
+from widgets.op_table import OpTable
 
 COLUMNS = [
     "run",
@@ -147,7 +149,7 @@ def _cells(run: RunRow) -> list[str]:
         run.started_at or "–",
         run.model_name or "–",
         _config(run),
-        (run.provider_used or "–").replace("ExecutionProvider", ""),
+        provider_label(run.provider_used or "–"),
         f"{lat.p50:.3f}" if lat and np.isfinite(lat.p50) else "–",
         f"{lat.p99:.3f}" if lat and np.isfinite(lat.p99) else "–",
         f"{tp.samples_per_s:.1f}" if tp else "–",

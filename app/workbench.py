@@ -12,6 +12,7 @@ from app.engine_client import EngineClient
 from app.live_controller import LiveController
 from app.main_window import SESSION_SUFFIXES, MainWindow, add_recent
 from app.recording import Recording, new_autosave_path
+from engine.config import provider_label
 from engine.errors import OpScopeError
 from engine.session.env import cpu_name, gpu_facts
 
@@ -131,9 +132,9 @@ class Workbench(QObject):
                 f"p50 {stats['p50']:.3f} ms · p99 {stats['p99']:.3f} ms (last "
                 f"{stats['count']} of {c.samples:,} samples){tput}"
             )
-        provider = c.provider.replace("ExecutionProvider", "") or "–"
+        provider = provider_label(c.provider or "–")
         if c.provider and c.requested and c.provider != c.requested:
-            provider += f" (asked for {c.requested.replace('ExecutionProvider', '')})"
+            provider += f" (asked for {provider_label(c.requested)})"
         self.window.set_status(
             c.model_name or "no model",
             f"{provider} on {self.device}",

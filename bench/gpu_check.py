@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 from engine.backends.ort.inference_session import gpu_present  # noqa: E402
 from engine.cli.results import RunResult  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
+from engine.run import commands as cmds  # noqa: E402
 from engine.run.bench import BenchRequest, run_bench  # noqa: E402
 from engine.run.timing import TimingPlan  # noqa: E402
 
@@ -209,8 +210,8 @@ def live_host_part() -> list[str]:
     proc.start()
     child.close()
     events: list[object] = []
-    conn.send(("apply", RunConfig(provider="cuda").to_json()))
-    conn.send(("load", str(MODELS["demo_cnn"]), {}, None))
+    conn.send(cmds.Apply(RunConfig(provider="cuda")))
+    conn.send(cmds.Load(str(MODELS["demo_cnn"])))
     end = time.monotonic() + 120
     while time.monotonic() < end and not any(isinstance(e, OpProfile) for e in events):
         if conn.poll(0.2):
@@ -218,7 +219,7 @@ def live_host_part() -> list[str]:
     time.sleep(3)
     while conn.poll(0.2):
         events.extend(conn.recv())
-    conn.send(("shutdown",))
+    conn.send(cmds.Shutdown())
     proc.join(20)
     started = [e for e in events if isinstance(e, RunStarted)]
     peaks = [e for e in events if isinstance(e, PeaksMeasured)]

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from engine.errors import ConfigError
 
-Engine = Literal["onnxruntime", "torch"]
-Precision = Literal["fp32", "fp16", "int8-dynamic", "int8-static", "bf16"]  # bf16: torch
+# Every precision any backend offers; each backend's capabilities say which it runs.
+Precision = Literal["fp32", "fp16", "int8-dynamic", "int8-static", "bf16"]
 Fusion = Literal["off", "basic", "extended", "layout", "all"]
 Provider = Literal["auto", "cpu", "cuda", "tensorrt"]
 
-ENGINES: tuple[str, ...] = get_args(Engine)
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 FUSIONS: tuple[str, ...] = get_args(Fusion)
 PROVIDERS: tuple[str, ...] = get_args(Provider)
+ENGINE_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
-ENGINE_LABELS = {"onnxruntime": "ONNX Runtime", "torch": "PyTorch"}
 PRECISION_LABELS = {
     "fp32": "FP32",
     "fp16": "FP16",
@@ -27,6 +27,11 @@ PRECISION_LABELS = {
     "int8-static": "INT8 static",
     "bf16": "BF16",
 }
+
+
+def provider_label(name: str | None) -> str:
+    """A provider as people read it: 'CUDA' for 'CUDAExecutionProvider' ('-' for none)."""
+    return (name or "-").replace("ExecutionProvider", "") or "-"
 
 
 def default_threads() -> int:
@@ -42,9 +47,12 @@ def default_threads() -> int:
 
 @dataclass(frozen=True, slots=True)
 class RunConfig:
-    """Everything that changes what is measured. `threads=0` means 'the default'."""
+    """Everything that changes what is measured. `threads=0` means 'the default'.
 
-    engine: Engine = "onnxruntime"
+    `engine` names a backend (engine/backends/); whether it exists, and offers the other
+    values, is the backend registry's to check (`engine.backends.backend_for`)."""
+
+    engine: str = "onnxruntime"
     precision: Precision = "fp32"
     fusion: Fusion = "all"
     batch: int = 1
@@ -53,7 +61,8 @@ class RunConfig:
     provider: Provider = "auto"
 
     def __post_init__(self) -> None:
-        _check_choice("engine", self.engine, ENGINES)
+        if not isinstance(self.engine, str) or not ENGINE_NAME.fullmatch(self.engine):
+            raise ConfigError(f"engine must be a backend's name; got {self.engine!r}")
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("fusion", self.fusion, FUSIONS)
         _check_choice("provider", self.provider, PROVIDERS)
@@ -77,27 +86,13 @@ class RunConfig:
         fields = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in fields})
 
-    def describe_change(self, old: RunConfig) -> str:
-        """A short label for what changed from `old`, e.g. 'INT8 dynamic, batch 8'."""
-        parts: list[str] = []
-        torch_mode = "compiled" if self.fusion == "all" else "eager"
-        if self.engine != old.engine:
-            parts.append(
-                ENGINE_LABELS[self.engine] + (f" {torch_mode}" if self.engine == "torch" else "")
-            )
-        if self.precision != old.precision:
-            parts.append(PRECISION_LABELS[self.precision])
-        if self.fusion != old.fusion and not (self.engine != old.engine and self.engine == "torch"):
-            parts.append(torch_mode if self.engine == "torch" else f"fusion {self.fusion}")
-        if self.batch != old.batch:
-            parts.append(f"batch {self.batch}")
-        if self.threads != old.threads:
-            parts.append(f"threads {self.threads or 'default'}")
-        if self.spinning != old.spinning:
-            parts.append(f"spinning {'on' if self.spinning else 'off'}")
-        if self.provider != old.provider:
-            parts.append(f"provider {self.provider}")
-        return ", ".join(parts) or "no change"
+    def short_label(self) -> str:
+        """The knobs that shape a run, as tables print them:
+        'INT8 dynamic fusion=all batch=8 threads=2' (' spin' when spinning)."""
+        return (
+            f"{PRECISION_LABELS[self.precision]} fusion={self.fusion} batch={self.batch} "
+            f"threads={self.threads or 'default'}{' spin' if self.spinning else ''}"
+        )
 
     def label(self) -> str:
         """One-line summary for tables and markers."""

@@ -9,6 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception's message as one line: its first non-empty line, whitespace collapsed,
+    at most `limit` characters (the exception's type when it says nothing)."""
+    lines = [" ".join(ln.split()) for ln in str(exc).splitlines() if ln.strip()]
+    return lines[0][:limit] if lines else type(exc).__name__
+
+
 class OpScopeError(Exception):
     """A clear, user-facing error. `str()` is the one line we show."""
 

@@ -12,6 +12,9 @@ from typing import Any
 import numpy as np
 
 from engine.config import RunConfig
+
+# AccuracyResult is measure/accuracy.py's result, sent as an event too.
+from engine.measure.accuracy import AccuracyResult as AccuracyResult
 from engine.measure.stats import LatencyStats, Throughput
 from engine.model.info import ModelInfo
 
@@ -79,30 +82,6 @@ class TimingDone:
     stable: bool
     warmup_runs: int
     elapsed_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class AccuracyResult:
-    """This variant's outputs against the FP32 model's on the same inputs."""
-
-    baseline: str
-    max_abs_err: float
-    mean_abs_err: float
-    cosine: float
-    top1_agreement: float | None
-    samples: int
-    per_output: dict[str, dict[str, float | None]] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "baseline": self.baseline,
-            "max_abs_err": self.max_abs_err,
-            "mean_abs_err": self.mean_abs_err,
-            "cosine": self.cosine,
-            "top1_agreement": self.top1_agreement,
-            "samples": self.samples,
-            "per_output": self.per_output,
-        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,3 +36,97 @@ def test_help_needs_no_heavy_imports() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == ""
+
+
+def _engine_graph() -> dict[str, set[str]]:
+    import grimp
+
+    graph = grimp.build_graph("engine", "widgets", "app")
+    mods = set(graph.modules)
+    return {m: set(graph.find_modules_directly_imported_by(m)) & mods for m in mods}
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    comp.append(top)
+                    if top == node:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_no_import_circles() -> None:
+    """Function-level and type-only imports count: a circle is a circle."""
+    assert _cycles(_engine_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(edges) == [["a", "b", "c"]]
+
+
+def test_engine_keeps_at_most_eight_modules_at_its_top() -> None:
+    top = sorted(p.name for p in (ROOT / "engine").glob("*.py"))
+    assert len(top) <= 8, top
+
+
+def test_no_branch_on_an_engine_name_outside_the_backends() -> None:
+    """`config.engine == "torch"` and the like live only in engine/backends/<name>/: the
+    others ask a backend (its capabilities, `opens`, `prepare`)."""
+    import ast
+
+    from engine import backends
+
+    names = set(backends.names())
+    offenders = []
+    for folder in ("engine", "app", "widgets"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path.is_relative_to(ROOT / "engine" / "backends"):
+                continue
+            tree = ast.parse(path.read_text(), str(path))
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Compare):
+                    continue
+                operands = [node.left, *node.comparators]
+                named = any(
+                    isinstance(v, ast.Constant) and v.value in names
+                    for op in operands
+                    for v in (op.elts if isinstance(op, ast.Tuple | ast.List | ast.Set) else [op])
+                )
+                about_engine = any("engine" in ast.unparse(op) for op in operands)
+                if named and about_engine:  # not e.g. a session's "onnxruntime" version key
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []

@@ -1,5 +1,6 @@
 import pytest
 
+from engine.backends import describe_change
 from engine.config import RunConfig
 from engine.errors import ConfigError
 
@@ -19,7 +20,7 @@ def test_defaults_resolve_threads() -> None:
         {"batch": 0},
         {"threads": -1},
         {"provider": "rocm"},
-        {"engine": "tvm"},
+        {"engine": "Not An Engine"},
     ],
 )
 def test_invalid_values_are_rejected(kwargs: dict[str, object]) -> None:
@@ -35,11 +36,11 @@ def test_json_round_trip_ignores_unknown_keys() -> None:
 
 def test_describe_change_names_what_moved() -> None:
     old = RunConfig()
-    assert RunConfig(precision="int8-dynamic").describe_change(old) == "INT8 dynamic"
-    assert RunConfig(batch=8, fusion="off").describe_change(old) == "fusion off, batch 8"
-    assert old.describe_change(old) == "no change"
+    assert describe_change(RunConfig(precision="int8-dynamic"), old) == "INT8 dynamic"
+    assert describe_change(RunConfig(batch=8, fusion="off"), old) == "fusion off, batch 8"
+    assert describe_change(old, old) == "no change"
     torch_compiled = RunConfig(engine="torch", precision="bf16")
-    assert torch_compiled.describe_change(old) == "PyTorch compiled, BF16"
+    assert describe_change(torch_compiled, old) == "PyTorch compiled, BF16"
     eager = RunConfig(engine="torch", precision="bf16", fusion="off")
-    assert eager.describe_change(torch_compiled) == "eager"
-    assert old.describe_change(eager) == "ONNX Runtime, FP32, fusion all"
+    assert describe_change(eager, torch_compiled) == "eager"
+    assert describe_change(old, eager) == "ONNX Runtime, FP32, fusion all"

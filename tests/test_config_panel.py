@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pytestqt.qtbot import QtBot
 
-from app import config_panel as cp
 from app.config_panel import ConfigPanel, fit_to_engine
+from engine.backends import Capabilities
 from engine.config import RunConfig
 
 
@@ -31,7 +31,7 @@ def test_fit_to_engine_moves_knobs_to_the_nearest_equivalent() -> None:
 def test_engine_selector_follows_the_model_and_greys_out_what_the_engine_lacks(
     qtbot: QtBot, monkeypatch: object
 ) -> None:
-    monkeypatch.setattr(cp, "torch_available", lambda: True)  # type: ignore[attr-defined]
+    monkeypatch.setattr(Capabilities, "missing", lambda self: None)  # type: ignore[attr-defined]
     panel = ConfigPanel(["cpu"])
     qtbot.addWidget(panel)
     panel.set_config(RunConfig(precision="int8-static", fusion="basic"))
@@ -51,7 +51,11 @@ def test_engine_selector_follows_the_model_and_greys_out_what_the_engine_lacks(
 
 
 def test_without_torch_the_engine_says_how_to_get_it(qtbot: QtBot, monkeypatch: object) -> None:
-    monkeypatch.setattr(cp, "torch_available", lambda: False)  # type: ignore[attr-defined]
+    monkeypatch.setattr(  # type: ignore[attr-defined]
+        Capabilities,
+        "missing",
+        lambda self: "torch: pip install 'opscope[torch]'" if self.requires else None,
+    )
     panel = ConfigPanel(["cpu"])
     qtbot.addWidget(panel)
     panel.set_model_kind("/models/net.pt2")

@@ -26,6 +26,7 @@ from engine.events import (
     Telemetry,
     TimingDone,
 )
+from engine.run import commands as cmds
 from engine.run.host import host_main
 from tests.conftest import DEMO_CNN
 
@@ -39,7 +40,7 @@ class Host:
         child.close()
         self.events: list[Any] = []
 
-    def send(self, *cmd: Any) -> None:
+    def send(self, cmd: cmds.Command) -> None:
         self.conn.send(cmd)
 
     def wait_for(self, pred: Callable[[Any], bool], timeout: float = 60, start: int = 0) -> Any:
@@ -58,7 +59,7 @@ class Host:
 
     def close(self) -> None:
         if self.proc.is_alive():
-            self.send("shutdown")
+            self.send(cmds.Shutdown())
             self.proc.join(10)
         if self.proc.is_alive():
             self.proc.kill()
@@ -80,7 +81,7 @@ def test_a_yielding_host_runs_below_our_priority_and_says_so() -> None:
             note.level == "note"
             and f"nice {os.getpriority(os.PRIO_PROCESS, 0) + 5}" in note.message
         )
-        host.send("load", str(DEMO_CNN), {}, None)
+        host.send(cmds.Load(str(DEMO_CNN)))
         host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0)
         proc = psutil.Process(host.proc.pid)
         ours = os.getpriority(os.PRIO_PROCESS, 0)
@@ -92,8 +93,8 @@ def test_a_yielding_host_runs_below_our_priority_and_says_so() -> None:
 
 
 def test_live_session_end_to_end(host: Host) -> None:
-    host.send("apply", RunConfig(batch=2).to_json())
-    host.send("load", str(DEMO_CNN), {}, None)
+    host.send(cmds.Apply(RunConfig(batch=2)))
+    host.send(cmds.Load(str(DEMO_CNN)))
     started = host.wait_for(lambda e: isinstance(e, RunStarted))
     assert started.config.batch == 2 and started.provider_used == "CPUExecutionProvider"
     host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0)
@@ -101,7 +102,7 @@ def test_live_session_end_to_end(host: Host) -> None:
     profile = host.wait_for(lambda e: isinstance(e, OpProfile))
     assert profile.ops and profile.runs == 20
 
-    host.send("apply", RunConfig(batch=2, precision="int8-dynamic").to_json())
+    host.send(cmds.Apply(RunConfig(batch=2, precision="int8-dynamic")))
     marker = host.wait_for(
         lambda e: isinstance(e, Marker) and e.kind == "config" and "INT8" in e.label
     )
@@ -113,27 +114,27 @@ def test_live_session_end_to_end(host: Host) -> None:
     host.wait_for(lambda e: isinstance(e, AccuracyResult))
     host.wait_for(lambda e: isinstance(e, RunStarted) and e.config.precision == "int8-dynamic")
 
-    host.send("stop")
+    host.send(cmds.Stop())
     host.wait_for(lambda e: isinstance(e, RunEnded), start=len(host.events))
-    host.send("shutdown")
+    host.send(cmds.Shutdown())
     host.proc.join(20)
     assert host.proc.exitcode == 0
 
 
 def test_bad_model_keeps_the_old_one_running(host: Host, zoo: dict[str, Path]) -> None:
-    host.send("load", str(DEMO_CNN), {}, None)
+    host.send(cmds.Load(str(DEMO_CNN)))
     host.wait_for(lambda e: isinstance(e, LatencyBatch))
-    host.send("load", str(zoo["corrupt"]), {}, None)
+    host.send(cmds.Load(str(zoo["corrupt"])))
     failed = host.wait_for(lambda e: isinstance(e, CommandFailed))
     assert failed.command == "load" and "not a valid ONNX file" in failed.message
     host.wait_for(lambda e: isinstance(e, LatencyBatch), start=len(host.events))
 
 
 def test_a_newer_request_supersedes_an_older_one(host: Host) -> None:
-    host.send("load", str(DEMO_CNN), {}, None)
+    host.send(cmds.Load(str(DEMO_CNN)))
     host.wait_for(lambda e: isinstance(e, LatencyBatch))
-    host.send("apply", RunConfig(batch=2).to_json())
-    host.send("apply", RunConfig(batch=3).to_json())
+    host.send(cmds.Apply(RunConfig(batch=2)))
+    host.send(cmds.Apply(RunConfig(batch=3)))
     started = host.wait_for(lambda e: isinstance(e, RunStarted) and e.config.batch != 1)
     assert started.config.batch == 3
     time.sleep(1.0)
@@ -156,7 +157,7 @@ def test_gpu_throttling_is_flagged_on_the_live_run_once() -> None:
     host = Host.__new__(Host)
     host.conn, host.proc, host.events = conn, proc, []
     try:
-        host.send("load", str(DEMO_CNN), {}, None)
+        host.send(cmds.Load(str(DEMO_CNN)))
         started = host.wait_for(lambda e: isinstance(e, RunStarted))
         first = host.events.index(started)
         flag = host.wait_for(
@@ -169,11 +170,11 @@ def test_gpu_throttling_is_flagged_on_the_live_run_once() -> None:
             start=host.events.index(flag),
         )
         time.sleep(0.5)
-        host.conn.send(("stop",))
+        host.conn.send(cmds.Stop())
         host.wait_for(lambda e: isinstance(e, RunEnded), start=first)
         flags = [e for e in host.events[first:] if isinstance(e, Notice) and "throttl" in e.message]
         assert len(flags) == 1  # flagged when it appeared, not again every sample
-        host.send("start")  # a new run of the same config is flagged again
+        host.send(cmds.Start())  # a new run of the same config is flagged again
         second = host.wait_for(lambda e: isinstance(e, RunStarted), start=first + 1)
         host.wait_for(
             lambda e: isinstance(e, Notice) and "throttl" in e.message,
@@ -192,7 +193,7 @@ def test_missing_peaks_are_measured_by_the_host_with_timing_paused(
     monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))  # no peaks cached: the host measures
     host = Host()
     try:
-        host.send("load", str(DEMO_CNN), {}, None)
+        host.send(cmds.Load(str(DEMO_CNN)))
         measured = host.wait_for(lambda e: isinstance(e, PeaksMeasured), timeout=120)
         cpu = measured.peaks["cpu"]
         assert cpu["memory_gbps"] > 0 and cpu["gflops"] > 0

@@ -13,6 +13,7 @@ from engine.cli.results import RunResult
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import OpProfile, RunEnded, VariantReady
+from engine.run import commands as cmds
 from engine.run.bench import BenchRequest, run_bench
 from engine.run.timing import TimingPlan
 
@@ -58,7 +59,7 @@ def run(
     req = BenchRequest(
         str(path),
         RunConfig(**cfg),
-        QUICK,
+        timing=QUICK,
         shapes=shapes or {},  # type: ignore[arg-type]
         profile=profile,
         profile_runs=5,
@@ -166,7 +167,7 @@ def test_torchscript_needs_shape_then_runs_on_both(models: dict[str, Path]) -> N
 
 
 def test_torch_engine_refuses_other_fusions(models: dict[str, Path]) -> None:
-    with pytest.raises(ConfigError, match=r"fusion must be off .* or all"):
+    with pytest.raises(ConfigError, match="engine torch: fusion must be one of off, all"):
         run(models["mlp"], engine="torch", fusion="basic")
     with pytest.raises(ConfigError, match="int8-static"):
         run(models["mlp"], engine="torch", fusion="off", precision="int8-static")
@@ -194,8 +195,8 @@ def test_live_host_switches_engines_on_one_pt2_and_records_both(
     store = SessionStore.create_or_open(tmp_path / "both.opscope")
     recorder = Recorder(store, kind="live")
     try:
-        host.send("apply", RunConfig(engine="torch", fusion="off", batch=2).to_json())
-        host.send("load", str(models["mlp"]), {}, None)
+        host.send(cmds.Apply(RunConfig(engine="torch", fusion="off", batch=2)))
+        host.send(cmds.Load(str(models["mlp"])))
         started = host.wait_for(lambda e: isinstance(e, RunStarted))
         assert started.provider_used == "torch-cpu" and started.batch == 2
         prof = host.wait_for(lambda e: isinstance(e, OpProfile))
@@ -204,7 +205,7 @@ def test_live_host_switches_engines_on_one_pt2_and_records_both(
             lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0,
             start=host.events.index(prof),
         )
-        host.send("apply", RunConfig(engine="onnxruntime", batch=2).to_json())
+        host.send(cmds.Apply(RunConfig(engine="onnxruntime", batch=2)))
         ort = host.wait_for(
             lambda e: isinstance(e, RunStarted) and e.config.engine == "onnxruntime", timeout=240
         )  # exports first
@@ -222,7 +223,7 @@ def test_live_host_switches_engines_on_one_pt2_and_records_both(
         host.wait_for(
             lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0, start=start
         )
-        host.send("stop")
+        host.send(cmds.Stop())
         host.wait_for(lambda e: isinstance(e, RunEnded), start=start)
     finally:
         host.close()
@@ -254,7 +255,7 @@ def test_a_fixed_batch_program_says_it_cannot_change_batch(tmp_path: Path) -> No
         events = list(
             run_bench(
                 BenchRequest(
-                    str(path), RunConfig(engine=engine, batch=4), QUICK, check_accuracy=False
+                    str(path), RunConfig(engine=engine, batch=4), timing=QUICK, check_accuracy=False
                 )
             )
         )

@@ -13,9 +13,11 @@ from pytestqt.qtbot import QtBot
 
 from engine.measure.stats import rolling_percentiles
 from widgets import latency_plot as lp
-from widgets.latency_plot import LatencyPlot, calm_top, follow_range
+from widgets.latency_plot import LatencyPlot
 from widgets.lines_item import column_starts
-from widgets.ring_buffer import RingBuffer
+from widgets.models import latency_series
+from widgets.models.latency_series import calm_top, follow_range
+from widgets.models.ring_buffer import RingBuffer
 
 PAINT_MS = 350  # > 3 ticks of the 10 Hz paint timer
 
@@ -185,7 +187,7 @@ def test_incremental_percentiles_match_the_engine_reference(qtbot: QtBot) -> Non
 def test_a_large_burst_computes_strided_windows(
     qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lp, "_MAX_WINDOWS", 100)
+    monkeypatch.setattr(latency_series, "_MAX_WINDOWS", 100)
     plot = LatencyPlot(capacity=5000, percentile_window=20)
     qtbot.addWidget(plot)
     lat = np.random.default_rng(1).random(5000)

@@ -1,11 +1,6 @@
-"""Reusable views of engine data: latency plot, op table, telemetry strip, accuracy badge.
+"""Reusable views of engine data: latency plot, op table, roofline, telemetry strip,
+accuracy badge (one module each), and `widgets.models`, their Qt-free data.
 
-They draw what they are handed and never start engine work (no onnxruntime here).
+They draw what they are handed and never start engine work (no onnxruntime here). Nothing
+is imported here, so that `widgets.models` loads without Qt.
 """
-
-from widgets.accuracy_badge import AccuracyBadge
-from widgets.latency_plot import LatencyPlot
-from widgets.op_table import OpTable, OpTableModel
-from widgets.telemetry_strip import TelemetryStrip
-
-__all__ = ["AccuracyBadge", "LatencyPlot", "OpTable", "OpTableModel", "TelemetryStrip"]

@@ -26,7 +26,10 @@ from PySide6.QtWidgets import (
 
 from engine.events import AccuracyResult
 from engine.measure.op_stats import OpStat
-from widgets import AccuracyBadge, LatencyPlot, OpTable, TelemetryStrip
+from widgets.accuracy_badge import AccuracyBadge
+from widgets.latency_plot import LatencyPlot
+from widgets.op_table import OpTable
+from widgets.telemetry_strip import TelemetryStrip
 
 # (start s, label, batch, mean latency ms, cpu %)
 PHASES = (

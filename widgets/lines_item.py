@@ -20,7 +20,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QPainter, QPainterPath, QPen
 
-from widgets.ring_buffer import FloatArray
+from widgets.models.ring_buffer import FloatArray
 
 
 @dataclass

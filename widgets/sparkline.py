@@ -25,7 +25,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from widgets.lines_item import column_envelope, column_starts
-from widgets.ring_buffer import FloatArray
+from widgets.models.ring_buffer import FloatArray
 
 
 def padded_range(lo: float, hi: float, padding: float) -> tuple[float, float]:

@@ -18,7 +18,7 @@ from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from widgets import theme
-from widgets.ring_buffer import FloatArray, RingBuffer
+from widgets.models.ring_buffer import FloatArray, RingBuffer
 from widgets.sparkline import Sparkline
 
 # name -> (title, unit); anything else is titled from its words and unit from its suffix

@@ -22,7 +22,7 @@ from engine.analysis import report_plots
 from engine.analysis.deltas import CompareError, MetricDelta, OpDiff, Samples
 from engine.analysis.export import write_text
 from engine.analysis.run_compare import RunComparison, compare_runs
-from engine.config import PRECISION_LABELS
+from engine.config import PRECISION_LABELS, provider_label
 from engine.errors import OpScopeError
 from engine.session.reader import SessionReader
 from engine.session.rows import RunRow
@@ -149,7 +149,7 @@ def _runs_section(runs: Sequence[RunRow]) -> str:
                 r.kind,
                 r.model_name or "?",
                 config_text(r),
-                (r.provider_used or "-").replace("ExecutionProvider", ""),
+                provider_label(r.provider_used),
                 str(r.samples),
                 _num(lat.p50 if lat else None),
                 _num(lat.p90 if lat else None),
@@ -229,7 +229,7 @@ def _ops_section(reader: SessionReader, runs: Sequence[RunRow]) -> str:
                     (
                         n["name"],
                         n["op_type"],
-                        n["provider"].replace("ExecutionProvider", ""),
+                        provider_label(n["provider"]),
                         _num(n["time_ms"]),
                         _pct(n["share"]),
                         _bytes(n["bytes"]),

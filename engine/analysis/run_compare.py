@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine import backends
 from engine.analysis.deltas import (
     MAX_SAMPLES,
     METRICS,
@@ -187,7 +188,7 @@ def compare_runs(
 
 
 def engine_of(run: RunRow) -> str:
-    return run.config.engine if run.config else "onnxruntime"
+    return run.config.engine if run.config else backends.DEFAULT
 
 
 def compare_refs(

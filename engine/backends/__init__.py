@@ -1,1 +1,119 @@
-"""(filled below)"""
+"""The backends, found by name: each sub-folder of `engine/backends/` that exports
+`BACKEND` is one engine. Adding an engine is adding a folder; nothing here names one.
+
+Importing this package is cheap (no onnxruntime, no torch): each backend's `__init__`
+declares its capabilities and imports its engine only inside `prepare` and `describe`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import cache
+
+from engine.backends.base import Backend, Capabilities, Prepared, PrepareRequest
+from engine.config import PRECISION_LABELS, RunConfig
+from engine.errors import ConfigError
+from engine.model.info import ModelInfo
+
+__all__ = [
+    "Backend",
+    "Capabilities",
+    "PrepareRequest",
+    "Prepared",
+    "all_backends",
+    "backend_for",
+    "describe_change",
+    "describe_model",
+    "file_filter",
+    "get",
+    "model_suffixes",
+    "names",
+]
+
+DEFAULT = "onnxruntime"
+
+
+@cache
+def all_backends() -> tuple[Backend, ...]:
+    """Every backend, the default first, then by folder name."""
+    found: list[Backend] = []
+    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if not mod.ispkg:
+            continue
+        backend = getattr(importlib.import_module(f"{__name__}.{mod.name}"), "BACKEND", None)
+        if backend is not None:
+            found.append(backend)
+    found.sort(key=lambda b: b.capabilities.name != DEFAULT)
+    return tuple(found)
+
+
+def names() -> tuple[str, ...]:
+    return tuple(b.capabilities.name for b in all_backends())
+
+
+def get(name: str) -> Backend:
+    """The backend called `name`; a ConfigError listing the known ones otherwise."""
+    for backend in all_backends():
+        if backend.capabilities.name == name:
+            return backend
+    raise ConfigError(f"engine must be one of {', '.join(names())}; got {name!r}")
+
+
+def backend_for(config: RunConfig) -> Backend:
+    """The config's backend, having checked that it offers every knob value asked for."""
+    backend = get(config.engine)
+    backend.capabilities.check(config)
+    return backend
+
+
+def describe_model(path: str) -> tuple[Backend, ModelInfo]:
+    """The first backend that opens `path`, and the model's facts as it reads them; a file
+    no backend claims goes to the default one, which says what is wrong with it."""
+    backend = next((b for b in all_backends() if b.opens(path)), get(DEFAULT))
+    return backend, backend.describe(path)
+
+
+def model_suffixes() -> tuple[str, ...]:
+    """Every model file suffix some backend runs, e.g. ('.onnx', '.pt2', '.pth', '.pt')."""
+    seen: dict[str, None] = {}
+    for backend in all_backends():
+        seen.update(dict.fromkeys(backend.capabilities.suffixes))
+    return tuple(seen)
+
+
+def file_filter() -> str:
+    """A Qt file-dialog filter: all models, then each backend's kind, then all files."""
+
+    def globs(suffixes: tuple[str, ...]) -> str:
+        return " ".join(f"*{s}" for s in suffixes)
+
+    kinds = [
+        f"{b.capabilities.file_kind} ({globs(b.capabilities.suffixes)})" for b in all_backends()
+    ]
+    return ";;".join([f"Models ({globs(model_suffixes())})", *kinds, "All files (*)"])
+
+
+def describe_change(new: RunConfig, old: RunConfig) -> str:
+    """A short label for what changed from `old`, e.g. 'INT8 dynamic, batch 8' or
+    'PyTorch compiled, BF16' (each backend names its own modes)."""
+    caps = get(new.engine).capabilities
+    mark = caps.fusion_marks.get(new.fusion, f"fusion {new.fusion}")
+    parts: list[str] = []
+    fusion_said = False
+    if new.engine != old.engine:
+        parts.append(caps.label + (f" {mark}" if caps.mode_in_label else ""))
+        fusion_said = caps.mode_in_label
+    if new.precision != old.precision:
+        parts.append(PRECISION_LABELS[new.precision])
+    if new.fusion != old.fusion and not fusion_said:
+        parts.append(mark)
+    if new.batch != old.batch:
+        parts.append(f"batch {new.batch}")
+    if new.threads != old.threads:
+        parts.append(f"threads {new.threads or 'default'}")
+    if new.spinning != old.spinning:
+        parts.append(f"spinning {'on' if new.spinning else 'off'}")
+    if new.provider != old.provider:
+        parts.append(f"provider {new.provider}")
+    return ", ".join(parts) or "no change"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.cli.main import EXIT_OK, config_from_args, write_json
+from engine import backends
+from engine.cli.common import EXIT_OK, config_from_args, write_json
 from engine.cli.printer import LivePrinter, print_info, print_summary
 from engine.cli.results import RunResult
-from engine.model.info import load_model
 from engine.model.inputs import parse_shape_override
 from engine.run.bench import BenchRequest, run_bench
 from engine.run.timing import TimingPlan
@@ -16,15 +16,7 @@ from engine.session.recorder import recording
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from engine.backends.pytorch.load import is_torch_file
-
-    if is_torch_file(args.model):  # .pt2 / TorchScript: described without running code
-        from engine.backends.pytorch.backend import describe_torch
-        from engine.backends.pytorch.load import load_torch
-
-        info = describe_torch(load_torch(args.model))
-    else:
-        _, info = load_model(args.model)
+    _, info = backends.describe_model(args.model)  # read without running code from it
     print_info(info, sys.stdout)
     if args.json:
         write_json(args.json, info.to_json())

@@ -15,8 +15,8 @@ from typing import Any, TextIO
 
 from engine.analysis.deltas import METRICS, MetricDelta, OpDiff
 from engine.analysis.run_compare import RunComparison, compare_refs
-from engine.cli.main import EXIT_OK, write_json
-from engine.config import PRECISION_LABELS
+from engine.cli.common import EXIT_OK, write_json
+from engine.config import provider_label
 from engine.session.rows import RunRow
 from engine.session.trust import printable
 
@@ -61,15 +61,8 @@ def print_comparison(comp: RunComparison, threshold: float, out: TextIO, top: in
 def describe_run(run: RunRow) -> str:
     """'demo_cnn.onnx  FP32 fusion=all batch=1 threads=2  CPU  224 samples'."""
     c = run.config
-    config = (
-        (
-            f"{PRECISION_LABELS[c.precision]} fusion={c.fusion} batch={c.batch} "
-            f"threads={c.threads or 'default'}{' spin' if c.spinning else ''}"
-        )
-        if c
-        else "-"
-    )
-    provider = printable(run.provider_used or "-").replace("ExecutionProvider", "")
+    config = c.short_label() if c else "-"
+    provider = provider_label(printable(run.provider_used or "-"))
     return (
         f"{_clip(printable(run.model_name or '?'), NAME_WIDTH)}  {config}  {provider}  "
         f"{run.samples} samples" + ("" if run.status == "ok" else f"  [{run.status}]")

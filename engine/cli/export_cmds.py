@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from engine.analysis.export import write_csv, write_trace
-from engine.cli.main import EXIT_OK
+from engine.cli.common import EXIT_OK
 from engine.errors import OpScopeError
 from engine.session.trust import printable
 

@@ -7,20 +7,16 @@ Exit codes: 0 success; 2 bad input (one line naming the file and cause, no trace
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from engine import __version__
-from engine.config import ENGINES, FUSIONS, PRECISIONS, PROVIDERS, RunConfig
+from engine import __version__, backends
+from engine.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
+from engine.config import FUSIONS, PRECISIONS, PROVIDERS
 from engine.errors import OpScopeError
 
-EXIT_OK = 0
-EXIT_FAULT = 1
-EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
+__all__ = ["build_parser", "main"]
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -38,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="describe a model: inputs, outputs, ops, parameters")
     p.add_argument("model", help="an .onnx file")
     p.add_argument("--json", metavar="PATH", help="write the description as JSON ('-': stdout)")
-    p.set_defaults(handler=_lazy("engine.cli.commands", "cmd_info"))
+    p.set_defaults(handler=_cmd_info)
 
     for name, helptext in (
         ("bench", "time a model: warm-up, then raw per-inference latencies"),
@@ -102,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                 metavar="K",
                 help="profiled inferences (default 20)",
             )
-        p.set_defaults(handler=_lazy("engine.cli.commands", "cmd_bench"), profile=name == "profile")
+        p.set_defaults(handler=_cmd_bench, profile=name == "profile")
 
     p = sub.add_parser("session", help="read session files (.opscope)")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -111,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("ref", metavar="FILE[:RUN]", help="a session file, or one run of it")
     p.add_argument("--json", metavar="PATH", help="write runs and metadata as JSON ('-': stdout)")
-    p.set_defaults(handler=_lazy("engine.cli.session_cmds", "cmd_session_show"))
+    p.set_defaults(handler=_cmd_session_show)
     _add_session_tools(sub)
     p = sub.add_parser(
         "system",
@@ -120,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", metavar="PATH", help="write it as JSON ('-': stdout)")
     p.add_argument("--remeasure", action="store_true", help="measure the peaks again")
-    p.set_defaults(handler=_lazy("engine.cli.system_cmds", "cmd_system"))
+    p.set_defaults(handler=_cmd_system)
     return parser
 
 
@@ -153,7 +149,7 @@ def _add_session_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--json", metavar="PATH", help="write the comparison as JSON ('-': stdout)")
-    p.set_defaults(handler=_lazy("engine.cli.compare_cmds", "cmd_compare"))
+    p.set_defaults(handler=_cmd_compare)
 
     p = sub.add_parser(
         "export",
@@ -168,7 +164,7 @@ def _add_session_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "chrome://tracing): the median profiled inference of each run",
     )
     p.add_argument("--csv", metavar="DIR", help="write runs.csv, latency.csv and ops.csv")
-    p.set_defaults(handler=_lazy("engine.cli.export_cmds", "cmd_export"))
+    p.set_defaults(handler=_cmd_export)
 
     p = sub.add_parser("report", help="a self-contained HTML report of a session")
     p.add_argument("file", metavar="FILE", help="a session file (.opscope)")
@@ -178,18 +174,18 @@ def _add_session_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         metavar="OUT.html",
         help="where to write it (default: FILE with an .html suffix)",
     )
-    p.set_defaults(handler=_lazy("engine.cli.report_cmds", "cmd_report"))
+    p.set_defaults(handler=_cmd_report)
 
 
 def _add_knobs(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("knobs")
     g.add_argument(
         "--engine",
-        choices=ENGINES,
-        default="onnxruntime",
-        help="onnxruntime (default; PyTorch files are exported to ONNX first) or "
-        "torch (PyTorch files run natively: fusion off = eager, all = "
-        "torch.compile)",
+        choices=backends.names(),
+        default=backends.DEFAULT,
+        help="; ".join(
+            f"{b.capabilities.name}: {b.capabilities.summary}" for b in backends.all_backends()
+        ),
     )
     g.add_argument("--precision", choices=PRECISIONS, default="fp32")
     g.add_argument(
@@ -233,28 +229,47 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
     )
 
 
-def config_from_args(args: argparse.Namespace) -> RunConfig:
-    return RunConfig(
-        engine=getattr(args, "engine", "onnxruntime"),
-        precision=args.precision,
-        fusion=args.fusion,
-        batch=args.batch,
-        threads=args.threads,
-        spinning=args.spinning == "on",
-        provider=args.provider,
-    )
+# Command modules are imported only when run, so `--help` needs no heavy imports.
+def _cmd_info(args: argparse.Namespace) -> int:
+    from engine.cli.commands import cmd_info
+
+    return cmd_info(args)
 
 
-def _lazy(module: str, func: str) -> Handler:
-    """Import command modules only when run, so `--help` needs no heavy imports."""
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from engine.cli.commands import cmd_bench
 
-    def handler(args: argparse.Namespace) -> int:
-        import importlib
+    return cmd_bench(args)
 
-        result: int = getattr(importlib.import_module(module), func)(args)
-        return result
 
-    return handler
+def _cmd_session_show(args: argparse.Namespace) -> int:
+    from engine.cli.session_cmds import cmd_session_show
+
+    return cmd_session_show(args)
+
+
+def _cmd_system(args: argparse.Namespace) -> int:
+    from engine.cli.system_cmds import cmd_system
+
+    return cmd_system(args)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from engine.cli.compare_cmds import cmd_compare
+
+    return cmd_compare(args)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from engine.cli.export_cmds import cmd_export
+
+    return cmd_export(args)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from engine.cli.report_cmds import cmd_report
+
+    return cmd_report(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -274,17 +289,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
-
-
-def write_json(path: str, data: dict[str, Any]) -> None:
-    """Write JSON atomically (NaN becomes null); '-' writes to stdout."""
-    from engine.files import finite, write_atomic
-
-    text = json.dumps(finite(data), indent=2)
-    if path == "-":
-        sys.stdout.write(text + "\n")
-        return
-    write_atomic(path, lambda fh: fh.write(text + "\n"))
 
 
 def _positive_int(text: str) -> int:

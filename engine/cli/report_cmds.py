@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from engine.analysis.report import default_output, write_report
-from engine.cli.main import EXIT_OK
+from engine.cli.common import EXIT_OK
 from engine.session.trust import printable
 
 

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from engine.cli.main import EXIT_OK, write_json
-from engine.config import PRECISION_LABELS, RunConfig
+from engine.cli.common import EXIT_OK, write_json
+from engine.config import RunConfig, provider_label
 from engine.session import RunRow, resolve_run_ref
 from engine.session.reader import SessionReader
 from engine.session.trust import printable
@@ -79,7 +79,7 @@ def _cells(r: RunRow) -> tuple[str, ...]:
         _time(r.started_at),
         _clip(printable(r.model_name or "?"), MAX_CELL),
         _config(r.config),
-        _clip(printable(r.provider_used or "-").replace("ExecutionProvider", ""), MAX_CELL),
+        _clip(provider_label(printable(r.provider_used or "-")), MAX_CELL),
         _num(lat.p50 if lat else None, 3),
         _num(lat.p99 if lat else None, 3),
         _num(tp.samples_per_s if tp else None, 1),
@@ -91,10 +91,7 @@ def _cells(r: RunRow) -> tuple[str, ...]:
 def _config(c: RunConfig | None) -> str:
     if c is None:
         return "-"
-    return (
-        f"{PRECISION_LABELS[c.precision]} fusion={c.fusion} batch={c.batch} "
-        f"threads={c.threads or 'default'}{' spin' if c.spinning else ''}"
-    )
+    return c.short_label()
 
 
 def _time(iso: str | None) -> str:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from engine.cli.main import EXIT_OK, write_json
+from engine.cli.common import EXIT_OK, write_json
 
 
 def cmd_system(args: argparse.Namespace) -> int:

@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.backends.ort.inference_session import one_node_model
+from engine.hostinfo import cpu_model, ort_version, package_version
+
 TRIAD_ELEMENTS = 32 * 2**20  # 32M float64: 256 MiB per array, far beyond any LLC
 TRIAD_CHUNK = 32 * 1024  # the s*c temporary stays in L2, so DRAM sees 3 streams only
 MATMUL_N = 2048
@@ -68,7 +71,7 @@ def measure_ort_cpu_gflops(n: int = MATMUL_N, repeats: int = 3) -> float:
     import onnxruntime as ort
 
     sess = ort.InferenceSession(
-        _one_node_model("MatMul", np.float32, [n, n], two_inputs=True),
+        one_node_model("MatMul", np.float32, [n, n], two_inputs=True),
         providers=["CPUExecutionProvider"],
     )
     rng = np.random.default_rng(0)
@@ -140,7 +143,7 @@ def measure_gpu_peaks(device_id: int = 0) -> dict[str, Any] | None:
     providers = [("CUDAExecutionProvider", {"device_id": str(device_id)}), "CPUExecutionProvider"]
     elements = 64 * 2**20
     copy = ort.InferenceSession(
-        _one_node_model("Identity", np.float32, [elements]), providers=providers
+        one_node_model("Identity", np.float32, [elements]), providers=providers
     )
     if copy.get_providers()[0] != "CUDAExecutionProvider":
         return None
@@ -148,7 +151,7 @@ def measure_gpu_peaks(device_id: int = 0) -> dict[str, Any] | None:
     gbps = 2 * 4 * elements / seconds / 1e9
     n = 4096
     mm = ort.InferenceSession(
-        _one_node_model("MatMul", np.float16, [n, n], two_inputs=True), providers=providers
+        one_node_model("MatMul", np.float16, [n, n], two_inputs=True), providers=providers
     )
     feeds = {"x": np.ones((n, n), np.float16), "y": np.ones((n, n), np.float16)}
     gflops = 2.0 * n**3 / _bound_run_seconds(mm, feeds, device_id) / 1e9
@@ -181,33 +184,13 @@ def _bound_run_seconds(
     return best
 
 
-def _one_node_model(op: str, dtype: Any, shape: list[int], two_inputs: bool = False) -> bytes:
-    """A serialized one-node ONNX model `out = op(x[, y])` for the given dtype and shape."""
-    import numpy as np
-    from onnx import TensorProto, helper
-
-    elem = TensorProto.FLOAT16 if dtype == np.float16 else TensorProto.FLOAT
-    inputs = ["x", "y"] if two_inputs else ["x"]
-    graph = helper.make_graph(
-        [helper.make_node(op, inputs, ["out"])],
-        "opscope_probe",
-        [helper.make_tensor_value_info(n, elem, shape) for n in inputs],
-        [helper.make_tensor_value_info("out", elem, shape)],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return bytes(model.SerializeToString())
-
-
 def peaks_key() -> dict[str, str]:
     """What the cached peaks depend on: CPU model, hostname, library versions."""
-    from engine.machine.system import cpu_model, package_version
-
     return {
         "cpu": cpu_model(),
         "host": platform.node(),
         "numpy": package_version("numpy") or "",
-        "onnxruntime": _ort_version(),
+        "onnxruntime": ort_version() or "",
         "cache_version": str(CACHE_VERSION),
     }
 
@@ -292,12 +275,6 @@ def roofs_for(peaks: dict[str, Any], provider: str | None) -> tuple[float, float
 
 def _positive(x: Any) -> bool:
     return isinstance(x, int | float) and x > 0
-
-
-def _ort_version() -> str:
-    from engine.machine.system import package_version
-
-    return package_version("onnxruntime-gpu") or package_version("onnxruntime") or ""
 
 
 def _fit_to_memory(elements: int) -> int:

@@ -13,30 +13,14 @@ import platform
 import sys
 from typing import Any
 
+from engine.backends.ort.inference_session import CapturedStderr, one_node_model
+from engine.hostinfo import cpu_model, ort_version, package_version
+from engine.machine.peaks import load_peaks
+
+__all__ = ["cpu_model", "package_version", "system_info"]
+
 NO_DRIVER = "no NVIDIA driver (NVML library not found)"
 NO_GPU = "no NVIDIA GPU"
-
-
-def package_version(name: str) -> str | None:
-    """An installed distribution's version without importing it (torch stays unimported)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def cpu_model() -> str:
-    """The CPU's marketing name (/proc/cpuinfo on Linux, platform elsewhere)."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
 
 
 def cpu_info() -> dict[str, Any]:
@@ -69,7 +53,7 @@ def versions(nvml: dict[str, Any] | None = None) -> dict[str, str | None]:
     """Python, ONNX Runtime, numpy, onnx, torch (not imported), NVIDIA driver and CUDA."""
     out: dict[str, str | None] = {
         "python": platform.python_version(),
-        "onnxruntime": package_version("onnxruntime-gpu") or package_version("onnxruntime"),
+        "onnxruntime": ort_version(),
         "numpy": package_version("numpy"),
         "onnx": package_version("onnx"),
         "torch": package_version("torch"),
@@ -84,17 +68,14 @@ def providers_info() -> dict[str, list[str]]:
     """ORT providers: listed as available, and usable (a tiny session really obtained it)."""
     import onnxruntime as ort
 
-    from engine.backends.ort.inference_session import _CapturedStderr
-    from engine.machine.peaks import _one_node_model
-
     available = list(ort.get_available_providers())
-    model = _one_node_model("Identity", float, [1])
+    model = one_node_model("Identity", float, [1])
     usable: list[str] = []
     for name in available:
         try:
             so = ort.SessionOptions()
             so.log_severity_level = 4
-            with _CapturedStderr(), contextlib.redirect_stdout(io.StringIO()):
+            with CapturedStderr(), contextlib.redirect_stdout(io.StringIO()):
                 chain = list(dict.fromkeys([name, "CPUExecutionProvider"]))
                 sess = ort.InferenceSession(model, sess_options=so, providers=chain)
             if sess.get_providers()[0] == name:
@@ -169,8 +150,6 @@ def _text(value: Any) -> str | None:
 def system_info(remeasure: bool = False) -> dict[str, Any]:
     """Everything `opscope system` reports, peaks included (cached; measured when missing)."""
     import psutil
-
-    from engine.machine.peaks import load_peaks
 
     nvml = nvml_info()
     providers = providers_info()

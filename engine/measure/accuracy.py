@@ -3,11 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from engine.events import AccuracyResult
+ACCURACY_BATCHES = 4  # generated input batches compared (1 when the inputs are real data)
+
+
+@dataclass(frozen=True, slots=True)
+class AccuracyResult:
+    """This variant's outputs against the FP32 model's on the same inputs."""
+
+    baseline: str
+    max_abs_err: float
+    mean_abs_err: float
+    cosine: float
+    top1_agreement: float | None
+    samples: int
+    per_output: dict[str, dict[str, float | None]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "baseline": self.baseline,
+            "max_abs_err": self.max_abs_err,
+            "mean_abs_err": self.mean_abs_err,
+            "cosine": self.cosine,
+            "top1_agreement": self.top1_agreement,
+            "samples": self.samples,
+            "per_output": self.per_output,
+        }
 
 
 def flatten_output(value: Any) -> np.ndarray | None:

@@ -1,251 +1,42 @@
-"""One bench or profile run as a generator of events: load, inputs, variant, session,
-timing, accuracy, profiling. The CLI, the recorder and the GUI's engine host all drive
-this same generator."""
+"""One bench or profile run as a generator of events: prepare (the backend loads the model,
+makes inputs, builds the variant), time, compare with FP32, profile. The CLI, the recorder
+and the GUI's engine host all drive this same generator, on any backend."""
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import tempfile
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
-from engine.backends.ort.inference_session import (
-    OpenSession,
-    explain_ort_error,
-    gpu_present,
-    inference_fn,
-    open_session,
-    plan_session,
-)
-from engine.backends.ort.profiler import profile_pass
-from engine.backends.ort.variants import CALIBRATION_BATCHES, build_variant
-from engine.backends.pytorch.load import is_torch_file
-from engine.config import RunConfig
-from engine.errors import ConfigError, InputError
-from engine.events import (
-    Event,
-    ModelLoaded,
-    Notice,
-    Progress,
-    RunEnded,
-    RunStarted,
-    VariantReady,
-)
-from engine.measure.accuracy import compare_outputs
-from engine.model.info import ModelInfo, count_nodes, files_sha256, load_model
-from engine.model.inputs import (
-    Feeds,
-    batch_of,
-    describe_feeds,
-    fit_batch,
-    generate_inputs,
-    load_npz,
-    plan_inputs,
-)
+from engine import backends
+from engine.backends.base import PrepareRequest
+from engine.events import Event, RunEnded
 from engine.run.timing import TimingPlan, TimingSamples, time_inferences
-
-ACCURACY_BATCHES = 4
 
 
 @dataclass(frozen=True)
-class BenchRequest:
+class BenchRequest(PrepareRequest):
     """What to run: the model, the config and how long; `profile` adds a profiling pass."""
 
-    model_path: str
-    config: RunConfig = field(default_factory=RunConfig)
     timing: TimingPlan = field(default_factory=TimingPlan)
-    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    inputs_npz: str | None = None
-    calibration_npz: str | None = None
     profile: bool = False
     profile_runs: int = 20
     check_accuracy: bool = True
-    seed: int = 0
-
-
-@dataclass
-class Prepared:
-    """A model loaded, its inputs made, its variant built and a session open."""
-
-    info: ModelInfo
-    config: RunConfig
-    feeds: Feeds
-    variant: VariantReady
-    opened: OpenSession
-    gpu: bool
-    make_feeds: Callable[[int], Feeds]
 
 
 def run_bench(req: BenchRequest) -> Iterator[Event]:
     """The whole run. Raises `OpScopeError` for problems the user can fix."""
-    if req.config.engine == "torch":
-        from engine.backends.pytorch.backend import run_torch
-
-        yield from run_torch(req)
-        return
-    prepared = yield from prepare(req)
-    samples = TimingSamples(np.empty(0, np.int64), np.empty(0, np.int64))
-    feeds = prepared.feeds
-    yield from time_inferences(
-        inference_fn(prepared.opened, feeds), req.timing, batch_of(feeds), samples=samples
-    )
-    if req.check_accuracy and prepared.config.precision != "fp32":
-        yield from accuracy_pass(prepared, req.inputs_npz is None)
-    if req.profile:
-        timed_mean = float(samples.latencies_ns.mean() / 1e6) if samples.latencies_ns.size else None
-        yield from profile_pass(
-            prepared.variant.path,
-            prepared.config,
-            feeds,
-            runs=req.profile_runs,
-            gpu_present=prepared.gpu,
-            timed_mean_ms=timed_mean,
-        )
-    yield RunEnded("ok")
-
-
-def prepare(req: BenchRequest) -> Generator[Event, None, Prepared]:
-    """Load, make inputs, build the variant, open the session, check the inputs fit."""
-    exported: dict[str, object] = {}
-    if is_torch_file(req.model_path):  # PyTorch: to ONNX
-        from engine.backends.pytorch.to_onnx import onnx_for_torch
-
-        onnx_path, exported = yield from onnx_for_torch(
-            req.model_path, req.config.batch, req.shapes
-        )
-        req = dataclasses.replace(req, model_path=onnx_path)
-    yield Progress("load", 0, None, f"loading {Path(req.model_path).name}")
-    model, info = load_model(req.model_path)
-    if exported:  # consumers see the PyTorch file; the engine keeps running the ONNX one
-        yield ModelLoaded(
-            dataclasses.replace(
-                info, path=str(exported["source"]), sha256=str(exported["source_sha256"])
-            )
-        )
-    else:
-        yield ModelLoaded(info)
-    if info.checker_warning:
-        yield Notice("warning", f"onnx checker: {info.checker_warning}")
-    config = req.config.resolved()
-    if config.precision == "bf16":
-        raise ConfigError(
-            "precision bf16 runs on --engine torch only; ONNX Runtime variants "
-            "are fp16, int8-dynamic and int8-static"
-        )
-
-    if req.inputs_npz:
-        real = load_npz(req.inputs_npz, info)
-        feeds = fit_batch(real, info, config.batch)
-
-        def make_feeds(i: int) -> Feeds:
-            return feeds
-    else:
-        plan = plan_inputs(info, config.batch, req.shapes)
-        for note in plan.notes:
-            yield Notice("info", f"input dim {note}")
-        feeds = generate_inputs(model, info, plan, seed=req.seed)
-
-        def make_feeds(i: int) -> Feeds:
-            return feeds if i == 0 else generate_inputs(model, info, plan, seed=req.seed + i)
-
-    calibration, cal_id, cal_count = _calibration_source(req, info, config, make_feeds)
-    if config.precision == "int8-static" and req.calibration_npz is None:
-        yield Notice(
-            "warning",
-            "INT8 static calibrated on generated data; pass "
-            "--calibration FILE.npz with real samples for meaningful accuracy",
-        )
-    variant: VariantReady | None = None
-    for ev in build_variant(info, config.precision, calibration, cal_id, cal_count):
-        if isinstance(ev, VariantReady):
-            variant = ev
-        else:
-            yield ev
-    assert variant is not None
-
-    gpu = config.provider != "cpu" and gpu_present()
-    yield Progress("session", 0, None, "creating the inference session")
-    with tempfile.TemporaryDirectory(prefix="opscope-opt-") as tmp:
-        optimized = str(Path(tmp) / "optimized.onnx")
-        splan = plan_session(config, gpu_present=gpu, optimized_model_path=optimized)
-        opened = open_session(variant.path, splan)
-        nodes = count_nodes(optimized) if Path(optimized).exists() else None
-    variant = dataclasses.replace(variant, nodes=nodes)
-    if exported:
-        variant = dataclasses.replace(
-            variant, details={**variant.details, "torch_export": exported}
-        )
-    yield variant
-    for note in splan.notes:
-        yield Notice("info", note)
-    if opened.fell_back:
-        yield Notice(
-            "warning",
-            f"requested {opened.requested} but ONNX Runtime is running on "
-            f"{opened.provider_used}"
-            + (f": {opened.fallback_reason}" if opened.fallback_reason else ""),
-        )
-    _check_feeds(opened, feeds, info)
-    inputs = {k: (tuple(int(d) for d in a.shape), str(a.dtype)) for k, a in feeds.items()}
-    yield RunStarted(
-        config,
-        opened.requested,
-        opened.provider_used,
-        opened.providers_obtained,
-        inputs,
-        batch_of(feeds),
-        opened.create_s,
-    )
-    return Prepared(info, config, feeds, variant, opened, gpu, make_feeds)
-
-
-def accuracy_pass(prepared: Prepared, generated: bool) -> Iterator[Event]:
-    """Outputs of this variant vs the FP32 model (same fusion, same provider)."""
-    yield Progress("accuracy", 0, ACCURACY_BATCHES, "comparing with the FP32 model")
-    base_cfg = dataclasses.replace(prepared.config, precision="fp32")
-    base = open_session(prepared.info.path, plan_session(base_cfg, gpu_present=prepared.gpu))
-    batches = [prepared.make_feeds(i) for i in range(ACCURACY_BATCHES if generated else 1)]
-    ref = [base.session.run(None, f) for f in batches]
-    got = [prepared.opened.session.run(None, f) for f in batches]
-    names = [o.name for o in prepared.opened.session.get_outputs()]
-    yield compare_outputs(names, ref, got)
-
-
-def _check_feeds(opened: OpenSession, feeds: Feeds, info: ModelInfo) -> None:
-    """One inference, so a model that rejects the inputs fails with a clear message."""
+    prepared = yield from backends.backend_for(req.config).prepare(req)
     try:
-        opened.session.run(None, feeds)
-    except Exception as exc:
-        raise InputError(
-            f"the model rejected inputs {describe_feeds(feeds)}: {explain_ort_error(exc)}; "
-            "set shapes with --shape NAME=AxB or give real data with --inputs FILE.npz",
-            info.path,
-        ) from exc
-
-
-def _calibration_source(
-    req: BenchRequest, info: ModelInfo, config: RunConfig, make_feeds: Callable[[int], Feeds]
-) -> tuple[Callable[[], Iterator[Feeds]] | None, str, int]:
-    if config.precision != "int8-static":
-        return None, "", 0
-    if req.calibration_npz:
-        data = load_npz(req.calibration_npz, info)
-        rows = min((a.shape[0] for a in data.values() if a.ndim), default=1)
-        step = max(1, config.batch)
-        count = max(1, math.ceil(rows / step))
-
-        def from_file() -> Iterator[Feeds]:
-            for start in range(0, rows, step):
-                yield {k: a[start : start + step] for k, a in data.items()}
-
-        return from_file, "npz:" + files_sha256([Path(req.calibration_npz)]), count
-
-    def generated() -> Iterator[Feeds]:
-        for i in range(CALIBRATION_BATCHES):
-            yield make_feeds(1000 + i)
-
-    return generated, f"generated:seed{req.seed}:batch{config.batch}", CALIBRATION_BATCHES
+        samples = TimingSamples(np.empty(0, np.int64), np.empty(0, np.int64))
+        yield from time_inferences(prepared.run_once, req.timing, prepared.batch, samples=samples)
+        if req.check_accuracy and prepared.config.precision != "fp32":
+            yield from prepared.accuracy(req.inputs_npz is None)
+        if req.profile:
+            lats = samples.latencies_ns
+            timed_mean = float(lats.mean() / 1e6) if lats.size else None
+            yield from prepared.profile(req.profile_runs, timed_mean)
+    finally:
+        prepared.close()
+    yield RunEnded("ok")

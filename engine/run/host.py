@@ -4,29 +4,31 @@ The GUI spawns it, sends small commands, and receives lists of events (tens per 
 A native crash, an out-of-memory or a hung quantization here cannot take the window down,
 and cancelling is killing. No Qt: the same loop can serve a remote client later.
 
-Commands (tuples): ("load", path, shapes, inputs_npz[, config_json]), ("apply", config_json),
-("start",), ("stop",), ("profile",), ("cancel",), ("shutdown",).
+Commands are the dataclasses of engine/run/commands.py; the host's state is `HostState`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
 
+from engine import backends
+from engine.backends.base import PrepareRequest
 from engine.config import RunConfig
 from engine.errors import OpScopeError
 from engine.events import CommandFailed, Event, Notice, PeaksMeasured, Progress, Telemetry
 from engine.machine.cpu_telemetry import CpuSampler, TelemetryThread
 from engine.machine.gpu_telemetry import ThrottleWatch
-from engine.run.bench import BenchRequest
-from engine.run.live import LiveSession, Staged, stage
+from engine.run import commands as cmds
+from engine.run.live import LiveRun, Staged, stage
 
 SEND_INTERVAL_S = 0.05
 PROFILE_EVERY_S = 30.0
@@ -66,7 +68,7 @@ class Builder:
         self._cancel = threading.Event()
         self._lock = threading.Lock()
 
-    def submit(self, req: BenchRequest, label: str, command: str) -> None:
+    def submit(self, req: PrepareRequest, label: str, command: str) -> None:
         self._cancel.set()  # the older build stops at its next progress point
         self._cancel = cancel = threading.Event()
         self.generation += 1
@@ -90,7 +92,7 @@ class Builder:
         return result[1]
 
     def _work(
-        self, req: BenchRequest, label: str, command: str, gen: int, cancel: threading.Event
+        self, req: PrepareRequest, label: str, command: str, gen: int, cancel: threading.Event
     ) -> None:
         events = stage(req, label)
         try:
@@ -108,6 +110,28 @@ class Builder:
         except Exception as exc:  # a bug, but the old config keeps running
             self._out.put(CommandFailed(command, f"internal error: {exc!r}"))
             traceback.print_exc()
+
+
+@dataclass
+class HostState:
+    """What the host remembers between commands."""
+
+    path: str | None = None
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    inputs: str | None = None
+    config: RunConfig = field(default_factory=RunConfig)
+    running: bool = True
+    profile_due: bool = False
+    last_profile: float = 0.0
+    stopped: Staged | None = None  # the config that Stop ended, for Start to resume
+    peaks_tried: bool = False
+    throttle: ThrottleWatch = field(default_factory=ThrottleWatch)
+
+    def request(self, config: RunConfig) -> PrepareRequest:
+        assert self.path is not None
+        return PrepareRequest(
+            str(self.path), config=config, shapes=self.shapes, inputs_npz=self.inputs
+        )
 
 
 def lower_priority(nice: int) -> int:
@@ -158,9 +182,10 @@ def host_main(
                 "it more than `opscope bench`",
             )
         )
-    live = LiveSession()
+    live = LiveRun()
     builder = Builder(out)
-    throttle = ThrottleWatch()
+    state = HostState()
+    throttle = state.throttle
 
     def emit(ev: Telemetry) -> None:
         throttle.feed(ev.values)
@@ -170,22 +195,12 @@ def host_main(
         samplers = [CpuSampler().sample, *_gpu_samplers()]
     telemetry = TelemetryThread(emit, samplers, telemetry_interval_s)
     telemetry.start()
-    state: dict[str, Any] = {
-        "path": None,
-        "shapes": {},
-        "inputs": None,
-        "config": RunConfig(),
-        "running": True,
-        "profile_due": False,
-        "last_profile": 0.0,
-        "throttle": throttle,
-    }
     try:
         while True:
-            idle = live.segment is None or not state["running"]
+            idle = live.segment is None or not state.running
             if conn.poll(0.05 if idle else 0):
                 cmd = conn.recv()
-                if cmd[0] == "shutdown":
+                if isinstance(cmd, cmds.Shutdown):
                     _drain(live.end(), out)
                     break
                 _handle(cmd, state, live, builder, out)
@@ -194,8 +209,8 @@ def host_main(
                 _drain(live.end(), out)
                 throttle.reset()  # a new run: its own throttling
                 _drain(live.begin(staged), out)
-                state["profile_due"] = True
-            if live.segment is not None and state["running"]:
+                state.profile_due = True
+            if live.segment is not None and state.running:
                 ev = live.step()
                 if ev is not None:
                     out.put(ev)
@@ -203,9 +218,9 @@ def host_main(
                 if flagged is not None:
                     out.put(flagged)
                 now = time.monotonic()
-                if state["profile_due"] or now - state["last_profile"] > PROFILE_EVERY_S:
-                    state["profile_due"] = False
-                    state["last_profile"] = now
+                if state.profile_due or now - state.last_profile > PROFILE_EVERY_S:
+                    state.profile_due = False
+                    state.last_profile = now
                     _profile(live, out)
                     _peaks_if_missing(live, state, out)
             out.flush()
@@ -215,66 +230,60 @@ def host_main(
 
 
 def _handle(
-    cmd: tuple[Any, ...], state: dict[str, Any], live: LiveSession, builder: Builder, out: Outbox
+    cmd: cmds.Command, state: HostState, live: LiveRun, builder: Builder, out: Outbox
 ) -> None:
-    kind = cmd[0]
-    if kind == "load":
-        _, path, shapes, inputs, *rest = cmd
-        if rest and rest[0] is not None:  # the config to load it with (e.g. another engine)
-            try:
-                state["config"] = RunConfig.from_json(rest[0])
-            except OpScopeError as exc:
-                out.put(CommandFailed("load", str(exc)))
-                return
-        config = state["config"]
-        _torch_on_this_thread(config)
-        req = BenchRequest(str(path), config=config, shapes=dict(shapes or {}), inputs_npz=inputs)
-        builder.submit(req, f"load {Path(path).name}", "load")
-        state["path"], state["shapes"], state["inputs"] = path, dict(shapes or {}), inputs
-    elif kind == "apply":
+    if isinstance(cmd, cmds.Load):
+        if cmd.config is not None:  # the config to load it with (e.g. another engine)
+            state.config = cmd.config
+        state.path, state.shapes, state.inputs = cmd.path, dict(cmd.shapes), cmd.inputs_npz
+        _import_on_this_thread(state.config)
+        builder.submit(state.request(state.config), f"load {Path(cmd.path).name}", "load")
+    elif isinstance(cmd, cmds.Apply):
+        old = live.config or state.config
+        state.config = cmd.config
+        if state.path is None:
+            return
         try:
-            config = RunConfig.from_json(cmd[1])
+            label = backends.describe_change(cmd.config.resolved(), old.resolved())
         except OpScopeError as exc:
             out.put(CommandFailed("apply", str(exc)))
             return
-        old = live.config or state["config"]
-        state["config"] = config
-        if state["path"] is None:
-            return
-        _torch_on_this_thread(config)
-        req = BenchRequest(
-            str(state["path"]), config=config, shapes=state["shapes"], inputs_npz=state["inputs"]
-        )
-        builder.submit(req, config.resolved().describe_change(old.resolved()), "apply")
-    elif kind == "start":
-        stopped = state.pop("stopped", None)
+        _import_on_this_thread(cmd.config)
+        builder.submit(state.request(cmd.config), label, "apply")
+    elif isinstance(cmd, cmds.Start):
+        stopped, state.stopped = state.stopped, None
         if stopped is not None and live.segment is None:
-            state["throttle"].reset()
+            state.throttle.reset()
             _drain(live.begin(stopped), out)  # a new run of the same config
-        state["running"] = True
-    elif kind == "stop":
+        state.running = True
+    elif isinstance(cmd, cmds.Stop):
         if live.segment is not None:
-            state["stopped"] = live.segment.staged
+            state.stopped = live.segment.staged
             _drain(live.end(), out)
-        state["running"] = False
-    elif kind == "profile":
-        state["profile_due"] = True
-    elif kind == "cancel":
+        state.running = False
+    elif isinstance(cmd, cmds.Profile):
+        state.profile_due = True
+    elif isinstance(cmd, cmds.Cancel):
         builder.cancel()
         out.put(Progress("variant", 1, 1, "cancelled"))
     else:
-        out.put(CommandFailed(str(kind), f"unknown command {kind!r}"))
+        out.put(CommandFailed(type(cmd).__name__, f"unknown command {cmd!r}"))
 
 
-def _torch_on_this_thread(config: RunConfig) -> None:
-    """Import torch on the host's main thread before a worker does: torch.profiler (run on
-    this thread) complains when torch was first imported on another one. Once, ~1 s."""
-    if config.engine == "torch":
+def _import_on_this_thread(config: RunConfig) -> None:
+    """Import the backend's engine library on the host's main thread before a worker does:
+    torch.profiler (run on this thread) complains when torch was first imported on another
+    one. Once, ~1 s for torch."""
+    try:
+        module = backends.get(config.engine).capabilities.requires
+    except OpScopeError:
+        return  # the build reports it in one line
+    if module:
         with contextlib.suppress(ImportError):  # the build reports it in one line
-            import torch  # noqa: F401
+            importlib.import_module(module)
 
 
-def _peaks_if_missing(live: LiveSession, state: dict[str, Any], out: Outbox) -> None:
+def _peaks_if_missing(live: LiveRun, state: HostState, out: Outbox) -> None:
     """The roofline needs this machine's peaks (and a GPU run the GPU's): measured here,
     once per host, with timing paused, so the engine's own load cannot drag them down
     (measured beside the running engine on 2 cores, the matmul peak came out at 78 instead
@@ -282,13 +291,13 @@ def _peaks_if_missing(live: LiveSession, state: dict[str, Any], out: Outbox) -> 
     from engine.machine.peaks import cached_peaks, load_peaks, on_gpu, roofs_for
 
     provider = live.segment.staged.provider_used if live.segment else None
-    if state.get("peaks_tried") or live.segment is None:
+    if state.peaks_tried or live.segment is None:
         return
     cached = cached_peaks()
     gpu = on_gpu(provider)
     if cached is not None and (not gpu or roofs_for(cached, provider) is not None):
         return
-    state["peaks_tried"] = True
+    state.peaks_tried = True
     out.put(
         Notice(
             "info",
@@ -309,7 +318,7 @@ def _peaks_if_missing(live: LiveSession, state: dict[str, Any], out: Outbox) -> 
     out.put(PeaksMeasured(peaks))
 
 
-def _profile(live: LiveSession, out: Outbox) -> None:
+def _profile(live: LiveRun, out: Outbox) -> None:
     try:
         _drain(live.profile(), out)
     except OpScopeError as exc:

@@ -3,21 +3,21 @@
 Each config is one run (a segment): it starts with the run's facts (ModelLoaded,
 VariantReady, RunStarted, a Marker) and ends with TimingDone + RunEnded when the config
 changes or timing stops. Preparing the next config happens elsewhere (a worker thread in
-the host) while this segment keeps running. Either engine: ONNX Runtime, or PyTorch
-(`config.engine == "torch"`, imported only then). No threads and no Qt here.
+the host) while this segment keeps running. Any backend: the config names it, and
+`engine.backends` prepares it. No threads and no Qt here.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from engine.backends.ort.inference_session import inference_fn
-from engine.backends.ort.profiler import profile_pass
+from engine import backends
+from engine.backends.base import Prepared, PrepareRequest
 from engine.config import RunConfig
 from engine.events import (
     AccuracyResult,
@@ -32,7 +32,6 @@ from engine.events import (
     VariantReady,
 )
 from engine.measure.stats import is_stable, latency_stats, throughput
-from engine.run.bench import BenchRequest, Prepared, accuracy_pass, prepare
 from engine.run.timing import TimingPlan, time_inferences
 
 LIVE_TIMING = TimingPlan(
@@ -42,63 +41,39 @@ LIVE_TIMING = TimingPlan(
 
 @dataclass
 class Staged:
-    """A prepared config waiting to replace the running one, with its deferred run facts.
+    """A prepared config waiting to replace the running one, with its deferred run facts
+    (ModelLoaded, VariantReady, RunStarted, AccuracyResult, in order)."""
 
-    Engine-neutral: `run_once` is one timed inference, `profile(runs, timed_mean_ms)` a
-    profiling pass yielding OpProfile, `prepared` the engine's own object (kept alive)."""
-
-    config: RunConfig
-    run_once: Callable[[], object]
-    batch: int
-    profile: Callable[[int, float | None], Iterator[Event]]
-    facts: list[Event]  # ModelLoaded, VariantReady, RunStarted, AccuracyResult (in order)
+    prepared: Prepared
+    facts: list[Event]
     label: str
-    prepared: object = None
 
     @property
-    def provider_used(self) -> str | None:
-        return next((ev.provider_used for ev in self.facts if isinstance(ev, RunStarted)), None)
+    def config(self) -> RunConfig:
+        return self.prepared.config
+
+    @property
+    def batch(self) -> int:
+        return self.prepared.batch
+
+    @property
+    def provider_used(self) -> str:
+        return self.prepared.provider_used
 
 
 def stage(
-    req: BenchRequest,
+    req: PrepareRequest,
     label: str,
     check_accuracy: bool = True,
 ) -> Generator[Event, None, Staged]:
     """Prepare a config. Progress and notices are yielded now; run facts are kept for the
     moment the segment starts, so a recorder sees them after the previous run ended."""
     facts: list[Event] = []
-    if req.config.engine == "torch":
-        from engine.backends.pytorch.backend import (
-            TorchPrepared,
-            prepare_torch,
-            torch_accuracy_pass,
-        )
-        from engine.backends.pytorch.profiler import torch_profile_pass
-
-        tp: TorchPrepared = yield from _keep_facts(prepare_torch(req), facts)
-        if check_accuracy and tp.config.precision != "fp32":
-            yield from _keep_facts(torch_accuracy_pass(tp, req.inputs_npz is None), facts)
-
-        def torch_profile(runs: int, mean: float | None) -> Iterator[Event]:
-            return torch_profile_pass(
-                tp.run_once, runs=runs, cuda=tp.device == "cuda", timed_mean_ms=mean
-            )
-
-        batch = _batch_of(tp.feeds)
-        return Staged(tp.config, tp.run_once, batch, torch_profile, facts, label, tp)
-    p: Prepared = yield from _keep_facts(prepare(req), facts)
-    if check_accuracy and p.config.precision != "fp32":
-        yield from _keep_facts(accuracy_pass(p, req.inputs_npz is None), facts)
-
-    def ort_profile(runs: int, mean: float | None) -> Iterator[Event]:
-        return profile_pass(
-            p.variant.path, p.config, p.feeds, runs=runs, gpu_present=p.gpu, timed_mean_ms=mean
-        )
-
-    return Staged(
-        p.config, inference_fn(p.opened, p.feeds), _batch_of(p.feeds), ort_profile, facts, label, p
-    )
+    backend = backends.backend_for(req.config)
+    prepared: Prepared = yield from _keep_facts(backend.prepare(req), facts)
+    if check_accuracy and prepared.config.precision != "fp32":
+        yield from _keep_facts(prepared.accuracy(req.inputs_npz is None), facts)
+    return Staged(prepared, facts, label)
 
 
 RUN_FACTS = (ModelLoaded, VariantReady, RunStarted, AccuracyResult)
@@ -132,7 +107,7 @@ class Segment:
     origin_ns: int = 0
 
 
-class LiveSession:
+class LiveRun:
     """Runs the current segment in small steps; swaps segments on demand."""
 
     def __init__(self) -> None:
@@ -145,7 +120,7 @@ class LiveSession:
     def begin(self, staged: Staged) -> Iterator[Event]:
         """End the running segment (if any) and start `staged`."""
         yield from self.end()
-        timing = time_inferences(staged.run_once, LIVE_TIMING, staged.batch)
+        timing = time_inferences(staged.prepared.run_once, LIVE_TIMING, staged.batch)
         self.segment = Segment(staged, timing)
         yield from staged.facts
         yield Marker("config", staged.label, time.perf_counter_ns())
@@ -194,10 +169,4 @@ class LiveSession:
         lats = seg.lats[-50:]
         mean = float(np.concatenate(lats).mean() / 1e6) if lats else None
         yield Marker("profile", "profiling", time.perf_counter_ns())
-        yield from seg.staged.profile(runs, mean)
-
-
-def _batch_of(feeds: dict[str, np.ndarray]) -> int:
-    for arr in feeds.values():
-        return int(arr.shape[0]) if arr.ndim else 1
-    return 1
+        yield from seg.staged.prepared.profile(runs, mean)

@@ -23,7 +23,6 @@ from engine.errors import SessionFileError
 from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
 from engine.session import schema
 from engine.session.rows import MarkerRow, RunRow, op_stat_row, run_row
-from engine.session.store import newer_message
 from engine.session.trust import check_file, corrupt, parse_json, req, typed
 
 P = ParamSpec("P")
@@ -415,7 +414,7 @@ def _readable_version(p: Path, conn: sqlite3.Connection) -> int:
             what += f"; a session being written keeps its data in {p.name}-wal: copy that too"
         raise SessionFileError(f"not an OpScope session ({what})", p)
     if version > schema.SCHEMA_VERSION:
-        raise SessionFileError(newer_message(version), p)
+        raise SessionFileError(schema.newer_message(version), p)
     return version
 
 

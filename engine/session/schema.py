@@ -260,3 +260,10 @@ def migrate(db: Database, migrations: Sequence[Migration] | None = None) -> int:
                 [str(version), FORMAT_NAME],
             )
     return len(steps)
+
+
+def newer_message(version: int) -> str:
+    return (
+        f"written by a newer OpScope (session format v{version}; this version reads up "
+        f"to v{SCHEMA_VERSION}): please upgrade OpScope to open it"
+    )

@@ -15,21 +15,19 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from itertools import repeat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from sqlite_utils import Database
 
-from engine.errors import SessionFileError
+from engine.errors import SessionFileError, one_line
 from engine.events import AccuracyResult, OpProfile, TimingDone
 from engine.model.info import ModelInfo
 from engine.session import schema
 from engine.session.env import host_facts
+from engine.session.reader import SessionReader
 from engine.session.schema import migrate, stored_version
-from engine.session.trust import check_file, corrupt, json_text, one_line
-
-if TYPE_CHECKING:
-    from engine.session.reader import SessionReader
+from engine.session.trust import check_file, corrupt, json_text
 
 BUSY_TIMEOUT_S = 5.0
 
@@ -349,19 +347,10 @@ def _writable_version(p: Path, conn: sqlite3.Connection) -> int | None:
             )
         return None
     if version > schema.SCHEMA_VERSION:
-        raise SessionFileError(newer_message(version), p)
+        raise SessionFileError(schema.newer_message(version), p)
     return version
-
-
-def newer_message(version: int) -> str:
-    return (
-        f"written by a newer OpScope (session format v{version}; this version reads up "
-        f"to v{schema.SCHEMA_VERSION}): please upgrade OpScope to open it"
-    )
 
 
 def open_session_file(path: str | Path) -> SessionReader:
     """Open a session read-only and validate it (see `SessionReader.open`)."""
-    from engine.session.reader import SessionReader
-
     return SessionReader.open(path)

@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine.errors import SessionFileError
+from engine.errors import SessionFileError, one_line
 from engine.files import finite
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -53,12 +53,6 @@ def check_file(path: Path, *, allow_empty: bool = False) -> None:
         raise SessionFileError(
             f"truncated file ({size} bytes of the {pages * page_size} its header declares)", path
         )
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception's message on one line (SQLite's messages are short already)."""
-    text = str(exc).strip() or type(exc).__name__
-    return " ".join(text.split())
 
 
 def corrupt(path: Path, exc: sqlite3.Error | ValueError) -> SessionFileError:

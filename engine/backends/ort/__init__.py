@@ -1,1 +1,63 @@
-"""(filled below)"""
+"""ONNX Runtime: runs ONNX models, and PyTorch files exported to ONNX once (cached).
+
+Declares what it offers here; onnxruntime is imported only by `prepare` and `describe`."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from pathlib import Path
+
+from engine.backends.base import Capabilities, Prepared, PrepareRequest
+from engine.backends.pytorch.load import is_torch_file
+from engine.events import Event
+from engine.model.info import ModelInfo
+
+CAPABILITIES = Capabilities(
+    name="onnxruntime",
+    label="ONNX Runtime",
+    suffixes=(".onnx",),
+    file_kind="ONNX models",
+    precisions=("fp32", "fp16", "int8-dynamic", "int8-static"),
+    fusions=("off", "basic", "extended", "layout", "all"),
+    providers=("auto", "cpu", "cuda", "tensorrt"),
+    fusion_labels={
+        "off": "Off (no graph optimizations)",
+        "basic": "Basic (constant folding, redundant nodes)",
+        "extended": "Extended (+ operator fusions)",
+        "layout": "Layout (+ layout transforms)",
+        "all": "All (everything ONNX Runtime has)",
+    },
+    fusion_marks={f: f"fusion {f}" for f in ("off", "basic", "extended", "layout", "all")},
+    nearest={"bf16": "fp16"},
+    spinning=True,
+    summary="ONNX Runtime runs ONNX models, and PyTorch files (.pt2, .pt) exported to ONNX.",
+    fusion_help=(
+        "ONNX Runtime graph optimization level: how much it fuses and rewrites the graph "
+        "before running it."
+    ),
+)
+
+
+class OrtBackend:
+    capabilities = CAPABILITIES
+
+    def opens(self, path: str) -> bool:
+        return Path(path).suffix.lower() in CAPABILITIES.suffixes or is_torch_file(path)
+
+    def prepare(self, req: PrepareRequest) -> Generator[Event, None, Prepared]:
+        from engine.backends.ort.backend import prepare
+
+        prepared: Prepared = yield from prepare(req)
+        return prepared
+
+    def describe(self, path: str) -> ModelInfo:
+        if is_torch_file(path):  # described as PyTorch reads it: nothing exported to do so
+            from engine.backends.pytorch import BACKEND as TORCH
+
+            return TORCH.describe(path)
+        from engine.model.info import load_model
+
+        return load_model(path)[1]
+
+
+BACKEND = OrtBackend()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.config import RunConfig
 from engine.errors import ConfigError, ModelError
+from engine.hostinfo import gpu_count
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -151,7 +152,7 @@ def open_session(model_path: str | Path, plan: SessionPlan) -> OpenSession:
 
     so = build_options(plan)
     t0 = time.perf_counter()
-    with _CapturedStderr() as captured:
+    with CapturedStderr() as captured:
         try:
             sess = ort.InferenceSession(
                 str(model_path), sess_options=so, providers=[(n, o) for n, o in plan.providers]
@@ -179,10 +180,10 @@ def fallback_reason(log: str) -> str | None:
     return lines[0].split("]", 2)[-1].strip()[:300] if lines else None
 
 
-class _CapturedStderr:
+class CapturedStderr:
     """Collect what native code writes to fd 2 (ORT's logger) while the block runs."""
 
-    def __enter__(self) -> _CapturedStderr:
+    def __enter__(self) -> CapturedStderr:
         import sys
         import tempfile
 
@@ -224,16 +225,25 @@ def explain_ort_error(exc: BaseException) -> str:
 
 def gpu_present() -> bool:
     """True when NVML sees at least one NVIDIA GPU. Cheap; never raises."""
-    try:
-        import pynvml
+    return gpu_count() > 0
 
-        pynvml.nvmlInit()
-        try:
-            return bool(pynvml.nvmlDeviceGetCount())
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return False
+
+def one_node_model(op: str, dtype: Any, shape: list[int], two_inputs: bool = False) -> bytes:
+    """A serialized one-node ONNX model `out = op(x[, y])` for the given dtype and shape."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    elem = TensorProto.FLOAT16 if dtype == np.float16 else TensorProto.FLOAT
+    inputs = ["x", "y"] if two_inputs else ["x"]
+    graph = helper.make_graph(
+        [helper.make_node(op, inputs, ["out"])],
+        "opscope_probe",
+        [helper.make_tensor_value_info(n, elem, shape) for n in inputs],
+        [helper.make_tensor_value_info("out", elem, shape)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
 
 
 GPU_PROVIDERS = ("CUDAExecutionProvider", "TensorrtExecutionProvider")

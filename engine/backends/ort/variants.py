@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import cache
-from engine.errors import ModelError
+from engine.errors import ModelError, one_line
 from engine.events import Notice, Progress, VariantReady
 from engine.model.info import ModelInfo
 from engine.model.inputs import Feeds
@@ -115,7 +115,7 @@ def build_variant(
     except Exception as exc:
         staging.discard()
         raise ModelError(
-            f"cannot build the {precision} variant: {_one_line(exc)}", info.path
+            f"cannot build the {precision} variant: {one_line(exc)}", info.path
         ) from exc
     except BaseException:  # cancelled (GeneratorExit, KeyboardInterrupt): leave no debris
         staging.discard()
@@ -159,7 +159,7 @@ def _preprocess(info: ModelInfo, folder: Path) -> Generator[Progress | Notice, N
         with _quiet_logs(), contextlib.chdir(folder):
             quant_pre_process(src, out, skip_symbolic_shape=False)
     except Exception as exc:
-        yield Notice("info", f"quantization pre-processing skipped ({_one_line(exc)})")
+        yield Notice("info", f"quantization pre-processing skipped ({one_line(exc)})")
         return _without_initializer_shapes(info, folder)
     return dst
 
@@ -278,8 +278,3 @@ class _quiet_logs:
 
     def __exit__(self, *exc: object) -> None:
         self.root.setLevel(self.level)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text[:300]

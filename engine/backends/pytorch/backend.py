@@ -1,5 +1,5 @@
-"""`--engine torch`: run a PyTorch file natively, eager or `torch.compile`d, and yield the
-same events as the ONNX Runtime path (so JSON, sessions, compare and reports work alike).
+"""The PyTorch backend: run a PyTorch file natively, eager or `torch.compile`d, yielding the
+same events as ONNX Runtime (so JSON, sessions, compare and reports work alike).
 
 Knobs for this engine: fusion `off` = eager, `all` = `torch.compile`; precision fp32, bf16
 or fp16 (autocast) or int8-dynamic (Linear layers, CPU); provider cpu, cuda or auto;
@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.base import PrepareRequest, batch_of, feed_shapes
 from engine.backends.pytorch.load import (
     TorchModel,
     fixed_batch_note,
@@ -28,14 +29,11 @@ from engine.backends.pytorch.load import (
     make_inputs,
 )
 from engine.config import RunConfig
-from engine.errors import ConfigError, InputError, ModelError
-from engine.events import Event, ModelLoaded, Notice, Progress, RunEnded, RunStarted, VariantReady
-from engine.measure.accuracy import compare_outputs
+from engine.errors import ConfigError, InputError, ModelError, one_line
+from engine.events import Event, ModelLoaded, Notice, Progress, RunStarted, VariantReady
+from engine.measure.accuracy import ACCURACY_BATCHES, compare_outputs
 from engine.model.info import ModelInfo, ValueInfo, files_sha256
-from engine.run.bench import ACCURACY_BATCHES, BenchRequest
-from engine.run.timing import TimingSamples, time_inferences
-
-Feeds = dict[str, np.ndarray]
+from engine.model.inputs import Feeds, describe_feeds
 
 
 @dataclass
@@ -47,8 +45,56 @@ class TorchPrepared:
     device: str  # "cpu" | "cuda"
     fn: Callable[..., Any]  # the module as run (quantized and/or compiled)
     feeds: Feeds
-    make_feeds: Callable[[int], Feeds]
-    run_once: Callable[[], object]
+    feeds_for: Callable[[int], Feeds]
+    _run: Callable[[], object] = lambda: None
+
+    @property
+    def batch(self) -> int:
+        return batch_of(self.feeds)
+
+    @property
+    def provider_used(self) -> str:
+        return f"torch-{self.device}"
+
+    def make_feeds(self, index: int) -> Feeds:
+        return self.feeds_for(index)
+
+    def run_once(self) -> object:
+        """One timed inference on `feeds` (synchronised on CUDA)."""
+        return self._run()
+
+    def run_batch(self, feeds: Feeds) -> list[np.ndarray]:
+        """One inference on any feeds of the model's signature; outputs on the host."""
+        import torch
+
+        args = self.tensors(feeds)
+        with torch.inference_mode(), self.autocast():
+            out = self.fn(*args)
+        leaves = torch.utils._pytree.tree_leaves(out)
+        return [t.detach().cpu().numpy() for t in leaves if isinstance(t, torch.Tensor)]
+
+    def accuracy(self, generated: bool) -> Iterator[Event]:
+        """This config's outputs vs the FP32 eager module's, same inputs and device."""
+        yield Progress("accuracy", 0, ACCURACY_BATCHES, "comparing with the FP32 eager model")
+        batches = [self.make_feeds(i) for i in range(ACCURACY_BATCHES if generated else 1)]
+        ref = [self.outputs(self.model.module, f, autocast=False) for f in batches]
+        got = [self.outputs(self.fn, f, autocast=True) for f in batches]
+        names = self.model.output_names or [f"output_{i}" for i in range(len(ref[0]))]
+        if len(names) != len(ref[0]):
+            names = [f"output_{i}" for i in range(len(ref[0]))]
+        result = compare_outputs(names, ref, got)
+        yield dataclasses.replace(result, baseline="fp32 eager (torch)")
+
+    def profile(self, runs: int, timed_mean_ms: float | None) -> Iterator[Event]:
+        """A torch.profiler pass over `run_once` (timing never sees it)."""
+        from engine.backends.pytorch.profiler import torch_profile_pass
+
+        return torch_profile_pass(
+            self.run_once, runs=runs, cuda=self.device == "cuda", timed_mean_ms=timed_mean_ms
+        )
+
+    def close(self) -> None:
+        self._run = lambda: None
 
     def outputs(self, fn: Callable[..., Any], feeds: Feeds, autocast: bool) -> list[np.ndarray]:
         """Run `fn` on `feeds`, outputs as float64 numpy arrays (for accuracy)."""
@@ -78,46 +124,8 @@ class TorchPrepared:
         return torch.autocast(device_type=self.device, dtype=dtype)
 
 
-def check_config(config: RunConfig) -> None:
-    """Refuse knob values that mean nothing to the torch engine."""
-    if config.fusion not in ("off", "all"):
-        raise ConfigError(
-            f"engine torch: fusion must be off (eager) or all (torch.compile); "
-            f"got {config.fusion!r}"
-        )
-    if config.precision not in ("fp32", "bf16", "fp16", "int8-dynamic"):
-        raise ConfigError(
-            f"engine torch: precision must be fp32, bf16, fp16 or int8-dynamic; "
-            f"got {config.precision!r}"
-        )
-    if config.provider == "tensorrt":
-        raise ConfigError("engine torch: provider must be cpu, cuda or auto (not tensorrt)")
-
-
-def run_torch(req: BenchRequest) -> Iterator[Event]:
-    """The whole run on the torch engine: prepare, time, accuracy, profile."""
-    prepared = yield from prepare_torch(req)
-    samples = TimingSamples(np.empty(0, np.int64), np.empty(0, np.int64))
-    batch = int(next(iter(prepared.feeds.values())).shape[0]) if prepared.feeds else 1
-    yield from time_inferences(prepared.run_once, req.timing, batch, samples=samples)
-    if req.check_accuracy and prepared.config.precision != "fp32":
-        yield from torch_accuracy_pass(prepared, req.inputs_npz is None)
-    if req.profile:
-        from engine.backends.pytorch.profiler import torch_profile_pass
-
-        timed = float(samples.latencies_ns.mean() / 1e6) if samples.latencies_ns.size else None
-        yield from torch_profile_pass(
-            prepared.run_once,
-            runs=req.profile_runs,
-            cuda=prepared.device == "cuda",
-            timed_mean_ms=timed,
-        )
-    yield RunEnded("ok")
-
-
-def prepare_torch(req: BenchRequest) -> Generator[Event, None, TorchPrepared]:
+def prepare_torch(req: PrepareRequest) -> Generator[Event, None, TorchPrepared]:
     """Load, pick the device, make inputs, quantize / compile, check one inference."""
-    check_config(req.config)
     if Path(req.model_path).suffix.lower() == ".onnx":
         raise ModelError(
             "is an ONNX model; the torch engine runs PyTorch files (.pt2, .pt, "
@@ -170,7 +178,7 @@ def prepare_torch(req: BenchRequest) -> Generator[Event, None, TorchPrepared]:
             yield Notice("warning", "int8-dynamic: no Linear layers found; running FP32")
     if config.fusion == "all":
         fn = torch.compile(fn)
-    prepared = TorchPrepared(model, config, device, fn, feeds, make_feeds, lambda: None)
+    prepared = TorchPrepared(model, config, device, fn, feeds, make_feeds)
     args = prepared.tensors(feeds)
     sync = torch.cuda.synchronize if device == "cuda" else None
 
@@ -181,14 +189,14 @@ def prepare_torch(req: BenchRequest) -> Generator[Event, None, TorchPrepared]:
             sync()
         return out
 
-    prepared.run_once = run_once
+    prepared._run = run_once
     if config.fusion == "all":
         yield Progress("compile", 0, None, "torch.compile: compiling on the first inference")
     try:
         run_once()
     except Exception as exc:
         raise InputError(
-            f"the model failed on inputs {_describe(feeds)}: {_one_line(exc)}; "
+            f"the model failed on inputs {describe_feeds(feeds)}: {one_line(exc)}; "
             "set shapes with --shape NAME=AxB",
             model.path,
         ) from exc
@@ -199,24 +207,11 @@ def prepare_torch(req: BenchRequest) -> Generator[Event, None, TorchPrepared]:
     yield VariantReady(
         config.precision, model.path, build_s, False, info.nodes, info.nodes, details=details
     )
-    used = f"torch-{device}"
-    inputs = {k: (tuple(int(d) for d in a.shape), str(a.dtype)) for k, a in feeds.items()}
-    batch = int(next(iter(feeds.values())).shape[0]) if feeds else 1
-    yield RunStarted(config, config.provider, used, (used,), inputs, batch, load_s)
+    used = prepared.provider_used
+    yield RunStarted(
+        config, config.provider, used, (used,), feed_shapes(feeds), batch_of(feeds), load_s
+    )
     return prepared
-
-
-def torch_accuracy_pass(prepared: TorchPrepared, generated: bool) -> Iterator[Event]:
-    """This config's outputs vs the FP32 eager module's, on the same inputs and device."""
-    yield Progress("accuracy", 0, ACCURACY_BATCHES, "comparing with the FP32 eager model")
-    batches = [prepared.make_feeds(i) for i in range(ACCURACY_BATCHES if generated else 1)]
-    ref = [prepared.outputs(prepared.model.module, f, autocast=False) for f in batches]
-    got = [prepared.outputs(prepared.fn, f, autocast=True) for f in batches]
-    names = prepared.model.output_names or [f"output_{i}" for i in range(len(ref[0]))]
-    if len(names) != len(ref[0]):
-        names = [f"output_{i}" for i in range(len(ref[0]))]
-    result = compare_outputs(names, ref, got)
-    yield dataclasses.replace(result, baseline="fp32 eager (torch)")
 
 
 def describe_torch(model: TorchModel) -> ModelInfo:
@@ -284,17 +279,8 @@ def _load_npz(path: str, model: TorchModel) -> Feeds:
         with np.load(path, allow_pickle=False) as data:
             feeds = {k: data[k] for k in data.files}
     except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read inputs ({_one_line(exc)})", path) from exc
+        raise InputError(f"cannot read inputs ({one_line(exc)})", path) from exc
     missing = {i.name for i in model.inputs} - set(feeds)
     if missing:
         raise ModelError(f"inputs file lacks {', '.join(sorted(missing))}", path)
     return feeds
-
-
-def _describe(feeds: Feeds) -> str:
-    return ", ".join(f"{k}={a.dtype}{list(a.shape)}" for k, a in feeds.items())
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-    return lines[0][:300] if lines else type(exc).__name__

@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import InputError, ModelError
+from engine.errors import InputError, ModelError, one_line
 from engine.events import Notice
 
-TORCH_SUFFIXES = frozenset({".pt2", ".pt", ".pth"})
+TORCH_SUFFIXES = (".pt2", ".pt", ".pth")
 NEED_TORCH = "PyTorch files need torch: pip install 'opscope[torch]'"
 FORMATS_THAT_WORK = (
     "save the model with torch.export.save (a .pt2 program) or torch.jit.save (TorchScript)"
@@ -108,7 +108,7 @@ def load_torch(path: str | Path) -> TorchModel:
         try:
             program = torch.export.load(str(p))
         except Exception as exc:
-            raise ModelError(f"cannot load the torch.export program ({_one_line(exc)})", p) from exc
+            raise ModelError(f"cannot load the torch.export program ({one_line(exc)})", p) from exc
         return TorchModel(
             str(p),
             "export",
@@ -121,7 +121,7 @@ def load_torch(path: str | Path) -> TorchModel:
         try:
             module = torch.jit.load(str(p), map_location="cpu")
         except Exception as exc:
-            raise ModelError(f"cannot load the TorchScript archive ({_one_line(exc)})", p) from exc
+            raise ModelError(f"cannot load the TorchScript archive ({one_line(exc)})", p) from exc
         module.eval()
         return TorchModel(str(p), "torchscript", module, None, _script_inputs(module))
     if kind == "pickle":
@@ -137,7 +137,7 @@ def _refuse_pickle(torch: Any, p: Path) -> None:
         obj = torch.load(str(p), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         lines = [ln.strip() for ln in str(exc).splitlines() if "GLOBAL" in ln]
-        reason = lines[0].rstrip(".") if lines else _one_line(exc)
+        reason = lines[0].rstrip(".") if lines else one_line(exc)
         raise ModelError(
             "refused: unpickling this file would need arbitrary code "
             f"({reason[:160]}); it was not executed; {FORMATS_THAT_WORK}",
@@ -145,7 +145,7 @@ def _refuse_pickle(torch: Any, p: Path) -> None:
         ) from None
     except Exception as exc:
         raise ModelError(
-            f"cannot read the pickle ({_one_line(exc)}); {FORMATS_THAT_WORK}", p
+            f"cannot read the pickle ({one_line(exc)}); {FORMATS_THAT_WORK}", p
         ) from None
     if isinstance(obj, Mapping):
         raise ModelError(
@@ -277,8 +277,3 @@ def make_inputs(
 def _np_dtype(dtype: Any) -> str:
     text = str(dtype).removeprefix("torch.")
     return {"bfloat16": "float32", "bool": "bool"}.get(text, text)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__

@@ -25,7 +25,7 @@ from engine.backends.pytorch.load import (
     input_shapes,
     load_torch,
 )
-from engine.errors import ModelError
+from engine.errors import ModelError, one_line
 from engine.events import Event, Notice, Progress
 from engine.model.info import count_nodes, files_sha256
 
@@ -78,7 +78,7 @@ def onnx_for_torch(
         raise
     except Exception as exc:
         staging.discard()
-        raise ModelError(f"cannot export to ONNX: {_one_line(exc)}", p) from exc
+        raise ModelError(f"cannot export to ONNX: {one_line(exc)}", p) from exc
     except BaseException:
         staging.discard()
         raise
@@ -147,8 +147,3 @@ def _example(torch: Any, model: TorchModel, name: str, shape: tuple[int, ...]) -
     if dtype.is_floating_point:
         return torch.randn(shape, dtype=dtype)
     return torch.zeros(shape, dtype=dtype)
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-    return lines[0][:300] if lines else type(exc).__name__

@@ -1,0 +1,226 @@
+"""The ONNX Runtime backend: load, make inputs, build the variant, open an inference
+session, and run, compare or profile it. PyTorch files are exported to ONNX first."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tempfile
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.backends.base import PrepareRequest, feed_shapes
+from engine.backends.ort.inference_session import (
+    OpenSession,
+    explain_ort_error,
+    gpu_present,
+    inference_fn,
+    open_session,
+    plan_session,
+)
+from engine.backends.ort.profiler import profile_pass
+from engine.backends.ort.variants import CALIBRATION_BATCHES, build_variant
+from engine.backends.pytorch.load import is_torch_file
+from engine.config import RunConfig
+from engine.errors import InputError
+from engine.events import Event, ModelLoaded, Notice, Progress, RunStarted, VariantReady
+from engine.measure.accuracy import ACCURACY_BATCHES, compare_outputs
+from engine.model.info import ModelInfo, count_nodes, files_sha256, load_model
+from engine.model.inputs import (
+    Feeds,
+    batch_of,
+    describe_feeds,
+    fit_batch,
+    generate_inputs,
+    load_npz,
+    plan_inputs,
+)
+
+
+@dataclass
+class OrtPrepared:
+    """A model loaded, its inputs made, its variant built and an inference session open."""
+
+    info: ModelInfo
+    config: RunConfig
+    feeds: Feeds
+    variant: VariantReady
+    opened: OpenSession
+    gpu: bool
+    feeds_for: Callable[[int], Feeds]
+    _run_once: Callable[[], object] | None = field(default=None, repr=False)
+
+    @property
+    def batch(self) -> int:
+        return batch_of(self.feeds)
+
+    @property
+    def provider_used(self) -> str:
+        return self.opened.provider_used
+
+    def make_feeds(self, index: int) -> Feeds:
+        return self.feeds_for(index)
+
+    def run_once(self) -> object:
+        """One timed inference on `feeds` (IO binding on a GPU: no host copies timed)."""
+        if self._run_once is None:
+            self._run_once = inference_fn(self.opened, self.feeds)
+        return self._run_once()
+
+    def run_batch(self, feeds: Feeds) -> list[np.ndarray]:
+        """One inference on any feeds of the model's signature; outputs on the host."""
+        return list(self.opened.session.run(None, feeds))
+
+    def accuracy(self, generated: bool) -> Iterator[Event]:
+        """Outputs of this variant vs the FP32 model (same fusion, same provider)."""
+        yield Progress("accuracy", 0, ACCURACY_BATCHES, "comparing with the FP32 model")
+        base_cfg = dataclasses.replace(self.config, precision="fp32")
+        base = open_session(self.info.path, plan_session(base_cfg, gpu_present=self.gpu))
+        batches = [self.make_feeds(i) for i in range(ACCURACY_BATCHES if generated else 1)]
+        ref = [base.session.run(None, f) for f in batches]
+        got = [self.opened.session.run(None, f) for f in batches]
+        names = [o.name for o in self.opened.session.get_outputs()]
+        yield compare_outputs(names, ref, got)
+
+    def profile(self, runs: int, timed_mean_ms: float | None) -> Iterator[Event]:
+        """A separate session with ONNX Runtime's profiler on (timing never sees it)."""
+        return profile_pass(
+            self.variant.path,
+            self.config,
+            self.feeds,
+            runs=runs,
+            gpu_present=self.gpu,
+            timed_mean_ms=timed_mean_ms,
+        )
+
+    def close(self) -> None:
+        self._run_once = None
+        self.opened.session = None
+
+
+def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
+    """Load, make inputs, build the variant, open the session, check the inputs fit."""
+    exported: dict[str, object] = {}
+    if is_torch_file(req.model_path):  # PyTorch: exported to ONNX once (cached)
+        from engine.backends.pytorch.to_onnx import onnx_for_torch
+
+        onnx_path, exported = yield from onnx_for_torch(
+            req.model_path, req.config.batch, req.shapes
+        )
+        req = dataclasses.replace(req, model_path=onnx_path)
+    yield Progress("load", 0, None, f"loading {Path(req.model_path).name}")
+    model, info = load_model(req.model_path)
+    if exported:  # consumers see the PyTorch file; the engine keeps running the ONNX one
+        yield ModelLoaded(
+            dataclasses.replace(
+                info, path=str(exported["source"]), sha256=str(exported["source_sha256"])
+            )
+        )
+    else:
+        yield ModelLoaded(info)
+    if info.checker_warning:
+        yield Notice("warning", f"onnx checker: {info.checker_warning}")
+    config = req.config.resolved()
+
+    if req.inputs_npz:
+        real = load_npz(req.inputs_npz, info)
+        feeds = fit_batch(real, info, config.batch)
+
+        def make_feeds(i: int) -> Feeds:
+            return feeds
+    else:
+        plan = plan_inputs(info, config.batch, req.shapes)
+        for note in plan.notes:
+            yield Notice("info", f"input dim {note}")
+        feeds = generate_inputs(model, info, plan, seed=req.seed)
+
+        def make_feeds(i: int) -> Feeds:
+            return feeds if i == 0 else generate_inputs(model, info, plan, seed=req.seed + i)
+
+    calibration, cal_id, cal_count = _calibration_source(req, info, config, make_feeds)
+    if config.precision == "int8-static" and req.calibration_npz is None:
+        yield Notice(
+            "warning",
+            "INT8 static calibrated on generated data; pass "
+            "--calibration FILE.npz with real samples for meaningful accuracy",
+        )
+    variant: VariantReady | None = None
+    for ev in build_variant(info, config.precision, calibration, cal_id, cal_count):
+        if isinstance(ev, VariantReady):
+            variant = ev
+        else:
+            yield ev
+    assert variant is not None
+
+    gpu = config.provider != "cpu" and gpu_present()
+    yield Progress("session", 0, None, "creating the inference session")
+    with tempfile.TemporaryDirectory(prefix="opscope-opt-") as tmp:
+        optimized = str(Path(tmp) / "optimized.onnx")
+        splan = plan_session(config, gpu_present=gpu, optimized_model_path=optimized)
+        opened = open_session(variant.path, splan)
+        nodes = count_nodes(optimized) if Path(optimized).exists() else None
+    variant = dataclasses.replace(variant, nodes=nodes)
+    if exported:
+        variant = dataclasses.replace(
+            variant, details={**variant.details, "torch_export": exported}
+        )
+    yield variant
+    for note in splan.notes:
+        yield Notice("info", note)
+    if opened.fell_back:
+        yield Notice(
+            "warning",
+            f"requested {opened.requested} but ONNX Runtime is running on "
+            f"{opened.provider_used}"
+            + (f": {opened.fallback_reason}" if opened.fallback_reason else ""),
+        )
+    _check_feeds(opened, feeds, info)
+    yield RunStarted(
+        config,
+        opened.requested,
+        opened.provider_used,
+        opened.providers_obtained,
+        feed_shapes(feeds),
+        batch_of(feeds),
+        opened.create_s,
+    )
+    return OrtPrepared(info, config, feeds, variant, opened, gpu, make_feeds)
+
+
+def _check_feeds(opened: OpenSession, feeds: Feeds, info: ModelInfo) -> None:
+    """One inference, so a model that rejects the inputs fails with a clear message."""
+    try:
+        opened.session.run(None, feeds)
+    except Exception as exc:
+        raise InputError(
+            f"the model rejected inputs {describe_feeds(feeds)}: {explain_ort_error(exc)}; "
+            "set shapes with --shape NAME=AxB or give real data with --inputs FILE.npz",
+            info.path,
+        ) from exc
+
+
+def _calibration_source(
+    req: PrepareRequest, info: ModelInfo, config: RunConfig, make_feeds: Callable[[int], Feeds]
+) -> tuple[Callable[[], Iterator[Feeds]] | None, str, int]:
+    if config.precision != "int8-static":
+        return None, "", 0
+    if req.calibration_npz:
+        data = load_npz(req.calibration_npz, info)
+        rows = min((a.shape[0] for a in data.values() if a.ndim), default=1)
+        step = max(1, config.batch)
+        count = max(1, math.ceil(rows / step))
+
+        def from_file() -> Iterator[Feeds]:
+            for start in range(0, rows, step):
+                yield {k: a[start : start + step] for k, a in data.items()}
+
+        return from_file, "npz:" + files_sha256([Path(req.calibration_npz)]), count
+
+    def generated() -> Iterator[Feeds]:
+        for i in range(CALIBRATION_BATCHES):
+            yield make_feeds(1000 + i)
+
+    return generated, f"generated:seed{req.seed}:batch{config.batch}", CALIBRATION_BATCHES

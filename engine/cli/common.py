@@ -1,0 +1,39 @@
+"""What every CLI command shares: exit codes, the config from the knobs, --json output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from engine import backends
+from engine.config import RunConfig
+
+EXIT_OK = 0
+EXIT_FAULT = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    return RunConfig(
+        engine=getattr(args, "engine", backends.DEFAULT),
+        precision=args.precision,
+        fusion=args.fusion,
+        batch=args.batch,
+        threads=args.threads,
+        spinning=args.spinning == "on",
+        provider=args.provider,
+    )
+
+
+def write_json(path: str, data: dict[str, Any]) -> None:
+    """Write JSON atomically (NaN becomes null); '-' writes to stdout."""
+    from engine.files import finite, write_atomic
+
+    text = json.dumps(finite(data), indent=2)
+    if path == "-":
+        sys.stdout.write(text + "\n")
+        return
+    write_atomic(path, lambda fh: fh.write(text + "\n"))

@@ -1,0 +1,82 @@
+"""Facts about this host that several parts need, each written once: installed package
+versions (read from metadata, so torch stays unimported), the CPU's model name, and NVML
+opened and shut down safely. Cheap, and never raises."""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+
+def package_version(name: str) -> str | None:
+    """An installed distribution's version without importing it, or None."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def ort_version() -> str | None:
+    """ONNX Runtime's version, whichever of its two packages is installed."""
+    return package_version("onnxruntime-gpu") or package_version("onnxruntime")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo, ARM boards included; elsewhere what
+    `platform` knows; "unknown" when nothing says)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Hardware", "Processor") and value.strip():
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def text(value: object) -> str:
+    """An NVML string (bytes in older nvidia-ml-py) as text."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+@contextlib.contextmanager
+def nvml() -> Iterator[tuple[Any, str | None]]:
+    """(pynvml initialised, None), or (None, why not); NVML is shut down afterwards."""
+    try:
+        import pynvml
+    except ImportError:
+        yield None, "nvidia-ml-py is not installed"
+        return
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound: no driver; others say why
+        not_found = getattr(pynvml, "NVMLError_LibraryNotFound", ())
+        yield (
+            None,
+            (
+                "no NVIDIA driver (NVML library not found)"
+                if isinstance(exc, not_found) or "Not Found" in str(exc)
+                else f"NVML failed to start: {exc}"
+            ),
+        )
+        return
+    try:
+        yield pynvml, None
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def gpu_count() -> int:
+    """How many NVIDIA GPUs NVML sees (0 without a driver or on any failure)."""
+    with nvml() as (lib, _):
+        if lib is None:
+            return 0
+        try:
+            return int(lib.nvmlDeviceGetCount())
+        except Exception:
+            return 0

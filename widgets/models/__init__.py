@@ -1,0 +1,2 @@
+"""The views' data, apart from the views: plain numpy, never Qt (an import-linter
+contract keeps it so), tested without a display."""
