@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -22,7 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.compare_panel import ComparePanel
-from engine.config import provider_label
+from engine.analysis.run_summary import cell, summarize
 from engine.measure.op_stats import OpStat
 from engine.session.reader import SessionReader
 from engine.session.rows import RunRow
@@ -127,7 +126,7 @@ class SessionWindow(QMainWindow):
                 continue
             origin = (run.timing_origin_ns or t0) - t0
             t = (origin + starts) / 1e9
-            self.latency.add_marker(float(t[0]), f"run {run.id}: {_config(run)}")
+            self.latency.add_marker(float(t[0]), f"run {run.id}: {summarize(run).config}")
             self.latency.append(t, lats / 1e6, run.batch or 1)
         self.latency.show_all()
 
@@ -136,24 +135,18 @@ class SessionWindow(QMainWindow):
         super().closeEvent(event)
 
 
-def _config(run: RunRow) -> str:
-    return run.config.label() if run.config else "–"
-
-
 def _cells(run: RunRow) -> list[str]:
-    lat = run.latency
-    tp = run.throughput
-    acc = run.accuracy
+    s = summarize(run)
     return [
-        str(run.id),
-        run.started_at or "–",
-        run.model_name or "–",
-        _config(run),
-        provider_label(run.provider_used or "–"),
-        f"{lat.p50:.3f}" if lat and np.isfinite(lat.p50) else "–",
-        f"{lat.p99:.3f}" if lat and np.isfinite(lat.p99) else "–",
-        f"{tp.samples_per_s:.1f}" if tp else "–",
-        f"{acc.cosine:.5f}" if acc else "–",
-        f"{run.samples:,}",
-        run.status + (f": {run.error}" if run.error else ""),
+        str(s.id),
+        s.started_at,
+        s.model,
+        s.config,
+        s.provider,
+        cell(s.p50_ms, 3),
+        cell(s.p99_ms, 3),
+        cell(s.samples_per_s, 1),
+        cell(s.cosine, 5),
+        f"{s.samples:,}",
+        s.status,
     ]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine.config import provider_label
+from engine.analysis.run_summary import summarize
 from engine.errors import OpScopeError
 from engine.files import finite, write_atomic
 from engine.measure.flops import node_flops
@@ -41,10 +41,7 @@ def median_inference(trace: ProfileTrace) -> RunSpan:
 
 def run_label(run: RunRow) -> str:
     """'run 3: demo_cnn.onnx INT8 dynamic fusion=all batch=1 threads=2 (CPU)'."""
-    c = run.config
-    config = c.short_label() if c else "no config"
-    provider = provider_label(run.provider_used or "?")
-    return f"run {run.id}: {run.model_name or '?'} {config} ({provider})"
+    return summarize(run).label
 
 
 def trace_events(run: RunRow, trace: ProfileTrace) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from engine.analysis import report_plots
 from engine.analysis.deltas import CompareError, MetricDelta, OpDiff, Samples
 from engine.analysis.export import write_text
 from engine.analysis.run_compare import RunComparison, compare_runs
+from engine.analysis.run_summary import cell, summarize
 from engine.config import PRECISION_LABELS, provider_label
 from engine.errors import OpScopeError
 from engine.session.reader import SessionReader
@@ -140,25 +141,23 @@ def _runs_section(runs: Sequence[RunRow]) -> str:
         "status",
     )
     rows = []
-    for r in runs:
-        lat, tp, acc = r.latency, r.throughput, r.accuracy
-        status = r.status + (f": {r.error}" if r.error else "")
+    for s in map(summarize, runs):
         rows.append(
             (
-                str(r.id),
-                r.kind,
-                r.model_name or "?",
-                config_text(r),
-                provider_label(r.provider_used),
-                str(r.samples),
-                _num(lat.p50 if lat else None),
-                _num(lat.p90 if lat else None),
-                _num(lat.p99 if lat else None),
-                f"{_num(lat.mean)} ± {_num(lat.std)}" if lat else "-",
-                _num(tp.samples_per_s if tp else None, 1),
-                "-" if r.stable is None else ("yes" if r.stable else "NO"),
-                _num(acc.cosine if acc else None, 5),
-                status,
+                str(s.id),
+                s.kind,
+                s.model,
+                s.config,
+                s.provider,
+                str(s.samples),
+                cell(s.p50_ms),
+                cell(s.p90_ms),
+                cell(s.p99_ms),
+                f"{cell(s.mean_ms)} ± {cell(s.std_ms)}" if s.mean_ms is not None else "-",
+                cell(s.samples_per_s, 1),
+                "-" if s.stable is None else ("yes" if s.stable else "NO"),
+                cell(s.cosine, 5),
+                s.status,
             )
         )
     body = (
@@ -450,16 +449,6 @@ def _diff_row(d: OpDiff) -> tuple[str, ...]:
 
 
 # -- formatting ------------------------------------------------------------------------
-
-
-def config_text(r: RunRow) -> str:
-    c = r.config
-    if c is None:
-        return "-"
-    return (
-        f"{PRECISION_LABELS[c.precision]}, fusion {c.fusion}, batch {c.batch}, "
-        f"threads {c.threads or 'default'}{', spinning' if c.spinning else ''}"
-    )
 
 
 def short_label(r: RunRow) -> str:

@@ -15,8 +15,8 @@ from typing import Any, TextIO
 
 from engine.analysis.deltas import METRICS, MetricDelta, OpDiff
 from engine.analysis.run_compare import RunComparison, compare_refs
+from engine.analysis.run_summary import summarize
 from engine.cli.common import EXIT_OK, write_json
-from engine.config import provider_label
 from engine.session.rows import RunRow
 from engine.session.trust import printable
 
@@ -60,12 +60,11 @@ def print_comparison(comp: RunComparison, threshold: float, out: TextIO, top: in
 
 def describe_run(run: RunRow) -> str:
     """'demo_cnn.onnx  FP32 fusion=all batch=1 threads=2  CPU  224 samples'."""
-    c = run.config
-    config = c.short_label() if c else "-"
-    provider = provider_label(printable(run.provider_used or "-"))
+    s = summarize(run)
     return (
-        f"{_clip(printable(run.model_name or '?'), NAME_WIDTH)}  {config}  {provider}  "
-        f"{run.samples} samples" + ("" if run.status == "ok" else f"  [{run.status}]")
+        f"{_clip(printable(s.model), NAME_WIDTH)}  {printable(s.config)}  "
+        f"{printable(s.provider)}  {s.samples} samples"
+        + ("" if run.status == "ok" else f"  [{printable(run.status)}]")
     )
 
 

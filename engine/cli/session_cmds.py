@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+from engine.analysis.run_summary import cell, summarize
 from engine.cli.common import EXIT_OK, write_json
-from engine.config import RunConfig, provider_label
 from engine.session import RunRow, resolve_run_ref
 from engine.session.reader import SessionReader
 from engine.session.trust import printable
@@ -68,30 +67,22 @@ def print_session(
 
 
 def _cells(r: RunRow) -> tuple[str, ...]:
-    lat, tp = r.latency, r.throughput
-    status = printable(r.status)
-    if r.error:
-        status += ": " + _clip(printable(r.error), 2 * MAX_CELL)
-    if lat is None and r.samples:
+    s = summarize(r)
+    status = _clip(printable(s.status), 2 * MAX_CELL + len(r.status) + 2)
+    if r.latency is None and r.samples:
         status += f" ({r.samples} samples)"
     return (
-        str(r.id),
-        _time(r.started_at),
-        _clip(printable(r.model_name or "?"), MAX_CELL),
-        _config(r.config),
-        _clip(provider_label(printable(r.provider_used or "-")), MAX_CELL),
-        _num(lat.p50 if lat else None, 3),
-        _num(lat.p99 if lat else None, 3),
-        _num(tp.samples_per_s if tp else None, 1),
-        _num(r.accuracy.cosine if r.accuracy else None, 5),
+        str(s.id),
+        printable(s.started_at),
+        _clip(printable(s.model), MAX_CELL),
+        printable(s.config),
+        _clip(printable(s.provider), MAX_CELL),
+        cell(s.p50_ms, 3),
+        cell(s.p99_ms, 3),
+        cell(s.samples_per_s, 1),
+        cell(s.cosine, 5),
         status,
     )
-
-
-def _config(c: RunConfig | None) -> str:
-    if c is None:
-        return "-"
-    return c.short_label()
 
 
 def _time(iso: str | None) -> str:
@@ -99,10 +90,6 @@ def _time(iso: str | None) -> str:
     if not iso:
         return "-"
     return printable(iso[:19].replace("T", " "))
-
-
-def _num(value: float | None, digits: int) -> str:
-    return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
 
 
 def _clip(text: str, width: int) -> str:

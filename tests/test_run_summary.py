@@ -1,0 +1,27 @@
+"""One processor from a recorded run to what the session table, the report, the export
+and the compare line show: each renderer prints the same label and numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.analysis.export import run_label
+from engine.analysis.run_summary import cell, summarize
+from engine.cli.session_cmds import _cells
+from engine.session.reader import SessionReader
+from tests.session_material import record_demo_profile
+
+
+def test_every_renderer_prints_the_summary(tmp_path: Path) -> None:
+    path = tmp_path / "s.opscope"
+    record_demo_profile(path)
+    with SessionReader.open(path) as reader:
+        run = reader.runs()[-1]
+    s = summarize(run)
+    assert s.config.startswith("FP32 fusion=all batch=1") and s.provider == "CPU"
+    assert s.samples == run.samples and s.p50_ms == run.latency.p50  # type: ignore[union-attr]
+    assert s.status == "ok" and s.started_at[4] == "-" and "T" not in s.started_at
+    assert run_label(run) == s.label == f"run {s.id}: demo_cnn.onnx {s.config} (CPU)"
+    row = _cells(run)
+    assert row[3] == s.config and row[5] == cell(s.p50_ms) and row[-1] == "ok"
+    assert cell(None) == cell(float("nan")) == "-" and cell(1.23456, 1) == "1.2"
