@@ -9,6 +9,7 @@ from typing import Protocol
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox
 
+from app.background import Background
 from app.engine_client import EngineClient
 from app.main_window import STEPPED_KEY, MainWindow
 from app.recording import Recording
@@ -58,6 +59,7 @@ def build_menus(wb: Workbench) -> Menus:
 
     w = wb.window
     bar = w.menuBar()
+    exports = Background("export", w)  # reports and traces are written off the GUI thread
 
     def act(
         menu: QMenu,
@@ -101,14 +103,14 @@ def build_menus(wb: Workbench) -> Menus:
     act(
         file,
         "Export &Report…",
-        lambda: _export(wb, "report"),
+        lambda: _export(wb, "report", exports),
         "Ctrl+Shift+E",
         "Write a self-contained HTML report of this session",
     )
     act(
         file,
         "Export &Trace…",
-        lambda: _export(wb, "trace"),
+        lambda: _export(wb, "trace", exports),
         "Ctrl+Shift+T",
         "Write the last profiled inference as a Chrome/Perfetto trace",
     )
@@ -211,7 +213,7 @@ def _save_plot(wb: Workbench) -> None:
         QMessageBox.warning(wb.window, "Cannot save plot", f"{path}: {exc}")
 
 
-def _export(wb: Workbench, kind: str) -> None:
+def _export(wb: Workbench, kind: str, job: Background) -> None:
     from app.exports import export_report, export_trace
 
     suffix, filt = (
@@ -225,11 +227,20 @@ def _export(wb: Workbench, kind: str) -> None:
         return
     wb.recording.flush()
     fn = export_report if kind == "report" else export_trace
-    error = fn(str(wb.recording.path), path)
-    if error:
+    session = str(wb.recording.path)
+    wb.window.statusBar().showMessage(f"writing {kind} {path}…")
+
+    def done(error: str | None) -> None:
+        if error:
+            failed(error)
+        else:
+            wb.window.statusBar().showMessage(f"wrote {path}", 8000)
+
+    def failed(error: str) -> None:
+        wb.window.statusBar().clearMessage()
         QMessageBox.warning(wb.window, f"Cannot export {kind}", error)
-    else:
-        wb.window.statusBar().showMessage(f"wrote {path}", 8000)
+
+    job.submit(lambda: fn(session, path), done, failed)  # a long session takes seconds
 
 
 def _about(wb: Workbench) -> None:

@@ -17,8 +17,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.background import Background
 from engine.analysis.deltas import OpDiff
 from engine.analysis.run_compare import RunComparison, compare_runs
+from engine.analysis.run_summary import summarize
 from engine.errors import OpScopeError
 from engine.session.reader import SessionReader
 from engine.session.rows import RunRow
@@ -40,7 +42,7 @@ class ComparePanel(QWidget):
         self.baseline = QComboBox()
         self.candidate = QComboBox()
         for run in runs:
-            label = f"run {run.id}: {run.config.label() if run.config else '–'}"
+            label = f"run {run.id}: {summarize(run).config}"
             self.baseline.addItem(label, run.id)
             self.candidate.addItem(label, run.id)
         self.baseline.setToolTip("The reference run")
@@ -69,6 +71,7 @@ class ComparePanel(QWidget):
         self.baseline.currentIndexChanged.connect(self.refresh)
         self.candidate.currentIndexChanged.connect(self.refresh)
         self.comparison: RunComparison | None = None
+        self.job = Background("compare", self)
 
     def set_pair(self, baseline_id: int, candidate_id: int) -> None:
         self.baseline.blockSignals(True)
@@ -82,11 +85,24 @@ class ComparePanel(QWidget):
         if b is None or c is None or b == c:
             self.summary.setText("Pick two different runs.")
             return
+        self.summary.setText(f"Comparing run {c} with run {b}…")
+        self.job.submit(lambda: self._compare(self.runs[b], self.runs[c]), self._show, self._failed)
+
+    def _compare(self, baseline: RunRow, candidate: RunRow) -> RunComparison:
+        """On a worker thread, with a reader of its own (the bootstrap over long runs
+        takes seconds: the window must not stall)."""
+        reader = SessionReader.open(self.reader.path)
         try:
-            comp = compare_runs((self.reader, self.runs[b]), (self.reader, self.runs[c]))
-        except (OpScopeError, ValueError) as exc:
-            self.summary.setText(f"Cannot compare: {exc}")
-            return
+            return compare_runs((reader, baseline), (reader, candidate))
+        except ValueError as exc:
+            raise OpScopeError(str(exc)) from exc
+        finally:
+            reader.close()
+
+    def _failed(self, message: str) -> None:
+        self.summary.setText(f"Cannot compare: {message}")
+
+    def _show(self, comp: RunComparison) -> None:
         self.comparison = comp
         changed = "; ".join(f"{k} {v[0]} → {v[1]}" for k, v in comp.config_diff.items())
         notes = " ".join(comp.notes)

@@ -143,7 +143,8 @@ def test_open_session_shows_runs_and_compares(qtbot: QtBot, tmp_path: Path) -> N
     assert window.ops.model.rows  # the last run's op table
     assert window.latency.samples()[0].size > 0
     window.table.selectAll()
-    assert window.compare.comparison is not None
+    qtbot.waitUntil(lambda: window.compare.comparison is not None, timeout=30_000)
+    assert not window.compare.job.busy  # compared on a worker thread, shown on this one
     assert window.compare.metrics.rowCount() >= 1
     assert window.compare.ops.rowCount() > 0
 
