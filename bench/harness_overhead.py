@@ -1,4 +1,5 @@
-"""Harness overhead: OpScope's timing loop vs a bare ONNX Runtime loop, same session.
+"""Harness overhead: OpScope's timing loop over the backend's `Prepared.run_once` vs a bare
+ONNX Runtime loop over the same session.
 
 Alternates the two in rounds inside one process so machine noise hits both alike, and
 reports the throughput ratio (goal >= 0.98). Run: .venv/bin/python bench/harness_overhead.py
@@ -15,11 +16,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.backends.ort.inference_session import open_session, plan_session  # noqa: E402
+from engine import backends  # noqa: E402
+from engine.backends.base import PrepareRequest  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
 from engine.events import TimingDone  # noqa: E402
-from engine.model.info import load_model  # noqa: E402
-from engine.model.inputs import generate_inputs, plan_inputs  # noqa: E402
 from engine.run.timing import TimingPlan, time_inferences  # noqa: E402
 
 
@@ -49,10 +49,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=2.0)
     args = ap.parse_args()
-    model, info = load_model(args.model)
-    feeds = generate_inputs(model, info, plan_inputs(info, 1), seed=0)
-    opened = open_session(args.model, plan_session(RunConfig(), gpu_present=False))
-    sess = opened.session
+    config = RunConfig(provider="cpu")
+    gen = backends.backend_for(config).prepare(PrepareRequest(args.model, config))
+    while True:  # the backend's own preparation: load, inputs, variant, session
+        try:
+            next(gen)
+        except StopIteration as stop:
+            prepared = stop.value
+            break
+    sess, feeds = prepared.opened.session, prepared.feeds  # the same ORT session, bare
 
     def run() -> None:
         sess.run(None, feeds)
@@ -61,11 +66,11 @@ def main() -> None:
     ratios, bare_all, ours_all = [], [], []
     for r in range(args.rounds):
         if r % 2:
-            ours = harness_loop(run, args.seconds, 1)
+            ours = harness_loop(prepared.run_once, args.seconds, 1)
             bare = bare_loop(run, args.seconds)
         else:
             bare = bare_loop(run, args.seconds)
-            ours = harness_loop(run, args.seconds, 1)
+            ours = harness_loop(prepared.run_once, args.seconds, 1)
         bare_all.append(bare)
         ours_all.append(ours)
         ratios.append(ours / bare)

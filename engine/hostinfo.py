@@ -43,32 +43,40 @@ def text(value: object) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-@contextlib.contextmanager
-def nvml() -> Iterator[tuple[Any, str | None]]:
-    """(pynvml initialised, None), or (None, why not); NVML is shut down afterwards."""
+NO_DRIVER = "no NVIDIA driver (NVML library not found)"
+
+
+def start_nvml(lib: Any = None) -> tuple[Any, str | None]:
+    """NVML initialised: (pynvml, or `lib` standing in for it, None), or (None, why not).
+    The caller shuts it down (`nvml()` does, for a short look)."""
+    if lib is None:
+        try:
+            import pynvml
+        except ImportError:
+            return None, "nvidia-ml-py is not installed"
+        lib = pynvml
     try:
-        import pynvml
-    except ImportError:
-        yield None, "nvidia-ml-py is not installed"
-        return
-    try:
-        pynvml.nvmlInit()
+        lib.nvmlInit()
     except Exception as exc:  # NVMLError_LibraryNotFound: no driver; others say why
-        not_found = getattr(pynvml, "NVMLError_LibraryNotFound", ())
-        yield (
-            None,
-            (
-                "no NVIDIA driver (NVML library not found)"
-                if isinstance(exc, not_found) or "Not Found" in str(exc)
-                else f"NVML failed to start: {exc}"
-            ),
-        )
-        return
+        not_found = getattr(lib, "NVMLError_LibraryNotFound", None)
+        if isinstance(not_found, type) and isinstance(exc, not_found):
+            return None, NO_DRIVER
+        if "Not Found" in str(exc):
+            return None, NO_DRIVER
+        return None, f"NVML failed to start: {exc}"
+    return lib, None
+
+
+@contextlib.contextmanager
+def nvml(lib: Any = None) -> Iterator[tuple[Any, str | None]]:
+    """(pynvml initialised, None), or (None, why not); NVML is shut down afterwards."""
+    started, reason = start_nvml(lib)
     try:
-        yield pynvml, None
+        yield started, reason
     finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
+        if started is not None:
+            with contextlib.suppress(Exception):
+                started.nvmlShutdown()
 
 
 def gpu_count() -> int:

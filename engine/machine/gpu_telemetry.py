@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from engine.events import Notice
+from engine.hostinfo import start_nvml
 
 # nvmlClocksEventReason* bits (the same values as the older ClocksThrottleReason names).
 THROTTLE_REASONS = {
@@ -50,20 +51,10 @@ class GpuSampler:
     """Samples every GPU NVML sees; call it (or `sample()`) from the telemetry thread."""
 
     def __init__(self, nvml: Any = None) -> None:
+        nvml, reason = start_nvml(nvml)
         if nvml is None:
-            try:
-                import pynvml
-
-                nvml = pynvml
-            except ImportError as exc:
-                raise GpuUnavailable("nvidia-ml-py is not installed") from exc
+            raise GpuUnavailable(reason or "NVML unavailable")
         self._nvml = nvml
-        try:
-            nvml.nvmlInit()
-        except nvml.NVMLError_LibraryNotFound as exc:
-            raise GpuUnavailable("no NVIDIA driver (NVML library not found)") from exc
-        except nvml.NVMLError as exc:
-            raise GpuUnavailable(f"NVML failed to start: {exc}") from exc
         count = nvml.nvmlDeviceGetCount()
         if not count:
             nvml.nvmlShutdown()

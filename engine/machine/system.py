@@ -14,12 +14,11 @@ import sys
 from typing import Any
 
 from engine.backends.ort.inference_session import CapturedStderr, one_node_model
-from engine.hostinfo import cpu_model, ort_version, package_version
+from engine.hostinfo import NO_DRIVER, cpu_model, ort_version, package_version, start_nvml
 from engine.machine.peaks import load_peaks
 
-__all__ = ["cpu_model", "package_version", "system_info"]
+__all__ = ["NO_DRIVER", "cpu_model", "package_version", "system_info"]
 
-NO_DRIVER = "no NVIDIA driver (NVML library not found)"
 NO_GPU = "no NVIDIA GPU"
 
 
@@ -87,19 +86,9 @@ def providers_info() -> dict[str, list[str]]:
 
 def nvml_info(nvml: Any = None) -> dict[str, Any]:
     """{"gpus": [...], "reason": str | None, "driver", "cuda"} through NVML (`nvml`: pynvml)."""
+    nvml, reason = start_nvml(nvml)
     if nvml is None:
-        try:
-            import pynvml
-
-            nvml = pynvml
-        except ImportError:
-            return {"gpus": [], "reason": "nvidia-ml-py is not installed"}
-    try:
-        nvml.nvmlInit()
-    except nvml.NVMLError_LibraryNotFound:
-        return {"gpus": [], "reason": NO_DRIVER}
-    except nvml.NVMLError as exc:
-        return {"gpus": [], "reason": f"NVML failed to start: {exc}"}
+        return {"gpus": [], "reason": reason}
     try:
         driver = _text(_try(nvml.nvmlSystemGetDriverVersion))
         cuda_int = _try(nvml.nvmlSystemGetCudaDriverVersion)

@@ -8,6 +8,7 @@ from collections.abc import Generator
 from pathlib import Path
 
 from engine.backends.base import Capabilities, Prepared, PrepareRequest
+from engine.backends.ort.variants import VARIANT_PARAMS
 from engine.backends.pytorch.load import is_torch_file
 from engine.events import Event
 from engine.model.info import ModelInfo
@@ -17,7 +18,7 @@ CAPABILITIES = Capabilities(
     label="ONNX Runtime",
     suffixes=(".onnx",),
     file_kind="ONNX models",
-    precisions=("fp32", "fp16", "int8-dynamic", "int8-static"),
+    precisions=("fp32", *VARIANT_PARAMS),  # each variant its module builds
     fusions=("off", "basic", "extended", "layout", "all"),
     providers=("auto", "cpu", "cuda", "tensorrt"),
     fusion_labels={
