@@ -1,0 +1,130 @@
+"""The `load` and `simulate` command lines: traffic, batching and cache flags."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+SubParsers = Any  # argparse's private _SubParsersAction
+
+
+def add_serving_parsers(
+    sub: SubParsers,
+    add_knobs: Callable[[argparse.ArgumentParser], None],
+    positive_float: Callable[[str], float],
+    positive_int: Callable[[str], int],
+    nonneg_float: Callable[[str], float],
+    nonneg_int: Callable[[str], int],
+) -> None:
+    p = sub.add_parser(
+        "load",
+        help="serve a model under open-loop traffic: dynamic batching, a response cache, "
+        "end-to-end latency from each request's scheduled time",
+    )
+    p.add_argument("model", help="an .onnx file (or a PyTorch file)")
+    add_knobs(p)
+    _add_serving(p, positive_float, positive_int, nonneg_float, nonneg_int)
+    p.add_argument(
+        "--duration", type=positive_float, default=10.0, metavar="S",
+        help="seconds of traffic (default 10)",
+    )  # fmt: skip
+    p.set_defaults(handler=_cmd_load)
+
+    p = sub.add_parser(
+        "simulate",
+        help="predict serving under traffic with a discrete-event simulator calibrated "
+        "on the real engine; find the max rate under an SLO, tune batching",
+    )
+    p.add_argument("model", help="an .onnx file (or a PyTorch file), calibrated first")
+    add_knobs(p)
+    _add_serving(p, positive_float, positive_int, nonneg_float, nonneg_int)
+    p.add_argument(
+        "--duration", type=positive_float, default=60.0, metavar="S",
+        help="seconds of simulated traffic (default 60; --requests overrides)",
+    )  # fmt: skip
+    p.add_argument(
+        "--requests", type=positive_int, metavar="N", help="simulate the first N requests"
+    )
+    p.add_argument(
+        "--find", choices=("max-rate",),
+        help="max-rate: the largest rate (this traffic's shape, scaled) whose p99 meets "
+        "--slo-p99",
+    )  # fmt: skip
+    p.add_argument(
+        "--tune-batching", action="store_true",
+        help="search max batch x queue delay x instances for the most capacity under "
+        "--slo-p99",
+    )  # fmt: skip
+    p.add_argument("--slo-p99", type=positive_float, metavar="MS", help="the p99 target (ms)")
+    p.add_argument(
+        "--confirm", action="store_true",
+        help="with --find: serve the found rate on the real engine and show both",
+    )  # fmt: skip
+    p.add_argument(
+        "--curve", action="store_true",
+        help="a capacity curve: offered rate against p50, p99 and throughput, knee marked",
+    )  # fmt: skip
+    p.add_argument("--recalibrate", action="store_true", help="measure the batch times again")
+    p.set_defaults(handler=_cmd_simulate)
+
+
+def _add_serving(
+    p: argparse.ArgumentParser,
+    positive_float: Callable[[str], float],
+    positive_int: Callable[[str], int],
+    nonneg_float: Callable[[str], float],
+    nonneg_int: Callable[[str], int],
+) -> None:
+    g = p.add_argument_group("traffic, batching and cache")
+    g.add_argument(
+        "--traffic", required=True, metavar="SPEC",
+        help="poisson:RATE | constant:RATE | bursts:BASE,PEAK,PERIOD_S,DUTY | ramp:FROM,TO "
+        "| trace:FILE.csv | closed:N",
+    )  # fmt: skip
+    g.add_argument("--max-batch", type=positive_int, default=1, metavar="N", help="default 1")
+    g.add_argument(
+        "--preferred", default="", metavar="4,8", help="preferred batch sizes (comma-separated)"
+    )
+    g.add_argument(
+        "--delay-ms", type=nonneg_float, default=0.0, metavar="D",
+        help="max queue delay before a partial batch is sent (default 0)",
+    )  # fmt: skip
+    g.add_argument(
+        "--queue-limit", type=nonneg_int, default=0, metavar="Q",
+        help="reject requests beyond Q queued (default 0: no limit)",
+    )  # fmt: skip
+    g.add_argument(
+        "--timeout-ms", type=nonneg_float, default=0.0, metavar="T",
+        help="drop a request that waited longer (default 0: never)",
+    )  # fmt: skip
+    g.add_argument(
+        "--instances", type=positive_int, default=1, metavar="K",
+        help="model instances serving concurrently (default 1)",
+    )  # fmt: skip
+    g.add_argument(
+        "--cache", type=nonneg_int, default=0, metavar="N",
+        help="response cache entries (LRU; default 0: off)",
+    )  # fmt: skip
+    g.add_argument(
+        "--repeat", type=nonneg_float, default=0.0, metavar="R",
+        help="share of requests that repeat an earlier one, Zipf-popular (default 0)",
+    )  # fmt: skip
+    g.add_argument(
+        "--closed-requests", type=positive_int, default=2000, metavar="N",
+        help="closed:N traffic: requests in all (default 2000)",
+    )  # fmt: skip
+    g.add_argument("--seed", type=int, default=0, help="seed for traffic and inputs")
+    g.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
+
+
+def _cmd_load(args: argparse.Namespace) -> int:
+    from engine.cli.serve_cmds import cmd_load
+
+    return cmd_load(args)
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from engine.cli.serve_cmds import cmd_simulate
+
+    return cmd_simulate(args)

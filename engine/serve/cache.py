@@ -1,0 +1,38 @@
+"""A response cache: LRU of N entries keyed by request content. A response is stored when
+it completes; a request whose key is stored is a hit and returns without the model."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+
+class ResponseCache:
+    def __init__(self, size: int) -> None:
+        if size < 0:
+            raise ValueError(f"cache size must be 0 (off) or more, got {size}")
+        self.size = size
+        self._entries: OrderedDict[int, None] = OrderedDict()
+        self.hits = 0
+        self.lookups = 0
+
+    def lookup(self, key: int) -> bool:
+        """Whether `key` is stored (a hit moves it to the most recent place)."""
+        if not self.size:
+            return False
+        self.lookups += 1
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return True
+        return False
+
+    def store(self, key: int) -> None:
+        if not self.size:
+            return
+        self._entries[key] = None
+        self._entries.move_to_end(key)
+        if len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)

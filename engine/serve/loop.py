@@ -1,0 +1,259 @@
+"""The real serving loop: requests sent at their scheduled times by a generator thread,
+queued, batched by the same rules as the simulator (`batching.take`), stacked along the
+batch axis and run by `instances` worker threads with the backend's `run_batch`.
+
+Open loop: the generator never waits for the server. A request's latency runs from its
+scheduled time, so when the generator itself falls behind (a slow machine, a GC pause)
+that shows in the latency, and its lateness is measured and reported. `closed:N` is a
+closed loop instead: N clients, each sending when its last reply arrived.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from engine.backends.base import Feeds
+from engine.events import Event, Notice, Progress
+from engine.serve.batching import BatchPolicy, take
+from engine.serve.cache import ResponseCache
+from engine.serve.records import REJECTED, TIMED_OUT, ServeRecords
+from engine.serve.traffic import Schedule
+
+LEAD_S = 0.05  # the schedule starts this long after the threads do
+PROGRESS_S = 0.5
+LATE_WARN_MS = 2.0  # generator lateness p99 above this is reported as a warning
+SWITCH_S = 0.0005  # GIL switch interval while serving (Python's default is 5 ms)
+
+
+class ServingLoop:
+    """One serving run. `run()` yields progress until every request has ended."""
+
+    def __init__(
+        self,
+        run_batch: Callable[[Feeds], object],
+        request_feeds: Callable[[int], Feeds],
+        schedule: Schedule,
+        policy: BatchPolicy,
+        cache_size: int = 0,
+        closed_clients: int = 0,
+        closed_requests: int = 0,
+    ) -> None:
+        self.run_batch = run_batch
+        self.request_feeds = request_feeds
+        self.policy = policy
+        self.closed = closed_clients > 0
+        self.clients = closed_clients
+        n = closed_requests if self.closed else len(schedule)
+        self.keys: list[int] = schedule.keys[:n].tolist()
+        if len(self.keys) < n:
+            raise ValueError("the schedule has fewer keys than requests")
+        self.rec = ServeRecords.empty(n)
+        if not self.closed:
+            self.rec.scheduled[:] = schedule.times
+        self.cache = ResponseCache(cache_size)
+        self.queue: deque[int] = deque()
+        self.cond = threading.Condition()
+        self.sent = 0  # requests handed to the server so far
+        self.ended = 0  # requests completed, rejected or timed out
+        self.generator_done = False
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.batches: list[tuple[float, float, int, int]] = []
+        self._client_events = [threading.Event() for _ in range(closed_clients)]
+        self._owner: dict[int, int] = {}  # closed loop: request -> client
+        self.t0 = 0.0
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> Iterator[Event]:
+        n = len(self.rec)
+        threads = [
+            threading.Thread(target=self._worker, args=(k,), name=f"opscope-instance-{k}")
+            for k in range(self.policy.instances)
+        ]
+        if self.closed:
+            self._next = 0
+            self._next_lock = threading.Lock()
+            senders = [
+                threading.Thread(target=self._client, args=(c,), name=f"opscope-client-{c}")
+                for c in range(self.clients)
+            ]
+        else:
+            senders = [threading.Thread(target=self._generator, name="opscope-traffic")]
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_S)  # a worker back from the engine gets the GIL sooner
+        self.t0 = time.perf_counter() + LEAD_S
+        for th in threads + senders:
+            th.daemon = True
+            th.start()
+        try:
+            while True:
+                for th in senders:
+                    th.join(PROGRESS_S / max(1, len(senders)))
+                yield Progress(
+                    "load",
+                    self.ended,
+                    n,
+                    f"{self.sent:,} sent, {self.ended:,} done, {len(self.queue)} queued",
+                )
+                if self.error is not None:
+                    raise self.error
+                if not any(th.is_alive() for th in senders) and self.ended >= self.sent:
+                    break
+        finally:
+            self.stop.set()
+            with self.cond:
+                self.generator_done = True
+                self.cond.notify_all()
+            for th in threads:
+                th.join(10)
+            for th in senders:
+                th.join(10)
+            sys.setswitchinterval(switch)
+        self._drop_unsent()
+        late = (self.rec.sent - self.rec.scheduled)[: self.sent] * 1e3
+        if late.size and float(np.percentile(late, 99)) > LATE_WARN_MS:
+            yield Notice(
+                "warning",
+                f"the traffic generator ran late (p99 {np.percentile(late, 99):.1f} ms "
+                "behind schedule): the machine could not send at this rate; latencies "
+                "still run from the scheduled times",
+            )
+
+    def records(self) -> ServeRecords:
+        rec = self.rec
+        if self.batches:
+            start, end, size, inst = (np.asarray(c) for c in zip(*self.batches, strict=True))
+            rec.batch_start, rec.batch_end = start, end
+            rec.batch_size, rec.batch_instance = size.astype(np.int64), inst.astype(np.int64)
+        rec.check()
+        return rec
+
+    # ------------------------------------------------------------------ senders
+    def _generator(self) -> None:
+        sched = self.rec.scheduled
+        t0 = self.t0
+        for j in range(len(sched)):
+            if self.stop.is_set():
+                return
+            due = t0 + sched[j]
+            wait = due - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+            self._submit(j, time.perf_counter() - t0)
+        with self.cond:
+            self.generator_done = True
+            self.cond.notify_all()
+
+    def _client(self, c: int) -> None:
+        done = self._client_events[c]
+        while not self.stop.is_set():
+            with self._next_lock:
+                j = self._next
+                if j >= len(self.rec):
+                    return
+                self._next += 1
+            now = time.perf_counter() - self.t0
+            self.rec.scheduled[j] = now  # a closed loop sends when it is ready
+            done.clear()
+            with self.cond:
+                self._owner[j] = c
+            self._submit(j, now)
+            while not done.wait(0.5):
+                if self.stop.is_set():
+                    return
+
+    def _submit(self, j: int, now: float) -> None:
+        rec = self.rec
+        with self.cond:
+            rec.sent[j] = now
+            self.sent += 1
+            if self.cache.lookup(self.keys[j]):
+                rec.hit[j] = True
+                rec.done[j] = now
+                self._end(j)
+                return
+            if self.policy.queue_limit and len(self.queue) >= self.policy.queue_limit:
+                rec.outcome[j] = REJECTED
+                self._end(j)
+                return
+            self.queue.append(j)
+            self.cond.notify()
+
+    def _end(self, j: int) -> None:
+        """Under the lock: request `j` has ended (its client may send again)."""
+        self.ended += 1
+        if self.closed:
+            self._client_events[self._owner.pop(j)].set()
+
+    # ------------------------------------------------------------------ instances
+    def _worker(self, instance: int) -> None:
+        rec, policy, queue = self.rec, self.policy, self.queue
+        timeout = policy.timeout_s
+        while True:
+            with self.cond:
+                while True:
+                    now = time.perf_counter() - self.t0
+                    while queue and now - rec.scheduled[queue[0]] > timeout:
+                        j = queue.popleft()
+                        rec.outcome[j] = TIMED_OUT
+                        rec.dequeued[j] = now
+                        self._end(j)
+                    k, wait = take(len(queue), now - rec.sent[queue[0]] if queue else 0.0, policy)
+                    if k:
+                        members = [queue.popleft() for _ in range(k)]
+                        break
+                    if self.generator_done and not queue:
+                        self.cond.notify_all()
+                        return
+                    self.cond.wait(None if math.isinf(wait) else wait)
+            feeds = self._stack(members)
+            start = time.perf_counter() - self.t0
+            try:
+                self.run_batch(feeds)
+            except BaseException as exc:  # the run stops; what was recorded is kept
+                self.error = exc
+                self.stop.set()
+                with self.cond:
+                    for j in members:
+                        rec.outcome[j] = TIMED_OUT
+                        rec.dequeued[j] = start
+                        self._end(j)
+                    self.generator_done = True
+                    self.cond.notify_all()
+                return
+            end = time.perf_counter() - self.t0
+            with self.cond:
+                b = len(self.batches)
+                self.batches.append((start, end, k, instance))
+                for j in members:
+                    rec.dequeued[j] = start
+                    rec.done[j] = end
+                    rec.batch[j] = b
+                    self.cache.store(self.keys[j])
+                    self._end(j)
+
+    def _stack(self, members: list[int]) -> Feeds:
+        parts = [self.request_feeds(self.keys[j]) for j in members]
+        if len(parts) == 1:
+            return parts[0]
+        return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+
+    def _drop_unsent(self) -> None:
+        """A cancelled run keeps only the requests it sent; queued ones timed out."""
+        rec = self.rec
+        with self.cond:
+            for j in list(self.queue):
+                rec.outcome[j] = TIMED_OUT
+                rec.dequeued[j] = time.perf_counter() - self.t0
+            self.queue.clear()
+        sent = np.isfinite(rec.sent)
+        if not sent.all():
+            for name in ("scheduled", "sent", "dequeued", "done", "batch", "hit", "outcome"):
+                setattr(rec, name, getattr(rec, name)[sent])

@@ -1,0 +1,150 @@
+"""What a serving run recorded, request by request, and the one statistics path that both
+the real loop and the simulator go through (so they differ only in their service model).
+
+Every time is in seconds from the run's start. A request's latency runs from its
+*scheduled* arrival, not from when it was sent: a generator that fell behind, or a queue
+that backed up, shows in the latency (no coordinated omission).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.measure.stats import latency_stats
+
+OK, REJECTED, TIMED_OUT = 0, 1, 2
+OUTCOMES = ("ok", "rejected", "timed_out")
+
+
+@dataclass
+class ServeRecords:
+    """Per request (arrays of one length), per batch, and the queue depth over time."""
+
+    scheduled: np.ndarray  # when the request was due
+    sent: np.ndarray  # when it reached the server (the simulator: when due)
+    dequeued: np.ndarray  # when a batch took it, or it timed out (NaN: hit, rejected)
+    done: np.ndarray  # when its response was ready (NaN: rejected, timed out)
+    batch: np.ndarray  # batch id (-1: none)
+    hit: np.ndarray  # answered by the response cache
+    outcome: np.ndarray  # OK, REJECTED, TIMED_OUT
+    batch_start: np.ndarray = field(default_factory=lambda: np.empty(0))
+    batch_end: np.ndarray = field(default_factory=lambda: np.empty(0))
+    batch_size: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    batch_instance: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+    @classmethod
+    def empty(cls, n: int) -> ServeRecords:
+        nan = np.full(n, np.nan)
+        return cls(
+            scheduled=np.zeros(n),
+            sent=nan.copy(),
+            dequeued=nan.copy(),
+            done=nan.copy(),
+            batch=np.full(n, -1, np.int64),
+            hit=np.zeros(n, bool),
+            outcome=np.zeros(n, np.int8),
+        )
+
+    def __len__(self) -> int:
+        return int(self.scheduled.size)
+
+    def check(self) -> None:
+        """Nothing is lost: every request sent ended as ok, rejected or timed out, and an
+        ok request has a completion time."""
+        ok = self.outcome == OK
+        if np.isnan(self.done[ok]).any():
+            raise AssertionError("a request counted ok has no completion time")
+
+
+def summarize(records: ServeRecords) -> dict[str, Any]:
+    """The JSON fields every serving run reports (README, `opscope load`)."""
+    r = records
+    ok = r.outcome == OK
+    served = ok & ~r.hit
+    latency = (r.done[ok] - r.scheduled[ok]) * 1e3
+    queue = (r.dequeued[served] - r.sent[served]) * 1e3
+    service = (r.batch_end - r.batch_start) * 1e3
+    lat = latency_stats(np.round(latency * 1e6).astype(np.int64))
+    sizes = r.batch_size
+    hist = Counter(int(s) for s in sizes)
+    span = _span(r)
+    lateness = (r.sent - r.scheduled) * 1e3
+    lateness = lateness[np.isfinite(lateness)]
+    depth_max, depth_p99 = _depth(r)
+    return {
+        "requests": {
+            "sent": len(r),
+            "completed": int(ok.sum()),
+            "rejected": int((r.outcome == REJECTED).sum()),
+            "timed_out": int((r.outcome == TIMED_OUT).sum()),
+            "cache_hits": int((r.hit & ok).sum()),
+        },
+        "latency_ms": {
+            "count": lat.count,
+            "mean": lat.mean,
+            "p50": lat.p50,
+            "p90": lat.p90,
+            "p99": lat.p99,
+            "max": lat.max,
+        },
+        "queue_ms": _pcts(queue),
+        "service_ms": _pcts(service),
+        "batch_size": {
+            "count": int(sizes.size),
+            "mean": float(sizes.mean()) if sizes.size else math.nan,
+            "histogram": {str(k): hist[k] for k in sorted(hist)},
+        },
+        "throughput": {"requests_per_s": float(ok.sum() / span) if span > 0 else math.nan},
+        "queue_depth": {"max": depth_max, "p99": depth_p99},
+        "generator": {
+            "lateness_p99_ms": float(np.percentile(lateness, 99)) if lateness.size else 0.0,
+            "lateness_max_ms": float(lateness.max()) if lateness.size else 0.0,
+        },
+        "duration_s": span,
+    }
+
+
+def _pcts(values_ms: np.ndarray) -> dict[str, float]:
+    if values_ms.size == 0:
+        return {"p50": math.nan, "p99": math.nan}
+    p50, p99 = np.percentile(values_ms, [50, 99])
+    return {"p50": float(p50), "p99": float(p99)}
+
+
+def _span(r: ServeRecords) -> float:
+    """From the first scheduled arrival to the last response (or the last arrival)."""
+    if not len(r):
+        return 0.0
+    end = np.nanmax(np.concatenate([r.done, r.scheduled]))
+    return float(end - r.scheduled.min())
+
+
+def depth_series(r: ServeRecords) -> tuple[np.ndarray, np.ndarray]:
+    """Queue depth over time, exactly: +1 when a request joined the queue, -1 when a
+    batch took it or it timed out. (t, depth after the change), in time order."""
+    queued = np.isfinite(r.dequeued) & ~r.hit
+    enter, leave = r.sent[queued], r.dequeued[queued]
+    t = np.concatenate([enter, leave])
+    step = np.concatenate([np.ones(enter.size, np.int64), -np.ones(leave.size, np.int64)])
+    order = np.lexsort((step, t))  # at equal times the leave (-1) comes first
+    return t[order], np.cumsum(step[order])
+
+
+def _depth(r: ServeRecords) -> tuple[int, float]:
+    """Queue depth: its maximum, and its 99th percentile over time (time-weighted)."""
+    t, d = depth_series(r)
+    if d.size == 0:
+        return 0, 0.0
+    widths = np.diff(np.append(t, t[-1]))
+    total = widths.sum()
+    if total <= 0:
+        return int(d.max()), float(d.max())
+    order = np.argsort(d, kind="stable")
+    cum = np.cumsum(widths[order]) / total
+    p99 = float(d[order][min(int(np.searchsorted(cum, 0.99)), d.size - 1)])
+    return int(d.max()), p99

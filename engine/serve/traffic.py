@@ -1,0 +1,336 @@
+"""Traffic: when requests arrive and what they ask for, seeded and known in advance.
+
+Specs: `poisson:RATE`, `constant:RATE`, `bursts:BASE,PEAK,PERIOD_S,DUTY` (Poisson at BASE/s
+with PEAK/s for the first DUTY share of every PERIOD_S seconds), `ramp:FROM,TO` (Poisson
+whose rate moves linearly over the run: finds the knee), `trace:FILE.csv` (arrival times
+replayed; optional key and size columns) and `closed:N` (N clients, each sending when its
+last reply arrived: a closed loop, labelled as such, with no schedule).
+
+Request content: a share `repeat` of requests repeat an earlier distinct request, chosen
+with Zipf-like popularity (the earliest distinct requests are the most popular), so a
+response cache has something to absorb. A trace's key column replaces this.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.errors import ConfigError, InputError
+
+KINDS = ("poisson", "constant", "bursts", "ramp", "trace", "closed")
+ZIPF_S = 1.2  # popularity exponent of repeated requests
+MAX_REQUESTS = 50_000_000  # a schedule larger than this is refused before it is built
+
+
+@dataclass(frozen=True)
+class TrafficSpec:
+    """A parsed traffic spec; `text` is what the user wrote (for labels and JSON)."""
+
+    kind: str
+    text: str
+    rate: float = 0.0  # poisson, constant
+    base: float = 0.0  # bursts
+    peak: float = 0.0
+    period_s: float = 0.0
+    duty: float = 0.0
+    start_rate: float = 0.0  # ramp
+    end_rate: float = 0.0
+    path: str | None = None  # trace
+    clients: int = 0  # closed
+
+    @property
+    def closed(self) -> bool:
+        return self.kind == "closed"
+
+    def mean_rate(self) -> float:
+        """Requests per second averaged over a run (0 for a closed loop or a trace)."""
+        if self.kind in ("poisson", "constant"):
+            return self.rate
+        if self.kind == "bursts":
+            return self.base + (self.peak - self.base) * self.duty
+        if self.kind == "ramp":
+            return 0.5 * (self.start_rate + self.end_rate)
+        return 0.0
+
+    def scaled(self, factor: float) -> TrafficSpec:
+        """The same shape at `factor` times the rate (the capacity search moves this)."""
+        if self.kind in ("trace", "closed"):
+            raise ConfigError(f"traffic {self.text}: cannot be scaled (use a rate pattern)")
+        spec = replace(
+            self,
+            rate=self.rate * factor,
+            base=self.base * factor,
+            peak=self.peak * factor,
+            start_rate=self.start_rate * factor,
+            end_rate=self.end_rate * factor,
+        )
+        return replace(spec, text=spec.describe())
+
+    def describe(self) -> str:
+        if self.kind in ("poisson", "constant"):
+            return f"{self.kind}:{self.rate:g}"
+        if self.kind == "bursts":
+            return f"bursts:{self.base:g},{self.peak:g},{self.period_s:g},{self.duty:g}"
+        if self.kind == "ramp":
+            return f"ramp:{self.start_rate:g},{self.end_rate:g}"
+        if self.kind == "trace":
+            return f"trace:{self.path}"
+        return f"closed:{self.clients}"
+
+    def to_json(self) -> dict[str, Any]:
+        keep = {
+            "poisson": ("rate",),
+            "constant": ("rate",),
+            "bursts": ("base", "peak", "period_s", "duty"),
+            "ramp": ("start_rate", "end_rate"),
+            "trace": ("path",),
+            "closed": ("clients",),
+        }[self.kind]
+        data = asdict(self)
+        return {"kind": self.kind, "spec": self.text, **{k: data[k] for k in keep}}
+
+
+def parse_traffic(text: str) -> TrafficSpec:
+    """A spec from its text; a ConfigError naming what is wrong otherwise."""
+    kind, sep, args = text.strip().partition(":")
+    kind = kind.lower()
+    if not sep or kind not in KINDS:
+        raise ConfigError(
+            f"traffic {text!r}: expected one of poisson:RATE, constant:RATE, "
+            "bursts:BASE,PEAK,PERIOD_S,DUTY, ramp:FROM,TO, trace:FILE.csv, closed:N"
+        )
+    if kind == "trace":
+        if not args:
+            raise ConfigError(f"traffic {text!r}: trace needs a file (trace:FILE.csv)")
+        return TrafficSpec("trace", text, path=args)
+    values = _numbers(text, args)
+    if kind in ("poisson", "constant"):
+        (rate,) = _count(text, values, 1)
+        return TrafficSpec(kind, text, rate=_positive(text, "rate", rate))
+    if kind == "bursts":
+        base, peak, period, duty = _count(text, values, 4)
+        if base < 0 or not math.isfinite(base):
+            raise ConfigError(f"traffic {text!r}: base rate must be 0 or more, got {base:g}")
+        _positive(text, "peak rate", peak)
+        _positive(text, "period", period)
+        if not 0 < duty < 1:
+            raise ConfigError(f"traffic {text!r}: duty must be between 0 and 1, got {duty:g}")
+        return TrafficSpec(kind, text, base=base, peak=peak, period_s=period, duty=duty)
+    if kind == "ramp":
+        start, end = _count(text, values, 2)
+        if start < 0 or end < 0 or max(start, end) <= 0 or not math.isfinite(start + end):
+            raise ConfigError(f"traffic {text!r}: ramp rates must be 0 or more, one positive")
+        return TrafficSpec(kind, text, start_rate=start, end_rate=end)
+    (clients,) = _count(text, values, 1)
+    if clients < 1 or clients != int(clients) or clients > 10_000:
+        raise ConfigError(f"traffic {text!r}: closed needs 1 to 10000 clients")
+    return TrafficSpec(kind, text, clients=int(clients))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Requests in arrival order: scheduled time (s from the start), content key, and an
+    input size when a trace gives one. Empty for a closed loop (its clients send)."""
+
+    times: np.ndarray  # float64, non-decreasing
+    keys: np.ndarray  # int64
+    sizes: np.ndarray | None = None  # int64, from a trace's size column
+
+    def __len__(self) -> int:
+        return int(self.times.size)
+
+
+def make_schedule(
+    spec: TrafficSpec,
+    duration_s: float,
+    seed: int = 0,
+    repeat: float = 0.0,
+    requests: int | None = None,
+) -> Schedule:
+    """The arrivals of `spec` over `duration_s` (or its first `requests`), seeded."""
+    if not 0.0 <= repeat < 1.0:
+        raise ConfigError(f"repeat must be at least 0 and below 1, got {repeat:g}")
+    rng = np.random.default_rng(seed)
+    if spec.kind == "closed":
+        return Schedule(np.empty(0), np.empty(0, np.int64))
+    if spec.kind == "trace":
+        assert spec.path is not None
+        times, keys, sizes = read_trace(spec.path)
+        n = times.size
+        if requests is not None:
+            n = min(n, requests)
+        elif duration_s > 0 and math.isfinite(duration_s):
+            n = int(np.searchsorted(times, duration_s, side="right"))
+        key_arr = keys[:n] if keys is not None else repeat_keys(rng, n, repeat)
+        return Schedule(times[:n], key_arr, sizes[:n] if sizes is not None else None)
+    if requests is not None:  # long enough for `requests` arrivals at the mean rate
+        duration_s = 1.2 * requests / spec.mean_rate() + 1.0
+    expected = spec.mean_rate() * duration_s
+    if expected > MAX_REQUESTS:
+        raise ConfigError(
+            f"traffic {spec.text} over {duration_s:g} s is {expected:,.0f} requests; "
+            f"at most {MAX_REQUESTS:,} fit in memory"
+        )
+    if spec.kind == "constant":
+        times = np.arange(0.0, duration_s, 1.0 / spec.rate)
+    else:
+        times = _poisson_times(rng, spec, duration_s)
+    if requests is not None:
+        times = times[:requests]
+    return Schedule(times, repeat_keys(rng, times.size, repeat))
+
+
+def _poisson_times(rng: np.random.Generator, spec: TrafficSpec, duration_s: float) -> np.ndarray:
+    """A non-homogeneous Poisson process by inversion: unit-rate arrivals mapped through
+    the inverse of the cumulative rate Lambda(t) (exact for piecewise-linear rates)."""
+    grid, cum = _cumulative_rate(spec, duration_s)
+    total = float(cum[-1])
+    n = int(rng.poisson(total))
+    unit = np.sort(rng.uniform(0.0, total, n))
+    times: np.ndarray = np.interp(unit, cum, grid)
+    return times
+
+
+def _cumulative_rate(spec: TrafficSpec, duration_s: float) -> tuple[np.ndarray, np.ndarray]:
+    if spec.kind == "poisson":
+        return np.array([0.0, duration_s]), np.array([0.0, spec.rate * duration_s])
+    if spec.kind == "ramp":  # Lambda is quadratic: a fine grid makes interp near exact
+        t = np.linspace(0.0, duration_s, 4097)
+        slope = (spec.end_rate - spec.start_rate) / duration_s
+        return t, spec.start_rate * t + 0.5 * slope * t * t
+    # bursts: piecewise constant, PEAK for the first DUTY share of each period
+    edges = [0.0]
+    rates = []
+    start = 0.0
+    while start < duration_s:
+        hi = min(start + spec.duty * spec.period_s, duration_s)
+        edges.append(hi)
+        rates.append(spec.peak)
+        end = min(start + spec.period_s, duration_s)
+        if end > hi:
+            edges.append(end)
+            rates.append(spec.base)
+        start += spec.period_s
+    t = np.array(edges)
+    cum = np.concatenate([[0.0], np.cumsum(np.diff(t) * np.array(rates))])
+    return t, cum
+
+
+def repeat_keys(rng: np.random.Generator, n: int, repeat: float) -> np.ndarray:
+    """Content keys: each request is new with probability 1 - repeat, otherwise a repeat
+    of one of the distinct requests so far, the k-th earliest with weight ~ k^-ZIPF_S."""
+    keys = np.arange(n, dtype=np.int64)
+    if repeat <= 0 or n == 0:
+        return keys
+    is_repeat = rng.random(n) < repeat
+    is_repeat[0] = False
+    new = (~is_repeat).astype(np.int64)
+    seen: np.ndarray = np.cumsum(new)
+    distinct_before: np.ndarray = seen - new  # distinct keys seen before each request
+    ids: np.ndarray = seen - 1  # a new request's key: its rank among distinct requests
+    m: np.ndarray = distinct_before[is_repeat].astype(np.float64)
+    u = rng.random(m.size)
+    one_minus = 1.0 - ZIPF_S
+    # inverse CDF of a density ~ x^-s on [1, m + 1): its floor is a rank in 1..m
+    x = (1.0 + u * ((m + 1.0) ** one_minus - 1.0)) ** (1.0 / one_minus)
+    ranks = np.clip(np.floor(x), 1, np.maximum(m, 1)).astype(np.int64)
+    keys = ids.astype(np.int64)
+    keys[is_repeat] = ranks - 1
+    return keys
+
+
+def read_trace(path: str) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Arrival times (s, shifted to start at 0), keys and sizes from a CSV file: the first
+    column is the time (seconds); optional `key` and `size` columns by header name. A bad
+    line is named in a one-line error."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("traffic trace not found (or not a regular file)", path)
+    times: list[float] = []
+    keys: list[str] = []
+    sizes: list[int] = []
+    key_col = size_col = None
+    first = True
+    try:
+        with p.open(newline="", encoding="utf-8", errors="replace") as fh:
+            for lineno, row in enumerate(csv.reader(fh), start=1):
+                if not row or not "".join(row).strip() or row[0].lstrip().startswith("#"):
+                    continue
+                if first:  # a header names the columns; its first cell is not a number
+                    first = False
+                    if not _is_number(row[0]):
+                        header = [c.strip().lower() for c in row]
+                        key_col = header.index("key") if "key" in header else None
+                        size_col = header.index("size") if "size" in header else None
+                        continue
+                t = _cell_float(path, lineno, row, 0, "time")
+                if times and t < times[-1]:
+                    raise InputError(f"line {lineno}: time {t:g} goes back in time", path)
+                times.append(t)
+                if key_col is not None:
+                    keys.append(row[key_col].strip() if key_col < len(row) else "")
+                if size_col is not None:
+                    size = _cell_float(path, lineno, row, size_col, "size")
+                    if size < 1 or size != int(size):
+                        raise InputError(f"line {lineno}: size must be a positive integer", path)
+                    sizes.append(int(size))
+                if len(times) > MAX_REQUESTS:
+                    raise InputError(f"more than {MAX_REQUESTS:,} requests", path)
+    except (OSError, UnicodeError, csv.Error) as exc:
+        raise InputError(f"cannot read the trace ({exc})", path) from exc
+    if not times:
+        raise InputError("the trace has no arrival times", path)
+    arr = np.asarray(times, dtype=np.float64)
+    arr -= arr[0]
+    key_arr = None
+    if key_col is not None:
+        index: dict[str, int] = {}
+        key_arr = np.array([index.setdefault(k, len(index)) for k in keys], dtype=np.int64)
+    size_arr = np.asarray(sizes, dtype=np.int64) if size_col is not None else None
+    return arr, key_arr, size_arr
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def _cell_float(path: str, lineno: int, row: list[str], col: int, what: str) -> float:
+    if col >= len(row):
+        raise InputError(f"line {lineno}: no {what} column", path)
+    try:
+        value = float(row[col])
+    except ValueError:
+        raise InputError(
+            f"line {lineno}: {what} {row[col].strip()!r} is not a number", path
+        ) from None
+    if not math.isfinite(value):
+        raise InputError(f"line {lineno}: {what} must be finite", path)
+    return value
+
+
+def _numbers(text: str, args: str) -> list[float]:
+    try:
+        return [float(a) for a in args.split(",") if a.strip()]
+    except ValueError:
+        raise ConfigError(f"traffic {text!r}: {args!r} are not numbers") from None
+
+
+def _count(text: str, values: list[float], n: int) -> list[float]:
+    if len(values) != n:
+        raise ConfigError(f"traffic {text!r}: expected {n} number{'s' * (n > 1)}")
+    return values
+
+
+def _positive(text: str, what: str, value: float) -> float:
+    if not value > 0 or not math.isfinite(value):
+        raise ConfigError(f"traffic {text!r}: {what} must be positive, got {value:g}")
+    return value

@@ -1,0 +1,110 @@
+"""The simulator against closed-form queueing results, its two event loops against each
+other, and nothing lost."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.serve.batching import BatchPolicy
+from engine.serve.records import OK, REJECTED, TIMED_OUT, summarize
+from engine.serve.service import ServiceModel
+from engine.serve.simulate import simulate
+from engine.serve.traffic import Schedule, make_schedule, parse_traffic
+
+
+def service(samples_ms: np.ndarray, size: int = 1) -> ServiceModel:
+    return ServiceModel({size: samples_ms / 1e3}, {})
+
+
+def poisson(rate: float, n: int, seed: int = 1, repeat: float = 0.0) -> Schedule:
+    return make_schedule(parse_traffic(f"poisson:{rate}"), 0, seed, repeat, requests=n)
+
+
+def test_mm1_waits_match_the_formula() -> None:
+    """M/M/1, mean service 1 ms at 70% load: mean time in system 1/(mu - lambda)."""
+    rng = np.random.default_rng(0)
+    svc = service(rng.exponential(1.0, 100_000))
+    mean_s = float(svc.samples[1].mean())
+    lam = 0.7 / mean_s
+    s = summarize(simulate(poisson(lam, 200_000), BatchPolicy(), svc))
+    expected_ms = 1e3 / (1 / mean_s - lam)
+    assert s["latency_ms"]["mean"] == pytest.approx(expected_ms, rel=0.05)
+    # the sojourn time of M/M/1 is exponential: p99 = ln(100) x mean
+    assert s["latency_ms"]["p99"] == pytest.approx(np.log(100) * expected_ms, rel=0.08)
+
+
+def test_md1_waits_match_pollaczek_khinchine() -> None:
+    """M/D/1 at 80% load: mean wait in queue rho / (2 mu (1 - rho))."""
+    svc = service(np.full(10, 2.0))  # 2 ms, deterministic
+    rho = 0.8
+    lam = rho / 2e-3
+    s = summarize(simulate(poisson(lam, 200_000, seed=4), BatchPolicy(), svc))
+    wait_ms = 1e3 * rho / (2 * (1 / 2e-3) * (1 - rho))
+    assert s["latency_ms"]["mean"] == pytest.approx(2.0 + wait_ms, rel=0.05)
+
+
+def test_both_event_loops_agree() -> None:
+    """The fast loop (no cache, no queue limit) and the general one on the same input."""
+    rng = np.random.default_rng(2)
+    svc = ServiceModel(
+        {1: rng.gamma(4, 0.25e-3, 500), 4: rng.gamma(4, 0.5e-3, 500), 8: rng.gamma(4, 0.8e-3, 500)},
+        {},
+    )
+    sched = make_schedule(parse_traffic("bursts:500,4000,2,0.2"), 20.0, seed=5)
+    for policy in (
+        BatchPolicy(max_batch=8, delay_ms=1.0, instances=2),
+        BatchPolicy(max_batch=8, preferred=(4,), delay_ms=3.0, timeout_ms=20.0),
+    ):
+        fast = simulate(sched, policy, svc, seed=7)
+        general = simulate(sched, policy, svc, seed=7, cache_size=0, closed_clients=0)
+        unlimited = BatchPolicy(**{**policy.to_json(), "preferred": policy.preferred,
+                                   "queue_limit": 10**9})  # fmt: skip
+        general = simulate(sched, unlimited, svc, seed=7)
+        np.testing.assert_allclose(fast.done, general.done, equal_nan=True)
+        assert np.array_equal(fast.outcome, general.outcome)
+        assert np.array_equal(fast.batch_size, general.batch_size)
+
+
+def test_nothing_is_lost_and_limits_hold() -> None:
+    svc = service(np.full(10, 5.0))  # 200/s capacity at batch 1
+    sched = poisson(400, 4000)  # twice the capacity
+    rec = simulate(sched, BatchPolicy(queue_limit=10, timeout_ms=30.0), svc)
+    outcomes = np.bincount(rec.outcome, minlength=3)
+    assert outcomes.sum() == len(sched)
+    assert outcomes[REJECTED] > 0 and outcomes[TIMED_OUT] >= 0 and outcomes[OK] > 0
+    ok = rec.outcome == OK
+    assert np.all(rec.done[ok] - rec.scheduled[ok] <= 30e-3 + 5e-3 + 1e-9)
+    s = summarize(rec)
+    assert s["queue_depth"]["max"] <= 10
+    req = s["requests"]
+    assert req["completed"] + req["rejected"] + req["timed_out"] == req["sent"] == 4000
+
+
+def test_the_cache_absorbs_repeats() -> None:
+    svc = service(np.full(10, 1.0))
+    sched = poisson(500, 20_000, repeat=0.5)
+    rec = simulate(sched, BatchPolicy(), svc, cache_size=100_000)
+    hits = int(rec.hit.sum())
+    assert 0.45 * len(sched) < hits < 0.5 * len(sched)  # repeats of in-flight ones miss
+    assert np.all(rec.done[rec.hit] == rec.scheduled[rec.hit])
+
+
+def test_batching_raises_capacity() -> None:
+    """At 1.5x the batch-1 capacity, batch 1 backs up; max batch 8 keeps up."""
+    svc = ServiceModel({1: np.full(5, 2e-3), 8: np.full(5, 4e-3)}, {})
+    sched = poisson(750, 20_000)
+    one = summarize(simulate(sched, BatchPolicy(max_batch=1), svc))
+    eight = summarize(simulate(sched, BatchPolicy(max_batch=8, delay_ms=1.0), svc))
+    assert one["latency_ms"]["p99"] > 100 * eight["latency_ms"]["p99"]
+    assert 1.0 < eight["batch_size"]["mean"] < 8.0
+
+
+def test_closed_loop_keeps_n_in_flight() -> None:
+    svc = ServiceModel({1: np.full(10, 2e-3), 4: np.full(10, 2e-3)}, {})  # 2 ms, any size
+    sched = make_schedule(parse_traffic("constant:1"), 0, requests=3000)
+    rec = simulate(sched, BatchPolicy(max_batch=4), svc, closed_clients=4, closed_requests=3000)
+    s = summarize(rec)
+    assert s["requests"]["completed"] == 3000
+    assert s["batch_size"]["mean"] == pytest.approx(4.0, rel=0.01)  # 4 clients, one batch
+    assert s["throughput"]["requests_per_s"] == pytest.approx(4 / 2e-3, rel=0.02)
