@@ -114,6 +114,11 @@ def _add_serving(
         "--closed-requests", type=positive_int, default=2000, metavar="N",
         help="closed:N traffic: requests in all (default 2000)",
     )  # fmt: skip
+    g.add_argument(
+        "--warmup-s", type=nonneg_float, default=1.0, metavar="S",
+        help="requests due in the first S seconds are served and counted but kept out of "
+        "the latency figures (default 1)",
+    )  # fmt: skip
     g.add_argument("--seed", type=int, default=0, help="seed for traffic and inputs")
     g.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
 

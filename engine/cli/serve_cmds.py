@@ -26,14 +26,10 @@ from engine.serve.simulate import simulate
 from engine.serve.traffic import Schedule, TrafficSpec, make_schedule, parse_traffic
 
 SEARCH_REQUESTS = 20_000  # requests per simulated trial in --find, --tune-batching, --curve
-CONFIRM_S = 10.0  # seconds of real traffic that --confirm serves
+CONFIRM_S = 10.0  # seconds of real traffic that --confirm serves (after --warmup-s)
 TUNE_BATCHES = (1, 2, 4, 8, 16, 32)
 TUNE_DELAYS_MS = (0.0, 1.0, 2.0, 5.0, 10.0)
 TUNE_INSTANCES = (1, 2)
-
-
-def TUNE_BATCHES_FOR(top: int) -> list[int]:
-    return [b for b in TUNE_BATCHES if b <= top]
 
 
 def policy_from_args(args: argparse.Namespace) -> BatchPolicy:
@@ -133,7 +129,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     result = {
         **prep.header(),
         **_describe_run(spec, serving.policy, args),
-        **summarize(loop.records()),
+        **summarize(loop.records(), args.warmup_s),
         "simulated": False,
     }
     _hit_rate(result)
@@ -203,6 +199,9 @@ def print_serving(r: dict[str, Any], out: TextIO) -> None:
         f"batches    {bs['count']:,}, mean size {bs['mean']:.2f}; "
         f"service p50 {s['p50']:.3f} ms  p99 {s['p99']:.3f} ms\n"
     )
+    if req.get("warmup"):
+        w(f"warm-up    {req['warmup']:,} requests in the first {r['warmup_s']:g} s: served, "
+          "not in the figures above\n")  # fmt: skip
     w(f"throughput {r['throughput']['requests_per_s']:.1f} requests/s")
     if not r.get("simulated"):
         w(f"; generator lateness p99 {r['generator']['lateness_p99_ms']:.3f} ms")
@@ -223,7 +222,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     printer = LivePrinter()
     try:
         prep = Prepare(args, printer)
-        top = max(policy.max_batch, *TUNE_BATCHES) if args.tune_batching else policy.max_batch
+        # tuning searches batch sizes up to --max-batch when given, else up to 32
+        tune_top = policy.max_batch if policy.max_batch > 1 else max(TUNE_BATCHES)
+        top = tune_top if args.tune_batching else policy.max_batch
         serving = prepare_serving(
             prep.prepared, dataclasses.replace(policy, max_batch=top), args.model
         )
@@ -235,6 +236,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             max_batch=min(policy.max_batch, top),
             preferred=tuple(p for p in policy.preferred if p <= top),
         )
+        tune_batches = [b for b in TUNE_BATCHES if b < top] + [top]
         services: dict[int, ServiceModel] = {}
 
         def service_for(instances: int) -> ServiceModel:
@@ -262,11 +264,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             closed_requests=args.closed_requests if spec.closed else 0,
             seed=args.seed,
         )
-        result.update(summarize(rec))
+        result.update(summarize(rec, args.warmup_s))
         result["simulated"] = True
         result["calibration"] = _calibration_json(service)
         _hit_rate(result)
-        work = Workload(spec, args.requests or SEARCH_REQUESTS, args.seed, args.cache, args.repeat)
+        work = Workload(
+            spec, args.requests or SEARCH_REQUESTS, args.seed, args.cache, args.repeat,
+            args.warmup_s,
+        )  # fmt: skip
         if args.find:
             rate, found, steps = max_rate(work, policy, service, args.slo_p99)
             result["max_rate"] = rate
@@ -277,7 +282,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                 )
         if args.tune_batching:
             outcome = yield_model(
-                tune_batching(work, policy, service_for, args.slo_p99, list(TUNE_BATCHES_FOR(top)),
+                tune_batching(work, policy, service_for, args.slo_p99, tune_batches,
                               list(TUNE_DELAYS_MS), list(TUNE_INSTANCES)),
                 printer,
             )  # fmt: skip
@@ -330,15 +335,16 @@ def _confirm(
     """Serve the found rate on the real engine for CONFIRM_S seconds: measured against
     predicted, on the same schedule."""
     scaled = spec.scaled(rate / spec.mean_rate())
-    schedule = make_schedule(scaled, CONFIRM_S, args.seed, args.repeat)
+    schedule = make_schedule(scaled, CONFIRM_S + args.warmup_s, args.seed, args.repeat)
     serving = dataclasses.replace(serving, policy=policy)
     loop = ServingLoop(serving.run_batch, serving.request_feeds, schedule, policy,
                        cache_size=args.cache)  # fmt: skip
     for ev in loop.run():
         printer.feed(ev)
-    measured = summarize(loop.records())
+    measured = summarize(loop.records(), args.warmup_s)
     predicted = summarize(
-        simulate(schedule, policy, service, cache_size=args.cache, seed=args.seed)
+        simulate(schedule, policy, service, cache_size=args.cache, seed=args.seed),
+        args.warmup_s,
     )
     return {
         "rate": rate,

@@ -3,8 +3,11 @@ measured once per model, config, machine and instance count, and cached on disk.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+import time
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,10 +17,47 @@ from engine.cache import cache_key, cache_root
 from engine.events import Event, Notice
 from engine.files import write_atomic
 from engine.hostinfo import cpu_model, ort_version, package_version
-from engine.serve.service import ServiceModel, calibrate, calibration_sizes
+from engine.serve.loop import precise_timers
+from engine.serve.service import Arrivals, ServiceModel, calibrate, calibration_sizes
 from engine.serve.setup import Serving
 
-VERSION = 4  # 2: idle penalties; 3: fresh batches; 4: idle slowdown as a ratio
+VERSION = 9  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers
+
+
+ARRIVAL_RATE = 2000.0  # stand-in requests per second while batches are timed under traffic
+
+
+@contextlib.contextmanager
+def arriving(rate: float = ARRIVAL_RATE) -> Iterator[Arrivals]:
+    """A thread that wakes at Poisson times and does what the traffic generator does for
+    each request (sleep until due, take the lock, queue it, notify), while the caller times
+    batches; it keeps how late each of its sends was."""
+    stop = threading.Event()
+    cond = threading.Condition()
+    queued: deque[int] = deque(maxlen=64)
+    arrivals = Arrivals(rate, [])
+
+    def tick() -> None:
+        precise_timers()
+        rng = np.random.default_rng(1)
+        due = time.perf_counter()
+        while not stop.is_set():
+            due += float(rng.exponential(1.0 / rate))
+            wait = due - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+            arrivals.lateness.append(max(0.0, time.perf_counter() - due))
+            with cond:
+                queued.append(0)
+                cond.notify()
+
+    thread = threading.Thread(target=tick, name="opscope-arrivals", daemon=True)
+    thread.start()
+    try:
+        yield arrivals
+    finally:
+        stop.set()
+        thread.join(1.0)
 
 
 def calibration_context(
@@ -58,24 +98,30 @@ def load_or_calibrate(
     instances = int(context["instances"])
     rng = np.random.default_rng(0)
 
-    def make(n: int) -> Any:
-        keys = rng.integers(0, 1 << 30, n * instances)
-        return [
-            serving.stack([int(k) for k in keys[i * n : (i + 1) * n]]) for i in range(instances)
-        ]
+    def make(n: int) -> list[list[int]]:
+        """One batch of request keys per instance."""
+        keys = rng.integers(0, 1 << 30, n * instances).tolist()
+        return [keys[i * n : (i + 1) * n] for i in range(instances)]
 
-    def run(batches: list[Any]) -> object:
+    buffers: dict[int, dict[tuple[str, int], np.ndarray]] = {}
+
+    def one(keys: list[int]) -> object:
+        """Stacked by the instance into its own arrays, as the serving loop does."""
+        mine = buffers.setdefault(threading.get_ident(), {})
+        return serving.run_batch(serving.stack(keys, mine))
+
+    def run(batches: list[list[int]]) -> object:
         """One batch per instance, at once (as a busy server runs them)."""
-        threads = [threading.Thread(target=serving.run_batch, args=(b,)) for b in batches[1:]]
+        threads = [threading.Thread(target=one, args=(b,)) for b in batches[1:]]
         for th in threads:
             th.start()
-        out = serving.run_batch(batches[0])
+        out = one(batches[0])
         for th in threads:
             th.join()
         return out
 
     model: ServiceModel | None = None
-    for item in calibrate(run, make, list(context["sizes"]), context):
+    for item in calibrate(run, make, list(context["sizes"]), context, arrivals=arriving):
         if isinstance(item, ServiceModel):
             model = item
         else:

@@ -61,29 +61,40 @@ class ServeRecords:
             raise AssertionError("a request counted ok has no completion time")
 
 
-def summarize(records: ServeRecords) -> dict[str, Any]:
-    """The JSON fields every serving run reports (README, `opscope load`)."""
+def summarize(records: ServeRecords, warmup_s: float = 0.0) -> dict[str, Any]:
+    """The JSON fields every serving run reports (README, `opscope load`).
+
+    Requests due in the first `warmup_s` seconds are served and counted (`requests` holds
+    every request, so completed + rejected + timed_out = sent) but kept out of every other
+    figure: an engine just woken is no steady state, as `opscope bench` discards its
+    warm-up."""
     r = records
-    ok = r.outcome == OK
+    steady = r.scheduled >= (r.scheduled.min() + warmup_s if len(r) else 0.0)
+    ok = (r.outcome == OK) & steady
     served = ok & ~r.hit
     latency = (r.done[ok] - r.scheduled[ok]) * 1e3
     queue = (r.dequeued[served] - r.sent[served]) * 1e3
-    service = (r.batch_end - r.batch_start) * 1e3
+    t_steady = float(r.scheduled[steady].min()) if steady.any() else math.inf
+    in_steady = r.batch_start >= t_steady
+    service = (r.batch_end - r.batch_start)[in_steady] * 1e3
     lat = latency_stats(np.round(latency * 1e6).astype(np.int64))
-    sizes = r.batch_size
+    sizes = r.batch_size[in_steady]
     hist = Counter(int(s) for s in sizes)
-    span = _span(r)
-    lateness = (r.sent - r.scheduled) * 1e3
+    span = _span(r, steady)
+    lateness = (r.sent - r.scheduled)[steady] * 1e3
     lateness = lateness[np.isfinite(lateness)]
-    depth_max, depth_p99 = _depth(r)
+    depth_max, depth_p99 = _depth(r, t_steady)
+    everything = r.outcome == OK
     return {
         "requests": {
             "sent": len(r),
-            "completed": int(ok.sum()),
+            "completed": int(everything.sum()),
             "rejected": int((r.outcome == REJECTED).sum()),
             "timed_out": int((r.outcome == TIMED_OUT).sum()),
-            "cache_hits": int((r.hit & ok).sum()),
+            "cache_hits": int((r.hit & everything).sum()),
+            "warmup": int((~steady).sum()),
         },
+        "warmup_s": warmup_s,
         "latency_ms": {
             "count": lat.count,
             "mean": lat.mean,
@@ -116,12 +127,12 @@ def _pcts(values_ms: np.ndarray) -> dict[str, float]:
     return {"p50": float(p50), "p99": float(p99)}
 
 
-def _span(r: ServeRecords) -> float:
-    """From the first scheduled arrival to the last response (or the last arrival)."""
-    if not len(r):
+def _span(r: ServeRecords, steady: np.ndarray) -> float:
+    """From the first steady arrival to the last response (or the last arrival)."""
+    if not steady.any():
         return 0.0
-    end = np.nanmax(np.concatenate([r.done, r.scheduled]))
-    return float(end - r.scheduled.min())
+    end = np.nanmax(np.concatenate([r.done[steady], r.scheduled[steady]]))
+    return float(end - r.scheduled[steady].min())
 
 
 def depth_series(r: ServeRecords) -> tuple[np.ndarray, np.ndarray]:
@@ -135,9 +146,11 @@ def depth_series(r: ServeRecords) -> tuple[np.ndarray, np.ndarray]:
     return t[order], np.cumsum(step[order])
 
 
-def _depth(r: ServeRecords) -> tuple[int, float]:
-    """Queue depth: its maximum, and its 99th percentile over time (time-weighted)."""
+def _depth(r: ServeRecords, since: float = -math.inf) -> tuple[int, float]:
+    """Queue depth from `since` on: its maximum, and its time-weighted 99th percentile."""
     t, d = depth_series(r)
+    keep = t >= since
+    t, d = t[keep], d[keep]
     if d.size == 0:
         return 0, 0.0
     widths = np.diff(np.append(t, t[-1]))

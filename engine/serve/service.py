@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,15 +25,29 @@ from engine.errors import OpScopeError
 from engine.events import Event, Progress
 
 
+@dataclass
+class Arrivals:
+    """Stand-in traffic during calibration: its rate, and how late each send was (s)."""
+
+    rate: float
+    lateness: list[float]
+
+
 @dataclass(frozen=True)
 class ServiceModel:
     """Measured service times (seconds) per batch size, and what they were measured on."""
 
     samples: dict[int, np.ndarray]  # back to back
     context: dict[str, Any]
-    idle_penalty: dict[float, np.ndarray] = dataclasses.field(default_factory=dict)
-    # pause before a batch (s) -> how much slower a request ran after such a pause (ratios
-    # to the back-to-back median: 1.5 = 50% slower)
+    idle_slowdown: dict[int, dict[float, np.ndarray]] = dataclasses.field(default_factory=dict)
+    arrival_cost: dict[int, float] = dataclasses.field(default_factory=dict)
+    send_lateness: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0))
+    # how late a request reaches the server after its scheduled time (s): the sending
+    # thread's wake-up on this machine, measured while batches ran
+    # batch size -> seconds a batch is slowed by each request that arrives while it runs
+    # (the thread receiving it takes a core from the engine's threads for a moment)
+    # batch size -> pause before it (s) -> how much slower it ran after such a pause
+    # (ratios to its back-to-back median: 1.5 = 50% slower)
 
     @property
     def sizes(self) -> list[int]:
@@ -65,10 +80,26 @@ class ServiceModel:
             out.append((src * scale).tolist())
         return out
 
-    def penalty_table(self) -> tuple[list[float], list[list[float]]]:
-        """The pauses measured (ascending) and, for each, its extra times to draw from."""
-        gaps = sorted(self.idle_penalty)
-        return gaps, [self.idle_penalty[g].tolist() for g in gaps]
+    def slowdown_table(self, max_batch: int) -> list[tuple[list[float], list[list[float]]]]:
+        """For each size 0..max_batch: the pauses measured (ascending) and, for each pause,
+        the slowdowns to draw from (those of the nearest measured size below)."""
+        out: list[tuple[list[float], list[list[float]]]] = [([], [])]
+        sizes = sorted(self.idle_slowdown)
+        for n in range(1, max_batch + 1):
+            base = max((s for s in sizes if s <= n), default=sizes[0] if sizes else 0)
+            by_gap = self.idle_slowdown.get(base, {})
+            gaps = sorted(by_gap)
+            out.append((gaps, [by_gap[g].tolist() for g in gaps]))
+        return out
+
+    def arrival_costs(self, max_batch: int) -> list[float]:
+        """For each size 0..max_batch, the slowdown per arrival of the nearest size below."""
+        sizes = sorted(self.arrival_cost)
+        out = [0.0]
+        for n in range(1, max_batch + 1):
+            base = max((s for s in sizes if s <= n), default=None)
+            out.append(self.arrival_cost[base] if base is not None else 0.0)
+        return out
 
     def capacity(self, max_batch: int, instances: int = 1) -> float:
         """Requests per second at full batches: an upper bound on sustainable load."""
@@ -80,8 +111,11 @@ class ServiceModel:
             "sizes": self.sizes,
             "median_ms": {str(s): self.median(s) * 1e3 for s in self.sizes},
             "samples_ms": {str(s): (self.samples[s] * 1e3).round(6).tolist() for s in self.sizes},
+            "arrival_cost_us": {str(n): c * 1e6 for n, c in sorted(self.arrival_cost.items())},
+            "send_lateness_us": (self.send_lateness * 1e6).round(3).tolist(),
             "idle_slowdown": {
-                f"{g * 1e3:g}": v.round(6).tolist() for g, v in sorted(self.idle_penalty.items())
+                str(n): {f"{g * 1e3:g}": v.round(6).tolist() for g, v in sorted(by.items())}
+                for n, by in sorted(self.idle_slowdown.items())
             },
         }
 
@@ -95,9 +129,16 @@ class ServiceModel:
             }
             context = dict(data.get("context") or {})
             idle = {
-                float(k) / 1e3: np.asarray([float(x) for x in v], dtype=np.float64)
-                for k, v in (data.get("idle_slowdown") or {}).items()
+                int(n): {
+                    float(k) / 1e3: np.asarray([float(x) for x in v], dtype=np.float64)
+                    for k, v in by.items()
+                }
+                for n, by in (data.get("idle_slowdown") or {}).items()
             }
+            arrivals = {
+                int(n): float(c) / 1e6 for n, c in (data.get("arrival_cost_us") or {}).items()
+            }
+            late = np.asarray([float(x) for x in data.get("send_lateness_us") or []]) / 1e6
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise OpScopeError(f"calibration data is malformed ({exc!r})") from exc
         if not samples or any(
@@ -105,9 +146,17 @@ class ServiceModel:
             for s, v in samples.items()
         ):
             raise OpScopeError("calibration data is malformed (empty or non-positive times)")
-        if any(g <= 0 or v.size == 0 or not np.all(v > 0) for g, v in idle.items()):
+        if any(
+            g <= 0 or v.size == 0 or not np.all(v > 0)
+            for by in idle.values()
+            for g, v in by.items()
+        ):
             raise OpScopeError("calibration data is malformed (idle penalties)")
-        return cls(samples, context, idle)
+        if any(not (0 <= c < 1) for c in arrivals.values()) or not np.all(
+            (late >= 0) & (late < 10)
+        ):
+            raise OpScopeError("calibration data is malformed (arrival costs or lateness)")
+        return cls(samples, context, idle, arrivals, late)
 
 
 def calibration_sizes(max_batch: int) -> list[int]:
@@ -121,6 +170,7 @@ def calibration_sizes(max_batch: int) -> list[int]:
 
 
 IDLE_GAPS_S = (0.0005, 0.001, 0.002, 0.005, 0.02)
+IDLE_SIZES_UP_TO = 8  # larger batches take the slowdown of the largest measured size below
 
 
 def calibrate(
@@ -132,13 +182,15 @@ def calibrate(
     min_s: float = 0.25,
     warmup: int = 3,
     gaps_s: tuple[float, ...] = IDLE_GAPS_S,
-    gap_runs: int = 30,
+    gap_runs: int = 20,
+    arrivals: Callable[[], AbstractContextManager[Arrivals]] | None = None,
 ) -> Iterator[Event | ServiceModel]:
     """Time `run_batch(make_batch(n))` for each size back to back (warm-up discarded; at
-    least `runs` runs and `min_s` seconds each), then single requests after each pause in
-    `gaps_s`; yields progress, then the ServiceModel. Each run gets a batch made afresh
-    (untimed), as the serving loop stacks each batch anew: fresh buffers cost the engine
-    more now and then than one buffer reused."""
+    least `runs` runs and `min_s` seconds each), then after each pause in `gaps_s`, then
+    (with `arrivals`, a context that sends stand-in requests at the rate it returns) back
+    to back under arriving traffic; yields progress, then the ServiceModel. A batch's time
+    includes making it: the serving loop stacks each batch anew, and an instance is busy
+    while it does."""
     samples: dict[int, np.ndarray] = {}
     for k, n in enumerate(sizes):
         yield Progress("calibrate", k, len(sizes), f"timing batches of {n}")
@@ -147,24 +199,39 @@ def calibrate(
         times: list[float] = []
         start = time.perf_counter()
         while len(times) < runs or time.perf_counter() - start < min_s:
-            feeds = make_batch(n)
             t0 = time.perf_counter()
-            run_batch(feeds)
+            run_batch(make_batch(n))
             times.append(time.perf_counter() - t0)
             if len(times) >= 20 * runs:
                 break
         samples[n] = np.asarray(times)
-    warm = float(np.median(samples[sizes[0]]))
-    idle: dict[float, np.ndarray] = {}
-    for gap in gaps_s:
-        yield Progress("calibrate", len(sizes), len(sizes), f"timing after {gap * 1e3:g} ms idle")
-        times = []
-        for _ in range(gap_runs):
-            feeds = make_batch(sizes[0])
-            time.sleep(gap)
-            t0 = time.perf_counter()
-            run_batch(feeds)
-            times.append(time.perf_counter() - t0)
-        idle[gap] = np.asarray(times) / warm
+    idle: dict[int, dict[float, np.ndarray]] = {}
+    for n in [s for s in sizes if s <= IDLE_SIZES_UP_TO] or sizes[:1]:
+        yield Progress("calibrate", len(sizes), len(sizes), f"timing batches of {n} after pauses")
+        warm = float(np.median(samples[n]))
+        idle[n] = {}
+        for gap in gaps_s:
+            times = []
+            for _ in range(gap_runs):
+                time.sleep(gap)
+                t0 = time.perf_counter()
+                run_batch(make_batch(n))
+                times.append(time.perf_counter() - t0)
+            idle[n][gap] = np.asarray(times) / warm
     yield Progress("calibrate", len(sizes), len(sizes), "calibrated")
-    yield ServiceModel(samples, context, idle)
+    cost: dict[int, float] = {}
+    late: list[float] = []
+    if arrivals is not None:
+        for n in sizes:
+            yield Progress("calibrate", len(sizes), len(sizes), f"batches of {n} under traffic")
+            times = []
+            with arrivals() as traffic:
+                start = time.perf_counter()
+                while len(times) < runs or time.perf_counter() - start < min_s:
+                    t0 = time.perf_counter()
+                    run_batch(make_batch(n))
+                    times.append(time.perf_counter() - t0)
+            base, busy = float(np.median(samples[n])), float(np.median(times))
+            cost[n] = max(0.0, busy - base) / (traffic.rate * busy)  # per arrival meanwhile
+            late += traffic.lateness
+    yield ServiceModel(samples, context, idle, cost, np.asarray(late))

@@ -42,32 +42,56 @@ def simulate(
     rng = np.random.default_rng(seed)
     draws = rng.random(DRAWS).tolist()  # uniform; a batch of k takes table[k][int(u * len)]
     svc = _Service(service, policy.max_batch, draws)
+    due = schedule.times
+    if service.send_lateness.size and not closed_clients and len(schedule):
+        # requests reach the server as late as the calibrated sender was: in arrival order
+        arrive = due + rng.choice(service.send_lateness, len(schedule))
+        order = np.argsort(arrive, kind="stable")
+        sizes = schedule.sizes[order] if schedule.sizes is not None else None
+        schedule = Schedule(arrive[order], schedule.keys[order], sizes)
+        due = due[order]
     if closed_clients or cache_size or policy.queue_limit:
-        return _general(schedule, policy, svc, cache_size, closed_clients, closed_requests)
-    return _fast(schedule, policy, svc)
+        rec = _general(schedule, policy, svc, cache_size, closed_clients, closed_requests)
+    else:
+        rec = _fast(schedule, policy, svc)
+    if not closed_clients:
+        rec.scheduled = due.copy()  # latency runs from the scheduled time
+    return rec
 
 
 class _Service:
     """Service times drawn for the event loops: a batch of k that starts after the server
-    was idle for `idle` seconds takes a back-to-back sample of size k times a slowdown drawn
-    for the longest calibrated pause not longer than `idle`."""
+    was idle for `idle` seconds (no batch running since the last one ended) takes a
+    back-to-back sample of size k times a slowdown drawn for the longest calibrated pause
+    not longer than that, plus the calibrated cost of each request arriving meanwhile.
+    `draw` is a closure over locals: it runs once per batch, up to a million times."""
 
     def __init__(self, service: ServiceModel, max_batch: int, draws: list[float]) -> None:
-        self.table = service.table(max_batch)
-        self.gaps, self.penalty = service.penalty_table()
-        self.draws = draws
-        self.n = len(draws)
-        self.k = 0
+        table = service.table(max_batch)
+        slowdown = service.slowdown_table(max_batch)
+        per_arrival = service.arrival_costs(max_batch)
+        n = len(draws)
+        state = [0]
 
-    def draw(self, size: int, idle: float) -> float:
-        u = self.draws[self.k % self.n]
-        self.k += 1
-        tk = self.table[size]
-        took = tk[int(u * len(tk))]
-        if self.gaps and idle >= self.gaps[0]:
-            pen = self.penalty[bisect_right(self.gaps, idle) - 1]
-            took *= pen[int(self.draws[(self.k + 7919) % self.n] * len(pen))]
-        return max(took, 1e-7)
+        def draw(
+            size: int, idle: float, t: float, sched: list[float] | None = None, lo: int = 0
+        ) -> float:
+            """One batch's time, starting at `t`; each request in `sched` (from index
+            `lo`) that arrives while it runs slows it by the calibrated cost."""
+            k = state[0]
+            state[0] = k + 1
+            tk = table[size]
+            took = tk[int(draws[k % n] * len(tk))]
+            gaps, slow = slowdown[size]
+            if gaps and idle >= gaps[0]:
+                ratios = slow[bisect_right(gaps, idle) - 1]
+                took *= ratios[int(draws[(k + 7919) % n] * len(ratios))]
+            cost = per_arrival[size]
+            if cost and sched is not None:
+                took += cost * (bisect_left(sched, t + took, lo) - lo)
+            return took if took > 1e-7 else 1e-7
+
+        self.draw = draw
 
 
 class _Batches:
@@ -110,6 +134,9 @@ def _fast(schedule: Schedule, policy: BatchPolicy, svc: _Service) -> ServeRecord
     t = 0.0
     wake = INF
     last_end = -INF  # when the server last finished a batch
+    draw, heappop, heappush = svc.draw, heapq.heappop, heapq.heappush
+    b_start, b_end, b_inst = batches.start.append, batches.end.append, batches.instance.append
+    b_size = batches.size
     while True:
         t_c = busy[0][0] if busy else INF
         if free:
@@ -121,12 +148,14 @@ def _fast(schedule: Schedule, policy: BatchPolicy, svc: _Service) -> ServeRecord
             t_fill = sched[idx] if idx < n else INF
         else:
             t_fill = INF
-        t = min(t_c, wake, t_fill)
+        t = t_c if t_c < wake else wake
+        if t_fill < t:
+            t = t_fill
         if t == INF:
             break
         if t == t_c:
             while busy and busy[0][0] <= t:
-                last_end, inst = heapq.heappop(busy)
+                last_end, inst = heappop(busy)
                 free.append(inst)
         wake = INF
         while free:
@@ -144,13 +173,22 @@ def _fast(schedule: Schedule, policy: BatchPolicy, svc: _Service) -> ServeRecord
             if not k:
                 wake = t + wait
                 break
-            end = t + svc.draw(k, 0.0 if busy else t - last_end)
+            end = t + draw(k, 0.0 if busy else t - last_end, t, sched, tail)
             inst = free.pop()
-            b = batches.add(t, end, k, inst)
-            deq[head : head + k] = [t] * k
-            done[head : head + k] = [end] * k
-            bat[head : head + k] = [b] * k
-            heapq.heappush(busy, (end, inst))
+            b = len(b_size)
+            b_start(t)
+            b_end(end)
+            b_size.append(k)
+            b_inst(inst)
+            if k == 1:
+                deq[head] = t
+                done[head] = end
+                bat[head] = b
+            else:
+                deq[head : head + k] = [t] * k
+                done[head : head + k] = [end] * k
+                bat[head : head + k] = [b] * k
+            heappush(busy, (end, inst))
             head += k
     rec = ServeRecords(
         scheduled=schedule.times.copy(),
@@ -197,28 +235,35 @@ def _general(
     t = 0.0
     wake = INF
     last_end = -INF
+    draw, heappop, heappush = svc.draw, heapq.heappop, heapq.heappush
+    lookup, store = cache.lookup, cache.store
+    popleft, append = queue.popleft, queue.append
     while True:
         t_arr = INF
         if i < n:
             t_arr = (sends[0] if sends else INF) if closed else sched[i]
         t_c = busy[0][0] if busy else INF
-        t = min(t_arr, t_c, wake)
+        t = t_arr if t_arr < t_c else t_c
+        if wake < t:
+            t = wake
         if t == INF:
             break
         if t_c <= t_arr and t_c <= wake:
-            last_end, inst, b = heapq.heappop(busy)
+            last_end, inst, b = heappop(busy)
             free.append(inst)
-            for j in members[b]:
-                cache.store(keys[j])
-                if closed:
-                    heapq.heappush(sends, t)
+            if cache_size:
+                for j in members[b]:
+                    store(keys[j])
+            if closed:
+                for _ in members[b]:
+                    heappush(sends, t)
         elif t_arr <= wake:
             j = i
             i += 1
             if closed:
                 heapq.heappop(sends)
                 sched[j] = t
-            if cache_size and cache.lookup(keys[j]):
+            if cache_size and lookup(keys[j]):
                 hit[j] = True
                 done[j] = t
                 if closed:
@@ -229,7 +274,7 @@ def _general(
                 if closed:
                     heapq.heappush(sends, t)
                 continue
-            queue.append(j)
+            append(j)
         else:
             wake = INF
         wake = INF
@@ -250,16 +295,16 @@ def _general(
             if not k:
                 wake = t + wait
                 break
-            end = t + svc.draw(k, 0.0 if busy else t - last_end)
+            end = t + draw(k, 0.0 if busy else t - last_end, t, None if closed else sched, i)
             inst = free.pop()
             b = batches.add(t, end, k, inst)
-            taken = [queue.popleft() for _ in range(k)]
+            taken = [popleft() for _ in range(k)]
             members.append(taken)
             for j in taken:
                 deq[j] = t
                 done[j] = end
                 bat[j] = b
-            heapq.heappush(busy, (end, inst, b))
+            heappush(busy, (end, inst, b))
     n_sent = i
     rec = ServeRecords(
         scheduled=np.asarray(sched[:n_sent]),

@@ -1,0 +1,131 @@
+"""The serving lab's own costs: simulator speed (requests simulated per second of wall
+time), traffic generator accuracy (lateness of sends at 1k and 5k requests/s against a
+server that answers at once), and the serving loop's overhead at saturation (closed loop
+with max batch N against `opscope bench --batch N`'s timing loop, interleaved). Run:
+    .venv/bin/python bench/serve_speed.py [--out bench/results/serve_speed.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from results_file import publish  # noqa: E402
+
+from engine import backends  # noqa: E402
+from engine.backends.base import PrepareRequest  # noqa: E402
+from engine.config import RunConfig  # noqa: E402
+from engine.events import TimingDone  # noqa: E402
+from engine.run.timing import TimingPlan, time_inferences  # noqa: E402
+from engine.serve.batching import BatchPolicy  # noqa: E402
+from engine.serve.loop import ServingLoop  # noqa: E402
+from engine.serve.records import summarize  # noqa: E402
+from engine.serve.service import ServiceModel  # noqa: E402
+from engine.serve.setup import prepare_serving  # noqa: E402
+from engine.serve.simulate import simulate  # noqa: E402
+from engine.serve.traffic import make_schedule, parse_traffic  # noqa: E402
+
+
+def sim_speed(lines: list[str]) -> None:
+    rng = np.random.default_rng(0)
+    svc = ServiceModel({1: rng.gamma(4, 0.25e-3, 500), 8: rng.gamma(4, 0.6e-3, 500)}, {})
+    lines += [
+        "## Simulator speed",
+        "",
+        "| case | requests | wall s | requests/s |",
+        "|---|---|---|---|",
+    ]
+    cases = {
+        "max batch 1, poisson 70%": (BatchPolicy(), "poisson:700", 0),
+        "max batch 8, delay 1 ms, bursts": (
+            BatchPolicy(max_batch=8, delay_ms=1.0), "bursts:1000,4000,2,0.2", 0),
+        "max batch 8, 2 instances, cache 10k": (
+            BatchPolicy(max_batch=8, delay_ms=1.0, instances=2), "poisson:2000", 10_000),
+    }  # fmt: skip
+    for name, (policy, spec, cache) in cases.items():
+        sched = make_schedule(parse_traffic(spec), 0, seed=1, repeat=0.2, requests=1_000_000)
+        t0 = time.perf_counter()
+        simulate(sched, policy, svc, cache_size=cache)
+        wall = time.perf_counter() - t0
+        lines.append(f"| {name} | {len(sched):,} | {wall:.2f} | {len(sched) / wall:,.0f} |")
+        print(lines[-1], flush=True)
+
+
+def generator_accuracy(lines: list[str]) -> None:
+    lines += ["", "## Generator lateness (a server that answers at once)", "",
+              "| rate | requests | lateness p50 ms | p99 ms | max ms |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for rate in (1000, 5000):
+        sched = make_schedule(parse_traffic(f"poisson:{rate}"), 5.0, seed=2)
+        loop = ServingLoop(lambda f: None, lambda k: {}, sched, BatchPolicy(max_batch=64))
+        for _ in loop.run():
+            pass
+        rec = loop.records()
+        late = (rec.sent - rec.scheduled) * 1e3
+        p50, p99 = np.percentile(late, [50, 99])
+        lines.append(f"| {rate}/s | {len(rec):,} | {p50:.3f} | {p99:.3f} | {late.max():.3f} |")
+        print(lines[-1], flush=True)
+
+
+def loop_overhead(lines: list[str], rounds: int, seconds: float) -> None:
+    lines += ["", "## Serving loop at saturation vs the timing loop (demo_cnn, interleaved)", "",
+              "| batch | round | bench samples/s | serving requests/s | ratio |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    config = RunConfig(provider="cpu")
+    gen = backends.backend_for(config).prepare(
+        PrepareRequest(str(ROOT / "resources/models/demo_cnn.onnx"), config)
+    )
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            prepared = stop.value
+            break
+    for batch in (1, 8):
+        serving = prepare_serving(prepared, BatchPolicy(max_batch=batch), "demo_cnn")
+        stacked = serving.stacked(batch)
+        ratios = []
+        for r in range(rounds):
+            plan = TimingPlan(warmup_runs=5, warmup_s=0.2, min_runs=1, duration_s=seconds)
+
+            def one(feeds: dict[str, np.ndarray] = stacked) -> object:
+                return prepared.run_batch(feeds)
+
+            done = [e for e in time_inferences(one, plan, batch) if isinstance(e, TimingDone)][-1]
+            bench = done.throughput.samples_per_s
+            n = int(bench * seconds * 1.2)
+            sched = make_schedule(parse_traffic("constant:1"), 0, requests=n)
+            loop = ServingLoop(serving.run_batch, serving.request_feeds, sched, serving.policy,
+                               closed_clients=2 * batch, closed_requests=n)  # fmt: skip
+            for _ in loop.run():
+                pass
+            served = summarize(loop.records(), 0.5)["throughput"]["requests_per_s"]
+            ratios.append(served / bench)
+            lines.append(f"| {batch} | {r} | {bench:.1f} | {served:.1f} | {served / bench:.3f} |")
+            print(lines[-1], flush=True)
+        lines.append(f"| {batch} | median | | | {statistics.median(ratios):.3f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--out", default=str(ROOT / "bench/results/serve_speed.md"))
+    args = ap.parse_args()
+    lines = [f"# Serving lab costs ({time.strftime('%Y-%m-%d')})", ""]
+    sim_speed(lines)
+    generator_accuracy(lines)
+    loop_overhead(lines, args.rounds, args.seconds)
+    publish("\n".join(lines), args.out)
+
+
+if __name__ == "__main__":
+    main()
