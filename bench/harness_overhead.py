@@ -49,14 +49,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=2.0)
     args = ap.parse_args()
-    config = RunConfig(provider="cpu")
-    gen = backends.backend_for(config).prepare(PrepareRequest(args.model, config))
-    while True:  # the backend's own preparation: load, inputs, variant, session
-        try:
-            next(gen)
-        except StopIteration as stop:
-            prepared = stop.value
-            break
+    # the backend's own preparation: load, inputs, variant, session
+    prepared = backends.prepare(PrepareRequest(args.model, RunConfig(provider="cpu")))
     sess, feeds = prepared.opened.session, prepared.feeds  # the same ORT session, bare
 
     def run() -> None:

@@ -48,15 +48,8 @@ def patterns(rate: float) -> dict[str, str]:
 
 
 def prepared_for(model: str):  # type: ignore[no-untyped-def]
-    config = RunConfig(provider="cpu")
-    gen = backends.backend_for(config).prepare(
-        PrepareRequest(str(ROOT / f"resources/models/{model}.onnx"), config)
-    )
-    while True:
-        try:
-            next(gen)
-        except StopIteration as stop:
-            return stop.value
+    path = str(ROOT / f"resources/models/{model}.onnx")
+    return backends.prepare(PrepareRequest(path, RunConfig(provider="cpu")))
 
 
 def main() -> None:

@@ -79,16 +79,9 @@ def loop_overhead(lines: list[str], rounds: int, seconds: float) -> None:
     lines += ["", "## Serving loop at saturation vs the timing loop (demo_cnn, interleaved)", "",
               "| batch | round | bench samples/s | serving requests/s | ratio |",
               "|---|---|---|---|---|"]  # fmt: skip
-    config = RunConfig(provider="cpu")
-    gen = backends.backend_for(config).prepare(
-        PrepareRequest(str(ROOT / "resources/models/demo_cnn.onnx"), config)
+    prepared = backends.prepare(
+        PrepareRequest(str(ROOT / "resources/models/demo_cnn.onnx"), RunConfig(provider="cpu"))
     )
-    while True:
-        try:
-            next(gen)
-        except StopIteration as stop:
-            prepared = stop.value
-            break
     for batch in (1, 8):
         serving = prepare_serving(prepared, BatchPolicy(max_batch=batch), "demo_cnn")
         stacked = serving.stacked(batch)

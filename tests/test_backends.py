@@ -21,12 +21,7 @@ from tests.conftest import DEMO_CNN
 
 def prepare(req: PrepareRequest) -> tuple[Prepared, list[Event]]:
     events: list[Event] = []
-    gen = backends.backend_for(req.config).prepare(req)
-    while True:
-        try:
-            events.append(next(gen))
-        except StopIteration as stop:
-            return stop.value, events
+    return backends.prepare(req, events.append), events
 
 
 def test_registry_finds_both_engines_default_first() -> None:

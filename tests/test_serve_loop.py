@@ -102,15 +102,8 @@ def test_closed_loop_keeps_n_requests_in_flight() -> None:
     assert max(server.calls) <= 3  # never more than the clients in flight
 
 
-def prepare(path: Path, batch_ok: bool = True) -> Prepared:
-    config = RunConfig(threads=1)
-    gen = backends.backend_for(config).prepare(PrepareRequest(str(path), config))
-    while True:
-        try:
-            next(gen)
-        except StopIteration as stop:
-            prepared: Prepared = stop.value
-            return prepared
+def prepare(path: Path) -> Prepared:
+    return backends.prepare(PrepareRequest(str(path), RunConfig(threads=1)))
 
 
 def test_real_engine_serves_stacked_batches() -> None:

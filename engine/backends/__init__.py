@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from functools import cache
 
 from engine.backends.base import Backend, Capabilities, Prepared, PrepareRequest
 from engine.config import PRECISION_LABELS, RunConfig
 from engine.errors import ConfigError
+from engine.events import Event
 from engine.model.info import ModelInfo
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "get",
     "model_suffixes",
     "names",
+    "prepare",
 ]
 
 DEFAULT = "onnxruntime"
@@ -65,6 +68,20 @@ def backend_for(config: RunConfig) -> Backend:
     backend = get(config.engine)
     backend.capabilities.check(config)
     return backend
+
+
+def prepare(req: PrepareRequest, on_event: Callable[[Event], object] | None = None) -> Prepared:
+    """Prepare `req` on its backend at once, handing each event (progress, model facts,
+    notices) to `on_event`: for callers that need no cancellation point."""
+    gen = backend_for(req.config).prepare(req)
+    while True:
+        try:
+            ev = next(gen)
+        except StopIteration as stop:
+            prepared: Prepared = stop.value
+            return prepared
+        if on_event is not None:
+            on_event(ev)
 
 
 def describe_model(path: str) -> tuple[Backend, ModelInfo]:

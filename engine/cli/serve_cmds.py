@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from engine import backends
@@ -78,11 +78,11 @@ class Prepare:
         )
         self.model: ModelLoaded | None = None
         self.started: RunStarted | None = None
-        self.prepared: Prepared = yield_into(
-            backends.backend_for(config).prepare(req), printer, self._keep
-        )
+        self.printer = printer
+        self.prepared: Prepared = backends.prepare(req, self._keep)
 
     def _keep(self, ev: Event) -> None:
+        self.printer.feed(ev)
         if isinstance(ev, ModelLoaded):
             self.model = ev
         elif isinstance(ev, RunStarted):
@@ -97,18 +97,6 @@ class Prepare:
             out["config"] = self.started.config.to_json()
             out["provider_used"] = self.started.provider_used
         return out
-
-
-def yield_into(gen: Generator[Event, None, Any], printer: LivePrinter, keep: Any = None) -> Any:
-    """Drive an event generator through the printer; its return value."""
-    while True:
-        try:
-            ev = next(gen)
-        except StopIteration as stop:
-            return stop.value
-        printer.feed(ev)
-        if keep is not None:
-            keep(ev)
 
 
 def cmd_load(args: argparse.Namespace) -> int:
