@@ -23,5 +23,6 @@ def test_every_renderer_prints_the_summary(tmp_path: Path) -> None:
     assert s.status == "ok" and s.started_at[4] == "-" and "T" not in s.started_at
     assert run_label(run) == s.label == f"run {s.id}: demo_cnn.onnx {s.config} (CPU)"
     row = _cells(run)
-    assert row[3] == s.config and row[5] == cell(s.p50_ms) and row[-1] == "ok"
+    assert row[1] == "profile" and row[4] == s.config and row[6] == cell(s.p50_ms)
+    assert row[-1] == "ok"
     assert cell(None) == cell(float("nan")) == "-" and cell(1.23456, 1) == "1.2"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import DEMO_CNN
@@ -75,3 +76,24 @@ def test_bad_serving_input_is_one_line_and_exit_2(args: list[str], message: str)
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("opscope: error")]
     assert len(lines) == 1 and message in lines[0]
     assert "Traceback" not in proc.stderr
+
+
+def test_load_runs_land_in_a_session(tmp_path: Path) -> None:
+    """A load run is a run of kind `load`: its end-to-end latencies (after the warm-up)
+    are the run's samples, so session show, compare and report read it like any run."""
+    from engine.session.reader import SessionReader
+
+    path = tmp_path / "s.opscope"
+    for rate in ("150", "300"):
+        opscope("load", DEMO_CNN, "--traffic", f"poisson:{rate}", "--duration", "1.5",
+                "--warmup-s", "0.5", "--threads", "1", "--session", path, check=True)  # fmt: skip
+    with SessionReader.open(path) as reader:
+        runs = reader.runs()
+        assert [r.kind for r in runs] == ["load", "load"]
+        starts, lats = reader.latency(runs[0].id)
+        assert runs[0].latency is not None and lats.size == runs[0].latency.count > 50
+        assert np.all(np.diff(starts) >= 0) and runs[0].throughput is not None
+    show = opscope("session", "show", path, check=True)
+    assert show.stdout.splitlines()[2].split()[1] == "load"
+    compared = opscope("compare", f"{path}:1", f"{path}:2", check=True)
+    assert "p50 ms" in compared.stdout

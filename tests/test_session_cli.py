@@ -47,10 +47,11 @@ def test_bench_and_profile_append_runs(two_runs: Path, tmp_path: Path) -> None:
     proc = opscope("session", "show", two_runs, check=True)
     lines = proc.stdout.splitlines()
     assert lines[0].startswith(f"session {two_runs}: 2 runs, format v1")
-    assert lines[1].split()[:3] == ["id", "started", "model"]
+    assert lines[1].split()[:4] == ["id", "kind", "started", "model"]
     rows = lines[2:]
     assert len(rows) == 2
-    assert rows[0].split()[0] == "1" and "demo_cnn.onnx" in rows[0] and "batch=1" in rows[0]
+    assert rows[0].split()[:2] == ["1", "bench"] and rows[1].split()[1] == "profile"
+    assert "demo_cnn.onnx" in rows[0] and "batch=1" in rows[0]
     assert rows[1].split()[0] == "2" and "batch=2" in rows[1] and rows[1].endswith("ok")
     assert "CPU" in rows[0]
 

@@ -29,6 +29,11 @@ def add_serving_parsers(
         "--duration", type=positive_float, default=10.0, metavar="S",
         help="seconds of traffic (default 10)",
     )  # fmt: skip
+    p.add_argument(
+        "--session", metavar="FILE.opscope",
+        help="record the run (end-to-end latency of every request after the warm-up) into "
+        "a session file: session show, compare and report read it like any run",
+    )  # fmt: skip
     p.set_defaults(handler=_cmd_load)
 
     p = sub.add_parser(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from engine import backends
@@ -13,7 +13,7 @@ from engine.backends.base import Prepared, PrepareRequest
 from engine.cli.common import EXIT_OK, config_from_args, write_json
 from engine.cli.printer import LivePrinter
 from engine.errors import ConfigError
-from engine.events import Event, ModelLoaded, Notice, Progress, RunStarted
+from engine.events import Event, ModelLoaded, Notice, Progress, RunEnded, RunStarted
 from engine.model.inputs import parse_shape_override
 from engine.serve.batching import BatchPolicy
 from engine.serve.calibration import calibration_context, load_or_calibrate
@@ -24,6 +24,7 @@ from engine.serve.service import ServiceModel
 from engine.serve.setup import Serving, prepare_serving
 from engine.serve.simulate import simulate
 from engine.serve.traffic import Schedule, TrafficSpec, make_schedule, parse_traffic
+from engine.session.recorder import recording
 
 SEARCH_REQUESTS = 20_000  # requests per simulated trial in --find, --tune-batching, --curve
 CONFIRM_S = 10.0  # seconds of real traffic that --confirm serves (after --warmup-s)
@@ -64,7 +65,12 @@ def traffic_from_args(args: argparse.Namespace) -> tuple[TrafficSpec, Schedule]:
 class Prepare:
     """The model prepared for serving: one sample per request, the backend's facts kept."""
 
-    def __init__(self, args: argparse.Namespace, printer: LivePrinter) -> None:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        printer: LivePrinter,
+        record: Callable[[Event], None] = lambda ev: None,
+    ) -> None:
         config = config_from_args(args)
         if config.batch != 1:
             printer.feed(Notice("info", "each request is one sample; batching is --max-batch"))
@@ -78,11 +84,14 @@ class Prepare:
         )
         self.model: ModelLoaded | None = None
         self.started: RunStarted | None = None
+        self.config = config
         self.printer = printer
+        self.record = record
         self.prepared: Prepared = backends.prepare(req, self._keep)
 
     def _keep(self, ev: Event) -> None:
         self.printer.feed(ev)
+        self.record(ev)
         if isinstance(ev, ModelLoaded):
             self.model = ev
         elif isinstance(ev, RunStarted):
@@ -104,13 +113,17 @@ def cmd_load(args: argparse.Namespace) -> int:
     policy = policy_from_args(args)
     printer = LivePrinter()
     try:
-        prep = Prepare(args, printer)
-        serving = prepare_serving(prep.prepared, policy, args.model)
-        for note in serving.notices:
-            printer.feed(note)
-        loop = _loop(serving, spec, schedule, args)
-        for ev in loop.run():
-            printer.feed(ev)
+        with recording(args.session, model_path=args.model, kind="load") as record:
+            prep = Prepare(args, printer, record)
+            serving = prepare_serving(prep.prepared, policy, args.model)
+            for note in serving.notices:
+                printer.feed(note)
+                record(note)
+            loop = _loop(serving, spec, schedule, args)
+            for ev in loop.run():
+                printer.feed(ev)
+                record(ev)  # end-to-end latencies, committed as they come
+            record(RunEnded("ok"))
         prep.prepared.close()
     finally:
         printer.close()
@@ -123,6 +136,8 @@ def cmd_load(args: argparse.Namespace) -> int:
     _hit_rate(result)
     out = sys.stdout if args.json != "-" else sys.stderr
     print_serving(result, out)
+    if args.session:
+        print(f"recorded   {args.session} (run kind load: end-to-end latencies)", file=out)
     if args.json:
         write_json(args.json, result)
     return EXIT_OK
@@ -139,6 +154,7 @@ def _loop(
         cache_size=args.cache,
         closed_clients=spec.clients if spec.closed else 0,
         closed_requests=args.closed_requests if spec.closed else 0,
+        warmup_s=args.warmup_s,
     )
 
 

@@ -45,6 +45,7 @@ def print_session(
         return
     header = (
         "id",
+        "kind",
         "started",
         "model",
         "config",
@@ -57,7 +58,7 @@ def print_session(
     )
     rows = [header, *(_cells(r) for r in runs)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    numeric = {0, 5, 6, 7, 8}
+    numeric = {0, 6, 7, 8, 9}
     for row in rows:
         cells = [
             c.rjust(w) if i in numeric else c.ljust(w)
@@ -73,6 +74,7 @@ def _cells(r: RunRow) -> tuple[str, ...]:
         status += f" ({r.samples} samples)"
     return (
         str(s.id),
+        printable(s.kind),
         printable(s.started_at),
         _clip(printable(s.model), MAX_CELL),
         printable(s.config),

@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from engine.backends.base import Feeds
-from engine.events import Event, Notice, Progress
+from engine.events import Event, LatencyBatch, Notice, Progress
 from engine.serve.batching import BatchPolicy, take
 from engine.serve.cache import ResponseCache
-from engine.serve.records import REJECTED, TIMED_OUT, ServeRecords
+from engine.serve.records import OK, REJECTED, TIMED_OUT, ServeRecords, latency_batch, timing_done
 from engine.serve.setup import stack_requests
 from engine.serve.traffic import Schedule
 
@@ -60,8 +60,10 @@ class ServingLoop:
         cache_size: int = 0,
         closed_clients: int = 0,
         closed_requests: int = 0,
+        warmup_s: float = 0.0,
     ) -> None:
         self.run_batch = run_batch
+        self.warmup_s = warmup_s
         self.request_feeds = request_feeds
         self.policy = policy
         self.closed = closed_clients > 0
@@ -85,6 +87,8 @@ class ServingLoop:
         self._client_events = [threading.Event() for _ in range(closed_clients)]
         self._owner: dict[int, int] = {}  # closed loop: request -> client
         self.t0 = 0.0
+        self._reported = 0  # requests ended and handed out as LatencyBatch so far
+        self._ended_order: list[int] = []  # requests in the order they ended
 
     # ------------------------------------------------------------------ the run
     def run(self) -> Iterator[Event]:
@@ -118,6 +122,9 @@ class ServingLoop:
                     n,
                     f"{self.sent:,} sent, {self.ended:,} done, {len(self.queue)} queued",
                 )
+                batch = self._new_samples()
+                if batch is not None:
+                    yield batch  # recorded as it comes: a kill loses half a second at most
                 if self.error is not None:
                     raise self.error
                 if not any(th.is_alive() for th in senders) and self.ended >= self.sent:
@@ -133,6 +140,10 @@ class ServingLoop:
                 th.join(10)
             sys.setswitchinterval(switch)
         self._drop_unsent()
+        batch = self._new_samples()
+        if batch is not None:
+            yield batch
+        yield timing_done(self.rec, self.warmup_s)
         late = (self.rec.sent - self.rec.scheduled)[: self.sent] * 1e3
         if late.size and float(np.percentile(late, 99)) > LATE_WARN_MS:
             yield Notice(
@@ -141,6 +152,20 @@ class ServingLoop:
                 "behind schedule): the machine could not send at this rate; latencies "
                 "still run from the scheduled times",
             )
+
+    def _new_samples(self) -> LatencyBatch | None:
+        """The completed requests (after the warm-up) that ended since the last call."""
+        with self.cond:
+            fresh = self._ended_order[self._reported :]
+            self._reported += len(fresh)
+        rec = self.rec
+        start = self.warmup_s + (float(rec.scheduled[0]) if len(rec) and not self.closed else 0)
+        idx = np.asarray(
+            [j for j in fresh if rec.outcome[j] == OK and rec.scheduled[j] >= start], np.int64
+        )
+        if idx.size == 0:
+            return None
+        return latency_batch(rec, np.sort(idx), int(self.t0 * 1e9))
 
     def records(self) -> ServeRecords:
         rec = self.rec
@@ -207,6 +232,7 @@ class ServingLoop:
     def _end(self, j: int) -> None:
         """Under the lock: request `j` has ended (its client may send again)."""
         self.ended += 1
+        self._ended_order.append(j)
         if self.closed:
             self._client_events[self._owner.pop(j)].set()
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.measure.stats import latency_stats
+from engine.events import LatencyBatch, TimingDone
+from engine.measure.stats import Throughput, is_stable, latency_stats
 
 OK, REJECTED, TIMED_OUT = 0, 1, 2
 OUTCOMES = ("ok", "rejected", "timed_out")
@@ -161,3 +162,34 @@ def _depth(r: ServeRecords, since: float = -math.inf) -> tuple[int, float]:
     cum = np.cumsum(widths[order]) / total
     p99 = float(d[order][min(int(np.searchsorted(cum, 0.99)), d.size - 1)])
     return int(d.max()), p99
+
+
+def steady_ok(r: ServeRecords, warmup_s: float) -> np.ndarray:
+    """Indices of the requests that completed and were due after the warm-up, in order."""
+    start = float(r.scheduled.min()) if len(r) else 0.0
+    mask = (r.outcome == OK) & (r.scheduled >= start + warmup_s) & np.isfinite(r.done)
+    return np.flatnonzero(mask)
+
+
+def latency_batch(r: ServeRecords, idx: np.ndarray, origin_ns: int = 0) -> LatencyBatch:
+    """These requests as raw samples: start = scheduled time, latency = end to end."""
+    starts = np.round(r.scheduled[idx] * 1e9).astype(np.int64)
+    lats = np.round((r.done[idx] - r.scheduled[idx]) * 1e9).astype(np.int64)
+    return LatencyBatch(starts, lats, origin_ns)
+
+
+def timing_done(r: ServeRecords, warmup_s: float) -> TimingDone:
+    """The run's statistics as a session stores them: end-to-end latency of every request
+    after the warm-up, requests per second, stability, and the warm-up count."""
+    idx = steady_ok(r, warmup_s)
+    lats = np.round((r.done[idx] - r.scheduled[idx]) * 1e9).astype(np.int64)
+    steady = r.scheduled >= (float(r.scheduled.min()) if len(r) else 0.0) + warmup_s
+    span = _span(r, steady)
+    rate = float(idx.size / span) if span > 0 else 0.0
+    return TimingDone(
+        latency_stats(lats),
+        Throughput(rate, rate),
+        is_stable(lats) if lats.size else False,
+        int((~steady).sum()),
+        span,
+    )
