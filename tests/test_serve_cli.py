@@ -80,7 +80,8 @@ def test_bad_serving_input_is_one_line_and_exit_2(args: list[str], message: str)
 
 def test_load_runs_land_in_a_session(tmp_path: Path) -> None:
     """A load run is a run of kind `load`: its end-to-end latencies (after the warm-up)
-    are the run's samples, so session show, compare and report read it like any run."""
+    are the run's samples, so session show, compare and report read it like any run; a
+    simulated run files its predicted latencies as kind `simulate`, labelled in compare."""
     from engine.session.reader import SessionReader
 
     path = tmp_path / "s.opscope"
@@ -97,3 +98,10 @@ def test_load_runs_land_in_a_session(tmp_path: Path) -> None:
     assert show.stdout.splitlines()[2].split()[1] == "load"
     compared = opscope("compare", f"{path}:1", f"{path}:2", check=True)
     assert "p50 ms" in compared.stdout
+    opscope("simulate", DEMO_CNN, "--traffic", "poisson:150", "--duration", "1.5",
+            "--warmup-s", "0.5", "--threads", "1", "--session", path, check=True)  # fmt: skip
+    with SessionReader.open(path) as reader:
+        simulated = reader.runs()[-1]
+        assert simulated.kind == "simulate" and simulated.samples > 50
+    against = opscope("compare", f"{path}:1", f"{path}:3", check=True).stdout
+    assert "[served under load]" in against and "[SIMULATED]" in against

@@ -61,9 +61,10 @@ def print_comparison(comp: RunComparison, threshold: float, out: TextIO, top: in
 def describe_run(run: RunRow) -> str:
     """'demo_cnn.onnx  FP32 fusion=all batch=1 threads=2  CPU  224 samples'."""
     s = summarize(run)
+    kind = {"load": "  [served under load]", "simulate": "  [SIMULATED]"}.get(s.kind, "")
     return (
         f"{_clip(printable(s.model), NAME_WIDTH)}  {printable(s.config)}  "
-        f"{printable(s.provider)}  {s.samples} samples"
+        f"{printable(s.provider)}  {s.samples} samples{kind}"
         + ("" if run.status == "ok" else f"  [{printable(run.status)}]")
     )
 

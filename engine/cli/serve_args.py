@@ -71,6 +71,11 @@ def add_serving_parsers(
         help="a capacity curve: offered rate against p50, p99 and throughput, knee marked",
     )  # fmt: skip
     p.add_argument("--recalibrate", action="store_true", help="measure the batch times again")
+    p.add_argument(
+        "--session", metavar="FILE.opscope",
+        help="record the simulated run (kind simulate: its predicted end-to-end latencies) "
+        "into a session file, to compare with a real load run",
+    )  # fmt: skip
     p.set_defaults(handler=_cmd_simulate)
 
 

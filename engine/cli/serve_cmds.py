@@ -13,12 +13,20 @@ from engine.backends.base import Prepared, PrepareRequest
 from engine.cli.common import EXIT_OK, config_from_args, write_json
 from engine.cli.printer import LivePrinter
 from engine.errors import ConfigError
-from engine.events import Event, ModelLoaded, Notice, Progress, RunEnded, RunStarted
+from engine.events import (
+    Event,
+    ModelLoaded,
+    Notice,
+    Progress,
+    RunEnded,
+    RunStarted,
+    VariantReady,
+)
 from engine.model.inputs import parse_shape_override
 from engine.serve.batching import BatchPolicy
 from engine.serve.calibration import calibration_context, load_or_calibrate
 from engine.serve.loop import ServingLoop
-from engine.serve.records import summarize
+from engine.serve.records import latency_batch, steady_ok, summarize, timing_done
 from engine.serve.search import Workload, capacity_curve, max_rate, tune_batching
 from engine.serve.service import ServiceModel
 from engine.serve.setup import Serving, prepare_serving
@@ -87,11 +95,14 @@ class Prepare:
         self.config = config
         self.printer = printer
         self.record = record
+        self.facts: list[Event] = []  # what a session needs to file the run
         self.prepared: Prepared = backends.prepare(req, self._keep)
 
     def _keep(self, ev: Event) -> None:
         self.printer.feed(ev)
         self.record(ev)
+        if isinstance(ev, ModelLoaded | VariantReady | RunStarted):
+            self.facts.append(ev)
         if isinstance(ev, ModelLoaded):
             self.model = ev
         elif isinstance(ev, RunStarted):
@@ -269,6 +280,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             seed=args.seed,
         )
         result.update(summarize(rec, args.warmup_s))
+        if args.session:  # a run of kind simulate: its predicted end-to-end latencies
+            with recording(args.session, model_path=args.model, kind="simulate") as record:
+                for ev in prep.facts:
+                    record(ev)
+                record(latency_batch(rec, steady_ok(rec, args.warmup_s)))
+                record(timing_done(rec, args.warmup_s))
+                record(RunEnded("ok"))
         result["simulated"] = True
         result["calibration"] = _calibration_json(service)
         _hit_rate(result)
