@@ -12,6 +12,7 @@ from engine import backends
 from engine.backends.base import Prepared, PrepareRequest
 from engine.cli.common import EXIT_OK, config_from_args, write_json
 from engine.cli.printer import LivePrinter
+from engine.cli.results import RunResult
 from engine.errors import ConfigError
 from engine.events import (
     Event,
@@ -19,8 +20,6 @@ from engine.events import (
     Notice,
     Progress,
     RunEnded,
-    RunStarted,
-    VariantReady,
 )
 from engine.model.inputs import parse_shape_override
 from engine.serve.batching import BatchPolicy
@@ -90,33 +89,30 @@ class Prepare:
             inputs_npz=args.inputs,
             seed=args.seed,
         )
-        self.model: ModelLoaded | None = None
-        self.started: RunStarted | None = None
-        self.config = config
         self.printer = printer
         self.record = record
-        self.facts: list[Event] = []  # what a session needs to file the run
+        self.result = RunResult()  # the run's facts, folded as bench folds them
         self.prepared: Prepared = backends.prepare(req, self._keep)
 
     def _keep(self, ev: Event) -> None:
         self.printer.feed(ev)
         self.record(ev)
-        if isinstance(ev, ModelLoaded | VariantReady | RunStarted):
-            self.facts.append(ev)
-        if isinstance(ev, ModelLoaded):
-            self.model = ev
-        elif isinstance(ev, RunStarted):
-            self.started = ev
+        self.result.feed(ev)
+
+    @property
+    def model(self) -> ModelLoaded | None:
+        return self.result.model
+
+    @property
+    def facts(self) -> list[Event]:
+        """What a session needs to file the run: the model, its variant, how it started."""
+        r = self.result
+        return [ev for ev in (r.model, r.variant, r.started) if ev is not None]
 
     def header(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.model is not None:
-            info = self.model.info
-            out["model"] = {"path": info.path, "sha256": info.sha256, "name": info.name}
-        if self.started is not None:
-            out["config"] = self.started.config.to_json()
-            out["provider_used"] = self.started.provider_used
-        return out
+        """The model, config and provider, as `bench --json` writes them."""
+        full = self.result.to_json()
+        return {k: full[k] for k in ("model", "config", "provider_used") if k in full}
 
 
 def cmd_load(args: argparse.Namespace) -> int:
