@@ -137,6 +137,52 @@ class PeaksMeasured:
     peaks: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class ServingStarted:
+    """A serving run's set-up (a load run, or a simulated one): traffic, batching and cache
+    as JSON (`TrafficSpec.to_json`, `BatchPolicy.to_json`), the warm-up excluded from its
+    figures, and, for a simulated run, the calibration it drew service times from."""
+
+    traffic: dict[str, Any]
+    batching: dict[str, Any]
+    cache: dict[str, Any]
+    warmup_s: float
+    simulated: bool
+    calibration: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServedRequests:
+    """Requests that ended since the last event (any outcome, warm-up included) and the
+    batches that ran since, as arrays. Times are seconds from the schedule's start; NaN where
+    a request has none (a cache hit was never dequeued, a rejected one never done).
+    `origin_ns` is time.perf_counter_ns() at that start (0 for a simulated run)."""
+
+    index: np.ndarray  # int64: the request's number in the run
+    scheduled: np.ndarray
+    sent: np.ndarray
+    dequeued: np.ndarray
+    done: np.ndarray
+    batch: np.ndarray  # int64, -1: none
+    hit: np.ndarray  # bool
+    outcome: np.ndarray  # int8: 0 ok, 1 rejected, 2 timed out
+    batch_id: np.ndarray  # int64: the batches that ran since the last event
+    batch_start: np.ndarray
+    batch_end: np.ndarray
+    batch_size: np.ndarray  # int64
+    batch_instance: np.ndarray  # int64
+    origin_ns: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ServingSummary:
+    """A serving run's figures as `opscope load --json` writes them (`summary`), and the
+    simulator's answers when asked (`answers`: max_rate, find, trials, curve)."""
+
+    summary: dict[str, Any]
+    answers: dict[str, Any] = field(default_factory=dict)
+
+
 Event = (
     Progress
     | Notice
@@ -152,4 +198,7 @@ Event = (
     | CommandFailed
     | RunEnded
     | PeaksMeasured
+    | ServingStarted
+    | ServedRequests
+    | ServingSummary
 )

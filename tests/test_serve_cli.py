@@ -105,3 +105,100 @@ def test_load_runs_land_in_a_session(tmp_path: Path) -> None:
         assert simulated.kind == "simulate" and simulated.samples > 50
     against = opscope("compare", f"{path}:1", f"{path}:3", check=True).stdout
     assert "[served under load]" in against and "[SIMULATED]" in against
+
+
+def test_serving_rows_are_kept_and_a_recorded_run_simulates_again(tmp_path: Path) -> None:
+    """Every request and batch of a load run lands in the session (completed + rejected +
+    timed out = sent, the stored figures recomputed from the rows); a simulated run keeps
+    its calibration, so `simulate FILE:ID` replays it without the model, flags overriding
+    what was recorded."""
+    from engine.serve.records import OK, REJECTED, summarize
+    from engine.session.reader import SessionReader
+
+    path = tmp_path / "s.opscope"
+    opscope("load", DEMO_CNN, "--traffic", "poisson:400", "--duration", "1.5", "--warmup-s",
+            "0.5", "--max-batch", "4", "--delay-ms", "1", "--queue-limit", "3", "--threads",
+            "1", "--cache", "20", "--repeat", "0.3", "--session", path, check=True)  # fmt: skip
+    opscope("simulate", DEMO_CNN, "--traffic", "poisson:400", "--duration", "2",
+            "--max-batch", "4", "--threads", "1", "--session", path, check=True)  # fmt: skip
+    with SessionReader.open(path) as reader:
+        load, sim = (reader.serving(r.id) for r in reader.runs())
+        bench_like = reader.run(1)
+    assert load is not None and sim is not None
+    rec = load.records
+    summary = load.summary or {}
+    req = summary["requests"]
+    assert len(rec) == req["sent"] > 300
+    assert req["completed"] + req["rejected"] + req["timed_out"] == req["sent"]
+    assert int((rec.outcome == OK).sum()) == req["completed"]
+    assert int((rec.outcome == REJECTED).sum()) == req["rejected"]
+    assert int(rec.hit.sum()) == req["cache_hits"] > 0
+    assert rec.batch_size.size > 0 and rec.batch_size.max() <= 4
+    assert set(np.unique(rec.batch[rec.batch >= 0])) <= set(range(rec.batch_size.size))
+    again = summarize(rec, load.warmup_s)
+    assert again["latency_ms"]["p99"] == pytest.approx(summary["latency_ms"]["p99"], rel=1e-6)
+    assert bench_like.latency is not None
+    assert again["latency_ms"]["count"] == bench_like.latency.count
+    assert load.batching["queue_limit"] == 3 and load.cache == {"size": 20, "repeat": 0.3}
+    assert summary["cache"]["hit_rate"] == pytest.approx(req["cache_hits"] / req["sent"])
+    assert not load.simulated and load.calibration is None and load.origin_ns
+    assert sim.simulated and sim.calibration and sim.traffic["duration_s"] == 2.0
+
+    moved = tmp_path / "elsewhere.opscope"  # the model is not needed: the calibration is kept
+    path.rename(moved)
+    out = tmp_path / "replay.json"
+    opscope("simulate", f"{moved}:2", "--max-batch", "2", "--json", out, check=True)
+    data = json.loads(out.read_text())
+    assert data["replayed"]["run"] == 2 and data["replayed"]["simulated"] is True
+    assert data["traffic"]["spec"] == "poisson:400" and data["batching"]["max_batch"] == 2
+    assert data["requests"]["sent"] == sim.summary["requests"]["sent"]  # same schedule
+    # a load run stored no calibration: its model (here) is calibrated, as it was configured
+    opscope("simulate", f"{moved}:1", "--json", out, check=True)
+    data = json.loads(out.read_text())
+    assert data["replayed"]["kind"] == "load" and data["config"]["threads"] == 1
+    assert data["replayed"]["latency_ms"]["p99"] == summary["latency_ms"]["p99"]
+    assert data["cache"]["size"] == 20 and data["batching"]["queue_limit"] == 3
+
+
+def test_a_killed_load_run_keeps_all_but_the_last_half_second(tmp_path: Path) -> None:
+    """kill -9 mid-load: the requests that ended more than ~0.5 s before the kill are in
+    the file, with their batches."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from engine.session.reader import SessionReader
+    from tests.conftest import ROOT
+
+    path = tmp_path / "killed.opscope"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.entry", "load", str(DEMO_CNN), "--traffic",
+         "poisson:300", "--duration", "30", "--threads", "1", "--session", str(path)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until requests are being committed
+            time.sleep(0.5)
+            if path.exists():
+                with SessionReader.open(path) as reader:
+                    runs = reader.runs()
+                    serving = reader.serving(runs[0].id) if runs else None
+                if serving is not None and len(serving.records) > 300:
+                    break
+        time.sleep(1.0)
+        killed_at = time.time_ns()
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(30)
+    with SessionReader.open(path) as reader:
+        run = reader.runs()[0]
+        serving = reader.serving(run.id)
+    assert run.status == "running" and serving is not None and serving.origin_ns
+    rec = serving.records
+    last_end = np.nanmax(np.concatenate([rec.done, rec.dequeued]))
+    lost_s = (killed_at - serving.origin_ns) / 1e9 - last_end
+    assert lost_s < 1.0  # 0.5 s of commits plus the scheduler's slack on a loaded runner
+    assert rec.batch_size.size > 0

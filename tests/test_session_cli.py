@@ -17,7 +17,7 @@ import pytest
 from engine.errors import SessionFileError
 from engine.events import Notice, RunStarted
 from engine.model.info import load_model
-from engine.session import Recorder, SessionStore, open_session_file
+from engine.session import SCHEMA_VERSION, Recorder, SessionStore, open_session_file
 from tests.conftest import DEMO_CNN, ROOT
 from tests.session_material import BAD_KINDS, bad_file, live_events
 from tests.test_cli import FAST, opscope
@@ -46,7 +46,7 @@ def test_bench_and_profile_append_runs(two_runs: Path, tmp_path: Path) -> None:
         assert reader.op_events(2) and reader.profiles(2)[0]["runs"] == 5
     proc = opscope("session", "show", two_runs, check=True)
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith(f"session {two_runs}: 2 runs, format v1")
+    assert lines[0].startswith(f"session {two_runs}: 2 runs, format v{SCHEMA_VERSION}")
     assert lines[1].split()[:4] == ["id", "kind", "started", "model"]
     rows = lines[2:]
     assert len(rows) == 2
@@ -61,7 +61,7 @@ def test_show_json_shape(two_runs: Path, tmp_path: Path) -> None:
     opscope("session", "show", two_runs, "--json", out, check=True)
     data = json.loads(out.read_text())
     assert set(data) == {"runs", "meta"}
-    assert data["meta"]["schema_version"] == "1" and data["meta"]["format"] == "opscope-session"
+    assert data["meta"]["schema_version"] == str(SCHEMA_VERSION) and data["meta"]["format"] == "opscope-session"
     first = data["runs"][0]
     assert {
         "id",

@@ -102,36 +102,56 @@ def test_migrations_run_in_order_on_an_empty_database() -> None:
 def test_an_older_file_is_migrated(
     tmp_path: Path, recorded: tuple[Path, RunResult], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With a v2 in the list: readers migrate a v1 file in memory, never in place; the
-    writer migrates it in place; a failing migration leaves the file at its version."""
+    """With one more migration in the list: readers migrate a file in memory, never in
+    place; the writer migrates it in place; a failing migration leaves the file at its
+    version."""
     path = tmp_path / "old.opscope"
     shutil.copyfile(recorded[0], path)
     calls: list[int] = []
+    now = len(schema.MIGRATIONS)
 
-    def v2_add_tags(db: Database) -> None:
-        calls.append(2)
+    def next_add_tags(db: Database) -> None:
+        calls.append(now + 1)
         db.execute("ALTER TABLE runs ADD COLUMN tags TEXT")
 
-    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, v2_add_tags])
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, next_add_tags])
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", now + 1)
     before = path.read_bytes()
     with open_session_file(path) as reader:
-        assert reader.version == 1 and calls == [2]
+        assert reader.version == now and calls == [now + 1]
         assert reader.runs()[0].status == "ok"
         assert reader._conn.execute("SELECT tags FROM runs").fetchall() == [(None,)]
     assert path.read_bytes() == before
 
-    def v3_broken(db: Database) -> None:
+    def then_broken(db: Database) -> None:
         db.execute("ALTER TABLE runs ADD COLUMN half_done TEXT")
-        raise RuntimeError("bug in migration 3")
+        raise RuntimeError("bug in the last migration")
 
-    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, v3_broken])
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 3)
-    with pytest.raises(RuntimeError, match="bug in migration 3"):
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, then_broken])
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", now + 2)
+    with pytest.raises(RuntimeError, match="bug in the last migration"):
         SessionStore.create_or_open(path)
     conn = sqlite3.connect(path)
-    assert schema.stored_version(conn) == 2  # v2 committed, v3 rolled back whole
+    assert schema.stored_version(conn) == now + 1  # committed; the broken one rolled back
     assert "half_done" not in {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    conn.close()
+
+
+def test_a_v1_file_reads_and_gains_the_serving_tables(tmp_path: Path) -> None:
+    """A file written before serving runs existed (v1): read as is (no serving runs), and
+    the writer adds the serving tables in place so a load run can be appended."""
+    path = tmp_path / "v1.opscope"
+    db = Database(sqlite3.connect(path))
+    schema.migrate(db, schema.MIGRATIONS[:1])
+    db.conn.close()
+    assert schema.stored_version(sqlite3.connect(path)) == 1
+    with open_session_file(path) as reader:
+        assert reader.version == 1 and reader.runs() == []
+    SessionStore.create_or_open(path).close()
+    conn = sqlite3.connect(path)
+    assert schema.stored_version(conn) == SCHEMA_VERSION >= 2
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"serving", "requests", "batches"} <= tables
     conn.close()
 
 

@@ -41,12 +41,18 @@ def add_serving_parsers(
         help="predict serving under traffic with a discrete-event simulator calibrated "
         "on the real engine; find the max rate under an SLO, tune batching",
     )
-    p.add_argument("model", help="an .onnx file (or a PyTorch file), calibrated first")
+    p.add_argument(
+        "model",
+        help="an .onnx file (or a PyTorch file), calibrated first; or FILE.opscope[:ID], a "
+        "recorded load or simulate run to simulate again (its traffic, batching and cache, "
+        "any flag given overriding them)",
+    )
     add_knobs(p)
     _add_serving(p, positive_float, positive_int, nonneg_float, nonneg_int)
     p.add_argument(
-        "--duration", type=positive_float, default=60.0, metavar="S",
-        help="seconds of simulated traffic (default 60; --requests overrides)",
+        "--duration", type=positive_float, default=None, metavar="S",
+        help="seconds of simulated traffic (default 60, or the recorded run's; --requests "
+        "overrides)",
     )  # fmt: skip
     p.add_argument(
         "--requests", type=positive_int, metavar="N", help="simulate the first N requests"
@@ -88,36 +94,34 @@ def _add_serving(
 ) -> None:
     g = p.add_argument_group("traffic, batching and cache")
     g.add_argument(
-        "--traffic", required=True, metavar="SPEC",
+        "--traffic", metavar="SPEC",
         help="poisson:RATE | constant:RATE | bursts:BASE,PEAK,PERIOD_S,DUTY | ramp:FROM,TO "
         "| trace:FILE.csv | closed:N",
     )  # fmt: skip
-    g.add_argument("--max-batch", type=positive_int, default=1, metavar="N", help="default 1")
+    g.add_argument("--max-batch", type=positive_int, metavar="N", help="default 1")
+    g.add_argument("--preferred", metavar="4,8", help="preferred batch sizes (comma-separated)")
     g.add_argument(
-        "--preferred", default="", metavar="4,8", help="preferred batch sizes (comma-separated)"
-    )
-    g.add_argument(
-        "--delay-ms", type=nonneg_float, default=0.0, metavar="D",
+        "--delay-ms", type=nonneg_float, metavar="D",
         help="max queue delay before a partial batch is sent (default 0)",
     )  # fmt: skip
     g.add_argument(
-        "--queue-limit", type=nonneg_int, default=0, metavar="Q",
+        "--queue-limit", type=nonneg_int, metavar="Q",
         help="reject requests beyond Q queued (default 0: no limit)",
     )  # fmt: skip
     g.add_argument(
-        "--timeout-ms", type=nonneg_float, default=0.0, metavar="T",
+        "--timeout-ms", type=nonneg_float, metavar="T",
         help="drop a request that waited longer (default 0: never)",
     )  # fmt: skip
     g.add_argument(
-        "--instances", type=positive_int, default=1, metavar="K",
+        "--instances", type=positive_int, metavar="K",
         help="model instances serving concurrently (default 1)",
     )  # fmt: skip
     g.add_argument(
-        "--cache", type=nonneg_int, default=0, metavar="N",
+        "--cache", type=nonneg_int, metavar="N",
         help="response cache entries (LRU; default 0: off)",
     )  # fmt: skip
     g.add_argument(
-        "--repeat", type=nonneg_float, default=0.0, metavar="R",
+        "--repeat", type=nonneg_float, metavar="R",
         help="share of requests that repeat an earlier one, Zipf-popular (default 0)",
     )  # fmt: skip
     g.add_argument(
@@ -125,11 +129,11 @@ def _add_serving(
         help="closed:N traffic: requests in all (default 2000)",
     )  # fmt: skip
     g.add_argument(
-        "--warmup-s", type=nonneg_float, default=1.0, metavar="S",
+        "--warmup-s", type=nonneg_float, metavar="S",
         help="requests due in the first S seconds are served and counted but kept out of "
         "the latency figures (default 1)",
     )  # fmt: skip
-    g.add_argument("--seed", type=int, default=0, help="seed for traffic and inputs")
+    g.add_argument("--seed", type=int, help="seed for traffic and inputs (default 0)")
     g.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
 
 
@@ -140,6 +144,6 @@ def _cmd_load(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from engine.cli.serve_cmds import cmd_simulate
+    from engine.cli.simulate_cmd import cmd_simulate
 
     return cmd_simulate(args)

@@ -20,10 +20,18 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from engine.backends.base import Feeds
-from engine.events import Event, LatencyBatch, Notice, Progress
+from engine.events import Event, Notice, Progress
 from engine.serve.batching import BatchPolicy, take
 from engine.serve.cache import ResponseCache
-from engine.serve.records import OK, REJECTED, TIMED_OUT, ServeRecords, latency_batch, timing_done
+from engine.serve.records import (
+    OK,
+    REJECTED,
+    TIMED_OUT,
+    ServeRecords,
+    latency_batch,
+    served_requests,
+    timing_done,
+)
 from engine.serve.setup import stack_requests
 from engine.serve.traffic import Schedule
 
@@ -88,6 +96,7 @@ class ServingLoop:
         self._owner: dict[int, int] = {}  # closed loop: request -> client
         self.t0 = 0.0
         self._reported = 0  # requests ended and handed out as LatencyBatch so far
+        self._batches_reported = 0  # batches handed out in ServedRequests so far
         self._ended_order: list[int] = []  # requests in the order they ended
 
     # ------------------------------------------------------------------ the run
@@ -122,9 +131,8 @@ class ServingLoop:
                     n,
                     f"{self.sent:,} sent, {self.ended:,} done, {len(self.queue)} queued",
                 )
-                batch = self._new_samples()
-                if batch is not None:
-                    yield batch  # recorded as it comes: a kill loses half a second at most
+                # recorded as they come: a kill loses half a second at most
+                yield from self._new_samples()
                 if self.error is not None:
                     raise self.error
                 if not any(th.is_alive() for th in senders) and self.ended >= self.sent:
@@ -140,9 +148,7 @@ class ServingLoop:
                 th.join(10)
             sys.setswitchinterval(switch)
         self._drop_unsent()
-        batch = self._new_samples()
-        if batch is not None:
-            yield batch
+        yield from self._new_samples()
         yield timing_done(self.rec, self.warmup_s)
         late = (self.rec.sent - self.rec.scheduled)[: self.sent] * 1e3
         if late.size and float(np.percentile(late, 99)) > LATE_WARN_MS:
@@ -153,19 +159,26 @@ class ServingLoop:
                 "still run from the scheduled times",
             )
 
-    def _new_samples(self) -> LatencyBatch | None:
-        """The completed requests (after the warm-up) that ended since the last call."""
+    def _new_samples(self) -> Iterator[Event]:
+        """The requests that ended since the last call, with the batches run since
+        (ServedRequests), and those of them that completed after the warm-up as latency
+        samples (LatencyBatch)."""
         with self.cond:
             fresh = self._ended_order[self._reported :]
             self._reported += len(fresh)
+            first = self._batches_reported
+            batches = self.batches[first:]
+            self._batches_reported += len(batches)
+        if not fresh and not batches:
+            return
         rec = self.rec
+        origin = int(self.t0 * 1e9)
+        ended = np.sort(np.asarray(fresh, np.int64))
+        yield served_requests(rec, ended, batches, first, origin)
         start = self.warmup_s + (float(rec.scheduled[0]) if len(rec) and not self.closed else 0)
-        idx = np.asarray(
-            [j for j in fresh if rec.outcome[j] == OK and rec.scheduled[j] >= start], np.int64
-        )
-        if idx.size == 0:
-            return None
-        return latency_batch(rec, np.sort(idx), int(self.t0 * 1e9))
+        keep = (rec.outcome[ended] == OK) & (rec.scheduled[ended] >= start)
+        if keep.any():
+            yield latency_batch(rec, ended[keep], origin)
 
     def records(self) -> ServeRecords:
         rec = self.rec
@@ -292,6 +305,8 @@ class ServingLoop:
             for j in list(self.queue):
                 rec.outcome[j] = TIMED_OUT
                 rec.dequeued[j] = time.perf_counter() - self.t0
+                self.ended += 1
+                self._ended_order.append(j)
             self.queue.clear()
         sent = np.isfinite(rec.sent)
         if not sent.all():

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.events import LatencyBatch, TimingDone
+from engine.events import LatencyBatch, ServedRequests, TimingDone
 from engine.measure.stats import Throughput, is_stable, latency_stats
 
 OK, REJECTED, TIMED_OUT = 0, 1, 2
@@ -192,4 +192,41 @@ def timing_done(r: ServeRecords, warmup_s: float) -> TimingDone:
         is_stable(lats) if lats.size else False,
         int((~steady).sum()),
         span,
+    )
+
+
+def served_requests(
+    r: ServeRecords,
+    idx: np.ndarray,
+    batches: list[tuple[float, float, int, int]] | None = None,
+    first_batch: int = 0,
+    origin_ns: int = 0,
+) -> ServedRequests:
+    """Requests `idx` (ended) and the batches (start, end, size, instance) numbered from
+    `first_batch`, as the event a session records them from. Without `batches`, every
+    batch of `r` (a finished run, the simulator's)."""
+    idx = np.asarray(idx, np.int64)
+    if batches is None:
+        start, end = r.batch_start, r.batch_end
+        size, inst = r.batch_size, r.batch_instance
+    elif batches:
+        start, end, size, inst = (np.asarray(c) for c in zip(*batches, strict=True))
+    else:
+        start = end = np.empty(0)
+        size = inst = np.empty(0, np.int64)
+    return ServedRequests(
+        index=idx,
+        scheduled=r.scheduled[idx],
+        sent=r.sent[idx],
+        dequeued=r.dequeued[idx],
+        done=r.done[idx],
+        batch=r.batch[idx],
+        hit=r.hit[idx],
+        outcome=r.outcome[idx],
+        batch_id=np.arange(first_batch, first_batch + len(start), dtype=np.int64),
+        batch_start=np.asarray(start, np.float64),
+        batch_end=np.asarray(end, np.float64),
+        batch_size=np.asarray(size, np.int64),
+        batch_instance=np.asarray(inst, np.int64),
+        origin_ns=origin_ns,
     )

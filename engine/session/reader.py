@@ -23,6 +23,7 @@ from engine.errors import SessionFileError
 from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
 from engine.session import schema
 from engine.session.rows import MarkerRow, RunRow, op_stat_row, run_row
+from engine.session.serving_rows import ServingRun, read_serving
 from engine.session.trust import check_file, corrupt, parse_json, req, typed
 
 P = ParamSpec("P")
@@ -157,6 +158,11 @@ class SessionReader:
         flat = np.fromiter(chain.from_iterable(cur), dtype=np.int64)
         pairs = flat.reshape(-1, 2)
         return pairs[:, 0].copy(), pairs[:, 1].copy()
+
+    @_guarded
+    def serving(self, run_id: int) -> ServingRun | None:
+        """A serving run's set-up, figures, requests and batches; None for other runs."""
+        return read_serving(self._conn, run_id)
 
     @_guarded
     def telemetry(self, run_id: int | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:

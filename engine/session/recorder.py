@@ -30,6 +30,9 @@ from engine.events import (
     OpProfile,
     RunEnded,
     RunStarted,
+    ServedRequests,
+    ServingStarted,
+    ServingSummary,
     Telemetry,
     TimingDone,
     VariantReady,
@@ -73,9 +76,12 @@ class Recorder:
         self._starts: list[np.ndarray] = []
         self._lats: list[np.ndarray] = []
         self._telemetry: list[tuple[int | None, int, str, float]] = []
+        self._served: list[ServedRequests] = []
+        self._serving = False  # the current run has a serving row
         self._next_index = 0
         self._origin_wall: int | None = None  # wall ns of the current run's start_ns == 0
         self._origin_saved = False
+        self._serving_origin_saved = False
         self._last_commit = clock()
 
     @property
@@ -108,6 +114,11 @@ class Recorder:
             self._marker("command_failed", ev.command, ev.message, time.time_ns())
         elif isinstance(ev, RunStarted):
             self._start(ev)
+        elif isinstance(ev, ServedRequests):
+            if self._active and self._serving:
+                self._served.append(ev)
+        elif isinstance(ev, ServingStarted | ServingSummary):
+            self._serving_fact(ev)
         elif isinstance(ev, TimingDone | AccuracyResult | OpProfile):
             self._run_fact(ev)
         elif isinstance(ev, RunEnded) and self._active:  # else: begun before this recorder
@@ -124,9 +135,17 @@ class Recorder:
         """Commit buffered samples, telemetry and the run's sample count in one transaction."""
         self._last_commit = self._clock()
         lats = self._lats if self._active else []
-        if not lats and not self._telemetry:
+        served = self._served if self._active else []
+        if not lats and not self._telemetry and not served:
             return
         with self.store.transaction():
+            if served and self.run_id is not None:
+                for chunk in served:
+                    self.store.add_served(self.run_id, chunk)
+                origin = next((c.origin_ns for c in served if c.origin_ns), 0)
+                if origin and not self._serving_origin_saved:
+                    self.store.set_serving_origin(self.run_id, origin + self._wall_offset)
+                    self._serving_origin_saved = True
             if lats and self.run_id is not None:
                 starts = np.concatenate(self._starts) if len(lats) > 1 else self._starts[0]
                 lat = np.concatenate(lats) if len(lats) > 1 else lats[0]
@@ -144,6 +163,7 @@ class Recorder:
         self._starts.clear()
         self._lats.clear()
         self._telemetry.clear()
+        self._served.clear()
         self._last_commit = self._clock()
 
     def fail(self, error_text: str) -> None:
@@ -205,7 +225,21 @@ class Recorder:
         self._next_index = 0
         self._origin_wall = None
         self._origin_saved = False
+        self._serving = False
+        self._serving_origin_saved = False
+        self._served.clear()
         self._last_commit = self._clock()
+
+    def _serving_fact(self, ev: ServingStarted | ServingSummary) -> None:
+        """A serving run's set-up (opens its serving row) or its figures at the end."""
+        if not self._active or self.run_id is None:
+            return
+        self.flush()
+        if isinstance(ev, ServingStarted):
+            self.store.start_serving(self.run_id, ev)
+            self._serving = True
+        elif self._serving:
+            self.store.set_serving_summary(self.run_id, ev.summary, ev.answers)
 
     def _end(self, status: str, error: str | None) -> None:
         if not self._active:

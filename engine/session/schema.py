@@ -174,7 +174,43 @@ def _v1_initial(db: Database) -> None:
     db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
 
-MIGRATIONS: list[Migration] = [_v1_initial]
+def _v2_serving(db: Database) -> None:
+    """Version 2: serving runs (kinds load and simulate). `serving` holds a run's traffic,
+    batching and cache (JSON), its figures and the calibration a simulated run drew from;
+    `requests` one row per request, `batches` one per batch run. Times are ns from the
+    schedule's start; NULL where a request has none. Queue depth over time is exact from
+    `requests` (+1 at sent_ns, -1 at dequeued_ns), so it is not stored twice."""
+    db.table("serving").create(
+        {
+            "run_id": int,
+            "simulated": int,
+            "traffic": str,
+            "batching": str,
+            "cache": str,
+            "warmup_s": float,
+            "origin_ns": int,
+            "calibration": str,
+            "summary": str,
+            "answers": str,
+        },
+        pk="run_id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.execute(
+        "CREATE TABLE requests (run_id INTEGER NOT NULL REFERENCES runs(id), "
+        "i INTEGER NOT NULL, scheduled_ns INTEGER NOT NULL, sent_ns INTEGER, "
+        "dequeued_ns INTEGER, done_ns INTEGER, batch INTEGER NOT NULL, hit INTEGER NOT NULL, "
+        "outcome INTEGER NOT NULL, PRIMARY KEY (run_id, i)) WITHOUT ROWID"
+    )
+    db.execute(
+        "CREATE TABLE batches (run_id INTEGER NOT NULL REFERENCES runs(id), "
+        "id INTEGER NOT NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, "
+        "size INTEGER NOT NULL, instance INTEGER NOT NULL, PRIMARY KEY (run_id, id)) "
+        "WITHOUT ROWID"
+    )
+
+
+MIGRATIONS: list[Migration] = [_v1_initial, _v2_serving]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # Tables and columns a file of the current version must have (checked on open).
@@ -216,6 +252,19 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "telemetry": ("run_id", "wall_ns", "name", "value"),
     "markers": ("id", "run_id", "wall_ns", "t_ns", "kind", "label", "text"),
+    "serving": ("run_id", "simulated", "traffic", "batching", "cache", "warmup_s"),
+    "requests": (
+        "run_id",
+        "i",
+        "scheduled_ns",
+        "sent_ns",
+        "dequeued_ns",
+        "done_ns",
+        "batch",
+        "hit",
+        "outcome",
+    ),
+    "batches": ("run_id", "id", "start_ns", "end_ns", "size", "instance"),
 }
 
 

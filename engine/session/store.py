@@ -21,7 +21,7 @@ import numpy as np
 from sqlite_utils import Database
 
 from engine.errors import SessionFileError, one_line
-from engine.events import AccuracyResult, OpProfile, TimingDone
+from engine.events import AccuracyResult, OpProfile, ServedRequests, ServingStarted, TimingDone
 from engine.model.info import ModelInfo
 from engine.session import schema
 from engine.session.env import host_facts
@@ -180,6 +180,78 @@ class SessionStore:
                 "INSERT INTO latency (run_id, i, start_ns, latency_ns) VALUES (?, ?, ?, ?)", rows
             )
         return first_index + n
+
+    # -- serving runs ------------------------------------------------------------------
+
+    def start_serving(self, run_id: int, ev: ServingStarted) -> None:
+        self.db.table("serving").upsert(
+            {
+                "run_id": run_id,
+                "simulated": int(ev.simulated),
+                "traffic": json_text(ev.traffic),
+                "batching": json_text(ev.batching),
+                "cache": json_text(ev.cache),
+                "warmup_s": ev.warmup_s,
+                "calibration": json_text(ev.calibration) if ev.calibration else None,
+            },
+            pk="run_id",
+        )
+
+    def set_serving_origin(self, run_id: int, origin_wall_ns: int) -> None:
+        self.db.execute(
+            "UPDATE serving SET origin_ns = ? WHERE run_id = ?", [origin_wall_ns, run_id]
+        )
+
+    def set_serving_summary(
+        self, run_id: int, summary: dict[str, Any], answers: dict[str, Any]
+    ) -> None:
+        self.db.execute(
+            "UPDATE serving SET summary = ?, answers = ? WHERE run_id = ?",
+            [json_text(summary), json_text(answers) if answers else None, run_id],
+        )
+
+    def add_served(self, run_id: int, chunk: ServedRequests) -> int:
+        """Append a chunk of ended requests and the batches run since; returns the number of
+        requests. Joins the caller's transaction if one is open."""
+        c = chunk
+
+        def ns(values: np.ndarray) -> list[int | None]:
+            out = np.round(np.asarray(values, np.float64) * 1e9)
+            return [None if v != v else int(v) for v in out.tolist()]
+
+        requests = zip(
+            repeat(run_id),
+            np.asarray(c.index, np.int64).tolist(),
+            ns(c.scheduled),
+            ns(c.sent),
+            ns(c.dequeued),
+            ns(c.done),
+            np.asarray(c.batch, np.int64).tolist(),
+            np.asarray(c.hit, np.int64).tolist(),
+            np.asarray(c.outcome, np.int64).tolist(),
+            strict=False,
+        )
+        batches = zip(
+            repeat(run_id),
+            np.asarray(c.batch_id, np.int64).tolist(),
+            ns(c.batch_start),
+            ns(c.batch_end),
+            np.asarray(c.batch_size, np.int64).tolist(),
+            np.asarray(c.batch_instance, np.int64).tolist(),
+            strict=False,
+        )
+        with self.db.atomic():
+            self.db.conn.executemany(
+                "INSERT OR REPLACE INTO requests (run_id, i, scheduled_ns, sent_ns, "
+                "dequeued_ns, done_ns, batch, hit, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                requests,
+            )
+            self.db.conn.executemany(
+                "INSERT OR REPLACE INTO batches (run_id, id, start_ns, end_ns, size, instance) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                batches,
+            )
+        return int(np.asarray(c.index).size)
 
     def add_telemetry(self, run_id: int | None, rows: Iterable[tuple[int, str, float]]) -> int:
         """Append (wall_ns, name, value) samples, e.g. GPU clock or memory; returns count."""

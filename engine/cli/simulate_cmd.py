@@ -1,0 +1,368 @@
+"""`opscope simulate`: predict serving with the discrete-event simulator, calibrated on the
+real engine (a model file) or on what a session recorded (FILE.opscope[:ID])."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from engine.cli.common import EXIT_OK, write_json
+from engine.cli.printer import LivePrinter
+from engine.cli.serve_cmds import (
+    ANSWER_KEYS,
+    Prepare,
+    describe_run,
+    figures,
+    hit_rate,
+    policy_from_args,
+    print_serving,
+    serving_started,
+    traffic_from_args,
+    yield_model,
+)
+from engine.cli.serve_replay import Replay, fill_serving_args, is_session_ref, read_replay
+from engine.errors import ConfigError
+from engine.events import Event, Notice, RunEnded, RunStarted, ServingSummary
+from engine.serve.batching import BatchPolicy
+from engine.serve.calibration import calibration_context, load_or_calibrate
+from engine.serve.loop import ServingLoop
+from engine.serve.records import (
+    ServeRecords,
+    latency_batch,
+    served_requests,
+    steady_ok,
+    summarize,
+    timing_done,
+)
+from engine.serve.search import Workload, capacity_curve, max_rate, tune_batching
+from engine.serve.service import ServiceModel
+from engine.serve.setup import Serving, prepare_serving
+from engine.serve.simulate import simulate
+from engine.serve.traffic import TrafficSpec, make_schedule
+from engine.session.recorder import recording
+
+SEARCH_REQUESTS = 20_000  # requests per simulated trial in --find, --tune-batching, --curve
+CONFIRM_S = 10.0  # seconds of real traffic that --confirm serves (after --warmup-s)
+DURATION_S = 60.0  # simulated seconds when neither --duration nor a recorded run says
+TUNE_BATCHES = (1, 2, 4, 8, 16, 32)
+TUNE_DELAYS_MS = (0.0, 1.0, 2.0, 5.0, 10.0)
+TUNE_INSTANCES = (1, 2)
+
+
+class Calibrated:
+    """Where the service times come from: a model calibrated here (`serving` set, so
+    --confirm can serve it), or a recorded simulated run's calibration (no model needed)."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        policy: BatchPolicy,
+        printer: LivePrinter,
+        replay: Replay | None,
+    ) -> None:
+        self.args, self.printer = args, printer
+        self.services: dict[int, ServiceModel] = {}
+        self.prep: Prepare | None = None
+        self.serving: Serving | None = None
+        self.replay = replay
+        stored = replay.serving.calibration if replay else None
+        if replay is not None and stored is not None:
+            service = ServiceModel.from_json(stored)
+            self.services[int(service.context.get("instances") or policy.instances)] = service
+            self.top = max(service.sizes)
+            self.model_path = replay.run.model_path or replay.ref
+            return
+        if replay is not None:  # a load run: calibrate its model, as it was configured
+            path = replay.run.model_path
+            if not path or not Path(path).is_file():
+                raise ConfigError(
+                    f"{replay.label} stored no calibration (it served the real engine) and "
+                    f"its model {path or '(unknown)'} is not on this machine: simulate the "
+                    "model file, or a simulate run of the same model"
+                )
+            args.model = path
+        self.model_path = args.model
+        self.prep = Prepare(args, printer, config=replay.run.config if replay else None)
+        # tuning searches batch sizes up to --max-batch when given, else up to 32
+        tune_top = policy.max_batch if policy.max_batch > 1 else max(TUNE_BATCHES)
+        top = tune_top if args.tune_batching else policy.max_batch
+        self.serving = prepare_serving(
+            self.prep.prepared, dataclasses.replace(policy, max_batch=top), args.model
+        )
+        for note in self.serving.notices:
+            printer.feed(note)
+        self.top = self.serving.policy.max_batch
+
+    def service_for(self, instances: int) -> ServiceModel:
+        if instances not in self.services:
+            if self.prep is None or self.serving is None:
+                have = ", ".join(str(k) for k in sorted(self.services))
+                raise ConfigError(
+                    f"the recorded calibration was measured with {have} instance(s); "
+                    f"{instances} need the model file (simulate the model itself)"
+                )
+            prep = self.prep
+            context = calibration_context(
+                prep.model.info.sha256 if prep.model else "",
+                prep.prepared.config.to_json(),
+                prep.prepared.provider_used,
+                self.top,
+                instances,
+            )
+            self.services[instances] = yield_model(
+                load_or_calibrate(self.serving, context, self.args.recalibrate), self.printer
+            )
+        return self.services[instances]
+
+    def instance_choices(self) -> list[int]:
+        return list(TUNE_INSTANCES) if self.prep is not None else sorted(self.services)
+
+    def header(self) -> dict[str, Any]:
+        if self.prep is not None:
+            return self.prep.header()
+        run = self.replay.run if self.replay else None
+        return {
+            "model": {"path": self.model_path, "name": run.model_name if run else None},
+            "config": run.config.to_json() if run and run.config else None,
+            "provider_used": run.provider_used if run else None,
+        }
+
+    def facts(self) -> list[Event]:
+        """What a session needs to file the simulated run."""
+        if self.prep is not None:
+            return self.prep.facts
+        run = self.replay.run if self.replay else None
+        if run is None or run.config is None:
+            return []
+        return [
+            RunStarted(
+                run.config,
+                run.provider_requested or "",
+                run.provider_used or "",
+                run.providers,
+                {},
+                run.batch or 1,
+                0.0,
+            )
+        ]
+
+    def close(self) -> None:
+        if self.prep is not None:
+            self.prep.prepared.close()
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    replay = read_replay(args.model) if is_session_ref(args.model) else None
+    fill_serving_args(args, replay)
+    if args.duration is None:
+        args.duration = DURATION_S
+    if (args.find or args.tune_batching) and args.slo_p99 is None:
+        raise ConfigError("--find and --tune-batching need --slo-p99 MS")
+    if args.confirm and not args.find:
+        raise ConfigError("--confirm goes with --find max-rate")
+    spec, schedule = traffic_from_args(args)
+    if spec.closed and (args.find or args.tune_batching or args.curve):
+        raise ConfigError("--find, --tune-batching and --curve scale a rate: not closed:N")
+    if spec.kind == "trace" and (args.find or args.tune_batching or args.curve):
+        raise ConfigError("--find, --tune-batching and --curve scale a rate: not a trace")
+    policy = policy_from_args(args)
+    printer = LivePrinter()
+    try:
+        source = Calibrated(args, policy, printer, replay)
+        if args.confirm and source.serving is None:
+            raise ConfigError("--confirm serves the real engine: give the model file")
+        top = source.top
+        if source.prep is not None:
+            policy = dataclasses.replace(
+                policy,
+                max_batch=min(policy.max_batch, top),
+                preferred=tuple(p for p in policy.preferred if p <= top),
+            )
+        elif policy.max_batch > top:
+            printer.feed(
+                Notice(
+                    "warning",
+                    f"the recorded calibration timed batches up to {top}: larger ones are "
+                    "extrapolated from the last two sizes",
+                )
+            )
+        tune_batches = [b for b in TUNE_BATCHES if b < top] + [top]
+        service = source.service_for(policy.instances)
+        result = {**source.header(), **describe_run(spec, policy, args)}
+        rec = simulate(
+            schedule,
+            policy,
+            service,
+            cache_size=args.cache,
+            closed_clients=spec.clients if spec.closed else 0,
+            closed_requests=args.closed_requests if spec.closed else 0,
+            seed=args.seed,
+        )
+        result.update(summarize(rec, args.warmup_s))
+        result["simulated"] = True
+        result["calibration"] = _calibration_json(service)
+        if replay is not None:
+            result["replayed"] = _replayed(replay)
+        hit_rate(result)
+        work = Workload(
+            spec, args.requests or SEARCH_REQUESTS, args.seed, args.cache, args.repeat,
+            args.warmup_s,
+        )  # fmt: skip
+        if args.find:
+            rate, found, steps = max_rate(work, policy, service, args.slo_p99)
+            result["max_rate"] = rate
+            result["find"] = {"slo_p99_ms": args.slo_p99, "at_max_rate": found, "steps": steps}
+            if args.confirm and rate > 0 and source.serving is not None:
+                result["find"]["confirmed"] = _confirm(
+                    service, source.serving, spec, policy, rate, args, printer
+                )
+        if args.tune_batching:
+            outcome = yield_model(
+                tune_batching(work, policy, source.service_for, args.slo_p99, tune_batches,
+                              list(TUNE_DELAYS_MS), source.instance_choices()),
+                printer,
+            )  # fmt: skip
+            result.update(outcome)
+        if args.curve:
+            result["curve"] = capacity_curve(work, policy, service)
+        if args.session:  # a run of kind simulate: every predicted request and batch
+            _record(args, source, rec, result, service)
+        source.close()
+    finally:
+        printer.close()
+    out = sys.stdout if args.json != "-" else sys.stderr
+    print_serving(result, out)
+    _print_replayed(result, out)
+    _print_answers(result, out)
+    if args.json:
+        write_json(args.json, result)
+    return EXIT_OK
+
+
+def _replayed(replay: Replay) -> dict[str, Any]:
+    """The recorded run simulated again, with what it measured (or predicted)."""
+    summary = replay.serving.summary or {}
+    return {
+        "session": replay.ref,
+        "run": replay.run.id,
+        "kind": replay.run.kind,
+        "simulated": replay.serving.simulated,
+        "latency_ms": summary.get("latency_ms"),
+        "throughput": summary.get("throughput"),
+    }
+
+
+def _print_replayed(r: dict[str, Any], out: TextIO) -> None:
+    rep = r.get("replayed")
+    if not rep or not rep.get("latency_ms"):
+        return
+    m, p = rep["latency_ms"], r["latency_ms"]
+    what = "predicted" if rep["simulated"] else "measured"
+
+    def delta(key: str) -> str:
+        if not m.get(key) or p.get(key) is None:
+            return ""
+        return f" ({(p[key] / m[key] - 1) * 100:+.0f}% here)"
+
+    out.write(
+        f"recorded   run {rep['run']} ({rep['kind']}) {what} p50 {m['p50']:.3f} ms"
+        f"{delta('p50')}  p99 {m['p99']:.3f} ms{delta('p99')}\n"
+    )
+
+
+def _record(
+    args: argparse.Namespace,
+    source: Calibrated,
+    rec: ServeRecords,
+    result: dict[str, Any],
+    service: ServiceModel,
+) -> None:
+    with recording(args.session, model_path=source.model_path, kind="simulate") as record:
+        for ev in source.facts():
+            record(ev)
+        record(serving_started(result, args.warmup_s, service.to_json()))
+        record(served_requests(rec, np.arange(len(rec))))
+        record(latency_batch(rec, steady_ok(rec, args.warmup_s)))
+        record(timing_done(rec, args.warmup_s))
+        answers = {k: result[k] for k in ANSWER_KEYS if k in result}
+        record(ServingSummary(figures(result), answers))
+        record(RunEnded("ok"))
+
+
+def _calibration_json(service: ServiceModel) -> dict[str, Any]:
+    ctx = service.context
+    return {
+        "sizes": service.sizes,
+        "median_ms": {str(s): service.median(s) * 1e3 for s in service.sizes},
+        "samples": {str(s): int(service.samples[s].size) for s in service.sizes},
+        "instances": ctx.get("instances"),
+        "provider": ctx.get("provider"),
+        "cpu": ctx.get("cpu"),
+    }
+
+
+def _confirm(
+    service: ServiceModel,
+    serving: Serving,
+    spec: TrafficSpec,
+    policy: BatchPolicy,
+    rate: float,
+    args: argparse.Namespace,
+    printer: LivePrinter,
+) -> dict[str, Any]:
+    """Serve the found rate on the real engine for CONFIRM_S seconds: measured against
+    predicted, on the same schedule."""
+    scaled = spec.scaled(rate / spec.mean_rate())
+    schedule = make_schedule(scaled, CONFIRM_S + args.warmup_s, args.seed, args.repeat)
+    serving = dataclasses.replace(serving, policy=policy)
+    loop = ServingLoop(serving.run_batch, serving.request_feeds, schedule, policy,
+                       cache_size=args.cache)  # fmt: skip
+    for ev in loop.run():
+        printer.feed(ev)
+    measured = summarize(loop.records(), args.warmup_s)
+    predicted = summarize(
+        simulate(schedule, policy, service, cache_size=args.cache, seed=args.seed),
+        args.warmup_s,
+    )
+    return {
+        "rate": rate,
+        "seconds": CONFIRM_S,
+        "measured": {k: measured[k] for k in ("requests", "latency_ms", "throughput")},
+        "predicted": {k: predicted[k] for k in ("requests", "latency_ms", "throughput")},
+    }
+
+
+def _print_answers(r: dict[str, Any], out: TextIO) -> None:
+    w = out.write
+    if "max_rate" in r:
+        find = r["find"]
+        w(f"max rate   {r['max_rate']:.1f} requests/s meets p99 <= {find['slo_p99_ms']:g} ms")
+        at = find["at_max_rate"]
+        w(f" (simulated p99 {at['latency_ms']['p99']:.3f} ms)\n" if at else " (none does)\n")
+        conf = find.get("confirmed")
+        if conf:
+            m, p = conf["measured"]["latency_ms"], conf["predicted"]["latency_ms"]
+            w(
+                f"confirmed  {conf['seconds']:g} s served at {conf['rate']:.1f}/s: p50 "
+                f"{m['p50']:.3f} ms (predicted {p['p50']:.3f}), p99 {m['p99']:.3f} ms "
+                f"(predicted {p['p99']:.3f})\n"
+            )
+    if r.get("trials"):
+        w("tuning     max batch x delay x instances, by capacity under the SLO:\n")
+        for trial in r["trials"][:8]:
+            w(
+                f"           max batch {trial['max_batch']:>3}  delay {trial['delay_ms']:>4g} ms  "
+                f"{trial['instances']} inst  ->  {trial['max_rate']:9.1f} requests/s  "
+                f"(p99 {trial['p99_ms']:.3f} ms)\n"
+            )
+    for point in r.get("curve", []):
+        w(
+            f"curve      offered {point['offered_per_s']:9.1f}/s  served "
+            f"{point['throughput_per_s']:9.1f}/s  p50 {point['p50_ms']:8.3f} ms  p99 "
+            f"{point['p99_ms']:9.3f} ms{'  <- knee' if point['knee'] else ''}\n"
+        )
