@@ -183,6 +183,14 @@ class ServingSummary:
     answers: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Calibrated:
+    """Batch service times measured on the engine host (`ServiceModel.to_json()`), for a
+    simulator run elsewhere (the app's What-if view)."""
+
+    calibration: dict[str, Any]
+
+
 Event = (
     Progress
     | Notice
@@ -201,4 +209,5 @@ Event = (
     | ServingStarted
     | ServedRequests
     | ServingSummary
+    | Calibrated
 )

@@ -206,3 +206,62 @@ def test_missing_peaks_are_measured_by_the_host_with_timing_paused(
     finally:
         host.close()
     assert cached_peaks() == measured.peaks  # cached for every later window and CLI run
+
+
+def test_a_load_run_in_the_host_is_recorded_as_its_own_run(host: Host, tmp_path: Path) -> None:
+    """Run load from the window: timing pauses, the run's facts, ServingStarted, every
+    request and batch, ServingSummary, then live timing resumes; a session files it as a
+    run of kind load between two live runs. Stop load ends it early (cancelled, kept);
+    Calibrate answers with the batch times the What-if view simulates from."""
+    import numpy as np
+
+    from engine.events import Calibrated, ServedRequests, ServingStarted, ServingSummary
+    from engine.session import Recorder, SessionStore, open_session_file
+
+    host.send(cmds.Apply(RunConfig(batch=2, threads=1)))  # serving prepares batch 1 itself
+    host.send(cmds.Load(str(DEMO_CNN)))
+    host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0)
+    mark = len(host.events)
+    batching = {"max_batch": 4, "delay_ms": 1.0, "instances": 1}
+    host.send(cmds.ServeLoad("poisson:150", batching, duration_s=2.0, warmup_s=0.5))
+    def at(ev: Any) -> int:  # events compare by value: the run facts repeat
+        return next(i for i, e in enumerate(host.events) if e is ev)
+
+    summary = host.wait_for(lambda e: isinstance(e, ServingSummary), start=mark)
+    host.wait_for(lambda e: isinstance(e, RunEnded), start=at(summary))
+    resumed = host.wait_for(  # live timing again, at the config it had
+        lambda e: isinstance(e, RunStarted), start=at(summary)
+    )
+    assert resumed.config.batch == 2
+    load_events = host.events[mark : at(resumed)]
+    served = [e for e in load_events if isinstance(e, ServedRequests)]
+    assert sum(e.index.size for e in served) == summary.summary["requests"]["sent"] > 200
+    assert any(isinstance(e, ServingStarted) for e in load_events)
+    assert max(int(e.batch_size.max()) for e in served if e.batch_size.size) <= 4
+
+    path = tmp_path / "app.opscope"
+    store = SessionStore.create_or_open(path)
+    rec = Recorder(store, kind="live")
+    for ev in host.events:
+        rec.feed(ev)
+    rec.close()
+    store.close()
+    with open_session_file(path) as reader:
+        kinds = [r.kind for r in reader.runs()]
+        load_run = next(r for r in reader.runs() if r.kind == "load")
+        serving = reader.serving(load_run.id)
+    assert kinds[:3] == ["live", "load", "live"]
+    assert serving is not None and len(serving.records) == summary.summary["requests"]["sent"]
+    assert load_run.config is not None and load_run.latency is not None
+
+    mark = len(host.events)
+    host.send(cmds.ServeLoad("poisson:100", {"max_batch": 1}, duration_s=60.0))
+    first = host.wait_for(lambda e: isinstance(e, ServedRequests), start=mark)
+    host.send(cmds.StopLoad())
+    ended = host.wait_for(lambda e: isinstance(e, RunEnded), start=at(first), timeout=20)
+    assert ended.status == "cancelled"
+
+    host.send(cmds.Calibrate(max_batch=2))
+    cal = host.wait_for(lambda e: isinstance(e, Calibrated), timeout=120)
+    assert {int(s) for s in cal.calibration["sizes"]} >= {1, 2}
+    assert np.isfinite(cal.calibration["median_ms"]["1"])

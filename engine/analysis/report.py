@@ -8,9 +8,8 @@ from it passes through `html.escape` (`Html` marks the few strings we built as m
 
 from __future__ import annotations
 
-import html
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,12 @@ from engine import __version__
 from engine.analysis import report_plots
 from engine.analysis.deltas import CompareError, MetricDelta, OpDiff, Samples
 from engine.analysis.export import write_text
+from engine.analysis.report_html import Html, esc
+from engine.analysis.report_html import figure as _figure
+from engine.analysis.report_html import num as _num
+from engine.analysis.report_html import pct as _pct
+from engine.analysis.report_html import section as _section
+from engine.analysis.report_html import table as _table
 from engine.analysis.run_compare import RunComparison, compare_runs
 from engine.analysis.run_summary import cell, summarize
 from engine.config import PRECISION_LABELS, provider_label
@@ -31,16 +36,6 @@ from engine.session.rows import RunRow
 TOP_OPS = 15
 TOP_DIFFS = 10
 MAX_MARKERS = 100
-
-
-class Html(str):
-    """Markup we built ourselves: `_cell` passes it through instead of escaping it."""
-
-    __slots__ = ()
-
-
-def esc(value: object) -> str:
-    return html.escape(str(value), quote=True)
 
 
 class ReportError(OpScopeError):
@@ -457,35 +452,6 @@ def short_label(r: RunRow) -> str:
     return f"{r.model_name or '?'} {config}"
 
 
-def _section(anchor: str, title: str, body: str) -> str:
-    return f'<section id="{anchor}"><h2>{esc(title)}</h2>{body}</section>'
-
-
-def _figure(svg: str, caption: str) -> str:
-    return f"<figure>{svg}<figcaption>{esc(caption)}</figcaption></figure>"
-
-
-def _cell(value: object) -> str:
-    return value if isinstance(value, Html) else esc(value)
-
-
-def _table(
-    head: Sequence[str], rows: Iterable[Sequence[object]], right: set[int] | None = None
-) -> str:
-    right = right or set()
-    th = "".join(f"<th>{esc(h)}</th>" for h in head)
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="r">{_cell(v)}</td>' if i in right else f"<td>{_cell(v)}</td>"
-            for i, v in enumerate(row)
-        )
-        + "</tr>"
-        for row in rows
-    )
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def _io(v: Any) -> str:
     if not isinstance(v, dict):
         return "?"
@@ -497,14 +463,6 @@ def _io(v: Any) -> str:
 def _stat(fn: Any, v: np.ndarray) -> float | None:
     finite = v[np.isfinite(v)]
     return float(fn(finite)) if finite.size else None
-
-
-def _num(x: float | None, digits: int = 3) -> str:
-    return "-" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None or not math.isfinite(x) else f"{x:.1%}"
 
 
 def _signed(x: float) -> str:

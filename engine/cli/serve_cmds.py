@@ -22,7 +22,6 @@ from engine.events import (
     Notice,
     Progress,
     RunEnded,
-    ServingStarted,
     ServingSummary,
 )
 from engine.model.inputs import parse_shape_override
@@ -32,6 +31,12 @@ from engine.serve.records import (
     summarize,
 )
 from engine.serve.setup import Serving, prepare_serving
+from engine.serve.summary import (
+    describe_setup,
+    figures,
+    hit_rate,
+    serving_started,
+)
 from engine.serve.traffic import Schedule, TrafficSpec, make_schedule, parse_traffic
 from engine.session.recorder import recording
 
@@ -151,31 +156,6 @@ def cmd_load(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def serving_started(
-    setup: dict[str, Any], warmup_s: float, calibration: dict[str, Any] | None = None
-) -> ServingStarted:
-    return ServingStarted(
-        traffic=setup["traffic"],
-        batching=setup["batching"],
-        cache=setup["cache"],
-        warmup_s=warmup_s,
-        simulated=calibration is not None,
-        calibration=calibration,
-    )
-
-
-SUMMARY_KEYS = (
-    "requests", "warmup_s", "latency_ms", "queue_ms", "service_ms", "batch_size",
-    "throughput", "queue_depth", "generator", "duration_s", "cache",
-)  # fmt: skip
-ANSWER_KEYS = ("max_rate", "find", "trials", "best", "curve")
-
-
-def figures(result: dict[str, Any]) -> dict[str, Any]:
-    """What a session keeps of a serving result: the figures (the set-up has its columns)."""
-    return {k: result[k] for k in SUMMARY_KEYS if k in result}
-
-
 def _loop(
     serving: Serving, spec: TrafficSpec, schedule: Schedule, args: argparse.Namespace
 ) -> ServingLoop:
@@ -194,22 +174,14 @@ def _loop(
 def describe_run(
     spec: TrafficSpec, policy: BatchPolicy, args: argparse.Namespace
 ) -> dict[str, Any]:
-    duration = None if spec.closed else getattr(args, "duration", None)
-    return {
-        "traffic": {
-            **spec.to_json(),
-            "closed_loop": spec.closed,
-            "seed": args.seed,
-            "duration_s": duration,
-        },
-        "batching": policy.to_json(),
-        "cache": {"size": args.cache, "repeat": args.repeat},
-    }
-
-
-def hit_rate(result: dict[str, Any]) -> None:
-    req = result["requests"]
-    result["cache"]["hit_rate"] = req["cache_hits"] / req["sent"] if req["sent"] else 0.0
+    return describe_setup(
+        spec,
+        policy,
+        seed=args.seed,
+        duration_s=getattr(args, "duration", None),
+        cache=args.cache,
+        repeat=args.repeat,
+    )
 
 
 def print_serving(r: dict[str, Any], out: TextIO) -> None:

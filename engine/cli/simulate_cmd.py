@@ -14,14 +14,10 @@ import numpy as np
 from engine.cli.common import EXIT_OK, write_json
 from engine.cli.printer import LivePrinter
 from engine.cli.serve_cmds import (
-    ANSWER_KEYS,
     Prepare,
     describe_run,
-    figures,
-    hit_rate,
     policy_from_args,
     print_serving,
-    serving_started,
     traffic_from_args,
     yield_model,
 )
@@ -43,6 +39,7 @@ from engine.serve.search import Workload, capacity_curve, max_rate, tune_batchin
 from engine.serve.service import ServiceModel
 from engine.serve.setup import Serving, prepare_serving
 from engine.serve.simulate import simulate
+from engine.serve.summary import ANSWER_KEYS, figures, hit_rate, serving_started
 from engine.serve.traffic import TrafficSpec, make_schedule
 from engine.session.recorder import recording
 

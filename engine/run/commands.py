@@ -4,6 +4,7 @@ process (as the events come back), so both sides name the same fields."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.config import RunConfig
 
@@ -50,4 +51,34 @@ class Shutdown:
     """End the running segment and leave."""
 
 
-Command = Load | Apply | Start | Stop | Profile | Cancel | Shutdown
+@dataclass(frozen=True)
+class ServeLoad:
+    """Serve the loaded model under open-loop traffic (the serving loop), timing paused;
+    a run of kind load. `batching` is `BatchPolicy.to_json()`."""
+
+    traffic: str  # a spec: poisson:RATE, bursts:BASE,PEAK,PERIOD_S,DUTY, ...
+    batching: dict[str, Any]
+    duration_s: float = 10.0
+    cache: int = 0
+    repeat: float = 0.0
+    warmup_s: float = 1.0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class StopLoad:
+    """Stop sending; the requests already sent are served and the run is recorded."""
+
+
+@dataclass(frozen=True)
+class Calibrate:
+    """Time batches up to `max_batch` with `instances` running at once, for the What-if
+    simulator (cached per model, config and machine); answered with a Calibrated event."""
+
+    max_batch: int
+    instances: int = 1
+
+
+Command = (
+    Load | Apply | Start | Stop | Profile | Cancel | Shutdown | ServeLoad | StopLoad | Calibrate
+)

@@ -29,6 +29,7 @@ from engine.machine.cpu_telemetry import CpuSampler, TelemetryThread
 from engine.machine.gpu_telemetry import ThrottleWatch
 from engine.run import commands as cmds
 from engine.run.live import LiveRun, Staged, stage
+from engine.run.serving_host import ServingJob
 
 SEND_INTERVAL_S = 0.05
 PROFILE_EVERY_S = 30.0
@@ -126,6 +127,8 @@ class HostState:
     stopped: Staged | None = None  # the config that Stop ended, for Start to resume
     peaks_tried: bool = False
     throttle: ThrottleWatch = field(default_factory=ThrottleWatch)
+    job: ServingJob | None = None  # a load run or a calibration, timing paused meanwhile
+    resume: bool = False  # timing was running when the job began
 
     def request(self, config: RunConfig) -> PrepareRequest:
         assert self.path is not None
@@ -197,13 +200,26 @@ def host_main(
     telemetry.start()
     try:
         while True:
-            idle = live.segment is None or not state.running
+            idle = live.segment is None or not state.running or state.job is not None
             if conn.poll(0.05 if idle else 0):
                 cmd = conn.recv()
                 if isinstance(cmd, cmds.Shutdown):
+                    if state.job is not None:
+                        state.job.stop()
+                        state.job.done.wait(10)
                     _drain(live.end(), out)
                     break
                 _handle(cmd, state, live, builder, out)
+            if state.job is not None:
+                if not state.job.done.is_set():
+                    out.flush()
+                    continue
+                job, state.job = state.job, None
+                if state.resume and state.running:
+                    state.throttle.reset()
+                    _drain(live.begin(job.staged), out)
+                else:
+                    state.stopped = job.staged
             staged = builder.take()
             if staged is not None:
                 _drain(live.end(), out)
@@ -266,8 +282,33 @@ def _handle(
     elif isinstance(cmd, cmds.Cancel):
         builder.cancel()
         out.put(Progress("variant", 1, 1, "cancelled"))
+    elif isinstance(cmd, cmds.ServeLoad | cmds.Calibrate):
+        _serving_job(cmd, state, live, out)
+    elif isinstance(cmd, cmds.StopLoad):
+        if state.job is not None:
+            state.job.stop()
     else:
         out.put(CommandFailed(type(cmd).__name__, f"unknown command {cmd!r}"))
+
+
+def _serving_job(
+    cmd: cmds.ServeLoad | cmds.Calibrate, state: HostState, live: LiveRun, out: Outbox
+) -> None:
+    """Start a load run or a calibration of the model now loaded, timing paused."""
+    name = "load" if isinstance(cmd, cmds.ServeLoad) else "calibrate"
+    if state.job is not None:
+        out.put(CommandFailed(name, "a load run or calibration is still going: stop it first"))
+        return
+    staged = live.segment.staged if live.segment is not None else state.stopped
+    if staged is None or state.path is None:
+        out.put(CommandFailed(name, "no model is loaded yet"))
+        return
+    state.resume = live.segment is not None and state.running
+    if live.segment is not None:
+        _drain(live.end(), out)
+    state.stopped = None
+    state.job = ServingJob(staged, state.request(staged.config), out.put)
+    state.job.start(cmd)
 
 
 def _import_on_this_thread(config: RunConfig) -> None:

@@ -69,8 +69,10 @@ class ServingLoop:
         closed_clients: int = 0,
         closed_requests: int = 0,
         warmup_s: float = 0.0,
+        report_s: float = PROGRESS_S,
     ) -> None:
         self.run_batch = run_batch
+        self.report_s = report_s
         self.warmup_s = warmup_s
         self.request_feeds = request_feeds
         self.policy = policy
@@ -124,7 +126,7 @@ class ServingLoop:
         try:
             while True:
                 for th in senders:
-                    th.join(PROGRESS_S / max(1, len(senders)))
+                    th.join(self.report_s / max(1, len(senders)))
                 yield Progress(
                     "load",
                     self.ended,

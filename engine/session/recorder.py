@@ -237,6 +237,7 @@ class Recorder:
         self.flush()
         if isinstance(ev, ServingStarted):
             self.store.start_serving(self.run_id, ev)
+            self.store.update_run(self.run_id, {"kind": "simulate" if ev.simulated else "load"})
             self._serving = True
         elif self._serving:
             self.store.set_serving_summary(self.run_id, ev.summary, ev.answers)
