@@ -141,6 +141,15 @@ def build_menus(wb: Workbench) -> Menus:
         "Start a fresh engine host with the same model and config",
     )
     run.addSeparator()
+    act(
+        run,
+        "Run &Load",
+        wb.traffic_dock_run,
+        None,  # Ctrl+L lives on the Traffic dock's button
+        "Serve the loaded model under the Traffic dock's traffic, batching and cache",
+    )
+    act(run, "S&top Load", wb.client.stop_load, "Ctrl+Shift+L", "Stop sending load")
+    run.addSeparator()
     yield_cpu = act(
         run,
         "&Yield CPU to the Window",
@@ -175,6 +184,9 @@ def build_menus(wb: Workbench) -> Menus:
     view.addSeparator()
     view.addAction(w.config_dock.toggleViewAction())
     view.addAction(w.ops_dock.toggleViewAction())
+    traffic = w.traffic_dock.toggleViewAction()
+    traffic.setShortcut("Ctrl+Shift+F")
+    view.addAction(traffic)
 
     helpm = bar.addMenu("&Help")
     act(helpm, "&About OpScope", lambda: _about(wb))

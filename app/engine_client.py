@@ -129,6 +129,15 @@ class EngineClient(QObject):
     def cancel_build(self) -> None:
         self._send(cmds.Cancel())
 
+    def serve_load(self, cmd: cmds.ServeLoad) -> None:
+        self._send(cmd)
+
+    def stop_load(self) -> None:
+        self._send(cmds.StopLoad())
+
+    def calibrate(self, max_batch: int, instances: int = 1) -> None:
+        self._send(cmds.Calibrate(max_batch, instances))
+
     # internals -----------------------------------------------------------------------
     def _send(self, cmd: cmds.Command) -> None:
         if self._conn is None:

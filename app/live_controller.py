@@ -28,6 +28,7 @@ from engine.events import (
     Progress,
     RunEnded,
     RunStarted,
+    ServingStarted,
     Telemetry,
     VariantReady,
 )
@@ -63,6 +64,8 @@ class LiveController(QObject):
         self.hang_reported = False
         self.expect_events = False  # timing is running, so batches should keep coming
         self.last_profile: OpProfile | None = None
+        self.serving = False  # a load run: samples are end-to-end latencies of requests
+        self._last_t = -np.inf
         self.peaks = shared_loader()
         self.peaks.loaded.connect(self._peaks_loaded)
         client.events.connect(self.on_events)
@@ -109,8 +112,9 @@ class LiveController(QObject):
         for ev in batch:
             if isinstance(ev, LatencyBatch):
                 if ev.latencies_ns.size:
-                    lat_t.append((ev.origin_ns + ev.starts_ns - self.t0_ns) / 1e9)
-                    lat_v.append(ev.latencies_ns / 1e6)
+                    t, v = self._points(ev)
+                    lat_t.append(t)
+                    lat_v.append(v)
             elif isinstance(ev, Telemetry):
                 shown = {k: v for k, v in ev.values.items() if not PER_CORE.match(k)}
                 self.view.telemetry.append((ev.t_ns - self.t0_ns) / 1e9, shown)
@@ -121,6 +125,19 @@ class LiveController(QObject):
                 self._one(ev)
         if lat_t:
             self._plot(lat_t, lat_v)
+
+    def _points(self, ev: LatencyBatch) -> tuple[np.ndarray, np.ndarray]:
+        """Seconds on the plot and ms. A timed inference sits at its start; a served
+        request at its completion (as a monitor sees it), in completion order: requests
+        end out of their arrival order."""
+        lat_ms = ev.latencies_ns / 1e6
+        if not self.serving:
+            return (ev.origin_ns + ev.starts_ns - self.t0_ns) / 1e9, lat_ms
+        t = (ev.origin_ns + ev.starts_ns + ev.latencies_ns - self.t0_ns) / 1e9
+        order = np.argsort(t, kind="stable")
+        t = np.maximum(t[order], self._last_t)  # a report's stragglers: at its start
+        self._last_t = float(t[-1])
+        return t, lat_ms[order]
 
     def _plot(self, ts: list[np.ndarray], vs: list[np.ndarray]) -> None:
         t = np.concatenate(ts)
@@ -133,8 +150,15 @@ class LiveController(QObject):
     def _one(self, ev: Any) -> None:
         view = self.view
         if isinstance(ev, Marker):
-            if ev.kind == "config":
+            if ev.kind in ("config", "load"):
                 view.latency.add_marker((ev.t_ns - self.t0_ns) / 1e9, ev.label)
+        elif isinstance(ev, ServingStarted):
+            self.serving = not ev.simulated
+            self.batch = 1
+        elif isinstance(ev, RunEnded) and self.serving:
+            self.serving = False
+            if ev.status == "error":
+                view.show_error("load", ev.error or "the load run failed")
         elif isinstance(ev, RunStarted):
             self.batch = ev.batch
             self.provider = ev.provider_used

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.banner import Banner
 from app.config_panel import ConfigPanel
+from app.traffic_dock import TrafficDock
 from engine import backends
 from engine.events import OpProfile, VariantReady
 from engine.model.info import ModelInfo
@@ -103,6 +104,12 @@ class MainWindow(QMainWindow):
             "Roofline", self.roofline, Qt.DockWidgetArea.BottomDockWidgetArea
         )
         self.splitDockWidget(self.ops_dock, self.roofline_dock, Qt.Orientation.Horizontal)
+        self.traffic = TrafficDock()
+        self.traffic_dock = self._dock(
+            "Traffic", self.traffic, Qt.DockWidgetArea.BottomDockWidgetArea
+        )
+        self.tabifyDockWidget(self.ops_dock, self.traffic_dock)
+        self.ops_dock.raise_()
         self.op_table.op_selected.connect(self.roofline.select_op)
         self.roofline.op_clicked.connect(self._roofline_clicked)
         self.profile_label = QLabel("")

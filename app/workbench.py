@@ -12,6 +12,7 @@ from app.engine_client import EngineClient
 from app.live_controller import LiveController
 from app.main_window import SESSION_SUFFIXES, MainWindow, add_recent
 from app.recording import Recording, new_autosave_path
+from app.traffic_controller import TrafficController
 from engine.config import provider_label
 from engine.errors import OpScopeError
 from engine.session.env import cpu_name, gpu_facts
@@ -33,6 +34,11 @@ class Workbench(QObject):
         yields = self.window.settings.value(YIELD_KEY, True, type=bool)
         self.client = EngineClient(sink=self.recording.sink, nice=ENGINE_NICE if yields else 0)
         self.controller = LiveController(self.window, self.client)
+        self.traffic = TrafficController(
+            self.window.traffic, self.window, self.client, lambda: self.controller.t0_ns
+        )
+        self.client.events.connect(self.traffic.on_events)
+        self.client.events.connect(lambda _batch: self.traffic.check_slo())
         self.session_windows: list[QObject] = []
         gpu, _ = gpu_facts()
         self.device = gpu or cpu_name() or "CPU"
@@ -107,6 +113,12 @@ class Workbench(QObject):
         else:
             self.client.stop_timing()
         self.menus.set_running(self.running)
+
+    def traffic_dock_run(self) -> None:
+        """Run load with the Traffic dock's settings (showing the dock)."""
+        self.window.traffic_dock.show()
+        self.window.traffic_dock.raise_()
+        self.window.traffic.run_button.click()
 
     def restart_engine(self) -> None:
         self.window.banner.hide()

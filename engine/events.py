@@ -172,6 +172,9 @@ class ServedRequests:
     batch_size: np.ndarray  # int64
     batch_instance: np.ndarray  # int64
     origin_ns: int = 0
+    at_s: float = float("nan")  # when this report was made (s from the schedule's start)
+    queued: int = 0  # requests waiting then
+    queue_peak: int = 0  # the most waiting at once since the last report
 
 
 @dataclass(frozen=True, slots=True)

@@ -271,3 +271,52 @@ def test_scroll_in_steps_is_a_remembered_view_choice(qtbot: QtBot, tmp_path: Pat
     step_action(second).trigger()  # back to the default for the other tests
     assert second.window.latency.stepped_follow
     second.shutdown()
+
+
+def test_traffic_dock_runs_load_with_slo_and_what_if(bench: Workbench, qtbot: QtBot) -> None:
+    """Run load from the Traffic dock: the serving curves fill, the end-to-end latencies
+    land on the latency plot after a load marker, an SLO below them leaves a marker and a
+    warning; the run is a load run in the session, and live timing resumes. Calibrate:
+    the What-if view draws the current and proposed capacity curves and moves with the
+    sliders."""
+    qtbot.waitUntil(lambda: _samples_after(bench, 10), timeout=TIMEOUT_MS)
+    dock = bench.window.traffic
+    dock.rate.setValue(150)
+    dock.duration.setValue(3)
+    dock.max_batch.setValue(4)
+    dock.delay.setValue(1.0)
+    dock.slo.setValue(0.1)  # far below any latency: the crossing must be flagged
+    qtbot.waitUntil(lambda: bench.window.latency.slo_ms == 0.1, timeout=5_000)
+    dock.run_button.click()
+    qtbot.waitUntil(lambda: not dock.run_button.isEnabled(), timeout=5_000)
+    qtbot.waitUntil(lambda: dock.serving_plot.data()["t"].size >= 3, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=TIMEOUT_MS)  # ended
+    assert "done: p50" in dock.serving_plot.tally.text()
+    labels = [label for _, label in bench.window.latency.markers]
+    assert any(label.startswith("load poisson:150") for label in labels)
+    assert any(label.startswith("p99 > SLO") for label in labels)
+    n = bench.controller.samples
+    qtbot.waitUntil(lambda: _samples_after(bench, n + 10), timeout=TIMEOUT_MS)  # resumed
+    bench.recording.flush()
+    with open_session_file(bench.recording.path) as reader:
+        kinds = [r.kind for r in reader.runs()]
+        load = next(r for r in reader.runs() if r.kind == "load")
+        serving = reader.serving(load.id)
+    assert kinds.count("load") == 1 and kinds[-1] == "live"
+    assert serving is not None and serving.batching["max_batch"] == 4
+    assert serving.summary and serving.summary["requests"]["sent"] == len(serving.records)
+
+    dock.slo.setValue(50)
+    dock.calibrate_button.click()
+    what_if = dock.what_if
+    qtbot.waitUntil(lambda: what_if.curves()["proposed"][0].size > 3, timeout=TIMEOUT_MS)
+    assert what_if.curves()["current"][0].size > 3  # the batching of the load run
+    qtbot.waitUntil(lambda: "SIMULATED" in what_if.text.text(), timeout=TIMEOUT_MS)
+    low_load_p99 = what_if.curves()["proposed"][1][0]
+    dock.max_batch.setValue(16)  # a long queue delay: light load now waits for it
+    dock.delay.setValue(50)
+    qtbot.waitUntil(
+        lambda: what_if.curves()["proposed"][1][0] > max(40.0, 3 * low_load_p99),
+        timeout=TIMEOUT_MS,
+    )
+    assert what_if.curves()["current"][1][0] == pytest.approx(low_load_p99, rel=0.5)

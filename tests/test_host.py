@@ -224,6 +224,7 @@ def test_a_load_run_in_the_host_is_recorded_as_its_own_run(host: Host, tmp_path:
     mark = len(host.events)
     batching = {"max_batch": 4, "delay_ms": 1.0, "instances": 1}
     host.send(cmds.ServeLoad("poisson:150", batching, duration_s=2.0, warmup_s=0.5))
+
     def at(ev: Any) -> int:  # events compare by value: the run facts repeat
         return next(i for i, e in enumerate(host.events) if e is ev)
 

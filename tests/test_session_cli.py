@@ -61,7 +61,10 @@ def test_show_json_shape(two_runs: Path, tmp_path: Path) -> None:
     opscope("session", "show", two_runs, "--json", out, check=True)
     data = json.loads(out.read_text())
     assert set(data) == {"runs", "meta"}
-    assert data["meta"]["schema_version"] == str(SCHEMA_VERSION) and data["meta"]["format"] == "opscope-session"
+    assert (
+        data["meta"]["schema_version"] == str(SCHEMA_VERSION)
+        and data["meta"]["format"] == "opscope-session"
+    )
     first = data["runs"][0]
     assert {
         "id",

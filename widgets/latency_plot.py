@@ -97,6 +97,8 @@ class LatencyPlot(QWidget):
         self._marker_level = 0
         self._y_tops = [0.0, 0.0]  # followed y range tops: latency, throughput
         self.stepped_follow = True  # see follow_range
+        self._slo_line: pg.InfiniteLine | None = None
+        self.slo_ms: float | None = None
 
         self._glw = _TimedView()
         # The legend gets a row of its own above the plot: inside it would hide marker labels.
@@ -217,6 +219,25 @@ class LatencyPlot(QWidget):
         self.latency_plot.addItem(top, ignoreBounds=True)
         self.throughput_plot.addItem(bottom, ignoreBounds=True)
         self._markers.append(_Marker(float(t_s), label, (top, bottom)))
+
+    def set_slo(self, ms: float | None) -> None:
+        """A horizontal line at the p99 target (None: none)."""
+        if self._slo_line is None:
+            self._slo_line = pg.InfiniteLine(
+                angle=0,
+                movable=False,
+                pen=pg.mkPen(theme.BAD, width=1, style=Qt.PenStyle.DotLine),
+                label="SLO",
+                labelOpts={"position": 0.02, "color": theme.BAD, "anchors": [(0, 1), (0, 1)]},
+            )
+            self.latency_plot.addItem(self._slo_line, ignoreBounds=True)
+        if ms and ms > 0:
+            self._slo_line.setValue(float(ms))
+            self._slo_line.label.setFormat(f"SLO p99 {ms:g} ms")
+            self._slo_line.show()
+        else:
+            self._slo_line.hide()
+        self.slo_ms = ms if ms and ms > 0 else None
 
     def clear(self) -> None:
         """Forget all samples, bins and markers (a new session); resume following."""

@@ -1,5 +1,5 @@
-"""Exporting a session: a Chrome trace of profiled inferences (Perfetto, chrome://tracing)
-and CSV tables (runs, raw latency samples, op statistics).
+"""Exporting a session: a Chrome trace of profiled inferences and served batches (Perfetto,
+chrome://tracing) and CSV tables (runs, raw latency samples, op statistics).
 
 Builders are pure functions of reader records; writers open the file, build, and write
 atomically. Text cells in CSV that a spreadsheet would run as a formula are defused.
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from engine.analysis.run_summary import summarize
+from engine.analysis.serving_trace import serving_trace_events
 from engine.errors import OpScopeError
 from engine.files import finite, write_atomic
 from engine.measure.flops import node_flops
@@ -22,6 +23,9 @@ from engine.measure.op_stats import STAT_KEYS, prepacked_weight_bytes
 from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
 from engine.session.reader import SessionReader
 from engine.session.rows import RunRow
+from engine.session.serving_rows import ServingRun
+
+SERVING_KINDS = ("load", "simulate")
 
 
 class ExportError(OpScopeError):
@@ -123,19 +127,50 @@ def shape_texts(shapes: Shapes) -> list[str]:
     return [f"{dtype}[{'x'.join(str(d) for d in shape)}]" for dtype, shape in shapes]
 
 
-def build_trace(runs: Sequence[tuple[RunRow, ProfileTrace]], source: str = "") -> dict[str, Any]:
-    """The Chrome trace event format's JSON object form, one track per run."""
+def build_trace(
+    runs: Sequence[tuple[RunRow, ProfileTrace]],
+    source: str = "",
+    serving: Sequence[tuple[RunRow, ServingRun]] = (),
+) -> dict[str, Any]:
+    """The Chrome trace event format's JSON object form, one track per run: a profiled
+    run's median inference, a serving run's batches, queue depth and failed requests."""
     events = [e for run, trace in runs for e in trace_events(run, trace)]
-    return {
-        "traceEvents": events,
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "generator": "OpScope",
-            "session": source,
-            "note": "one profiled inference per run (the median by duration); "
-            "ts and dur in microseconds from that inference's start",
-        },
+    notes: list[str] = []
+    for run, s in serving:
+        st = serving_trace_events(run, s)
+        events.extend(st.events)
+        notes.extend(st.notes)
+    other: dict[str, Any] = {
+        "generator": "OpScope",
+        "session": source,
+        "note": "one profiled inference per run (the median by duration); "
+        "ts and dur in microseconds from that inference's start",
     }
+    if serving:
+        other["serving_note"] = (
+            "serving runs: one slice per batch on a thread per model instance, the queue "
+            "depth as a counter, rejected and timed-out requests as instants; ts and dur "
+            "in microseconds from the schedule's start"
+        )
+    if notes:
+        other["truncated"] = notes
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
+
+
+def _profiled(reader: SessionReader, runs: Sequence[RunRow]) -> list[tuple[RunRow, ProfileTrace]]:
+    out = [(r, reader.profile_trace(r.id)) for r in runs if reader.profiles(r.id)]
+    return [(r, t) for r, t in out if t.runs]
+
+
+def _nothing_to_trace(reader: SessionReader, run_id: int | None, serving: bool) -> ExportError:
+    which = f"run {run_id} has no profile" if run_id is not None else "no run in it has a profile"
+    return ExportError(
+        f"{which}{' or serving record' if serving else ''} to export as a trace (record "
+        "one with `opscope profile MODEL --session FILE`"
+        + (" or `opscope load MODEL --traffic ... --session FILE`" if serving else "")
+        + ")",
+        reader.path,
+    )
 
 
 def profiled_runs(
@@ -144,25 +179,33 @@ def profiled_runs(
     """(run, last profiling pass) for every profiled run, or for `run_id` (which must have a
     profile); ExportError when there is nothing to draw."""
     runs = [reader.run(run_id)] if run_id is not None else reader.runs()
-    out = [(r, reader.profile_trace(r.id)) for r in runs if reader.profiles(r.id)]
-    out = [(r, t) for r, t in out if t.runs]
+    out = _profiled(reader, runs)
     if not out:
-        which = (
-            f"run {run_id} has no profile" if run_id is not None else "no run in it has a profile"
-        )
-        raise ExportError(
-            f"{which} to export as a trace (record one with "
-            "`opscope profile MODEL --session FILE`)",
-            reader.path,
-        )
+        raise _nothing_to_trace(reader, run_id, serving=False)
     return out
 
 
-def write_trace(session_path: str, out_path: str, run_id: int | None = None) -> None:
-    """Write the Chrome trace of a session file (every profiled run, or one)."""
+def serving_runs(reader: SessionReader, runs: Sequence[RunRow]) -> list[tuple[RunRow, ServingRun]]:
+    """(run, what it served) for the serving runs (kinds load and simulate) among `runs`."""
+    out = []
+    for r in runs:
+        s = reader.serving(r.id) if r.kind in SERVING_KINDS else None
+        if s is not None:
+            out.append((r, s))
+    return out
+
+
+def write_trace(session_path: str, out_path: str, run_id: int | None = None) -> list[str]:
+    """Write the Chrome trace of a session file (every profiled or serving run, or one);
+    returns what was cut to keep it bounded (one line each)."""
     with SessionReader.open(session_path) as reader:
-        data = build_trace(profiled_runs(reader, run_id), source=Path(session_path).name)
+        runs = [reader.run(run_id)] if run_id is not None else reader.runs()
+        profiled, serving = _profiled(reader, runs), serving_runs(reader, runs)
+        if not profiled and not serving:
+            raise _nothing_to_trace(reader, run_id, serving=True)
+        data = build_trace(profiled, source=Path(session_path).name, serving=serving)
     write_text(out_path, json.dumps(finite(data), separators=(",", ":")) + "\n")
+    return list(data["otherData"].get("truncated", []))
 
 
 # -- CSV -------------------------------------------------------------------------------

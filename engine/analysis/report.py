@@ -26,8 +26,9 @@ from engine.analysis.report_html import num as _num
 from engine.analysis.report_html import pct as _pct
 from engine.analysis.report_html import section as _section
 from engine.analysis.report_html import table as _table
-from engine.analysis.run_compare import RunComparison, compare_runs
+from engine.analysis.run_compare import RunComparison, compare_runs, load_changes
 from engine.analysis.run_summary import cell, summarize
+from engine.analysis.serving_report import serving_section
 from engine.config import PRECISION_LABELS, provider_label
 from engine.errors import OpScopeError
 from engine.session.reader import SessionReader
@@ -62,10 +63,12 @@ def build_report(reader: SessionReader, source: str) -> str:
     meta, runs = reader.meta(), reader.runs()
     samples = {r.id: reader.latency(r.id) for r in runs}
     timed = [r for r in runs if samples[r.id][1].size >= 2]
+    serving = serving_section(reader, runs)
     parts = [
         _env_section(meta, reader.models()),
         _runs_section(runs),
         _latency_section(timed, samples),
+        serving,
         _ops_section(reader, runs),
         _telemetry_section(reader, runs),
         _compare_section(reader, timed, samples),
@@ -79,6 +82,7 @@ def build_report(reader: SessionReader, source: str) -> str:
             ("environment", "Environment"),
             ("runs", "Runs"),
             ("latency", "Latency"),
+            *((("serving", "Serving"),) if serving else ()),
             ("ops", "Top ops"),
             ("telemetry", "Telemetry"),
             ("comparison", "Comparison"),
@@ -316,9 +320,14 @@ def _compare_section(
         acc = comp.accuracy_delta.get("cosine")
         change = (
             ", ".join(
-                f"{k} {v[0]} → {v[1]}"
-                for k, v in comp.config_diff.items()
-                if k not in ("model", "model_sha256")
+                [
+                    *(
+                        f"{k} {v[0]} → {v[1]}"
+                        for k, v in comp.config_diff.items()
+                        if k not in ("model", "model_sha256")
+                    ),
+                    *(c.replace(" -> ", " → ") for c in load_changes(comp.load_diff)),
+                ]
             )
             or "same config"
         )
@@ -496,6 +505,9 @@ figure{margin:10px 0;background:#fff;border:1px solid #e5e7eb;padding:6px}
 figure svg{max-width:100%;height:auto}figcaption{font-size:12px;color:#4b5563}
 .small{font-size:12px;color:#4b5563}.worse{color:#b91c1c;font-weight:600}
 .better{color:#15803d;font-weight:600}.same{color:#374151}
+.pair{display:flex;gap:24px;flex-wrap:wrap;align-items:flex-start}
+.badge{font-size:11px;font-weight:700;padding:1px 7px;border-radius:3px;color:#fff;
+vertical-align:middle}.sim{background:#b45309}.served{background:#1d4ed8}
 footer{padding:14px 28px;font-size:12px;color:#6b7280;border-top:1px solid #e5e7eb}
 """
 

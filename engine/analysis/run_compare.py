@@ -31,6 +31,30 @@ from engine.session.reader import SessionReader
 from engine.session.refs import open_run
 from engine.session.rows import RunRow
 
+SERVING_KINDS = ("load", "simulate")
+PER_INFERENCE = "per inference"
+LATENCY_KINDS = {
+    "load": "end to end under load",
+    "simulate": "end to end under load, SIMULATED",
+}
+# a serving run's load as `load_facts` names it, and how a change of each is worded
+LOAD_LABELS = {  # key: (label, unit)
+    "mode": ("served or simulated", ""),
+    "traffic": ("traffic", ""),
+    "closed_loop": ("closed loop", ""),
+    "seed": ("traffic seed", ""),
+    "duration_s": ("duration", " s"),
+    "max_batch": ("max batch", ""),
+    "preferred": ("preferred batch sizes", ""),
+    "delay_ms": ("batch delay", " ms"),
+    "queue_limit": ("queue limit", ""),
+    "timeout_ms": ("timeout", " ms"),
+    "instances": ("instances", ""),
+    "cache_size": ("cache size", ""),
+    "cache_repeat": ("cache repeat", ""),
+    "warmup_s": ("warm-up", " s"),
+}
+
 
 @dataclass(frozen=True, slots=True)
 class RunComparison:
@@ -49,6 +73,10 @@ class RunComparison:
     accuracy_delta: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     seed: int = 0
+    # serving runs: what changed in the load (traffic, batching, cache; both serving runs)
+    # and what each side's latency is (end to end under load, or per inference)
+    load_diff: dict[str, list[Any]] = field(default_factory=dict)
+    latency_kind: tuple[str, str] = (PER_INFERENCE, PER_INFERENCE)
 
     @property
     def gate(self) -> MetricDelta:
@@ -91,6 +119,9 @@ class RunComparison:
                 "seed": self.seed,
             },
             "config_diff": self.config_diff,
+            "load_diff": self.load_diff,
+            "load_changes": load_changes(self.load_diff),
+            "latency_kind": {"baseline": self.latency_kind[0], "candidate": self.latency_kind[1]},
             "accuracy_delta": self.accuracy_delta,
             "profiled": {"baseline": self.profiled[0], "candidate": self.profiled[1]},
             "ops": [d.to_json() for d in self.ops],
@@ -140,6 +171,62 @@ def run_facts(run: RunRow) -> dict[str, Any]:
     return facts
 
 
+def load_facts(reader: SessionReader, run: RunRow) -> dict[str, Any] | None:
+    """A serving run's load: traffic, batching, cache and whether it was simulated (None
+    for a run that served no requests)."""
+    if run.kind not in SERVING_KINDS:
+        return None
+    s = reader.serving(run.id)
+    if s is None:
+        return None
+    t, b, c = s.traffic, s.batching, s.cache
+    return {
+        "mode": "simulated" if s.simulated else "served",
+        "traffic": t.get("spec") or t.get("kind"),
+        "closed_loop": t.get("closed_loop"),
+        "seed": t.get("seed"),
+        "duration_s": t.get("duration_s"),
+        "max_batch": b.get("max_batch"),
+        "preferred": b.get("preferred"),
+        "delay_ms": b.get("delay_ms"),
+        "queue_limit": b.get("queue_limit"),
+        "timeout_ms": b.get("timeout_ms"),
+        "instances": b.get("instances"),
+        "cache_size": c.get("size"),
+        "cache_repeat": c.get("repeat"),
+        "warmup_s": s.warmup_s,
+    }
+
+
+def load_changes(diff: dict[str, list[Any]]) -> list[str]:
+    """['traffic: poisson:200 -> bursts:100,600,1,0.3', 'max batch 1 -> 4'] in LOAD_LABELS'
+    order (traffic, then batching, then cache)."""
+    out = []
+    for key, (label, unit) in LOAD_LABELS.items():
+        if key in diff:
+            a, b = (_load_value(v) + (unit if v is not None else "") for v in diff[key])
+            if key == "mode":  # 'served -> simulated'
+                out.append(f"{a} -> {b}")
+            else:
+                out.append(f"{label}: {a} -> {b}" if key == "traffic" else f"{label} {a} -> {b}")
+    return out
+
+
+def _load_value(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, list):
+        return "/".join(str(x) for x in v) or "none"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def latency_kind(run: RunRow) -> str:
+    """What the run's latency samples measure."""
+    return LATENCY_KINDS.get(run.kind, PER_INFERENCE)
+
+
 def node_rows(reader: SessionReader, run: RunRow, kind: str = "node") -> list[dict[str, Any]]:
     """The op rows of the run's last profiling pass ([] when it was never profiled)."""
     return reader.ops(run.id, kind) if reader.profiles(run.id) else []
@@ -166,6 +253,9 @@ def compare_runs(
     ops_b, ops_c = node_rows(rb, b), node_rows(rc, c)
     types_b, types_c = node_rows(rb, b, "op_type"), node_rows(rc, c, "op_type")
     cross_engine = engine_of(b) != engine_of(c)
+    load_b, load_c = load_facts(rb, b), load_facts(rc, c)
+    load_diff = config_diff(load_b, load_c) if load_b and load_c else {}
+    kinds = (latency_kind(b), latency_kind(c))
     if cross_engine:  # aten ops vs ONNX ops: compare families; node names mean nothing
         types_b, types_c = group_by_family(types_b), group_by_family(types_c)
     return RunComparison(
@@ -182,8 +272,10 @@ def compare_runs(
         profiled=(bool(ops_b), bool(ops_c)),
         config_diff=config_diff(run_facts(b), run_facts(c)),
         accuracy_delta=accuracy_delta(run_accuracy(b), run_accuracy(c)),
-        notes=_notes(b, c, sb, sc, bool(ops_b), bool(ops_c)),
+        notes=_notes(b, c, sb, sc, bool(ops_b), bool(ops_c)) + _load_notes(kinds, load_diff),
         seed=seed,
+        load_diff=load_diff,
+        latency_kind=kinds,
     )
 
 
@@ -247,10 +339,36 @@ def _notes(b: RunRow, c: RunRow, sb: Samples, sc: Samples, prof_b: bool, prof_c:
     return notes
 
 
+def _load_notes(kinds: tuple[str, str], load_diff: dict[str, list[Any]]) -> list[str]:
+    """Say when the two latencies are not like for like: a serving run against a run that
+    timed single inferences, a simulated run against a served one, or a changed load."""
+    notes = []
+    serving = [k != PER_INFERENCE for k in kinds]
+    if serving[0] != serving[1]:
+        notes.append(
+            f"the baseline's latency is {kinds[0]} and the candidate's is {kinds[1]} "
+            "(end to end includes queueing and batching): the delta compares different things"
+        )
+    elif all(serving) and load_diff:
+        if "mode" in load_diff:
+            notes.append(
+                f"one run was served and the other simulated ({load_diff['mode'][0]} -> "
+                f"{load_diff['mode'][1]}): a prediction against a measurement"
+            )
+        changed = load_changes({k: v for k, v in load_diff.items() if k != "mode"})
+        if changed:
+            notes.append(
+                "the load changed (" + "; ".join(changed) + "): the latency delta reflects "
+                "the traffic, batching and cache as well as the model and its config"
+            )
+    return notes
+
+
 def _run_json(ref: str, run: RunRow, value: float) -> dict[str, Any]:
     return {
         "ref": ref,
         "run_id": run.id,
+        "kind": run.kind,
         "model": run.model_name,
         "model_sha256": run.model_sha256,
         "config": run.config.to_json() if run.config else None,

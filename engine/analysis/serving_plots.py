@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 TIME_BINS = 200  # per time series
+PER_BIN = 20  # requests per time bin at least, on average (fewer bins for a short run)
 MAX_STEPS = 4000  # queue depth changes drawn exactly; above, the maximum per time bin
 WARMUP = "#9ca3af"
 P50, P99, TRAFFIC, FAILED = "#4C72B0", "#DD8452", "#55A868", "#C44E52"
@@ -70,9 +71,13 @@ def timeline_svg(run_id: int, r: ServeRecords, warmup_s: float, title: str) -> s
 def _timeline(fig: Figure, r: ServeRecords, warmup_s: float, title: str) -> None:
     lat_ax, traffic_ax = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
     sched = r.scheduled[np.isfinite(r.scheduled)]
-    end = float(np.nanmax(np.concatenate([sched, r.done[np.isfinite(r.done)]]))) if sched.size else 1.0
+    end = (
+        float(np.nanmax(np.concatenate([sched, r.done[np.isfinite(r.done)]])))
+        if sched.size
+        else 1.0
+    )
     t0 = float(sched.min()) if sched.size else 0.0
-    edges = time_bins(t0, end)
+    edges = time_bins(t0, end, max(10, min(TIME_BINS, sched.size // PER_BIN)))
     ok = (r.outcome == OK) & np.isfinite(r.done)
     x, p50, p99 = latency_per_bin(r.scheduled[ok], (r.done[ok] - r.scheduled[ok]) * 1e3, edges)
     lat_ax.plot(x, p99, color=P99, linewidth=1, label="p99 per bin")
@@ -90,17 +95,20 @@ def _timeline(fig: Figure, r: ServeRecords, warmup_s: float, title: str) -> None
         traffic_ax.stairs(lost, edges, color=FAILED, linewidth=1, label="rejected or timed out")
     traffic_ax.set_ylabel("requests/s")
     traffic_ax.set_xlabel("time since the schedule started (s)")
-    traffic_ax.set_ylim(bottom=0)
+    top = float(offered.max()) if offered.size else 0.0
+    traffic_ax.set_ylim(0, top * 1.35 if top > 0 else 1.0)  # room for the legend
     for ax in (lat_ax, traffic_ax):
-        _shade_warmup(ax, t0, warmup_s, edges)
+        _shade_warmup(ax, t0, warmup_s, edges, legend=ax is lat_ax)
         ax.legend(fontsize=7, frameon=False, loc="upper right")
 
 
-def _shade_warmup(ax: Axes, t0: float, warmup_s: float, edges: FloatArray) -> None:
+def _shade_warmup(
+    ax: Axes, t0: float, warmup_s: float, edges: FloatArray, legend: bool = True
+) -> None:
     if warmup_s > 0:
         ax.axvspan(
             t0, min(t0 + warmup_s, float(edges[-1])), color=WARMUP, alpha=0.18, linewidth=0,
-            label=f"warm-up ({warmup_s:g} s, not in the figures)",
+            label=f"warm-up ({warmup_s:g} s, not in the figures)" if legend else None,
         )  # fmt: skip
 
 
@@ -125,9 +133,7 @@ def depth_points(r: ServeRecords, steps: int = MAX_STEPS) -> tuple[FloatArray, F
     return edges[:-1], peak, False
 
 
-def queue_batches_svg(
-    run_id: int, r: ServeRecords, warmup_s: float, max_batch: int | None
-) -> str:
+def queue_batches_svg(run_id: int, r: ServeRecords, warmup_s: float, max_batch: int | None) -> str:
     """Queue depth over time (exact), and how many batches of each size ran."""
     return _svg(
         _queue_batches, r, warmup_s, max_batch, width=9.0, height=2.7, key=f"serve-q-{run_id}"
@@ -207,4 +213,6 @@ def _curve(fig: Figure, curve: Sequence[Mapping[str, Any]]) -> None:
 
 
 def _f(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    return (
+        float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    )

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from engine.analysis.deltas import METRICS, MetricDelta, OpDiff
-from engine.analysis.run_compare import RunComparison, compare_refs
+from engine.analysis.run_compare import PER_INFERENCE, RunComparison, compare_refs, load_changes
 from engine.analysis.run_summary import summarize
 from engine.cli.common import EXIT_OK, write_json
 from engine.session.rows import RunRow
@@ -45,6 +45,12 @@ def print_comparison(comp: RunComparison, threshold: float, out: TextIO, top: in
         f"{printable(k)} {_fmt(a)} -> {_fmt(b)}" for k, (a, b) in comp.config_diff.items()
     )
     out.write(f"{'changed':<10} {changed or 'nothing (same config, model and provider)'}\n")
+    load = load_line(comp)
+    if load:
+        out.write(f"{'load':<10} {load}\n")
+    kb, kc = comp.latency_kind
+    if kb != kc:
+        out.write(f"{'latency':<10} baseline {kb}; candidate {kc}: not like for like\n")
     acc = accuracy_line(comp.accuracy_delta)
     if acc:
         out.write(f"{'accuracy':<10} {acc}\n")
@@ -56,6 +62,15 @@ def print_comparison(comp: RunComparison, threshold: float, out: TextIO, top: in
     for note in comp.notes:
         out.write(f"note: {printable(note)}\n")
     out.write(verdict(comp.gate, threshold) + "\n")
+
+
+def load_line(comp: RunComparison) -> str:
+    """What changed in the load of two serving runs ('' unless both are serving runs):
+    'traffic: poisson:200 -> bursts:100,600,1,0.3; max batch 1 -> 4'."""
+    if PER_INFERENCE in comp.latency_kind:
+        return ""
+    changes = load_changes(comp.load_diff)
+    return printable("; ".join(changes)) if changes else "same traffic, batching and cache"
 
 
 def describe_run(run: RunRow) -> str:

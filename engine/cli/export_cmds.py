@@ -1,4 +1,5 @@
-"""`opscope export FILE [--run ID] --trace OUT.json | --csv DIR`."""
+"""`opscope export FILE [--run ID] --trace OUT.json | --csv DIR`: the trace holds each
+profiled run's median inference and each serving run's batches and queue depth."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if not args.trace and not args.csv:
         raise OpScopeError("nothing to export: give --trace OUT.json and/or --csv DIR")
     if args.trace:
-        write_trace(args.file, args.trace, args.run)
+        for note in write_trace(args.file, args.trace, args.run):
+            print(f"note: {printable(note)}", file=sys.stderr)
         print(
             f"trace: {printable(args.trace)} (open it in https://ui.perfetto.dev or "
             "chrome://tracing)",

@@ -164,7 +164,8 @@ def _add_session_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "--trace",
         metavar="OUT.json",
         help="Chrome trace event JSON (Perfetto, "
-        "chrome://tracing): the median profiled inference of each run",
+        "chrome://tracing): the median profiled inference of each run; for a serving "
+        "run, each batch as a slice per model instance and the queue depth as a counter",
     )
     p.add_argument("--csv", metavar="DIR", help="write runs.csv, latency.csv and ops.csv")
     p.set_defaults(handler=_cmd_export)

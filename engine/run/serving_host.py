@@ -103,7 +103,7 @@ class ServingJob:
 
     def _load(self, cmd: cmds.ServeLoad) -> None:
         spec = parse_traffic(cmd.traffic)
-        policy = BatchPolicy(**_policy_fields(cmd.batching))
+        policy = BatchPolicy.from_json(cmd.batching)
         schedule = make_schedule(spec, cmd.duration_s, cmd.seed, cmd.repeat)
         prepared = self._prepared()
         serving = prepare_serving(prepared, policy, self.request.model_path)
@@ -155,14 +155,3 @@ class ServingJob:
                 self.put(Calibrated(item.to_json()))
             else:
                 self.put(item)
-
-
-def _policy_fields(data: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "max_batch": int(data.get("max_batch", 1)),
-        "preferred": tuple(int(p) for p in data.get("preferred") or ()),
-        "delay_ms": float(data.get("delay_ms", 0.0)),
-        "queue_limit": int(data.get("queue_limit", 0)),
-        "timeout_ms": float(data.get("timeout_ms", 0.0)),
-        "instances": int(data.get("instances", 1)),
-    }

@@ -60,6 +60,22 @@ class BatchPolicy:
         data["preferred"] = list(self.preferred)
         return data
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BatchPolicy:
+        """From `to_json()`'s shape (a command, a session): values checked, defaults for
+        what is missing; a ConfigError for what does not fit."""
+        try:
+            return cls(
+                max_batch=int(data.get("max_batch", 1)),
+                preferred=tuple(int(p) for p in data.get("preferred") or ()),
+                delay_ms=float(data.get("delay_ms", 0.0)),
+                queue_limit=int(data.get("queue_limit", 0)),
+                timeout_ms=float(data.get("timeout_ms", 0.0)),
+                instances=int(data.get("instances", 1)),
+            )
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"batching {data!r}: {exc}") from None
+
     def describe(self) -> str:
         parts = [f"max batch {self.max_batch}"]
         if self.preferred:

@@ -99,6 +99,7 @@ class ServingLoop:
         self.t0 = 0.0
         self._reported = 0  # requests ended and handed out as LatencyBatch so far
         self._batches_reported = 0  # batches handed out in ServedRequests so far
+        self._queue_peak = 0  # the most requests waiting at once since the last report
         self._ended_order: list[int] = []  # requests in the order they ended
 
     # ------------------------------------------------------------------ the run
@@ -171,12 +172,13 @@ class ServingLoop:
             first = self._batches_reported
             batches = self.batches[first:]
             self._batches_reported += len(batches)
-        if not fresh and not batches:
-            return
+            queued = len(self.queue)
+            peak, self._queue_peak = max(self._queue_peak, queued), queued
         rec = self.rec
         origin = int(self.t0 * 1e9)
         ended = np.sort(np.asarray(fresh, np.int64))
-        yield served_requests(rec, ended, batches, first, origin)
+        now = time.perf_counter() - self.t0
+        yield served_requests(rec, ended, batches, first, origin, (now, queued, peak))
         start = self.warmup_s + (float(rec.scheduled[0]) if len(rec) and not self.closed else 0)
         keep = (rec.outcome[ended] == OK) & (rec.scheduled[ended] >= start)
         if keep.any():
@@ -242,6 +244,8 @@ class ServingLoop:
                 self._end(j)
                 return
             self.queue.append(j)
+            if len(self.queue) > self._queue_peak:
+                self._queue_peak = len(self.queue)
             self.cond.notify()
 
     def _end(self, j: int) -> None:

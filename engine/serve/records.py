@@ -201,11 +201,13 @@ def served_requests(
     batches: list[tuple[float, float, int, int]] | None = None,
     first_batch: int = 0,
     origin_ns: int = 0,
+    queue: tuple[float, int, int] = (float("nan"), 0, 0),
 ) -> ServedRequests:
     """Requests `idx` (ended) and the batches (start, end, size, instance) numbered from
     `first_batch`, as the event a session records them from. Without `batches`, every
     batch of `r` (a finished run, the simulator's)."""
     idx = np.asarray(idx, np.int64)
+    at_s, queued, peak = queue
     if batches is None:
         start, end = r.batch_start, r.batch_end
         size, inst = r.batch_size, r.batch_instance
@@ -229,4 +231,7 @@ def served_requests(
         batch_size=np.asarray(size, np.int64),
         batch_instance=np.asarray(inst, np.int64),
         origin_ns=origin_ns,
+        at_s=at_s,
+        queued=queued,
+        queue_peak=peak,
     )

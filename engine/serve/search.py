@@ -109,13 +109,18 @@ def tune_batching(
 
 
 def capacity_curve(
-    work: Workload, policy: BatchPolicy, service: ServiceModel, points: int = 16
+    work: Workload,
+    policy: BatchPolicy,
+    service: ServiceModel,
+    points: int = 16,
+    rates: list[float] | None = None,
 ) -> list[dict[str, Any]]:
-    """Offered rate from 5% to 130% of the full-batch capacity against p50, p99 and
-    achieved throughput; the knee is the first rate where throughput falls 5% short of
-    the offered rate or p99 passes three times its value at the lightest load."""
-    cap = service.capacity(policy.max_batch, policy.instances)
-    rates = [cap * (0.05 + 1.25 * i / (points - 1)) for i in range(points)]
+    """Offered rate from 5% to 130% of the full-batch capacity (or `rates`) against p50,
+    p99 and achieved throughput; the knee is the first rate where throughput falls 5%
+    short of the offered rate or p99 passes three times its value at the lightest load."""
+    if rates is None:
+        cap = service.capacity(policy.max_batch, policy.instances)
+        rates = curve_rates(cap, points)
     curve: list[dict[str, Any]] = []
     for rate in rates:
         s = work.run(rate, policy, service)
@@ -129,6 +134,8 @@ def capacity_curve(
                 "knee": False,
             }
         )
+    if not curve:
+        return curve
     base_p99 = curve[0]["p99_ms"]
     for point in curve:
         if (
@@ -138,3 +145,8 @@ def capacity_curve(
             point["knee"] = True
             break
     return curve
+
+
+def curve_rates(capacity: float, points: int = 16) -> list[float]:
+    """5% to 130% of `capacity`, evenly."""
+    return [capacity * (0.05 + 1.25 * i / (points - 1)) for i in range(points)]

@@ -1,0 +1,98 @@
+"""The What-if view: the simulator's capacity curves (offered rate against p99 latency)
+for the batching now in use and the one the sliders propose, the SLO as a line, and the
+prediction at the chosen rate. It draws what it is given; the app computes it off the GUI
+thread."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from widgets import theme
+
+CURRENT, PROPOSED = "#8a8f98", theme.THROUGHPUT
+
+
+class WhatIfPlot(QWidget):
+    """`set_curves(current, proposed)` (lists of capacity-curve points), `set_slo(ms)`,
+    `set_rate(rate)`, `set_text(text)`."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.text = QLabel("What if: calibrate to predict (the simulator needs batch times)")
+        self.text.setWordWrap(True)
+        self.text.setTextFormat(Qt.TextFormat.PlainText)
+        self.glw = pg.GraphicsLayoutWidget()
+        self.legend = pg.LegendItem(colCount=3, verSpacing=-6)
+        self.glw.ci.addItem(self.legend, row=0, col=0)
+        self.plot: pg.PlotItem = self.glw.addPlot(row=1, col=0)
+        self.plot.setLabel("left", "p99 (ms)")
+        self.plot.setLabel("bottom", "offered rate (requests/s)")
+        self.plot.setLogMode(y=True)
+        self.plot.showGrid(x=True, y=True, alpha=0.15)
+        self.current = self.plot.plot(
+            pen=pg.mkPen(CURRENT, width=1.5, style=Qt.PenStyle.DashLine), symbol="o",
+            symbolSize=4, symbolBrush=CURRENT, name="current batching",
+        )  # fmt: skip
+        self.proposed = self.plot.plot(
+            pen=pg.mkPen(PROPOSED, width=2), symbol="o", symbolSize=5, symbolBrush=PROPOSED,
+            name="proposed",
+        )  # fmt: skip
+        self.legend.addItem(self.current, "current batching")
+        self.legend.addItem(self.proposed, "proposed (the sliders)")
+        self.slo_line = pg.InfiniteLine(
+            angle=0, movable=False, pen=pg.mkPen(theme.BAD, width=1, style=Qt.PenStyle.DotLine),
+            label="SLO", labelOpts={"position": 0.05, "color": theme.BAD},
+        )  # fmt: skip
+        self.rate_line = pg.InfiniteLine(
+            angle=90, movable=False, pen=pg.mkPen(theme.MARKER, width=1),
+            label="rate", labelOpts={"position": 0.9, "color": theme.MARKER},
+        )  # fmt: skip
+        self.plot.addItem(self.slo_line, ignoreBounds=True)
+        self.plot.addItem(self.rate_line, ignoreBounds=True)
+        self.slo_line.hide()
+        self.points: dict[str, list[dict[str, Any]]] = {"current": [], "proposed": []}
+        self.glw.setMinimumHeight(150)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.text)
+        layout.addWidget(self.glw, 1)
+
+    def set_curves(
+        self, current: list[dict[str, Any]] | None, proposed: list[dict[str, Any]] | None
+    ) -> None:
+        self.points = {"current": list(current or []), "proposed": list(proposed or [])}
+        for item, points in ((self.current, current), (self.proposed, proposed)):
+            x, y = _xy(points or [])
+            item.setData(x, y)
+
+    def set_slo(self, ms: float | None) -> None:
+        if ms and ms > 0:
+            self.slo_line.setValue(float(np.log10(ms)))
+            self.slo_line.label.setFormat(f"SLO p99 {ms:g} ms")
+            self.slo_line.show()
+        else:
+            self.slo_line.hide()
+
+    def set_rate(self, rate: float) -> None:
+        self.rate_line.setValue(float(rate))
+        self.rate_line.label.setFormat(f"{rate:g}/s")
+
+    def set_text(self, text: str) -> None:
+        theme.set_text_if_changed(self.text, text)
+
+    def curves(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """(offered rate, p99 ms) of each curve as drawn (finite points)."""
+        return {name: _xy(points) for name, points in self.points.items()}
+
+
+def _xy(points: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    """Offered rate and p99, the points with a finite p99 only."""
+    x = np.asarray([p["offered_per_s"] for p in points], np.float64)
+    y = np.asarray([p["p99_ms"] for p in points], np.float64)
+    ok = np.isfinite(x) & np.isfinite(y) & (y > 0)
+    return x[ok], y[ok]
