@@ -85,7 +85,7 @@ class TrafficController(QObject):
                 self._started(ev)
             elif isinstance(ev, ServedRequests) and self.serving:
                 self._served(ev)
-            elif isinstance(ev, Progress) and ev.stage == "load" and self.serving:
+            elif isinstance(ev, Progress) and ev.stage == "serving" and self.serving:
                 self.dock.show_progress(ev.done, ev.total, ev.message)
             elif isinstance(ev, ServingSummary) and self.serving:
                 self._summary(ev.summary)

@@ -12,13 +12,16 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
+    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSlider,
     QSpinBox,
+    QSplitter,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -59,6 +62,7 @@ class TrafficDock(QWidget):
         self.rate = QSpinBox(minimum=1, maximum=MAX_RATE, value=200, suffix=" /s")
         self.rate_slider = QSlider(Qt.Orientation.Horizontal, minimum=1, maximum=2000)
         self.rate_slider.setValue(200)
+        self.rate_slider.setMinimumWidth(90)
         self.rate_slider.setToolTip("Mean request rate (Bursts: the base rate; Ramp: from)")
         self.peak = QSpinBox(minimum=1, maximum=MAX_RATE, value=1000, suffix=" /s")
         self.peak.setToolTip("Bursts: the rate during a burst. Ramp: the rate it ends at.")
@@ -128,27 +132,46 @@ class TrafficDock(QWidget):
         cache.addRow("Cache size", self.cache)
         cache.addRow("Repeat ratio", self.repeat)
         cache.addRow("SLO p99", self.slo)
-        boxes = QHBoxLayout()
+        controls = QWidget()  # the knobs, stacked, left; the curves right
+        column = QVBoxLayout(controls)
+        column.setContentsMargins(0, 0, 4, 0)
         for title, form in (("Traffic", traffic), ("Batching", batching), ("Cache, SLO", cache)):
             box = QGroupBox(title)
             box.setLayout(form)
-            boxes.addWidget(box)
+            column.addWidget(box)
+        column.addStretch(1)
+        scroll = QScrollArea()  # a short window scrolls the knobs instead of growing
+        scroll.setWidget(controls)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setMinimumWidth(220)
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.stop_button)
-        buttons.addWidget(self.progress, 1)
         buttons.addWidget(self.calibrate_button)
+        buttons.addStretch(1)
 
         self.serving_plot = ServingPlot()
         self.what_if = WhatIfPlot()
         self.views = QTabWidget()
         self.views.addTab(self.serving_plot, "Serving")
         self.views.addTab(self.what_if, "What if")
+        right = QWidget()
+        right_column = QVBoxLayout(right)
+        right_column.setContentsMargins(4, 0, 0, 0)
+        right_column.addLayout(buttons)
+        right_column.addWidget(self.progress)
+        right_column.addWidget(self.views, 1)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(scroll)
+        split.addWidget(right)
+        split.setStretchFactor(1, 1)
+        split.setChildrenCollapsible(False)
+        split.setSizes([280, 520])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        layout.addLayout(boxes)
-        layout.addLayout(buttons)
-        layout.addWidget(self.views, 1)
+        layout.addWidget(split, 1)
 
         self.rate_slider.valueChanged.connect(self._slider_moved)
         self.rate.valueChanged.connect(self._rate_typed)

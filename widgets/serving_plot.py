@@ -21,6 +21,8 @@ class ServingPlot(QWidget):
         self.tally = QLabel("no load run yet")
         self.tally.setWordWrap(True)
         self.glw = pg.GraphicsLayoutWidget()
+        self.glw.setBackground(theme.plot_background(self))
+        fg = theme.plot_foreground(self)
         self.depth_plot: pg.PlotItem = self.glw.addPlot(row=0, col=0)
         self.batch_plot: pg.PlotItem = self.glw.addPlot(row=1, col=0)
         self.batch_plot.setXLink(self.depth_plot)
@@ -30,13 +32,16 @@ class ServingPlot(QWidget):
         self.depth_plot.getAxis("bottom").setStyle(showValues=False)
         for plot in (self.depth_plot, self.batch_plot):
             plot.getAxis("left").setWidth(48)
-            plot.showGrid(x=True, y=True, alpha=0.15)
+            plot.showGrid(x=True, y=True, alpha=theme.grid_alpha(self))
+            for name in ("left", "bottom"):
+                plot.getAxis(name).setPen(fg)
+                plot.getAxis(name).setTextPen(fg)
         self.peak_curve = self.depth_plot.plot(
             pen=pg.mkPen(theme.P99, width=1), name="peak", stepMode=None
         )
         self.depth_curve = self.depth_plot.plot(pen=pg.mkPen(theme.THROUGHPUT, width=1.5))
         self.batch_curve = self.batch_plot.plot(pen=pg.mkPen(theme.P50, width=1.5))
-        self.glw.setMinimumHeight(140)
+        self.glw.setMinimumHeight(90)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.tally)

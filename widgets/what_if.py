@@ -27,13 +27,19 @@ class WhatIfPlot(QWidget):
         self.text.setWordWrap(True)
         self.text.setTextFormat(Qt.TextFormat.PlainText)
         self.glw = pg.GraphicsLayoutWidget()
+        self.glw.setBackground(theme.plot_background(self))
+        fg = theme.plot_foreground(self)
         self.legend = pg.LegendItem(colCount=3, verSpacing=-6)
         self.glw.ci.addItem(self.legend, row=0, col=0)
         self.plot: pg.PlotItem = self.glw.addPlot(row=1, col=0)
         self.plot.setLabel("left", "p99 (ms)")
         self.plot.setLabel("bottom", "offered rate (requests/s)")
         self.plot.setLogMode(y=True)
-        self.plot.showGrid(x=True, y=True, alpha=0.15)
+        self.plot.showGrid(x=True, y=True, alpha=theme.grid_alpha(self))
+        for name in ("left", "bottom"):
+            self.plot.getAxis(name).setPen(fg)
+            self.plot.getAxis(name).setTextPen(fg)
+        self.legend.setLabelTextColor(fg)
         self.current = self.plot.plot(
             pen=pg.mkPen(CURRENT, width=1.5, style=Qt.PenStyle.DashLine), symbol="o",
             symbolSize=4, symbolBrush=CURRENT, name="current batching",
@@ -42,21 +48,21 @@ class WhatIfPlot(QWidget):
             pen=pg.mkPen(PROPOSED, width=2), symbol="o", symbolSize=5, symbolBrush=PROPOSED,
             name="proposed",
         )  # fmt: skip
-        self.legend.addItem(self.current, "current batching")
-        self.legend.addItem(self.proposed, "proposed (the sliders)")
+        self.legend.addItem(self.current, "batching in use")
+        self.legend.addItem(self.proposed, "proposed")
         self.slo_line = pg.InfiniteLine(
             angle=0, movable=False, pen=pg.mkPen(theme.BAD, width=1, style=Qt.PenStyle.DotLine),
-            label="SLO", labelOpts={"position": 0.05, "color": theme.BAD},
+            label="SLO", labelOpts={"position": 0.85, "color": theme.BAD},
         )  # fmt: skip
         self.rate_line = pg.InfiniteLine(
             angle=90, movable=False, pen=pg.mkPen(theme.MARKER, width=1),
-            label="rate", labelOpts={"position": 0.9, "color": theme.MARKER},
+            label="rate", labelOpts={"position": 0.95, "color": theme.MARKER},
         )  # fmt: skip
         self.plot.addItem(self.slo_line, ignoreBounds=True)
         self.plot.addItem(self.rate_line, ignoreBounds=True)
         self.slo_line.hide()
         self.points: dict[str, list[dict[str, Any]]] = {"current": [], "proposed": []}
-        self.glw.setMinimumHeight(150)
+        self.glw.setMinimumHeight(90)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.text)

@@ -10,6 +10,7 @@ Commands are the dataclasses of engine/run/commands.py; the host's state is `Hos
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import os
 import threading
@@ -217,7 +218,8 @@ def host_main(
                 job, state.job = state.job, None
                 if state.resume and state.running:
                     state.throttle.reset()
-                    _drain(live.begin(job.staged), out)
+                    resumed = dataclasses.replace(job.staged, label="timing resumed")
+                    _drain(live.begin(resumed), out)
                 else:
                     state.stopped = job.staged
             staged = builder.take()

@@ -129,7 +129,7 @@ class ServingLoop:
                 for th in senders:
                     th.join(self.report_s / max(1, len(senders)))
                 yield Progress(
-                    "load",
+                    "serving",
                     self.ended,
                     n,
                     f"{self.sent:,} sent, {self.ended:,} done, {len(self.queue)} queued",
