@@ -29,10 +29,13 @@ class ResponseCache:
     def store(self, key: int) -> None:
         if not self.size:
             return
-        self._entries[key] = None
-        self._entries.move_to_end(key)
-        if len(self._entries) > self.size:
-            self._entries.popitem(last=False)
+        entries = self._entries
+        if key in entries:
+            entries.move_to_end(key)
+            return
+        entries[key] = None
+        if len(entries) > self.size:
+            entries.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._entries)
