@@ -57,6 +57,7 @@ class ConfigPanel(QWidget):
     def __init__(self, usable_providers: list[str], parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._config = RunConfig()
+        self._min_cosine = self._config.min_cosine
         self._debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
         self._debounce.timeout.connect(self._emit)
 
@@ -150,11 +151,13 @@ class ConfigPanel(QWidget):
             batch=self.batch.value(),
             threads=self.threads.value(),
             spinning=self.spinning.isChecked(),
+            min_cosine=self._min_cosine,
         )
 
     def set_config(self, config: RunConfig) -> None:
         """Show `config` without emitting a change."""
         self._config = config
+        self._min_cosine = config.min_cosine
         widgets = (
             self.engine,
             self.provider,
@@ -270,6 +273,15 @@ class ConfigPanel(QWidget):
 
     def hide_progress(self) -> None:
         self.progress_row.setVisible(False)
+
+    def set_min_cosine(self, value: float) -> None:
+        """The accuracy INT8 must keep (the window's Min cosine box): a change rebuilds
+        an INT8 config to meet it; other precisions just carry it."""
+        self._min_cosine = float(value)
+        if self._config.precision.startswith("int8"):
+            self._changed()  # rebuilt to meet it (a no-op when it did not change)
+        else:
+            self._config = dataclasses.replace(self._config, min_cosine=self._min_cosine)
 
     def _changed(self) -> None:
         self._debounce.start()

@@ -26,6 +26,7 @@ from app.banner import Banner
 from app.config_panel import ConfigPanel
 from app.traffic_dock import TrafficDock
 from engine import backends
+from engine.config import DEFAULT_MIN_COSINE
 from engine.events import OpProfile, VariantReady
 from engine.model.info import ModelInfo
 from widgets import theme
@@ -71,10 +72,17 @@ class MainWindow(QMainWindow):
         self.config_panel = ConfigPanel(usable_providers)
         self.accuracy = AccuracyBadge()
         self.tolerance = QDoubleSpinBox(decimals=5, minimum=0.9, maximum=1.0, singleStep=0.0005)
-        self.tolerance.setValue(float(self.settings.value("accuracy/min_cosine", 0.999)))
-        self.tolerance.setToolTip("Minimum cosine similarity to FP32 that counts as accurate.")
+        self.tolerance.setValue(
+            float(self.settings.value("accuracy/min_cosine", DEFAULT_MIN_COSINE))
+        )
+        self.tolerance.setToolTip(
+            "Minimum cosine similarity to FP32 (worst output) that counts as accurate. "
+            "INT8 is built to meet it: settings that suit this CPU are tried, then the "
+            "most sensitive nodes kept in FP32."
+        )
         self.tolerance.valueChanged.connect(self._tolerance_changed)
         self.accuracy.set_tolerance(self.tolerance.value())
+        self.config_panel.set_min_cosine(self.tolerance.value())
         self.latency.set_stepped_follow(self.settings.value(STEPPED_KEY, True, type=bool))
         self.model_label = QLabel("–")
         self.model_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -153,6 +161,9 @@ class MainWindow(QMainWindow):
         else:
             how = "cached" if ev.cached else f"built in {ev.build_s:.1f} s"
             text = f"{ev.precision}, {how}; {ev.nodes_original} → {ev.nodes} nodes"
+        int8 = ev.details.get("int8") if ev.precision.startswith("int8") else None
+        self.accuracy.set_int8(int8)
+        self.op_table.set_fp32_nodes(list((int8 or {}).get("excluded_nodes") or []))
         self.variant_label.setText(text)
 
     def profile_ready(self, ev: OpProfile) -> None:
@@ -223,6 +234,7 @@ class MainWindow(QMainWindow):
 
     def _tolerance_changed(self, value: float) -> None:
         self.accuracy.set_tolerance(value)
+        self.config_panel.set_min_cosine(value)
         self.settings.setValue("accuracy/min_cosine", value)
 
     def _restore(self) -> None:

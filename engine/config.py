@@ -20,6 +20,8 @@ FUSIONS: tuple[str, ...] = get_args(Fusion)
 PROVIDERS: tuple[str, ...] = get_args(Provider)
 ENGINE_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
+DEFAULT_MIN_COSINE = 0.99
+
 PRECISION_LABELS = {
     "fp32": "FP32",
     "fp16": "FP16",
@@ -59,6 +61,9 @@ class RunConfig:
     threads: int = 0
     spinning: bool = False
     provider: Provider = "auto"
+    # INT8 must keep cosine >= this against FP32 (worst output): the quantization settings
+    # that suit the CPU are searched, and sensitive nodes kept in FP32, until it does
+    min_cosine: float = DEFAULT_MIN_COSINE
 
     def __post_init__(self) -> None:
         if not isinstance(self.engine, str) or not ENGINE_NAME.fullmatch(self.engine):
@@ -70,6 +75,12 @@ class RunConfig:
             raise ConfigError(f"batch must be a positive integer, got {self.batch!r}")
         if not isinstance(self.threads, int) or self.threads < 0:
             raise ConfigError(f"threads must be 0 (default) or positive, got {self.threads!r}")
+        if (
+            not isinstance(self.min_cosine, int | float)
+            or isinstance(self.min_cosine, bool)
+            or not 0.0 < float(self.min_cosine) <= 1.0
+        ):
+            raise ConfigError(f"min cosine must be within (0, 1], got {self.min_cosine!r}")
 
     def resolved(self) -> RunConfig:
         """The same config with defaults made explicit (threads as actually used)."""

@@ -38,6 +38,37 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+def cpu_isa() -> str:
+    """The instruction set that decides how INT8 runs on this CPU: "amx" (AMX tiles),
+    "vnni" (AVX-512 VNNI or AVX-VNNI: 8-bit dot products without int16 saturation),
+    "avx2" (x86 without VNNI: u8 x s8 products saturate, weights want reduce_range),
+    "arm" or "other"."""
+    flags: set[str] = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("flags", "Features"):
+                flags = set(value.split())
+                break
+    except OSError:
+        pass
+    if not flags:  # not Linux: what NumPy's dispatcher found
+        with contextlib.suppress(Exception):
+            from numpy._core._multiarray_umath import __cpu_features__ as features
+
+            flags = {k.lower() for k, v in features.items() if v}
+            if "avx512vnni" in flags:
+                flags.add("avx512_vnni")
+    if "amx_int8" in flags or "amx_tile" in flags:
+        return "amx"
+    if flags & {"avx512_vnni", "avx_vnni"}:
+        return "vnni"
+    if "avx2" in flags:
+        return "avx2"
+    machine = platform.machine().lower()
+    return "arm" if machine.startswith(("arm", "aarch")) else "other"
+
+
 def text(value: object) -> str:
     """An NVML string (bytes in older nvidia-ml-py) as text."""
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)

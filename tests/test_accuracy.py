@@ -48,3 +48,22 @@ def test_mismatched_sizes_are_reported_not_crashed() -> None:
     r = compare_outputs(["y"], [[np.ones(3)]], [[np.ones(4)]])
     assert r.per_output["y"]["cosine"] is None
     assert np.isnan(r.cosine)
+
+
+def test_the_headline_cosine_is_the_worst_output() -> None:
+    """A large accurate output must not hide a small broken one (concatenated, the
+    cosine would be ~1)."""
+    big = np.linspace(1, 100, 10_000).astype(np.float32)
+    small = np.array([1.0, -1.0, 1.0, -1.0], np.float32)
+    r = compare_outputs(["logits", "score"], [[big, small]], [[big, -small]])
+    assert r.per_output["logits"]["cosine"] == pytest.approx(1.0)
+    assert r.per_output["score"]["cosine"] == pytest.approx(-1.0)
+    assert r.cosine == pytest.approx(-1.0)
+
+
+def test_an_embedding_shaped_like_scores_has_no_top1() -> None:
+    ref = [np.random.default_rng(0).standard_normal((4, 384)).astype(np.float32)]
+    got = [ref[0] + 0.5]
+    assert compare_outputs(["sentence_embedding"], [ref], [got]).top1_agreement is None
+    assert compare_outputs(["pooler_output"], [ref], [got]).top1_agreement is None
+    assert compare_outputs(["logits"], [ref], [got]).top1_agreement is not None

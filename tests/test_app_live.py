@@ -320,3 +320,32 @@ def test_traffic_dock_runs_load_with_slo_and_what_if(bench: Workbench, qtbot: Qt
         timeout=TIMEOUT_MS,
     )
     assert what_if.curves()["current"][1][0] == pytest.approx(low_load_p99, rel=0.5)
+
+
+def test_int8_in_the_window_meets_the_min_cosine(
+    bench: Workbench, qtbot: QtBot, tmp_path: Path
+) -> None:
+    """INT8 dynamic on a model built to be sensitive: the badge says a node was kept in
+    FP32 to meet the window's Min cosine, and the op table marks it; a lower Min cosine
+    rebuilds INT8 without it."""
+    from tests.test_int8_target import build_quant_sensitive
+
+    model = build_quant_sensitive(tmp_path)
+    w = bench.window
+    w.tolerance.setValue(0.99)
+    qtbot.waitUntil(lambda: _samples_after(bench, 5), timeout=TIMEOUT_MS)
+    bench.open_model(str(model))
+    qtbot.waitUntil(lambda: "quant_sensitive" in w.model_label.text(), timeout=TIMEOUT_MS)
+    w.config_panel.precision.setCurrentIndex(w.config_panel.precision.findData("int8-dynamic"))
+    qtbot.waitUntil(
+        lambda: "1 node kept in FP32 to meet cosine 0.99" in w.accuracy.text(),
+        timeout=TIMEOUT_MS,
+    )
+    assert w.accuracy.state == "good"
+    qtbot.waitUntil(lambda: bool(w.op_table.model.rows), timeout=TIMEOUT_MS)
+    assert w.op_table.model.kept_fp32("mm_sensitive")
+    w.tolerance.setValue(0.9)  # the default INT8 (cosine ~0.72) still misses 0.9
+    qtbot.waitUntil(
+        lambda: any("min cosine 0.9" in label for _, label in w.latency.markers),
+        timeout=TIMEOUT_MS,
+    )

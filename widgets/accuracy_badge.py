@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from html import escape
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
@@ -45,6 +46,7 @@ class AccuracyBadge(QLabel):
         super().__init__(parent)
         self._min_cosine = 0.999
         self._result: AccuracyResult | None = None
+        self._int8: dict[str, Any] | None = None  # how INT8 met its target (variant details)
         self._state = "baseline"
         self.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -65,6 +67,27 @@ class AccuracyBadge(QLabel):
         self._min_cosine = float(min_cosine)
         if self._state not in ("baseline", "pending"):
             self.set_result(self._result)
+
+    def set_int8(self, details: dict[str, Any] | None) -> None:
+        """What the INT8 search did (`variant.details["int8"]`), said with the result."""
+        self._int8 = details
+        if self._result is not None:
+            self.set_result(self._result)
+
+    def int8_text(self) -> str:
+        """'3 nodes kept in FP32 to meet cosine 0.99', or why the target was missed."""
+        d = self._int8
+        if not d:
+            return ""
+        kept = len(d.get("excluded_nodes") or [])
+        target = d.get("min_cosine")
+        if not d.get("met"):
+            return f"INT8 missed cosine {target:g} ({kept} nodes in FP32)"
+        if kept:
+            return f"{kept} node{'s' if kept != 1 else ''} kept in FP32 to meet cosine {target:g}"
+        if d.get("settings"):
+            return f"settings chosen to meet cosine {target:g}"
+        return ""
 
     def set_pending(self) -> None:
         self._state = "pending"
@@ -87,6 +110,8 @@ class AccuracyBadge(QLabel):
         ]
         if result.top1_agreement is not None:
             parts.append(f"top-1 {_pct(result.top1_agreement)}")
+        if self.int8_text():
+            parts.append(self.int8_text())
         self.setText(" · ".join(parts))
         self.setToolTip(self._tooltip(result))
         self._restyle()
@@ -107,6 +132,12 @@ class AccuracyBadge(QLabel):
             ("top-1 agreement", top1),
             ("input batches", str(r.samples)),
         ]
+        if self._int8:
+            d = self._int8
+            settings = (d.get("settings") or {}).items()
+            rows.append(("INT8 settings", ", ".join(f"{k}={v}" for k, v in settings) or "defaults"))
+            rows.append(("kept in FP32", ", ".join(d.get("excluded_nodes") or []) or "none"))
+            rows.append(("attempts", str(len(d.get("attempts") or []))))
         for name, m in r.per_output.items():
             cos, err = m.get("cosine"), m.get("max_abs_err")
             rows.append(

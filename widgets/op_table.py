@@ -140,6 +140,7 @@ class OpTableModel(QAbstractTableModel):
         super().__init__(parent)
         self._rows: list[OpStat] = []
         self._top: set[str] = set()
+        self._fp32: set[str] = set()  # nodes an INT8 variant kept in FP32
 
     def set_rows(self, rows: list[OpStat]) -> None:
         self.beginResetModel()
@@ -151,6 +152,15 @@ class OpTableModel(QAbstractTableModel):
     @property
     def rows(self) -> list[OpStat]:
         return self._rows
+
+    def set_fp32_nodes(self, names: set[str]) -> None:
+        self.beginResetModel()
+        self._fp32 = set(names)
+        self.endResetModel()
+
+    def kept_fp32(self, name: str) -> bool:
+        """A node INT8 kept in FP32 (or one ONNX Runtime fused it into: 'mm/Fusion')."""
+        return name in self._fp32 or name.split("/")[0] in self._fp32
 
     def is_top(self, name: str) -> bool:
         return name in self._top
@@ -170,7 +180,10 @@ class OpTableModel(QAbstractTableModel):
         stat, column = self._rows[index.row()], COLUMNS[index.column()]
         value = column.value(stat)
         if role == Qt.ItemDataRole.DisplayRole:
-            return column.text(value)
+            text = column.text(value)
+            if index.column() == 0 and self.kept_fp32(stat.name):
+                return f"{text}  [FP32]"
+            return text
         if role == SORT_ROLE:
             if not column.numeric:
                 return str(value).lower()
@@ -190,9 +203,12 @@ class OpTableModel(QAbstractTableModel):
             tint = QColor(theme.P90)
             tint.setAlpha(45)
             return tint
+        if role == Qt.ItemDataRole.ForegroundRole and self.kept_fp32(stat.name):
+            return QColor(theme.WARN)
         if role == Qt.ItemDataRole.ToolTipRole:
+            kept = "\nkept in FP32 to meet the accuracy target" if self.kept_fp32(stat.name) else ""
             return (
-                f"{stat.name}\n{stat.op_type} on {stat.provider or '?'}\n"
+                f"{stat.name}{kept}\n{stat.op_type} on {stat.provider or '?'}\n"
                 f"mean {stat.time_ms:.4f} ms · p50 {stat.p50_ms:.4f} ms · "
                 f"p99 {stat.p99_ms:.4f} ms\n{100 * stat.share:.2f}% of node time"
             )
@@ -334,6 +350,10 @@ class OpTable(QWidget):
         self._update_summary()
 
     # ------------------------------------------------------------------------------- API
+    def set_fp32_nodes(self, names: list[str]) -> None:
+        """Mark the nodes an INT8 variant kept in FP32 ([FP32] after the name)."""
+        self.model.set_fp32_nodes(set(names))
+
     def set_ops(self, nodes: list[OpStat], op_types: list[OpStat]) -> None:
         """New data (a profiling pass); keeps sort, filter, selection (by name) and scroll."""
         self._nodes, self._op_types = list(nodes), list(op_types)

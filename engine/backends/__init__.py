@@ -133,4 +133,6 @@ def describe_change(new: RunConfig, old: RunConfig) -> str:
         parts.append(f"spinning {'on' if new.spinning else 'off'}")
     if new.provider != old.provider:
         parts.append(f"provider {new.provider}")
+    if new.min_cosine != old.min_cosine and new.precision.startswith("int8"):
+        parts.append(f"min cosine {new.min_cosine:g}")
     return ", ".join(parts) or "no change"

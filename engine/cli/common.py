@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from engine import backends
-from engine.config import RunConfig
+from engine.config import DEFAULT_MIN_COSINE, RunConfig
 
 EXIT_OK = 0
 EXIT_FAULT = 1
@@ -25,6 +25,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         threads=args.threads,
         spinning=args.spinning == "on",
         provider=args.provider,
+        min_cosine=getattr(args, "min_cosine", DEFAULT_MIN_COSINE),
     )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from engine import __version__, backends
 from engine.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
 from engine.cli.serve_args import add_serving_parsers
-from engine.config import FUSIONS, PRECISIONS, PROVIDERS
+from engine.config import DEFAULT_MIN_COSINE, FUSIONS, PRECISIONS, PROVIDERS
 from engine.errors import OpScopeError
 
 __all__ = ["build_parser", "main"]
@@ -219,6 +219,15 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
         help="execution provider (default auto: CUDA when a GPU is present)",
     )
     g.add_argument(
+        "--min-cosine",
+        type=_unit_interval,
+        default=DEFAULT_MIN_COSINE,
+        metavar="X",
+        help=f"INT8 keeps cosine >= X against FP32 on its worst output (default "
+        f"{DEFAULT_MIN_COSINE}): settings that suit this CPU are tried, then sensitive nodes "
+        "kept in FP32, until it does",
+    )
+    g.add_argument(
         "--shape",
         action="append",
         default=[],
@@ -306,6 +315,16 @@ def _nonneg_int(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    return value
+
+
+def _unit_interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be within (0, 1], got {text}")
     return value
 
 

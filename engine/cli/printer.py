@@ -136,6 +136,18 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
         else:
             how = f"{'cached; built' if v.cached else 'built'} in {v.build_s:.2f} s"
         w(f"variant    {v.precision}: {nodes}; {how}\n")
+        int8 = v.details.get("int8")
+        if int8:
+            kept = int8.get("excluded_nodes") or []
+            settings = int8.get("settings") or {}
+            said = ", ".join(f"{k}={val}" for k, val in settings.items()) or "defaults"
+            w(
+                f"int8       target cosine {int8.get('min_cosine')}: "
+                f"{'met' if int8.get('met') else 'MISSED'} with {said}"
+                f"{f'; {len(kept)} node(s) in FP32: ' + ', '.join(kept[:6]) if kept else ''}"
+                f"{' ...' if len(kept) > 6 else ''}; {len(int8.get('attempts') or [])} "
+                "attempt(s)\n"
+            )
     if result.timing:
         t = result.timing
         lat = t.latency

@@ -104,6 +104,18 @@ class RunResult:
             }
             if "torch_export" in self.variant.details:
                 out["variant"]["torch_export"] = self.variant.details["torch_export"]
+            int8 = self.variant.details.get("int8")
+            if int8:  # how INT8 met (or missed) its accuracy target, every attempt kept
+                out["variant"].update(
+                    {
+                        "min_cosine": int8.get("min_cosine"),
+                        "met": int8.get("met"),
+                        "isa": int8.get("isa"),
+                        "settings": int8.get("settings"),
+                        "excluded_nodes": int8.get("excluded_nodes"),
+                        "attempts": int8.get("attempts"),
+                    }
+                )
         if self.timing:
             out["latency_ms"] = self.timing.latency.to_json()
             out["throughput"] = self.timing.throughput.to_json()

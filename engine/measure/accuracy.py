@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,12 +58,19 @@ def _concat(parts: Sequence[np.ndarray | None]) -> np.ndarray | None:
     return np.concatenate(kept) if kept else None
 
 
-def _looks_like_scores(value: Any) -> bool:
+# Outputs shaped [batch, n] that are vectors, not class scores: top-1 means nothing there.
+NOT_SCORES = re.compile(r"embed|pool|hidden|feature|encod|vector|state", re.IGNORECASE)
+
+
+def _looks_like_scores(value: Any, name: str = "") -> bool:
+    """Class scores ([batch, classes], float), so top-1 agreement means something; a
+    sentence embedding of the same shape is known by its name."""
     return (
         isinstance(value, np.ndarray)
         and value.dtype.kind == "f"
         and value.ndim == 2
         and value.shape[1] > 1
+        and not NOT_SCORES.search(name)
     )
 
 
@@ -91,7 +99,7 @@ def compare_outputs(
             continue
         out_agree = out_total = 0
         for b, c in zip(baseline, candidate, strict=True):
-            if _looks_like_scores(b[j]) and _looks_like_scores(c[j]):
+            if _looks_like_scores(b[j], name) and _looks_like_scores(c[j], name):
                 out_agree += int((b[j].argmax(1) == c[j].argmax(1)).sum())
                 out_total += b[j].shape[0]
         agree += out_agree
@@ -111,7 +119,9 @@ def compare_outputs(
         diff = np.abs(ref - got)
         max_err = float(diff.max()) if diff.size else 0.0
         mean_err = float(diff.mean()) if diff.size else 0.0
-        cos = _cosine(ref, got)
+        # the headline is the worst output: a good logits output must not hide a broken
+        # embedding output concatenated with it
+        cos = min(float(v["cosine"]) for v in per_output.values() if v["cosine"] is not None)
     else:
         max_err = mean_err = cos = float("nan")
     return AccuracyResult(

@@ -21,6 +21,7 @@ from engine.backends.ort.inference_session import (
     open_session,
     plan_session,
 )
+from engine.backends.ort.int8_choice import choose_int8
 from engine.backends.ort.profiler import profile_pass
 from engine.backends.ort.variants import CALIBRATION_BATCHES, build_variant
 from engine.backends.pytorch.load import is_torch_file
@@ -147,15 +148,27 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
             "INT8 static calibrated on generated data; pass "
             "--calibration FILE.npz with real samples for meaningful accuracy",
         )
+    gpu = config.provider != "cpu" and gpu_present()
     variant: VariantReady | None = None
-    for ev in build_variant(info, config.precision, calibration, cal_id, cal_count):
-        if isinstance(ev, VariantReady):
-            variant = ev
-        else:
-            yield ev
+    if config.precision.startswith("int8"):  # one that meets config.min_cosine
+        generated = req.inputs_npz is None
+        eval_feeds = [make_feeds(i) for i in range(ACCURACY_BATCHES if generated else 1)]
+        eval_id = (
+            f"generated:seed{req.seed}:{feed_shapes(feeds)}"
+            if generated
+            else "npz:" + files_sha256([Path(str(req.inputs_npz))])
+        )
+        variant = yield from choose_int8(
+            info, config, calibration, cal_id, cal_count, eval_feeds, eval_id, gpu
+        )
+    else:
+        for ev in build_variant(info, config.precision, calibration, cal_id, cal_count):
+            if isinstance(ev, VariantReady):
+                variant = ev
+            else:
+                yield ev
     assert variant is not None
 
-    gpu = config.provider != "cpu" and gpu_present()
     yield Progress("session", 0, None, "creating the inference session")
     with tempfile.TemporaryDirectory(prefix="opscope-opt-") as tmp:
         optimized = str(Path(tmp) / "optimized.onnx")

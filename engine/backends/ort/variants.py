@@ -19,7 +19,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,14 +55,32 @@ VARIANT_PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+def variant_params(
+    precision: str, settings: dict[str, Any] | None = None, exclude: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The parameters of a variant: the defaults, `settings` over them (quantization knobs
+    such as weight_type, per_channel, reduce_range, method), and the nodes kept in FP32."""
+    params = dict(VARIANT_PARAMS[precision])
+    unknown = set(settings or {}) - set(params)
+    if unknown:
+        raise ValueError(f"unknown {precision} settings: {sorted(unknown)}")
+    params.update(settings or {})
+    if exclude:
+        params["nodes_to_exclude"] = sorted(exclude)
+    return params
+
+
 def build_variant(
     info: ModelInfo,
     precision: str,
     calibration: Callable[[], Iterator[Feeds]] | None = None,
     calibration_id: str = "generated",
     calibration_count: int = CALIBRATION_BATCHES,
+    settings: dict[str, Any] | None = None,
+    exclude: Sequence[str] = (),
 ) -> Iterator[Progress | Notice | VariantReady]:
-    """Yield progress, then one `VariantReady` naming the file to run."""
+    """Yield progress, then one `VariantReady` naming the file to run. `settings` and
+    `exclude` change the quantization (see `variant_params`); both are in the cache key."""
     if precision == "fp32":
         yield VariantReady("fp32", info.path, 0.0, True, info.nodes)
         return
@@ -70,7 +88,7 @@ def build_variant(
         raise ModelError(f"unknown precision {precision!r}", info.path)
     import onnxruntime
 
-    params = dict(VARIANT_PARAMS[precision])
+    params = variant_params(precision, settings, exclude)
     if precision == "int8-static":
         params["calibration"] = calibration_id
     key = cache.cache_key(
@@ -103,12 +121,12 @@ def build_variant(
             _build_fp16(info, out)
         elif precision == "int8-dynamic":
             src = yield from _preprocess(info, staging.path)
-            _build_int8_dynamic(info, src, out)
+            _build_int8_dynamic(src, out, params)
         else:
             src = yield from _preprocess(info, staging.path)
             if calibration is None:
                 raise ModelError("INT8 static needs calibration data", info.path)
-            yield from _build_int8_static(info, src, out, calibration, calibration_count)
+            yield from _build_int8_static(src, out, calibration, calibration_count, params)
     except ModelError:
         staging.discard()
         raise
@@ -180,11 +198,10 @@ def _without_initializer_shapes(info: ModelInfo, folder: Path) -> Path:
     return out
 
 
-def _build_int8_dynamic(info: ModelInfo, src: Path, out: Path) -> None:
+def _build_int8_dynamic(src: Path, out: Path, p: dict[str, Any]) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with _quiet_logs():
-        p = VARIANT_PARAMS["int8-dynamic"]
         quantize_dynamic(
             str(src),
             str(out),
@@ -192,15 +209,16 @@ def _build_int8_dynamic(info: ModelInfo, src: Path, out: Path) -> None:
             per_channel=p["per_channel"],
             reduce_range=p["reduce_range"],
             op_types_to_quantize=p["op_types"],
+            nodes_to_exclude=p.get("nodes_to_exclude") or None,
         )
 
 
 def _build_int8_static(
-    info: ModelInfo,
     src: Path,
     out: Path,
     calibration: Callable[[], Iterator[Feeds]],
     count: int,
+    p: dict[str, Any],
 ) -> Iterator[Progress]:
     """Static QDQ quantization in a worker thread so calibration progress can be yielded."""
     from onnxruntime.quantization import (
@@ -233,7 +251,6 @@ def _build_int8_static(
     def work() -> None:
         try:
             with _quiet_logs():
-                p = VARIANT_PARAMS["int8-static"]
                 quantize_static(
                     str(src),
                     str(out),
@@ -245,6 +262,7 @@ def _build_int8_static(
                     reduce_range=p["reduce_range"],
                     op_types_to_quantize=p["op_types"],
                     calibrate_method=CalibrationMethod[p["method"]],
+                    nodes_to_exclude=p.get("nodes_to_exclude") or None,
                 )
         except BaseException as exc:  # re-raised in the generator's thread
             failure.append(exc)

@@ -1,0 +1,160 @@
+"""The ONNX Runtime side of INT8 with an accuracy target (int8_target.py orders the
+search): building each attempt with ORT's quantizer, scoring it against the FP32 model on
+the evaluation inputs, timing it, ranking its nodes, and caching the choice per model,
+target, evaluation data, calibration and instruction set."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Generator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from engine import cache
+from engine.backends.ort.inference_session import open_session, plan_session
+from engine.backends.ort.int8_sensitivity import node_errors
+from engine.backends.ort.int8_target import Outcome, Search, meet_target, summary
+from engine.backends.ort.variants import (
+    VARIANT_PARAMS,
+    _preprocess,
+    build_variant,
+)
+from engine.config import RunConfig
+from engine.events import Event, Notice, VariantReady
+from engine.hostinfo import cpu_isa, ort_version
+from engine.measure.accuracy import compare_outputs
+from engine.model.info import ModelInfo
+from engine.model.inputs import Feeds
+
+CHOICE_VERSION = 3
+TIME_S = 0.3  # timing per attempt: enough to rank settings whose speeds differ by 10%+
+
+
+def choose_int8(
+    info: ModelInfo,
+    config: RunConfig,
+    calibration: Callable[[], Iterator[Feeds]] | None,
+    calibration_id: str,
+    calibration_count: int,
+    eval_feeds: Sequence[Feeds],
+    eval_id: str,
+    gpu: bool,
+) -> Generator[Event, None, VariantReady]:
+    """The INT8 variant that meets `config.min_cosine` (or the most accurate one, with a
+    warning); its `details["int8"]` says how it was chosen and keeps every attempt."""
+    precision = config.precision
+    isa = cpu_isa()
+    key = cache.cache_key(
+        {
+            "model": info.sha256,
+            "precision": precision,
+            "min_cosine": config.min_cosine,
+            "eval": eval_id,
+            "calibration": calibration_id,
+            "isa": isa,
+            "ort": ort_version(),
+            "version": CHOICE_VERSION,
+        }
+    )
+
+    def build(
+        settings: dict[str, Any], excluded: list[str]
+    ) -> Generator[Event, None, VariantReady]:
+        variant = None
+        for ev in build_variant(
+            info, precision, calibration, calibration_id, calibration_count, settings, excluded
+        ):
+            if isinstance(ev, VariantReady):
+                variant = ev
+            else:
+                yield ev
+        assert variant is not None
+        return variant
+
+    hit = cache.cached_entry("int8-choice", key)
+    if hit is not None:
+        meta = cache.read_meta(hit)
+        try:
+            variant = yield from build(dict(meta["settings"]), list(meta["excluded_nodes"]))
+        except (KeyError, TypeError, ValueError):
+            pass  # a damaged entry: choose again
+        else:
+            level = "info" if meta.get("met") else "warning"
+            yield Notice(level, f"{summary(meta)} (chosen earlier on this machine)")
+            return _with_details(variant, meta)
+
+    plan = plan_session(config, gpu_present=gpu)
+    base = open_session(info.path, plan_session(dataclasses.replace(config, precision="fp32"),
+                                                gpu_present=gpu))  # fmt: skip
+    reference = [base.session.run(None, f) for f in eval_feeds]
+    names = [o.name for o in base.session.get_outputs()]
+    base.session = None
+
+    def score(variant: VariantReady) -> float:
+        opened = open_session(variant.path, plan)
+        got = [opened.session.run(None, f) for f in eval_feeds]
+        return compare_outputs(names, reference, got).cosine
+
+    def timed(path: str) -> float:
+        opened = open_session(path, plan)
+        return p50_ms(lambda: opened.session.run(None, eval_feeds[0]))
+
+    with tempfile.TemporaryDirectory(prefix="opscope-int8-") as tmp:
+        floats: list[str] = []
+
+        def rank(variant: VariantReady) -> list[tuple[list[str], float]]:
+            if not floats:  # the model the quantizer saw: its node names are the ones to exclude
+                floats.append(str(_result(_preprocess(info, Path(tmp)))))
+            types = VARIANT_PARAMS[precision].get("op_types")
+            return node_errors(
+                floats[0], variant.path, eval_feeds, set(types) if types else None,
+                with_producers=precision == "int8-static",
+            )  # fmt: skip
+
+        types = VARIANT_PARAMS[precision].get("op_types")
+        how = Search(build, score, timed, rank, _quantizable(info.path, types), info.path)
+        outcome: Outcome = yield from meet_target(precision, config.min_cosine, isa, how)
+    details = outcome.details()
+    staging = cache.Staging("int8-choice", key)
+    staging.commit(details)
+    yield Notice("info" if outcome.met else "warning", summary(details))
+    return _with_details(outcome.chosen.variant, details)
+
+
+def p50_ms(run: Callable[[], object], budget_s: float = TIME_S) -> float:
+    """Median of back-to-back runs after a short warm-up."""
+    for _ in range(3):
+        run()
+    samples: list[float] = []
+    end = time.perf_counter() + budget_s
+    while time.perf_counter() < end or len(samples) < 5:
+        t0 = time.perf_counter()
+        run()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples)
+
+
+def _result(gen: Generator[Any, None, Any]) -> Any:
+    """A generator's return value, its events dropped."""
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            return stop.value
+
+
+def _quantizable(path: str, op_types: Sequence[str] | None) -> int:
+    """Nodes the quantizer may touch: of its op types, or (static: all types) every node."""
+    import onnx
+
+    graph = onnx.load(path, load_external_data=False).graph
+    if op_types is None:
+        return len(graph.node)
+    return sum(1 for n in graph.node if n.op_type in set(op_types))
+
+
+def _with_details(variant: VariantReady, int8: dict[str, Any]) -> VariantReady:
+    return dataclasses.replace(variant, details={**variant.details, "int8": int8})

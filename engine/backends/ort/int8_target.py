@@ -1,0 +1,213 @@
+"""INT8 that keeps its promise: when the default quantization misses the accuracy target,
+try the settings that suit this CPU, keep the fastest that meets it; when none does, keep
+the nodes that lose the most accuracy in FP32, a few more each round, until it holds or
+nothing is left worth excluding. Every attempt is kept.
+
+The search only orders work; building, scoring and ranking nodes are given to it, so it is
+tested without a model and reads the same for any quantizer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.events import Event, Notice, Progress, VariantReady
+
+MAX_ROUNDS = 6  # exclusion rounds: 1, 2, 4, 8, 16, 32 more nodes
+MAX_EXCLUDED_SHARE = 0.5  # past half the quantizable nodes in FP32, INT8 buys little
+
+# What to try after the default, per instruction set, most promising first. VNNI and AMX
+# multiply u8 x s8 without int16 saturation, so full-range and per-channel weights are
+# safe there; AVX2's VPMADDUBSW saturates, so signed weights need reduce_range (7 bits),
+# or unsigned weights take another (slower) kernel.
+CANDIDATES: dict[tuple[str, str], list[dict[str, Any]]] = {
+    ("int8-dynamic", "fast"): [
+        {"weight_type": "QInt8", "per_channel": True, "reduce_range": False},
+        {"weight_type": "QInt8", "per_channel": False, "reduce_range": False},
+        {"weight_type": "QInt8", "per_channel": True, "reduce_range": True},
+        {"weight_type": "QUInt8", "per_channel": True, "reduce_range": False},
+    ],
+    ("int8-dynamic", "avx2"): [
+        {"weight_type": "QInt8", "per_channel": True, "reduce_range": True},
+        {"weight_type": "QUInt8", "per_channel": True, "reduce_range": False},
+        {"weight_type": "QUInt8", "per_channel": False, "reduce_range": False},
+    ],
+    ("int8-static", "fast"): [
+        {"per_channel": True, "reduce_range": False},
+        {"per_channel": True, "reduce_range": False, "method": "Percentile"},
+        {"per_channel": True, "reduce_range": True, "method": "Percentile"},
+    ],
+    ("int8-static", "avx2"): [
+        {"per_channel": True, "reduce_range": True, "method": "Percentile"},
+        {"per_channel": False, "reduce_range": True},
+    ],
+}
+
+
+def candidate_settings(precision: str, isa: str) -> list[dict[str, Any]]:
+    """The settings to try on this instruction set ("amx", "vnni", "avx2", ...)."""
+    family = "fast" if isa in ("amx", "vnni") else "avx2"
+    return [dict(s) for s in CANDIDATES.get((precision, family), [])]
+
+
+@dataclass
+class Attempt:
+    settings: dict[str, Any]  # over the defaults ({} = the defaults)
+    excluded: list[str]  # nodes kept in FP32
+    cosine: float  # worst output against FP32
+    p50_ms: float
+    variant: VariantReady = field(repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "settings": self.settings,
+            "excluded": self.excluded,
+            "cosine": self.cosine,
+            "p50_ms": self.p50_ms,
+        }
+
+
+@dataclass
+class Outcome:
+    chosen: Attempt
+    attempts: list[Attempt]
+    met: bool
+    target: float
+    isa: str
+    fp32_p50_ms: float
+
+    def details(self) -> dict[str, Any]:
+        """What `variant.details` says of it (and the JSON of every run)."""
+        return {
+            "min_cosine": self.target,
+            "met": self.met,
+            "isa": self.isa,
+            "settings": self.chosen.settings,
+            "excluded_nodes": self.chosen.excluded,
+            "cosine": self.chosen.cosine,
+            "p50_ms": self.chosen.p50_ms,
+            "fp32_p50_ms": self.fp32_p50_ms,
+            "attempts": [a.to_json() for a in self.attempts],
+        }
+
+
+def summary(details: dict[str, Any]) -> str:
+    """One line: 'INT8 meets cosine 0.99 (0.99412; settings ...; 3 node(s) kept in FP32;
+    1.41x FP32; 6 attempt(s))'."""
+    p50, fp32 = _number(details.get("p50_ms")), _number(details.get("fp32_p50_ms"))
+    ratio = fp32 / p50 if p50 > 0 else math.nan
+    speed = f", {ratio:.2f}x FP32" if math.isfinite(ratio) else ""
+    kept = details.get("excluded_nodes") or []
+    kept_text = f"{len(kept)} node(s) kept in FP32" if kept else "no node in FP32"
+    verb = "meets" if details.get("met") else "misses"
+    return (
+        f"INT8 {verb} cosine {details.get('min_cosine'):g} ({details.get('cosine', math.nan):.5f}; "
+        f"settings {_describe(details.get('settings') or {})}; {kept_text}{speed}; "
+        f"{len(details.get('attempts') or [])} attempt(s))"
+    )
+
+
+Build = Callable[[dict[str, Any], list[str]], Generator[Event, None, VariantReady]]
+Score = Callable[[VariantReady], float]  # -> worst output's cosine against FP32
+Time = Callable[[str], float]  # a model file -> its p50 (ms)
+Rank = Callable[[VariantReady], list[tuple[list[str], float]]]  # -> node units, worst first
+
+
+@dataclass
+class Search:
+    """What the search is given: how to build a variant, score its accuracy, time a
+    model file, rank a variant's nodes, and how many nodes could be quantized."""
+
+    build: Build
+    score: Score
+    time: Time
+    rank: Rank
+    quantizable: int
+    fp32_path: str
+
+
+def meet_target(
+    precision: str, target: float, isa: str, how: Search
+) -> Generator[Event, None, Outcome]:
+    """The default variant when it meets `target` (nothing timed: no search); else the
+    fastest candidate setting that meets it; else the exclusion rounds; else the most
+    accurate attempt, with a warning."""
+    attempts: list[Attempt] = []
+    fp32_p50 = math.nan
+
+    def attempt(settings: dict[str, Any], excluded: list[str]) -> Generator[Event, None, Attempt]:
+        variant = yield from how.build(settings, excluded)
+        a = Attempt(settings, list(excluded), how.score(variant), how.time(variant.path), variant)
+        attempts.append(a)
+        return a
+
+    def outcome(chosen: Attempt, met: bool) -> Outcome:
+        return Outcome(chosen, attempts, met, target, isa, fp32_p50)
+
+    default = yield from how.build({}, [])
+    first = Attempt({}, [], how.score(default), math.nan, default)
+    attempts.append(first)
+    if first.cosine >= target:
+        return outcome(first, True)
+    yield Progress("variant", 0, None, "timing FP32 and the default INT8 for the search")
+    fp32_p50 = how.time(how.fp32_path)
+    first.p50_ms = how.time(default.path)
+    tries = candidate_settings(precision, isa)
+    for i, settings in enumerate(tries):
+        yield Progress(
+            "variant", i + 1, len(tries) + 1,
+            f"cosine {first.cosine:.4f} < {target:g}: trying {_describe(settings)}",
+        )  # fmt: skip
+        yield from attempt(settings, [])
+    meeting = [a for a in attempts if a.cosine >= target]
+    if meeting:
+        return outcome(min(meeting, key=lambda a: a.p50_ms), True)
+
+    best = max(attempts, key=lambda a: a.cosine)
+    excluded: list[str] = []
+    ranking = how.rank(best.variant)
+    k = 1
+    for round_ in range(MAX_ROUNDS):
+        units = [[n for n in unit if n not in excluded] for unit, _ in ranking]
+        fresh = list(dict.fromkeys(n for unit in [u for u in units if u][:k] for n in unit))
+        if not fresh or len(excluded) + len(fresh) > how.quantizable * MAX_EXCLUDED_SHARE:
+            break
+        excluded += fresh
+        yield Progress(
+            "variant", round_ + 1, MAX_ROUNDS,
+            f"keeping {len(excluded)} sensitive node(s) in FP32 (best cosine so far "
+            f"{max(a.cosine for a in attempts):.4f})",
+        )  # fmt: skip
+        a = yield from attempt(best.settings, excluded)
+        if a.cosine >= target:
+            return outcome(a, True)
+        ranking = how.rank(a.variant)
+        k *= 2
+    chosen = max(attempts, key=lambda a: a.cosine)
+    yield Notice(
+        "warning",
+        f"INT8 cannot reach cosine {target:g} on this model: the best of "
+        f"{len(attempts)} attempts reached {chosen.cosine:.5f} ({len(chosen.excluded)} "
+        "node(s) in FP32); it runs that one — consider FP16, or a lower --min-cosine",
+    )
+    return outcome(chosen, False)
+
+
+def _number(value: object) -> float:
+    """JSON numbers (null: NaN)."""
+    return float(value) if isinstance(value, int | float) else math.nan
+
+
+def _describe(settings: dict[str, Any]) -> str:
+    if not settings:
+        return "defaults"
+    parts = []
+    for key, value in settings.items():
+        if isinstance(value, bool):
+            parts.append(key.replace("_", "-") if value else f"no {key.replace('_', '-')}")
+        else:
+            parts.append(f"{key.replace('_', ' ')} {value}")
+    return ", ".join(parts)
