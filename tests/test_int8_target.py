@@ -77,7 +77,13 @@ def _fake(
         timed.append(path)
         return speed.get(path.partition("|")[0], 2.0) if path != "fp32" else 4.0
 
-    return Search(build, score, time, lambda v: ranking, 10, "fp32"), [built, timed]
+    def rank(
+        v: VariantReady, settings: dict[str, Any], excluded: list[str]
+    ) -> Generator[Event, None, list[tuple[list[str], float]]]:
+        yield Notice("info", "ranked")
+        return ranking
+
+    return Search(build, score, time, rank, 10, "fp32"), [built, timed]
 
 
 def _run(gen: Generator[Event, None, Any]) -> tuple[list[Event], Any]:
@@ -187,3 +193,20 @@ def test_a_target_outside_zero_one_is_one_line(sensitive: Path) -> None:
     proc = opscope("bench", sensitive, "--precision", "int8-dynamic", "--min-cosine", "1.5")
     assert proc.returncode == 2 and "must be within (0, 1]" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_nodes_found_on_the_most_accurate_setting_are_tried_on_faster_ones() -> None:
+    """Exclusions found on the most accurate (slow) setting, then tried on the faster
+    settings: the fastest that meets the target wins."""
+    tries = [json.dumps(s, sort_keys=True) for s in candidate_settings("int8-dynamic", "vnni")]
+    accurate, fast = tries[3], tries[0]
+    cosine = {
+        ("{}", ()): 0.90, (fast, ()): 0.96, (accurate, ()): 0.985,
+        (accurate, ("n1",)): 0.991, (fast, ("n1",)): 0.9916,
+    }  # fmt: skip
+    speed = {fast: 1.0, accurate: 2.0, "{}": 1.2}
+    how, (built, _) = _fake(cosine, speed, [(["n1"], 0.02), (["n2"], 0.01)])
+    _, out = _run(meet_target("int8-dynamic", 0.99, "vnni", how))
+    assert out.met and out.chosen.excluded == ["n1"]
+    assert json.dumps(out.chosen.settings, sort_keys=True) == fast
+    assert (accurate, ("n1",)) in built and (fast, ("n1",)) in built

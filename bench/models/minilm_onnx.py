@@ -204,7 +204,7 @@ def tokenize(tokenizer_json: Path, sentences: list[str]) -> dict[str, np.ndarray
 
 
 def check(out: Path, tol: float = 1e-4) -> float:
-    """ONNX (onnxruntime) vs the PyTorch outputs saved in ref_outputs.npz; returns the worst max abs err."""
+    """ONNX (onnxruntime) vs the PyTorch outputs in ref_outputs.npz; returns the worst error."""
     import onnxruntime as ort
 
     refs = np.load(out / "ref_outputs.npz")
@@ -220,7 +220,7 @@ def check(out: Path, tol: float = 1e-4) -> float:
 
 
 def check_sets(out: Path) -> dict[str, dict[str, np.ndarray]]:
-    """eval (64 padded), calib (64 padded), one unpadded sentence, and a batch of 8 (other shapes)."""
+    """eval (64 padded), calib (64 padded), one unpadded sentence, a batch of 8 (other shapes)."""
     ev = dict(np.load(out / "eval_inputs.npz"))
     ca = dict(np.load(out / "calib_inputs.npz"))
     n0 = int(ev["attention_mask"][0].sum())
@@ -255,7 +255,8 @@ def build(out: Path, opset: int) -> None:
         BertModel.forward in transformers 5 builds its mask with masking_utils (vmap/advanced
         indexing); traced, that gives a graph on which ORT's symbolic shape inference (and so
         quant_pre_process) fails with "Incomplete symbolic shape inference". This is the classic
-        BERT mask instead (and explicit position ids); the result is checked against BertModel.forward below.
+        BERT mask instead (and explicit position ids); the result is checked against
+        BertModel.forward below.
         """
 
         def __init__(self, m):
@@ -285,9 +286,12 @@ def build(out: Path, opset: int) -> None:
             assert err < 1e-5, "the export wrapper does not match BertModel.forward"
     np.savez(out / "ref_outputs.npz", **refs)
 
-    # export with a small example batch that differs in shape from the eval batch and HAS padding
-    # (an all-ones mask could let transformers skip the mask), so no size or mask gets baked in
-    ex = {k: torch.from_numpy(v) for k, v in tokenize(src / "tokenizer.json", EXPORT_SENTENCES).items()}
+    # export with a small example batch that differs in shape from the eval batch and HAS padding,
+    # so that no batch/sequence size and no "mask is all ones" shortcut gets baked into the trace
+    ex = {
+        k: torch.from_numpy(v)
+        for k, v in tokenize(src / "tokenizer.json", EXPORT_SENTENCES).items()
+    }
     assert int(ex["attention_mask"].min()) == 0
     dyn = {0: "batch", 1: "sequence"}
     with torch.no_grad():
@@ -314,14 +318,19 @@ def build(out: Path, opset: int) -> None:
     ops: dict[str, int] = {}
     for n in m.graph.node:
         ops[n.op_type] = ops.get(n.op_type, 0) + 1
-    print(f"wrote {out / 'model.onnx'}: opset {opset}, {len(m.graph.node)} nodes, MatMul {ops.get('MatMul', 0)}")
+    print(
+        f"wrote {out / 'model.onnx'}: opset {opset}, {len(m.graph.node)} nodes, "
+        f"MatMul {ops.get('MatMul', 0)}"
+    )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", nargs="?", type=Path, default=default_out())
     ap.add_argument("--opset", type=int, default=17)
-    ap.add_argument("--check-only", action="store_true", help="only compare model.onnx to ref_outputs.npz")
+    ap.add_argument(
+        "--check-only", action="store_true", help="only compare model.onnx to ref_outputs.npz"
+    )
     a = ap.parse_args()
     out = a.out.expanduser()
     if not a.check_only:

@@ -34,9 +34,10 @@ class PrepareRequest:
     model_path: str
     config: RunConfig = field(default_factory=RunConfig)
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    inputs_npz: str | None = None
-    calibration_npz: str | None = None
+    inputs_npz: str | None = None  # a file, or a folder of .npz files: accuracy uses them all
+    calibration_npz: str | None = None  # likewise, for static INT8
     seed: int = 0
+    labels_npy: str | None = None  # class indices of the inputs' samples, for top-1 accuracy
 
 
 @dataclass(frozen=True)

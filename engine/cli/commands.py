@@ -37,6 +37,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         shapes=shapes,
         inputs_npz=args.inputs,
         calibration_npz=args.calibration,
+        labels_npy=getattr(args, "labels", None),
         profile=args.profile,
         profile_runs=getattr(args, "runs", 20),
         check_accuracy=not args.no_accuracy,

@@ -234,11 +234,22 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
         metavar="NAME=AxB",
         help="concrete shape for an input (repeatable)",
     )
-    g.add_argument("--inputs", metavar="FILE.npz", help="real input data (keys = input names)")
+    g.add_argument(
+        "--inputs",
+        metavar="FILE.npz|DIR",
+        help="real input data (keys = input names): N samples along the batch axis, or a "
+        "folder of .npz files; timing runs the first batch, accuracy every sample",
+    )
+    g.add_argument(
+        "--labels",
+        metavar="FILE.npy",
+        help="class indices of the --inputs samples (1-D integers): top-1 accuracy against "
+        "them, for FP32 and the variant",
+    )
     g.add_argument(
         "--calibration",
-        metavar="FILE.npz",
-        help="calibration samples for int8-static (keys = input names)",
+        metavar="FILE.npz|DIR",
+        help="calibration samples for int8-static (keys = input names; a file or folder)",
     )
 
 

@@ -165,10 +165,19 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
     if result.accuracy:
         a = result.accuracy
         top1 = f"  top-1 agreement {a.top1_agreement:.1%}" if a.top1_agreement is not None else ""
+        worst = ""
+        if len(a.per_output) > 1:  # the headline is the worst output: say which
+            named = [(v["cosine"], k) for k, v in a.per_output.items() if v["cosine"] is not None]
+            worst = f" (worst of {len(a.per_output)} outputs: {min(named)[1]})" if named else ""
         w(
-            f"accuracy   vs fp32: cosine {a.cosine:.6f}  max abs err {a.max_abs_err:.4g}  "
-            f"mean abs err {a.mean_abs_err:.4g}{top1}\n"
+            f"accuracy   vs fp32: cosine {a.cosine:.6f}{worst}  max abs err {a.max_abs_err:.4g}  "
+            f"mean abs err {a.mean_abs_err:.4g}{top1}; {a.samples} batch(es)\n"
         )
+        if a.label_top1 is not None and a.baseline_label_top1 is not None:
+            w(
+                f"labels     top-1 accuracy {a.label_top1:.2%} (FP32 {a.baseline_label_top1:.2%}, "
+                f"{(a.label_top1 - a.baseline_label_top1) * 100:+.2f} points)\n"
+            )
     if result.profile:
         print_ops(result.profile, out, top, machine=result.machine)
 

@@ -23,6 +23,8 @@ class AccuracyResult:
     top1_agreement: float | None
     samples: int
     per_output: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    label_top1: float | None = None  # top-1 accuracy against the labels given
+    baseline_label_top1: float | None = None  # the FP32 model's, on the same samples
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -33,6 +35,8 @@ class AccuracyResult:
             "top1_agreement": self.top1_agreement,
             "samples": self.samples,
             "per_output": self.per_output,
+            "label_top1": self.label_top1,
+            "baseline_label_top1": self.baseline_label_top1,
         }
 
 
@@ -78,8 +82,11 @@ def compare_outputs(
     names: Sequence[str],
     baseline: Sequence[Sequence[Any]],
     candidate: Sequence[Sequence[Any]],
+    labels: np.ndarray | None = None,
 ) -> AccuracyResult:
-    """`baseline[i][j]` is output j for input batch i. Errors are over all batches."""
+    """`baseline[i][j]` is output j for input batch i. Errors are over all batches. With
+    `labels` (one class index per sample, in batch order), top-1 accuracy of both models
+    on the first output shaped like class scores."""
     per_output: dict[str, dict[str, float | None]] = {}
     all_ref: list[np.ndarray] = []
     all_got: list[np.ndarray] = []
@@ -124,6 +131,9 @@ def compare_outputs(
         cos = min(float(v["cosine"]) for v in per_output.values() if v["cosine"] is not None)
     else:
         max_err = mean_err = cos = float("nan")
+    label_top1 = base_top1 = None
+    if labels is not None:
+        base_top1, label_top1 = _label_accuracy(names, baseline, candidate, labels)
     return AccuracyResult(
         baseline="fp32",
         max_abs_err=max_err,
@@ -132,7 +142,27 @@ def compare_outputs(
         top1_agreement=agree / total if total else None,
         samples=len(baseline),
         per_output=per_output,
+        label_top1=label_top1,
+        baseline_label_top1=base_top1,
     )
+
+
+def _label_accuracy(
+    names: Sequence[str],
+    baseline: Sequence[Sequence[Any]],
+    candidate: Sequence[Sequence[Any]],
+    labels: np.ndarray,
+) -> tuple[float | None, float | None]:
+    """(FP32, candidate) top-1 accuracy against `labels` on the first score-like output."""
+    for j, name in enumerate(names):
+        if not all(_looks_like_scores(b[j], name) for b in baseline):
+            continue
+        ref = np.concatenate([np.asarray(b[j]).argmax(1) for b in baseline])
+        got = np.concatenate([np.asarray(c[j]).argmax(1) for c in candidate])
+        if ref.size != labels.size:
+            return None, None
+        return float((ref == labels).mean()), float((got == labels).mean())
+    return None, None
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:

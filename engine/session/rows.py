@@ -254,13 +254,18 @@ def _accuracy(value: dict[str, Any] | None) -> AccuracyResult | None:
         or not isinstance(per_output, dict)
     ):
         raise ValueError("runs.accuracy is malformed")
-    top1 = value.get("top1_agreement")
+
+    def optional(key: str) -> float | None:
+        return None if value.get(key) is None else num(key)
+
     return AccuracyResult(
         baseline,
         num("max_abs_err"),
         num("mean_abs_err"),
         num("cosine"),
-        None if top1 is None else num("top1_agreement"),
+        optional("top1_agreement"),
         samples,
         per_output,
+        optional("label_top1"),
+        optional("baseline_label_top1"),
     )

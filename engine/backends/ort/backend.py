@@ -4,7 +4,6 @@ session, and run, compare or profile it. PyTorch files are exported to ONNX firs
 from __future__ import annotations
 
 import dataclasses
-import math
 import tempfile
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from engine.config import RunConfig
 from engine.errors import InputError
 from engine.events import Event, ModelLoaded, Notice, Progress, RunStarted, VariantReady
 from engine.measure.accuracy import ACCURACY_BATCHES, compare_outputs
+from engine.model.eval_data import EvalData, npz_files, read_eval_data
 from engine.model.info import ModelInfo, count_nodes, files_sha256, load_model
 from engine.model.inputs import (
     Feeds,
@@ -52,6 +52,7 @@ class OrtPrepared:
     opened: OpenSession
     gpu: bool
     feeds_for: Callable[[int], Feeds]
+    eval_data: EvalData | None = None  # the user's samples (all of them), when given
     _run_once: Callable[[], object] | None = field(default=None, repr=False)
 
     @property
@@ -76,15 +77,21 @@ class OrtPrepared:
         return list(self.opened.session.run(None, feeds))
 
     def accuracy(self, generated: bool) -> Iterator[Event]:
-        """Outputs of this variant vs the FP32 model (same fusion, same provider)."""
-        yield Progress("accuracy", 0, ACCURACY_BATCHES, "comparing with the FP32 model")
+        """Outputs of this variant vs the FP32 model (same fusion, same provider), on every
+        sample the user gave (with their labels), else on generated batches."""
+        data = self.eval_data
+        batches = data.batches if data else [self.make_feeds(i) for i in range(ACCURACY_BATCHES)]
+        yield Progress("accuracy", 0, len(batches), "comparing with the FP32 model")
         base_cfg = dataclasses.replace(self.config, precision="fp32")
         base = open_session(self.info.path, plan_session(base_cfg, gpu_present=self.gpu))
-        batches = [self.make_feeds(i) for i in range(ACCURACY_BATCHES if generated else 1)]
-        ref = [base.session.run(None, f) for f in batches]
-        got = [self.opened.session.run(None, f) for f in batches]
+        ref, got = [], []
+        for i, f in enumerate(batches):
+            ref.append(base.session.run(None, f))
+            got.append(self.opened.session.run(None, f))
+            if i % 16 == 15:
+                yield Progress("accuracy", i + 1, len(batches), "comparing with the FP32 model")
         names = [o.name for o in self.opened.session.get_outputs()]
-        yield compare_outputs(names, ref, got)
+        yield compare_outputs(names, ref, got, data.labels if data else None)
 
     def profile(self, runs: int, timed_mean_ms: float | None) -> Iterator[Event]:
         """A separate session with ONNX Runtime's profiler on (timing never sees it)."""
@@ -126,9 +133,11 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
         yield Notice("warning", f"onnx checker: {info.checker_warning}")
     config = req.config.resolved()
 
+    eval_data: EvalData | None = None
     if req.inputs_npz:
-        real = load_npz(req.inputs_npz, info)
-        feeds = fit_batch(real, info, config.batch)
+        eval_data = _eval_data(req, req.inputs_npz, info, config.batch)
+        yield Notice("info", _eval_note(eval_data, req.inputs_npz))
+        feeds = fit_batch(eval_data.batches[0], info, config.batch)
 
         def make_feeds(i: int) -> Feeds:
             return feeds
@@ -151,13 +160,12 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
     gpu = config.provider != "cpu" and gpu_present()
     variant: VariantReady | None = None
     if config.precision.startswith("int8"):  # one that meets config.min_cosine
-        generated = req.inputs_npz is None
-        eval_feeds = [make_feeds(i) for i in range(ACCURACY_BATCHES if generated else 1)]
-        eval_id = (
-            f"generated:seed{req.seed}:{feed_shapes(feeds)}"
-            if generated
-            else "npz:" + files_sha256([Path(str(req.inputs_npz))])
-        )
+        if eval_data is None:
+            eval_feeds = [make_feeds(i) for i in range(ACCURACY_BATCHES)]
+            eval_id = f"generated:seed{req.seed}:{feed_shapes(feeds)}"
+        else:  # the search scores each attempt on up to SEARCH_SAMPLES of them
+            eval_feeds = _first_samples(eval_data.batches, SEARCH_SAMPLES)
+            eval_id = "npz:" + files_sha256(npz_files(str(req.inputs_npz)))
         variant = yield from choose_int8(
             info, config, calibration, cal_id, cal_count, eval_feeds, eval_id, gpu
         )
@@ -200,7 +208,48 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
         batch_of(feeds),
         opened.create_s,
     )
-    return OrtPrepared(info, config, feeds, variant, opened, gpu, make_feeds)
+    return OrtPrepared(info, config, feeds, variant, opened, gpu, make_feeds, eval_data)
+
+
+SEARCH_SAMPLES = 256  # samples each INT8 attempt is scored on (accuracy uses them all)
+
+
+def _eval_data(req: PrepareRequest, path: str, info: ModelInfo, batch: int) -> EvalData:
+    """The samples of a file or folder, in batches of the run's batch (a model with a fixed
+    batch takes its own)."""
+    symbolic: dict[str, bool] = {}
+    fixed: int | None = None
+    for v in info.inputs:
+        lead = v.shape[0] if v.shape else None
+        symbolic[v.name] = v.shape is not None and len(v.shape) > 0 and not isinstance(lead, int)
+        if isinstance(lead, int) and fixed is None:
+            fixed = lead
+    step = batch if fixed is None or any(symbolic.values()) else max(1, fixed)
+    return read_eval_data(
+        path,
+        lambda f: load_npz(f, info),
+        step,
+        lambda name: symbolic.get(name, True) or fixed is not None,
+        req.labels_npy,
+    )
+
+
+def _eval_note(data: EvalData, path: str) -> str:
+    labels = " with their labels" if data.labels is not None else ""
+    cut = (
+        f" (the first {data.samples:,}; {data.truncated:,} more left out)" if data.truncated else ""
+    )
+    return f"accuracy on {data.samples:,} samples{labels} from {Path(path).name}{cut}"
+
+
+def _first_samples(batches: list[Feeds], limit: int) -> list[Feeds]:
+    out, n = [], 0
+    for b in batches:
+        if n >= limit:
+            break
+        out.append(b)
+        n += batch_of(b)
+    return out
 
 
 def _check_feeds(opened: OpenSession, feeds: Feeds, info: ModelInfo) -> None:
@@ -221,16 +270,15 @@ def _calibration_source(
     if config.precision != "int8-static":
         return None, "", 0
     if req.calibration_npz:
-        data = load_npz(req.calibration_npz, info)
-        rows = min((a.shape[0] for a in data.values() if a.ndim), default=1)
-        step = max(1, config.batch)
-        count = max(1, math.ceil(rows / step))
+        data = _eval_data(
+            dataclasses.replace(req, labels_npy=None), req.calibration_npz, info, config.batch
+        )
 
         def from_file() -> Iterator[Feeds]:
-            for start in range(0, rows, step):
-                yield {k: a[start : start + step] for k, a in data.items()}
+            yield from data.batches
 
-        return from_file, "npz:" + files_sha256([Path(req.calibration_npz)]), count
+        sha = files_sha256(npz_files(req.calibration_npz))
+        return from_file, f"npz:{sha}:batch{config.batch}", len(data.batches)
 
     def generated() -> Iterator[Feeds]:
         for i in range(CALIBRATION_BATCHES):

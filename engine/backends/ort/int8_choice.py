@@ -23,14 +23,19 @@ from engine.backends.ort.variants import (
     build_variant,
 )
 from engine.config import RunConfig
-from engine.events import Event, Notice, VariantReady
+from engine.events import Event, Notice, Progress, VariantReady
 from engine.hostinfo import cpu_isa, ort_version
 from engine.measure.accuracy import compare_outputs
 from engine.model.info import ModelInfo
 from engine.model.inputs import Feeds
 
-CHOICE_VERSION = 3
+CHOICE_VERSION = 7
 TIME_S = 0.3  # timing per attempt: enough to rank settings whose speeds differ by 10%+
+# Up to this many quantizable nodes, each is tried alone in FP32 (one build per node): on a
+# MiniLM the node that matters (an FFN output fed by the [CLS] token's outlier) is first
+# by this measure and invisible to the activation comparison (bench/results/quant_minilm.md)
+ONE_BY_ONE_LIMIT = 64
+GAIN = 1e-4  # cosine gained by one node alone in FP32 that counts
 
 
 def choose_int8(
@@ -102,19 +107,36 @@ def choose_int8(
         opened = open_session(path, plan)
         return p50_ms(lambda: opened.session.run(None, eval_feeds[0]))
 
+    types = VARIANT_PARAMS[precision].get("op_types")
     with tempfile.TemporaryDirectory(prefix="opscope-int8-") as tmp:
         floats: list[str] = []
+        one_by_one: list[tuple[list[str], float]] = []
 
-        def rank(variant: VariantReady) -> list[tuple[list[str], float]]:
+        def rank(
+            variant: VariantReady, settings: dict[str, Any], excluded: list[str]
+        ) -> Generator[Event, None, list[tuple[list[str], float]]]:
             if not floats:  # the model the quantizer saw: its node names are the ones to exclude
                 floats.append(str(_result(_preprocess(info, Path(tmp)))))
-            types = VARIANT_PARAMS[precision].get("op_types")
-            return node_errors(
+            names = _node_names(floats[0], types)
+            measured = node_errors(
                 floats[0], variant.path, eval_feeds, set(types) if types else None,
                 with_producers=precision == "int8-static",
             )  # fmt: skip
+            if len(names) > ONE_BY_ONE_LIMIT:  # too many to rebuild one by one
+                return measured
+            if not one_by_one:  # once: each node alone in FP32, the gain in cosine
+                base = score(variant)
+                for i, name in enumerate(names):
+                    yield Progress("variant", i, len(names), f"sensitivity of {name}")
+                    alone = yield from build(settings, [*excluded, name])
+                    one_by_one.append(([name], score(alone) - base))
+                one_by_one.sort(key=lambda u: -u[1])
+            # what helps alone, by its gain; and the groups the activations blame (a tensor
+            # quantized at its producer needs producer and consumers kept together), by the
+            # error they add; a single node that did not help alone is not tried again
+            units = [u for u in one_by_one if u[1] > GAIN] + [u for u in measured if len(u[0]) > 1]
+            return sorted(units, key=lambda u: -u[1])
 
-        types = VARIANT_PARAMS[precision].get("op_types")
         how = Search(build, score, timed, rank, _quantizable(info.path, types), info.path)
         outcome: Outcome = yield from meet_target(precision, config.min_cosine, isa, how)
     details = outcome.details()
@@ -144,6 +166,15 @@ def _result(gen: Generator[Any, None, Any]) -> Any:
             next(gen)
         except StopIteration as stop:
             return stop.value
+
+
+def _node_names(path: str, op_types: Sequence[str] | None) -> list[str]:
+    """Named nodes the quantizer may touch (of its op types; static: every node)."""
+    import onnx
+
+    graph = onnx.load(path, load_external_data=False).graph
+    wanted = set(op_types) if op_types else None
+    return [n.name for n in graph.node if n.name and (wanted is None or n.op_type in wanted)]
 
 
 def _quantizable(path: str, op_types: Sequence[str] | None) -> int:

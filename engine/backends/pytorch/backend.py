@@ -32,6 +32,7 @@ from engine.config import RunConfig
 from engine.errors import ConfigError, InputError, ModelError, one_line
 from engine.events import Event, ModelLoaded, Notice, Progress, RunStarted, VariantReady
 from engine.measure.accuracy import ACCURACY_BATCHES, compare_outputs
+from engine.model.eval_data import EvalData, read_eval_data
 from engine.model.info import ModelInfo, ValueInfo, files_sha256
 from engine.model.inputs import Feeds, describe_feeds
 
@@ -46,6 +47,7 @@ class TorchPrepared:
     fn: Callable[..., Any]  # the module as run (quantized and/or compiled)
     feeds: Feeds
     feeds_for: Callable[[int], Feeds]
+    eval_data: EvalData | None = None  # the user's samples (all of them), when given
     _run: Callable[[], object] = lambda: None
 
     @property
@@ -75,14 +77,15 @@ class TorchPrepared:
 
     def accuracy(self, generated: bool) -> Iterator[Event]:
         """This config's outputs vs the FP32 eager module's, same inputs and device."""
-        yield Progress("accuracy", 0, ACCURACY_BATCHES, "comparing with the FP32 eager model")
-        batches = [self.make_feeds(i) for i in range(ACCURACY_BATCHES if generated else 1)]
+        data = self.eval_data
+        batches = data.batches if data else [self.make_feeds(i) for i in range(ACCURACY_BATCHES)]
+        yield Progress("accuracy", 0, len(batches), "comparing with the FP32 eager model")
         ref = [self.outputs(self.model.module, f, autocast=False) for f in batches]
         got = [self.outputs(self.fn, f, autocast=True) for f in batches]
         names = self.model.output_names or [f"output_{i}" for i in range(len(ref[0]))]
         if len(names) != len(ref[0]):
             names = [f"output_{i}" for i in range(len(ref[0]))]
-        result = compare_outputs(names, ref, got)
+        result = compare_outputs(names, ref, got, data.labels if data else None)
         yield dataclasses.replace(result, baseline="fp32 eager (torch)")
 
     def profile(self, runs: int, timed_mean_ms: float | None) -> Iterator[Event]:
@@ -142,8 +145,16 @@ def prepare_torch(req: PrepareRequest) -> Generator[Event, None, TorchPrepared]:
     yield ModelLoaded(info)
     device = _device(torch, config)
     torch.set_num_threads(config.threads)
+    eval_data: EvalData | None = None
     if req.inputs_npz:
-        feeds = _load_npz(req.inputs_npz, model)
+        eval_data = read_eval_data(
+            req.inputs_npz,
+            lambda f: _load_npz(str(f), model),
+            config.batch,
+            lambda name: True,
+            req.labels_npy,
+        )
+        feeds = eval_data.batches[0]
 
         def make_feeds(i: int) -> Feeds:
             return feeds
@@ -178,7 +189,7 @@ def prepare_torch(req: PrepareRequest) -> Generator[Event, None, TorchPrepared]:
             yield Notice("warning", "int8-dynamic: no Linear layers found; running FP32")
     if config.fusion == "all":
         fn = torch.compile(fn)
-    prepared = TorchPrepared(model, config, device, fn, feeds, make_feeds)
+    prepared = TorchPrepared(model, config, device, fn, feeds, make_feeds, eval_data)
     args = prepared.tensors(feeds)
     sync = torch.cuda.synchronize if device == "cuda" else None
 

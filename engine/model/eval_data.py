@@ -1,0 +1,95 @@
+"""Evaluation data: many samples to measure accuracy on, from one .npz (N samples along the
+batch axis of every array) or a folder of .npz files, and optional labels (.npy of N class
+indices). Read without unpickling; cut into batches of the run's batch size."""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import InputError
+from engine.model.inputs import Feeds
+
+MAX_SAMPLES = 4096  # beyond this, accuracy takes longer than it tells more
+
+
+@dataclass(frozen=True)
+class EvalData:
+    batches: list[Feeds]
+    samples: int
+    labels: np.ndarray | None  # int64, one per sample, in batch order
+    truncated: int = 0  # samples left out past MAX_SAMPLES
+
+
+def npz_files(path: str | Path) -> list[Path]:
+    """The file, or a folder's .npz files in name order."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.suffix == ".npz" and f.is_file())
+        if not files:
+            raise InputError("no .npz files in this folder", p)
+        return files
+    if not p.is_file():
+        raise InputError("inputs file not found", p)
+    return [p]
+
+
+def read_eval_data(
+    path: str | Path,
+    load: Callable[[Path], Feeds],
+    batch: int,
+    batched: Callable[[str], bool],
+    labels: str | Path | None = None,
+) -> EvalData:
+    """Every sample of `path` (a file or folder, each file read by `load`), in batches of
+    `batch` along the axis of the inputs `batched(name)` says have a batch axis."""
+    batches: list[Feeds] = []
+    total = truncated = 0
+    for file in npz_files(path):
+        feeds = load(file)
+        rows = _rows(feeds, batched, file)
+        for start in range(0, rows, batch):
+            if total >= MAX_SAMPLES:
+                truncated += min(batch, rows - start)
+                continue
+            take = min(batch, rows - start, MAX_SAMPLES - total)
+            batches.append(
+                {k: a[start : start + take] if batched(k) else a for k, a in feeds.items()}
+            )
+            total += take
+    y = _labels(labels, total + truncated)[:total] if labels else None
+    return EvalData(batches, total, y, truncated)
+
+
+def _rows(feeds: Feeds, batched: Callable[[str], bool], file: Path) -> int:
+    sizes = {a.shape[0] for k, a in feeds.items() if batched(k) and a.ndim}
+    if not sizes:
+        return 1
+    if len(sizes) > 1:
+        raise InputError(
+            f"arrays disagree on the number of samples ({', '.join(map(str, sorted(sizes)))})",
+            file,
+        )
+    rows = int(sizes.pop())
+    if rows == 0:
+        raise InputError("holds no samples (a batch of 0)", file)
+    return rows
+
+
+def _labels(path: str | Path, samples: int) -> np.ndarray:
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("labels file not found", p)
+    try:
+        y = np.load(p, allow_pickle=False)
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise InputError(f"not a readable .npy file ({exc})", p) from exc
+    if not isinstance(y, np.ndarray) or y.dtype.kind not in "iu" or y.ndim != 1:
+        raise InputError("labels must be a 1-D array of class indices (integers)", p)
+    if y.size != samples:
+        raise InputError(f"{y.size} labels for {samples} samples", p)
+    return y.astype(np.int64)

@@ -1,0 +1,91 @@
+"""Evaluation data: many samples (a file or a folder of .npz), labels, and the one-line
+errors for data that cannot fit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from engine.errors import InputError
+from engine.model.eval_data import MAX_SAMPLES, read_eval_data
+from tests.conftest import DEMO_CNN
+from tests.test_cli import opscope
+
+
+def _images(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((n, 3, 64, 64)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """20 images in two files (12 + 8), labels = the FP32 model's own classes for the
+    first 15 and a wrong class for the last 5 (so FP32 top-1 is 75%), and calibration."""
+    root = tmp_path_factory.mktemp("eval")
+    folder = root / "inputs"
+    folder.mkdir()
+    a, b = _images(12, 1), _images(8, 2)
+    np.savez(folder / "a.npz", image=a)
+    np.savez(folder / "b.npz", image=b)
+    (folder / "notes.txt").write_text("not data")
+    sess = ort.InferenceSession(str(DEMO_CNN), providers=["CPUExecutionProvider"])
+    classes = sess.run(None, {"image": np.concatenate([a, b])})[0].argmax(1)
+    labels = classes.copy()
+    labels[15:] = (labels[15:] + 1) % 10
+    np.save(root / "labels.npy", labels)
+    np.save(root / "labels_short.npy", labels[:7])
+    np.save(root / "labels_float.npy", labels.astype(np.float32))
+    cal = root / "cal"
+    cal.mkdir()
+    np.savez(cal / "c.npz", image=_images(16, 3))
+    np.savez(root / "empty.npz", image=np.zeros((0, 3, 64, 64), np.float32))
+    return {"folder": folder, "labels": root / "labels.npy", "cal": cal, "root": root}
+
+
+def test_samples_are_cut_into_batches_across_files(data: dict[str, Path]) -> None:
+    def load(f: Path) -> dict[str, np.ndarray]:
+        with np.load(f) as z:
+            return {k: z[k] for k in z.files}
+
+    d = read_eval_data(data["folder"], load, 4, lambda name: True, data["labels"])
+    assert d.samples == 20 and [b["image"].shape[0] for b in d.batches] == [4, 4, 4, 4, 4]
+    assert d.labels is not None and d.labels.size == 20 and d.truncated == 0
+    with pytest.raises(InputError, match="7 labels for 20 samples"):
+        read_eval_data(data["folder"], load, 4, lambda n: True, data["root"] / "labels_short.npy")
+    with pytest.raises(InputError, match="1-D array of class indices"):
+        read_eval_data(data["folder"], load, 4, lambda n: True, data["root"] / "labels_float.npy")
+    with pytest.raises(InputError, match="no samples"):
+        read_eval_data(data["root"] / "empty.npz", load, 4, lambda n: True)
+    (data["root"] / "nothing").mkdir(exist_ok=True)
+    with pytest.raises(InputError, match=r"no \.npz files"):
+        read_eval_data(data["root"] / "nothing", load, 4, lambda n: True)
+    assert MAX_SAMPLES >= 1024
+
+
+def test_bench_measures_accuracy_on_every_sample_with_labels(
+    data: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "r.json"
+    proc = opscope("bench", DEMO_CNN, "--precision", "int8-static", "--batch", "4",
+                   "--inputs", data["folder"], "--labels", data["labels"],
+                   "--calibration", data["cal"], "--duration", "0.3", "--warmup", "3",
+                   "--no-live", "--json", out, check=True)  # fmt: skip
+    acc = json.loads(out.read_text())["accuracy"]
+    assert acc["samples"] == 5  # 20 samples in batches of 4
+    assert acc["baseline_label_top1"] == pytest.approx(0.75)
+    assert acc["label_top1"] is not None and 0.5 <= acc["label_top1"] <= 0.9
+    assert "accuracy on 20 samples with their labels from inputs" in proc.stderr
+    assert "labels     top-1 accuracy" in proc.stdout and "FP32 75.00%" in proc.stdout
+
+
+def test_labels_that_do_not_fit_are_one_line(data: dict[str, Path]) -> None:
+    proc = opscope("bench", DEMO_CNN, "--precision", "int8-dynamic", "--inputs",
+                   data["folder"], "--labels", data["root"] / "labels_short.npy",
+                   "--duration", "0.2", "--no-live")  # fmt: skip
+    assert proc.returncode == 2 and "labels_short.npy: 7 labels for 20 samples" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = opscope("bench", DEMO_CNN, "--inputs", data["root"] / "empty.npz", "--no-live")
+    assert proc.returncode == 2 and "holds no samples" in proc.stderr
