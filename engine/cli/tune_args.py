@@ -1,0 +1,54 @@
+"""The `tune` command line."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+
+def add_tune_parser(
+    sub: Any,
+    add_knobs: Callable[[argparse.ArgumentParser], None],
+    positive_float: Callable[[str], float],
+    positive_int: Callable[[str], int],
+) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="search configs on the real engine: every trial timed and recorded, the "
+        "Pareto fronts, the best config that meets the floor and the command for it",
+    )
+    p.add_argument("model", help="an .onnx file (or a PyTorch file)")
+    add_knobs(p)
+    p.add_argument(
+        "--space", action="append", default=[], metavar="KNOB=V1,V2",
+        help="values to try (repeatable; knobs engine, precision, fusion, batch, threads, "
+        "spinning; default: precision fp32, int8-dynamic, int8-static x fusion basic, all)",
+    )  # fmt: skip
+    p.add_argument(
+        "--objective", choices=("p50", "p99", "throughput"), default="p50",
+        help="what the best config minimizes (p50, p99) or maximizes (throughput)",
+    )  # fmt: skip
+    p.add_argument("--slo-p99", type=positive_float, metavar="MS", help="a p99 ceiling (ms)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--exhaustive", action="store_true", help="every config (the default)")
+    g.add_argument(
+        "--budget", type=positive_int, metavar="N",
+        help="at most N trials, chosen by optuna's TPE sampler",
+    )  # fmt: skip
+    p.add_argument(
+        "--duration", type=positive_float, default=3.0, metavar="S",
+        help="seconds of timing per trial (default 3)",
+    )  # fmt: skip
+    p.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
+    p.add_argument(
+        "--session", metavar="FILE.opscope", help="record every trial's run in a session file"
+    )
+    p.add_argument("--search-seed", type=int, default=0, help="seed of the sampler")
+    p.set_defaults(handler=_cmd_tune)
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from engine.cli.tune_cmds import cmd_tune
+
+    return cmd_tune(args)

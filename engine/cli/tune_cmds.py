@@ -1,0 +1,149 @@
+"""`opscope tune`: run the search, print every trial, the fronts and the best."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+import sys
+from typing import Any, TextIO
+
+from engine.cli.common import EXIT_OK, config_from_args, write_json
+from engine.cli.printer import LivePrinter
+from engine.errors import ConfigError, InputError
+from engine.events import Notice, Progress
+from engine.tune.search import Goal, TuneResult, tune
+from engine.tune.space import default_space, parse_space, size
+from engine.tune.trial import Trial, bench_argv, run_trial
+
+
+def trial_extra(args: argparse.Namespace) -> list[str]:
+    """What every trial passes on: shapes and data."""
+    extra: list[str] = []
+    for s in args.shape:
+        extra += ["--shape", s]
+    for flag, value in (("--inputs", args.inputs), ("--labels", getattr(args, "labels", None)),
+                        ("--calibration", args.calibration)):  # fmt: skip
+        if value:
+            extra += [flag, str(value)]
+    return extra
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    if not Path(args.model).exists():
+        raise InputError("model file not found", args.model)
+    base = config_from_args(args)
+    space = parse_space(args.space) if args.space else default_space(base)
+    if size(space) > 4096:
+        raise ConfigError(f"--space has {size(space):,} configs: narrow it, or set --budget")
+    goal = Goal(args.objective, base.min_cosine, args.slo_p99)
+    extra = trial_extra(args)
+    printer = LivePrinter()
+    out = sys.stdout if args.json != "-" else sys.stderr
+    _header(args, space, out)
+
+    def run(number: int, config: Any) -> Trial:
+        return run_trial(number, args.model, config, extra, args.duration, args.session)
+
+    result: TuneResult | None = None
+    gen = tune(space, base, goal, run, None if args.exhaustive else args.budget, args.search_seed)
+    try:
+        while True:
+            item = next(gen)
+            if isinstance(item, Trial):
+                _trial_line(item, goal, out)
+            elif isinstance(item, Progress | Notice):
+                printer.feed(item)
+    except StopIteration as stop:
+        result = stop.value
+    except KeyboardInterrupt:
+        printer.close()
+        print("interrupted: the trials that finished are in the session", file=sys.stderr)
+        raise
+    finally:
+        printer.close()
+    assert result is not None
+    data = result_json(result, goal, args)
+    _summary(data, out)
+    if args.json:
+        write_json(args.json, data)
+    return EXIT_OK
+
+
+def result_json(result: TuneResult, goal: Goal, args: argparse.Namespace) -> dict[str, Any]:
+    best = result.best
+    return {
+        "model": args.model,
+        "objective": goal.objective,
+        "min_cosine": goal.min_cosine,
+        "slo_p99_ms": goal.slo_p99_ms,
+        "searched": result.searched,
+        "space_size": result.space_size,
+        "trials": [t.to_json() for t in result.trials],
+        "pareto": {
+            "latency_accuracy": result.pareto_latency_accuracy,
+            "throughput_p99": result.pareto_throughput_p99,
+        },
+        "best": None
+        if best is None
+        else {
+            **best.to_json(),
+            "command": "opscope "
+            + shlex.join(bench_argv(args.model, best.config, trial_extra(args))),
+        },
+    }
+
+
+def _header(args: argparse.Namespace, space: dict[str, list[Any]], out: TextIO) -> None:
+    knobs = "  x  ".join(f"{k} {','.join(_v(v) for v in vals)}" for k, vals in space.items())
+    how = (
+        f"budget {args.budget} (optuna TPE)"
+        if args.budget and not args.exhaustive
+        else "exhaustive"
+    )
+    out.write(f"space      {knobs}  ({size(space)} configs; {how})\n")
+    out.write(
+        f"goal       best {args.objective} with cosine >= {args.min_cosine:g}"
+        + (f" and p99 <= {args.slo_p99:g} ms" if args.slo_p99 else "")
+        + f"; {args.duration:g} s of timing per trial\n"
+    )
+    out.flush()
+
+
+def _v(value: Any) -> str:
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
+
+
+def _trial_line(t: Trial, goal: Goal, out: TextIO) -> None:
+    label = t.config.short_label()
+    if t.status != "ok":
+        out.write(f"trial {t.number:>3}  {label:<50} FAILED: {t.error}\n")
+    else:
+        mark = "" if goal.feasible(t) else "  (misses the floor)"
+        out.write(
+            f"trial {t.number:>3}  {label:<50} p50 {t.p50_ms:8.3f} ms  p99 {t.p99_ms:8.3f} ms  "
+            f"{t.samples_per_s:9.1f} samples/s  cos {t.cosine:.5f}{mark}\n"
+        )
+    out.flush()
+
+
+def _summary(data: dict[str, Any], out: TextIO) -> None:
+    p = data["pareto"]
+    out.write(
+        f"pareto     latency x accuracy: trials {', '.join(map(str, p['latency_accuracy'])) or '-'}"
+        f"; throughput x p99: trials {', '.join(map(str, p['throughput_p99'])) or '-'}\n"
+    )
+    best = data["best"]
+    if best is None:
+        out.write("best       none meets the floor\n")
+        return
+    lat = best["latency_ms"]
+    cos = best["accuracy"]["cosine"]
+    out.write(
+        f"best       trial {best['number']}: p50 {lat['p50']:.3f} ms, p99 {lat['p99']:.3f} ms, "
+        f"{best['throughput']['samples_per_s']:.1f} samples/s, cosine "
+        f"{'n/a' if cos is None or math.isnan(cos) else f'{cos:.5f}'}\n"
+        f"command    {best['command']}\n"
+    )

@@ -1,0 +1,166 @@
+"""The search: every config (exhaustive), or optuna's TPE sampler within a budget, each
+trial run for real; then the Pareto fronts and the best config that meets the floor."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any
+
+from engine.config import RunConfig
+from engine.events import Event, Notice, Progress
+from engine.tune.pareto import front
+from engine.tune.space import Space, expand, size
+from engine.tune.trial import Trial
+
+OBJECTIVES = ("p50", "p99", "throughput")
+
+
+@dataclass(frozen=True)
+class Goal:
+    objective: str  # p50 | p99 (lower is better) | throughput (higher is better)
+    min_cosine: float
+    slo_p99_ms: float | None = None
+
+    def feasible(self, t: Trial) -> bool:
+        if t.status != "ok" or not math.isfinite(t.metric(self.objective)):
+            return False
+        if not t.cosine >= self.min_cosine:
+            return False
+        return self.slo_p99_ms is None or t.p99_ms <= self.slo_p99_ms
+
+    def loss(self, t: Trial) -> float:
+        """Lower is better."""
+        value = t.metric(self.objective)
+        return -value if self.objective == "throughput" else value
+
+
+@dataclass
+class TuneResult:
+    trials: list[Trial]
+    best: Trial | None
+    pareto_latency_accuracy: list[int]  # trial numbers: p50 down, cosine up
+    pareto_throughput_p99: list[int]  # trial numbers: throughput up, p99 down
+    searched: str  # "exhaustive" | "optuna TPE, budget N"
+    space_size: int
+
+
+RunTrial = Callable[[int, RunConfig], Trial]
+
+
+def tune(
+    space: Space,
+    base: RunConfig,
+    goal: Goal,
+    run: RunTrial,
+    budget: int | None = None,
+    seed: int = 0,
+) -> Generator[Event | Trial, None, TuneResult]:
+    """Yields progress and each trial as it ends; returns the result. Without a budget (or
+    with one that covers the space) every config runs, in order."""
+    configs = expand(space, base)
+    n = len(configs)
+    trials: list[Trial] = []
+    if budget is None or budget >= n:
+        for i, config in enumerate(configs):
+            yield Progress("tune", i, n, f"trial {i + 1}/{n}: {config.short_label()}")
+            trial = run(i + 1, config)
+            trials.append(trial)
+            yield trial
+        how = "exhaustive"
+    else:
+        yield from _optuna(space, base, goal, run, budget, seed, trials)
+        how = f"optuna TPE, budget {budget} of {n}"
+    return _result(trials, goal, how, size(space))
+
+
+def _optuna(
+    space: Space,
+    base: RunConfig,
+    goal: Goal,
+    run: RunTrial,
+    budget: int,
+    seed: int,
+    trials: list[Trial],
+) -> Generator[Event | Trial, None, None]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    knobs = list(space)
+    # categorical choices must be plain JSON values; indices keep bools and ints exact
+    dists: dict[str, optuna.distributions.BaseDistribution] = {
+        k: optuna.distributions.CategoricalDistribution(list(range(len(space[k])))) for k in knobs
+    }
+    # constraints (the accuracy floor, the SLO) are set on each trial (set_constraint):
+    # TPE then prefers configs that meet them
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(budget // 2, 5)))
+    study = optuna.create_study(direction="minimize", sampler=sampler)
+    seen: dict[tuple[int, ...], Trial] = {}
+    rng = random.Random(seed)
+    asks = repeats = 0
+    while len(trials) < budget and len(seen) < size(space) and asks < 50 * budget:
+        asks += 1
+        if repeats >= 3:  # TPE keeps proposing configs already run: an untried one next
+            untried = _untried(space, knobs, seen, rng)
+            study.enqueue_trial(dict(zip(knobs, untried, strict=True)))
+            repeats = 0
+        ft = study.ask(dists)
+        key = tuple(int(ft.params[k]) for k in knobs)
+        if key in seen:  # its result again (optuna learns), no new run
+            _tell(study, ft, seen[key], goal)
+            repeats += 1
+            continue
+        repeats = 0
+        values = {k: space[k][i] for k, i in zip(knobs, key, strict=True)}
+        config = dataclasses.replace(base, **values)
+        yield Progress(
+            "tune", len(trials), budget, f"trial {len(trials) + 1}/{budget}: {config.short_label()}"
+        )
+        trial = run(len(trials) + 1, config)
+        trials.append(trial)
+        seen[key] = trial
+        _tell(study, ft, trial, goal)
+        yield trial
+    if len(trials) < budget and len(seen) < size(space):
+        yield Notice("info", f"the search stopped after {len(trials)} trials")
+
+
+def _tell(study: Any, ft: Any, trial: Trial, goal: Goal) -> None:
+    import optuna
+
+    if trial.status != "ok" or not math.isfinite(goal.loss(trial)):
+        study.tell(ft, state=optuna.trial.TrialState.FAIL)
+        return
+    violation = max(0.0, goal.min_cosine - trial.cosine) * 1e3
+    if goal.slo_p99_ms is not None and math.isfinite(trial.p99_ms):
+        violation += max(0.0, trial.p99_ms - goal.slo_p99_ms)
+    ft.set_constraint("floor", violation)
+    study.tell(ft, goal.loss(trial))
+
+
+def _untried(
+    space: Space, knobs: list[str], seen: dict[tuple[int, ...], Trial], rng: random.Random
+) -> tuple[int, ...]:
+    import itertools
+
+    left = [k for k in itertools.product(*(range(len(space[k])) for k in knobs)) if k not in seen]
+    return rng.choice(left)
+
+
+def _result(trials: list[Trial], goal: Goal, how: str, space_size: int) -> TuneResult:
+    ok = [t for t in trials if t.status == "ok"]
+    lat_acc = front([(t.p50_ms, t.cosine) for t in ok], [False, True])
+    tp_p99 = front([(t.samples_per_s, t.p99_ms) for t in ok], [True, False])
+    feasible = [t for t in ok if goal.feasible(t)]
+    best = min(feasible, key=goal.loss) if feasible else None
+    return TuneResult(
+        trials,
+        best,
+        [ok[i].number for i in lat_acc],
+        [ok[i].number for i in tp_p99],
+        how,
+        space_size,
+    )

@@ -1,0 +1,122 @@
+"""The tuner: the space, the Pareto fronts, the search (exhaustive and optuna within a
+budget) with failed trials, and `opscope tune` as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from engine.config import RunConfig
+from engine.errors import ConfigError
+from engine.tune.pareto import front
+from engine.tune.search import Goal, tune
+from engine.tune.space import default_space, expand, parse_space
+from engine.tune.trial import Trial
+from tests.conftest import DEMO_CNN
+from tests.test_cli import opscope
+
+
+def test_pareto_front() -> None:
+    # (p50 lower better, cosine higher better)
+    pts = [(1.0, 0.99), (2.0, 1.0), (1.5, 0.98), (0.5, 0.90), (3.0, 1.0), (math.nan, 1.0)]
+    assert front(pts, [False, True]) == [0, 1, 3]
+
+
+def test_space_parsing_and_its_errors() -> None:
+    space = parse_space(["precision=fp32,int8-dynamic", "batch=1,8", "spinning=on,off"])
+    assert space == {"precision": ["fp32", "int8-dynamic"], "batch": [1, 8],
+                     "spinning": [True, False]}  # fmt: skip
+    assert len(expand(space, RunConfig())) == 8
+    for bad, said in (
+        (["color=red"], "unknown knob 'color'"),
+        (["batch=0"], "batch must be 1 or more"),
+        (["batch=two"], "whole numbers"),
+        (["precision"], "expected KNOB=V1,V2"),
+        (["engine=tensorflow"], "unknown engine 'tensorflow'"),
+    ):
+        with pytest.raises(ConfigError, match=said):
+            parse_space(bad)
+    with pytest.raises(ConfigError, match="precision must be one of"):
+        expand({"precision": ["int4"]}, RunConfig())
+    with pytest.raises(ConfigError, match="has no precision bf16"):
+        expand({"precision": ["bf16"]}, RunConfig())
+    assert default_space(RunConfig()) == {
+        "precision": ["fp32", "int8-dynamic", "int8-static"], "fusion": ["basic", "all"]
+    }  # fmt: skip
+
+
+def _fake_run(costs: dict[tuple[str, str], tuple[float, float]], fail: set[tuple[str, str]]):  # type: ignore[no-untyped-def]
+    ran: list[RunConfig] = []
+
+    def run(number: int, config: RunConfig) -> Trial:
+        ran.append(config)
+        key = (config.precision, config.fusion)
+        if key in fail:
+            return Trial(number, config, status="failed", error="the engine crashed")
+        p50, cos = costs[key]
+        return Trial(number, config, "ok", p50, p50 * 1.5, 1000 / p50, cos, 100)
+
+    return run, ran
+
+
+COSTS = {
+    ("fp32", "basic"): (2.0, 1.0), ("fp32", "all"): (1.5, 1.0),
+    ("int8-dynamic", "basic"): (1.2, 0.995), ("int8-dynamic", "all"): (0.9, 0.995),
+    ("int8-static", "basic"): (0.8, 0.95), ("int8-static", "all"): (0.5, 0.95),
+}  # fmt: skip
+
+
+def _drain(gen):  # type: ignore[no-untyped-def]
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            return stop.value
+
+
+def test_exhaustive_tune_takes_the_fastest_trial_that_meets_the_floor() -> None:
+    run, ran = _fake_run(COSTS, {("fp32", "basic")})
+    space = default_space(RunConfig())
+    result = _drain(tune(space, RunConfig(), Goal("p50", 0.99), run))
+    assert len(result.trials) == 6 and len(ran) == 6 and result.searched == "exhaustive"
+    assert result.trials[0].status == "failed"  # recorded, and the tune went on
+    assert result.best.config.precision == "int8-dynamic" and result.best.config.fusion == "all"
+    # the static INT8 trials are faster but below the floor: on the latency x accuracy front
+    assert {5, 6} & set(result.pareto_latency_accuracy)
+    for n in result.pareto_latency_accuracy:  # non-dominated
+        t = result.trials[n - 1]
+        assert not any(
+            o.status == "ok" and o.p50_ms <= t.p50_ms and o.cosine >= t.cosine
+            and (o.p50_ms < t.p50_ms or o.cosine > t.cosine) for o in result.trials
+        )  # fmt: skip
+
+
+def test_a_budget_runs_at_most_that_many_trials_with_optuna() -> None:
+    run, ran = _fake_run(COSTS, set())
+    space = {**default_space(RunConfig()), "batch": [1, 2, 4]}
+    result = _drain(tune(space, RunConfig(), Goal("p50", 0.99), run, budget=5, seed=1))
+    assert len(ran) == len(result.trials) <= 5 and "optuna" in result.searched
+    assert len({(c.precision, c.fusion, c.batch) for c in ran}) == len(ran)  # no repeats
+
+
+def test_tune_from_the_command_line(tmp_path: Path) -> None:
+    out, session = tmp_path / "tune.json", tmp_path / "t.opscope"
+    proc = opscope("tune", DEMO_CNN, "--space", "precision=fp32,int8-dynamic",
+                   "--space", "fusion=basic,all", "--duration", "0.2", "--threads", "1",
+                   "--json", out, "--session", session, check=True)  # fmt: skip
+    data = json.loads(out.read_text())
+    assert len(data["trials"]) == 4 and all(t["status"] == "ok" for t in data["trials"])
+    assert data["pareto"]["latency_accuracy"] and data["best"]["command"].startswith(
+        "opscope bench "
+    )
+    assert "--threads 1" in data["best"]["command"] and "best       trial" in proc.stdout
+    show = opscope("session", "show", session, check=True).stdout
+    assert show.count(" bench ") >= 4
+    budget = opscope("tune", DEMO_CNN, "--budget", "2", "--duration", "0.2", "--threads", "1",
+                     "--json", out, check=True)  # fmt: skip
+    assert len(json.loads(out.read_text())["trials"]) == 2 and budget.returncode == 0
+    bad = opscope("tune", DEMO_CNN, "--space", "precision=int4")
+    assert bad.returncode == 2 and "int4" in bad.stderr and "Traceback" not in bad.stderr
