@@ -120,3 +120,37 @@ def test_tune_from_the_command_line(tmp_path: Path) -> None:
     assert len(json.loads(out.read_text())["trials"]) == 2 and budget.returncode == 0
     bad = opscope("tune", DEMO_CNN, "--space", "precision=int4")
     assert bad.returncode == 2 and "int4" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_growth_fit_finds_the_exponent() -> None:
+    from engine.tune.sweep import SweepPoint, fit
+
+    pts = [
+        SweepPoint(n, float(n), 0.1 + 1e-3 * n, 100,
+                   {"Softmax": 1e-5 * n * n, "MatMul": 1e-3 * n, "Tiny": 1e-9})
+        for n in (64, 128, 256, 512)
+    ]  # fmt: skip
+    total, growth = fit(pts)
+    assert growth["Softmax"] == pytest.approx(2.0, abs=1e-6)
+    assert growth["MatMul"] == pytest.approx(1.0, abs=1e-6)
+    assert "Tiny" not in growth  # under 1% of the time at every size
+    assert 0.5 < total < 1.0
+
+
+def test_sweep_from_the_command_line(tmp_path: Path) -> None:
+    from tests.conftest import DEMO_TRANSFORMER
+
+    out = tmp_path / "sweep.json"
+    proc = opscope("sweep", DEMO_TRANSFORMER, "--vary", "sequence=32,64,128",
+                   "--duration", "0.3", "--runs", "3", "--threads", "1", "--json", out,
+                   check=True)  # fmt: skip
+    data = json.loads(out.read_text())
+    assert data["vary"] == {"dim": "sequence", "values": [32, 64, 128]}
+    assert [p["value"] for p in data["points"]] == [32, 64, 128]
+    assert all(p["latency_ms"] > 0 and p["op_types"] for p in data["points"])
+    assert data["points"][2]["latency_ms"] > data["points"][0]["latency_ms"]
+    assert "Softmax" in data["growth"]["op_types"] and "growth     total" in proc.stdout
+    bad = opscope("sweep", DEMO_TRANSFORMER, "--vary", "height=1,2")
+    assert bad.returncode == 2 and "no such dim or input (batch, sequence" in bad.stderr
+    one = opscope("sweep", DEMO_TRANSFORMER, "--vary", "sequence=64")
+    assert one.returncode == 2 and "two values or more" in one.stderr

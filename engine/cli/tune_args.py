@@ -52,3 +52,33 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     from engine.cli.tune_cmds import cmd_tune
 
     return cmd_tune(args)
+
+
+def add_sweep_parser(sub: Any, add_knobs: Any, positive_float: Any, positive_int: Any) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="time and profile a model across sizes of one dim (e.g. sequence) and fit how "
+        "each op type's time grows (time ~ size^k)",
+    )
+    p.add_argument("model", help="an .onnx file")
+    add_knobs(p)
+    p.add_argument(
+        "--vary", required=True, metavar="DIM=V1,V2,...",
+        help="a symbolic dim (every input that has it), e.g. sequence=64,128,256,512; or "
+        "one input's shape, e.g. input_ids=1x64,1x128",
+    )  # fmt: skip
+    p.add_argument(
+        "--duration", type=positive_float, default=2.0, metavar="S",
+        help="seconds of timing per point (default 2)",
+    )  # fmt: skip
+    p.add_argument("--runs", type=positive_int, default=10, help="profiled inferences per point")
+    p.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
+    p.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
+    p.add_argument("--session", metavar="FILE.opscope", help="record each point's run")
+    p.set_defaults(handler=_cmd_sweep)
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from engine.cli.sweep_cmds import cmd_sweep
+
+    return cmd_sweep(args)

@@ -1,0 +1,82 @@
+"""`opscope sweep`: the model timed and profiled across sizes of one dim, with how each
+op type's time grows."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import TextIO
+
+from engine import backends
+from engine.cli.common import EXIT_OK, config_from_args, write_json
+from engine.cli.printer import LivePrinter
+from engine.errors import ConfigError
+from engine.events import Notice, Progress
+from engine.model.inputs import parse_shape_override
+from engine.run.bench import BenchRequest
+from engine.run.timing import TimingPlan
+from engine.session.recorder import recording
+from engine.tune.sweep import SweepPoint, SweepResult, parse_vary, sweep
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    name, values = parse_vary(args.vary)
+    _, info = backends.describe_model(args.model)
+    if info.path.endswith((".pt", ".pt2", ".pth")) or args.engine != "onnxruntime":
+        raise ConfigError("sweep runs ONNX models on ONNX Runtime (--engine onnxruntime)")
+    req = BenchRequest(
+        model_path=args.model,
+        config=config_from_args(args),
+        timing=TimingPlan(warmup_runs=5, warmup_s=0.2, min_runs=20, duration_s=args.duration),
+        shapes=dict(parse_shape_override(s) for s in args.shape),
+        seed=args.seed,
+        profile_runs=args.runs,
+    )
+    printer = LivePrinter(live=False)
+    out = sys.stdout if args.json != "-" else sys.stderr
+    out.write(f"sweep      {name} over {', '.join(values)} ({args.duration:g} s per point)\n")
+    result: SweepResult | None = None
+    gen = sweep(req, info, name, values)
+    try:
+        with recording(args.session, model_path=args.model, kind="profile") as record:
+            while True:
+                try:
+                    item = next(gen)
+                except StopIteration as stop:
+                    result = stop.value
+                    break
+                if isinstance(item, SweepPoint):
+                    _point_line(item, out)
+                else:
+                    record(item)
+                    if isinstance(item, Progress | Notice):
+                        printer.feed(item)
+    finally:
+        printer.close()
+    assert result is not None
+    _growth(result, out)
+    if args.json:
+        write_json(args.json, result.to_json())
+    return EXIT_OK
+
+
+def _point_line(p: SweepPoint, out: TextIO) -> None:
+    top = sorted(p.op_types_ms.items(), key=lambda kv: -kv[1])[:3]
+    ops = ", ".join(f"{k} {v:.3f}" for k, v in top)
+    out.write(
+        f"point      {p.value!s:>8}: p50 {p.p50_ms:8.3f} ms (n={p.samples}); top ops ms: {ops}\n"
+    )
+    out.flush()
+
+
+def _growth(r: SweepResult, out: TextIO) -> None:
+    def k(v: float) -> str:
+        return "n/a" if math.isnan(v) else f"{v:.2f}"
+
+    out.write(f"growth     total ~ {r.dim}^{k(r.growth_total)}\n")
+    ranked: list[tuple[str, float]] = sorted(
+        r.growth.items(), key=lambda kv: -(kv[1] if not math.isnan(kv[1]) else -9)
+    )
+    for name, v in ranked:
+        out.write(f"           {name:<24} ~ {r.dim}^{k(v)}\n")

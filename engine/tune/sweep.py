@@ -1,0 +1,150 @@
+"""Scaling with input size: the model timed and profiled at each value of one dim (a
+symbolic dim such as `sequence`, on every input that has it; or one input's whole shape),
+and how each op type's time grows fitted as time ~ size^k (least squares on log-log):
+attention's quadratic growth becomes a number."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.errors import ConfigError
+from engine.events import Event, OpProfile, Progress, TimingDone
+from engine.model.info import ModelInfo
+from engine.model.inputs import plan_inputs
+from engine.run.bench import BenchRequest, run_bench
+
+MIN_SHARE = 0.01  # op types below 1% of the time at every size are not fitted
+
+
+@dataclass
+class SweepPoint:
+    value: Any  # the dim's size, or the input's shape as "AxB"
+    size: float  # what the fit uses: the dim, or the number of elements of the shape
+    p50_ms: float
+    samples: int
+    op_types_ms: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "latency_ms": self.p50_ms,
+            "samples": self.samples,
+            "op_types": self.op_types_ms,
+        }
+
+
+@dataclass
+class SweepResult:
+    dim: str
+    points: list[SweepPoint]
+    growth_total: float
+    growth: dict[str, float]  # op type -> k
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "vary": {"dim": self.dim, "values": [p.value for p in self.points]},
+            "points": [p.to_json() for p in self.points],
+            "growth": {
+                "total": self.growth_total,
+                "op_types": self.growth,
+                "fitted_over": "the upper half of the sizes (time ~ size^k, log-log)",
+            },
+        }
+
+
+def parse_vary(text: str) -> tuple[str, list[str]]:
+    name, sep, values = text.partition("=")
+    items = [v.strip() for v in values.split(",") if v.strip()]
+    if not sep or not name.strip() or len(items) < 2:
+        raise ConfigError(f"--vary {text!r}: expected DIM=V1,V2,... with two values or more")
+    return name.strip(), items
+
+
+def shapes_at(
+    info: ModelInfo, batch: int, base: dict[str, tuple[int, ...]], name: str, value: str
+) -> tuple[dict[str, tuple[int, ...]], float]:
+    """The inputs' shapes with `name` (a symbolic dim, or an input) at `value`, and the
+    size the fit uses."""
+    inputs = {v.name: v for v in info.inputs}
+    if name in inputs:  # one input's whole shape, "AxB"
+        try:
+            shape = tuple(int(x) for x in value.lower().split("x"))
+        except ValueError:
+            raise ConfigError(f"--vary {name}: {value!r} is not a shape like 1x128") from None
+        return {**base, name: shape}, float(np.prod(shape))
+    try:
+        size = int(value)
+    except ValueError:
+        raise ConfigError(f"--vary {name}: {value!r} is not a whole number") from None
+    if size < 1:
+        raise ConfigError(f"--vary {name}: sizes must be 1 or more, got {size}")
+    plan = plan_inputs(info, batch, base)
+    out = dict(plan.shapes)
+    hit = False
+    for v in info.inputs:
+        if v.shape and name in v.shape:
+            out[v.name] = tuple(
+                size if d == name else s for d, s in zip(v.shape, out[v.name], strict=True)
+            )
+            hit = True
+    if not hit:
+        dims = sorted({d for v in info.inputs for d in (v.shape or ()) if isinstance(d, str)})
+        names = ", ".join([*dims, *inputs]) or "none"
+        raise ConfigError(f"--vary {name}: the model has no such dim or input ({names})")
+    return out, float(size)
+
+
+def sweep(
+    req: BenchRequest, info: ModelInfo, name: str, values: list[str]
+) -> Generator[Event | SweepPoint, None, SweepResult]:
+    """Time and profile the model at each value (events pass through); then fit."""
+    points: list[SweepPoint] = []
+    sized = [shapes_at(info, req.config.batch, dict(req.shapes), name, v) for v in values]
+    for i, (value, (shapes, size)) in enumerate(zip(values, sized, strict=True)):
+        yield Progress("sweep", i, len(values), f"{name} = {value}")
+        point = SweepPoint(value if name in {v.name for v in info.inputs} else int(value), size,
+                           math.nan, 0)  # fmt: skip
+        run = dataclasses.replace(req, shapes=shapes, profile=True, check_accuracy=False)
+        for ev in run_bench(run):
+            if isinstance(ev, TimingDone):
+                point.p50_ms, point.samples = ev.latency.p50, ev.latency.count
+            elif isinstance(ev, OpProfile):
+                point.op_types_ms = {s.name: s.time_ms for s in ev.op_types}
+            yield ev
+        points.append(point)
+        yield point
+    return SweepResult(name, points, *fit(points))
+
+
+def fit(points: list[SweepPoint]) -> tuple[float, dict[str, float]]:
+    """k of time ~ size^k for the total and each op type that matters, fitted over the
+    upper half of the sizes: at small sizes fixed costs (thread dispatch, small kernels)
+    hide the growth (the demo transformer's Softmax: k 1.35 over 32..512, 1.61 over
+    128..512)."""
+    middle = float(np.median([p.size for p in points]))
+    points = [p for p in points if p.size >= middle] if len(points) > 2 else points
+    sizes = np.array([p.size for p in points])
+    total = _slope(sizes, np.array([p.p50_ms for p in points]))
+    types = sorted({t for p in points for t in p.op_types_ms})
+    growth: dict[str, float] = {}
+    for t in types:
+        times = np.array([p.op_types_ms.get(t, math.nan) for p in points])
+        sums = [sum(p.op_types_ms.values()) or 1.0 for p in points]
+        if np.nanmax(times / np.array(sums)) < MIN_SHARE:
+            continue
+        growth[t] = _slope(sizes, times)
+    return total, growth
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> float:
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    if ok.sum() < 2 or np.unique(x[ok]).size < 2:
+        return math.nan
+    k, _ = np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)
+    return float(k)
