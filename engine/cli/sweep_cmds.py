@@ -11,7 +11,6 @@ from typing import TextIO
 from engine import backends
 from engine.cli.common import EXIT_OK, config_from_args, write_json
 from engine.cli.printer import LivePrinter
-from engine.errors import ConfigError
 from engine.events import Notice, Progress
 from engine.model.inputs import parse_shape_override
 from engine.run.bench import BenchRequest
@@ -23,8 +22,6 @@ from engine.tune.sweep import SweepPoint, SweepResult, parse_vary, sweep
 def cmd_sweep(args: argparse.Namespace) -> int:
     name, values = parse_vary(args.vary)
     _, info = backends.describe_model(args.model)
-    if info.path.endswith((".pt", ".pt2", ".pth")) or args.engine != "onnxruntime":
-        raise ConfigError("sweep runs ONNX models on ONNX Runtime (--engine onnxruntime)")
     req = BenchRequest(
         model_path=args.model,
         config=config_from_args(args),
