@@ -187,6 +187,9 @@ def build_menus(wb: Workbench) -> Menus:
     traffic = w.traffic_dock.toggleViewAction()
     traffic.setShortcut("Ctrl+Shift+F")
     view.addAction(traffic)
+    tune = w.tune_dock.toggleViewAction()
+    tune.setShortcut("Ctrl+Shift+U")
+    view.addAction(tune)
 
     helpm = bar.addMenu("&Help")
     act(helpm, "&About OpScope", lambda: _about(wb))

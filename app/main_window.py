@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from app.banner import Banner
 from app.config_panel import ConfigPanel
 from app.traffic_dock import TrafficDock
+from app.tune_dock import TuneDock
 from engine import backends
 from engine.config import DEFAULT_MIN_COSINE
 from engine.events import OpProfile, VariantReady
@@ -117,6 +118,9 @@ class MainWindow(QMainWindow):
             "Traffic", self.traffic, Qt.DockWidgetArea.BottomDockWidgetArea
         )
         self.tabifyDockWidget(self.ops_dock, self.traffic_dock)
+        self.tune = TuneDock()
+        self.tune_dock = self._dock("Tune", self.tune, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.traffic_dock, self.tune_dock)
         self.ops_dock.raise_()
         self.op_table.op_selected.connect(self.roofline.select_op)
         self.roofline.op_clicked.connect(self._roofline_clicked)

@@ -13,6 +13,7 @@ from app.live_controller import LiveController
 from app.main_window import SESSION_SUFFIXES, MainWindow, add_recent
 from app.recording import Recording, new_autosave_path
 from app.traffic_controller import TrafficController
+from app.tune_controller import TuneController
 from engine.config import provider_label
 from engine.errors import OpScopeError
 from engine.session.env import cpu_name, gpu_facts
@@ -39,6 +40,7 @@ class Workbench(QObject):
         )
         self.client.events.connect(self.traffic.on_events)
         self.client.events.connect(lambda _batch: self.traffic.check_slo())
+        self.tuner = TuneController(self.window.tune, self)
         self.session_windows: list[QObject] = []
         gpu, _ = gpu_facts()
         self.device = gpu or cpu_name() or "CPU"
@@ -156,6 +158,7 @@ class Workbench(QObject):
 
     def shutdown(self) -> None:
         self.status_timer.stop()
+        self.tuner.cancel.set()  # after the trial now running; finished ones are recorded
         self.client.shutdown()
         self.recording.close()
         for w in self.session_windows:

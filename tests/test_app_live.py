@@ -349,3 +349,32 @@ def test_int8_in_the_window_meets_the_min_cosine(
         lambda: any("min cosine 0.9" in label for _, label in w.latency.markers),
         timeout=TIMEOUT_MS,
     )
+
+
+def test_tune_dock_runs_trials_and_applies_one(bench: Workbench, qtbot: QtBot) -> None:
+    """Start a small tune from the Tune dock: live timing pauses, the trials fill the table
+    and the scatter (front and best), the summary gives the command; double-clicking a
+    trial applies its config live and timing resumes."""
+    qtbot.waitUntil(lambda: _samples_after(bench, 5), timeout=TIMEOUT_MS)
+    dock = bench.window.tune
+    for p, box in dock.precisions.items():
+        box.setChecked(p in ("fp32", "int8-dynamic"))
+    for f, box in dock.fusions.items():
+        box.setChecked(f == "all")
+    dock.threads.setText("1")
+    dock.duration.setValue(0.5)
+    dock.start_button.click()
+    qtbot.waitUntil(lambda: not bench.running, timeout=5_000)  # timing paused
+    qtbot.waitUntil(lambda: dock.table.rowCount() == 2, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: dock.start_button.isEnabled(), timeout=TIMEOUT_MS)
+    assert "best: trial" in dock.summary.text() and "opscope bench" in dock.summary.text()
+    assert len(dock.plot.data["trials"]) == 2 and dock.plot.data["best"] in (1, 2)
+    qtbot.waitUntil(lambda: bench.running, timeout=5_000)  # resumed
+    int8_row = next(r for r in range(2) if "INT8" in dock.table.item(r, 1).text())
+    dock.table.cellDoubleClicked.emit(int8_row, 1)
+    qtbot.waitUntil(
+        lambda: bench.window.config_panel.config().precision == "int8-dynamic", timeout=5_000
+    )
+    bench.recording.flush()
+    with open_session_file(bench.recording.path) as reader:
+        assert sum(r.kind == "bench" for r in reader.runs()) == 2  # the trials, recorded
