@@ -39,6 +39,7 @@ from widgets.telemetry_strip import TelemetryStrip
 
 SESSION_SUFFIXES = (".opscope",)
 STEPPED_KEY = "view/stepped_follow"  # the followed latency plot moves in steps
+LAYOUT_VERSION = 2  # the docks: 1 config, operators, roofline; 2 + traffic, tune
 
 
 class MainWindow(QMainWindow):
@@ -246,12 +247,14 @@ class MainWindow(QMainWindow):
         state = self.settings.value("window/state")
         if isinstance(geometry, QByteArray):
             self.restoreGeometry(geometry)
+        # a saved layout from before a dock was added would put the new dock beside the
+        # others and widen the window: saved layouts carry the version of the dock set
         if isinstance(state, QByteArray):
-            self.restoreState(state)
+            self.restoreState(state, LAYOUT_VERSION)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.settings.setValue("window/geometry", self.saveGeometry())
-        self.settings.setValue("window/state", self.saveState())
+        self.settings.setValue("window/state", self.saveState(LAYOUT_VERSION))
         super().closeEvent(event)
 
 

@@ -14,11 +14,14 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
+    QFrame,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QSplitter,
     QTableWidget,
@@ -42,7 +45,9 @@ class TuneDock(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.precisions = {p: QCheckBox(PRECISION_LABELS[p]) for p in PRECISIONS}
+        self.precisions = {
+            p: QCheckBox(PRECISION_LABELS[p].replace("INT8 ", "INT8\u00a0")) for p in PRECISIONS
+        }
         for p in ("fp32", "int8-dynamic", "int8-static"):
             self.precisions[p].setChecked(True)
         self.fusions = {f: QCheckBox(f) for f in FUSIONS}
@@ -74,10 +79,10 @@ class TuneDock(QWidget):
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
         form = QFormLayout()
-        row = QHBoxLayout()
-        for box in self.precisions.values():
-            row.addWidget(box)
-        form.addRow("Precision", row)
+        grid = QGridLayout()  # two by two: the dock stays narrow
+        for i, box in enumerate(self.precisions.values()):
+            grid.addWidget(box, i // 2, i % 2)
+        form.addRow("Precision", grid)
         row = QHBoxLayout()
         for box in self.fusions.values():
             row.addWidget(box)
@@ -98,6 +103,12 @@ class TuneDock(QWidget):
         left_column.addWidget(self.progress)
         left_column.addWidget(self.summary)
         left_column.addStretch(1)
+        scroll = QScrollArea()  # a short window scrolls the knobs instead of growing
+        scroll.setWidget(left)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setMinimumWidth(220)
 
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -110,7 +121,7 @@ class TuneDock(QWidget):
         right.addWidget(self.plot)
         right.addWidget(self.table)
         split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(left)
+        split.addWidget(scroll)
         split.addWidget(right)
         split.setStretchFactor(1, 1)
         split.setChildrenCollapsible(False)

@@ -272,7 +272,8 @@ def _handle(
         stopped, state.stopped = state.stopped, None
         if stopped is not None and live.segment is None:
             state.throttle.reset()
-            _drain(live.begin(stopped), out)  # a new run of the same config
+            resumed = dataclasses.replace(stopped, label="timing resumed")
+            _drain(live.begin(resumed), out)  # a new run of the same config
         state.running = True
     elif isinstance(cmd, cmds.Stop):
         if live.segment is not None:
