@@ -190,6 +190,7 @@ def build_menus(wb: Workbench) -> Menus:
     tune = w.tune_dock.toggleViewAction()
     tune.setShortcut("Ctrl+Shift+U")
     view.addAction(tune)
+    view.addAction(w.scaling_dock.toggleViewAction())
 
     helpm = bar.addMenu("&Help")
     act(helpm, "&About OpScope", lambda: _about(wb))

@@ -39,7 +39,7 @@ from widgets.telemetry_strip import TelemetryStrip
 
 SESSION_SUFFIXES = (".opscope",)
 STEPPED_KEY = "view/stepped_follow"  # the followed latency plot moves in steps
-LAYOUT_VERSION = 2  # the docks: 1 config, operators, roofline; 2 + traffic, tune
+LAYOUT_VERSION = 3  # the docks: 1 config, operators, roofline; 2 + traffic, tune; 3 + scaling
 
 
 class MainWindow(QMainWindow):
@@ -152,7 +152,17 @@ class MainWindow(QMainWindow):
         return dock
 
     # called by the controller -------------------------------------------------------
+    def add_scaling(self, scaling: QWidget) -> None:
+        """The Scaling dock (the workbench makes it: it runs sweeps)."""
+        self.scaling = scaling
+        self.scaling_dock = self._dock("Scaling", scaling, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.tune_dock, self.scaling_dock)
+        self.ops_dock.raise_()
+        self._restore()
+
     def model_loaded(self, info: ModelInfo) -> None:
+        if hasattr(self, "scaling"):
+            self.scaling.model_loaded(info)  # type: ignore[attr-defined]
         inputs = ", ".join(v.name + " " + v.type_text() for v in info.inputs)
         self.model_label.setText(
             f"{info.name}\n{info.nodes} nodes, {info.params:,} params\n{inputs}"

@@ -12,6 +12,7 @@ from app.engine_client import EngineClient
 from app.live_controller import LiveController
 from app.main_window import SESSION_SUFFIXES, MainWindow, add_recent
 from app.recording import Recording, new_autosave_path
+from app.scaling_dock import ScalingDock
 from app.traffic_controller import TrafficController
 from app.tune_controller import TuneController
 from engine.config import provider_label
@@ -41,6 +42,7 @@ class Workbench(QObject):
         self.client.events.connect(self.traffic.on_events)
         self.client.events.connect(lambda _batch: self.traffic.check_slo())
         self.tuner = TuneController(self.window.tune, self)
+        self.window.add_scaling(ScalingDock(self))
         self.session_windows: list[QObject] = []
         gpu, _ = gpu_facts()
         self.device = gpu or cpu_name() or "CPU"

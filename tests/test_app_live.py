@@ -378,3 +378,30 @@ def test_tune_dock_runs_trials_and_applies_one(bench: Workbench, qtbot: QtBot) -
     bench.recording.flush()
     with open_session_file(bench.recording.path) as reader:
         assert sum(r.kind == "bench" for r in reader.runs()) == 2  # the trials, recorded
+
+
+def test_scaling_dock_sweeps_the_loaded_model(qtbot: QtBot, tmp_path: Path) -> None:
+    """A sweep from the Scaling dock runs as its own process, draws one line per heavy op
+    type and the total on log-log axes, and records its points in the session."""
+    from tests.conftest import DEMO_TRANSFORMER
+
+    wb = Workbench(session_path=str(tmp_path / "s.opscope"), usable=["cpu"])
+    qtbot.addWidget(wb.window)
+    wb.window.show()
+    wb.start(str(DEMO_TRANSFORMER))
+    try:
+        qtbot.waitUntil(lambda: wb.controller.samples > 5, timeout=TIMEOUT_MS)
+        dock = wb.window.scaling
+        assert dock.dim.currentText() == "sequence"  # the model's own dims, batch last
+        dock.values.setText("16,32,64")
+        dock.run_button.click()
+        qtbot.waitUntil(lambda: not wb.running, timeout=5_000)
+        qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=TIMEOUT_MS)
+        assert "total ~ sequence^" in dock.status.text(), dock.status.text()
+        assert "total" in dock.plot.lines and len(dock.plot.lines) >= 3
+        qtbot.waitUntil(lambda: wb.running, timeout=5_000)
+        wb.recording.flush()
+        with open_session_file(wb.recording.path) as reader:
+            assert sum(r.kind == "profile" for r in reader.runs()) == 3
+    finally:
+        wb.shutdown()

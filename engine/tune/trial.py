@@ -71,7 +71,7 @@ def bench_argv(model: str, config: RunConfig, extra: list[str]) -> list[str]:
     ]  # fmt: skip
 
 
-def _python_argv() -> list[str]:
+def cli_argv() -> list[str]:
     """How to start the CLI again: the frozen app is its own executable."""
     if getattr(sys, "frozen", False):
         return [sys.executable]
@@ -95,7 +95,7 @@ def run_trial(
     with tempfile.TemporaryDirectory(prefix="opscope-trial-") as tmp:
         out = Path(tmp) / "trial.json"
         argv = [
-            *_python_argv(),
+            *cli_argv(),
             *bench_argv(model, config, extra),
             "--duration", f"{duration_s:g}",
             "--no-live",
