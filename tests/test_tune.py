@@ -154,3 +154,8 @@ def test_sweep_from_the_command_line(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "no such dim or input (batch, sequence" in bad.stderr
     one = opscope("sweep", DEMO_TRANSFORMER, "--vary", "sequence=64")
     assert one.returncode == 2 and "two values or more" in one.stderr
+    shaped = opscope("sweep", DEMO_TRANSFORMER, "--vary", "input_ids=1x16,1x48",
+                     "--duration", "0.2", "--runs", "2", "--threads", "1", "--json", out,
+                     check=True)  # fmt: skip
+    data = json.loads(out.read_text())
+    assert [p["value"] for p in data["points"]] == ["1x16", "1x48"] and shaped.returncode == 0
