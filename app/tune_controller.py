@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Signal
 from app.tune_dock import TuneDock
 from engine.config import RunConfig
 from engine.errors import OpScopeError
-from engine.events import Progress
+from engine.events import Progress, drive
 from engine.tune.pareto import front
 from engine.tune.search import Goal, TuneResult, tune
 from engine.tune.space import parse_space
@@ -85,17 +85,15 @@ class TuneController(QObject):
                 raise Cancelled
             return run_trial(number, self.model, config, [], duration, session)
 
+        def show(item: object) -> None:
+            if isinstance(item, Trial):
+                self.trial_ready.emit(item)
+            elif isinstance(item, Progress):
+                self.progressed.emit(item.done, item.total or 0, item.message)
+
         def work() -> None:
-            gen = tune(space, base, self.goal, run, budget)
             try:
-                while True:
-                    item = next(gen)
-                    if isinstance(item, Trial):
-                        self.trial_ready.emit(item)
-                    elif isinstance(item, Progress):
-                        self.progressed.emit(item.done, item.total or 0, item.message)
-            except StopIteration as stop:
-                self.finished.emit(stop.value)
+                self.finished.emit(drive(tune(space, base, self.goal, run, budget), show))
             except Cancelled:
                 self.finished.emit(None)
             except OpScopeError as exc:

@@ -6,8 +6,9 @@ reach back into the engine. Every yield is a progress point and a cancellation p
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -214,3 +215,19 @@ Event = (
     | ServingSummary
     | Calibrated
 )
+
+
+T = TypeVar("T")
+
+
+def drive(gen: Generator[Any, None, T], on_item: Callable[[Any], object] | None = None) -> T:
+    """Run a generator to its end, handing each item it yields to `on_item` (dropped when
+    None), and return what it returns: for callers that need no cancellation point."""
+    while True:
+        try:
+            item = next(gen)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        if on_item is not None:
+            on_item(item)

@@ -15,7 +15,7 @@ from functools import cache
 from engine.backends.base import Backend, Capabilities, Prepared, PrepareRequest
 from engine.config import PRECISION_LABELS, RunConfig
 from engine.errors import ConfigError
-from engine.events import Event
+from engine.events import Event, drive
 from engine.model.info import ModelInfo
 
 __all__ = [
@@ -73,15 +73,8 @@ def backend_for(config: RunConfig) -> Backend:
 def prepare(req: PrepareRequest, on_event: Callable[[Event], object] | None = None) -> Prepared:
     """Prepare `req` on its backend at once, handing each event (progress, model facts,
     notices) to `on_event`: for callers that need no cancellation point."""
-    gen = backend_for(req.config).prepare(req)
-    while True:
-        try:
-            ev = next(gen)
-        except StopIteration as stop:
-            prepared: Prepared = stop.value
-            return prepared
-        if on_event is not None:
-            on_event(ev)
+    prepared: Prepared = drive(backend_for(req.config).prepare(req), on_event)
+    return prepared
 
 
 def describe_model(path: str) -> tuple[Backend, ModelInfo]:

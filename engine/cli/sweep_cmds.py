@@ -11,7 +11,7 @@ from typing import TextIO
 from engine import backends
 from engine.cli.common import EXIT_OK, config_from_args, write_json
 from engine.cli.printer import LivePrinter
-from engine.events import Notice, Progress
+from engine.events import Notice, Progress, drive
 from engine.model.inputs import parse_shape_override
 from engine.run.bench import BenchRequest
 from engine.run.timing import TimingPlan
@@ -33,25 +33,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     printer = LivePrinter(live=False)
     out = sys.stdout if args.json != "-" else sys.stderr
     out.write(f"sweep      {name} over {', '.join(values)} ({args.duration:g} s per point)\n")
-    result: SweepResult | None = None
-    gen = sweep(req, info, name, values)
     try:
         with recording(args.session, model_path=args.model, kind="profile") as record:
-            while True:
-                try:
-                    item = next(gen)
-                except StopIteration as stop:
-                    result = stop.value
-                    break
+
+            def show(item: object) -> None:
                 if isinstance(item, SweepPoint):
                     _point_line(item, out)
-                else:
-                    record(item)
-                    if isinstance(item, Progress | Notice):
-                        printer.feed(item)
+                    return
+                record(item)  # type: ignore[arg-type]
+                if isinstance(item, Progress | Notice):
+                    printer.feed(item)
+
+            result: SweepResult = drive(sweep(req, info, name, values), show)
     finally:
         printer.close()
-    assert result is not None
     _growth(result, out)
     if args.json:
         write_json(args.json, result.to_json())

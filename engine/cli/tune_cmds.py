@@ -11,7 +11,7 @@ from typing import Any, TextIO
 from engine.cli.common import EXIT_OK, config_from_args, write_json
 from engine.cli.printer import LivePrinter
 from engine.errors import ConfigError, InputError
-from engine.events import Notice, Progress
+from engine.events import Notice, Progress, drive
 from engine.tune.search import Goal, TuneResult, tune
 from engine.tune.space import default_space, parse_space, size
 from engine.tune.trial import Trial, bench_argv, run_trial
@@ -47,24 +47,21 @@ def cmd_tune(args: argparse.Namespace) -> int:
     def run(number: int, config: Any) -> Trial:
         return run_trial(number, args.model, config, extra, args.duration, args.session)
 
-    result: TuneResult | None = None
-    gen = tune(space, base, goal, run, None if args.exhaustive else args.budget, args.search_seed)
+    def show(item: object) -> None:
+        if isinstance(item, Trial):
+            _trial_line(item, goal, out)
+        elif isinstance(item, Progress | Notice):
+            printer.feed(item)
+
+    budget = None if args.exhaustive else args.budget
     try:
-        while True:
-            item = next(gen)
-            if isinstance(item, Trial):
-                _trial_line(item, goal, out)
-            elif isinstance(item, Progress | Notice):
-                printer.feed(item)
-    except StopIteration as stop:
-        result = stop.value
+        result: TuneResult = drive(tune(space, base, goal, run, budget, args.search_seed), show)
     except KeyboardInterrupt:
         printer.close()
         print("interrupted: the trials that finished are in the session", file=sys.stderr)
         raise
     finally:
         printer.close()
-    assert result is not None
     data = result_json(result, goal, args)
     _summary(data, out)
     if args.json:

@@ -23,7 +23,7 @@ from engine.backends.ort.variants import (
     build_variant,
 )
 from engine.config import RunConfig
-from engine.events import Event, Notice, Progress, VariantReady
+from engine.events import Event, Notice, Progress, VariantReady, drive
 from engine.hostinfo import cpu_isa, ort_version
 from engine.measure.accuracy import compare_outputs
 from engine.model.info import ModelInfo
@@ -116,7 +116,7 @@ def choose_int8(
             variant: VariantReady, settings: dict[str, Any], excluded: list[str]
         ) -> Generator[Event, None, list[tuple[list[str], float]]]:
             if not floats:  # the model the quantizer saw: its node names are the ones to exclude
-                floats.append(str(_result(_preprocess(info, Path(tmp)))))
+                floats.append(str(drive(_preprocess(info, Path(tmp)))))
             names = _node_names(floats[0], types)
             measured = node_errors(
                 floats[0], variant.path, eval_feeds, set(types) if types else None,
@@ -157,15 +157,6 @@ def p50_ms(run: Callable[[], object], budget_s: float = TIME_S) -> float:
         run()
         samples.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(samples)
-
-
-def _result(gen: Generator[Any, None, Any]) -> Any:
-    """A generator's return value, its events dropped."""
-    while True:
-        try:
-            next(gen)
-        except StopIteration as stop:
-            return stop.value
 
 
 def _node_names(path: str, op_types: Sequence[str] | None) -> list[str]:
