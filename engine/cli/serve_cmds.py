@@ -22,21 +22,13 @@ from engine.events import (
     Notice,
     Progress,
     RunEnded,
-    ServingSummary,
+    drive,
 )
 from engine.model.inputs import parse_shape_override
 from engine.serve.batching import BatchPolicy
 from engine.serve.loop import ServingLoop
-from engine.serve.records import (
-    summarize,
-)
 from engine.serve.setup import Serving, prepare_serving
-from engine.serve.summary import (
-    describe_setup,
-    figures,
-    hit_rate,
-    serving_started,
-)
+from engine.serve.summary import describe_setup, served
 from engine.serve.traffic import Schedule, TrafficSpec, make_schedule, parse_traffic
 from engine.session.recorder import recording
 
@@ -130,19 +122,14 @@ def cmd_load(args: argparse.Namespace) -> int:
                 printer.feed(note)
                 record(note)
             setup = describe_run(spec, serving.policy, args)
-            record(serving_started(setup, args.warmup_s))
             loop = _loop(serving, spec, schedule, args)
-            for ev in loop.run():
+
+            def show(ev: Event) -> None:
                 printer.feed(ev)
                 record(ev)  # every request and batch, committed as they come
-            result = {
-                **prep.header(),
-                **setup,
-                **summarize(loop.records(), args.warmup_s),
-                "simulated": False,
-            }
-            hit_rate(result)
-            record(ServingSummary(figures(result)))
+
+            figures = drive(served(loop, setup, args.warmup_s), show)
+            result = {**prep.header(), **figures, "simulated": False}
             record(RunEnded("ok"))
         prep.prepared.close()
     finally:

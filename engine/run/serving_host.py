@@ -26,17 +26,16 @@ from engine.events import (
     Notice,
     Progress,
     RunEnded,
-    ServingSummary,
+    drive,
 )
 from engine.run import commands as cmds
 from engine.run.live import Staged
 from engine.serve.batching import BatchPolicy
 from engine.serve.calibration import calibration_context, load_or_calibrate
 from engine.serve.loop import ServingLoop
-from engine.serve.records import summarize
 from engine.serve.service import ServiceModel
 from engine.serve.setup import prepare_serving
-from engine.serve.summary import describe_setup, figures, hit_rate, serving_started
+from engine.serve.summary import describe_setup, served
 from engine.serve.traffic import make_schedule, parse_traffic
 
 REPORT_S = 0.25  # the app's curves move four times a second during a load run
@@ -115,7 +114,6 @@ class ServingJob:
         )  # fmt: skip
         for ev in self.staged.facts:  # the run's facts: same model, config and provider
             self.put(ev)
-        self.put(serving_started(setup, cmd.warmup_s))
         for note in serving.notices:
             self.put(note)
         self.put(Marker("load", f"load {spec.text}, {serving.policy.describe()}",
@@ -127,14 +125,10 @@ class ServingJob:
         if self.stopping.is_set():
             loop.stop.set()
         try:
-            for ev in loop.run():
-                self.put(ev)
+            drive(served(loop, setup, cmd.warmup_s), self.put)
         except Exception as exc:
             self.put(RunEnded("error", str(exc)))
             raise
-        result = {**setup, **summarize(loop.records(), cmd.warmup_s)}
-        hit_rate(result)
-        self.put(ServingSummary(figures(result)))
         self.put(RunEnded("cancelled" if self.stopping.is_set() else "ok",
                           "stopped by the user" if self.stopping.is_set() else None))  # fmt: skip
 

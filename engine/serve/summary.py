@@ -3,10 +3,13 @@ for the CLI (`opscope load`, `opscope simulate`) and the app's engine host."""
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
-from engine.events import ServingStarted
+from engine.events import Event, ServingStarted, ServingSummary
 from engine.serve.batching import BatchPolicy
+from engine.serve.loop import ServingLoop
+from engine.serve.records import summarize
 from engine.serve.traffic import TrafficSpec
 
 SUMMARY_KEYS = (
@@ -59,3 +62,17 @@ def serving_started(
 def figures(result: dict[str, Any]) -> dict[str, Any]:
     """What a session keeps of a serving result: the figures (the set-up has its columns)."""
     return {k: result[k] for k in SUMMARY_KEYS if k in result}
+
+
+def served(
+    loop: ServingLoop, setup: dict[str, Any], warmup_s: float
+) -> Generator[Event, None, dict[str, Any]]:
+    """A real serving run as a session files it: ServingStarted, the loop's events (every
+    request and batch as they end), ServingSummary; returns the figures with the set-up
+    (the CLI and the app's engine host both serve through this)."""
+    yield serving_started(setup, warmup_s)
+    yield from loop.run()
+    result = {**setup, **summarize(loop.records(), warmup_s)}
+    hit_rate(result)
+    yield ServingSummary(figures(result))
+    return result
