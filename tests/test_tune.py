@@ -118,6 +118,11 @@ def test_tune_from_the_command_line(tmp_path: Path) -> None:
     budget = opscope("tune", DEMO_CNN, "--budget", "2", "--duration", "0.2", "--threads", "1",
                      "--json", out, check=True)  # fmt: skip
     assert len(json.loads(out.read_text())["trials"]) == 2 and budget.returncode == 0
+    broken = tmp_path / "broken.onnx"
+    broken.write_text("not a model")
+    proc = opscope("tune", broken)
+    assert proc.returncode == 2 and "not a valid ONNX file" in proc.stderr
+    assert "trial" not in proc.stdout  # refused before any trial ran
     bad = opscope("tune", DEMO_CNN, "--space", "precision=int4")
     assert bad.returncode == 2 and "int4" in bad.stderr and "Traceback" not in bad.stderr
 

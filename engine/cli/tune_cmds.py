@@ -8,9 +8,10 @@ import shlex
 import sys
 from typing import Any, TextIO
 
+from engine import backends
 from engine.cli.common import EXIT_OK, config_from_args, write_json
 from engine.cli.printer import LivePrinter
-from engine.errors import ConfigError, InputError
+from engine.errors import ConfigError
 from engine.events import Notice, Progress, drive
 from engine.tune.search import Goal, TuneResult, tune
 from engine.tune.space import default_space, parse_space, size
@@ -30,10 +31,7 @@ def trial_extra(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    if not Path(args.model).exists():
-        raise InputError("model file not found", args.model)
+    backends.describe_model(args.model)  # a file no engine opens: one line, before any trial
     base = config_from_args(args)
     space = parse_space(args.space) if args.space else default_space(base)
     if size(space) > 4096:

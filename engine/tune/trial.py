@@ -111,7 +111,7 @@ def run_trial(
             trial.wall_s = time.perf_counter() - t0
         if proc.returncode != 0 or not out.is_file():
             lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-            why = lines[-1] if lines else f"exit {proc.returncode}"
+            why = lines[-1].removeprefix("opscope: error: ") if lines else f"exit {proc.returncode}"
             if proc.returncode < 0:
                 why = f"the engine crashed (signal {-proc.returncode})"
             trial.status, trial.error = "failed", " ".join(why.split())[:300]
