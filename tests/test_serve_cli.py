@@ -96,14 +96,18 @@ def test_load_runs_land_in_a_session(tmp_path: Path) -> None:
         assert np.all(np.diff(starts) >= 0) and runs[0].throughput is not None
     show = opscope("session", "show", path, check=True)
     assert show.stdout.splitlines()[2].split()[1] == "load"
-    compared = opscope("compare", f"{path}:1", f"{path}:2", check=True)
+    # Exit 3 is compare's regression verdict: a run at twice the rate may well be slower.
+    compared = opscope("compare", f"{path}:1", f"{path}:2")
+    assert compared.returncode in (0, 3), compared.stderr
     assert "p50 ms" in compared.stdout
     opscope("simulate", DEMO_CNN, "--traffic", "poisson:150", "--duration", "1.5",
             "--warmup-s", "0.5", "--threads", "1", "--session", path, check=True)  # fmt: skip
     with SessionReader.open(path) as reader:
         simulated = reader.runs()[-1]
         assert simulated.kind == "simulate" and simulated.samples > 50
-    against = opscope("compare", f"{path}:1", f"{path}:3", check=True).stdout
+    against_proc = opscope("compare", f"{path}:1", f"{path}:3")
+    assert against_proc.returncode in (0, 3), against_proc.stderr
+    against = against_proc.stdout
     assert "[served under load]" in against and "[SIMULATED]" in against
 
 
