@@ -3,10 +3,17 @@ budget) with failed trials, and `opscope tune` as a user runs it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from engine.config import RunConfig
@@ -164,3 +171,90 @@ def test_sweep_from_the_command_line(tmp_path: Path) -> None:
                      check=True)  # fmt: skip
     data = json.loads(out.read_text())
     assert [p["value"] for p in data["points"]] == ["1x16", "1x48"] and shaped.returncode == 0
+
+
+class _OutOfOrderPool:
+    """A pool of `slots` places whose trials end in the reverse of their start order (as
+    on a cluster of unequal machines): the search must still run each config once."""
+
+    def __init__(self, run, slots: int) -> None:  # type: ignore[no-untyped-def]
+        self.slots, self._run, self._started = slots, run, []  # type: ignore[var-annotated]
+        self.most_at_once = 0
+
+    def submit(self, number: int, config: RunConfig) -> None:
+        self._started.append((number, config))
+        self.most_at_once = max(self.most_at_once, len(self._started))
+
+    def next_done(self) -> Trial:
+        return self._run(*self._started.pop())
+
+
+def test_trials_in_parallel_slots_each_config_once_within_the_budget() -> None:
+    run, ran = _fake_run(COSTS, {("fp32", "basic")})
+    pool = _OutOfOrderPool(run, 3)
+    result = _drain(tune(default_space(RunConfig()), RunConfig(), Goal("p50", 0.99), pool))
+    assert pool.most_at_once == 3 and [t.number for t in result.trials] == [1, 2, 3, 4, 5, 6]
+    assert len({(c.precision, c.fusion) for c in ran}) == 6
+    assert result.best.config.precision == "int8-dynamic" and result.best.config.fusion == "all"
+    run, ran = _fake_run(COSTS, set())
+    pool = _OutOfOrderPool(run, 2)
+    space = {**default_space(RunConfig()), "batch": [1, 2, 4]}
+    result = _drain(tune(space, RunConfig(), Goal("p50", 0.99), pool, budget=7, seed=3))
+    assert pool.most_at_once == 2 and len(ran) == len(result.trials) <= 7
+    assert len({(c.precision, c.fusion, c.batch) for c in ran}) == len(ran)  # no repeats
+
+
+def _tune_proc(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.entry", "tune", str(DEMO_CNN), "--space", "precision=fp32",
+         "--space", "batch=1,2,3,4", "--threads", "1", "--session", str(tmp_path / "t.opscope"),
+         *args],
+        cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+
+
+def _trial_child(proc: subprocess.Popen[str], batch: int, within_s: float = 120) -> psutil.Process:
+    """The `opscope bench` process of the trial at that batch, once it runs."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        for child in psutil.Process(proc.pid).children():
+            with contextlib.suppress(psutil.Error):
+                cmd = child.cmdline()
+                if "bench" in cmd and cmd[cmd.index("--batch") + 1] == str(batch):
+                    return child
+        time.sleep(0.05)
+    raise AssertionError(f"no trial at batch {batch} within {within_s} s")
+
+
+def test_a_trial_killed_mid_run_is_failed_and_the_tune_goes_on(tmp_path: Path) -> None:
+    """A real crash of a trial's engine (killed by the OOM killer, say): that trial is
+    failed, with why, and the next ones run."""
+    out = tmp_path / "t.json"
+    proc = _tune_proc(tmp_path, "--duration", "1", "--json", str(out))
+    child = _trial_child(proc, batch=2)
+    time.sleep(0.5)  # into its run
+    child.kill()
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    trials = json.loads(out.read_text())["trials"]
+    assert [t["status"] for t in trials] == ["ok", "failed", "ok", "ok"], stdout
+    assert "the engine crashed (signal 9)" in trials[1]["error"]
+    assert "FAILED: the engine crashed" in stdout
+
+
+def test_ctrl_c_mid_tune_keeps_every_finished_trial(tmp_path: Path) -> None:
+    proc = _tune_proc(tmp_path, "--duration", "1")
+    _trial_child(proc, batch=3)  # trials 1 and 2 have ended
+    time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl+C in a terminal does: the whole group
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "interrupted: the trials that finished are in the session" in stderr
+    assert "Traceback" not in stderr
+    from engine.session.reader import SessionReader
+
+    with SessionReader.open(tmp_path / "t.opscope") as reader:
+        runs = reader.runs()
+    assert [r.status for r in runs][:2] == ["ok", "ok"] and runs[0].samples > 0
+    assert len(runs) <= 3 and all(r.status in ("ok", "cancelled") for r in runs)

@@ -45,6 +45,11 @@ def add_tune_parser(
         "--session", metavar="FILE.opscope", help="record every trial's run in a session file"
     )
     p.add_argument("--search-seed", type=int, default=0, help="seed of the sampler")
+    p.add_argument(
+        "--ray", metavar="ADDRESS",
+        help="run trials on a Ray cluster, one per node at a time (HOST:PORT from a node of "
+        "the cluster, ray://HOST:10001 from elsewhere, or auto); needs opscope[ray]",
+    )  # fmt: skip
     p.set_defaults(handler=_cmd_tune)
 
 

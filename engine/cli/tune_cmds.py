@@ -6,7 +6,7 @@ import argparse
 import math
 import shlex
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from engine import backends
 from engine.cli.common import EXIT_OK, config_from_args, write_json
@@ -16,6 +16,9 @@ from engine.events import Notice, Progress, drive
 from engine.tune.search import Goal, TuneResult, tune
 from engine.tune.space import default_space, parse_space, size
 from engine.tune.trial import Trial, bench_argv, run_trial
+
+if TYPE_CHECKING:
+    from engine.tune.ray_trials import RayTrials
 
 
 def trial_extra(args: argparse.Namespace) -> list[str]:
@@ -38,12 +41,24 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise ConfigError(f"--space has {size(space):,} configs: narrow it, or set --budget")
     goal = Goal(args.objective, base.min_cosine, args.slo_p99)
     extra = trial_extra(args)
+    if args.ray:  # an address nothing listens at: one line before anything runs
+        from engine.tune.ray_trials import check_address
+
+        check_address(args.ray)
     printer = LivePrinter()
     out = sys.stdout if args.json != "-" else sys.stderr
     _header(args, space, out)
 
     def run(number: int, config: Any) -> Trial:
         return run_trial(number, args.model, config, extra, args.duration, args.session)
+
+    pool: RayTrials | None = None
+    if args.ray:
+        from engine.tune.ray_trials import RayTrials
+
+        pool = RayTrials(args.ray, args.model, extra, args.duration, args.session)
+        hosts = ", ".join(f"{host} ({cpus} CPUs)" for host, cpus in pool.nodes)
+        out.write(f"ray        {len(pool.nodes)} node(s), one trial each at a time: {hosts}\n")
 
     def show(item: object) -> None:
         if isinstance(item, Trial):
@@ -53,13 +68,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     budget = None if args.exhaustive else args.budget
     try:
-        result: TuneResult = drive(tune(space, base, goal, run, budget, args.search_seed), show)
+        searched = tune(space, base, goal, pool or run, budget, args.search_seed)
+        result: TuneResult = drive(searched, show)
     except KeyboardInterrupt:
         printer.close()
         print("interrupted: the trials that finished are in the session", file=sys.stderr)
         raise
     finally:
         printer.close()
+        if pool is not None:
+            pool.close()
     data = result_json(result, goal, args)
     _summary(data, out)
     if args.json:

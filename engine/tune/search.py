@@ -8,7 +8,7 @@ import math
 import random
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from engine.config import RunConfig
 from engine.events import Event, Notice, Progress
@@ -51,37 +51,80 @@ class TuneResult:
 RunTrial = Callable[[int, RunConfig], Trial]
 
 
+class Trials(Protocol):
+    """Where trials run: `slots` at a time; `next_done` blocks until one ends."""
+
+    @property
+    def slots(self) -> int: ...
+
+    def submit(self, number: int, config: RunConfig) -> None: ...
+
+    def next_done(self) -> Trial: ...
+
+
+class LocalTrials:
+    """One trial at a time on this machine, run when its result is asked for."""
+
+    slots = 1
+
+    def __init__(self, run: RunTrial) -> None:
+        self._run = run
+        self._queued: list[tuple[int, RunConfig]] = []
+
+    def submit(self, number: int, config: RunConfig) -> None:
+        self._queued.append((number, config))
+
+    def next_done(self) -> Trial:
+        return self._run(*self._queued.pop(0))
+
+
 def tune(
     space: Space,
     base: RunConfig,
     goal: Goal,
-    run: RunTrial,
+    run: RunTrial | Trials,
     budget: int | None = None,
     seed: int = 0,
 ) -> Generator[Event | Trial, None, TuneResult]:
     """Yields progress and each trial as it ends; returns the result. Without a budget (or
-    with one that covers the space) every config runs, in order."""
+    with one that covers the space) every config runs, in order. `run` runs one trial, or
+    is a pool of `slots` places (a Ray cluster) that runs several at once."""
+    trials_at: Trials = LocalTrials(run) if callable(run) else run
     configs = expand(space, base)
     n = len(configs)
     trials: list[Trial] = []
     if budget is None or budget >= n:
-        for i, config in enumerate(configs):
-            yield Progress("tune", i, n, f"trial {i + 1}/{n}: {config.short_label()}")
-            trial = run(i + 1, config)
-            trials.append(trial)
-            yield trial
+        yield from _every(configs, trials_at, trials)
         how = "exhaustive"
     else:
-        yield from _optuna(space, base, goal, run, budget, seed, trials)
+        yield from _optuna(space, base, goal, trials_at, budget, seed, trials)
         how = f"optuna TPE, budget {budget} of {n}"
+    trials.sort(key=lambda t: t.number)
     return _result(trials, goal, how, size(space))
+
+
+def _every(
+    configs: list[RunConfig], at: Trials, trials: list[Trial]
+) -> Generator[Event | Trial, None, None]:
+    n, submitted = len(configs), 0
+    while len(trials) < n:
+        while submitted < n and submitted - len(trials) < at.slots:
+            config = configs[submitted]
+            yield Progress(
+                "tune", len(trials), n, f"trial {submitted + 1}/{n}: {config.short_label()}"
+            )
+            at.submit(submitted + 1, config)
+            submitted += 1
+        trial = at.next_done()
+        trials.append(trial)
+        yield trial
 
 
 def _optuna(
     space: Space,
     base: RunConfig,
     goal: Goal,
-    run: RunTrial,
+    at: Trials,
     budget: int,
     seed: int,
     trials: list[Trial],
@@ -95,36 +138,60 @@ def _optuna(
         k: optuna.distributions.CategoricalDistribution(list(range(len(space[k])))) for k in knobs
     }
     # constraints (the accuracy floor, the SLO) are set on each trial (set_constraint):
-    # TPE then prefers configs that meet them
-    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(budget // 2, 5)))
+    # TPE then prefers configs that meet them; with trials in parallel, the constant liar
+    # keeps it from proposing what is already running
+    sampler = optuna.samplers.TPESampler(
+        seed=seed,
+        n_startup_trials=max(2, min(budget // 2, 5)),
+        constant_liar=at.slots > 1,
+    )
     study = optuna.create_study(direction="minimize", sampler=sampler)
     seen: dict[tuple[int, ...], Trial] = {}
+    running: dict[int, tuple[Any, tuple[int, ...]]] = {}  # trial number -> (optuna trial, key)
     rng = random.Random(seed)
-    asks = repeats = 0
-    while len(trials) < budget and len(seen) < size(space) and asks < 50 * budget:
-        asks += 1
-        if repeats >= 3:  # TPE keeps proposing configs already run: an untried one next
-            untried = _untried(space, knobs, seen, rng)
-            study.enqueue_trial(dict(zip(knobs, untried, strict=True)))
+    asks = repeats = submitted = 0
+    total = size(space)
+    while True:
+        while (
+            submitted < budget
+            and len(seen) + len(running) < total
+            and len(running) < at.slots
+            and asks < 50 * budget
+        ):
+            asks += 1
+            taken = set(seen) | {key for _, key in running.values()}
+            if repeats >= 3:  # TPE keeps proposing configs already run: an untried one next
+                study.enqueue_trial(
+                    dict(zip(knobs, _untried(space, knobs, taken, rng), strict=True))
+                )
+                repeats = 0
+            ft = study.ask(dists)
+            key = tuple(int(ft.params[k]) for k in knobs)
+            if key in taken:  # its result again (optuna learns), no new run
+                if key in seen:
+                    _tell(study, ft, seen[key], goal)
+                else:
+                    study.tell(ft, state=optuna.trial.TrialState.FAIL)
+                repeats += 1
+                continue
             repeats = 0
-        ft = study.ask(dists)
-        key = tuple(int(ft.params[k]) for k in knobs)
-        if key in seen:  # its result again (optuna learns), no new run
-            _tell(study, ft, seen[key], goal)
-            repeats += 1
-            continue
-        repeats = 0
-        values = {k: space[k][i] for k, i in zip(knobs, key, strict=True)}
-        config = dataclasses.replace(base, **values)
-        yield Progress(
-            "tune", len(trials), budget, f"trial {len(trials) + 1}/{budget}: {config.short_label()}"
-        )
-        trial = run(len(trials) + 1, config)
+            values = {k: space[k][i] for k, i in zip(knobs, key, strict=True)}
+            config = dataclasses.replace(base, **values)
+            submitted += 1
+            yield Progress(
+                "tune", len(trials), budget, f"trial {submitted}/{budget}: {config.short_label()}"
+            )
+            at.submit(submitted, config)
+            running[submitted] = (ft, key)
+        if not running:
+            break
+        trial = at.next_done()
+        ft, key = running.pop(trial.number)
         trials.append(trial)
         seen[key] = trial
         _tell(study, ft, trial, goal)
         yield trial
-    if len(trials) < budget and len(seen) < size(space):
+    if len(trials) < budget and len(seen) < total:
         yield Notice("info", f"the search stopped after {len(trials)} trials")
 
 
@@ -142,11 +209,11 @@ def _tell(study: Any, ft: Any, trial: Trial, goal: Goal) -> None:
 
 
 def _untried(
-    space: Space, knobs: list[str], seen: dict[tuple[int, ...], Trial], rng: random.Random
+    space: Space, knobs: list[str], taken: set[tuple[int, ...]], rng: random.Random
 ) -> tuple[int, ...]:
     import itertools
 
-    left = [k for k in itertools.product(*(range(len(space[k])) for k in knobs)) if k not in seen]
+    left = [k for k in itertools.product(*(range(len(space[k])) for k in knobs)) if k not in taken]
     return rng.choice(left)
 
 

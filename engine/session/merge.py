@@ -1,0 +1,81 @@
+"""Runs recorded in another session file (a tune trial run on another machine of a Ray
+cluster writes its own) copied into this session with new run ids, every table that
+belongs to a run (samples, profiles, markers, serving rows...) with them."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from engine.errors import SessionFileError, one_line
+from engine.session import schema
+from engine.session.store import SessionStore
+
+
+def copy_runs(store: SessionStore, src: Path) -> list[int]:
+    """Copy every run of `src` into `store`; returns the new ids, in the source's order.
+    `src` must be a session of this version of the format (written by the same OpScope)."""
+    try:
+        probe = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+        try:
+            version = schema.stored_version(probe)
+        finally:
+            probe.close()
+    except (sqlite3.Error, ValueError) as exc:
+        raise SessionFileError(f"cannot read the trial's session ({one_line(exc)})", src) from exc
+    if version != schema.SCHEMA_VERSION:
+        raise SessionFileError(
+            f"written by another OpScope (session format {version}, this one "
+            f"{schema.SCHEMA_VERSION}): install the same version on every node",
+            src,
+        )
+    conn = store.db.conn
+    conn.execute("ATTACH DATABASE ? AS trial", (str(src),))
+    try:
+        with store.transaction():
+            return _copy(conn)
+    finally:
+        conn.execute("DETACH DATABASE trial")
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [row[1] for row in conn.execute(f"PRAGMA main.table_info({table})")]
+
+
+def _own_key(conn: sqlite3.Connection, table: str) -> str | None:
+    """A table's own row id (an INTEGER PRIMARY KEY alone: markers' id), given anew."""
+    keys = [(row[1], row[2]) for row in conn.execute(f"PRAGMA main.table_info({table})") if row[5]]
+    alone = len(keys) == 1 and keys[0][1].upper() == "INTEGER" and keys[0][0] != "run_id"
+    return keys[0][0] if alone else None
+
+
+def _copy(conn: sqlite3.Connection) -> list[int]:
+    model_cols = ", ".join(_columns(conn, "models"))
+    conn.execute(
+        f"INSERT OR IGNORE INTO main.models ({model_cols}) SELECT {model_cols} FROM trial.models"
+    )
+    run_cols = [c for c in _columns(conn, "runs") if c != "id"]
+    tables = [
+        name
+        for (name,) in conn.execute(
+            "SELECT name FROM main.sqlite_master WHERE type = 'table' AND name != 'runs'"
+        )
+        if "run_id" in _columns(conn, name)
+    ]
+    new_ids: list[int] = []
+    for (old,) in conn.execute("SELECT id FROM trial.runs ORDER BY id").fetchall():
+        cols = ", ".join(run_cols)
+        cur = conn.execute(
+            f"INSERT INTO main.runs ({cols}) SELECT {cols} FROM trial.runs WHERE id = ?", (old,)
+        )
+        new = int(cur.lastrowid or 0)
+        new_ids.append(new)
+        for table in tables:
+            kept = [c for c in _columns(conn, table) if c != _own_key(conn, table)]
+            picked = ", ".join("?" if c == "run_id" else c for c in kept)
+            conn.execute(
+                f"INSERT INTO main.{table} ({', '.join(kept)}) "
+                f"SELECT {picked} FROM trial.{table} WHERE run_id = ?",
+                (new, old),
+            )
+    return new_ids
