@@ -229,3 +229,22 @@ def test_text_from_a_sweep_row_is_escaped_in_the_report(tmp_path: Path) -> None:
     with open_session_file(path) as reader:
         page = build_report(reader, "evil")
     assert evil not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def test_csv_export_has_the_sweep_in_long_form(swept: Path, tmp_path: Path) -> None:
+    import csv
+
+    assert main(["export", str(swept), "--csv", str(tmp_path)]) == 0
+    with (tmp_path / "sweeps.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    with open_session_file(swept) as reader:
+        (s,) = reader.sweeps()
+    totals = [r for r in rows if r["series"] == "total"]
+    assert [(r["value"], r["run_id"]) for r in totals] == [("32", "1"), ("64", "2"), ("128", "3")]
+    assert float(totals[0]["k"]) == pytest.approx(s.growth_total)
+    soft = [r for r in rows if r["series"] == "Softmax"]
+    assert len(soft) == 3 and float(soft[2]["ms"]) == pytest.approx(
+        s.points[2].op_types_ms["Softmax"]
+    )
+    assert float(soft[0]["k"]) == pytest.approx(s.growth["Softmax"])
+    assert len(rows) == sum(1 + len(p.op_types_ms) for p in s.points)
