@@ -1,6 +1,6 @@
 """The Scaling dock: `opscope sweep` of the loaded model over one dim's sizes, run as its
-own process (live timing paused; the points recorded in the window's session), drawn on
-log-log axes with each op type's growth exponent."""
+own process (live timing paused; its points and the sweep as a whole recorded in the
+window's session), drawn on log-log axes with each op type's growth exponent."""
 
 from __future__ import annotations
 
@@ -124,5 +124,5 @@ class ScalingDock(QWidget):
         self.status.setText(
             f"total ~ {data['vary']['dim']}^{g['total']:.2f}"
             + (f"; Softmax ~ ^{soft:.2f}" if soft is not None else "")
-            + " (fitted over the upper half of the sizes); the points are in the session"
+            + " (fitted over the upper half of the sizes); the sweep is in the session"
         )

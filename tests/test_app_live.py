@@ -382,7 +382,7 @@ def test_tune_dock_runs_trials_and_applies_one(bench: Workbench, qtbot: QtBot) -
 
 def test_scaling_dock_sweeps_the_loaded_model(qtbot: QtBot, tmp_path: Path) -> None:
     """A sweep from the Scaling dock runs as its own process, draws one line per heavy op
-    type and the total on log-log axes, and records its points in the session."""
+    type and the total on log-log axes, and records its points and itself in the session."""
     from tests.conftest import DEMO_TRANSFORMER
 
     wb = Workbench(session_path=str(tmp_path / "s.opscope"), usable=["cpu"])
@@ -403,5 +403,7 @@ def test_scaling_dock_sweeps_the_loaded_model(qtbot: QtBot, tmp_path: Path) -> N
         wb.recording.flush()
         with open_session_file(wb.recording.path) as reader:
             assert sum(r.kind == "profile" for r in reader.runs()) == 3
+            (sweep,) = reader.sweeps()  # the sweep as a whole, with its points' runs
+            assert sweep.values == [16, 32, 64] and len(sweep.run_ids) == 3
     finally:
         wb.shutdown()

@@ -1,5 +1,5 @@
 """Exporting a session: a Chrome trace of profiled inferences and served batches (Perfetto,
-chrome://tracing) and CSV tables (runs, raw latency samples, op statistics).
+chrome://tracing) and CSV tables (runs, raw latency samples, op statistics, sweeps).
 
 Builders are pure functions of reader records; writers open the file, build, and write
 atomically. Text cells in CSV that a spreadsheet would run as a formula are defused.
@@ -24,6 +24,7 @@ from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
 from engine.session.reader import SessionReader
 from engine.session.rows import RunRow
 from engine.session.serving_rows import ServingRun
+from engine.session.sweep_rows import SweepRow
 
 SERVING_KINDS = ("load", "simulate")
 
@@ -248,6 +249,7 @@ RUN_COLUMNS = (
 )
 LATENCY_COLUMNS = ("run_id", "index", "start_ns", "latency_ns")
 OP_COLUMNS = ("run_id", "pass", "kind", "rank", *STAT_KEYS)
+SWEEP_COLUMNS = ("sweep_id", "dim", "status", "value", "size", "run_id", "series", "ms", "k")
 
 
 def run_record(r: RunRow) -> dict[str, Any]:
@@ -297,8 +299,21 @@ def op_records(reader: SessionReader, run: RunRow) -> Iterator[dict[str, Any]]:
             yield {"run_id": run.id, "pass": last, "kind": kind, "rank": rank, **row}
 
 
+def sweep_records(s: SweepRow) -> Iterator[dict[str, Any]]:
+    """sweeps.csv rows, long form: per point, the total (p50 latency) then each op type,
+    with the k fitted for that series (empty when it was not fitted)."""
+    run_ids = s.run_ids if len(s.run_ids) == len(s.points) else (None,) * len(s.points)
+    for p, run_id in zip(s.points, run_ids, strict=True):
+        base = {"sweep_id": s.id, "dim": s.dim, "status": s.status, "value": p.value,
+                "size": p.size, "run_id": run_id}  # fmt: skip
+        yield {**base, "series": "total", "ms": p.latency_ms, "k": s.growth_total}
+        for name, ms in p.op_types_ms.items():
+            yield {**base, "series": name, "ms": ms, "k": s.growth.get(name)}
+
+
 def write_csv(session_path: str, out_dir: str, run_id: int | None = None) -> list[Path]:
-    """runs.csv, latency.csv (every raw sample) and ops.csv in `out_dir` (created)."""
+    """runs.csv, latency.csv (every raw sample), ops.csv and, for the whole session,
+    sweeps.csv in `out_dir` (created)."""
     folder = Path(out_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -314,6 +329,13 @@ def write_csv(session_path: str, out_dir: str, run_id: int | None = None) -> lis
             OP_COLUMNS,
             (_cells(rec, OP_COLUMNS) for r in runs for rec in op_records(reader, r)),
         )
+        if run_id is None:
+            paths.append(folder / "sweeps.csv")
+            _write_rows(
+                paths[3],
+                SWEEP_COLUMNS,
+                (_cells(rec, SWEEP_COLUMNS) for s in reader.sweeps() for rec in sweep_records(s)),
+            )
     return paths
 
 

@@ -29,6 +29,7 @@ from engine.analysis.report_html import table as _table
 from engine.analysis.run_compare import RunComparison, compare_runs, load_changes
 from engine.analysis.run_summary import cell, summarize
 from engine.analysis.serving_report import serving_section
+from engine.analysis.sweep_report import sweep_section
 from engine.config import PRECISION_LABELS, provider_label
 from engine.errors import OpScopeError
 from engine.session.reader import SessionReader
@@ -64,11 +65,13 @@ def build_report(reader: SessionReader, source: str) -> str:
     samples = {r.id: reader.latency(r.id) for r in runs}
     timed = [r for r in runs if samples[r.id][1].size >= 2]
     serving = serving_section(reader, runs)
+    sweeps = sweep_section(reader.sweeps())
     parts = [
         _env_section(meta, reader.models()),
         _runs_section(runs),
         _latency_section(timed, samples),
         serving,
+        sweeps,
         _ops_section(reader, runs),
         _telemetry_section(reader, runs),
         _compare_section(reader, timed, samples),
@@ -83,6 +86,7 @@ def build_report(reader: SessionReader, source: str) -> str:
             ("runs", "Runs"),
             ("latency", "Latency"),
             *((("serving", "Serving"),) if serving else ()),
+            *((("sweeps", "Scaling"),) if sweeps else ()),
             ("ops", "Top ops"),
             ("telemetry", "Telemetry"),
             ("comparison", "Comparison"),

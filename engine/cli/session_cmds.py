@@ -1,19 +1,22 @@
-"""`opscope session show FILE[:RUN]`: list a session's runs, one line each."""
+"""`opscope session show FILE[:RUN]`: list a session's runs, then its sweeps, one line
+each."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from typing import TextIO
 
 from engine.analysis.run_summary import cell, summarize
 from engine.cli.common import EXIT_OK, write_json
-from engine.session import RunRow, resolve_run_ref
+from engine.session import RunRow, SweepRow, resolve_run_ref
 from engine.session.reader import SessionReader
 from engine.session.trust import printable
 
 MAX_CELL = 40
+TOP_GROWTH = 3  # op types shown per sweep
 
 
 def cmd_session_show(args: argparse.Namespace) -> int:
@@ -21,10 +24,15 @@ def cmd_session_show(args: argparse.Namespace) -> int:
     with SessionReader.open(path) as reader:
         meta = reader.meta()
         runs = reader.runs() if run_id is None else [reader.run(run_id)]
+        sweeps = reader.sweeps() if run_id is None else []
     out = sys.stdout if args.json != "-" else sys.stderr
     print_session(path, meta, runs, out)
+    print_sweeps(sweeps, out)
     if args.json:
-        write_json(args.json, {"meta": meta, "runs": [r.to_json() for r in runs]})
+        data = {"meta": meta, "runs": [r.to_json() for r in runs]}
+        if run_id is None:
+            data["sweeps"] = [s.to_json() for s in sweeps]
+        write_json(args.json, data)
     return EXIT_OK
 
 
@@ -65,6 +73,41 @@ def print_session(
             for i, (c, w) in enumerate(zip(row, widths, strict=True))
         ]
         out.write("  ".join(cells).rstrip() + "\n")
+
+
+def print_sweeps(sweeps: Sequence[SweepRow], out: TextIO) -> None:
+    """One line per sweep: id, dim, sizes, status, the total's k and the op types that
+    grow fastest (time ~ size^k)."""
+    if not sweeps:
+        return
+    out.write(f"{len(sweeps)} sweep{'s' if len(sweeps) != 1 else ''}:\n")
+    header = ("sweep", "dim", "values", "status", "total k", "fastest-growing op types (k)")
+    rows = [header, *(_sweep_cells(s) for s in sweeps)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        cells = [
+            c.rjust(w) if i in (0, 4) else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        out.write("  ".join(cells).rstrip() + "\n")
+
+
+def _sweep_cells(s: SweepRow) -> tuple[str, ...]:
+    top = ", ".join(
+        f"{_clip(printable(name), MAX_CELL)} {_k(k)}" for name, k in s.ranked_growth()[:TOP_GROWTH]
+    )
+    return (
+        str(s.id),
+        _clip(printable(s.dim), MAX_CELL),
+        _clip(printable(",".join(str(v) for v in s.values)), MAX_CELL),
+        f"partial ({len(s.points)} points)" if s.status == "partial" else s.status,
+        _k(s.growth_total),
+        top or "-",
+    )
+
+
+def _k(k: float) -> str:
+    return f"{k:.2f}" if math.isfinite(k) else "n/a"
 
 
 def _cells(r: RunRow) -> tuple[str, ...]:

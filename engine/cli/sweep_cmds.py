@@ -15,8 +15,8 @@ from engine.events import Notice, Progress, drive
 from engine.model.inputs import parse_shape_override
 from engine.run.bench import BenchRequest
 from engine.run.timing import TimingPlan
-from engine.session.recorder import recording
-from engine.tune.sweep import SweepPoint, SweepResult, parse_vary, sweep
+from engine.session.recorder import Recorder, recorder_at
+from engine.tune.sweep import SweepPoint, SweepResult, parse_vary, result_of, sweep
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -33,24 +33,63 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     printer = LivePrinter(live=False)
     out = sys.stdout if args.json != "-" else sys.stderr
     out.write(f"sweep      {name} over {', '.join(values)} ({args.duration:g} s per point)\n")
+    points: list[SweepPoint] = []
+    run_ids: list[int] = []
     try:
-        with recording(args.session, model_path=args.model, kind="profile") as record:
+        with recorder_at(args.session, model_path=args.model, kind="profile") as rec:
 
             def show(item: object) -> None:
                 if isinstance(item, SweepPoint):
+                    points.append(item)
+                    if rec is not None and rec.run_id is not None:
+                        run_ids.append(rec.run_id)
                     _point_line(item, out)
                     return
-                record(item)  # type: ignore[arg-type]
+                if rec is not None:
+                    rec.feed(item)  # type: ignore[arg-type]
                 if isinstance(item, Progress | Notice):
                     printer.feed(item)
 
-            result: SweepResult = drive(sweep(req, info, name, values), show)
+            try:
+                result: SweepResult = drive(sweep(req, info, name, values), show)
+            except KeyboardInterrupt:
+                if rec is not None and points:  # keep what was measured
+                    done = result_of(name, points)
+                    sweep_id = _store(rec, args.model, req, done, run_ids, partial=True)
+                    out.write(
+                        f"session    sweep {sweep_id} stored in {args.session}, partial: "
+                        f"{len(points)} of {len(values)} points\n"
+                    )
+                raise
+            if rec is not None:
+                sweep_id = _store(rec, args.model, req, result, run_ids, partial=False)
+                out.write(f"session    sweep {sweep_id} stored in {args.session}\n")
     finally:
         printer.close()
     _growth(result, out)
     if args.json:
         write_json(args.json, result.to_json())
     return EXIT_OK
+
+
+def _store(
+    rec: Recorder,
+    model: str,
+    req: BenchRequest,
+    result: SweepResult,
+    run_ids: list[int],
+    partial: bool,
+) -> int:
+    """The sweep as one row of the session (partial: interrupted, the points done)."""
+    rec.flush()
+    return rec.store.add_sweep(
+        model_path=model,
+        dim=result.dim,
+        config=req.config.to_json(),
+        result=result.to_json(),
+        run_ids=run_ids,
+        partial=partial,
+    )
 
 
 def _point_line(p: SweepPoint, out: TextIO) -> None:

@@ -13,6 +13,7 @@ from engine.session.refs import open_run, resolve_run_ref
 from engine.session.rows import MarkerRow, RunRow
 from engine.session.schema import MIGRATIONS, SCHEMA_VERSION
 from engine.session.store import SessionStore, open_session_file
+from engine.session.sweep_rows import SweepRow
 
 __all__ = [
     "MIGRATIONS",
@@ -22,6 +23,7 @@ __all__ = [
     "RunRow",
     "SessionReader",
     "SessionStore",
+    "SweepRow",
     "open_run",
     "open_session_file",
     "recording",

@@ -24,6 +24,7 @@ from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
 from engine.session import schema
 from engine.session.rows import MarkerRow, RunRow, op_stat_row, run_row
 from engine.session.serving_rows import ServingRun, read_serving
+from engine.session.sweep_rows import SweepRow, read_sweeps
 from engine.session.trust import check_file, corrupt, parse_json, req, typed
 
 P = ParamSpec("P")
@@ -163,6 +164,12 @@ class SessionReader:
     def serving(self, run_id: int) -> ServingRun | None:
         """A serving run's set-up, figures, requests and batches; None for other runs."""
         return read_serving(self._conn, run_id)
+
+    @_guarded
+    def sweeps(self) -> list[SweepRow]:
+        """Every recorded sweep (`opscope sweep --session`), oldest first; none in a file
+        older than format v3."""
+        return read_sweeps(self._conn)
 
     @_guarded
     def telemetry(self, run_id: int | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -461,4 +468,4 @@ def _close(conn: sqlite3.Connection, tmpdir: str | None) -> None:
             shutil.rmtree(tmpdir, ignore_errors=True)
 
 
-__all__ = ["MarkerRow", "RunRow", "SessionReader"]
+__all__ = ["MarkerRow", "RunRow", "SessionReader", "SweepRow"]

@@ -306,13 +306,27 @@ def recording(
     """For the CLI: yields a `feed(event)` that records into `path` (a no-op when None).
     A KeyboardInterrupt marks the run cancelled, any other exception marks it an error
     with the exception's one-line text; both are re-raised."""
+    with recorder_at(path, model_path=model_path, kind=kind, config=config) as rec:
+        yield rec.feed if rec is not None else lambda ev: None
+
+
+@contextlib.contextmanager
+def recorder_at(
+    path: str | Path | None,
+    *,
+    model_path: str,
+    kind: str = "bench",
+    config: RunConfig | None = None,
+) -> Iterator[Recorder | None]:
+    """`recording`, for a command that also writes through the recorder's store (a sweep
+    stores itself as a whole): yields the Recorder, or None when `path` is None."""
     if path is None:
-        yield lambda ev: None
+        yield None
         return
     store = SessionStore.create_or_open(path)
     rec = Recorder(store, model_path=model_path, kind=kind, config=config)
     try:
-        yield rec.feed
+        yield rec
     except KeyboardInterrupt:
         with contextlib.suppress(Exception):  # the interruption is the news, not this
             rec.cancel("interrupted (Ctrl-C)")

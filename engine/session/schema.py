@@ -210,7 +210,28 @@ def _v2_serving(db: Database) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [_v1_initial, _v2_serving]
+def _v3_sweeps(db: Database) -> None:
+    """Version 3: sweeps (`opscope sweep --session`), one row per sweep: the model, the
+    dim varied, the run config (JSON), the result (`SweepResult.to_json()`: vary, points,
+    growth), the ids of the runs its points recorded (JSON list) and whether it finished
+    ("complete") or was interrupted ("partial": the points done, fitted when two or more)."""
+    db.table("sweeps").create(
+        {
+            "id": int,
+            "created_at": str,
+            "model_path": str,
+            "dim": str,
+            "config": str,
+            "result": str,
+            "run_ids": str,
+            "status": str,
+        },
+        pk="id",
+        not_null=["dim", "result", "status"],
+    )
+
+
+MIGRATIONS: list[Migration] = [_v1_initial, _v2_serving, _v3_sweeps]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # Tables and columns a file of the current version must have (checked on open).
@@ -265,6 +286,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
         "outcome",
     ),
     "batches": ("run_id", "id", "start_ns", "end_ns", "size", "instance"),
+    "sweeps": ("id", "created_at", "model_path", "dim", "config", "result", "run_ids", "status"),
 }
 
 

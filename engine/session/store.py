@@ -253,6 +253,36 @@ class SessionStore:
             )
         return int(np.asarray(c.index).size)
 
+    # -- sweeps ------------------------------------------------------------------------
+
+    def add_sweep(
+        self,
+        *,
+        model_path: str,
+        dim: str,
+        config: dict[str, Any],
+        result: dict[str, Any],
+        run_ids: list[int],
+        partial: bool = False,
+    ) -> int:
+        """One sweep as a whole (`SweepResult.to_json()` as `result`); returns its id."""
+        table = self.db.table("sweeps")
+        with self.db.atomic():
+            table.insert(
+                {
+                    "created_at": utc_now(),
+                    "model_path": model_path,
+                    "dim": dim,
+                    "config": json_text(config),
+                    "result": json_text(result),
+                    "run_ids": json_text(run_ids),
+                    "status": "partial" if partial else "complete",
+                }
+            )
+        sweep_id = table.last_pk
+        assert isinstance(sweep_id, int)
+        return sweep_id
+
     def add_telemetry(self, run_id: int | None, rows: Iterable[tuple[int, str, float]]) -> int:
         """Append (wall_ns, name, value) samples, e.g. GPU clock or memory; returns count."""
         return self.add_telemetry_rows([(run_id, t, name, v) for t, name, v in rows])

@@ -33,6 +33,7 @@ class SweepPoint:
     def to_json(self) -> dict[str, Any]:
         return {
             "value": self.value,
+            "size": self.size,
             "latency_ms": self.p50_ms,
             "samples": self.samples,
             "op_types": self.op_types_ms,
@@ -119,6 +120,14 @@ def sweep(
             yield ev
         points.append(point)
         yield point
+    return result_of(name, points)
+
+
+def result_of(name: str, points: list[SweepPoint]) -> SweepResult:
+    """The points with their fit; with fewer than two points (a sweep interrupted early)
+    nothing is fitted (k NaN)."""
+    if len(points) < 2:
+        return SweepResult(name, points, math.nan, {})
     return SweepResult(name, points, *fit(points))
 
 

@@ -1,0 +1,179 @@
+"""Sweeps read back (`opscope sweep --session`, schema v3): each row's result JSON is
+checked field by field (types, finite numbers), because a session may come from anyone.
+A malformed row raises ValueError naming the sweep and the field; the reader turns it
+into one line."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from engine.config import RunConfig
+from engine.errors import ConfigError
+from engine.session.trust import parse_json, req, typed
+
+STATUSES = ("complete", "partial")
+MAX_POINTS = 10_000  # more than any real sweep; bounds the work on a hostile file
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPointRow:
+    """One size of a sweep: its value (a size, or a shape "AxB"), the size the fit used,
+    the median latency and each op type's time (ms per inference)."""
+
+    value: int | str
+    size: float
+    latency_ms: float  # NaN when the point was not timed
+    samples: int
+    op_types_ms: dict[str, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "size": self.size,
+            "latency_ms": self.latency_ms,
+            "samples": self.samples,
+            "op_types": self.op_types_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SweepRow:
+    """One recorded sweep: time ~ size^k fitted for the total and per op type."""
+
+    id: int
+    created_at: str | None
+    model_path: str | None
+    dim: str
+    config: RunConfig | None
+    status: str  # "complete" | "partial" (interrupted; the points done)
+    points: tuple[SweepPointRow, ...]
+    growth_total: float  # k of the total; NaN when not fitted (fewer than two points)
+    growth: dict[str, float]  # op type -> k
+    run_ids: tuple[int, ...]  # the runs its points recorded, in point order
+
+    @property
+    def values(self) -> list[int | str]:
+        return [p.value for p in self.points]
+
+    def ranked_growth(self) -> list[tuple[str, float]]:
+        """Op types by k, largest first (unfitted ones last)."""
+        return sorted(self.growth.items(), key=lambda kv: -kv[1] if math.isfinite(kv[1]) else 9e9)
+
+    def to_json(self) -> dict[str, Any]:
+        """Like `opscope sweep --json`, with the row's id, model, config and status."""
+        return {
+            "id": self.id,
+            "created_at": self.created_at,
+            "model_path": self.model_path,
+            "status": self.status,
+            "config": self.config.to_json() if self.config else None,
+            "run_ids": list(self.run_ids),
+            "vary": {"dim": self.dim, "values": self.values},
+            "points": [p.to_json() for p in self.points],
+            "growth": {"total": self.growth_total, "op_types": self.growth},
+        }
+
+
+def read_sweeps(conn: sqlite3.Connection) -> list[SweepRow]:
+    """Every sweep, oldest first."""
+    rows = conn.execute(
+        "SELECT id, created_at, model_path, dim, config, result, run_ids, status "
+        "FROM sweeps ORDER BY id"
+    ).fetchall()
+    return [_sweep(r) for r in rows]
+
+
+def _sweep(r: tuple[Any, ...]) -> SweepRow:
+    sweep_id = req(r[0], int, "sweeps.id")
+    try:
+        return _checked(sweep_id, r)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"sweep {sweep_id}: {exc}") from exc
+
+
+def _checked(sweep_id: int, r: tuple[Any, ...]) -> SweepRow:
+    config = None
+    raw_config = parse_json(r[4], dict, "sweeps.config")
+    if raw_config is not None:
+        try:
+            config = RunConfig.from_json(raw_config)
+        except ConfigError as exc:
+            raise ValueError(f"sweeps.config is invalid ({exc})") from exc
+    status = req(r[7], str, "sweeps.status")
+    if status not in STATUSES:
+        raise ValueError(f"sweeps.status {status!r} is not complete or partial")
+    result = parse_json(r[5], dict, "sweeps.result") or {}
+    points = result.get("points")
+    if not isinstance(points, list) or len(points) > MAX_POINTS:
+        raise ValueError("sweeps.result.points is not a list of points")
+    growth = result.get("growth", {})
+    if not isinstance(growth, dict):
+        raise ValueError("sweeps.result.growth is not an object")
+    ids = parse_json(r[6], list, "sweeps.run_ids") or []
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise ValueError("sweeps.run_ids holds a value that is not a run id")
+    return SweepRow(
+        id=sweep_id,
+        created_at=typed(r[1], str, "sweeps.created_at", nullable=True),
+        model_path=typed(r[2], str, "sweeps.model_path", nullable=True),
+        dim=req(r[3], str, "sweeps.dim"),
+        config=config,
+        status=status,
+        points=tuple(_point(p, i) for i, p in enumerate(points)),
+        growth_total=_number(growth.get("total"), "growth.total", nullable=True),
+        growth=_op_map(growth.get("op_types", {}), "growth.op_types", nullable=True),
+        run_ids=tuple(ids),
+    )
+
+
+def _point(p: object, i: int) -> SweepPointRow:
+    what = f"point {i}"
+    if not isinstance(p, dict):
+        raise ValueError(f"{what} is not an object")
+    value = p.get("value")
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"{what}.value is not a size or a shape")
+    size = p.get("size")
+    size_f = _size_of(value, what) if size is None else _number(size, f"{what}.size")
+    if not size_f > 0:
+        raise ValueError(f"{what}.size is not positive")
+    samples = p.get("samples", 0)
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
+        raise ValueError(f"{what}.samples is not a count")
+    return SweepPointRow(
+        value=value,
+        size=size_f,
+        latency_ms=_number(p.get("latency_ms"), f"{what}.latency_ms", nullable=True),
+        samples=samples,
+        op_types_ms=_op_map(p.get("op_types", {}), f"{what}.op_types"),
+    )
+
+
+def _size_of(value: int | str, what: str) -> float:
+    """The size the fit used, from the value: the size itself, or a shape's elements."""
+    if isinstance(value, int):
+        return float(value)
+    try:
+        return float(math.prod(int(x) for x in value.lower().split("x")))
+    except (ValueError, OverflowError):
+        raise ValueError(f"{what}.value {value[:40]!r} is not a shape like 1x128") from None
+
+
+def _op_map(value: object, what: str, nullable: bool = False) -> dict[str, float]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} is not an object")
+    return {str(k): _number(v, f"{what}[{str(k)[:40]!r}]", nullable) for k, v in value.items()}
+
+
+def _number(value: object, what: str, nullable: bool = False) -> float:
+    """A finite JSON number (null: NaN, where allowed)."""
+    if value is None and nullable:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{what} is not a number")
+    if not math.isfinite(value):
+        raise ValueError(f"{what} is not a finite number")
+    return float(value)
