@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QProcess
+from PySide6.QtCore import QProcess, QTimer
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -20,9 +20,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.cli.common import EXIT_INTERRUPTED
 from engine.model.info import ModelInfo
 from engine.tune.trial import cli_argv
 from widgets.scaling_plot import ScalingPlot
+
+KILL_AFTER_MS = 10_000  # a sweep that does not stop on SIGTERM (stuck in a library call)
 
 
 class ScalingDock(QWidget):
@@ -53,6 +56,7 @@ class ScalingDock(QWidget):
         layout.addWidget(self.status)
         layout.addWidget(self.plot, 1)
         self.process: QProcess | None = None
+        self.kept_partial = False  # the running sweep said it stored its points done
         self.out = Path(tempfile.mkdtemp(prefix="opscope-sweep-")) / "sweep.json"
         self.resume = False
         self.run_button.clicked.connect(self.run)
@@ -88,19 +92,29 @@ class ScalingDock(QWidget):
         proc.readyReadStandardOutput.connect(self._output)
         proc.finished.connect(self._finished)
         self.process = proc
+        self.kept_partial = False
         self.run_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self.status.setText("sweeping: live timing is paused")
         proc.start(program, argv)
 
     def cancel(self) -> None:
-        if self.process is not None:
-            self.process.kill()
+        """SIGTERM: the sweep stops as on Ctrl+C and keeps the points done in the session;
+        killed if it has not ended within KILL_AFTER_MS."""
+        proc = self.process
+        if proc is not None:
+            proc.terminate()
+            QTimer.singleShot(KILL_AFTER_MS, lambda: self._kill(proc))
+
+    def _kill(self, proc: QProcess) -> None:
+        if self.process is proc and proc.state() != QProcess.ProcessState.NotRunning:
+            proc.kill()
 
     def _output(self) -> None:
         if self.process is None:
             return
         text = bytes(self.process.readAllStandardOutput().data()).decode(errors="replace")
+        self.kept_partial = self.kept_partial or ", partial: " in text
         lines = [ln for ln in text.splitlines() if ln.startswith(("point", "opscope:"))]
         if lines:
             self.status.setText(lines[-1])
@@ -113,8 +127,14 @@ class ScalingDock(QWidget):
             self.wb.toggle_running()
         if code != 0 or not self.out.is_file():
             tail = bytes(proc.readAll().data()).decode(errors="replace").strip() if proc else ""
-            last = tail.splitlines()[-1] if tail else f"exit {code}"
-            self.status.setText(f"sweep failed: {last}" if code > 0 else "sweep cancelled")
+            if code == EXIT_INTERRUPTED or code < 0 or proc is None:
+                kept = self.kept_partial or ", partial: " in tail  # the points done, stored
+                self.status.setText(
+                    "sweep cancelled" + (": the points done are in the session" if kept else "")
+                )
+            else:
+                last = tail.splitlines()[-1] if tail else f"exit {code}"
+                self.status.setText(f"sweep failed: {last}")
             return
         data = json.loads(self.out.read_text())
         self.out.unlink()

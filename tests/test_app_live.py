@@ -405,5 +405,17 @@ def test_scaling_dock_sweeps_the_loaded_model(qtbot: QtBot, tmp_path: Path) -> N
             assert sum(r.kind == "profile" for r in reader.runs()) == 3
             (sweep,) = reader.sweeps()  # the sweep as a whole, with its points' runs
             assert sweep.values == [16, 32, 64] and len(sweep.run_ids) == 3
+        # Cancel mid-sweep: the sweep stops as on Ctrl+C and keeps the points done
+        dock.values.setText("16,32,48,64,96,128")
+        dock.run_button.click()
+        qtbot.waitUntil(lambda: dock.status.text().startswith("point"), timeout=TIMEOUT_MS)
+        dock.cancel_button.click()
+        qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=TIMEOUT_MS)
+        assert dock.status.text() == "sweep cancelled: the points done are in the session"
+        qtbot.waitUntil(lambda: wb.running, timeout=5_000)
+        wb.recording.flush()
+        with open_session_file(wb.recording.path) as reader:
+            partial = reader.sweeps()[-1]
+            assert partial.status == "partial" and 1 <= len(partial.values) < 6
     finally:
         wb.shutdown()

@@ -7,9 +7,12 @@ Exit codes: 0 success; 2 bad input (one line naming the file and cause, no trace
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 
 from engine import __version__, backends
 from engine.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
@@ -306,7 +309,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     try:
-        code: int = args.handler(args)
+        with _stops_like_ctrl_c():
+            code: int = args.handler(args)
         return code
     except OpScopeError as exc:
         print(f"opscope: error: {exc}", file=sys.stderr)
@@ -316,6 +320,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+
+
+@contextlib.contextmanager
+def _stops_like_ctrl_c() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a closed terminal, `kill`, the app's Cancel) end a command as
+    Ctrl+C does: the run marked cancelled, what was measured kept, the file left whole."""
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    names = ("SIGTERM", "SIGHUP")
+    sigs = [getattr(signal, n) for n in names if hasattr(signal, n)]
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {s: signal.signal(s, interrupt) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def _positive_int(text: str) -> int:
