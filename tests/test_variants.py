@@ -104,3 +104,41 @@ def test_cancelled_build_leaves_no_debris() -> None:
     gen.close()
     leftovers = [p for p in (cache.cache_root() / "variants").iterdir() if p.name.startswith(".")]
     assert leftovers == []
+
+
+def test_static_int8_for_transformers_keeps_activation_matmuls_in_fp32(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The transformer setting (weights' MatMuls only): attention's Q x K^T and weights x V
+    stay FP32 MatMuls fed by float tensors; the MatMuls with weights get QDQ inputs."""
+    from engine.backends.ort.activation_matmuls import activation_matmuls
+    from engine.model.inputs import generate_inputs, plan_inputs
+    from tests.conftest import DEMO_TRANSFORMER
+
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))
+    _, info = load_model(DEMO_TRANSFORMER)
+    acts = activation_matmuls(DEMO_TRANSFORMER)
+    weighted = [n.name for n in onnx.load(str(DEMO_TRANSFORMER)).graph.node
+                if n.op_type == "MatMul" and n.name not in acts]  # fmt: skip
+    assert len(acts) == 8 and weighted  # 2 per layer, 4 layers
+
+    model, plan = onnx.load(str(DEMO_TRANSFORMER)), plan_inputs(info, 2)
+
+    def calibration():  # type: ignore[no-untyped-def]
+        for i in range(4):
+            yield generate_inputs(model, info, plan, seed=i)
+
+    settings = {"op_types": ["MatMul", "Gemm"], "activation_matmuls": False}
+    ready = _ready(list(build_variant(info, "int8-static", calibration, "t", 4, settings)))
+    graph = onnx.load(ready.path).graph
+    made_by = {o: n.op_type for n in graph.node for o in n.output}
+    nodes = {n.name: n for n in graph.node}
+    for name in acts:
+        assert nodes[name].op_type == "MatMul"
+        assert all(made_by.get(i) != "DequantizeLinear" for i in nodes[name].input), name
+    assert any(
+        made_by.get(i) == "DequantizeLinear" for n in weighted if n in nodes for i in nodes[n].input
+    )
+    assert {n.op_type for n in graph.node if n.op_type in ("Softmax", "LayerNormalization")}
+    assert not any(made_by.get(i) == "DequantizeLinear"
+                   for n in graph.node if n.op_type == "Softmax" for i in n.input)  # fmt: skip

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import cache
+from engine.backends.ort.activation_matmuls import activation_matmuls
 from engine.backends.ort.inference_session import open_session, plan_session
 from engine.backends.ort.int8_sensitivity import node_errors
 from engine.backends.ort.int8_target import Outcome, Search, meet_target, summary
@@ -29,7 +30,7 @@ from engine.measure.accuracy import compare_outputs
 from engine.model.info import ModelInfo
 from engine.model.inputs import Feeds
 
-CHOICE_VERSION = 7
+CHOICE_VERSION = 10
 TIME_S = 0.3  # timing per attempt: enough to rank settings whose speeds differ by 10%+
 # Up to this many quantizable nodes, each is tried alone in FP32 (one build per node): on a
 # MiniLM the node that matters (an FFN output fed by the [CLS] token's outlier) is first
@@ -117,11 +118,19 @@ def choose_int8(
         ) -> Generator[Event, None, list[tuple[list[str], float]]]:
             if not floats:  # the model the quantizer saw: its node names are the ones to exclude
                 floats.append(str(drive(_preprocess(info, Path(tmp)))))
-            names = _node_names(floats[0], types)
+            op_types = settings.get("op_types", types)  # the candidate's, if it narrows them
+            names = _node_names(floats[0], op_types)
+            if settings.get("activation_matmuls") is False:  # kept in FP32 already
+                fp32 = set(activation_matmuls(floats[0]))
+                names = [n for n in names if n not in fp32]
             measured = node_errors(
-                floats[0], variant.path, eval_feeds, set(types) if types else None,
+                floats[0], variant.path, eval_feeds, set(op_types) if op_types else None,
                 with_producers=precision == "int8-static",
             )  # fmt: skip
+            if op_types:  # a unit's nodes the quantizer does not touch: nothing to gain
+                known = set(names)
+                measured = [([n for n in u if n in known], e) for u, e in measured]
+                measured = [(u, e) for u, e in measured if u]
             if len(names) > ONE_BY_ONE_LIMIT:  # too many to rebuild one by one
                 return measured
             if not one_by_one:  # once: each node alone in FP32, the gain in cosine

@@ -37,11 +37,26 @@ CANDIDATES: dict[tuple[str, str], list[dict[str, Any]]] = {
         {"weight_type": "QUInt8", "per_channel": False, "reduce_range": False},
     ],
     ("int8-static", "fast"): [
+        # transformers: the weights' MatMuls only, attention's activation MatMuls in FP32
+        {
+            "per_channel": True,
+            "reduce_range": False,
+            "op_types": ["MatMul", "Gemm"],
+            "activation_matmuls": False,
+            "method": "Percentile",
+        },
         {"per_channel": True, "reduce_range": False},
         {"per_channel": True, "reduce_range": False, "method": "Percentile"},
         {"per_channel": True, "reduce_range": True, "method": "Percentile"},
     ],
     ("int8-static", "avx2"): [
+        {
+            "per_channel": True,
+            "reduce_range": True,
+            "op_types": ["MatMul", "Gemm"],
+            "activation_matmuls": False,
+            "method": "Percentile",
+        },
         {"per_channel": True, "reduce_range": True, "method": "Percentile"},
         {"per_channel": False, "reduce_range": True},
     ],
@@ -178,16 +193,17 @@ def meet_target(
     for round_ in range(MAX_ROUNDS):
         budget = max(MIN_EXCLUDED, int(how.quantizable * MAX_EXCLUDED_SHARE))
         fresh: list[str] = []
-        taken = 0
+        units: list[list[str]] = []  # this round's, in rank order
         for unit, _ in ranking:  # whole units, the worst first, within the budget
             new = [n for n in unit if n not in excluded and n not in fresh]
-            if not new or taken >= k:
+            if not new or len(units) >= k:
                 continue
             if len(excluded) + len(fresh) + len(new) <= budget:
                 fresh += new
-                taken += 1
+                units.append(new)
         if not fresh:
             break
+        before = list(excluded)
         excluded += fresh
         yield Progress(
             "variant", round_ + 1, MAX_ROUNDS,
@@ -196,12 +212,31 @@ def meet_target(
         )  # fmt: skip
         a = yield from attempt(best.settings, excluded)
         if a.cosine >= target:
+            # fewer of this round's units may do: halve until the fewest that meet it
+            lo, hi = 0, len(units)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                fewer = before + [n for u in units[:mid] for n in u]
+                yield Progress(
+                    "variant",
+                    0,
+                    None,
+                    f"met with {len(excluded)} node(s) in FP32: trying {len(fewer)}",
+                )
+                t = yield from attempt(best.settings, fewer)
+                if t.cosine >= target:
+                    hi, a = mid, t
+                else:
+                    lo = mid
+            excluded = list(a.excluded)
             # the same nodes in FP32 under the faster settings tried earlier: the most
             # accurate setting is rarely the fastest (MiniLM: QUInt8 1.17x, QInt8 1.58x)
+            # (only settings that quantize the same nodes: others lose accuracy elsewhere)
             faster = sorted(
-                (t for t in attempts if not t.excluded and t.p50_ms < best.p50_ms),
+                (t for t in attempts
+                 if not t.excluded and t.p50_ms < best.p50_ms and _scope(t) == _scope(best)),
                 key=lambda t: t.p50_ms,
-            )
+            )  # fmt: skip
             for t in faster:
                 yield Progress(
                     "variant", 0, None, f"the same nodes in FP32 with {_describe(t.settings)}"
@@ -220,6 +255,11 @@ def meet_target(
         "node(s) in FP32); it runs that one — consider FP16, or a lower --min-cosine",
     )
     return outcome(chosen, False)
+
+
+def _scope(a: Attempt) -> tuple[Any, Any]:
+    """Which nodes a setting quantizes (its op types, whether activation MatMuls too)."""
+    return (a.settings.get("op_types"), a.settings.get("activation_matmuls", True))
 
 
 def _number(value: object) -> float:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import cache
+from engine.backends.ort.activation_matmuls import activation_matmuls
 from engine.errors import ModelError, one_line
 from engine.events import Notice, Progress, VariantReady
 from engine.model.info import ModelInfo
@@ -50,6 +51,7 @@ VARIANT_PARAMS: dict[str, dict[str, Any]] = {
         "reduce_range": True,
         "op_types": None,
         "method": "MinMax",
+        "activation_matmuls": True,  # False: MatMuls of two activations stay FP32
         "preprocess": True,
     },
 }
@@ -247,6 +249,9 @@ def _build_int8_static(
             return item
 
     failure: list[BaseException] = []
+    exclude = list(p.get("nodes_to_exclude") or [])
+    if not p.get("activation_matmuls", True):
+        exclude += [n for n in activation_matmuls(src) if n not in exclude]
 
     def work() -> None:
         try:
@@ -262,7 +267,7 @@ def _build_int8_static(
                     reduce_range=p["reduce_range"],
                     op_types_to_quantize=p["op_types"],
                     calibrate_method=CalibrationMethod[p["method"]],
-                    nodes_to_exclude=p.get("nodes_to_exclude") or None,
+                    nodes_to_exclude=exclude or None,
                 )
         except BaseException as exc:  # re-raised in the generator's thread
             failure.append(exc)
