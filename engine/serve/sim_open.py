@@ -34,6 +34,7 @@ INF = math.inf
 
 
 def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> ServeRecords:
+    """Serve `schedule` with no cache and no queue limit."""
     sched: list[float] = schedule.times.tolist()
     n = len(sched)
     trail = Trail()
@@ -115,6 +116,8 @@ def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> Ser
 def queue_loop(
     schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws, cache_size: int
 ) -> ServeRecords:
+    """Serve `schedule` through a response cache of `cache_size` (0: none) and the policy's
+    queue limit."""
     keys: list[int] = schedule.keys.tolist()
     sched: list[float] = schedule.times.tolist()
     n = len(sched)
