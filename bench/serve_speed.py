@@ -3,11 +3,14 @@ time), traffic generator accuracy (lateness of sends at 1k and 5k requests/s aga
 server that answers at once), and the serving loop's overhead at saturation (closed loop
 with max batch N against `opscope bench --batch N`'s timing loop, interleaved). Run:
     .venv/bin/python bench/serve_speed.py [--out bench/results/serve_speed.md]
+    .venv/bin/python bench/serve_speed.py --sim-only  # rewrites only the simulator table
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import statistics
 import sys
 import time
@@ -34,11 +37,25 @@ from engine.serve.simulate import simulate  # noqa: E402
 from engine.serve.traffic import make_schedule, parse_traffic  # noqa: E402
 
 
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
 def sim_speed(lines: list[str]) -> None:
     rng = np.random.default_rng(0)
     svc = ServiceModel({1: rng.gamma(4, 0.25e-3, 500), 8: rng.gamma(4, 0.6e-3, 500)}, {})
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines += [
         "## Simulator speed",
+        "",
+        f"{time.strftime('%Y-%m-%d')}, {cpu_model()}, {os.cpu_count()} CPUs, "
+        f"load average {load:.2f} before the run; schedules are made outside the timing.",
         "",
         "| case | requests | wall s | requests/s |",
         "|---|---|---|---|",
@@ -112,7 +129,19 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--out", default=str(ROOT / "bench/results/serve_speed.md"))
+    ap.add_argument("--sim-only", action="store_true", help="only the simulator speed, "
+                    "replacing its section of --out and keeping the others")  # fmt: skip
     args = ap.parse_args()
+    if args.sim_only:
+        section: list[str] = []
+        sim_speed(section)
+        old = Path(args.out).read_text() if Path(args.out).is_file() else ""
+        new = "\n".join(section) + "\n"
+        text, found = re.subn(
+            r"## Simulator speed\n.*?(?=\n## |\Z)", lambda _: new, old, flags=re.S
+        )
+        publish(text.rstrip("\n") if found else new.rstrip("\n"), args.out)
+        return
     lines = [f"# Serving lab costs ({time.strftime('%Y-%m-%d')})", ""]
     sim_speed(lines)
     generator_accuracy(lines)

@@ -1,7 +1,9 @@
 """The simulator against closed-form queueing results, its two event loops against each
-other, and nothing lost."""
+other, its records against stored ones, and nothing lost."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +13,9 @@ from engine.serve.records import OK, REJECTED, TIMED_OUT, summarize
 from engine.serve.service import ServiceModel
 from engine.serve.simulate import simulate
 from engine.serve.traffic import Schedule, make_schedule, parse_traffic
+from tests import sim_cases
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def service(samples_ms: np.ndarray, size: int = 1) -> ServiceModel:
@@ -108,3 +113,16 @@ def test_closed_loop_keeps_n_in_flight() -> None:
     assert s["requests"]["completed"] == 3000
     assert s["batch_size"]["mean"] == pytest.approx(4.0, rel=0.01)  # 4 clients, one batch
     assert s["throughput"]["requests_per_s"] == pytest.approx(4 / 2e-3, rel=0.02)
+
+
+@pytest.mark.parametrize("name", sorted(sim_cases.cases()))
+def test_records_match_the_stored_ones(name: str) -> None:
+    """Bit-identical records on seeded cases stored before the simulator was sped up
+    (tests/fixtures/make_sim_records.py): a faster simulator is the same simulator."""
+    sched, policy, svc, kwargs = sim_cases.cases()[name]
+    rec = simulate(sched, policy, svc, **kwargs)
+    with np.load(FIXTURES / "sim_records.npz") as stored:
+        for field in sim_cases.FIELDS:
+            got, want = getattr(rec, field), stored[f"{name}.{field}"]
+            assert got.dtype == want.dtype, field
+            assert np.array_equal(got, want, equal_nan=want.dtype.kind == "f"), field

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engine.errors import ConfigError, InputError
-from engine.serve.batching import BatchPolicy, take
+from engine.serve.batching import BatchPolicy, BatchRule, take
 from engine.serve.cache import ResponseCache
 from engine.serve.traffic import make_schedule, parse_traffic, repeat_keys
 
@@ -106,3 +106,45 @@ def test_the_cache_is_lru() -> None:
     cache.store(3)  # evicts 2
     assert not cache.lookup(2) and cache.lookup(1) and cache.lookup(3)
     assert ResponseCache(0).lookup(1) is False
+
+
+def test_store_all_is_store_in_order() -> None:
+    """The simulator stores a completed batch's keys at once; `holds` neither counts nor
+    moves a key."""
+    rng = np.random.default_rng(0)
+    batches = [rng.integers(0, 40, rng.integers(1, 9)).tolist() for _ in range(300)]
+    one, many = ResponseCache(16), ResponseCache(16)
+    for keys in batches:
+        for key in keys:
+            one.store(key)
+        many.store_all(keys)
+        assert list(one._entries) == list(many._entries)
+    before = list(many._entries)
+    assert many.holds(before[0]) and not many.holds(-1)
+    assert list(many._entries) == before and many.lookups == 0
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        BatchPolicy(),
+        BatchPolicy(max_batch=8, delay_ms=1.0),
+        BatchPolicy(max_batch=8, preferred=(2, 6), delay_ms=3.0),
+        BatchPolicy(max_batch=16, preferred=(4, 16)),
+    ],
+)
+def test_the_batch_rule_tables_are_take(policy: BatchPolicy) -> None:
+    """The simulator's inline form of `take` (BatchRule) decides as `take` does."""
+    rule = BatchRule(policy)
+    sizes = sorted({*policy.preferred, policy.max_batch})
+    for queued in range(1, policy.max_batch):
+        for waited in (0.0, policy.delay_s / 2, policy.delay_s - 1e-12, policy.delay_s, 1.0):
+            k, wait = take(queued, waited, policy)
+            if rule.pick[queued]:
+                assert (k, wait) == (rule.pick[queued], 0.0)
+            elif waited >= rule.ripe:
+                assert (k, wait) == (queued, 0.0)
+            else:
+                assert k == 0 and wait == rule.delay - waited
+        assert rule.grow[queued] == next(s for s in sizes if s > queued)
+    assert rule.grow[0] == 1

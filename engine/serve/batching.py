@@ -103,3 +103,19 @@ def take(queued: int, oldest_wait_s: float, policy: BatchPolicy) -> tuple[int, f
     if oldest_wait_s >= policy.delay_s - 1e-12:
         return queued, 0.0
     return 0, policy.delay_s - oldest_wait_s
+
+
+class BatchRule:
+    """`take` as tables, for the simulator's event loops to apply inline (a call per event,
+    a million times, is what costs). With q requests queued, q below max batch: take
+    `pick[q]` now; if that is 0, take all q once the oldest has waited `ripe` s, else ask
+    again when it will have waited `delay` s (at t + (delay - waited), as `take` says).
+    `grow[q]`: the queue length at which the answer can next change before that delay."""
+
+    def __init__(self, policy: BatchPolicy) -> None:
+        m = policy.max_batch
+        self.pick = [max((p for p in policy.preferred if p <= q), default=0) for q in range(m)]
+        sizes = sorted({*policy.preferred, m})
+        self.grow = [1] + [next(s for s in sizes if s > q) for q in range(1, m)]
+        self.delay = policy.delay_s
+        self.ripe = policy.delay_s - 1e-12

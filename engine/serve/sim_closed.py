@@ -1,0 +1,130 @@
+"""The simulator's event loop for a closed loop: `clients` clients, each sending its next
+request when its last one ended (answered, hit, rejected or timed out), so arrivals are
+made as the run goes (a heap of send times), not read from a schedule."""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from engine.serve.batching import BatchPolicy, BatchRule
+from engine.serve.cache import ResponseCache
+from engine.serve.records import ServeRecords
+from engine.serve.sim_records import Trail
+from engine.serve.sim_service import ServiceDraws
+from engine.serve.traffic import Schedule
+
+INF = math.inf
+
+
+def closed_loop(
+    schedule: Schedule,
+    policy: BatchPolicy,
+    svc: ServiceDraws,
+    cache_size: int,
+    clients: int,
+    requests: int,
+) -> ServeRecords:
+    """`requests` in all, their content keys from `schedule.keys`."""
+    keys: list[int] = schedule.keys.tolist()
+    n = requests
+    if len(keys) < n:
+        raise ValueError("closed loop: the schedule has fewer keys than requests")
+    sched: list[float] = [0.0] * n  # when each was sent
+    trail = Trail()
+    rule = BatchRule(policy)
+    cache = ResponseCache(cache_size)
+    joined: list[int] = []  # requests in the order they joined the queue
+    joined_keys: list[int] = []  # and their keys (the cache stores a batch's on completion)
+    head = 0  # the queue is joined[head:]
+    free = list(range(policy.instances - 1, -1, -1))
+    busy: list[tuple[float, int, int]] = []  # (end, instance, batch)
+    sends: list[float] = [0.0] * min(clients, n)  # a heap: when each client sends next
+    timeout, limit, max_batch = policy.timeout_s, policy.queue_limit, policy.max_batch
+    pick, delay, ripe = rule.pick, rule.delay, rule.ripe
+    table, lens, draws, adjust = svc.table, svc.lens, svc.draws, svc.adjust
+    n_draws = len(draws)
+    i = 0
+    t = 0.0
+    wake = INF
+    last_end = -INF
+    heappop, heappush = heapq.heappop, heapq.heappush
+    b_size, b_first = trail.size, trail.first
+    while True:
+        t_arr = (sends[0] if sends else INF) if i < n else INF
+        t_c = busy[0][0] if busy else INF
+        t = t_arr if t_arr < t_c else t_c
+        if wake < t:
+            t = wake
+        if t == INF:
+            break
+        if t_c <= t_arr and t_c <= wake:
+            last_end, inst, b = heappop(busy)
+            free.append(inst)
+            if cache_size:
+                p = b_first[b]
+                cache.store_all(joined_keys[p : p + b_size[b]])
+            for _ in range(b_size[b]):
+                heappush(sends, t)
+        elif t_arr <= wake:
+            j = i
+            i += 1
+            heappop(sends)
+            sched[j] = t
+            key = keys[j]
+            if cache_size and cache.lookup(key):
+                trail.hits.append(j)
+                heappush(sends, t)
+                continue
+            if limit and len(joined) - head >= limit:
+                trail.rejected.append(j)
+                heappush(sends, t)
+                continue
+            joined.append(j)
+            joined_keys.append(key)
+        wake = INF
+        if i < n and sends and sends[0] <= t:
+            continue  # every arrival at this instant joins before the batcher decides
+        if busy and busy[0][0] <= t:
+            continue  # and every batch that ended by now frees its instance first
+        tail = len(joined)
+        while free and head < tail:
+            gone = head
+            while gone < tail and t - sched[joined[gone]] > timeout:
+                gone += 1
+            if gone > head:
+                trail.drop_first.append(head)
+                trail.drop_count.append(gone - head)
+                trail.drop_time.append(t)
+                for _ in range(gone - head):
+                    heappush(sends, t)
+                head = gone
+                if head == tail:
+                    break
+            queued = tail - head
+            if queued >= max_batch:
+                k = max_batch
+            else:
+                k = pick[queued]
+                if not k:
+                    waited = t - sched[joined[head]]
+                    if waited < ripe:
+                        wake = t + (delay - waited)
+                        break
+                    k = queued
+            b = len(b_size)
+            took = table[k][int(draws[b % n_draws] * lens[k])]
+            if adjust is not None:  # no schedule: arrivals do not slow a batch
+                took = adjust(k, b, took, 0.0 if busy else t - last_end, t, None, i)
+            end = t + (took if took > 1e-7 else 1e-7)
+            inst = free.pop()
+            trail.start.append(t)
+            trail.end.append(end)
+            b_size.append(k)
+            trail.instance.append(inst)
+            b_first.append(head)
+            heappush(busy, (end, inst, b))
+            head += k
+    return trail.records(np.asarray(sched[:i], np.float64), np.asarray(joined, np.int64))

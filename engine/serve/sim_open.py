@@ -1,0 +1,242 @@
+"""The simulator's event loops for open-loop traffic (arrivals known in advance).
+
+`fifo_loop` (no cache, no queue limit): every request joins the queue, so the FIFO queue
+is a range of the sorted arrivals, and the loop jumps from one event that can change the
+batcher's mind to the next (a completion, the delay expiring, an arrival that makes a
+preferred or the max size); its work per batch does not grow with the batch.
+
+`queue_loop` (a response cache and/or a queue limit): each arrival is looked up or may be
+rejected, so it is an event of its own. Arrivals run in a tight inner loop up to the next
+completion or wake-up: while no instance is free they only queue; while the batcher waits
+out its delay, each one renews the wake-up as the batcher would (the same arithmetic, so
+the same float); only an arrival that lets it take a batch goes on to the batcher.
+
+Both follow the same order of events as the real loop: at one instant, completions free
+their instance first, then every arrival joins, then the batcher decides.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_left, bisect_right
+
+import numpy as np
+
+from engine.serve.batching import BatchPolicy, BatchRule
+from engine.serve.cache import ResponseCache
+from engine.serve.records import ServeRecords
+from engine.serve.sim_records import Trail
+from engine.serve.sim_service import ServiceDraws
+from engine.serve.traffic import Schedule
+
+INF = math.inf
+
+
+def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> ServeRecords:
+    """Serve `schedule` with no cache and no queue limit."""
+    sched: list[float] = schedule.times.tolist()
+    n = len(sched)
+    trail = Trail()
+    rule = BatchRule(policy)
+    free = list(range(policy.instances - 1, -1, -1))  # idle instance ids (a stack)
+    busy: list[tuple[float, int]] = []  # (end, instance)
+    timeout, max_batch = policy.timeout_s, policy.max_batch
+    pick, grow, delay, ripe = rule.pick, rule.grow, rule.delay, rule.ripe
+    table, lens, draws, adjust = svc.table, svc.lens, svc.draws, svc.adjust
+    n_draws = len(draws)
+    head = 0  # the queue is sched[head:tail], tail: the arrivals by t
+    tail = bisect_right(sched, 0.0)
+    t = 0.0
+    wake = INF
+    last_end = -INF  # when the server last finished a batch
+    heappop, heappush = heapq.heappop, heapq.heappush
+    b_start, b_end, b_inst = trail.start.append, trail.end.append, trail.instance.append
+    b_size, b_first = trail.size, trail.first.append
+    while True:
+        t_c = busy[0][0] if busy else INF
+        if free:  # tail is up to date: the batcher ran at t
+            queued = tail - head
+            # the next arrival that can change the batcher's mind: one that makes a
+            # preferred (or the max) size, or any arrival into an empty queue
+            idx = head + (grow[queued] if queued < max_batch else max_batch) - 1
+            t_fill = sched[idx] if idx < n else INF
+        else:
+            t_fill = INF
+        t = t_c if t_c < wake else wake
+        if t_fill < t:
+            t = t_fill
+        if t == INF:
+            break
+        if t == t_c:
+            while busy and busy[0][0] <= t:
+                last_end, inst = heappop(busy)
+                free.append(inst)
+        wake = INF
+        if not free:
+            continue
+        tail = bisect_right(sched, t, head)
+        while free:
+            if timeout < INF:  # requests due before t - timeout are dropped
+                gone = min(bisect_left(sched, t - timeout, head, tail), tail)
+                if gone > head:
+                    trail.drop_first.append(head)
+                    trail.drop_count.append(gone - head)
+                    trail.drop_time.append(t)
+                    head = gone
+            queued = tail - head
+            if not queued:
+                break
+            if queued >= max_batch:
+                k = max_batch
+            else:
+                k = pick[queued]
+                if not k:
+                    waited = t - sched[head]
+                    if waited < ripe:
+                        wake = t + (delay - waited)
+                        break
+                    k = queued
+            b = len(b_size)
+            took = table[k][int(draws[b % n_draws] * lens[k])]
+            if adjust is not None:
+                took = adjust(k, b, took, 0.0 if busy else t - last_end, t, sched, tail)
+            end = t + (took if took > 1e-7 else 1e-7)
+            inst = free.pop()
+            b_start(t)
+            b_end(end)
+            b_size.append(k)
+            b_inst(inst)
+            b_first(head)
+            heappush(busy, (end, inst))
+            head += k
+    return trail.records(schedule.times, None)
+
+
+def queue_loop(
+    schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws, cache_size: int
+) -> ServeRecords:
+    """Serve `schedule` through a response cache of `cache_size` (0: none) and the policy's
+    queue limit."""
+    keys: list[int] = schedule.keys.tolist()
+    sched: list[float] = schedule.times.tolist()
+    n = len(sched)
+    trail = Trail()
+    rule = BatchRule(policy)
+    cache = ResponseCache(cache_size)
+    joined: list[int] = []  # requests in the order they joined the queue
+    joined_keys: list[int] = []  # and their keys (the cache stores a batch's on completion)
+    head = 0  # the queue is joined[head:]
+    free = list(range(policy.instances - 1, -1, -1))
+    busy: list[tuple[float, int, int]] = []  # (end, instance, batch)
+    timeout, limit, max_batch = policy.timeout_s, policy.queue_limit, policy.max_batch
+    pick, delay, ripe = rule.pick, rule.delay, rule.ripe
+    table, lens, draws, adjust = svc.table, svc.lens, svc.draws, svc.adjust
+    n_draws = len(draws)
+    i = 0  # the next arrival
+    t = 0.0
+    wake = INF  # when the batcher asks again (INF whenever no instance is free)
+    last_end = -INF
+    heappop, heappush = heapq.heappop, heapq.heappush
+    holds, lookup = cache.holds, cache.lookup
+    store_all = cache.store_all
+    b_start, b_end, b_inst = trail.start.append, trail.end.append, trail.instance.append
+    b_size, b_first = trail.size, trail.first
+    hits, rejected = trail.hits.append, trail.rejected.append
+    join, join_key = joined.append, joined_keys.append
+    while True:
+        t_c = busy[0][0] if busy else INF
+        t_arr = sched[i] if i < n else INF
+        if t_c <= t_arr and t_c <= wake:
+            if t_c == INF:
+                break
+            t = t_c
+            last_end, inst, b = heappop(busy)
+            free.append(inst)
+            if cache_size:
+                p = b_first[b]
+                store_all(joined_keys[p : p + b_size[b]])
+            wake = INF
+            if t_arr <= t:
+                continue  # every arrival at this instant joins before the batcher decides
+            if busy and busy[0][0] <= t:
+                continue  # and every batch that ended by now frees its instance first
+        elif t_arr <= wake:
+            # arrivals up to the next completion or wake-up; most only queue (no instance
+            # free) or leave the batcher waiting: only one that lets it take a batch (or
+            # drop a timed-out request) goes on to the batcher below
+            decide = False
+            while i < n:
+                t_next = sched[i]
+                if t_next >= t_c or t_next > wake:
+                    break
+                t = t_next
+                j = i
+                i += 1
+                key = keys[j]
+                if holds(key) and lookup(key):
+                    hits(j)
+                    continue
+                if limit and len(joined) - head >= limit:
+                    rejected(j)
+                    continue
+                join(j)
+                join_key(key)
+                if not free:
+                    continue  # wake is INF: nothing to decide until a completion
+                wake = INF
+                if i < n and sched[i] <= t:
+                    continue  # every arrival at this instant joins before the batcher decides
+                oldest = sched[joined[head]]
+                queued = len(joined) - head
+                if t - oldest > timeout or queued >= max_batch or pick[queued]:
+                    decide = True
+                    break
+                waited = t - oldest
+                if waited >= ripe:
+                    decide = True
+                    break
+                wake = t + (delay - waited)  # as the batcher below would
+            if not decide:
+                continue
+        else:
+            t = wake
+            wake = INF
+        tail = len(joined)
+        while free and head < tail:
+            if timeout < INF:
+                gone = head
+                while gone < tail and t - sched[joined[gone]] > timeout:
+                    gone += 1
+                if gone > head:
+                    trail.drop_first.append(head)
+                    trail.drop_count.append(gone - head)
+                    trail.drop_time.append(t)
+                    head = gone
+                    if head == tail:
+                        break
+            queued = tail - head
+            if queued >= max_batch:
+                k = max_batch
+            else:
+                k = pick[queued]
+                if not k:
+                    waited = t - sched[joined[head]]
+                    if waited < ripe:
+                        wake = t + (delay - waited)
+                        break
+                    k = queued
+            b = len(b_size)
+            took = table[k][int(draws[b % n_draws] * lens[k])]
+            if adjust is not None:
+                took = adjust(k, b, took, 0.0 if busy else t - last_end, t, sched, i)
+            end = t + (took if took > 1e-7 else 1e-7)
+            inst = free.pop()
+            b_start(t)
+            b_end(end)
+            b_size.append(k)
+            b_inst(inst)
+            b_first.append(head)
+            heappush(busy, (end, inst, b))
+            head += k
+    return trail.records(schedule.times, np.asarray(joined, np.int64))

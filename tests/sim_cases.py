@@ -1,0 +1,86 @@
+"""Seeded simulator cases whose records are stored in tests/fixtures/sim_records.npz
+(written by tests/fixtures/make_sim_records.py): a speed-up of the simulator must give
+bit-identical records on them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.serve.batching import BatchPolicy
+from engine.serve.service import ServiceModel
+from engine.serve.traffic import Schedule, make_schedule, parse_traffic
+
+FIELDS = (
+    "scheduled",
+    "sent",
+    "dequeued",
+    "done",
+    "batch",
+    "hit",
+    "outcome",
+    "batch_start",
+    "batch_end",
+    "batch_size",
+    "batch_instance",
+)
+Case = tuple[Schedule, BatchPolicy, ServiceModel, dict[str, Any]]
+
+
+def _service(calibrated: bool) -> ServiceModel:
+    """Batch times for sizes 1, 4 and 8; `calibrated` adds what a calibration measures
+    beyond them (idle slowdowns, a cost per arrival, the sender's lateness)."""
+    rng = np.random.default_rng(3)
+    samples = {s: rng.gamma(4, 0.3e-3 * s**0.6, 200) for s in (1, 4, 8)}
+    if not calibrated:
+        return ServiceModel(samples, {})
+    idle = {1: {1e-3: 1.0 + 0.5 * rng.random(30), 5e-3: 1.3 + rng.random(30)}}
+    return ServiceModel(samples, {}, idle, {1: 15e-6, 8: 25e-6}, rng.gamma(2, 20e-6, 100))
+
+
+def cases() -> dict[str, Case]:
+    bursts = parse_traffic("bursts:1500,9000,0.2,0.3")
+    sched = make_schedule(bursts, 0, seed=11, repeat=0.4, requests=1000)
+    return {
+        # the general loop: cache, 2 instances, timeouts and a queue limit
+        "cache_2_instances_timeout_limit": (
+            sched,
+            BatchPolicy(
+                max_batch=8,
+                preferred=(4,),
+                delay_ms=1.0,
+                queue_limit=40,
+                timeout_ms=6.0,
+                instances=2,
+            ),
+            _service(True),
+            {"cache_size": 200, "seed": 5},
+        ),
+        "cache_3_instances_plain_service": (
+            sched,
+            BatchPolicy(max_batch=8, delay_ms=0.5, queue_limit=12, timeout_ms=1.5, instances=3),
+            _service(False),
+            {"cache_size": 50, "seed": 6},
+        ),
+        # the fast loop: no cache, no queue limit
+        "open_timeout_preferred": (
+            sched,
+            BatchPolicy(max_batch=8, preferred=(4,), delay_ms=2.0, timeout_ms=8.0),
+            _service(True),
+            {"seed": 7},
+        ),
+        "batch_1_two_instances": (
+            sched,
+            BatchPolicy(instances=2),
+            _service(False),
+            {"seed": 8},
+        ),
+        # a closed loop with a cache
+        "closed_cache": (
+            sched,
+            BatchPolicy(max_batch=4, delay_ms=1.0, timeout_ms=5.0),
+            _service(True),
+            {"cache_size": 100, "closed_clients": 12, "closed_requests": 800, "seed": 9},
+        ),
+    }
