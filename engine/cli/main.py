@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from engine import __version__, backends
 from engine.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
+from engine.cli.generate_args import add_generate_parser
 from engine.cli.serve_args import add_serving_parsers
 from engine.cli.tune_args import add_sweep_parser, add_tune_parser
 from engine.config import DEFAULT_MIN_COSINE, FUSIONS, PRECISIONS, PROVIDERS
@@ -108,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serving_parsers(sub, _add_knobs, _positive_float, _positive_int, _nonneg_float, _nonneg_int)
     add_tune_parser(sub, _add_knobs, _positive_float, _positive_int)
     add_sweep_parser(sub, _add_knobs, _positive_float, _positive_int)
+    add_generate_parser(sub, _positive_float, _positive_int, _nonneg_int)
 
     p = sub.add_parser("session", help="read session files (.opscope)")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -1,0 +1,92 @@
+"""A generating model on ONNX Runtime: the KV cache in one preallocated buffer per layer
+and per key/value (past and present bound to the same memory through IOBinding, as
+onnxruntime-genai's shared buffer does, so no step copies the cache), the prompt in one
+forward pass (prefill), then one token per pass (decode)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from engine.errors import ConfigError, ModelError, one_line
+
+if TYPE_CHECKING:
+    import onnxruntime
+
+
+@dataclass(frozen=True)
+class DecoderShape:
+    """What the cache needs: layers, KV heads, head size, and the names to bind."""
+
+    layers: int
+    kv_heads: int
+    head_size: int
+    input_ids: str = "input_ids"
+    attention_mask: str = "attention_mask"
+    past_key: str = "past_key_values.%d.key"
+    past_value: str = "past_key_values.%d.value"
+    present_key: str = "present.%d.key"
+    present_value: str = "present.%d.value"
+    logits: str = "logits"
+
+    def kv_bytes_per_token(self, itemsize: int = 4) -> int:
+        """Cache bytes one token of one sequence takes: keys and values, every layer."""
+        return 2 * self.layers * self.kv_heads * self.head_size * itemsize
+
+
+class Decoder:
+    """`prefill(ids)` then `step(tokens)`, for `batch` sequences of at most `max_length`
+    tokens; each returns the last position's logits, [batch, vocab]."""
+
+    def __init__(
+        self, session: onnxruntime.InferenceSession, shape: DecoderShape, batch: int,
+        max_length: int,
+    ) -> None:  # fmt: skip
+        import onnxruntime as ort
+
+        self.session, self.shape, self.batch, self.max_length = session, shape, batch, max_length
+        names = {i.name for i in session.get_inputs()}
+        if shape.past_key % 0 not in names:
+            raise ConfigError(f"the model has no input {shape.past_key % 0!r} (a decoder's past)")
+        self.cache = [
+            np.zeros((batch, shape.kv_heads, max_length, shape.head_size), np.float32)
+            for _ in range(2 * shape.layers)
+        ]
+        self.io = session.io_binding()
+        self.io.bind_output(shape.logits, "cpu")  # first: outputs come back in binding order
+        for layer in range(shape.layers):
+            for j, (past, present) in enumerate(
+                ((shape.past_key, shape.present_key), (shape.past_value, shape.present_value))
+            ):
+                buf = ort.OrtValue.ortvalue_from_numpy(self.cache[2 * layer + j])
+                self.io.bind_ortvalue_input(past % layer, buf)
+                self.io.bind_ortvalue_output(present % layer, buf)
+        self.length = 0  # tokens in the cache
+        self.run_options = ort.RunOptions()
+        self.run_options.log_severity_level = 4  # a failed step is our one line, not ORT's log
+
+    def _run(self, ids: np.ndarray) -> np.ndarray:
+        total = self.length + ids.shape[1]
+        if total > self.max_length:
+            raise ConfigError(f"{total} tokens exceed the cache's {self.max_length}")
+        self.io.bind_cpu_input(self.shape.input_ids, np.ascontiguousarray(ids, np.int64))
+        self.io.bind_cpu_input(self.shape.attention_mask, np.ones((self.batch, total), np.int64))
+        self.io.bind_output(self.shape.logits, "cpu")  # anew: its shape changes every step
+        try:
+            self.session.run_with_iobinding(self.io, self.run_options)
+        except Exception as exc:  # ORT's own error types
+            raise ModelError(f"ONNX Runtime failed to run a step ({one_line(exc)})", "") from exc
+        self.length = total
+        logits = self.io.get_outputs()[0].numpy()
+        return np.asarray(logits[:, -1, :])
+
+    def prefill(self, ids: np.ndarray) -> np.ndarray:
+        """The prompt, [batch, length] token ids, in one pass (the cache starts empty)."""
+        self.length = 0
+        return self._run(ids)
+
+    def step(self, tokens: np.ndarray) -> np.ndarray:
+        """One new token per sequence, [batch]."""
+        return self._run(tokens.reshape(self.batch, 1))

@@ -1,0 +1,67 @@
+"""The `generate` command line."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+
+def add_generate_parser(
+    sub: Any,
+    positive_float: Callable[[str], float],
+    positive_int: Callable[[str], int],
+    nonneg_int: Callable[[str], int],
+) -> None:
+    p = sub.add_parser(
+        "generate",
+        help="time a generating model (LLM): time to first token, time per output token, "
+        "prefill and decode tokens/s, the KV cache",
+    )
+    p.add_argument("model", help="a genai-format folder (genai_config.json, model.onnx)")
+    prompt = p.add_mutually_exclusive_group()
+    prompt.add_argument(
+        "--prompt-len", type=positive_int, default=128, metavar="L",
+        help="a prompt of L generated tokens (default 128)",
+    )  # fmt: skip
+    prompt.add_argument("--prompt", metavar="TEXT", help="a prompt text (the model's tokenizer)")
+    p.add_argument(
+        "--new-tokens", type=positive_int, default=32, metavar="N",
+        help="tokens generated per sequence (default 32; the end-of-text token does not stop "
+        "a timed generation, so every generation has the same length)",
+    )  # fmt: skip
+    p.add_argument("--batch", type=positive_int, default=1, help="sequences at once (default 1)")
+    p.add_argument("--precision", choices=("fp32",), default="fp32")
+    p.add_argument("--fusion", choices=("off", "basic", "extended", "all"), default="all")
+    p.add_argument(
+        "--threads", type=nonneg_int, default=0,
+        help="intra-op threads (default 0: one per physical core)",
+    )  # fmt: skip
+    p.add_argument("--spinning", choices=("on", "off"), default="off")
+    p.add_argument("--provider", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument(
+        "--duration", type=positive_float, default=10.0, metavar="S",
+        help="seconds of whole generations timed after the warm-up (default 10)",
+    )  # fmt: skip
+    p.add_argument(
+        "--warmup", type=nonneg_int, default=2, metavar="K",
+        help="generations run first and discarded (default 2)",
+    )  # fmt: skip
+    p.add_argument(
+        "--temperature", type=float, default=0.0,
+        help="0: greedy (default); above 0: sampled from the top 50, seeded",
+    )  # fmt: skip
+    p.add_argument("--seed", type=int, default=0, help="seed of the prompt and the sampling")
+    p.add_argument(
+        "--profile", action="store_true",
+        help="then profile prefill and decode apart (a session of its own, after the timing): "
+        "op types, bytes, FLOPs and arithmetic intensity per phase",
+    )  # fmt: skip
+    p.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
+    p.set_defaults(handler=_cmd_generate)
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from engine.cli.generate_cmds import cmd_generate
+
+    return cmd_generate(args)

@@ -1,0 +1,111 @@
+"""`opscope generate`: time a generating model and print TTFT, TPOT, tokens/s and the
+KV cache."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+from engine.backends.genai.generate import Sampling
+from engine.backends.genai.phases import Phase
+from engine.cli.common import EXIT_OK, write_json
+from engine.cli.printer import LivePrinter
+from engine.config import RunConfig
+from engine.events import Notice, Progress, drive
+from engine.measure.stats import LatencyStats
+from engine.run.generation import GenerateReport, GenerateRequest, run_generate
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    config = RunConfig(
+        precision=args.precision,
+        fusion=args.fusion,
+        batch=args.batch,
+        threads=args.threads,
+        spinning=args.spinning == "on",
+        provider=args.provider,
+    )
+    req = GenerateRequest(
+        model_path=args.model,
+        config=config,
+        prompt_len=args.prompt_len,
+        prompt_text=args.prompt,
+        new_tokens=args.new_tokens,
+        batch=args.batch,
+        duration_s=args.duration,
+        warmup=args.warmup,
+        sampling=Sampling(temperature=max(0.0, args.temperature), seed=args.seed),
+        seed=args.seed,
+        profile=args.profile,
+    )
+    printer = LivePrinter()
+    out = sys.stdout if args.json != "-" else sys.stderr
+
+    def show(item: object) -> None:
+        if isinstance(item, Progress | Notice):
+            printer.feed(item)
+
+    try:
+        report: GenerateReport = drive(run_generate(req), show)
+    finally:
+        printer.close()
+    _print(report, out)
+    if args.json:
+        write_json(args.json, report.to_json())
+    return EXIT_OK
+
+
+def _pcts(s: LatencyStats) -> str:
+    return f"p50 {s.p50:8.3f} ms  p90 {s.p90:8.3f}  p99 {s.p99:8.3f}  (n={s.count})"
+
+
+def _phase_line(p: Phase, out: TextIO) -> None:
+    secs = p.time_ms / 1e3
+    total = sum(s.time_ms for s in p.op_types) or 1.0
+    top = ", ".join(f"{s.name} {s.time_ms / total:.0%}" for s in p.op_types[:3])
+    out.write(
+        f"{'phase':<10} {p.name:<8} {p.time_ms:8.3f} ms/pass (profiled, n={p.passes}); "
+        f"{p.flops / 1e9:.3f} GFLOP, {p.bytes / 1e6:.1f} MB, intensity {p.intensity:.2f} "
+        f"FLOP/B, {p.flops / secs / 1e9:.1f} GFLOP/s, {p.bytes / secs / 1e9:.1f} GB/s; {top}\n"
+    )
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.2f} MiB"
+
+
+def _print(r: GenerateReport, out: TextIO) -> None:
+    c = r.config
+    out.write(f"model      {r.model}\n")
+    out.write(
+        f"config     {c.precision.upper()} fusion={c.fusion} threads={c.threads or 'default'} "
+        f"batch={r.batch}; prompt {r.prompt_len} tokens, {r.new_tokens} new; "
+        f"{r.generations} generations after the warm-up\n"
+    )
+    out.write(f"provider   {r.provider_used}\n")
+    out.write(f"ttft       {_pcts(r.ttft)}\n")
+    out.write(f"tpot       {_pcts(r.tpot)}\n")
+    out.write(f"e2e        {_pcts(r.e2e)}\n")
+    out.write(
+        f"tokens/s   prefill {r.prefill_tokens_per_s:,.0f}, decode {r.decode_tokens_per_s:,.1f} "
+        f"(batch {r.batch}, from the p50s)\n"
+    )
+    out.write(
+        f"kv cache   {r.kv_bytes_per_token / 1024:.1f} KiB per token per sequence; "
+        f"{_mib(r.kv_bytes)} at {r.prompt_len + r.new_tokens} tokens x {r.batch}; "
+        f"buffer {_mib(r.kv_buffer_bytes)}\n"
+    )
+    out.write(f"memory     peak RSS {_mib(r.peak_rss_bytes)}\n")
+    if r.phases:
+        for phase in r.phases.values():
+            _phase_line(phase, out)
+        pre, dec = r.phases["prefill"].intensity, r.phases["decode"].intensity
+        if dec > 0:
+            out.write(
+                f"           decode's arithmetic intensity is {pre / dec:.0f}x lower than "
+                "prefill's: decode reads weights and cache for each token (memory-bound)\n"
+            )
+    if r.text is not None:
+        sample = " ".join(r.text[0].split())[:160]
+        out.write(f"output     {sample!r}\n")

@@ -1,0 +1,180 @@
+"""`opscope generate`: a generating model timed as its users feel it. Whole generations
+(prompt, then new tokens) repeat for the duration after a warm-up that is discarded; every
+generation gives one time to first token (TTFT: the prefill and the first token's choice)
+and one time per output token (TPOT) for each decode step; percentiles come from those raw
+samples, with their count."""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.backends.genai.generate import Generation, Sampling, generate
+from engine.backends.genai.model import OpenedLLM, open_llm
+from engine.backends.genai.phases import Phase, profile_phases
+from engine.config import RunConfig
+from engine.errors import ConfigError
+from engine.events import Event, Notice, Progress
+from engine.measure.stats import LatencyStats, latency_stats
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    model_path: str
+    config: RunConfig = field(default_factory=RunConfig)
+    prompt_len: int = 128
+    prompt_text: str | None = None
+    new_tokens: int = 32
+    batch: int = 1
+    duration_s: float = 10.0
+    warmup: int = 2  # whole generations, discarded
+    min_generations: int = 3
+    sampling: Sampling = field(default_factory=Sampling)
+    seed: int = 0
+    profile: bool = False  # then prefill and decode profiled apart, after the timing
+
+
+@dataclass
+class GenerateReport:
+    model: str
+    config: RunConfig
+    provider_used: str
+    prompt_len: int
+    new_tokens: int
+    batch: int
+    generations: int
+    ttft: LatencyStats
+    tpot: LatencyStats
+    e2e: LatencyStats
+    prefill_tokens_per_s: float
+    decode_tokens_per_s: float
+    kv_bytes_per_token: int  # one sequence's keys and values, every layer
+    kv_bytes: int  # the run's cache at its full length, every sequence
+    kv_buffer_bytes: int  # what was allocated (the shared buffer at its max length)
+    peak_rss_bytes: int
+    tokens: list[list[int]]  # the last generation's
+    text: list[str] | None = None
+    notes: list[str] = field(default_factory=list)
+    phases: dict[str, Phase] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        def pct(s: LatencyStats) -> dict[str, Any]:
+            return {"count": s.count, "p50": s.p50, "p90": s.p90, "p99": s.p99, "mean": s.mean,
+                    "max": s.max}  # fmt: skip
+
+        return {
+            "model": self.model,
+            "config": self.config.to_json(),
+            "provider_used": self.provider_used,
+            "prompt_len": self.prompt_len,
+            "new_tokens": self.new_tokens,
+            "batch": self.batch,
+            "generations": self.generations,
+            "ttft_ms": pct(self.ttft),
+            "tpot_ms": pct(self.tpot),
+            "e2e_ms": pct(self.e2e),
+            "tokens_per_s": {
+                "prefill": self.prefill_tokens_per_s,
+                "decode": self.decode_tokens_per_s,
+            },
+            "kv_cache": {
+                "bytes_per_token": self.kv_bytes_per_token,
+                "bytes": self.kv_bytes,
+                "buffer_bytes": self.kv_buffer_bytes,
+            },
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "tokens": self.tokens,
+            "text": self.text,
+            "notes": self.notes,
+            "phases": None
+            if self.phases is None
+            else {k: p.to_json() for k, p in self.phases.items()},
+        }
+
+
+def _prompt(req: GenerateRequest, llm: OpenedLLM) -> np.ndarray:
+    if req.prompt_text is not None:
+        ids = llm.encode(req.prompt_text)
+        if not ids:
+            raise ConfigError("--prompt: the text has no tokens")
+        return np.tile(np.asarray(ids, np.int64), (req.batch, 1))
+    rng = np.random.default_rng(req.seed)
+    low = llm.first_plain_token
+    return rng.integers(low, llm.vocab_size, size=(req.batch, req.prompt_len), dtype=np.int64)
+
+
+def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]:
+    if req.new_tokens < 1:
+        raise ConfigError("--new-tokens must be at least 1")
+    yield Progress("load", 0, None, "opening the model")
+    llm = open_llm(req.model_path, req.config)
+    prompt = _prompt(req, llm)
+    length = prompt.shape[1] + req.new_tokens
+    if length > llm.context_length:
+        raise ConfigError(
+            f"{prompt.shape[1]} prompt + {req.new_tokens} new tokens = {length} exceed the "
+            f"model's context of {llm.context_length} tokens"
+        )
+    decoder = llm.decoder(req.batch, length)
+    for note in llm.notes:
+        yield Notice("info", note)
+
+    def once() -> Generation:
+        return generate(decoder, prompt, req.new_tokens, req.sampling)
+
+    for i in range(req.warmup):
+        yield Progress("warmup", i, req.warmup, f"warm-up generation {i + 1}/{req.warmup}")
+        once()
+    done: list[Generation] = []
+    end = time.perf_counter() + req.duration_s
+    while time.perf_counter() < end or len(done) < req.min_generations:
+        done.append(once())
+        yield Progress(
+            "generate", len(done), None,
+            f"{len(done)} generation(s): TTFT {done[-1].ttft_s * 1e3:.1f} ms",
+        )  # fmt: skip
+    ttft = np.asarray([g.ttft_s for g in done]) * 1e9
+    tpot = np.asarray([s for g in done for s in g.step_s]) * 1e9
+    e2e = np.asarray([g.total_s for g in done]) * 1e9
+    ttft_s, tpot_s = latency_stats(ttft), latency_stats(tpot)
+    per_token = llm.shape.kv_bytes_per_token()
+    last = done[-1].tokens
+    phases = None
+    if req.profile:  # a session of its own: the timed one never ran with the profiler
+        for item in profile_phases(req.model_path, req.config, prompt, req.new_tokens):
+            if isinstance(item, dict):
+                phases = item
+            else:
+                yield item
+    return GenerateReport(
+        model=req.model_path,
+        config=req.config,
+        provider_used=llm.provider_used,
+        prompt_len=int(prompt.shape[1]),
+        new_tokens=req.new_tokens,
+        batch=req.batch,
+        generations=len(done),
+        ttft=ttft_s,
+        tpot=tpot_s,
+        e2e=latency_stats(e2e),
+        prefill_tokens_per_s=req.batch * prompt.shape[1] / (ttft_s.p50 / 1e3),
+        decode_tokens_per_s=req.batch / (tpot_s.p50 / 1e3) if tpot_s.count else float("nan"),
+        kv_bytes_per_token=per_token,
+        kv_bytes=per_token * length * req.batch,
+        kv_buffer_bytes=sum(a.nbytes for a in decoder.cache),
+        peak_rss_bytes=_peak_rss(),
+        tokens=last.tolist(),
+        text=[llm.decode(row) for row in last.tolist()] if llm.can_decode else None,
+        phases=phases,
+    )
+
+
+def _peak_rss() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # Linux: KiB

@@ -1,0 +1,140 @@
+"""`opscope generate` on the demo LLM: tokens as onnxruntime-genai's generator makes them,
+TTFT/TPOT from raw per-step samples with their counts, the KV cache's size, and bad input
+refused in one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.backends.genai.generate import Sampling, generate
+from engine.backends.genai.model import open_llm, read_config
+from engine.config import RunConfig
+from engine.errors import ConfigError, ModelError
+from tests.conftest import ROOT
+from tests.test_cli import opscope
+
+DEMO_LLM = ROOT / "resources" / "models" / "demo_llm"
+
+
+@pytest.fixture(scope="module")
+def llm() -> Path:
+    if not (DEMO_LLM / "genai_config.json").is_file():
+        pytest.fail(f"{DEMO_LLM} is missing: the README's set-up builds it (make test)")
+    return DEMO_LLM
+
+
+def _og_greedy(folder: Path, prompt: np.ndarray, n: int) -> list[int]:
+    import onnxruntime_genai as og
+
+    model = og.Model(str(folder))
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=prompt.shape[1] + n, do_sample=False)
+    gen = og.Generator(model, params)
+    gen.append_tokens(prompt)
+    out: list[int] = []
+    while not gen.is_done() and len(out) < n:
+        gen.generate_next_token()
+        out.append(int(gen.get_next_tokens()[0]))
+    return out
+
+
+def test_greedy_tokens_match_the_reference_generator(llm: Path) -> None:
+    opened = open_llm(llm, RunConfig(threads=1))
+    rng = np.random.default_rng(3)
+    for length in (7, 60):
+        prompt = rng.integers(3, opened.vocab_size, size=(1, length), dtype=np.int64)
+        ours = generate(opened.decoder(1, length + 24), prompt, 24).tokens[0].tolist()
+        assert ours == _og_greedy(llm, prompt, 24), length
+    # two sequences at once: each the same as alone
+    pair = rng.integers(3, opened.vocab_size, size=(2, 12), dtype=np.int64)
+    both = generate(opened.decoder(2, 28), pair, 16).tokens
+    for row in range(2):
+        alone = generate(opened.decoder(1, 28), pair[row : row + 1], 16).tokens[0]
+        assert both[row].tolist() == alone.tolist()
+
+
+def test_sampling_is_seeded(llm: Path) -> None:
+    opened = open_llm(llm, RunConfig(threads=1))
+    prompt = np.arange(3, 19, dtype=np.int64).reshape(1, 16)
+
+    def run(sampling: Sampling) -> list[int]:
+        return generate(opened.decoder(1, 48), prompt, 32, sampling).tokens[0].tolist()
+
+    hot = Sampling(temperature=1.5, seed=7)
+    assert run(hot) == run(hot) != run(Sampling(temperature=1.5, seed=8))
+    assert run(hot) != run(Sampling())
+
+
+def test_generate_from_the_command_line(llm: Path, tmp_path: Path) -> None:
+    out = tmp_path / "g.json"
+    proc = opscope("generate", llm, "--prompt-len", "48", "--new-tokens", "8", "--duration",
+                   "0.5", "--threads", "1", "--json", out, check=True)  # fmt: skip
+    data = json.loads(out.read_text())
+    n = data["generations"]
+    assert n >= 3 and data["ttft_ms"]["count"] == n and data["tpot_ms"]["count"] == n * 7
+    assert data["ttft_ms"]["p50"] > data["tpot_ms"]["p50"] > 0  # a prompt of 48 vs 1 token
+    assert data["tokens_per_s"]["prefill"] > data["tokens_per_s"]["decode"]
+    cfg = read_config(llm).shape
+    per_token = 2 * cfg.layers * cfg.kv_heads * cfg.head_size * 4
+    assert data["kv_cache"] == {"bytes_per_token": per_token, "bytes": per_token * 56,
+                                "buffer_bytes": per_token * 56}  # fmt: skip
+    assert len(data["tokens"][0]) == 8 and data["provider_used"] == "CPUExecutionProvider"
+    for line in ("ttft ", "tpot ", "tokens/s ", "kv cache "):
+        assert any(ln.startswith(line) for ln in proc.stdout.splitlines()), line
+    text = opscope("generate", llm, "--prompt", "The session file", "--new-tokens", "4",
+                   "--duration", "0.2", "--warmup", "0", "--json", out, check=True)  # fmt: skip
+    assert "output     " in text.stdout and json.loads(out.read_text())["text"]
+
+
+def test_bad_input_is_one_line(llm: Path, tmp_path: Path) -> None:
+    def refused(*args: object, said: str) -> None:
+        proc = opscope("generate", *args, "--duration", "0.1")
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2, proc.stderr
+        assert said in lines[-1] and "Traceback" not in proc.stderr, proc.stderr
+        assert len(lines) == 1 or lines[0].startswith("usage:"), proc.stderr  # argparse's
+
+    refused(tmp_path, said="not a generating model folder (no genai_config.json)")
+    refused(llm, "--prompt-len", "2040", "--new-tokens", "16",
+            said="2040 prompt + 16 new tokens = 2056 exceed the model's context of 2048")  # fmt: skip
+    refused(llm, "--new-tokens", "0", said="--new-tokens: must be at least 1")
+    broken = tmp_path / "broken"
+    shutil.copytree(llm, broken)
+    (broken / "tokenizer.json").write_text("{not json")
+    refused(broken, "--prompt", "hello", said="the tokenizer does not parse")
+    (broken / "genai_config.json").write_text('{"model": {"decoder": {"head_size": -1}}}')
+    refused(broken, said="unusable config")
+    with pytest.raises(ModelError, match="unusable config"):
+        read_config(broken)
+
+
+def test_a_model_without_past_inputs_is_refused(tmp_path: Path) -> None:
+    from tests.conftest import DEMO_TRANSFORMER
+
+    folder = tmp_path / "not_a_decoder"
+    shutil.copytree(DEMO_LLM, folder)
+    shutil.copy(DEMO_TRANSFORMER, folder / "model.onnx")
+    opened = open_llm(folder, RunConfig(threads=1))
+    with pytest.raises(ConfigError, match="no input 'past_key_values.0.key'"):
+        opened.decoder(1, 16)
+
+
+def test_prefill_and_decode_profiled_apart(llm: Path, tmp_path: Path) -> None:
+    """Prefill's MatMuls do many FLOPs per byte; decode's read the weights for one token:
+    its arithmetic intensity at least 5x lower (the issue's bar), its passes tagged apart."""
+    out = tmp_path / "p.json"
+    proc = opscope("generate", llm, "--prompt-len", "128", "--new-tokens", "6", "--duration",
+                   "0.2", "--threads", "1", "--profile", "--json", out, check=True)  # fmt: skip
+    phases = json.loads(out.read_text())["phases"]
+    pre, dec = phases["prefill"], phases["decode"]
+    assert pre["passes"] == 3 and dec["passes"] == 3 * 5  # 3 generations: 1 + 5 passes each
+    assert pre["intensity"] >= 5 * dec["intensity"] > 0
+    assert pre["flops"] > 50 * dec["flops"] and pre["time_ms"] > dec["time_ms"]
+    types = {t["name"] for t in dec["op_types"]}
+    assert {"MatMul", "GroupQueryAttention"} <= types
+    assert "arithmetic intensity is" in proc.stdout
