@@ -138,3 +138,31 @@ def test_prefill_and_decode_profiled_apart(llm: Path, tmp_path: Path) -> None:
     types = {t["name"] for t in dec["op_types"]}
     assert {"MatMul", "GroupQueryAttention"} <= types
     assert "arithmetic intensity is" in proc.stdout
+
+
+def test_the_prefill_fit_finds_the_quadratic_share() -> None:
+    from engine.tune.prompt_sweep import fit_prefill
+
+    lengths = np.asarray([32.0, 128, 512, 1024, 2048])
+    a, b, c = fit_prefill(lengths, 0.5 + 0.02 * lengths + 1e-5 * lengths**2)
+    assert (a, b, c) == pytest.approx((0.5, 0.02, 1e-5), rel=1e-6)
+    a, b, c = fit_prefill(lengths, 0.5 + 0.02 * lengths)  # linear: no quadratic term
+    assert c == pytest.approx(0.0, abs=1e-9) and b == pytest.approx(0.02)
+    # noise that would want a negative linear term: the terms stay non-negative
+    _, b, c = fit_prefill(lengths, 1e-5 * lengths**2 + np.asarray([0.3, 0.0, 0.0, 0.0, 0.0]))
+    assert b >= 0 and c > 0
+
+
+def test_the_prompt_sweep_from_the_command_line(llm: Path, tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    proc = opscope("generate", llm, "--prompt-len", "32", "--new-tokens", "4", "--duration",
+                   "0.6", "--threads", "1", "--warmup", "1", "--sweep-prompt", "16,64,256",
+                   "--json", out, check=True)  # fmt: skip
+    sweep = json.loads(out.read_text())["sweep"]
+    points = sweep["points"]
+    assert [p["prompt_len"] for p in points] == [16, 64, 256]
+    assert points[2]["ttft_p50_ms"] > points[0]["ttft_p50_ms"]
+    assert 0 <= sweep["prefill_fit"]["quadratic_share_at_longest"] <= 1
+    assert "the quadratic term is" in proc.stdout
+    bad = opscope("generate", llm, "--sweep-prompt", "16,64")
+    assert bad.returncode == 2 and "three different lengths" in bad.stderr

@@ -57,6 +57,11 @@ def add_generate_parser(
         help="then profile prefill and decode apart (a session of its own, after the timing): "
         "op types, bytes, FLOPs and arithmetic intensity per phase",
     )  # fmt: skip
+    p.add_argument(
+        "--sweep-prompt", metavar="L1,L2,...",
+        help="then time prefill and decode at each prompt length (e.g. 32,128,512,2048) and "
+        "fit TTFT ~ a + b*L + c*L^2: how much of it is the quadratic term",
+    )  # fmt: skip
     p.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
     p.set_defaults(handler=_cmd_generate)
 

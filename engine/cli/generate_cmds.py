@@ -12,9 +12,11 @@ from engine.backends.genai.phases import Phase
 from engine.cli.common import EXIT_OK, write_json
 from engine.cli.printer import LivePrinter
 from engine.config import RunConfig
+from engine.errors import ConfigError
 from engine.events import Notice, Progress, drive
 from engine.measure.stats import LatencyStats
 from engine.run.generation import GenerateReport, GenerateRequest, run_generate
+from engine.tune.prompt_sweep import PromptPoint, PromptSweep, sweep_prompt
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -46,14 +48,55 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if isinstance(item, Progress | Notice):
             printer.feed(item)
 
+    lengths = _lengths(args.sweep_prompt) if args.sweep_prompt else None
     try:
         report: GenerateReport = drive(run_generate(req), show)
+        _print(report, out)
+        swept = None
+        if lengths:
+
+            def point(item: object) -> None:
+                if isinstance(item, PromptPoint):
+                    out.write(
+                        f"sweep      prompt {item.prompt_len:>5}: TTFT p50 {item.ttft_p50_ms:9.3f} "
+                        f"ms, TPOT p50 {item.tpot_p50_ms:7.3f} ms (n={item.generations})\n"
+                    )
+                    out.flush()
+                else:
+                    show(item)
+
+            swept = drive(sweep_prompt(req, lengths), point)
+            _print_sweep(swept, out)
     finally:
         printer.close()
-    _print(report, out)
     if args.json:
-        write_json(args.json, report.to_json())
+        data = report.to_json()
+        data["sweep"] = swept.to_json() if swept is not None else None
+        write_json(args.json, data)
     return EXIT_OK
+
+
+def _lengths(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise ConfigError(
+            f"--sweep-prompt: whole numbers separated by commas, got {text!r}"
+        ) from exc
+    if len(set(values)) < 3 or min(values) < 1:
+        raise ConfigError("--sweep-prompt needs three different lengths or more, each 1 or more")
+    return values
+
+
+def _print_sweep(s: PromptSweep, out: TextIO) -> None:
+    a, b, c = s.fit
+    longest = s.points[-1].prompt_len
+    out.write(
+        f"prefill    TTFT ~ {a:.3f} + {b * 1e3:.3f}e-3*L + {c * 1e6:.4f}e-6*L^2 ms: the quadratic "
+        f"term is {s.quadratic_share:.0%} of TTFT at {longest} tokens\n"
+        f"decode     TPOT grows {s.tpot_per_context_token_us:.3f} us per token of context "
+        f"(from {s.tpot_base_ms:.3f} ms)\n"
+    )
 
 
 def _pcts(s: LatencyStats) -> str:
