@@ -6,6 +6,7 @@ a byte-identical rebuild."""
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,6 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from engine.model.genai_config import read_genai_config
 from resources.models import build_demo_llm as b
 
 PROMPTS = ("The session file", "OpScope measures latency")
@@ -38,35 +38,45 @@ def tokenize(folder: Path) -> Tokenize:
 
 
 def test_folder_loads_with_the_genai_interface(folder: Path) -> None:
-    cfg = read_genai_config(folder)
-    assert (cfg.model_type, cfg.num_layers, cfg.num_heads) == ("llama", b.LAYERS, b.HEADS)
-    assert (cfg.num_kv_heads, cfg.head_size, cfg.max_length) == (b.KV_HEADS, b.HEAD_SIZE, 2048)
-    assert cfg.past_present_share_buffer and cfg.eos_token_ids == (b.EOS_ID,)
-    sess = ort.InferenceSession(str(cfg.model_file), providers=["CPUExecutionProvider"])
+    """Names, shapes and dtypes as onnxruntime-genai's builder makes them for llama with GQA."""
+    config = json.loads((folder / "genai_config.json").read_text())
+    model, dec = config["model"], config["model"]["decoder"]
+    assert model["type"] == "llama" and model["context_length"] == b.CONTEXT
+    assert (dec["num_hidden_layers"], dec["num_attention_heads"]) == (b.LAYERS, b.HEADS)
+    assert (dec["num_key_value_heads"], dec["head_size"]) == (b.KV_HEADS, b.HEAD_SIZE)
+    assert config["search"]["past_present_share_buffer"] is True
+    assert (model["bos_token_id"], model["eos_token_id"], model["pad_token_id"]) == (1, 2, 0)
+    sess = ort.InferenceSession(str(folder / dec["filename"]), providers=["CPUExecutionProvider"])
     inputs = {i.name: (i.type, i.shape) for i in sess.get_inputs()}
     outputs = {o.name: (o.type, o.shape) for o in sess.get_outputs()}
-    assert inputs.pop(cfg.input_ids_name) == ("tensor(int64)", ["batch_size", "sequence_length"])
-    assert inputs.pop(cfg.attention_mask_name) == (
+    assert dec["inputs"]["input_ids"] == "input_ids"
+    assert inputs.pop("input_ids") == ("tensor(int64)", ["batch_size", "sequence_length"])
+    assert dec["inputs"]["attention_mask"] == "attention_mask"
+    assert inputs.pop("attention_mask") == (
         "tensor(int64)",
         ["batch_size", "total_sequence_length"],
     )
-    logits = outputs.pop(cfg.logits_name)
-    assert logits == ("tensor(float)", ["batch_size", "sequence_length", cfg.vocab_size])
-    for layer in range(cfg.num_layers):
-        for past in cfg.past_names(layer):
-            assert inputs.pop(past) == (
-                "tensor(float)",
-                ["batch_size", b.KV_HEADS, "past_sequence_length", b.HEAD_SIZE],
+    assert dec["outputs"]["logits"] == "logits"
+    vocab = model["vocab_size"]
+    assert outputs.pop("logits") == ("tensor(float)", ["batch_size", "sequence_length", vocab])
+    kv = ["batch_size", b.KV_HEADS, "past_sequence_length", b.HEAD_SIZE]
+    for layer in range(b.LAYERS):
+        for kind in ("key", "value"):
+            past = dec["inputs"][f"past_{kind}_names"] % layer
+            present = dec["outputs"][f"present_{kind}_names"] % layer
+            assert (
+                past == f"past_key_values.{layer}.{kind}" and present == f"present.{layer}.{kind}"
             )
-        for present in cfg.present_names(layer):
-            assert outputs.pop(present)[1][1:] == [b.KV_HEADS, "total_sequence_length", b.HEAD_SIZE]
+            assert inputs.pop(past) == ("tensor(float)", kv)
+            assert outputs.pop(present) == (
+                "tensor(float)",
+                [*kv[:2], "total_sequence_length", kv[3]],
+            )
     assert inputs == {} and outputs == {}
-    ops = [(n.op_type, n.domain) for n in onnx.load(str(cfg.model_file)).graph.node]
-    assert ops.count(("GroupQueryAttention", "com.microsoft")) == b.LAYERS
-    gqa = next(
-        n for n in onnx.load(str(cfg.model_file)).graph.node if n.op_type == "GroupQueryAttention"
-    )
-    assert {a.name: onnx.helper.get_attribute_value(a) for a in gqa.attribute}["do_rotary"] == 1
+    nodes = onnx.load(str(folder / dec["filename"])).graph.node
+    gqa = [n for n in nodes if (n.op_type, n.domain) == ("GroupQueryAttention", "com.microsoft")]
+    assert len(gqa) == b.LAYERS
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in gqa[0].attribute}["do_rotary"] == 1
 
 
 def reference_logits(weights: dict[str, np.ndarray], ids: list[int]) -> np.ndarray:
@@ -110,8 +120,7 @@ def test_decoding_matches_a_numpy_reference(
     """The prompt run and three one-token runs give the logits of the whole sequence at once."""
     ids = tokenize(PROMPTS[0])
     tokens, step_logits = b.ort_greedy(folder, ids, 4, share_buffer=share_buffer)
-    vocab = read_genai_config(folder).vocab_size
-    assert vocab is not None
+    vocab = json.loads((folder / "genai_config.json").read_text())["model"]["vocab_size"]
     expected = reference_logits(b.make_weights(vocab), ids + tokens[:3])
     for step, logits in enumerate(step_logits):
         np.testing.assert_allclose(logits, expected[len(ids) - 1 + step], rtol=0, atol=1e-4)
