@@ -335,7 +335,7 @@ def genai_config(vocab: int) -> dict[str, Any]:
             "past_present_share_buffer": True,
             "repetition_penalty": 1.0,
             "temperature": 1.0,
-            "top_k": 1,
+            "top_k": 50,
             "top_p": 1.0,
         },
     }
