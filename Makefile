@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.opscope-installed
 
-.PHONY: run test lint bench bench-app clean-venv
+.PHONY: run test lint bench bench-app clean-venv demo-llm
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,12 +13,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/python tools/check_env.py
 	@touch $(STAMP)
 
+## The demo LLM folder (resources/models/demo_llm/, not committed; about a second): built
+## after set-up, rebuilt only when its builder, corpus or libraries changed (--if-stale
+## compares their hash with demo_llm/build.sha256).
+demo-llm: $(STAMP)
+	$(BIN)/python resources/models/build_demo_llm.py --if-stale
+
 ## The main job: the desktop app, running the bundled demo transformer live.
-run: $(STAMP)
+run: $(STAMP) demo-llm
 	$(BIN)/opscope
 
 ## Lint, architecture contracts, then the whole test suite (headless).
-test: lint
+test: lint demo-llm
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest
 
 lint: $(STAMP)

@@ -39,3 +39,14 @@ def test_check_env_fails_on_mixed_install(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "expected exactly one ONNX Runtime package" in proc.stderr
     assert "'onnxruntime', 'onnxruntime-gpu'" in proc.stderr
+
+
+def test_check_env_ignores_genai(tmp_path: Path) -> None:
+    """onnxruntime-genai-cuda (the `genai` extra) runs on onnxruntime-gpu: not a second runtime."""
+    info = tmp_path / "onnxruntime_genai_cuda-0.18.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: onnxruntime-genai-cuda\nVersion: 0.18.0\n"
+    )
+    proc = run_check(tmp_path)
+    assert proc.returncode == 0, proc.stderr

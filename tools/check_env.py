@@ -12,10 +12,13 @@ from importlib import metadata
 
 def main() -> int:
     names = {d.metadata["Name"].lower() for d in metadata.distributions()}
+    # onnxruntime-extensions and onnxruntime-genai(-cuda) sit on top of the runtime and
+    # install into their own folders.
     found = sorted(
         n
         for n in names
-        if n.startswith("onnxruntime") and "extensions" not in n and n not in ("onnxruntime-genai",)
+        if n.startswith("onnxruntime")
+        and not n.startswith(("onnxruntime-extensions", "onnxruntime-genai"))
     )
     if len(found) != 1:
         print(
