@@ -100,8 +100,8 @@ def test_bad_input_is_one_line(llm: Path, tmp_path: Path) -> None:
         assert len(lines) == 1 or lines[0].startswith("usage:"), proc.stderr  # argparse's
 
     refused(tmp_path, said="not a generating model folder (no genai_config.json)")
-    refused(llm, "--prompt-len", "2040", "--new-tokens", "16",
-            said="2040 prompt + 16 new tokens = 2056 exceed the model's context of 2048")  # fmt: skip
+    too_long = "2040 prompt + 16 new tokens = 2056 exceed the model's context of 2048"
+    refused(llm, "--prompt-len", "2040", "--new-tokens", "16", said=too_long)
     refused(llm, "--new-tokens", "0", said="--new-tokens: must be at least 1")
     broken = tmp_path / "broken"
     shutil.copytree(llm, broken)
@@ -120,7 +120,7 @@ def test_a_model_without_past_inputs_is_refused(tmp_path: Path) -> None:
     shutil.copytree(DEMO_LLM, folder)
     shutil.copy(DEMO_TRANSFORMER, folder / "model.onnx")
     opened = open_llm(folder, RunConfig(threads=1))
-    with pytest.raises(ConfigError, match="no input 'past_key_values.0.key'"):
+    with pytest.raises(ConfigError, match=r"no input 'past_key_values\.0\.key'"):
         opened.decoder(1, 16)
 
 

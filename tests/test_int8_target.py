@@ -10,12 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
 from engine.backends.ort.int8_target import Search, candidate_settings, meet_target, summary
 from engine.events import Event, Notice, VariantReady
 from tests.model_zoo import FLOAT, make, node, rng, save, tensor, tinfo
-from tests.test_cli import opscope
 
 
 def build_quant_sensitive(out_dir: Path) -> Path:

@@ -248,7 +248,7 @@ def test_ctrl_c_mid_tune_keeps_every_finished_trial(tmp_path: Path) -> None:
     _trial_child(proc, batch=3)  # trials 1 and 2 have ended
     time.sleep(0.3)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl+C in a terminal does: the whole group
-    stdout, stderr = proc.communicate(timeout=120)
+    _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
     assert "interrupted: the trials that finished are in the session" in stderr
     assert "Traceback" not in stderr

@@ -113,8 +113,12 @@ def test_runs_copied_from_another_session_keep_every_row(tmp_path: Path) -> None
 
     def counts(path: Path, run_id: int) -> dict[str, int]:
         conn = sqlite3.connect(path)
-        tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-                  if "run_id" in [c[1] for c in conn.execute(f"PRAGMA table_info({t})")]]  # fmt: skip
+        names = conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+
+        def columns(t: str) -> list[str]:
+            return [c[1] for c in conn.execute(f"PRAGMA table_info({t})")]
+
+        tables = [t for (t,) in names if "run_id" in columns(t)]
         got = {t: conn.execute(f"SELECT COUNT(*) FROM {t} WHERE run_id=?", (run_id,)).fetchone()[0]
                for t in tables}  # fmt: skip
         conn.close()
