@@ -195,6 +195,38 @@ class Calibrated:
     calibration: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class GenerationStarted:
+    """A generation run's shape: prompt and output lengths, sequences at once, how tokens
+    are chosen, the model's context, and what one token of one sequence takes in the cache."""
+
+    prompt_len: int
+    new_tokens: int
+    batch: int
+    sampling: str  # "greedy" or "temperature T, top-k K, seed S"
+    context_length: int
+    kv_bytes_per_token: int
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationSteps:
+    """One timed generation (warm-up excluded): `steps_ns[0]` the time to the first token
+    (the prefill and its choice), then each decode step's; `start_ns` from the timing's
+    origin (`origin_ns`, time.perf_counter_ns())."""
+
+    index: int
+    start_ns: int
+    steps_ns: np.ndarray  # int64
+    origin_ns: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationSummary:
+    """A generation run's figures as `opscope generate --json` writes them."""
+
+    summary: dict[str, Any]
+
+
 Event = (
     Progress
     | Notice
@@ -214,6 +246,9 @@ Event = (
     | ServedRequests
     | ServingSummary
     | Calibrated
+    | GenerationStarted
+    | GenerationSteps
+    | GenerationSummary
 )
 
 

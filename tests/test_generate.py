@@ -166,3 +166,48 @@ def test_the_prompt_sweep_from_the_command_line(llm: Path, tmp_path: Path) -> No
     assert "the quadratic term is" in proc.stdout
     bad = opscope("generate", llm, "--sweep-prompt", "16,64")
     assert bad.returncode == 2 and "three different lengths" in bad.stderr
+
+
+def test_a_generation_run_lands_in_the_session(llm: Path, tmp_path: Path) -> None:
+    """Kind `generate`: every timed generation's passes (TTFT, then each TPOT) and its end to
+    end latency as the run's samples; the figures at the end; session show says it. A
+    SIGTERM mid-run keeps the generations done, the run marked cancelled."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from engine.session.reader import SessionReader
+
+    session, out = tmp_path / "g.opscope", tmp_path / "g.json"
+    opscope("generate", llm, "--prompt-len", "24", "--new-tokens", "5", "--duration", "0.4",
+            "--threads", "1", "--session", session, "--json", out, check=True)  # fmt: skip
+    data = json.loads(out.read_text())
+    with SessionReader.open(session) as reader:
+        (run,) = reader.runs()
+        gen = reader.generation(run.id)
+        starts, e2e = reader.latency(run.id)
+    assert run.kind == "generate" and run.status == "ok" and gen is not None
+    n = data["generations"]
+    assert gen.ttft_ns.size == n == e2e.size == run.samples and gen.tpot_ns.size == 4 * n
+    assert (gen.prompt_len, gen.new_tokens, gen.batch, gen.sampling) == (24, 5, 1, "greedy")
+    assert np.median(gen.ttft_ns) / 1e6 == pytest.approx(data["ttft_ms"]["p50"])
+    assert gen.summary is not None and gen.summary["tpot_ms"]["count"] == 4 * n
+    assert np.all(np.diff(starts) > 0)
+    show = opscope("session", "show", session, check=True).stdout
+    assert f"run {run.id} generate: prompt 24, 5 new, batch 1, greedy: TTFT p50" in show
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.entry", "generate", str(llm), "--prompt-len", "24",
+         "--new-tokens", "5", "--duration", "60", "--threads", "1", "--session", str(session)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(4)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    with SessionReader.open(session) as reader:
+        last = reader.runs()[-1]
+        kept = reader.generation(last.id)
+    assert last.status == "cancelled" and kept is not None and kept.ttft_ns.size > 10
+    assert kept.tpot_ns.size == 4 * kept.ttft_ns.size

@@ -62,6 +62,10 @@ def add_generate_parser(
         help="then time prefill and decode at each prompt length (e.g. 32,128,512,2048) and "
         "fit TTFT ~ a + b*L + c*L^2: how much of it is the quadratic term",
     )  # fmt: skip
+    p.add_argument(
+        "--session", metavar="FILE.opscope",
+        help="record the run (kind generate: every generation's passes) in a session file",
+    )  # fmt: skip
     p.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
     p.set_defaults(handler=_cmd_generate)
 

@@ -16,6 +16,7 @@ from engine.errors import ConfigError
 from engine.events import Notice, Progress, drive
 from engine.measure.stats import LatencyStats
 from engine.run.generation import GenerateReport, GenerateRequest, run_generate
+from engine.session.recorder import recording
 from engine.tune.prompt_sweep import PromptPoint, PromptSweep, sweep_prompt
 
 
@@ -44,13 +45,17 @@ def cmd_generate(args: argparse.Namespace) -> int:
     printer = LivePrinter()
     out = sys.stdout if args.json != "-" else sys.stderr
 
-    def show(item: object) -> None:
-        if isinstance(item, Progress | Notice):
-            printer.feed(item)
-
     lengths = _lengths(args.sweep_prompt) if args.sweep_prompt else None
     try:
-        report: GenerateReport = drive(run_generate(req), show)
+        with recording(args.session, model_path=args.model, kind="generate") as record:
+
+            def show(item: object) -> None:
+                if isinstance(item, Progress | Notice):
+                    printer.feed(item)
+                else:
+                    record(item)  # type: ignore[arg-type]
+
+            report: GenerateReport = drive(run_generate(req), show)
         _print(report, out)
         swept = None
         if lengths:
@@ -62,8 +67,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
                         f"ms, TPOT p50 {item.tpot_p50_ms:7.3f} ms (n={item.generations})\n"
                     )
                     out.flush()
-                else:
-                    show(item)
+                elif isinstance(item, Progress | Notice):
+                    printer.feed(item)
 
             swept = drive(sweep_prompt(req, lengths), point)
             _print_sweep(swept, out)

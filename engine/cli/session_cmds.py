@@ -11,7 +11,9 @@ from typing import TextIO
 
 from engine.analysis.run_summary import cell, summarize
 from engine.cli.common import EXIT_OK, write_json
+from engine.measure.stats import latency_stats
 from engine.session import RunRow, SweepRow, resolve_run_ref
+from engine.session.generation_rows import GenerationRun
 from engine.session.reader import SessionReader
 from engine.session.trust import printable
 
@@ -25,8 +27,10 @@ def cmd_session_show(args: argparse.Namespace) -> int:
         meta = reader.meta()
         runs = reader.runs() if run_id is None else [reader.run(run_id)]
         sweeps = reader.sweeps() if run_id is None else []
+        made = [g for r in runs if r.kind == "generate" and (g := reader.generation(r.id))]
     out = sys.stdout if args.json != "-" else sys.stderr
     print_session(path, meta, runs, out)
+    print_generations(made, out)
     print_sweeps(sweeps, out)
     if args.json:
         data = {"meta": meta, "runs": [r.to_json() for r in runs]}
@@ -73,6 +77,17 @@ def print_session(
             for i, (c, w) in enumerate(zip(row, widths, strict=True))
         ]
         out.write("  ".join(cells).rstrip() + "\n")
+
+
+def print_generations(runs: Sequence[GenerationRun], out: TextIO) -> None:
+    """One line per generation run: its shape, TTFT and TPOT from the raw samples."""
+    for g in runs:
+        ttft, tpot = latency_stats(g.ttft_ns), latency_stats(g.tpot_ns)
+        out.write(
+            f"run {g.run_id} generate: prompt {g.prompt_len}, {g.new_tokens} new, batch "
+            f"{g.batch}, {printable(g.sampling)}: TTFT p50 {ttft.p50:.3f} ms p99 {ttft.p99:.3f} "
+            f"(n={ttft.count}), TPOT p50 {tpot.p50:.3f} ms p99 {tpot.p99:.3f} (n={tpot.count})\n"
+        )
 
 
 def print_sweeps(sweeps: Sequence[SweepRow], out: TextIO) -> None:

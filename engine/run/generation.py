@@ -6,6 +6,7 @@ samples, with their count."""
 
 from __future__ import annotations
 
+import dataclasses
 import resource
 import sys
 import time
@@ -20,8 +21,21 @@ from engine.backends.genai.model import OpenedLLM, open_llm
 from engine.backends.genai.phases import Phase, profile_phases
 from engine.config import RunConfig
 from engine.errors import ConfigError
-from engine.events import Event, Notice, Progress
-from engine.measure.stats import LatencyStats, latency_stats
+from engine.events import (
+    Event,
+    GenerationStarted,
+    GenerationSteps,
+    GenerationSummary,
+    LatencyBatch,
+    ModelLoaded,
+    Notice,
+    Progress,
+    RunEnded,
+    RunStarted,
+    TimingDone,
+)
+from engine.measure.stats import LatencyStats, Throughput, latency_stats
+from engine.model.info import load_model
 
 
 @dataclass(frozen=True)
@@ -110,10 +124,15 @@ def _prompt(req: GenerateRequest, llm: OpenedLLM) -> np.ndarray:
 
 
 def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]:
+    """Yields the run's events as a recorder wants them (the model, the run's start, each
+    timed generation's passes and its end-to-end latency, the figures, the end), then
+    returns the report."""
     if req.new_tokens < 1:
         raise ConfigError("--new-tokens must be at least 1")
     yield Progress("load", 0, None, "opening the model")
     llm = open_llm(req.model_path, req.config)
+    _, info = load_model(llm.config.model_file)
+    yield ModelLoaded(dataclasses.replace(info, path=str(llm.config.folder)))
     prompt = _prompt(req, llm)
     length = prompt.shape[1] + req.new_tokens
     if length > llm.context_length:
@@ -124,6 +143,17 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
     decoder = llm.decoder(req.batch, length)
     for note in llm.notes:
         yield Notice("info", note)
+    opened = llm.opened
+    config = req.config.resolved()
+    yield RunStarted(
+        config, opened.requested, opened.provider_used, opened.providers_obtained,
+        {llm.shape.input_ids: ((req.batch, int(prompt.shape[1])), "int64")}, req.batch,
+        opened.create_s,
+    )  # fmt: skip
+    yield GenerationStarted(
+        int(prompt.shape[1]), req.new_tokens, req.batch, req.sampling.describe(),
+        llm.context_length, llm.shape.kv_bytes_per_token(),
+    )  # fmt: skip
 
     def once() -> Generation:
         return generate(decoder, prompt, req.new_tokens, req.sampling)
@@ -132,17 +162,33 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
         yield Progress("warmup", i, req.warmup, f"warm-up generation {i + 1}/{req.warmup}")
         once()
     done: list[Generation] = []
+    origin = time.perf_counter_ns()
     end = time.perf_counter() + req.duration_s
     while time.perf_counter() < end or len(done) < req.min_generations:
-        done.append(once())
+        start = time.perf_counter_ns() - origin
+        g = once()
+        done.append(g)
+        steps = np.asarray([g.ttft_s, *g.step_s]) * 1e9
+        yield GenerationSteps(len(done) - 1, start, steps.astype(np.int64), origin)
+        yield LatencyBatch(
+            np.asarray([start], np.int64), np.asarray([int(g.total_s * 1e9)], np.int64), origin
+        )
         yield Progress(
             "generate", len(done), None,
-            f"{len(done)} generation(s): TTFT {done[-1].ttft_s * 1e3:.1f} ms",
+            f"{len(done)} generation(s): TTFT {g.ttft_s * 1e3:.1f} ms",
         )  # fmt: skip
+    elapsed = (time.perf_counter_ns() - origin) / 1e9
     ttft = np.asarray([g.ttft_s for g in done]) * 1e9
     tpot = np.asarray([s for g in done for s in g.step_s]) * 1e9
     e2e = np.asarray([g.total_s for g in done]) * 1e9
-    ttft_s, tpot_s = latency_stats(ttft), latency_stats(tpot)
+    ttft_s, tpot_s, e2e_s = latency_stats(ttft), latency_stats(tpot), latency_stats(e2e)
+    yield TimingDone(
+        e2e_s,
+        Throughput(len(done) / elapsed, len(done) * req.batch / elapsed),
+        True,
+        req.warmup,
+        elapsed,
+    )
     per_token = llm.shape.kv_bytes_per_token()
     last = done[-1].tokens
     phases = None
@@ -152,9 +198,9 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
                 phases = item
             else:
                 yield item
-    return GenerateReport(
+    report = GenerateReport(
         model=req.model_path,
-        config=req.config,
+        config=config,
         provider_used=llm.provider_used,
         prompt_len=int(prompt.shape[1]),
         new_tokens=req.new_tokens,
@@ -162,7 +208,7 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
         generations=len(done),
         ttft=ttft_s,
         tpot=tpot_s,
-        e2e=latency_stats(e2e),
+        e2e=e2e_s,
         prefill_tokens_per_s=req.batch * prompt.shape[1] / (ttft_s.p50 / 1e3),
         decode_tokens_per_s=req.batch / (tpot_s.p50 / 1e3) if tpot_s.count else float("nan"),
         kv_bytes_per_token=per_token,
@@ -173,6 +219,12 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
         text=[llm.decode(row) for row in last.tolist()] if llm.can_decode else None,
         phases=phases,
     )
+    figures = report.to_json()
+    figures.pop("tokens")
+    figures.pop("text")
+    yield GenerationSummary(figures)
+    yield RunEnded("ok")
+    return report
 
 
 def _peak_rss() -> int:

@@ -22,6 +22,7 @@ from sqlite_utils import Database
 from engine.errors import SessionFileError
 from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
 from engine.session import schema
+from engine.session.generation_rows import GenerationRun, read_generation
 from engine.session.rows import MarkerRow, RunRow, op_stat_row, run_row
 from engine.session.serving_rows import ServingRun, read_serving
 from engine.session.sweep_rows import SweepRow, read_sweeps
@@ -164,6 +165,11 @@ class SessionReader:
     def serving(self, run_id: int) -> ServingRun | None:
         """A serving run's set-up, figures, requests and batches; None for other runs."""
         return read_serving(self._conn, run_id)
+
+    @_guarded
+    def generation(self, run_id: int) -> GenerationRun | None:
+        """A generation run's shape, figures and raw TTFT/TPOT samples; None for others."""
+        return read_generation(self._conn, run_id)
 
     @_guarded
     def sweeps(self) -> list[SweepRow]:

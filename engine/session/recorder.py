@@ -23,6 +23,9 @@ from engine.events import (
     AccuracyResult,
     CommandFailed,
     Event,
+    GenerationStarted,
+    GenerationSteps,
+    GenerationSummary,
     LatencyBatch,
     Marker,
     ModelLoaded,
@@ -37,6 +40,7 @@ from engine.events import (
     TimingDone,
     VariantReady,
 )
+from engine.session.generation_rows import add_steps, set_generation_summary, start_generation
 from engine.session.store import SessionStore
 from engine.session.trust import json_text
 
@@ -78,6 +82,8 @@ class Recorder:
         self._telemetry: list[tuple[int | None, int, str, float]] = []
         self._served: list[ServedRequests] = []
         self._serving = False  # the current run has a serving row
+        self._steps: list[GenerationSteps] = []
+        self._generating = False  # the current run has a generation row
         self._next_index = 0
         self._origin_wall: int | None = None  # wall ns of the current run's start_ns == 0
         self._origin_saved = False
@@ -119,6 +125,11 @@ class Recorder:
                 self._served.append(ev)
         elif isinstance(ev, ServingStarted | ServingSummary):
             self._serving_fact(ev)
+        elif isinstance(ev, GenerationSteps):
+            if self._active and self._generating:
+                self._steps.append(ev)
+        elif isinstance(ev, GenerationStarted | GenerationSummary):
+            self._generation_fact(ev)
         elif isinstance(ev, TimingDone | AccuracyResult | OpProfile):
             self._run_fact(ev)
         elif isinstance(ev, RunEnded) and self._active:  # else: begun before this recorder
@@ -136,9 +147,12 @@ class Recorder:
         self._last_commit = self._clock()
         lats = self._lats if self._active else []
         served = self._served if self._active else []
-        if not lats and not self._telemetry and not served:
+        steps = self._steps if self._active else []
+        if not lats and not self._telemetry and not served and not steps:
             return
         with self.store.transaction():
+            if steps and self.run_id is not None:
+                add_steps(self.store.db.conn, self.run_id, steps)
             if served and self.run_id is not None:
                 for chunk in served:
                     self.store.add_served(self.run_id, chunk)
@@ -164,6 +178,7 @@ class Recorder:
         self._lats.clear()
         self._telemetry.clear()
         self._served.clear()
+        self._steps.clear()
         self._last_commit = self._clock()
 
     def fail(self, error_text: str) -> None:
@@ -228,6 +243,8 @@ class Recorder:
         self._serving = False
         self._serving_origin_saved = False
         self._served.clear()
+        self._generating = False
+        self._steps.clear()
         self._last_commit = self._clock()
 
     def _serving_fact(self, ev: ServingStarted | ServingSummary) -> None:
@@ -241,6 +258,18 @@ class Recorder:
             self._serving = True
         elif self._serving:
             self.store.set_serving_summary(self.run_id, ev.summary, ev.answers)
+
+    def _generation_fact(self, ev: GenerationStarted | GenerationSummary) -> None:
+        """A generation run's shape (opens its generation row) or its figures at the end."""
+        if not self._active or self.run_id is None:
+            return
+        self.flush()
+        with self.store.transaction():
+            if isinstance(ev, GenerationStarted):
+                start_generation(self.store.db.conn, self.run_id, ev)
+                self._generating = True
+            elif self._generating:
+                set_generation_summary(self.store.db.conn, self.run_id, ev.summary)
 
     def _end(self, status: str, error: str | None) -> None:
         if not self._active:

@@ -231,7 +231,34 @@ def _v3_sweeps(db: Database) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [_v1_initial, _v2_serving, _v3_sweeps]
+def _v4_generation(db: Database) -> None:
+    """Version 4: generation runs (`opscope generate --session`, kind `generate`). The
+    `generation` row holds the run's shape and figures (JSON); `steps` one row per pass of
+    each timed generation: step 0 the time to the first token (the prefill), then each
+    decode step (ns; a generation's start is ns from the run's timing origin). A run's
+    `latency` rows are its whole generations (end to end)."""
+    db.table("generation").create(
+        {
+            "run_id": int,
+            "prompt_len": int,
+            "new_tokens": int,
+            "batch": int,
+            "sampling": str,
+            "context_length": int,
+            "kv_bytes_per_token": int,
+            "summary": str,
+        },
+        pk="run_id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.execute(
+        "CREATE TABLE steps (run_id INTEGER NOT NULL REFERENCES runs(id), "
+        "generation INTEGER NOT NULL, step INTEGER NOT NULL, start_ns INTEGER, "
+        "dur_ns INTEGER NOT NULL, PRIMARY KEY (run_id, generation, step)) WITHOUT ROWID"
+    )
+
+
+MIGRATIONS: list[Migration] = [_v1_initial, _v2_serving, _v3_sweeps, _v4_generation]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # Tables and columns a file of the current version must have (checked on open).
@@ -287,6 +314,17 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "batches": ("run_id", "id", "start_ns", "end_ns", "size", "instance"),
     "sweeps": ("id", "created_at", "model_path", "dim", "config", "result", "run_ids", "status"),
+    "generation": (
+        "run_id",
+        "prompt_len",
+        "new_tokens",
+        "batch",
+        "sampling",
+        "context_length",
+        "kv_bytes_per_token",
+        "summary",
+    ),
+    "steps": ("run_id", "generation", "step", "start_ns", "dur_ns"),
 }
 
 

@@ -19,6 +19,11 @@ class Sampling:
     top_k: int = 50
     seed: int = 0
 
+    def describe(self) -> str:
+        if self.temperature <= 0:
+            return "greedy"
+        return f"temperature {self.temperature:g}, top-k {self.top_k}, seed {self.seed}"
+
     def chooser(self) -> Chooser:
         return Chooser(self, np.random.default_rng(self.seed))
 

@@ -101,10 +101,17 @@ def _positive(value: Any, name: str) -> int:
 @dataclass
 class OpenedLLM:
     config: LLMConfig
-    session: Any  # onnxruntime.InferenceSession
-    provider_used: str
+    opened: Any  # backends.ort.inference_session.OpenSession: the session, where it runs
     tokenizer: Any = None  # tokenizers.Tokenizer, when the folder has one
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def session(self) -> Any:
+        return self.opened.session
+
+    @property
+    def provider_used(self) -> str:
+        return str(self.opened.provider_used)
 
     @property
     def shape(self) -> DecoderShape:
@@ -163,4 +170,4 @@ def open_llm(path: str | Path, config: RunConfig, profile_prefix: str | None = N
             raise ModelError(
                 f"the tokenizer does not parse ({one_line(exc)})", str(tok_file)
             ) from exc
-    return OpenedLLM(llm, opened.session, opened.provider_used, tokenizer, list(plan.notes))
+    return OpenedLLM(llm, opened, tokenizer, list(plan.notes))
