@@ -15,6 +15,7 @@ from engine.backends.genai.generate import Sampling, generate
 from engine.backends.genai.model import open_llm, read_config
 from engine.config import RunConfig
 from engine.errors import ConfigError, ModelError
+from tests.conftest import DEMO_TRANSFORMER as DEMO_TRANSFORMER_ONNX
 from tests.conftest import ROOT
 from tests.test_cli import opscope
 
@@ -211,3 +212,34 @@ def test_a_generation_run_lands_in_the_session(llm: Path, tmp_path: Path) -> Non
         kept = reader.generation(last.id)
     assert last.status == "cancelled" and kept is not None and kept.ttft_ns.size > 10
     assert kept.tpot_ns.size == 4 * kept.ttft_ns.size
+
+
+def test_weight_only_int4_and_int8_are_checked_against_fp32(llm: Path, tmp_path: Path) -> None:
+    """MatMulNBits weights: a smaller model whose next-token choices are compared with
+    FP32's, teacher-forced, after the timing; built once into the cache."""
+    from engine.backends.genai.weights import weight_only
+
+    config = read_config(llm)
+    folder, _ = weight_only(config, "int4-weights")
+    size = (folder / "model.onnx").stat().st_size
+    assert size < 0.5 * config.model_file.stat().st_size
+    import onnx
+
+    ops = {n.op_type for n in onnx.load(str(folder / "model.onnx")).graph.node}
+    assert "MatMulNBits" in ops and "MatMul" not in ops  # every weight, the LM head's too
+    again, meta = weight_only(config, "int4-weights")
+    assert again == folder and meta["cached"]
+    out = tmp_path / "q.json"
+    proc = opscope("generate", llm, "--precision", "int4", "--prompt-len", "32",
+                   "--new-tokens", "4", "--duration", "0.3", "--threads", "1", "--json", out,
+                   check=True)  # fmt: skip
+    data = json.loads(out.read_text())
+    acc = data["accuracy"]
+    assert data["config"]["precision"] == "int4-weights" and acc["positions"] == 64
+    assert acc["token_agreement"] >= 0.9 and acc["logit_cosine"]["min"] > 0.95
+    assert "INT4 weights" in proc.stdout and "accuracy   vs FP32" in proc.stdout
+    fp32 = opscope("generate", llm, "--prompt-len", "8", "--new-tokens", "2", "--duration",
+                   "0.1", "--json", out, check=True)  # fmt: skip
+    assert json.loads(out.read_text())["accuracy"] is None and "accuracy" not in fp32.stdout
+    bench = opscope("bench", DEMO_TRANSFORMER_ONNX, "--precision", "int4-weights")
+    assert bench.returncode == 2 and "precision must be one of" in bench.stderr
