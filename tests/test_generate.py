@@ -243,3 +243,27 @@ def test_weight_only_int4_and_int8_are_checked_against_fp32(llm: Path, tmp_path:
     assert json.loads(out.read_text())["accuracy"] is None and "accuracy" not in fp32.stdout
     bench = opscope("bench", DEMO_TRANSFORMER_ONNX, "--precision", "int4-weights")
     assert bench.returncode == 2 and "precision must be one of" in bench.stderr
+
+
+def test_compare_two_generation_runs_on_ttft_and_tpot(llm: Path, tmp_path: Path) -> None:
+    session = tmp_path / "c.opscope"
+    for precision in ("fp32", "int4"):
+        opscope("generate", llm, "--precision", precision, "--prompt-len", "64",
+                "--new-tokens", "8", "--duration", "0.5", "--threads", "1", "--session",
+                session, check=True)  # fmt: skip
+    out = tmp_path / "c.json"
+    proc = opscope("compare", f"{session}:1", f"{session}:2", "--metric", "tpot_p50",
+                   "--json", out)  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    data = json.loads(out.read_text())
+    assert data["metric"] == "tpot_p50" and data["latency_kind"]["baseline"].startswith("a whole")
+    lines = proc.stdout.splitlines()
+    for name in ("ttft_p50 ms", "ttft_p99 ms", "tpot_p50 ms", "tpot_p99 ms"):
+        assert any(ln.startswith(name) for ln in lines), name
+    assert any(ln.startswith("tpot_p50") and ln.endswith("<- gate") for ln in lines)
+    assert "precision fp32 -> int4-weights" in proc.stdout
+    from tests.conftest import DEMO_CNN
+
+    opscope("bench", DEMO_CNN, "--duration", "0.3", "--no-live", "--session", session, check=True)
+    bad = opscope("compare", f"{session}:1", f"{session}:3", "--metric", "ttft_p50")
+    assert bad.returncode == 2 and "compares two generation runs" in bad.stderr
