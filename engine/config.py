@@ -11,7 +11,10 @@ from typing import Any, Literal, get_args
 from engine.errors import ConfigError
 
 # Every precision any backend offers; each backend's capabilities say which it runs.
-Precision = Literal["fp32", "fp16", "int8-dynamic", "int8-static", "bf16"]
+# int8-weights, int4-weights: weight-only (MatMulNBits), for generating models
+Precision = Literal[
+    "fp32", "fp16", "int8-dynamic", "int8-static", "bf16", "int8-weights", "int4-weights"
+]
 Fusion = Literal["off", "basic", "extended", "layout", "all"]
 Provider = Literal["auto", "cpu", "cuda", "tensorrt"]
 
@@ -28,6 +31,8 @@ PRECISION_LABELS = {
     "int8-dynamic": "INT8 dynamic",
     "int8-static": "INT8 static",
     "bf16": "BF16",
+    "int8-weights": "INT8 weights",
+    "int4-weights": "INT4 weights",
 }
 
 

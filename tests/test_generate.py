@@ -15,6 +15,7 @@ from engine.backends.genai.generate import Sampling, generate
 from engine.backends.genai.model import open_llm, read_config
 from engine.config import RunConfig
 from engine.errors import ConfigError, ModelError
+from tests.conftest import DEMO_TRANSFORMER as DEMO_TRANSFORMER_ONNX
 from tests.conftest import ROOT
 from tests.test_cli import opscope
 
@@ -211,3 +212,58 @@ def test_a_generation_run_lands_in_the_session(llm: Path, tmp_path: Path) -> Non
         kept = reader.generation(last.id)
     assert last.status == "cancelled" and kept is not None and kept.ttft_ns.size > 10
     assert kept.tpot_ns.size == 4 * kept.ttft_ns.size
+
+
+def test_weight_only_int4_and_int8_are_checked_against_fp32(llm: Path, tmp_path: Path) -> None:
+    """MatMulNBits weights: a smaller model whose next-token choices are compared with
+    FP32's, teacher-forced, after the timing; built once into the cache."""
+    from engine.backends.genai.weights import weight_only
+
+    config = read_config(llm)
+    folder, _ = weight_only(config, "int4-weights")
+    size = (folder / "model.onnx").stat().st_size
+    assert size < 0.5 * config.model_file.stat().st_size
+    import onnx
+
+    ops = {n.op_type for n in onnx.load(str(folder / "model.onnx")).graph.node}
+    assert "MatMulNBits" in ops and "MatMul" not in ops  # every weight, the LM head's too
+    again, meta = weight_only(config, "int4-weights")
+    assert again == folder and meta["cached"]
+    out = tmp_path / "q.json"
+    proc = opscope("generate", llm, "--precision", "int4", "--prompt-len", "32",
+                   "--new-tokens", "4", "--duration", "0.3", "--threads", "1", "--json", out,
+                   check=True)  # fmt: skip
+    data = json.loads(out.read_text())
+    acc = data["accuracy"]
+    assert data["config"]["precision"] == "int4-weights" and acc["positions"] == 64
+    assert acc["token_agreement"] >= 0.9 and acc["logit_cosine"]["min"] > 0.95
+    assert "INT4 weights" in proc.stdout and "accuracy   vs FP32" in proc.stdout
+    fp32 = opscope("generate", llm, "--prompt-len", "8", "--new-tokens", "2", "--duration",
+                   "0.1", "--json", out, check=True)  # fmt: skip
+    assert json.loads(out.read_text())["accuracy"] is None and "accuracy" not in fp32.stdout
+    bench = opscope("bench", DEMO_TRANSFORMER_ONNX, "--precision", "int4-weights")
+    assert bench.returncode == 2 and "precision must be one of" in bench.stderr
+
+
+def test_compare_two_generation_runs_on_ttft_and_tpot(llm: Path, tmp_path: Path) -> None:
+    session = tmp_path / "c.opscope"
+    for precision in ("fp32", "int4"):
+        opscope("generate", llm, "--precision", precision, "--prompt-len", "64",
+                "--new-tokens", "8", "--duration", "0.5", "--threads", "1", "--session",
+                session, check=True)  # fmt: skip
+    out = tmp_path / "c.json"
+    proc = opscope("compare", f"{session}:1", f"{session}:2", "--metric", "tpot_p50",
+                   "--json", out)  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    data = json.loads(out.read_text())
+    assert data["metric"] == "tpot_p50" and data["latency_kind"]["baseline"].startswith("a whole")
+    lines = proc.stdout.splitlines()
+    for name in ("ttft_p50 ms", "ttft_p99 ms", "tpot_p50 ms", "tpot_p99 ms"):
+        assert any(ln.startswith(name) for ln in lines), name
+    assert any(ln.startswith("tpot_p50") and ln.endswith("<- gate") for ln in lines)
+    assert "precision fp32 -> int4-weights" in proc.stdout
+    from tests.conftest import DEMO_CNN
+
+    opscope("bench", DEMO_CNN, "--duration", "0.3", "--no-live", "--session", session, check=True)
+    bad = opscope("compare", f"{session}:1", f"{session}:3", "--metric", "ttft_p50")
+    assert bad.returncode == 2 and "compares two generation runs" in bad.stderr

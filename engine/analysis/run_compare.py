@@ -26,6 +26,7 @@ from engine.analysis.deltas import (
     config_diff,
     diff_ops,
 )
+from engine.analysis.generation_compare import GENERATION_METRICS, generation_deltas
 from engine.measure.op_families import group_by_family
 from engine.session.reader import SessionReader
 from engine.session.refs import open_run
@@ -34,6 +35,7 @@ from engine.session.rows import RunRow
 SERVING_KINDS = ("load", "simulate")
 PER_INFERENCE = "per inference"
 LATENCY_KINDS = {
+    "generate": "a whole generation, end to end",
     "load": "end to end under load",
     "simulate": "end to end under load, SIMULATED",
 }
@@ -244,12 +246,20 @@ def compare_runs(
 ) -> RunComparison:
     """Compare two runs (possibly of different files). `metric` is always computed;
     `metrics` adds others for display. `samples` saves reading them again (the report)."""
-    if metric not in METRICS:
-        raise CompareError(f"unknown metric {metric!r} (choose from {', '.join(METRICS)})")
+    if metric not in METRICS + GENERATION_METRICS:
+        known = ", ".join(METRICS + GENERATION_METRICS)
+        raise CompareError(f"unknown metric {metric!r} (choose from {known})")
     (rb, b), (rc, c) = baseline, candidate
     sb, sc = samples or (run_samples(rb, b), run_samples(rc, c))
-    wanted = [metric, *(m for m in metrics if m != metric)]
-    deltas = {m: compare_metric(m, sb, sc, seed=seed, resamples=resamples) for m in wanted}
+    wanted = [m for m in [metric, *metrics] if m in METRICS]
+    deltas = {m: compare_metric(m, sb, sc, seed=seed, resamples=resamples)
+              for m in dict.fromkeys(wanted)}  # fmt: skip
+    gen_b = rb.generation(b.id) if b.kind == "generate" else None
+    gen_c = rc.generation(c.id) if c.kind == "generate" else None
+    if gen_b is not None and gen_c is not None:
+        deltas |= generation_deltas(gen_b, gen_c, seed=seed, resamples=resamples)
+    elif metric in GENERATION_METRICS:
+        raise CompareError(f"--metric {metric} compares two generation runs (opscope generate)")
     ops_b, ops_c = node_rows(rb, b), node_rows(rc, c)
     types_b, types_c = node_rows(rb, b, "op_type"), node_rows(rc, c, "op_type")
     cross_engine = engine_of(b) != engine_of(c)

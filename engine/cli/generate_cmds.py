@@ -11,7 +11,7 @@ from engine.backends.genai.generate import Sampling
 from engine.backends.genai.phases import Phase
 from engine.cli.common import EXIT_OK, write_json
 from engine.cli.printer import LivePrinter
-from engine.config import RunConfig
+from engine.config import PRECISION_LABELS, Precision, RunConfig
 from engine.errors import ConfigError
 from engine.events import Notice, Progress, drive
 from engine.measure.stats import LatencyStats
@@ -19,10 +19,12 @@ from engine.run.generation import GenerateReport, GenerateRequest, run_generate
 from engine.session.recorder import recording
 from engine.tune.prompt_sweep import PromptPoint, PromptSweep, sweep_prompt
 
+WEIGHTS: dict[str, Precision] = {"fp32": "fp32", "int8": "int8-weights", "int4": "int4-weights"}
+
 
 def cmd_generate(args: argparse.Namespace) -> int:
     config = RunConfig(
-        precision=args.precision,
+        precision=WEIGHTS[args.precision],
         fusion=args.fusion,
         batch=args.batch,
         threads=args.threads,
@@ -127,9 +129,9 @@ def _print(r: GenerateReport, out: TextIO) -> None:
     c = r.config
     out.write(f"model      {r.model}\n")
     out.write(
-        f"config     {c.precision.upper()} fusion={c.fusion} threads={c.threads or 'default'} "
-        f"batch={r.batch}; prompt {r.prompt_len} tokens, {r.new_tokens} new; "
-        f"{r.generations} generations after the warm-up\n"
+        f"config     {PRECISION_LABELS[c.precision]} fusion={c.fusion} "
+        f"threads={c.threads or 'default'} batch={r.batch}; prompt {r.prompt_len} tokens, "
+        f"{r.new_tokens} new; {r.generations} generations after the warm-up\n"
     )
     out.write(f"provider   {r.provider_used}\n")
     out.write(f"ttft       {_pcts(r.ttft)}\n")
@@ -154,6 +156,13 @@ def _print(r: GenerateReport, out: TextIO) -> None:
                 f"           decode's arithmetic intensity is {pre / dec:.0f}x lower than "
                 "prefill's: decode reads weights and cache for each token (memory-bound)\n"
             )
+    if r.accuracy is not None:
+        a = r.accuracy
+        out.write(
+            f"accuracy   vs FP32: next token the same at {a.token_agreement:.1%} of {a.positions} "
+            f"positions; logit cosine mean {a.cosine_mean:.5f}, min {a.cosine_min:.5f} "
+            "(teacher-forced)\n"
+        )
     if r.text is not None:
         sample = " ".join(r.text[0].split())[:160]
         out.write(f"output     {sample!r}\n")

@@ -16,9 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.genai.agreement import Agreement, agreement
 from engine.backends.genai.generate import Generation, Sampling, generate
-from engine.backends.genai.model import OpenedLLM, open_llm
+from engine.backends.genai.model import OpenedLLM, open_llm, read_config
 from engine.backends.genai.phases import Phase, profile_phases
+from engine.backends.genai.weights import weight_only
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import (
@@ -33,6 +35,7 @@ from engine.events import (
     RunEnded,
     RunStarted,
     TimingDone,
+    VariantReady,
 )
 from engine.measure.stats import LatencyStats, Throughput, latency_stats
 from engine.model.info import load_model
@@ -76,6 +79,7 @@ class GenerateReport:
     text: list[str] | None = None
     notes: list[str] = field(default_factory=list)
     phases: dict[str, Phase] | None = None
+    accuracy: Agreement | None = None  # a quantized model against FP32
 
     def to_json(self) -> dict[str, Any]:
         def pct(s: LatencyStats) -> dict[str, Any]:
@@ -106,6 +110,7 @@ class GenerateReport:
             "tokens": self.tokens,
             "text": self.text,
             "notes": self.notes,
+            "accuracy": None if self.accuracy is None else self.accuracy.to_json(),
             "phases": None
             if self.phases is None
             else {k: p.to_json() for k, p in self.phases.items()},
@@ -130,9 +135,16 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
     if req.new_tokens < 1:
         raise ConfigError("--new-tokens must be at least 1")
     yield Progress("load", 0, None, "opening the model")
-    llm = open_llm(req.model_path, req.config)
-    _, info = load_model(llm.config.model_file)
-    yield ModelLoaded(dataclasses.replace(info, path=str(llm.config.folder)))
+    original = read_config(req.model_path)
+    _, info = load_model(original.model_file)
+    yield ModelLoaded(dataclasses.replace(info, path=str(original.folder)))
+    precision = req.config.precision
+    if precision != "fp32":
+        yield Progress("variant", 0, None, f"building the {precision} model")
+    folder, built = weight_only(original, precision)
+    yield VariantReady(precision, str(folder), float(built.get("build_s", 0.0)),
+                       bool(built.get("cached")), info.nodes, details=built)  # fmt: skip
+    llm = open_llm(folder, req.config)
     prompt = _prompt(req, llm)
     length = prompt.shape[1] + req.new_tokens
     if length > llm.context_length:
@@ -191,9 +203,13 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
     )
     per_token = llm.shape.kv_bytes_per_token()
     last = done[-1].tokens
+    accuracy = None
+    if precision != "fp32":  # after the timing, never inside it
+        yield Progress("accuracy", 0, None, f"{precision} against FP32, token by token")
+        accuracy = agreement(open_llm(original.folder, req.config), llm)
     phases = None
     if req.profile:  # a session of its own: the timed one never ran with the profiler
-        for item in profile_phases(req.model_path, req.config, prompt, req.new_tokens):
+        for item in profile_phases(str(folder), req.config, prompt, req.new_tokens):
             if isinstance(item, dict):
                 phases = item
             else:
@@ -218,6 +234,7 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
         tokens=last.tolist(),
         text=[llm.decode(row) for row in last.tolist()] if llm.can_decode else None,
         phases=phases,
+        accuracy=accuracy,
     )
     figures = report.to_json()
     figures.pop("tokens")

@@ -67,7 +67,7 @@ class Decoder:
         self.run_options = ort.RunOptions()
         self.run_options.log_severity_level = 4  # a failed step is our one line, not ORT's log
 
-    def _run(self, ids: np.ndarray) -> np.ndarray:
+    def _run(self, ids: np.ndarray, all_positions: bool = False) -> np.ndarray:
         total = self.length + ids.shape[1]
         if total > self.max_length:
             raise ConfigError(f"{total} tokens exceed the cache's {self.max_length}")
@@ -80,12 +80,13 @@ class Decoder:
             raise ModelError(f"ONNX Runtime failed to run a step ({one_line(exc)})", "") from exc
         self.length = total
         logits = self.io.get_outputs()[0].numpy()
-        return np.asarray(logits[:, -1, :])
+        return np.asarray(logits if all_positions else logits[:, -1, :])
 
-    def prefill(self, ids: np.ndarray) -> np.ndarray:
-        """The prompt, [batch, length] token ids, in one pass (the cache starts empty)."""
+    def prefill(self, ids: np.ndarray, all_positions: bool = False) -> np.ndarray:
+        """The prompt, [batch, length] token ids, in one pass (the cache starts empty); the
+        last position's logits, or every position's ([batch, length, vocab])."""
         self.length = 0
-        return self._run(ids)
+        return self._run(ids, all_positions)
 
     def step(self, tokens: np.ndarray) -> np.ndarray:
         """One new token per sequence, [batch]."""
