@@ -26,6 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         not args
         or first in GUI_COMMANDS
         or first.lower().endswith(_gui_files())
+        or _a_model_folder(first)
         or first.split("=", 1)[0] in GUI_OPTIONS
     ):
         from app.launch import main as gui_main
@@ -41,6 +42,18 @@ def _gui_files() -> tuple[str, ...]:
     from engine.backends import model_suffixes
 
     return (".opscope", *model_suffixes())
+
+
+def _a_model_folder(arg: str) -> bool:
+    """`opscope FOLDER` opens the window for a folder some backend runs (a generating
+    model's); a command's name is never a folder of that kind."""
+    from pathlib import Path
+
+    if not arg or not Path(arg).is_dir():
+        return False
+    from engine.backends import all_backends
+
+    return any(b.opens(arg) for b in all_backends())
 
 
 if __name__ == "__main__":

@@ -96,6 +96,7 @@ class OpProfile:
     provider_nodes: dict[str, int]  # nodes per provider, as the profile says
     trace: Any  # engine.measure.op_trace.ProfileTrace
     profile_overhead: float | None = None  # profiled mean run / timed mean - 1
+    phase: str | None = None  # a generating model's: "prefill" or "decode" (else None)
 
 
 @dataclass(frozen=True, slots=True)

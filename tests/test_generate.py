@@ -196,7 +196,7 @@ def test_a_generation_run_lands_in_the_session(llm: Path, tmp_path: Path) -> Non
     assert gen.summary is not None and gen.summary["tpot_ms"]["count"] == 4 * n
     assert np.all(np.diff(starts) > 0)
     show = opscope("session", "show", session, check=True).stdout
-    assert f"run {run.id} generate: prompt 24, 5 new, batch 1, greedy: TTFT p50" in show
+    assert f"run {run.id} generation: prompt 24, 5 new, batch 1, greedy: TTFT p50" in show
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.entry", "generate", str(llm), "--prompt-len", "24",

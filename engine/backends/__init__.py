@@ -70,6 +70,15 @@ def backend_for(config: RunConfig) -> Backend:
     return backend
 
 
+def engine_for(path: str, asked: str) -> str:
+    """`asked`, unless its backend cannot open `path` and another one can (a generating
+    model's folder, which the default engine does not read)."""
+    if get(asked).opens(path):
+        return asked
+    other = next((b for b in all_backends() if b.opens(path)), None)
+    return other.capabilities.name if other is not None else asked
+
+
 def prepare(req: PrepareRequest, on_event: Callable[[Event], object] | None = None) -> Prepared:
     """Prepare `req` on its backend at once, handing each event (progress, model facts,
     notices) to `on_event`: for callers that need no cancellation point."""

@@ -38,6 +38,7 @@ class PrepareRequest:
     calibration_npz: str | None = None  # likewise, for static INT8
     seed: int = 0
     labels_npy: str | None = None  # class indices of the inputs' samples, for top-1 accuracy
+    new_tokens: int | None = None  # a generating model: tokens per timed generation
 
 
 @dataclass(frozen=True)

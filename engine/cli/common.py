@@ -17,8 +17,10 @@ EXIT_INTERRUPTED = 130
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
+    engine = getattr(args, "engine", backends.DEFAULT)
+    model = getattr(args, "model", None)
     return RunConfig(
-        engine=getattr(args, "engine", backends.DEFAULT),
+        engine=backends.engine_for(model, engine) if isinstance(model, str) else engine,
         precision=args.precision,
         fusion=args.fusion,
         batch=args.batch,

@@ -178,8 +178,8 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
                 f"labels     top-1 accuracy {a.label_top1:.2%} (FP32 {a.baseline_label_top1:.2%}, "
                 f"{(a.label_top1 - a.baseline_label_top1) * 100:+.2f} points)\n"
             )
-    if result.profile:
-        print_ops(result.profile, out, top, machine=result.machine)
+    for profile in result.phases.values() or ([result.profile] if result.profile else []):
+        print_ops(profile, out, top, machine=result.machine)
 
 
 def print_ops(
@@ -193,8 +193,14 @@ def print_ops(
             f"(ridge {machine[1] / machine[0]:.1f} FLOP/B; `opscope system`); "
             "bound: mem|comp and % of its roof\n"
         )
+    phase = getattr(profile, "phase", None)
     w(
-        f"\nprofile    {profile.runs} profiled inferences; node time covers "
+        (
+            f"\nprofile    {phase.upper()}: {profile.runs} profiled passes"
+            if phase
+            else f"\nprofile    {profile.runs} profiled inferences"
+        )
+        + "; node time covers "
         f"{profile.coverage:.1%} of model_run"
         + (
             f"; profiler overhead {profile.profile_overhead:+.0%}"

@@ -34,6 +34,7 @@ class RunResult:
     timing: TimingDone | None = None
     accuracy: AccuracyResult | None = None
     profile: OpProfile | None = None
+    phases: dict[str, OpProfile] = field(default_factory=dict)  # a generating model's
     ended: RunEnded | None = None
     notices: list[Notice] = field(default_factory=list)
     machine: tuple[float, float] | None = None  # (peak GB/s, peak GFLOP/s): the roofs
@@ -56,6 +57,8 @@ class RunResult:
             self.accuracy = ev
         elif isinstance(ev, OpProfile):
             self.profile = ev
+            if ev.phase:
+                self.phases[ev.phase] = ev
         elif isinstance(ev, RunEnded):
             self.ended = ev
         elif isinstance(ev, Notice):
@@ -136,6 +139,11 @@ class RunResult:
                 "overhead": p.profile_overhead,
                 "nodes_total": len(p.ops),
             }
+            if self.phases:  # ops/op_types above are the last phase's; each phase here
+                out["phases"] = {
+                    name: {"runs": ph.runs, "op_types": [self._op_json(s) for s in ph.op_types]}
+                    for name, ph in self.phases.items()
+                }
         out["notices"] = [{"level": n.level, "message": n.message} for n in self.notices]
         out["status"] = self.ended.status if self.ended else "incomplete"
         if self.ended and self.ended.error:

@@ -27,7 +27,7 @@ def cmd_session_show(args: argparse.Namespace) -> int:
         meta = reader.meta()
         runs = reader.runs() if run_id is None else [reader.run(run_id)]
         sweeps = reader.sweeps() if run_id is None else []
-        made = [g for r in runs if r.kind == "generate" and (g := reader.generation(r.id))]
+        made = [g for r in runs if (g := reader.generation(r.id)) is not None]
     out = sys.stdout if args.json != "-" else sys.stderr
     print_session(path, meta, runs, out)
     print_generations(made, out)
@@ -84,7 +84,7 @@ def print_generations(runs: Sequence[GenerationRun], out: TextIO) -> None:
     for g in runs:
         ttft, tpot = latency_stats(g.ttft_ns), latency_stats(g.tpot_ns)
         out.write(
-            f"run {g.run_id} generate: prompt {g.prompt_len}, {g.new_tokens} new, batch "
+            f"run {g.run_id} generation: prompt {g.prompt_len}, {g.new_tokens} new, batch "
             f"{g.batch}, {printable(g.sampling)}: TTFT p50 {ttft.p50:.3f} ms p99 {ttft.p99:.3f} "
             f"(n={ttft.count}), TPOT p50 {tpot.p50:.3f} ms p99 {tpot.p99:.3f} (n={tpot.count})\n"
         )

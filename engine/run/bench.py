@@ -11,7 +11,7 @@ import numpy as np
 
 from engine import backends
 from engine.backends.base import PrepareRequest
-from engine.events import Event, RunEnded
+from engine.events import Event, LatencyBatch, RunEnded
 from engine.run.timing import TimingPlan, TimingSamples, time_inferences
 
 
@@ -30,7 +30,11 @@ def run_bench(req: BenchRequest) -> Iterator[Event]:
     prepared = yield from backends.backend_for(req.config).prepare(req)
     try:
         samples = TimingSamples(np.empty(0, np.int64), np.empty(0, np.int64))
-        yield from time_inferences(prepared.run_once, req.timing, prepared.batch, samples=samples)
+        drain = getattr(prepared, "drain_events", None)  # a generating model's passes
+        for ev in time_inferences(prepared.run_once, req.timing, prepared.batch, samples=samples):
+            yield ev
+            if drain is not None and isinstance(ev, LatencyBatch):
+                yield from drain(ev.origin_ns)
         if req.check_accuracy and prepared.config.precision != "fp32":
             yield from prepared.accuracy(req.inputs_npz is None)
         if req.profile:

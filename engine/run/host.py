@@ -232,6 +232,8 @@ def host_main(
                 ev = live.step()
                 if ev is not None:
                     out.put(ev)
+                    for extra in live.extra_events():
+                        out.put(extra)
                 flagged = throttle.fresh()
                 if flagged is not None:
                     out.put(flagged)

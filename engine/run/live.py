@@ -22,6 +22,7 @@ from engine.config import RunConfig
 from engine.events import (
     AccuracyResult,
     Event,
+    GenerationStarted,
     LatencyBatch,
     Marker,
     ModelLoaded,
@@ -76,7 +77,7 @@ def stage(
     return Staged(prepared, facts, label)
 
 
-RUN_FACTS = (ModelLoaded, VariantReady, RunStarted, AccuracyResult)
+RUN_FACTS = (ModelLoaded, VariantReady, RunStarted, AccuracyResult, GenerationStarted)
 
 
 def _keep_facts(events: Iterator[Event], facts: list[Event]) -> Generator[Event, None, Any]:
@@ -138,6 +139,16 @@ class LiveRun:
         elif isinstance(ev, Progress) and ev.stage == "warmup":
             seg.warmup_runs = int(ev.done)
         return ev
+
+    def extra_events(self) -> list[Event]:
+        """What the running backend made while timing, besides samples (a generating
+        model's passes: GenerationSteps), once the timing's origin is known."""
+        seg = self.segment
+        drain = getattr(seg.staged.prepared, "drain_events", None) if seg else None
+        if seg is None or drain is None or not seg.origin_ns:
+            return []
+        events: list[Event] = drain(seg.origin_ns)
+        return events
 
     def end(self, status: str = "ok", error: str | None = None) -> Iterator[Event]:
         """Close the running segment: its statistics from every raw sample, then RunEnded."""

@@ -11,6 +11,7 @@ keeps status "running".
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -84,6 +85,7 @@ class Recorder:
         self._serving = False  # the current run has a serving row
         self._steps: list[GenerationSteps] = []
         self._generating = False  # the current run has a generation row
+        self._generations = 0  # GenerationSteps seen in it
         self._next_index = 0
         self._origin_wall: int | None = None  # wall ns of the current run's start_ns == 0
         self._origin_saved = False
@@ -127,6 +129,9 @@ class Recorder:
             self._serving_fact(ev)
         elif isinstance(ev, GenerationSteps):
             if self._active and self._generating:
+                if ev.index < 0:  # numbered here (the live engine's are not)
+                    ev = dataclasses.replace(ev, index=self._generations)
+                self._generations = max(self._generations, ev.index + 1)
                 self._steps.append(ev)
         elif isinstance(ev, GenerationStarted | GenerationSummary):
             self._generation_fact(ev)
@@ -244,6 +249,7 @@ class Recorder:
         self._serving_origin_saved = False
         self._served.clear()
         self._generating = False
+        self._generations = 0
         self._steps.clear()
         self._last_commit = self._clock()
 

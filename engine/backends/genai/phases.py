@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +19,8 @@ import numpy as np
 from engine.backends.genai.generate import generate
 from engine.backends.genai.model import OpenedLLM, open_llm
 from engine.config import RunConfig
-from engine.events import Progress
-from engine.measure.op_stats import OpStat, op_type_stats, stat_to_json
+from engine.events import OpProfile, Progress
+from engine.measure.op_stats import OpStat, coverage, node_stats, op_type_stats, stat_to_json
 from engine.measure.op_trace import ProfileTrace, parse_ort_profile
 
 WARMUP_GENERATIONS = 1
@@ -35,6 +36,7 @@ class Phase:
     flops: int
     bytes: int
     op_types: list[OpStat]
+    profile: OpProfile  # the phase's passes as a profiling pass (the op table, the roofline)
 
     @property
     def intensity(self) -> float:
@@ -67,6 +69,16 @@ def _subset(trace: ProfileTrace, keep: list[int]) -> ProfileTrace:
 def _phase(name: str, trace: ProfileTrace) -> Phase:
     types = op_type_stats(trace)
     time_ms = float(np.mean([r.dur_us for r in trace.runs])) / 1e3 if trace.runs else 0.0
+    providers = Counter(n.provider for n in {n.name: n for n in trace.nodes}.values())
+    profile = OpProfile(
+        ops=node_stats(trace),
+        op_types=types,
+        coverage=coverage(trace),
+        runs=len(trace.runs),
+        provider_nodes=dict(providers),
+        trace=trace,
+        phase=name,
+    )
     return Phase(
         name,
         len(trace.runs),
@@ -74,6 +86,7 @@ def _phase(name: str, trace: ProfileTrace) -> Phase:
         sum(s.flops or 0 for s in types),
         sum(s.bytes for s in types),
         types,
+        profile,
     )
 
 
