@@ -45,7 +45,8 @@ def add_serving_parsers(
         "model",
         help="an .onnx file (or a PyTorch file), calibrated first; or FILE.opscope[:ID], a "
         "recorded load or simulate run to simulate again (its traffic, batching and cache, "
-        "any flag given overriding them)",
+        "any flag given overriding them); or a generating model's genai-format folder "
+        "(LLM serving, below)",
     )
     add_knobs(p)
     _add_serving(p, positive_float, positive_int, nonneg_float, nonneg_int)
@@ -82,6 +83,7 @@ def add_serving_parsers(
         help="record the simulated run (kind simulate: its predicted end-to-end latencies) "
         "into a session file, to compare with a real load run",
     )  # fmt: skip
+    _add_llm(p)
     p.set_defaults(handler=_cmd_simulate)
 
 
@@ -137,6 +139,64 @@ def _add_serving(
     g.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
 
 
+LLM_FLAGS = ("layout", "prompt_len", "new_tokens", "chunk_tokens", "max_seqs", "kv_tokens",
+             "prefill_tokens", "prefill_instances", "decode_instances", "kv_gbps",
+             "kv_transfer_ms_per_mb", "slo_ttft", "slo_tpot")  # fmt: skip
+
+
+def _add_llm(p: argparse.ArgumentParser) -> None:
+    """Generating models: continuous batching in three layouts (the counts are checked by
+    the command, so a bad one is one line)."""
+    g = p.add_argument_group(
+        "generating models (LLMs): given --llm or a genai-format folder as MODEL"
+    )
+    g.add_argument(
+        "--llm", action="store_true",
+        help="simulate LLM serving: prefill and decode steps calibrated on the model, "
+        "iteration-level (continuous) batching",
+    )  # fmt: skip
+    g.add_argument(
+        "--layout", metavar="NAME",
+        help="colocated | chunked | disaggregated | all (the three side by side; default all)",
+    )  # fmt: skip
+    g.add_argument(
+        "--prompt-len", metavar="L",
+        help="prompt tokens: L, LO-HI (uniform) or lognormal:MEDIAN,SIGMA[,MAX] (default 512; "
+        "a trace's size column when it has one)",
+    )  # fmt: skip
+    g.add_argument(
+        "--new-tokens", metavar="N",
+        help="output tokens: N, LO-HI or lognormal:MEDIAN,SIGMA[,MAX] (default 128)",
+    )  # fmt: skip
+    g.add_argument("--chunk-tokens", type=int, metavar="C",
+                   help="chunked: prompt tokens per iteration (default 256)")  # fmt: skip
+    g.add_argument("--max-seqs", type=int, metavar="S",
+                   help="sequences running at once per instance (default 64)")  # fmt: skip
+    g.add_argument(
+        "--kv-tokens", type=int, metavar="T",
+        help="KV cache tokens per instance; a sequence reserves its prompt and output when "
+        "admitted (default: enough for --max-seqs of the longest)",
+    )  # fmt: skip
+    g.add_argument(
+        "--prefill-tokens", type=int, metavar="T",
+        help="colocated and prefill instances: the most prompt tokens per prefill pass "
+        "(whole prompts; default the model's context length)",
+    )  # fmt: skip
+    g.add_argument("--prefill-instances", type=int, metavar="P",
+                   help="disaggregated: prefill instances (default 1)")  # fmt: skip
+    g.add_argument("--decode-instances", type=int, metavar="D",
+                   help="disaggregated: decode instances (default 1)")  # fmt: skip
+    g.add_argument(
+        "--kv-gbps", type=float, metavar="G",
+        help="disaggregated: the link moving each prompt's KV cache, gigabits/s (default 10; "
+        "one link per prefill instance, transfers in turn)",
+    )  # fmt: skip
+    g.add_argument("--kv-transfer-ms-per-mb", type=float, metavar="X",
+                   help="disaggregated: KV transfer time per MB instead of --kv-gbps")  # fmt: skip
+    g.add_argument("--slo-ttft", type=float, metavar="MS", help="goodput: time to first token")
+    g.add_argument("--slo-tpot", type=float, metavar="MS", help="goodput: time per output token")
+
+
 def _cmd_load(args: argparse.Namespace) -> int:
     from engine.cli.serve_cmds import cmd_load
 
@@ -144,6 +204,17 @@ def _cmd_load(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    from engine.backends.genai.model import genai_folder
+
+    if args.llm or genai_folder(args.model) is not None:
+        from engine.cli.simulate_llm import cmd_simulate_llm
+
+        return cmd_simulate_llm(args)
+    given = [f"--{k.replace('_', '-')}" for k in LLM_FLAGS if getattr(args, k) is not None]
+    if given:
+        from engine.errors import ConfigError
+
+        raise ConfigError(f"{', '.join(given)}: for generating models (add --llm)")
     from engine.cli.simulate_cmd import cmd_simulate
 
     return cmd_simulate(args)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from engine.events import Event, Progress, drive
+from engine.measure.fits import fit_prefill
 from engine.run.generation import GenerateReport, GenerateRequest, run_generate
 
 
@@ -51,23 +52,6 @@ class PromptSweep:
                 "us_per_context_token": self.tpot_per_context_token_us,
             },
         }
-
-
-def fit_prefill(lengths: np.ndarray, ms: np.ndarray) -> tuple[float, float, float]:
-    """a + b*L + c*L^2 with a, b, c >= 0 (a cost does not shrink with length): the best of
-    the least-squares fits over every subset of the terms that comes out non-negative."""
-    cols = {"a": np.ones_like(lengths), "b": lengths, "c": lengths**2}
-    best: tuple[float, dict[str, float]] = (np.inf, {"a": float(np.min(ms)), "b": 0.0, "c": 0.0})
-    for subset in (("a", "b", "c"), ("a", "b"), ("a", "c"), ("b", "c"), ("b",), ("c",), ("a",)):
-        x = np.stack([cols[k] for k in subset], axis=1)
-        coef, *_ = np.linalg.lstsq(x, ms, rcond=None)
-        if np.any(coef < 0):
-            continue
-        err = float(np.sum((x @ coef - ms) ** 2))
-        if err < best[0]:
-            best = (err, dict(zip(subset, map(float, coef), strict=True)))
-    terms = best[1]
-    return terms.get("a", 0.0), terms.get("b", 0.0), terms.get("c", 0.0)
 
 
 def sweep_prompt(

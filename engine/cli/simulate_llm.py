@@ -1,0 +1,190 @@
+"""`opscope simulate MODEL_FOLDER --llm`: LLM serving predicted in three layouts
+(colocated, chunked prefill, disaggregated prefill/decode) from prefill and decode times
+calibrated on the model; `--layout all` puts them side by side on the same requests."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+import time
+from typing import Any, TextIO
+
+from engine.backends.genai.model import read_config
+from engine.cli.common import EXIT_OK, write_json
+from engine.cli.printer import LivePrinter
+from engine.config import RunConfig
+from engine.errors import ConfigError
+from engine.events import drive
+from engine.serve.llm_calibration import load_or_calibrate_llm
+from engine.serve.llm_cost import LLMCost
+from engine.serve.llm_sim import LAYOUTS, Layout, simulate_llm
+from engine.serve.llm_summary import summarize_llm
+from engine.serve.llm_workload import LLMWorkload, make_workload, parse_length
+from engine.serve.traffic import make_schedule, parse_traffic
+
+DURATION_S = 60.0
+KV_GBPS = 10.0
+NOT_FOR_LLM = ("find", "tune_batching", "curve", "confirm", "session", "max_batch", "preferred",
+               "delay_ms", "queue_limit", "timeout_ms", "cache")  # fmt: skip
+
+
+def _default(value: Any, fallback: Any) -> Any:
+    return fallback if value is None else value
+
+
+def layouts_from_args(args: argparse.Namespace, context_length: int) -> list[Layout]:
+    name = str(_default(args.layout, "all")).lower()
+    if name != "all" and name not in LAYOUTS:
+        raise ConfigError(f"--layout {name!r}: expected {', '.join(LAYOUTS)} or all")
+    if args.kv_gbps is not None and args.kv_transfer_ms_per_mb is not None:
+        raise ConfigError("--kv-gbps and --kv-transfer-ms-per-mb say the same thing: give one")
+    gbps = _default(args.kv_gbps, KV_GBPS)
+    if not (gbps > 0 and math.isfinite(gbps)):
+        raise ConfigError(f"--kv-gbps must be positive, got {gbps:g}")
+    per_mb = _default(args.kv_transfer_ms_per_mb, 8.0 / gbps)  # 1 MB = 8e6 bits
+    p, d = _default(args.prefill_instances, 1), _default(args.decode_instances, 1)
+    base = Layout(
+        name="colocated",
+        instances=_default(args.instances, p + d),  # the same machines as disaggregated
+        chunk_tokens=_default(args.chunk_tokens, 256),
+        prefill_tokens=_default(args.prefill_tokens, context_length),
+        max_seqs=_default(args.max_seqs, 64),
+        kv_tokens=_default(args.kv_tokens, 0),
+        prefill_instances=p,
+        decode_instances=d,
+        kv_ms_per_mb=per_mb,
+    )
+    names = LAYOUTS if name == "all" else (name,)
+    out = [dataclasses.replace(base, name=n) for n in names]
+    for layout in out:
+        layout.check()
+    return out
+
+
+def workload_from_args(args: argparse.Namespace, context_length: int) -> LLMWorkload:
+    prompt = parse_length(_default(args.prompt_len, "512"), "--prompt-len")
+    output = parse_length(_default(args.new_tokens, "128"), "--new-tokens")
+    spec = parse_traffic(args.traffic)
+    if spec.closed:
+        raise ConfigError("--llm simulates open-loop traffic: poisson, constant, bursts, ramp, "
+                          "trace (not closed:N)")  # fmt: skip
+    schedule = make_schedule(spec, args.duration, args.seed, 0.0, requests=args.requests)
+    if not len(schedule):
+        raise ConfigError(f"traffic {spec.text} brings no request in {args.duration:g} s")
+    from_trace = args.prompt_len is None and schedule.sizes is not None
+    longest = int(schedule.sizes.max()) if from_trace and schedule.sizes is not None else prompt.hi
+    if longest + output.hi > context_length:
+        raise ConfigError(
+            f"prompts up to {longest} + up to {output.hi} new tokens = {longest + output.hi} "
+            f"exceed the model's context of {context_length} tokens"
+        )
+    return make_workload(schedule, prompt, output, args.seed, prompt_from_trace=from_trace)
+
+
+def cmd_simulate_llm(args: argparse.Namespace) -> int:
+    refused = [f"--{k.replace('_', '-')}" for k in NOT_FOR_LLM if getattr(args, k, None)]
+    if refused:
+        raise ConfigError(f"{', '.join(refused)}: not for generating models (--llm)")
+    if args.traffic is None:
+        raise ConfigError("--traffic SPEC is needed (e.g. poisson:5)")
+    if args.precision != "fp32":
+        raise ConfigError("a generating model is simulated in fp32 only (for now)")
+    for flag in ("slo_ttft", "slo_tpot"):
+        value = getattr(args, flag)
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise ConfigError(f"--{flag.replace('_', '-')} must be a positive number of ms")
+    args.duration = _default(args.duration, DURATION_S)
+    args.seed = _default(args.seed, 0)
+    llm = read_config(args.model)
+    layouts = layouts_from_args(args, llm.context_length)
+    work = workload_from_args(args, llm.context_length)
+    config = RunConfig(precision="fp32", fusion=args.fusion, batch=1, threads=args.threads,
+                       spinning=args.spinning == "on", provider=args.provider)  # fmt: skip
+    printer = LivePrinter()
+    try:
+        cost = drive(load_or_calibrate_llm(args.model, config, args.recalibrate), printer.feed)
+    finally:
+        printer.close()
+    results = []
+    for layout in layouts:
+        t0 = time.perf_counter()
+        book = simulate_llm(work, layout, cost)
+        r = {"layout": layout.name, "layout_config": layout.to_json(),
+             **summarize_llm(book, args.slo_ttft, args.slo_tpot)}  # fmt: skip
+        r["simulator_s"] = time.perf_counter() - t0
+        results.append(r)
+    result: dict[str, Any] = {
+        "model": {"path": args.model, "kind": llm.kind, "context_length": llm.context_length},
+        "config": config.to_json(),
+        "traffic": {
+            **parse_traffic(args.traffic).to_json(),
+            "seed": args.seed,
+            "duration_s": args.duration,
+            "requests": len(work),
+        },
+        "workload": {
+            "prompt_len": _default(args.prompt_len, "512"),
+            "new_tokens": _default(args.new_tokens, "128"),
+        },
+        "simulated": True,
+        "calibration": cost.to_json(),
+    }
+    if len(results) == 1:
+        result.update(results[0])
+    else:
+        result["layout"] = "all"
+        result["layouts"] = results
+    out = sys.stdout if args.json != "-" else sys.stderr
+    print_llm(result, results, cost, out)
+    if args.json:
+        write_json(args.json, result)
+    return EXIT_OK
+
+
+def _cal_line(cost: LLMCost) -> str:
+    steps = sorted(cost.decode_ms.items())
+    lo, hi = steps[0], steps[-1]
+    return (
+        f"prefill ~ {cost.prefill_a_ms:.3f} + {cost.prefill_b_ms * 1e3:.2f}e-3*L + "
+        f"{cost.prefill_c_ms * 1e6:.3f}e-6*L^2 ms; decode step {lo[1]:.3f} ms ({lo[0]} seq) to "
+        f"{hi[1]:.3f} ms ({hi[0]} seqs) + {cost.decode_slope_ms * 1e3:.3f} us per context token; "
+        f"KV {cost.kv_bytes_per_token / 1024:.1f} KiB/token"
+    )
+
+
+def print_llm(r: dict[str, Any], rows: list[dict[str, Any]], cost: LLMCost, out: TextIO) -> None:
+    w = out.write
+    t, wl = r["traffic"], r["workload"]
+    w(f"model      {r['model']['path']} (context {r['model']['context_length']})\n")
+    w(f"calibrated {_cal_line(cost)}\n")
+    w(f"traffic    {t['spec']}: {t['requests']} requests; prompt {wl['prompt_len']} tokens, "
+      f"{wl['new_tokens']} new (simulated)\n")  # fmt: skip
+    w(f"{'layout':<16}{'inst':>5} {'TTFT p50':>9}{'p90':>9}{'p99':>9} {'TPOT p50':>9}{'p90':>8}"
+      f"{'p99':>8} {'ITL p99':>8}{'max':>9} {'tok/s':>9}{'req/s':>8} {'goodput/s':>10}"
+      f"{'share':>7}\n")  # fmt: skip
+    for row in rows:
+        ttft, tpot, itl = row["ttft_ms"], row["tpot_ms"], row["itl_ms"]
+        thr, good = row["throughput"], row["goodput"]
+        goodput = f"{good['requests_per_s']:10.2f}{good['share']:7.0%}" if good else f"{'-':>10}"
+        w(f"{row['layout_config']['label']:<16}{_insts(row):>5} {ttft['p50']:9.1f}"
+          f"{ttft['p90']:9.1f}{ttft['p99']:9.1f} {tpot['p50']:9.2f}{tpot['p90']:8.2f}"
+          f"{tpot['p99']:8.2f} {itl['p99']:8.2f}{itl['max']:9.2f} "
+          f"{thr['tokens_per_s']:9.0f}{thr['requests_per_s']:8.2f} {goodput}\n")  # fmt: skip
+    w("           ms; TTFT from arrival, TPOT per request (last - first)/(n - 1), ITL every "
+      "gap between two tokens\n")  # fmt: skip
+    good = rows[0]["goodput"]
+    if good is None:
+        w("           goodput: give --slo-ttft MS and/or --slo-tpot MS\n")
+    else:
+        slos = [f"{k} <= {good[f'slo_{k}_ms']:g} ms" for k in ("ttft", "tpot")
+                if good[f"slo_{k}_ms"] is not None]  # fmt: skip
+        w(f"           goodput: requests per second meeting {' and '.join(slos)}\n")
+
+
+def _insts(row: dict[str, Any]) -> int:
+    c = row["layout_config"]
+    if c["name"] == "disaggregated":
+        return int(c["prefill_instances"]) + int(c["decode_instances"])
+    return int(c["instances"])

@@ -1,0 +1,148 @@
+"""Calibrating the LLM serving simulator on the real engine: prefill passes timed at a few
+prompt lengths (fitted as a + b*L + c*L^2), decode steps timed at batch 1, 2, 4, 8 and at
+several contexts (a cost per context token); cached on disk per model, config and
+machine like the batching simulator's calibration. Rounds are interleaved across the
+lengths and sizes so a slow minute on a shared machine hits them all alike."""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from collections.abc import Generator
+from typing import Any
+
+import numpy as np
+
+from engine.backends.genai.model import OpenedLLM, open_llm, read_config
+from engine.cache import cache_key, cache_root
+from engine.config import RunConfig
+from engine.events import Event, Notice, Progress
+from engine.files import write_atomic
+from engine.hostinfo import cpu_model, ort_version
+from engine.measure.fits import fit_prefill, fit_slope
+from engine.model.info import files_sha256
+from engine.serve.llm_cost import LLMCost
+
+VERSION = 1
+PROMPT_LENGTHS = (16, 64, 256, 512, 1024)
+DECODE_BATCHES = (1, 2, 4, 8)
+REF_CONTEXT = 64  # each sequence's context while the batch sizes are timed
+SLOPE_CONTEXTS = (64, 512, 1024)
+ROUNDS = 5  # timed passes of each length (after one discarded)
+STEPS = 12  # timed decode steps per (batch, context) and round
+
+
+def llm_calibration_context(model_path: str, config: RunConfig, provider: str) -> dict[str, Any]:
+    """What a calibration depends on (its cache key)."""
+    llm = read_config(model_path)
+    return {
+        "version": VERSION,
+        "kind": "llm",
+        "model_sha256": files_sha256([llm.model_file, llm.folder / "genai_config.json"]),
+        "config": config.to_json(),
+        "provider": provider,
+        "prompt_lengths": _lengths(llm.context_length),
+        "decode_batches": list(DECODE_BATCHES),
+        "slope_contexts": _contexts(llm.context_length),
+        "cpu": cpu_model(),
+        "host": platform.node(),
+        "onnxruntime": ort_version(),
+    }
+
+
+def _lengths(context_length: int) -> list[int]:
+    return [n for n in PROMPT_LENGTHS if n + 1 < context_length] or [max(1, context_length // 2)]
+
+
+def _contexts(context_length: int) -> list[int]:
+    fit = [c for c in SLOPE_CONTEXTS if c + STEPS + 2 < context_length]
+    return fit or [max(1, context_length // 4)]
+
+
+def load_or_calibrate_llm(
+    model_path: str, config: RunConfig, remeasure: bool = False
+) -> Generator[Event, None, LLMCost]:
+    """The cached calibration of this model, config and machine, or a new one."""
+    llm = open_llm(model_path, config)
+    context = llm_calibration_context(model_path, config, llm.provider_used)
+    path = cache_root() / "calibration" / f"llm-{cache_key(context)}.json"
+    if path.is_file() and not remeasure:
+        try:
+            cached = LLMCost.from_json(json.loads(path.read_text()))
+            yield Notice("info", f"LLM calibration from the cache ({path.name})")
+            return cached
+        except (ValueError, KeyError, TypeError) as exc:  # damaged or foreign: measure again
+            yield Notice("warning", f"cached LLM calibration unreadable ({exc}); measuring again")
+    cost = yield from measure(llm, context)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(cost.to_json())
+    write_atomic(str(path), lambda fh: fh.write(text))
+    return cost
+
+
+def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, LLMCost]:
+    lengths, contexts = context["prompt_lengths"], context["slope_contexts"]
+    rng = np.random.default_rng(0)
+    low = llm.first_plain_token
+
+    def ids(batch: int, n: int) -> np.ndarray:
+        return rng.integers(low, llm.vocab_size, size=(batch, n), dtype=np.int64)
+
+    prefill: dict[int, list[float]] = {n: [] for n in lengths}
+    decoders = {n: llm.decoder(1, n + 1) for n in lengths}
+    for r in range(ROUNDS + 1):
+        yield Progress("calibration", r, ROUNDS + 1, f"prefill at {len(lengths)} prompt lengths")
+        for n in lengths:
+            prompt = ids(1, n)
+            t0 = time.perf_counter()
+            decoders[n].prefill(prompt).argmax(axis=-1)
+            if r:  # the first round warms up
+                prefill[n].append((time.perf_counter() - t0) * 1e3)
+    del decoders
+    pre_ms = {n: float(np.median(v)) for n, v in prefill.items()}
+    lens = np.asarray(lengths, np.float64)
+    a, b, c = fit_prefill(lens, np.asarray([pre_ms[n] for n in lengths]))
+
+    cases = [(bt, REF_CONTEXT) for bt in DECODE_BATCHES] + [(1, cx) for cx in contexts]
+    cases = list(dict.fromkeys(cases))
+    steps: dict[tuple[int, int], list[float]] = {k: [] for k in cases}
+    for r in range(ROUNDS):
+        yield Progress("calibration", r, ROUNDS, "decode steps by batch size and context")
+        for bt, cx in cases:
+            steps[(bt, cx)].extend(_steps(llm, bt, cx, ids))
+    step_ms = {k: float(np.median(v)) for k, v in steps.items()}
+    slope, _ = fit_slope(
+        np.asarray([float(cx) for cx in contexts]),
+        np.asarray([step_ms[(1, cx)] for cx in contexts]),
+    )
+    return LLMCost(
+        prefill_a_ms=a,
+        prefill_b_ms=b,
+        prefill_c_ms=c,
+        decode_ms={bt: step_ms[(bt, REF_CONTEXT)] for bt in DECODE_BATCHES},
+        decode_ref_context=REF_CONTEXT + 2 + STEPS // 2,  # the mean context of the timed steps
+        decode_slope_ms=slope,
+        kv_bytes_per_token=llm.shape.kv_bytes_per_token(),
+        context=context,
+        points={
+            "prefill_ms": {str(n): pre_ms[n] for n in lengths},
+            "decode_ms": {f"{bt}x{cx}": v for (bt, cx), v in step_ms.items()},
+            "rounds": ROUNDS,
+            "steps_per_round": STEPS,
+        },
+    )
+
+
+def _steps(llm: OpenedLLM, batch: int, context: int, ids: Any) -> list[float]:
+    """STEPS decode steps of `batch` sequences from a context of `context` tokens, ms each
+    (a step: the forward pass and the next token's choice, as generate times it)."""
+    decoder = llm.decoder(batch, context + STEPS + 2)
+    token = decoder.prefill(ids(batch, context)).argmax(axis=-1)
+    token = decoder.step(token).argmax(axis=-1)  # one untimed step: the first after prefill
+    out = []
+    for _ in range(STEPS):
+        t0 = time.perf_counter()
+        token = decoder.step(token).argmax(axis=-1)
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out

@@ -1,0 +1,102 @@
+"""What an LLM engine iteration costs, from times measured on the real engine: a prefill
+pass over prompt chunks (a + b*tokens + c*attention-pairs, the quadratic fitted on whole
+prompts) and a decode step over B sequences (a per-batch-size base, interpolated between
+measured sizes, plus a cost per token of context the step attends to, summed over the
+sequences). Deterministic medians: the simulator draws no spread."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class LLMCost:
+    """Prefill ~ a + b*L + c*L^2 ms for one prompt of L tokens; decode step ~
+    base(B) + slope * (context tokens summed over the B sequences) ms."""
+
+    prefill_a_ms: float
+    prefill_b_ms: float  # per prompt token
+    prefill_c_ms: float  # per token^2 (attention over the prompt so far)
+    decode_ms: dict[int, float]  # batch size -> step time at decode_ref_context per sequence
+    decode_ref_context: int  # context of each sequence when decode_ms was measured
+    decode_slope_ms: float  # per token of context, per sequence
+    kv_bytes_per_token: int = 0
+    context: dict[str, Any] = field(default_factory=dict)  # what it was measured on
+    points: dict[str, Any] = field(default_factory=dict)  # the raw medians behind the fits
+
+    def prefill_chunk_ms(self, done: int, tokens: int) -> float:
+        """The variable part of prefilling `tokens` more of a prompt `done` tokens in:
+        linear in the new tokens, quadratic in the attention pairs they add."""
+        end = done + tokens
+        return self.prefill_b_ms * tokens + self.prefill_c_ms * (end * end - done * done)
+
+    def prefill_ms(self, lengths: list[int]) -> float:
+        """One pass over whole prompts (none: 0)."""
+        if not lengths:
+            return 0.0
+        return self.prefill_a_ms + sum(self.prefill_chunk_ms(0, n) for n in lengths)
+
+    def base_ms(self, batch: int) -> float:
+        """A decode step of `batch` sequences with no context, ms (0 for none)."""
+        if batch <= 0:
+            return 0.0
+        sizes = sorted(self.decode_ms)
+        ref = [self.decode_ms[s] - self.decode_slope_ms * s * self.decode_ref_context
+               for s in sizes]  # fmt: skip
+        if len(sizes) == 1:
+            return max(0.0, ref[0] * batch / sizes[0])
+        if batch > sizes[-1]:
+            slope = (ref[-1] - ref[-2]) / (sizes[-1] - sizes[-2])
+            return max(0.0, ref[-1] + max(0.0, slope) * (batch - sizes[-1]))
+        if batch < sizes[0]:
+            return max(0.0, ref[0])
+        return max(0.0, float(np.interp(batch, sizes, ref)))
+
+    def base_table(self, max_batch: int) -> list[float]:
+        """base_ms for 0..max_batch, looked up by the simulator's inner loop."""
+        return [self.base_ms(b) for b in range(max_batch + 1)]
+
+    def decode_step_ms(self, batch: int, context_sum: int) -> float:
+        if batch <= 0:
+            return 0.0
+        return self.base_ms(batch) + self.decode_slope_ms * context_sum
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "prefill_fit": {
+                "a_ms": self.prefill_a_ms,
+                "b_ms_per_token": self.prefill_b_ms,
+                "c_ms_per_token2": self.prefill_c_ms,
+            },
+            "decode": {
+                "step_ms": {str(k): v for k, v in sorted(self.decode_ms.items())},
+                "ref_context": self.decode_ref_context,
+                "us_per_context_token": self.decode_slope_ms * 1e3,
+            },
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "points": self.points,
+            "context": self.context,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LLMCost:
+        fit, dec = data["prefill_fit"], data["decode"]
+        return cls(
+            prefill_a_ms=float(fit["a_ms"]),
+            prefill_b_ms=float(fit["b_ms_per_token"]),
+            prefill_c_ms=float(fit["c_ms_per_token2"]),
+            decode_ms={int(k): float(v) for k, v in dec["step_ms"].items()},
+            decode_ref_context=int(dec["ref_context"]),
+            decode_slope_ms=float(dec["us_per_context_token"]) / 1e3,
+            kv_bytes_per_token=int(data.get("kv_bytes_per_token", 0)),
+            context=dict(data.get("context") or {}),
+            points=dict(data.get("points") or {}),
+        )
+
+    @classmethod
+    def constant(cls, prefill_ms: float, step_ms: float, kv_bytes_per_token: int = 0) -> LLMCost:
+        """Fixed times whatever the lengths and batch (hand-computed cases, tests)."""
+        return cls(prefill_ms, 0.0, 0.0, {1: step_ms, 2: step_ms}, 0, 0.0, kv_bytes_per_token)

@@ -1,0 +1,231 @@
+"""One LLM engine instance under iteration-level (continuous) batching, as Orca and vLLM
+schedule it: at every iteration boundary, sequences join and leave; an iteration runs a
+prefill pass over prompt tokens (whole prompts, or chunks of at most C tokens) and one
+decode step for every running sequence, its time the sum of the two passes (on this
+engine they are two passes; a fused kernel would overlap them).
+
+Decode-only stretches are advanced in closed form: with the batch fixed, each step's time
+grows by a constant (the context grows one token per sequence), so the instance jumps to
+the step where the next sequence finishes; a new arrival cuts the stretch short at the
+first step that ends after it. A simulation is then events per request, not per token."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from engine.serve.llm_cost import LLMCost
+
+
+@dataclass
+class Book:
+    """Per request and per stretch of iterations, what the simulation saw (seconds)."""
+
+    arrival: list[float]
+    prompt: list[int]
+    output: list[int]
+    first: list[float] = field(default_factory=list)  # the first token (end of its prefill)
+    done: list[float] = field(default_factory=list)  # the last token
+    first_gap: list[float] = field(default_factory=list)  # first token -> second token
+    # stretches of iterations with decoders: the first gap and the sequences it counts for
+    # (those not joining there), then m - 1 more gaps d0 + k*dd, each for `batch` sequences
+    seg_first: list[float] = field(default_factory=list)
+    seg_first_w: list[int] = field(default_factory=list)
+    seg_d0: list[float] = field(default_factory=list)
+    seg_dd: list[float] = field(default_factory=list)
+    seg_m: list[int] = field(default_factory=list)
+    seg_batch: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        n = len(self.arrival)
+        nan = math.nan
+        self.first, self.done, self.first_gap = [nan] * n, [nan] * n, [nan] * n
+
+
+class Instance:
+    """Prefills from `prompts` (a queue shared by the instances that prefill) and/or
+    decodes; `handoff(rid, t)`, when given, takes each prefilled sequence away (to a
+    decode instance) instead of decoding it here; `arrivals` feeds a decode-only
+    instance sequences whose first token is already made."""
+
+    def __init__(
+        self,
+        book: Book,
+        cost: LLMCost,
+        schedule: Callable[[float, Instance], None],
+        *,
+        prompts: deque[int] | None,
+        budget: int,
+        split: bool,
+        max_seqs: int,
+        kv_tokens: int,
+        handoff: Callable[[int, float], None] | None = None,
+        arrivals: deque[int] | None = None,
+    ) -> None:
+        self.book, self.cost, self.schedule = book, cost, schedule
+        self.prompts, self.arrivals, self.handoff = prompts, arrivals, handoff
+        self.budget, self.split = budget, split
+        self.max_seqs, self.kv_tokens = max_seqs, kv_tokens
+        self.base = [ms / 1e3 for ms in cost.base_table(max_seqs)]  # seconds, as all times here
+        self.slope = cost.decode_slope_ms / 1e3
+        self.it = 0  # iterations run
+        self.batch = 0  # sequences decoding
+        self.ctx = 0  # their contexts summed (what the next step attends to)
+        self.finishes: list[tuple[int, int]] = []  # (iteration of the last token, request)
+        self.exit_ctx: dict[int, int] = {}
+        self.seats = 0  # sequences admitted (prefilling, joining or decoding)
+        self.kv = 0  # KV tokens reserved
+        self.prefilling: list[list[int]] = []  # [request, tokens done], in admission order
+        self.joining: list[int] = []
+        self.busy = False
+        self.version = 0
+        self.end = 0.0
+        # the stretch running now
+        self._t0 = self._first = self._d0 = self._dd = 0.0
+        self._m = 0
+        self._chunks: list[tuple[list[int], int]] = []
+        self._joined: list[int] = []
+
+    # admission ---------------------------------------------------------------------
+    def _need(self, rid: int) -> int:
+        book = self.book
+        return book.prompt[rid] + (book.output[rid] if self.handoff is None else 0)
+
+    def room(self, rid: int) -> bool:
+        return self.seats < self.max_seqs and self.kv + self._need(rid) <= self.kv_tokens
+
+    def _join(self, rid: int) -> None:
+        book = self.book
+        start = book.prompt[rid] + 1  # the prompt and the first token
+        self.batch += 1
+        self.ctx += start
+        out = book.output[rid]
+        heapq.heappush(self.finishes, (self.it + out - 1, rid))  # decode steps it+1..
+        self.exit_ctx[rid] = start + out - 1
+        self._joined.append(rid)
+
+    # one stretch -------------------------------------------------------------------
+    def plan(self, t: float) -> None:
+        """At an iteration boundary (or idle, woken at `t`): choose the next stretch."""
+        self._joined = []
+        for rid in self.joining:
+            self._join(rid)
+        self.joining.clear()
+        src = self.arrivals
+        while src and self.room(src[0]):
+            rid = src.popleft()
+            self.seats += 1
+            self.kv += self._need(rid)
+            self._join(rid)
+        chunks = self._chunks = []
+        if self.prompts is not None:
+            self._plan_prefill(chunks)
+        if not chunks and not self.batch:
+            self.busy = False
+            return
+        d0 = self.base[self.batch] + self.slope * self.ctx if self.batch else 0.0
+        if chunks:
+            cost = self.cost
+            pre = cost.prefill_a_ms + sum(cost.prefill_chunk_ms(e[1], k) for e, k in chunks)
+            self._first, self._m, self._dd = pre / 1e3 + d0, 1, 0.0
+        else:
+            self._first, self._m, self._dd = (
+                d0,
+                self.finishes[0][0] - self.it,
+                self.slope * self.batch,
+            )
+        self._t0, self._d0 = t, d0
+        self._start(self._end_of(self._m))
+
+    def _plan_prefill(self, chunks: list[tuple[list[int], int]]) -> None:
+        budget, prompts, prompt = self.budget, self.prompts, self.book.prompt
+        for entry in self.prefilling:  # chunked: the prompts already started, in order
+            if budget <= 0:
+                return
+            k = min(prompt[entry[0]] - entry[1], budget)
+            chunks.append((entry, k))
+            budget -= k
+        while budget > 0 and prompts and self.room(prompts[0]):
+            rid = prompts[0]
+            length = prompt[rid]
+            if not self.split and length > budget and chunks:
+                return  # whole prompts: this one goes in the next pass
+            prompts.popleft()
+            self.seats += 1
+            self.kv += self._need(rid)
+            entry = [rid, 0]
+            self.prefilling.append(entry)
+            k = length if not self.split else min(length, budget)
+            chunks.append((entry, k))
+            budget -= k
+
+    def _end_of(self, k: int) -> float:
+        return self._t0 + self._first + (k - 1) * self._d0 + self._dd * (k * (k - 1) / 2)
+
+    def _start(self, end: float) -> None:
+        self.busy = True
+        self.end = end
+        self.version += 1
+        self.schedule(end, self)
+
+    def cut(self, t: float) -> None:
+        """Something arrived at `t` that this instance could take: end a decode-only
+        stretch at the first step that ends at or after `t`."""
+        if not self.busy or self._m <= 1 or self._chunks:
+            return
+        lo, hi = 1, self._m  # end_of is increasing in k: the smallest k with end_of(k) >= t
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._end_of(mid) >= t:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo < self._m:
+            self._m = lo
+            self._start(self._end_of(lo))
+
+    def complete(self, t: float) -> None:
+        """The stretch ended at `t`: tokens made, sequences finished, prompts prefilled."""
+        book, m, batch = self.book, self._m, self.batch
+        if batch:
+            book.seg_first.append(self._first)
+            book.seg_first_w.append(batch - len(self._joined))
+            book.seg_d0.append(self._d0)
+            book.seg_dd.append(self._dd)
+            book.seg_m.append(m)
+            book.seg_batch.append(batch)
+            first_end = self._t0 + self._first
+            for rid in self._joined:
+                book.first_gap[rid] = first_end - book.first[rid]
+        self.it += m
+        self.ctx += m * batch
+        fin = self.finishes
+        while fin and fin[0][0] == self.it:
+            _, rid = heapq.heappop(fin)
+            self.ctx -= self.exit_ctx.pop(rid)
+            self.batch -= 1
+            self._release(rid)
+            book.done[rid] = t
+        for entry, k in self._chunks:
+            entry[1] += k
+            rid = entry[0]
+            if entry[1] < book.prompt[rid]:
+                continue
+            self.prefilling.remove(entry)
+            book.first[rid] = t
+            if book.output[rid] == 1:
+                book.done[rid] = t
+                self._release(rid)
+            elif self.handoff is not None:
+                self._release(rid)
+                self.handoff(rid, t)
+            else:
+                self.joining.append(rid)
+        self.busy = False
+
+    def _release(self, rid: int) -> None:
+        self.seats -= 1
+        self.kv -= self._need(rid)

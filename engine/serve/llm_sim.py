@@ -1,0 +1,167 @@
+"""A discrete-event simulator of LLM serving in three layouts, calibrated on the real
+engine (LLMCost):
+
+- colocated: each instance prefills waiting prompts whole (up to `prefill_tokens` per
+  pass) in the same iteration as its decode step: a long prompt stalls every running
+  sequence's next token;
+- chunked: at most `chunk_tokens` prompt tokens ride along with each decode step
+  (Sarathi-Serve), so a stall is bounded by one chunk's time;
+- disaggregated: prefill instances run batches of whole prompts; each prompt's KV cache
+  then crosses a link (one per prefill instance, transfers in turn, `kv_ms_per_mb`) to
+  the decode instances, which run decode-only continuous batching. The first token goes
+  with the cache and reaches the user when it lands: the transfer is part of TTFT.
+
+Requests arrive from the serving lab's traffic schedules (LLMWorkload); instances take
+them in arrival order from a shared queue at their iteration boundaries, up to `max_seqs`
+sequences and `kv_tokens` of reserved KV cache each (a sequence reserves its prompt and
+its output when admitted, so none is ever preempted)."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from engine.errors import ConfigError
+from engine.serve.llm_cost import LLMCost
+from engine.serve.llm_instance import Book, Instance
+from engine.serve.llm_workload import LLMWorkload
+
+LAYOUTS = ("colocated", "chunked", "disaggregated")
+
+
+@dataclass(frozen=True)
+class Layout:
+    name: str
+    instances: int = 1  # colocated, chunked
+    chunk_tokens: int = 256  # chunked: prompt tokens per iteration
+    prefill_tokens: int = 2048  # colocated, disaggregated: prompt tokens per whole-prompt pass
+    max_seqs: int = 64  # per instance
+    kv_tokens: int = 0  # per instance; 0: as many as max_seqs sequences can hold
+    prefill_instances: int = 1  # disaggregated
+    decode_instances: int = 1
+    kv_ms_per_mb: float = 0.0  # disaggregated: link time per MB (1e6 bytes) of KV cache
+
+    def check(self) -> None:
+        if self.name not in LAYOUTS:
+            raise ConfigError(f"layout {self.name!r}: expected one of {', '.join(LAYOUTS)}")
+        counts = {"--instances": self.instances, "--chunk-tokens": self.chunk_tokens,
+                  "--max-seqs": self.max_seqs, "--prefill-instances": self.prefill_instances,
+                  "--decode-instances": self.decode_instances}  # fmt: skip
+        for flag, value in counts.items():
+            if value < 1:
+                raise ConfigError(f"{flag} must be at least 1, got {value}")
+        if self.kv_tokens < 0 or not (self.kv_ms_per_mb >= 0 and math.isfinite(self.kv_ms_per_mb)):
+            raise ConfigError("the KV budget and the KV transfer time must not be negative")
+
+    @property
+    def total_instances(self) -> int:
+        if self.name == "disaggregated":
+            return self.prefill_instances + self.decode_instances
+        return self.instances
+
+    def describe(self) -> str:
+        if self.name == "chunked":
+            return f"chunked {self.chunk_tokens}"
+        if self.name == "disaggregated":
+            return f"disagg {self.prefill_instances}P+{self.decode_instances}D"
+        return "colocated"
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "label": self.describe()}
+
+
+def simulate_llm(work: LLMWorkload, layout: Layout, cost: LLMCost) -> Book:
+    """Every request served to its last token; what each saw, in the returned Book."""
+    layout.check()
+    book = Book(work.arrivals.tolist(), work.prompt.tolist(), work.output.tolist())
+    longest = max((p + o for p, o in zip(book.prompt, book.output, strict=True)), default=0)
+    kv_tokens = layout.kv_tokens or layout.max_seqs * max(longest, 1)
+    if longest > kv_tokens:
+        raise ConfigError(f"a request of {longest} tokens does not fit the KV budget of "
+                          f"{kv_tokens} tokens (--kv-tokens)")  # fmt: skip
+    events: list[tuple[float, int, int, int]] = []  # (time, order, instance or -1, version)
+    counter = [0]
+
+    def schedule(t: float, inst: Instance) -> None:
+        counter[0] += 1
+        heapq.heappush(events, (t, counter[0], inst_ids[id(inst)], inst.version))
+
+    waiting: deque[int] = deque()
+    ready: deque[int] = deque()
+    links: list[float] = []
+    per_token_s = layout.kv_ms_per_mb / 1e3 * cost.kv_bytes_per_token / 1e6
+    prefillers: list[Instance]
+    decoders: list[Instance] = []
+
+    def make(prompts: deque[int] | None, budget: int, split: bool, **kw: Any) -> Instance:
+        return Instance(book, cost, schedule, prompts=prompts, budget=budget, split=split,
+                        max_seqs=layout.max_seqs, kv_tokens=kv_tokens, **kw)  # fmt: skip
+
+    if layout.name == "disaggregated":
+
+        def handoff_from(k: int) -> Callable[[int, float], None]:
+            def handoff(rid: int, t: float) -> None:
+                start = max(t, links[k])
+                links[k] = start + book.prompt[rid] * per_token_s
+                book.first[rid] = links[k]  # the first token travels with the KV cache
+                counter[0] += 1
+                heapq.heappush(events, (links[k], counter[0], -1, rid))
+
+            return handoff
+
+        links = [0.0] * layout.prefill_instances
+        prefillers = [
+            make(waiting, layout.prefill_tokens, False, handoff=handoff_from(k))
+            for k in range(layout.prefill_instances)
+        ]
+        decoders = [make(None, 0, False, arrivals=ready) for _ in range(layout.decode_instances)]
+    else:
+        split = layout.name == "chunked"
+        budget = layout.chunk_tokens if split else layout.prefill_tokens
+        prefillers = [make(waiting, budget, split) for _ in range(layout.instances)]
+    instances = prefillers + decoders
+    inst_ids = {id(inst): k for k, inst in enumerate(instances)}
+    arrivals, n, i = book.arrival, len(book.arrival), 0
+    inf = math.inf
+    while True:
+        ta = arrivals[i] if i < n else inf
+        te = events[0][0] if events else inf
+        if ta == inf and te == inf:
+            break
+        if ta <= te:  # every request arriving at this instant queues before any is taken
+            while i < n and arrivals[i] == ta:
+                waiting.append(i)
+                i += 1
+            _wake(prefillers, waiting, ta)
+            continue
+        t, _, k, tag = heapq.heappop(events)
+        if k < 0:  # a KV transfer landed: the sequence can decode
+            ready.append(tag)
+            _wake(decoders, ready, t)
+            continue
+        inst = instances[k]
+        if tag != inst.version or not inst.busy:
+            continue  # a stretch that was cut short
+        inst.complete(t)
+        inst.plan(t)
+        if decoders and ready:
+            _wake(decoders, ready, t)
+    return book
+
+
+def _wake(instances: list[Instance], queue: deque[int], t: float) -> None:
+    """Offer the queue's head to each instance: an idle one starts, a busy one with room
+    ends its decode-only stretch at its next step."""
+    for inst in instances:
+        if not queue:
+            return
+        if not inst.room(queue[0]):
+            continue
+        if inst.busy:
+            inst.cut(t)
+        else:
+            inst.plan(t)

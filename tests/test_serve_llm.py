@@ -1,0 +1,207 @@
+"""The LLM serving simulator: its event loop against hand-computed cases, the properties
+the three layouts must show, goodput's counting, and `opscope simulate --llm` end to end
+on the demo LLM."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.errors import ConfigError
+from engine.serve.llm_cost import LLMCost
+from engine.serve.llm_sim import LAYOUTS, Layout, simulate_llm
+from engine.serve.llm_summary import goodput, summarize_llm
+from engine.serve.llm_workload import LLMWorkload, make_workload, parse_length
+from engine.serve.traffic import make_schedule, parse_traffic
+from tests.conftest import ROOT
+from tests.test_cli import opscope
+
+DEMO_LLM = ROOT / "resources" / "models" / "demo_llm"
+PREFILL_MS, STEP_MS = 50.0, 10.0
+# shaped like the demo LLM's calibration on a 2-vCPU machine
+MEASURED = LLMCost(0.8, 0.041, 3.0e-5, {1: 0.47, 2: 0.5, 4: 0.7, 8: 1.2}, 72, 0.0004, 2048)
+
+
+def work(arrivals: list[float], prompt: int = 100, output: int = 11) -> LLMWorkload:
+    n = len(arrivals)
+    return LLMWorkload(np.asarray(arrivals), np.full(n, prompt), np.full(n, output))
+
+
+def seeded(rate: float, requests: int, seed: int = 3) -> LLMWorkload:
+    schedule = make_schedule(parse_traffic(f"poisson:{rate}"), 0, seed, requests=requests)
+    return make_workload(schedule, parse_length("128-1024", "p"), parse_length("64", "n"), seed)
+
+
+@pytest.mark.parametrize("name", LAYOUTS)
+def test_alone_a_request_waits_for_its_prefill_then_one_step_per_token(name: str) -> None:
+    cost = LLMCost.constant(PREFILL_MS, STEP_MS)
+    book = simulate_llm(work([0.0, 5.0, 10.0]), Layout(name, chunk_tokens=512), cost)
+    r = summarize_llm(book)
+    assert r["ttft_ms"]["count"] == 3 and r["ttft_ms"]["max"] == pytest.approx(PREFILL_MS)
+    assert r["ttft_ms"]["p50"] == pytest.approx(PREFILL_MS)
+    assert r["tpot_ms"]["p50"] == pytest.approx(STEP_MS) == r["tpot_ms"]["max"]
+    assert r["itl_ms"]["count"] == 30 and r["itl_ms"]["max"] == pytest.approx(STEP_MS)
+    assert book.done == pytest.approx([a + 0.05 + 10 * 0.01 for a in (0.0, 5.0, 10.0)])
+
+
+def test_a_decode_batch_of_k_makes_a_token_per_step_of_k() -> None:
+    cost = LLMCost(PREFILL_MS, 0.0, 0.0, {1: 1.0, 4: 4.0}, 0, 0.0)  # 1 ms per sequence
+    book = simulate_llm(work([0.0] * 4), Layout("colocated"), cost)
+    r = summarize_llm(book)
+    assert book.first == pytest.approx([0.05] * 4)  # one pass prefills the four
+    assert r["tpot_ms"]["p50"] == pytest.approx(4.0) == r["tpot_ms"]["max"]
+    assert r["decode_batch_mean"] == pytest.approx(4.0)
+
+
+def test_the_context_grows_each_step_by_one_token() -> None:
+    """A stretch advanced in closed form equals the step-by-step sum."""
+    cost = LLMCost(PREFILL_MS, 0.0, 0.0, {1: 1.0, 2: 2.0}, 0, 0.01)  # 10 us per token
+    book = simulate_llm(work([0.0], prompt=100, output=21), Layout("colocated"), cost)
+    steps = sum(1.0 + 0.01 * (101 + k) for k in range(20))  # contexts 101..120
+    assert book.done[0] == pytest.approx(0.05 + steps / 1e3)
+
+
+def test_a_prompt_arriving_mid_decode_stalls_the_running_sequence() -> None:
+    """By hand: A decodes 0.06, 0.07, 0.08; B arrives at 0.075 and is prefilled in the
+    iteration after 0.08 along with A's step (60 ms), then both decode."""
+    cost = LLMCost.constant(PREFILL_MS, STEP_MS)
+    book = simulate_llm(work([0.0, 0.075]), Layout("colocated"), cost)
+    assert book.first == pytest.approx([0.05, 0.14])
+    assert book.done == pytest.approx([0.20, 0.24])  # A: 6 steps after 0.14; B: 10
+    r = summarize_llm(book)
+    assert r["itl_ms"]["max"] == pytest.approx(60.0)
+    assert r["tpot_ms"]["max"] == pytest.approx(15.0)  # A: (0.20 - 0.05) / 10
+
+
+def test_chunked_prefill_bounds_the_stall_that_colocated_suffers() -> None:
+    load = seeded(rate=12.0, requests=1500)
+    ref = {n: summarize_llm(simulate_llm(load, Layout(n, chunk_tokens=256), MEASURED))
+           for n in ("colocated", "chunked")}  # fmt: skip
+    colocated, chunked = ref["colocated"]["itl_ms"], ref["chunked"]["itl_ms"]
+    assert chunked["max"] < 0.5 * colocated["max"]
+    # the worst chunked iteration: one chunk at the end of the longest prompt, and a full
+    # decode batch at the longest context
+    c, most = MEASURED, 1024 + 64
+    chunk = c.prefill_a_ms + c.prefill_chunk_ms(most - 256, 256)
+    assert chunked["max"] <= chunk + c.decode_step_ms(64, 64 * most)
+
+
+def test_disaggregation_adds_the_kv_transfer_to_ttft() -> None:
+    cost = LLMCost.constant(PREFILL_MS, STEP_MS, kv_bytes_per_token=10_000)  # 1 MB a prompt
+    alone = work([0.0, 5.0])
+    fast = summarize_llm(simulate_llm(alone, Layout("disaggregated"), cost))
+    slow = summarize_llm(simulate_llm(alone, Layout("disaggregated", kv_ms_per_mb=4.0), cost))
+    assert fast["ttft_ms"]["max"] == pytest.approx(PREFILL_MS)
+    assert slow["ttft_ms"]["p50"] == pytest.approx(PREFILL_MS + 4.0) == slow["ttft_ms"]["max"]
+    assert slow["tpot_ms"]["max"] == pytest.approx(STEP_MS)
+    # two prompts prefilled together share one link: the second waits for the first
+    both = simulate_llm(work([0.0, 0.0]), Layout("disaggregated", kv_ms_per_mb=4.0), cost)
+    assert both.first == pytest.approx([0.054, 0.058])
+
+
+def test_disaggregation_keeps_decode_steady_while_prompts_arrive() -> None:
+    load = seeded(rate=10.0, requests=800)
+    colocated = summarize_llm(simulate_llm(load, Layout("colocated", instances=2), MEASURED))
+    split = summarize_llm(simulate_llm(load, Layout("disaggregated", kv_ms_per_mb=0.8), MEASURED))
+    assert split["itl_ms"]["p99"] < colocated["itl_ms"]["p99"]
+    assert split["requests"]["count"] == colocated["requests"]["count"] == 800
+
+
+def test_every_request_is_served_within_its_limits() -> None:
+    load = seeded(rate=40.0, requests=600)  # overloaded: queues grow
+    for name in LAYOUTS:
+        layout = Layout(name, max_seqs=8, kv_tokens=4000)
+        book = simulate_llm(load, layout, MEASURED)
+        first, done = np.asarray(book.first), np.asarray(book.done)
+        assert np.all(np.isfinite(done)) and np.all(done >= first)
+        assert np.all(first >= load.arrivals)
+        assert max(book.seg_batch) <= 8  # each instance
+        # tokens/s comes to the tokens made over the span
+        r = summarize_llm(book)
+        assert r["throughput"]["tokens_per_s"] == pytest.approx(64 * 600 / r["span_s"])
+
+
+def test_goodput_counts_requests_that_met_every_slo() -> None:
+    ttft = np.asarray([10.0, 30.0, 50.0, 20.0])
+    tpot = np.asarray([5.0, np.nan, 5.0, 25.0])  # nan: a one-token request
+    g = goodput(ttft, tpot, 40.0, 20.0, per_s=0.5)
+    assert g is not None and g["count"] == 2 and g["share"] == 0.5 and g["requests_per_s"] == 1.0
+    only_ttft = goodput(ttft, tpot, 40.0, None, per_s=1.0)
+    assert only_ttft is not None and only_ttft["count"] == 3
+    assert goodput(ttft, tpot, None, None, per_s=1.0) is None
+
+
+def test_lengths_are_seeded_and_checked() -> None:
+    schedule = make_schedule(parse_traffic("poisson:50"), 0, 1, requests=2000)
+    spec = parse_length("lognormal:256,0.6", "--prompt-len")
+    a = make_workload(schedule, spec, parse_length("16-32", "--new-tokens"), seed=1)
+    b = make_workload(schedule, spec, parse_length("16-32", "--new-tokens"), seed=1)
+    assert np.array_equal(a.prompt, b.prompt) and np.array_equal(a.output, b.output)
+    assert a.prompt.max() <= 1024 and 200 < np.median(a.prompt) < 320
+    assert a.output.min() >= 16 and a.output.max() <= 32
+    for bad in ("0", "9-3", "x", "lognormal:100"):
+        with pytest.raises(ConfigError, match="--prompt-len"):
+            parse_length(bad, "--prompt-len")
+
+
+@pytest.fixture(scope="module")
+def llm() -> Path:
+    if not (DEMO_LLM / "genai_config.json").is_file():
+        pytest.fail(f"{DEMO_LLM} is missing: the README's set-up builds it (make test)")
+    return DEMO_LLM
+
+
+def test_simulate_llm_side_by_side_from_the_command_line(llm: Path, tmp_path: Path) -> None:
+    out = tmp_path / "llm.json"
+    args = ["simulate", llm, "--traffic", "poisson:8", "--requests", "300", "--prompt-len",
+            "128-768", "--new-tokens", "32", "--layout", "all", "--slo-ttft", "300",
+            "--slo-tpot", "30", "--threads", "1", "--json", out]  # fmt: skip
+    proc = opscope(*args, check=True)
+    for label in ("colocated", "chunked 256", "disagg 1P+1D"):
+        assert label in proc.stdout
+    r = json.loads(out.read_text())
+    assert r["layout"] == "all" and r["simulated"] is True
+    assert [x["layout"] for x in r["layouts"]] == list(LAYOUTS)
+    for x in r["layouts"]:
+        assert x["ttft_ms"]["count"] == 300 and x["tpot_ms"]["p50"] > 0
+        assert {"p50", "p90", "p99", "count"} <= set(x["tpot_ms"])
+        assert 0 <= x["goodput"]["share"] <= 1 and x["throughput"]["tokens_per_s"] > 0
+    cal = r["calibration"]
+    assert cal["kv_bytes_per_token"] == 2 * 4 * 2 * 32 * 4
+    assert set(cal["decode"]["step_ms"]) == {"1", "2", "4", "8"}
+    assert cal["prefill_fit"]["b_ms_per_token"] + cal["prefill_fit"]["c_ms_per_token2"] > 0
+    again = opscope(*args[:-2], "--layout", "chunked", "--json", out, check=True)
+    assert "LLM calibration from the cache" in again.stderr
+    one = json.loads(out.read_text())
+    assert one["layout"] == "chunked" and one["ttft_ms"] == r["layouts"][1]["ttft_ms"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--layout", "sideways"], "--layout 'sideways': expected colocated"),
+        (["--prompt-len", "2040", "--new-tokens", "16"], "exceed the model's context of 2048"),
+        (["--traffic", "poisson:0"], "rate must be positive"),
+        (["--max-seqs", "0"], "--max-seqs must be at least 1"),
+        (["--layout", "disaggregated", "--decode-instances", "0"], "--decode-instances must be"),
+        (["--new-tokens", "-4"], "--new-tokens"),
+        (["--slo-ttft", "-1"], "--slo-ttft must be a positive"),
+        (["--max-batch", "4"], "--max-batch: not for generating models"),
+    ],
+)
+def test_bad_llm_input_is_one_line_and_exit_2(llm: Path, args: list[str], said: str) -> None:
+    base = ["simulate", llm, "--llm", "--traffic", "poisson:5", "--requests", "10"]
+    proc = opscope(*base, *args)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and said in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_llm_flags_on_a_single_forward_model_are_refused() -> None:
+    from tests.conftest import DEMO_CNN
+
+    proc = opscope("simulate", DEMO_CNN, "--traffic", "poisson:5", "--layout", "chunked")
+    assert proc.returncode == 2 and "--layout: for generating models (add --llm)" in proc.stderr
