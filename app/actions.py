@@ -191,6 +191,9 @@ def build_menus(wb: Workbench) -> Menus:
     tune.setShortcut("Ctrl+Shift+U")
     view.addAction(tune)
     view.addAction(w.scaling_dock.toggleViewAction())
+    generation = w.generation_dock.toggleViewAction()
+    generation.setShortcut("Ctrl+Shift+G")
+    view.addAction(generation)
 
     helpm = bar.addMenu("&Help")
     act(helpm, "&About OpScope", lambda: _about(wb))

@@ -113,6 +113,10 @@ class EngineClient(QObject):
             self.last_config = config
         self._send(cmds.Load(str(path), dict(shapes or {}), inputs, config))
 
+    def set_generation(self, prompt_len: int, new_tokens: int) -> None:
+        """A generating model's prompt and output lengths (a new run, marked)."""
+        self._send(cmds.GenerationShape(prompt_len, new_tokens))
+
     def apply(self, config: RunConfig) -> None:
         self.last_config = config
         self._send(cmds.Apply(config))

@@ -64,6 +64,7 @@ class LiveController(QObject):
         self.hang_reported = False
         self.expect_events = False  # timing is running, so batches should keep coming
         self.last_profile: OpProfile | None = None
+        self.roof_ops: list[Any] | None = None  # drawn instead of last_profile's (phases)
         self.serving = False  # a load run: samples are end-to-end latencies of requests
         self._last_t = -np.inf
         self.peaks = shared_loader()
@@ -182,7 +183,8 @@ class LiveController(QObject):
             view.variant_ready(ev)
         elif isinstance(ev, AccuracyResult):
             view.accuracy.set_result(ev)
-        elif isinstance(ev, OpProfile):
+        elif isinstance(ev, OpProfile) and ev.phase is None:  # phases: GenerationController
+            self.roof_ops = None
             view.op_table.set_ops(ev.ops, ev.op_types)
             view.profile_ready(ev)
             self.last_profile = ev
@@ -209,7 +211,12 @@ class LiveController(QObject):
         import shiboken6
 
         roofline = getattr(self.view, "roofline", None)
-        if roofline is None or self.last_profile is None:
+        ops = (
+            self.roof_ops
+            if self.roof_ops is not None
+            else (self.last_profile.ops if self.last_profile is not None else None)
+        )
+        if roofline is None or ops is None:
             return
         if isinstance(roofline, QObject) and not shiboken6.isValid(roofline):
             return  # the window closed before the peaks arrived
@@ -218,7 +225,7 @@ class LiveController(QObject):
         peaks = self.peaks.request(measure=False)  # the engine host measures them
         roofs = roofs_for(peaks, self.provider) if peaks else None
         gbps, gflops = roofs if roofs else (None, None)
-        roofline.set_ops(self.last_profile.ops, gbps, gflops)
+        roofline.set_ops(ops, gbps, gflops)
 
     def on_host_died(self, why: str) -> None:
         self.run_started = False

@@ -32,6 +32,7 @@ from engine.events import OpProfile, VariantReady
 from engine.model.info import ModelInfo
 from widgets import theme
 from widgets.accuracy_badge import AccuracyBadge
+from widgets.generation_panel import GenerationPanel
 from widgets.latency_plot import LatencyPlot
 from widgets.op_table import OpTable
 from widgets.roofline import RooflinePlot
@@ -39,7 +40,8 @@ from widgets.telemetry_strip import TelemetryStrip
 
 SESSION_SUFFIXES = (".opscope",)
 STEPPED_KEY = "view/stepped_follow"  # the followed latency plot moves in steps
-LAYOUT_VERSION = 3  # the docks: 1 config, operators, roofline; 2 + traffic, tune; 3 + scaling
+# the docks: 1 config, operators, roofline; 2 + traffic, tune; 3 + scaling; 4 + generation
+LAYOUT_VERSION = 4
 
 
 class MainWindow(QMainWindow):
@@ -104,6 +106,12 @@ class MainWindow(QMainWindow):
         side_layout.addLayout(acc_form)
         side_layout.addStretch(1)
         self.config_dock = self._dock("Configuration", side, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.generation = GenerationPanel()
+        self.generation_dock = self._dock(
+            "Generation", self.generation, Qt.DockWidgetArea.LeftDockWidgetArea
+        )
+        self.splitDockWidget(self.config_dock, self.generation_dock, Qt.Orientation.Vertical)
+        self.generation_dock.hide()  # shown while a generating model runs
 
         self.op_table = OpTable()
         self.ops_dock = self._dock(
@@ -163,7 +171,7 @@ class MainWindow(QMainWindow):
     def model_loaded(self, info: ModelInfo) -> None:
         if hasattr(self, "scaling"):
             self.scaling.model_loaded(info)  # type: ignore[attr-defined]
-        inputs = ", ".join(v.name + " " + v.type_text() for v in info.inputs)
+        inputs = ", ".join(_collapsed([v.name + " " + v.type_text() for v in info.inputs]))
         self.model_label.setText(
             f"{info.name}\n{info.nodes} nodes, {info.params:,} params\n{inputs}"
         )
@@ -171,24 +179,43 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(f"OpScope — {info.name}")
 
     def variant_ready(self, ev: VariantReady) -> None:
+        after = f" → {ev.nodes}" if ev.nodes is not None else ""
         if ev.precision == "fp32":
-            text = f"original, {ev.nodes_original} → {ev.nodes} nodes after fusion"
+            text = f"original, {ev.nodes_original}{after} nodes" + (
+                " after fusion" if after else ""
+            )
         else:
             how = "cached" if ev.cached else f"built in {ev.build_s:.1f} s"
-            text = f"{ev.precision}, {how}; {ev.nodes_original} → {ev.nodes} nodes"
+            text = f"{ev.precision}, {how}; {ev.nodes_original}{after} nodes"
         int8 = ev.details.get("int8") if ev.precision.startswith("int8") else None
         self.accuracy.set_int8(int8)
         self.op_table.set_fp32_nodes(list((int8 or {}).get("excluded_nodes") or []))
         self.variant_label.setText(text)
 
     def profile_ready(self, ev: OpProfile) -> None:
+        runs = (
+            f"{ev.runs} profiled {ev.phase} passes"
+            if ev.phase
+            else (f"{ev.runs} profiled inferences")
+        )
         self.ops_dock.setWindowTitle(
-            f"Operators — {len(ev.ops)} nodes, {ev.runs} profiled inferences, "
-            f"{ev.coverage:.0%} of run time covered"
+            f"Operators — {len(ev.ops)} nodes, {runs}, {ev.coverage:.0%} of run time covered"
         )
 
+    def show_generation(self, on: bool) -> None:
+        """The Generation dock, for a generating model (hidden for the others)."""
+        self.generation_dock.setVisible(on)
+        if on:
+            self.generation.set_figures(None)
+
     def _roofline_clicked(self, name: str) -> None:
-        """A point clicked in the roofline selects its node in the op table."""
+        """A point clicked in the roofline selects its node in the op table (a generating
+        model's points are named 'phase: node': that phase is shown first)."""
+        phase, sep, node = name.partition(": ")
+        if sep and phase in [self.op_table.phase_combo.itemText(i)
+                             for i in range(self.op_table.phase_combo.count())]:  # fmt: skip
+            self.op_table.phase_combo.setCurrentText(phase)
+            name = node
         if not self.op_table.select_op(name):
             self.op_table.set_mode("per node")
             self.op_table.select_op(name)
@@ -266,6 +293,17 @@ class MainWindow(QMainWindow):
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState(LAYOUT_VERSION))
         super().closeEvent(event)
+
+
+def _collapsed(items: list[str]) -> list[str]:
+    """Inputs that differ only by their numbers (a decoder's past_key_values.0.key,
+    past_key_values.1.key, ...) shown once: 'past_key_values.*.key float32[...] (x4)'."""
+    import re
+
+    groups: dict[str, list[str]] = {}
+    for item in items:
+        groups.setdefault(re.sub(r"\.\d+\.", ".*.", item, count=1), []).append(item)
+    return [v[0] if len(v) == 1 else f"{k} (x{len(v)})" for k, v in groups.items()]
 
 
 def _openable(path: str) -> bool:

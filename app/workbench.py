@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
 
 from app.actions import build_menus
 from app.engine_client import EngineClient
+from app.generation_controller import GenerationController
 from app.live_controller import LiveController
 from app.main_window import SESSION_SUFFIXES, MainWindow, add_recent
 from app.recording import Recording, new_autosave_path
@@ -36,6 +37,7 @@ class Workbench(QObject):
         yields = self.window.settings.value(YIELD_KEY, True, type=bool)
         self.client = EngineClient(sink=self.recording.sink, nice=ENGINE_NICE if yields else 0)
         self.controller = LiveController(self.window, self.client)
+        self.generation = GenerationController(self.window, self.controller, self.client)
         self.traffic = TrafficController(
             self.window.traffic, self.window, self.client, lambda: self.controller.t0_ns
         )

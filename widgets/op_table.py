@@ -285,6 +285,7 @@ class OpTable(QWidget):
     """Filterable, sortable per-node / per-op-type view of one profiling pass."""
 
     op_selected = Signal(str)  # the row's name (node name, or op type per op type); user only
+    phase_changed = Signal(str)  # a generating model's phase picked (prefill, decode)
 
     MODES = ("per node", "per op type")
 
@@ -307,6 +308,13 @@ class OpTable(QWidget):
         self.mode_combo.setToolTip("One row per graph node, or one per op type (summed)")
         self.mode_combo.currentIndexChanged.connect(self._show_mode)
         self.summary_label = QLabel()
+        self.phase_combo = QComboBox()  # shown for a generating model's phases
+        self.phase_combo.setToolTip(
+            "A generating model's phase: prefill (the prompt in one pass) or decode (one "
+            "token per pass), profiled apart"
+        )
+        self.phase_combo.hide()
+        self.phase_combo.currentTextChanged.connect(self._phase_picked)
 
         self.view = QTableView()
         self.view.setModel(self.proxy)
@@ -341,6 +349,7 @@ class OpTable(QWidget):
 
         bar = QHBoxLayout()
         bar.addWidget(self.filter_edit, 1)
+        bar.addWidget(self.phase_combo)
         bar.addWidget(self.mode_combo)
         bar.addWidget(self.summary_label)
         layout = QVBoxLayout(self)
@@ -358,6 +367,29 @@ class OpTable(QWidget):
         """New data (a profiling pass); keeps sort, filter, selection (by name) and scroll."""
         self._nodes, self._op_types = list(nodes), list(op_types)
         self._show_mode()
+
+    def set_phases(self, names: list[str]) -> None:
+        """The phases to pick from (none: the picker hides); the current one is kept."""
+        current = self.phase
+        self.phase_combo.blockSignals(True)
+        try:
+            self.phase_combo.clear()
+            self.phase_combo.addItems(names)
+            if current in names:
+                self.phase_combo.setCurrentText(current)
+            elif "decode" in names:
+                self.phase_combo.setCurrentText("decode")
+        finally:
+            self.phase_combo.blockSignals(False)
+        self.phase_combo.setVisible(bool(names))
+
+    @property
+    def phase(self) -> str | None:
+        return self.phase_combo.currentText() or None if self.phase_combo.count() else None
+
+    def _phase_picked(self, name: str) -> None:
+        if name:
+            self.phase_changed.emit(name)
 
     def select_op(self, name: str) -> bool:
         """Select and reveal the row called `name` (quietly: no op_selected). False when it

@@ -79,6 +79,24 @@ class Calibrate:
     instances: int = 1
 
 
+@dataclass(frozen=True)
+class GenerationShape:
+    """A generating model's prompt and output lengths (tokens): rebuilt like Apply."""
+
+    prompt_len: int
+    new_tokens: int
+
+
 Command = (
-    Load | Apply | Start | Stop | Profile | Cancel | Shutdown | ServeLoad | StopLoad | Calibrate
+    Load
+    | Apply
+    | Start
+    | Stop
+    | Profile
+    | Cancel
+    | Shutdown
+    | ServeLoad
+    | StopLoad
+    | Calibrate
+    | GenerationShape
 )

@@ -130,11 +130,16 @@ class HostState:
     throttle: ThrottleWatch = field(default_factory=ThrottleWatch)
     job: ServingJob | None = None  # a load run or a calibration, timing paused meanwhile
     resume: bool = False  # timing was running when the job began
+    new_tokens: int | None = None  # a generating model's, when the window set it
 
     def request(self, config: RunConfig) -> PrepareRequest:
         assert self.path is not None
         return PrepareRequest(
-            str(self.path), config=config, shapes=self.shapes, inputs_npz=self.inputs
+            str(self.path),
+            config=config,
+            shapes=self.shapes,
+            inputs_npz=self.inputs,
+            new_tokens=self.new_tokens,
         )
 
 
@@ -256,6 +261,7 @@ def _handle(
         if cmd.config is not None:  # the config to load it with (e.g. another engine)
             state.config = cmd.config
         state.path, state.shapes, state.inputs = cmd.path, dict(cmd.shapes), cmd.inputs_npz
+        state.new_tokens = None
         _import_on_this_thread(state.config)
         builder.submit(state.request(state.config), f"load {Path(cmd.path).name}", "load")
     elif isinstance(cmd, cmds.Apply):
@@ -289,6 +295,14 @@ def _handle(
         out.put(Progress("variant", 1, 1, "cancelled"))
     elif isinstance(cmd, cmds.ServeLoad | cmds.Calibrate):
         _serving_job(cmd, state, live, out)
+    elif isinstance(cmd, cmds.GenerationShape):
+        if state.path is None:
+            return
+        config = live.config or state.config
+        state.shapes = {**state.shapes, "input_ids": (config.batch, cmd.prompt_len)}
+        state.new_tokens = cmd.new_tokens
+        label = f"prompt {cmd.prompt_len}, {cmd.new_tokens} new"
+        builder.submit(state.request(config), label, "apply")
     elif isinstance(cmd, cmds.StopLoad):
         if state.job is not None:
             state.job.stop()

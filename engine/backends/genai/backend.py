@@ -137,9 +137,10 @@ def prepare(req: Any) -> Generator[Event, None, GenPrepared]:
     llm = open_llm(folder, config)
     for note in llm.notes:
         yield Notice("info", note)
-    shape = req.shapes.get(llm.shape.input_ids, (config.batch, DEFAULT_PROMPT))
-    if len(shape) != 2 or min(shape) < 1:
-        raise ConfigError(f"--shape {llm.shape.input_ids}: BATCHxLENGTH, got {shape}")
+    asked = req.shapes.get(llm.shape.input_ids, (config.batch, DEFAULT_PROMPT))
+    if len(asked) != 2 or min(asked) < 1:
+        raise ConfigError(f"--shape {llm.shape.input_ids}: BATCHxLENGTH, got {asked}")
+    shape = (config.batch, asked[1])  # the batch knob decides the sequences at once
     new_tokens = req.new_tokens or DEFAULT_NEW_TOKENS
     if shape[1] + new_tokens > llm.context_length:
         raise ConfigError(

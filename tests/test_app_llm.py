@@ -1,0 +1,64 @@
+"""A generating model in the window: opened like any model, timed whole generations live,
+the Generation dock's TTFT/TPOT figures, both phases profiled (the op table switches
+between them, the roofline draws both), prompt and output lengths changed live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+from pytestqt.qtbot import QtBot
+
+from app.workbench import Workbench
+from engine.session.store import open_session_file
+from tests.conftest import ROOT
+
+TIMEOUT_MS = 90_000
+DEMO_LLM = ROOT / "resources" / "models" / "demo_llm"
+
+
+def test_a_generating_model_runs_live_with_both_phases(qtbot: QtBot, tmp_path: Path) -> None:
+    wb = Workbench(session_path=str(tmp_path / "llm.opscope"), usable=["cpu"])
+    qtbot.addWidget(wb.window)
+    wb.window.show()
+    wb.start(str(DEMO_LLM))
+    w = wb.window
+    try:
+        qtbot.waitUntil(lambda: wb.controller.samples > 10, timeout=TIMEOUT_MS)
+        assert w.config_panel.config().engine == "genai"  # the folder picked its engine
+        assert w.generation_dock.isVisible()
+        qtbot.waitUntil(lambda: wb.generation.stats.total > 10, timeout=TIMEOUT_MS)
+        figures = wb.generation.stats.figures()
+        assert figures is not None and figures.ttft_p50_ms > figures.tpot_p50_ms > 0
+        assert figures.tpot_count == 31 * figures.generations  # 32 new tokens each
+        assert w.generation.ttft.text().startswith("p50 ") and 0 < figures.prefill_share < 1
+        assert "past_key_values.*.key" in w.model_label.text()  # 4 layers' inputs: one line
+        qtbot.waitUntil(lambda: set(wb.generation.phases) == {"prefill", "decode"},
+                        timeout=TIMEOUT_MS)  # fmt: skip
+        table = w.op_table
+        assert table.phase_combo.isVisible()
+        table.phase_combo.setCurrentText("decode")
+        assert "decode passes" in w.ops_dock.windowTitle()
+        table.phase_combo.setCurrentText("prefill")
+        assert "prefill passes" in w.ops_dock.windowTitle()
+        kinds = {op.op_type.split()[0] for op in wb.controller.roof_ops or []}
+        assert kinds == {"prefill", "decode"}  # both phases on the roofline
+        w.generation.prompt_len.setValue(48)  # applied at once (no keyboard tracking)
+        qtbot.waitUntil(
+            lambda: any(label == "prompt 48, 32 new" for _, label in w.latency.markers),
+            timeout=TIMEOUT_MS,
+        )
+        qtbot.waitUntil(lambda: wb.generation.stats.prompt_len == 48, timeout=TIMEOUT_MS)
+        qtbot.waitUntil(lambda: wb.generation.stats.total > 3, timeout=TIMEOUT_MS)
+        w.generation.prompt_len.setValue(4000)  # capped by the model's context
+        assert w.generation.prompt_len.value() == 2047
+    finally:
+        wb.shutdown()
+    with open_session_file(tmp_path / "llm.opscope") as reader:
+        runs = reader.runs()
+        shapes = [g.prompt_len for r in runs if (g := reader.generation(r.id)) is not None]
+        assert shapes[:2] == [128, 48] and runs[0].kind == "live"
+        first = reader.generation(runs[0].id)
+        assert first is not None and first.ttft_ns.size == runs[0].samples > 10
