@@ -17,6 +17,7 @@ from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import AccuracyResult, Event, OpProfile, RunStarted
 from tests.conftest import DEMO_CNN
+from tests.conftest import ROOT as _ROOT
 
 
 def prepare(req: PrepareRequest) -> tuple[Prepared, list[Event]]:
@@ -51,12 +52,18 @@ def test_capabilities_check_and_fit() -> None:
     assert ort_caps.fit(RunConfig()) == RunConfig()
 
 
+DEMO_LLM = _ROOT / "resources" / "models" / "demo_llm"
+
+
 def test_backends_say_which_files_they_open() -> None:
     ort, torch = backends.get("onnxruntime"), backends.get("torch")
     assert ort.opens("m.onnx") and ort.opens("m.pt2")  # PyTorch files via an ONNX export
     assert torch.opens("m.PT2") and not torch.opens("m.onnx")
-    assert set(backends.model_suffixes()) == {".onnx", ".pt2", ".pt", ".pth"}
-    assert backends.file_filter().startswith("Models (*.onnx *.pt2")
+    assert set(backends.model_suffixes()) == {".onnx", ".pt2", ".pt", ".pth", "genai_config.json"}
+    assert backends.file_filter().startswith("Models (*.onnx *genai_config.json *.pt2")
+    genai = backends.get("genai")  # a generating model: its folder, or the config in it
+    assert genai.opens(str(DEMO_LLM)) and genai.opens(str(DEMO_LLM / "genai_config.json"))
+    assert not genai.opens("m.onnx") and not ort.opens(str(DEMO_LLM))
 
 
 def test_a_new_backend_is_one_new_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

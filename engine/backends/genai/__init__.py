@@ -18,7 +18,7 @@ from engine.model.info import ModelInfo
 CAPABILITIES = Capabilities(
     name="genai",
     label="ONNX Runtime (generation)",
-    suffixes=(),  # folders: genai_config.json beside the decoder
+    suffixes=("genai_config.json",),  # the folder, or this file in it (file dialogs)
     file_kind="generating models (genai_config.json folders)",
     precisions=("fp32", "int8-weights", "int4-weights"),
     fusions=("basic", "extended", "all"),
