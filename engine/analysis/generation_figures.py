@@ -6,7 +6,7 @@ summary (untrusted JSON), the profiled phases and the accuracy against FP32."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,8 +14,6 @@ import numpy as np
 
 from engine.measure.stats import LatencyStats, latency_stats
 from engine.session.generation_rows import GenerationRun
-from engine.session.reader import SessionReader
-from engine.session.rows import RunRow
 
 TOP_OP_TYPES = 3
 PHASES = ("prefill", "decode")
@@ -58,18 +56,6 @@ class GenerationFigures:
     kv_buffer_bytes: int | None  # what the run allocated (from the summary)
     phases: list[PhaseFigures]
     accuracy: AccuracyFigures | None
-
-
-def generation_runs(
-    reader: SessionReader, runs: Sequence[RunRow]
-) -> list[tuple[RunRow, GenerationRun]]:
-    """(run, its generation rows) for the generation runs among `runs`."""
-    out = []
-    for r in runs:
-        g = reader.generation(r.id) if r.kind == "generate" else None
-        if g is not None:
-            out.append((r, g))
-    return out
 
 
 def generation_figures(g: GenerationRun) -> GenerationFigures:

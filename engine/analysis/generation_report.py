@@ -13,11 +13,8 @@ import math
 from collections.abc import Sequence
 
 from engine.analysis import generation_plots
-from engine.analysis.generation_figures import (
-    GenerationFigures,
-    generation_figures,
-    generation_runs,
-)
+from engine.analysis.export import generation_runs
+from engine.analysis.generation_figures import GenerationFigures, generation_figures
 from engine.analysis.report_html import esc, figure, num, pct, section, table
 from engine.measure.stats import LatencyStats
 from engine.session.generation_rows import GenerationRun
