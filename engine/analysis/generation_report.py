@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from engine.analysis import generation_plots
 from engine.analysis.export import generation_runs
 from engine.analysis.generation_figures import GenerationFigures, generation_figures
-from engine.analysis.report_html import esc, figure, num, pct, section, table
+from engine.analysis.report_html import byte_size, esc, figure, num, pct, section, table
 from engine.measure.stats import LatencyStats
 from engine.session.generation_rows import GenerationRun
 from engine.session.reader import SessionReader
@@ -104,10 +104,10 @@ def _figure_rows(f: GenerationFigures) -> list[tuple[str, str]]:
         ("tokens/s prefill", f"{num(f.prefill_tokens_per_s, 0)} (batch x prompt / TTFT p50)"),
         ("tokens/s decode", f"{num(f.decode_tokens_per_s, 1)} (batch / TPOT p50)"),
         ("tokens/s end to end", f"{num(f.tokens_per_s, 1)} (new tokens / mean generation)"),
-        ("KV cache", f"{_bytes(f.kv_bytes)} at the full length"),
+        ("KV cache", f"{byte_size(f.kv_bytes)} at the full length"),
     ]  # fmt: skip
     if f.kv_buffer_bytes is not None:
-        rows.append(("KV cache allocated", _bytes(f.kv_buffer_bytes)))
+        rows.append(("KV cache allocated", byte_size(f.kv_buffer_bytes)))
     return rows
 
 
@@ -141,12 +141,3 @@ def _phases_block(run_id: int, f: GenerationFigures) -> str:
             "memory-bound one down and to the left.",
         )
     )
-
-
-def _bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KB", "MB"):
-        if value < 1024:
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GB"

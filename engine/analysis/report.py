@@ -22,6 +22,7 @@ from engine.analysis.deltas import CompareError, MetricDelta, OpDiff, Samples
 from engine.analysis.export import write_text
 from engine.analysis.generation_report import generation_section
 from engine.analysis.report_html import Html, esc
+from engine.analysis.report_html import byte_size as _bytes
 from engine.analysis.report_html import figure as _figure
 from engine.analysis.report_html import num as _num
 from engine.analysis.report_html import pct as _pct
@@ -494,18 +495,6 @@ def _stat(fn: Any, v: np.ndarray) -> float | None:
 
 def _signed(x: float) -> str:
     return "-" if not math.isfinite(x) else f"{x:+.1f}%"
-
-
-def _bytes(n: int | None, signed: bool = False) -> str:
-    if n is None:
-        return "-"
-    sign = ("+" if n > 0 else "-" if n < 0 else "") if signed else ("-" if n < 0 else "")
-    value = float(abs(n))
-    for unit in ("B", "KB", "MB"):
-        if value < 1024:
-            return f"{sign}{value:.0f} {unit}" if unit == "B" else f"{sign}{value:.1f} {unit}"
-        value /= 1024
-    return f"{sign}{value:.1f} GB"
 
 
 CSS = """
