@@ -208,3 +208,14 @@ def test_a_v3_file_still_reports(recorded: Path, tmp_path: Path) -> None:
     assert '<section id="generation">' not in page and "#generation" not in page
     assert "<h2>Runs</h2>" in page and "<h2>Latency</h2>" in page
     assert KIND_LABEL not in page and "<td>bench</td>" in page
+
+
+def test_decode_steps_without_their_first_token_are_refused(recorded: Path) -> None:
+    broken = tampered_copy(
+        recorded,
+        recorded.with_name("broken.opscope"),
+        [("DELETE FROM steps WHERE run_id = 1 AND generation = 1 AND step = 0", ())],
+    )
+    proc = opscope("report", broken)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "generation 1 has decode steps but no first token" in proc.stderr
