@@ -1,5 +1,6 @@
-"""Exporting a session: a Chrome trace of profiled inferences and served batches (Perfetto,
-chrome://tracing) and CSV tables (runs, raw latency samples, op statistics, sweeps).
+"""Exporting a session: a Chrome trace of profiled inferences, served batches and the passes
+of generations (Perfetto, chrome://tracing) and CSV tables (runs, raw latency samples, op
+statistics, sweeps).
 
 Builders are pure functions of reader records; writers open the file, build, and write
 atomically. Text cells in CSV that a spreadsheet would run as a formula are defused.
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from engine.analysis.generation_trace import generation_trace_events
 from engine.analysis.run_summary import summarize
 from engine.analysis.serving_trace import serving_trace_events
 from engine.errors import OpScopeError
@@ -21,6 +23,7 @@ from engine.files import finite, write_atomic
 from engine.measure.flops import node_flops
 from engine.measure.op_stats import STAT_KEYS, prepacked_weight_bytes
 from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
+from engine.session.generation_rows import GenerationRun
 from engine.session.reader import SessionReader
 from engine.session.rows import RunRow
 from engine.session.serving_rows import ServingRun
@@ -132,13 +135,16 @@ def build_trace(
     runs: Sequence[tuple[RunRow, ProfileTrace]],
     source: str = "",
     serving: Sequence[tuple[RunRow, ServingRun]] = (),
+    generation: Sequence[tuple[RunRow, GenerationRun]] = (),
 ) -> dict[str, Any]:
     """The Chrome trace event format's JSON object form, one track per run: a profiled
-    run's median inference, a serving run's batches, queue depth and failed requests."""
+    run's median inference, a serving run's batches, queue depth and failed requests, a
+    generation run's generations with their prefill and decode steps."""
     events = [e for run, trace in runs for e in trace_events(run, trace)]
     notes: list[str] = []
-    for run, s in serving:
-        st = serving_trace_events(run, s)
+    for st in [serving_trace_events(r, s) for r, s in serving] + [
+        generation_trace_events(r, g) for r, g in generation
+    ]:
         events.extend(st.events)
         notes.extend(st.notes)
     other: dict[str, Any] = {
@@ -153,6 +159,12 @@ def build_trace(
             "depth as a counter, rejected and timed-out requests as instants; ts and dur "
             "in microseconds from the schedule's start"
         )
+    if generation:
+        other["generation_note"] = (
+            "generation runs: one slice per timed generation with its prefill (the time to "
+            "first token) and each decode step as child slices; ts and dur in microseconds "
+            "from the run's timing origin, passes back to back from each generation's start"
+        )
     if notes:
         other["truncated"] = notes
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
@@ -166,9 +178,14 @@ def _profiled(reader: SessionReader, runs: Sequence[RunRow]) -> list[tuple[RunRo
 def _nothing_to_trace(reader: SessionReader, run_id: int | None, serving: bool) -> ExportError:
     which = f"run {run_id} has no profile" if run_id is not None else "no run in it has a profile"
     return ExportError(
-        f"{which}{' or serving record' if serving else ''} to export as a trace (record "
-        "one with `opscope profile MODEL --session FILE`"
-        + (" or `opscope load MODEL --traffic ... --session FILE`" if serving else "")
+        f"{which}{', serving or generation record' if serving else ''} to export as a trace "
+        "(record one with `opscope profile MODEL --session FILE`"
+        + (
+            ", `opscope load MODEL --traffic ... --session FILE` or `opscope generate "
+            "MODEL_FOLDER --session FILE`"
+            if serving
+            else ""
+        )
         + ")",
         reader.path,
     )
@@ -196,15 +213,30 @@ def serving_runs(reader: SessionReader, runs: Sequence[RunRow]) -> list[tuple[Ru
     return out
 
 
+def generation_runs(
+    reader: SessionReader, runs: Sequence[RunRow]
+) -> list[tuple[RunRow, GenerationRun]]:
+    """(run, its generations' passes) for the generation runs (kind generate) among `runs`."""
+    out = []
+    for r in runs:
+        g = reader.generation(r.id) if r.kind == "generate" else None
+        if g is not None:
+            out.append((r, g))
+    return out
+
+
 def write_trace(session_path: str, out_path: str, run_id: int | None = None) -> list[str]:
-    """Write the Chrome trace of a session file (every profiled or serving run, or one);
-    returns what was cut to keep it bounded (one line each)."""
+    """Write the Chrome trace of a session file (every profiled, serving or generation run,
+    or one); returns what was cut to keep it bounded (one line each)."""
     with SessionReader.open(session_path) as reader:
         runs = [reader.run(run_id)] if run_id is not None else reader.runs()
         profiled, serving = _profiled(reader, runs), serving_runs(reader, runs)
-        if not profiled and not serving:
+        generation = generation_runs(reader, runs)
+        if not profiled and not serving and not generation:
             raise _nothing_to_trace(reader, run_id, serving=True)
-        data = build_trace(profiled, source=Path(session_path).name, serving=serving)
+        data = build_trace(
+            profiled, source=Path(session_path).name, serving=serving, generation=generation
+        )
     write_text(out_path, json.dumps(finite(data), separators=(",", ":")) + "\n")
     return list(data["otherData"].get("truncated", []))
 

@@ -20,13 +20,15 @@ from engine import __version__
 from engine.analysis import report_plots
 from engine.analysis.deltas import CompareError, MetricDelta, OpDiff, Samples
 from engine.analysis.export import write_text
+from engine.analysis.generation_report import generation_section
 from engine.analysis.report_html import Html, esc
+from engine.analysis.report_html import byte_size as _bytes
 from engine.analysis.report_html import figure as _figure
 from engine.analysis.report_html import num as _num
 from engine.analysis.report_html import pct as _pct
 from engine.analysis.report_html import section as _section
 from engine.analysis.report_html import table as _table
-from engine.analysis.run_compare import RunComparison, compare_runs, load_changes
+from engine.analysis.run_compare import LATENCY_KINDS, RunComparison, compare_runs, load_changes
 from engine.analysis.run_summary import cell, summarize
 from engine.analysis.serving_report import serving_section
 from engine.analysis.sweep_report import sweep_section
@@ -65,12 +67,14 @@ def build_report(reader: SessionReader, source: str) -> str:
     samples = {r.id: reader.latency(r.id) for r in runs}
     timed = [r for r in runs if samples[r.id][1].size >= 2]
     serving = serving_section(reader, runs)
+    generation = generation_section(reader, runs)
     sweeps = sweep_section(reader.sweeps())
     parts = [
         _env_section(meta, reader.models()),
         _runs_section(runs),
         _latency_section(timed, samples),
         serving,
+        generation,
         sweeps,
         _ops_section(reader, runs),
         _telemetry_section(reader, runs),
@@ -86,6 +90,7 @@ def build_report(reader: SessionReader, source: str) -> str:
             ("runs", "Runs"),
             ("latency", "Latency"),
             *((("serving", "Serving"),) if serving else ()),
+            *((("generation", "Generation"),) if generation else ()),
             *((("sweeps", "Scaling"),) if sweeps else ()),
             ("ops", "Top ops"),
             ("telemetry", "Telemetry"),
@@ -148,7 +153,7 @@ def _runs_section(runs: Sequence[RunRow]) -> str:
         rows.append(
             (
                 str(s.id),
-                s.kind,
+                _kind(s.kind),
                 s.model,
                 s.config,
                 s.provider,
@@ -459,6 +464,16 @@ def _diff_row(d: OpDiff) -> tuple[str, ...]:
 # -- formatting ------------------------------------------------------------------------
 
 
+def _kind(kind: str) -> str:
+    """The kind, with what its latency measures when that is not one inference."""
+    meaning = LATENCY_KINDS.get(kind)
+    return (
+        Html(f'{esc(kind)} <span class="small">(latency: {esc(meaning)})</span>')
+        if meaning
+        else kind
+    )
+
+
 def short_label(r: RunRow) -> str:
     c = r.config
     config = f"{PRECISION_LABELS[c.precision]} b{c.batch} fusion {c.fusion}" if c else "?"
@@ -480,18 +495,6 @@ def _stat(fn: Any, v: np.ndarray) -> float | None:
 
 def _signed(x: float) -> str:
     return "-" if not math.isfinite(x) else f"{x:+.1f}%"
-
-
-def _bytes(n: int | None, signed: bool = False) -> str:
-    if n is None:
-        return "-"
-    sign = ("+" if n > 0 else "-" if n < 0 else "") if signed else ("-" if n < 0 else "")
-    value = float(abs(n))
-    for unit in ("B", "KB", "MB"):
-        if value < 1024:
-            return f"{sign}{value:.0f} {unit}" if unit == "B" else f"{sign}{value:.1f} {unit}"
-        value /= 1024
-    return f"{sign}{value:.1f} GB"
 
 
 CSS = """

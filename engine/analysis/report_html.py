@@ -57,3 +57,16 @@ def num(x: float | None, digits: int = 3) -> str:
 
 def pct(x: float | None) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x:.1%}"
+
+
+def byte_size(n: int | None, signed: bool = False) -> str:
+    """1536 -> '1.5 KB' (binary units); signed: a '+' before growth."""
+    if n is None:
+        return "-"
+    sign = ("+" if n > 0 else "-" if n < 0 else "") if signed else ("-" if n < 0 else "")
+    value = float(abs(n))
+    for unit in ("B", "KB", "MB"):
+        if value < 1024:
+            return f"{sign}{value:.0f} {unit}" if unit == "B" else f"{sign}{value:.1f} {unit}"
+        value /= 1024
+    return f"{sign}{value:.1f} GB"

@@ -1,5 +1,6 @@
 """`opscope export FILE [--run ID] --trace OUT.json | --csv DIR`: the trace holds each
-profiled run's median inference and each serving run's batches and queue depth."""
+profiled run's median inference, each serving run's batches and queue depth, and each
+generation run's generations with their prefill and decode steps."""
 
 from __future__ import annotations
 

@@ -54,6 +54,20 @@ class GenerationRun:
     ttft_ns: np.ndarray  # one per timed generation
     tpot_ns: np.ndarray  # every decode step of every timed generation
     starts_ns: np.ndarray  # each generation's start, from the timing origin
+    decode_counts: np.ndarray  # decode steps of each timed generation (tpot_ns in order)
+
+    def decode_steps(self) -> list[np.ndarray]:
+        """Each timed generation's decode steps (ns), in order."""
+        return np.split(self.tpot_ns, np.cumsum(self.decode_counts)[:-1].tolist())
+
+    def decode_starts_ns(self) -> np.ndarray:
+        """When each decode step started, ns from the timing origin: the store keeps only a
+        generation's start, and its passes ran back to back from there (prefill first)."""
+        if not self.tpot_ns.size:
+            return np.zeros(0, np.int64)
+        first = np.repeat(self.starts_ns + self.ttft_ns, self.decode_counts)
+        within = [np.cumsum(d) - d for d in self.decode_steps()]
+        return first + np.concatenate(within).astype(np.int64)
 
 
 def read_generation(conn: sqlite3.Connection, run_id: int) -> GenerationRun | None:
@@ -73,6 +87,8 @@ def read_generation(conn: sqlite3.Connection, run_id: int) -> GenerationRun | No
     ttft: list[int] = []
     tpot: list[int] = []
     starts: list[int] = []
+    counts: list[int] = []
+    current: int | None = None
     for gen, step, start, dur in steps:
         req(gen, int, "steps.generation")
         d = req(dur, int, "steps.dur_ns")
@@ -81,8 +97,13 @@ def read_generation(conn: sqlite3.Connection, run_id: int) -> GenerationRun | No
         if req(step, int, "steps.step") == 0:
             ttft.append(d)
             starts.append(typed(start, int, "steps.start_ns", nullable=True) or 0)
-        else:
+            counts.append(0)
+            current = gen
+        elif gen == current:
             tpot.append(d)
+            counts[-1] += 1
+        else:
+            raise ValueError(f"steps: generation {gen} has decode steps but no first token")
     return GenerationRun(
         run_id=run_id,
         prompt_len=req(row[0], int, "generation.prompt_len"),
@@ -95,4 +116,5 @@ def read_generation(conn: sqlite3.Connection, run_id: int) -> GenerationRun | No
         ttft_ns=np.asarray(ttft, np.int64),
         tpot_ns=np.asarray(tpot, np.int64),
         starts_ns=np.asarray(starts, np.int64),
+        decode_counts=np.asarray(counts, np.int64),
     )
