@@ -203,7 +203,17 @@ def test_a_generation_run_lands_in_the_session(llm: Path, tmp_path: Path) -> Non
          "--new-tokens", "5", "--duration", "60", "--threads", "1", "--session", str(session)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(4)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # until generations of the new run are committed
+        time.sleep(0.5)
+        try:
+            with SessionReader.open(session) as reader:
+                runs = reader.runs()
+                made = reader.generation(runs[-1].id) if len(runs) > 1 else None
+        except Exception:  # mid-write: try again
+            continue
+        if made is not None and made.ttft_ns.size > 10:
+            break
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
