@@ -277,3 +277,28 @@ def test_compare_two_generation_runs_on_ttft_and_tpot(llm: Path, tmp_path: Path)
     opscope("bench", DEMO_CNN, "--duration", "0.3", "--no-live", "--session", session, check=True)
     bad = opscope("compare", f"{session}:1", f"{session}:3", "--metric", "ttft_p50")
     assert bad.returncode == 2 and "compares two generation runs" in bad.stderr
+
+
+def test_prompts_from_a_jsonl_file(llm: Path, tmp_path: Path) -> None:
+    """Each timed generation takes the next prompt; text goes through the tokenizer, token
+    lists are checked against the vocabulary; a bad line is one line naming it."""
+    good = tmp_path / "p.jsonl"
+    good.write_text('{"prompt": "The session file"}\n\n{"tokens": [5, 6, 7, 8, 9, 10, 11]}\n')
+    out = tmp_path / "p.json"
+    proc = opscope("generate", llm, "--prompts", good, "--new-tokens", "4", "--duration", "0.3",
+                   "--threads", "1", "--warmup", "1", "--json", out, check=True)  # fmt: skip
+    assert "2 prompts from" in proc.stderr + proc.stdout
+    data = json.loads(out.read_text())
+    assert data["generations"] >= 3 and data["tpot_ms"]["count"] == 3 * data["generations"]
+    for body, said in (
+        ('{"tokens": [99999]}', "line 1: tokens must be ids from 0 to"),
+        ("\nnot json", "line 2: not JSON"),
+        ('{"text": "x"}', 'expected {"prompt": "text"} or {"tokens": [ids]}'),
+        ('{"tokens": []}', "line 1: the prompt has no tokens"),
+        ("", "no prompts"),
+    ):
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(body)
+        proc = opscope("generate", llm, "--prompts", bad, "--duration", "0.1")
+        assert proc.returncode == 2 and said in proc.stderr, (body, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1

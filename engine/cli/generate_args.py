@@ -25,6 +25,11 @@ def add_generate_parser(
         help="a prompt of L generated tokens (default 128)",
     )  # fmt: skip
     prompt.add_argument("--prompt", metavar="TEXT", help="a prompt text (the model's tokenizer)")
+    prompt.add_argument(
+        "--prompts", metavar="FILE.jsonl",
+        help='prompts, one JSON object per line: {"prompt": "text"} or {"tokens": [ids]}; '
+        "each timed generation takes the next one",
+    )  # fmt: skip
     p.add_argument(
         "--new-tokens", type=positive_int, default=32, metavar="N",
         help="tokens generated per sequence (default 32; the end-of-text token does not stop "

@@ -36,6 +36,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         config=config,
         prompt_len=args.prompt_len,
         prompt_text=args.prompt,
+        prompts_file=args.prompts,
         new_tokens=args.new_tokens,
         batch=args.batch,
         duration_s=args.duration,

@@ -39,6 +39,7 @@ from engine.events import (
 )
 from engine.measure.stats import LatencyStats, Throughput, latency_stats
 from engine.model.info import load_model
+from engine.run.prompt_file import read_prompts
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class GenerateRequest:
     config: RunConfig = field(default_factory=RunConfig)
     prompt_len: int = 128
     prompt_text: str | None = None
+    prompts_file: str | None = None  # JSONL: each timed generation takes the next prompt
     new_tokens: int = 32
     batch: int = 1
     duration_s: float = 10.0
@@ -117,15 +119,20 @@ class GenerateReport:
         }
 
 
-def _prompt(req: GenerateRequest, llm: OpenedLLM) -> np.ndarray:
+def _prompts(req: GenerateRequest, llm: OpenedLLM) -> list[np.ndarray]:
+    """The prompts, each [batch, length] (a batch repeats one prompt)."""
+    if req.prompts_file is not None:
+        room = llm.context_length - req.new_tokens
+        rows = read_prompts(req.prompts_file, llm.encode, llm.vocab_size, max(room, 0))
+        return [np.tile(r, (req.batch, 1)) for r in rows]
     if req.prompt_text is not None:
         ids = llm.encode(req.prompt_text)
         if not ids:
             raise ConfigError("--prompt: the text has no tokens")
-        return np.tile(np.asarray(ids, np.int64), (req.batch, 1))
+        return [np.tile(np.asarray(ids, np.int64), (req.batch, 1))]
     rng = np.random.default_rng(req.seed)
     low = llm.first_plain_token
-    return rng.integers(low, llm.vocab_size, size=(req.batch, req.prompt_len), dtype=np.int64)
+    return [rng.integers(low, llm.vocab_size, size=(req.batch, req.prompt_len), dtype=np.int64)]
 
 
 def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]:
@@ -145,13 +152,20 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
     yield VariantReady(precision, str(folder), float(built.get("build_s", 0.0)),
                        bool(built.get("cached")), info.nodes, details=built)  # fmt: skip
     llm = open_llm(folder, req.config)
-    prompt = _prompt(req, llm)
-    length = prompt.shape[1] + req.new_tokens
+    prompts = _prompts(req, llm)
+    lengths = [int(p.shape[1]) for p in prompts]
+    prompt = prompts[0]
+    length = max(lengths) + req.new_tokens
     if length > llm.context_length:
         raise ConfigError(
-            f"{prompt.shape[1]} prompt + {req.new_tokens} new tokens = {length} exceed the "
+            f"{max(lengths)} prompt + {req.new_tokens} new tokens = {length} exceed the "
             f"model's context of {llm.context_length} tokens"
         )
+    mean_len = round(float(np.mean(lengths)))
+    if len(prompts) > 1:
+        said = f"{min(lengths)} to {max(lengths)} tokens (mean {mean_len})"
+        yield Notice("info", f"{len(prompts)} prompts from {req.prompts_file}: {said}, one "
+                     "per generation in turn")  # fmt: skip
     decoder = llm.decoder(req.batch, length)
     for note in llm.notes:
         yield Notice("info", note)
@@ -159,20 +173,25 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
     config = req.config.resolved()
     yield RunStarted(
         config, opened.requested, opened.provider_used, opened.providers_obtained,
-        {llm.shape.input_ids: ((req.batch, int(prompt.shape[1])), "int64")}, req.batch,
+        {llm.shape.input_ids: ((req.batch, mean_len), "int64")}, req.batch,
         opened.create_s,
     )  # fmt: skip
     yield GenerationStarted(
-        int(prompt.shape[1]), req.new_tokens, req.batch, req.sampling.describe(),
+        mean_len, req.new_tokens, req.batch, req.sampling.describe(),
         llm.context_length, llm.shape.kv_bytes_per_token(),
     )  # fmt: skip
 
+    turn = 0
+
     def once() -> Generation:
-        return generate(decoder, prompt, req.new_tokens, req.sampling)
+        nonlocal turn
+        turn += 1
+        return generate(decoder, prompts[(turn - 1) % len(prompts)], req.new_tokens, req.sampling)
 
     for i in range(req.warmup):
         yield Progress("warmup", i, req.warmup, f"warm-up generation {i + 1}/{req.warmup}")
         once()
+    turn = 0  # the timed generations start from the first prompt
     done: list[Generation] = []
     origin = time.perf_counter_ns()
     end = time.perf_counter() + req.duration_s
@@ -218,17 +237,17 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
         model=req.model_path,
         config=config,
         provider_used=llm.provider_used,
-        prompt_len=int(prompt.shape[1]),
+        prompt_len=mean_len,
         new_tokens=req.new_tokens,
         batch=req.batch,
         generations=len(done),
         ttft=ttft_s,
         tpot=tpot_s,
         e2e=e2e_s,
-        prefill_tokens_per_s=req.batch * prompt.shape[1] / (ttft_s.p50 / 1e3),
+        prefill_tokens_per_s=req.batch * mean_len / (ttft_s.p50 / 1e3),
         decode_tokens_per_s=req.batch / (tpot_s.p50 / 1e3) if tpot_s.count else float("nan"),
         kv_bytes_per_token=per_token,
-        kv_bytes=per_token * length * req.batch,
+        kv_bytes=per_token * (mean_len + req.new_tokens) * req.batch,
         kv_buffer_bytes=sum(a.nbytes for a in decoder.cache),
         peak_rss_bytes=_peak_rss(),
         tokens=last.tolist(),
