@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.analysis.json_fields import mapping, number, whole
 from engine.measure.stats import LatencyStats, latency_stats
 from engine.session.generation_rows import GenerationRun
 
@@ -64,7 +65,7 @@ def generation_figures(g: GenerationRun) -> GenerationFigures:
     mean_decode = float(sums.mean()) if sums.size else math.nan
     mean_total = ttft.mean + (mean_decode if sums.size else 0.0)
     summary = g.summary or {}
-    kv = _map(summary, "kv_cache")
+    kv = mapping(summary, "kv_cache")
     return GenerationFigures(
         run_id=g.run_id,
         ttft=ttft,
@@ -75,9 +76,11 @@ def generation_figures(g: GenerationRun) -> GenerationFigures:
         decode_tokens_per_s=_rate(g.batch, tpot.p50),
         tokens_per_s=_rate(g.batch * g.new_tokens, mean_total),
         kv_bytes=g.kv_bytes_per_token * (g.prompt_len + g.new_tokens) * g.batch,
-        kv_buffer_bytes=_int(kv.get("buffer_bytes")),
-        phases=[p for name in PHASES if (p := _phase(name, _map(_map(summary, "phases"), name)))],
-        accuracy=_accuracy(_map(summary, "accuracy")),
+        kv_buffer_bytes=whole(kv.get("buffer_bytes")),
+        phases=[
+            p for name in PHASES if (p := _phase(name, mapping(mapping(summary, "phases"), name)))
+        ],
+        accuracy=_accuracy(mapping(summary, "accuracy")),
     )
 
 
@@ -86,19 +89,19 @@ def _phase(name: str, d: Mapping[str, Any]) -> PhaseFigures | None:
         return None
     types = d.get("op_types")
     top = [
-        (str(t.get("op_type") or t.get("name") or "?"), _float(t.get("share")))
+        (str(t.get("op_type") or t.get("name") or "?"), number(t.get("share")))
         for t in (types if isinstance(types, list) else [])
         if isinstance(t, Mapping)
     ]
     top.sort(key=lambda t: -t[1] if math.isfinite(t[1]) else math.inf)
     return PhaseFigures(
         name=name,
-        passes=_int(d.get("passes")),
-        time_ms=_float(d.get("time_ms")),
-        gflop=_float(d.get("flops")) / 1e9,
-        mbytes=_float(d.get("bytes")) / 1e6,
-        intensity=_float(d.get("intensity")),
-        gflops_per_s=_float(d.get("gflops_per_s")),
+        passes=whole(d.get("passes")),
+        time_ms=number(d.get("time_ms")),
+        gflop=number(d.get("flops")) / 1e9,
+        mbytes=number(d.get("bytes")) / 1e6,
+        intensity=number(d.get("intensity")),
+        gflops_per_s=number(d.get("gflops_per_s")),
         top_op_types=top[:TOP_OP_TYPES],
     )
 
@@ -106,28 +109,15 @@ def _phase(name: str, d: Mapping[str, Any]) -> PhaseFigures | None:
 def _accuracy(d: Mapping[str, Any]) -> AccuracyFigures | None:
     if not d:
         return None
-    cos = _map(d, "logit_cosine")
+    cos = mapping(d, "logit_cosine")
     return AccuracyFigures(
-        token_agreement=_float(d.get("token_agreement")),
-        cosine_mean=_float(cos.get("mean")),
-        cosine_min=_float(cos.get("min")),
-        positions=_int(d.get("positions")),
+        token_agreement=number(d.get("token_agreement")),
+        cosine_mean=number(cos.get("mean")),
+        cosine_min=number(cos.get("min")),
+        positions=whole(d.get("positions")),
         method=str(d.get("method") or ""),
     )
 
 
 def _rate(tokens: float, ms: float) -> float:
     return tokens / (ms / 1e3) if math.isfinite(ms) and ms > 0 else math.nan
-
-
-def _map(d: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    v = d.get(key)
-    return v if isinstance(v, Mapping) else {}
-
-
-def _float(v: Any) -> float:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
-
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None

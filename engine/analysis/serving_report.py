@@ -14,6 +14,7 @@ from typing import Any
 
 from engine.analysis import serving_plots
 from engine.analysis.export import serving_runs
+from engine.analysis.json_fields import mapping, number, whole
 from engine.analysis.report_html import Html, esc, figure, num, pct, section, table
 from engine.serve.records import summarize
 from engine.session.reader import SessionReader
@@ -68,7 +69,7 @@ def _run_block(run: RunRow, s: ServingRun) -> str:
         parts.append(
             figure(
                 serving_plots.queue_batches_svg(
-                    run.id, rec, s.warmup_s, _int(s.batching.get("max_batch"))
+                    run.id, rec, s.warmup_s, whole(s.batching.get("max_batch"))
                 ),
                 f"Run {run.id}{' (SIMULATED)' if s.simulated else ''}: requests waiting "
                 "in the queue over time, and the sizes of the batches run after the "
@@ -82,7 +83,7 @@ def _run_block(run: RunRow, s: ServingRun) -> str:
         knee = next((p for p in curve if p.get("knee") is True), None)
         where = (
             f" The knee (where latency starts to climb) is at about "
-            f"{num(_float(knee.get('offered_per_s')), 0)} requests/s."
+            f"{num(number(knee.get('offered_per_s')), 0)} requests/s."
             if knee
             else ""
         )
@@ -121,7 +122,7 @@ def setup_rows(s: ServingRun) -> list[tuple[str, object]]:
     ]
     medians = (s.calibration or {}).get("median_ms")
     if s.simulated and isinstance(medians, Mapping) and medians:
-        pairs = ", ".join(f"{k}: {num(_float(ms))} ms" for k, ms in list(medians.items())[:12])
+        pairs = ", ".join(f"{k}: {num(number(ms))} ms" for k, ms in list(medians.items())[:12])
         rows.append(("calibration", f"median service time per batch size {pairs}"))
     answers = s.answers
     if isinstance(answers.get("max_rate"), int | float):
@@ -133,11 +134,11 @@ def setup_rows(s: ServingRun) -> list[tuple[str, object]]:
 
 
 def figure_rows(summary: Mapping[str, Any], simulated: bool) -> list[tuple[str, str]]:
-    req = _map(summary, "requests")
-    lat, sizes = _map(summary, "latency_ms"), _map(summary, "batch_size")
-    depth, cache = _map(summary, "queue_depth"), _map(summary, "cache")
-    tp = _float(_map(summary, "throughput").get("requests_per_s"))
-    hits = f"{req.get('cache_hits', 0)} (hit rate {pct(_float(cache.get('hit_rate')))})"
+    req = mapping(summary, "requests")
+    lat, sizes = mapping(summary, "latency_ms"), mapping(summary, "batch_size")
+    depth, cache = mapping(summary, "queue_depth"), mapping(summary, "cache")
+    tp = number(mapping(summary, "throughput").get("requests_per_s"))
+    hits = f"{req.get('cache_hits', 0)} (hit rate {pct(number(cache.get('hit_rate')))})"
     return [
         ("requests sent", f"{req.get('sent', '-')} ({req.get('warmup', 0)} in the warm-up)"),
         ("completed", str(req.get("completed", "-"))),
@@ -148,17 +149,17 @@ def figure_rows(summary: Mapping[str, Any], simulated: bool) -> list[tuple[str, 
             "latency p50 / p90 / p99" + (" (predicted)" if simulated else ""),
             _ms(lat, "p50", "p90", "p99"),
         ),
-        ("latency max", f"{num(_float(lat.get('max')))} ms (n = {lat.get('count', '-')})"),
-        ("queue wait p50 / p99", _ms(_map(summary, "queue_ms"), "p50", "p99")),
-        ("service p50 / p99", _ms(_map(summary, "service_ms"), "p50", "p99")),
-        ("batches", f"{sizes.get('count', '-')}, mean size {num(_float(sizes.get('mean')), 2)}"),
-        ("queue depth max / p99", f"{depth.get('max', '-')} / {num(_float(depth.get('p99')), 0)}"),
+        ("latency max", f"{num(number(lat.get('max')))} ms (n = {lat.get('count', '-')})"),
+        ("queue wait p50 / p99", _ms(mapping(summary, "queue_ms"), "p50", "p99")),
+        ("service p50 / p99", _ms(mapping(summary, "service_ms"), "p50", "p99")),
+        ("batches", f"{sizes.get('count', '-')}, mean size {num(number(sizes.get('mean')), 2)}"),
+        ("queue depth max / p99", f"{depth.get('max', '-')} / {num(number(depth.get('p99')), 0)}"),
         ("throughput", f"{num(tp, 1)} requests/s"),
     ]
 
 
 def _ms(d: Mapping[str, Any], *keys: str) -> str:
-    return " / ".join(num(_float(d.get(k))) for k in keys) + " ms"
+    return " / ".join(num(number(d.get(k))) for k in keys) + " ms"
 
 
 def batching_text(b: Mapping[str, Any]) -> str:
@@ -169,7 +170,7 @@ def batching_text(b: Mapping[str, Any]) -> str:
         parts.append("preferred " + "/".join(str(p) for p in preferred))
     parts.append(f"delay {_g(b.get('delay_ms'))} ms")
     parts.append(f"queue limit {b.get('queue_limit') or 'none'}")
-    timeout = _float(b.get("timeout_ms"))
+    timeout = number(b.get("timeout_ms"))
     parts.append(f"timeout {_g(timeout)} ms" if timeout > 0 else "no timeout")
     n = b.get("instances", 1)
     parts.append(f"{n} instance{'' if n == 1 else 's'}")
@@ -180,22 +181,9 @@ def cache_text(c: Mapping[str, Any]) -> str:
     size = c.get("size") or 0
     if not size:
         return "off"
-    return f"{size} responses, {pct(_float(c.get('repeat')))} of requests repeat an earlier one"
-
-
-def _map(d: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    v = d.get(key)
-    return v if isinstance(v, Mapping) else {}
-
-
-def _float(v: Any) -> float:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
-
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    return f"{size} responses, {pct(number(c.get('repeat')))} of requests repeat an earlier one"
 
 
 def _g(v: Any) -> str:
-    x = _float(v)
+    x = number(v)
     return "?" if not math.isfinite(x) else f"{x:g}"

@@ -19,6 +19,7 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.errors import ConfigError, one_line
+from engine.model.info import files_sha256
 from engine.tune.trial import TRIAL_TIMEOUT_S, Trial, run_trial
 
 DATA_FLAGS = ("--inputs", "--labels", "--calibration")  # trial arguments that name files
@@ -85,11 +86,7 @@ class NodeWorker:
 
 
 def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return files_sha256([path])
 
 
 def _folder_digest(path: Path) -> str:

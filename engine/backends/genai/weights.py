@@ -14,6 +14,7 @@ from typing import Any
 from engine import cache
 from engine.backends.genai.model import CONFIG_FILE, LLMConfig
 from engine.errors import ModelError, one_line
+from engine.model.info import files_sha256
 
 PRECISIONS = ("fp32", "int8-weights", "int4-weights")
 BLOCK_SIZE = 32
@@ -21,16 +22,6 @@ BLOCK_SIZE = 32
 # the weights' dequantization error dominates either way
 ACCURACY_LEVEL = 4
 BUILDER_VERSION = 1
-
-
-def _digest(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def weight_only(llm: LLMConfig, precision: str) -> tuple[Path, dict[str, Any]]:
@@ -44,7 +35,7 @@ def weight_only(llm: LLMConfig, precision: str) -> tuple[Path, dict[str, Any]]:
     bits = 4 if precision == "int4-weights" else 8
     params = {"bits": bits, "block_size": BLOCK_SIZE, "symmetric": True,
               "accuracy_level": ACCURACY_LEVEL}  # fmt: skip
-    key = cache.cache_key({"model": _digest(llm.model_file), "params": params,
+    key = cache.cache_key({"model": files_sha256([llm.model_file]), "params": params,
                            "ort": onnxruntime.__version__, "builder": BUILDER_VERSION})  # fmt: skip
     hit = cache.cached_entry("llm-variants", key)
     if hit is not None:
