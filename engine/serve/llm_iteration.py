@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from engine.backends.genai.slots import SlotCache
 from engine.serve.llm_instance import Book
-from engine.serve.llm_slots import SlotCache
 
 PROMPT_SALT = 0x9D0
 

@@ -12,17 +12,17 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator
 
 import numpy as np
 
 from engine.backends.genai.model import OpenedLLM
+from engine.backends.genai.slots import SlotCache
 from engine.errors import ConfigError
 from engine.events import Event, Notice, Progress
 from engine.serve.llm_instance import Book
 from engine.serve.llm_iteration import IterationEngine, prompt_ids
 from engine.serve.llm_sim import Layout
-from engine.serve.llm_slots import SlotCache
 from engine.serve.llm_workload import LLMWorkload
 from engine.serve.loop import LATE_WARN_MS, LEAD_S, PROGRESS_S, SWITCH_S, precise_timers
 
@@ -96,7 +96,7 @@ class LLMServingLoop:
             token = self.slots.decode(np.asarray([token]), lengths).argmax(axis=-1)[0]
             lengths += 1
 
-    def run(self) -> Iterator[Event]:
+    def run(self) -> Generator[Event, None, None]:
         self.warm_up()
         n = len(self.work)
         engine_thread = threading.Thread(target=self._engine, name="opscope-llm-engine")
