@@ -5,22 +5,25 @@ every request sent completes, TTFT runs from the scheduled arrival, and `opscope
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from engine.backends.genai.model import OpenedLLM, open_llm
+from engine.backends.genai.slots import SlotCache
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import drive
 from engine.serve.llm_iteration import prompt_ids
 from engine.serve.llm_loop import LLMServingLoop
 from engine.serve.llm_sim import Layout
-from engine.serve.llm_slots import SlotCache
 from engine.serve.llm_summary import summarize_llm
 from engine.serve.llm_workload import LLMWorkload
 from tests.conftest import ROOT
+from tests.test_cli import opscope
 
 DEMO_LLM = ROOT / "resources" / "models" / "demo_llm"
 Logits = dict[int, list[np.ndarray]]
@@ -132,3 +135,39 @@ def test_a_layout_the_loop_cannot_serve_is_refused(llm: OpenedLLM) -> None:
         LLMServingLoop(llm, w, Layout("colocated", instances=2))
     with pytest.raises(ConfigError, match="KV budget"):
         LLMServingLoop(llm, w, Layout("colocated", kv_tokens=5))
+
+
+def test_load_llm_from_the_command_line(tmp_path: Path) -> None:
+    if not (DEMO_LLM / "model.onnx").is_file():
+        pytest.skip("the demo LLM is built at set-up")
+    out = tmp_path / "r.json"
+    r = opscope("load", str(DEMO_LLM), "--llm", "--traffic", "poisson:20", "--requests", "6",
+                "--prompt-len", "8-40", "--new-tokens", "5", "--layout", "chunked",
+                "--chunk-tokens", "16", "--max-seqs", "4", "--slo-ttft", "500",
+                "--json", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "(real)" in r.stdout and "chunked 16" in r.stdout
+    data = json.loads(out.read_text())
+    assert data["simulated"] is False and data["layout"] == "chunked"
+    assert data["requests"]["count"] == 6 and data["ttft_ms"]["count"] == 6
+    assert data["tpot_ms"]["count"] == 6 and data["goodput"]["slo_ttft_ms"] == 500
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--layout", "disaggregated"], "the real loop serves colocated or chunked"),
+        (["--new-tokens", "0"], "--new-tokens must be at least 1"),
+        (["--prompt-len", "4000"], "exceed the model's context"),
+        (["--traffic", "closed:2"], "open-loop"),
+        (["--max-batch", "4"], "not for generating models"),
+    ],
+)
+def test_bad_input_is_one_line(extra: list[str], said: str) -> None:
+    if not (DEMO_LLM / "model.onnx").is_file():
+        pytest.skip("the demo LLM is built at set-up")
+    args = ["load", str(DEMO_LLM), "--llm", "--traffic", "poisson:5", "--requests", "2"]
+    args += ["--new-tokens", "2", "--prompt-len", "8"]
+    r = opscope(*args, *extra)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
