@@ -62,8 +62,9 @@ class IterationEngine:
         self._ids: dict[int, np.ndarray] = {}
         self.prev_end = 0.0
         self.moves = 0  # rows copied to keep the decode batch packed
-        # per iteration: start, end, decode batch, context summed, prompt tokens, passes
-        self.iterations: list[tuple[float, float, int, int, int, int]] = []
+        # per iteration: start, end, decode batch, context summed, prompt tokens, passes,
+        # and the attention pairs the prompt tokens add (sum of end^2 - done^2)
+        self.iterations: list[tuple[float, float, int, int, int, int, int]] = []
 
     # admission (the simulator's rules) ---------------------------------------------
     def _need(self, rid: int) -> int:
@@ -108,7 +109,7 @@ class IterationEngine:
         start = self.clock()
         book, slots = self.book, self.slots
         firsts: list[int] = []
-        tokens = 0
+        tokens = pairs = 0
         for entry, k in self.chunks:
             rid, done = entry
             ids = self._ids.get(rid)
@@ -118,6 +119,7 @@ class IterationEngine:
             logits = slots.prefill(slot, ids[done : done + k], done)
             entry[1] += k
             tokens += k
+            pairs += entry[1] ** 2 - done**2
             self.length[slot] = entry[1]
             if entry[1] == book.prompt[rid]:
                 self.tokens[rid].append(int(logits.argmax()))
@@ -144,7 +146,8 @@ class IterationEngine:
                 self._release(rid)
             else:
                 self.joining.append(rid)
-        self.iterations.append((start, t, n, ctx, tokens, len(self.chunks) + (1 if n else 0)))
+        passes = len(self.chunks) + (1 if n else 0)
+        self.iterations.append((start, t, n, ctx, tokens, passes, pairs))
         self.prev_end = t
 
     def _record_decode(self, t: float, owners: list[int], chosen: np.ndarray) -> None:
