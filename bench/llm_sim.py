@@ -1,7 +1,7 @@
 """LLM serving, simulated on the demo LLM: the three layouts (colocated, chunked prefill,
 disaggregated prefill/decode) on the same requests at three loads, with the same number
 of instances, and the simulator's own speed (100k requests per layout). Calibrated on this
-machine first (cached). Simulated only: not yet checked against a real serving loop. Run:
+machine first (cached). Checked against the real loop by llm_sim_vs_real.py. Run:
     .venv/bin/python bench/llm_sim.py [--out bench/results/llm_sim.md]
 """
 
@@ -66,7 +66,7 @@ def main() -> None:
         "",
         f"{cpu_model()} (`lscpu`), {os.cpu_count()} CPUs shared with other work, load average "
         f"{load:.2f} before the run. `bench/llm_sim.py`. **Simulated** from a calibration on "
-        "this machine; **not yet checked against a real serving loop**.",
+        "this machine; checked against the real loop in `llm_sim_vs_real.md`.",
         "",
         f"Calibration (demo LLM, fp32, 1 thread): prefill ~ {cost.prefill_a_ms:.3f} + "
         f"{cost.prefill_b_ms:.5f}*L + {cost.prefill_c_ms:.3e}*L^2 ms; decode step ms by batch "

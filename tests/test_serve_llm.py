@@ -4,6 +4,7 @@ on the demo LLM."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -54,6 +55,17 @@ def test_a_decode_batch_of_k_makes_a_token_per_step_of_k() -> None:
     assert book.first == pytest.approx([0.05] * 4)  # one pass prefills the four
     assert r["tpot_ms"]["p50"] == pytest.approx(4.0) == r["tpot_ms"]["max"]
     assert r["decode_batch_mean"] == pytest.approx(4.0)
+
+
+def test_prefill_passes_per_prompt_pay_the_fixed_cost_each() -> None:
+    """The real loop prefills each prompt as its own pass: two prompts, two fixed costs."""
+    per = dataclasses.replace(LLMCost.constant(PREFILL_MS, STEP_MS), prefill_pass_per_prompt=True)
+    assert simulate_llm(work([0.0, 0.0]), Layout("colocated"), per).first == pytest.approx(
+        [0.1, 0.1]
+    )
+    one = simulate_llm(work([0.0, 0.0]), Layout("colocated"), LLMCost.constant(PREFILL_MS, STEP_MS))
+    assert one.first == pytest.approx([0.05, 0.05])
+    assert LLMCost.from_json(per.to_json()).prefill_pass_per_prompt
 
 
 def test_the_context_grows_each_step_by_one_token() -> None:

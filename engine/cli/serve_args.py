@@ -29,11 +29,13 @@ def add_serving_parsers(
         "--duration", type=positive_float, default=10.0, metavar="S",
         help="seconds of traffic (default 10)",
     )  # fmt: skip
+    p.add_argument("--requests", type=positive_int, metavar="N", help="serve the first N requests")
     p.add_argument(
         "--session", metavar="FILE.opscope",
         help="record the run (end-to-end latency of every request after the warm-up) into "
         "a session file: session show, compare and report read it like any run",
     )  # fmt: skip
+    _add_llm(p, real=True)
     p.set_defaults(handler=_cmd_load)
 
     p = sub.add_parser(
@@ -144,20 +146,23 @@ LLM_FLAGS = ("layout", "prompt_len", "new_tokens", "chunk_tokens", "max_seqs", "
              "kv_transfer_ms_per_mb", "slo_ttft", "slo_tpot")  # fmt: skip
 
 
-def _add_llm(p: argparse.ArgumentParser) -> None:
+def _add_llm(p: argparse.ArgumentParser, real: bool = False) -> None:
     """Generating models: continuous batching in three layouts (the counts are checked by
-    the command, so a bad one is one line)."""
+    the command, so a bad one is one line); `load` serves the first two for real."""
     g = p.add_argument_group(
         "generating models (LLMs): given --llm or a genai-format folder as MODEL"
     )
     g.add_argument(
         "--llm", action="store_true",
-        help="simulate LLM serving: prefill and decode steps calibrated on the model, "
+        help="serve the LLM for real: one engine, iteration-level (continuous) batching, the "
+        "same requests simulate --llm draws from these flags" if real else
+        "simulate LLM serving: prefill and decode steps calibrated on the model, "
         "iteration-level (continuous) batching",
     )  # fmt: skip
     g.add_argument(
         "--layout", metavar="NAME",
-        help="colocated | chunked | disaggregated | all (the three side by side; default all)",
+        help="colocated | chunked (default colocated)" if real else
+        "colocated | chunked | disaggregated | all (the three side by side; default all)",
     )  # fmt: skip
     g.add_argument(
         "--prompt-len", metavar="L",
@@ -198,9 +203,24 @@ def _add_llm(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_load(args: argparse.Namespace) -> int:
+    from engine.backends.genai.model import genai_folder
+
+    if args.llm or genai_folder(args.model) is not None:
+        from engine.cli.load_llm import cmd_load_llm
+
+        return cmd_load_llm(args)
+    _no_llm_flags(args)
     from engine.cli.serve_cmds import cmd_load
 
     return cmd_load(args)
+
+
+def _no_llm_flags(args: argparse.Namespace) -> None:
+    given = [f"--{k.replace('_', '-')}" for k in LLM_FLAGS if getattr(args, k) is not None]
+    if given:
+        from engine.errors import ConfigError
+
+        raise ConfigError(f"{', '.join(given)}: for generating models (add --llm)")
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -210,11 +230,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         from engine.cli.simulate_llm import cmd_simulate_llm
 
         return cmd_simulate_llm(args)
-    given = [f"--{k.replace('_', '-')}" for k in LLM_FLAGS if getattr(args, k) is not None]
-    if given:
-        from engine.errors import ConfigError
-
-        raise ConfigError(f"{', '.join(given)}: for generating models (add --llm)")
+    _no_llm_flags(args)
     from engine.cli.simulate_cmd import cmd_simulate
 
     return cmd_simulate(args)

@@ -83,18 +83,23 @@ def workload_from_args(args: argparse.Namespace, context_length: int) -> LLMWork
     return make_workload(schedule, prompt, output, args.seed, prompt_from_trace=from_trace)
 
 
-def cmd_simulate_llm(args: argparse.Namespace) -> int:
-    refused = [f"--{k.replace('_', '-')}" for k in NOT_FOR_LLM if getattr(args, k, None)]
+def check_llm_args(args: argparse.Namespace, not_for_llm: tuple[str, ...], verb: str) -> None:
+    """What `simulate --llm` and `load --llm` refuse alike: one line each."""
+    refused = [f"--{k.replace('_', '-')}" for k in not_for_llm if getattr(args, k, None)]
     if refused:
         raise ConfigError(f"{', '.join(refused)}: not for generating models (--llm)")
     if args.traffic is None:
         raise ConfigError("--traffic SPEC is needed (e.g. poisson:5)")
     if args.precision != "fp32":
-        raise ConfigError("a generating model is simulated in fp32 only (for now)")
+        raise ConfigError(f"a generating model is {verb} in fp32 only (for now)")
     for flag in ("slo_ttft", "slo_tpot"):
         value = getattr(args, flag)
         if value is not None and not (value > 0 and math.isfinite(value)):
             raise ConfigError(f"--{flag.replace('_', '-')} must be a positive number of ms")
+
+
+def cmd_simulate_llm(args: argparse.Namespace) -> int:
+    check_llm_args(args, NOT_FOR_LLM, "simulated")
     args.duration = _default(args.duration, DURATION_S)
     args.seed = _default(args.seed, 0)
     llm = read_config(args.model)
@@ -154,13 +159,18 @@ def _cal_line(cost: LLMCost) -> str:
     )
 
 
-def print_llm(r: dict[str, Any], rows: list[dict[str, Any]], cost: LLMCost, out: TextIO) -> None:
+def print_llm(
+    r: dict[str, Any], rows: list[dict[str, Any]], cost: LLMCost | None, out: TextIO
+) -> None:
+    """The table of `simulate --llm`, and of `load --llm` (no calibration; labelled real)."""
     w = out.write
     t, wl = r["traffic"], r["workload"]
     w(f"model      {r['model']['path']} (context {r['model']['context_length']})\n")
-    w(f"calibrated {_cal_line(cost)}\n")
+    if cost is not None:
+        w(f"calibrated {_cal_line(cost)}\n")
+    kind = "simulated" if r["simulated"] else "real"
     w(f"traffic    {t['spec']}: {t['requests']} requests; prompt {wl['prompt_len']} tokens, "
-      f"{wl['new_tokens']} new (simulated)\n")  # fmt: skip
+      f"{wl['new_tokens']} new ({kind})\n")  # fmt: skip
     w(f"{'layout':<16}{'inst':>5} {'TTFT p50':>9}{'p90':>9}{'p99':>9} {'TPOT p50':>9}{'p90':>8}"
       f"{'p99':>8} {'ITL p99':>8}{'max':>9} {'tok/s':>9}{'req/s':>8} {'goodput/s':>10}"
       f"{'share':>7}\n")  # fmt: skip

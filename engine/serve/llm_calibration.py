@@ -24,7 +24,7 @@ from engine.measure.fits import fit_prefill, fit_slope
 from engine.model.info import files_sha256
 from engine.serve.llm_cost import LLMCost
 
-VERSION = 1
+VERSION = 2  # 2: prefill passes are per prompt
 PROMPT_LENGTHS = (16, 64, 256, 512, 1024)
 DECODE_BATCHES = (1, 2, 4, 8)
 REF_CONTEXT = 64  # each sequence's context while the batch sizes are timed
@@ -124,6 +124,7 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
         decode_ref_context=REF_CONTEXT + 2 + STEPS // 2,  # the mean context of the timed steps
         decode_slope_ms=slope,
         kv_bytes_per_token=llm.shape.kv_bytes_per_token(),
+        prefill_pass_per_prompt=True,  # the serving loop prefills each prompt on its slot
         context=context,
         points={
             "prefill_ms": {str(n): pre_ms[n] for n in lengths},

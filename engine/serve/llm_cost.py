@@ -24,6 +24,9 @@ class LLMCost:
     decode_ref_context: int  # context of each sequence when decode_ms was measured
     decode_slope_ms: float  # per token of context, per sequence
     kv_bytes_per_token: int = 0
+    # True: every prompt (or chunk) is its own pass, each paying `a` (this engine: the real
+    # loop prefills a prompt as batch 1 on its KV slot); False: one pass holds them all
+    prefill_pass_per_prompt: bool = False
     context: dict[str, Any] = field(default_factory=dict)  # what it was measured on
     points: dict[str, Any] = field(default_factory=dict)  # the raw medians behind the fits
 
@@ -34,10 +37,16 @@ class LLMCost:
         return self.prefill_b_ms * tokens + self.prefill_c_ms * (end * end - done * done)
 
     def prefill_ms(self, lengths: list[int]) -> float:
-        """One pass over whole prompts (none: 0)."""
-        if not lengths:
+        """One iteration's prefill of whole prompts (none: 0)."""
+        return self.prefill_pass_ms([(0, n) for n in lengths])
+
+    def prefill_pass_ms(self, chunks: list[tuple[int, int]]) -> float:
+        """One iteration's prefill of (tokens done, tokens now) chunks (none: 0): the fixed
+        cost once, or once per chunk when each is its own pass."""
+        if not chunks:
             return 0.0
-        return self.prefill_a_ms + sum(self.prefill_chunk_ms(0, n) for n in lengths)
+        fixed = self.prefill_a_ms * (len(chunks) if self.prefill_pass_per_prompt else 1)
+        return fixed + sum(self.prefill_chunk_ms(done, k) for done, k in chunks)
 
     def base_ms(self, batch: int) -> float:
         """A decode step of `batch` sequences with no context, ms (0 for none)."""
@@ -77,6 +86,7 @@ class LLMCost:
                 "us_per_context_token": self.decode_slope_ms * 1e3,
             },
             "kv_bytes_per_token": self.kv_bytes_per_token,
+            "prefill_pass_per_prompt": self.prefill_pass_per_prompt,
             "points": self.points,
             "context": self.context,
         }
@@ -92,6 +102,7 @@ class LLMCost:
             decode_ref_context=int(dec["ref_context"]),
             decode_slope_ms=float(dec["us_per_context_token"]) / 1e3,
             kv_bytes_per_token=int(data.get("kv_bytes_per_token", 0)),
+            prefill_pass_per_prompt=bool(data.get("prefill_pass_per_prompt", False)),
             context=dict(data.get("context") or {}),
             points=dict(data.get("points") or {}),
         )

@@ -128,8 +128,7 @@ class Instance:
             return
         d0 = self.base[self.batch] + self.slope * self.ctx if self.batch else 0.0
         if chunks:
-            cost = self.cost
-            pre = cost.prefill_a_ms + sum(cost.prefill_chunk_ms(e[1], k) for e, k in chunks)
+            pre = self.cost.prefill_pass_ms([(e[1], k) for e, k in chunks])
             self._first, self._m, self._dd = pre / 1e3 + d0, 1, 0.0
         else:
             self._first, self._m, self._dd = (

@@ -1,0 +1,194 @@
+"""The LLM serving simulator checked against the real loop on the demo LLM: the same seeded
+workload (Poisson arrivals, lengths drawn by llm_workload) served for real (`load --llm`'s
+loop) and simulated, colocated and chunked, at 30/60/85% of the capacity the simulator
+predicts. Three rounds, interleaved; each round calibrates the simulator afresh (2 s), so a
+slow minute on a shared machine hits both sides of a comparison alike. The iteration log
+of the real runs says where a disagreement comes from: each decode-only and prefill-only
+iteration's time against the cost model's, and the gaps between iterations. Run:
+    .venv/bin/python bench/llm_sim_vs_real.py [--out bench/results/llm_sim_vs_real.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from llm_sim import cpu_model  # noqa: E402
+from results_file import publish  # noqa: E402
+
+from engine.backends.genai.model import OpenedLLM, open_llm  # noqa: E402
+from engine.config import RunConfig  # noqa: E402
+from engine.events import drive  # noqa: E402
+from engine.serve.llm_calibration import load_or_calibrate_llm  # noqa: E402
+from engine.serve.llm_cost import LLMCost  # noqa: E402
+from engine.serve.llm_loop import LLMServingLoop  # noqa: E402
+from engine.serve.llm_sim import Layout, simulate_llm  # noqa: E402
+from engine.serve.llm_summary import summarize_llm  # noqa: E402
+from engine.serve.llm_workload import LLMWorkload, make_workload, parse_length  # noqa: E402
+from engine.serve.traffic import make_schedule, parse_traffic  # noqa: E402
+
+MODEL = ROOT / "resources" / "models" / "demo_llm"
+PROMPT, NEW = "32-256", "32"
+LOADS = (0.3, 0.6, 0.85)
+ROUNDS = 3
+RUN_S = 6.0  # seconds of traffic per real run
+MAX_SEQS, CHUNK = 16, 64
+LAYOUTS = (Layout("colocated", instances=1, max_seqs=MAX_SEQS),
+           Layout("chunked", instances=1, max_seqs=MAX_SEQS, chunk_tokens=CHUNK))  # fmt: skip
+TOLERANCE = 0.15
+
+
+def workload(rate: float, requests: int) -> LLMWorkload:
+    schedule = make_schedule(parse_traffic(f"poisson:{rate:g}"), 0, 0, requests=requests)
+    return make_workload(schedule, parse_length(PROMPT, "p"), parse_length(NEW, "n"), 0)
+
+
+def capacity(cost: LLMCost, layout: Layout) -> float:
+    """Requests per second the simulated engine serves when 400 arrive at once."""
+    n = 400
+    w = workload(1.0, n)
+    burst = LLMWorkload(np.zeros(n), w.prompt, w.output)
+    return float(summarize_llm(simulate_llm(burst, layout, cost))["throughput"]["requests_per_s"])
+
+
+def calibrate() -> LLMCost:
+    return drive(load_or_calibrate_llm(str(MODEL), RunConfig(threads=1), remeasure=True))
+
+
+def real(llm: OpenedLLM, w: LLMWorkload, layout: Layout) -> tuple[dict[str, Any], Any]:
+    loop = LLMServingLoop(llm, w, layout, seed=0)
+    drive(loop.run())
+    assert loop.unfinished() == 0
+    return summarize_llm(loop.book), loop.engine
+
+
+def iteration_check(engine: Any, cost: LLMCost) -> dict[str, float]:
+    """Real iteration times against the cost model's for the same iterations (the same
+    batch, context, prompt chunks): ratios of the sums by kind and in all (the service-time
+    error that queueing amplifies), the median gap between back-to-back iterations (ms),
+    and the mean decode batch."""
+    it = np.asarray(engine.iterations, np.float64)
+    start, end, batch, ctx, tokens, passes, pairs = it.T
+    took = (end - start) * 1e3
+    npre = passes - (batch > 0)
+    model = (
+        cost.prefill_a_ms * npre + cost.prefill_b_ms * tokens + cost.prefill_c_ms * pairs
+        + np.asarray([cost.decode_step_ms(int(b), int(c)) for b, c in zip(batch, ctx, strict=True)])
+    )  # fmt: skip
+    kinds = {"decode": (tokens == 0), "prefill": (tokens > 0) & (batch == 0),
+             "mixed": (tokens > 0) & (batch > 0), "all": np.ones(len(it), bool)}  # fmt: skip
+    out = {k: float(took[m].sum() / model[m].sum()) if m.any() else float("nan")
+           for k, m in kinds.items()}  # fmt: skip
+    gaps = (start[1:] - end[:-1]) * 1e3
+    busy = batch[1:] > 0
+    out["gap_ms"] = float(np.median(gaps[busy])) if busy.any() else float("nan")
+    out["batch_mean"] = float(batch[batch > 0].mean()) if (batch > 0).any() else float("nan")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "llm_sim_vs_real.md"))
+    args = ap.parse_args()
+    load = os.getloadavg()[0]
+    t_start = time.perf_counter()
+    llm = open_llm(MODEL, RunConfig(threads=1))
+    cost0 = calibrate()
+    rates = {lay.name: [f * capacity(cost0, lay) for f in LOADS] for lay in LAYOUTS}
+    works = {(lay.name, r): workload(r, max(20, round(r * RUN_S))) for lay in LAYOUTS
+             for r in rates[lay.name]}  # fmt: skip
+    keys = list(works)
+    reals: dict[Any, list[dict[str, Any]]] = {k: [] for k in keys}
+    sims: dict[Any, list[dict[str, Any]]] = {k: [] for k in keys}
+    checks: dict[Any, list[dict[str, float]]] = {k: [] for k in keys}
+    costs = []
+    by_name = {lay.name: lay for lay in LAYOUTS}
+    for rnd in range(ROUNDS):
+        cost = cost0 if rnd == 0 else calibrate()
+        costs.append(cost)
+        for key in keys if rnd % 2 == 0 else keys[::-1]:  # interleaved, both directions
+            layout, w = by_name[key[0]], works[key]
+            r, engine = real(llm, w, layout)
+            reals[key].append(r)
+            checks[key].append(iteration_check(engine, cost))
+            sims[key].append(summarize_llm(simulate_llm(w, layout, cost)))
+            print(f"round {rnd + 1} {key[0]} {key[1]:.1f}/s: real TTFT {r['ttft_ms']['p50']:.2f} "
+                  f"TPOT {r['tpot_ms']['p50']:.3f}; sim TTFT {sims[key][-1]['ttft_ms']['p50']:.2f} "
+                  f"TPOT {sims[key][-1]['tpot_ms']['p50']:.3f}", flush=True)  # fmt: skip
+    wall = time.perf_counter() - t_start
+    publish(report(rates, works, reals, sims, checks, costs, load, wall), args.out)
+
+
+def _med(rows: list[dict[str, Any]], metric: str) -> tuple[float, float, float]:
+    v = [r[metric]["p50"] for r in rows]
+    return float(np.median(v)), float(min(v)), float(max(v))
+
+
+def report(rates: Any, works: Any, reals: Any, sims: Any, checks: Any, costs: list[LLMCost],
+           load: float, wall: float) -> str:  # fmt: skip
+    c = costs[0]
+    steps = ", ".join(f"{b}: {ms:.3f}" for b, ms in sorted(c.decode_ms.items()))
+    lines = [
+        f"# LLM serving: simulator against the real loop ({time.strftime('%Y-%m-%d')})",
+        "",
+        f"{cpu_model()} (`lscpu`), {os.cpu_count()} CPUs shared with other work, load "
+        f"average {load:.2f} before the run; {wall:.0f} s in all. `bench/llm_sim_vs_real.py`.",
+        "",
+        f"Demo LLM, fp32, 1 intra-op thread. Workload: Poisson arrivals, about {RUN_S:g} s of "
+        f"traffic per run, prompt {PROMPT} tokens (uniform), {NEW} new tokens, seed 0: the "
+        f"same requests served for real (`opscope load --llm`'s loop) and simulated; one "
+        f"engine, at most {MAX_SEQS} sequences; chunked: {CHUNK} prompt tokens per iteration. "
+        f"Loads are shares of the capacity the simulator predicts (400 requests at once). "
+        f"{ROUNDS} rounds, interleaved; each round recalibrates the simulator (first round: "
+        f"prefill ~ {c.prefill_a_ms:.3f} + {c.prefill_b_ms:.5f}*L + {c.prefill_c_ms:.3e}*L^2 "
+        f"ms; decode step ms by batch {steps}, + {c.decode_slope_ms * 1e3:.3f} us per context "
+        f"token). Real: median of the rounds' p50 [min-max]; simulated: median of the rounds' "
+        f"p50 [min-max]. Within {TOLERANCE:.0%}: |real/sim - 1| <= {TOLERANCE:g} on the medians.",
+        "",
+        "| layout | load | req/s | requests | TTFT p50 real | TTFT p50 sim | ratio | within | "
+        "TPOT p50 real | TPOT p50 sim | ratio | within |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (name, rate), w in works.items():
+        share = rate / rates[name][-1] * LOADS[-1]
+        row = f"| {name} | {share:.0%} | {rate:.1f} | {len(w)} "
+        for metric, fmt in (("ttft_ms", ".2f"), ("tpot_ms", ".3f")):
+            rm, rlo, rhi = _med(reals[(name, rate)], metric)
+            sm, slo, shi = _med(sims[(name, rate)], metric)
+            ratio = rm / sm
+            ok = "yes" if abs(ratio - 1) <= TOLERANCE else "**no**"
+            row += (f"| {rm:{fmt}} [{rlo:{fmt}}-{rhi:{fmt}}] | {sm:{fmt}} [{slo:{fmt}}-{shi:{fmt}}]"
+                    f" | {ratio:.2f} | {ok} ")  # fmt: skip
+        lines.append(row + "|")
+    lines += [
+        "",
+        "## Where the time goes in the real loop (medians over the rounds)",
+        "",
+        "Each real iteration's time against the cost model's for that same iteration (its "
+        "decode batch and context, its prompt chunks), summed by kind: decode-only, "
+        "prefill-only, both; `all` is the service-time error the queue sees. `gap`: the "
+        "median time between back-to-back iterations (the loop's own work).",
+        "",
+        "| layout | req/s | decode | prefill | mixed | all | gap ms | decode batch |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, rate in works:
+        ch = checks[(name, rate)]
+        med = {k: float(np.nanmedian([x[k] for x in ch])) for k in ch[0]}
+        lines.append(f"| {name} | {rate:.1f} | {med['decode']:.2f} | {med['prefill']:.2f} | "
+                     f"{med['mixed']:.2f} | {med['all']:.2f} | {med['gap_ms']:.3f} | "
+                     f"{med['batch_mean']:.2f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""`opscope load MODEL_FOLDER --llm`: the generating model served for real under open-loop
+traffic (continuous batching, colocated or chunked prefill), the same requests that
+`simulate --llm` draws from the same flags, printed in the same table, labelled real."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from engine.backends.genai.model import open_llm, read_config
+from engine.cli.common import EXIT_OK, write_json
+from engine.cli.printer import LivePrinter
+from engine.cli.simulate_llm import (
+    NOT_FOR_LLM,
+    check_llm_args,
+    layouts_from_args,
+    print_llm,
+    workload_from_args,
+)
+from engine.config import RunConfig
+from engine.errors import ConfigError
+from engine.events import drive
+from engine.serve.llm_loop import LLMServingLoop, check_real_layout
+from engine.serve.llm_summary import summarize_llm
+from engine.serve.traffic import parse_traffic
+
+NOT_FOR_REAL = (*NOT_FOR_LLM, "warmup_s", "repeat")
+DISAGGREGATED_ONLY = ("prefill_instances", "decode_instances", "kv_gbps", "kv_transfer_ms_per_mb")
+
+
+def cmd_load_llm(args: argparse.Namespace) -> int:
+    check_llm_args(args, NOT_FOR_REAL, "served")
+    given = [f"--{k.replace('_', '-')}" for k in DISAGGREGATED_ONLY if getattr(args, k) is not None]
+    if given:
+        raise ConfigError(f"{', '.join(given)}: for --layout disaggregated, which the real loop "
+                          "does not serve (simulate it)")  # fmt: skip
+    layout_name = str(args.layout or "colocated").lower()
+    if layout_name == "all":
+        raise ConfigError("--layout all: the real loop serves one layout per run")
+    args.layout = layout_name
+    args.instances = args.instances or 1
+    args.seed = 0 if args.seed is None else args.seed
+    llm_config = read_config(args.model)
+    layout = layouts_from_args(args, llm_config.context_length)[0]
+    check_real_layout(layout)
+    work = workload_from_args(args, llm_config.context_length)
+    config = RunConfig(precision="fp32", fusion=args.fusion, batch=1, threads=args.threads,
+                       spinning=args.spinning == "on", provider=args.provider)  # fmt: skip
+    llm = open_llm(args.model, config)
+    loop = LLMServingLoop(llm, work, layout, seed=args.seed)
+    printer = LivePrinter()
+    try:
+        drive(loop.run(), printer.feed)
+    finally:
+        printer.close()
+    row = {"layout": layout.name, "layout_config": layout.to_json(),
+           **summarize_llm(loop.book, args.slo_ttft, args.slo_tpot)}  # fmt: skip
+    iterations = loop.engine.iterations
+    result: dict[str, Any] = {
+        "model": {
+            "path": args.model,
+            "kind": llm_config.kind,
+            "context_length": llm_config.context_length,
+        },
+        "config": config.to_json(),
+        "provider": llm.provider_used,
+        "traffic": {
+            **parse_traffic(args.traffic).to_json(),
+            "seed": args.seed,
+            "duration_s": args.duration,
+            "requests": len(work),
+        },
+        "workload": {
+            "prompt_len": args.prompt_len or "512",
+            "new_tokens": args.new_tokens or "128",
+        },
+        "simulated": False,
+        **row,
+        "engine": {
+            "iterations": len(iterations),
+            "slot_moves": loop.engine.moves,
+            "unfinished": loop.unfinished(),
+        },
+    }
+    out = sys.stdout if args.json != "-" else sys.stderr
+    print_llm(result, [row], None, out)
+    if args.json:
+        write_json(args.json, result)
+    return EXIT_OK

@@ -1,0 +1,196 @@
+"""One LLM engine's iterations, scheduled exactly as the simulator's Instance schedules a
+colocated or chunked instance (llm_instance.py): at each iteration boundary the sequences
+prefilled last iteration join the decode batch; waiting prompts are admitted in arrival
+order while a seat (max_seqs) and KV budget (prompt + output reserved) are free, up to
+`budget` prompt tokens per pass (whole prompts, or chunks when `split`); then the
+iteration runs the prefill passes and one decode step for every sequence already
+decoding. Every token made in an iteration is stamped with the iteration's end, as the
+simulator stamps it, and recorded into the simulator's Book, so one summary counts both.
+
+Real passes: each prompt (or chunk) is a batch-1 pass on its slot's row; the decode step
+is one pass over slots 0..n-1, so decoding sequences are packed to the front first (a
+copy of the cached tokens of each sequence moved; the simulator does not model it)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+from engine.backends.genai.slots import SlotCache
+from engine.serve.llm_instance import Book
+
+PROMPT_SALT = 0x9D0
+
+
+def prompt_ids(seed: int, rid: int, length: int, low: int, vocab: int) -> np.ndarray:
+    """Request `rid`'s prompt: seeded token ids (never special ones)."""
+    rng = np.random.default_rng([seed, PROMPT_SALT, rid])
+    return rng.integers(low, vocab, size=length, dtype=np.int64)
+
+
+class IterationEngine:
+    """`plan(queue)` under the caller's lock, then `iterate()` outside it."""
+
+    def __init__(
+        self,
+        slots: SlotCache,
+        book: Book,
+        prompt_of: Callable[[int], np.ndarray],
+        clock: Callable[[], float],
+        *,
+        budget: int,
+        split: bool,
+        max_seqs: int,
+        kv_tokens: int,
+    ) -> None:
+        self.slots, self.book, self.prompt_of, self.clock = slots, book, prompt_of, clock
+        self.budget, self.split = budget, split
+        self.max_seqs, self.kv_tokens = max_seqs, kv_tokens
+        self.seats = 0
+        self.kv = 0
+        self.owner = [-1] * slots.slots  # slot -> request, -1 free
+        self.length = np.zeros(slots.slots, np.int64)  # tokens cached in each slot
+        self.slot_of: dict[int, int] = {}
+        self.decoding: set[int] = set()
+        self.prefilling: list[list[int]] = []  # [request, tokens done], in admission order
+        self.joining: list[int] = []
+        self.joined: list[int] = []
+        self.chunks: list[tuple[list[int], int]] = []
+        self.tokens: list[list[int]] = [[] for _ in book.arrival]
+        self._ids: dict[int, np.ndarray] = {}
+        self.prev_end = 0.0
+        self.moves = 0  # rows copied to keep the decode batch packed
+        # per iteration: start, end, decode batch, context summed, prompt tokens, passes,
+        # and the attention pairs the prompt tokens add (sum of end^2 - done^2)
+        self.iterations: list[tuple[float, float, int, int, int, int, int]] = []
+
+    # admission (the simulator's rules) ---------------------------------------------
+    def _need(self, rid: int) -> int:
+        return self.book.prompt[rid] + self.book.output[rid]
+
+    def room(self, rid: int) -> bool:
+        return self.seats < self.max_seqs and self.kv + self._need(rid) <= self.kv_tokens
+
+    def plan(self, queue: deque[int]) -> bool:
+        """Choose the next iteration; False when there is nothing to run."""
+        self.joined = self.joining
+        self.decoding.update(self.joining)
+        self.joining = []
+        chunks: list[tuple[list[int], int]] = []
+        self.chunks = chunks
+        budget, prompt = self.budget, self.book.prompt
+        for entry in self.prefilling:  # chunked: the prompts already started, in order
+            if budget <= 0:
+                break
+            k = min(prompt[entry[0]] - entry[1], budget)
+            chunks.append((entry, k))
+            budget -= k
+        while budget > 0 and queue and self.room(queue[0]):
+            rid = queue[0]
+            length = prompt[rid]
+            if not self.split and length > budget and chunks:
+                break  # whole prompts: this one goes in the next pass
+            queue.popleft()
+            self.seats += 1
+            self.kv += self._need(rid)
+            slot = self.owner.index(-1)
+            self.owner[slot], self.slot_of[rid], self.length[slot] = rid, slot, 0
+            entry = [rid, 0]
+            self.prefilling.append(entry)
+            k = length if not self.split else min(length, budget)
+            chunks.append((entry, k))
+            budget -= k
+        return bool(chunks or self.decoding)
+
+    # one iteration -----------------------------------------------------------------
+    def iterate(self) -> None:
+        start = self.clock()
+        book, slots = self.book, self.slots
+        firsts: list[int] = []
+        tokens = pairs = 0
+        for entry, k in self.chunks:
+            rid, done = entry
+            ids = self._ids.get(rid)
+            if ids is None:
+                ids = self._ids[rid] = self.prompt_of(rid)
+            slot = self.slot_of[rid]
+            logits = slots.prefill(slot, ids[done : done + k], done)
+            entry[1] += k
+            tokens += k
+            pairs += entry[1] ** 2 - done**2
+            self.length[slot] = entry[1]
+            if entry[1] == book.prompt[rid]:
+                self.tokens[rid].append(int(logits.argmax()))
+                firsts.append(rid)
+        n = len(self.decoding)
+        ctx = 0
+        if n:
+            self._pack(n)
+            owners = self.owner[:n]
+            last = np.asarray([self.tokens[rid][-1] for rid in owners], np.int64)
+            lengths = self.length[:n].copy()
+            ctx = int(lengths.sum()) + n
+            chosen = slots.decode(last, lengths).argmax(axis=-1)
+            self.length[:n] += 1
+        t = self.clock()
+        if n:
+            self._record_decode(t, owners, chosen)
+        for rid in firsts:
+            self.prefilling.remove(next(e for e in self.prefilling if e[0] == rid))
+            del self._ids[rid]
+            book.first[rid] = t
+            if book.output[rid] == 1:
+                book.done[rid] = t
+                self._release(rid)
+            else:
+                self.joining.append(rid)
+        passes = len(self.chunks) + (1 if n else 0)
+        self.iterations.append((start, t, n, ctx, tokens, passes, pairs))
+        self.prev_end = t
+
+    def _record_decode(self, t: float, owners: list[int], chosen: np.ndarray) -> None:
+        book, n = self.book, len(owners)
+        gap = t - self.prev_end  # every decoder's previous token came at the last end
+        book.seg_first.append(gap)
+        book.seg_first_w.append(n - len(self.joined))
+        book.seg_d0.append(gap)
+        book.seg_dd.append(0.0)
+        book.seg_m.append(1)
+        book.seg_batch.append(n)
+        for rid in self.joined:
+            book.first_gap[rid] = t - book.first[rid]
+        for i, rid in enumerate(owners):
+            out = self.tokens[rid]
+            out.append(int(chosen[i]))
+            if len(out) == book.output[rid]:
+                book.done[rid] = t
+                self.decoding.discard(rid)
+                self._release(rid)
+
+    def _release(self, rid: int) -> None:
+        self.seats -= 1
+        self.kv -= self._need(rid)
+        slot = self.slot_of.pop(rid)
+        self.owner[slot] = -1
+
+    def _pack(self, n: int) -> None:
+        """Decoding sequences into slots 0..n-1: each from above n into a hole below
+        (a free slot, or a prefilling sequence's, which swaps with it)."""
+        holes = [s for s in range(n) if self.owner[s] not in self.decoding]
+        if not holes:
+            return
+        owner, length = self.owner, self.length
+        srcs = [s for s in range(n, len(owner)) if owner[s] in self.decoding]
+        for hole, src in zip(holes, srcs, strict=True):
+            other = owner[hole]
+            if other == -1:
+                self.slots.move(src, hole, int(length[src]))
+            else:
+                self.slots.swap(src, int(length[src]), hole, int(length[hole]))
+                self.slot_of[other] = src
+            owner[hole], owner[src] = owner[src], other
+            length[hole], length[src] = length[src], length[hole]
+            self.slot_of[owner[hole]] = hole
+            self.moves += 1
