@@ -17,6 +17,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from engine.serve.llm_cost import LLMCost
 
 
@@ -140,26 +142,16 @@ class Instance:
         self._start(self._end_of(self._m))
 
     def _plan_prefill(self, chunks: list[tuple[list[int], int]]) -> None:
-        budget, prompts, prompt = self.budget, self.prompts, self.book.prompt
-        for entry in self.prefilling:  # chunked: the prompts already started, in order
-            if budget <= 0:
-                return
-            k = min(prompt[entry[0]] - entry[1], budget)
-            chunks.append((entry, k))
-            budget -= k
-        while budget > 0 and prompts and self.room(prompts[0]):
-            rid = prompts[0]
-            length = prompt[rid]
-            if not self.split and length > budget and chunks:
-                return  # whole prompts: this one goes in the next pass
-            prompts.popleft()
+        assert self.prompts is not None  # an instance that prefills
+
+        def admit(rid: int) -> None:
             self.seats += 1
             self.kv += self._need(rid)
-            entry = [rid, 0]
-            self.prefilling.append(entry)
-            k = length if not self.split else min(length, budget)
-            chunks.append((entry, k))
-            budget -= k
+
+        chunks += plan_prompts(
+            self.prefilling, self.prompts, self.budget, self.book.prompt, self.split, self.room,
+            admit,
+        )  # fmt: skip
 
     def _end_of(self, k: int) -> float:
         return self._t0 + self._first + (k - 1) * self._d0 + self._dd * (k * (k - 1) / 2)
@@ -228,3 +220,39 @@ class Instance:
     def _release(self, rid: int) -> None:
         self.seats -= 1
         self.kv -= self._need(rid)
+
+
+def plan_prompts(
+    prefilling: list[list[int]],
+    waiting: deque[int],
+    budget: int,
+    prompt: list[int] | np.ndarray,
+    split: bool,
+    room: Callable[[int], bool],
+    admit: Callable[[int], None],
+) -> list[tuple[list[int], int]]:
+    """An iteration's prompt work, the same rule for the simulator and the real loop: the
+    prompts already started first (chunked), in order, then waiting ones while the budget of
+    prompt tokens and `room` (seats, KV tokens) allow; whole prompts (not `split`) never
+    share a pass with one that does not fit. `admit(rid)` books a newly started request;
+    each entry is [request, tokens prefilled so far], appended to `prefilling`."""
+    chunks: list[tuple[list[int], int]] = []
+    for entry in prefilling:
+        if budget <= 0:
+            return chunks
+        k = min(int(prompt[entry[0]]) - entry[1], budget)
+        chunks.append((entry, k))
+        budget -= k
+    while budget > 0 and waiting and room(waiting[0]):
+        rid = waiting[0]
+        length = int(prompt[rid])
+        if not split and length > budget and chunks:
+            break  # whole prompts: this one goes in the next pass
+        waiting.popleft()
+        admit(rid)
+        entry = [rid, 0]
+        prefilling.append(entry)
+        k = length if not split else min(length, budget)
+        chunks.append((entry, k))
+        budget -= k
+    return chunks

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from engine.backends.genai.slots import SlotCache
-from engine.serve.llm_instance import Book
+from engine.serve.llm_instance import Book, plan_prompts
 
 PROMPT_SALT = 0x9D0
 
@@ -78,30 +78,17 @@ class IterationEngine:
         self.joined = self.joining
         self.decoding.update(self.joining)
         self.joining = []
-        chunks: list[tuple[list[int], int]] = []
-        self.chunks = chunks
-        budget, prompt = self.budget, self.book.prompt
-        for entry in self.prefilling:  # chunked: the prompts already started, in order
-            if budget <= 0:
-                break
-            k = min(prompt[entry[0]] - entry[1], budget)
-            chunks.append((entry, k))
-            budget -= k
-        while budget > 0 and queue and self.room(queue[0]):
-            rid = queue[0]
-            length = prompt[rid]
-            if not self.split and length > budget and chunks:
-                break  # whole prompts: this one goes in the next pass
-            queue.popleft()
+
+        def admit(rid: int) -> None:
             self.seats += 1
             self.kv += self._need(rid)
             slot = self.owner.index(-1)
             self.owner[slot], self.slot_of[rid], self.length[slot] = rid, slot, 0
-            entry = [rid, 0]
-            self.prefilling.append(entry)
-            k = length if not self.split else min(length, budget)
-            chunks.append((entry, k))
-            budget -= k
+
+        chunks = plan_prompts(
+            self.prefilling, queue, self.budget, self.book.prompt, self.split, self.room, admit
+        )
+        self.chunks = chunks
         return bool(chunks or self.decoding)
 
     # one iteration -----------------------------------------------------------------
