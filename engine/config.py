@@ -24,6 +24,19 @@ PROVIDERS: tuple[str, ...] = get_args(Provider)
 ENGINE_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
 DEFAULT_MIN_COSINE = 0.99
+MAX_THREADS = 1024  # intra-op threads; more than the largest machines have
+
+
+def oversubscribed(threads: int) -> str | None:
+    """A warning when `threads` exceed the logical CPUs (they take turns), else None."""
+    cpus = os.cpu_count() or 1
+    if threads > cpus:
+        return (
+            f"{threads} threads on {cpus} logical CPUs: they take turns on the cores, which "
+            "slows every inference; at most one per CPU"
+        )
+    return None
+
 
 PRECISION_LABELS = {
     "fp32": "FP32",
@@ -80,6 +93,11 @@ class RunConfig:
             raise ConfigError(f"batch must be a positive integer, got {self.batch!r}")
         if not isinstance(self.threads, int) or self.threads < 0:
             raise ConfigError(f"threads must be 0 (default) or positive, got {self.threads!r}")
+        if self.threads > MAX_THREADS:  # thousands of threads exhaust the process limit
+            raise ConfigError(
+                f"threads {self.threads:,} is more than {MAX_THREADS:,}: this machine has "
+                f"{os.cpu_count() or 1} logical CPUs"
+            )
         if (
             not isinstance(self.min_cosine, int | float)
             or isinstance(self.min_cosine, bool)

@@ -48,11 +48,18 @@ class ReportError(OpScopeError):
 
 def write_report(session_path: str, out_path: str) -> None:
     """Read a session file and write its HTML report (OpScopeError on bad input)."""
-    if Path(out_path).resolve() == Path(session_path).resolve():
-        raise ReportError("the report would overwrite the session file itself", out_path)
-    with SessionReader.open(session_path) as reader:
+    with SessionReader.open(session_path) as reader:  # first: a bad path says why here
+        if _same_file(out_path, session_path):
+            raise ReportError("the report would overwrite the session file itself", out_path)
         text = build_report(reader, Path(session_path).name)
     write_text(out_path, text)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+        return False
 
 
 def default_output(session_path: str) -> str:

@@ -11,7 +11,8 @@ import numpy as np
 
 from engine import backends
 from engine.backends.base import PrepareRequest
-from engine.events import Event, LatencyBatch, RunEnded
+from engine.config import oversubscribed
+from engine.events import Event, LatencyBatch, Notice, RunEnded
 from engine.run.timing import TimingPlan, TimingSamples, time_inferences
 
 
@@ -27,6 +28,9 @@ class BenchRequest(PrepareRequest):
 
 def run_bench(req: BenchRequest) -> Iterator[Event]:
     """The whole run. Raises `OpScopeError` for problems the user can fix."""
+    crowded = oversubscribed(req.config.threads)
+    if crowded:
+        yield Notice("warning", crowded)
     prepared = yield from backends.backend_for(req.config).prepare(req)
     try:
         samples = TimingSamples(np.empty(0, np.int64), np.empty(0, np.int64))

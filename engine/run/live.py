@@ -18,7 +18,7 @@ import numpy as np
 
 from engine import backends
 from engine.backends.base import Prepared, PrepareRequest
-from engine.config import RunConfig
+from engine.config import RunConfig, oversubscribed
 from engine.events import (
     AccuracyResult,
     Event,
@@ -26,6 +26,7 @@ from engine.events import (
     LatencyBatch,
     Marker,
     ModelLoaded,
+    Notice,
     Progress,
     RunEnded,
     RunStarted,
@@ -71,6 +72,9 @@ def stage(
     moment the segment starts, so a recorder sees them after the previous run ended."""
     facts: list[Event] = []
     backend = backends.backend_for(req.config)
+    crowded = oversubscribed(req.config.threads)
+    if crowded:
+        yield Notice("warning", crowded)
     prepared: Prepared = yield from _keep_facts(backend.prepare(req), facts)
     if check_accuracy and prepared.config.precision != "fp32":
         yield from _keep_facts(prepared.accuracy(req.inputs_npz is None), facts)

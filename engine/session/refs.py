@@ -8,6 +8,8 @@ from engine.errors import SessionFileError
 from engine.session.reader import SessionReader
 from engine.session.rows import RunRow
 
+MAX_RUN_ID = 2**63 - 1  # SQLite INTEGER
+
 
 def resolve_run_ref(text: str) -> tuple[str, int | None]:
     """'a.opscope' -> ('a.opscope', None); 'a.opscope:3' -> ('a.opscope', 3).
@@ -23,7 +25,10 @@ def resolve_run_ref(text: str) -> tuple[str, int | None]:
         return text, None
     if len(head) == 1 and head.isalpha():  # 'C:7' is a path on drive C, not run 7 of 'C'
         return text, None
-    return head, int(tail)
+    run_id = int(tail)
+    if run_id > MAX_RUN_ID:  # SQLite's integers stop here: no such run
+        raise SessionFileError(f"no run {tail} (run ids go up to {MAX_RUN_ID})", head)
+    return head, run_id
 
 
 def open_run(text: str) -> tuple[SessionReader, RunRow]:

@@ -31,6 +31,8 @@ def check_file(path: Path, *, allow_empty: bool = False) -> None:
             raise SessionFileError("file not found", path)
         if path.is_dir():
             raise SessionFileError("is a folder, not a session file", path)
+        if not path.is_file():  # a FIFO would block the open forever; a device, a socket
+            raise SessionFileError("not a regular file (a pipe, device or socket)", path)
         size = path.stat().st_size
         with path.open("rb") as fh:
             header = fh.read(HEADER_BYTES)
