@@ -55,3 +55,45 @@ def test_a_fifo_or_a_symlink_loop_is_not_a_session(tmp_path: Path) -> None:
     os.symlink(loop, tmp_path / "loop2")
     proc = opscope("report", loop)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and sys.platform != "win32"
+
+
+def test_nan_outputs_fail_the_accuracy_check() -> None:
+    """All-NaN output against a finite FP32 one: counted, cosine 0, no top-1 credit (it
+    read cosine 1.0 and top-1 100%: NaNs were dropped and nothing left counted as
+    perfect); the CLI line and the app's badge say FAILED; the session keeps the count."""
+    import numpy as np
+
+    from engine.measure.accuracy import compare_outputs
+    from engine.session.rows import _accuracy
+
+    ref = [[np.eye(3, dtype=np.float32)]]
+    got = [[np.full((3, 3), np.nan, np.float32)]]
+    r = compare_outputs(["logits"], ref, got)
+    assert r.nonfinite == 9 and r.cosine == 0.0 and r.top1_agreement == 0.0
+    same = compare_outputs(["logits"], ref, ref)
+    assert same.nonfinite == 0 and same.cosine == pytest.approx(1.0)
+    kept = _accuracy(r.to_json())  # as a session reads it back
+    assert kept is not None and kept.nonfinite == 9
+    import io
+
+    from engine.cli.printer import print_summary
+    from engine.cli.results import RunResult
+
+    result = RunResult()
+    result.feed(r)
+    out = io.StringIO()
+    print_summary(result, out)
+    assert "FAILED: 9 output values are NaN or infinite" in out.getvalue()
+
+
+def test_the_badge_says_a_nan_output_failed(qtbot) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from engine.measure.accuracy import compare_outputs
+    from widgets.accuracy_badge import AccuracyBadge
+
+    badge = AccuracyBadge()
+    qtbot.addWidget(badge)
+    nan = [[np.full((2, 3), np.nan, np.float32)]]
+    badge.set_result(compare_outputs(["y"], [[np.ones((2, 3), np.float32)]], nan))
+    assert badge.text().startswith("FAILED: 6 values NaN/inf") and badge._state == "bad"

@@ -110,6 +110,8 @@ class AccuracyBadge(QLabel):
         ]
         if result.top1_agreement is not None:
             parts.append(f"top-1 {_pct(result.top1_agreement)}")
+        if getattr(result, "nonfinite", 0):
+            parts.insert(0, f"FAILED: {result.nonfinite:,} values NaN/inf")
         if self.int8_text():
             parts.append(self.int8_text())
         self.setText(" · ".join(parts))

@@ -173,6 +173,11 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
             f"accuracy   vs fp32: cosine {a.cosine:.6f}{worst}  max abs err {a.max_abs_err:.4g}  "
             f"mean abs err {a.mean_abs_err:.4g}{top1}; {a.samples} batch(es)\n"
         )
+        if a.nonfinite:
+            w(
+                f"           FAILED: {a.nonfinite:,} output values are NaN or infinite where "
+                "FP32's are finite (cosine counted as 0)\n"
+            )
         if a.label_top1 is not None and a.baseline_label_top1 is not None:
             w(
                 f"labels     top-1 accuracy {a.label_top1:.2%} (FP32 {a.baseline_label_top1:.2%}, "

@@ -25,6 +25,7 @@ class AccuracyResult:
     per_output: dict[str, dict[str, float | None]] = field(default_factory=dict)
     label_top1: float | None = None  # top-1 accuracy against the labels given
     baseline_label_top1: float | None = None  # the FP32 model's, on the same samples
+    nonfinite: int = 0  # values NaN or infinite where FP32's are finite (or the reverse)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -37,6 +38,7 @@ class AccuracyResult:
             "per_output": self.per_output,
             "label_top1": self.label_top1,
             "baseline_label_top1": self.baseline_label_top1,
+            "nonfinite": self.nonfinite,
         }
 
 
@@ -90,7 +92,7 @@ def compare_outputs(
     per_output: dict[str, dict[str, float | None]] = {}
     all_ref: list[np.ndarray] = []
     all_got: list[np.ndarray] = []
-    agree = total = 0
+    agree = total = nonfinite = 0
     for j, name in enumerate(names):
         refs = [flatten_output(b[j]) for b in baseline]
         gots = [flatten_output(c[j]) for c in candidate]
@@ -107,16 +109,21 @@ def compare_outputs(
         out_agree = out_total = 0
         for b, c in zip(baseline, candidate, strict=True):
             if _looks_like_scores(b[j], name) and _looks_like_scores(c[j], name):
-                out_agree += int((b[j].argmax(1) == c[j].argmax(1)).sum())
+                finite = np.isfinite(c[j]).all(1)  # a row with NaN chose nothing
+                out_agree += int(((b[j].argmax(1) == c[j].argmax(1)) & finite).sum())
                 out_total += b[j].shape[0]
         agree += out_agree
         total += out_total
         diff = np.abs(ref - got)
+        # a value that is not finite where FP32's is fails the check: counted, not dropped
+        bad = int(np.count_nonzero(np.isfinite(ref) != np.isfinite(got)))
+        nonfinite += bad
         per_output[name] = {
             "max_abs_err": float(diff.max()) if diff.size else 0.0,
             "mean_abs_err": float(diff.mean()) if diff.size else 0.0,
-            "cosine": _cosine(ref, got),
+            "cosine": 0.0 if bad else _cosine(ref, got),
             "top1_agreement": out_agree / out_total if out_total else None,
+            "nonfinite": float(bad),
         }
         all_ref.append(ref)
         all_got.append(got)
@@ -144,6 +151,7 @@ def compare_outputs(
         per_output=per_output,
         label_top1=label_top1,
         baseline_label_top1=base_top1,
+        nonfinite=nonfinite,
     )
 
 

@@ -312,6 +312,18 @@ def fit_batch(feeds: Feeds, info: ModelInfo, batch: int) -> Feeds:
     return out
 
 
+def empty_inputs(feeds: Mapping[str, np.ndarray]) -> str | None:
+    """A warning when an input holds no elements (a 1x0 shape): the model runs on nothing,
+    so its timings say little; None otherwise."""
+    empty = [f"{k} {'x'.join(map(str, a.shape))}" for k, a in feeds.items() if a.size == 0]
+    if not empty:
+        return None
+    return (
+        f"input {', '.join(empty)} holds no elements: the model runs on nothing and these "
+        "timings say little about real inputs"
+    )
+
+
 def batch_of(feeds: Mapping[str, np.ndarray]) -> int:
     """Samples per inference: the leading dim of the first input (1 for scalars)."""
     for arr in feeds.values():

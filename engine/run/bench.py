@@ -13,6 +13,7 @@ from engine import backends
 from engine.backends.base import PrepareRequest
 from engine.config import oversubscribed
 from engine.events import Event, LatencyBatch, Notice, RunEnded
+from engine.model.inputs import empty_inputs
 from engine.run.timing import TimingPlan, TimingSamples, time_inferences
 
 
@@ -32,6 +33,9 @@ def run_bench(req: BenchRequest) -> Iterator[Event]:
     if crowded:
         yield Notice("warning", crowded)
     prepared = yield from backends.backend_for(req.config).prepare(req)
+    empty = empty_inputs(prepared.feeds)
+    if empty:
+        yield Notice("warning", empty)
     try:
         samples = TimingSamples(np.empty(0, np.int64), np.empty(0, np.int64))
         drain = getattr(prepared, "drain_events", None)  # a generating model's passes

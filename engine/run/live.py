@@ -34,6 +34,7 @@ from engine.events import (
     VariantReady,
 )
 from engine.measure.stats import is_stable, latency_stats, throughput
+from engine.model.inputs import empty_inputs
 from engine.run.timing import TimingPlan, time_inferences
 
 LIVE_TIMING = TimingPlan(
@@ -76,6 +77,9 @@ def stage(
     if crowded:
         yield Notice("warning", crowded)
     prepared: Prepared = yield from _keep_facts(backend.prepare(req), facts)
+    empty = empty_inputs(prepared.feeds)
+    if empty:
+        yield Notice("warning", empty)
     if check_accuracy and prepared.config.precision != "fp32":
         yield from _keep_facts(prepared.accuracy(req.inputs_npz is None), facts)
     return Staged(prepared, facts, label)

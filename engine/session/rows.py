@@ -268,4 +268,5 @@ def _accuracy(value: dict[str, Any] | None) -> AccuracyResult | None:
         per_output,
         optional("label_top1"),
         optional("baseline_label_top1"),
+        int(optional("nonfinite") or 0),
     )
