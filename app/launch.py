@@ -107,8 +107,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             app.quit()
 
         QTimer.singleShot(int(args.quit_after * 1000), finish)
-    # Let Ctrl-C in the terminal close the app (Python handles signals between Qt events).
-    signal.signal(signal.SIGINT, lambda *_: app.quit())
+    # Ctrl-C in the terminal, `kill` (SIGTERM) and a closed terminal (SIGHUP) close the app
+    # as its window does: the run ended and recorded, the file checkpointed, the engine
+    # host stopped (Python handles signals between Qt events, hence the tick below).
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), lambda *_: app.quit())
     tick = QTimer(interval=200)
     tick.timeout.connect(lambda: None)
     tick.start()
