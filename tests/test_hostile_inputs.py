@@ -97,3 +97,19 @@ def test_the_badge_says_a_nan_output_failed(qtbot) -> None:  # type: ignore[no-u
     nan = [[np.full((2, 3), np.nan, np.float32)]]
     badge.set_result(compare_outputs(["y"], [[np.ones((2, 3), np.float32)]], nan))
     assert badge.text().startswith("FAILED: 6 values NaN/inf") and badge._state == "bad"
+
+
+def test_a_run_time_error_is_one_line_with_the_right_verb(tmp_path: Path) -> None:
+    """Token ids past the vocabulary: the model loaded and failed running; ONNX Runtime's
+    own log line (a raw, coloured one) never reaches the terminal."""
+    import numpy as np
+
+    from tests.conftest import DEMO_TRANSFORMER
+
+    data = tmp_path / "oor.npz"
+    np.savez(data, input_ids=np.full((1, 16), 99_999, np.int64))
+    proc = opscope("bench", DEMO_TRANSFORMER, "--inputs", data, "--duration", "0.1")
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("opscope: error")]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr
+    assert "failed running the model" in errors[0] and "idx=99999" in errors[0]
+    assert "cannot load" not in proc.stderr and "onnxruntime:" not in proc.stderr

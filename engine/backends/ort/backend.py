@@ -254,11 +254,16 @@ def _first_samples(batches: list[Feeds], limit: int) -> list[Feeds]:
 
 def _check_feeds(opened: OpenSession, feeds: Feeds, info: ModelInfo) -> None:
     """One inference, so a model that rejects the inputs fails with a clear message."""
+    import onnxruntime as ort
+
+    quiet = ort.RunOptions()
+    quiet.log_severity_level = 4  # its message is folded into our line, never printed raw
     try:
-        opened.session.run(None, feeds)
+        opened.session.run(None, feeds, quiet)
     except Exception as exc:
+        why = explain_ort_error(exc, "run")
         raise InputError(
-            f"the model rejected inputs {describe_feeds(feeds)}: {explain_ort_error(exc)}; "
+            f"the model rejected inputs {describe_feeds(feeds)}: {why}; "
             "set shapes with --shape NAME=AxB or give real data with --inputs FILE.npz",
             info.path,
         ) from exc

@@ -208,8 +208,9 @@ class CapturedStderr:
         self._tmp.close()
 
 
-def explain_ort_error(exc: BaseException) -> str:
-    """Turn an ORT exception into one readable line."""
+def explain_ort_error(exc: BaseException, verb: str = "load") -> str:
+    """Turn an ORT exception into one readable line; `verb` says what failed: "load" (the
+    session) or "run" (an inference)."""
     text = " ".join(str(exc).split())
     text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
     m = re.search(r"Could not find an implementation for (\S+)", text)
@@ -220,7 +221,10 @@ def explain_ort_error(exc: BaseException) -> str:
         return f"unsupported operator {m.group(1)} (not registered in ONNX Runtime)"
     if "Load model from" in text and "failed" in text:
         text = text.split("failed:", 1)[-1].strip()
-    return f"ONNX Runtime cannot load the model: {text[:400]}"
+    text = re.sub(r"^Non-zero status code returned while running ", "", text)
+    text = re.sub(r"\s*Status Message:\s*(/\S+:\d+ \S+.*?\] : \d+ : \w+ : )?", ": ", text)
+    what = "cannot load the model" if verb == "load" else "failed running the model"
+    return f"ONNX Runtime {what}: {text[:400]}"
 
 
 def gpu_present() -> bool:
