@@ -113,3 +113,33 @@ def test_a_run_time_error_is_one_line_with_the_right_verb(tmp_path: Path) -> Non
     assert proc.returncode == 2 and len(errors) == 1, proc.stderr
     assert "failed running the model" in errors[0] and "idx=99999" in errors[0]
     assert "cannot load" not in proc.stderr and "onnxruntime:" not in proc.stderr
+
+
+def test_inputs_that_cannot_fit_in_memory_are_refused_before_allocating(tmp_path: Path) -> None:
+    """They ended in MemoryError tracebacks (or swapped the machine first): the bytes are
+    estimated from the shapes (and an .npz's headers) and compared with what is free."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    from tests.conftest import DEMO_TRANSFORMER
+
+    _one_line(opscope("bench", DEMO_CNN, "--batch", "100000000", "--duration", "0.1"),
+              "would take 4.9 TB")  # fmt: skip
+    huge_shape = "input_ids=1x1000000000000"  # 8 TB of int64 on any machine
+    _one_line(opscope("bench", DEMO_TRANSFORMER, "--shape", huge_shape, "--duration", "0.1"),
+              "input_ids 1x1000000000000 would take 8.0 TB")  # fmt: skip
+    header = io.BytesIO()  # an .npy header that claims 8 TB, with 64 bytes behind it
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<i8", "fortran_order": False, "shape": (1, 10**12)}
+    )
+    header.write(b"\0" * 64)
+    huge = tmp_path / "huge.npz"
+    with zipfile.ZipFile(huge, "w") as z:
+        z.writestr("input_ids.npy", header.getvalue())
+    _one_line(opscope("bench", DEMO_TRANSFORMER, "--inputs", huge, "--duration", "0.1"),
+              "would take 8.0 TB")  # fmt: skip
+    proc = opscope("bench", DEMO_TRANSFORMER, "--shape", "input_ids=1x0", "--duration", "0.2",
+                   "--no-live", check=True)  # fmt: skip
+    assert "holds no elements" in proc.stderr + proc.stdout

@@ -8,6 +8,7 @@ seeded normal distribution.
 from __future__ import annotations
 
 import ast
+import math
 import operator
 import re
 import zipfile
@@ -194,6 +195,9 @@ def generate_inputs(
     model: onnx.ModelProto, info: ModelInfo, plan: InputPlan, seed: int = 0
 ) -> Feeds:
     """Seeded random inputs of the planned shapes, with values the model can accept."""
+    check_fits(
+        {v.name: (plan.shapes[v.name], _dtype(v)) for v in info.inputs}, info.path, "generated"
+    )
     rng = np.random.default_rng(seed)
     limits = index_limits(model, {v.name for v in info.inputs})
     feeds: Feeds = {}
@@ -203,10 +207,48 @@ def generate_inputs(
     return feeds
 
 
+def _dtype(v: ValueInfo) -> np.dtype[Any]:
+    if v.dtype in ("?", ""):
+        return np.dtype("float32")
+    try:
+        return np.dtype(v.dtype)
+    except TypeError:  # a type numpy does not name (a string tensor's): an object each
+        return np.dtype(object)
+
+
+MEMORY_SHARE = 0.5  # inputs above this share of the available memory are refused
+
+
+def check_fits(
+    arrays: Mapping[str, tuple[tuple[int, ...], np.dtype[Any]]], path: str, what: str
+) -> None:
+    """Refuse, in one line, inputs whose bytes would not fit in memory, before allocating
+    them (numpy would raise MemoryError, or swap the machine to a halt first)."""
+    import psutil
+
+    need = sum(math.prod(shape) * dtype.itemsize for shape, dtype in arrays.values())
+    free = psutil.virtual_memory().available
+    if need > MEMORY_SHARE * free:
+        shapes = ", ".join(f"{k} {'x'.join(map(str, s))}" for k, (s, _) in arrays.items())
+        raise InputError(
+            f"{what} inputs {shapes} would take {_size(need)}; {_size(free)} of memory is "
+            "available: use smaller shapes or a smaller batch",
+            path,
+        )
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
 def _values_for(
     v: ValueInfo, shape: tuple[int, ...], limit: int | None, rng: np.random.Generator
 ) -> np.ndarray:
-    dtype = np.dtype(v.dtype) if v.dtype not in ("?", "") else np.dtype("float32")
+    dtype = _dtype(v)
     name = v.name.lower()
     if dtype == np.bool_:
         if "mask" in name:
@@ -264,12 +306,30 @@ def index_limits(model: onnx.ModelProto, input_names: set[str]) -> dict[str, int
     return limits
 
 
+def npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]:
+    """Each array's shape and dtype as its .npy header declares them, read without loading
+    the data (a header can claim terabytes)."""
+    out: dict[str, tuple[tuple[int, ...], np.dtype[Any]]] = {}
+    with zipfile.ZipFile(path) as z:
+        for name in z.namelist():
+            if not name.endswith(".npy"):
+                continue
+            with z.open(name) as fh:
+                version = np.lib.format.read_magic(fh)
+                reader = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                          else np.lib.format.read_array_header_2_0)  # fmt: skip
+                shape, _, dtype = reader(fh)
+            out[name.removesuffix(".npy")] = (tuple(int(d) for d in shape), np.dtype(dtype))
+    return out
+
+
 def load_npz(path: str | Path, info: ModelInfo) -> Feeds:
     """Read real inputs from an .npz (keys = input names). Never unpickles."""
     p = Path(path)
     if not p.is_file():
         raise InputError("inputs file not found", p)
     try:
+        check_fits(npz_headers(p), str(p), "the file's")  # before numpy allocates them
         with np.load(p, allow_pickle=False) as data:
             arrays = {k: np.asarray(data[k]) for k in data.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
