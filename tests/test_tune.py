@@ -210,8 +210,14 @@ def _tune_proc(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
          "--space", "batch=1,2,3,4", "--threads", "1", "--session", str(tmp_path / "t.opscope"),
          *args],
         cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
+        text=True, start_new_session=True, preexec_fn=_interruptible,
     )  # fmt: skip
+
+
+def _interruptible() -> None:
+    """SIGINT as a terminal's process has it: a test runner started in the background
+    inherits it ignored, and Python then installs no Ctrl+C handler in the child."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _trial_child(proc: subprocess.Popen[str], batch: int, within_s: float = 120) -> psutil.Process:

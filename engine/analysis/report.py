@@ -48,9 +48,9 @@ class ReportError(OpScopeError):
 
 def write_report(session_path: str, out_path: str) -> None:
     """Read a session file and write its HTML report (OpScopeError on bad input)."""
-    with SessionReader.open(session_path) as reader:  # first: a bad path says why here
-        if _same_file(out_path, session_path):
-            raise ReportError("the report would overwrite the session file itself", out_path)
+    if _same_file(out_path, session_path):
+        raise ReportError("the report would overwrite the session file itself", out_path)
+    with SessionReader.open(session_path) as reader:
         text = build_report(reader, Path(session_path).name)
     write_text(out_path, text)
 
