@@ -142,3 +142,23 @@ def test_static_int8_for_transformers_keeps_activation_matmuls_in_fp32(
     assert {n.op_type for n in graph.node if n.op_type in ("Softmax", "LayerNormalization")}
     assert not any(made_by.get(i) == "DequantizeLinear"
                    for n in graph.node if n.op_type == "Softmax" for i in n.input)  # fmt: skip
+
+
+def test_dynamic_int8_says_when_it_leaves_the_convolutions_in_fp32(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dynamic INT8 quantizes MatMul/Gemm/Attention/LSTM only: on a CNN it said nothing
+    while the Conv ran in FP32 under the INT8 name (a detector: speed unchanged)."""
+    from engine.events import Notice
+    from tests.conftest import DEMO_TRANSFORMER
+
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))
+    _, cnn = load_model(DEMO_CNN)
+    for _ in range(2):  # built, then from the cache: said both times
+        events = list(build_variant(cnn, "int8-dynamic"))
+        said = [e.message for e in events if isinstance(e, Notice) and e.level == "warning"]
+        assert len(said) == 1 and "left all 6 Conv in FP32" in said[0], said
+        assert _ready(events).details["quantized_nodes"] > 0  # the classifier's Gemm
+    _, transformer = load_model(DEMO_TRANSFORMER)
+    events = list(build_variant(transformer, "int8-dynamic"))
+    assert not [e for e in events if isinstance(e, Notice) and e.level == "warning"]

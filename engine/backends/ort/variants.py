@@ -30,7 +30,7 @@ from engine.events import Notice, Progress, VariantReady
 from engine.model.info import ModelInfo
 from engine.model.inputs import Feeds
 
-BUILDER_VERSION = 2
+BUILDER_VERSION = 3  # 3: meta counts the quantized nodes
 CALIBRATION_BATCHES = 16
 
 # Parameters that define each variant (they are part of the cache key).
@@ -105,6 +105,9 @@ def build_variant(
     hit = cache.cached_entry("variants", key)
     if hit is not None:
         meta = cache.read_meta(hit)
+        said = nothing_quantized(meta, info)
+        if said:
+            yield Notice("warning", said)
         yield VariantReady(
             precision,
             str(hit / "model.onnx"),
@@ -151,10 +154,52 @@ def build_variant(
         "source_sha256": info.sha256,
         "source": info.path,
     }
+    if precision.startswith("int8"):
+        meta["quantized_nodes"] = quantized_nodes(out)
     final = staging.commit(meta)
+    said = nothing_quantized(meta, info)
+    if said:
+        yield Notice("warning", said)
     yield VariantReady(
         precision, str(final / "model.onnx"), build_s, False, info.nodes, details=meta
     )
+
+
+QUANTIZED_OPS = {  # what ONNX Runtime's quantizers leave in a graph they changed
+    "DynamicQuantizeLinear", "DynamicQuantizeMatMul", "MatMulInteger", "MatMulIntegerToFloat",
+    "ConvInteger", "QAttention", "DynamicQuantizeLSTM", "QuantizeLinear", "QLinearConv",
+    "QLinearMatMul", "QGemm",
+}  # fmt: skip
+DYNAMIC_OPS = ("MatMul", "Gemm", "Attention", "LSTM")  # what dynamic INT8 quantizes
+
+
+def quantized_nodes(path: Path) -> int:
+    """Nodes of the quantizers' op types in a built variant (0: nothing was quantized)."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return sum(1 for n in graph.node if n.op_type in QUANTIZED_OPS)
+
+
+def nothing_quantized(meta: dict[str, Any], info: ModelInfo) -> str | None:
+    """A warning when INT8 dynamic leaves most of the model in FP32: it quantizes MatMul,
+    Gemm, Attention and LSTM only, so a convolutional network runs its Conv in FP32 under
+    the INT8 name."""
+    if meta.get("precision") != "int8-dynamic" or "quantized_nodes" not in meta:
+        return None
+    convs = sum(n for op, n in info.op_types.items() if op.split(".")[-1] == "Conv")
+    has = sum(n for op, n in info.op_types.items() if op.split(".")[-1] in DYNAMIC_OPS)
+    if convs:
+        return (
+            f"INT8 dynamic left all {convs} Conv in FP32: it quantizes MatMul, Gemm, Attention "
+            f"and LSTM only ({has} node(s) here); for convolutions try INT8 static"
+        )
+    if meta["quantized_nodes"] == 0:
+        return (
+            "INT8 dynamic quantized nothing (it quantizes MatMul, Gemm, Attention and LSTM "
+            "only, and this model has none): this run is the FP32 model"
+        )
+    return None
 
 
 def _build_fp16(info: ModelInfo, out: Path) -> None:
