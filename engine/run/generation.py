@@ -6,7 +6,6 @@ samples, with their count."""
 
 from __future__ import annotations
 
-import dataclasses
 import resource
 import sys
 import time
@@ -18,27 +17,22 @@ import numpy as np
 
 from engine.backends.genai.agreement import Agreement, agreement
 from engine.backends.genai.generate import Generation, Sampling, generate
-from engine.backends.genai.model import OpenedLLM, open_llm, read_config
+from engine.backends.genai.model import OpenedLLM, open_llm
+from engine.backends.genai.opening import check_context, open_variant, run_facts
 from engine.backends.genai.phases import Phase, profile_phases
-from engine.backends.genai.weights import weight_only
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import (
     Event,
-    GenerationStarted,
     GenerationSteps,
     GenerationSummary,
     LatencyBatch,
-    ModelLoaded,
     Notice,
     Progress,
     RunEnded,
-    RunStarted,
     TimingDone,
-    VariantReady,
 )
 from engine.measure.stats import LatencyStats, Throughput, latency_stats
-from engine.model.info import load_model
 from engine.run.prompt_file import read_prompts
 
 
@@ -141,26 +135,13 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
     returns the report."""
     if req.new_tokens < 1:
         raise ConfigError("--new-tokens must be at least 1")
-    yield Progress("load", 0, None, "opening the model")
-    original = read_config(req.model_path)
-    _, info = load_model(original.model_file)
-    yield ModelLoaded(dataclasses.replace(info, path=str(original.folder)))
+    llm, original, folder = yield from open_variant(req.model_path, req.config)
     precision = req.config.precision
-    if precision != "fp32":
-        yield Progress("variant", 0, None, f"building the {precision} model")
-    folder, built = weight_only(original, precision)
-    yield VariantReady(precision, str(folder), float(built.get("build_s", 0.0)),
-                       bool(built.get("cached")), info.nodes, details=built)  # fmt: skip
-    llm = open_llm(folder, req.config)
     prompts = _prompts(req, llm)
     lengths = [int(p.shape[1]) for p in prompts]
     prompt = prompts[0]
+    check_context(llm, max(lengths), req.new_tokens)
     length = max(lengths) + req.new_tokens
-    if length > llm.context_length:
-        raise ConfigError(
-            f"{max(lengths)} prompt + {req.new_tokens} new tokens = {length} exceed the "
-            f"model's context of {llm.context_length} tokens"
-        )
     mean_len = round(float(np.mean(lengths)))
     if len(prompts) > 1:
         said = f"{min(lengths)} to {max(lengths)} tokens (mean {mean_len})"
@@ -169,17 +150,8 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
     decoder = llm.decoder(req.batch, length)
     for note in llm.notes:
         yield Notice("info", note)
-    opened = llm.opened
     config = req.config.resolved()
-    yield RunStarted(
-        config, opened.requested, opened.provider_used, opened.providers_obtained,
-        {llm.shape.input_ids: ((req.batch, mean_len), "int64")}, req.batch,
-        opened.create_s,
-    )  # fmt: skip
-    yield GenerationStarted(
-        mean_len, req.new_tokens, req.batch, req.sampling.describe(),
-        llm.context_length, llm.shape.kv_bytes_per_token(),
-    )  # fmt: skip
+    yield from run_facts(llm, config, req.batch, mean_len, req.new_tokens, req.sampling.describe())
 
     turn = 0
 

@@ -15,22 +15,17 @@ import numpy as np
 
 from engine.backends.genai.agreement import agreement
 from engine.backends.genai.generate import Generation, generate
-from engine.backends.genai.model import OpenedLLM, open_llm, read_config
-from engine.backends.genai.weights import weight_only
+from engine.backends.genai.model import OpenedLLM, open_llm
+from engine.backends.genai.opening import check_context, open_variant, run_facts
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import (
     AccuracyResult,
     Event,
-    GenerationStarted,
     GenerationSteps,
-    ModelLoaded,
     Notice,
     Progress,
-    RunStarted,
-    VariantReady,
 )
-from engine.model.info import load_model
 from engine.model.inputs import Feeds
 
 DEFAULT_PROMPT = 128
@@ -124,40 +119,20 @@ class GenPrepared:
 
 
 def prepare(req: Any) -> Generator[Event, None, GenPrepared]:
-    original = read_config(req.model_path)
-    yield Progress("load", 0, None, f"loading {original.folder.name}")
-    _, info = load_model(original.model_file)
-    yield ModelLoaded(dataclasses.replace(info, path=str(original.folder)))
     config = req.config.resolved()
-    if config.precision != "fp32":
-        yield Progress("variant", 0, None, f"building the {config.precision} model")
-    folder, built = weight_only(original, config.precision)
-    yield VariantReady(config.precision, str(folder), float(built.get("build_s", 0.0)),
-                       bool(built.get("cached")), info.nodes, details=built)  # fmt: skip
-    llm = open_llm(folder, config)
+    llm, original, folder = yield from open_variant(req.model_path, config)
     for note in llm.notes:
         yield Notice("info", note)
     asked = req.shapes.get(llm.shape.input_ids, (config.batch, DEFAULT_PROMPT))
     if len(asked) != 2 or min(asked) < 1:
         raise ConfigError(f"--shape {llm.shape.input_ids}: BATCHxLENGTH, got {asked}")
-    shape = (config.batch, asked[1])  # the batch knob decides the sequences at once
+    shape = (config.batch, int(asked[1]))  # the batch knob decides the sequences at once
     new_tokens = req.new_tokens or DEFAULT_NEW_TOKENS
-    if shape[1] + new_tokens > llm.context_length:
-        raise ConfigError(
-            f"{shape[1]} prompt + {new_tokens} new tokens exceed the model's context of "
-            f"{llm.context_length} tokens"
-        )
+    check_context(llm, shape[1], new_tokens)
     rng = np.random.default_rng(req.seed)
     prompt = rng.integers(llm.first_plain_token, llm.vocab_size, size=shape, dtype=np.int64)
     feeds = {"input_ids": prompt}
-    opened = llm.opened
-    yield RunStarted(
-        config, opened.requested, opened.provider_used, opened.providers_obtained,
-        {llm.shape.input_ids: (tuple(int(d) for d in shape), "int64")}, int(shape[0]),
-        opened.create_s,
-    )  # fmt: skip
-    yield GenerationStarted(int(shape[1]), new_tokens, int(shape[0]), "greedy",
-                            llm.context_length, llm.shape.kv_bytes_per_token())  # fmt: skip
+    yield from run_facts(llm, config, shape[0], shape[1], new_tokens, "greedy")
     prepared = GenPrepared(config, feeds, llm, str(original.folder), str(folder), new_tokens)
     prepared.run_once()  # one inference checked, as every backend does
     prepared._steps.clear()
