@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 from results_file import publish  # noqa: E402
 
 from engine.config import RunConfig  # noqa: E402
+from engine.events import drive  # noqa: E402
 from engine.hostinfo import cpu_isa, cpu_model  # noqa: E402
 from engine.tune.search import Goal, tune  # noqa: E402
 from engine.tune.space import size  # noqa: E402
@@ -34,14 +35,6 @@ SPACE = {
     "batch": [1, 2, 4, 8],
     "threads": [1, 2],
 }
-
-
-def drain(gen):  # type: ignore[no-untyped-def]
-    while True:
-        try:
-            next(gen)
-        except StopIteration as stop:
-            return stop.value
 
 
 def key(c: RunConfig) -> tuple[object, ...]:
@@ -86,7 +79,7 @@ def main() -> None:
                   flush=True)  # fmt: skip
             return t
 
-        full = drain(tune(SPACE, RunConfig(), goal, real))
+        full = drive(tune(SPACE, RunConfig(), goal, real))
         best = full.best.samples_per_s if full.best else float("nan")
 
         def replay(
@@ -98,7 +91,7 @@ def main() -> None:
 
         ratios = []
         for seed in range(args.seeds):
-            found = drain(tune(SPACE, RunConfig(), goal, replay, budget=budget, seed=seed))
+            found = drive(tune(SPACE, RunConfig(), goal, replay, budget=budget, seed=seed))
             ratios.append((found.best.samples_per_s if found.best else 0.0) / best)
         hits = sum(r >= 0.95 for r in ratios)
         label = full.best.config.short_label() if full.best else "-"

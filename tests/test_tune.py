@@ -18,6 +18,7 @@ import pytest
 
 from engine.config import RunConfig
 from engine.errors import ConfigError
+from engine.events import drive
 from engine.tune.pareto import front
 from engine.tune.search import Goal, tune
 from engine.tune.space import default_space, expand, parse_space
@@ -76,18 +77,10 @@ COSTS = {
 }  # fmt: skip
 
 
-def _drain(gen):  # type: ignore[no-untyped-def]
-    while True:
-        try:
-            next(gen)
-        except StopIteration as stop:
-            return stop.value
-
-
 def test_exhaustive_tune_takes_the_fastest_trial_that_meets_the_floor() -> None:
     run, ran = _fake_run(COSTS, {("fp32", "basic")})
     space = default_space(RunConfig())
-    result = _drain(tune(space, RunConfig(), Goal("p50", 0.99), run))
+    result = drive(tune(space, RunConfig(), Goal("p50", 0.99), run))
     assert len(result.trials) == 6 and len(ran) == 6 and result.searched == "exhaustive"
     assert result.trials[0].status == "failed"  # recorded, and the tune went on
     assert result.best.config.precision == "int8-dynamic" and result.best.config.fusion == "all"
@@ -104,7 +97,7 @@ def test_exhaustive_tune_takes_the_fastest_trial_that_meets_the_floor() -> None:
 def test_a_budget_runs_at_most_that_many_trials_with_optuna() -> None:
     run, ran = _fake_run(COSTS, set())
     space = {**default_space(RunConfig()), "batch": [1, 2, 4]}
-    result = _drain(tune(space, RunConfig(), Goal("p50", 0.99), run, budget=5, seed=1))
+    result = drive(tune(space, RunConfig(), Goal("p50", 0.99), run, budget=5, seed=1))
     assert len(ran) == len(result.trials) <= 5 and "optuna" in result.searched
     assert len({(c.precision, c.fusion, c.batch) for c in ran}) == len(ran)  # no repeats
 
@@ -192,14 +185,14 @@ class _OutOfOrderPool:
 def test_trials_in_parallel_slots_each_config_once_within_the_budget() -> None:
     run, ran = _fake_run(COSTS, {("fp32", "basic")})
     pool = _OutOfOrderPool(run, 3)
-    result = _drain(tune(default_space(RunConfig()), RunConfig(), Goal("p50", 0.99), pool))
+    result = drive(tune(default_space(RunConfig()), RunConfig(), Goal("p50", 0.99), pool))
     assert pool.most_at_once == 3 and [t.number for t in result.trials] == [1, 2, 3, 4, 5, 6]
     assert len({(c.precision, c.fusion) for c in ran}) == 6
     assert result.best.config.precision == "int8-dynamic" and result.best.config.fusion == "all"
     run, ran = _fake_run(COSTS, set())
     pool = _OutOfOrderPool(run, 2)
     space = {**default_space(RunConfig()), "batch": [1, 2, 4]}
-    result = _drain(tune(space, RunConfig(), Goal("p50", 0.99), pool, budget=7, seed=3))
+    result = drive(tune(space, RunConfig(), Goal("p50", 0.99), pool, budget=7, seed=3))
     assert pool.most_at_once == 2 and len(ran) == len(result.trials) <= 7
     assert len({(c.precision, c.fusion, c.batch) for c in ran}) == len(ran)  # no repeats
 
