@@ -29,6 +29,7 @@ IntArray = npt.NDArray[np.int64]
 Stat = Callable[[AnyFloats], FloatArray]  # (resamples, n) -> (resamples,)
 
 METRICS = ("p50", "p90", "p99", "mean", "throughput")
+GENERATION_METRICS = ("ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99")  # two generation runs
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
 RESAMPLES = 2000
 MAX_SAMPLES = 20_000

@@ -8,10 +8,8 @@ import dataclasses
 
 import numpy as np
 
-from engine.analysis.deltas import MetricDelta, Samples, compare_metric
+from engine.analysis.deltas import GENERATION_METRICS, MetricDelta, Samples, compare_metric
 from engine.session.generation_rows import GenerationRun
-
-GENERATION_METRICS = ("ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99")
 
 
 def _samples(g: GenerationRun) -> dict[str, Samples]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from engine import backends
 from engine.analysis.deltas import (
+    GENERATION_METRICS,
     MAX_SAMPLES,
     METRICS,
     MIN_SAMPLES,
@@ -26,7 +27,7 @@ from engine.analysis.deltas import (
     config_diff,
     diff_ops,
 )
-from engine.analysis.generation_compare import GENERATION_METRICS, generation_deltas
+from engine.analysis.generation_compare import generation_deltas
 from engine.measure.op_families import group_by_family
 from engine.session.reader import SessionReader
 from engine.session.refs import open_run

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 
 from engine import __version__, backends
-from engine.analysis.generation_compare import GENERATION_METRICS
+from engine.analysis.deltas import GENERATION_METRICS, METRICS
 from engine.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
 from engine.cli.generate_args import add_generate_parser
 from engine.cli.serve_args import add_serving_parsers
@@ -143,7 +143,7 @@ def _add_session_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("candidate", metavar="CANDIDATE", help="FILE (its last run) or FILE:ID")
     p.add_argument(
         "--metric",
-        choices=("p50", "p90", "p99", "mean", "throughput", *GENERATION_METRICS),
+        choices=(*METRICS, *GENERATION_METRICS),
         default="p50",
         help="the metric the gate looks at (default p50; ttft_* and tpot_* for two "
         "generation runs)",
