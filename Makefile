@@ -63,7 +63,7 @@ $(PKG_STAMP): pyproject.toml
 	$(PKG_VENV)/bin/python -m pip install --quiet . pyinstaller
 	@touch $@
 
-package: $(PKG_STAMP)
+package: $(PKG_STAMP) demo-llm
 	$(PKG_VENV)/bin/python tools/check_env.py
 	$(PKG_VENV)/bin/python -c "import importlib.util as u, sys; \
 	sys.exit('package: torch is installed in $(PKG_VENV); it must not be bundled' \

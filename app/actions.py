@@ -55,6 +55,7 @@ class Menus:
 
 
 def build_menus(wb: Workbench) -> Menus:
+    from app.launch import demo_models
     from app.main_window import recent_files
 
     w = wb.window
@@ -92,6 +93,9 @@ def build_menus(wb: Workbench) -> Menus:
         "Open a recorded session read-only",
     )
     recent = file.addMenu("Recent &Files")
+    demos = file.addMenu("&Demo Models")
+    for label, path in demo_models():
+        act(demos, label, lambda _=False, p=path: wb.open_model(p), tip=f"Open {path}")
     file.addSeparator()
     act(
         file,

@@ -62,3 +62,27 @@ def test_a_generating_model_runs_live_with_both_phases(qtbot: QtBot, tmp_path: P
         assert shapes[:2] == [128, 48] and runs[0].kind == "live"
         first = reader.generation(runs[0].id)
         assert first is not None and first.ttft_ns.size == runs[0].samples > 10
+
+
+def test_the_demo_llm_opens_from_the_file_menu(qtbot: QtBot, tmp_path: Path) -> None:
+    """File > Demo Models lists every bundled demo; the LLM's entry (its genai_config.json,
+    as a file dialog would give it) opens the folder on the generation engine."""
+    wb = Workbench(session_path=str(tmp_path / "demo.opscope"), usable=["cpu"])
+    qtbot.addWidget(wb.window)
+    wb.start(str(ROOT / "resources" / "models" / "demo_cnn.onnx"))
+    try:
+        qtbot.waitUntil(lambda: wb.controller.samples > 3, timeout=TIMEOUT_MS)
+        file_menu = next(a.menu() for a in wb.window.menuBar().actions() if a.text() == "&File")
+        demos = next(a.menu() for a in file_menu.actions() if a.text() == "&Demo Models")
+        entries = {a.text(): a for a in demos.actions()}
+        assert set(entries) == {
+            "Demo &Transformer (ONNX)",
+            "Demo &CNN (ONNX)",
+            "Demo &LLM (generation)",
+        }
+        entries["Demo &LLM (generation)"].trigger()
+        qtbot.waitUntil(lambda: wb.window.config_panel.config().engine == "genai",
+                        timeout=TIMEOUT_MS)  # fmt: skip
+        qtbot.waitUntil(lambda: "demo_llm" in wb.window.model_label.text(), timeout=TIMEOUT_MS)
+    finally:
+        wb.shutdown()

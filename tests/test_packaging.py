@@ -10,6 +10,7 @@ pyproject.toml, Makefile); otherwise, or with OPSCOPE_PACKAGE_REBUILD=1, this ru
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -218,3 +219,33 @@ def test_bundled_cli_builds_int8_variant(unpacked: Path, tmp_path: Path) -> None
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "accuracy   vs fp32: cosine" in proc.stdout
+
+
+def test_bundled_cli_generates_on_the_demo_llm(unpacked: Path, tmp_path: Path) -> None:
+    """The demo LLM ships in the bundle, and its tokenizer and decoder run there."""
+    bundle = unpacked / "opt" / "opscope"
+    folder = next(bundle.rglob("demo_llm"))
+    assert (folder / "genai_config.json").is_file() and (folder / "tokenizer.json").is_file()
+    out = tmp_path / "gen.json"
+    proc = subprocess.run(
+        [
+            str(bundle / "opscope"),
+            "generate",
+            str(folder),
+            "--prompt",
+            "the model reads a prompt",
+            "--new-tokens",
+            "4",
+            "--duration",
+            "0.5",
+            "--json",
+            str(out),
+        ],
+        env=_clean_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    assert data["ttft_ms"]["count"] > 0 and data["tpot_ms"]["count"] > 0
