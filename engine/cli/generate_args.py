@@ -83,3 +83,34 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from engine.cli.generate_cmds import cmd_generate
 
     return cmd_generate(args)
+
+
+def add_import_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "import-hf",
+        help="build a genai-format folder from a Hugging Face model folder (offline, with "
+        "onnxruntime-genai's builder; needs the hf extra: torch and transformers)",
+    )
+    p.add_argument("source", metavar="HF_FOLDER", help="config.json and *.safetensors weights")
+    p.add_argument("output", metavar="OUT_FOLDER", help="the genai folder to write (new or empty)")
+    p.add_argument(
+        "--precision", choices=("fp32", "fp16", "int4"), default="fp32",
+        help="weights as built (default fp32; fp16 for --provider cuda; int4: MatMulNBits). "
+        "`opscope generate --precision int8|int4` also quantizes an fp32 import itself",
+    )  # fmt: skip
+    p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu",
+                   help="the execution provider it is built for (default cpu)")  # fmt: skip
+    p.set_defaults(handler=_cmd_import)
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from engine.backends.genai.hf_import import ImportRequest, import_hf
+    from engine.cli.common import EXIT_OK
+    from engine.cli.printer import LivePrinter
+    from engine.events import drive
+
+    printer = LivePrinter()
+    req = ImportRequest(args.source, args.output, args.precision, args.provider)
+    out = drive(import_hf(req), printer.feed)
+    print(f"imported   {out}  (open it: opscope generate {out}, or opscope {out})")
+    return EXIT_OK

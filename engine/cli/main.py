@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from engine import __version__, backends
 from engine.analysis.deltas import GENERATION_METRICS, METRICS
 from engine.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
-from engine.cli.generate_args import add_generate_parser
+from engine.cli.generate_args import add_generate_parser, add_import_parser
 from engine.cli.serve_args import add_serving_parsers
 from engine.cli.tune_args import add_sweep_parser, add_tune_parser
 from engine.config import DEFAULT_MIN_COSINE, FUSIONS, PRECISIONS, PROVIDERS
@@ -111,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_tune_parser(sub, _add_knobs, _positive_float, _positive_int)
     add_sweep_parser(sub, _add_knobs, _positive_float, _positive_int)
     add_generate_parser(sub, _positive_float, _positive_int, _nonneg_int)
+    add_import_parser(sub)
 
     p = sub.add_parser("session", help="read session files (.opscope)")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
