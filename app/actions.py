@@ -96,6 +96,13 @@ def build_menus(wb: Workbench) -> Menus:
     demos = file.addMenu("&Demo Models")
     for label, path in demo_models():
         act(demos, label, lambda _=False, p=path: wb.open_model(p), tip=f"Open {path}")
+    act(
+        file,
+        "&Import Hugging Face Model…",
+        lambda: _import_hf(wb),
+        None,
+        "Build a genai folder from a Hugging Face model folder (offline) and open it",
+    )
     file.addSeparator()
     act(
         file,
@@ -222,6 +229,12 @@ def _open_session(wb: Workbench) -> None:
     path, _ = QFileDialog.getOpenFileName(wb.window, "Open Session", "", SESSION_FILTER)
     if path:
         wb.open_session(path)
+
+
+def _import_hf(wb: Workbench) -> None:
+    from app.hf_import import import_interactively
+
+    import_interactively(wb.window, wb.open_model)
 
 
 def _save_plot(wb: Workbench) -> None:

@@ -119,3 +119,32 @@ def test_bad_folders_get_one_line(hf_folder: Path, tmp_path: Path) -> None:
     proc = opscope("import-hf", hf_folder, taken)
     assert proc.returncode == 2 and "not an empty folder" in proc.stderr
     assert (taken / "x").read_text() == "keep me"
+
+
+def test_the_app_imports_with_progress_and_cancel(qtbot, hf_folder: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """File > Import Hugging Face Model's job: progress by layer, then the folder; a
+    cancelled import leaves nothing behind."""
+    pytest.importorskip("PySide6")
+    from PySide6.QtCore import Qt
+
+    from app.hf_import import ImportJob, free_folder
+
+    out = free_folder(tmp_path / "x")
+    assert out.name == "x-genai"
+    job = ImportJob(str(hf_folder), str(out))
+    seen: list[tuple[int, int]] = []
+    job.progress.connect(lambda done, total, _text: seen.append((done, total)))
+    with qtbot.waitSignal(job.finished, timeout=240_000) as blocker:
+        job.start()
+    assert blocker.args == [True, str(out)]
+    assert (out / "genai_config.json").is_file()
+    assert (2, 2) in seen  # both layers read
+    assert free_folder(tmp_path / "x").name == "x-genai-2"
+    cancelled = tmp_path / "never"
+    job = ImportJob(str(hf_folder), str(cancelled))
+    # cancelled at its first progress, from the worker itself: the builder is running then
+    job.progress.connect(lambda *_: job.cancel(), Qt.ConnectionType.DirectConnection)
+    with qtbot.waitSignal(job.finished, timeout=60_000) as blocker:
+        job.start()
+    assert blocker.args == [False, "cancelled"]
+    assert not cancelled.exists()

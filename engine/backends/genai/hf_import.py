@@ -120,6 +120,8 @@ def import_hf(req: ImportRequest) -> Generator[Event, None, Path]:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
