@@ -1,6 +1,7 @@
 """The LLM serving simulator checked against the real loop on the demo LLM: the same seeded
 workload (Poisson arrivals, lengths drawn by llm_workload) served for real (`load --llm`'s
-loop) and simulated, colocated and chunked, at 30/60/85% of the capacity the simulator
+loop) and simulated, colocated, chunked and disaggregated (1 prefill + 1 decode engine, a
+modelled 10 Gb/s KV link), at 30/60/85% of the capacity the simulator
 predicts. Three rounds, interleaved; each round calibrates the simulator afresh (2 s), so a
 slow minute on a shared machine hits both sides of a comparison alike. The iteration log
 of the real runs says where a disagreement comes from: each decode-only and prefill-only
@@ -42,8 +43,11 @@ LOADS = (0.3, 0.6, 0.85)
 ROUNDS = 3
 RUN_S = 6.0  # seconds of traffic per real run
 MAX_SEQS, CHUNK = 16, 64
+KV_MS_PER_MB = 0.8  # disaggregated: a 10 Gb/s link between the two engines (modelled)
 LAYOUTS = (Layout("colocated", instances=1, max_seqs=MAX_SEQS),
-           Layout("chunked", instances=1, max_seqs=MAX_SEQS, chunk_tokens=CHUNK))  # fmt: skip
+           Layout("chunked", instances=1, max_seqs=MAX_SEQS, chunk_tokens=CHUNK),
+           Layout("disaggregated", max_seqs=MAX_SEQS, prefill_instances=1, decode_instances=1,
+                  kv_ms_per_mb=KV_MS_PER_MB))  # fmt: skip
 TOLERANCE = 0.15
 
 
@@ -68,15 +72,15 @@ def real(llm: OpenedLLM, w: LLMWorkload, layout: Layout) -> tuple[dict[str, Any]
     loop = LLMServingLoop(llm, w, layout, seed=0)
     drive(loop.run())
     assert loop.unfinished() == 0
-    return summarize_llm(loop.book), loop.engine
+    return summarize_llm(loop.book), loop.engines
 
 
-def iteration_check(engine: Any, cost: LLMCost) -> dict[str, float]:
+def iteration_check(engines: Any, cost: LLMCost) -> dict[str, float]:
     """Real iteration times against the cost model's for the same iterations (the same
     batch, context, prompt chunks): ratios of the sums by kind and in all (the service-time
     error that queueing amplifies), the median gap between back-to-back iterations (ms),
     and the mean decode batch."""
-    it = np.asarray(engine.iterations, np.float64)
+    it = np.asarray(sorted(i for e in engines for i in e.iterations), np.float64)
     start, end, batch, ctx, tokens, passes, pairs = it.T
     took = (end - start) * 1e3
     npre = passes - (batch > 0)

@@ -101,6 +101,58 @@ def test_batched_tokens_equal_generating_alone(llm: OpenedLLM, name: str) -> Non
         assert max(it[4] for it in loop.engine.iterations) <= 16
 
 
+def test_disaggregated_engines_hand_over_the_cache_and_the_tokens_stay_right(
+    llm: OpenedLLM,
+) -> None:
+    """Prefill engines run whole prompts only and decode engines decode only; the KV rows
+    copied across give every request the tokens it gets alone (a wrong copy would change
+    the logits, checked too)."""
+    w = work([0.0, 0.0, 0.0, 0.002, 0.004, 0.03], [7, 40, 19, 33, 5, 26], [9, 4, 12, 6, 1, 7])
+    loop = LLMServingLoop(llm, w, Layout("disaggregated", max_seqs=3), seed=5)
+    seen: Logits = defaultdict(list)
+    decoder = loop.decoders[0]
+    decode = decoder.slots.decode
+
+    def decode_kept(tokens: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        logits = decode(tokens, lengths)
+        for i, rid in enumerate(decoder.owner[: tokens.size]):
+            seen[rid].append(logits[i])
+        return logits
+
+    decoder.slots.decode = decode_kept  # type: ignore[method-assign]
+    drive(loop.run())
+    assert loop.unfinished() == 0
+    for rid in range(len(w)):
+        tokens, logits = alone(llm, w, rid)
+        assert loop.tokens(rid) == tokens, rid
+        assert len(seen[rid]) == len(logits) - 1  # the first came from the prefill engine
+        if seen[rid]:
+            np.testing.assert_allclose(np.stack(seen[rid]), np.stack(logits[1:]), atol=1e-3)
+    (prefiller,) = loop.prefillers
+    assert all(it[2] == 0 for it in prefiller.iterations)  # never a decode step there
+    assert all(it[4] == 0 for it in decoder.iterations)  # never a prompt token here
+    assert max(it[2] for it in decoder.iterations) == 3
+
+
+def test_the_kv_link_delays_the_first_token_and_sends_in_turn(llm: OpenedLLM) -> None:
+    """With a slow link, a sequence lands (and its first token counts) when its cache has
+    crossed; two prefilled together cross one after the other."""
+    prompt = 64
+    per_token_s = 0.02 / prompt  # 20 ms for each prompt's cache
+    per_mb = per_token_s * 1e3 / (llm.shape.kv_bytes_per_token() / 1e6)
+    w = work([0.0, 0.0], [prompt, prompt], [3, 3])
+    layout = Layout("disaggregated", max_seqs=4, kv_ms_per_mb=per_mb)
+    loop = LLMServingLoop(llm, w, layout, seed=5)
+    drive(loop.run())
+    (it,) = loop.prefillers[0].iterations  # both prompts in one iteration
+    end = it[1]
+    first = sorted(loop.book.first)
+    assert first[0] == pytest.approx(end + 0.02, abs=1e-6)
+    assert first[1] == pytest.approx(end + 0.04, abs=1e-6)
+    assert all(d > f for d, f in zip(loop.book.done, loop.book.first, strict=True))
+    assert loop.decoders[0].iterations[0][0] >= first[0]  # it waited for the landing
+
+
 def test_a_slot_view_shares_the_big_buffer(llm: OpenedLLM) -> None:
     slots = SlotCache(llm.session, llm.shape, 3, 16)
     slots.prefill(1, np.arange(10, 16, dtype=np.int64))
@@ -129,8 +181,6 @@ def test_every_request_completes_and_ttft_runs_from_the_schedule(llm: OpenedLLM)
 
 def test_a_layout_the_loop_cannot_serve_is_refused(llm: OpenedLLM) -> None:
     w = work([0.0], [8], [2])
-    with pytest.raises(ConfigError, match="disaggregated"):
-        LLMServingLoop(llm, w, Layout("disaggregated"))
     with pytest.raises(ConfigError, match="one engine"):
         LLMServingLoop(llm, w, Layout("colocated", instances=2))
     with pytest.raises(ConfigError, match="KV budget"):
@@ -156,7 +206,8 @@ def test_load_llm_from_the_command_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "said"),
     [
-        (["--layout", "disaggregated"], "the real loop serves colocated or chunked"),
+        (["--instances", "2"], "the real loop runs one engine"),
+        (["--prefill-instances", "2"], "for --layout disaggregated"),
         (["--new-tokens", "0"], "--new-tokens must be at least 1"),
         (["--prompt-len", "4000"], "exceed the model's context"),
         (["--traffic", "closed:2"], "open-loop"),

@@ -31,11 +31,10 @@ DISAGGREGATED_ONLY = ("prefill_instances", "decode_instances", "kv_gbps", "kv_tr
 
 def cmd_load_llm(args: argparse.Namespace) -> int:
     check_llm_args(args, NOT_FOR_REAL, "served")
-    given = [f"--{k.replace('_', '-')}" for k in DISAGGREGATED_ONLY if getattr(args, k) is not None]
-    if given:
-        raise ConfigError(f"{', '.join(given)}: for --layout disaggregated, which the real loop "
-                          "does not serve (simulate it)")  # fmt: skip
     layout_name = str(args.layout or "colocated").lower()
+    given = [f"--{k.replace('_', '-')}" for k in DISAGGREGATED_ONLY if getattr(args, k) is not None]
+    if given and layout_name != "disaggregated":
+        raise ConfigError(f"{', '.join(given)}: for --layout disaggregated")
     if layout_name == "all":
         raise ConfigError("--layout all: the real loop serves one layout per run")
     args.layout = layout_name
@@ -56,7 +55,7 @@ def cmd_load_llm(args: argparse.Namespace) -> int:
         printer.close()
     row = {"layout": layout.name, "layout_config": layout.to_json(),
            **summarize_llm(loop.book, args.slo_ttft, args.slo_tpot)}  # fmt: skip
-    iterations = loop.engine.iterations
+    iterations = [it for engine in loop.engines for it in engine.iterations]
     result: dict[str, Any] = {
         "model": {
             "path": args.model,
@@ -79,7 +78,8 @@ def cmd_load_llm(args: argparse.Namespace) -> int:
         **row,
         "engine": {
             "iterations": len(iterations),
-            "slot_moves": loop.engine.moves,
+            "slot_moves": sum(engine.moves for engine in loop.engines),
+            "engines": len(loop.engines),
             "unfinished": loop.unfinished(),
         },
     }

@@ -13,6 +13,7 @@ copy of the cached tokens of each sequence moved; the simulator does not model i
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable
 
@@ -44,8 +45,15 @@ class IterationEngine:
         split: bool,
         max_seqs: int,
         kv_tokens: int,
+        handoff: Callable[[int, int, float], None] | None = None,
+        book_lock: threading.Lock | None = None,
     ) -> None:
+        """`handoff(rid, slot, t)`, when given, takes each prefilled sequence away (a
+        disaggregated prefill engine) instead of decoding it here; `book_lock` guards the
+        Book's per-stretch lists when several engines record into one Book."""
         self.slots, self.book, self.prompt_of, self.clock = slots, book, prompt_of, clock
+        self.handoff = handoff
+        self.book_lock = book_lock or threading.Lock()
         self.budget, self.split = budget, split
         self.max_seqs, self.kv_tokens = max_seqs, kv_tokens
         self.seats = 0
@@ -68,7 +76,10 @@ class IterationEngine:
 
     # admission (the simulator's rules) ---------------------------------------------
     def _need(self, rid: int) -> int:
-        return self.book.prompt[rid] + self.book.output[rid]
+        """KV tokens a request reserves here: its prompt and output, or only its prompt
+        on an engine that hands it off after the prefill (as the simulator books it)."""
+        book = self.book
+        return book.prompt[rid] + (book.output[rid] if self.handoff is None else 0)
 
     def room(self, rid: int) -> bool:
         return self.seats < self.max_seqs and self.kv + self._need(rid) <= self.kv_tokens
@@ -131,6 +142,9 @@ class IterationEngine:
             if book.output[rid] == 1:
                 book.done[rid] = t
                 self._release(rid)
+            elif self.handoff is not None:
+                self.handoff(rid, self.slot_of[rid], t)
+                self._release(rid)
             else:
                 self.joining.append(rid)
         passes = len(self.chunks) + (1 if n else 0)
@@ -140,12 +154,13 @@ class IterationEngine:
     def _record_decode(self, t: float, owners: list[int], chosen: np.ndarray) -> None:
         book, n = self.book, len(owners)
         gap = t - self.prev_end  # every decoder's previous token came at the last end
-        book.seg_first.append(gap)
-        book.seg_first_w.append(n - len(self.joined))
-        book.seg_d0.append(gap)
-        book.seg_dd.append(0.0)
-        book.seg_m.append(1)
-        book.seg_batch.append(n)
+        with self.book_lock:  # one stretch's entries stay aligned across the lists
+            book.seg_first.append(gap)
+            book.seg_first_w.append(n - len(self.joined))
+            book.seg_d0.append(gap)
+            book.seg_dd.append(0.0)
+            book.seg_m.append(1)
+            book.seg_batch.append(n)
         for rid in self.joined:
             book.first_gap[rid] = t - book.first[rid]
         for i, rid in enumerate(owners):

@@ -20,13 +20,14 @@ from engine.backends.genai.model import OpenedLLM
 from engine.backends.genai.slots import SlotCache
 from engine.errors import ConfigError
 from engine.events import Event, Notice, Progress
+from engine.serve.llm_disagg import DecodeEngine, Links, prefill_handoff
 from engine.serve.llm_instance import Book
 from engine.serve.llm_iteration import IterationEngine, prompt_ids
 from engine.serve.llm_sim import Layout
 from engine.serve.llm_workload import LLMWorkload
 from engine.serve.loop import LATE_WARN_MS, LEAD_S, PROGRESS_S, SWITCH_S, precise_timers
 
-REAL_LAYOUTS = ("colocated", "chunked")
+REAL_LAYOUTS = ("colocated", "chunked", "disaggregated")
 WARMUP_TOKENS = 32
 
 
@@ -35,13 +36,15 @@ def check_real_layout(layout: Layout) -> None:
     if layout.name not in REAL_LAYOUTS:
         raise ConfigError(f"--layout {layout.name}: the real loop serves "
                           f"{' or '.join(REAL_LAYOUTS)} (simulate the others)")  # fmt: skip
-    if layout.instances != 1:
-        raise ConfigError(f"--instances {layout.instances}: the real loop runs one engine")
+    if layout.name != "disaggregated" and layout.instances != 1:
+        raise ConfigError(f"--instances {layout.instances}: the real loop runs one engine "
+                          "(several: --layout disaggregated, one thread per engine)")  # fmt: skip
 
 
 class LLMServingLoop:
     """One serving run of `work` on `llm`; `run()` yields progress until every request
-    sent has its last token. Afterwards: `book`, `engine.tokens`, `sent`."""
+    sent has its last token. Afterwards: `book`, `tokens(rid)`, `engines` (colocated and
+    chunked: one, also `engine`), `sent`."""
 
     def __init__(
         self,
@@ -63,53 +66,104 @@ class LLMServingLoop:
             raise ConfigError(f"a request of {longest} tokens exceeds the model's context of "
                               f"{llm.context_length}")  # fmt: skip
         length = max(longest, WARMUP_TOKENS + 2)
-        self.slots = SlotCache(llm.session, llm.shape, layout.max_seqs, length)
         low, vocab = llm.first_plain_token, llm.vocab_size
         prompt = self.book.prompt
+        self.cond = threading.Condition()
 
         def prompt_of(rid: int) -> np.ndarray:
             return prompt_ids(seed, rid, prompt[rid], low, vocab)
 
-        split = layout.name == "chunked"
-        self.engine = IterationEngine(
-            self.slots, self.book, prompt_of, self._now,
-            budget=layout.chunk_tokens if split else layout.prefill_tokens, split=split,
-            max_seqs=layout.max_seqs, kv_tokens=kv_tokens,
-        )  # fmt: skip
+        def cache(tokens: int) -> SlotCache:
+            return SlotCache(llm.session, llm.shape, layout.max_seqs, tokens)
+
+        self.prefillers: list[IterationEngine] = []
+        self.decoders: list[DecodeEngine] = []
+        if layout.name == "disaggregated":
+            lock = threading.Lock()
+            per_token_s = layout.kv_ms_per_mb / 1e3 * llm.shape.kv_bytes_per_token() / 1e6
+            self.links = Links(layout.prefill_instances, per_token_s)
+            longest_prompt = int(work.prompt.max()) if len(work) else 1
+            for k in range(layout.prefill_instances):
+                engine = IterationEngine(
+                    cache(max(longest_prompt, WARMUP_TOKENS + 2)), self.book, prompt_of,
+                    self._now, budget=layout.prefill_tokens, split=False,
+                    max_seqs=layout.max_seqs, kv_tokens=kv_tokens, book_lock=lock,
+                )  # fmt: skip
+                engine.handoff = prefill_handoff(engine, k, self.links, self.cond)
+                self.prefillers.append(engine)
+            self.decoders = [
+                DecodeEngine(
+                    cache(length),
+                    self.book,
+                    self._now,
+                    max_seqs=layout.max_seqs,
+                    kv_tokens=kv_tokens,
+                    book_lock=lock,
+                )
+                for _ in range(layout.decode_instances)
+            ]
+            self.engines: list[IterationEngine] = [*self.prefillers, *self.decoders]
+        else:
+            split = layout.name == "chunked"
+            self.engines = [IterationEngine(
+                cache(length), self.book, prompt_of, self._now,
+                budget=layout.chunk_tokens if split else layout.prefill_tokens, split=split,
+                max_seqs=layout.max_seqs, kv_tokens=kv_tokens,
+            )]  # fmt: skip
+        self.engine = self.engines[0]
+        self.slots = self.engine.slots
         self.sent = np.full(len(work), np.nan)
         self.queue: deque[int] = deque()
-        self.cond = threading.Condition()
         self.stop = threading.Event()
         self.generator_done = False
+        self.prefills_left = len(self.prefillers)
         self.error: BaseException | None = None
         self.t0 = 0.0
 
     def _now(self) -> float:
         return time.perf_counter() - self.t0
 
+    def tokens(self, rid: int) -> list[int]:
+        """The tokens request `rid` got (the prefill's first, then the decode steps')."""
+        for engine in reversed(self.engines):  # a decode engine's list holds the first too
+            if engine.tokens[rid]:
+                return engine.tokens[rid]
+        return []
+
     def warm_up(self) -> None:
-        """One prefill and two decode steps, untimed: first-run costs stay out of the run."""
+        """One prefill and two decode steps on each engine's buffer, untimed: first-run
+        costs stay out of the run."""
         ids = np.arange(WARMUP_TOKENS, dtype=np.int64) + 3
-        token = self.slots.prefill(0, ids).argmax()
-        lengths = np.asarray([WARMUP_TOKENS])
-        for _ in range(2):
-            token = self.slots.decode(np.asarray([token]), lengths).argmax(axis=-1)[0]
-            lengths += 1
+        for engine in self.engines:
+            token = engine.slots.prefill(0, ids).argmax()
+            lengths = np.asarray([WARMUP_TOKENS])
+            for _ in range(2):
+                token = engine.slots.decode(np.asarray([token]), lengths).argmax(axis=-1)[0]
+                lengths += 1
 
     def run(self) -> Generator[Event, None, None]:
         self.warm_up()
         n = len(self.work)
-        engine_thread = threading.Thread(target=self._engine, name="opscope-llm-engine")
+        if self.decoders:
+            threads = [
+                threading.Thread(target=self._prefiller, args=(e,), name=f"opscope-llm-prefill{k}")
+                for k, e in enumerate(self.prefillers)
+            ] + [
+                threading.Thread(target=self._decoder, args=(e,), name=f"opscope-llm-decode{k}")
+                for k, e in enumerate(self.decoders)
+            ]  # fmt: skip
+        else:
+            threads = [threading.Thread(target=self._engine, name="opscope-llm-engine")]
         sender = threading.Thread(target=self._sender, name="opscope-traffic")
         switch = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_S)
         self.t0 = time.perf_counter() + LEAD_S
-        for th in (engine_thread, sender):
+        for th in (*threads, sender):
             th.daemon = True
             th.start()
         try:
-            while engine_thread.is_alive():
-                engine_thread.join(self.report_s)
+            while any(th.is_alive() for th in threads):
+                next(th for th in threads if th.is_alive()).join(self.report_s)
                 done = int(np.isfinite(self.book.done).sum())
                 yield Progress("serving", done, n, f"{int(np.isfinite(self.sent).sum()):,} sent, "
                                f"{done:,} done, {len(self.queue)} queued")  # fmt: skip
@@ -119,7 +173,8 @@ class LLMServingLoop:
             self.stop.set()
             with self.cond:
                 self.cond.notify_all()
-            engine_thread.join(10)
+            for th in threads:
+                th.join(10)
             sender.join(10)
             sys.setswitchinterval(switch)
         late = (self.sent - self.work.arrivals) * 1e3
@@ -141,7 +196,7 @@ class LLMServingLoop:
             with self.cond:
                 self.sent[j] = self._now()
                 self.queue.append(j)
-                self.cond.notify()
+                self.cond.notify_all()  # the prefilling engines (one of them takes it)
         with self.cond:
             self.generator_done = True
             self.cond.notify_all()
@@ -162,6 +217,48 @@ class LLMServingLoop:
         except BaseException as exc:  # the run stops; the main thread raises it
             self.error = exc
             self.stop.set()
+
+    def _prefiller(self, engine: IterationEngine) -> None:
+        """A disaggregated prefill engine: whole prompts, each handed off when done."""
+        precise_timers()
+        try:
+            while True:
+                with self.cond:
+                    while not engine.plan(self.queue):
+                        if self.stop.is_set() or (self.generator_done and not self.queue):
+                            self.prefills_left -= 1
+                            self.cond.notify_all()
+                            return
+                        self.cond.wait()
+                if self.stop.is_set():
+                    return
+                engine.iterate()
+        except BaseException as exc:
+            self.error = exc
+            self.stop.set()
+            with self.cond:
+                self.cond.notify_all()
+
+    def _decoder(self, engine: DecodeEngine) -> None:
+        """A decode engine: what has landed joins at each boundary; it waits for the next
+        landing when idle, and ends when the prefill engines have and nothing is left."""
+        precise_timers()
+        try:
+            while True:
+                with self.cond:
+                    while not engine.plan_landed(self.links, self._now()):
+                        nxt = self.links.next_land()
+                        if self.stop.is_set() or (self.prefills_left == 0 and nxt is None):
+                            return
+                        self.cond.wait(None if nxt is None else max(0.0, nxt - self._now()))
+                if self.stop.is_set():
+                    return
+                engine.iterate()
+        except BaseException as exc:
+            self.error = exc
+            self.stop.set()
+            with self.cond:
+                self.cond.notify_all()
 
     def unfinished(self) -> int:
         """Requests sent but without their last token (0 after a complete run)."""
