@@ -75,18 +75,36 @@ def real(llm: OpenedLLM, w: LLMWorkload, layout: Layout) -> tuple[dict[str, Any]
     return summarize_llm(loop.book), loop.engines
 
 
+def after_prefill(cost: LLMCost, batch: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """The calibrated extra of each iteration's decode step after a prefill pass, counted as
+    the simulator counts it (per engine: iterations are in time order within one)."""
+    out = np.zeros(len(batch))
+    last, step = 0, 1 << 30
+    for i, (b, t) in enumerate(zip(batch.astype(int), tokens.astype(int), strict=True)):
+        if t > 0:
+            last, step = t, 0
+        if b > 0:
+            out[i] = cost.after_prefill_extra_ms(last, step)
+            step += 1
+    return out
+
+
 def iteration_check(engines: Any, cost: LLMCost) -> dict[str, float]:
     """Real iteration times against the cost model's for the same iterations (the same
     batch, context, prompt chunks): ratios of the sums by kind and in all (the service-time
     error that queueing amplifies), the median gap between back-to-back iterations (ms),
     and the mean decode batch."""
-    it = np.asarray(sorted(i for e in engines for i in e.iterations), np.float64)
+    # each engine's iterations in its time order (the after-prefill extra is per engine)
+    it = np.asarray([i for e in engines for i in e.iterations], np.float64)
+    owner = np.concatenate([np.full(len(e.iterations), k) for k, e in enumerate(engines)])
     start, end, batch, ctx, tokens, passes, pairs = it.T
     took = (end - start) * 1e3
     npre = passes - (batch > 0)
     model = (
         cost.prefill_a_ms * npre + cost.prefill_b_ms * tokens + cost.prefill_c_ms * pairs
         + np.asarray([cost.decode_step_ms(int(b), int(c)) for b, c in zip(batch, ctx, strict=True)])
+        + np.concatenate([after_prefill(cost, batch[owner == k], tokens[owner == k])
+                          for k in range(len(engines))])
     )  # fmt: skip
     kinds = {"decode": (tokens == 0), "prefill": (tokens > 0) & (batch == 0),
              "mixed": (tokens > 0) & (batch > 0), "all": np.ones(len(it), bool)}  # fmt: skip

@@ -76,6 +76,29 @@ def test_the_context_grows_each_step_by_one_token() -> None:
     assert book.done[0] == pytest.approx(0.05 + steps / 1e3)
 
 
+def test_decode_steps_after_a_prefill_pay_the_calibrated_extra() -> None:
+    """By hand: 100-token prompts; the first decode steps after a prefill pass cost 4, 2,
+    1 ms more (interpolated between 50 and 200 tokens), then the plain step again."""
+    cost = dataclasses.replace(
+        LLMCost.constant(PREFILL_MS, STEP_MS),
+        after_prefill_lengths=(50, 200),
+        after_prefill_ms=((2.0, 1.0, 0.5), (6.0, 3.0, 1.5)),
+    )
+    assert cost.after_prefill_extra_ms(100, 0) == pytest.approx(10 / 3)
+    assert cost.after_prefill_extra_ms(25, 1) == pytest.approx(0.5)  # below: a share
+    assert cost.after_prefill_extra_ms(100, 3) == 0.0
+    book = simulate_llm(work([0.0], prompt=200, output=6), Layout("colocated"), cost)
+    # prefill-only iteration (no decode there), then steps 0, 1, 2 pay 6, 3, 1.5 ms
+    steps = [STEP_MS + 6.0, STEP_MS + 3.0, STEP_MS + 1.5, STEP_MS, STEP_MS]
+    assert book.done[0] == pytest.approx((PREFILL_MS + sum(steps)) / 1e3)
+    assert LLMCost.from_json(cost.to_json()).after_prefill_ms == cost.after_prefill_ms
+    # a mixed iteration: A decoding when B's prompt (200) is prefilled: A's step there is
+    # step 0, its next ones steps 1 and 2
+    both = simulate_llm(work([0.0, 0.0605], prompt=200, output=6), Layout("colocated"), cost)
+    a_steps = [STEP_MS + 6.0, PREFILL_MS + STEP_MS + 6.0, STEP_MS + 3.0, STEP_MS + 1.5, STEP_MS]
+    assert both.done[0] == pytest.approx((PREFILL_MS + sum(a_steps)) / 1e3)
+
+
 def test_a_prompt_arriving_mid_decode_stalls_the_running_sequence() -> None:
     """By hand: A decodes 0.06, 0.07, 0.08; B arrives at 0.075 and is prefilled in the
     iteration after 0.08 along with A's step (60 ms), then both decode."""

@@ -24,13 +24,17 @@ from engine.measure.fits import fit_prefill, fit_slope
 from engine.model.info import files_sha256
 from engine.serve.llm_cost import LLMCost
 
-VERSION = 2  # 2: prefill passes are per prompt
+VERSION = 3  # 2: prefill passes are per prompt; 3: decode steps after a prefill
 PROMPT_LENGTHS = (16, 64, 256, 512, 1024)
 DECODE_BATCHES = (1, 2, 4, 8)
 REF_CONTEXT = 64  # each sequence's context while the batch sizes are timed
 SLOPE_CONTEXTS = (64, 512, 1024)
 ROUNDS = 5  # timed passes of each length (after one discarded)
 STEPS = 12  # timed decode steps per (batch, context) and round
+AFTER_LENGTHS = (16, 64, 256)  # prefill passes before which decode steps are timed
+AFTER_STEPS = 10  # decode steps timed after each such pass
+AFTER_BATCH = 2
+AFTER_ROUNDS = 9
 
 
 def llm_calibration_context(model_path: str, config: RunConfig, provider: str) -> dict[str, Any]:
@@ -45,6 +49,7 @@ def llm_calibration_context(model_path: str, config: RunConfig, provider: str) -
         "prompt_lengths": _lengths(llm.context_length),
         "decode_batches": list(DECODE_BATCHES),
         "slope_contexts": _contexts(llm.context_length),
+        "after_prefill": [AFTER_BATCH, AFTER_STEPS, _after_lengths(llm.context_length)],
         "cpu": cpu_model(),
         "host": platform.node(),
         "onnxruntime": ort_version(),
@@ -53,6 +58,10 @@ def llm_calibration_context(model_path: str, config: RunConfig, provider: str) -
 
 def _lengths(context_length: int) -> list[int]:
     return [n for n in PROMPT_LENGTHS if n + 1 < context_length] or [max(1, context_length // 2)]
+
+
+def _after_lengths(context_length: int) -> list[int]:
+    return [n for n in AFTER_LENGTHS if n + 1 < context_length]
 
 
 def _contexts(context_length: int) -> list[int]:
@@ -112,6 +121,20 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
         for bt, cx in cases:
             steps[(bt, cx)].extend(_steps(llm, bt, cx, ids))
     step_ms = {k: float(np.median(v)) for k, v in steps.items()}
+    after_lengths = list(context.get("after_prefill", [0, 0, []])[2])
+    after: dict[int, list[list[float]]] = {n: [] for n in after_lengths}
+    tight: list[float] = []
+    for r in range(AFTER_ROUNDS):
+        yield Progress("calibration", r, AFTER_ROUNDS, "decode steps after a prefill")
+        for n in after_lengths:
+            times, base = _after_prefill(llm, n, ids)
+            after[n].append(times)
+            tight.extend(base)
+    tight_ms = float(np.median(tight)) if tight else 0.0
+    after_ms = tuple(
+        _settling([float(np.median(col)) - tight_ms for col in zip(*after[n], strict=True)])
+        for n in after_lengths
+    )
     slope, _ = fit_slope(
         np.asarray([float(cx) for cx in contexts]),
         np.asarray([step_ms[(1, cx)] for cx in contexts]),
@@ -125,10 +148,13 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
         decode_slope_ms=slope,
         kv_bytes_per_token=llm.shape.kv_bytes_per_token(),
         prefill_pass_per_prompt=True,  # the serving loop prefills each prompt on its slot
+        after_prefill_lengths=tuple(after_lengths),
+        after_prefill_ms=after_ms,
         context=context,
         points={
             "prefill_ms": {str(n): pre_ms[n] for n in lengths},
             "decode_ms": {f"{bt}x{cx}": v for (bt, cx), v in step_ms.items()},
+            "after_prefill_tight_ms": tight_ms,
             "rounds": ROUNDS,
             "steps_per_round": STEPS,
         },
@@ -147,3 +173,41 @@ def _steps(llm: OpenedLLM, batch: int, context: int, ids: Any) -> list[float]:
         token = decoder.step(token).argmax(axis=-1)
         out.append((time.perf_counter() - t0) * 1e3)
     return out
+
+
+def _after_prefill(llm: OpenedLLM, length: int, ids: Any) -> tuple[list[float], list[float]]:
+    """AFTER_STEPS decode steps of AFTER_BATCH sequences, each ms, timed right after a
+    prefill pass of `length` tokens on another sequence (as the serving loop runs a new
+    prompt between decode steps); then as many steps back to back, the baseline."""
+    decoder = llm.decoder(AFTER_BATCH, REF_CONTEXT + 3 * AFTER_STEPS + 2)
+    other = llm.decoder(1, length + 1)
+    token = decoder.prefill(ids(AFTER_BATCH, REF_CONTEXT)).argmax(axis=-1)
+    for _ in range(AFTER_STEPS):  # warm: the weights back in the caches
+        token = decoder.step(token).argmax(axis=-1)
+    other.prefill(ids(1, length)).argmax(axis=-1)
+    after = []
+    for _ in range(AFTER_STEPS):
+        t0 = time.perf_counter()
+        token = decoder.step(token).argmax(axis=-1)
+        after.append((time.perf_counter() - t0) * 1e3)
+    return after, _timed_steps(decoder, token, AFTER_STEPS)
+
+
+def _timed_steps(decoder: Any, token: np.ndarray, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        token = decoder.step(token).argmax(axis=-1)
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def _settling(extra: list[float]) -> tuple[float, ...]:
+    """Extra ms per step after a prefill, made what it physically is: never negative and
+    never growing with the steps since (the caches only refill), so that one slow step in
+    a noisy minute does not read as a later penalty."""
+    out, cap = [], float("inf")
+    for x in extra:
+        cap = min(cap, max(0.0, x))
+        out.append(cap)
+    return tuple(out)

@@ -2,7 +2,8 @@
 pass over prompt chunks (a + b*tokens + c*attention-pairs, the quadratic fitted on whole
 prompts) and a decode step over B sequences (a per-batch-size base, interpolated between
 measured sizes, plus a cost per token of context the step attends to, summed over the
-sequences). Deterministic medians: the simulator draws no spread."""
+sequences), plus the extra time of the first decode steps after a prefill pass.
+Deterministic medians: the simulator draws no spread."""
 
 from __future__ import annotations
 
@@ -24,6 +25,11 @@ class LLMCost:
     decode_ref_context: int  # context of each sequence when decode_ms was measured
     decode_slope_ms: float  # per token of context, per sequence
     kv_bytes_per_token: int = 0
+    # the decode steps right after a prefill pass run slower (the pass evicted the weights
+    # from the caches): extra ms of the j-th step after a pass of L prompt tokens,
+    # after_prefill_ms[i][j] for L = after_prefill_lengths[i] (interpolated in L)
+    after_prefill_lengths: tuple[int, ...] = ()
+    after_prefill_ms: tuple[tuple[float, ...], ...] = ()
     # True: every prompt (or chunk) is its own pass, each paying `a` (this engine: the real
     # loop prefills a prompt as batch 1 on its KV slot); False: one pass holds them all
     prefill_pass_per_prompt: bool = False
@@ -73,6 +79,22 @@ class LLMCost:
             return 0.0
         return self.base_ms(batch) + self.decode_slope_ms * context_sum
 
+    @property
+    def after_prefill_steps(self) -> int:
+        """How many decode steps after a prefill pass pay extra (0: none modelled)."""
+        return len(self.after_prefill_ms[0]) if self.after_prefill_ms else 0
+
+    def after_prefill_extra_ms(self, tokens: int, step: int) -> float:
+        """The extra time of decode step `step` (0: the one in the pass's own iteration)
+        after a prefill of `tokens` prompt tokens in all."""
+        if tokens <= 0 or step >= self.after_prefill_steps:
+            return 0.0
+        lengths = np.asarray(self.after_prefill_lengths, np.float64)
+        extra = np.asarray([row[step] for row in self.after_prefill_ms], np.float64)
+        if tokens < lengths[0]:  # shorter than measured: a share of the shortest's
+            return max(0.0, float(extra[0]) * tokens / float(lengths[0]))
+        return max(0.0, float(np.interp(tokens, lengths, extra)))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "prefill_fit": {
@@ -85,6 +107,10 @@ class LLMCost:
                 "ref_context": self.decode_ref_context,
                 "us_per_context_token": self.decode_slope_ms * 1e3,
             },
+            "after_prefill": {
+                "lengths": list(self.after_prefill_lengths),
+                "extra_ms": [list(row) for row in self.after_prefill_ms],
+            },
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "prefill_pass_per_prompt": self.prefill_pass_per_prompt,
             "points": self.points,
@@ -94,6 +120,7 @@ class LLMCost:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LLMCost:
         fit, dec = data["prefill_fit"], data["decode"]
+        after = data.get("after_prefill") or {}
         return cls(
             prefill_a_ms=float(fit["a_ms"]),
             prefill_b_ms=float(fit["b_ms_per_token"]),
@@ -102,6 +129,10 @@ class LLMCost:
             decode_ref_context=int(dec["ref_context"]),
             decode_slope_ms=float(dec["us_per_context_token"]) / 1e3,
             kv_bytes_per_token=int(data.get("kv_bytes_per_token", 0)),
+            after_prefill_lengths=tuple(int(n) for n in after.get("lengths", [])),
+            after_prefill_ms=tuple(
+                tuple(float(x) for x in row) for row in after.get("extra_ms", [])
+            ),
             prefill_pass_per_prompt=bool(data.get("prefill_pass_per_prompt", False)),
             context=dict(data.get("context") or {}),
             points=dict(data.get("points") or {}),

@@ -90,6 +90,7 @@ class Instance:
         self._m = 0
         self._chunks: list[tuple[list[int], int]] = []
         self._joined: list[int] = []
+        self._after = (0, 1 << 30)  # (tokens of the last prefill pass, decode steps since)
 
     # admission ---------------------------------------------------------------------
     def _need(self, rid: int) -> int:
@@ -129,9 +130,21 @@ class Instance:
             self.busy = False
             return
         d0 = self.base[self.batch] + self.slope * self.ctx if self.batch else 0.0
+        cost = self.cost
         if chunks:
-            pre = self.cost.prefill_pass_ms([(e[1], k) for e, k in chunks])
-            self._first, self._m, self._dd = pre / 1e3 + d0, 1, 0.0
+            pre = cost.prefill_pass_ms([(e[1], k) for e, k in chunks])
+            tokens = sum(k for _, k in chunks)
+            extra = cost.after_prefill_extra_ms(tokens, 0) / 1e3 if self.batch else 0.0
+            self._first, self._m, self._dd = pre / 1e3 + d0 + extra, 1, 0.0
+            self._after = (tokens, 1 if self.batch else 0)  # the next decode step's index
+        elif self._after[1] < cost.after_prefill_steps:  # a step still paying for a prefill
+            tokens, step = self._after
+            self._first, self._m, self._dd = (
+                d0 + cost.after_prefill_extra_ms(tokens, step) / 1e3,
+                1,
+                0.0,
+            )
+            self._after = (tokens, step + 1)
         else:
             self._first, self._m, self._dd = (
                 d0,
