@@ -131,7 +131,7 @@ class MainWindow(QMainWindow):
         self.tune_dock = self._dock("Tune", self.tune, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(self.traffic_dock, self.tune_dock)
         self.ops_dock.raise_()
-        self.op_table.op_selected.connect(self.roofline.select_op)
+        self.op_table.selection_shown.connect(self.roofline.select_op)  # "" drops the ring
         self.roofline.op_clicked.connect(self._roofline_clicked)
         self.profile_label = QLabel("")
 

@@ -1,9 +1,11 @@
 """The roofline: each op at (arithmetic intensity, achieved GFLOP/s) under the machine's
 bandwidth roof and compute roof, on log-log axes.
 
-Points are sized by the op's share of run time and coloured by op type; hovering shows the
-op, clicking emits `op_clicked(name)`, `select_op(name)` rings a point. Ops without a FLOP
-model (or with no FLOPs) cannot be placed on these axes and are counted in the caption.
+Points are sized by the op's share of run time and coloured by op type (the same colour
+for a type in every launch: widgets/models/op_colors.py), named in a legend; hovering shows
+the op, clicking emits `op_clicked(name)`, `select_op(name)` rings a point ("" clears it).
+Ops without a FLOP model (or with no FLOPs) cannot be placed on these axes and are counted
+in the caption.
 """
 
 from __future__ import annotations
@@ -19,22 +21,10 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from engine.measure.op_stats import OpStat
 from widgets import theme
+from widgets.models.op_colors import op_type_color
 
-TYPE_COLORS = [
-    "#4c8bf5",
-    "#e0a325",
-    "#2ca58d",
-    "#d1495b",
-    "#9b6bd3",
-    "#f28e2b",
-    "#76b7b2",
-    "#edc948",
-    "#b07aa1",
-    "#ff9da7",
-    "#9c755f",
-    "#59a14f",
-]
 ROOF = "#888888"
+LEGEND_MAX = 8  # op types named in the legend
 HIGHLIGHT = "#ff3b30"
 
 
@@ -91,14 +81,18 @@ class RooflinePlot(QWidget):
             self.compute_label,
         ):
             item.addItem(it)
+        self.legend = pg.LegendItem(offset=(-6, 6), labelTextSize="8pt", verSpacing=-4)
+        self.legend.setParentItem(item.getViewBox())
+        self.legend.anchor((1, 0), (1, 0), offset=(-6, 6))
+        self._legend_types: list[str] = []
         self.caption = QLabel("no profile yet")
+        self.caption.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot, 1)
         layout.addWidget(self.caption)
         self._ops: dict[str, OpStat] = {}
         self._pos: dict[str, tuple[float, float]] = {}  # log10 coordinates
-        self._colors: dict[str, str] = {}
         self._peaks: tuple[float, float] | None = None
         self.selected: str | None = None
         self._view_key: object = None
@@ -113,17 +107,13 @@ class RooflinePlot(QWidget):
         self._pos = {
             o.name: (math.log10(o.intensity or 1), math.log10(o.gflops or 1)) for o in placed
         }
-        by_time: dict[str, float] = {}
-        for o in ops:
-            by_time[o.op_type] = by_time.get(o.op_type, 0.0) + o.time_ms
-        for op_type in sorted(by_time, key=lambda t: -by_time[t]):
-            self._colors.setdefault(op_type, TYPE_COLORS[len(self._colors) % len(TYPE_COLORS)])
+        self._set_legend(placed)
         spots = [
             {
                 "pos": self._pos[o.name],
                 "data": o.name,
                 "size": 6 + 34 * math.sqrt(max(o.share, 0.0)),
-                "brush": pg.mkBrush(QColor(self._colors[o.op_type])),
+                "brush": pg.mkBrush(QColor(op_type_color(o.op_type))),
                 "pen": pg.mkPen(theme.plot_foreground(self), width=0.5),
             }
             for o in placed
@@ -150,6 +140,34 @@ class RooflinePlot(QWidget):
         self.caption.setText(text)
         if self.selected and not self.select_op(self.selected):
             self.highlight.setData([])
+
+    def _set_legend(self, placed: list[OpStat]) -> None:
+        """The placed op types, largest total time first, at most LEGEND_MAX (the rest
+        summed as 'other types'); rebuilt only when that list changes."""
+        by_time: dict[str, float] = {}
+        for o in placed:
+            by_time[o.op_type] = by_time.get(o.op_type, 0.0) + o.time_ms
+        types = sorted(by_time, key=lambda t: (-by_time[t], t))
+        shown = types[:LEGEND_MAX]
+        if len(types) > LEGEND_MAX:
+            shown.append(f"+{len(types) - LEGEND_MAX} other types")
+        if shown == self._legend_types:
+            return
+        self._legend_types = shown
+        self.legend.clear()
+        for op_type in shown:
+            color = ROOF if op_type.startswith("+") else op_type_color(op_type)
+            sample = pg.ScatterPlotItem(
+                symbol="o", size=9, brush=pg.mkBrush(QColor(color)), pen=pg.mkPen(None)
+            )
+            self.legend.addItem(sample, op_type)
+
+    def legend_entries(self) -> list[tuple[str, str]]:
+        """(op type, colour) in the legend, top to bottom."""
+        return [
+            (label.text, sample.item.opts["brush"].color().name())
+            for sample, label in self.legend.items
+        ]
 
     def _draw_roofs(self, placed: list[OpStat]) -> None:
         xs = [self._pos[o.name][0] for o in placed]
@@ -196,7 +214,8 @@ class RooflinePlot(QWidget):
         return len(self.scatter.points())
 
     def select_op(self, name: str) -> bool:
-        """Ring the op's point; False (and no ring) when it is not drawn."""
+        """Ring the op's point; False (and no ring) when it is not drawn ("": nothing
+        selected, as when the table lost its selection)."""
         pos = self._pos.get(name)
         self.selected = name
         if pos is None:
