@@ -153,6 +153,8 @@ class LiveController(QObject):
         if isinstance(ev, Marker):
             if ev.kind in ("config", "load"):
                 view.latency.add_marker((ev.t_ns - self.t0_ns) / 1e9, ev.label)
+            elif ev.kind == "profile":  # timing pauses for the pass: shade it, say why
+                view.latency.add_pause((ev.t_ns - self.t0_ns) / 1e9, ev.label)
         elif isinstance(ev, ServingStarted):
             self.serving = not ev.simulated
             self.batch = 1
