@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Protocol
 
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox
+from PySide6.QtWidgets import QBoxLayout, QFileDialog, QMenu, QMessageBox
 
-from app.background import Background
 from app.engine_client import EngineClient
+from app.exports import ExportNotice
 from app.main_window import STEPPED_KEY, MainWindow
 from app.recording import Recording
 from engine import backends
@@ -59,7 +59,7 @@ def build_menus(wb: Workbench) -> Menus:
 
     w = wb.window
     bar = w.menuBar()
-    exports = Background("export", w)  # reports and traces are written off the GUI thread
+    exports = _export_notice(w)  # reports and traces are written off the GUI thread
 
     def act(
         menu: QMenu,
@@ -232,9 +232,16 @@ def _save_plot(wb: Workbench) -> None:
         QMessageBox.warning(wb.window, "Cannot save plot", f"{path}: {exc}")
 
 
-def _export(wb: Workbench, kind: str, job: Background) -> None:
-    from app.exports import export_report, export_trace
+def _export_notice(w: MainWindow) -> ExportNotice:
+    """The strip above the plots that shows an export's progress and its saved path."""
+    notice = ExportNotice(w)
+    layout = w.centralWidget().layout()
+    if isinstance(layout, QBoxLayout):
+        layout.insertWidget(1, notice)  # under the banner, above the plots
+    return notice
 
+
+def _export(wb: Workbench, kind: str, notice: ExportNotice) -> None:
     suffix, filt = (
         (".html", "HTML report (*.html)")
         if kind == "report"
@@ -245,21 +252,7 @@ def _export(wb: Workbench, kind: str, job: Background) -> None:
     if not path:
         return
     wb.recording.flush()
-    fn = export_report if kind == "report" else export_trace
-    session = str(wb.recording.path)
-    wb.window.statusBar().showMessage(f"writing {kind} {path}…")
-
-    def done(error: str | None) -> None:
-        if error:
-            failed(error)
-        else:
-            wb.window.statusBar().showMessage(f"wrote {path}", 8000)
-
-    def failed(error: str) -> None:
-        wb.window.statusBar().clearMessage()
-        QMessageBox.warning(wb.window, f"Cannot export {kind}", error)
-
-    job.submit(lambda: fn(session, path), done, failed)  # a long session takes seconds
+    notice.start(kind, str(wb.recording.path), path)  # a long session takes seconds
 
 
 def _about(wb: Workbench) -> None:
