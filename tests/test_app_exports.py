@@ -12,9 +12,7 @@ from app.exports import ExportNotice
 from tests.session_material import record_demo_profile
 
 
-def test_report_is_written_off_the_gui_thread_and_says_where(
-    qtbot: QtBot, tmp_path: Path
-) -> None:
+def test_report_is_written_off_the_gui_thread_and_says_where(qtbot: QtBot, tmp_path: Path) -> None:
     session = tmp_path / "demo.opscope"
     record_demo_profile(session)
     notice = ExportNotice()
