@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Protocol
 
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QBoxLayout, QFileDialog, QMenu, QMessageBox
+from PySide6.QtWidgets import QBoxLayout, QDockWidget, QFileDialog, QMenu, QMessageBox
 
 from app.engine_client import EngineClient
 from app.exports import ExportNotice
+from app.help_dialogs import guide_dialog, shortcuts_dialog
 from app.main_window import STEPPED_KEY, MainWindow
 from app.recording import Recording
 from engine import backends
@@ -182,20 +183,36 @@ def build_menus(wb: Workbench) -> Menus:
     stepped.setCheckable(True)
     stepped.setChecked(w.latency.stepped_follow)
     view.addSeparator()
-    view.addAction(w.config_dock.toggleViewAction())
-    view.addAction(w.ops_dock.toggleViewAction())
-    traffic = w.traffic_dock.toggleViewAction()
-    traffic.setShortcut("Ctrl+Shift+F")
-    view.addAction(traffic)
-    tune = w.tune_dock.toggleViewAction()
-    tune.setShortcut("Ctrl+Shift+U")
-    view.addAction(tune)
-    view.addAction(w.scaling_dock.toggleViewAction())
-    generation = w.generation_dock.toggleViewAction()
-    generation.setShortcut("Ctrl+Shift+G")
-    view.addAction(generation)
+    # every panel, so a closed one comes back from here (not only from a dock title's
+    # context menu); in the order the window made them
+    shortcuts = {
+        w.traffic_dock: "Ctrl+Shift+F",
+        w.tune_dock: "Ctrl+Shift+U",
+        w.generation_dock: "Ctrl+Shift+G",
+    }
+    for dock in w.findChildren(QDockWidget):
+        toggle = dock.toggleViewAction()
+        if dock in shortcuts:
+            toggle.setShortcut(shortcuts[dock])
+        toggle.setStatusTip(f"Show or hide the {dock.windowTitle().split(' — ')[0]} panel")
+        view.addAction(toggle)
 
     helpm = bar.addMenu("&Help")
+    act(
+        helpm,
+        "&How to Read This Window",
+        lambda: guide_dialog(w).show(),
+        QKeySequence.StandardKey.HelpContents,
+        "What each plot, table and number shows",
+    )
+    act(
+        helpm,
+        "&Keyboard Shortcuts",
+        lambda: shortcuts_dialog(w).show(),
+        "Ctrl+/",
+        "Every shortcut of this window",
+    )
+    helpm.addSeparator()
     act(helpm, "&About OpScope", lambda: _about(wb))
 
     menus = Menus(recent, pause, wb)

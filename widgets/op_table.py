@@ -57,6 +57,7 @@ class OpTable(QWidget):
         self._held: tuple[list[OpStat], list[OpStat]] | None = None  # data while frozen
         self._held_overhead = ""
         self._overhead = ""  # the header's word on profiler overhead
+        self._pass_info = ""  # how many inferences the pass profiled, what it covered
 
         self.model = OpTableModel(self)
         self.proxy = OpFilterProxy(self)
@@ -147,6 +148,11 @@ class OpTable(QWidget):
         self._nodes, self._op_types = list(nodes), list(op_types)
         self._overhead = overhead_note(nodes, coverage, overhead)
         self._show_mode()
+
+    def set_pass_info(self, text: str) -> None:
+        """'20 profiled inferences, 97% of run time covered', after the totals."""
+        self._pass_info = text
+        self._update_summary()
 
     def set_peaks(self, gbps: float | None, gflops: float | None) -> None:
         """The machine's roofs, for the bound column."""
@@ -276,7 +282,9 @@ class OpTable(QWidget):
                 float(self.proxy.index(r, COL["time (ms)"]).data(SORT_ROLE)) for r in range(shown)
             )
             head = f"{shown} of {self.model.rowCount()} {what} ({visible:.3f} ms)"
-        text = f"{head} · total {total:.3f} ms"
+        text = f"{head} · total {total:.3f} ms" + (
+            f" · {self._pass_info}" if self._pass_info else ""
+        )
         if self._overhead:
             text += f"\n{self._overhead}"
         if self.frozen:

@@ -135,7 +135,7 @@ COLUMN_CHARS = {  # widths in digits; the name gets what a 1024 px window leaves
     "op type": 13,
     "time (ms)": 9,
     "share": 11,
-    "bound": 12,
+    "bound": 14,
     "GB/s": 8,
     "GFLOP/s": 9,
     "FLOP/B": 8,

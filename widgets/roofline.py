@@ -10,12 +10,13 @@ in the caption.
 
 from __future__ import annotations
 
+import html
 import math
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
@@ -66,7 +67,7 @@ class RooflinePlot(QWidget):
         self.bandwidth_roof = pg.PlotCurveItem(pen=pen)
         self.compute_roof = pg.PlotCurveItem(pen=pen)
         self.bandwidth_label = pg.TextItem(color=ROOF, anchor=(0, 1))
-        self.compute_label = pg.TextItem(color=ROOF, anchor=(1, 1))
+        self.compute_label = pg.TextItem(color=ROOF, anchor=(0, 1))
         self.scatter = pg.ScatterPlotItem(hoverable=True, tip=self._tip, pxMode=True)
         self.scatter.sigClicked.connect(self._on_clicked)
         self.highlight = pg.ScatterPlotItem(
@@ -81,15 +82,17 @@ class RooflinePlot(QWidget):
             self.compute_label,
         ):
             item.addItem(it)
-        self.legend = pg.LegendItem(offset=(-6, 6), labelTextSize="8pt", verSpacing=-4)
-        self.legend.setParentItem(item.getViewBox())
-        self.legend.anchor((1, 0), (1, 0), offset=(-6, 6))
+        # the legend is a line of text under the plot: inside it, it hid points
+        self.legend = QLabel()
+        self.legend.setWordWrap(True)
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
         self._legend_types: list[str] = []
         self.caption = QLabel("no profile yet")
         self.caption.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot, 1)
+        layout.addWidget(self.legend)
         layout.addWidget(self.caption)
         self._ops: dict[str, OpStat] = {}
         self._pos: dict[str, tuple[float, float]] = {}  # log10 coordinates
@@ -128,7 +131,14 @@ class RooflinePlot(QWidget):
         missing = len(ops) - len(placed)
         text = f"{len(placed)} ops placed"
         if missing:
+            unmodelled = sum(1 for o in ops if o.flops is None)
             text += f", {missing} without FLOPs not shown"
+            if unmodelled and unmodelled < missing:
+                text += f" ({missing - unmodelled} move data only, {unmodelled} not modelled)"
+            elif unmodelled:
+                text += " (no FLOP model)"
+            else:
+                text += " (they move data only)"
         if self._peaks:
             gbps, gflops = self._peaks
             text += (
@@ -154,20 +164,21 @@ class RooflinePlot(QWidget):
         if shown == self._legend_types:
             return
         self._legend_types = shown
-        self.legend.clear()
-        for op_type in shown:
-            color = ROOF if op_type.startswith("+") else op_type_color(op_type)
-            sample = pg.ScatterPlotItem(
-                symbol="o", size=9, brush=pg.mkBrush(QColor(color)), pen=pg.mkPen(None)
+        self.legend.setText(
+            "&nbsp;&nbsp; ".join(
+                f"<span style='color:{self._legend_color(t)}; font-size:14px'>●</span>"
+                f"&nbsp;{html.escape(t)}"
+                for t in shown
             )
-            self.legend.addItem(sample, op_type)
+        )
+
+    @staticmethod
+    def _legend_color(op_type: str) -> str:
+        return ROOF if op_type.startswith("+") else op_type_color(op_type)
 
     def legend_entries(self) -> list[tuple[str, str]]:
-        """(op type, colour) in the legend, top to bottom."""
-        return [
-            (label.text, sample.item.opts["brush"].color().name())
-            for sample, label in self.legend.items
-        ]
+        """(op type, colour) in the legend, in its order (largest time first)."""
+        return [(t, self._legend_color(t)) for t in self._legend_types if not t.startswith("+")]
 
     def _draw_roofs(self, placed: list[OpStat]) -> None:
         xs = [self._pos[o.name][0] for o in placed]
@@ -185,9 +196,10 @@ class RooflinePlot(QWidget):
         self.bandwidth_roof.setData(np.array([lo, ridge]), np.array([lo + math.log10(gbps), top]))
         self.compute_roof.setData(np.array([ridge, hi]), np.array([top, top]))
         self.bandwidth_label.setText(f"{gbps:.1f} GB/s")
-        self.bandwidth_label.setPos(lo + 0.1, lo + math.log10(gbps) + 0.1)
+        x = ridge - 1.0  # on the slanted roof, a decade left of the ridge (inside the view)
+        self.bandwidth_label.setPos(x, x + math.log10(gbps))
         self.compute_label.setText(f"{gflops:.1f} GFLOP/s")
-        self.compute_label.setPos(hi, top)
+        self.compute_label.setPos(ridge, top)
 
     def fit_view(self) -> None:
         """Show every point and the roofs' ridge (log10 coordinates, small margins)."""

@@ -66,5 +66,5 @@ def overhead_note(nodes: Sequence[OpStat], coverage: float | None, overhead: flo
         return f"profiled total {total:.3g} ms vs timed mean {timed:.3g} ms"
     return (
         f"profiled total {total:.3g} ms vs timed mean {timed:.3g} ms: the profiler adds "
-        "per-op overhead (times are for comparing ops, not for the latency)"
+        "per-op overhead"
     )
