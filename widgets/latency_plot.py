@@ -394,7 +394,8 @@ class LatencyPlot(QWidget):
             else:
                 x0, x1 = self.latency_plot.vb.viewRange()[0]
             self._set_lines(x0, x1)
-            self.pauses.update(float(t[0]), float(t[-1]), self.latency_plot.vb.viewRange()[1][1])
+            (left, _), (_, top) = self.latency_plot.vb.viewRange()
+            self.pauses.update(float(t[0]), float(t[-1]), top, left)
             while self._markers and self._markers[0].t_s < t[0]:
                 self._remove_marker_items(self._markers.pop(0))
             # pyqtgraph moves its view transforms when a paint begins, and moving them

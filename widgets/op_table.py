@@ -8,7 +8,8 @@ while it is read; the header says how profiled time compares with timed latency.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QItemSelectionModel, Qt, Signal
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -16,6 +17,8 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QTableView,
     QToolButton,
     QVBoxLayout,
@@ -38,6 +41,16 @@ from widgets.op_table_model import (
 from widgets.share_bar import ShareBarDelegate
 
 __all__ = ["COL", "COLUMNS", "NAME_ROLE", "SORT_ROLE", "OpTable", "OpTableModel", "human_bytes"]
+
+
+class ElideRightDelegate(QStyledItemDelegate):
+    """Op types keep their start ("SkipLayerNorm…"): the view elides names on the left."""
+
+    def initStyleOption(
+        self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.TextElideMode.ElideRight
 
 
 class OpTable(QWidget):
@@ -106,10 +119,13 @@ class OpTable(QWidget):
         # Fixed widths (the user may drag them): the name no longer stretches, so time and
         # share, right after it, stay in view however the dock is resized (at 1024 px too)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.setStretchLastSection(True)
         char = self.fontMetrics().horizontalAdvance("0")
         for title, chars in COLUMN_CHARS.items():
             self.view.setColumnWidth(COL[title], chars * char)
+        self._name_min = COLUMN_CHARS["name"] * char
+        self._name_dragged = False  # the user set the name's width: leave it
+        header.sectionResized.connect(self._section_resized)
+        self.view.setItemDelegateForColumn(COL["op type"], ElideRightDelegate(self.view))
         self.view.selectionModel().selectionChanged.connect(self._on_selection)
 
         bar = QHBoxLayout()
@@ -148,6 +164,34 @@ class OpTable(QWidget):
         self._nodes, self._op_types = list(nodes), list(op_types)
         self._overhead = overhead_note(nodes, coverage, overhead)
         self._show_mode()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_name()
+
+    def _fit_name(self) -> None:
+        """The name takes the width the other columns leave (never below its minimum), so
+        a wide window shows whole names and a narrow one keeps time and share in view."""
+        if self._name_dragged:
+            return
+        name = COL["name"]
+        others = sum(
+            self.view.columnWidth(c)
+            for c in range(len(COLUMNS))
+            if c != name and not self.view.isColumnHidden(c)
+        )
+        width = max(self._name_min, self.view.viewport().width() - others)
+        self._fitting = True
+        try:
+            self.view.setColumnWidth(name, width)
+        finally:
+            self._fitting = False
+
+    def _section_resized(self, index: int, _old: int, _new: int) -> None:
+        if index == COL["name"] and not getattr(self, "_fitting", False):
+            self._name_dragged = True  # the user dragged it
+        elif index != COL["name"] and not getattr(self, "_fitting", False):
+            self._fit_name()
 
     def set_pass_info(self, text: str) -> None:
         """'20 profiled inferences, 97% of run time covered', after the totals."""

@@ -27,7 +27,7 @@ class PauseBands:
         self.log.begin(t_s, label)
         self._open_since = time.monotonic()
 
-    def update(self, first_t: float, last_t: float, y_top: float) -> None:
+    def update(self, first_t: float, last_t: float, y_top: float, x_left: float) -> None:
         """Place the bands; an open pause reaches to now (its end is not known yet)."""
         for gone in self.log.forget_before(first_t):
             self._remove(gone)
@@ -40,7 +40,7 @@ class PauseBands:
                 items = self._make(pause)
             items[0].setRegion((pause.start_s, end))
             items[1].setRegion((pause.start_s, end))
-            items[2].setPos(pause.start_s, y_top)
+            items[2].setPos(max(pause.start_s, x_left), y_top)  # in view, not cut
 
     def bands(self) -> list[tuple[float, float | None, str]]:
         return [(p.start_s, p.end_s, p.label) for p in self.log.pauses]
