@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Protocol
 
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox
+from PySide6.QtWidgets import QBoxLayout, QDockWidget, QFileDialog, QMenu, QMessageBox
 
-from app.background import Background
 from app.engine_client import EngineClient
+from app.exports import ExportNotice
+from app.help_dialogs import guide_dialog, shortcuts_dialog
 from app.main_window import STEPPED_KEY, MainWindow
 from app.recording import Recording
 from engine import backends
@@ -60,7 +61,7 @@ def build_menus(wb: Workbench) -> Menus:
 
     w = wb.window
     bar = w.menuBar()
-    exports = Background("export", w)  # reports and traces are written off the GUI thread
+    exports = _export_notice(w)  # reports and traces are written off the GUI thread
 
     def act(
         menu: QMenu,
@@ -193,20 +194,36 @@ def build_menus(wb: Workbench) -> Menus:
     stepped.setCheckable(True)
     stepped.setChecked(w.latency.stepped_follow)
     view.addSeparator()
-    view.addAction(w.config_dock.toggleViewAction())
-    view.addAction(w.ops_dock.toggleViewAction())
-    traffic = w.traffic_dock.toggleViewAction()
-    traffic.setShortcut("Ctrl+Shift+F")
-    view.addAction(traffic)
-    tune = w.tune_dock.toggleViewAction()
-    tune.setShortcut("Ctrl+Shift+U")
-    view.addAction(tune)
-    view.addAction(w.scaling_dock.toggleViewAction())
-    generation = w.generation_dock.toggleViewAction()
-    generation.setShortcut("Ctrl+Shift+G")
-    view.addAction(generation)
+    # every panel, so a closed one comes back from here (not only from a dock title's
+    # context menu); in the order the window made them
+    shortcuts = {
+        w.traffic_dock: "Ctrl+Shift+F",
+        w.tune_dock: "Ctrl+Shift+U",
+        w.generation_dock: "Ctrl+Shift+G",
+    }
+    for dock in w.findChildren(QDockWidget):
+        toggle = dock.toggleViewAction()
+        if dock in shortcuts:
+            toggle.setShortcut(shortcuts[dock])
+        toggle.setStatusTip(f"Show or hide the {dock.windowTitle().split(' — ')[0]} panel")
+        view.addAction(toggle)
 
     helpm = bar.addMenu("&Help")
+    act(
+        helpm,
+        "&How to Read This Window",
+        lambda: guide_dialog(w).show(),
+        QKeySequence.StandardKey.HelpContents,
+        "What each plot, table and number shows",
+    )
+    act(
+        helpm,
+        "&Keyboard Shortcuts",
+        lambda: shortcuts_dialog(w).show(),
+        "Ctrl+/",
+        "Every shortcut of this window",
+    )
+    helpm.addSeparator()
     act(helpm, "&About OpScope", lambda: _about(wb))
 
     menus = Menus(recent, pause, wb)
@@ -249,9 +266,16 @@ def _save_plot(wb: Workbench) -> None:
         QMessageBox.warning(wb.window, "Cannot save plot", f"{path}: {exc}")
 
 
-def _export(wb: Workbench, kind: str, job: Background) -> None:
-    from app.exports import export_report, export_trace
+def _export_notice(w: MainWindow) -> ExportNotice:
+    """The strip above the plots that shows an export's progress and its saved path."""
+    notice = ExportNotice(w)
+    layout = w.centralWidget().layout()
+    if isinstance(layout, QBoxLayout):
+        layout.insertWidget(1, notice)  # under the banner, above the plots
+    return notice
 
+
+def _export(wb: Workbench, kind: str, notice: ExportNotice) -> None:
     suffix, filt = (
         (".html", "HTML report (*.html)")
         if kind == "report"
@@ -262,21 +286,7 @@ def _export(wb: Workbench, kind: str, job: Background) -> None:
     if not path:
         return
     wb.recording.flush()
-    fn = export_report if kind == "report" else export_trace
-    session = str(wb.recording.path)
-    wb.window.statusBar().showMessage(f"writing {kind} {path}…")
-
-    def done(error: str | None) -> None:
-        if error:
-            failed(error)
-        else:
-            wb.window.statusBar().showMessage(f"wrote {path}", 8000)
-
-    def failed(error: str) -> None:
-        wb.window.statusBar().clearMessage()
-        QMessageBox.warning(wb.window, f"Cannot export {kind}", error)
-
-    job.submit(lambda: fn(session, path), done, failed)  # a long session takes seconds
+    notice.start(kind, str(wb.recording.path), path)  # a long session takes seconds
 
 
 def _about(wb: Workbench) -> None:

@@ -51,6 +51,14 @@ class Background(QObject):
         ).start()
         return gen
 
+    def cancel(self) -> None:
+        """Forget the running job: its result, when it comes, is dropped (the thread runs
+        on to its end; nothing here can stop it)."""
+        self.generation += 1
+        if self._callbacks:
+            self._callbacks = {}
+            self.busy_changed.emit(False)
+
     def _work(self, gen: int, fn: Callable[[], Any]) -> None:
         try:
             result: Any = fn()

@@ -24,6 +24,7 @@ from engine.analysis.run_summary import summarize
 from engine.errors import OpScopeError
 from engine.session.reader import SessionReader
 from engine.session.rows import RunRow
+from widgets.models.compare_rows import accuracy_rows
 
 BETTER = QColor("#2e9d5b")
 WORSE = QColor("#d0453b")
@@ -56,7 +57,8 @@ class ComparePanel(QWidget):
         self.summary.setTextFormat(Qt.TextFormat.PlainText)
         self.summary.setWordWrap(True)
         self.metrics = QTableWidget(0, 5)
-        self.metrics.setHorizontalHeaderLabels(["metric", "baseline", "candidate", "Δ %", "95% CI"])
+        self.metrics.setHorizontalHeaderLabels(["metric", "baseline", "candidate", "Δ", "95% CI"])
+        self.metrics.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.ops = QTableWidget(0, len(OP_COLUMNS))
         self.ops.setHorizontalHeaderLabels(OP_COLUMNS)
         self.ops.setSortingEnabled(True)
@@ -66,12 +68,14 @@ class ComparePanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addLayout(pick)
         layout.addWidget(self.summary)
-        layout.addWidget(self.metrics, 1)
-        layout.addWidget(self.ops, 3)
+        layout.addWidget(self.metrics)  # as tall as its rows: every metric in view
+        layout.addWidget(self.ops, 1)
         self.baseline.currentIndexChanged.connect(self.refresh)
         self.candidate.currentIndexChanged.connect(self.refresh)
         self.comparison: RunComparison | None = None
         self.job = Background("compare", self)
+        if len(runs) >= 2:  # the first run against the latest: usually the question
+            self.set_pair(runs[0].id, runs[-1].id)
 
     def set_pair(self, baseline_id: int, candidate_id: int) -> None:
         self.baseline.blockSignals(True)
@@ -82,7 +86,9 @@ class ComparePanel(QWidget):
 
     def refresh(self) -> None:
         b, c = self.baseline.currentData(), self.candidate.currentData()
+        self._clear()  # the numbers shown are another pair's from here on
         if b is None or c is None or b == c:
+            self.job.cancel()  # a comparison still running is now stale
             self.summary.setText("Pick two different runs.")
             return
         self.summary.setText(f"Comparing run {c} with run {b}…")
@@ -108,10 +114,25 @@ class ComparePanel(QWidget):
         notes = " ".join(comp.notes)
         self.summary.setText(f"Changed: {changed or 'nothing'}. {notes}".strip())
         self._fill_metrics(comp)
-        self._fill_ops(comp.ops or comp.op_types)
+        # matched by family (Conv -> QLinearConv): node names differ, the families tell more
+        self._fill_ops(comp.op_types if comp.by_family or not comp.ops else comp.ops)
+
+    def _clear(self) -> None:
+        self.comparison = None
+        self.metrics.setRowCount(0)
+        self.ops.setRowCount(0)
+        self._fit_metrics()
+
+    def _fit_metrics(self) -> None:
+        """Every metric row in view, without a scroll bar."""
+        rows = sum(self.metrics.rowHeight(r) for r in range(self.metrics.rowCount()))
+        header = self.metrics.horizontalHeader().height()
+        scroll = self.metrics.horizontalScrollBar().sizeHint().height()
+        self.metrics.setFixedHeight(header + rows + scroll + 2 * self.metrics.frameWidth())
 
     def _fill_metrics(self, comp: RunComparison) -> None:
-        self.metrics.setRowCount(len(comp.metrics))
+        acc = accuracy_rows(comp.accuracy_delta)
+        self.metrics.setRowCount(len(comp.metrics) + len(acc))
         for row, (name, m) in enumerate(comp.metrics.items()):
             better = (m.delta_pct > 0) == m.higher_is_better
             significant = m.ci_pct[0] > 0 or m.ci_pct[1] < 0
@@ -127,7 +148,11 @@ class ComparePanel(QWidget):
                 if col >= 3 and significant:
                     item.setForeground(BETTER if better else WORSE)
                 self.metrics.setItem(row, col, item)
+        for row, cells in enumerate(acc, start=len(comp.metrics)):
+            for col, text in enumerate([*cells, "–"]):
+                self.metrics.setItem(row, col, QTableWidgetItem(text))
         self.metrics.resizeColumnsToContents()
+        self._fit_metrics()
 
     def _fill_ops(self, diffs: list[OpDiff]) -> None:
         self.ops.setSortingEnabled(False)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 GUI_COMMANDS = ("gui",)
-GUI_OPTIONS = ("--screenshot", "--quit-after", "--session")
+GUI_OPTIONS = ("--screenshot", "--quit-after", "--session", "--size")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -61,7 +61,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--quit-after", type=float, metavar="SECONDS", help="quit (exit 0) after this many seconds"
     )
+    p.add_argument(
+        "--size",
+        type=_size,
+        metavar="WxH",
+        help="open the window at this size in pixels (e.g. 1024x700), not the saved one",
+    )
     return p
+
+
+def _size(text: str) -> tuple[int, int]:
+    """'1024x700' -> (1024, 700); a one-line argparse error otherwise."""
+    import argparse
+
+    w, sep, h = text.lower().partition("x")
+    if not (sep and w.isdigit() and h.isdigit() and int(w) >= 320 and int(h) >= 240):
+        raise argparse.ArgumentTypeError(f"{text!r} is not WIDTHxHEIGHT (at least 320x240)")
+    return int(w), int(h)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -84,6 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         QMessageBox.critical(None, "OpScope", str(exc))
         print(f"opscope: error: {exc}", file=sys.stderr)
         return 2
+    if args.size:
+        wb.window.resize(*args.size)
     wb.window.show()
     path = args.path
     if path and Path(path).suffix.lower() == ".opscope":

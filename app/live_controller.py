@@ -153,6 +153,8 @@ class LiveController(QObject):
         if isinstance(ev, Marker):
             if ev.kind in ("config", "load"):
                 view.latency.add_marker((ev.t_ns - self.t0_ns) / 1e9, ev.label)
+            elif ev.kind == "profile":  # timing pauses for the pass: shade it, say why
+                view.latency.add_pause((ev.t_ns - self.t0_ns) / 1e9, ev.label)
         elif isinstance(ev, ServingStarted):
             self.serving = not ev.simulated
             self.batch = 1
@@ -185,7 +187,7 @@ class LiveController(QObject):
             view.accuracy.set_result(ev)
         elif isinstance(ev, OpProfile) and ev.phase is None:  # phases: GenerationController
             self.roof_ops = None
-            view.op_table.set_ops(ev.ops, ev.op_types)
+            view.op_table.set_ops(ev.ops, ev.op_types, ev.coverage, ev.profile_overhead)
             view.profile_ready(ev)
             self.last_profile = ev
             self.show_roofline()
@@ -226,6 +228,9 @@ class LiveController(QObject):
         roofs = roofs_for(peaks, self.provider) if peaks else None
         gbps, gflops = roofs if roofs else (None, None)
         roofline.set_ops(ops, gbps, gflops)
+        table = getattr(self.view, "op_table", None)
+        if table is not None:
+            table.set_peaks(gbps, gflops)
 
     def on_host_died(self, why: str) -> None:
         self.run_started = False

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.banner import Banner
+from app.compact import ElidedLabel, compact_pickers
 from app.config_panel import ConfigPanel
 from app.traffic_dock import TrafficDock
 from app.tune_dock import TuneDock
@@ -105,6 +106,7 @@ class MainWindow(QMainWindow):
         acc_form.addRow("Min cosine", self.tolerance)
         side_layout.addLayout(acc_form)
         side_layout.addStretch(1)
+        compact_pickers(side)  # its longest entries must not widen the window past 1024 px
         self.config_dock = self._dock("Configuration", side, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.generation = GenerationPanel()
         self.generation_dock = self._dock(
@@ -131,14 +133,14 @@ class MainWindow(QMainWindow):
         self.tune_dock = self._dock("Tune", self.tune, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(self.traffic_dock, self.tune_dock)
         self.ops_dock.raise_()
-        self.op_table.op_selected.connect(self.roofline.select_op)
+        self.op_table.selection_shown.connect(self.roofline.select_op)  # "" drops the ring
         self.roofline.op_clicked.connect(self._roofline_clicked)
         self.profile_label = QLabel("")
 
         self.status_model = QLabel()
         self.status_provider = QLabel()
         self.status_rate = QLabel()
-        self.status_session = QLabel()
+        self.status_session = ElidedLabel()  # gives way to the numbers in a narrow window
         for w in (self.status_model, self.status_provider):
             self.statusBar().addWidget(w)
         self.statusBar().addWidget(
@@ -198,9 +200,8 @@ class MainWindow(QMainWindow):
             if ev.phase
             else (f"{ev.runs} profiled inferences")
         )
-        self.ops_dock.setWindowTitle(
-            f"Operators — {len(ev.ops)} nodes, {runs}, {ev.coverage:.0%} of run time covered"
-        )
+        # the title is also the dock's tab: short, the pass's facts go above the table
+        self.op_table.set_pass_info(f"{runs}, {ev.coverage:.0%} of run time covered")
 
     def show_generation(self, on: bool) -> None:
         """The Generation dock, for a generating model (hidden for the others)."""
@@ -257,9 +258,10 @@ class MainWindow(QMainWindow):
             (self.status_model, model),
             (self.status_provider, provider),
             (self.status_rate, rate),
-            (self.status_session, session),
+            (self.status_session, _file_name(session)),
         ):
             theme.set_text_if_changed(label, text)
+        self.status_session.setToolTip(session)  # the full path; the bar shows its name
 
     # desktop behaviour --------------------------------------------------------------
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
@@ -304,6 +306,12 @@ def _collapsed(items: list[str]) -> list[str]:
     for item in items:
         groups.setdefault(re.sub(r"\.\d+\.", ".*.", item, count=1), []).append(item)
     return [v[0] if len(v) == 1 else f"{k} (x{len(v)})" for k, v in groups.items()]
+
+
+def _file_name(text: str) -> str:
+    """'session: /long/folder/x.opscope' -> 'session: x.opscope' (the status bar is narrow)."""
+    head, sep, path = text.partition(": ")
+    return f"{head}: {Path(path).name}" if sep and path else text
 
 
 def _openable(path: str) -> bool:

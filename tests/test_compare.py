@@ -304,3 +304,32 @@ def test_op_families_group_both_engines_op_types() -> None:
         "bytes": 30,
     }
     assert rows[1]["name"] == "activation"
+
+
+def test_int8_op_types_match_their_float_family() -> None:
+    """FP32 against INT8 static of the demo CNN (op-type rows as recorded on 2 vCPUs):
+    Conv meets QLinearConv and Gemm meets QGemm instead of all reading added/removed."""
+    from engine.analysis.run_compare import quantized_against_float
+    from engine.measure.op_families import group_by_family
+
+    fp32 = [
+        op("Conv", "Conv", 1.026, 0.98, 4_400_000),
+        op("MaxPool", "MaxPool", 0.003, 0.003, 160_000),
+        op("Gemm", "Gemm", 0.002, 0.002, 5_600),
+    ]
+    int8 = [
+        op("QLinearConv", "QLinearConv", 0.381, 0.889, 704_000),
+        op("QuantizeLinear", "QuantizeLinear", 0.005, 0.012, 60_600),
+        op("NhwcMaxPool", "NhwcMaxPool", 0.003, 0.007, 40_000),
+        op("QGemm", "QGemm", 0.004, 0.009, 1_500),
+    ]
+    assert quantized_against_float(fp32, int8) and quantized_against_float(int8, fp32)
+    assert not quantized_against_float(fp32, fp32)
+    fused = [op("FusedConv", "FusedConv", 1.0, 1.0, 1)]  # fusion alone: op types stay
+    assert not quantized_against_float(fp32, fused)
+    diffs = {d.key: d for d in diff_ops(group_by_family(fp32), group_by_family(int8), "name")}
+    assert diffs["conv"].status == "both" and diffs["conv"].op_type == "Conv -> QLinearConv"
+    assert diffs["conv"].delta_time_pct == pytest.approx(-62.9, abs=0.1)
+    assert diffs["matmul"].op_type == "Gemm -> QGemm"
+    assert diffs["pooling"].status == "both"
+    assert diffs["quantize"].status == "added"  # what INT8 really added

@@ -185,7 +185,7 @@ def test_data_movement_is_zero(op: str) -> None:
     assert node_flops(op, f((8, 128)), f((128, 8))) == 0
 
 
-@pytest.mark.parametrize("op", ["Einsum", "NonMaxSuppression", "MyCustomOp", "", "QGemm"])
+@pytest.mark.parametrize("op", ["Einsum", "NonMaxSuppression", "MyCustomOp", ""])
 def test_unknown_ops_are_none_not_zero(op: str) -> None:
     assert node_flops(op, f((8, 128)), f((8, 128))) is None
 
@@ -204,3 +204,133 @@ def test_every_node_of_the_fixtures_has_a_model() -> None:
             assert node_flops(node.op_type, node.input_shapes, node.output_shapes) is not None, (
                 node.op_type
             )
+
+
+# --- quantized and fused types, on shapes copied from ORT 1.31 profiles of the demo CNN ----
+# (FP32 and its INT8 static variant, intra-op threads 1; the INT8 graph runs NHWC and its
+# QLinearConv/QGemm weights are pre-packed, so the profile omits them)
+
+CONV_FP32_IN = (("float", (1, 3, 64, 64)), ("float", (32, 3, 3, 3)), ("float", (32,)))
+CONV_OUT = (("float", (1, 32, 64, 64)),)
+QCONV_IN = (
+    ("uint8", (1, 64, 64, 3)),
+    ("float", ()),
+    ("uint8", ()),
+    ("float", (32,)),
+    ("int8", (32,)),
+    ("float", ()),
+    ("uint8", ()),
+    ("int32", (32,)),
+)
+QCONV_OUT = (("uint8", (1, 64, 64, 32)),)
+
+
+def test_qlinearconv_counts_what_its_conv_counts() -> None:
+    conv = node_flops("Conv", CONV_FP32_IN, CONV_OUT)
+    assert conv == 2 * (32 * 64 * 64) * (3 * 3 * 3) + 32 * 64 * 64
+    assert node_flops("QLinearConv", QCONV_IN, QCONV_OUT, weight=(32, 3, 3, 3)) == conv
+    # without the model file's weight shape the kernel size is unknown: not 0, None
+    assert node_flops("QLinearConv", QCONV_IN, QCONV_OUT) is None
+    # no bias listed: no bias counted (the per-channel scale and zero point are not one)
+    no_bias = QCONV_IN[:-1]
+    assert node_flops("QLinearConv", no_bias, QCONV_OUT, weight=(32, 3, 3, 3)) == conv - 32 * 4096
+
+
+def test_qlinearconv_with_its_weight_listed_nchw() -> None:
+    ins = (
+        ("uint8", (1, 3, 64, 64)),
+        ("float", ()),
+        ("uint8", ()),
+        ("int8", (32, 3, 3, 3)),
+        ("float", (32,)),
+        ("int8", (32,)),
+        ("float", ()),
+        ("uint8", ()),
+        ("int32", (32,)),
+    )
+    assert node_flops("QLinearConv", ins, (("uint8", (1, 32, 64, 64)),)) == node_flops(
+        "Conv", CONV_FP32_IN, CONV_OUT
+    )
+
+
+def test_conv_whose_weight_the_profile_omits_uses_the_model_files() -> None:
+    nhwc_in = (("float", (1, 64, 64, 3)), ("float", (32,)))
+    out = (("float", (1, 64, 64, 32)),)
+    assert node_flops("Conv", nhwc_in, out) is None
+    assert node_flops("Conv", nhwc_in, out, weight=(32, 3, 3, 3)) == node_flops(
+        "Conv", CONV_FP32_IN, CONV_OUT
+    )
+
+
+def test_qgemm_counts_what_its_gemm_counts() -> None:
+    gemm = node_flops("Gemm", (("float", (1, 128)), ("float", (10,))), (("float", (1, 10)),))
+    qgemm_in = (
+        ("uint8", (1, 128)),
+        ("float", ()),
+        ("uint8", ()),
+        ("float", (10,)),
+        ("int8", (10,)),
+        ("int32", (10,)),
+        ("float", ()),
+        ("uint8", ()),
+    )
+    assert gemm == 2 * 1 * 10 * 128 + 10
+    assert node_flops("QGemm", qgemm_in, (("uint8", (1, 10)),)) == gemm
+    no_bias = tuple(x for x in qgemm_in if x[0] != "int32")
+    assert node_flops("QGemm", no_bias, (("uint8", (1, 10)),)) == gemm - 10
+
+
+def test_quantized_elementwise_and_pooling_count_as_their_float_ops() -> None:
+    add_in = (("uint8", (1, 32, 32, 64)), ("float", ()), ("uint8", ()), ("uint8", (1, 32, 32, 64)))
+    out = (("uint8", (1, 32, 32, 64)),)
+    assert node_flops("QLinearAdd", add_in, out) == node_flops(
+        "Add", f((1, 64, 32, 32)), f((1, 64, 32, 32))
+    )
+    pool = node_flops("NhwcMaxPool", (("uint8", (1, 16, 16, 128)),), (("uint8", (1, 8, 8, 128)),))
+    assert pool == node_flops("MaxPool", f((1, 128, 16, 16)), f((1, 128, 8, 8))) == 32768
+
+
+def test_quantized_matmuls_and_attention() -> None:
+    # the demo transformer under INT8 dynamic: A [1, 16, 64] @ W [64, 256] (pre-packed)
+    ins, outs = (("float", (1, 16, 64)),), (("float", (1, 16, 256)),)
+    for op in ("DynamicQuantizeMatMul", "MatMulIntegerToFloat", "MatMulNBits", "MatMul"):
+        assert node_flops(op, ins, outs) == 2 * 16 * 256 * 64, op
+    attn_in = (("uint8", (1, 16, 64)), ("int8", (64, 192)))
+    attn_out = (("float", (1, 16, 64)),)
+    assert node_flops("QAttention", attn_in, attn_out) == node_flops(
+        "Attention", f((1, 16, 64), (64, 192)), f((1, 16, 64))
+    )
+    assert node_flops("SkipLayerNormalization", f((1, 16, 64)), f((1, 16, 64))) == 8 * 1024
+    assert node_flops("BiasGelu", f((1, 16, 256)), f((1, 16, 256))) == 8 * 4096
+
+
+def test_weight_shapes_come_from_the_model_file(tmp_path: Path) -> None:
+    """A QDQ convolution's weight sits behind a DequantizeLinear; ORT's profile names the
+    rewritten node with suffixes (node_Conv_97_token_7) that profile_key strips."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from engine.model.weights import conv_weight_shapes, profile_key
+
+    w = numpy_helper.from_array(np.zeros((8, 3, 5, 5), np.int8), "w_q")
+    scale = numpy_helper.from_array(np.ones(8, np.float32), "w_scale")
+    zp = numpy_helper.from_array(np.zeros(8, np.int8), "w_zp")
+    w2 = numpy_helper.from_array(np.zeros((4, 8, 1, 1), np.float32), "w2")
+    graph = helper.make_graph(
+        [
+            helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zp"], ["w"], axis=0),
+            helper.make_node("Conv", ["x", "w"], ["y"], name="node_Conv_97"),
+            helper.make_node("Conv", ["y", "w2"], ["z"], name="conv2"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+        [w, scale, zp, w2],
+    )
+    path = tmp_path / "qdq.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    assert conv_weight_shapes(path) == {"node_Conv_97": (8, 3, 5, 5), "conv2": (4, 8, 1, 1)}
+    assert profile_key("node_Conv_97_token_7") == "node_Conv_97"
+    assert profile_key("conv2_nchwc") == "conv2"
+    assert conv_weight_shapes(tmp_path / "missing.onnx") == {}

@@ -266,3 +266,14 @@ def test_a_load_run_in_the_host_is_recorded_as_its_own_run(host: Host, tmp_path:
     cal = host.wait_for(lambda e: isinstance(e, Calibrated), timeout=120)
     assert {int(s) for s in cal.calibration["sizes"]} >= {1, 2}
     assert np.isfinite(cal.calibration["median_ms"]["1"])
+
+
+def test_background_profiling_backs_off_for_an_unchanged_config() -> None:
+    from engine.run.host import PROFILE_EVERY_S, PROFILE_MAX_EVERY_S, next_profile_interval
+
+    every, seen = PROFILE_EVERY_S, []
+    for _ in range(6):
+        seen.append(every)
+        every = next_profile_interval(every)
+    assert seen == [30.0, 60.0, 120.0, 240.0, 240.0, 240.0]
+    assert PROFILE_MAX_EVERY_S == 240.0

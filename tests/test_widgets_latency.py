@@ -399,3 +399,44 @@ def test_frame_rate_keeps_painting_within_its_cpu_budget(qtbot: QtBot) -> None:
         qtbot.wait(150)
     assert plot._frames >= 3 and plot._frame_s > 0
     assert plot._timer.interval() == round(1000 / plot.paint_hz)
+
+
+def test_pause_log_opens_at_the_marker_and_closes_at_the_next_sample() -> None:
+    from widgets.models.pauses import PauseLog, connect_mask, gap_threshold
+
+    log = PauseLog()
+    log.samples_from(1.0)  # no pause open: nothing happens
+    log.begin(10.0, "profiling")
+    log.begin(11.0, "profiling")  # one at a time
+    assert log.open is not None and len(log.pauses) == 1
+    log.samples_from(16.5)
+    assert log.open is None and (log.pauses[0].start_s, log.pauses[0].end_s) == (10.0, 16.5)
+    assert log.forget_before(12.0) == [] and len(log.forget_before(17.0)) == 1
+    x = np.array([0.0, 0.1, 0.2, 6.0, 6.1])
+    assert connect_mask(x, gap_threshold(0.0, 60.0, 500)).tolist() == [1, 1, 0, 1, 1]
+    assert gap_threshold(0.0, 3600.0, 500) == pytest.approx(21.6)  # zoomed out: wider
+
+
+def test_a_profiling_pause_is_shaded_labelled_and_not_drawn_across(
+    plot: LatencyPlot, qtbot: QtBot
+) -> None:
+    """Samples until 10 s, a profiling pass from 10.05 s, samples again at 16 s: the band
+    covers the gap, says 'profiling', and no line joins 10 s to 16 s."""
+    t1 = np.linspace(0.0, 10.0, 500)
+    plot.append(t1, np.full(t1.size, 2.0), 1)
+    plot.add_pause(10.05)
+    t2 = np.linspace(16.0, 20.0, 200)
+    plot.append(t2, np.full(t2.size, 2.0), 1)
+    plot.paint_now()
+    assert plot.pauses.bands() == [(10.05, 16.0, "profiling")]
+    region, below, label = next(iter(plot.pauses._items.values()))
+    assert region.getRegion() == (10.05, 16.0) and below.getRegion() == (10.05, 16.0)
+    assert label.textItem.toPlainText() == "profiling"
+    for name in ("latency", "p50"):
+        path = plot.lines._lines[name].path
+        starts = [
+            path.elementAt(i).x for i in range(path.elementCount()) if path.elementAt(i).isMoveTo()
+        ]
+        assert len(starts) == 2 and starts[1] >= 16.0, name
+    plot.clear()
+    assert plot.pauses.bands() == [] and not plot.pauses._items

@@ -172,3 +172,89 @@ def test_share_delegate_paints(table: OpTable, qtbot: QtBot) -> None:
     bar = image.pixelColor(rect.left() + 10, rect.center().y())
     blank = image.pixelColor(rect.right() - 2, rect.top() + 1)
     assert bar != blank
+
+
+def many(n: int, scale: float = 1.0) -> list[OpStat]:
+    return [
+        stat(f"/backbone/stage{i // 10}/block{i}/conv/Conv", "Conv", scale * (1 + (i * 7) % 13))
+        for i in range(n)
+    ]
+
+
+def test_a_refresh_keeps_the_selected_row_in_place_and_both_scrolls(
+    qtbot: QtBot,
+) -> None:
+    """A new pass re-sorts by the new times: the selected row stays selected and at the
+    same height in the view, and the view does not jump back to the left."""
+    table = OpTable()
+    qtbot.addWidget(table)
+    table.resize(520, 300)  # narrower than the columns: a horizontal scroll bar
+    table.show()
+    table.set_ops(many(60), [])
+    name = "/backbone/stage3/block33/conv/Conv"
+    assert table.select_op(name)
+    table.view.horizontalScrollBar().setValue(table.view.horizontalScrollBar().maximum())
+    hscroll = table.view.horizontalScrollBar().value()
+    row = table.view.selectionModel().selectedRows()[0]
+    top = table.view.visualRect(row).top()
+    assert hscroll > 0
+    refreshed = [stat(x.name, "Conv", 14.0 - x.time_ms) for x in many(60)]  # order reversed
+    refreshed[33] = stat(name, "Conv", 7.05)  # and this row moves to the middle
+    table.set_ops(refreshed, [])
+    assert table.selected_op() == name
+    row = table.view.selectionModel().selectedRows()[0]
+    assert table.view.visualRect(row).top() == top
+    assert table.view.horizontalScrollBar().value() == hscroll
+
+
+def test_freeze_holds_new_passes_until_released(table: OpTable) -> None:
+    table.freeze_button.setChecked(True)
+    table.set_ops([stat(s.name, s.op_type, s.time_ms * 2) for s in NODES], TYPES)
+    assert shown(table, "time (ms)")[0] == "100.000"  # the held pass is not shown yet
+    assert "newer pass is waiting" in table.summary_label.text()
+    table.freeze_button.setChecked(False)
+    assert shown(table, "time (ms)")[0] == "200.000"
+    assert "frozen" not in table.summary_label.text()
+
+
+def test_names_elide_on_the_left_with_the_full_name_on_hover(table: OpTable) -> None:
+    assert table.view.textElideMode() == Qt.TextElideMode.ElideLeft
+    index = table.proxy.index(0, COL["name"])
+    assert index.data(Qt.ItemDataRole.ToolTipRole).startswith("/layer.1/mlp/MatMul")
+    assert table.proxy.index(0, COL["provider"]).data() == "CPU"
+
+
+def test_time_column_is_in_view_at_1024_px(qtbot: QtBot) -> None:
+    """The op table's share of a 1024 px window (its dock beside the roofline): time and
+    share are still on screen."""
+    table = OpTable()
+    qtbot.addWidget(table)
+    table.resize(512, 300)
+    table.show()
+    table.set_ops(NODES, TYPES)
+    for title in ("name", "time (ms)", "share"):
+        rect = table.view.visualRect(table.proxy.index(0, COL[title]))
+        assert rect.right() <= table.view.viewport().width(), title
+
+
+def test_bound_column_reads_the_roofs(table: OpTable) -> None:
+    assert table.proxy.index(0, COL["bound"]).data() == "–"  # peaks not measured yet
+    table.set_peaks(10.0, 100.0)  # ridge 10 FLOP/B; the stats sit at 0.5 FLOP/B, 2 GFLOP/s
+    cell = table.proxy.index(0, COL["bound"])
+    assert cell.data() == "memory 40%"  # 2 of the 5 GFLOP/s the bandwidth roof allows
+    assert "below the ridge point" in cell.data(Qt.ItemDataRole.ToolTipRole)
+    add = next(r for r in range(4) if table.proxy.index(r, 0).data() == "/layer.1/Add")
+    assert table.proxy.index(add, COL["bound"]).data() == "memory"  # no FLOPs, no GB/s
+
+
+def test_header_explains_profiler_overhead(table: OpTable) -> None:
+    """19.9 ms of node time covering 95% of profiled runs that were 2x the timed ones."""
+    from widgets.models.op_rows import overhead_note
+
+    nodes = [stat("a", "Conv", 12.0), stat("b", "Conv", 7.9)]
+    note = overhead_note(nodes, coverage=0.95, overhead=1.05)
+    assert note.startswith("profiled total 19.9 ms vs timed mean 10.2 ms")
+    assert "profiler adds per-op overhead" in note
+    assert overhead_note(nodes, None, None) == ""
+    table.set_ops(nodes, [], coverage=0.95, overhead=1.05)
+    assert "timed mean 10.2 ms" in table.summary_label.text()

@@ -63,7 +63,7 @@ def controller_drawing_into(
 
     view = SimpleNamespace(
         roofline=SimpleNamespace(set_ops=lambda ops, g, f: calls.append((len(ops), g, f))),
-        op_table=SimpleNamespace(set_ops=lambda *a: None),
+        op_table=SimpleNamespace(set_ops=lambda *a: None, set_peaks=lambda g, f: None),
         profile_ready=lambda ev: None,
         show_notice=lambda *a: None,
     )
@@ -127,8 +127,14 @@ def test_window_links_table_and_roofline(qtbot: QtBot) -> None:
         win.roofline.scatter, [p for p in win.roofline.scatter.points() if p.data() == "mm2"]
     )
     assert win.op_table.selected_op() == "mm2"
-    win.op_table.op_selected.emit("add")  # as a user's row selection does
+    table = win.op_table
+    row = next(r for r in range(table.proxy.rowCount()) if table.proxy.index(r, 0).data() == "add")
+    table.view.selectRow(row)  # as a user's click does
     assert win.roofline.selected == "add" and len(win.roofline.highlight.points()) == 1
+    table.set_ops(list(reversed(OPS)), [])  # a new pass: the row and its ring stay
+    assert table.selected_op() == "add" and len(win.roofline.highlight.points()) == 1
+    table.filter_edit.setText("no such op")  # the row is hidden: the ring goes with it
+    assert table.selected_op() is None and len(win.roofline.highlight.points()) == 0
     assert win.roofline_dock.windowTitle() == "Roofline"
 
 
@@ -236,3 +242,25 @@ def test_the_live_window_leaves_measuring_to_its_engine_host(
     monkeypatch.setattr(peaks, "cached_peaks", lambda: None)
     loader = PeaksLoader()
     assert loader.request(measure=False) is None and loader._thread is None
+
+
+def test_legend_colours_are_stable_across_plots_and_passes(qtbot: QtBot) -> None:
+    """Each op type keeps its colour whatever the order ops arrive in, in a second plot
+    too (a relaunch): the colour is a function of the type's name."""
+    from widgets.models.op_colors import op_type_color
+
+    first, second = RooflinePlot(), RooflinePlot()
+    qtbot.addWidget(first)
+    qtbot.addWidget(second)
+    first.set_ops(OPS, 10.0, 100.0)
+    second.set_ops(list(reversed(OPS)), 10.0, 100.0)
+    entries = dict(first.legend_entries())
+    assert entries and entries == dict(second.legend_entries())
+    for op_type, color in entries.items():
+        assert color == op_type_color(op_type)
+    placed = {o.op_type for o in OPS if o.intensity and o.gflops}
+    assert set(entries) == placed
+    brushes = {p.data(): p.brush().color().name() for p in first.scatter.points()}
+    by_name = {o.name: o.op_type for o in OPS}
+    assert all(color == op_type_color(by_name[name]) for name, color in brushes.items())
+    assert op_type_color("SomeCustomOp") == op_type_color("SomeCustomOp")  # hashed, fixed

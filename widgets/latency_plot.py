@@ -35,7 +35,9 @@ from widgets.models.latency_series import (
     calm_top,
     follow_range,
 )
+from widgets.models.pauses import connect_mask, gap_threshold
 from widgets.models.ring_buffer import FloatArray
+from widgets.pause_bands import PauseBands
 from widgets.plot_export import check_format, export_layout
 
 STATS_HZ = 2.0  # updates of the numbers above the plot
@@ -147,6 +149,10 @@ class LatencyPlot(QWidget):
             pen=pg.mkPen(theme.THROUGHPUT, width=1), skipFiniteCheck=True
         )
         self.latency_plot.vb.sigXRangeChanged.connect(self._on_x_range)
+        # timing pauses (profiling passes): shaded and labelled, lines broken across them
+        self.pauses = PauseBands(
+            self.latency_plot, self.throughput_plot, theme.plot_foreground(self)
+        )
 
         self.follow_action = QAction("Follow latest", self, checkable=True, checked=True)
         self.follow_action.setToolTip("Keep the last seconds in view (double-click the plot)")
@@ -190,7 +196,10 @@ class LatencyPlot(QWidget):
     # ----------------------------------------------------------------------------- data in
     def append(self, t_s: npt.ArrayLike, latency_ms: npt.ArrayLike, batch: int) -> None:
         """Per-inference points: seconds since the session started (non-decreasing) and ms."""
-        if self.series.append(t_s, latency_ms, batch):
+        t = np.asarray(t_s, dtype=np.float64)
+        if t.size:
+            self.pauses.log.samples_from(float(t[0]))  # samples again: a pause has ended
+        if self.series.append(t, latency_ms, batch):
             self._dirty = True
 
     def add_marker(self, t_s: float, label: str) -> None:
@@ -220,6 +229,12 @@ class LatencyPlot(QWidget):
         self.throughput_plot.addItem(bottom, ignoreBounds=True)
         self._markers.append(_Marker(float(t_s), label, (top, bottom)))
 
+    def add_pause(self, t_s: float, label: str = "profiling") -> None:
+        """Timing stops here until the next samples arrive (a profiling pass): the gap is
+        shaded and labelled, and no line is drawn across it."""
+        self.pauses.begin(t_s, label)
+        self._dirty = True
+
     def set_slo(self, ms: float | None) -> None:
         """A horizontal line at the p99 target (None: none)."""
         if self._slo_line is None:
@@ -248,6 +263,7 @@ class LatencyPlot(QWidget):
             self._remove_marker_items(marker)
         self._markers.clear()
         self.lines.clear()
+        self.pauses.clear()
         self.throughput_curve.setData([], [])
         self.stats_label.setText("no samples yet")
         self._stats_at = 0.0
@@ -338,6 +354,8 @@ class LatencyPlot(QWidget):
     def _on_timer(self) -> None:
         if not self.isVisible():  # a hidden plot (another tab) catches up when shown
             return
+        if self.pauses.log.open is not None:  # its band grows with the clock
+            self._dirty = True
         if self._data_s:  # the previous frame is complete: its data and its paint
             frame = self._data_s + self._glw.last_paint_s
             self._frame_s = frame if not self._frame_s else 0.8 * self._frame_s + 0.2 * frame
@@ -376,6 +394,8 @@ class LatencyPlot(QWidget):
             else:
                 x0, x1 = self.latency_plot.vb.viewRange()[0]
             self._set_lines(x0, x1)
+            (left, _), (_, top) = self.latency_plot.vb.viewRange()
+            self.pauses.update(float(t[0]), float(t[-1]), top, left)
             while self._markers and self._markers[0].t_s < t[0]:
                 self._remove_marker_items(self._markers.pop(0))
             # pyqtgraph moves its view transforms when a paint begins, and moving them
@@ -395,17 +415,19 @@ class LatencyPlot(QWidget):
         tv = t[first:last]
         lat = self._samples.view(LAT)[first:last]
         columns = max(64, int(self.latency_plot.vb.width()) // PX_PER_COLUMN)
+        gap = gap_threshold(x0, x1, columns)
         if tv.size > 2 * columns:
             starts = column_starts(tv, columns)
-            self.lines.set_line("latency", *column_envelope(tv, lat, starts))
+            x, y = column_envelope(tv, lat, starts)
+            self.lines.set_line("latency", x, y, connect_mask(x, gap))
             for name, col in (("p50", P50), ("p90", P90), ("p99", P99)):
-                self.lines.set_line(
-                    name, *column_last(tv, self._samples.view(col)[first:last], starts)
-                )
+                x, y = column_last(tv, self._samples.view(col)[first:last], starts)
+                self.lines.set_line(name, x, y, connect_mask(x, gap))
         else:
-            self.lines.set_line("latency", tv, lat)
+            mask = connect_mask(tv, gap)
+            self.lines.set_line("latency", tv, lat, mask)
             for name, col in (("p50", P50), ("p90", P90), ("p99", P99)):
-                self.lines.set_line(name, tv, self._samples.view(col)[first:last])
+                self.lines.set_line(name, tv, self._samples.view(col)[first:last], mask)
         all_lat = lat if self._following else self._samples.view(LAT)
         self.lines.finish((float(t[0]), float(t[-1]), 0.0, float(all_lat.max())))
         bt, bv = self.throughput()

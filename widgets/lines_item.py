@@ -75,10 +75,17 @@ class LinesItem(pg.GraphicsObject):
         empty = np.zeros(0)
         self._lines[name] = _Line(pen, empty, empty, QPainterPath())
 
-    def set_line(self, name: str, x: FloatArray, y: FloatArray) -> None:
+    def set_line(
+        self, name: str, x: FloatArray, y: FloatArray, connect: np.ndarray | None = None
+    ) -> None:
+        """`connect` (pyqtgraph's): 1 where point i joins point i + 1, 0 to break the line
+        (a pause in the samples); default: all joined."""
         line = self._lines[name]
         line.x, line.y = x, y
-        line.path = pg.arrayToQPath(x, y) if x.size else QPainterPath()
+        if not x.size:
+            line.path = QPainterPath()
+        else:
+            line.path = pg.arrayToQPath(x, y, connect="all" if connect is None else connect)
 
     def set_pen(self, name: str, pen: QPen) -> None:
         pen = QPen(pen)

@@ -1,40 +1,31 @@
 """The roofline: each op at (arithmetic intensity, achieved GFLOP/s) under the machine's
 bandwidth roof and compute roof, on log-log axes.
 
-Points are sized by the op's share of run time and coloured by op type; hovering shows the
-op, clicking emits `op_clicked(name)`, `select_op(name)` rings a point. Ops without a FLOP
-model (or with no FLOPs) cannot be placed on these axes and are counted in the caption.
+Points are sized by the op's share of run time and coloured by op type (the same colour
+for a type in every launch: widgets/models/op_colors.py), named in a legend; hovering shows
+the op, clicking emits `op_clicked(name)`, `select_op(name)` rings a point ("" clears it).
+Ops without a FLOP model (or with no FLOPs) cannot be placed on these axes and are counted
+in the caption.
 """
 
 from __future__ import annotations
 
+import html
 import math
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from engine.measure.op_stats import OpStat
 from widgets import theme
+from widgets.models.op_colors import op_type_color
 
-TYPE_COLORS = [
-    "#4c8bf5",
-    "#e0a325",
-    "#2ca58d",
-    "#d1495b",
-    "#9b6bd3",
-    "#f28e2b",
-    "#76b7b2",
-    "#edc948",
-    "#b07aa1",
-    "#ff9da7",
-    "#9c755f",
-    "#59a14f",
-]
 ROOF = "#888888"
+LEGEND_MAX = 8  # op types named in the legend
 HIGHLIGHT = "#ff3b30"
 
 
@@ -76,7 +67,7 @@ class RooflinePlot(QWidget):
         self.bandwidth_roof = pg.PlotCurveItem(pen=pen)
         self.compute_roof = pg.PlotCurveItem(pen=pen)
         self.bandwidth_label = pg.TextItem(color=ROOF, anchor=(0, 1))
-        self.compute_label = pg.TextItem(color=ROOF, anchor=(1, 1))
+        self.compute_label = pg.TextItem(color=ROOF, anchor=(0, 1))
         self.scatter = pg.ScatterPlotItem(hoverable=True, tip=self._tip, pxMode=True)
         self.scatter.sigClicked.connect(self._on_clicked)
         self.highlight = pg.ScatterPlotItem(
@@ -91,14 +82,20 @@ class RooflinePlot(QWidget):
             self.compute_label,
         ):
             item.addItem(it)
+        # the legend is a line of text under the plot: inside it, it hid points
+        self.legend = QLabel()
+        self.legend.setWordWrap(True)
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self._legend_types: list[str] = []
         self.caption = QLabel("no profile yet")
+        self.caption.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot, 1)
+        layout.addWidget(self.legend)
         layout.addWidget(self.caption)
         self._ops: dict[str, OpStat] = {}
         self._pos: dict[str, tuple[float, float]] = {}  # log10 coordinates
-        self._colors: dict[str, str] = {}
         self._peaks: tuple[float, float] | None = None
         self.selected: str | None = None
         self._view_key: object = None
@@ -113,17 +110,13 @@ class RooflinePlot(QWidget):
         self._pos = {
             o.name: (math.log10(o.intensity or 1), math.log10(o.gflops or 1)) for o in placed
         }
-        by_time: dict[str, float] = {}
-        for o in ops:
-            by_time[o.op_type] = by_time.get(o.op_type, 0.0) + o.time_ms
-        for op_type in sorted(by_time, key=lambda t: -by_time[t]):
-            self._colors.setdefault(op_type, TYPE_COLORS[len(self._colors) % len(TYPE_COLORS)])
+        self._set_legend(placed)
         spots = [
             {
                 "pos": self._pos[o.name],
                 "data": o.name,
                 "size": 6 + 34 * math.sqrt(max(o.share, 0.0)),
-                "brush": pg.mkBrush(QColor(self._colors[o.op_type])),
+                "brush": pg.mkBrush(QColor(op_type_color(o.op_type))),
                 "pen": pg.mkPen(theme.plot_foreground(self), width=0.5),
             }
             for o in placed
@@ -138,7 +131,14 @@ class RooflinePlot(QWidget):
         missing = len(ops) - len(placed)
         text = f"{len(placed)} ops placed"
         if missing:
+            unmodelled = sum(1 for o in ops if o.flops is None)
             text += f", {missing} without FLOPs not shown"
+            if unmodelled and unmodelled < missing:
+                text += f" ({missing - unmodelled} move data only, {unmodelled} not modelled)"
+            elif unmodelled:
+                text += " (no FLOP model)"
+            else:
+                text += " (they move data only)"
         if self._peaks:
             gbps, gflops = self._peaks
             text += (
@@ -150,6 +150,35 @@ class RooflinePlot(QWidget):
         self.caption.setText(text)
         if self.selected and not self.select_op(self.selected):
             self.highlight.setData([])
+
+    def _set_legend(self, placed: list[OpStat]) -> None:
+        """The placed op types, largest total time first, at most LEGEND_MAX (the rest
+        summed as 'other types'); rebuilt only when that list changes."""
+        by_time: dict[str, float] = {}
+        for o in placed:
+            by_time[o.op_type] = by_time.get(o.op_type, 0.0) + o.time_ms
+        types = sorted(by_time, key=lambda t: (-by_time[t], t))
+        shown = types[:LEGEND_MAX]
+        if len(types) > LEGEND_MAX:
+            shown.append(f"+{len(types) - LEGEND_MAX} other types")
+        if shown == self._legend_types:
+            return
+        self._legend_types = shown
+        self.legend.setText(
+            "&nbsp;&nbsp; ".join(
+                f"<span style='color:{self._legend_color(t)}; font-size:14px'>●</span>"
+                f"&nbsp;{html.escape(t)}"
+                for t in shown
+            )
+        )
+
+    @staticmethod
+    def _legend_color(op_type: str) -> str:
+        return ROOF if op_type.startswith("+") else op_type_color(op_type)
+
+    def legend_entries(self) -> list[tuple[str, str]]:
+        """(op type, colour) in the legend, in its order (largest time first)."""
+        return [(t, self._legend_color(t)) for t in self._legend_types if not t.startswith("+")]
 
     def _draw_roofs(self, placed: list[OpStat]) -> None:
         xs = [self._pos[o.name][0] for o in placed]
@@ -167,9 +196,10 @@ class RooflinePlot(QWidget):
         self.bandwidth_roof.setData(np.array([lo, ridge]), np.array([lo + math.log10(gbps), top]))
         self.compute_roof.setData(np.array([ridge, hi]), np.array([top, top]))
         self.bandwidth_label.setText(f"{gbps:.1f} GB/s")
-        self.bandwidth_label.setPos(lo + 0.1, lo + math.log10(gbps) + 0.1)
+        x = ridge - 1.0  # on the slanted roof, a decade left of the ridge (inside the view)
+        self.bandwidth_label.setPos(x, x + math.log10(gbps))
         self.compute_label.setText(f"{gflops:.1f} GFLOP/s")
-        self.compute_label.setPos(hi, top)
+        self.compute_label.setPos(ridge, top)
 
     def fit_view(self) -> None:
         """Show every point and the roofs' ridge (log10 coordinates, small margins)."""
@@ -196,7 +226,8 @@ class RooflinePlot(QWidget):
         return len(self.scatter.points())
 
     def select_op(self, name: str) -> bool:
-        """Ring the op's point; False (and no ring) when it is not drawn."""
+        """Ring the op's point; False (and no ring) when it is not drawn ("": nothing
+        selected, as when the table lost its selection)."""
         pos = self._pos.get(name)
         self.selected = name
         if pos is None:

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QShowEvent
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtGui import QResizeEvent, QShowEvent
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QLayout, QVBoxLayout, QWidget
 
 from widgets import theme
 from widgets.models.ring_buffer import FloatArray, RingBuffer
@@ -87,6 +87,7 @@ class TelemetryStrip(QWidget):
         self.capacity = capacity
         self.window_s = float(window_s)
         self._columns = max(1, columns)
+        self._per_row = 0  # cells per row now (reflowed to the width)
         self._series: dict[str, _Series] = {}
         self._x_link: pg.PlotItem | None = None
         self._link_active: Callable[[], bool] = lambda: True
@@ -98,6 +99,8 @@ class TelemetryStrip(QWidget):
         self._grid = QGridLayout(self)
         self._grid.setContentsMargins(0, 0, 0, 0)
         self._grid.setSpacing(4)
+        # the cells wrap to the width (_reflow): the grid must not hold the window wide
+        self._grid.setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
         self._timer = QTimer(self)
         self._timer.setInterval(max(1, round(1000 / paint_hz)))
         self._timer.timeout.connect(self._on_timer)
@@ -239,9 +242,37 @@ class TelemetryStrip(QWidget):
         box.setSpacing(1)
         box.addWidget(label)
         box.addWidget(spark)
-        index = len(self._series)
-        self._grid.addWidget(cell, index // self._columns, index % self._columns)
-        self._grid.setColumnStretch(index % self._columns, 1)
+        cell.setMinimumWidth(label.width() + 14)  # the number is never clipped
         series = _Series(title, unit, RingBuffer(self.capacity, 2), cell, label, spark)
         self._series[name] = series
+        self._reflow()
         return series
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._reflow()
+
+    def minimumSizeHint(self) -> QSize:
+        """As narrow as the widest cell (cells wrap into rows), so a 1024 px window fits."""
+        hint = super().minimumSizeHint()
+        widest = max((s.cell.minimumWidth() for s in self._series.values()), default=0)
+        return QSize(widest, hint.height())
+
+    def _reflow(self) -> None:
+        """As many cells per row as fit the width (at most `columns`), the rest below."""
+        cells = [s.cell for s in self._series.values()]
+        if not cells:
+            return
+        cell_w = max(c.minimumWidth() for c in cells) + self._grid.spacing()
+        per_row = max(1, min(self._columns, len(cells), (self.width() + 4) // max(1, cell_w)))
+        if per_row == self._per_row and all(self._grid.indexOf(c) >= 0 for c in cells):
+            return
+        self._per_row = per_row
+        for cell in cells:
+            self._grid.removeWidget(cell)
+        for col in range(self._grid.columnCount()):
+            self._grid.setColumnStretch(col, 0)
+        for index, cell in enumerate(cells):
+            self._grid.addWidget(cell, index // per_row, index % per_row)
+        for col in range(per_row):
+            self._grid.setColumnStretch(col, 1)

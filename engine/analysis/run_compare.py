@@ -6,7 +6,7 @@ Used by `opscope compare` and by the HTML report; the result renders as JSON or 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +28,7 @@ from engine.analysis.deltas import (
     diff_ops,
 )
 from engine.analysis.generation_compare import generation_deltas
-from engine.measure.op_families import group_by_family
+from engine.measure.op_families import group_by_family, is_quantized, op_family
 from engine.session.reader import SessionReader
 from engine.session.refs import open_run
 from engine.session.rows import RunRow
@@ -70,7 +70,7 @@ class RunComparison:
     metric: str  # the metric the gate looks at
     metrics: dict[str, MetricDelta]
     ops: list[OpDiff]  # per node, matched by name
-    op_types: list[OpDiff]  # per op type
+    op_types: list[OpDiff]  # per op type, or per op family (see by_family)
     profiled: tuple[bool, bool]
     config_diff: dict[str, list[Any]]
     accuracy_delta: dict[str, Any]
@@ -80,6 +80,9 @@ class RunComparison:
     # and what each side's latency is (end to end under load, or per inference)
     load_diff: dict[str, list[Any]] = field(default_factory=dict)
     latency_kind: tuple[str, str] = (PER_INFERENCE, PER_INFERENCE)
+    # op types grouped by family (conv, matmul, ...) on both sides: the runs' engines or
+    # precisions differ, so one side's op types are not the other's (Conv vs QLinearConv)
+    by_family: bool = False
 
     @property
     def gate(self) -> MetricDelta:
@@ -133,6 +136,7 @@ class RunComparison:
             "ops_removed": [_brief(d) for d in self.removed()],
             "op_types_added": [d.key for d in self.added("op_type")],
             "op_types_removed": [d.key for d in self.removed("op_type")],
+            "op_types_by": "family" if self.by_family else "op_type",
             "notes": self.notes,
         }
 
@@ -264,10 +268,11 @@ def compare_runs(
     ops_b, ops_c = node_rows(rb, b), node_rows(rc, c)
     types_b, types_c = node_rows(rb, b, "op_type"), node_rows(rc, c, "op_type")
     cross_engine = engine_of(b) != engine_of(c)
+    by_family = cross_engine or quantized_against_float(types_b, types_c)
     load_b, load_c = load_facts(rb, b), load_facts(rc, c)
     load_diff = config_diff(load_b, load_c) if load_b and load_c else {}
     kinds = (latency_kind(b), latency_kind(c))
-    if cross_engine:  # aten ops vs ONNX ops: compare families; node names mean nothing
+    if by_family:  # aten vs ONNX ops, or Conv vs QLinearConv: compare families
         types_b, types_c = group_by_family(types_b), group_by_family(types_c)
     return RunComparison(
         baseline_ref=f"{rb.path}:{b.id}",
@@ -277,17 +282,43 @@ def compare_runs(
         metric=metric,
         metrics=deltas,
         ops=diff_ops(ops_b, ops_c, "name") if ops_b and ops_c and not cross_engine else [],
-        op_types=diff_ops(types_b, types_c, "name" if cross_engine else "op_type")
+        op_types=diff_ops(types_b, types_c, "name" if by_family else "op_type")
         if types_b and types_c
         else [],
         profiled=(bool(ops_b), bool(ops_c)),
         config_diff=config_diff(run_facts(b), run_facts(c)),
         accuracy_delta=accuracy_delta(run_accuracy(b), run_accuracy(c)),
-        notes=_notes(b, c, sb, sc, bool(ops_b), bool(ops_c)) + _load_notes(kinds, load_diff),
+        notes=_notes(b, c, sb, sc, bool(ops_b), bool(ops_c))
+        + _load_notes(kinds, load_diff)
+        + (_family_note() if by_family and not cross_engine else []),
         seed=seed,
         load_diff=load_diff,
         latency_kind=kinds,
+        by_family=by_family,
     )
+
+
+def quantized_against_float(
+    types_b: Sequence[Mapping[str, Any]], types_c: Sequence[Mapping[str, Any]]
+) -> bool:
+    """One run has a quantized op type (QLinearConv, DynamicQuantizeMatMul, MatMulNBits,
+    ...) whose family the other run covers with other op types only (Conv, MatMul): op types
+    would all read as added or removed, so they are compared by family."""
+    b = {str(r["op_type"]) for r in types_b}
+    c = {str(r["op_type"]) for r in types_c}
+    for mine, theirs in ((b - c, c), (c - b, b)):
+        families = {op_family(t) for t in theirs}
+        if any(is_quantized(t) and op_family(t) in families for t in mine):
+            return True
+    return False
+
+
+def _family_note() -> list[str]:
+    return [
+        "quantized against float: op types are compared by family (conv: Conv -> "
+        "QLinearConv, matmul: MatMul -> DynamicQuantizeMatMul, ...); node names change "
+        "when ONNX Runtime rewrites the quantized graph"
+    ]
 
 
 def engine_of(run: RunRow) -> str:

@@ -15,6 +15,9 @@ from collections.abc import Callable, Sequence
 Shape = tuple[int, ...]
 TypedShapes = Sequence[tuple[str, Shape]]
 Rule = Callable[[list[Shape], list[Shape]], int | None]
+CONV_OPS = frozenset(
+    ("Conv", "ConvInteger", "FusedConv", "NchwcConv", "QLinearConv", "NhwcConv", "NhwcFusedConv")
+)
 
 
 def _elems(shape: Shape) -> int:
@@ -175,14 +178,55 @@ RULES: dict[str, Rule] = {
     **dict.fromkeys(("MatMul", "MatMulInteger", "FusedMatMul", "QLinearMatMul"), _matmul),
     **dict.fromkeys(("MatMulNBits", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"), _matmul),
     **dict.fromkeys(("Gemm", "FusedGemm"), _gemm),
-    **dict.fromkeys(("Conv", "ConvInteger", "FusedConv", "NchwcConv", "QLinearConv"), _conv),
+    **dict.fromkeys(("Conv", "ConvInteger", "FusedConv", "NchwcConv"), _conv),
+    "QLinearConv": _conv,  # untyped fallback; node_flops tells scales from the bias by type
+    "QGemm": _gemm,
+    **dict.fromkeys(("NhwcConv", "NhwcFusedConv"), _conv),
+    "GemmFastGelu": _gemm,
     "ConvTranspose": _conv_transpose,
-    "Attention": _attention,
-    **dict.fromkeys(("MultiHeadAttention", "GroupQueryAttention"), _attention_core),
+    **dict.fromkeys(("Attention", "QAttention"), _attention),
+    **dict.fromkeys(
+        (
+            "MultiHeadAttention",
+            "GroupQueryAttention",
+            "PackedMultiHeadAttention",
+            "DecoderMaskedMultiHeadAttention",
+            "SparseAttention",
+        ),
+        _attention_core,
+    ),
+    # quantized elementwise and pooling: the float op's count (the scaling is not counted,
+    # as for QLinearConv: an INT8 op and its float original do the same work)
+    **dict.fromkeys(
+        (
+            "QLinearAdd",
+            "QLinearMul",
+            "QLinearSigmoid",
+            "QLinearLeakyRelu",
+            "QLinearWhere",
+            "BiasDropout",
+            "BitmaskBiasDropout",
+        ),
+        _per_output(1),
+    ),
+    **dict.fromkeys(
+        (
+            "NhwcMaxPool",
+            "QLinearAveragePool",
+            "QLinearGlobalAveragePool",
+            "QLinearReduceMean",
+        ),
+        _per_input(1),
+    ),
+    **dict.fromkeys(("QLinearConcat", "QLinearTranspose", "QLinearReshape"), _zero),
     # tanh-approximated GELU: ~8 FLOPs per element (cube, scale, add, tanh, mul, add, mul)
-    **dict.fromkeys(("Gelu", "FastGelu", "BiasGelu", "QuickGelu"), _per_output(8)),
+    **dict.fromkeys(
+        ("Gelu", "FastGelu", "BiasGelu", "QuickGelu", "BiasSplitGelu", "QGelu"), _per_output(8)
+    ),
     # max, subtract, exp, sum, divide: ~5 per element
-    **dict.fromkeys(("Softmax", "LogSoftmax"), _per_output(5)),
+    **dict.fromkeys(("Softmax", "LogSoftmax", "QLinearSoftmax", "BiasSoftmax"), _per_output(5)),
+    # rotate-half and scale: ~3 per element (two multiplies, one add)
+    "RotaryEmbedding": _per_output(3),
     # mean, centre, square, variance, rsqrt, scale, shift: ~8 per element
     **dict.fromkeys(
         (
@@ -190,6 +234,10 @@ RULES: dict[str, Rule] = {
             "SkipLayerNormalization",
             "InstanceNormalization",
             "GroupNormalization",
+            "GroupNorm",
+            "SkipGroupNorm",
+            "EmbedLayerNormalization",
+            "QEmbedLayerNormalization",
         ),
         _per_output(8),
     ),
@@ -206,14 +254,72 @@ RULES: dict[str, Rule] = {
 }
 
 
-def node_flops(op_type: str, input_shapes: TypedShapes, output_shapes: TypedShapes) -> int | None:
-    """FLOPs of one execution of `op_type` given ORT's (dtype, shape) lists; None if unknown."""
+def conv_with_weight(input_shapes: TypedShapes, out: Shape, weight: Shape) -> int | None:
+    """A convolution whose weight ORT pre-packed and left out of the profile (QLinearConv,
+    and layouts ORT changed to NHWC): 2 * out_elems * prod(W[1:]) from the weight's shape in
+    the model file, + out_elems for a bias. The bias is a listed 1-D input of C_out = W[0]
+    that is not a scale or zero point (QLinearConv's bias is int32; a float Conv's bias is
+    its third input), so an INT8 convolution counts exactly what its float original does."""
+    if len(weight) < 3 or not out:
+        return None
+    c_out = weight[0]
+    quantized = any(dtype in ("uint8", "int8") for dtype, _ in input_shapes[:1])
+    bias = any(
+        len(shape) == 1
+        and shape[0] == c_out
+        and (dtype == "int32" if quantized else dtype not in ("uint8", "int8"))
+        for dtype, shape in input_shapes[1:]
+    )
+    return 2 * _elems(out) * _elems(weight[1:]) + (_elems(out) if bias else 0)
+
+
+def _qlinear_conv(
+    ins: list[tuple[str, Shape]], outs: list[Shape], weight: Shape | None
+) -> int | None:
+    """QLinearConv: the weight is the first input of X's rank after X (when listed),
+    else the model file's; counted as its float Conv."""
+    if not ins or not outs:
+        return None
+    listed = next((shape for _, shape in ins[1:] if len(shape) == len(ins[0][1])), None)
+    w = listed or weight
+    return None if w is None else conv_with_weight(ins, outs[0], tuple(w))
+
+
+def _qgemm(ins: list[tuple[str, Shape]], outs: list[Shape]) -> int | None:
+    """QGemm: 2*M*N*K (+M*N for its int32 bias, told apart from scales by its type)."""
+    if not ins or not outs or len(outs[0]) != 2:
+        return None
+    m, n = outs[0]
+    a = _elems(ins[0][1])
+    if m == 0 or a % m:
+        return None
+    bias = any(dtype == "int32" for dtype, _ in ins[1:])
+    return 2 * m * n * (a // m) + (m * n if bias else 0)
+
+
+def node_flops(
+    op_type: str,
+    input_shapes: TypedShapes,
+    output_shapes: TypedShapes,
+    weight: Shape | None = None,
+) -> int | None:
+    """FLOPs of one execution of `op_type` given ORT's (dtype, shape) lists; None if unknown.
+    `weight` is a convolution's weight shape from the model file (`engine.model.weights`),
+    used when the profile does not list it."""
     rule = RULES.get(op_type)
     if rule is None:
         return None
     ins = [tuple(shape) for _, shape in input_shapes]
     outs = [tuple(shape) for _, shape in output_shapes]
+    typed = [(dtype, tuple(shape)) for dtype, shape in input_shapes]
     try:
-        return rule(ins, outs)
+        if op_type == "QLinearConv":  # scales and zero points would pass for biases
+            return _qlinear_conv(typed, outs, weight)
+        if op_type == "QGemm":
+            return _qgemm(typed, outs)
+        flops = rule(ins, outs)
+        if flops is None and weight is not None and op_type in CONV_OPS and outs:
+            flops = conv_with_weight(typed, outs[0], tuple(weight))
+        return flops
     except (IndexError, ZeroDivisionError):  # shapes missing the dims a formula needs
         return None

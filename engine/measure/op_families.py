@@ -1,5 +1,6 @@
 """Op families: what kind of work an op does, so ONNX Runtime and PyTorch runs of one model
-can be compared op type by op type.
+can be compared op type by op type, and so can a float run and its quantized variant (Conv
+and QLinearConv are both "conv", MatMul and DynamicQuantizeMatMul both "matmul").
 
 ONNX Runtime reports ONNX and contrib op types (`Gemm`, `FusedMatMul`, `SkipLayerNormalization`),
 PyTorch reports aten ops (`aten::linear`, `aten::layer_norm`). Neither names the other's, so a
@@ -9,6 +10,7 @@ comparison across engines groups both into families (matmul, conv, attention, no
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,6 +45,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "ConvInteger",
         "ConvTranspose",
         "NhwcConv",
+        "NhwcFusedConv",
+        "NchwcConv",
         "aten::conv1d",
         "aten::conv2d",
         "aten::conv3d",
@@ -56,12 +60,23 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "MultiHeadAttention",
         "GroupQueryAttention",
         "QAttention",
+        "PackedMultiHeadAttention",
+        "DecoderMaskedMultiHeadAttention",
+        "SparseAttention",
         "aten::scaled_dot_product_attention",
         "aten::_scaled_dot_product_flash_attention_for_cpu",
         "aten::_scaled_dot_product_efficient_attention",
         "aten::_scaled_dot_product_flash_attention",
     ),
-    "softmax": ("Softmax", "LogSoftmax", "aten::softmax", "aten::_softmax", "aten::log_softmax"),
+    "softmax": (
+        "Softmax",
+        "LogSoftmax",
+        "QLinearSoftmax",
+        "BiasSoftmax",
+        "aten::softmax",
+        "aten::_softmax",
+        "aten::log_softmax",
+    ),
     "normalization": (
         "LayerNormalization",
         "SkipLayerNormalization",
@@ -71,6 +86,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "InstanceNormalization",
         "GroupNorm",
         "EmbedLayerNormalization",
+        "QEmbedLayerNormalization",
+        "SkipGroupNorm",
+        "GroupNormalization",
         "aten::layer_norm",
         "aten::native_layer_norm",
         "aten::batch_norm",
@@ -90,6 +108,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "LeakyRelu",
         "HardSigmoid",
         "Mish",
+        "QLinearSigmoid",
+        "QLinearLeakyRelu",
+        "QGelu",
         "aten::relu",
         "aten::relu_",
         "aten::gelu",
@@ -114,6 +135,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "BiasAdd",
         "Where",
         "Equal",
+        "QLinearAdd",
+        "QLinearMul",
         "aten::add",
         "aten::add_",
         "aten::sub",
@@ -142,6 +165,10 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "GlobalAveragePool",
         "GlobalMaxPool",
         "ReduceMean",
+        "NhwcMaxPool",
+        "QLinearAveragePool",
+        "QLinearGlobalAveragePool",
+        "QLinearReduceMean",
         "aten::max_pool2d",
         "aten::avg_pool2d",
         "aten::adaptive_avg_pool2d",
@@ -163,6 +190,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "ReorderInput",
         "ReorderOutput",
         "Shape",
+        "QLinearConcat",
         "aten::transpose",
         "aten::permute",
         "aten::view",
@@ -218,3 +246,12 @@ def group_by_family(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     return sorted(out, key=lambda r: -float(r["time_ms"]))
+
+
+_QUANTIZED = re.compile(r"^(QLinear|Q[A-Z]|DynamicQuantize)|Integer|NBits|FpQ4|^quantized::")
+
+
+def is_quantized(op_type: str) -> bool:
+    """An integer or low-bit kernel: QLinearConv, QGemm, QAttention, MatMulInteger,
+    DynamicQuantizeMatMul, MatMulNBits, quantized::linear (not Quantize/DequantizeLinear)."""
+    return bool(_QUANTIZED.search(op_type)) and op_type not in FAMILIES["quantize"]

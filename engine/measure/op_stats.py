@@ -10,7 +10,7 @@ op-type times are sums of node times.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from engine.measure.flops import node_flops
 from engine.measure.op_trace import NodeEvent, ProfileTrace
+from engine.model.weights import Shape, profile_key
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -55,17 +56,22 @@ class _Series:
     members: int = 1
 
 
-def node_stats(trace: ProfileTrace) -> list[OpStat]:
-    """One OpStat per node (subgraph nodes qualified by their parent), by time, largest first."""
-    series = _node_series(trace)
+Weights = Mapping[str, Shape]  # convolution weight shapes by graph node name (model file)
+
+
+def node_stats(trace: ProfileTrace, weights: Weights | None = None) -> list[OpStat]:
+    """One OpStat per node (subgraph nodes qualified by their parent), by time, largest first.
+    `weights` (`engine.model.weights.conv_weight_shapes`) gives the FLOPs of convolutions
+    whose weight the profile leaves out (QLinearConv, NHWC)."""
+    series = _node_series(trace, weights)
     return _finish(series, len(trace.runs), calls_of=lambda s: int(s.counts.max(initial=0)))
 
 
-def op_type_stats(trace: ProfileTrace) -> list[OpStat]:
+def op_type_stats(trace: ProfileTrace, weights: Weights | None = None) -> list[OpStat]:
     """One OpStat per op type (name == op_type, calls == node count), largest time first."""
     runs = len(trace.runs)
     groups: dict[str, _Series] = {}
-    for node in _node_series(trace):
+    for node in _node_series(trace, weights):
         group = groups.get(node.op_type)
         if group is None:
             groups[node.op_type] = _Series(
@@ -134,7 +140,7 @@ def stat_to_json(s: OpStat) -> dict[str, str | int | float | None]:
     return {key: getattr(s, key) for key in STAT_KEYS}
 
 
-def _node_series(trace: ProfileTrace) -> list[_Series]:
+def _node_series(trace: ProfileTrace, weights: Weights | None = None) -> list[_Series]:
     """Per-inference self time, execution count, bytes and FLOPs of every node."""
     runs = len(trace.runs)
     by_name: dict[str, _Series] = {}
@@ -154,8 +160,10 @@ def _node_series(trace: ProfileTrace) -> list[_Series]:
         series.times_us[event.run_index] += event.self_us
         series.counts[event.run_index] += 1
         series.bytes_total += _bytes(event)
+        weight = weights.get(profile_key(event.name)) if weights else None
         series.flops_total = _add(
-            series.flops_total, node_flops(event.op_type, event.input_shapes, event.output_shapes)
+            series.flops_total,
+            node_flops(event.op_type, event.input_shapes, event.output_shapes, weight),
         )
     return list(by_name.values())
 

@@ -33,7 +33,15 @@ from engine.run.live import LiveRun, Staged, stage
 from engine.run.serving_host import ServingJob
 
 SEND_INTERVAL_S = 0.05
-PROFILE_EVERY_S = 30.0
+PROFILE_EVERY_S = 30.0  # the first background pass after a config's own
+PROFILE_MAX_EVERY_S = 240.0  # passes of an unchanged config back off to this
+
+
+def next_profile_interval(every_s: float) -> float:
+    """Background passes of one config come at 30, 60, 120, 240 s, then every 240 s: each
+    pauses timing for seconds (a 323-node detector: 5-7 s) and an unchanged config's op
+    times change little; a config change or Profile Now profiles at once."""
+    return min(2.0 * every_s, PROFILE_MAX_EVERY_S)
 
 
 class Outbox:
@@ -125,6 +133,7 @@ class HostState:
     running: bool = True
     profile_due: bool = False
     last_profile: float = 0.0
+    profile_every: float = PROFILE_EVERY_S
     stopped: Staged | None = None  # the config that Stop ended, for Start to resume
     peaks_tried: bool = False
     throttle: ThrottleWatch = field(default_factory=ThrottleWatch)
@@ -233,6 +242,7 @@ def host_main(
                 throttle.reset()  # a new run: its own throttling
                 _drain(live.begin(staged), out)
                 state.profile_due = True
+                state.profile_every = PROFILE_EVERY_S
             if live.segment is not None and state.running:
                 ev = live.step()
                 if ev is not None:
@@ -243,7 +253,9 @@ def host_main(
                 if flagged is not None:
                     out.put(flagged)
                 now = time.monotonic()
-                if state.profile_due or now - state.last_profile > PROFILE_EVERY_S:
+                if state.profile_due or now - state.last_profile > state.profile_every:
+                    if not state.profile_due:  # a background pass: the next comes later
+                        state.profile_every = next_profile_interval(state.profile_every)
                     state.profile_due = False
                     state.last_profile = now
                     _profile(live, out)

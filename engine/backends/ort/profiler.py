@@ -30,6 +30,7 @@ def profile_pass(
     """Profile `runs` inferences after a short warm-up; yield progress then an OpProfile."""
     from engine.measure.op_stats import coverage, node_stats, op_type_stats
     from engine.measure.op_trace import parse_ort_profile
+    from engine.model.weights import conv_weight_shapes
 
     with tempfile.TemporaryDirectory(prefix="opscope-profile-") as tmp:
         plan = plan_session(
@@ -64,9 +65,10 @@ def profile_pass(
     if timed_mean_ms and trace.runs:
         profiled_ms = float(np.mean([r.dur_us for r in trace.runs])) / 1e3
         overhead = profiled_ms / timed_mean_ms - 1.0
+    weights = conv_weight_shapes(model_path)
     yield OpProfile(
-        ops=node_stats(trace),
-        op_types=op_type_stats(trace),
+        ops=node_stats(trace, weights),
+        op_types=op_type_stats(trace, weights),
         coverage=coverage(trace),
         runs=len(trace.runs),
         provider_nodes=dict(providers),

@@ -1,0 +1,64 @@
+"""The session window's Compare tab: first run against the latest by default, every
+metric and the accuracy in view, no stale numbers when the pair changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytestqt.qtbot import QtBot
+
+from app.compare_panel import ComparePanel
+from engine.session.store import open_session_file
+from tests.session_material import record_demo_profile
+
+
+def test_defaults_to_first_against_latest_and_clears_stale_results(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    path = tmp_path / "three.opscope"
+    for _ in range(3):
+        record_demo_profile(path)
+    reader = open_session_file(path)
+    runs = reader.runs()
+    panel = ComparePanel(reader, runs)
+    qtbot.addWidget(panel)
+    panel.resize(900, 600)
+    panel.show()
+    assert (panel.baseline.currentData(), panel.candidate.currentData()) == (
+        runs[0].id,
+        runs[-1].id,
+    )
+    qtbot.waitUntil(lambda: panel.comparison is not None, timeout=60_000)
+    names = [panel.metrics.item(r, 0).text() for r in range(panel.metrics.rowCount())]
+    assert any(n.startswith("throughput") for n in names)
+    assert "cosine vs FP32" in names or "accuracy" in names  # the accuracy row is there
+    # every row in view: no vertical scrolling needed
+    assert panel.metrics.verticalScrollBar().maximum() == 0
+    assert panel.ops.rowCount() > 0
+    panel.candidate.setCurrentIndex(panel.candidate.findData(runs[0].id))  # the same run
+    assert panel.comparison is None and panel.metrics.rowCount() == 0
+    assert panel.ops.rowCount() == 0 and panel.summary.text() == "Pick two different runs."
+    panel.candidate.setCurrentIndex(panel.candidate.findData(runs[1].id))
+    assert panel.metrics.rowCount() == 0  # cleared while the new pair is compared
+    qtbot.waitUntil(lambda: panel.comparison is not None, timeout=60_000)
+    assert panel.comparison.candidate.id == runs[1].id
+    reader.close()
+
+
+def test_accuracy_rows_say_what_each_run_measured() -> None:
+    from widgets.models.compare_rows import accuracy_rows
+
+    acc = {
+        "baseline": {"cosine": 1.0, "max_abs_err": 0.0},
+        "candidate": {"cosine": 0.9978, "max_abs_err": 0.0123},
+        "cosine": -0.0022,
+        "max_abs_err": 0.0123,
+        "top1_agreement": None,
+    }
+    assert accuracy_rows(acc) == [
+        ("cosine vs FP32", "1.00000", "0.99780", "-0.00220"),
+        ("max abs err vs FP32", "0", "0.0123", "+0.0123"),
+    ]
+    assert accuracy_rows({"baseline": None, "candidate": None}) == [
+        ("accuracy", "not measured", "not measured", "–")
+    ]

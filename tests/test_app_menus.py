@@ -1,0 +1,102 @@
+"""The window's menus and layout as a user meets them: every panel in View (also after it
+was closed), Help's shortcut list read from the real actions, and a 1024x700 window that
+fits. No engine is started."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QDockWidget, QMenu
+from pytestqt.qtbot import QtBot
+
+from app.help_dialogs import GUIDE, guide_dialog, shortcut_rows, shortcuts_dialog
+from app.workbench import Workbench
+
+
+@pytest.fixture
+def wb(qtbot: QtBot, tmp_path: Path):  # type: ignore[no-untyped-def]
+    bench = Workbench(session_path=str(tmp_path / "menus.opscope"), usable=["cpu"])
+    qtbot.addWidget(bench.window)
+    yield bench
+    bench.shutdown()
+
+
+def menu(wb: Workbench, title: str) -> QMenu:
+    return next(m for m in wb.window.menuBar().findChildren(QMenu) if m.title() == title)
+
+
+def test_every_dock_is_in_the_view_menu_and_comes_back_after_close(
+    wb: Workbench, qtbot: QtBot
+) -> None:
+    w = wb.window
+    w.show()
+    view = menu(wb, "&View")
+    docks = w.findChildren(QDockWidget)
+    assert {d.objectName() for d in docks} >= {"operators", "roofline", "configuration"}
+    for dock in docks:
+        assert dock.toggleViewAction() in view.actions(), dock.objectName()
+    w.roofline_dock.close()
+    assert not w.roofline_dock.isVisible()
+    toggle = next(a for a in view.actions() if a.text() == "Roofline")
+    assert not toggle.isChecked()
+    toggle.trigger()
+    assert w.roofline_dock.isVisible()
+
+
+def test_shortcut_list_is_read_from_the_actions(wb: Workbench) -> None:
+    rows = shortcut_rows(wb.window)
+    export = QKeySequence("Ctrl+Shift+E").toString(QKeySequence.SequenceFormat.NativeText)
+    assert ("File", "Export Report", export) in rows
+    assert any(r[1] == "Follow Latest" and r[2] == "F" for r in rows)
+    assert any(r[1] == "Keyboard Shortcuts" for r in rows)
+    extra = QAction("Do a New Thing", wb.window)  # any action the window gains is listed
+    extra.setShortcut(QKeySequence("Ctrl+Alt+N"))
+    wb.window.addAction(extra)
+    assert any(r[1] == "Do a New Thing" for r in shortcut_rows(wb.window))
+    from PySide6.QtWidgets import QTableWidget
+
+    dialog = shortcuts_dialog(wb.window)
+    table = dialog.findChild(QTableWidget)
+    assert table is not None and table.rowCount() == len(shortcut_rows(wb.window))
+    assert "profiling" in GUIDE and guide_dialog(wb.window).windowTitle().startswith("How")
+    helpm = menu(wb, "&Help")
+    assert [a.text() for a in helpm.actions() if a.text()][:2] == [
+        "&How to Read This Window",
+        "&Keyboard Shortcuts",
+    ]
+
+
+def test_the_window_fits_1024_by_700(wb: Workbench, qtbot: QtBot) -> None:
+    w = wb.window
+    w.telemetry.append(
+        1.0,
+        {
+            "cpu_percent": 100.0,
+            "process_cpu_percent": 138.5,
+            "rss_bytes": 1.06e8,
+            "cpu_freq_mhz": 2596.0,
+            "mem_percent": 41.0,
+        },
+    )
+    w.set_status(
+        "demo_cnn.onnx",
+        "CPU on AMD EPYC",
+        "p50 1.161 ms · p99 69.722 ms (last 200 of 16,243 samples) · 132.0 samples/s",
+        "session: /root/.local/share/opscope/sessions/session-20261130-212126.opscope",
+    )
+    w.resize(1024, 700)
+    w.show()
+    qtbot.waitUntil(lambda: w.isVisible())
+    assert w.width() == 1024 and w.height() == 700
+    labels = [w.status_model, w.status_provider, w.status_rate, w.status_session]
+    rects = [lab.geometry() for lab in labels if lab.isVisible()]
+    for a, b in itertools.pairwise(rects):
+        assert a.right() < b.left(), (a, b)  # nothing in the status bar overlaps
+    assert w.status_session.text() == "session: session-20261130-212126.opscope"
+    assert w.status_session.toolTip().endswith("/sessions/session-20261130-212126.opscope")
+    for series in w.telemetry._series.values():  # every tile shows its whole number
+        assert series.label.geometry().right() <= series.cell.contentsRect().right()
+        assert series.cell.geometry().right() <= w.telemetry.width()

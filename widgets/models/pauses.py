@@ -1,0 +1,70 @@
+"""Pauses in the sample stream (a profiling pass stops timing for seconds) and where the
+latency lines must break so a pause does not read as a straight line of samples.
+
+Qt-free: the latency plot draws what these say.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from widgets.models.ring_buffer import FloatArray
+
+GAP_S = 1.0  # a line never joins samples further apart than this (nor a column's width x3)
+MAX_PAUSES = 64
+
+
+@dataclass
+class Pause:
+    start_s: float
+    end_s: float | None  # None while it lasts
+    label: str
+
+
+class PauseLog:
+    """Pauses on the plot's time axis: `begin` at the engine's marker, closed by the first
+    sample that follows (`samples_from`), dropped once older than the retained data."""
+
+    def __init__(self) -> None:
+        self.pauses: list[Pause] = []
+
+    def begin(self, t_s: float, label: str) -> None:
+        if self.pauses and self.pauses[-1].end_s is None:
+            return  # one pause at a time
+        self.pauses.append(Pause(float(t_s), None, label))
+        del self.pauses[:-MAX_PAUSES]
+
+    def samples_from(self, t_s: float) -> None:
+        """The first sample of a batch: it ends an open pause that began before it."""
+        last = self.pauses[-1] if self.pauses else None
+        if last is not None and last.end_s is None and t_s >= last.start_s:
+            last.end_s = float(t_s)
+
+    def forget_before(self, t_s: float) -> list[Pause]:
+        """Drop (and return) the closed pauses that ended before `t_s`."""
+        gone = [p for p in self.pauses if p.end_s is not None and p.end_s < t_s]
+        self.pauses = [p for p in self.pauses if p not in gone]
+        return gone
+
+    @property
+    def open(self) -> Pause | None:
+        return self.pauses[-1] if self.pauses and self.pauses[-1].end_s is None else None
+
+    def clear(self) -> None:
+        self.pauses.clear()
+
+
+def gap_threshold(x0: float, x1: float, columns: int) -> float:
+    """Samples further apart than this are not joined: GAP_S, or three pixel columns
+    when zoomed out so far that a column is wider (a break there would be invisible)."""
+    return max(GAP_S, 3.0 * (x1 - x0) / max(1, columns))
+
+
+def connect_mask(x: FloatArray, gap_s: float) -> np.ndarray:
+    """pyqtgraph's `connect` array: 1 where point i joins point i + 1, 0 across a gap."""
+    mask = np.ones(x.size, dtype=np.int32)
+    if x.size > 1:
+        mask[:-1] = np.diff(x) <= gap_s
+    return mask

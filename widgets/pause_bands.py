@@ -1,0 +1,78 @@
+"""Shaded, labelled bands where timing paused (a profiling pass): on the latency plot and
+on the throughput plot under it, so a drop to 0 samples/s reads as "profiling", not as a
+stall. The pauses themselves are widgets/models/pauses.py's PauseLog."""
+
+from __future__ import annotations
+
+import time
+
+import pyqtgraph as pg
+from PySide6.QtGui import QColor
+
+from widgets import theme
+from widgets.models.pauses import Pause, PauseLog
+
+
+class PauseBands:
+    """One band per pause in each plot (items reused while the pause lasts)."""
+
+    def __init__(self, latency: pg.PlotItem, throughput: pg.PlotItem, fg: str) -> None:
+        self.log = PauseLog()
+        self._plots = (latency, throughput)
+        self._fg = fg
+        self._items: dict[int, tuple[pg.LinearRegionItem, pg.LinearRegionItem, pg.TextItem]] = {}
+        self._open_since = 0.0  # monotonic time the open pause began here
+
+    def begin(self, t_s: float, label: str) -> None:
+        self.log.begin(t_s, label)
+        self._open_since = time.monotonic()
+
+    def update(self, first_t: float, last_t: float, y_top: float, x_left: float) -> None:
+        """Place the bands; an open pause reaches to now (its end is not known yet)."""
+        for gone in self.log.forget_before(first_t):
+            self._remove(gone)
+        for pause in self.log.pauses:
+            end = pause.end_s
+            if end is None:
+                end = max(last_t, pause.start_s) + (time.monotonic() - self._open_since)
+            items = self._items.get(id(pause))
+            if items is None:
+                items = self._make(pause)
+            items[0].setRegion((pause.start_s, end))
+            items[1].setRegion((pause.start_s, end))
+            items[2].setPos(max(pause.start_s, x_left), y_top)  # in view, not cut
+
+    def bands(self) -> list[tuple[float, float | None, str]]:
+        return [(p.start_s, p.end_s, p.label) for p in self.log.pauses]
+
+    def clear(self) -> None:
+        for pause in list(self.log.pauses):
+            self._remove(pause)
+        self.log.clear()
+
+    def _make(self, pause: Pause) -> tuple[pg.LinearRegionItem, pg.LinearRegionItem, pg.TextItem]:
+        color = QColor(theme.MARKER)
+        color.setAlpha(40)
+        regions = []
+        for plot in self._plots:
+            region = pg.LinearRegionItem(
+                (pause.start_s, pause.start_s), movable=False, brush=pg.mkBrush(color)
+            )
+            for line in region.lines:
+                line.setPen(pg.mkPen(None))
+            region.setZValue(-50)
+            plot.addItem(region, ignoreBounds=True)
+            regions.append(region)
+        text = pg.TextItem(pause.label, color=self._fg, anchor=(0, 0))
+        self._plots[0].addItem(text, ignoreBounds=True)
+        items = (regions[0], regions[1], text)
+        self._items[id(pause)] = items
+        return items
+
+    def _remove(self, pause: Pause) -> None:
+        items = self._items.pop(id(pause), None)
+        if items is None:
+            return
+        self._plots[0].removeItem(items[0])
+        self._plots[1].removeItem(items[1])
+        self._plots[0].removeItem(items[2])
