@@ -56,7 +56,7 @@ class Menus:
 
 
 def build_menus(wb: Workbench) -> Menus:
-    from app.launch import demo_models
+    from app.demos import demo_models
     from app.main_window import recent_files
 
     w = wb.window
