@@ -1,0 +1,151 @@
+"""`opscope gate`: the hierarchical bootstrap over several runs a side, its renderers
+(JUnit XML, Markdown, JSON), `compare FILE:1,2,3`, and the command end to end."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.analysis.deltas import CompareError, Samples, compare_metric
+from engine.analysis.gate_stats import ONE_RUN_NOTE, gate_metric, pooled_metric_delta
+from engine.errors import SessionFileError
+from engine.session.refs import is_run_list, resolve_run_refs
+
+# each run's own median (ms): between processes they differ by up to ~15%, as measured
+BASE_MEDIANS = (5.0, 5.5, 4.7, 5.3, 4.9)
+CAND_MEDIANS = (5.6, 4.8, 5.2, 5.45, 5.0)
+
+
+def closed_loop(latencies_ms: np.ndarray, gap_ns: int = 20_000, batch: int = 1) -> Samples:
+    lat = (latencies_ms * 1e6).astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(lat[:-1] + gap_ns)]).astype(np.int64)
+    return Samples(starts, lat, batch)
+
+
+def run_of(median_ms: float, seed: int, n: int = 2000, sigma: float = 0.05) -> Samples:
+    rng = np.random.default_rng(seed)
+    return closed_loop(rng.lognormal(np.log(median_ms), sigma, n))
+
+
+def runs_of(medians: tuple[float, ...], seed: int, n: int = 2000) -> list[Samples]:
+    return [run_of(m, seed * 100 + i, n) for i, m in enumerate(medians)]
+
+
+# -- statistics ----------------------------------------------------------------------
+
+
+def test_between_run_spread_alarms_a_single_run_compare_but_not_the_gate() -> None:
+    base, cand = runs_of(BASE_MEDIANS, 1), runs_of(CAND_MEDIANS, 2)
+    # one process each: 5.0 vs 5.6 ms is a tight, 'significant' 12% slowdown
+    single = compare_metric("p50", base[0], cand[0])
+    assert single.regression(5.0), single
+    g = gate_metric("p50", base, cand, threshold_pct=5.0)
+    assert not g.regression, g
+    assert g.runs == (5, 5) and g.notes == ()
+    # the interval is as wide as the spread between processes, not the noise within one
+    lo, hi = g.slowdown_ci_pct
+    assert lo < g.slowdown_pct < hi and hi - lo > 8.0
+    assert g.slowdown_bound_pct == pytest.approx(lo, abs=3.0) and g.slowdown_bound_pct > lo
+
+
+def test_a_30_percent_regression_is_caught() -> None:
+    base = runs_of(BASE_MEDIANS, 1)
+    cand = runs_of(tuple(1.3 * m for m in CAND_MEDIANS), 2)
+    g = gate_metric("p50", base, cand, threshold_pct=5.0)
+    assert g.slowdown_pct == pytest.approx(30, abs=5)
+    assert g.regression and g.slowdown_bound_pct > 10
+    assert not gate_metric("p50", base, cand, threshold_pct=40.0).regression
+    # the other way round it is an improvement, never a regression
+    better = gate_metric("p50", cand, base, threshold_pct=0.0)
+    assert better.slowdown_pct < -20 and not better.regression
+
+
+def test_throughput_higher_is_better() -> None:
+    slow = runs_of(tuple(1.3 * m for m in BASE_MEDIANS), 1)
+    fast = runs_of(CAND_MEDIANS, 2)
+    gain = gate_metric("throughput", slow, fast, threshold_pct=0.0)
+    assert gain.higher_is_better and gain.unit == "samples/s"
+    assert gain.candidate > gain.baseline and gain.slowdown_pct < -15
+    assert not gain.regression
+    loss = gate_metric("throughput", fast, slow, threshold_pct=5.0)
+    assert loss.slowdown_pct > 15 and loss.regression
+    lo, hi = loss.slowdown_ci_pct
+    assert lo < loss.slowdown_pct < hi
+
+
+def test_one_run_a_side_is_the_within_run_bootstrap_and_says_so() -> None:
+    base, cand = runs_of(BASE_MEDIANS[:1], 1), runs_of(CAND_MEDIANS[:1], 2)
+    g = gate_metric("p50", base, cand, threshold_pct=5.0)
+    assert g.notes == (ONE_RUN_NOTE,)
+    assert g.regression  # like compare: it cannot tell a slower process from a regression
+    single = compare_metric("p50", base[0], cand[0])
+    assert g.slowdown_pct == pytest.approx(single.slowdown_pct)
+    assert g.slowdown_bound_pct == pytest.approx(single.slowdown_ci_pct[0], abs=1.5)
+
+
+def test_seeded_and_deterministic() -> None:
+    base, cand = runs_of(BASE_MEDIANS, 1), runs_of(CAND_MEDIANS, 2)
+    a = gate_metric("p99", base, cand, threshold_pct=5.0, seed=7, resamples=300)
+    b = gate_metric("p99", base, cand, threshold_pct=5.0, seed=7, resamples=300)
+    c = gate_metric("p99", base, cand, threshold_pct=5.0, seed=8, resamples=300)
+    assert a == b or a.to_json() == b.to_json()
+    assert c.slowdown_bound_pct != a.slowdown_bound_pct
+    assert c.slowdown_pct == a.slowdown_pct  # the point estimate uses every sample
+
+
+def test_false_alarms_and_detection_on_synthetic_processes() -> None:
+    """Many draws of 5 + 5 processes whose medians spread ~8% (lognormal): the gate at 5%
+    seldom alarms on identical configs and nearly always catches a 30% slowdown, while
+    one process a side, as `compare` sees it, alarms on identical configs often."""
+    rng = np.random.default_rng(11)
+    alarms = single_alarms = caught = 0
+    trials = 30
+    for t in range(trials):
+        medians = 5.0 * np.exp(rng.normal(0.0, 0.08, size=10))
+        base = runs_of(tuple(medians[:5]), 3 * t, n=400)
+        cand = runs_of(tuple(medians[5:]), 3 * t + 1, n=400)
+        slower = runs_of(tuple(1.3 * medians[5:]), 3 * t + 2, n=400)
+        kw = {"threshold_pct": 5.0, "resamples": 400, "per_run": 200, "seed": t}
+        alarms += gate_metric("p50", base, cand, **kw).regression  # type: ignore[arg-type]
+        caught += gate_metric("p50", base, slower, **kw).regression  # type: ignore[arg-type]
+        single_alarms += compare_metric("p50", base[0], cand[0], resamples=300).regression(5.0)
+    assert alarms / trials <= 0.05
+    assert caught / trials >= 0.9
+    assert single_alarms / trials >= 0.1  # ~0.2-0.3 expected: a slower process alarms it
+
+
+def test_bad_runs_are_bad_input() -> None:
+    base = runs_of(BASE_MEDIANS[:2], 1)
+    batched = [run_of(5.0, 3), closed_loop(np.full(100, 5.0), batch=8)]
+    with pytest.raises(CompareError, match="batch size"):
+        gate_metric("p50", base, batched, threshold_pct=5.0)
+    with pytest.raises(CompareError, match="latency samples"):
+        gate_metric("p50", base, [closed_loop(np.array([5.0]))], threshold_pct=5.0)
+    with pytest.raises(CompareError, match="confidence"):
+        gate_metric("p50", base, base, threshold_pct=5.0, confidence=1.0)
+    with pytest.raises(CompareError, match="no runs"):
+        gate_metric("p50", base, [], threshold_pct=5.0)
+
+
+def test_pooled_metric_delta_is_compares_two_sided_interval() -> None:
+    base, cand = runs_of(BASE_MEDIANS, 1), runs_of(CAND_MEDIANS, 2)
+    d = pooled_metric_delta("p50", base, cand)
+    assert d.runs == (5, 5) and d.to_json()["runs"] == [5, 5]
+    lo, hi = d.ci_pct
+    assert lo < d.delta_pct < hi and not d.regression(5.0)
+    assert d.n == (10_000, 10_000) and d.n_bootstrap == (5000, 5000)
+
+
+# -- run references ------------------------------------------------------------------
+
+
+def test_run_lists_resolve() -> None:
+    assert resolve_run_refs("a.opscope") == ("a.opscope", None)
+    assert resolve_run_refs("a.opscope:3") == ("a.opscope", [3])
+    assert resolve_run_refs("a.opscope:1,2,3") == ("a.opscope", [1, 2, 3])
+    assert resolve_run_refs("C:1,2") == ("C:1,2", None)  # a path on drive C
+    assert is_run_list("a.opscope:1,2") and not is_run_list("a.opscope:1")
+    with pytest.raises(SessionFileError, match="bad run list"):
+        resolve_run_refs("a.opscope:1,x")
+    with pytest.raises(SessionFileError, match="twice"):
+        resolve_run_refs("a.opscope:1,1")
