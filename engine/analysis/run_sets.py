@@ -122,6 +122,11 @@ def baseline_runs(text: str, model_name: str, config: RunConfig) -> RunSet:
                     path,
                 )
         for r in runs:
+            if r.kind not in TIMED_KINDS:
+                raise CompareError(
+                    f"run {r.id} is a {r.kind} run; the gate compares bench or profile runs",
+                    path,
+                )
             diff = _config_difference(wanted, r)
             if diff:
                 raise CompareError(
