@@ -44,8 +44,8 @@ PER_RUN = 1000  # samples per run behind the interval (a seeded, time-ordered su
 GATE_RESAMPLES = 2000
 METHOD = "hierarchical bootstrap: runs with replacement, then blocks of samples within each"
 ONE_RUN_NOTE = (
-    "one run per side: the interval sees only the noise within each run, not the spread "
-    "between processes (record more runs)"
+    "a side has one run: the interval cannot see that side's spread between processes, only "
+    "the noise within its run (record more runs)"
 )
 
 
