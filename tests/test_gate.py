@@ -231,14 +231,15 @@ def test_markdown_summary_and_json() -> None:
 
 # -- the command ---------------------------------------------------------------------
 
-QUICK = ["--duration", "0.3", "--warmup", "3", "--threads", "1", "--no-live", "--no-accuracy"]
+QUICK = ["--duration", "0.3", "--warmup", "3", "--no-live", "--no-accuracy"]
 
 
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Runs 1 and 2: one thread; run 3: two threads (not the same config)."""
     path = tmp_path_factory.mktemp("gate") / "main.opscope"
-    for _ in range(2):
-        proc = opscope("bench", DEMO_CNN, *QUICK, "--session", path)
+    for threads in ("1", "1", "2"):
+        proc = opscope("bench", DEMO_CNN, *QUICK, "--threads", threads, "--session", path)
         assert proc.returncode == 0, proc.stderr
     return path
 
@@ -270,7 +271,8 @@ def test_gate_bad_input_exits_2(baseline: Path, tmp_path: Path) -> None:
     cases = [
         ([tmp_path / "missing.opscope", DEMO_CNN], "missing.opscope"),
         ([baseline, DEMO_TRANSFORMER], "no finished runs of demo_transformer.onnx"),
-        ([baseline, DEMO_CNN, "--threads", "2"], "threads 1 vs 2"),
+        ([baseline, DEMO_CNN, "--threads", "1", "--fusion", "basic"], "fusion all vs basic"),
+        ([f"{baseline}:1,3", DEMO_CNN, "--threads", "1"], "run 3 has another config"),
         ([f"{baseline}:1,9", DEMO_CNN, "--threads", "1"], "no run 9"),
         ([baseline, tmp_path / "nope.onnx"], "nope.onnx"),
         ([baseline, DEMO_CNN, "--threads", "1", "--session", baseline], "baseline"),
@@ -294,6 +296,10 @@ def test_compare_pools_several_runs(baseline: Path, tmp_path: Path) -> None:
     proc = opscope("compare", f"{baseline}:1", f"{baseline}:2", "--json", out)
     assert proc.returncode in (0, 3), proc.stderr
     assert json.loads(out.read_text())["bootstrap"]["runs"] == [1, 1]
+    # runs of two configs cannot be pooled on one side
+    proc = opscope("compare", f"{baseline}:1,3", f"{baseline}:2")
+    assert proc.returncode == 2 and "cannot be pooled" in proc.stderr, proc.stderr
+    assert "threads 1 vs 2" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_sigterm_stops_the_candidate_and_keeps_its_run(baseline: Path, tmp_path: Path) -> None:
