@@ -31,7 +31,7 @@ def add_gate_parser(
         metavar="BASELINE",
         help="a session file (its finished runs of MODEL with this config) or FILE:1,2,3",
     )
-    p.add_argument("model", help="an .onnx file (the candidate)")
+    p.add_argument("model", metavar="MODEL", help="an .onnx file (the candidate)")
     add_knobs(p)
     p.add_argument(
         "--runs", type=positive_int, default=5, metavar="K",

@@ -106,12 +106,15 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def session_path(args: argparse.Namespace) -> Path:
     """--session; else beside --junit (report.xml -> report.opscope); else a new file in
-    the temporary folder (its name printed)."""
+    the temporary folder (each candidate run's line names it)."""
     if args.session:
         return Path(args.session)
     if args.junit:
         beside = Path(args.junit).with_suffix(".opscope")
-        beside.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            beside.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise GateError(f"cannot make its folder: {one_line(exc)}", beside) from exc
         return beside
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return Path(tempfile.gettempdir()) / f"opscope-gate-{stamp}-{os.getpid()}.opscope"
