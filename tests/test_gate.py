@@ -276,6 +276,10 @@ def test_gate_bad_input_exits_2(baseline: Path, tmp_path: Path) -> None:
         ([f"{baseline}:1,9", DEMO_CNN, "--threads", "1"], "no run 9"),
         ([baseline, tmp_path / "nope.onnx"], "nope.onnx"),
         ([baseline, DEMO_CNN, "--threads", "1", "--session", baseline], "baseline"),
+        (
+            [baseline, DEMO_CNN, "--threads", "1", "--session", tmp_path / "no" / "c.opscope"],
+            "does not exist",
+        ),
     ]
     for args, why in cases:
         proc = opscope("gate", *args, "--runs", "1", "--duration", "0.2")

@@ -194,8 +194,8 @@ def markdown_summary(report: GateReport) -> str:
     if first is not None:
         lines += [
             "",
-            f"_{METHOD}; {first.resamples} resamples, seed {first.seed}. The slowdown's lower "
-            f"bound is the one-sided {first.confidence:.0%} lower bound of the slowdown; the gate "
-            "fails when it exceeds the threshold._",
+            f"_{METHOD}; {first.resamples} resamples, seed {first.seed}. The slowdown "
+            f"exceeds its lower bound with {first.confidence:.0%} confidence (one-sided); the "
+            "gate fails when that bound exceeds the threshold._",
         ]
     return "\n".join(lines) + "\n"

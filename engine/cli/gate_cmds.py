@@ -60,6 +60,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
     metrics = tuple(dict.fromkeys(args.metric or ["p50"]))
     base = baseline_runs(args.baseline, Path(args.model).name, config)
     session = session_path(args)
+    if not session.parent.is_dir():  # before K runs, not after the first
+        raise GateError(f"folder {session.parent} does not exist", session)
     if session.exists():
         if session.resolve() == Path(base.path).resolve():
             raise GateError("--session must not be the baseline's file", session)
