@@ -67,6 +67,7 @@ class MetricDelta:
     block: tuple[int, int]  # bootstrap block length per run
     resamples: int
     confidence: float = CONFIDENCE
+    runs: tuple[int, int] = (1, 1)  # runs pooled per side (several: a hierarchical bootstrap)
 
     @property
     def slowdown_pct(self) -> float:
@@ -106,6 +107,7 @@ class MetricDelta:
             "block": list(self.block),
             "resamples": self.resamples,
             "confidence": self.confidence,
+            "runs": list(self.runs),
         }
 
 

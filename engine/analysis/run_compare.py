@@ -27,6 +27,7 @@ from engine.analysis.deltas import (
     config_diff,
     diff_ops,
 )
+from engine.analysis.gate_stats import METHOD, pooled_metric_delta
 from engine.analysis.generation_compare import generation_deltas
 from engine.measure.op_families import group_by_family, is_quantized, op_family
 from engine.session.reader import SessionReader
@@ -116,7 +117,10 @@ class RunComparison:
             "regression": self.regression(threshold_pct),
             "metrics": {k: m.to_json() for k, m in self.metrics.items()},
             "bootstrap": {
-                "method": "circular block bootstrap of the relative difference",
+                "method": "circular block bootstrap of the relative difference"
+                if g.runs == (1, 1)
+                else METHOD,
+                "runs": list(g.runs),
                 "resamples": g.resamples,
                 "confidence": g.confidence,
                 "max_samples": MAX_SAMPLES,
@@ -248,19 +252,28 @@ def compare_runs(
     seed: int = 0,
     resamples: int = RESAMPLES,
     samples: tuple[Samples, Samples] | None = None,
+    pooled: tuple[Sequence[Samples], Sequence[Samples]] | None = None,
 ) -> RunComparison:
     """Compare two runs (possibly of different files). `metric` is always computed;
-    `metrics` adds others for display. `samples` saves reading them again (the report)."""
+    `metrics` adds others for display. `samples` saves reading them again (the report).
+    `pooled`: every run of each side (the given runs first), compared with the hierarchical
+    bootstrap of `engine.analysis.gate_stats`; the runs given stand for their side in the
+    config, accuracy and op comparison."""
     if metric not in METRICS + GENERATION_METRICS:
         known = ", ".join(METRICS + GENERATION_METRICS)
         raise CompareError(f"unknown metric {metric!r} (choose from {known})")
     (rb, b), (rc, c) = baseline, candidate
     sb, sc = samples or (run_samples(rb, b), run_samples(rc, c))
     wanted = [m for m in [metric, *metrics] if m in METRICS]
-    deltas = {m: compare_metric(m, sb, sc, seed=seed, resamples=resamples)
-              for m in dict.fromkeys(wanted)}  # fmt: skip
-    gen_b = rb.generation(b.id) if b.kind == "generate" else None
-    gen_c = rc.generation(c.id) if c.kind == "generate" else None
+    if pooled is not None:
+        deltas = {m: pooled_metric_delta(m, *pooled, seed=seed, resamples=resamples)
+                  for m in dict.fromkeys(wanted)}  # fmt: skip
+    else:
+        deltas = {m: compare_metric(m, sb, sc, seed=seed, resamples=resamples)
+                  for m in dict.fromkeys(wanted)}  # fmt: skip
+    # a generation's phases come from one run each; pooled runs compare their latency only
+    gen_b = rb.generation(b.id) if b.kind == "generate" and pooled is None else None
+    gen_c = rc.generation(c.id) if c.kind == "generate" and pooled is None else None
     if gen_b is not None and gen_c is not None:
         deltas |= generation_deltas(gen_b, gen_c, seed=seed, resamples=resamples)
     elif metric in GENERATION_METRICS:

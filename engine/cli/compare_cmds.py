@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from engine.analysis.deltas import METRICS, MetricDelta, OpDiff
-from engine.analysis.run_compare import PER_INFERENCE, RunComparison, compare_refs, load_changes
+from engine.analysis.run_compare import PER_INFERENCE, RunComparison, load_changes
+from engine.analysis.run_sets import compare_set_refs
 from engine.analysis.run_summary import summarize
 from engine.cli.common import EXIT_OK, write_json
 from engine.session.rows import RunRow
@@ -25,7 +26,7 @@ NAME_WIDTH = 36
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    comp = compare_refs(args.baseline, args.candidate, args.metric, METRICS, seed=args.seed)
+    comp = compare_set_refs(args.baseline, args.candidate, args.metric, METRICS, seed=args.seed)
     out = sys.stdout if args.json != "-" else sys.stderr
     print_comparison(comp, args.max_regression, out, top=args.top)
     if args.json:
@@ -115,6 +116,14 @@ def _print_metrics(comp: RunComparison, out: TextIO) -> None:
         )
     _table(rows, out, right={1, 2, 3})
     g = comp.gate
+    if g.runs != (1, 1):
+        out.write(
+            f"({g.resamples} hierarchical bootstrap resamples of the relative difference: "
+            f"{g.runs[0]} / {g.runs[1]} runs drawn with replacement, then blocks of "
+            f"{g.block[0]} / {g.block[1]} samples within each; n = {g.n[0]} / {g.n[1]} "
+            f"samples, {g.n_bootstrap[0]} / {g.n_bootstrap[1]} per resample)\n"
+        )
+        return
     out.write(
         f"({g.resamples} circular block-bootstrap resamples of the relative difference; "
         f"n = {g.n[0]} / {g.n[1]} samples"

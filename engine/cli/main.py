@@ -1,4 +1,4 @@
-"""`opscope info|bench|profile|session|compare|export|report ...`: argument parsing and dispatch.
+"""`opscope info|bench|profile|gate|session|compare|...`: argument parsing and dispatch.
 
 Exit codes: 0 success; 2 bad input (one line naming the file and cause, no traceback);
 1 for genuine internal faults (with a traceback, since that is a bug to report).
@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from engine import __version__, backends
 from engine.analysis.deltas import GENERATION_METRICS, METRICS
 from engine.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
+from engine.cli.gate_args import add_gate_parser
 from engine.cli.generate_args import add_generate_parser, add_import_parser
 from engine.cli.serve_args import add_serving_parsers
 from engine.cli.tune_args import add_sweep_parser, add_tune_parser
@@ -112,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep_parser(sub, _add_knobs, _positive_float, _positive_int)
     add_generate_parser(sub, _positive_float, _positive_int, _nonneg_int)
     add_import_parser(sub)
+
+    add_gate_parser(sub, _add_knobs, _positive_float, _positive_int, _nonneg_float, _nonneg_int)
 
     p = sub.add_parser("session", help="read session files (.opscope)")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -1,4 +1,5 @@
-"""Naming a run on the command line: `FILE` (its last run) or `FILE:ID`."""
+"""Naming runs on the command line: `FILE` (its last run), `FILE:ID`, or several runs of
+one file, `FILE:1,2,3` (compare and gate pool them)."""
 
 from __future__ import annotations
 
@@ -45,3 +46,33 @@ def open_run(text: str) -> tuple[SessionReader, RunRow]:
     except BaseException:
         reader.close()
         raise
+
+
+def resolve_run_refs(text: str) -> tuple[str, list[int] | None]:
+    """'a.opscope' -> ('a.opscope', None); 'a.opscope:3' -> ('a.opscope', [3]);
+    'a.opscope:1,2,3' -> ('a.opscope', [1, 2, 3]). Paths resolve as in `resolve_run_ref`."""
+    if Path(text).is_file():
+        return text, None
+    head, sep, tail = text.rpartition(":")
+    parts = tail.split(",")
+    if "," not in tail or not sep or not head:
+        path, run_id = resolve_run_ref(text)
+        return path, None if run_id is None else [run_id]
+    if len(head) == 1 and head.isalpha():
+        return text, None
+    if not all(p.isascii() and p.isdigit() for p in parts):
+        raise SessionFileError(f"bad run list {tail!r} (expected run ids like 1,2,3)", head)
+    ids = [int(p) for p in parts]
+    if max(ids) > MAX_RUN_ID:
+        raise SessionFileError(f"no run {max(ids)} (run ids go up to {MAX_RUN_ID})", head)
+    if len(set(ids)) != len(ids):
+        raise SessionFileError(f"run list {tail!r} names a run twice", head)
+    return head, ids
+
+
+def is_run_list(text: str) -> bool:
+    """Whether `text` names several runs (`FILE:1,2`), without opening anything."""
+    if Path(text).is_file():
+        return False
+    head, sep, tail = text.rpartition(":")
+    return bool(sep and head and "," in tail)

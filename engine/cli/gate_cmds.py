@@ -1,0 +1,240 @@
+"""`opscope gate BASELINE MODEL`: run the candidate K times, each as its own `opscope bench`
+process (so the spread between processes is in the data), record the runs into a session,
+and gate each metric with the hierarchical bootstrap of `engine.analysis.gate_stats`.
+
+Exit codes: 0 no regression beyond the threshold; 3 a regression; 2 bad input (the baseline,
+the model, a mismatched config, a failed candidate run); 130 interrupted (the child stopped,
+the runs recorded so far kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TextIO
+
+from engine.analysis.gate_report import (
+    GateReport,
+    junit_xml,
+    markdown_summary,
+    pct_text,
+    runs_text,
+    value_text,
+    verdict,
+)
+from engine.analysis.gate_stats import gate_metric
+from engine.analysis.run_sets import (
+    RunSet,
+    baseline_runs,
+    read_run_set,
+    setup_difference,
+    setup_facts,
+)
+from engine.analysis.run_summary import summarize
+from engine.cli.common import EXIT_OK, config_from_args, write_json
+from engine.config import RunConfig
+from engine.errors import ModelError, OpScopeError, one_line
+from engine.files import write_atomic
+from engine.session.reader import SessionReader
+from engine.session.trust import printable
+from engine.tune.trial import bench_argv, cli_argv
+
+EXIT_REGRESSION = 3
+STOP_WAIT_S = 15.0  # a child asked to stop has this long to record its run as cancelled
+
+
+class GateError(OpScopeError):
+    """The gate cannot decide: a candidate run failed, or the sides do not match."""
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    if not Path(args.model).is_file():
+        raise ModelError("no such file", args.model)
+    config = config_from_args(args)
+    metrics = tuple(dict.fromkeys(args.metric or ["p50"]))
+    base = baseline_runs(args.baseline, Path(args.model).name, config)
+    session = session_path(args)
+    if not session.parent.is_dir():  # before K runs, not after the first
+        raise GateError(f"folder {session.parent} does not exist", session)
+    if session.exists():
+        if session.resolve() == Path(base.path).resolve():
+            raise GateError("--session must not be the baseline's file", session)
+        SessionReader.open(session).close()  # a file we can append to, or exit 2 now
+    out = sys.stdout if args.json != "-" else sys.stderr
+    out.write(f"baseline   {printable(base.ref)}  ({len(base.runs)} runs)\n")
+    t0 = time.perf_counter()
+    ids = record_candidates(args, config, session, out)
+    wall = time.perf_counter() - t0
+    with SessionReader.open(session) as reader:
+        cand = read_run_set(reader, [reader.run(i) for i in ids])
+    diff = setup_difference(setup_facts(base.runs[0]), setup_facts(cand.runs[0]))
+    if diff:
+        raise GateError(f"the candidate's runs differ from the baseline's in {diff}", session)
+    results = tuple(
+        gate_metric(
+            m,
+            base.samples,
+            cand.samples,
+            threshold_pct=args.max_regression,
+            confidence=args.confidence,
+            seed=args.seed,
+        )
+        for m in metrics
+    )
+    report = GateReport(
+        model=Path(args.model).name,
+        config=summarize(cand.runs[0]).config,
+        baseline_ref=base.ref,
+        candidate_ref=cand.ref,
+        results=results,
+        wall_s=wall,
+        notes=tuple(side_notes(base, cand)),
+    )
+    print_report(report, out)
+    if args.junit:
+        write_text(args.junit, junit_xml(report))
+    if args.summary:
+        write_text(args.summary, markdown_summary(report))
+    if args.json:
+        write_json(args.json, report.to_json())
+    return EXIT_REGRESSION if report.regression else EXIT_OK
+
+
+def session_path(args: argparse.Namespace) -> Path:
+    """--session; else beside --junit (report.xml -> report.opscope); else a new file in
+    the temporary folder (each candidate run's line names it)."""
+    if args.session:
+        return Path(args.session)
+    if args.junit:
+        beside = Path(args.junit).with_suffix(".opscope")
+        try:
+            beside.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise GateError(f"cannot make its folder: {one_line(exc)}", beside) from exc
+        return beside
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path(tempfile.gettempdir()) / f"opscope-gate-{stamp}-{os.getpid()}.opscope"
+
+
+def candidate_argv(args: argparse.Namespace, config: RunConfig, session: Path) -> list[str]:
+    """The `opscope bench` command of one candidate run (accuracy is not the gate's job)."""
+    extra = [f"--shape={s}" for s in args.shape]
+    for flag, value in (
+        ("--inputs", args.inputs),
+        ("--labels", args.labels),
+        ("--calibration", args.calibration),
+    ):
+        if value:
+            extra += [flag, value]
+    return [
+        *cli_argv(),
+        *bench_argv(args.model, config, extra),
+        "--duration", f"{args.duration:g}",
+        "--min-runs", str(args.min_runs),
+        "--warmup", str(args.warmup),
+        "--seed", str(args.seed),
+        "--no-live",
+        "--no-accuracy",
+        "--session", str(session),
+    ]  # fmt: skip
+
+
+def record_candidates(
+    args: argparse.Namespace, config: RunConfig, session: Path, out: TextIO
+) -> list[int]:
+    """Run the K candidate processes one after another; the ids of the runs they recorded.
+    Ctrl+C or SIGTERM stops the running child (it records its run as cancelled) and keeps
+    the file."""
+    argv = candidate_argv(args, config, session)
+    ids: list[int] = []
+    for i in range(1, args.runs + 1):
+        before = set(_run_ids(session))
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            _, err = proc.communicate()
+        except KeyboardInterrupt:
+            stop_child(proc)
+            done = f"{len(ids)} candidate run{'s' if len(ids) != 1 else ''}"
+            sys.stderr.write(f"opscope: {done} recorded before the interruption, in {session}\n")
+            raise
+        new = sorted(set(_run_ids(session)) - before)
+        if proc.returncode != 0 or not new:
+            lines = [ln for ln in (err or "").splitlines() if ln.strip()]
+            why = lines[-1].removeprefix("opscope: error: ") if lines else "no run recorded"
+            if proc.returncode < 0:
+                why = f"the engine crashed (signal {-proc.returncode})"
+            raise GateError(f"candidate run {i}/{args.runs} failed: {one_line(Exception(why))}")
+        ids += new
+        out.write(f"candidate  run {i}/{args.runs}  {_brief(session, new[-1])}\n")
+        out.flush()
+    return ids
+
+
+def stop_child(proc: subprocess.Popen[str]) -> None:
+    """Ask the child to stop as Ctrl+C would (it marks its run cancelled); kill it if it
+    does not within STOP_WAIT_S."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)  # Windows: terminate()
+    try:
+        proc.wait(timeout=STOP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _run_ids(session: Path) -> list[int]:
+    if not session.exists():
+        return []
+    with SessionReader.open(session) as reader:
+        return [r.id for r in reader.runs()]
+
+
+def _brief(session: Path, run_id: int) -> str:
+    """'demo_cnn.onnx:7  p50 1.002 ms  512 samples'."""
+    with SessionReader.open(session) as reader:
+        s = summarize(reader.run(run_id))
+    p50 = "-" if s.p50_ms is None else f"{s.p50_ms:.3f} ms"
+    return f"{printable(session)}:{run_id}  p50 {p50}  {s.samples} samples"
+
+
+def side_notes(base: RunSet, cand: RunSet) -> list[str]:
+    """What the reader should know: a changed model file, runs flagged unstable."""
+    notes = []
+    shas = {r.model_sha256 for r in base.runs}, {r.model_sha256 for r in cand.runs}
+    if shas[0] != shas[1]:
+        notes.append("the model file differs from the baseline's (another sha256)")
+    for side, s in (("baseline", base), ("candidate", cand)):
+        unstable = [r.id for r in s.runs if r.stable is False]
+        if unstable:
+            notes.append(
+                f"{side} runs {', '.join(map(str, unstable))} were flagged unstable "
+                "(their windows differ by >10%)"
+            )
+    return notes
+
+
+def print_report(report: GateReport, out: TextIO) -> None:
+    out.write(f"model      {printable(report.model)}  {printable(report.config)}\n\n")
+    for r in report.results:
+        change = -r.slowdown_pct if r.higher_is_better else r.slowdown_pct
+        out.write(
+            f"{r.metric:<10} {value_text(r.baseline, r.unit)} -> "
+            f"{value_text(r.candidate, r.unit)} ({pct_text(change)}); slowdown lower bound "
+            f"{pct_text(r.slowdown_bound_pct)} ({r.confidence:.0%} one-sided)\n"
+            f"{'':<10} {printable(runs_text(r))}\n"
+        )
+    notes = dict.fromkeys([*(n for r in report.results for n in r.notes), *report.notes])
+    for note in notes:
+        out.write(f"note: {printable(note)}\n")
+    for r in report.results:
+        out.write(verdict(r) + "\n")
+
+
+def write_text(path: str, text: str) -> None:
+    write_atomic(path, lambda fh: fh.write(text))  # an OS error: one line naming the file
