@@ -316,7 +316,9 @@ def test_traffic_dock_runs_load_with_slo_and_what_if(bench: Workbench, qtbot: Qt
     dock.max_batch.setValue(16)  # a long queue delay: light load now waits for it
     dock.delay.setValue(50)
     qtbot.waitUntil(
-        lambda: what_if.curves()["proposed"][1][0] > max(40.0, 3 * low_load_p99),
+        # every light-load request now waits out most of the 50 ms delay (on a machine
+        # so loaded that stalls make p99 hundreds of ms, the shift still shows)
+        lambda: what_if.curves()["proposed"][1][0] > max(40.0, low_load_p99 + 25.0),
         timeout=TIMEOUT_MS,
     )
     assert what_if.curves()["current"][1][0] == pytest.approx(low_load_p99, rel=0.5)
