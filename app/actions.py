@@ -191,6 +191,7 @@ def build_menus(wb: Workbench) -> Menus:
     tune.setShortcut("Ctrl+Shift+U")
     view.addAction(tune)
     view.addAction(w.scaling_dock.toggleViewAction())
+    view.addAction(w.runs_dock.toggleViewAction())
     generation = w.generation_dock.toggleViewAction()
     generation.setShortcut("Ctrl+Shift+G")
     view.addAction(generation)
