@@ -15,6 +15,7 @@ from pytestqt.qtbot import QtBot
 from app.workbench import Workbench
 from engine.events import Progress
 from tests.conftest import DEMO_CNN, DEMO_TRANSFORMER
+from widgets.runs_table import P50_DELTA
 
 TIMEOUT_MS = 90_000
 
@@ -59,7 +60,7 @@ def test_sequence_length_applies_live_and_the_runs_table_compares(
         rows = runs.rows()
         assert rows[0].baseline and rows[0].d_p50 == 0.0
         assert np.isfinite(rows[1].d_p50) and np.isfinite(rows[1].d_samples_per_s)
-        cell = wb.runs.table.table.item(1, 7).text()  # Δ p50
+        cell = wb.runs.table.table.item(1, P50_DELTA).text()
         assert cell.endswith("%") and cell[0] in "+-"
         assert "Δ against run 1" in wb.runs.table.note.text()
 

@@ -134,7 +134,8 @@ def _symbolic_cnn(path: Path) -> Path:
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
         [w],
     )
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    onnx.save(model, path)
     return path
 
 

@@ -24,8 +24,9 @@ from PySide6.QtWidgets import (
 from widgets import theme
 from widgets.models.runs_summary import RunRow, RunsSummary
 
-COLUMNS = ("#", "config", "inputs", "p50 ms", "p99 ms", "samples/s", "cosine",
-           "Δ p50", "Δ p99", "Δ samples/s")  # fmt: skip
+COLUMNS = ("#", "config", "inputs", "p50 ms", "Δ p50", "p99 ms", "Δ p99", "samples/s",
+           "Δ samples/s", "cosine")  # fmt: skip
+P50_DELTA = COLUMNS.index("Δ p50")
 MISSING = "–"
 
 
@@ -55,8 +56,7 @@ class RunsTable(QWidget):
         self.table.customContextMenuRequested.connect(self._menu)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        header.setStretchLastSection(False)  # a narrow dock scrolls; the config stays whole
         self.table.setWordWrap(False)
         self.table.setToolTip(
             "Every run of this session: each config, input size or resumed timing is one. "
@@ -68,6 +68,7 @@ class RunsTable(QWidget):
         self.pin_button.clicked.connect(self.pin_selected)
         self.unpin_button = QPushButton("Unpin")
         self.unpin_button.clicked.connect(lambda: self.pin(None))
+        self.unpin_button.setEnabled(False)
         self.note = QLabel("no baseline pinned")
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
@@ -120,15 +121,15 @@ class RunsTable(QWidget):
                 r.label + state,
                 r.inputs,
                 _num(r.p50_ms, ".3g"),
-                _num(r.p99_ms, ".3g"),
-                _num(r.samples_per_s, ",.1f"),
-                cosine,
                 _delta(r.d_p50),
+                _num(r.p99_ms, ".3g"),
                 _delta(r.d_p99),
+                _num(r.samples_per_s, ",.1f"),
                 _delta(r.d_samples_per_s),
+                cosine,
             )
             # lower latency and higher throughput are better
-            goods = (None,) * 7 + (-r.d_p50, -r.d_p99, r.d_samples_per_s)
+            goods = (None,) * 4 + (-r.d_p50, None, -r.d_p99, None, r.d_samples_per_s, None)
             for c, text in enumerate(texts):
                 item = self.table.item(r.index, c)
                 if item is None:
