@@ -192,7 +192,7 @@ class MainWindow(QMainWindow):
 
     def set_run_warnings(self, messages: list[str]) -> None:
         """A new config runs: the last one's warnings and a failed apply no longer apply."""
-        self.banner.clear("error:apply", "error:load", "error:run", prefix="run:")
+        self.banner.clear("error:apply", "error:load", "error:run", "error:profile", prefix="run:")
         for message in messages:
             self.show_notice("warning", message)
 

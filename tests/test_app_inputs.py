@@ -14,6 +14,7 @@ from pytestqt.qtbot import QtBot
 
 from app.workbench import Workbench
 from engine.events import Progress
+from engine.session.store import open_session_file
 from tests.conftest import DEMO_CNN, DEMO_TRANSFORMER
 from widgets.runs_table import P50_DELTA
 
@@ -55,6 +56,13 @@ def test_sequence_length_applies_live_and_the_runs_table_compares(
 
         runs = wb.runs.summary
         assert [r.inputs for r in runs.rows()] == ["input_ids 1x128", "input_ids 1x32"]
+        wb.recording.flush()  # the session records each run's shapes
+        reader = open_session_file(tmp_path / "live.opscope")
+        try:
+            recorded = [r.inputs["input_ids"] for r in reader.runs()]
+        finally:
+            reader.close()
+        assert [tuple(r["shape"]) for r in recorded] == [(1, 128), (1, 32)]
         wb.runs.table.table.selectRow(0)
         wb.runs.table.pin_button.click()
         rows = runs.rows()
