@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QSignalBlocker, QTimer, Signal
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QFileDialog,
@@ -78,6 +78,7 @@ class InputPanel(QGroupBox):
         super().__init__("Inputs", parent)
         self._dims: list[SymbolicDim] = []
         self._boxes: dict[str, QSpinBox] = {}
+        self._from_file = False  # evaluation inputs give the sizes
         self._debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
         self._debounce.timeout.connect(lambda: self.dims_changed.emit(self.dims_set()))
         self.dims_form = QFormLayout()
@@ -126,14 +127,16 @@ class InputPanel(QGroupBox):
                 f"{d.default} when not set ({d.why}). A change is a new run on the curve."
             )
             box.valueChanged.connect(self._debounce.start)
+            box.setEnabled(not self._from_file)
             self._boxes[d.name] = box
             self.dims_form.addRow(_label(d.name), box)
 
-    def set_values(self, values: dict[str, int]) -> None:
-        for d in self._dims:
-            box = self._boxes[d.name]
-            with QSignalBlocker(box):
-                box.setValue(values.get(d.name, d.default))
+    def set_sizes_from_file(self, on: bool) -> None:
+        """With evaluation inputs, the file's arrays give the sizes: the boxes rest."""
+        self._from_file = on
+        for box in self._boxes.values():
+            box.setEnabled(not on)
+            box.setStatusTip("sizes come from the evaluation inputs" if on else "")
 
     def dims_set(self) -> dict[str, int]:
         """The dims whose box differs from the default."""

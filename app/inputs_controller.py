@@ -61,6 +61,7 @@ class InputsController(QObject):
         self.evaluation = self._remembered(path, "inputs")
         self.panel.calibration.set_path(self.calibration)
         self.panel.evaluation.set_path(self.evaluation)
+        self.panel.set_sizes_from_file(self.evaluation is not None)
         self.window.banner.clear(DATA_ERROR_KEY)
         return {"dims": {}, "calibration": self.calibration, "inputs": self.evaluation}
 
@@ -85,6 +86,8 @@ class InputsController(QObject):
     def set_file(self, which: str, path: str | None) -> None:
         """A calibration ('calibration') or evaluation ('inputs') file picked, or cleared."""
         title = "calibration data" if which == "calibration" else "evaluation inputs"
+        if path == (self.calibration if which == "calibration" else self.evaluation):
+            return  # the same file again: nothing changes
         if path is not None and self.info is not None:
             from engine.model.eval_data import check_data_file
 
@@ -103,6 +106,7 @@ class InputsController(QObject):
         else:
             self.evaluation = path
             self.panel.evaluation.set_path(path)
+            self.panel.set_sizes_from_file(path is not None)
             rebuilds = True
         if self.model_path is not None:
             self.settings.setValue(data_key(self.model_path, which), path or "")
