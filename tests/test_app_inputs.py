@@ -150,3 +150,20 @@ def test_a_new_model_starts_on_fp32_defaults_and_says_so(qtbot: QtBot, tmp_path:
         assert w.banner.text.text() == "Carried over to the new model: batch 2"
     finally:
         wb.shutdown()
+
+
+def test_the_banner_shows_the_newest_and_clears_by_key(qtbot: QtBot) -> None:
+    from app.banner import Banner
+
+    banner = Banner()
+    qtbot.addWidget(banner)
+    banner.show()
+    banner.show_message("warning", "0 of 6 Conv quantized", key="run:int8")
+    banner.show_message("error", "apply failed: x", key="error:apply")
+    assert banner.text.text() == "apply failed: x" and banner.more.text() == "+1 more"
+    banner.show_message("error", "apply failed: y", key="error:apply")  # replaces
+    assert len(banner.keys()) == 2
+    banner.dismiss()
+    assert banner.text.text() == "0 of 6 Conv quantized" and banner.isVisible()
+    banner.clear(prefix="run:")
+    assert not banner.isVisible() and banner.keys() == []
