@@ -24,8 +24,9 @@ from PySide6.QtWidgets import (
 from widgets import theme
 from widgets.models.runs_summary import RunRow, RunsSummary
 
-COLUMNS = ("#", "config", "inputs", "p50 ms", "Δ p50", "p99 ms", "Δ p99", "samples/s",
-           "Δ samples/s", "cosine")  # fmt: skip
+COLUMNS = ("#", "config", "p50 ms", "Δ p50", "p99 ms", "Δ p99", "samples/s",
+           "Δ samples/s", "cosine", "inputs")  # fmt: skip
+TEXT_COLUMNS = (COLUMNS.index("config"), COLUMNS.index("inputs"))
 P50_DELTA = COLUMNS.index("Δ p50")
 MISSING = "–"
 
@@ -119,7 +120,6 @@ class RunsTable(QWidget):
             texts = (
                 f"{r.index + 1}{' ★' if r.baseline else ''}",
                 r.label + state,
-                r.inputs,
                 _num(r.p50_ms, ".3g"),
                 _delta(r.d_p50),
                 _num(r.p99_ms, ".3g"),
@@ -127,21 +127,22 @@ class RunsTable(QWidget):
                 _num(r.samples_per_s, ",.1f"),
                 _delta(r.d_samples_per_s),
                 cosine,
+                r.inputs,
             )
             # lower latency and higher throughput are better
-            goods = (None,) * 4 + (-r.d_p50, None, -r.d_p99, None, r.d_samples_per_s, None)
+            goods = (None,) * 3 + (-r.d_p50, None, -r.d_p99, None, r.d_samples_per_s, None, None)
             for c, text in enumerate(texts):
                 item = self.table.item(r.index, c)
                 if item is None:
                     item = QTableWidgetItem()
-                    if c != 1 and c != 2:
+                    if c not in TEXT_COLUMNS:
                         item.setTextAlignment(
                             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
                         )
                     self.table.setItem(r.index, c, item)
                 if item.text() != text:
                     item.setText(text)
-                    if c in (1, 2):
+                    if c in TEXT_COLUMNS:
                         item.setToolTip(text)
                 item.setFont(bold if r.baseline else self.font())
                 good = goods[c]
