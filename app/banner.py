@@ -1,4 +1,10 @@
-"""A dismissable message strip above the plots: engine crashes (with Restart) and errors."""
+"""A dismissable message strip above the plots: engine crashes (with Restart), errors, and
+warnings about the running config.
+
+Each message has a key; a message goes away when it no longer applies (its key cleared:
+a run's warnings when the next config starts, an apply error when one succeeds), or when
+dismissed. The newest is shown, with a count of the others behind it.
+"""
 
 from __future__ import annotations
 
@@ -13,30 +19,74 @@ STYLES = {
 
 
 class Banner(QFrame):
-    """Shows one message at a time; `action` is an optional button (e.g. Restart engine)."""
+    """Shows the newest message; `action` is an optional button (e.g. Restart engine)."""
 
     action_clicked = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("banner")
+        self._items: dict[str, tuple[str, str, str | None]] = {}  # key -> level, text, action
         self.text = QLabel()
         self.text.setWordWrap(True)
         self.text.setTextFormat(self.text.textFormat().PlainText)  # file text stays text
+        self.more = QLabel()
         self.action = QPushButton()
         self.action.clicked.connect(self.action_clicked)
         self.close_button = QPushButton("Dismiss")
-        self.close_button.clicked.connect(self.hide)
+        self.close_button.clicked.connect(self.dismiss)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(10, 6, 10, 6)
         layout.addWidget(self.text, 1)
+        layout.addWidget(self.more)
         layout.addWidget(self.action)
         layout.addWidget(self.close_button)
         self.hide()
 
-    def show_message(self, level: str, message: str, action: str | None = None) -> None:
+    def show_message(
+        self, level: str, message: str, action: str | None = None, key: str | None = None
+    ) -> None:
+        """Show `message` now; a later message with the same key replaces it."""
+        key = key or f"{level}:{message}"
+        self._items.pop(key, None)
+        self._items[key] = (level, message, action)
+        self._show_newest()
+
+    def clear(self, *keys: str, prefix: str | None = None) -> None:
+        """Drop the messages that no longer apply: by key, or every key with `prefix`."""
+        gone = [k for k in self._items if k in keys or (prefix and k.startswith(prefix))]
+        for k in gone:
+            del self._items[k]
+        if gone:
+            self._show_newest()
+
+    def clear_all(self) -> None:
+        self._items.clear()
+        self._show_newest()
+
+    def keys(self) -> list[str]:
+        return list(self._items)
+
+    def messages(self) -> list[str]:
+        return [text for _, text, _ in self._items.values()]
+
+    def dismiss(self) -> None:
+        """The shown message goes; the one behind it (if any) shows."""
+        if self._items:
+            self._items.pop(next(reversed(self._items)))
+        self._show_newest()
+
+    def _show_newest(self) -> None:
+        if not self._items:
+            self.text.clear()
+            self.hide()
+            return
+        level, message, action = self._items[next(reversed(self._items))]
         self.setStyleSheet(f"QFrame#banner {{{STYLES.get(level, STYLES['info'])}}}")
         self.text.setText(message)
+        others = len(self._items) - 1
+        self.more.setText(f"+{others} more" if others else "")
+        self.more.setVisible(others > 0)
         self.action.setVisible(bool(action))
         self.action.setText(action or "")
         self.show()

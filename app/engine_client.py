@@ -4,6 +4,7 @@ signals. A crash in the host becomes a `host_died` signal, never a dead window."
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing as mp
 import signal
 import threading
@@ -39,6 +40,7 @@ class EngineClient(QObject):
         self._closing = False
         self._generation = 0
         self.last_load: tuple[str, dict[str, tuple[int, ...]], str | None] | None = None
+        self._load_cmd: cmds.Load | None = None  # what a restart sends again
         self.last_config = RunConfig()
 
     # lifecycle ---------------------------------------------------------------------
@@ -68,8 +70,8 @@ class EngineClient(QObject):
         self.shutdown()
         self.start()
         self.apply(self.last_config)
-        if self.last_load:
-            self.load(*self.last_load)
+        if self._load_cmd is not None:
+            self._send(self._load_cmd)
 
     def shutdown(self, timeout: float = 5.0) -> None:
         self._closing = True
@@ -106,12 +108,31 @@ class EngineClient(QObject):
         shapes: dict[str, tuple[int, ...]] | None = None,
         inputs: str | None = None,
         config: RunConfig | None = None,
+        dims: dict[str, int] | None = None,
+        calibration: str | None = None,
     ) -> None:
-        """Load a model; with `config`, load it with that config (which becomes current)."""
-        self.last_load = (str(path), dict(shapes or {}), inputs)
+        """Load a model; with `config`, load it with that config (which becomes current);
+        `dims` sets symbolic input dims by name, `calibration` static INT8's samples."""
         if config is not None:
             self.last_config = config
-        self._send(cmds.Load(str(path), dict(shapes or {}), inputs, config))
+        load = cmds.Load(
+            str(path), dict(shapes or {}), inputs, config, dict(dims or {}), calibration
+        )
+        self.last_load = (str(path), dict(shapes or {}), inputs)
+        self._load_cmd = dataclasses.replace(load, config=None)  # restart: last_config applies
+        self._send(load)
+
+    def set_inputs(
+        self, dims: dict[str, int], inputs: str | None, calibration: str | None, label: str
+    ) -> None:
+        """The loaded model's input dims and data files (a new run, marked `label`, when
+        they change what runs)."""
+        if self._load_cmd is not None:
+            self._load_cmd = dataclasses.replace(
+                self._load_cmd, dims=dict(dims), inputs_npz=inputs, calibration_npz=calibration
+            )
+            self.last_load = (self._load_cmd.path, self._load_cmd.shapes, inputs)
+        self._send(cmds.SetInputs(dict(dims), inputs, calibration, label))
 
     def set_generation(self, prompt_len: int, new_tokens: int) -> None:
         """A generating model's prompt and output lengths (a new run, marked)."""

@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 
+from app.model_switch import config_for_new_model
 from app.peaks_loader import shared_loader
+from app.run_notices import RunNotices
 from engine.config import RunConfig
 from engine.events import (
     AccuracyResult,
@@ -35,6 +37,10 @@ from engine.events import (
 
 PER_CORE = re.compile(r"cpu\d+_percent$")  # recorded in the session, too many to draw
 BUILD_STAGES = {"load", "variant", "calibration", "session", "accuracy"}
+_PEAKS_NOTICE = (
+    "Measuring this machine's peaks, once (a few seconds; timing pauses meanwhile). "
+    "The roofline uses them; later launches reuse them."
+)
 HANG_AFTER_S = 30.0  # no engine event but telemetry for this long while running: a hang
 
 
@@ -67,6 +73,8 @@ class LiveController(QObject):
         self.roof_ops: list[Any] | None = None  # drawn instead of last_profile's (phases)
         self.serving = False  # a load run: samples are end-to-end latencies of requests
         self._last_t = -np.inf
+        self.notices = RunNotices()  # the running config's warnings, and the next one's
+        self.carry_settings: Callable[[], bool] = lambda: False  # set by the workbench
         self.peaks = shared_loader()
         self.peaks.loaded.connect(self._peaks_loaded)
         client.events.connect(self.on_events)
@@ -94,14 +102,28 @@ class LiveController(QObject):
         if config.precision != "fp32":
             self.view.accuracy.set_pending()
         self.view.config_panel.show_progress("preparing " + config.label(), 0, None)
+        self.notices.build_started()
         self.client.apply(config)
 
-    def open_model(self, path: str) -> None:
+    def build_started(self, what: str) -> None:
+        """Another part asked for a rebuild (an input size, a data file)."""
+        self.view.config_panel.show_progress("preparing " + what, 0, None)
+        self.notices.build_started()
+
+    def open_model(self, path: str, **load: Any) -> None:
+        """Load `path` on the FP32 defaults, or with the current settings when the user
+        carries them over (saying which); `load` goes to the client (dims, data files)."""
         panel = self.view.config_panel
         before = panel.config()
-        config = panel.config_for_model(path)  # ONNX on the PyTorch engine: ONNX Runtime
+        config, said = config_for_new_model(before, self.carry_settings(), path)
+        if config != before:
+            panel.set_config(config)
+        self.view.banner.clear("new-model")
+        if said:
+            self.view.banner.show_message("info", said[:1].upper() + said[1:], key="new-model")
         panel.show_progress(f"loading {path}", 0, None)
-        self.client.load(path, config=config if config != before else None)
+        self.notices.build_started()
+        self.client.load(path, config=config if config != before else None, **load)
 
     # engine -> view --------------------------------------------------------------------
     def on_events(self, batch: list[Any]) -> None:
@@ -109,6 +131,8 @@ class LiveController(QObject):
         lat_v: list[np.ndarray] = []
         if any(not isinstance(ev, Telemetry) for ev in batch):
             self.last_progress = time.monotonic()
+            if self.hang_reported:  # it answers again: the hang no longer applies
+                self.view.banner.clear("engine-hung")
             self.hang_reported = False
         for ev in batch:
             if isinstance(ev, LatencyBatch):
@@ -152,6 +176,7 @@ class LiveController(QObject):
         view = self.view
         if isinstance(ev, Marker):
             if ev.kind in ("config", "load"):
+                view.latency.start_segment()  # the numbers above the plot restart
                 view.latency.add_marker((ev.t_ns - self.t0_ns) / 1e9, ev.label)
             elif ev.kind == "profile":  # timing pauses for the pass: shade it, say why
                 view.latency.add_pause((ev.t_ns - self.t0_ns) / 1e9, ev.label)
@@ -175,6 +200,9 @@ class LiveController(QObject):
             )
             if ev.config.precision == "fp32":
                 view.accuracy.set_result(None)
+            warnings = self.notices.run_started()
+            if warnings is not None:  # a new config: the old one's warnings go
+                view.set_run_warnings(warnings)
             self.status_changed.emit()
         elif isinstance(ev, ModelLoaded):
             self.model_name = ev.info.name
@@ -192,13 +220,18 @@ class LiveController(QObject):
             self.last_profile = ev
             self.show_roofline()
         elif isinstance(ev, Progress):
-            if ev.stage in BUILD_STAGES:
+            if ev.stage == "peaks":  # the plot waits meanwhile: say why over it
+                view.show_plot_notice(None if ev.done >= (ev.total or 1) else _PEAKS_NOTICE)
+            elif ev.stage in BUILD_STAGES:
                 view.config_panel.show_progress(ev.message, ev.done, ev.total)
         elif isinstance(ev, CommandFailed):
+            if ev.command in ("load", "apply"):
+                self.notices.build_failed()
             view.config_panel.hide_progress()
             view.show_error(ev.command, ev.message, running=self.run_started)
         elif isinstance(ev, Notice):
-            view.show_notice(ev.level, ev.message)
+            if ev.level != "warning" or self.notices.warning(ev.message):
+                view.show_notice(ev.level, ev.message)
         elif isinstance(ev, PeaksMeasured):  # the host measured the machine's roofs
             self.peaks.peaks = ev.peaks
             self.show_roofline()

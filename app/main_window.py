@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from app.banner import Banner
 from app.compact import ElidedLabel, compact_pickers
 from app.config_panel import ConfigPanel
+from app.input_panel import InputPanel
 from app.traffic_dock import TrafficDock
 from app.tune_dock import TuneDock
 from engine import backends
@@ -36,13 +37,15 @@ from widgets.accuracy_badge import AccuracyBadge
 from widgets.generation_panel import GenerationPanel
 from widgets.latency_plot import LatencyPlot
 from widgets.op_table import OpTable
+from widgets.plot_notice import PlotNotice
 from widgets.roofline import RooflinePlot
 from widgets.telemetry_strip import TelemetryStrip
 
 SESSION_SUFFIXES = (".opscope",)
 STEPPED_KEY = "view/stepped_follow"  # the followed latency plot moves in steps
-# the docks: 1 config, operators, roofline; 2 + traffic, tune; 3 + scaling; 4 + generation
-LAYOUT_VERSION = 4
+# the docks: 1 config, operators, roofline; 2 + traffic, tune; 3 + scaling; 4 + generation;
+# 5 + runs
+LAYOUT_VERSION = 5
 
 
 class MainWindow(QMainWindow):
@@ -57,6 +60,7 @@ class MainWindow(QMainWindow):
 
         self.banner = Banner()
         self.latency = LatencyPlot()
+        self.plot_notice = PlotNotice(self.latency)
         self.telemetry = TelemetryStrip(paint_hz=1.0)  # slow-changing: once a second, as top
         latency = self.latency
         self.telemetry.set_x_link(  # its own last minute until there are samples to line up
@@ -101,6 +105,8 @@ class MainWindow(QMainWindow):
         facts.addRow("Variant", self.variant_label)
         side_layout.addLayout(facts)
         side_layout.addWidget(self.config_panel)
+        self.inputs = InputPanel()
+        side_layout.addWidget(self.inputs)
         acc_form = QFormLayout()
         acc_form.addRow("Accuracy", self.accuracy)
         acc_form.addRow("Min cosine", self.tolerance)
@@ -170,6 +176,28 @@ class MainWindow(QMainWindow):
         self.ops_dock.raise_()
         self._restore()
 
+    def add_runs(self, runs: QWidget) -> None:
+        """The Runs dock (the workbench makes its controller)."""
+        self.runs = runs
+        self.runs_dock = self._dock("Runs", runs, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.roofline_dock, self.runs_dock)
+        self.runs_dock.raise_()
+        self._restore()
+
+    def show_inputs(self, lines: list[str]) -> None:
+        """The concrete shape of each input of the running config."""
+        head = self.model_label.text().split("\n")[:2]
+        self.model_label.setText("\n".join([*head, ", ".join(_collapsed(lines))]))
+
+    def show_plot_notice(self, text: str | None) -> None:
+        self.plot_notice.say(text)
+
+    def set_run_warnings(self, messages: list[str]) -> None:
+        """A new config runs: the last one's warnings and a failed apply no longer apply."""
+        self.banner.clear("error:apply", "error:load", "error:run", "error:profile", prefix="run:")
+        for message in messages:
+            self.show_notice("warning", message)
+
     def model_loaded(self, info: ModelInfo) -> None:
         if hasattr(self, "scaling"):
             self.scaling.model_loaded(info)  # type: ignore[attr-defined]
@@ -229,13 +257,15 @@ class MainWindow(QMainWindow):
                 if running
                 else " Open another model with File > Open Model (Ctrl+O)."
             )
-        self.banner.show_message("error", f"{command} failed: {message}.{keeps}")
+        self.banner.show_message(
+            "error", f"{command} failed: {message}.{keeps}", key=f"error:{command}"
+        )
 
     def show_notice(self, level: str, message: str) -> None:
         if level == "note":  # for the session file, not the user's attention
             return
         if level == "warning":
-            self.banner.show_message("warning", message)
+            self.banner.show_message("warning", message, key=f"run:{message}")
         else:
             self.statusBar().showMessage(message, 8000)
 
@@ -244,6 +274,7 @@ class MainWindow(QMainWindow):
             "error",
             f"{why}. Everything measured so far is saved in the session.",
             action="Restart engine",
+            key="engine-died",
         )
 
     def host_hung(self, why: str) -> None:
@@ -251,6 +282,7 @@ class MainWindow(QMainWindow):
             "warning",
             f"{why}. Restarting kills it; everything measured so far is saved.",
             action="Restart engine",
+            key="engine-hung",
         )
 
     def set_status(self, model: str, provider: str, rate: str, session: str) -> None:

@@ -10,9 +10,11 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
 from app.actions import build_menus
 from app.engine_client import EngineClient
 from app.generation_controller import GenerationController
+from app.inputs_controller import InputsController
 from app.live_controller import LiveController
 from app.main_window import SESSION_SUFFIXES, MainWindow, add_recent
 from app.recording import Recording, new_autosave_path
+from app.runs_controller import RunsController
 from app.scaling_dock import ScalingDock
 from app.traffic_controller import TrafficController
 from app.tune_controller import TuneController
@@ -45,6 +47,10 @@ class Workbench(QObject):
         self.client.events.connect(lambda _batch: self.traffic.check_slo())
         self.tuner = TuneController(self.window.tune, self)
         self.window.add_scaling(ScalingDock(self))
+        self.runs = RunsController(self.client, self)
+        self.window.add_runs(self.runs.table)
+        self.inputs = InputsController(self.window, self.client, self.controller)
+        self.controller.carry_settings = lambda: self.inputs.carry
         self.session_windows: list[QObject] = []
         gpu, _ = gpu_facts()
         self.device = gpu or cpu_name() or "CPU"
@@ -78,7 +84,7 @@ class Workbench(QObject):
             self.open_model(path)
 
     def open_model(self, path: str) -> None:
-        self.controller.open_model(str(path))
+        self.controller.open_model(str(path), **self.inputs.for_new_model(str(path)))
         self.menus.set_recent(add_recent(self.window.settings, str(Path(path).resolve())))
 
     def open_session(self, path: str) -> None:
@@ -127,7 +133,7 @@ class Workbench(QObject):
         self.window.traffic.run_button.click()
 
     def restart_engine(self) -> None:
-        self.window.banner.hide()
+        self.window.banner.clear_all()
         self.controller.expect_events = False
         self.client.restart()
         self.running = True

@@ -89,3 +89,26 @@ def test_labels_that_do_not_fit_are_one_line(data: dict[str, Path]) -> None:
     assert "Traceback" not in proc.stderr
     proc = opscope("bench", DEMO_CNN, "--inputs", data["root"] / "empty.npz", "--no-live")
     assert proc.returncode == 2 and "holds no samples" in proc.stderr
+
+
+def test_a_data_file_is_checked_from_its_headers_in_one_line(tmp_path: Path) -> None:
+    from engine.model.eval_data import check_data_file
+    from engine.model.info import load_model
+    from tests.conftest import DEMO_TRANSFORMER
+
+    _, info = load_model(DEMO_TRANSFORMER)
+    good = tmp_path / "cal.npz"
+    np.savez(good, input_ids=np.ones((8, 32), np.int64))
+    assert check_data_file(good, info) == 1
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, pixels=np.ones((2, 3), np.float32))
+    with pytest.raises(InputError, match=r"wrong\.npz: no arrays for inputs input_ids"):
+        check_data_file(wrong, info)
+    rank = tmp_path / "rank.npz"
+    np.savez(rank, input_ids=np.ones(5, np.int64))
+    with pytest.raises(InputError, match="has shape \\[5\\], the model wants"):
+        check_data_file(rank, info)
+    junk = tmp_path / "junk.npz"
+    junk.write_text("not a zip")
+    with pytest.raises(InputError, match=r"junk\.npz: not a readable \.npz file"):
+        check_data_file(junk, info)

@@ -21,6 +21,7 @@ from engine.events import (
     Marker,
     Notice,
     OpProfile,
+    Progress,
     RunEnded,
     RunStarted,
     Telemetry,
@@ -142,6 +143,33 @@ def test_a_newer_request_supersedes_an_older_one(host: Host) -> None:
     assert not any(isinstance(e, RunStarted) and e.config.batch == 2 for e in host.events)
 
 
+def test_input_dims_and_data_files_rebuild_as_a_new_marked_run(host: Host, tmp_path: Path) -> None:
+    import numpy as np
+
+    from tests.conftest import DEMO_TRANSFORMER
+
+    host.send(cmds.Load(str(DEMO_TRANSFORMER), dims={"sequence": 16}))
+    started = host.wait_for(lambda e: isinstance(e, RunStarted))
+    assert started.inputs["input_ids"][0] == (1, 16)
+    host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0)
+    n = len(host.events)
+    host.send(cmds.SetInputs({"sequence": 40}, None, None, "sequence 40"))
+    marker = host.wait_for(lambda e: isinstance(e, Marker) and e.kind == "config", start=n)
+    assert marker.label == "sequence 40"
+    started = host.wait_for(lambda e: isinstance(e, RunStarted), start=n)
+    assert started.inputs["input_ids"][0] == (1, 40)  # recorded with the run
+    # calibration data matters to INT8 static only: no rebuild on FP32
+    cal = tmp_path / "cal.npz"
+    np.savez(cal, input_ids=np.ones((2, 40), np.int64))
+    n = len(host.events)
+    host.send(cmds.SetInputs({"sequence": 40}, None, str(cal), "calibration data"))
+    host.send(cmds.SetInputs({"sequence": 0}, None, str(cal), "bad"))  # fails in one line
+    failed = host.wait_for(lambda e: isinstance(e, CommandFailed), start=n)
+    assert "sequence must be a positive integer" in failed.message
+    assert not any(isinstance(e, Marker) and e.label == "calibration data"
+                   for e in host.events[n:])  # fmt: skip
+
+
 def _throttling_gpu() -> dict[str, float]:
     """Telemetry as NVML reports a GPU held back by a thermal slowdown (0x20), next to the
     benign 'GPU idle' bit (0x1), which must not count."""
@@ -199,6 +227,9 @@ def test_missing_peaks_are_measured_by_the_host_with_timing_paused(
         assert cpu["memory_gbps"] > 0 and cpu["gflops"] > 0
         note = next(e for e in host.events if isinstance(e, Notice) and "peak" in e.message)
         assert "timing pauses" in note.message
+        said = [(e.done, e.total) for e in host.events if isinstance(e, Progress)
+                and e.stage == "peaks"]  # fmt: skip
+        assert said == [(0, 1), (1, 1)]  # the window says so over its plot meanwhile
         host.wait_for(
             lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0,
             start=host.events.index(measured),

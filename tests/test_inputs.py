@@ -112,3 +112,50 @@ def test_npz_errors(zoo: dict[str, Path], tmp_path: Path) -> None:
     np.savez(pickled, a=np.array([{"x": 1}], dtype=object), b=np.ones((2, 8)))
     with pytest.raises(InputError):
         load_npz(pickled, info)  # object arrays need pickle: refused
+
+
+def _symbolic_cnn(path: Path) -> Path:
+    """A convolution over images[batch, 3, height, width] (a detector's signature)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["images", "w"], ["c"], name="conv"),
+            helper.make_node("GlobalAveragePool", ["c"], ["out"], name="pool"),
+        ],
+        "cnn",
+        [
+            helper.make_tensor_value_info(
+                "images", TensorProto.FLOAT, ["batch", 3, "height", "width"]
+            )
+        ],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    onnx.save(model, path)
+    return path
+
+
+def test_editable_dims_and_the_shapes_the_window_shows(tmp_path: Path) -> None:
+    from engine.model.dims import describe_inputs, editable_dims
+
+    _, info = load_model(_symbolic_cnn(tmp_path / "det.onnx"))
+    dims = editable_dims(info)
+    assert [(d.name, d.default, d.why) for d in dims] == [
+        ("height", 224, "default image size"),
+        ("width", 224, "default image size"),
+    ]  # the batch is the Batch knob's
+    plan = plan_inputs(info, 2)
+    assert describe_inputs(info, plan.shapes, {}) == ["images 2x3x224x224, default size"]
+    plan = plan_inputs(info, 1, dims_set={"height": 320, "width": 320})
+    assert plan.shapes["images"] == (1, 3, 320, 320) and not plan.notes
+    assert describe_inputs(info, plan.shapes, {"height": 320, "width": 320}) == [
+        "images 1x3x320x320, size set"
+    ]
+    with pytest.raises(InputError, match="'depth' is not a symbolic dim"):
+        plan_inputs(info, 1, dims_set={"depth": 3})
+    with pytest.raises(InputError, match="height must be a positive integer"):
+        plan_inputs(info, 1, dims_set={"height": 0})

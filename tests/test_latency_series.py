@@ -31,6 +31,25 @@ def test_rolling_percentiles_are_those_of_the_trailing_raw_samples() -> None:
     assert stats["p99"] == pytest.approx(np.percentile(lat[-50:], 99))
 
 
+def test_the_trailing_window_restarts_at_a_config_change() -> None:
+    """Batch 1 at 10 ms then batch 16 at 346 ms: the numbers after the change are batch
+    16's alone, with samples/s beside them (p50 up, throughput up too)."""
+    series = LatencySeries(percentile_window=200)
+    series.append(np.arange(300) * 0.01, np.full(300, 10.0), 1)
+    before = series.latest_stats()
+    assert before["count"] == 200 and before["samples_per_s"] == pytest.approx(100.0)
+    series.start_segment()
+    assert series.latest_stats()["count"] == 0  # nothing of the new config yet
+    t = 3.0 + np.arange(20) * 0.05
+    series.append(t, np.full(20, 346.0), 16)
+    after = series.latest_stats()
+    assert after["count"] == 20 and after["segment"] == 20
+    assert after["p50"] == after["p90"] == 346.0  # no batch-1 sample mixed in
+    assert after["samples_per_s"] == pytest.approx(16 / 0.05)
+    series.clear()
+    assert series.latest_stats()["segment"] == 0
+
+
 def test_throughput_bins_count_samples_times_batch() -> None:
     series = LatencySeries()
     t = np.arange(0, 2.0, 0.01)  # 100 inferences/s for 2 s

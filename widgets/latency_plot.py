@@ -164,7 +164,8 @@ class LatencyPlot(QWidget):
 
         self.stats_label = theme.make_steady(
             QLabel("no samples yet"),
-            "p50 888.8 ms · p90 888.8 ms · p99 888.8 ms   last 8,888 of 888,888,888 inferences",
+            "p50 888.8 ms · 88,888 samples/s · p90 888.8 ms · p99 888.8 ms   "
+            "last 8,888 of 888,888,888 inferences since the config change",
         )
         self._stats_at = 0.0  # monotonic time of the last stats text
         follow_button = QToolButton()
@@ -201,6 +202,11 @@ class LatencyPlot(QWidget):
             self.pauses.log.samples_from(float(t[0]))  # samples again: a pause has ended
         if self.series.append(t, latency_ms, batch):
             self._dirty = True
+
+    def start_segment(self) -> None:
+        """A config change: the numbers above the plot restart from its first sample."""
+        self.series.start_segment()
+        self._stats_at = 0.0
 
     def add_marker(self, t_s: float, label: str) -> None:
         """A labelled vertical line at a config change; dropped with the data it precedes."""
@@ -447,13 +453,20 @@ class LatencyPlot(QWidget):
             return
         self._stats_at = now
         stats = self.latest_stats()
-        text = (
-            " · ".join(
-                f"<b style='color:{color}'>{q}</b> {stats[q]:.3g} ms"
-                for q, color in (("p50", theme.P50), ("p90", theme.P90), ("p99", theme.P99))
-            )
-            + f"&nbsp;&nbsp; last {stats['count']:,} of {self._samples.total:,} inferences"
+        if not stats["count"]:
+            return
+        parts = [
+            f"<b style='color:{color}'>{q}</b> {stats[q]:.3g} ms"
+            for q, color in (("p50", theme.P50), ("p90", theme.P90), ("p99", theme.P99))
+        ]
+        rate = stats["samples_per_s"]
+        parts.insert(1, f"{rate:,.4g} samples/s" if np.isfinite(rate) else "– samples/s")
+        since = (
+            f"{stats['segment']:,} inferences since the config change"
+            if stats["segment"] < self._samples.total
+            else f"{self._samples.total:,} inferences"
         )
+        text = " · ".join(parts) + f"&nbsp;&nbsp; last {stats['count']:,} of {since}"
         theme.set_text_if_changed(self.stats_label, text)
 
     def _apply_follow(self) -> tuple[float, float]:

@@ -34,6 +34,7 @@ class PrepareRequest:
     model_path: str
     config: RunConfig = field(default_factory=RunConfig)
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    dims: dict[str, int] = field(default_factory=dict)  # symbolic dims by name: height=320
     inputs_npz: str | None = None  # a file, or a folder of .npz files: accuracy uses them all
     calibration_npz: str | None = None  # likewise, for static INT8
     seed: int = 0

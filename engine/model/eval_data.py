@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import InputError
-from engine.model.inputs import Feeds
+from engine.model.info import ModelInfo
+from engine.model.inputs import Feeds, npz_headers
 
 MAX_SAMPLES = 4096  # beyond this, accuracy takes longer than it tells more
 
@@ -93,3 +94,30 @@ def _labels(path: str | Path, samples: int) -> np.ndarray:
     if y.size != samples:
         raise InputError(f"{y.size} labels for {samples} samples", p)
     return y.astype(np.int64)
+
+
+def check_data_file(path: str | Path, info: ModelInfo) -> int:
+    """Check a file (or folder) of samples for `info`'s inputs from the arrays' headers only
+    (no data read, nothing unpickled): every input present with the model's rank. Returns
+    the number of files; a bad one raises InputError naming the file and the cause."""
+    files = npz_files(path)
+    for file in files:
+        try:
+            headers = npz_headers(file)
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+            raise InputError(f"not a readable .npz file ({exc})", file) from exc
+        missing = [v.name for v in info.inputs if v.name not in headers]
+        if missing:
+            raise InputError(
+                f"no arrays for inputs {', '.join(missing)} "
+                f"(the file has {', '.join(sorted(headers)) or 'none'})",
+                file,
+            )
+        for v in info.inputs:
+            shape = headers[v.name][0]
+            if v.shape is not None and len(shape) != len(v.shape):
+                raise InputError(
+                    f"array {v.name!r} has shape {list(shape)}, the model wants {v.shape_text()}",
+                    file,
+                )
+    return len(files)

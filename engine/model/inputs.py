@@ -58,16 +58,20 @@ def parse_shape_override(text: str) -> tuple[str, tuple[int, ...]]:
 
 
 def plan_inputs(
-    info: ModelInfo, batch: int, overrides: Mapping[str, tuple[int, ...]] | None = None
+    info: ModelInfo,
+    batch: int,
+    overrides: Mapping[str, tuple[int, ...]] | None = None,
+    dims_set: Mapping[str, int] | None = None,
 ) -> InputPlan:
-    """Choose a concrete shape for every tensor input."""
+    """Choose a concrete shape for every tensor input. `dims_set` gives symbolic dims by
+    name (the window's 'height', 'sequence' boxes); `overrides` whole shapes by input."""
     overrides = dict(overrides or {})
     names = {v.name for v in info.inputs}
     for name in overrides:
         if name not in names:
             known = ", ".join(sorted(names)) or "none"
             raise InputError(f"--shape names unknown input {name!r} (inputs: {known})", info.path)
-    dims: dict[str, int] = {}
+    dims: dict[str, int] = _checked_dims(info, dims_set or {})
     notes: list[str] = []
     # Overrides pin the symbolic names they cover, so other inputs sharing a name agree.
     for v in info.inputs:
@@ -97,6 +101,21 @@ def plan_inputs(
             concrete.append(_resolve_dim(d, axis, v, batch, dims, notes))
         shapes[v.name] = tuple(concrete)
     return InputPlan(shapes, dims, tuple(dict.fromkeys(notes)))
+
+
+def _checked_dims(info: ModelInfo, dims_set: Mapping[str, int]) -> dict[str, int]:
+    """The named dims given, each one the model has, each a positive integer."""
+    known = {d for v in info.inputs for d in (v.shape or ()) if isinstance(d, str)}
+    for name, value in dims_set.items():
+        if name not in known:
+            raise InputError(
+                f"input dim {name!r} is not a symbolic dim of this model "
+                f"(it has {', '.join(sorted(known)) or 'none'})",
+                info.path,
+            )
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InputError(f"input dim {name} must be a positive integer, got {value!r}")
+    return dict(dims_set)
 
 
 def _resolve_dim(

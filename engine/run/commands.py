@@ -17,6 +17,19 @@ class Load:
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     inputs_npz: str | None = None
     config: RunConfig | None = None
+    dims: dict[str, int] = field(default_factory=dict)  # symbolic dims by name
+    calibration_npz: str | None = None
+
+
+@dataclass(frozen=True)
+class SetInputs:
+    """The loaded model's input sizes (symbolic dims by name) and data files: rebuilt like
+    Apply, a new run marked with `label`, when they change what runs."""
+
+    dims: dict[str, int]
+    inputs_npz: str | None
+    calibration_npz: str | None
+    label: str
 
 
 @dataclass(frozen=True)
@@ -99,4 +112,5 @@ Command = (
     | StopLoad
     | Calibrate
     | GenerationShape
+    | SetInputs
 )

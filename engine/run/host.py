@@ -128,7 +128,9 @@ class HostState:
 
     path: str | None = None
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    dims: dict[str, int] = field(default_factory=dict)
     inputs: str | None = None
+    calibration: str | None = None
     config: RunConfig = field(default_factory=RunConfig)
     running: bool = True
     profile_due: bool = False
@@ -147,7 +149,9 @@ class HostState:
             str(self.path),
             config=config,
             shapes=self.shapes,
+            dims=self.dims,
             inputs_npz=self.inputs,
+            calibration_npz=self.calibration,
             new_tokens=self.new_tokens,
         )
 
@@ -273,6 +277,7 @@ def _handle(
         if cmd.config is not None:  # the config to load it with (e.g. another engine)
             state.config = cmd.config
         state.path, state.shapes, state.inputs = cmd.path, dict(cmd.shapes), cmd.inputs_npz
+        state.dims, state.calibration = dict(cmd.dims), cmd.calibration_npz
         state.new_tokens = None
         _import_on_this_thread(state.config)
         builder.submit(state.request(state.config), f"load {Path(cmd.path).name}", "load")
@@ -315,6 +320,17 @@ def _handle(
         state.new_tokens = cmd.new_tokens
         label = f"prompt {cmd.prompt_len}, {cmd.new_tokens} new"
         builder.submit(state.request(config), label, "apply")
+    elif isinstance(cmd, cmds.SetInputs):
+        config = live.config or state.config
+        changed = (
+            cmd.dims != state.dims
+            or cmd.inputs_npz != state.inputs
+            or (cmd.calibration_npz != state.calibration and config.precision == "int8-static")
+        )
+        state.dims, state.inputs = dict(cmd.dims), cmd.inputs_npz
+        state.calibration = cmd.calibration_npz
+        if state.path is not None and changed:
+            builder.submit(state.request(config), cmd.label, "apply")
     elif isinstance(cmd, cmds.StopLoad):
         if state.job is not None:
             state.job.stop()
@@ -378,12 +394,15 @@ def _peaks_if_missing(live: LiveRun, state: HostState, out: Outbox) -> None:
             "pauses a few seconds",
         )
     )
+    out.put(Progress("peaks", 0, 1, "measuring this machine's peaks, once"))
     out.flush(force=True)
     try:
         peaks = load_peaks(remeasure=True, gpu=gpu)
     except Exception as exc:  # the roofline then shows no roofs; the run goes on
         out.put(Notice("warning", f"measuring the machine's peaks failed: {exc}"))
         return
+    finally:
+        out.put(Progress("peaks", 1, 1, "peaks measured"))
     gpu_peaks = peaks.get("gpu") or {}
     if "error" in gpu_peaks:
         out.put(Notice("warning", f"measuring the GPU's peaks failed: {gpu_peaks['error']}"))

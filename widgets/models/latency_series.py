@@ -68,6 +68,8 @@ class LatencySeries:
         self._open_bin: int | None = None  # index of the bin still filling
         self._open_sum = 0.0  # samples (batch x inferences) in it so far
         self._pct_total = 0  # samples (ever appended) whose percentiles are computed
+        self._segment_total = 0  # samples appended before the running config's first
+        self._batch = 1  # samples per inference of the latest append
 
     def __len__(self) -> int:
         return len(self.buffer)
@@ -96,6 +98,7 @@ class LatencySeries:
             raise ValueError("t_s must not decrease; call clear() before a new session")
         nan = np.nan
         self.buffer.append([t, lat, nan, nan, nan])
+        self._batch = batch
         self._add_to_bins(t, batch)
         return True
 
@@ -103,6 +106,12 @@ class LatencySeries:
         self.buffer.clear()
         self._bins.clear()
         self._open_bin, self._open_sum, self._pct_total = None, 0.0, 0
+        self._segment_total, self._batch = 0, 1
+
+    def start_segment(self) -> None:
+        """A config change: the trailing window of `latest_stats` restarts here, so it
+        never mixes a batch-1 run with a batch-16 one."""
+        self._segment_total = self.buffer.total
 
     def samples(self) -> tuple[FloatArray, FloatArray]:
         """(t_s, latency_ms) retained, oldest first: views valid until the next append."""
@@ -117,12 +126,27 @@ class LatencySeries:
         return np.vstack([self.buffer.view(c) for c in (P50, P90, P99)])
 
     def latest_stats(self) -> dict[str, Any]:
-        """count and p50/p90/p99 (ms) of the trailing window; NaN values when empty."""
-        lat = self.buffer.view(LAT)[-self.percentile_window :]
-        if lat.size == 0:
-            return {"count": 0, "p50": np.nan, "p90": np.nan, "p99": np.nan}
+        """count and p50/p90/p99 (ms) of the trailing window within the running config's
+        samples, `segment` (how many it has) and `samples_per_s` (batch x inferences per
+        second over the window); NaN values when empty."""
+        segment = self.buffer.total - self._segment_total
+        n = min(self.percentile_window, segment, len(self.buffer))
+        if n <= 0:
+            return {"count": 0, "p50": np.nan, "p90": np.nan, "p99": np.nan,
+                    "segment": 0, "samples_per_s": np.nan}  # fmt: skip
+        lat = self.buffer.view(LAT)[-n:]
+        t = self.buffer.view(T)[-n:]
         p50, p90, p99 = np.percentile(lat, QUANTILES)
-        return {"count": int(lat.size), "p50": float(p50), "p90": float(p90), "p99": float(p99)}
+        span = float(t[-1] - t[0])
+        rate = self._batch * (n - 1) / span if n > 1 and span > 0 else np.nan
+        return {
+            "count": n,
+            "p50": float(p50),
+            "p90": float(p90),
+            "p99": float(p99),
+            "segment": int(segment),
+            "samples_per_s": float(rate),
+        }
 
     def update_percentiles(self) -> None:
         """Rolling percentiles for the samples that arrived since the last paint only."""

@@ -142,7 +142,7 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
         def make_feeds(i: int) -> Feeds:
             return feeds
     else:
-        plan = plan_inputs(info, config.batch, req.shapes)
+        plan = plan_inputs(info, config.batch, req.shapes, req.dims)
         for note in plan.notes:
             yield Notice("info", f"input dim {note}")
         feeds = generate_inputs(model, info, plan, seed=req.seed)
@@ -154,8 +154,8 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
     if config.precision == "int8-static" and req.calibration_npz is None:
         yield Notice(
             "warning",
-            "INT8 static calibrated on generated data; pass "
-            "--calibration FILE.npz with real samples for meaningful accuracy",
+            "INT8 static calibrated on generated data: give real samples (--calibration "
+            "FILE.npz, or Calibration data… in the window) for meaningful accuracy",
         )
     gpu = config.provider != "cpu" and gpu_present()
     variant: VariantReady | None = None

@@ -191,8 +191,9 @@ def nothing_quantized(meta: dict[str, Any], info: ModelInfo) -> str | None:
     has = sum(n for op, n in info.op_types.items() if op.split(".")[-1] in DYNAMIC_OPS)
     if convs:
         return (
-            f"INT8 dynamic left all {convs} Conv in FP32: it quantizes MatMul, Gemm, Attention "
-            f"and LSTM only ({has} node(s) here); for convolutions try INT8 static"
+            f"0 of {convs} Conv quantized: INT8 dynamic skips Conv (it quantizes MatMul, Gemm, "
+            f"Attention and LSTM only: {has} node(s) here), so they run in FP32; "
+            "try INT8 static"
         )
     if meta["quantized_nodes"] == 0:
         return (

@@ -1,0 +1,59 @@
+"""The runs table's model without Qt: figures from raw samples, deltas to a pinned run."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from widgets.models.runs_summary import RunsSummary
+
+
+def _feed(runs: RunsSummary, lat_ms: float, n: int, t0_s: float = 0.0) -> None:
+    lat = np.full(n, lat_ms * 1e6)
+    starts = (t0_s + np.arange(n) * lat_ms / 1e3) * 1e9  # back to back
+    runs.add(starts[: n // 2], lat[: n // 2])
+    runs.add(starts[n // 2 :], lat[n // 2 :])
+
+
+def test_pinning_a_baseline_gives_each_run_its_change() -> None:
+    runs = RunsSummary()
+    runs.start("FP32 batch=1", "input_ids 1x128", 1)
+    _feed(runs, 10.0, 400)
+    runs.set_cosine(1.0)
+    runs.start("FP32 batch=4", "input_ids 4x128", 4)  # the batch-1 run ends here
+    _feed(runs, 20.0, 200, t0_s=10)
+    rows = runs.rows()
+    assert [r.running for r in rows] == [False, True]
+    assert rows[0].p50_ms == pytest.approx(10.0) and rows[1].p50_ms == pytest.approx(20.0)
+    assert rows[0].samples_per_s == pytest.approx(100.0)
+    assert rows[1].samples_per_s == pytest.approx(200.0)  # 4 per 20 ms: throughput up
+    assert math.isnan(rows[1].d_p50)  # no baseline yet
+    runs.pin(0)
+    rows = runs.rows()
+    assert rows[0].baseline and rows[0].d_p50 == 0.0
+    assert rows[1].d_p50 == pytest.approx(100.0)  # p50 doubled...
+    assert rows[1].d_samples_per_s == pytest.approx(100.0)  # ...and so did samples/s
+    runs.pin(1)
+    assert runs.rows()[0].d_p50 == pytest.approx(-50.0)
+    runs.pin(None)
+    assert math.isnan(runs.rows()[0].d_p50)
+    with pytest.raises(IndexError):
+        runs.pin(5)
+
+
+def test_the_engines_final_statistics_replace_the_live_ones() -> None:
+    runs = RunsSummary()
+    runs.start("INT8 dynamic", "image 1x3x64x64", 1)
+    _feed(runs, 5.0, 100)
+    runs.set_cosine(0.9993)
+    runs.finish(count=12_345, p50_ms=4.5, p99_ms=9.0, samples_per_s=210.0)
+    runs.end()
+    row = runs.rows()[0]
+    assert (row.count, row.p50_ms, row.p99_ms, row.samples_per_s) == (12_345, 4.5, 9.0, 210.0)
+    assert row.cosine == pytest.approx(0.9993) and not row.running
+    runs.add([1.0], [1.0])  # no run open: ignored
+    assert runs.rows()[0].count == 12_345
+    runs.start("FP32", "image 1x3x64x64", 1)
+    assert runs.rows()[1].count == 0 and math.isnan(runs.rows()[1].p50_ms)

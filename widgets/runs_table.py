@@ -1,0 +1,157 @@
+"""The runs table: one row per run of the live session (config, inputs, p50, p99,
+samples/s, cosine) and its change against the run pinned as the baseline. It paints a
+`RunsSummary` (widgets/models/runs_summary.py), which does the arithmetic."""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMenu,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from widgets import theme
+from widgets.models.runs_summary import RunRow, RunsSummary
+
+COLUMNS = ("#", "config", "p50 ms", "Δ p50", "p99 ms", "Δ p99", "samples/s",
+           "Δ samples/s", "cosine", "inputs")  # fmt: skip
+TEXT_COLUMNS = (COLUMNS.index("config"), COLUMNS.index("inputs"))
+P50_DELTA = COLUMNS.index("Δ p50")
+MISSING = "–"
+
+
+def _num(value: float, fmt: str) -> str:
+    return format(value, fmt) if math.isfinite(value) else MISSING
+
+
+def _delta(value: float) -> str:
+    return f"{value:+.1f}%" if math.isfinite(value) else MISSING
+
+
+class RunsTable(QWidget):
+    """Shows `summary`'s rows on `refresh()`; pins the selected run as the baseline."""
+
+    baseline_changed = Signal(object)  # the pinned row index, or None
+
+    def __init__(self, summary: RunsSummary, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.summary = summary
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().hide()
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._menu)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(False)  # a narrow dock scrolls; the config stays whole
+        self.table.setWordWrap(False)
+        self.table.setToolTip(
+            "Every run of this session: each config, input size or resumed timing is one. "
+            "Δ columns: change against the pinned baseline (right-click a run to pin it). "
+            "Lower p50/p99 is better; higher samples/s is better."
+        )
+        self.pin_button = QPushButton("Pin as baseline")
+        self.pin_button.setToolTip("The selected run becomes the one every Δ compares with")
+        self.pin_button.clicked.connect(self.pin_selected)
+        self.unpin_button = QPushButton("Unpin")
+        self.unpin_button.clicked.connect(lambda: self.pin(None))
+        self.unpin_button.setEnabled(False)
+        self.note = QLabel("no baseline pinned")
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.pin_button)
+        row.addWidget(self.unpin_button)
+        row.addWidget(self.note, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addLayout(row)
+        layout.addWidget(self.table, 1)
+        self._shown: list[RunRow] = []
+
+    def pin(self, index: int | None) -> None:
+        self.summary.pin(index)
+        self.baseline_changed.emit(index)
+        self.refresh()
+
+    def pin_selected(self) -> None:
+        rows = self.table.selectionModel().selectedRows()
+        if rows:
+            self.pin(rows[0].row())
+
+    def _menu(self, pos: QPoint) -> None:
+        item = self.table.itemAt(pos)
+        if item is None:
+            return
+        menu = QMenu(self)
+        index = item.row()
+        pin = menu.addAction(f"Pin run {index + 1} as baseline")
+        pin.triggered.connect(lambda: self.pin(index))
+        if self.summary.baseline is not None:
+            menu.addAction("Unpin baseline").triggered.connect(lambda: self.pin(None))
+        menu.exec(self.table.viewport().mapToGlobal(pos))
+
+    def refresh(self) -> None:
+        """Repaint from the summary (cells whose text did not change are left alone)."""
+        rows = self.summary.rows()
+        if rows == self._shown:
+            return
+        self._shown = rows
+        grew = self.table.rowCount() != len(rows)
+        self.table.setRowCount(len(rows))
+        bold = QFont(self.font())
+        bold.setBold(True)
+        for r in rows:
+            cosine = MISSING if r.cosine is None else f"{r.cosine:.5f}"
+            state = " (running)" if r.running else " (failed)" if r.failed else ""
+            texts = (
+                f"{r.index + 1}{' ★' if r.baseline else ''}",
+                r.label + state,
+                _num(r.p50_ms, ".3g"),
+                _delta(r.d_p50),
+                _num(r.p99_ms, ".3g"),
+                _delta(r.d_p99),
+                _num(r.samples_per_s, ",.1f"),
+                _delta(r.d_samples_per_s),
+                cosine,
+                r.inputs,
+            )
+            # lower latency and higher throughput are better
+            goods = (None,) * 3 + (-r.d_p50, None, -r.d_p99, None, r.d_samples_per_s, None, None)
+            for c, text in enumerate(texts):
+                item = self.table.item(r.index, c)
+                if item is None:
+                    item = QTableWidgetItem()
+                    if c not in TEXT_COLUMNS:
+                        item.setTextAlignment(
+                            Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+                        )
+                    self.table.setItem(r.index, c, item)
+                if item.text() != text:
+                    item.setText(text)
+                    if c in TEXT_COLUMNS:
+                        item.setToolTip(text)
+                item.setFont(bold if r.baseline else self.font())
+                good = goods[c]
+                if good is not None and math.isfinite(good) and abs(good) >= 2.0:
+                    item.setForeground(QColor(theme.GOOD if good > 0 else theme.BAD))
+                else:
+                    item.setData(Qt.ItemDataRole.ForegroundRole, None)
+        base = self.summary.baseline
+        self.note.setText("no baseline pinned" if base is None else f"Δ against run {base + 1}")
+        self.unpin_button.setEnabled(base is not None)
+        if grew:
+            self.table.scrollToBottom()
