@@ -15,8 +15,10 @@ from PySide6.QtWidgets import (
     QDockWidget,
     QDoubleSpinBox,
     QFormLayout,
+    QFrame,
     QLabel,
     QMainWindow,
+    QScrollArea,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -113,7 +115,13 @@ class MainWindow(QMainWindow):
         side_layout.addLayout(acc_form)
         side_layout.addStretch(1)
         compact_pickers(side)  # its longest entries must not widen the window past 1024 px
-        self.config_dock = self._dock("Configuration", side, Qt.DockWidgetArea.LeftDockWidgetArea)
+        scroll = QScrollArea()  # scrolls rather than making the window taller than 700 px
+        scroll.setWidget(side)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setMinimumWidth(side.minimumSizeHint().width() + 14)
+        self.config_dock = self._dock("Configuration", scroll, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.generation = GenerationPanel()
         self.generation_dock = self._dock(
             "Generation", self.generation, Qt.DockWidgetArea.LeftDockWidgetArea

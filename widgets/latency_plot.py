@@ -164,7 +164,7 @@ class LatencyPlot(QWidget):
 
         self.stats_label = theme.make_steady(
             QLabel("no samples yet"),
-            "p50 888.8 ms · 88,888 samples/s · p90 888.8 ms · p99 888.8 ms   "
+            "p50 888.8 ms · 88,888 samples/s · p90 888.8 ms · p99 888.8 ms\n"
             "last 8,888 of 888,888,888 inferences since the config change",
         )
         self._stats_at = 0.0  # monotonic time of the last stats text
@@ -466,7 +466,9 @@ class LatencyPlot(QWidget):
             if stats["segment"] < self._samples.total
             else f"{self._samples.total:,} inferences"
         )
-        text = " · ".join(parts) + f"&nbsp;&nbsp; last {stats['count']:,} of {since}"
+        text = (
+            " · ".join(parts) + f"<br>last {stats['count']:,} of {since}"
+        )  # two lines: fits 1024 px
         theme.set_text_if_changed(self.stats_label, text)
 
     def _apply_follow(self) -> tuple[float, float]:

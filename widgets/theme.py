@@ -63,8 +63,12 @@ def make_steady(label: QLabel, template: str) -> QLabel:
     metrics = QFontMetrics(label.font())
     bold = QFont(label.font())
     bold.setBold(True)
-    width = max(metrics.horizontalAdvance(template), QFontMetrics(bold).horizontalAdvance(template))
-    label.setFixedSize(width + 8, label.sizeHint().height())
+    lines = template.split("\n")  # several lines: the widest sets the width
+    width = max(
+        max(metrics.horizontalAdvance(t), QFontMetrics(bold).horizontalAdvance(t)) for t in lines
+    )
+    extra = (len(lines) - 1) * metrics.lineSpacing()
+    label.setFixedSize(width + 8, label.sizeHint().height() + extra)
     label.setAutoFillBackground(True)
     return label
 
