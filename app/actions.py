@@ -205,6 +205,9 @@ def build_menus(wb: Workbench) -> Menus:
     generation = w.generation_dock.toggleViewAction()
     generation.setShortcut("Ctrl+Shift+G")
     view.addAction(generation)
+    llm_serving = w.llm_serving_dock.toggleViewAction()  # type: ignore[attr-defined]
+    llm_serving.setShortcut("Ctrl+Shift+M")
+    view.addAction(llm_serving)
 
     helpm = bar.addMenu("&Help")
     act(helpm, "&About OpScope", lambda: _about(wb))

@@ -11,6 +11,7 @@ from app.actions import build_menus
 from app.engine_client import EngineClient
 from app.generation_controller import GenerationController
 from app.live_controller import LiveController
+from app.llm_serving_controller import install_llm_serving
 from app.main_window import SESSION_SUFFIXES, MainWindow, add_recent
 from app.recording import Recording, new_autosave_path
 from app.scaling_dock import ScalingDock
@@ -45,6 +46,7 @@ class Workbench(QObject):
         self.client.events.connect(lambda _batch: self.traffic.check_slo())
         self.tuner = TuneController(self.window.tune, self)
         self.window.add_scaling(ScalingDock(self))
+        self.llm_serving = install_llm_serving(self)  # shown for generating models
         self.session_windows: list[QObject] = []
         gpu, _ = gpu_facts()
         self.device = gpu or cpu_name() or "CPU"
@@ -163,6 +165,7 @@ class Workbench(QObject):
     def shutdown(self) -> None:
         self.status_timer.stop()
         self.tuner.cancel.set()  # after the trial now running; finished ones are recorded
+        self.llm_serving.shutdown()
         self.client.shutdown()
         self.recording.close()
         for w in self.session_windows:
