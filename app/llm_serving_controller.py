@@ -43,6 +43,8 @@ class LLMServingController(QObject):
         self.plan: LLMPlan | None = None
         self.resume = False
         self.t0 = 0.0
+        self.warnings: list[str] = []  # the job's warnings, repeated in its last line
+        self.notes: list[str] = []
         dock.simulate_requested.connect(self.simulate)
         dock.real_requested.connect(self.run_real)
         dock.cancel_requested.connect(self.job.cancel)
@@ -110,7 +112,14 @@ class LLMServingController(QObject):
         except OpScopeError as exc:
             self.dock.set_status(str(exc), "error")
             return
-        config = llm_serving_config(self.wb.window.config_panel.config())
+        live = self.wb.window.config_panel.config()
+        config = llm_serving_config(live)
+        self.warnings = []
+        self.notes = (
+            []
+            if live.precision == "fp32"
+            else [f"served in fp32 (the live {live.precision} is not served yet)"]
+        )
         self.kind, self.plan, self.t0 = kind, plan, time.perf_counter()
         self.resume = bool(self.wb.running)
         if self.wb.running:
@@ -131,8 +140,11 @@ class LLMServingController(QObject):
         for ev in batch:
             if isinstance(ev, Progress):
                 self.dock.show_progress(ev.done, ev.total, f"{ev.stage}: {ev.message}")
-            elif isinstance(ev, Notice) and ev.level != "note":
-                self.dock.set_status(ev.message, "warning" if ev.level == "warning" else "info")
+            elif isinstance(ev, Notice) and ev.level == "warning":
+                self.warnings.append(ev.message)  # kept for the final line
+                self.dock.set_status(ev.message, "warning")
+            elif isinstance(ev, Notice) and ev.level == "info":
+                self.dock.set_status(ev.message)
 
     def _done(self, rows: list[dict[str, Any]]) -> None:
         took = time.perf_counter() - self.t0
@@ -146,8 +158,10 @@ class LLMServingController(QObject):
         head = (
             f"{'simulated' if self.kind == 'simulate' else 'served'} {n} requests in {took:.1f} s"
         )
-        verdict = self.table.verdict()
-        self.dock.set_status(f"{head} · {verdict}" if verdict else head)
+        parts = [head, self.table.verdict(), *self.notes, *self.warnings]
+        self.dock.set_status(
+            " · ".join(p for p in parts if p), "warning" if self.warnings else "info"
+        )
 
     def _failed(self, message: str) -> None:
         self._end()

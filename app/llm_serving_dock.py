@@ -185,6 +185,7 @@ class LLMServingDock(QWidget):
         self.table = QTableWidget(0, len(HEADERS))
         self.table.setHorizontalHeaderLabels(list(HEADERS))
         self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
@@ -199,6 +200,8 @@ class LLMServingDock(QWidget):
         split.addWidget(self.plot)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
+        split.setSizes([600, 400])
+        split.setChildrenCollapsible(False)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -270,7 +273,7 @@ class LLMServingDock(QWidget):
         for r, (row, values) in enumerate(zip(table.rows, cells, strict=True)):
             for c, text in enumerate(values):
                 item = QTableWidgetItem(text)
-                if c >= 3 and c < len(values) - 1:
+                if 2 <= c < len(values) - 1:
                     item.setTextAlignment(
                         Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
                     )

@@ -77,7 +77,7 @@ def test_the_dock_values_make_the_plan_the_cli_flags_make() -> None:
     ):
         np.testing.assert_array_equal(a, b)
     assert len(ours) == 50 and ours.prompt.min() >= 32 and ours.prompt.max() <= 256
-    assert (plan.slo_ttft_ms, plan.slo_tpot_ms) == (200.0, 20.0)
+    assert (plan.slo_ttft_ms, plan.slo_tpot_ms) == (100.0, 2.5)  # the dock's defaults
     bursts = ServingForm(traffic_kind="spec", spec="bursts:2,12,5,0.3", slo_tpot_ms=0).plan()
     assert bursts.traffic == "bursts:2,12,5,0.3" and bursts.slo_tpot_ms is None
     one = real_plan(checked_plan(form, CONTEXT, "chunked"))
@@ -141,10 +141,13 @@ def test_the_table_sets_a_real_row_beside_its_simulated_twin() -> None:
         ("colocated", 2, True),
     ]
     chart = table.chart()
-    assert chart.labels[0] == "colocated ×1" and chart.ttft_real[0] == 25
+    assert chart.labels[:2] == ["colo ×1", "colo ×2"] and chart.ttft_real[0] == 25
     assert math.isnan(chart.ttft_real[1]) and chart.tpot_sim[3] == 3
     verdict = table.verdict()
-    assert "real colocated ×1: TTFT p99 1.25x, TPOT p99 1.25x of simulated" in verdict
+    assert (
+        "real colocated ×1: p99 within the SLOs, TTFT p99 1.25x, TPOT p99 1.25x the simulated"
+        in verdict
+    )
     assert "chunked ×2" not in verdict.split("·")[0]  # beyond the TTFT SLO of 50 ms
     table.add([_summary("colocated", False, 35, 2.5, 1)])  # a second real run replaces it
     assert sum(not r.simulated for r in table.rows) == 1

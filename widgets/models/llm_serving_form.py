@@ -19,10 +19,10 @@ class ServingForm:
     (bursts:BASE,PEAK,PERIOD_S,DUTY or any open-loop spec). SLOs of 0 mean none."""
 
     traffic_kind: str = "poisson"
-    rate: float = 4.0
+    rate: float = 8.0
     spec: str = "bursts:2,12,5,0.3"
     seed: int = 0
-    requests: int = 200
+    requests: int = 100
     prompt_len: str = "32-256"
     new_tokens: str = "64"
     max_seqs: int = 16
@@ -31,8 +31,8 @@ class ServingForm:
     prefill_instances: int = 1
     decode_instances: int = 1
     kv_gbps: float = 10.0
-    slo_ttft_ms: float = 200.0
-    slo_tpot_ms: float = 20.0
+    slo_ttft_ms: float = 100.0
+    slo_tpot_ms: float = 2.5
     real_layout: str = "colocated"
 
     def traffic(self) -> str:

@@ -9,19 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 LAYOUT_ORDER = ("colocated", "chunked", "disaggregated")
-HEADERS = (
-    "Layout",
-    "Inst",
-    "Run",
-    "TTFT p50",
-    "TTFT p99",
-    "TPOT p50",
-    "TPOT p99",
-    "Goodput/s",
-    "Share",
-    "Tokens/s",
-    "p99 in SLOs",
-)
+HEADERS = ("Layout", "Run", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "Goodput/s",
+           "Tokens/s", "p99 in SLOs")  # fmt: skip
+SHORT = {"colocated": "colo", "chunked": "chunk"}  # the chart's axis labels
 
 
 @dataclass(frozen=True)
@@ -61,19 +51,26 @@ class ServingRow:
 
     def cells(self) -> list[str]:
         ok = self.within_slos()
+        good = _num(self.goodput_per_s, 2)
+        if math.isfinite(self.goodput_share):
+            good += f" ({_share(self.goodput_share)})"
         return [
-            self.label,
-            str(self.instances),
-            "simulated" if self.simulated else "real",
-            _ms(self.ttft_p50),
-            _ms(self.ttft_p99),
-            _ms(self.tpot_p50),
-            _ms(self.tpot_p99),
-            _num(self.goodput_per_s, 2),
-            _share(self.goodput_share),
-            _num(self.tokens_per_s, 0),
-            "–" if ok is None else ("yes" if ok else "no"),
-        ]
+            self.name, "sim" if self.simulated else "real",
+            _ms(self.ttft_p50), _ms(self.ttft_p99), _ms(self.tpot_p50), _ms(self.tpot_p99),
+            good, _num(self.tokens_per_s, 0), "–" if ok is None else ("yes" if ok else "no"),
+        ]  # fmt: skip
+
+    @property
+    def name(self) -> str:
+        """The layout with its engines: 'colocated ×2', 'chunked 128 ×1', 'disagg 1P+1D'."""
+        return self.label if self.layout == "disaggregated" else f"{self.label} ×{self.instances}"
+
+    @property
+    def short(self) -> str:
+        """For the chart's axis: 'colo ×2', 'chunk ×1', '1P+1D'."""
+        if self.layout == "disaggregated":
+            return self.label.rsplit(" ", 1)[-1]
+        return f"{SHORT.get(self.layout, self.label)} ×{self.instances}"
 
 
 def row_from_summary(r: dict[str, Any]) -> ServingRow:
@@ -139,13 +136,13 @@ class LLMServingTable:
     def chart(self) -> ChartData:
         labels: list[str] = []
         for r in self.rows:
-            name = _chart_label(r)
+            name = r.short
             if name not in labels:
                 labels.append(name)
 
         def pick(label: str, simulated: bool, attr: str) -> float:
             for r in self.rows:
-                if _chart_label(r) == label and r.simulated == simulated:
+                if r.short == label and r.simulated == simulated:
                     return float(getattr(r, attr))
             return math.nan
 
@@ -165,30 +162,28 @@ class LLMServingTable:
             return ""
         parts = []
         if sims[0].slo_ttft_ms is not None or sims[0].slo_tpot_ms is not None:
-            ok = [_chart_label(r) for r in sims if r.within_slos()]
+            ok = [r.name for r in sims if r.within_slos()]
             parts.append(
-                f"p99 within the SLOs: {', '.join(ok)}"
+                f"simulated p99 within the SLOs: {', '.join(ok)}"
                 if ok
-                else "no layout keeps p99 within the SLOs"
+                else "no layout's simulated p99 is within the SLOs"
             )
             best = max(sims, key=lambda r: _or(r.goodput_per_s, -1.0))
             if math.isfinite(best.goodput_per_s):
                 parts.append(
-                    f"best goodput {_chart_label(best)} ({best.goodput_per_s:.2f}/s, "
+                    f"best goodput {best.name} ({best.goodput_per_s:.2f}/s, "
                     f"{_share(best.goodput_share)})"
                 )
         for real in (r for r in self.rows if not r.simulated):
             sim = next((r for r in sims if r.key[:3] == real.key[:3]), None)
             if sim is not None:
+                within = {None: "", True: "p99 within the SLOs, ", False: "p99 beyond the SLOs, "}
                 parts.append(
-                    f"real {_chart_label(real)}: TTFT p99 {_ratio(real.ttft_p99, sim.ttft_p99)}"
-                    f", TPOT p99 {_ratio(real.tpot_p99, sim.tpot_p99)} of simulated"
+                    f"real {real.name}: {within[real.within_slos()]}TTFT p99 "
+                    f"{_ratio(real.ttft_p99, sim.ttft_p99)}, TPOT p99 "
+                    f"{_ratio(real.tpot_p99, sim.tpot_p99)} the simulated"
                 )
         return " · ".join(parts)
-
-
-def _chart_label(r: ServingRow) -> str:
-    return f"{r.label} ×{r.instances}" if r.layout != "disaggregated" else r.label
 
 
 def _f(value: Any) -> float:
