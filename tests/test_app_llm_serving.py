@@ -1,7 +1,7 @@
 """The LLM Serving dock on the demo LLM: shown when the generating model opens, the three
 layouts simulated side by side (calibration in a child process, live timing paused), one
 layout served for real beside its simulated twin, bad values refused in one line, and
-Cancel killing a real run."""
+Cancel killing a calibration and a real run."""
 
 from __future__ import annotations
 
@@ -78,13 +78,27 @@ def test_the_dock_simulates_three_layouts_then_serves_one_for_real(
         wb.shutdown()
 
 
-def test_cancel_stops_a_real_run(qtbot: QtBot, tmp_path: Path) -> None:
+def test_cancel_stops_a_calibration_and_a_real_run(
+    qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     wb = Workbench(session_path=str(tmp_path / "cancel.opscope"), usable=["cpu"])
     qtbot.addWidget(wb.window)
     c = wb.llm_serving
     dock = c.dock
     try:
         c.model_changed(str(DEMO_LLM))  # no engine host needed: the run has its own process
+        with monkeypatch.context() as env:  # a cold cache: the child calibrates
+            env.setenv("OPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+            dock.simulate_button.click()
+        proc = c.job._proc
+        assert proc is not None
+        qtbot.waitUntil(lambda: "calibration" in dock.progress.format(), timeout=TIMEOUT_MS)
+        dock.cancel_button.click()
+        qtbot.waitUntil(lambda: not c.job.busy, timeout=10_000)
+        assert not proc.is_alive() and dock.status.text() == "simulation cancelled"
+        assert not list((tmp_path / "cache").rglob("llm-*.json"))  # nothing half-measured kept
+        assert c.table.rows == [] and wb.running
+
         _small(dock, requests=5000, rate=50.0)
         dock.real_layout.setCurrentIndex(dock.real_layout.findData("chunked"))
         dock.real_button.click()
