@@ -182,8 +182,13 @@ class LLMServingController(QObject):
         self.resume = False
 
     def _show_table(self) -> None:
-        p = self.plan
-        self.dock.show_table(self.table, p.slo_ttft_ms if p else None, p.slo_tpot_ms if p else None)
+        """The rows, and the SLOs they were judged by (before any: the dock's)."""
+        if self.plan is not None:
+            slos = (self.plan.slo_ttft_ms, self.plan.slo_tpot_ms)
+        else:
+            form = self.dock.form()
+            slos = (form.slo_ttft_ms or None, form.slo_tpot_ms or None)
+        self.dock.show_table(self.table, *slos)
 
     def shutdown(self) -> None:
         self.job.kill()
