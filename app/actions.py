@@ -200,6 +200,7 @@ def build_menus(wb: Workbench) -> Menus:
         w.traffic_dock: "Ctrl+Shift+F",
         w.tune_dock: "Ctrl+Shift+U",
         w.generation_dock: "Ctrl+Shift+G",
+        w.llm_serving_dock: "Ctrl+Shift+M",  # type: ignore[attr-defined]
     }
     for dock in w.findChildren(QDockWidget):
         toggle = dock.toggleViewAction()

@@ -12,6 +12,7 @@ from app.engine_client import EngineClient
 from app.generation_controller import GenerationController
 from app.inputs_controller import InputsController
 from app.live_controller import LiveController
+from app.llm_serving_controller import install_llm_serving
 from app.main_window import SESSION_SUFFIXES, MainWindow, add_recent
 from app.recording import Recording, new_autosave_path
 from app.runs_controller import RunsController
@@ -51,6 +52,7 @@ class Workbench(QObject):
         self.window.add_runs(self.runs.table)
         self.inputs = InputsController(self.window, self.client, self.controller)
         self.controller.carry_settings = lambda: self.inputs.carry
+        self.llm_serving = install_llm_serving(self)  # shown for generating models
         self.session_windows: list[QObject] = []
         gpu, _ = gpu_facts()
         self.device = gpu or cpu_name() or "CPU"
@@ -169,6 +171,7 @@ class Workbench(QObject):
     def shutdown(self) -> None:
         self.status_timer.stop()
         self.tuner.cancel.set()  # after the trial now running; finished ones are recorded
+        self.llm_serving.shutdown()
         self.client.shutdown()
         self.recording.close()
         for w in self.session_windows:

@@ -5,7 +5,6 @@ calibrated on the model; `--layout all` puts them side by side on the same reque
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import sys
 import time
@@ -19,13 +18,20 @@ from engine.errors import ConfigError
 from engine.events import drive
 from engine.serve.llm_calibration import load_or_calibrate_llm
 from engine.serve.llm_cost import LLMCost
-from engine.serve.llm_sim import LAYOUTS, Layout, simulate_llm
+from engine.serve.llm_plan import (
+    DEFAULT_NEW,
+    KV_GBPS,
+    LLMPlan,
+    kv_ms_per_mb,
+    plan_layouts,
+    plan_workload,
+)
+from engine.serve.llm_sim import Layout, simulate_llm
 from engine.serve.llm_summary import summarize_llm
-from engine.serve.llm_workload import LLMWorkload, make_workload, parse_length
-from engine.serve.traffic import make_schedule, parse_traffic
+from engine.serve.llm_workload import LLMWorkload
+from engine.serve.traffic import parse_traffic
 
 DURATION_S = 60.0
-KV_GBPS = 10.0
 NOT_FOR_LLM = ("find", "tune_batching", "curve", "confirm", "session", "max_batch", "preferred",
                "delay_ms", "queue_limit", "timeout_ms", "cache")  # fmt: skip
 
@@ -34,53 +40,40 @@ def _default(value: Any, fallback: Any) -> Any:
     return fallback if value is None else value
 
 
-def layouts_from_args(args: argparse.Namespace, context_length: int) -> list[Layout]:
-    name = str(_default(args.layout, "all")).lower()
-    if name != "all" and name not in LAYOUTS:
-        raise ConfigError(f"--layout {name!r}: expected {', '.join(LAYOUTS)} or all")
+def plan_from_args(args: argparse.Namespace) -> LLMPlan:
+    """The study the flags ask for (the defaults of the plan where a flag is absent)."""
     if args.kv_gbps is not None and args.kv_transfer_ms_per_mb is not None:
         raise ConfigError("--kv-gbps and --kv-transfer-ms-per-mb say the same thing: give one")
     gbps = _default(args.kv_gbps, KV_GBPS)
     if not (gbps > 0 and math.isfinite(gbps)):
         raise ConfigError(f"--kv-gbps must be positive, got {gbps:g}")
-    per_mb = _default(args.kv_transfer_ms_per_mb, 8.0 / gbps)  # 1 MB = 8e6 bits
-    p, d = _default(args.prefill_instances, 1), _default(args.decode_instances, 1)
-    base = Layout(
-        name="colocated",
-        instances=_default(args.instances, p + d),  # the same machines as disaggregated
+    return LLMPlan(
+        traffic=args.traffic,
+        seed=_default(args.seed, 0),
+        requests=args.requests,
+        duration_s=_default(args.duration, DURATION_S),
+        prompt_len=args.prompt_len,
+        new_tokens=_default(args.new_tokens, DEFAULT_NEW),
+        layout=str(_default(args.layout, "all")),
+        instances=args.instances,
         chunk_tokens=_default(args.chunk_tokens, 256),
-        prefill_tokens=_default(args.prefill_tokens, context_length),
+        prefill_tokens=args.prefill_tokens,
         max_seqs=_default(args.max_seqs, 64),
         kv_tokens=_default(args.kv_tokens, 0),
-        prefill_instances=p,
-        decode_instances=d,
-        kv_ms_per_mb=per_mb,
+        prefill_instances=_default(args.prefill_instances, 1),
+        decode_instances=_default(args.decode_instances, 1),
+        kv_ms_per_mb=_default(args.kv_transfer_ms_per_mb, kv_ms_per_mb(gbps)),
+        slo_ttft_ms=args.slo_ttft,
+        slo_tpot_ms=args.slo_tpot,
     )
-    names = LAYOUTS if name == "all" else (name,)
-    out = [dataclasses.replace(base, name=n) for n in names]
-    for layout in out:
-        layout.check()
-    return out
+
+
+def layouts_from_args(args: argparse.Namespace, context_length: int) -> list[Layout]:
+    return plan_layouts(plan_from_args(args), context_length)
 
 
 def workload_from_args(args: argparse.Namespace, context_length: int) -> LLMWorkload:
-    prompt = parse_length(_default(args.prompt_len, "512"), "--prompt-len")
-    output = parse_length(_default(args.new_tokens, "128"), "--new-tokens")
-    spec = parse_traffic(args.traffic)
-    if spec.closed:
-        raise ConfigError("--llm simulates open-loop traffic: poisson, constant, bursts, ramp, "
-                          "trace (not closed:N)")  # fmt: skip
-    schedule = make_schedule(spec, args.duration, args.seed, 0.0, requests=args.requests)
-    if not len(schedule):
-        raise ConfigError(f"traffic {spec.text} brings no request in {args.duration:g} s")
-    from_trace = args.prompt_len is None and schedule.sizes is not None
-    longest = int(schedule.sizes.max()) if from_trace and schedule.sizes is not None else prompt.hi
-    if longest + output.hi > context_length:
-        raise ConfigError(
-            f"prompts up to {longest} + up to {output.hi} new tokens = {longest + output.hi} "
-            f"exceed the model's context of {context_length} tokens"
-        )
-    return make_workload(schedule, prompt, output, args.seed, prompt_from_trace=from_trace)
+    return plan_workload(plan_from_args(args), context_length)
 
 
 def check_llm_args(args: argparse.Namespace, not_for_llm: tuple[str, ...], verb: str) -> None:

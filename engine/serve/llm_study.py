@@ -1,0 +1,99 @@
+"""An LLM serving study as long work: the three layouts simulated side by side from the
+model's calibration, or one layout served for real with the simulator's answer for the
+same layout and requests beside it. Generators of progress events that return summary
+rows (`summarize_llm`'s dicts plus `layout`, `layout_config` and `simulated`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Generator
+from typing import Any
+
+from engine.backends.genai.model import open_llm, read_config
+from engine.config import RunConfig
+from engine.errors import ConfigError
+from engine.events import Event, Progress
+from engine.serve.llm_calibration import load_or_calibrate_llm
+from engine.serve.llm_cost import LLMCost
+from engine.serve.llm_loop import LLMServingLoop, check_real_layout
+from engine.serve.llm_plan import LLMPlan, plan_layouts, plan_workload
+from engine.serve.llm_sim import Layout, simulate_llm
+from engine.serve.llm_summary import summarize_llm
+from engine.serve.llm_workload import LLMWorkload
+
+Rows = list[dict[str, Any]]
+
+
+def llm_serving_config(config: RunConfig) -> RunConfig:
+    """The config a generating model is served with: fp32 at batch 1 (serving batches
+    sequences itself), the rest as given."""
+    return dataclasses.replace(config, precision="fp32", batch=1)
+
+
+def real_plan(plan: LLMPlan) -> LLMPlan:
+    """The plan as the real loop serves it: one engine for colocated and chunked."""
+    if plan.layout == "all":
+        raise ConfigError("the real loop serves one layout per run: pick one")
+    return plan if plan.layout == "disaggregated" else dataclasses.replace(plan, instances=1)
+
+
+def simulate_plan(
+    model: str,
+    config: RunConfig,
+    plan: LLMPlan,
+    what: tuple[str, str] = ("--prompt-len", "--new-tokens"),
+) -> Generator[Event, None, Rows]:
+    """Every layout of `plan` simulated on the same requests (calibrating first, or the
+    calibration cached for this model, config and machine)."""
+    plan.check_slos()
+    context = read_config(model).context_length
+    layouts = plan_layouts(plan, context)
+    work = plan_workload(plan, context, what)
+    cost = yield from load_or_calibrate_llm(model, config)
+    rows = []
+    for k, layout in enumerate(layouts):
+        yield Progress("simulation", k, len(layouts), f"simulating {layout.describe()}")
+        rows.append(_simulated(work, layout, cost, plan))
+    return rows
+
+
+def serve_plan(
+    model: str,
+    config: RunConfig,
+    plan: LLMPlan,
+    what: tuple[str, str] = ("--prompt-len", "--new-tokens"),
+) -> Generator[Event, None, Rows]:
+    """`plan`'s one layout served for real by the serving loop, after the simulator's
+    answer for that layout and those requests: [simulated row, real row]."""
+    plan = real_plan(plan)
+    plan.check_slos()
+    context = read_config(model).context_length
+    layout = plan_layouts(plan, context)[0]
+    check_real_layout(layout)
+    work = plan_workload(plan, context, what)
+    cost = yield from load_or_calibrate_llm(model, config)
+    simulated = _simulated(work, layout, cost, plan)
+    yield Progress("serving", 0, len(work), f"opening the model for {layout.describe()}")
+    loop = LLMServingLoop(open_llm(model, config), work, layout, seed=plan.seed)
+    yield from loop.run()
+    real = {
+        "layout": layout.name,
+        "layout_config": layout.to_json(),
+        "simulated": False,
+        **summarize_llm(loop.book, plan.slo_ttft_ms, plan.slo_tpot_ms),
+    }
+    return [simulated, real]
+
+
+def _simulated(work: LLMWorkload, layout: Layout, cost: LLMCost, plan: LLMPlan) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    book = simulate_llm(work, layout, cost)
+    row = {
+        "layout": layout.name,
+        "layout_config": layout.to_json(),
+        "simulated": True,
+        **summarize_llm(book, plan.slo_ttft_ms, plan.slo_tpot_ms),
+    }
+    row["simulator_s"] = time.perf_counter() - t0
+    return row

@@ -1,0 +1,114 @@
+"""The LLM Serving dock on the demo LLM: shown when the generating model opens, the three
+layouts simulated side by side (calibration in a child process, live timing paused), one
+layout served for real beside its simulated twin, bad values refused in one line, and
+Cancel killing a calibration and a real run."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+from pytestqt.qtbot import QtBot
+
+from app.workbench import Workbench
+from tests.conftest import ROOT
+
+TIMEOUT_MS = 120_000
+DEMO_LLM = ROOT / "resources" / "models" / "demo_llm"
+
+
+def _small(dock, requests: int = 8, rate: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    dock.requests.setValue(requests)
+    dock.rate.setValue(rate)
+    dock.prompt_len.setText("16-48")
+    dock.new_tokens.setText("6")
+    dock.max_seqs.setValue(8)
+
+
+def test_the_dock_simulates_three_layouts_then_serves_one_for_real(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    wb = Workbench(session_path=str(tmp_path / "llm.opscope"), usable=["cpu"])
+    qtbot.addWidget(wb.window)
+    wb.window.show()
+    wb.start(str(DEMO_LLM))
+    c, frame = wb.llm_serving, wb.window.llm_serving_dock
+    dock = c.dock
+    try:
+        qtbot.waitUntil(lambda: c.model is not None and frame.isVisible(), timeout=TIMEOUT_MS)
+        assert frame.toggleViewAction().shortcut().toString() == "Ctrl+Shift+M"
+        _small(dock)
+        dock.rate.setValue(0)  # refused in one line, nothing started
+        dock.simulate_button.click()
+        assert "rate must be positive" in dock.status.text() and not c.job.busy
+        assert wb.running
+        dock.rate.setValue(20)
+        dock.simulate_button.click()
+        assert c.job.busy and not wb.running  # live timing paused for the calibration
+        qtbot.waitUntil(lambda: not c.job.busy, timeout=TIMEOUT_MS)
+        assert wb.running, dock.status.text()  # resumed
+        assert dock.table.rowCount() == 3, dock.status.text()
+        labels = [dock.table.item(r, 0).text() for r in range(3)]
+        assert labels == ["colocated ×2", "chunked 128 ×2", "disagg 1P+1D"]
+        for row in c.table.rows:
+            numbers = (row.ttft_p50, row.ttft_p99, row.tpot_p50, row.tpot_p99, row.tokens_per_s)
+            assert all(math.isfinite(v) and v > 0 for v in numbers) and row.requests == 8
+        assert (
+            "simulated p99 within the SLOs" in dock.status.text()
+            or "no layout" in dock.status.text()
+        )
+
+        dock.real_layout.setCurrentIndex(dock.real_layout.findData("colocated"))
+        dock.real_button.click()
+        qtbot.waitUntil(lambda: not c.job.busy, timeout=TIMEOUT_MS)
+        real = [r for r in c.table.rows if not r.simulated]
+        assert len(real) == 1, dock.status.text()
+        r = real[0]
+        assert r.layout == "colocated" and r.instances == 1 and r.requests == 8
+        assert all(math.isfinite(v) and v > 0 for v in (r.ttft_p50, r.ttft_p99, r.tpot_p99))
+        twin = c.table.rows[c.table.rows.index(r) - 1]  # the simulated row of that layout
+        assert (twin.layout, twin.instances, twin.simulated) == ("colocated", 1, True)
+        assert dock.table.rowCount() == 5 and dock.table.item(1, 1).text() == "real"
+        assert "real colocated ×1: p99 " in dock.status.text()
+        assert wb.running
+    finally:
+        wb.shutdown()
+
+
+def test_cancel_stops_a_calibration_and_a_real_run(
+    qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wb = Workbench(session_path=str(tmp_path / "cancel.opscope"), usable=["cpu"])
+    qtbot.addWidget(wb.window)
+    c = wb.llm_serving
+    dock = c.dock
+    try:
+        c.model_changed(str(DEMO_LLM))  # no engine host needed: the run has its own process
+        with monkeypatch.context() as env:  # a cold cache: the child calibrates
+            env.setenv("OPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+            dock.simulate_button.click()
+        proc = c.job._proc
+        assert proc is not None
+        qtbot.waitUntil(lambda: "calibration" in dock.progress.format(), timeout=TIMEOUT_MS)
+        dock.cancel_button.click()
+        qtbot.waitUntil(lambda: not c.job.busy, timeout=10_000)
+        assert not proc.is_alive() and dock.status.text() == "simulation cancelled"
+        assert not list((tmp_path / "cache").rglob("llm-*.json"))  # nothing half-measured kept
+        assert c.table.rows == [] and wb.running
+
+        _small(dock, requests=5000, rate=50.0)
+        dock.real_layout.setCurrentIndex(dock.real_layout.findData("chunked"))
+        dock.real_button.click()
+        proc = c.job._proc
+        assert proc is not None and dock.cancel_button.isEnabled()
+        qtbot.waitUntil(lambda: "serving" in dock.progress.format(), timeout=TIMEOUT_MS)
+        dock.cancel_button.click()
+        qtbot.waitUntil(lambda: not c.job.busy, timeout=10_000)
+        assert not proc.is_alive() and dock.status.text() == "real run cancelled"
+        assert dock.real_button.isEnabled() and not dock.cancel_button.isEnabled()
+        assert not [r for r in c.table.rows if not r.simulated]
+    finally:
+        wb.shutdown()
