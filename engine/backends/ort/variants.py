@@ -15,6 +15,7 @@ results in bench/results/quant_settings.txt; AVX2 CPU without VNNI):
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import queue
 import threading
@@ -338,12 +339,17 @@ def _build_int8_static(
 
 
 class _quiet_logs:
-    """ORT's quantizer logs chatty INFO/WARNING lines through `logging`; hold them back."""
+    """ORT's quantizer logs chatty INFO/WARNING lines through `logging` and prints some
+    (calibrate.py: "Collecting tensor data and making histogram ..."); hold both back (our
+    own output is written after a build, never during one)."""
 
     def __enter__(self) -> None:
         self.root = logging.getLogger()
         self.level = self.root.level
         self.root.setLevel(logging.ERROR)
+        self.stdout = contextlib.redirect_stdout(io.StringIO())
+        self.stdout.__enter__()
 
     def __exit__(self, *exc: object) -> None:
+        self.stdout.__exit__(None, None, None)
         self.root.setLevel(self.level)
