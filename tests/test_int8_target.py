@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.ort.int8_target import Search, candidate_settings, meet_target, summary
+from engine.errors import ModelError
 from engine.events import Event, Notice, VariantReady
 from tests.model_zoo import FLOAT, make, node, rng, save, tensor, tinfo
 
@@ -110,6 +111,28 @@ def test_the_fastest_setting_that_meets_the_target_wins() -> None:
     assert out.met and json.dumps(out.chosen.settings, sort_keys=True) == tries[1]
     assert len(out.attempts) == 1 + len(tries) and out.fp32_p50_ms == 4.0
     assert "2.67x FP32" in summary(out.details())
+
+
+def test_settings_that_cannot_be_built_are_skipped() -> None:
+    """The transformer-only static settings (MatMul/Gemm, Percentile) on a CNN with no
+    MatMul: ONNX Runtime's calibrator raises ('Histogram has not been collected'); the
+    search goes on to the next settings instead of failing the whole INT8 build."""
+    tries = [json.dumps(s, sort_keys=True) for s in candidate_settings("int8-static", "vnni")]
+    cosine = {("{}", ()): 0.95, (tries[1], ()): 0.995}
+    how, _ = _fake(cosine, {}, [])
+    build = how.build
+
+    def failing(settings: dict[str, Any], excluded: list[str]) -> Any:
+        if json.dumps(settings, sort_keys=True) == tries[0]:
+            raise ModelError("cannot build the int8-static variant: Histogram has not been "
+                             "collected. Please run collect() first.", "detector.onnx")  # fmt: skip
+        return (yield from build(settings, excluded))
+
+    how.build = failing
+    events, out = _run(meet_target("int8-static", 0.99, "vnni", how))
+    assert out.met and json.dumps(out.chosen.settings, sort_keys=True) == tries[1]
+    said = [e.message for e in events if isinstance(e, Notice) and "do not apply" in e.message]
+    assert len(said) == 1 and "Histogram" in said[0]
 
 
 def test_settings_differ_by_instruction_set() -> None:

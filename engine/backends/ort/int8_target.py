@@ -14,6 +14,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.errors import ModelError
 from engine.events import Event, Notice, Progress, VariantReady
 
 MAX_ROUNDS = 6  # exclusion rounds: 1, 2, 4, 8, 16, 32 more nodes
@@ -181,7 +182,11 @@ def meet_target(
             "variant", i + 1, len(tries) + 1,
             f"cosine {first.cosine:.4f} < {target:g}: trying {_describe(settings)}",
         )  # fmt: skip
-        yield from attempt(settings, [])
+        try:
+            yield from attempt(settings, [])
+        except ModelError as exc:  # e.g. MatMul-only settings on a model with no MatMul
+            yield Notice("info", f"INT8 settings {_describe(settings)} do not apply to this "
+                         f"model ({exc.message}); trying the next")  # fmt: skip
     meeting = [a for a in attempts if a.cosine >= target]
     if meeting:
         return outcome(min(meeting, key=lambda a: a.p50_ms), True)
