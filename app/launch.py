@@ -68,9 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     app.setOrganizationName("OpScope")
     try:
         wb = Workbench(session_path=args.session)
-    except OpScopeError as exc:
-        QMessageBox.critical(None, "OpScope", str(exc))
+    except OpScopeError as exc:  # not even an autosave file can be written
         print(f"opscope: error: {exc}", file=sys.stderr)
+        if args.quit_after is None:  # a modal would block a scripted run forever
+            QMessageBox.critical(None, "OpScope", str(exc))
         return 2
     wb.window.show()
     path = args.path

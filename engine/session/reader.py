@@ -39,7 +39,14 @@ def _guarded(
 
     def wrapper(self: SessionReader, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return method(self, *args, **kwargs)
+            try:
+                return method(self, *args, **kwargs)
+            except sqlite3.OperationalError as exc:
+                if not _undecodable(exc) or self._conn.text_factory is _lenient_text:
+                    raise
+                # text that is not UTF-8 in a value: shown with U+FFFD, not refused
+                self._conn.text_factory = _lenient_text
+                return method(self, *args, **kwargs)
         except (sqlite3.Error, ValueError, TypeError) as exc:
             raise corrupt(
                 self.path,
@@ -67,7 +74,10 @@ class SessionReader:
         known version (older files are migrated in memory, never in place), every table."""
         p = Path(path)
         check_file(p)
-        conn, tmpdir = _connect_read_only(p)
+        try:
+            conn, tmpdir = _connect_read_only(p)
+        except UnicodeDecodeError as exc:  # SQLite's message quoted bytes of the file
+            raise corrupt(p, exc) from exc
         try:
             version = _readable_version(p, conn)
             if version < schema.SCHEMA_VERSION:
@@ -379,6 +389,16 @@ def _int_map(value: dict[str, Any] | None) -> dict[str, int]:
     return out
 
 
+def _lenient_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def _undecodable(exc: sqlite3.OperationalError) -> bool:
+    """Python's sqlite3 met a value that is not UTF-8 (read with the strict default, which
+    is C-fast; a reader falls back to `_lenient_text` only when a file needs it)."""
+    return str(exc).startswith("Could not decode to UTF-8")
+
+
 def _connect_read_only(p: Path) -> tuple[sqlite3.Connection, str | None]:
     """mode=ro; when that fails (typically a WAL file in a read-only folder, where SQLite
     cannot create the -shm index) read a private copy of the file and its -wal, or, with
@@ -413,7 +433,7 @@ def _probe(conn: sqlite3.Connection) -> sqlite3.Connection:
     try:
         conn.execute("PRAGMA trusted_schema = OFF")  # no side-effecting SQL in its schema
         conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError:
+    except (sqlite3.DatabaseError, UnicodeDecodeError):
         conn.close()
         raise
     return conn
@@ -422,6 +442,8 @@ def _probe(conn: sqlite3.Connection) -> sqlite3.Connection:
 def _readable_version(p: Path, conn: sqlite3.Connection) -> int:
     try:
         version = schema.stored_version(conn)
+    except UnicodeDecodeError:
+        raise  # SQLite's message quoting the file's bytes: corrupt, not foreign
     except ValueError as exc:
         raise SessionFileError(f"not an OpScope session ({exc})", p) from exc
     if version is None:

@@ -435,6 +435,8 @@ def _writable_version(p: Path, conn: sqlite3.Connection) -> int | None:
     """The version of a file we may write to; None for a new (empty) database."""
     try:
         version = stored_version(conn)
+    except UnicodeDecodeError:
+        raise  # SQLite's message quoting the file's bytes: corrupt, not foreign
     except ValueError as exc:
         raise SessionFileError(f"not an OpScope session ({exc})", p) from exc
     if version is None:
