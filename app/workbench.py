@@ -172,7 +172,7 @@ class Workbench(QObject):
             c.model_name or "no model",
             f"{provider} on {self.device}",
             rate or "waiting for samples…",
-            f"session: {self.recording.path}",
+            self.recording.status(),
         )
 
     def shutdown(self) -> None:

@@ -7,6 +7,7 @@ Every failure (not SQLite, truncated, foreign, newer, corrupt rows) is a one-lin
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import shutil
 import sqlite3
@@ -21,7 +22,7 @@ from sqlite_utils import Database
 
 from engine.errors import SessionFileError
 from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
-from engine.session import schema
+from engine.session import liveness, schema
 from engine.session.generation_rows import GenerationRun, read_generation
 from engine.session.rows import MarkerRow, RunRow, op_stat_row, run_row
 from engine.session.serving_rows import ServingRun, read_serving
@@ -107,7 +108,9 @@ class SessionReader:
         """Schema version, versions, host, OS, CPU, GPU, driver, created time (text)."""
         out: dict[str, str | None] = {}
         for key, value in self._conn.execute("SELECT key, value FROM meta ORDER BY key"):
-            out[req(key, str, "meta.key")] = None if value is None else str(value)
+            name = req(key, str, "meta.key")
+            if not name.startswith(liveness.KEY_PREFIX):  # a run's writer, not the file's
+                out[name] = None if value is None else str(value)
         return out
 
     @_guarded
@@ -133,7 +136,7 @@ class SessionReader:
     @_guarded
     def runs(self) -> list[RunRow]:
         """Every run, oldest first, with its stored statistics (never recomputed)."""
-        return [run_row(r, self.path) for r in self._run_rows("")]
+        return [self._settled(run_row(r, self.path)) for r in self._run_rows("")]
 
     @_guarded
     def run(self, run_id: int) -> RunRow:
@@ -142,7 +145,20 @@ class SessionReader:
             ids = [int(i) for (i,) in self._conn.execute("SELECT id FROM runs ORDER BY id")]
             known = f"runs {ids[0]}-{ids[-1]}" if ids else "no runs"
             raise SessionFileError(f"no run {run_id} ({known})", self.path)
-        return run_row(rows[0], self.path)
+        return self._settled(run_row(rows[0], self.path))
+
+    def _settled(self, run: RunRow) -> RunRow:
+        """A `running` run whose writer is gone (killed, crashed) reads `interrupted`."""
+        if run.status != "running":
+            return run
+        row = self._conn.execute(
+            "SELECT value FROM meta WHERE key = ?", [liveness.key(run.id)]
+        ).fetchone()
+        text = typed(row[0], str, "meta.value", nullable=True) if row else None
+        if liveness.writer_alive(text, self.path, run.id) is not False:
+            return run
+        why = "its recording process is gone (killed or crashed)"
+        return dataclasses.replace(run, status="interrupted", error=run.error or why)
 
     @_guarded
     def last_run_id(self) -> int | None:

@@ -98,6 +98,8 @@ def corrupt(path: Path, exc: BaseException) -> SessionFileError:
         return SessionFileError(f"read-only file or folder: cannot write to it ({text})", path)
     if code == SQLITE_FULL or getattr(exc, "errno", None) == errno.ENOSPC:
         return SessionFileError(f"disk full ({text})", path)
+    if isinstance(exc, OSError):
+        return SessionFileError(f"cannot read or write ({exc.strerror or text})", path)
     if code == SQLITE_CANTOPEN:
         return SessionFileError(f"cannot open ({text})", path)
     if isinstance(exc, sqlite3.DatabaseError) and "not a database" in text:
