@@ -237,7 +237,14 @@ class Recorder:
         self.writes.put(write, n)
 
     def _write(self, write: Callable[[], object]) -> None:
-        self.writes.put(write)
+        """Queue `write` as a transaction of its own (committed, or rolled back whole when
+        the file is locked, to be tried again)."""
+
+        def committed() -> None:
+            with self.store.transaction():
+                write()
+
+        self.writes.put(committed)
 
     def settle(self, grace_s: float = LOCK_GRACE_S) -> bool:
         """Flush, and wait up to `grace_s` for a lock to go; True when everything is saved
