@@ -15,6 +15,7 @@ from typing import Any
 from engine.session import liveness
 from engine.session.recorder import Recorder
 from engine.session.store import SessionStore
+from engine.session.trust import corrupt
 
 CLOSE_GRACE_S = 5.0  # quitting waits this long for a lock another process holds
 
@@ -69,11 +70,15 @@ class Recording:
             self.recorder.flush()
             if dest.exists():
                 dest.unlink()
-            target = sqlite3.connect(str(dest))
             try:
-                self.store.db.conn.backup(target)
-            finally:
-                target.close()
+                target = sqlite3.connect(str(dest))
+                try:
+                    self.store.db.conn.backup(target)
+                finally:
+                    target.close()
+            except sqlite3.Error as exc:  # a full disk, a read-only folder: said in one line
+                dest.unlink(missing_ok=True)
+                raise corrupt(dest, exc) from exc
             old = self.store
             self.store = SessionStore.create_or_open(dest)
             self.recorder.store = self.store
