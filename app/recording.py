@@ -6,6 +6,7 @@ disk cannot stall painting; the GUI keeps what was recorded even if the engine h
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from datetime import datetime
@@ -77,7 +78,8 @@ class Recording:
                 finally:
                     target.close()
             except sqlite3.Error as exc:  # a full disk, a read-only folder: said in one line
-                dest.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):  # a read-only folder refuses even this
+                    dest.unlink(missing_ok=True)
                 raise corrupt(dest, exc) from exc
             old = self.store
             self.store = SessionStore.create_or_open(dest)

@@ -338,3 +338,19 @@ def test_sqlites_own_full_is_disk_full(tmp_path: Path, monkeypatch: pytest.Monke
     rec.close()  # no second error: said once
     store.close()
     assert rec.unsaved == 50_010
+
+
+def test_save_as_into_a_read_only_folder_is_one_line(tmp_path: Path) -> None:
+    """The app's Save Session As: SQLite's error escaped the menu action as a traceback."""
+    from app.recording import Recording
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    recording = Recording(tmp_path / "live.opscope")
+    try:
+        with read_only(folder) as ro, pytest.raises(SessionFileError) as err:
+            recording.save_as(ro / "saved.opscope")
+        assert str(ro / "saved.opscope") in str(err.value) and "\n" not in str(err.value)
+        assert recording.path == tmp_path / "live.opscope"  # still recording where it was
+    finally:
+        recording.close()

@@ -155,3 +155,29 @@ def test_the_apps_status_line_says_the_file_is_locked(tmp_path: Path) -> None:
     with open_session_file(path) as reader:
         (run,) = reader.runs()
         assert run.status == "ok" and run.samples == 5
+
+
+def test_copying_a_trials_runs_into_a_locked_session_is_one_line(tmp_path: Path) -> None:
+    """The tuner's Ray path copies each trial's runs into the session: a lock held by
+    another process there was an sqlite3.OperationalError traceback."""
+    import pytest
+
+    from engine.errors import SessionFileError
+    from engine.session.merge import copy_runs
+
+    trial, target = tmp_path / "trial.opscope", tmp_path / "target.opscope"
+    e = live_events(_info())
+    with SessionStore.create_or_open(trial) as store:
+        rec = Recorder(store)
+        for ev in (e["loaded"], e["started"], *e["batches"], RunEnded("ok")):
+            rec.feed(ev)
+        rec.close()
+    store = SessionStore.create_or_open(target)
+    store.set_busy_timeout(0.05)
+    lock = Lock(target, 1.0).start()
+    assert lock.taken.wait(10)
+    with pytest.raises(SessionFileError, match=r"locked by another process.*copying the runs of"):
+        copy_runs(store, trial)
+    assert lock.released.wait(10)
+    assert len(copy_runs(store, trial)) == 1  # and once the lock is gone, it copies
+    store.close()
