@@ -312,8 +312,8 @@ def test_sqlites_own_full_is_disk_full(tmp_path: Path, monkeypatch: pytest.Monke
     real = store_mod._connect_for_writing
     pages = {"max": 4}
 
-    def capped(p: Path) -> sqlite3.Connection:
-        conn = real(p)
+    def capped(p: Path, busy_timeout_s: float) -> sqlite3.Connection:
+        conn = real(p, busy_timeout_s)
         conn.execute(f"PRAGMA max_page_count = {pages['max']}")
         return conn
 

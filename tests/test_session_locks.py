@@ -27,6 +27,7 @@ class Lock:
     def __init__(self, path: Path, hold_s: float, *, after_runs: int = 0) -> None:
         self.path, self.hold_s, self.after_runs = path, hold_s, after_runs
         self.taken = threading.Event()
+        self.release = threading.Event()  # set to let go before hold_s
         self.released = threading.Event()
         self.thread = threading.Thread(target=self._hold, daemon=True)
 
@@ -46,7 +47,7 @@ class Lock:
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
         conn.execute("BEGIN EXCLUSIVE")
         self.taken.set()
-        time.sleep(self.hold_s)
+        self.release.wait(self.hold_s)
         conn.execute("COMMIT")
         conn.close()
         self.released.set()
@@ -181,3 +182,39 @@ def test_copying_a_trials_runs_into_a_locked_session_is_one_line(tmp_path: Path)
     assert lock.released.wait(10)
     assert len(copy_runs(store, trial)) == 1  # and once the lock is gone, it copies
     store.close()
+
+
+def test_a_lock_held_when_the_run_starts_is_waited_for(tmp_path: Path) -> None:
+    """A closed session (rollback journal: an exclusive lock stops even reads) locked as
+    `bench --session` starts: it says so, waits, and records once the lock goes (it failed
+    after 5 s of SQLite's busy wait: "corrupt session file (database is locked)")."""
+    import subprocess
+    import sys
+
+    from engine.events import ModelLoaded
+    from tests.conftest import ROOT
+
+    session = tmp_path / "closed.opscope"
+    with SessionStore.create_or_open(session) as store:
+        rec = Recorder(store)
+        rec.feed(ModelLoaded(_info()))
+        rec.close()
+    lock = Lock(session, 60).start()
+    assert lock.taken.wait(10)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.entry", "bench", str(DEMO_CNN), "--duration", "0.2",
+         "--threads", "1", "--no-live", "--no-accuracy", "--session", str(session)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    said = []
+    for line in proc.stderr:  # the lock goes once the waiting is said
+        said.append(line)
+        if "session file locked by another process; waiting to open it" in line:
+            lock.release.set()
+            break
+    rest = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(120) == 0 and lock.release.is_set(), "".join(said) + rest
+    with open_session_file(session) as reader:
+        assert [r.status for r in reader.runs()] == ["ok"]

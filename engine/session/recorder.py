@@ -49,7 +49,13 @@ from engine.events import (
 from engine.session.generation_rows import add_steps, set_generation_summary, start_generation
 from engine.session.store import SessionStore
 from engine.session.trust import json_text
-from engine.session.write_queue import LOCK_GRACE_S, LOCK_WAIT_S, LockWait, WriteQueue
+from engine.session.write_queue import (
+    LOCK_GRACE_S,
+    LOCK_WAIT_S,
+    LockWait,
+    WriteQueue,
+    open_waiting,
+)
 
 FLUSH_INTERVAL_S = 0.4
 
@@ -455,7 +461,7 @@ def recorder_at(
     if path is None:
         yield None
         return
-    store = SessionStore.create_or_open(path)
+    store = open_waiting(path, _to_stderr)
     rec = Recorder(store, model_path=model_path, kind=kind, config=config, notify=_to_stderr)
     try:
         yield rec

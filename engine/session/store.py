@@ -54,9 +54,12 @@ class SessionStore:
         self.db = db
 
     @classmethod
-    def create_or_open(cls, path: str | Path) -> SessionStore:
+    def create_or_open(
+        cls, path: str | Path, busy_timeout_s: float = BUSY_TIMEOUT_S
+    ) -> SessionStore:
         """Create a new session file, or open an existing one to append runs (migrating an
-        older format). Refuses foreign, corrupt and newer files with a SessionFileError."""
+        older format). Refuses foreign, corrupt and newer files with a SessionFileError;
+        waits up to `busy_timeout_s` for another process's lock."""
         p = Path(path)
         created = not p.exists()
         if not created:
@@ -64,11 +67,13 @@ class SessionStore:
         elif not p.parent.is_dir():
             raise SessionFileError(f"folder {p.parent} does not exist", p)
         try:
-            conn = _connect_for_writing(p)
+            conn = _connect_for_writing(p, busy_timeout_s)
         except sqlite3.Error as exc:
             raise _write_error(p, exc, created) from exc
         try:
-            return cls(p, _initialise(p, conn))
+            store = cls(p, _initialise(p, conn))
+            store.set_busy_timeout(BUSY_TIMEOUT_S)
+            return store
         except BaseException as exc:
             conn.close()
             if created:  # a full disk or a read-only folder leaves no empty file behind
@@ -434,10 +439,10 @@ class SessionStore:
         return pass_
 
 
-def _connect_for_writing(p: Path) -> sqlite3.Connection:
+def _connect_for_writing(p: Path, busy_timeout_s: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
     # check_same_thread=False: the app feeds the recorder from its engine-reader thread;
     # the store is still used by one thread at a time.
-    return sqlite3.connect(str(p), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+    return sqlite3.connect(str(p), timeout=busy_timeout_s, check_same_thread=False)
 
 
 def _write_error(p: Path, exc: BaseException, created: bool) -> SessionFileError:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import SessionFileError
+from engine.session.store import SessionStore
 from engine.session.trust import corrupt, is_locked
 
 LOCK_WAIT_S = 0.05  # SQLite's busy wait per try while the file is locked by another process
@@ -129,3 +130,30 @@ class WriteQueue:
     def _say(self, line: str) -> None:
         if self.notify is not None:
             self.notify(line)
+
+
+def open_waiting(
+    path: str | Path, notify: Callable[[str], None], grace_s: float = LOCK_GRACE_S
+) -> SessionStore:
+    """`SessionStore.create_or_open`, waiting up to `grace_s` (saying so once) while
+    another process holds the file's lock; any other refusal at once."""
+    deadline = time.monotonic() + grace_s
+    said = False
+    while True:
+        try:
+            return SessionStore.create_or_open(path, busy_timeout_s=LOCK_RETRY_S)
+        except SessionFileError as exc:
+            if not _locked(exc) or time.monotonic() >= deadline:
+                raise
+            if not said:
+                notify("session file locked by another process; waiting to open it")
+                said = True
+
+
+def _locked(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if is_locked(seen):
+            return True
+        seen = seen.__cause__
+    return False
