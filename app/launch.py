@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     from app.workbench import Workbench
-    from engine.errors import OpScopeError
+    from engine.errors import OpScopeError, escape_controls
 
     _quiet_offscreen_warnings()
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         wb = Workbench(session_path=args.session)
     except OpScopeError as exc:  # not even an autosave file can be written
-        print(f"opscope: error: {exc}", file=sys.stderr)
+        print(f"opscope: error: {escape_controls(str(exc))}", file=sys.stderr)
         if args.quit_after is None:  # a modal would block a scripted run forever
             QMessageBox.critical(None, "OpScope", str(exc))
         return 2
