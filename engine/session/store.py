@@ -81,7 +81,9 @@ class SessionStore:
                     with contextlib.suppress(OSError):
                         Path(f"{p}{suffix}").unlink(missing_ok=True)
             if isinstance(exc, SessionFileError):
-                raise _write_error(p, exc, created) from exc
+                named = _write_error(p, exc, created)
+                if named is not exc:
+                    raise named from exc
             raise
 
     def set_busy_timeout(self, seconds: float) -> None:

@@ -151,9 +151,11 @@ def open_waiting(
 
 
 def _locked(exc: BaseException) -> bool:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if is_locked(seen):
+    chain: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and cause not in chain:  # a cause can loop back
+        if is_locked(cause):
             return True
-        seen = seen.__cause__
+        chain.append(cause)
+        cause = cause.__cause__
     return False
