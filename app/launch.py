@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     from app.workbench import Workbench
-    from engine.errors import OpScopeError
+    from engine.errors import OpScopeError, escape_controls
 
     _quiet_offscreen_warnings()
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -79,9 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     app.setOrganizationName("OpScope")
     try:
         wb = Workbench(session_path=args.session)
-    except OpScopeError as exc:
-        QMessageBox.critical(None, "OpScope", str(exc))
-        print(f"opscope: error: {exc}", file=sys.stderr)
+    except OpScopeError as exc:  # not even an autosave file can be written
+        print(f"opscope: error: {escape_controls(str(exc))}", file=sys.stderr)
+        if args.quit_after is None:  # a modal would block a scripted run forever
+            QMessageBox.critical(None, "OpScope", str(exc))
         return 2
     if args.size:
         wb.window.resize(*args.size)

@@ -6,14 +6,19 @@ disk cannot stall painting; the GUI keeps what was recorded even if the engine h
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from engine.session import liveness
 from engine.session.recorder import Recorder
 from engine.session.store import SessionStore
+from engine.session.trust import corrupt
+
+CLOSE_GRACE_S = 5.0  # quitting waits this long for a lock another process holds
 
 
 def autosave_dir() -> Path:
@@ -66,19 +71,38 @@ class Recording:
             self.recorder.flush()
             if dest.exists():
                 dest.unlink()
-            target = sqlite3.connect(str(dest))
             try:
-                self.store.db.conn.backup(target)
-            finally:
-                target.close()
+                target = sqlite3.connect(str(dest))
+                try:
+                    self.store.db.conn.backup(target)
+                finally:
+                    target.close()
+            except sqlite3.Error as exc:  # a full disk, a read-only folder: said in one line
+                with contextlib.suppress(OSError):  # a read-only folder refuses even this
+                    dest.unlink(missing_ok=True)
+                raise corrupt(dest, exc) from exc
             old = self.store
             self.store = SessionStore.create_or_open(dest)
             self.recorder.store = self.store
+            self.recorder.writes.path = dest
+            if self.recorder.active and self.recorder.run_id is not None:
+                liveness.opened(dest, self.recorder.run_id)  # its run goes on, written there
             old.close()
             self.path = dest
         return dest
 
+    def status(self) -> str:
+        """The file, and whether another process has it locked (writes held in memory)."""
+        wait = self.recorder.waiting
+        unsaved = self.recorder.unsaved
+        text = f"session: {self.path}"
+        if wait is not None:
+            text += f" — {wait.line()}"
+        if unsaved:
+            text += f" — {unsaved:,} samples NOT saved"
+        return text
+
     def close(self) -> None:
         with self._lock:
-            self.recorder.close()
+            self.recorder.close(grace_s=CLOSE_GRACE_S)
             self.store.close()

@@ -36,7 +36,7 @@ class Workbench(QObject):
         from app.config_panel import usable_providers
 
         self.window = MainWindow(usable if usable is not None else usable_providers())
-        self.recording = Recording(session_path or new_autosave_path())
+        self.recording = self._open_recording(session_path)
         yields = self.window.settings.value(YIELD_KEY, True, type=bool)
         self.client = EngineClient(sink=self.recording.sink, nice=ENGINE_NICE if yields else 0)
         self.controller = LiveController(self.window, self.client)
@@ -71,6 +71,21 @@ class Workbench(QObject):
         self.status_timer.start()
         self.running = True
 
+    def _open_recording(self, session_path: str | None) -> Recording:
+        """The file asked for; when it cannot be written (read-only, locked, corrupt, not
+        ours), a new autosave file instead, said in the banner (never a modal dialog: the
+        app stays up, and nothing blocks a scripted --quit-after)."""
+        if session_path is None:
+            return Recording(new_autosave_path())
+        try:
+            return Recording(session_path)
+        except OpScopeError as exc:
+            recording = Recording(new_autosave_path())
+            self.window.banner.show_message(
+                "error", f"Cannot record into {exc}. Recording into {recording.path} instead."
+            )
+            return recording
+
     def start(self, model: str | None) -> None:
         self.client.start()
         self.client.apply(self.window.config_panel.config())
@@ -94,8 +109,8 @@ class Workbench(QObject):
 
         try:
             window = SessionWindow(path)
-        except OpScopeError as exc:
-            QMessageBox.warning(self.window, "Cannot open session", str(exc))
+        except OpScopeError as exc:  # the banner, not a modal: the app stays usable
+            self.window.banner.show_message("error", f"Cannot open session {exc}")
             return
         window.show()
         self.session_windows.append(window)
@@ -165,7 +180,7 @@ class Workbench(QObject):
             c.model_name or "no model",
             f"{provider} on {self.device}",
             rate or "waiting for samples…",
-            f"session: {self.recording.path}",
+            self.recording.status(),
         )
 
     def shutdown(self) -> None:

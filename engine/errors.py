@@ -11,9 +11,34 @@ from pathlib import Path
 
 def one_line(exc: BaseException, limit: int = 300) -> str:
     """An exception's message as one line: its first non-empty line, whitespace collapsed,
-    at most `limit` characters (the exception's type when it says nothing)."""
-    lines = [" ".join(ln.split()) for ln in str(exc).splitlines() if ln.strip()]
-    return lines[0][:limit] if lines else type(exc).__name__
+    control characters escaped, at most `limit` characters (the exception's type when it
+    says nothing). Never raises: a library's message may carry bytes from a file."""
+    try:
+        text = str(exc)
+    except Exception:  # a __str__ that fails (bad bytes in its arguments)
+        text = ""
+    lines = [" ".join(ln.split()) for ln in text.splitlines() if ln.strip()]
+    return escape_controls(lines[0][:limit]) if lines else type(exc).__name__
+
+
+def escape_controls(text: str) -> str:
+    """Control and format characters (ANSI escapes, bidi overrides) shown as escapes, so
+    text from a file cannot drive the terminal it is printed on."""
+    if text.isprintable():
+        return text
+    out: list[str] = []
+    for ch in text:
+        if ch.isprintable():
+            out.append(ch)
+        elif ch in "\n\t\r":
+            out.append(repr(ch)[1:-1])
+        elif ord(ch) < 0x100:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    return "".join(out)
 
 
 class OpScopeError(Exception):

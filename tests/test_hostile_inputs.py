@@ -143,3 +143,9 @@ def test_inputs_that_cannot_fit_in_memory_are_refused_before_allocating(tmp_path
     proc = opscope("bench", DEMO_TRANSFORMER, "--shape", "input_ids=1x0", "--duration", "0.2",
                    "--no-live", check=True)  # fmt: skip
     assert "holds no elements" in proc.stderr + proc.stdout
+
+
+def test_an_error_naming_a_path_with_a_newline_is_one_line(tmp_path: Path) -> None:
+    """The path is the user's, but its newline (or an ANSI escape) split the one line."""
+    odd = tmp_path / "a\nb\x1b[31m.opscope"
+    _one_line(opscope("session", "show", odd), "a\\nb\\x1b[31m.opscope: file not found")

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -150,12 +151,16 @@ def test_a_killed_run_keeps_its_samples(tmp_path: Path) -> None:
     assert Path(f"{path}-wal").exists()  # nobody checkpointed: the data sits in the WAL
     with open_session_file(path) as reader:
         (run,) = reader.runs()
-        assert run.status == "running" and run.ended_at is None and run.latency is None
+        # still `running` in the file; its writer gone, readers say so (#16)
+        assert run.status == "interrupted" and run.ended_at is None and run.latency is None
         starts, lats = reader.latency(run.id)
         assert run.samples == lats.size >= seen > 0
         assert (lats > 0).all() and (starts[1:] > starts[:-1]).all()
     show = opscope("session", "show", path, check=True)
-    assert show.stdout.splitlines()[-1].endswith(f"running ({run.samples} samples)")
+    assert show.stdout.splitlines()[-1].endswith(f"(killed or crashed) ({run.samples} samples)")
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    assert conn.execute("SELECT status FROM runs").fetchall() == [("running",)]  # untouched
+    conn.close()
 
 
 def test_a_failed_run_is_recorded(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     result = RunResult()
     printer = LivePrinter(live=args.live)
-    run_id = None
+    rec = None
     try:
         with recording(
             args.session,
@@ -62,7 +62,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 result.feed(ev)
                 printer.feed(ev)
                 record(ev)
-            run_id = getattr(getattr(record, "__self__", None), "run_id", None)
+            rec = getattr(record, "__self__", None)
     finally:
         printer.close()
     if result.profile is not None:
@@ -73,8 +73,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     out = sys.stdout if args.json != "-" else sys.stderr
     print_summary(result, out, top=top)
     if args.session:
+        run_id = getattr(rec, "run_id", None)  # read after closing: every write landed
         ref = f"{args.session}:{run_id}" if run_id is not None else args.session
-        print(f"recorded   {ref}", file=out)
+        unsaved = getattr(rec, "unsaved", 0)
+        lost = f" ({unsaved:,} samples NOT saved: the file stayed locked)" if unsaved else ""
+        print(f"recorded   {ref}{lost}", file=out)
     if args.json:
         write_json(args.json, result.to_json(top=None))
     return EXIT_OK

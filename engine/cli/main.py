@@ -22,7 +22,7 @@ from engine.cli.generate_args import add_generate_parser, add_import_parser
 from engine.cli.serve_args import add_serving_parsers
 from engine.cli.tune_args import add_sweep_parser, add_tune_parser
 from engine.config import DEFAULT_MIN_COSINE, FUSIONS, PRECISIONS, PROVIDERS
-from engine.errors import OpScopeError
+from engine.errors import OpScopeError, escape_controls
 
 __all__ = ["build_parser", "main"]
 
@@ -320,8 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _stops_like_ctrl_c():
             code: int = args.handler(args)
         return code
-    except OpScopeError as exc:
-        print(f"opscope: error: {exc}", file=sys.stderr)
+    except OpScopeError as exc:  # one line, whatever a path or a file's text holds
+        print(f"opscope: error: {escape_controls(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("opscope: interrupted", file=sys.stderr)

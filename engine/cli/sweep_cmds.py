@@ -41,8 +41,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             def show(item: object) -> None:
                 if isinstance(item, SweepPoint):
                     points.append(item)
-                    if rec is not None and rec.run_id is not None:
-                        run_ids.append(rec.run_id)
+                    if rec is not None and rec.settle() and rec.run_id is not None:
+                        run_ids.append(rec.run_id)  # written, so its id is the file's
                     _point_line(item, out)
                     return
                 if rec is not None:
@@ -81,7 +81,7 @@ def _store(
     partial: bool,
 ) -> int:
     """The sweep as one row of the session (partial: interrupted, the points done)."""
-    rec.flush()
+    rec.settle()
     return rec.store.add_sweep(
         model_path=model,
         dim=result.dim,

@@ -13,7 +13,7 @@ import operator
 import re
 import zipfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,9 @@ class InputPlan:
     shapes: dict[str, tuple[int, ...]]
     dims: dict[str, int]  # symbolic name -> value
     notes: tuple[str, ...]
+    # dims the plan chose (not the user, not the batch): label -> value; a label is a
+    # symbolic name, or "input[axis]" for an unnamed dim
+    defaulted: dict[str, int] = field(default_factory=dict)
 
 
 def parse_shape_override(text: str) -> tuple[str, tuple[int, ...]]:
@@ -62,10 +65,14 @@ def plan_inputs(
     batch: int,
     overrides: Mapping[str, tuple[int, ...]] | None = None,
     dims_set: Mapping[str, int] | None = None,
+    sizes: Mapping[str, int] | None = None,
 ) -> InputPlan:
     """Choose a concrete shape for every tensor input. `dims_set` gives symbolic dims by
-    name (the window's 'height', 'sequence' boxes); `overrides` whole shapes by input."""
+    name (the window's 'height', 'sequence' boxes); `overrides` whole shapes by input;
+    `sizes` replaces the default of dims the user did not set, by label (see
+    `InputPlan.defaulted`: the search for sizes a model accepts)."""
     overrides = dict(overrides or {})
+    chosen: dict[str, int] = {}
     names = {v.name for v in info.inputs}
     for name in overrides:
         if name not in names:
@@ -98,9 +105,9 @@ def plan_inputs(
             )
         concrete = []
         for axis, d in enumerate(v.shape):
-            concrete.append(_resolve_dim(d, axis, v, batch, dims, notes))
+            concrete.append(_resolve_dim(d, axis, v, batch, dims, notes, sizes or {}, chosen))
         shapes[v.name] = tuple(concrete)
-    return InputPlan(shapes, dims, tuple(dict.fromkeys(notes)))
+    return InputPlan(shapes, dims, tuple(dict.fromkeys(notes)), chosen)
 
 
 def _checked_dims(info: ModelInfo, dims_set: Mapping[str, int]) -> dict[str, int]:
@@ -119,7 +126,14 @@ def _checked_dims(info: ModelInfo, dims_set: Mapping[str, int]) -> dict[str, int
 
 
 def _resolve_dim(
-    d: Dim, axis: int, v: ValueInfo, batch: int, dims: dict[str, int], notes: list[str]
+    d: Dim,
+    axis: int,
+    v: ValueInfo,
+    batch: int,
+    dims: dict[str, int],
+    notes: list[str],
+    sizes: Mapping[str, int],
+    chosen: dict[str, int],
 ) -> int:
     if isinstance(d, int):
         return d
@@ -147,9 +161,12 @@ def _resolve_dim(
         value, why = SEQ_DEFAULT, "default sequence length"
     else:
         value, why = OTHER_DEFAULT, "default"
+    if why != "batch" and label in sizes:
+        value, why = sizes[label], f"the default {value} was too small for the model"
     if isinstance(d, str) and _is_name(d):
         dims[d] = value
     if why != "batch":
+        chosen[label] = value
         notes.append(f"{label}={value} ({why}; override with --shape {v.name}=...)")
     return value
 

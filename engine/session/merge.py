@@ -10,6 +10,7 @@ from pathlib import Path
 from engine.errors import SessionFileError, one_line
 from engine.session import schema
 from engine.session.store import SessionStore
+from engine.session.trust import corrupt
 
 
 def copy_runs(store: SessionStore, src: Path) -> list[int]:
@@ -30,12 +31,16 @@ def copy_runs(store: SessionStore, src: Path) -> list[int]:
             src,
         )
     conn = store.db.conn
-    conn.execute("ATTACH DATABASE ? AS trial", (str(src),))
     try:
-        with store.transaction():
-            return _copy(conn)
-    finally:
-        conn.execute("DETACH DATABASE trial")
+        conn.execute("ATTACH DATABASE ? AS trial", (str(src),))
+        try:
+            with store.transaction():
+                return _copy(conn)
+        finally:
+            conn.execute("DETACH DATABASE trial")
+    except (sqlite3.Error, UnicodeDecodeError) as exc:  # locked, full, or a damaged trial
+        cause = corrupt(store.path, exc).message
+        raise SessionFileError(f"{cause}, copying the runs of {src}", store.path) from exc
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:

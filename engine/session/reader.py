@@ -7,6 +7,7 @@ Every failure (not SQLite, truncated, foreign, newer, corrupt rows) is a one-lin
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import shutil
 import sqlite3
@@ -21,7 +22,7 @@ from sqlite_utils import Database
 
 from engine.errors import SessionFileError
 from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
-from engine.session import schema
+from engine.session import liveness, schema
 from engine.session.generation_rows import GenerationRun, read_generation
 from engine.session.rows import MarkerRow, RunRow, op_stat_row, run_row
 from engine.session.serving_rows import ServingRun, read_serving
@@ -39,7 +40,14 @@ def _guarded(
 
     def wrapper(self: SessionReader, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return method(self, *args, **kwargs)
+            try:
+                return method(self, *args, **kwargs)
+            except sqlite3.OperationalError as exc:
+                if not _undecodable(exc) or self._conn.text_factory is _lenient_text:
+                    raise
+                # text that is not UTF-8 in a value: shown with U+FFFD, not refused
+                self._conn.text_factory = _lenient_text
+                return method(self, *args, **kwargs)
         except (sqlite3.Error, ValueError, TypeError) as exc:
             raise corrupt(
                 self.path,
@@ -67,7 +75,10 @@ class SessionReader:
         known version (older files are migrated in memory, never in place), every table."""
         p = Path(path)
         check_file(p)
-        conn, tmpdir = _connect_read_only(p)
+        try:
+            conn, tmpdir = _connect_read_only(p)
+        except UnicodeDecodeError as exc:  # SQLite's message quoted bytes of the file
+            raise corrupt(p, exc) from exc
         try:
             version = _readable_version(p, conn)
             if version < schema.SCHEMA_VERSION:
@@ -97,7 +108,9 @@ class SessionReader:
         """Schema version, versions, host, OS, CPU, GPU, driver, created time (text)."""
         out: dict[str, str | None] = {}
         for key, value in self._conn.execute("SELECT key, value FROM meta ORDER BY key"):
-            out[req(key, str, "meta.key")] = None if value is None else str(value)
+            name = req(key, str, "meta.key")
+            if not name.startswith(liveness.KEY_PREFIX):  # a run's writer, not the file's
+                out[name] = None if value is None else str(value)
         return out
 
     @_guarded
@@ -123,7 +136,7 @@ class SessionReader:
     @_guarded
     def runs(self) -> list[RunRow]:
         """Every run, oldest first, with its stored statistics (never recomputed)."""
-        return [run_row(r, self.path) for r in self._run_rows("")]
+        return [self._settled(run_row(r, self.path)) for r in self._run_rows("")]
 
     @_guarded
     def run(self, run_id: int) -> RunRow:
@@ -132,7 +145,20 @@ class SessionReader:
             ids = [int(i) for (i,) in self._conn.execute("SELECT id FROM runs ORDER BY id")]
             known = f"runs {ids[0]}-{ids[-1]}" if ids else "no runs"
             raise SessionFileError(f"no run {run_id} ({known})", self.path)
-        return run_row(rows[0], self.path)
+        return self._settled(run_row(rows[0], self.path))
+
+    def _settled(self, run: RunRow) -> RunRow:
+        """A `running` run whose writer is gone (killed, crashed) reads `interrupted`."""
+        if run.status != "running":
+            return run
+        row = self._conn.execute(
+            "SELECT value FROM meta WHERE key = ?", [liveness.key(run.id)]
+        ).fetchone()
+        text = typed(row[0], str, "meta.value", nullable=True) if row else None
+        if liveness.writer_alive(text, self.path, run.id) is not False:
+            return run
+        why = "its recording process is gone (killed or crashed)"
+        return dataclasses.replace(run, status="interrupted", error=run.error or why)
 
     @_guarded
     def last_run_id(self) -> int | None:
@@ -379,6 +405,16 @@ def _int_map(value: dict[str, Any] | None) -> dict[str, int]:
     return out
 
 
+def _lenient_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def _undecodable(exc: sqlite3.OperationalError) -> bool:
+    """Python's sqlite3 met a value that is not UTF-8 (read with the strict default, which
+    is C-fast; a reader falls back to `_lenient_text` only when a file needs it)."""
+    return str(exc).startswith("Could not decode to UTF-8")
+
+
 def _connect_read_only(p: Path) -> tuple[sqlite3.Connection, str | None]:
     """mode=ro; when that fails (typically a WAL file in a read-only folder, where SQLite
     cannot create the -shm index) read a private copy of the file and its -wal, or, with
@@ -413,7 +449,7 @@ def _probe(conn: sqlite3.Connection) -> sqlite3.Connection:
     try:
         conn.execute("PRAGMA trusted_schema = OFF")  # no side-effecting SQL in its schema
         conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError:
+    except (sqlite3.DatabaseError, UnicodeDecodeError):
         conn.close()
         raise
     return conn
@@ -422,6 +458,8 @@ def _probe(conn: sqlite3.Connection) -> sqlite3.Connection:
 def _readable_version(p: Path, conn: sqlite3.Connection) -> int:
     try:
         version = schema.stored_version(conn)
+    except UnicodeDecodeError:
+        raise  # SQLite's message quoting the file's bytes: corrupt, not foreign
     except ValueError as exc:
         raise SessionFileError(f"not an OpScope session ({exc})", p) from exc
     if version is None:

@@ -6,12 +6,17 @@ latency samples are buffered and committed once FLUSH_INTERVAL_S has passed; bat
 every ~0.1 s, so commits are at most ~0.5 s apart and a crash or `kill -9` loses at most
 the last half second. Everything else is committed as it arrives. A run killed mid-way
 keeps status "running".
+
+Another process holding the file's lock (SQLITE_BUSY) does not stop a run: every write
+waits in an ordered queue in memory, retried every LOCK_RETRY_S, and lands when the lock
+goes; `close()` waits up to a grace period, then counts what it could not save.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -44,6 +49,13 @@ from engine.events import (
 from engine.session.generation_rows import add_steps, set_generation_summary, start_generation
 from engine.session.store import SessionStore
 from engine.session.trust import json_text
+from engine.session.write_queue import (
+    LOCK_GRACE_S,
+    LOCK_WAIT_S,
+    LockWait,
+    WriteQueue,
+    open_waiting,
+)
 
 FLUSH_INTERVAL_S = 0.4
 
@@ -65,6 +77,7 @@ class Recorder:
         kind: str = "bench",
         config: RunConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
+        notify: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
         self.model_path = model_path
@@ -80,7 +93,7 @@ class Recorder:
         self._notices: list[Notice] = []
         self._starts: list[np.ndarray] = []
         self._lats: list[np.ndarray] = []
-        self._telemetry: list[tuple[int | None, int, str, float]] = []
+        self._telemetry: list[tuple[bool, int, str, float]] = []  # (in the run, ...)
         self._served: list[ServedRequests] = []
         self._serving = False  # the current run has a serving row
         self._steps: list[GenerationSteps] = []
@@ -91,6 +104,19 @@ class Recorder:
         self._origin_saved = False
         self._serving_origin_saved = False
         self._last_commit = clock()
+        # every write, in order; one line to `notify` when the file locks and frees
+        self.writes = WriteQueue(store.path, clock=clock, notify=notify)
+        store.set_busy_timeout(LOCK_WAIT_S)
+
+    @property
+    def waiting(self) -> LockWait | None:
+        """Set while another process holds the file's lock and writes wait in memory."""
+        return self.writes.waiting(sum(int(a.size) for a in self._lats))
+
+    @property
+    def unsaved(self) -> int:
+        """Samples that could not be saved (the lock outlived its grace; a full disk)."""
+        return self.writes.unsaved
 
     @property
     def active(self) -> bool:
@@ -102,12 +128,14 @@ class Recorder:
             self._latency(ev)
         elif isinstance(ev, Telemetry):
             wall = ev.t_ns + self._wall_offset
-            run = self.run_id if self._active else None
-            self._telemetry.extend((run, wall, name, float(v)) for name, v in ev.values.items())
+            active = self._active
+            self._telemetry.extend((active, wall, k, float(v)) for k, v in ev.values.items())
         elif isinstance(ev, ModelLoaded):
             self._expect_run = True
-            self._model_sha = self.store.upsert_model(ev.info)
-            self.model_path = ev.info.path
+            info = ev.info
+            self._model_sha = info.sha256
+            self._write(lambda: self.store.upsert_model(info))
+            self.model_path = info.path
         elif isinstance(ev, VariantReady):
             self._expect_run = True
             self._variant = ev
@@ -148,43 +176,87 @@ class Recorder:
             self.feed(ev)
 
     def flush(self) -> None:
-        """Commit buffered samples, telemetry and the run's sample count in one transaction."""
+        """Commit buffered samples, telemetry and the run's sample count in one transaction
+        (queued behind earlier writes while the file is locked)."""
         self._last_commit = self._clock()
+        starts, telemetry = self._starts, self._telemetry
         lats = self._lats if self._active else []
         served = self._served if self._active else []
         steps = self._steps if self._active else []
-        if not lats and not self._telemetry and not served and not steps:
-            return
-        with self.store.transaction():
-            if steps and self.run_id is not None:
-                add_steps(self.store.db.conn, self.run_id, steps)
-            if served and self.run_id is not None:
-                for chunk in served:
-                    self.store.add_served(self.run_id, chunk)
-                origin = next((c.origin_ns for c in served if c.origin_ns), 0)
-                if origin and not self._serving_origin_saved:
-                    self.store.set_serving_origin(self.run_id, origin + self._wall_offset)
-                    self._serving_origin_saved = True
-            if lats and self.run_id is not None:
-                starts = np.concatenate(self._starts) if len(lats) > 1 else self._starts[0]
-                lat = np.concatenate(lats) if len(lats) > 1 else lats[0]
-                self._next_index = self.store.add_latency(
-                    self.run_id, self._next_index, starts, lat
-                )
-                fields: dict[str, Any] = {"samples": self._next_index}
-                if not self._origin_saved and self._origin_wall is not None:
-                    fields["timing_origin_ns"] = self._origin_wall
-                    self.store.set_marker_offsets(self.run_id, self._origin_wall)
-                    self._origin_saved = True
-                self.store.update_run(self.run_id, fields)
-            if self._telemetry:
-                self.store.add_telemetry_rows(self._telemetry)
-        self._starts.clear()
-        self._lats.clear()
-        self._telemetry.clear()
-        self._served.clear()
-        self._steps.clear()
+        self._starts, self._lats, self._telemetry = [], [], []
+        self._served, self._steps = [], []
+        if lats or telemetry or served or steps:  # taken before a write can raise
+            self._queue_samples(starts, lats, telemetry, served, steps)
+        self.writes.drain()
         self._last_commit = self._clock()
+
+    def _queue_samples(
+        self,
+        starts: list[np.ndarray],
+        lats: list[np.ndarray],
+        telemetry: list[tuple[bool, int, str, float]],
+        served: list[ServedRequests],
+        steps: list[GenerationSteps],
+    ) -> None:
+        """One write holding this flush's data; what belongs to the run (its id, the index
+        of its first sample, whether it saves the origin) is settled now, in order."""
+        first = self._next_index
+        n = sum(int(a.size) for a in lats)
+        self._next_index += n
+        origin = None
+        if lats and not self._origin_saved and self._origin_wall is not None:
+            origin = self._origin_wall
+            self._origin_saved = True
+        serving_origin = 0
+        if served and not self._serving_origin_saved:
+            serving_origin = next((c.origin_ns for c in served if c.origin_ns), 0)
+            self._serving_origin_saved = bool(serving_origin)
+
+        def write() -> None:
+            run_id = self.run_id
+            with self.store.transaction():
+                if steps and run_id is not None:
+                    add_steps(self.store.db.conn, run_id, steps)
+                if served and run_id is not None:
+                    for chunk in served:
+                        self.store.add_served(run_id, chunk)
+                    if serving_origin:
+                        self.store.set_serving_origin(run_id, serving_origin + self._wall_offset)
+                if lats and run_id is not None:
+                    one = len(lats) == 1
+                    self.store.add_latency(
+                        run_id,
+                        first,
+                        starts[0] if one else np.concatenate(starts),
+                        lats[0] if one else np.concatenate(lats),
+                    )
+                    fields: dict[str, Any] = {"samples": first + n}
+                    if origin is not None:
+                        fields["timing_origin_ns"] = origin
+                        self.store.set_marker_offsets(run_id, origin)
+                    self.store.update_run(run_id, fields)
+                if telemetry:
+                    self.store.add_telemetry_rows(
+                        [(run_id if in_run else None, t, k, v) for in_run, t, k, v in telemetry]
+                    )
+
+        self.writes.put(write, n)
+
+    def _write(self, write: Callable[[], object]) -> None:
+        """Queue `write` as a transaction of its own (committed, or rolled back whole when
+        the file is locked, to be tried again)."""
+
+        def committed() -> None:
+            with self.store.transaction():
+                write()
+
+        self.writes.put(committed)
+
+    def settle(self, grace_s: float = LOCK_GRACE_S) -> bool:
+        """Flush, and wait up to `grace_s` for a lock to go; True when everything is saved
+        (a sweep reads the run's id and writes itself after this)."""
+        self.flush()
+        return self.writes.settle(grace_s)
 
     def fail(self, error_text: str) -> None:
         """The run raised: keep what was recorded and mark it 'error' with the message."""
@@ -193,11 +265,14 @@ class Recorder:
     def cancel(self, reason: str = "cancelled by the user") -> None:
         self._end("cancelled", reason)
 
-    def close(self) -> None:
-        """Flush; a run still open is marked cancelled (nothing ended it)."""
+    def close(self, grace_s: float = LOCK_GRACE_S) -> None:
+        """Flush; a run still open is marked cancelled (nothing ended it). Waits up to
+        `grace_s` for a lock held by another process; what still cannot be written is
+        dropped and its samples counted in `unsaved`."""
         if self._active:
             self._end("cancelled", "recording closed before the run ended")
-        self.flush()
+        if not self.settle(grace_s) and self.writes.broken is None:
+            self.writes.give_up(grace_s)
 
     def _latency(self, ev: LatencyBatch) -> None:
         if not self._active:
@@ -236,11 +311,16 @@ class Recorder:
             **fields,
         }
         self.flush()
-        with self.store.transaction():
-            self.run_id = self.store.start_run(fields)
-            self._active = True
-            for notice in self._notices:
-                self._notice(notice)
+        notices = list(self._notices)
+
+        def write() -> None:
+            with self.store.transaction():
+                self.run_id = self.store.start_run(fields)
+                for notice in notices:
+                    self.store.add_marker(self.run_id, "notice", notice.level, notice.message)
+
+        self._active = True
+        self._write(write)
         self._notices.clear()
         self._next_index = 0
         self._origin_wall = None
@@ -255,27 +335,42 @@ class Recorder:
 
     def _serving_fact(self, ev: ServingStarted | ServingSummary) -> None:
         """A serving run's set-up (opens its serving row) or its figures at the end."""
-        if not self._active or self.run_id is None:
+        if not self._active:
             return
         self.flush()
         if isinstance(ev, ServingStarted):
-            self.store.start_serving(self.run_id, ev)
-            self.store.update_run(self.run_id, {"kind": "simulate" if ev.simulated else "load"})
+
+            def write() -> None:
+                run_id = self._require_run()
+                with self.store.transaction():
+                    self.store.start_serving(run_id, ev)
+                    kind = "simulate" if ev.simulated else "load"
+                    self.store.update_run(run_id, {"kind": kind})
+
             self._serving = True
+            self._write(write)
         elif self._serving:
-            self.store.set_serving_summary(self.run_id, ev.summary, ev.answers)
+            summary = ev
+            self._write(
+                lambda: self.store.set_serving_summary(
+                    self._require_run(), summary.summary, summary.answers
+                )
+            )
 
     def _generation_fact(self, ev: GenerationStarted | GenerationSummary) -> None:
         """A generation run's shape (opens its generation row) or its figures at the end."""
-        if not self._active or self.run_id is None:
+        if not self._active:
             return
         self.flush()
-        with self.store.transaction():
-            if isinstance(ev, GenerationStarted):
-                start_generation(self.store.db.conn, self.run_id, ev)
-                self._generating = True
-            elif self._generating:
-                set_generation_summary(self.store.db.conn, self.run_id, ev.summary)
+        if isinstance(ev, GenerationStarted):
+            started = ev
+            self._generating = True
+            self._write(lambda: start_generation(self.store.db.conn, self._require_run(), started))
+        elif self._generating:
+            summary = ev.summary
+            self._write(
+                lambda: set_generation_summary(self.store.db.conn, self._require_run(), summary)
+            )
 
     def _end(self, status: str, error: str | None) -> None:
         if not self._active:
@@ -284,32 +379,40 @@ class Recorder:
             # failed before RunStarted: still a run, with what we know
             config = json_text(self.config.to_json()) if self.config else None
             self._open_run({"config": config})
-        run_id = self._require_run()
         self.flush()
-        self.store.end_run(run_id, status, error)
+        self._write(lambda: self.store.end_run(self._require_run(), status, error))
         self._active = False
         self._expect_run = False
         self._variant = None
 
     def _notice(self, ev: Notice) -> None:
-        self.store.add_marker(self.run_id, "notice", ev.level, ev.message)
+        self._write(
+            lambda: self.store.add_marker(self._require_run(), "notice", ev.level, ev.message)
+        )
 
     def _marker(self, kind: str, label: str, text: str, wall_ns: int) -> None:
-        run = self.run_id if self._active else None
-        t_ns = wall_ns - self._origin_wall if run is not None and self._origin_wall else None
-        self.store.add_marker(run, kind, label, text, t_ns=t_ns, wall_ns=wall_ns)
+        active = self._active
+        t_ns = wall_ns - self._origin_wall if active and self._origin_wall else None
+        self._write(
+            lambda: self.store.add_marker(
+                self.run_id if active else None, kind, label, text, t_ns=t_ns, wall_ns=wall_ns
+            )
+        )
 
     def _run_fact(self, ev: TimingDone | AccuracyResult | OpProfile) -> None:
         """Outside a run (a recorder started mid-run) these have no row to go to: dropped."""
-        if not self._active or self.run_id is None:
+        if not self._active:
             return
         self.flush()
         if isinstance(ev, TimingDone):
-            self.store.set_timing(self.run_id, ev)
+            done = ev
+            self._write(lambda: self.store.set_timing(self._require_run(), done))
         elif isinstance(ev, AccuracyResult):
-            self.store.set_accuracy(self.run_id, ev)
+            acc = ev
+            self._write(lambda: self.store.set_accuracy(self._require_run(), acc))
         else:
-            self.store.add_profile(self.run_id, ev)
+            prof = ev
+            self._write(lambda: self.store.add_profile(self._require_run(), prof))
 
     def _require_run(self) -> int:
         assert self.run_id is not None, "a run row exists once _open_run ran"
@@ -358,8 +461,8 @@ def recorder_at(
     if path is None:
         yield None
         return
-    store = SessionStore.create_or_open(path)
-    rec = Recorder(store, model_path=model_path, kind=kind, config=config)
+    store = open_waiting(path, _to_stderr)
+    rec = Recorder(store, model_path=model_path, kind=kind, config=config, notify=_to_stderr)
     try:
         yield rec
     except KeyboardInterrupt:
@@ -375,3 +478,7 @@ def recorder_at(
             rec.close()
         finally:
             store.close()
+
+
+def _to_stderr(line: str) -> None:
+    print(f"session    {line}", file=sys.stderr, flush=True)

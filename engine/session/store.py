@@ -9,6 +9,7 @@ The recorder commits at least twice a second while a run streams samples.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -20,14 +21,21 @@ from typing import Any
 import numpy as np
 from sqlite_utils import Database
 
-from engine.errors import SessionFileError, one_line
+from engine.errors import SessionFileError
 from engine.events import AccuracyResult, OpProfile, ServedRequests, ServingStarted, TimingDone
 from engine.model.info import ModelInfo
-from engine.session import schema
+from engine.session import liveness, schema
 from engine.session.env import host_facts
 from engine.session.reader import SessionReader
 from engine.session.schema import migrate, stored_version
-from engine.session.trust import check_file, corrupt, json_text
+from engine.session.trust import (
+    SQLITE_CANTOPEN,
+    SQLITE_READONLY,
+    check_file,
+    corrupt,
+    json_text,
+    sqlite_code,
+)
 
 BUSY_TIMEOUT_S = 5.0
 
@@ -46,29 +54,46 @@ class SessionStore:
         self.db = db
 
     @classmethod
-    def create_or_open(cls, path: str | Path) -> SessionStore:
+    def create_or_open(
+        cls, path: str | Path, busy_timeout_s: float = BUSY_TIMEOUT_S
+    ) -> SessionStore:
         """Create a new session file, or open an existing one to append runs (migrating an
-        older format). Refuses foreign, corrupt and newer files with a SessionFileError."""
+        older format). Refuses foreign, corrupt and newer files with a SessionFileError;
+        waits up to `busy_timeout_s` for another process's lock."""
         p = Path(path)
-        if p.exists():
+        created = not p.exists()
+        if not created:
             check_file(p, allow_empty=True)
         elif not p.parent.is_dir():
             raise SessionFileError(f"folder {p.parent} does not exist", p)
         try:
-            # check_same_thread=False: the app feeds the recorder from its engine-reader
-            # thread; the store is still used by one thread at a time.
-            conn = sqlite3.connect(str(p), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+            conn = _connect_for_writing(p, busy_timeout_s)
         except sqlite3.Error as exc:
-            raise SessionFileError(f"cannot open for writing ({one_line(exc)})", p) from exc
+            raise _write_error(p, exc, created) from exc
         try:
-            return cls(p, _initialise(p, conn))
-        except BaseException:
+            store = cls(p, _initialise(p, conn))
+            store.set_busy_timeout(BUSY_TIMEOUT_S)
+            return store
+        except BaseException as exc:
             conn.close()
+            if created:  # a full disk or a read-only folder leaves no empty file behind
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    with contextlib.suppress(OSError):
+                        Path(f"{p}{suffix}").unlink(missing_ok=True)
+            if isinstance(exc, SessionFileError):
+                named = _write_error(p, exc, created)
+                if named is not exc:
+                    raise named from exc
             raise
+
+    def set_busy_timeout(self, seconds: float) -> None:
+        """How long a write waits for another connection's lock before SQLITE_BUSY."""
+        self.db.execute(f"PRAGMA busy_timeout = {max(0, int(seconds * 1000))}")
 
     def close(self) -> None:
         """Checkpoint and leave a single self-contained file (rollback-journal mode), so it
         can be copied and read anywhere; stays in WAL mode if a reader holds it open."""
+        liveness.closed(self.path)  # a run left open here is no longer being written
         with contextlib.suppress(sqlite3.Error):
             self.db.execute("PRAGMA busy_timeout = 0")  # never stall on a reader's lock
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -120,15 +145,23 @@ class SessionStore:
         table = self.db.table("runs")
         with self.db.atomic():
             table.insert(row)
-        run_id = table.last_pk
-        assert isinstance(run_id, int)
+            run_id = table.last_pk
+            assert isinstance(run_id, int)
+            self.db.execute(  # who records it, so a reader can tell it was killed
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                [liveness.key(run_id), liveness.this_writer()],
+            )
+        liveness.opened(self.path, run_id)
         return run_id
 
     def update_run(self, run_id: int, fields: dict[str, Any]) -> None:
         self.db.table("runs").update(run_id, fields)
 
     def end_run(self, run_id: int, status: str, error: str | None = None) -> None:
-        self.update_run(run_id, {"status": status, "error": error, "ended_at": utc_now()})
+        with self.db.atomic():
+            self.update_run(run_id, {"status": status, "error": error, "ended_at": utc_now()})
+            self.db.execute("DELETE FROM meta WHERE key = ?", [liveness.key(run_id)])
+        liveness.closed(self.path, run_id)
 
     def set_timing(self, run_id: int, done: TimingDone) -> None:
         lat, tp = done.latency, done.throughput
@@ -408,6 +441,31 @@ class SessionStore:
         return pass_
 
 
+def _connect_for_writing(p: Path, busy_timeout_s: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
+    # check_same_thread=False: the app feeds the recorder from its engine-reader thread;
+    # the store is still used by one thread at a time.
+    return sqlite3.connect(str(p), timeout=busy_timeout_s, check_same_thread=False)
+
+
+def _write_error(p: Path, exc: BaseException, created: bool) -> SessionFileError:
+    """Why a session cannot be created or written. SQLite says only "unable to open
+    database file" or "attempt to write a readonly database": a file or folder we may not
+    write to is named as such (never "corrupt"); the rest by SQLite's code."""
+    cause = exc.__cause__ if isinstance(exc, SessionFileError) else exc
+    if not isinstance(cause, sqlite3.Error | OSError):
+        return exc if isinstance(exc, SessionFileError) else corrupt(p, exc)
+    if isinstance(cause, OSError) or sqlite_code(cause) in (SQLITE_READONLY, SQLITE_CANTOPEN):
+        if created and not os.access(p.parent, os.W_OK):
+            return SessionFileError(f"cannot create it: folder {p.parent} is read-only", p)
+        if not created and not os.access(p.parent, os.W_OK):
+            return SessionFileError(
+                f"read-only folder {p.parent}: cannot write to the session in it", p
+            )
+        if not created and not os.access(p, os.W_OK):
+            return SessionFileError("read-only file: cannot write to it", p)
+    return corrupt(p, cause)
+
+
 def _initialise(p: Path, conn: sqlite3.Connection) -> Database:
     """Check the file is ours (or empty) before changing anything, then WAL, migrations
     and, for a new file, the facts about this machine."""
@@ -425,16 +483,16 @@ def _initialise(p: Path, conn: sqlite3.Connection) -> Database:
                     pk="key",
                 )
         return db
-    except (sqlite3.Error, ValueError) as exc:
+    except (sqlite3.Error, ValueError, OSError) as exc:
         raise corrupt(p, exc) from exc
-    except OSError as exc:
-        raise SessionFileError(f"cannot open for writing ({one_line(exc)})", p) from exc
 
 
 def _writable_version(p: Path, conn: sqlite3.Connection) -> int | None:
     """The version of a file we may write to; None for a new (empty) database."""
     try:
         version = stored_version(conn)
+    except UnicodeDecodeError:
+        raise  # SQLite's message quoting the file's bytes: corrupt, not foreign
     except ValueError as exc:
         raise SessionFileError(f"not an OpScope session ({exc})", p) from exc
     if version is None:

@@ -8,12 +8,13 @@ and text meant for a terminal has its control characters escaped.
 
 from __future__ import annotations
 
+import errno
 import json
 import sqlite3
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine.errors import SessionFileError, one_line
+from engine.errors import SessionFileError, escape_controls, one_line
 from engine.files import finite
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -57,11 +58,53 @@ def check_file(path: Path, *, allow_empty: bool = False) -> None:
         )
 
 
-def corrupt(path: Path, exc: sqlite3.Error | ValueError) -> SessionFileError:
-    """The error for a file SQLite cannot read, or whose values are not what we wrote."""
-    if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
+# SQLite's primary result codes (`sqlite3.Error.sqlite_errorcode & 0xFF`)
+SQLITE_BUSY = 5
+SQLITE_LOCKED = 6
+SQLITE_READONLY = 8
+SQLITE_FULL = 13
+SQLITE_CANTOPEN = 14
+
+
+def sqlite_code(exc: BaseException) -> int | None:
+    """SQLite's primary result code carried by `exc`, if any."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def is_locked(exc: BaseException) -> bool:
+    """Another connection holds the lock this one needs (SQLITE_BUSY / SQLITE_LOCKED)."""
+    return sqlite_code(exc) in (SQLITE_BUSY, SQLITE_LOCKED)
+
+
+def error_text(exc: BaseException) -> str:
+    """One line for an error met reading or writing a session. SQLite's own message can
+    quote bytes of the file (a schema that is not UTF-8): Python then raises
+    UnicodeDecodeError while decoding the message itself, whose bytes are shown escaped."""
+    if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes):
+        raw = exc.object.decode("utf-8", "backslashreplace")
+        return f"text that is not UTF-8: {one_line(ValueError(raw))}"
+    return one_line(exc)
+
+
+def corrupt(path: Path, exc: BaseException) -> SessionFileError:
+    """The error for a file SQLite cannot read or write, or whose values are not what we
+    wrote, named for its cause: locked, read-only, disk full, or corrupt."""
+    text = error_text(exc)
+    code = sqlite_code(exc)
+    if code in (SQLITE_BUSY, SQLITE_LOCKED):
+        return SessionFileError(f"session file locked by another process ({text})", path)
+    if code == SQLITE_READONLY:
+        return SessionFileError(f"read-only file or folder: cannot write to it ({text})", path)
+    if code == SQLITE_FULL or getattr(exc, "errno", None) == errno.ENOSPC:
+        return SessionFileError(f"disk full ({text})", path)
+    if isinstance(exc, OSError):
+        return SessionFileError(f"cannot read or write ({exc.strerror or text})", path)
+    if code == SQLITE_CANTOPEN:
+        return SessionFileError(f"cannot open ({text})", path)
+    if isinstance(exc, sqlite3.DatabaseError) and "not a database" in text:
         return SessionFileError("not an OpScope session (not an SQLite database)", path)
-    return SessionFileError(f"corrupt session file ({one_line(exc)})", path)
+    return SessionFileError(f"corrupt session file ({text})", path)
 
 
 def typed(value: object, kind: type[T], what: str, *, nullable: bool = False) -> T | None:
@@ -107,23 +150,4 @@ def json_text(value: Any) -> str:
 def printable(value: object) -> str:
     """Text from a file, safe for a terminal: control and format characters (ANSI escapes,
     newlines, bidi overrides) are shown as escapes instead of acting on the terminal."""
-    text = value if isinstance(value, str) else str(value)
-    if text.isprintable():
-        return text
-    out: list[str] = []
-    for ch in text:
-        if ch.isprintable():
-            out.append(ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ord(ch) < 0x100:
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    return "".join(out)
+    return escape_controls(value if isinstance(value, str) else str(value))

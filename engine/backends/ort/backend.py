@@ -12,9 +12,14 @@ from pathlib import Path
 import numpy as np
 
 from engine.backends.base import PrepareRequest, feed_shapes
+from engine.backends.ort.generated import (
+    GeneratedFeeds,
+    reference_session,
+    rejected,
+    rejection,
+)
 from engine.backends.ort.inference_session import (
     OpenSession,
-    explain_ort_error,
     gpu_present,
     inference_fn,
     open_session,
@@ -25,7 +30,6 @@ from engine.backends.ort.profiler import profile_pass
 from engine.backends.ort.variants import CALIBRATION_BATCHES, build_variant
 from engine.backends.pytorch.load import is_torch_file
 from engine.config import RunConfig
-from engine.errors import InputError
 from engine.events import Event, ModelLoaded, Notice, Progress, RunStarted, VariantReady
 from engine.measure.accuracy import ACCURACY_BATCHES, compare_outputs
 from engine.model.eval_data import EvalData, npz_files, read_eval_data
@@ -33,9 +37,7 @@ from engine.model.info import ModelInfo, count_nodes, files_sha256, load_model
 from engine.model.inputs import (
     Feeds,
     batch_of,
-    describe_feeds,
     fit_batch,
-    generate_inputs,
     load_npz,
     plan_inputs,
 )
@@ -145,10 +147,13 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
         plan = plan_inputs(info, config.batch, req.shapes, req.dims)
         for note in plan.notes:
             yield Notice("info", f"input dim {note}")
-        feeds = generate_inputs(model, info, plan, seed=req.seed)
-
-        def make_feeds(i: int) -> Feeds:
-            return feeds if i == 0 else generate_inputs(model, info, plan, seed=req.seed + i)
+        generated = GeneratedFeeds(model, info, plan, req.seed)
+        if config.precision.startswith("int8"):  # its search runs them before the session
+            grown = generated.fit(reference_session(req.model_path), config.batch, req.shapes)
+            if grown:
+                yield Notice("warning", grown)
+        feeds = generated.feeds(0)
+        make_feeds = generated.feeds
 
     calibration, cal_id, cal_count = _calibration_source(req, info, config, make_feeds)
     if config.precision == "int8-static" and req.calibration_npz is None:
@@ -198,7 +203,15 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
             f"{opened.provider_used}"
             + (f": {opened.fallback_reason}" if opened.fallback_reason else ""),
         )
-    _check_feeds(opened, feeds, info)
+    if eval_data is None:
+        grown = generated.fit(opened.session, config.batch, req.shapes)
+        if grown:
+            yield Notice("warning", grown)
+            feeds = generated.feeds(0)
+    else:
+        why = rejection(opened.session, feeds)
+        if why is not None:
+            raise rejected(info, feeds, why)
     yield RunStarted(
         config,
         opened.requested,
@@ -250,23 +263,6 @@ def _first_samples(batches: list[Feeds], limit: int) -> list[Feeds]:
         out.append(b)
         n += batch_of(b)
     return out
-
-
-def _check_feeds(opened: OpenSession, feeds: Feeds, info: ModelInfo) -> None:
-    """One inference, so a model that rejects the inputs fails with a clear message."""
-    import onnxruntime as ort
-
-    quiet = ort.RunOptions()
-    quiet.log_severity_level = 4  # its message is folded into our line, never printed raw
-    try:
-        opened.session.run(None, feeds, quiet)
-    except Exception as exc:
-        why = explain_ort_error(exc, "run")
-        raise InputError(
-            f"the model rejected inputs {describe_feeds(feeds)}: {why}; "
-            "set shapes with --shape NAME=AxB or give real data with --inputs FILE.npz",
-            info.path,
-        ) from exc
 
 
 def _calibration_source(
