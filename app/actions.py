@@ -14,6 +14,7 @@ from app.engine_client import EngineClient
 from app.main_window import STEPPED_KEY, MainWindow
 from app.recording import Recording
 from engine import backends
+from engine.session.compact import Compacted
 
 
 class Workbench(Protocol):
@@ -35,6 +36,7 @@ class Workbench(Protocol):
 
 MODEL_FILTER = backends.file_filter()
 SESSION_FILTER = "OpScope sessions (*.opscope);;All files (*)"
+COMPACT_KEEP_PASSES = 4  # raw op rows of the last two minutes of live profiling per run
 
 
 @dataclass
@@ -99,6 +101,13 @@ def build_menus(wb: Workbench) -> Menus:
         wb.save_session_as,
         "Ctrl+Shift+S",
         "Copy the session file and keep recording into the copy",
+    )
+    act(
+        file,
+        "Save &Compact Copy…",
+        lambda: _save_compact(wb, exports),
+        tip="A smaller copy to hand on: every sample and statistic, the raw op rows of the "
+        f"last {COMPACT_KEEP_PASSES} profiling passes of each run",
     )
     act(
         file,
@@ -260,6 +269,32 @@ def _export(wb: Workbench, kind: str, job: Background) -> None:
         QMessageBox.warning(wb.window, f"Cannot export {kind}", error)
 
     job.submit(lambda: fn(session, path), done, failed)  # a long session takes seconds
+
+
+def _save_compact(wb: Workbench, job: Background) -> None:
+    default = Path(wb.recording.path).with_suffix("").name + "-compact.opscope"
+    path, _ = QFileDialog.getSaveFileName(
+        wb.window, "Save Compact Copy", str(Path.home() / default), SESSION_FILTER
+    )
+    if not path:
+        return
+    if not path.endswith(".opscope"):
+        path += ".opscope"
+    wb.window.statusBar().showMessage(f"writing a compact copy {path}…")
+
+    def done(result: object) -> None:
+        sizes = (
+            f": {result.copy_bytes / 1e6:.1f} MB (the session: {result.source_bytes / 1e6:.1f} MB)"
+            if isinstance(result, Compacted)
+            else ""
+        )
+        wb.window.statusBar().showMessage(f"wrote {path}{sizes}", 8000)
+
+    def failed(error: str) -> None:
+        wb.window.statusBar().clearMessage()
+        QMessageBox.warning(wb.window, "Cannot save a compact copy", error)
+
+    job.submit(lambda: wb.recording.compact_copy(path, COMPACT_KEEP_PASSES), done, failed)
 
 
 def _about(wb: Workbench) -> None:

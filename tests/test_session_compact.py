@@ -12,7 +12,8 @@ import pytest
 from sqlite_utils import Database
 
 from engine.cli.main import main as cli
-from engine.events import OpProfile
+from engine.errors import SessionFileError
+from engine.events import OpProfile, RunEnded
 from engine.measure.op_stats import coverage, node_stats, op_type_stats
 from engine.measure.op_trace import ProfileTrace, parse_ort_profile
 from engine.session import SCHEMA_VERSION, SessionStore, open_session_file, schema
@@ -204,3 +205,31 @@ def test_runs_copied_into_another_session_keep_their_op_rows(tmp_path: Path) -> 
         assert copy_runs(store, src) == [2]
     with open_session_file(dst) as reader:
         assert reader.profile_trace(1) == loops and reader.profile_trace(2) == mlp
+
+
+def test_the_app_saves_a_compact_copy_while_recording_goes_on(tmp_path: Path) -> None:
+    """File > Save Compact Copy: the recording's file so far, older passes' raw rows
+    dropped; the recording keeps writing its own file."""
+    from app.recording import Recording
+    from engine.model.info import load_model
+    from tests.conftest import DEMO_CNN
+    from tests.session_material import live_events
+
+    mlp, loops = traces()
+    e = live_events(load_model(DEMO_CNN)[1])
+    recording = Recording(tmp_path / "live.opscope")
+    profiles = [OpProfile([], [], 1.0, len(t.runs), {}, t) for t in (mlp, loops, mlp)]
+    recording.sink([e["loaded"], e["started"], *e["batches"], *profiles])
+    out = tmp_path / "handed-on.opscope"
+    out.write_text("an older copy the save dialog agreed to replace")
+    done = recording.compact_copy(out, keep_passes=1)
+    recording.sink([e["done"], RunEnded("ok", None)])
+    with pytest.raises(SessionFileError, match="being recorded"):
+        recording.compact_copy(tmp_path / "live.opscope", keep_passes=1)
+    recording.close()
+    assert done.op_rows_dropped == len(mlp.nodes) + len(loops.nodes)
+    with open_session_file(out) as copy, open_session_file(tmp_path / "live.opscope") as live:
+        (run,) = copy.runs()
+        assert copy.latency(run.id)[1].size == 5 and copy.profile_trace(run.id) == mlp
+        assert copy.op_events(run.id, 0) == []
+        assert live.profile_trace(run.id, 0) == mlp and live.run(run.id).status == "ok"
