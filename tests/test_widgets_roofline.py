@@ -236,3 +236,25 @@ def test_the_live_window_leaves_measuring_to_its_engine_host(
     monkeypatch.setattr(peaks, "cached_peaks", lambda: None)
     loader = PeaksLoader()
     assert loader.request(measure=False) is None and loader._thread is None
+
+
+def test_repeated_passes_reuse_the_rendered_symbols(qtbot: QtBot) -> None:
+    """Live profiling redraws the roofline every pass with new shares: pyqtgraph keeps one
+    rendered symbol per (size, pen, brush), so the set of symbols must stop growing (it
+    grew by one per point per pass, and the window's memory with it)."""
+    import random
+
+    plot = RooflinePlot()
+    qtbot.addWidget(plot)
+    rng = random.Random(0)
+    atlas = plot.scatter.fragmentAtlas
+    sizes = []
+    for _ in range(60):
+        shares = [rng.random() for _ in range(40)]
+        ops = [
+            op(f"n{i}", ("MatMul", "Add", "Softmax")[i % 3], 1.0 + i, 2.0 + i, s / sum(shares))
+            for i, s in enumerate(shares)
+        ]
+        plot.set_ops(ops, 10.0, 100.0)
+        sizes.append(len(atlas))
+    assert max(sizes) <= 3 * 35  # op types x whole-pixel sizes, at most

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Signal
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from engine.measure.op_stats import OpStat
@@ -36,6 +36,11 @@ TYPE_COLORS = [
 ]
 ROOF = "#888888"
 HIGHLIGHT = "#ff3b30"
+
+
+def spot_size(share: float) -> int:
+    """A point's diameter in whole pixels (6 to 40) from its share of the run time."""
+    return round(6 + 34 * math.sqrt(min(max(share, 0.0), 1.0)))
 
 
 class DecadeAxis(pg.AxisItem):
@@ -99,10 +104,29 @@ class RooflinePlot(QWidget):
         self._ops: dict[str, OpStat] = {}
         self._pos: dict[str, tuple[float, float]] = {}  # log10 coordinates
         self._colors: dict[str, str] = {}
+        # One brush per colour and one pen per foreground, reused pass after pass, and
+        # sizes in whole pixels: pyqtgraph caches a rendered symbol per (size, pen, brush)
+        # object, so fresh pens and brushes at every pass grew its symbol atlas (and the
+        # window's memory) by a few hundred symbols a minute while profiling ran live.
+        self._brushes: dict[str, QBrush] = {}
+        self._pens: dict[str, QPen] = {}
         self._peaks: tuple[float, float] | None = None
         self.selected: str | None = None
         self._view_key: object = None
         self.plot.getPlotItem().getViewBox().disableAutoRange()
+
+    def _brush(self, color: str) -> QBrush:
+        brush = self._brushes.get(color)
+        if brush is None:
+            brush = self._brushes[color] = pg.mkBrush(QColor(color))
+        return brush
+
+    def _pen(self, color: QColor) -> QPen:
+        key = color.name(QColor.NameFormat.HexArgb)
+        pen = self._pens.get(key)
+        if pen is None:
+            pen = self._pens[key] = pg.mkPen(color, width=0.5)
+        return pen
 
     def set_ops(
         self, ops: list[OpStat], peak_gbps: float | None, peak_gflops: float | None
@@ -118,13 +142,14 @@ class RooflinePlot(QWidget):
             by_time[o.op_type] = by_time.get(o.op_type, 0.0) + o.time_ms
         for op_type in sorted(by_time, key=lambda t: -by_time[t]):
             self._colors.setdefault(op_type, TYPE_COLORS[len(self._colors) % len(TYPE_COLORS)])
+        pen = self._pen(theme.plot_foreground(self))
         spots = [
             {
                 "pos": self._pos[o.name],
                 "data": o.name,
-                "size": 6 + 34 * math.sqrt(max(o.share, 0.0)),
-                "brush": pg.mkBrush(QColor(self._colors[o.op_type])),
-                "pen": pg.mkPen(theme.plot_foreground(self), width=0.5),
+                "size": spot_size(o.share),
+                "brush": self._brush(self._colors[o.op_type]),
+                "pen": pen,
             }
             for o in placed
         ]
