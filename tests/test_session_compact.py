@@ -233,3 +233,19 @@ def test_the_app_saves_a_compact_copy_while_recording_goes_on(tmp_path: Path) ->
         assert copy.latency(run.id)[1].size == 5 and copy.profile_trace(run.id) == mlp
         assert copy.op_events(run.id, 0) == []
         assert live.profile_trace(run.id, 0) == mlp and live.run(run.id).status == "ok"
+
+
+def test_a_recorded_session_taken_back_to_v4_migrates_to_the_same_trace(tmp_path: Path) -> None:
+    """A real profile run of the demo CNN, its op rows rewritten as format v4 had them."""
+    from tests.session_material import op_rows_as_v4, record_demo_profile
+
+    path = tmp_path / "run.opscope"
+    result = record_demo_profile(path)
+    conn = sqlite3.connect(path)
+    with conn:
+        op_rows_as_v4(conn)
+        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    conn.close()
+    with open_session_file(path) as reader:
+        assert reader.version == 4
+        assert reader.profile_trace(1) == result.profile.trace
