@@ -9,12 +9,14 @@ from typing import Protocol
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QBoxLayout, QDockWidget, QFileDialog, QMenu, QMessageBox
 
+from app.background import Background
 from app.engine_client import EngineClient
 from app.exports import ExportNotice
 from app.help_dialogs import guide_dialog, shortcuts_dialog
 from app.main_window import STEPPED_KEY, MainWindow
 from app.recording import Recording
 from engine import backends
+from engine.session.compact import Compacted
 
 
 class Workbench(Protocol):
@@ -36,6 +38,7 @@ class Workbench(Protocol):
 
 MODEL_FILTER = backends.file_filter()
 SESSION_FILTER = "OpScope sessions (*.opscope);;All files (*)"
+COMPACT_KEEP_PASSES = 4  # raw op rows of the last two minutes of live profiling per run
 
 
 @dataclass
@@ -62,6 +65,7 @@ def build_menus(wb: Workbench) -> Menus:
     w = wb.window
     bar = w.menuBar()
     exports = _export_notice(w)  # reports and traces are written off the GUI thread
+    compacting = Background("compact", w)  # so are compact copies
 
     def act(
         menu: QMenu,
@@ -111,6 +115,13 @@ def build_menus(wb: Workbench) -> Menus:
         wb.save_session_as,
         "Ctrl+Shift+S",
         "Copy the session file and keep recording into the copy",
+    )
+    act(
+        file,
+        "Save &Compact Copy…",
+        lambda: _save_compact(wb, compacting),
+        tip="A smaller copy to hand on: every sample and statistic, the raw op rows of the "
+        f"last {COMPACT_KEEP_PASSES} profiling passes of each run",
     )
     act(
         file,
@@ -288,6 +299,32 @@ def _export(wb: Workbench, kind: str, notice: ExportNotice) -> None:
         return
     wb.recording.flush()
     notice.start(kind, str(wb.recording.path), path)  # a long session takes seconds
+
+
+def _save_compact(wb: Workbench, job: Background) -> None:
+    default = Path(wb.recording.path).with_suffix("").name + "-compact.opscope"
+    path, _ = QFileDialog.getSaveFileName(
+        wb.window, "Save Compact Copy", str(Path.home() / default), SESSION_FILTER
+    )
+    if not path:
+        return
+    if not path.endswith(".opscope"):
+        path += ".opscope"
+    wb.window.statusBar().showMessage(f"writing a compact copy {path}…")
+
+    def done(result: object) -> None:
+        sizes = (
+            f": {result.copy_bytes / 1e6:.1f} MB (the session: {result.source_bytes / 1e6:.1f} MB)"
+            if isinstance(result, Compacted)
+            else ""
+        )
+        wb.window.statusBar().showMessage(f"wrote {path}{sizes}", 8000)
+
+    def failed(error: str) -> None:
+        wb.window.statusBar().clearMessage()
+        QMessageBox.warning(wb.window, "Cannot save a compact copy", error)
+
+    job.submit(lambda: wb.recording.compact_copy(path, COMPACT_KEEP_PASSES), done, failed)
 
 
 def _about(wb: Workbench) -> None:

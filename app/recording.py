@@ -13,7 +13,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from engine.errors import SessionFileError
 from engine.session import liveness
+from engine.session.compact import Compacted, compact_copy
 from engine.session.recorder import Recorder
 from engine.session.store import SessionStore
 from engine.session.trust import corrupt
@@ -101,6 +103,17 @@ class Recording:
         if unsaved:
             text += f" — {unsaved:,} samples NOT saved"
         return text
+
+    def compact_copy(self, dest: str | Path, keep_passes: int | None) -> Compacted:
+        """A compact copy of the session so far at `dest` (replaced: the save dialog asked),
+        for handing on; recording goes on in this file. Runs off the GUI thread."""
+        dest = Path(dest)
+        if dest.resolve() == self.path.resolve():
+            raise SessionFileError("is the session being recorded: choose another name", dest)
+        self.flush()
+        if dest.exists():
+            dest.unlink()
+        return compact_copy(self.path, dest, keep_passes)
 
     def close(self) -> None:
         with self._lock:

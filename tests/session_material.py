@@ -142,3 +142,39 @@ def bad_file(kind: str, folder: Path, source: Path) -> tuple[Path, str]:
 
 
 BAD_KINDS = ["corrupt", "truncated", "foreign", "foreign-meta", "empty", "future", "missing"]
+
+
+def op_rows_as_v4(conn: sqlite3.Connection) -> None:
+    """Turn a current file's compact op rows (op_nodes + op_times, v5) back into the one
+    wide `op_events` table of formats 1-4, rows in trace order: for tests that fake an
+    older file from a freshly recorded one."""
+    from sqlite_utils import Database
+
+    from engine.session import schema
+
+    old = Database(sqlite3.connect(":memory:"))
+    schema.migrate(old, schema.MIGRATIONS[:4])
+    query = (
+        "SELECT sql FROM sqlite_master WHERE name LIKE '%op_events%' AND sql IS NOT NULL "
+        "ORDER BY type DESC"  # the table, then its index
+    )
+    ddl = [sql for (sql,) in old.execute(query)]
+    cols = [c[1] for c in old.execute("PRAGMA table_info(op_events)")]
+    old.conn.close()
+    conn.execute("DROP VIEW op_events")
+    for sql in ddl:
+        conn.execute(sql)
+    node_cols = set(schema.OP_NODE_COLUMNS)
+    picked = ", ".join(
+        "n.activation_bytes + n.parameter_bytes + n.output_bytes" if c == "bytes"
+        else "COALESCE(t.self_us, t.dur_us)" if c == "self_us"
+        else f"n.{c}" if c in node_cols
+        else f"t.{c}"
+        for c in cols
+    )  # fmt: skip
+    conn.execute(
+        f"INSERT INTO op_events ({', '.join(cols)}) SELECT {picked} FROM op_times t "
+        "JOIN op_nodes n ON n.run_id = t.run_id AND n.id = t.node ORDER BY t.run_id, t.pass, t.seq"
+    )
+    conn.execute("DROP TABLE op_times")
+    conn.execute("DROP TABLE op_nodes")

@@ -21,6 +21,7 @@ from engine.session.generation_rows import GenerationRun
 from engine.session.reader import SessionReader
 from engine.session.rows import RunRow
 from tests.recorded_sessions import tampered_copy
+from tests.session_material import op_rows_as_v4
 from tests.test_cli import opscope
 from tests.test_generate import DEMO_LLM
 
@@ -200,6 +201,7 @@ def test_a_v3_file_still_reports(recorded: Path, tmp_path: Path) -> None:
         conn.execute("DROP TABLE steps")
         conn.execute("DROP TABLE generation")
         conn.execute("UPDATE runs SET kind = 'bench'")
+        op_rows_as_v4(conn)
         conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     conn.close()
     with SessionReader.open(old) as reader:

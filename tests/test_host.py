@@ -28,15 +28,18 @@ from engine.events import (
     TimingDone,
 )
 from engine.run import commands as cmds
-from engine.run.host import host_main
+from engine.run.host import CONTINUED, host_main
+from engine.run.sample_log import MAX_SAMPLES
 from tests.conftest import DEMO_CNN
 
 
 class Host:
-    def __init__(self, nice: int = 0) -> None:
+    def __init__(self, nice: int = 0, max_samples: int = MAX_SAMPLES) -> None:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=host_main, args=(child, 0.1, nice), daemon=True)
+        self.proc = ctx.Process(
+            target=host_main, args=(child, 0.1, nice, None, max_samples), daemon=True
+        )
         self.proc.start()
         child.close()
         self.events: list[Any] = []
@@ -120,6 +123,29 @@ def test_live_session_end_to_end(host: Host) -> None:
     host.send(cmds.Shutdown())
     host.proc.join(20)
     assert host.proc.exitcode == 0
+
+
+def test_a_run_at_its_cap_of_samples_goes_on_as_a_new_run() -> None:
+    """The host keeps a live run's samples for its summary, so a run is capped: past the
+    cap it ends (summed up from every sample) and the config goes on in a new run."""
+    host = Host(max_samples=300)
+    try:
+        host.send(cmds.Load(str(DEMO_CNN)))
+        host.wait_for(lambda e: isinstance(e, Marker) and e.label == CONTINUED, timeout=120)
+        started = [e for e in host.events if isinstance(e, RunStarted)]
+        done = [e for e in host.events if isinstance(e, TimingDone)]
+        ended = [e for e in host.events if isinstance(e, RunEnded)]
+        assert len(started) == 2 and started[0].config == started[1].config
+        assert len(done) == 1 and ended[0].status == "ok"
+        end = host.events.index(ended[0])
+        sent = sum(e.latencies_ns.size for e in host.events[:end] if isinstance(e, LatencyBatch))
+        assert done[0].latency.count == sent >= 300  # every sample of the first run
+        host.wait_for(
+            lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0,
+            start=end,
+        )
+    finally:
+        host.close()
 
 
 def test_bad_model_keeps_the_old_one_running(host: Host, zoo: dict[str, Path]) -> None:

@@ -98,3 +98,35 @@ def test_closing_the_generator_stops_timing() -> None:
     batches = list(itertools.islice((e for e in gen if isinstance(e, LatencyBatch)), 3))
     gen.close()
     assert len(batches) == 3
+
+
+def test_open_ended_timing_keeps_no_samples_it_has_yielded() -> None:
+    """The live engine's plan never ends: the loop must not hold what it already sent
+    (it held every sample as Python ints, ~76 bytes each, for hours)."""
+    import tracemalloc
+
+    clock = FakeClock(step=100_000)  # 0.1 ms: ~1000 samples a batch
+    plan = TimingPlan(warmup_runs=1, warmup_s=0, duration_s=float("inf"))
+    gen = time_inferences(clock.run, plan, batch=1, clock=clock)
+    batches = (e for e in gen if isinstance(e, LatencyBatch))
+    sizes = [b.latencies_ns.size for b in itertools.islice(batches, 5)]  # warmed up
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        n = sum(b.latencies_ns.size for b in itertools.islice(batches, 40))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+        gen.close()
+    assert min(sizes) > 500 and n > 20_000
+    assert held < 2 * max(sizes) * 40  # about one batch's lists, not 16+ bytes x n
+
+
+def test_a_plan_that_ends_still_sums_up_every_sample() -> None:
+    clock = FakeClock(step=1_000_000)
+    plan = TimingPlan(warmup_runs=1, warmup_s=0, min_runs=1, duration_s=float("inf"), max_runs=700)
+    events = list(time_inferences(clock.run, plan, batch=1, clock=clock))
+    done = events[-1]
+    assert isinstance(done, TimingDone)
+    n = sum(e.latencies_ns.size for e in events if isinstance(e, LatencyBatch))
+    assert done.latency.count == n >= 700

@@ -89,6 +89,24 @@ def test_ring_buffer_block_larger_than_capacity_keeps_the_newest() -> None:
     np.testing.assert_array_equal(ring.view(0), [7, 8, 9, 10, 11])
 
 
+def test_ring_buffer_memory_is_resident_from_construction() -> None:
+    """A live window's RSS must not creep as rows first reach untouched pages: the ring's
+    memory is committed when it is made, and filling and wrapping it adds none."""
+    import psutil
+
+    proc = psutil.Process()
+    before = proc.memory_info().rss
+    ring = RingBuffer(capacity=400_000, columns=5)  # 48 MB, the size of the latency ring
+    made = proc.memory_info().rss - before
+    block = np.arange(50_000.0)
+    for _ in range(30):  # 1.5M rows: fills the 3x region and wraps
+        ring.append([block] * 5)
+    filled = proc.memory_info().rss - before
+    assert made > 0.8 * ring.nbytes
+    assert filled - made < 0.1 * ring.nbytes
+    assert len(ring) == ring.capacity
+
+
 # ---------------------------------------------------------------------------- latency plot
 def test_paint_timer_hands_data_to_the_curves(plot: LatencyPlot, qtbot: QtBot) -> None:
     feed(plot, 120)

@@ -264,3 +264,25 @@ def test_legend_colours_are_stable_across_plots_and_passes(qtbot: QtBot) -> None
     by_name = {o.name: o.op_type for o in OPS}
     assert all(color == op_type_color(by_name[name]) for name, color in brushes.items())
     assert op_type_color("SomeCustomOp") == op_type_color("SomeCustomOp")  # hashed, fixed
+
+
+def test_repeated_passes_reuse_the_rendered_symbols(qtbot: QtBot) -> None:
+    """Live profiling redraws the roofline every pass with new shares: pyqtgraph keeps one
+    rendered symbol per (size, pen, brush), so the set of symbols must stop growing (it
+    grew by one per point per pass, and the window's memory with it)."""
+    import random
+
+    plot = RooflinePlot()
+    qtbot.addWidget(plot)
+    rng = random.Random(0)
+    atlas = plot.scatter.fragmentAtlas
+    sizes = []
+    for _ in range(60):
+        shares = [rng.random() for _ in range(40)]
+        ops = [
+            op(f"n{i}", ("MatMul", "Add", "Softmax")[i % 3], 1.0 + i, 2.0 + i, s / sum(shares))
+            for i, s in enumerate(shares)
+        ]
+        plot.set_ops(ops, 10.0, 100.0)
+        sizes.append(len(atlas))
+    assert max(sizes) <= 3 * 35  # op types x whole-pixel sizes, at most

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from engine.measure.op_stats import OpStat
@@ -27,6 +27,11 @@ from widgets.models.op_colors import op_type_color
 ROOF = "#888888"
 LEGEND_MAX = 8  # op types named in the legend
 HIGHLIGHT = "#ff3b30"
+
+
+def spot_size(share: float) -> int:
+    """A point's diameter in whole pixels (6 to 40) from its share of the run time."""
+    return round(6 + 34 * math.sqrt(min(max(share, 0.0), 1.0)))
 
 
 class DecadeAxis(pg.AxisItem):
@@ -96,10 +101,29 @@ class RooflinePlot(QWidget):
         layout.addWidget(self.caption)
         self._ops: dict[str, OpStat] = {}
         self._pos: dict[str, tuple[float, float]] = {}  # log10 coordinates
+        # One brush per colour and one pen per foreground, reused pass after pass, and
+        # sizes in whole pixels: pyqtgraph caches a rendered symbol per (size, pen, brush)
+        # object, so fresh pens and brushes at every pass grew its symbol atlas (and the
+        # window's memory) by a few hundred symbols a minute while profiling ran live.
+        self._brushes: dict[str, QBrush] = {}
+        self._pens: dict[str, QPen] = {}
         self._peaks: tuple[float, float] | None = None
         self.selected: str | None = None
         self._view_key: object = None
         self.plot.getPlotItem().getViewBox().disableAutoRange()
+
+    def _brush(self, color: str) -> QBrush:
+        brush = self._brushes.get(color)
+        if brush is None:
+            brush = self._brushes[color] = pg.mkBrush(QColor(color))
+        return brush
+
+    def _pen(self, color: QColor) -> QPen:
+        key = color.name(QColor.NameFormat.HexArgb)
+        pen = self._pens.get(key)
+        if pen is None:
+            pen = self._pens[key] = pg.mkPen(color, width=0.5)
+        return pen
 
     def set_ops(
         self, ops: list[OpStat], peak_gbps: float | None, peak_gflops: float | None
@@ -111,13 +135,14 @@ class RooflinePlot(QWidget):
             o.name: (math.log10(o.intensity or 1), math.log10(o.gflops or 1)) for o in placed
         }
         self._set_legend(placed)
+        pen = self._pen(theme.plot_foreground(self))
         spots = [
             {
                 "pos": self._pos[o.name],
                 "data": o.name,
-                "size": 6 + 34 * math.sqrt(max(o.share, 0.0)),
-                "brush": pg.mkBrush(QColor(op_type_color(o.op_type))),
-                "pen": pg.mkPen(theme.plot_foreground(self), width=0.5),
+                "size": spot_size(o.share),
+                "brush": self._brush(op_type_color(o.op_type)),
+                "pen": pen,
             }
             for o in placed
         ]

@@ -124,6 +124,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ref", metavar="FILE[:RUN]", help="a session file, or one run of it")
     p.add_argument("--json", metavar="PATH", help="write runs and metadata as JSON ('-': stdout)")
     p.set_defaults(handler=_cmd_session_show)
+    p = actions.add_parser(
+        "compact",
+        help="a compact copy to hand on: every run and sample, in the current format, "
+        "vacuumed (optionally only the last N passes' raw op rows)",
+    )
+    p.add_argument("src", metavar="IN", help="a session file (.opscope); only read")
+    p.add_argument("dest", metavar="OUT", help="the copy to write (must not exist)")
+    p.add_argument(
+        "--keep-passes",
+        type=_nonneg_int,
+        metavar="N",
+        help="keep the raw per-inference op rows of the last N profiling passes of each "
+        "run only (older passes keep their per-node statistics); default: all",
+    )
+    p.set_defaults(handler=_cmd_session_compact)
     _add_session_tools(sub)
     p = sub.add_parser(
         "system",
@@ -284,6 +299,12 @@ def _cmd_session_show(args: argparse.Namespace) -> int:
     from engine.cli.session_cmds import cmd_session_show
 
     return cmd_session_show(args)
+
+
+def _cmd_session_compact(args: argparse.Namespace) -> int:
+    from engine.cli.session_cmds import cmd_session_compact
+
+    return cmd_session_compact(args)
 
 
 def _cmd_system(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
 """`opscope session show FILE[:RUN]`: list a session's runs, then its sweeps, one line
-each."""
+each. `opscope session compact IN OUT`: a compact copy to hand on."""
 
 from __future__ import annotations
 
@@ -37,6 +37,20 @@ def cmd_session_show(args: argparse.Namespace) -> int:
         if run_id is None:
             data["sweeps"] = [s.to_json() for s in sweeps]
         write_json(args.json, data)
+    return EXIT_OK
+
+
+def cmd_session_compact(args: argparse.Namespace) -> int:
+    from engine.session.compact import compact_copy
+
+    done = compact_copy(args.src, args.dest, args.keep_passes)
+    dropped = (
+        f", {done.op_rows_dropped:,} older op rows dropped" if args.keep_passes is not None else ""
+    )
+    print(
+        f"wrote {printable(args.dest)}: {done.copy_bytes / 1e6:.1f} MB "
+        f"(from {done.source_bytes / 1e6:.1f} MB{dropped})"
+    )
     return EXIT_OK
 
 

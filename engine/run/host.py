@@ -30,10 +30,12 @@ from engine.machine.cpu_telemetry import CpuSampler, TelemetryThread
 from engine.machine.gpu_telemetry import ThrottleWatch
 from engine.run import commands as cmds
 from engine.run.live import LiveRun, Staged, stage
+from engine.run.sample_log import MAX_SAMPLES
 from engine.run.serving_host import ServingJob
 
 SEND_INTERVAL_S = 0.05
 PROFILE_EVERY_S = 30.0  # the first background pass after a config's own
+CONTINUED = "timing continued"  # a run that reached its cap of samples goes on in a new one
 PROFILE_MAX_EVERY_S = 240.0  # passes of an unchanged config back off to this
 
 
@@ -183,6 +185,7 @@ def host_main(
     telemetry_interval_s: float = 0.1,
     nice: int = 0,
     samplers: list[Callable[[], dict[str, float]]] | None = None,
+    max_samples: int = MAX_SAMPLES,
 ) -> None:
     """The child process's loop: commands in, event batches out, until shutdown.
 
@@ -192,7 +195,10 @@ def host_main(
     `nice` > 0 runs the engine below the window's priority: when both want a core, the
     window gets it, so it stays responsive while the engine keeps every core busy; the
     engine loses only the CPU time the window actually uses. Other processes on the machine
-    also win against it, which a run's notice records."""
+    also win against it, which a run's notice records.
+
+    A live run keeps every sample for its summary, up to `max_samples`; then it ends and
+    the same config goes on in a new run (marked CONTINUED), so the host stays bounded."""
     obtained = lower_priority(nice)
     out = Outbox(conn)
     if obtained > 0:
@@ -204,7 +210,7 @@ def host_main(
                 "it more than `opscope bench`",
             )
         )
-    live = LiveRun()
+    live = LiveRun(max_samples)
     builder = Builder(out)
     state = HostState()
     throttle = state.throttle
@@ -253,6 +259,9 @@ def host_main(
                     out.put(ev)
                     for extra in live.extra_events():
                         out.put(extra)
+                if live.full and live.segment is not None:  # bounded: a new run goes on
+                    continued = dataclasses.replace(live.segment.staged, label=CONTINUED)
+                    _drain(live.begin(continued), out)
                 flagged = throttle.fresh()
                 if flagged is not None:
                     out.put(flagged)

@@ -14,8 +14,6 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from engine import backends
 from engine.backends.base import Prepared, PrepareRequest
 from engine.config import RunConfig, oversubscribed
@@ -35,6 +33,7 @@ from engine.events import (
 )
 from engine.measure.stats import is_stable, latency_stats, throughput
 from engine.model.inputs import empty_inputs
+from engine.run.sample_log import MAX_SAMPLES, SampleLog
 from engine.run.timing import TimingPlan, time_inferences
 
 LIVE_TIMING = TimingPlan(
@@ -110,17 +109,23 @@ def _keep_facts(events: Iterator[Event], facts: list[Event]) -> Generator[Event,
 class Segment:
     staged: Staged
     timing: Iterator[Event]
-    starts: list[np.ndarray] = field(default_factory=list)
-    lats: list[np.ndarray] = field(default_factory=list)
+    samples: SampleLog = field(default_factory=SampleLog)
     warmup_runs: int = 0
     origin_ns: int = 0
 
 
 class LiveRun:
-    """Runs the current segment in small steps; swaps segments on demand."""
+    """Runs the current segment in small steps; swaps segments on demand. A segment keeps
+    at most `max_samples` samples (`full`), after which the host continues it as a new run."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_samples: int = MAX_SAMPLES) -> None:
         self.segment: Segment | None = None
+        self.max_samples = max_samples
+
+    @property
+    def full(self) -> bool:
+        """The running segment holds its cap of samples: time to continue in a new run."""
+        return self.segment is not None and self.segment.samples.full
 
     @property
     def config(self) -> RunConfig | None:
@@ -130,7 +135,7 @@ class LiveRun:
         """End the running segment (if any) and start `staged`."""
         yield from self.end()
         timing = time_inferences(staged.prepared.run_once, LIVE_TIMING, staged.batch)
-        self.segment = Segment(staged, timing)
+        self.segment = Segment(staged, timing, SampleLog(self.max_samples))
         yield from staged.facts
         yield Marker("config", staged.label, time.perf_counter_ns())
 
@@ -141,8 +146,7 @@ class LiveRun:
             return None
         ev = next(seg.timing)
         if isinstance(ev, LatencyBatch):
-            seg.starts.append(ev.starts_ns)
-            seg.lats.append(ev.latencies_ns)
+            seg.samples.append(ev.starts_ns, ev.latencies_ns)
             seg.origin_ns = ev.origin_ns
         elif isinstance(ev, Progress) and ev.stage == "warmup":
             seg.warmup_runs = int(ev.done)
@@ -167,8 +171,7 @@ class LiveRun:
         close = getattr(seg.timing, "close", None)
         if close is not None:
             close()
-        lats = np.concatenate(seg.lats) if seg.lats else np.empty(0, np.int64)
-        starts = np.concatenate(seg.starts) if seg.starts else np.empty(0, np.int64)
+        starts, lats = seg.samples.arrays()
         elapsed = (starts[-1] + lats[-1]) / 1e9 if lats.size else 0.0
         batch = seg.staged.batch
         yield TimingDone(
@@ -185,7 +188,6 @@ class LiveRun:
         seg = self.segment
         if seg is None:
             return
-        lats = seg.lats[-50:]
-        mean = float(np.concatenate(lats).mean() / 1e6) if lats else None
+        mean = seg.samples.recent_mean_ms()
         yield Marker("profile", "profiling", time.perf_counter_ns())
         yield from seg.staged.prepared.profile(runs, mean)

@@ -95,6 +95,11 @@ class SessionReader:
     def close(self) -> None:
         _close(self._conn, self._tmpdir)
 
+    def backup_to(self, target: sqlite3.Connection) -> None:
+        """Copy the whole session, as read (an older file in the current format), into
+        `target` with SQLite's online backup."""
+        self._conn.backup(target)
+
     def __enter__(self) -> SessionReader:
         return self
 
@@ -288,7 +293,8 @@ class SessionReader:
 
     @_guarded
     def op_events(self, run_id: int, pass_: int | None = None) -> list[dict[str, Any]]:
-        """The raw per-inference node rows of a pass, in trace order."""
+        """The raw per-inference node rows of a pass, in trace order (stored compactly since
+        format v5: `op_nodes` once per run, `op_times` per execution)."""
         cols = (
             "run_index",
             "name",
@@ -307,7 +313,12 @@ class SessionReader:
             "output_shapes",
         )
         rows = self._conn.execute(
-            f"SELECT {', '.join(cols)} FROM op_events WHERE run_id = ? AND pass = ? ORDER BY rowid",
+            "SELECT t.run_index, n.name, n.parent, n.op_type, n.provider, n.node_index, "
+            "t.start_us, t.dur_us, COALESCE(t.self_us, t.dur_us), "
+            "n.activation_bytes + n.parameter_bytes + n.output_bytes, n.activation_bytes, "
+            "n.parameter_bytes, n.output_bytes, n.input_shapes, n.output_shapes "
+            "FROM op_times t JOIN op_nodes n ON n.run_id = t.run_id AND n.id = t.node "
+            "WHERE t.run_id = ? AND t.pass = ? ORDER BY t.seq",
             [run_id, self._pass(run_id, pass_)],
         ).fetchall()
         return [_op_event(dict(zip(cols, r, strict=True))) for r in rows]

@@ -258,7 +258,106 @@ def _v4_generation(db: Database) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [_v1_initial, _v2_serving, _v3_sweeps, _v4_generation]
+OP_NODE_COLUMNS = (
+    "name",
+    "parent",
+    "op_type",
+    "provider",
+    "node_index",
+    "activation_bytes",
+    "parameter_bytes",
+    "output_bytes",
+    "input_shapes",
+    "output_shapes",
+)
+
+
+def _v5_compact_op_events(db: Database) -> None:
+    """Version 5: a profiling pass's per-inference node rows, compact. What a node is
+    (name, op type, provider, bytes, shapes: the same in every inference) is written once per
+    run in `op_nodes`; each execution is a row of numbers in `op_times` (~22 bytes instead of
+    ~160), so an hour of live profiling of a 300-node model takes ~16 MB, not ~120 MB.
+    `op_events` becomes a view with its old columns, for tools that query it. Rows are
+    moved in trace order; a node's id is its order of first appearance in the run."""
+    db.execute(
+        "CREATE TABLE op_nodes (run_id INTEGER NOT NULL REFERENCES runs(id), "
+        "id INTEGER NOT NULL, name TEXT NOT NULL, parent TEXT NOT NULL, op_type TEXT NOT NULL, "
+        "provider TEXT NOT NULL, node_index INTEGER NOT NULL, "
+        "activation_bytes INTEGER NOT NULL, parameter_bytes INTEGER NOT NULL, "
+        "output_bytes INTEGER NOT NULL, input_shapes TEXT NOT NULL, "
+        "output_shapes TEXT NOT NULL, PRIMARY KEY (run_id, id)) WITHOUT ROWID"
+    )
+    db.execute(
+        "CREATE TABLE op_times (run_id INTEGER NOT NULL REFERENCES runs(id), "
+        "pass INTEGER NOT NULL, seq INTEGER NOT NULL, run_index INTEGER NOT NULL, "
+        "node INTEGER NOT NULL, start_us REAL NOT NULL, dur_us REAL NOT NULL, self_us REAL, "
+        "PRIMARY KEY (run_id, pass, seq)) WITHOUT ROWID"
+    )
+    conn = db.conn
+    ids: dict[tuple[object, ...], int] = {}
+    counts: dict[int, int] = {}
+    seqs: dict[tuple[int, int], int] = {}
+    nodes: list[tuple[object, ...]] = []
+    times: list[tuple[object, ...]] = []
+    cols = ", ".join(OP_NODE_COLUMNS)
+    rows = conn.execute(
+        f"SELECT run_id, pass, run_index, start_us, dur_us, self_us, {cols} FROM op_events "
+        "ORDER BY rowid"
+    )
+    for run_id, pass_, run_index, start, dur, self_us, *fields in rows:
+        fields[1] = fields[1] or ""  # parent: "" at top level
+        fields[4] = -1 if fields[4] is None else fields[4]  # node_index
+        for k in (5, 6, 7):  # bytes
+            fields[k] = fields[k] or 0
+        for k in (8, 9):  # shapes
+            fields[k] = fields[k] or "[]"
+        key = (run_id, *fields)
+        node = ids.get(key)
+        if node is None:
+            node = ids[key] = counts.get(run_id, 0)
+            counts[run_id] = node + 1
+            nodes.append((run_id, node, *fields))
+        seq = seqs.get((run_id, pass_), 0)
+        seqs[(run_id, pass_)] = seq + 1
+        times.append(
+            (run_id, pass_, seq, run_index, node, start, dur, None if self_us == dur else self_us)
+        )
+        if len(times) >= 100_000:  # a 76 MB file holds ~10^6 rows: bounded memory
+            _insert_op_times(conn, times)
+    conn.executemany(
+        f"INSERT INTO op_nodes (run_id, id, {cols}) VALUES ({', '.join('?' * 12)})", nodes
+    )
+    _insert_op_times(conn, times)
+    db.execute("DROP INDEX IF EXISTS idx_op_events_run_id")
+    db.execute("DROP TABLE op_events")
+    db.execute(
+        "CREATE VIEW op_events AS SELECT t.run_id, t.pass, t.run_index, n.name, n.parent, "
+        "n.op_type, n.provider, n.node_index, t.start_us, t.dur_us, "
+        "COALESCE(t.self_us, t.dur_us) AS self_us, "
+        "n.activation_bytes + n.parameter_bytes + n.output_bytes AS bytes, "
+        "n.activation_bytes, n.parameter_bytes, n.output_bytes, n.input_shapes, "
+        "n.output_shapes, t.seq FROM op_times t JOIN op_nodes n "
+        "ON n.run_id = t.run_id AND n.id = t.node"
+    )
+
+
+def _insert_op_times(conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
+    """Insert `rows` into op_times and empty the list."""
+    conn.executemany(
+        "INSERT INTO op_times (run_id, pass, seq, run_index, node, start_us, dur_us, self_us) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    rows.clear()
+
+
+MIGRATIONS: list[Migration] = [
+    _v1_initial,
+    _v2_serving,
+    _v3_sweeps,
+    _v4_generation,
+    _v5_compact_op_events,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # Tables and columns a file of the current version must have (checked on open).
@@ -287,17 +386,8 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "profiles": ("run_id", "pass", "runs", "coverage", "overhead", "provider_nodes"),
     "profile_runs": ("run_id", "pass", "run_index", "start_us", "dur_us"),
     "ops": ("run_id", "pass", "kind", "rank", "name", "op_type", "time_ms"),
-    "op_events": (
-        "run_id",
-        "pass",
-        "run_index",
-        "name",
-        "op_type",
-        "provider",
-        "start_us",
-        "dur_us",
-        "bytes",
-    ),
+    "op_nodes": ("run_id", "id", *OP_NODE_COLUMNS),
+    "op_times": ("run_id", "pass", "seq", "run_index", "node", "start_us", "dur_us", "self_us"),
     "telemetry": ("run_id", "wall_ns", "name", "value"),
     "markers": ("id", "run_id", "wall_ns", "t_ns", "kind", "label", "text"),
     "serving": ("run_id", "simulated", "traffic", "batching", "cache", "warmup_s"),

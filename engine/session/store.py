@@ -12,7 +12,7 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from itertools import repeat
 from pathlib import Path
@@ -23,6 +23,7 @@ from sqlite_utils import Database
 
 from engine.errors import SessionFileError
 from engine.events import AccuracyResult, OpProfile, ServedRequests, ServingStarted, TimingDone
+from engine.measure.op_trace import NodeEvent
 from engine.model.info import ModelInfo
 from engine.session import liveness, schema
 from engine.session.env import host_facts
@@ -402,42 +403,7 @@ class SessionStore:
                 "VALUES (?, ?, ?, ?, ?)",
                 [(run_id, pass_, r.run_index, r.start_us, r.dur_us) for r in trace.runs],
             )
-            shapes: dict[Any, str] = {}
-
-            def shape_json(value: Any) -> str:
-                text = shapes.get(value)
-                if text is None:
-                    text = shapes[value] = json_text(value)
-                return text
-
-            conn.executemany(
-                "INSERT INTO op_events (run_id, pass, run_index, name, parent, op_type, "
-                "provider, node_index, start_us, dur_us, self_us, bytes, activation_bytes, "
-                "parameter_bytes, output_bytes, input_shapes, output_shapes) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        run_id,
-                        pass_,
-                        n.run_index,
-                        n.name,
-                        n.parent,
-                        n.op_type,
-                        n.provider,
-                        n.node_index,
-                        n.start_us,
-                        n.dur_us,
-                        n.self_us,
-                        n.activation_bytes + n.parameter_bytes + n.output_bytes,
-                        n.activation_bytes,
-                        n.parameter_bytes,
-                        n.output_bytes,
-                        shape_json(n.input_shapes),
-                        shape_json(n.output_shapes),
-                    )
-                    for n in trace.nodes
-                ],
-            )
+            _add_op_rows(conn, run_id, pass_, trace.nodes)
         return pass_
 
 
@@ -464,6 +430,57 @@ def _write_error(p: Path, exc: BaseException, created: bool) -> SessionFileError
         if not created and not os.access(p, os.W_OK):
             return SessionFileError("read-only file: cannot write to it", p)
     return corrupt(p, cause)
+
+
+def _add_op_rows(
+    conn: sqlite3.Connection, run_id: int, pass_: int, events: Sequence[NodeEvent]
+) -> None:
+    """A pass's per-inference node rows, compact: nodes not yet seen in this run go to
+    `op_nodes` once (ids in order of first appearance), every execution to `op_times`."""
+    cols = ", ".join(schema.OP_NODE_COLUMNS)
+    ids: dict[tuple[Any, ...], int] = {
+        tuple(key): node
+        for node, *key in conn.execute(
+            f"SELECT id, {cols} FROM op_nodes WHERE run_id = ?", [run_id]
+        )
+    }
+    shapes: dict[Any, str] = {}
+
+    def shape_json(value: Any) -> str:
+        text = shapes.get(value)
+        if text is None:
+            text = shapes[value] = json_text(value)
+        return text
+
+    new_nodes: list[tuple[Any, ...]] = []
+    times: list[tuple[Any, ...]] = []
+    for seq, n in enumerate(events):
+        key = (
+            n.name,
+            n.parent,
+            n.op_type,
+            n.provider,
+            n.node_index,
+            n.activation_bytes,
+            n.parameter_bytes,
+            n.output_bytes,
+            shape_json(n.input_shapes),
+            shape_json(n.output_shapes),
+        )
+        node = ids.get(key)
+        if node is None:
+            node = ids[key] = len(ids)
+            new_nodes.append((run_id, node, *key))
+        self_us = None if n.self_us == n.dur_us else n.self_us
+        times.append((run_id, pass_, seq, n.run_index, node, n.start_us, n.dur_us, self_us))
+    conn.executemany(
+        f"INSERT INTO op_nodes (run_id, id, {cols}) VALUES ({', '.join('?' * 12)})", new_nodes
+    )
+    conn.executemany(
+        "INSERT INTO op_times (run_id, pass, seq, run_index, node, start_us, dur_us, self_us) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        times,
+    )
 
 
 def _initialise(p: Path, conn: sqlite3.Connection) -> Database:
