@@ -281,3 +281,29 @@ def test_the_search_within_a_budget_finds_the_optimum_of_a_monotone_space() -> N
         if (c.precision, c.fusion, c.batch, c.threads) != ("int8-dynamic", "all", 16, 4):
             missed.append((seed, c.short_label()))
     assert not missed
+
+
+def test_neighbours_step_along_sorted_numbers_and_the_spread_start_is_far_apart() -> None:
+    import random
+
+    from engine.tune.design import neighbours, ordinal_knobs, spread_start
+
+    space = {"precision": ["fp32", "int8-dynamic"], "batch": [4, 1, 16], "spinning": [1, 0]}
+    ordered = ordinal_knobs(space)
+    assert ordered == {"batch"}  # two values, or not numbers: a category
+    # batch 4 (index 0) sits between 1 and 16; batch 16 at the top has one step down
+    assert set(neighbours(space, ordered, (0, 0, 0))) == {
+        (1, 0, 0),
+        (0, 1, 0),
+        (0, 2, 0),
+        (0, 0, 1),
+    }
+    assert set(neighbours(space, ordered, (0, 2, 0))) == {(1, 2, 0), (0, 0, 0), (0, 2, 1)}
+    for seed in range(5):
+        start = spread_start(space, ordered, 4, set(), random.Random(seed))
+        assert len(set(start)) == 4
+        first, second = start[0], start[1]
+        assert first[0] != second[0] and first[2] != second[2]  # every category differs
+        rank = {0: 1, 1: 0, 2: 2}  # batch 4, 1, 16 sorted: 1 < 4 < 16
+        r1, r2 = rank[first[1]], rank[second[1]]
+        assert abs(r1 - r2) == max(r1, 2 - r1)  # the batch farthest along the range
