@@ -257,3 +257,53 @@ def test_ctrl_c_mid_tune_keeps_every_finished_trial(tmp_path: Path) -> None:
         runs = reader.runs()
     assert [r.status for r in runs][:2] == ["ok", "ok"] and runs[0].samples > 0
     assert len(runs) <= 3 and all(r.status in ("ok", "cancelled") for r in runs)
+
+
+def test_the_search_within_a_budget_finds_the_optimum_of_a_monotone_space() -> None:
+    """A space whose throughput grows with batch and threads, INT8 static fastest but
+    below the floor: the best feasible config is one corner (INT8 dynamic, fusion all,
+    the largest batch, the most threads). A budget of 16 of the 120 configs finds it in
+    every one of 20 seeds (the search before issue #14's work, categorical TPE: 8 of 20)."""
+    speed = {"fp32": 1.0, "int8-dynamic": 1.6, "int8-static": 2.0}
+
+    def run(number: int, c: RunConfig) -> Trial:
+        tp = 100 * speed[c.precision] * (1.2 if c.fusion == "all" else 1.0)
+        tp *= c.batch**0.3 * c.threads**0.5
+        cos = 0.95 if c.precision == "int8-static" else 1.0
+        return Trial(number, c, "ok", 1e3 / tp, 2e3 / tp, tp, cos, 100)
+
+    space = {**default_space(RunConfig()), "batch": [4, 1, 16, 2, 8], "threads": [1, 2, 3, 4]}
+    missed = []
+    for seed in range(20):
+        result = drive(tune(space, RunConfig(), Goal("throughput", 0.99), run, 16, seed))
+        c = result.best.config
+        assert len(result.trials) == 16
+        if (c.precision, c.fusion, c.batch, c.threads) != ("int8-dynamic", "all", 16, 4):
+            missed.append((seed, c.short_label()))
+    assert not missed
+
+
+def test_neighbours_step_along_sorted_numbers_and_the_spread_start_is_far_apart() -> None:
+    import random
+
+    from engine.tune.design import neighbours, ordinal_knobs, spread_start
+
+    space = {"precision": ["fp32", "int8-dynamic"], "batch": [4, 1, 16], "spinning": [1, 0]}
+    ordered = ordinal_knobs(space)
+    assert ordered == {"batch"}  # two values, or not numbers: a category
+    # batch 4 (index 0) sits between 1 and 16; batch 16 at the top has one step down
+    assert set(neighbours(space, ordered, (0, 0, 0))) == {
+        (1, 0, 0),
+        (0, 1, 0),
+        (0, 2, 0),
+        (0, 0, 1),
+    }
+    assert set(neighbours(space, ordered, (0, 2, 0))) == {(1, 2, 0), (0, 0, 0), (0, 2, 1)}
+    for seed in range(5):
+        start = spread_start(space, ordered, 4, set(), random.Random(seed))
+        assert len(set(start)) == 4
+        first, second = start[0], start[1]
+        assert first[0] != second[0] and first[2] != second[2]  # every category differs
+        rank = {0: 1, 1: 0, 2: 2}  # batch 4, 1, 16 sorted: 1 < 4 < 16
+        r1, r2 = rank[first[1]], rank[second[1]]
+        assert abs(r1 - r2) == max(r1, 2 - r1)  # the batch farthest along the range

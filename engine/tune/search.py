@@ -6,12 +6,23 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import warnings
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from engine.config import RunConfig
 from engine.events import Event, Notice, Progress
+from engine.tune.design import (
+    Design,
+    Key,
+    from_params,
+    neighbours,
+    ordinal_knobs,
+    predictor,
+    spread_start,
+    to_params,
+)
 from engine.tune.pareto import front
 from engine.tune.space import Space, expand, size
 from engine.tune.trial import Trial
@@ -44,7 +55,7 @@ class TuneResult:
     best: Trial | None
     pareto_latency_accuracy: list[int]  # trial numbers: p50 down, cosine up
     pareto_throughput_p99: list[int]  # trial numbers: throughput up, p99 down
-    searched: str  # "exhaustive" | "optuna TPE, budget N"
+    searched: str  # "exhaustive" | "optuna TPE (S spread, R near the best), budget N of M"
     space_size: int
 
 
@@ -85,6 +96,7 @@ def tune(
     run: RunTrial | Trials,
     budget: int | None = None,
     seed: int = 0,
+    design: Design | None = None,
 ) -> Generator[Event | Trial, None, TuneResult]:
     """Yields progress and each trial as it ends; returns the result. Without a budget (or
     with one that covers the space) every config runs, in order. `run` runs one trial, or
@@ -97,8 +109,13 @@ def tune(
         yield from _every(configs, trials_at, trials)
         how = "exhaustive"
     else:
-        yield from _optuna(space, base, goal, trials_at, budget, seed, trials)
-        how = f"optuna TPE, budget {budget} of {n}"
+        design = design or Design()
+        yield from _optuna(space, base, goal, trials_at, budget, seed, trials, design)
+        spread, refine = design.counts(budget)
+        how = f"optuna {'TPE' if design.sampler == 'tpe' else design.sampler}"
+        if spread or refine:
+            how += f" ({spread} spread, {refine} near the best)"
+        how += f", budget {budget} of {n}"
     trials.sort(key=lambda t: t.number)
     return _result(trials, goal, how, size(space))
 
@@ -128,27 +145,44 @@ def _optuna(
     budget: int,
     seed: int,
     trials: list[Trial],
+    design: Design,
 ) -> Generator[Event | Trial, None, None]:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     knobs = list(space)
-    # categorical choices must be plain JSON values; indices keep bools and ints exact
+    ordered = ordinal_knobs(space) if design.ordinal else set()
+    # an ordered knob is its value's rank; a category its value's index (choices must be
+    # plain JSON values; indices keep bools and ints exact)
     dists: dict[str, optuna.distributions.BaseDistribution] = {
-        k: optuna.distributions.CategoricalDistribution(list(range(len(space[k])))) for k in knobs
+        k: optuna.distributions.IntDistribution(0, len(space[k]) - 1)
+        if k in ordered
+        else optuna.distributions.CategoricalDistribution(list(range(len(space[k]))))
+        for k in knobs
     }
     # constraints (the accuracy floor, the SLO) are set on each trial (set_constraint):
     # TPE then prefers configs that meet them; with trials in parallel, the constant liar
     # keeps it from proposing what is already running
-    sampler = optuna.samplers.TPESampler(
-        seed=seed,
-        n_startup_trials=max(2, min(budget // 2, 5)),
-        constant_liar=at.slots > 1,
-    )
+    sampler: optuna.samplers.BaseSampler
+    if design.sampler == "random":
+        sampler = optuna.samplers.RandomSampler(seed=seed)
+    else:
+        startup = design.startup if design.startup is not None else max(2, min(budget // 2, 5))
+        with warnings.catch_warnings():  # multivariate and group: "experimental" in optuna
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            sampler = optuna.samplers.TPESampler(
+                seed=seed,
+                n_startup_trials=startup,
+                multivariate=design.multivariate,
+                group=design.multivariate,
+                constant_liar=at.slots > 1,
+            )
     study = optuna.create_study(direction="minimize", sampler=sampler)
-    seen: dict[tuple[int, ...], Trial] = {}
-    running: dict[int, tuple[Any, tuple[int, ...]]] = {}  # trial number -> (optuna trial, key)
+    seen: dict[Key, Trial] = {}
+    running: dict[int, tuple[Any, Key]] = {}  # trial number -> (optuna trial, key)
     rng = random.Random(seed)
+    spread, refine = design.counts(budget)
+    start = spread_start(space, ordered, spread, set(), rng)
     asks = repeats = submitted = 0
     total = size(space)
     while True:
@@ -160,13 +194,15 @@ def _optuna(
         ):
             asks += 1
             taken = set(seen) | {key for _, key in running.values()}
-            if repeats >= 3:  # TPE keeps proposing configs already run: an untried one next
-                study.enqueue_trial(
-                    dict(zip(knobs, _untried(space, knobs, taken, rng), strict=True))
-                )
+            chosen = _chosen(space, ordered, goal, refine, budget, submitted, start, seen, taken)
+            if chosen is None and repeats >= 3:
+                # TPE keeps proposing configs already run: an untried one next
+                chosen = _untried(space, knobs, taken, rng)
+            if chosen is not None:
+                study.enqueue_trial(to_params(space, ordered, chosen))
                 repeats = 0
             ft = study.ask(dists)
-            key = tuple(int(ft.params[k]) for k in knobs)
+            key = from_params(space, ordered, ft.params)
             if key in taken:  # its result again (optuna learns), no new run
                 if key in seen:
                     _tell(study, ft, seen[key], goal)
@@ -195,6 +231,33 @@ def _optuna(
         yield Notice("info", f"the search stopped after {len(trials)} trials")
 
 
+def _chosen(
+    space: Space,
+    ordered: set[str],
+    goal: Goal,
+    refine: int,
+    budget: int,
+    submitted: int,
+    start: list[Key],
+    seen: dict[Key, Trial],
+    taken: set[Key],
+) -> Key | None:
+    """The config the design picks itself (a spread start, then in the last trials an
+    untried neighbour of the best feasible config so far), or None: the sampler's turn."""
+    if submitted < len(start) and start[submitted] not in taken:
+        return start[submitted]
+    if submitted < budget - refine:
+        return None
+    feasible = [(goal.loss(t), key) for key, t in seen.items() if goal.feasible(t)]
+    if not feasible:
+        return None
+    for best in sorted(feasible):  # the best one with an untried neighbour
+        near = [k for k in neighbours(space, ordered, best[1]) if k not in taken]
+        if near:
+            return min(near, key=predictor(space, ordered, seen, goal))
+    return None
+
+
 def _tell(study: Any, ft: Any, trial: Trial, goal: Goal) -> None:
     import optuna
 
@@ -208,9 +271,7 @@ def _tell(study: Any, ft: Any, trial: Trial, goal: Goal) -> None:
     study.tell(ft, goal.loss(trial))
 
 
-def _untried(
-    space: Space, knobs: list[str], taken: set[tuple[int, ...]], rng: random.Random
-) -> tuple[int, ...]:
+def _untried(space: Space, knobs: list[str], taken: set[Key], rng: random.Random) -> Key:
     import itertools
 
     left = [k for k in itertools.product(*(range(len(space[k])) for k in knobs)) if k not in taken]
