@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 
 import numpy as np
 
@@ -202,55 +202,58 @@ class LLMServingLoop:
             self.cond.notify_all()
 
     def _engine(self) -> None:
-        precise_timers()
+        """The colocated or chunked engine."""
         engine = self.engine
-        try:
-            while True:
-                with self.cond:
-                    while not engine.plan(self.queue):
-                        if self.stop.is_set() or (self.generator_done and not self.queue):
-                            return
-                        self.cond.wait()
-                if self.stop.is_set():
-                    return
-                engine.iterate()
-        except BaseException as exc:  # the run stops; the main thread raises it
-            self.error = exc
-            self.stop.set()
+        self._serve(engine, lambda: engine.plan(self.queue), self._no_more_prompts)
 
     def _prefiller(self, engine: IterationEngine) -> None:
         """A disaggregated prefill engine: whole prompts, each handed off when done."""
-        precise_timers()
-        try:
-            while True:
-                with self.cond:
-                    while not engine.plan(self.queue):
-                        if self.stop.is_set() or (self.generator_done and not self.queue):
-                            self.prefills_left -= 1
-                            self.cond.notify_all()
-                            return
-                        self.cond.wait()
-                if self.stop.is_set():
-                    return
-                engine.iterate()
-        except BaseException as exc:
-            self.error = exc
-            self.stop.set()
-            with self.cond:
-                self.cond.notify_all()
+
+        def ended() -> None:
+            self.prefills_left -= 1
+            self.cond.notify_all()  # the decode engines may end too
+
+        self._serve(engine, lambda: engine.plan(self.queue), self._no_more_prompts, ended)
 
     def _decoder(self, engine: DecodeEngine) -> None:
         """A decode engine: what has landed joins at each boundary; it waits for the next
         landing when idle, and ends when the prefill engines have and nothing is left."""
+        links = self.links
+
+        def wait_s() -> float | None:
+            nxt = links.next_land()
+            return None if nxt is None else max(0.0, nxt - self._now())
+
+        self._serve(
+            engine, lambda: engine.plan_landed(links, self._now()),
+            lambda: self.prefills_left == 0 and links.next_land() is None, wait_s=wait_s,
+        )  # fmt: skip
+
+    def _no_more_prompts(self) -> bool:
+        return self.generator_done and not self.queue
+
+    def _serve(
+        self,
+        engine: IterationEngine,
+        plan: Callable[[], bool],
+        done: Callable[[], bool],
+        ended: Callable[[], None] | None = None,
+        wait_s: Callable[[], float | None] = lambda: None,
+    ) -> None:
+        """An engine thread: under the lock, `plan` the next iteration or wait (`wait_s`,
+        None: until notified) until `done` (then `ended`, still under the lock); the
+        iteration itself runs outside the lock. An error stops the run; the main thread
+        raises it."""
         precise_timers()
         try:
             while True:
                 with self.cond:
-                    while not engine.plan_landed(self.links, self._now()):
-                        nxt = self.links.next_land()
-                        if self.stop.is_set() or (self.prefills_left == 0 and nxt is None):
+                    while not plan():
+                        if self.stop.is_set() or done():
+                            if ended is not None:
+                                ended()
                             return
-                        self.cond.wait(None if nxt is None else max(0.0, nxt - self._now()))
+                        self.cond.wait(wait_s())
                 if self.stop.is_set():
                     return
                 engine.iterate()
