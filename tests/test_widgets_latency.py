@@ -103,7 +103,9 @@ def test_ring_buffer_memory_is_resident_from_construction() -> None:
         ring.append([block] * 5)
     filled = proc.memory_info().rss - before
     assert made > 0.8 * ring.nbytes
-    assert filled - made < 0.1 * ring.nbytes
+    # (a lazy ring would add all 48 MB here; the slack is the appends' freed temporaries,
+    # which the allocator may keep: 5 MB was seen)
+    assert filled - made < 0.25 * ring.nbytes
     assert len(ring) == ring.capacity
 
 
