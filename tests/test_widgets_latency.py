@@ -458,5 +458,12 @@ def test_a_profiling_pause_is_shaded_labelled_and_not_drawn_across(
             path.elementAt(i).x for i in range(path.elementCount()) if path.elementAt(i).isMoveTo()
         ]
         assert len(starts) == 2 and starts[1] >= 16.0, name
+    for start in (20.1, 21.1):  # two more passes, the last right behind the one before
+        plot.add_pause(start)
+        t3 = np.linspace(start + 0.4, start + 0.9, 20)
+        plot.append(t3, np.full(t3.size, 2.0), 1)
+    plot.paint_now()
+    shown = [items[2].isVisible() for items in plot.pauses._items.values()]
+    assert shown == [True, True, False]  # its band only: labels never pile up
     plot.clear()
     assert plot.pauses.bands() == [] and not plot.pauses._items

@@ -247,6 +247,16 @@ def test_bound_column_reads_the_roofs(table: OpTable) -> None:
     assert table.proxy.index(add, COL["bound"]).data() == "memory"  # no FLOPs, no GB/s
 
 
+def test_integer_ops_above_the_fp32_roof_say_so() -> None:
+    """A QLinearConv at 3x what the FP32 roofs allow: never 'compute 299%'."""
+    from widgets.models.op_rows import bound_text, bound_tip
+
+    fast = stat("conv_q", "QLinearConv", 1.0)  # 0.5 FLOP/B at 2 GFLOP/s
+    peaks = (1.3, 100.0)  # the bandwidth roof allows 0.65 GFLOP/s at 0.5 FLOP/B
+    assert bound_text(fast, peaks) == "memory >roof"
+    assert "FP32 peaks" in bound_tip(fast, peaks) and "3.1x" in bound_tip(fast, peaks)
+
+
 def test_header_explains_profiler_overhead(table: OpTable) -> None:
     """19.9 ms of node time covering 95% of profiled runs that were 2x the timed ones."""
     from widgets.models.op_rows import overhead_note

@@ -60,9 +60,12 @@ def main() -> int:
             wait("the INT8 static run", lambda: w.variant_label.text().startswith("int8-static"))
             start = wb.controller.samples
             wait("INT8 samples", lambda: wb.controller.samples > start + 200)
+            t_int8 = time.monotonic() + 12.0  # some INT8 history on the plot
+            wait("INT8 history", lambda: time.monotonic() > t_int8)
             profiled = wb.controller.last_profile
             wb.client.profile_now()  # as Run > Profile Now does
             wait("an INT8 profile", lambda: wb.controller.last_profile is not profiled)
+            w.roofline_dock.raise_()  # its tab, as a user clicks it: the legend in view
             for width, height in SIZES:
                 w.resize(width, height)
                 t = time.monotonic() + 3.0

@@ -43,7 +43,8 @@ from widgets.plot_export import check_format, export_layout
 STATS_HZ = 2.0  # updates of the numbers above the plot
 PX_PER_COLUMN = 2  # followed data is reduced to one min/max pair per this many pixels
 MIN_PAINT_HZ = 2.0  # the frame rate never drops below this, whatever a frame costs
-MIN_PLOT_HEIGHT = 260  # px for both plots and the legend: each axis title fits its plot
+MIN_PLOT_HEIGHT = 230  # px for both plots and the legend: each axis title fits its plot (a banner
+# above them at 1024x700 leaves no more)
 
 
 class _TimedView(pg.GraphicsLayoutWidget):
@@ -400,8 +401,8 @@ class LatencyPlot(QWidget):
             else:
                 x0, x1 = self.latency_plot.vb.viewRange()[0]
             self._set_lines(x0, x1)
-            (left, _), (_, top) = self.latency_plot.vb.viewRange()
-            self.pauses.update(float(t[0]), float(t[-1]), top, left)
+            (left, _), (bottom, _) = self.latency_plot.vb.viewRange()
+            self.pauses.update(float(t[0]), float(t[-1]), bottom, left)
             while self._markers and self._markers[0].t_s < t[0]:
                 self._remove_marker_items(self._markers.pop(0))
             # pyqtgraph moves its view transforms when a paint begins, and moving them

@@ -12,6 +12,8 @@ from PySide6.QtGui import QColor
 from widgets import theme
 from widgets.models.pauses import Pause, PauseLog
 
+LABEL_GAP = 0.12  # of the visible time span: labels closer than this to the last are hidden
+
 
 class PauseBands:
     """One band per pause in each plot (items reused while the pause lasts)."""
@@ -27,10 +29,12 @@ class PauseBands:
         self.log.begin(t_s, label)
         self._open_since = time.monotonic()
 
-    def update(self, first_t: float, last_t: float, y_top: float, x_left: float) -> None:
+    def update(self, first_t: float, last_t: float, y_bottom: float, x_left: float) -> None:
         """Place the bands; an open pause reaches to now (its end is not known yet)."""
         for gone in self.log.forget_before(first_t):
             self._remove(gone)
+        shown = -float("inf")  # where the last label sits: labels never pile up
+        gap = LABEL_GAP * max(last_t - x_left, 1e-9)
         for pause in self.log.pauses:
             end = pause.end_s
             if end is None:
@@ -40,7 +44,11 @@ class PauseBands:
                 items = self._make(pause)
             items[0].setRegion((pause.start_s, end))
             items[1].setRegion((pause.start_s, end))
-            items[2].setPos(max(pause.start_s, x_left), y_top)  # in view, not cut
+            x = max(pause.start_s, x_left)  # in view, not cut
+            items[2].setPos(x, y_bottom)
+            items[2].setVisible(x - shown >= gap)  # a pass close behind another: its band only
+            if x - shown >= gap:
+                shown = x
 
     def bands(self) -> list[tuple[float, float | None, str]]:
         return [(p.start_s, p.end_s, p.label) for p in self.log.pauses]
@@ -63,7 +71,8 @@ class PauseBands:
             region.setZValue(-50)
             plot.addItem(region, ignoreBounds=True)
             regions.append(region)
-        text = pg.TextItem(pause.label, color=self._fg, anchor=(0, 0))
+        # at the foot of the plot: the config markers' labels sit at its top
+        text = pg.TextItem(pause.label, color=self._fg, anchor=(0, 1))
         self._plots[0].addItem(text, ignoreBounds=True)
         items = (regions[0], regions[1], text)
         self._items[id(pause)] = items

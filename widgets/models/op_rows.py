@@ -19,6 +19,8 @@ def bound_text(stat: OpStat, peaks: Peaks | None) -> str:
         return "–"
     bound = bound_of(stat.intensity, *peaks)
     frac = peak_fraction(stat, *peaks)
+    if frac is not None and frac > 1.0:  # integer arithmetic outruns the FP32 peak
+        return f"{bound} >roof"
     return bound if frac is None else f"{bound} {frac:.0%}"
 
 
@@ -41,6 +43,11 @@ def bound_tip(stat: OpStat, peaks: Peaks | None) -> str:
         )
     side = "below" if stat.intensity < ridge else "at or above"
     reached = f" It reaches {frac:.0%} of the roof above it." if frac is not None else ""
+    if frac is not None and frac > 1.0:
+        reached = (
+            f" It runs at {frac:.1f}x the roof above it: the roofs are this machine's FP32 "
+            "peaks, and integer (INT8) arithmetic can go faster than they do."
+        )
     return (
         f"{stat.intensity:.2f} FLOP/B is {side} the ridge point ({ridge:.1f} FLOP/B): "
         f"{bound_of(stat.intensity, *peaks)}-bound.{reached}"
