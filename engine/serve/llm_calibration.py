@@ -167,12 +167,7 @@ def _steps(llm: OpenedLLM, batch: int, context: int, ids: Any) -> list[float]:
     decoder = llm.decoder(batch, context + STEPS + 2)
     token = decoder.prefill(ids(batch, context)).argmax(axis=-1)
     token = decoder.step(token).argmax(axis=-1)  # one untimed step: the first after prefill
-    out = []
-    for _ in range(STEPS):
-        t0 = time.perf_counter()
-        token = decoder.step(token).argmax(axis=-1)
-        out.append((time.perf_counter() - t0) * 1e3)
-    return out
+    return _timed_steps(decoder, token, STEPS)[0]
 
 
 def _after_prefill(llm: OpenedLLM, length: int, ids: Any) -> tuple[list[float], list[float]]:
@@ -185,21 +180,18 @@ def _after_prefill(llm: OpenedLLM, length: int, ids: Any) -> tuple[list[float], 
     for _ in range(AFTER_STEPS):  # warm: the weights back in the caches
         token = decoder.step(token).argmax(axis=-1)
     other.prefill(ids(1, length)).argmax(axis=-1)
-    after = []
-    for _ in range(AFTER_STEPS):
-        t0 = time.perf_counter()
-        token = decoder.step(token).argmax(axis=-1)
-        after.append((time.perf_counter() - t0) * 1e3)
-    return after, _timed_steps(decoder, token, AFTER_STEPS)
+    after, token = _timed_steps(decoder, token, AFTER_STEPS)
+    return after, _timed_steps(decoder, token, AFTER_STEPS)[0]
 
 
-def _timed_steps(decoder: Any, token: np.ndarray, n: int) -> list[float]:
+def _timed_steps(decoder: Any, token: np.ndarray, n: int) -> tuple[list[float], np.ndarray]:
+    """`n` decode steps from `token`: each one's ms, and the last token chosen."""
     out = []
     for _ in range(n):
         t0 = time.perf_counter()
         token = decoder.step(token).argmax(axis=-1)
         out.append((time.perf_counter() - t0) * 1e3)
-    return out
+    return out, token
 
 
 def _settling(extra: list[float]) -> tuple[float, ...]:

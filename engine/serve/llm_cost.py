@@ -7,6 +7,7 @@ Deterministic medians: the simulator draws no spread."""
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,11 +90,17 @@ class LLMCost:
         after a prefill of `tokens` prompt tokens in all."""
         if tokens <= 0 or step >= self.after_prefill_steps:
             return 0.0
-        lengths = np.asarray(self.after_prefill_lengths, np.float64)
-        extra = np.asarray([row[step] for row in self.after_prefill_ms], np.float64)
-        if tokens < lengths[0]:  # shorter than measured: a share of the shortest's
-            return max(0.0, float(extra[0]) * tokens / float(lengths[0]))
-        return max(0.0, float(np.interp(tokens, lengths, extra)))
+        # plain Python, not numpy: the simulator asks once per iteration near a prefill
+        lengths = self.after_prefill_lengths
+        rows = self.after_prefill_ms
+        if tokens <= lengths[0]:  # shorter than measured: a share of the shortest's
+            return max(0.0, rows[0][step] * tokens / lengths[0])
+        i = bisect.bisect_left(lengths, tokens)
+        if i == len(lengths):  # longer than measured: the longest's
+            return max(0.0, rows[-1][step])
+        lo, hi = lengths[i - 1], lengths[i]
+        a, b = rows[i - 1][step], rows[i][step]
+        return max(0.0, a + (b - a) * (tokens - lo) / (hi - lo))
 
     def to_json(self) -> dict[str, Any]:
         return {
