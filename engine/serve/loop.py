@@ -92,6 +92,7 @@ class ServingLoop:
         self.ended = 0  # requests completed, rejected or timed out
         self.generator_done = False
         self.stop = threading.Event()
+        self._drained = threading.Event()  # the senders are done and every request ended
         self.error: BaseException | None = None
         self.batches: list[tuple[float, float, int, int]] = []
         self._client_events = [threading.Event() for _ in range(closed_clients)]
@@ -126,8 +127,12 @@ class ServingLoop:
             th.start()
         try:
             while True:
-                for th in senders:
-                    th.join(self.report_s / max(1, len(senders)))
+                alive = [th for th in senders if th.is_alive()]
+                if alive:
+                    for th in alive:
+                        th.join(self.report_s / len(alive))
+                else:  # a backlog draining: wait for it, never spin (a core and the GIL
+                    self._drained.wait(self.report_s)  # taken from the instances)
                 yield Progress(
                     "serving",
                     self.ended,
@@ -208,6 +213,8 @@ class ServingLoop:
             self._submit(j, time.perf_counter() - t0)
         with self.cond:
             self.generator_done = True
+            if self.ended >= self.sent:
+                self._drained.set()
             self.cond.notify_all()
 
     def _client(self, c: int) -> None:
@@ -252,6 +259,8 @@ class ServingLoop:
         """Under the lock: request `j` has ended (its client may send again)."""
         self.ended += 1
         self._ended_order.append(j)
+        if self.generator_done and self.ended >= self.sent:
+            self._drained.set()
         if self.closed:
             self._client_events[self._owner.pop(j)].set()
 
@@ -285,6 +294,7 @@ class ServingLoop:
             except BaseException as exc:  # the run stops; what was recorded is kept
                 self.error = exc
                 self.stop.set()
+                self._drained.set()
                 with self.cond:
                     for j in members:
                         rec.outcome[j] = TIMED_OUT
