@@ -75,17 +75,33 @@ def real(llm: OpenedLLM, w: LLMWorkload, layout: Layout) -> tuple[dict[str, Any]
     return summarize_llm(loop.book), loop.engines
 
 
-def after_prefill(cost: LLMCost, batch: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    """The calibrated extra of each iteration's decode step after a prefill pass, counted as
-    the simulator counts it (per engine: iterations are in time order within one)."""
+def extras(cost: LLMCost, start: np.ndarray, end: np.ndarray, batch: np.ndarray,
+           tokens: np.ndarray) -> np.ndarray:  # fmt: skip
+    """The calibrated extras of each iteration, counted as the simulator counts them (one
+    engine's iterations, in time order): after a prefill pass, the decode steps' extra;
+    after the engine sat idle (a gap between iterations), the first passes' extra (a
+    prefill pass pays step 0's and warms the engine again; decode steps the larger)."""
     out = np.zeros(len(batch))
     last, step = 0, 1 << 30
+    idle, istep = 0.0, 1 << 30
+    prev_end = -np.inf
     for i, (b, t) in enumerate(zip(batch.astype(int), tokens.astype(int), strict=True)):
+        gap_ms = (start[i] - prev_end) * 1e3
+        prev_end = end[i]
+        if gap_ms >= (cost.after_idle_pauses_ms or (np.inf,))[0]:
+            idle, istep = gap_ms, 0
         if t > 0:
+            out[i] = cost.after_idle_extra_ms(idle, istep)
+            idle, istep = 0.0, 1 << 30
             last, step = t, 0
-        if b > 0:
-            out[i] = cost.after_prefill_extra_ms(last, step)
+            if b > 0:
+                out[i] += cost.after_prefill_extra_ms(last, step)
+                step += 1
+        elif b > 0:
+            out[i] = max(cost.after_prefill_extra_ms(last, step),
+                         cost.after_idle_extra_ms(idle, istep))  # fmt: skip
             step += 1
+            istep += 1
     return out
 
 
@@ -94,7 +110,7 @@ def iteration_check(engines: Any, cost: LLMCost) -> dict[str, float]:
     batch, context, prompt chunks): ratios of the sums by kind and in all (the service-time
     error that queueing amplifies), the median gap between back-to-back iterations (ms),
     and the mean decode batch."""
-    # each engine's iterations in its time order (the after-prefill extra is per engine)
+    # each engine's iterations in its time order (the extras are per engine)
     it = np.asarray([i for e in engines for i in e.iterations], np.float64)
     owner = np.concatenate([np.full(len(e.iterations), k) for k, e in enumerate(engines)])
     start, end, batch, ctx, tokens, passes, pairs = it.T
@@ -103,8 +119,8 @@ def iteration_check(engines: Any, cost: LLMCost) -> dict[str, float]:
     model = (
         cost.prefill_a_ms * npre + cost.prefill_b_ms * tokens + cost.prefill_c_ms * pairs
         + np.asarray([cost.decode_step_ms(int(b), int(c)) for b, c in zip(batch, ctx, strict=True)])
-        + np.concatenate([after_prefill(cost, batch[owner == k], tokens[owner == k])
-                          for k in range(len(engines))])
+        + np.concatenate([extras(cost, start[owner == k], end[owner == k], batch[owner == k],
+                                 tokens[owner == k]) for k in range(len(engines))])
     )  # fmt: skip
     kinds = {"decode": (tokens == 0), "prefill": (tokens > 0) & (batch == 0),
              "mixed": (tokens > 0) & (batch > 0), "all": np.ones(len(it), bool)}  # fmt: skip
@@ -173,8 +189,12 @@ def report(rates: Any, works: Any, reals: Any, sims: Any, checks: Any, costs: li
         f"{ROUNDS} rounds, interleaved; each round recalibrates the simulator (first round: "
         f"prefill ~ {c.prefill_a_ms:.3f} + {c.prefill_b_ms:.5f}*L + {c.prefill_c_ms:.3e}*L^2 "
         f"ms; decode step ms by batch {steps}, + {c.decode_slope_ms * 1e3:.3f} us per context "
-        f"token). Real: median of the rounds' p50 [min-max]; simulated: median of the rounds' "
-        f"p50 [min-max]. Within {TOLERANCE:.0%}: |real/sim - 1| <= {TOLERANCE:g} on the medians.",
+        f"token; the first decode steps after an idle pause of "
+        f"{', '.join(f'{ms:g}' for ms in c.after_idle_pauses_ms)} ms: "
+        f"{'; '.join(', '.join(f'+{x:.3f}' for x in row[:3]) for row in c.after_idle_ms)} ms "
+        f"(steps 0-2)). Real: median of the rounds' p50 [min-max]; simulated: median of the "
+        f"rounds' p50 [min-max]. Within {TOLERANCE:.0%}: |real/sim - 1| <= {TOLERANCE:g} on "
+        "the medians.",
         "",
         "| layout | load | req/s | requests | TTFT p50 real | TTFT p50 sim | ratio | within | "
         "TPOT p50 real | TPOT p50 sim | ratio | within |",

@@ -99,6 +99,36 @@ def test_decode_steps_after_a_prefill_pay_the_calibrated_extra() -> None:
     assert both.done[0] == pytest.approx((PREFILL_MS + sum(a_steps)) / 1e3)
 
 
+def test_the_first_passes_after_an_idle_pause_pay_the_calibrated_extra() -> None:
+    """By hand: after a pause of at least 1 ms the first passes cost 1, 0.5 ms more, after
+    10 ms or more 4, 2, 1 ms. A prefill pass pays step 0's extra and warms the engine
+    again; a decode-only engine (disaggregated) pays them step by step."""
+    cost = dataclasses.replace(
+        LLMCost.constant(PREFILL_MS, STEP_MS),
+        after_idle_pauses_ms=(1.0, 10.0),
+        after_idle_ms=((1.0, 0.5, 0.0), (4.0, 2.0, 1.0)),
+    )
+    assert cost.after_idle_extra_ms(0.5, 0) == 0.0  # shorter than any calibrated pause
+    assert cost.after_idle_extra_ms(5.0, 0) == 1.0
+    assert cost.after_idle_extra_ms(50.0, 1) == 2.0
+    assert cost.after_idle_extra_ms(50.0, 3) == 0.0
+    back = LLMCost.from_json(json.loads(json.dumps(cost.to_json())))
+    assert (back.after_idle_pauses_ms, back.after_idle_ms) == (
+        cost.after_idle_pauses_ms,
+        cost.after_idle_ms,
+    )
+    one = work([1.0], prompt=100, output=6)  # idle since 0: a 1000 ms pause
+    colocated = simulate_llm(one, Layout("colocated"), cost)
+    assert colocated.first[0] == pytest.approx(1.0 + (PREFILL_MS + 4.0) / 1e3)
+    assert colocated.done[0] == pytest.approx(colocated.first[0] + 5 * STEP_MS / 1e3)
+    disagg = simulate_llm(one, Layout("disaggregated"), cost)
+    assert disagg.first[0] == pytest.approx(1.054)
+    steps = [STEP_MS + 4.0, STEP_MS + 2.0, STEP_MS + 1.0, STEP_MS, STEP_MS]
+    assert disagg.done[0] == pytest.approx(1.054 + sum(steps) / 1e3)
+    busy = simulate_llm(work([0.0005], prompt=100, output=6), Layout("colocated"), cost)
+    assert busy.first[0] == pytest.approx(0.0005 + PREFILL_MS / 1e3)  # 0.5 ms: no extra
+
+
 def test_a_prompt_arriving_mid_decode_stalls_the_running_sequence() -> None:
     """By hand: A decodes 0.06, 0.07, 0.08; B arrives at 0.075 and is prefilled in the
     iteration after 0.08 along with A's step (60 ms), then both decode."""
@@ -208,10 +238,26 @@ def test_simulate_llm_side_by_side_from_the_command_line(llm: Path, tmp_path: Pa
     assert cal["kv_bytes_per_token"] == 2 * 4 * 2 * 32 * 4
     assert set(cal["decode"]["step_ms"]) == {"1", "2", "4", "8"}
     assert cal["prefill_fit"]["b_ms_per_token"] + cal["prefill_fit"]["c_ms_per_token2"] > 0
+    idle = cal["after_idle"]  # extras after pauses: never negative, never less after longer
+    assert idle["pauses_ms"] == [1.0, 5.0, 20.0] and len(idle["extra_ms"]) == 3
+    rows = np.asarray(idle["extra_ms"])
+    assert (rows >= 0).all() and (np.diff(rows, axis=0) >= 0).all()
     again = opscope(*args[:-2], "--layout", "chunked", "--json", out, check=True)
     assert "LLM calibration from the cache" in again.stderr
     one = json.loads(out.read_text())
     assert one["layout"] == "chunked" and one["ttft_ms"] == r["layouts"][1]["ttft_ms"]
+
+
+def test_simulate_llm_serves_weight_only_precisions(llm: Path, tmp_path: Path) -> None:
+    """int4 weights: built (cached), calibrated on the int4 folder, said in the JSON."""
+    out = tmp_path / "int4.json"
+    opscope("simulate", llm, "--llm", "--traffic", "poisson:8", "--requests", "40",
+            "--prompt-len", "64", "--new-tokens", "8", "--layout", "colocated",
+            "--precision", "int4-weights", "--threads", "1", "--json", out,
+            check=True)  # fmt: skip
+    r = json.loads(out.read_text())
+    assert r["calibration"]["context"]["config"]["precision"] == "int4-weights"
+    assert r["ttft_ms"]["count"] == 40
 
 
 @pytest.mark.parametrize(
@@ -225,6 +271,7 @@ def test_simulate_llm_side_by_side_from_the_command_line(llm: Path, tmp_path: Pa
         (["--new-tokens", "-4"], "--new-tokens"),
         (["--slo-ttft", "-1"], "--slo-ttft must be a positive"),
         (["--max-batch", "4"], "--max-batch: not for generating models"),
+        (["--precision", "int8-dynamic"], "simulated in fp32, int8-weights, int4-weights"),
     ],
 )
 def test_bad_llm_input_is_one_line_and_exit_2(llm: Path, args: list[str], said: str) -> None:

@@ -24,7 +24,7 @@ from engine.measure.fits import fit_prefill, fit_slope
 from engine.model.info import files_sha256
 from engine.serve.llm_cost import LLMCost
 
-VERSION = 3  # 2: prefill passes are per prompt; 3: decode steps after a prefill
+VERSION = 4  # 2: prefill passes are per prompt; 3: decode steps after a prefill; 4: after idle
 PROMPT_LENGTHS = (16, 64, 256, 512, 1024)
 DECODE_BATCHES = (1, 2, 4, 8)
 REF_CONTEXT = 64  # each sequence's context while the batch sizes are timed
@@ -35,6 +35,7 @@ AFTER_LENGTHS = (16, 64, 256)  # prefill passes before which decode steps are ti
 AFTER_STEPS = 10  # decode steps timed after each such pass
 AFTER_BATCH = 2
 AFTER_ROUNDS = 9
+AFTER_PAUSES_MS = (1.0, 5.0, 20.0)  # idle pauses after which decode steps are timed
 
 
 def llm_calibration_context(model_path: str, config: RunConfig, provider: str) -> dict[str, Any]:
@@ -50,6 +51,7 @@ def llm_calibration_context(model_path: str, config: RunConfig, provider: str) -
         "decode_batches": list(DECODE_BATCHES),
         "slope_contexts": _contexts(llm.context_length),
         "after_prefill": [AFTER_BATCH, AFTER_STEPS, _after_lengths(llm.context_length)],
+        "after_idle": [AFTER_BATCH, AFTER_STEPS, list(AFTER_PAUSES_MS)],
         "cpu": cpu_model(),
         "host": platform.node(),
         "onnxruntime": ort_version(),
@@ -122,19 +124,27 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
             steps[(bt, cx)].extend(_steps(llm, bt, cx, ids))
     step_ms = {k: float(np.median(v)) for k, v in steps.items()}
     after_lengths = list(context.get("after_prefill", [0, 0, []])[2])
+    pauses = list(context.get("after_idle", [0, 0, []])[2])
     after: dict[int, list[list[float]]] = {n: [] for n in after_lengths}
+    idle: dict[float, list[list[float]]] = {ms: [] for ms in pauses}
     tight: list[float] = []
     for r in range(AFTER_ROUNDS):
-        yield Progress("calibration", r, AFTER_ROUNDS, "decode steps after a prefill")
+        yield Progress("calibration", r, AFTER_ROUNDS, "decode steps after a prefill or a pause")
         for n in after_lengths:
             times, base = _after_prefill(llm, n, ids)
             after[n].append(times)
             tight.extend(base)
+        for ms in pauses:
+            times, base = _after_pause(llm, ms / 1e3, ids)
+            idle[ms].append(times)
+            tight.extend(base)
     tight_ms = float(np.median(tight)) if tight else 0.0
-    after_ms = tuple(
-        _settling([float(np.median(col)) - tight_ms for col in zip(*after[n], strict=True)])
-        for n in after_lengths
-    )
+
+    def extras(rows: list[list[float]]) -> tuple[float, ...]:
+        return _settling([float(np.median(col)) - tight_ms for col in zip(*rows, strict=True)])
+
+    after_ms = tuple(extras(after[n]) for n in after_lengths)
+    idle_ms = tuple(extras(idle[ms]) for ms in pauses)
     slope, _ = fit_slope(
         np.asarray([float(cx) for cx in contexts]),
         np.asarray([step_ms[(1, cx)] for cx in contexts]),
@@ -150,6 +160,8 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
         prefill_pass_per_prompt=True,  # the serving loop prefills each prompt on its slot
         after_prefill_lengths=tuple(after_lengths),
         after_prefill_ms=after_ms,
+        after_idle_pauses_ms=tuple(pauses),
+        after_idle_ms=_growing(idle_ms),
         context=context,
         points={
             "prefill_ms": {str(n): pre_ms[n] for n in lengths},
@@ -184,6 +196,19 @@ def _after_prefill(llm: OpenedLLM, length: int, ids: Any) -> tuple[list[float], 
     return after, _timed_steps(decoder, token, AFTER_STEPS)[0]
 
 
+def _after_pause(llm: OpenedLLM, pause_s: float, ids: Any) -> tuple[list[float], list[float]]:
+    """AFTER_STEPS decode steps of AFTER_BATCH sequences, each ms, timed right after the
+    engine sat idle for `pause_s` (a serving engine's thread waiting for work); then as
+    many steps back to back, the baseline."""
+    decoder = llm.decoder(AFTER_BATCH, REF_CONTEXT + 3 * AFTER_STEPS + 2)
+    token = decoder.prefill(ids(AFTER_BATCH, REF_CONTEXT)).argmax(axis=-1)
+    for _ in range(AFTER_STEPS):  # warm: the weights back in the caches
+        token = decoder.step(token).argmax(axis=-1)
+    time.sleep(pause_s)
+    after, token = _timed_steps(decoder, token, AFTER_STEPS)
+    return after, _timed_steps(decoder, token, AFTER_STEPS)[0]
+
+
 def _timed_steps(decoder: Any, token: np.ndarray, n: int) -> tuple[list[float], np.ndarray]:
     """`n` decode steps from `token`: each one's ms, and the last token chosen."""
     out = []
@@ -192,6 +217,15 @@ def _timed_steps(decoder: Any, token: np.ndarray, n: int) -> tuple[list[float], 
         token = decoder.step(token).argmax(axis=-1)
         out.append((time.perf_counter() - t0) * 1e3)
     return out, token
+
+
+def _growing(rows: tuple[tuple[float, ...], ...]) -> tuple[tuple[float, ...], ...]:
+    """Extras after pauses made what they physically are: never smaller after a longer
+    pause (each row at least the one before it, step by step)."""
+    out: list[tuple[float, ...]] = []
+    for row in rows:
+        out.append(tuple(max(x, y) for x, y in zip(row, out[-1], strict=True)) if out else row)
+    return tuple(out)
 
 
 def _settling(extra: list[float]) -> tuple[float, ...]:

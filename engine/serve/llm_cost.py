@@ -2,7 +2,8 @@
 pass over prompt chunks (a + b*tokens + c*attention-pairs, the quadratic fitted on whole
 prompts) and a decode step over B sequences (a per-batch-size base, interpolated between
 measured sizes, plus a cost per token of context the step attends to, summed over the
-sequences), plus the extra time of the first decode steps after a prefill pass.
+sequences), plus the extra time of the first decode steps after a prefill pass, and of the
+first passes after the engine sat idle.
 Deterministic medians: the simulator draws no spread."""
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ class LLMCost:
     # after_prefill_ms[i][j] for L = after_prefill_lengths[i] (interpolated in L)
     after_prefill_lengths: tuple[int, ...] = ()
     after_prefill_ms: tuple[tuple[float, ...], ...] = ()
+    # a pass after the engine sat idle runs slower (its caches and the core went cold while
+    # its thread waited): extra ms of the j-th decode step after a pause of at least
+    # after_idle_pauses_ms[i] ms, after_idle_ms[i][j] (the longest pause not longer applies)
+    after_idle_pauses_ms: tuple[float, ...] = ()
+    after_idle_ms: tuple[tuple[float, ...], ...] = ()
     # True: every prompt (or chunk) is its own pass, each paying `a` (this engine: the real
     # loop prefills a prompt as batch 1 on its KV slot); False: one pass holds them all
     prefill_pass_per_prompt: bool = False
@@ -102,6 +108,20 @@ class LLMCost:
         a, b = rows[i - 1][step], rows[i][step]
         return max(0.0, a + (b - a) * (tokens - lo) / (hi - lo))
 
+    @property
+    def after_idle_steps(self) -> int:
+        """How many passes after an idle pause pay extra (0: none modelled)."""
+        return len(self.after_idle_ms[0]) if self.after_idle_ms else 0
+
+    def after_idle_extra_ms(self, idle_ms: float, step: int) -> float:
+        """The extra time of pass `step` (0: the first) after the engine sat idle for
+        `idle_ms`: that of the longest calibrated pause not longer (none below the
+        shortest)."""
+        pauses = self.after_idle_pauses_ms
+        if not pauses or idle_ms < pauses[0] or step >= self.after_idle_steps:
+            return 0.0
+        return self.after_idle_ms[bisect.bisect_right(pauses, idle_ms) - 1][step]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "prefill_fit": {
@@ -118,6 +138,10 @@ class LLMCost:
                 "lengths": list(self.after_prefill_lengths),
                 "extra_ms": [list(row) for row in self.after_prefill_ms],
             },
+            "after_idle": {
+                "pauses_ms": list(self.after_idle_pauses_ms),
+                "extra_ms": [list(row) for row in self.after_idle_ms],
+            },
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "prefill_pass_per_prompt": self.prefill_pass_per_prompt,
             "points": self.points,
@@ -128,6 +152,11 @@ class LLMCost:
     def from_json(cls, data: dict[str, Any]) -> LLMCost:
         fit, dec = data["prefill_fit"], data["decode"]
         after = data.get("after_prefill") or {}
+        idle = data.get("after_idle") or {}
+        pauses = tuple(float(x) for x in idle.get("pauses_ms", []))
+        idle_ms = tuple(tuple(float(x) for x in row) for row in idle.get("extra_ms", []))
+        if len(pauses) != len(idle_ms) or list(pauses) != sorted(pauses):
+            raise ValueError("after_idle: one row of extras per pause, pauses ascending")
         return cls(
             prefill_a_ms=float(fit["a_ms"]),
             prefill_b_ms=float(fit["b_ms_per_token"]),
@@ -140,6 +169,8 @@ class LLMCost:
             after_prefill_ms=tuple(
                 tuple(float(x) for x in row) for row in after.get("extra_ms", [])
             ),
+            after_idle_pauses_ms=pauses,
+            after_idle_ms=idle_ms,
             prefill_pass_per_prompt=bool(data.get("prefill_pass_per_prompt", False)),
             context=dict(data.get("context") or {}),
             points=dict(data.get("points") or {}),

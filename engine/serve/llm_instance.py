@@ -91,6 +91,8 @@ class Instance:
         self._chunks: list[tuple[list[int], int]] = []
         self._joined: list[int] = []
         self._after = (0, 1 << 30)  # (tokens of the last prefill pass, decode steps since)
+        self.idle_from: float | None = 0.0  # idle since then (None: busy or between passes)
+        self._idle = (0.0, 1 << 30)  # (ms idle before the last start, passes since)
 
     # admission ---------------------------------------------------------------------
     def _need(self, rid: int) -> int:
@@ -128,23 +130,30 @@ class Instance:
             self._plan_prefill(chunks)
         if not chunks and not self.batch:
             self.busy = False
+            if self.idle_from is None:
+                self.idle_from = t
             return
+        if self.idle_from is not None:  # the first pass after a pause pays for it
+            self._idle = ((t - self.idle_from) * 1e3, 0)
+            self.idle_from = None
         d0 = self.base[self.batch] + self.slope * self.ctx if self.batch else 0.0
         cost = self.cost
+        idle_ms, idle_step = self._idle
         if chunks:
             pre = cost.prefill_pass_ms([(e[1], k) for e, k in chunks])
             tokens = sum(k for _, k in chunks)
             extra = cost.after_prefill_extra_ms(tokens, 0) / 1e3 if self.batch else 0.0
+            extra += cost.after_idle_extra_ms(idle_ms, idle_step) / 1e3
             self._first, self._m, self._dd = pre / 1e3 + d0 + extra, 1, 0.0
             self._after = (tokens, 1 if self.batch else 0)  # the next decode step's index
-        elif self._after[1] < cost.after_prefill_steps:  # a step still paying for a prefill
-            tokens, step = self._after
-            self._first, self._m, self._dd = (
-                d0 + cost.after_prefill_extra_ms(tokens, step) / 1e3,
-                1,
-                0.0,
-            )
+            self._idle = (0.0, 1 << 30)  # the prefill pass warmed the caches again
+        elif self._after[1] < cost.after_prefill_steps or idle_step < cost.after_idle_steps:
+            tokens, step = self._after  # a step still paying for a prefill or a pause
+            extra = max(cost.after_prefill_extra_ms(tokens, step),
+                        cost.after_idle_extra_ms(idle_ms, idle_step))  # fmt: skip
+            self._first, self._m, self._dd = d0 + extra / 1e3, 1, 0.0
             self._after = (tokens, step + 1)
+            self._idle = (idle_ms, idle_step + 1)
         else:
             self._first, self._m, self._dd = (
                 d0,
