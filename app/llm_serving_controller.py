@@ -115,11 +115,9 @@ class LLMServingController(QObject):
         live = self.wb.window.config_panel.config()
         config = llm_serving_config(live)
         self.warnings = []
-        self.notes = (
-            []
-            if live.precision == "fp32"
-            else [f"served in fp32 (the live {live.precision} is not served yet)"]
-        )
+        self.notes = [f"served in {config.precision}"]
+        if live.precision != config.precision:
+            self.notes = [f"served in fp32 (the live {live.precision} is not weight-only)"]
         self.kind, self.plan, self.t0 = kind, plan, time.perf_counter()
         self.resume = bool(self.wb.running)
         if self.wb.running:

@@ -16,12 +16,13 @@ from engine.cli.simulate_llm import (
     check_llm_args,
     layouts_from_args,
     print_llm,
+    serving_config,
     workload_from_args,
 )
-from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import drive
 from engine.serve.llm_loop import LLMServingLoop, check_real_layout
+from engine.serve.llm_study import served_folder
 from engine.serve.llm_summary import summarize_llm
 from engine.serve.traffic import parse_traffic
 
@@ -44,12 +45,12 @@ def cmd_load_llm(args: argparse.Namespace) -> int:
     layout = layouts_from_args(args, llm_config.context_length)[0]
     check_real_layout(layout)
     work = workload_from_args(args, llm_config.context_length)
-    config = RunConfig(precision="fp32", fusion=args.fusion, batch=1, threads=args.threads,
-                       spinning=args.spinning == "on", provider=args.provider)  # fmt: skip
-    llm = open_llm(args.model, config)
-    loop = LLMServingLoop(llm, work, layout, seed=args.seed)
+    config = serving_config(args)
     printer = LivePrinter()
     try:
+        folder = drive(served_folder(args.model, config), printer.feed)
+        llm = open_llm(folder, config)
+        loop = LLMServingLoop(llm, work, layout, seed=args.seed)
         drive(loop.run(), printer.feed)
     finally:
         printer.close()

@@ -11,6 +11,7 @@ import time
 from typing import Any, TextIO
 
 from engine.backends.genai.model import read_config
+from engine.backends.genai.weights import PRECISIONS as SERVED_PRECISIONS
 from engine.cli.common import EXIT_OK, write_json
 from engine.cli.printer import LivePrinter
 from engine.config import RunConfig
@@ -27,6 +28,7 @@ from engine.serve.llm_plan import (
     plan_workload,
 )
 from engine.serve.llm_sim import Layout, simulate_llm
+from engine.serve.llm_study import served_folder
 from engine.serve.llm_summary import summarize_llm
 from engine.serve.llm_workload import LLMWorkload
 from engine.serve.traffic import parse_traffic
@@ -83,12 +85,23 @@ def check_llm_args(args: argparse.Namespace, not_for_llm: tuple[str, ...], verb:
         raise ConfigError(f"{', '.join(refused)}: not for generating models (--llm)")
     if args.traffic is None:
         raise ConfigError("--traffic SPEC is needed (e.g. poisson:5)")
-    if args.precision != "fp32":
-        raise ConfigError(f"a generating model is {verb} in fp32 only (for now)")
+    if args.precision not in SERVED_PRECISIONS:
+        raise ConfigError(
+            f"--precision {args.precision}: a generating model is {verb} in "
+            f"{', '.join(SERVED_PRECISIONS)} (weight-only INT8/INT4)"
+        )
     for flag in ("slo_ttft", "slo_tpot"):
         value = getattr(args, flag)
         if value is not None and not (value > 0 and math.isfinite(value)):
             raise ConfigError(f"--{flag.replace('_', '-')} must be a positive number of ms")
+
+
+def serving_config(args: argparse.Namespace) -> RunConfig:
+    """The engine config `simulate --llm` and `load --llm` serve with (batch 1: serving
+    batches sequences itself)."""
+    return RunConfig(precision=args.precision, fusion=args.fusion, batch=1,
+                     threads=args.threads, spinning=args.spinning == "on",
+                     provider=args.provider)  # fmt: skip
 
 
 def cmd_simulate_llm(args: argparse.Namespace) -> int:
@@ -98,11 +111,11 @@ def cmd_simulate_llm(args: argparse.Namespace) -> int:
     llm = read_config(args.model)
     layouts = layouts_from_args(args, llm.context_length)
     work = workload_from_args(args, llm.context_length)
-    config = RunConfig(precision="fp32", fusion=args.fusion, batch=1, threads=args.threads,
-                       spinning=args.spinning == "on", provider=args.provider)  # fmt: skip
+    config = serving_config(args)
     printer = LivePrinter()
     try:
-        cost = drive(load_or_calibrate_llm(args.model, config, args.recalibrate), printer.feed)
+        folder = drive(served_folder(args.model, config), printer.feed)
+        cost = drive(load_or_calibrate_llm(folder, config, args.recalibrate), printer.feed)
     finally:
         printer.close()
     results = []

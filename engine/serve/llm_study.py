@@ -11,6 +11,8 @@ from collections.abc import Generator
 from typing import Any
 
 from engine.backends.genai.model import open_llm, read_config
+from engine.backends.genai.weights import PRECISIONS as SERVED_PRECISIONS
+from engine.backends.genai.weights import weight_only
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import Event, Progress
@@ -26,9 +28,21 @@ Rows = list[dict[str, Any]]
 
 
 def llm_serving_config(config: RunConfig) -> RunConfig:
-    """The config a generating model is served with: fp32 at batch 1 (serving batches
+    """The config a generating model is served with: its precision when weight-only
+    (fp32, int8-weights, int4-weights; anything else fp32), at batch 1 (serving batches
     sequences itself), the rest as given."""
-    return dataclasses.replace(config, precision="fp32", batch=1)
+    precision = config.precision if config.precision in SERVED_PRECISIONS else "fp32"
+    return dataclasses.replace(config, precision=precision, batch=1)
+
+
+def served_folder(model: str, config: RunConfig) -> Generator[Event, None, str]:
+    """The folder served for `config.precision`: the model's own for fp32, else its
+    weight-only variant (built once, cached; progress while it builds)."""
+    llm = read_config(model)
+    if config.precision != "fp32":
+        yield Progress("variant", 0, None, f"building the {config.precision} model (cached)")
+    folder, _ = weight_only(llm, config.precision)
+    return str(folder)
 
 
 def real_plan(plan: LLMPlan) -> LLMPlan:
@@ -50,7 +64,8 @@ def simulate_plan(
     context = read_config(model).context_length
     layouts = plan_layouts(plan, context)
     work = plan_workload(plan, context, what)
-    cost = yield from load_or_calibrate_llm(model, config)
+    folder = yield from served_folder(model, config)
+    cost = yield from load_or_calibrate_llm(folder, config)
     rows = []
     for k, layout in enumerate(layouts):
         yield Progress("simulation", k, len(layouts), f"simulating {layout.describe()}")
@@ -72,10 +87,11 @@ def serve_plan(
     layout = plan_layouts(plan, context)[0]
     check_real_layout(layout)
     work = plan_workload(plan, context, what)
-    cost = yield from load_or_calibrate_llm(model, config)
+    folder = yield from served_folder(model, config)
+    cost = yield from load_or_calibrate_llm(folder, config)
     simulated = _simulated(work, layout, cost, plan)
     yield Progress("serving", 0, len(work), f"opening the model for {layout.describe()}")
-    loop = LLMServingLoop(open_llm(model, config), work, layout, seed=plan.seed)
+    loop = LLMServingLoop(open_llm(folder, config), work, layout, seed=plan.seed)
     yield from loop.run()
     real = {
         "layout": layout.name,
