@@ -74,6 +74,13 @@ def test_the_dock_simulates_three_layouts_then_serves_one_for_real(
         assert dock.table.rowCount() == 5 and dock.table.item(1, 1).text() == "real"
         assert "real colocated ×1: p99 " in dock.status.text()
         assert wb.running
+
+        panel = wb.window.config_panel  # the live precision, when weight-only, is served
+        panel.precision.setCurrentIndex(panel.precision.findData("int4-weights"))
+        dock.simulate_button.click()
+        qtbot.waitUntil(lambda: not c.job.busy, timeout=TIMEOUT_MS)
+        assert "served in int4-weights" in dock.status.text(), dock.status.text()
+        assert dock.table.rowCount() == 3, dock.status.text()  # a new study replaces
     finally:
         wb.shutdown()
 
