@@ -50,6 +50,27 @@ def test_the_trailing_window_restarts_at_a_config_change() -> None:
     assert series.latest_stats()["segment"] == 0
 
 
+def test_the_rolling_lines_restart_at_a_config_change() -> None:
+    """The plotted p50/p90/p99 after a change are the new config's alone (expanding from
+    its first sample), whether the change lands between paints or within one; the old
+    config's points keep their values. They used to drift from the old level to the new
+    one over a whole window."""
+    for paint_between in (True, False):
+        series = LatencySeries(capacity=1000, percentile_window=50)
+        series.append(np.arange(100) * 0.01, np.full(100, 10.0), 1)
+        if paint_between:
+            series.update_percentiles()
+        series.start_segment()
+        new = np.linspace(40.0, 60.0, 30)
+        series.append(1.0 + np.arange(30) * 0.01, new, 1)
+        series.update_percentiles()
+        pct = series.rolling_percentiles()
+        np.testing.assert_allclose(pct[:, 99], [10.0, 10.0, 10.0])
+        for k in (0, 1, 29):
+            np.testing.assert_allclose(pct[:, 100 + k], np.percentile(new[: k + 1], (50, 90, 99)))
+        assert pct[:, 100:].min() >= 40.0  # no old sample mixed in
+
+
 def test_throughput_bins_count_samples_times_batch() -> None:
     series = LatencySeries()
     t = np.arange(0, 2.0, 0.01)  # 100 inferences/s for 2 s

@@ -69,6 +69,7 @@ class LatencySeries:
         self._open_sum = 0.0  # samples (batch x inferences) in it so far
         self._pct_total = 0  # samples (ever appended) whose percentiles are computed
         self._segment_total = 0  # samples appended before the running config's first
+        self._starts: list[int] = [0]  # each config's first sample (global index), ascending
         self._batch = 1  # samples per inference of the latest append
 
     def __len__(self) -> int:
@@ -107,11 +108,15 @@ class LatencySeries:
         self._bins.clear()
         self._open_bin, self._open_sum, self._pct_total = None, 0.0, 0
         self._segment_total, self._batch = 0, 1
+        self._starts = [0]
 
     def start_segment(self) -> None:
-        """A config change: the trailing window of `latest_stats` restarts here, so it
-        never mixes a batch-1 run with a batch-16 one."""
+        """A config change: the trailing windows (of `latest_stats` and of the rolling
+        percentile lines) restart here, so they never mix a batch-1 run with a batch-16
+        one."""
         self._segment_total = self.buffer.total
+        if self._starts[-1] != self.buffer.total:
+            self._starts.append(self.buffer.total)
 
     def samples(self) -> tuple[FloatArray, FloatArray]:
         """(t_s, latency_ms) retained, oldest first: views valid until the next append."""
@@ -149,39 +154,52 @@ class LatencySeries:
         }
 
     def update_percentiles(self) -> None:
-        """Rolling percentiles for the samples that arrived since the last paint only."""
-        n, w = len(self.buffer), self.percentile_window
+        """Rolling percentiles for the samples that arrived since the last paint only,
+        each over the trailing window within its own config's samples."""
+        n = len(self.buffer)
         first_global = self.buffer.total - n
         a = max(self._pct_total, first_global) - first_global
         self._pct_total = self.buffer.total
         if a >= n:
             return
+        while len(self._starts) > 1 and self._starts[1] <= first_global:
+            self._starts.pop(0)  # configs whose samples have all been dropped
         lat = self.buffer.view(LAT)
         out = np.empty((3, n - a))
-        i = a
-        while i < min(n, w - 1):  # the first samples of a session: expanding windows
-            out[:, i - a] = np.percentile(lat[: i + 1], QUANTILES)
+        starts = [s - first_global for s in self._starts] + [n]
+        for k in range(len(starts) - 1):
+            lo, hi = max(a, starts[k]), starts[k + 1]
+            if lo < hi:
+                self._fill(lat, max(0, starts[k]), lo, hi, out[:, lo - a : hi - a])
+        for row, col in enumerate((P50, P90, P99)):
+            self.buffer.write(col, a, out[row])
+
+    def _fill(self, lat: FloatArray, start: int, lo: int, hi: int, out: FloatArray) -> None:
+        """Percentiles of samples lo..hi-1 (one config's, which began at `start`) into
+        `out` (3, hi - lo): expanding windows from the start, then trailing ones."""
+        w = self.percentile_window
+        i = lo
+        while i < min(hi, start + w - 1):  # a config's first samples: expanding windows
+            out[:, i - lo] = np.percentile(lat[start : i + 1], QUANTILES)
             i += 1
-        if i < n:
+        if i < hi:
             # Window r of `windows` ends at sample i + r. A burst of more than
             # _MAX_WINDOWS samples (a restored session) computes every stride-th window,
             # the newest always, and each sample takes the next computed value.
-            windows = np.lib.stride_tricks.sliding_window_view(lat[i - w + 1 : n], w)
-            stride = -(-(n - i) // _MAX_WINDOWS)
-            first = (n - i - 1) % stride
-            ends = np.arange(i + first, n, stride)
+            windows = np.lib.stride_tricks.sliding_window_view(lat[i - w + 1 : hi], w)
+            stride = -(-(hi - i) // _MAX_WINDOWS)
+            first = (hi - i - 1) % stride
+            ends = np.arange(i + first, hi, stride)
             values = np.empty((3, ends.size))
             chunk = max(1, _CHUNK_ELEMENTS // w)
-            for lo in range(0, ends.size, chunk):
-                hi = min(ends.size, lo + chunk)
-                rows = windows[first + lo * stride : first + (hi - 1) * stride + 1 : stride]
-                values[:, lo:hi] = np.percentile(rows, QUANTILES, axis=1)
+            for c0 in range(0, ends.size, chunk):
+                c1 = min(ends.size, c0 + chunk)
+                rows = windows[first + c0 * stride : first + (c1 - 1) * stride + 1 : stride]
+                values[:, c0:c1] = np.percentile(rows, QUANTILES, axis=1)
             if stride == 1:
-                out[:, i - a :] = values
+                out[:, i - lo :] = values
             else:
-                out[:, i - a :] = values[:, np.searchsorted(ends, np.arange(i, n))]
-        for row, col in enumerate((P50, P90, P99)):
-            self.buffer.write(col, a, out[row])
+                out[:, i - lo :] = values[:, np.searchsorted(ends, np.arange(i, hi))]
 
     def _add_to_bins(self, t: FloatArray, batch: int) -> None:
         """Count samples into 0.5 s bins; a bin is published once a later sample closes it."""
