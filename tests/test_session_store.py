@@ -5,6 +5,7 @@ must be refused, migrations and read-only folders: tests/test_session_files.py."
 from __future__ import annotations
 
 import dataclasses
+import threading
 from datetime import datetime
 from pathlib import Path
 
@@ -241,6 +242,27 @@ def test_failure_before_the_run_started_is_recorded(tmp_path: Path) -> None:
         assert (run.status, run.error) == ("cancelled", "interrupted (Ctrl-C)")
         assert run.config == RunConfig(batch=4) and run.model_name == "m.onnx"
         assert [m.text for m in reader.markers(run.id)] == ["building"]
+
+
+def test_a_library_error_after_an_interrupt_is_recorded_as_cancelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl+C while ONNX Runtime initializes a session: it raises its own error
+    ("initialization failed"); the run the user interrupted reads cancelled, not error."""
+    from engine import interrupt
+
+    monkeypatch.setattr(interrupt, "received", threading.Event())
+    path = tmp_path / "ctrl-c.opscope"
+    interrupt.received.set()
+    with (
+        pytest.raises(RuntimeError),
+        recording(path, model_path="m.onnx", config=RunConfig()) as record,
+    ):
+        record(Notice("info", "opening"))
+        raise RuntimeError("initialization failed")
+    with open_session_file(path) as reader:
+        (run,) = reader.runs()
+        assert (run.status, run.error) == ("cancelled", "interrupted (Ctrl-C)")
 
 
 def test_appending_runs_to_an_existing_file(tmp_path: Path, info: ModelInfo) -> None:

@@ -67,7 +67,6 @@ class GenerationPanel(QWidget):
         lengths.addWidget(self.new_tokens, 1)
         self._quiet = False
         self.shape = QLabel("–")
-        self.shape.setWordWrap(True)
         self.ttft = QLabel("–")
         self.tpot = QLabel("–")
         self.rates = QLabel("–")
@@ -101,10 +100,13 @@ class GenerationPanel(QWidget):
             self.new_tokens.setValue(new_tokens)
         finally:
             self._quiet = False
-        seqs = f", {batch} sequences" if batch > 1 else ""
-        self.shape.setText(
-            f"prompt {prompt_len} tokens, {new_tokens} new{seqs}; KV cache "
-            f"{kv_bytes / 1024:.1f} KiB per token"
+        # one short line (the lengths are in the boxes above; a wrapped second line is
+        # clipped in a short dock); the whole sentence in the tooltip
+        seqs = f"{batch} sequences" if batch > 1 else "1 sequence"
+        self.shape.setText(f"{seqs} · KV cache {kv_bytes / 1024:.1f} KiB/token")
+        self.shape.setToolTip(
+            f"prompt {prompt_len} tokens, {new_tokens} new, {seqs}; the KV cache holds "
+            f"{kv_bytes:,} bytes per token of context"
         )
 
     def set_figures(self, f: GenerationFigures | None) -> None:

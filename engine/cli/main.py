@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 
 from engine import __version__, backends
+from engine import interrupt as interrupt_flag
 from engine.analysis.deltas import GENERATION_METRICS, METRICS
 from engine.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
 from engine.cli.gate_args import add_gate_parser
@@ -342,6 +343,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             code: int = args.handler(args)
         return code
     except OpScopeError as exc:  # one line, whatever a path or a file's text holds
+        if interrupt_flag.received.is_set():  # a library's error for our interruption
+            print("opscope: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
         print(f"opscope: error: {escape_controls(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
@@ -357,9 +361,10 @@ def _stops_like_ctrl_c() -> Iterator[None]:
     Ctrl+C does: the run marked cancelled, what was measured kept, the file left whole."""
 
     def interrupt(signum: int, _frame: object) -> None:
+        interrupt_flag.received.set()
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    names = ("SIGTERM", "SIGHUP")
+    names = ("SIGINT", "SIGTERM", "SIGHUP")
     sigs = [getattr(signal, n) for n in names if hasattr(signal, n)]
     if threading.current_thread() is not threading.main_thread():
         yield

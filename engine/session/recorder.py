@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from engine import interrupt
 from engine.config import RunConfig
 from engine.events import (
     AccuracyResult,
@@ -471,7 +472,10 @@ def recorder_at(
         raise
     except Exception as exc:
         with contextlib.suppress(Exception):
-            rec.fail(" ".join((str(exc) or type(exc).__name__).split()))
+            if interrupt.received.is_set():  # the library's own error for the interruption
+                rec.cancel("interrupted (Ctrl-C)")
+            else:
+                rec.fail(" ".join((str(exc) or type(exc).__name__).split()))
         raise
     finally:
         try:
