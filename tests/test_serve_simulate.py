@@ -126,3 +126,21 @@ def test_records_match_the_stored_ones(name: str) -> None:
             got, want = getattr(rec, field), stored[f"{name}.{field}"]
             assert got.dtype == want.dtype, field
             assert np.array_equal(got, want, equal_nan=want.dtype.kind == "f"), field
+
+
+def test_a_damaged_calibration_file_is_measured_again_never_fatal(tmp_path: Path) -> None:
+    from engine.serve.calibration_file import read_calibration, write_calibration
+
+    path = tmp_path / "calibration" / "x.json"
+    assert read_calibration(path, ServiceModel.from_json, "calibration") == (None, None)
+    model = ServiceModel({1: np.array([0.001, 0.002])}, {"k": 1})
+    write_calibration(path, model.to_json())
+    back, notice = read_calibration(path, ServiceModel.from_json, "calibration")
+    assert back is not None and back.median(1) == model.median(1)
+    assert notice is not None and notice.level == "info" and "from the cache" in notice.message
+    path.write_text('{"samples_ms": {"1": [-1]}}')  # parses, but a negative time
+    back, notice = read_calibration(path, ServiceModel.from_json, "calibration")
+    assert back is None and notice is not None and notice.level == "warning"
+    assert "measuring again" in notice.message
+    path.write_bytes(b"\x00\xff not json")
+    assert read_calibration(path, ServiceModel.from_json, "calibration")[0] is None

@@ -4,7 +4,6 @@ measured once per model, config, machine and instance count, and cached on disk.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 from collections import deque
@@ -13,10 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.cache import cache_key, cache_root
-from engine.events import Event, Notice
-from engine.files import write_atomic
+from engine.events import Event
 from engine.hostinfo import cpu_model, ort_version, package_version
+from engine.serve.calibration_file import calibration_path, read_calibration, write_calibration
 from engine.serve.loop import precise_timers
 from engine.serve.service import Arrivals, ServiceModel, calibrate, calibration_sizes
 from engine.serve.setup import Serving
@@ -86,15 +84,14 @@ def load_or_calibrate(
     """The cached calibration for `context`, or a new one (progress events, then the
     ServiceModel). With several instances, each size is timed with that many batches
     running at once, as they do when the server is busy."""
-    path = cache_root() / "calibration" / f"{cache_key(context)}.json"
-    if path.is_file() and not remeasure:
-        try:
-            cached = ServiceModel.from_json(json.loads(path.read_text()))
-            yield Notice("info", f"calibration from the cache ({path.name})")
+    path = calibration_path(context)
+    if not remeasure:
+        cached, notice = read_calibration(path, ServiceModel.from_json, "calibration")
+        if notice is not None:
+            yield notice
+        if cached is not None:
             yield cached
             return
-        except Exception as exc:  # a damaged or foreign file: measure again
-            yield Notice("warning", f"cached calibration unreadable ({exc}); measuring again")
     instances = int(context["instances"])
     rng = np.random.default_rng(0)
 
@@ -127,7 +124,5 @@ def load_or_calibrate(
         else:
             yield item
     assert model is not None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(model.to_json())
-    write_atomic(str(path), lambda fh: fh.write(text))
+    write_calibration(path, model.to_json())
     yield model

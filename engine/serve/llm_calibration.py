@@ -6,7 +6,6 @@ lengths and sizes so a slow minute on a shared machine hits them all alike."""
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 from collections.abc import Generator
@@ -15,13 +14,12 @@ from typing import Any
 import numpy as np
 
 from engine.backends.genai.model import OpenedLLM, open_llm, read_config
-from engine.cache import cache_key, cache_root
 from engine.config import RunConfig
-from engine.events import Event, Notice, Progress
-from engine.files import write_atomic
+from engine.events import Event, Progress
 from engine.hostinfo import cpu_model, ort_version
 from engine.measure.fits import fit_prefill, fit_slope
 from engine.model.info import files_sha256
+from engine.serve.calibration_file import calibration_path, read_calibration, write_calibration
 from engine.serve.llm_cost import LLMCost
 
 VERSION = 4  # 2: prefill passes are per prompt; 3: decode steps after a prefill; 4: after idle
@@ -77,18 +75,15 @@ def load_or_calibrate_llm(
     """The cached calibration of this model, config and machine, or a new one."""
     llm = open_llm(model_path, config)
     context = llm_calibration_context(model_path, config, llm.provider_used)
-    path = cache_root() / "calibration" / f"llm-{cache_key(context)}.json"
-    if path.is_file() and not remeasure:
-        try:
-            cached = LLMCost.from_json(json.loads(path.read_text()))
-            yield Notice("info", f"LLM calibration from the cache ({path.name})")
+    path = calibration_path(context, "llm-")
+    if not remeasure:
+        cached, notice = read_calibration(path, LLMCost.from_json, "LLM calibration")
+        if notice is not None:
+            yield notice
+        if cached is not None:
             return cached
-        except (ValueError, KeyError, TypeError) as exc:  # damaged or foreign: measure again
-            yield Notice("warning", f"cached LLM calibration unreadable ({exc}); measuring again")
     cost = yield from measure(llm, context)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(cost.to_json())
-    write_atomic(str(path), lambda fh: fh.write(text))
+    write_calibration(path, cost.to_json())
     return cost
 
 
