@@ -81,8 +81,9 @@ class LLMServingController(QObject):
         self._show_table()
         if not self.job.busy:
             self.dock.set_status(
-                f"{folder.name}: context {context} tokens. Simulate the "
-                "three layouts, then run one for real to see how they agree"
+                f"{folder.name}: context {context} tokens, served in the Configuration "
+                "panel's precision (fp32, INT8 or INT4 weights). Simulate the three "
+                "layouts, then run one for real to see how they agree"
             )
         self.frame.show()
         self.frame.raise_()
