@@ -7,16 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.analysis.deltas import METRICS
+from engine.cli.arg_types import nonneg_float, nonneg_int, positive_float, positive_int
 
 
-def add_gate_parser(
-    sub: Any,
-    add_knobs: Callable[[argparse.ArgumentParser], None],
-    positive_float: Callable[[str], float],
-    positive_int: Callable[[str], int],
-    nonneg_float: Callable[[str], float],
-    nonneg_int: Callable[[str], int],
-) -> None:
+def add_gate_parser(sub: Any, add_knobs: Callable[[argparse.ArgumentParser], None]) -> None:
     p = sub.add_parser(
         "gate",
         help="a CI regression gate: run MODEL K times as separate processes and compare "

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
+from engine.cli.arg_types import nonneg_int, positive_float, positive_int
 
-def add_generate_parser(
-    sub: Any,
-    positive_float: Callable[[str], float],
-    positive_int: Callable[[str], int],
-    nonneg_int: Callable[[str], int],
-) -> None:
+
+def add_generate_parser(sub: Any) -> None:
     p = sub.add_parser(
         "generate",
         help="time a generating model (LLM): time to first token, time per output token, "

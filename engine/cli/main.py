@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import signal
 import sys
 import threading
@@ -17,6 +16,13 @@ from collections.abc import Callable, Iterator, Sequence
 from engine import __version__, backends
 from engine import interrupt as interrupt_flag
 from engine.analysis.deltas import GENERATION_METRICS, METRICS
+from engine.cli.arg_types import (
+    nonneg_float,
+    nonneg_int,
+    positive_float,
+    positive_int,
+    unit_interval,
+)
 from engine.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
 from engine.cli.gate_args import add_gate_parser
 from engine.cli.generate_args import add_generate_parser, add_import_parser
@@ -54,27 +60,27 @@ def build_parser() -> argparse.ArgumentParser:
         _add_knobs(p)
         p.add_argument(
             "--duration",
-            type=_positive_float,
+            type=positive_float,
             default=5.0,
             metavar="S",
             help="minimum seconds of timed inferences (default 5)",
         )
         p.add_argument(
             "--min-runs",
-            type=_positive_int,
+            type=positive_int,
             default=50,
             metavar="N",
             help="minimum timed inferences (default 50)",
         )
         p.add_argument(
             "--warmup",
-            type=_nonneg_int,
+            type=nonneg_int,
             default=10,
             metavar="N",
             help="warm-up inferences discarded (default 10, and at least 0.5 s)",
         )
         p.add_argument(
-            "--warmup-s", type=_nonneg_float, default=0.5, metavar="S", help=argparse.SUPPRESS
+            "--warmup-s", type=nonneg_float, default=0.5, metavar="S", help=argparse.SUPPRESS
         )
         p.add_argument(
             "--no-accuracy", action="store_true", help="skip the comparison with the FP32 model"
@@ -95,27 +101,27 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "profile":
             p.add_argument(
                 "--top",
-                type=_positive_int,
+                type=positive_int,
                 default=15,
                 metavar="N",
                 help="nodes to list (default 15; JSON keeps all unless set)",
             )
             p.add_argument(
                 "--runs",
-                type=_positive_int,
+                type=positive_int,
                 default=20,
                 metavar="K",
                 help="profiled inferences (default 20)",
             )
         p.set_defaults(handler=_cmd_bench, profile=name == "profile")
 
-    add_serving_parsers(sub, _add_knobs, _positive_float, _positive_int, _nonneg_float, _nonneg_int)
-    add_tune_parser(sub, _add_knobs, _positive_float, _positive_int)
-    add_sweep_parser(sub, _add_knobs, _positive_float, _positive_int)
-    add_generate_parser(sub, _positive_float, _positive_int, _nonneg_int)
+    add_serving_parsers(sub, _add_knobs)
+    add_tune_parser(sub, _add_knobs)
+    add_sweep_parser(sub, _add_knobs)
+    add_generate_parser(sub)
     add_import_parser(sub)
 
-    add_gate_parser(sub, _add_knobs, _positive_float, _positive_int, _nonneg_float, _nonneg_int)
+    add_gate_parser(sub, _add_knobs)
 
     p = sub.add_parser("session", help="read session files (.opscope)")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -134,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dest", metavar="OUT", help="the copy to write (must not exist)")
     p.add_argument(
         "--keep-passes",
-        type=_nonneg_int,
+        type=nonneg_int,
         metavar="N",
         help="keep the raw per-inference op rows of the last N profiling passes of each "
         "run only (older passes keep their per-node statistics); default: all",
@@ -170,7 +176,7 @@ def _add_session_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     p.add_argument(
         "--max-regression",
-        type=_nonneg_float,
+        type=nonneg_float,
         default=5.0,
         metavar="PCT",
         help="exit 3 when the candidate is significantly worse by more than PCT "
@@ -178,7 +184,7 @@ def _add_session_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "drift by a few percent between runs of one config)",
     )
     p.add_argument(
-        "--top", type=_positive_int, default=15, metavar="N", help="ops to list (default 15)"
+        "--top", type=positive_int, default=15, metavar="N", help="ops to list (default 15)"
     )
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--json", metavar="PATH", help="write the comparison as JSON ('-': stdout)")
@@ -189,7 +195,7 @@ def _add_session_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         help="export a session: a Chrome/Perfetto trace of profiled inferences, or CSV tables",
     )
     p.add_argument("file", metavar="FILE", help="a session file (.opscope)")
-    p.add_argument("--run", type=_positive_int, metavar="ID", help="only this run")
+    p.add_argument("--run", type=positive_int, metavar="ID", help="only this run")
     p.add_argument(
         "--trace",
         metavar="OUT.json",
@@ -228,10 +234,10 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
         default="all",
         help="ONNX Runtime graph optimization level (default all)",
     )
-    g.add_argument("--batch", type=_positive_int, default=1, help="batch size (default 1)")
+    g.add_argument("--batch", type=positive_int, default=1, help="batch size (default 1)")
     g.add_argument(
         "--threads",
-        type=_nonneg_int,
+        type=nonneg_int,
         default=0,
         help="intra-op threads (default 0: one per physical core)",
     )
@@ -250,7 +256,7 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--min-cosine",
-        type=_unit_interval,
+        type=unit_interval,
         default=DEFAULT_MIN_COSINE,
         metavar="X",
         help=f"INT8 keeps cosine >= X against FP32 on its worst output (default "
@@ -375,44 +381,6 @@ def _stops_like_ctrl_c() -> Iterator[None]:
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
-
-
-def _nonneg_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
-    return value
-
-
-def _unit_interval(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be within (0, 1], got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
-def _nonneg_float(text: str) -> float:
-    value = float(text)
-    if not value >= 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
-    return value
 
 
 if __name__ == "__main__":

@@ -6,16 +6,13 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from engine.cli.arg_types import nonneg_float, nonneg_int, positive_float, positive_int
+
 SubParsers = Any  # argparse's private _SubParsersAction
 
 
 def add_serving_parsers(
-    sub: SubParsers,
-    add_knobs: Callable[[argparse.ArgumentParser], None],
-    positive_float: Callable[[str], float],
-    positive_int: Callable[[str], int],
-    nonneg_float: Callable[[str], float],
-    nonneg_int: Callable[[str], int],
+    sub: SubParsers, add_knobs: Callable[[argparse.ArgumentParser], None]
 ) -> None:
     p = sub.add_parser(
         "load",
@@ -24,7 +21,7 @@ def add_serving_parsers(
     )
     p.add_argument("model", help="an .onnx file (or a PyTorch file)")
     add_knobs(p)
-    _add_serving(p, positive_float, positive_int, nonneg_float, nonneg_int)
+    _add_serving(p)
     p.add_argument(
         "--duration", type=positive_float, default=10.0, metavar="S",
         help="seconds of traffic (default 10)",
@@ -51,7 +48,7 @@ def add_serving_parsers(
         "(LLM serving, below)",
     )
     add_knobs(p)
-    _add_serving(p, positive_float, positive_int, nonneg_float, nonneg_int)
+    _add_serving(p)
     p.add_argument(
         "--duration", type=positive_float, default=None, metavar="S",
         help="seconds of simulated traffic (default 60, or the recorded run's; --requests "
@@ -89,13 +86,7 @@ def add_serving_parsers(
     p.set_defaults(handler=_cmd_simulate)
 
 
-def _add_serving(
-    p: argparse.ArgumentParser,
-    positive_float: Callable[[str], float],
-    positive_int: Callable[[str], int],
-    nonneg_float: Callable[[str], float],
-    nonneg_int: Callable[[str], int],
-) -> None:
+def _add_serving(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("traffic, batching and cache")
     g.add_argument(
         "--traffic", metavar="SPEC",

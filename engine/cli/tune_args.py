@@ -6,13 +6,10 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from engine.cli.arg_types import positive_float, positive_int
 
-def add_tune_parser(
-    sub: Any,
-    add_knobs: Callable[[argparse.ArgumentParser], None],
-    positive_float: Callable[[str], float],
-    positive_int: Callable[[str], int],
-) -> None:
+
+def add_tune_parser(sub: Any, add_knobs: Callable[[argparse.ArgumentParser], None]) -> None:
     p = sub.add_parser(
         "tune",
         help="search configs on the real engine: every trial timed and recorded, the "
@@ -59,7 +56,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     return cmd_tune(args)
 
 
-def add_sweep_parser(sub: Any, add_knobs: Any, positive_float: Any, positive_int: Any) -> None:
+def add_sweep_parser(sub: Any, add_knobs: Any) -> None:
     p = sub.add_parser(
         "sweep",
         help="time and profile a model across sizes of one dim (e.g. sequence) and fit how "
