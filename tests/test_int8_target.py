@@ -11,7 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.ort.int8_target import Search, candidate_settings, meet_target, summary
+from engine.backends.ort.int8_target import (
+    Search,
+    candidate_settings,
+    meet_target,
+    starting_settings,
+    summary,
+)
 from engine.errors import ModelError
 from engine.events import Event, Notice, VariantReady
 from tests.model_zoo import FLOAT, make, node, rng, save, tensor, tinfo
@@ -133,6 +139,29 @@ def test_settings_that_cannot_be_built_are_skipped() -> None:
     assert out.met and json.dumps(out.chosen.settings, sort_keys=True) == tries[1]
     said = [e.message for e in events if isinstance(e, Notice) and "do not apply" in e.message]
     assert len(said) == 1 and "Histogram" in said[0]
+
+
+def test_static_int8_on_a_transformer_starts_from_the_weights_matmuls() -> None:
+    """A model with MatMuls and no convolution starts static INT8 from this CPU's MatMul-only
+    setting (not tried again among the candidates); a CNN and dynamic INT8 from the
+    defaults."""
+    transformer = {"MatMul": 32, "Add": 37, "LayerNormalization": 8, "Softmax": 4}
+    start = starting_settings("int8-static", "vnni", transformer)
+    assert start == candidate_settings("int8-static", "vnni")[0]
+    assert start["op_types"] == ["MatMul", "Gemm"] and start["activation_matmuls"] is False
+    assert starting_settings("int8-static", "avx2", transformer)["reduce_range"] is True
+    assert starting_settings("int8-static", "vnni", {"Conv": 8, "Gemm": 1, "Relu": 8}) == {}
+    assert starting_settings("int8-dynamic", "vnni", transformer) == {}
+    assert starting_settings("int8-static", "vnni", {"LSTM": 1}) == {}
+
+    first = json.dumps(start, sort_keys=True)
+    how, (built, _) = _fake({(first, ()): 0.95}, {}, [])
+    how.start = start
+    _, out = _run(meet_target("int8-static", 0.99, "vnni", how))
+    keys = [b[0] for b in built if not b[1]]
+    assert keys[0] == first and keys.count(first) == 1  # built once, first
+    assert len(keys) == len(candidate_settings("int8-static", "vnni"))
+    assert out.attempts[0].settings == start
 
 
 def test_settings_differ_by_instruction_set() -> None:

@@ -142,6 +142,15 @@ def test_static_int8_for_transformers_keeps_activation_matmuls_in_fp32(
     assert {n.op_type for n in graph.node if n.op_type in ("Softmax", "LayerNormalization")}
     assert not any(made_by.get(i) == "DequantizeLinear"
                    for n in graph.node if n.op_type == "Softmax" for i in n.input)  # fmt: skip
+    # ORT's quantizer points every reader of a quantized activation at its 8-bit copy: the
+    # residual Adds read the LayerNorm output through Q/DQ. Only quantized MatMuls may.
+    qdq = ("QuantizeLinear", "DequantizeLinear")
+    readers = {n.op_type for n in graph.node if n.op_type not in qdq
+               and any(made_by.get(i) == "DequantizeLinear" for i in n.input)}  # fmt: skip
+    assert readers == {"MatMul", "Gemm"}
+    residual = [n for n in graph.node if n.op_type == "Add"
+                and any(made_by.get(i) == "LayerNormalization" for i in n.input)]  # fmt: skip
+    assert residual  # the float LayerNorm output reaches the residual Add itself
 
 
 def test_dynamic_int8_says_when_it_leaves_the_convolutions_in_fp32(

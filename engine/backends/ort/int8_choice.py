@@ -17,7 +17,13 @@ from engine import cache
 from engine.backends.ort.activation_matmuls import activation_matmuls
 from engine.backends.ort.inference_session import open_session, plan_session
 from engine.backends.ort.int8_sensitivity import node_errors
-from engine.backends.ort.int8_target import Outcome, Search, meet_target, summary
+from engine.backends.ort.int8_target import (
+    Outcome,
+    Search,
+    meet_target,
+    starting_settings,
+    summary,
+)
 from engine.backends.ort.variants import (
     VARIANT_PARAMS,
     _preprocess,
@@ -30,7 +36,7 @@ from engine.measure.accuracy import compare_outputs
 from engine.model.info import ModelInfo
 from engine.model.inputs import Feeds
 
-CHOICE_VERSION = 10
+CHOICE_VERSION = 11
 TIME_S = 0.3  # timing per attempt: enough to rank settings whose speeds differ by 10%+
 # Up to this many quantizable nodes, each is tried alone in FP32 (one build per node): on a
 # MiniLM the node that matters (an FFN output fed by the [CLS] token's outlier) is first
@@ -146,7 +152,16 @@ def choose_int8(
             units = [u for u in one_by_one if u[1] > GAIN] + [u for u in measured if len(u[0]) > 1]
             return sorted(units, key=lambda u: -u[1])
 
-        how = Search(build, score, timed, rank, _quantizable(info.path, types), info.path)
+        start = starting_settings(precision, isa, info.op_types)
+        how = Search(
+            build,
+            score,
+            timed,
+            rank,
+            _quantizable(info.path, start.get("op_types", types)),
+            info.path,
+            start,
+        )
         outcome: Outcome = yield from meet_target(precision, config.min_cosine, isa, how)
     details = outcome.details()
     staging = cache.Staging("int8-choice", key)

@@ -26,12 +26,13 @@ from typing import Any
 
 from engine import cache
 from engine.backends.ort.activation_matmuls import activation_matmuls
+from engine.backends.ort.qdq_float_path import keep_float_path
 from engine.errors import ModelError, one_line
 from engine.events import Notice, Progress, VariantReady
 from engine.model.info import ModelInfo
 from engine.model.inputs import Feeds
 
-BUILDER_VERSION = 3  # 3: meta counts the quantized nodes
+BUILDER_VERSION = 4  # 3: meta counts the quantized nodes; 4: static keeps float paths
 CALIBRATION_BATCHES = 16
 
 # Parameters that define each variant (they are part of the cache key).
@@ -316,6 +317,8 @@ def _build_int8_static(
                     calibrate_method=CalibrationMethod[p["method"]],
                     nodes_to_exclude=exclude or None,
                 )
+            if p["op_types"]:  # only some op types quantized: the rest keep float inputs
+                keep_float_path(out, p["op_types"], exclude)
         except BaseException as exc:  # re-raised in the generator's thread
             failure.append(exc)
 
