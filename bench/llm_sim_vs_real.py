@@ -113,11 +113,12 @@ def iteration_check(engines: Any, cost: LLMCost) -> dict[str, float]:
     # each engine's iterations in its time order (the extras are per engine)
     it = np.asarray([i for e in engines for i in e.iterations], np.float64)
     owner = np.concatenate([np.full(len(e.iterations), k) for k, e in enumerate(engines)])
-    start, end, batch, ctx, tokens, passes, pairs = it.T
+    start, end, batch, ctx, tokens, passes, scores, past = it.T
     took = (end - start) * 1e3
     npre = passes - (batch > 0)
     model = (
-        cost.prefill_a_ms * npre + cost.prefill_b_ms * tokens + cost.prefill_c_ms * pairs
+        cost.prefill_a_ms * npre + cost.prefill_b_ms * tokens + cost.prefill_c_ms * scores
+        + cost.decode_slope_ms * past
         + np.asarray([cost.decode_step_ms(int(b), int(c)) for b, c in zip(batch, ctx, strict=True)])
         + np.concatenate([extras(cost, start[owner == k], end[owner == k], batch[owner == k],
                                  tokens[owner == k]) for k in range(len(engines))])

@@ -141,6 +141,24 @@ def test_a_prompt_arriving_mid_decode_stalls_the_running_sequence() -> None:
     assert r["tpot_ms"]["max"] == pytest.approx(15.0)  # A: (0.20 - 0.05) / 10
 
 
+def test_a_chunk_pays_its_scores_against_every_token_so_far_and_reads_the_past() -> None:
+    """A prompt in chunks costs what it costs whole in its first chunk; a later chunk of k
+    tokens after `done` costs k x (done + k) attention scores (not the (done + k)^2 -
+    done^2 of the whole-prompt square, which counted its past twice) and reads the done
+    cached tokens at decode's cost per context token."""
+    c = MEASURED
+    assert c.prefill_chunk_ms(0, 300) == pytest.approx(
+        c.prefill_b_ms * 300 + c.prefill_c_ms * 300**2
+    )
+    later = c.prefill_chunk_ms(896, 64) - c.prefill_chunk_ms(0, 64)
+    assert later == pytest.approx(896 * (64 * c.prefill_c_ms + c.decode_slope_ms))
+    # chunks of a prompt cost less than the prompt whole (fewer masked scores) plus the
+    # past they read
+    whole = c.prefill_chunk_ms(0, 1024)
+    chunks = sum(c.prefill_chunk_ms(d, 256) for d in range(0, 1024, 256))
+    assert chunks < whole + c.decode_slope_ms * (256 + 512 + 768) + 1e-9
+
+
 def test_chunked_prefill_bounds_the_stall_that_colocated_suffers() -> None:
     load = seeded(rate=12.0, requests=1500)
     ref = {n: summarize_llm(simulate_llm(load, Layout(n, chunk_tokens=256), MEASURED))

@@ -71,8 +71,9 @@ class IterationEngine:
         self.prev_end = 0.0
         self.moves = 0  # rows copied to keep the decode batch packed
         # per iteration: start, end, decode batch, context summed, prompt tokens, passes,
-        # and the attention pairs the prompt tokens add (sum of end^2 - done^2)
-        self.iterations: list[tuple[float, float, int, int, int, int, int]] = []
+        # the attention scores the prompt tokens compute (sum of k x end over the chunks)
+        # and the cached prompt tokens their passes read (sum of done)
+        self.iterations: list[tuple[float, float, int, int, int, int, int, int]] = []
 
     # admission (the simulator's rules) ---------------------------------------------
     def _need(self, rid: int) -> int:
@@ -107,7 +108,7 @@ class IterationEngine:
         start = self.clock()
         book, slots = self.book, self.slots
         firsts: list[int] = []
-        tokens = pairs = 0
+        tokens = scores = past = 0
         for entry, k in self.chunks:
             rid, done = entry
             ids = self._ids.get(rid)
@@ -117,7 +118,8 @@ class IterationEngine:
             logits = slots.prefill(slot, ids[done : done + k], done)
             entry[1] += k
             tokens += k
-            pairs += entry[1] ** 2 - done**2
+            scores += k * entry[1]
+            past += done
             self.length[slot] = entry[1]
             if entry[1] == book.prompt[rid]:
                 self.tokens[rid].append(int(logits.argmax()))
@@ -148,7 +150,7 @@ class IterationEngine:
             else:
                 self.joining.append(rid)
         passes = len(self.chunks) + (1 if n else 0)
-        self.iterations.append((start, t, n, ctx, tokens, passes, pairs))
+        self.iterations.append((start, t, n, ctx, tokens, passes, scores, past))
         self.prev_end = t
 
     def _record_decode(self, t: float, owners: list[int], chosen: np.ndarray) -> None:
