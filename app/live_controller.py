@@ -137,6 +137,7 @@ class LiveController(QObject):
         for ev in batch:
             if isinstance(ev, LatencyBatch):
                 if ev.latencies_ns.size:
+                    self.expect_events = self.run_started  # timing again after a pause
                     t, v = self._points(ev)
                     lat_t.append(t)
                     lat_v.append(v)
@@ -178,8 +179,11 @@ class LiveController(QObject):
             if ev.kind in ("config", "load"):
                 view.latency.start_segment()  # the numbers above the plot restart
                 view.latency.add_marker((ev.t_ns - self.t0_ns) / 1e9, ev.label)
-            elif ev.kind == "profile":  # timing pauses for the pass: shade it, say why
+            elif ev.kind in ("profile", "pause"):  # timing waits (a profiling pass, or a
+                # build of the next config): shade the gap and say why
                 view.latency.add_pause((ev.t_ns - self.t0_ns) / 1e9, ev.label)
+                if ev.kind == "pause":  # a build may go quiet for a while: not a hang
+                    self.expect_events = False
         elif isinstance(ev, ServingStarted):
             self.serving = not ev.simulated
             self.batch = 1

@@ -196,6 +196,24 @@ def test_a_silent_engine_is_reported_as_hung(bench: Workbench, qtbot: QtBot) -> 
     assert bench.window.banner.action.text() == "Restart engine"
 
 
+def test_a_build_that_pauses_timing_is_not_a_hang(bench: Workbench, qtbot: QtBot) -> None:
+    """While the next config builds, timing waits and a build step may be quiet for long:
+    the pause is shaded on the plot and not reported as a hang; samples end it."""
+    import time
+
+    from engine.events import Marker
+
+    qtbot.waitUntil(lambda: _samples_after(bench, 10), timeout=TIMEOUT_MS)
+    c = bench.controller
+    c.on_events([Marker("pause", "preparing INT8 static", time.perf_counter_ns())])
+    assert any(
+        label == "preparing INT8 static" for _, _, label in bench.window.latency.pauses.bands()
+    )
+    assert not c.check_hang(now=c.last_progress + 120)
+    qtbot.waitUntil(lambda: c.expect_events, timeout=TIMEOUT_MS)  # the next samples
+    assert c.check_hang(now=c.last_progress + 31)
+
+
 def test_bad_first_model_does_not_claim_a_previous_one(
     qtbot: QtBot, tmp_path: Path, zoo: dict[str, Path]
 ) -> None:

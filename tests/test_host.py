@@ -125,6 +125,46 @@ def test_live_session_end_to_end(host: Host) -> None:
     assert host.proc.exitcode == 0
 
 
+def test_timing_waits_while_the_next_config_builds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An INT8 build (with its accuracy search) beside a live run took the run's CPU: its
+    samples read 2-5x slower. Timing pauses from the build's start to the new run; a build
+    that is cancelled resumes the old config as a new run."""
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))  # nothing cached: real builds
+    host = Host()
+    try:
+        host.send(cmds.Load(str(DEMO_CNN)))
+        host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0)
+
+        host.send(cmds.Apply(RunConfig(precision="int8-static", batch=2)))
+        pause = host.wait_for(lambda e: isinstance(e, Marker) and e.kind == "pause")
+        assert "INT8 static" in pause.label
+        at = host.events.index(pause)
+        host.send(cmds.Cancel())
+        resumed = host.wait_for(
+            lambda e: isinstance(e, Marker) and e.label == "timing resumed", start=at
+        )
+        assert not any(isinstance(e, RunStarted) and e.config.precision != "fp32"
+                       for e in host.events)  # fmt: skip
+        host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0,
+                      start=host.events.index(resumed))  # fmt: skip
+
+        mark = len(host.events)
+        host.send(cmds.Apply(RunConfig(precision="int8-static")))
+        pause = host.wait_for(lambda e: isinstance(e, Marker) and e.kind == "pause", start=mark)
+        new = host.wait_for(
+            lambda e: isinstance(e, Marker) and e.kind == "config" and "INT8" in e.label,
+            start=mark, timeout=120,
+        )  # fmt: skip
+        between = host.events[host.events.index(pause) : host.events.index(new)]
+        starts = [b.origin_ns + b.starts_ns for b in between if isinstance(b, LatencyBatch)]
+        assert all((s < pause.t_ns).all() for s in starts)  # nothing timed while it built
+        assert new.t_ns > pause.t_ns
+    finally:
+        host.close()
+
+
 def test_a_run_at_its_cap_of_samples_goes_on_as_a_new_run() -> None:
     """The host keeps a live run's samples for its summary, so a run is capped: past the
     cap it ends (summed up from every sample) and the config goes on in a new run."""
