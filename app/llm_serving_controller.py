@@ -116,9 +116,11 @@ class LLMServingController(QObject):
         live = self.wb.window.config_panel.config()
         config = llm_serving_config(live)
         self.warnings = []
-        self.notes = [f"served in {config.precision}"]
-        if live.precision != config.precision:
-            self.notes = [f"served in fp32 (the live {live.precision} is not weight-only)"]
+        self.notes = [
+            f"served in {config.precision}"
+            if live.precision == config.precision
+            else f"served in fp32 (the live {live.precision} is not weight-only)"
+        ]
         self.kind, self.plan, self.t0 = kind, plan, time.perf_counter()
         self.resume = bool(self.wb.running)
         if self.wb.running:

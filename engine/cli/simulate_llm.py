@@ -17,7 +17,6 @@ from engine.cli.printer import LivePrinter
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import drive
-from engine.serve.llm_calibration import load_or_calibrate_llm
 from engine.serve.llm_cost import LLMCost
 from engine.serve.llm_plan import (
     DEFAULT_NEW,
@@ -28,7 +27,7 @@ from engine.serve.llm_plan import (
     plan_workload,
 )
 from engine.serve.llm_sim import Layout, simulate_llm
-from engine.serve.llm_study import served_folder
+from engine.serve.llm_study import served_calibration
 from engine.serve.llm_summary import summarize_llm
 from engine.serve.llm_workload import LLMWorkload
 from engine.serve.traffic import parse_traffic
@@ -114,8 +113,7 @@ def cmd_simulate_llm(args: argparse.Namespace) -> int:
     config = serving_config(args)
     printer = LivePrinter()
     try:
-        folder = drive(served_folder(args.model, config), printer.feed)
-        cost = drive(load_or_calibrate_llm(folder, config, args.recalibrate), printer.feed)
+        _, cost = drive(served_calibration(args.model, config, args.recalibrate), printer.feed)
     finally:
         printer.close()
     results = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import platform
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import numpy as np
@@ -181,25 +181,27 @@ def _after_prefill(llm: OpenedLLM, length: int, ids: Any) -> tuple[list[float], 
     """AFTER_STEPS decode steps of AFTER_BATCH sequences, each ms, timed right after a
     prefill pass of `length` tokens on another sequence (as the serving loop runs a new
     prompt between decode steps); then as many steps back to back, the baseline."""
-    decoder = llm.decoder(AFTER_BATCH, REF_CONTEXT + 3 * AFTER_STEPS + 2)
     other = llm.decoder(1, length + 1)
-    token = decoder.prefill(ids(AFTER_BATCH, REF_CONTEXT)).argmax(axis=-1)
-    for _ in range(AFTER_STEPS):  # warm: the weights back in the caches
-        token = decoder.step(token).argmax(axis=-1)
-    other.prefill(ids(1, length)).argmax(axis=-1)
-    after, token = _timed_steps(decoder, token, AFTER_STEPS)
-    return after, _timed_steps(decoder, token, AFTER_STEPS)[0]
+    return _steps_after(llm, ids, lambda: other.prefill(ids(1, length)).argmax(axis=-1))
 
 
 def _after_pause(llm: OpenedLLM, pause_s: float, ids: Any) -> tuple[list[float], list[float]]:
     """AFTER_STEPS decode steps of AFTER_BATCH sequences, each ms, timed right after the
     engine sat idle for `pause_s` (a serving engine's thread waiting for work); then as
     many steps back to back, the baseline."""
+    return _steps_after(llm, ids, lambda: time.sleep(pause_s))
+
+
+def _steps_after(
+    llm: OpenedLLM, ids: Any, between: Callable[[], object]
+) -> tuple[list[float], list[float]]:
+    """Warm decode steps, then `between`, then AFTER_STEPS timed steps and as many more
+    back to back (the baseline)."""
     decoder = llm.decoder(AFTER_BATCH, REF_CONTEXT + 3 * AFTER_STEPS + 2)
     token = decoder.prefill(ids(AFTER_BATCH, REF_CONTEXT)).argmax(axis=-1)
     for _ in range(AFTER_STEPS):  # warm: the weights back in the caches
         token = decoder.step(token).argmax(axis=-1)
-    time.sleep(pause_s)
+    between()
     after, token = _timed_steps(decoder, token, AFTER_STEPS)
     return after, _timed_steps(decoder, token, AFTER_STEPS)[0]
 

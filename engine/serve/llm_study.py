@@ -45,6 +45,15 @@ def served_folder(model: str, config: RunConfig) -> Generator[Event, None, str]:
     return str(folder)
 
 
+def served_calibration(
+    model: str, config: RunConfig, remeasure: bool = False
+) -> Generator[Event, None, tuple[str, LLMCost]]:
+    """The folder served for `config` and its calibration (cached, or measured now)."""
+    folder = yield from served_folder(model, config)
+    cost = yield from load_or_calibrate_llm(folder, config, remeasure)
+    return folder, cost
+
+
 def real_plan(plan: LLMPlan) -> LLMPlan:
     """The plan as the real loop serves it: one engine for colocated and chunked."""
     if plan.layout == "all":
@@ -64,8 +73,7 @@ def simulate_plan(
     context = read_config(model).context_length
     layouts = plan_layouts(plan, context)
     work = plan_workload(plan, context, what)
-    folder = yield from served_folder(model, config)
-    cost = yield from load_or_calibrate_llm(folder, config)
+    _, cost = yield from served_calibration(model, config)
     rows = []
     for k, layout in enumerate(layouts):
         yield Progress("simulation", k, len(layouts), f"simulating {layout.describe()}")
@@ -87,8 +95,7 @@ def serve_plan(
     layout = plan_layouts(plan, context)[0]
     check_real_layout(layout)
     work = plan_workload(plan, context, what)
-    folder = yield from served_folder(model, config)
-    cost = yield from load_or_calibrate_llm(folder, config)
+    folder, cost = yield from served_calibration(model, config)
     simulated = _simulated(work, layout, cost, plan)
     yield Progress("serving", 0, len(work), f"opening the model for {layout.describe()}")
     loop = LLMServingLoop(open_llm(folder, config), work, layout, seed=plan.seed)
