@@ -1,14 +1,28 @@
-"""The on-disk cache of built variants, keyed by model hash and variant parameters."""
+"""The on-disk cache of built variants, keyed by model hash and variant parameters.
+
+Entries are folders `<root>/<kind>/<key>/` holding a `meta.json`; a hit refreshes the
+entry's time. The folders together are kept under a size cap (`$OPSCOPE_CACHE_MAX_GB`,
+default 4): committing a new entry evicts the least recently used others until the total
+fits. A quantized copy of a large model is hundreds of MB, and a tuning session builds
+dozens, so an uncapped cache fills a disk.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+DEFAULT_MAX_GB = 4.0
+STALE_STAGING_S = 24 * 3600.0  # a scratch folder this old was left by a killed build
+RECENT_S = 60.0  # entries used this recently are not evicted (another process may be loading one)
 
 
 def cache_root() -> Path:
@@ -29,7 +43,12 @@ def cache_key(parts: dict[str, Any]) -> str:
 def cached_entry(kind: str, key: str) -> Path | None:
     """The folder of a complete entry, or None. Entries are complete once `meta.json` exists."""
     folder = cache_root() / kind / key
-    return folder if (folder / "meta.json").is_file() else None
+    meta = folder / "meta.json"
+    if not meta.is_file():
+        return None
+    with contextlib.suppress(OSError):  # recency for eviction; a read-only cache still reads
+        os.utime(meta)
+    return folder
 
 
 def read_meta(folder: Path) -> dict[str, Any]:
@@ -54,7 +73,105 @@ class Staging:
             shutil.rmtree(self.path, ignore_errors=True)
             return self.final
         os.replace(self.path, self.final)
+        trim(keep=self.final)
         return self.final
 
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: str
+    key: str
+    path: Path
+    bytes: int
+    used: float  # when last built or read (epoch seconds)
+
+
+def max_bytes() -> int:
+    """The cap from `$OPSCOPE_CACHE_MAX_GB` (a positive number of GB), else the default."""
+    raw = os.environ.get("OPSCOPE_CACHE_MAX_GB", "")
+    try:
+        gb = float(raw) if raw else DEFAULT_MAX_GB
+    except ValueError:
+        gb = DEFAULT_MAX_GB
+    return int((gb if gb > 0 else DEFAULT_MAX_GB) * 1e9)
+
+
+def entries() -> list[Entry]:
+    """Every complete folder entry under the cache root, least recently used first."""
+    found = []
+    root = cache_root()
+    for kind_dir in _subdirs(root):
+        for folder in _subdirs(kind_dir):
+            meta = folder / "meta.json"
+            if folder.name.startswith(".") or not meta.is_file():
+                continue
+            with contextlib.suppress(OSError):
+                used = meta.stat().st_mtime
+                found.append(Entry(kind_dir.name, folder.name, folder, _size(folder), used))
+    return sorted(found, key=lambda e: e.used)
+
+
+def trim(
+    keep: Path | None = None, limit: int | None = None, recent_s: float | None = None
+) -> list[Entry]:
+    """Evict least recently used entries until the cache fits `limit` (default `max_bytes()`).
+
+    Never evicts `keep` or an entry used in the last `recent_s` (default a minute); also
+    clears scratch folders that killed builds left behind. Returns what was evicted."""
+    limit = max_bytes() if limit is None else limit
+    recent_s = RECENT_S if recent_s is None else recent_s
+    _clear_stale_staging()
+    listed = entries()
+    total = sum(e.bytes for e in listed)
+    now = time.time()
+    evicted = []
+    for e in listed:
+        if total <= limit:
+            break
+        if e.path == keep or now - e.used < recent_s:
+            continue
+        if remove(e.path):
+            total -= e.bytes
+            evicted.append(e)
+    return evicted
+
+
+def remove(folder: Path) -> bool:
+    """Take an entry out atomically (renamed away first: a reader never sees half of it)."""
+    gone = folder.with_name(f".evict-{folder.name}-{os.getpid()}")
+    try:
+        os.replace(folder, gone)
+    except OSError:  # in use on a platform that locks open files, or already gone
+        return False
+    shutil.rmtree(gone, ignore_errors=True)
+    return True
+
+
+def _clear_stale_staging() -> None:
+    cutoff = time.time() - STALE_STAGING_S
+    for kind_dir in _subdirs(cache_root()):
+        for folder in _subdirs(kind_dir):
+            if not folder.name.startswith("."):
+                continue
+            with contextlib.suppress(OSError):
+                if folder.name.startswith(".evict-") or folder.stat().st_mtime < cutoff:
+                    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _subdirs(folder: Path) -> list[Path]:
+    try:
+        return [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return []
+
+
+def _size(folder: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total

@@ -155,6 +155,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write it as JSON ('-': stdout)")
     p.add_argument("--remeasure", action="store_true", help="measure the peaks again")
     p.set_defaults(handler=_cmd_system)
+    p = sub.add_parser(
+        "cache",
+        help="the cache of built variants: where, how big, the cap; --trim or --clear",
+    )
+    how = p.add_mutually_exclusive_group()
+    how.add_argument(
+        "--trim", action="store_true", help="evict least recently used entries down to the cap"
+    )
+    how.add_argument("--clear", action="store_true", help="remove every cached entry")
+    p.add_argument("--json", metavar="PATH", help="write it as JSON ('-': stdout)")
+    p.set_defaults(handler=_cmd_cache)
     return parser
 
 
@@ -318,6 +329,12 @@ def _cmd_system(args: argparse.Namespace) -> int:
     from engine.cli.system_cmds import cmd_system
 
     return cmd_system(args)
+
+
+def _cmd_cache(args: argparse.Namespace) -> int:
+    from engine.cli.system_cmds import cmd_cache
+
+    return cmd_cache(args)
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:

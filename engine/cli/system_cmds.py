@@ -1,4 +1,4 @@
-"""`opscope system [--json PATH] [--remeasure]`: the machine, its providers, GPUs and peaks."""
+"""`opscope system`: the machine, its providers, GPUs and peaks; `opscope cache`: what is cached."""
 
 from __future__ import annotations
 
@@ -67,3 +67,38 @@ def print_system(info: dict[str, Any], out: TextIO) -> None:
     elif isinstance(g, dict) and g.get("error"):
         w(f"gpu peaks  failed: {g['error']}\n")
     w(f"measured   {peaks.get('measured_at')} (cached; --remeasure to measure again)\n")
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from engine import cache
+
+    out = sys.stdout if args.json != "-" else sys.stderr
+    if args.clear or args.trim:
+        gone = cache.trim(limit=0 if args.clear else None, recent_s=0.0 if args.clear else None)
+        freed = sum(e.bytes for e in gone)
+        out.write(f"removed {len(gone)} entries, {_mb(freed)}\n")
+    listed = cache.entries()
+    kinds: dict[str, dict[str, int]] = {}
+    for e in listed:
+        k = kinds.setdefault(e.kind, {"entries": 0, "bytes": 0})
+        k["entries"] += 1
+        k["bytes"] += e.bytes
+    total = sum(e.bytes for e in listed)
+    cap = cache.max_bytes()
+    out.write(f"cache      {cache.cache_root()}\n")
+    out.write(
+        f"size       {_mb(total)} in {len(listed)} entries, cap {_mb(cap)} "
+        "($OPSCOPE_CACHE_MAX_GB; least recently used evicted past it)\n"
+    )
+    for name, k in sorted(kinds.items()):
+        out.write(f"  {name:<13}{k['entries']:>5} entries  {_mb(k['bytes']):>10}\n")
+    if args.json:
+        write_json(
+            args.json,
+            {"root": str(cache.cache_root()), "bytes": total, "cap_bytes": cap, "kinds": kinds},
+        )
+    return EXIT_OK
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
