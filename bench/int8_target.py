@@ -2,8 +2,9 @@
 FP32, the default INT8 settings (no target: --min-cosine 0.01) and INT8 held to cosine 0.99
 (the settings the search chose, the nodes it kept in FP32), timed by `opscope bench` in
 interleaved rounds (this machine's speed drifts 10-20% over minutes), with the accuracy
-each reached. Models: the two demos, and MiniLM with trained weights when it was built
-(bench/models/minilm_onnx.py; its 64 real sentences are the evaluation data).
+each reached. Models: the two demos, and the BERT-class models with trained weights that
+were built (MiniLM-L6: bench/models/minilm_onnx.py; paraphrase-MiniLM-L3 and SPLADE-tiny:
+bench/models/bert_zoo.py; 64 real sentences are the evaluation data, 64 others calibrate).
 Run:
     .venv/bin/python bench/int8_target.py [--rounds 3] [--seconds 4] [--out FILE.md]
 """
@@ -26,7 +27,13 @@ from results_file import publish  # noqa: E402
 
 from engine.hostinfo import cpu_isa, cpu_model  # noqa: E402
 
-MINILM = Path.home() / ".cache" / "opscope-bench" / "minilm"
+BENCH_MODELS = Path.home() / ".cache" / "opscope-bench"
+MINILM = BENCH_MODELS / "minilm"
+TRAINED = (  # (label, folder): built by bench/models/minilm_onnx.py and bert_zoo.py
+    ("MiniLM-L6 (trained)", MINILM),
+    ("paraphrase-MiniLM-L3 (trained)", BENCH_MODELS / "paraphrase-minilm-l3"),
+    ("SPLADE-tiny MLM (trained)", BENCH_MODELS / "splade-tiny"),
+)
 
 
 def models() -> list[tuple[str, Path, list[str]]]:
@@ -34,21 +41,11 @@ def models() -> list[tuple[str, Path, list[str]]]:
         ("demo_transformer", ROOT / "resources/models/demo_transformer.onnx", []),
         ("demo_cnn", ROOT / "resources/models/demo_cnn.onnx", []),
     ]
-    if (MINILM / "model.onnx").is_file():
-        out.append(
-            (
-                "MiniLM-L6 (trained)",
-                MINILM / "model.onnx",
-                [
-                    "--inputs",
-                    str(MINILM / "eval_inputs.npz"),
-                    "--calibration",
-                    str(MINILM / "calib_inputs.npz"),
-                    "--batch",
-                    "8",
-                ],
-            )
-        )
+    for label, folder in TRAINED:
+        if (folder / "model.onnx").is_file():
+            data = ["--inputs", str(folder / "eval_inputs.npz"),
+                    "--calibration", str(folder / "calib_inputs.npz"), "--batch", "8"]  # fmt: skip
+            out.append((label, folder / "model.onnx", data))
     return out
 
 

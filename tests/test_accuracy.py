@@ -67,3 +67,48 @@ def test_an_embedding_shaped_like_scores_has_no_top1() -> None:
     assert compare_outputs(["sentence_embedding"], [ref], [got]).top1_agreement is None
     assert compare_outputs(["pooler_output"], [ref], [got]).top1_agreement is None
     assert compare_outputs(["logits"], [ref], [got]).top1_agreement is not None
+
+
+def test_pooled_or_normalized_outputs_are_vectors_by_their_graph() -> None:
+    """A third party's export names its pooled sentence embedding "461" ([batch, 384], like
+    class scores): the graph says it is a mean pooling, so no top-1 (it read 84% before)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from engine.model.info import vector_outputs
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])
+    nodes = [
+        helper.make_node("ReduceSum", ["x", "axes"], ["summed"], keepdims=0),
+        helper.make_node("Div", ["summed", "count"], ["mean"]),  # mean pooling
+        helper.make_node("Concat", ["mean"], ["461"], axis=1),  # a pass-through
+        helper.make_node("MatMul", ["mean", "w"], ["logits"]),  # class scores
+        helper.make_node("Exp", ["logits"], ["e"]),
+        helper.make_node("ReduceSum", ["e", "axes1"], ["z"], keepdims=1),
+        helper.make_node("Div", ["e", "z"], ["probs"]),  # a softmax written out
+        helper.make_node("LayerNormalization", ["mean", "g", "b"], ["normed"]),
+    ]
+    inits = [
+        helper.make_tensor("axes", TensorProto.INT64, [1], [1]),
+        helper.make_tensor("axes1", TensorProto.INT64, [1], [1]),
+        helper.make_tensor("count", TensorProto.FLOAT, [], [3.0]),
+        helper.make_tensor("w", TensorProto.FLOAT, [4, 5], [0.1] * 20),
+        helper.make_tensor("g", TensorProto.FLOAT, [4], [1.0] * 4),
+        helper.make_tensor("b", TensorProto.FLOAT, [4], [0.0] * 4),
+    ]
+    outs = [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+        for n in ("461", "logits", "probs", "normed")
+    ]
+    graph = helper.make_graph(nodes, "g", [x], outs, inits)
+    vectors = vector_outputs(onnx.helper.make_model(graph).graph)
+    assert vectors == {"461", "normed"}
+
+    rng = np.random.default_rng(0)
+    ref = [rng.normal(size=(8, 4)).astype(np.float32) for _ in range(4)]
+    got = [r[:, ::-1].copy() for r in ref]  # every argmax moves
+    r = compare_outputs(["461", "logits", "probs", "normed"], [ref], [got], vectors=vectors)
+    assert r.per_output["461"]["top1_agreement"] is None
+    assert r.per_output["normed"]["top1_agreement"] is None
+    assert r.per_output["logits"]["top1_agreement"] is not None
+    assert r.per_output["probs"]["top1_agreement"] is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,15 +69,17 @@ def _concat(parts: Sequence[np.ndarray | None]) -> np.ndarray | None:
 NOT_SCORES = re.compile(r"embed|pool|hidden|feature|encod|vector|state", re.IGNORECASE)
 
 
-def _looks_like_scores(value: Any, name: str = "") -> bool:
+def _looks_like_scores(value: Any, name: str = "", vectors: AbstractSet[str] = frozenset()) -> bool:
     """Class scores ([batch, classes], float), so top-1 agreement means something; a
-    sentence embedding of the same shape is known by its name."""
+    sentence embedding of the same shape is known by its name, or by the graph making it
+    by pooling or normalizing (`vectors`, from the model's description)."""
     return (
         isinstance(value, np.ndarray)
         and value.dtype.kind == "f"
         and value.ndim == 2
         and value.shape[1] > 1
         and not NOT_SCORES.search(name)
+        and name not in vectors
     )
 
 
@@ -85,10 +88,11 @@ def compare_outputs(
     baseline: Sequence[Sequence[Any]],
     candidate: Sequence[Sequence[Any]],
     labels: np.ndarray | None = None,
+    vectors: AbstractSet[str] = frozenset(),
 ) -> AccuracyResult:
     """`baseline[i][j]` is output j for input batch i. Errors are over all batches. With
     `labels` (one class index per sample, in batch order), top-1 accuracy of both models
-    on the first output shaped like class scores."""
+    on the first output shaped like class scores. `vectors`: outputs known not to be."""
     per_output: dict[str, dict[str, float | None]] = {}
     all_ref: list[np.ndarray] = []
     all_got: list[np.ndarray] = []
@@ -108,7 +112,7 @@ def compare_outputs(
             continue
         out_agree = out_total = 0
         for b, c in zip(baseline, candidate, strict=True):
-            if _looks_like_scores(b[j], name) and _looks_like_scores(c[j], name):
+            if _looks_like_scores(b[j], name, vectors) and _looks_like_scores(c[j], name, vectors):
                 finite = np.isfinite(c[j]).all(1)  # a row with NaN chose nothing
                 out_agree += int(((b[j].argmax(1) == c[j].argmax(1)) & finite).sum())
                 out_total += b[j].shape[0]
@@ -140,7 +144,7 @@ def compare_outputs(
         max_err = mean_err = cos = float("nan")
     label_top1 = base_top1 = None
     if labels is not None:
-        base_top1, label_top1 = _label_accuracy(names, baseline, candidate, labels)
+        base_top1, label_top1 = _label_accuracy(names, baseline, candidate, labels, vectors)
     return AccuracyResult(
         baseline="fp32",
         max_abs_err=max_err,
@@ -160,10 +164,11 @@ def _label_accuracy(
     baseline: Sequence[Sequence[Any]],
     candidate: Sequence[Sequence[Any]],
     labels: np.ndarray,
+    vectors: AbstractSet[str],
 ) -> tuple[float | None, float | None]:
     """(FP32, candidate) top-1 accuracy against `labels` on the first score-like output."""
     for j, name in enumerate(names):
-        if not all(_looks_like_scores(b[j], name) for b in baseline):
+        if not all(_looks_like_scores(b[j], name, vectors) for b in baseline):
             continue
         ref = np.concatenate([np.asarray(b[j]).argmax(1) for b in baseline])
         got = np.concatenate([np.asarray(c[j]).argmax(1) for c in candidate])

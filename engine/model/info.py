@@ -69,6 +69,8 @@ class ModelInfo:
     external_data: tuple[str, ...] = ()
     checker_warning: str | None = None
     initializer_names: frozenset[str] = field(default_factory=frozenset, repr=False)
+    # outputs the graph makes by pooling or normalizing: vectors, never class scores
+    vector_outputs: frozenset[str] = field(default_factory=frozenset, repr=False)
 
     @property
     def name(self) -> str:
@@ -171,7 +173,39 @@ def describe(
         external_data=external,
         checker_warning=checker_warning,
         initializer_names=frozenset(init_names),
+        vector_outputs=vector_outputs(graph),
     )
+
+
+# ops that pool or normalize: an output made by one is an embedding or a feature vector,
+# even shaped [batch, n] like class scores (a third party's export names outputs "461")
+_VECTOR_OPS = frozenset({
+    "ReduceMean", "ReduceSum", "ReduceL2", "ReduceMax", "LpNormalization", "Tanh", "Mean",
+    "LayerNormalization", "SimplifiedLayerNormalization", "GlobalAveragePool", "GlobalMaxPool",
+})  # fmt: skip
+_PASS_THROUGH = frozenset({"Identity", "Concat", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                           "Cast"})  # fmt: skip
+
+
+def vector_outputs(graph: onnx.GraphProto) -> frozenset[str]:
+    """Outputs whose value comes from a pooling or normalizing op (through reshapes): mean
+    pooling and L2 normalization end in a Div, which counts unless it divides an Exp (a
+    softmax written out: class probabilities)."""
+    producer = {o: n for n in graph.node for o in n.output}
+    found = set()
+    for out in graph.output:
+        node = producer.get(out.name)
+        while node is not None and node.op_type in _PASS_THROUGH and len(node.input) == 1:
+            node = producer.get(node.input[0])
+        if node is None:
+            continue
+        if node.op_type in _VECTOR_OPS:
+            found.add(out.name)
+        elif node.op_type == "Div" and node.input:
+            top = producer.get(node.input[0])
+            if top is None or top.op_type != "Exp":
+                found.add(out.name)
+    return frozenset(found)
 
 
 def count_nodes(path: str | Path) -> int:

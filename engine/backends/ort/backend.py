@@ -93,7 +93,8 @@ class OrtPrepared:
             if i % 16 == 15:
                 yield Progress("accuracy", i + 1, len(batches), "comparing with the FP32 model")
         names = [o.name for o in self.opened.session.get_outputs()]
-        yield compare_outputs(names, ref, got, data.labels if data else None)
+        labels = data.labels if data else None
+        yield compare_outputs(names, ref, got, labels, self.info.vector_outputs)
 
     def profile(self, runs: int, timed_mean_ms: float | None) -> Iterator[Event]:
         """A separate session with ONNX Runtime's profiler on (timing never sees it)."""
