@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from minilm_onnx import CALIB_SENTENCES, EVAL_SENTENCES, EXPORT_SENTENCES, tokenize  # noqa: E402
+from minilm_onnx import CALIB_SENTENCES, EVAL_SENTENCES, EXPORT_SENTENCES, tokenize
 
 OUT = Path.home() / ".cache" / "opscope-bench"
 
