@@ -228,17 +228,17 @@ def test_a_generation_run_lands_in_the_session(llm: Path, tmp_path: Path) -> Non
 def test_weight_only_int4_and_int8_are_checked_against_fp32(llm: Path, tmp_path: Path) -> None:
     """MatMulNBits weights: a smaller model whose next-token choices are compared with
     FP32's, teacher-forced, after the timing; built once into the cache."""
-    from engine.backends.genai.weights import weight_only
+    from engine.backends.genai.weights import llm_variant
 
     config = read_config(llm)
-    folder, _ = weight_only(config, "int4-weights")
+    folder, _ = llm_variant(config, "int4-weights")
     size = (folder / "model.onnx").stat().st_size
     assert size < 0.5 * config.model_file.stat().st_size
     import onnx
 
     ops = {n.op_type for n in onnx.load(str(folder / "model.onnx")).graph.node}
     assert "MatMulNBits" in ops and "MatMul" not in ops  # every weight, the LM head's too
-    again, meta = weight_only(config, "int4-weights")
+    again, meta = llm_variant(config, "int4-weights")
     assert again == folder and meta["cached"]
     out = tmp_path / "q.json"
     proc = opscope("generate", llm, "--precision", "int4", "--prompt-len", "32",
@@ -254,6 +254,32 @@ def test_weight_only_int4_and_int8_are_checked_against_fp32(llm: Path, tmp_path:
     assert json.loads(out.read_text())["accuracy"] is None and "accuracy" not in fp32.stdout
     bench = opscope("bench", DEMO_TRANSFORMER_ONNX, "--precision", "int4-weights")
     assert bench.returncode == 2 and "precision must be one of" in bench.stderr
+
+
+def test_fp16_keeps_an_fp16_cache_and_is_checked_against_fp32(llm: Path, tmp_path: Path) -> None:
+    """fp16 throughout: the past and present are fp16, so the KV cache takes half the bytes
+    (the decoder allocates it in the type the model declares; an fp32 buffer bound to an
+    fp16 past failed); on a CPU a line says fp16 does not pay there."""
+    from engine.backends.genai.decoder import Decoder
+    from engine.backends.genai.weights import llm_variant
+
+    folder, _ = llm_variant(read_config(llm), "fp16")
+    half = open_llm(folder, RunConfig(precision="fp16", threads=1, provider="cpu"))
+    full = open_llm(llm, RunConfig(threads=1, provider="cpu"))
+    assert half.kv_bytes_per_token * 2 == full.kv_bytes_per_token
+    dec = Decoder(half.session, half.shape, batch=1, max_length=32)
+    assert dec.cache[0].dtype == np.float16
+    logits = dec.prefill(np.arange(5, 13, dtype=np.int64).reshape(1, 8))
+    assert logits.dtype == np.float32 and np.isfinite(logits).all()
+    out = tmp_path / "h.json"
+    proc = opscope("generate", llm, "--precision", "fp16", "--prompt-len", "16",
+                   "--new-tokens", "4", "--duration", "0.3", "--threads", "1", "--json", out,
+                   check=True)  # fmt: skip
+    data = json.loads(out.read_text())
+    assert data["config"]["precision"] == "fp16"
+    assert data["kv_cache"]["bytes_per_token"] * 2 == full.kv_bytes_per_token
+    assert data["accuracy"]["token_agreement"] >= 0.9
+    assert "fp16 on the CPU" in proc.stderr
 
 
 def test_compare_two_generation_runs_on_ttft_and_tpot(llm: Path, tmp_path: Path) -> None:

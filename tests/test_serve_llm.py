@@ -289,7 +289,7 @@ def test_simulate_llm_serves_weight_only_precisions(llm: Path, tmp_path: Path) -
         (["--new-tokens", "-4"], "--new-tokens"),
         (["--slo-ttft", "-1"], "--slo-ttft must be a positive"),
         (["--max-batch", "4"], "--max-batch: not for generating models"),
-        (["--precision", "int8-dynamic"], "simulated in fp32, int8-weights, int4-weights"),
+        (["--precision", "int8-dynamic"], "simulated in fp32, fp16, int8-weights, int4-weights"),
     ],
 )
 def test_bad_llm_input_is_one_line_and_exit_2(llm: Path, args: list[str], said: str) -> None:

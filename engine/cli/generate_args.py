@@ -33,9 +33,10 @@ def add_generate_parser(sub: Any) -> None:
     )  # fmt: skip
     p.add_argument("--batch", type=positive_int, default=1, help="sequences at once (default 1)")
     p.add_argument(
-        "--precision", choices=("fp32", "int8", "int4"), default="fp32",
-        help="int8, int4: weight-only (MatMulNBits, blocks of 32), checked against FP32 token "
-        "by token after the timing",
+        "--precision", choices=("fp32", "fp16", "int8", "int4"), default="fp32",
+        help="fp16: weights, activations and KV cache (pays on a GPU); int8, int4: "
+        "weight-only (MatMulNBits, blocks of 32); each checked against FP32 token by token "
+        "after the timing",
     )  # fmt: skip
     p.add_argument("--fusion", choices=("off", "basic", "extended", "all"), default="all")
     p.add_argument(

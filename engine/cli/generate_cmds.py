@@ -19,7 +19,9 @@ from engine.run.generation import GenerateReport, GenerateRequest, run_generate
 from engine.session.recorder import recording
 from engine.tune.prompt_sweep import PromptPoint, PromptSweep, sweep_prompt
 
-WEIGHTS: dict[str, Precision] = {"fp32": "fp32", "int8": "int8-weights", "int4": "int4-weights"}
+WEIGHTS: dict[str, Precision] = {
+    "fp32": "fp32", "fp16": "fp16", "int8": "int8-weights", "int4": "int4-weights",
+}  # fmt: skip
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

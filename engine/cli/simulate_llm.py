@@ -87,7 +87,7 @@ def check_llm_args(args: argparse.Namespace, not_for_llm: tuple[str, ...], verb:
     if args.precision not in SERVED_PRECISIONS:
         raise ConfigError(
             f"--precision {args.precision}: a generating model is {verb} in "
-            f"{', '.join(SERVED_PRECISIONS)} (weight-only INT8/INT4)"
+            f"{', '.join(SERVED_PRECISIONS)} (fp16 throughout; weight-only INT8/INT4)"
         )
     for flag in ("slo_ttft", "slo_tpot"):
         value = getattr(args, flag)

@@ -192,7 +192,7 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
         req.warmup,
         elapsed,
     )
-    per_token = llm.shape.kv_bytes_per_token()
+    per_token = llm.kv_bytes_per_token
     last = done[-1].tokens
     accuracy = None
     if precision != "fp32":  # after the timing, never inside it

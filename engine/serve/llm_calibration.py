@@ -151,7 +151,7 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
         decode_ms={bt: step_ms[(bt, REF_CONTEXT)] for bt in DECODE_BATCHES},
         decode_ref_context=REF_CONTEXT + 2 + STEPS // 2,  # the mean context of the timed steps
         decode_slope_ms=slope,
-        kv_bytes_per_token=llm.shape.kv_bytes_per_token(),
+        kv_bytes_per_token=llm.kv_bytes_per_token,
         prefill_pass_per_prompt=True,  # the serving loop prefills each prompt on its slot
         after_prefill_lengths=tuple(after_lengths),
         after_prefill_ms=after_ms,

@@ -80,7 +80,7 @@ class LLMServingLoop:
         self.decoders: list[DecodeEngine] = []
         if layout.name == "disaggregated":
             lock = threading.Lock()
-            per_token_s = layout.kv_ms_per_mb / 1e3 * llm.shape.kv_bytes_per_token() / 1e6
+            per_token_s = layout.kv_ms_per_mb / 1e3 * llm.kv_bytes_per_token / 1e6
             self.links = Links(layout.prefill_instances, per_token_s)
             longest_prompt = int(work.prompt.max()) if len(work) else 1
             for k in range(layout.prefill_instances):

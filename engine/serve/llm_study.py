@@ -12,7 +12,7 @@ from typing import Any
 
 from engine.backends.genai.model import open_llm, read_config
 from engine.backends.genai.weights import PRECISIONS as SERVED_PRECISIONS
-from engine.backends.genai.weights import weight_only
+from engine.backends.genai.weights import llm_variant
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import Event, Progress
@@ -28,8 +28,8 @@ Rows = list[dict[str, Any]]
 
 
 def llm_serving_config(config: RunConfig) -> RunConfig:
-    """The config a generating model is served with: its precision when weight-only
-    (fp32, int8-weights, int4-weights; anything else fp32), at batch 1 (serving batches
+    """The config a generating model is served with: its precision when it has one
+    (fp32, fp16, int8-weights, int4-weights; anything else fp32), at batch 1 (serving batches
     sequences itself), the rest as given."""
     precision = config.precision if config.precision in SERVED_PRECISIONS else "fp32"
     return dataclasses.replace(config, precision=precision, batch=1)
@@ -37,11 +37,11 @@ def llm_serving_config(config: RunConfig) -> RunConfig:
 
 def served_folder(model: str, config: RunConfig) -> Generator[Event, None, str]:
     """The folder served for `config.precision`: the model's own for fp32, else its
-    weight-only variant (built once, cached; progress while it builds)."""
+    fp16 or weight-only variant (built once, cached; progress while it builds)."""
     llm = read_config(model)
     if config.precision != "fp32":
         yield Progress("variant", 0, None, f"building the {config.precision} model (cached)")
-    folder, _ = weight_only(llm, config.precision)
+    folder, _ = llm_variant(llm, config.precision)
     return str(folder)
 
 

@@ -20,7 +20,7 @@ CAPABILITIES = Capabilities(
     label="ONNX Runtime (generation)",
     suffixes=("genai_config.json",),  # the folder, or this file in it (file dialogs)
     file_kind="generating models (genai_config.json folders)",
-    precisions=("fp32", "int8-weights", "int4-weights"),
+    precisions=("fp32", "fp16", "int8-weights", "int4-weights"),
     fusions=("basic", "extended", "all"),
     providers=("auto", "cpu", "cuda"),
     fusion_labels={
@@ -32,7 +32,6 @@ CAPABILITIES = Capabilities(
     nearest={
         "int8-dynamic": "int8-weights",
         "int8-static": "int8-weights",
-        "fp16": "fp32",
         "bf16": "fp32",
         "off": "basic",
         "layout": "all",

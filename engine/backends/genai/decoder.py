@@ -36,6 +36,18 @@ class DecoderShape:
         return 2 * self.layers * self.kv_heads * self.head_size * itemsize
 
 
+def kv_dtype(session: onnxruntime.InferenceSession, shape: DecoderShape) -> np.dtype:
+    """The cache's element type, as the model declares its past (fp16 models keep an fp16
+    cache: half the bytes per token)."""
+    kinds = {i.name: i.type for i in session.get_inputs()}
+    declared = kinds.get(shape.past_key % 0, "tensor(float)")
+    if declared == "tensor(float16)":
+        return np.dtype(np.float16)
+    if declared == "tensor(float)":
+        return np.dtype(np.float32)
+    raise ConfigError(f"the model's past is {declared}; a float or float16 cache is supported")
+
+
 class Decoder:
     """`prefill(ids)` then `step(tokens)`, for `batch` sequences of at most `max_length`
     tokens; each returns the last position's logits, [batch, vocab]."""
@@ -50,8 +62,9 @@ class Decoder:
         names = {i.name for i in session.get_inputs()}
         if shape.past_key % 0 not in names:
             raise ConfigError(f"the model has no input {shape.past_key % 0!r} (a decoder's past)")
+        dtype = kv_dtype(session, shape)
         self.cache = [
-            np.zeros((batch, shape.kv_heads, max_length, shape.head_size), np.float32)
+            np.zeros((batch, shape.kv_heads, max_length, shape.head_size), dtype)
             for _ in range(2 * shape.layers)
         ]
         self.io = session.io_binding()
@@ -79,8 +92,8 @@ class Decoder:
         except Exception as exc:  # ORT's own error types
             raise ModelError(f"ONNX Runtime failed to run a step ({one_line(exc)})", "") from exc
         self.length = total
-        logits = self.io.get_outputs()[0].numpy()
-        return np.asarray(logits if all_positions else logits[:, -1, :])
+        logits = self.io.get_outputs()[0].numpy()  # float32 for sampling (an fp16 model's too)
+        return np.asarray(logits if all_positions else logits[:, -1, :], np.float32)
 
     def prefill(self, ids: np.ndarray, all_positions: bool = False) -> np.ndarray:
         """The prompt, [batch, length] token ids, in one pass (the cache starts empty); the

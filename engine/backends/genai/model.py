@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.backends.genai.decoder import Decoder, DecoderShape
+from engine.backends.genai.decoder import Decoder, DecoderShape, kv_dtype
 from engine.config import RunConfig
 from engine.errors import ConfigError, ModelError, one_line
 
@@ -120,6 +120,11 @@ class OpenedLLM:
     @property
     def context_length(self) -> int:
         return self.config.context_length
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """Cache bytes per token of one sequence, in the element type the model declares."""
+        return self.shape.kv_bytes_per_token(kv_dtype(self.session, self.shape).itemsize)
 
     @property
     def vocab_size(self) -> int:

@@ -9,7 +9,7 @@ from collections.abc import Generator
 from pathlib import Path
 
 from engine.backends.genai.model import LLMConfig, OpenedLLM, open_llm, read_config
-from engine.backends.genai.weights import weight_only
+from engine.backends.genai.weights import llm_variant
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import (
@@ -35,10 +35,17 @@ def open_variant(
     yield ModelLoaded(dataclasses.replace(info, path=str(original.folder)))
     if config.precision != "fp32":
         yield Progress("variant", 0, None, f"building the {config.precision} model")
-    folder, built = weight_only(original, config.precision)
+    folder, built = llm_variant(original, config.precision)
     yield VariantReady(config.precision, str(folder), float(built.get("build_s", 0.0)),
                        bool(built.get("cached")), info.nodes, details=built)  # fmt: skip
-    return open_llm(folder, config), original, folder
+    llm = open_llm(folder, config)
+    if config.precision == "fp16" and "CPU" in llm.provider_used:
+        llm.notes.append(
+            "fp16 on the CPU halves the weights' and the KV cache's bytes, but ONNX Runtime "
+            "has no fast fp16 arithmetic on x86 CPUs: expect FP32's speed or slower; fp16 "
+            "pays on a GPU (--provider cuda)"
+        )
+    return llm, original, folder
 
 
 def check_context(llm: OpenedLLM, prompt_len: int, new_tokens: int) -> None:
@@ -72,6 +79,6 @@ def run_facts(
             batch,
             sampling,
             llm.context_length,
-            llm.shape.kv_bytes_per_token(),
+            llm.kv_bytes_per_token,
         ),
     ]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.backends.genai.decoder import DecoderShape
+from engine.backends.genai.decoder import DecoderShape, kv_dtype
 from engine.errors import ConfigError, ModelError, one_line
 
 if TYPE_CHECKING:
@@ -37,8 +37,9 @@ class SlotCache:
         if shape.past_key % 0 not in names:
             raise ConfigError(f"the model has no input {shape.past_key % 0!r} (a decoder's past)")
         self.session, self.shape, self.slots, self.max_length = session, shape, slots, max_length
+        dtype = kv_dtype(session, shape)
         self.cache = [
-            np.zeros((slots, shape.kv_heads, max_length, shape.head_size), np.float32)
+            np.zeros((slots, shape.kv_heads, max_length, shape.head_size), dtype)
             for _ in range(2 * shape.layers)
         ]
         self._ort = ort
@@ -70,7 +71,7 @@ class SlotCache:
             self.session.run_with_iobinding(io, self.run_options)
         except Exception as exc:  # ORT's own error types
             raise ModelError(f"ONNX Runtime failed to run a pass ({one_line(exc)})", "") from exc
-        return np.asarray(io.get_outputs()[0].numpy()[:, -1, :])
+        return np.asarray(io.get_outputs()[0].numpy()[:, -1, :], np.float32)
 
     def prefill(self, slot: int, ids: np.ndarray, done: int = 0) -> np.ndarray:
         """`ids` (1-D), the next tokens of the prompt in `slot`, whose first `done` tokens

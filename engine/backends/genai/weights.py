@@ -1,8 +1,9 @@
-"""Weight-only quantized generating models: every MatMul's weight (the LM head's too) in
-4 or 8 bits with a scale per block of 32 (ONNX Runtime's MatMulNBits, built by its
-MatMulNBitsQuantizer), activations left float. Decode reads the weights once per token,
-so fewer weight bytes is fewer bytes per token. Built once per model and settings into
-OpScope's cache as a folder like the original (the config and tokenizer copied)."""
+"""Generating models in fewer bytes: weight-only quantized (every MatMul's weight, the LM
+head's too, in 4 or 8 bits with a scale per block of 32: ONNX Runtime's MatMulNBits, built
+by its MatMulNBitsQuantizer; activations left float), or fp16 throughout (weights,
+activations and the KV cache; ONNX Runtime's float16 converter). Decode reads the weights
+once per token, so fewer weight bytes is fewer bytes per token. Built once per model and
+settings into OpScope's cache as a folder like the original (config and tokenizer copied)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from engine.backends.genai.model import CONFIG_FILE, LLMConfig
 from engine.errors import ModelError, one_line
 from engine.model.info import files_sha256
 
-PRECISIONS = ("fp32", "int8-weights", "int4-weights")
+PRECISIONS = ("fp32", "fp16", "int8-weights", "int4-weights")
 BLOCK_SIZE = 32
 # accuracy_level 4: MatMulNBits multiplies with int8 activations (VNNI/AMX dot products);
 # the weights' dequantization error dominates either way
@@ -24,7 +25,7 @@ ACCURACY_LEVEL = 4
 BUILDER_VERSION = 1
 
 
-def weight_only(llm: LLMConfig, precision: str) -> tuple[Path, dict[str, Any]]:
+def llm_variant(llm: LLMConfig, precision: str) -> tuple[Path, dict[str, Any]]:
     """The folder to run for `precision` (the original for fp32) and what building took."""
     if precision == "fp32":
         return llm.folder, {"precision": "fp32"}
@@ -32,9 +33,11 @@ def weight_only(llm: LLMConfig, precision: str) -> tuple[Path, dict[str, Any]]:
         raise ModelError(f"precision must be one of {', '.join(PRECISIONS)}", str(llm.folder))
     import onnxruntime
 
-    bits = 4 if precision == "int4-weights" else 8
-    params = {"bits": bits, "block_size": BLOCK_SIZE, "symmetric": True,
-              "accuracy_level": ACCURACY_LEVEL}  # fmt: skip
+    params: dict[str, Any] = {"fp16": True, "keep_io_types": False}
+    if precision != "fp16":
+        bits = 4 if precision == "int4-weights" else 8
+        params = {"bits": bits, "block_size": BLOCK_SIZE, "symmetric": True,
+                  "accuracy_level": ACCURACY_LEVEL}  # fmt: skip
     key = cache.cache_key({"model": files_sha256([llm.model_file]), "params": params,
                            "ort": onnxruntime.__version__, "builder": BUILDER_VERSION})  # fmt: skip
     hit = cache.cached_entry("llm-variants", key)
@@ -43,7 +46,8 @@ def weight_only(llm: LLMConfig, precision: str) -> tuple[Path, dict[str, Any]]:
     staging = cache.Staging("llm-variants", key)
     t0 = time.perf_counter()
     try:
-        _quantize(llm.model_file, staging.path / llm.model_file.name, params)
+        build = _to_fp16 if precision == "fp16" else _quantize
+        build(llm.model_file, staging.path / llm.model_file.name, params)
         for f in llm.folder.iterdir():  # the config, the tokenizer: everything but the model
             if f.is_file() and f.name != llm.model_file.name and not f.name.endswith(".data"):
                 shutil.copy(f, staging.path / f.name)
@@ -85,3 +89,16 @@ def _quantize(src: Path, out: Path, params: dict[str, Any]) -> None:
     finally:
         quiet.setLevel(level)
     onnx.save(quant.model.model, str(out))
+
+
+def _to_fp16(src: Path, out: Path, params: dict[str, Any]) -> None:
+    """Every float tensor in fp16, the model's inputs and outputs too (`keep_io_types` off):
+    the past and present, so the KV cache is fp16 (half the bytes per token)."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    model = onnx.load(str(src))
+    converted = convert_float_to_float16(
+        model, keep_io_types=params["keep_io_types"], disable_shape_infer=True
+    )
+    onnx.save(converted, str(out))
