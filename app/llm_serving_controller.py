@@ -82,7 +82,7 @@ class LLMServingController(QObject):
         if not self.job.busy:
             self.dock.set_status(
                 f"{folder.name}: context {context} tokens, served in the Configuration "
-                "panel's precision (fp32, INT8 or INT4 weights). Simulate the three "
+                "panel's precision (FP32, FP16, INT8 or INT4 weights). Simulate the three "
                 "layouts, then run one for real to see how they agree"
             )
         self.frame.show()

@@ -64,6 +64,8 @@ VARIANTS = {
     "TPE ordinal mv + spread 6 + refine 6": Design(spread=0.375, refine=0.375),
     "TPE ordinal mv + spread 4 + refine 8 (chosen)": Design(spread=0.25, refine=0.5),
     "TPE ordinal mv + spread 8 + refine 8": Design(spread=0.5, refine=0.5),
+    "TPE ordinal mv + spread 4 + refine 8 near the best 2": Design(near_top=2),
+    "TPE ordinal mv + spread 4 + refine 8 near the best 3": Design(near_top=3),
     "TPE categorical univariate + spread 6 + refine 6": Design(ordinal=False, multivariate=False,
                                                     spread=0.375, refine=0.375),
     "random + spread 6 + refine 6": Design(sampler="random", spread=0.375, refine=0.375),

@@ -29,6 +29,7 @@ class Design:
     spread: float = 0.25  # share of the budget: a maximin start before TPE
     refine: float = 0.5  # share of the budget, the last trials: neighbours of the best
     sampler: str = "tpe"  # tpe | random (the baseline every design should beat)
+    near_top: int = 1  # refinement pools the untried neighbours of this many best configs
 
     def counts(self, budget: int) -> tuple[int, int]:
         """The spread start's and the refinement's trials within `budget`."""

@@ -194,7 +194,8 @@ def _optuna(
         ):
             asks += 1
             taken = set(seen) | {key for _, key in running.values()}
-            chosen = _chosen(space, ordered, goal, refine, budget, submitted, start, seen, taken)
+            chosen = _chosen(space, ordered, goal, (refine, design.near_top), budget, submitted,
+                             start, seen, taken)  # fmt: skip
             if chosen is None and repeats >= 3:
                 # TPE keeps proposing configs already run: an untried one next
                 chosen = _untried(space, knobs, taken, rng)
@@ -235,27 +236,31 @@ def _chosen(
     space: Space,
     ordered: set[str],
     goal: Goal,
-    refine: int,
+    refine: tuple[int, int],
     budget: int,
     submitted: int,
     start: list[Key],
     seen: dict[Key, Trial],
     taken: set[Key],
 ) -> Key | None:
-    """The config the design picks itself (a spread start, then in the last trials an
-    untried neighbour of the best feasible config so far), or None: the sampler's turn."""
+    """The config the design picks itself (a spread start, then in the last `refine[0]`
+    trials the likeliest untried neighbour of the `refine[1]` best feasible configs that
+    have one), or None: the sampler's turn."""
     if submitted < len(start) and start[submitted] not in taken:
         return start[submitted]
-    if submitted < budget - refine:
+    if submitted < budget - refine[0]:
         return None
     feasible = [(goal.loss(t), key) for key, t in seen.items() if goal.feasible(t)]
-    if not feasible:
-        return None
-    for best in sorted(feasible):  # the best one with an untried neighbour
+    pool: list[Key] = []
+    tops = 0
+    for best in sorted(feasible):  # the best ones with an untried neighbour
         near = [k for k in neighbours(space, ordered, best[1]) if k not in taken]
         if near:
-            return min(near, key=predictor(space, ordered, seen, goal))
-    return None
+            pool += [k for k in near if k not in pool]
+            tops += 1
+            if tops >= refine[1]:
+                break
+    return min(pool, key=predictor(space, ordered, seen, goal)) if pool else None
 
 
 def _tell(study: Any, ft: Any, trial: Trial, goal: Goal) -> None:
