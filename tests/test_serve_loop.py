@@ -18,7 +18,7 @@ from engine.serve.batching import BatchPolicy
 from engine.serve.loop import ServingLoop
 from engine.serve.records import OK, summarize
 from engine.serve.setup import prepare_serving
-from engine.serve.traffic import make_schedule, parse_traffic
+from engine.serve.traffic import Schedule, make_schedule, parse_traffic
 from tests.conftest import DEMO_CNN
 
 FEEDS = {"x": np.zeros((1, 4), np.float32)}
@@ -99,6 +99,35 @@ def test_cache_hits_skip_the_engine() -> None:
     assert hits > 0.3 * len(rec)
     assert len(server.calls) == len(rec) - hits
     assert np.all(rec.done[rec.hit] == rec.sent[rec.hit])
+
+
+def test_a_request_arriving_during_a_batch_is_no_hit_of_it() -> None:
+    """While the one instance runs a batch the generator sleeps and the instance admits what
+    arrived meanwhile when it ends, before caching its results: a repeat that arrived during
+    the batch is served by the engine; one that arrives after it ended is a hit; a full
+    queue rejects what arrived when it was full, as it would have in real time."""
+    times = np.array([0.0, 0.05, 0.06, 0.07, 0.30])
+    keys = np.array([7, 7, 8, 9, 7])
+    loop = ServingLoop(SlowServer(0.15), lambda k: FEEDS, Schedule(times, keys),
+                       BatchPolicy(max_batch=1, queue_limit=2), cache_size=10)  # fmt: skip
+    list(loop.run())
+    rec = loop.records()
+    assert rec.hit.tolist() == [False, False, False, False, True]
+    assert rec.outcome.tolist()[3] != OK  # the third arrival in a queue of 2: rejected
+    assert rec.batch.tolist()[:3] == [0, 1, 2]
+    lazy = rec.sent[2:4] == rec.scheduled[2:4]  # admitted at their scheduled times (the
+    assert lazy.all() and rec.done[4] == rec.sent[4]  # generator sent #1 before it parked)
+
+
+def test_the_generator_sleeps_while_every_instance_is_busy() -> None:
+    """At saturation most requests are admitted by an instance that finished (sent at
+    exactly their scheduled time), not by a wake of the generator each."""
+    server = SlowServer(0.01)
+    rec, _ = serve(server, "constant:1500", 0.6, BatchPolicy(max_batch=8, instances=2))
+    s = summarize(rec)
+    assert s["requests"]["completed"] == len(rec) == 900
+    assert np.mean(rec.sent == rec.scheduled) > 0.5
+    assert s["batch_size"]["mean"] > 6
 
 
 def test_closed_loop_keeps_n_requests_in_flight() -> None:
