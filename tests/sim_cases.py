@@ -30,13 +30,13 @@ Case = tuple[Schedule, BatchPolicy, ServiceModel, dict[str, Any]]
 
 def _service(calibrated: bool) -> ServiceModel:
     """Batch times for sizes 1, 4 and 8; `calibrated` adds what a calibration measures
-    beyond them (idle slowdowns, a cost per arrival, the sender's lateness)."""
+    beyond them (idle slowdowns, the sender's lateness)."""
     rng = np.random.default_rng(3)
     samples = {s: rng.gamma(4, 0.3e-3 * s**0.6, 200) for s in (1, 4, 8)}
     if not calibrated:
         return ServiceModel(samples, {})
     idle = {1: {1e-3: 1.0 + 0.5 * rng.random(30), 5e-3: 1.3 + rng.random(30)}}
-    return ServiceModel(samples, {}, idle, {1: 15e-6, 8: 25e-6}, rng.gamma(2, 20e-6, 100))
+    return ServiceModel(samples, {}, idle, rng.gamma(2, 20e-6, 100))
 
 
 def cases() -> dict[str, Case]:

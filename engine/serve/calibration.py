@@ -19,7 +19,8 @@ from engine.serve.loop import precise_timers
 from engine.serve.service import Arrivals, ServiceModel, calibrate, calibration_sizes
 from engine.serve.setup import Serving
 
-VERSION = 9  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers
+VERSION = 10  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers;
+# 10: no arrival costs (the loop's generator sleeps while every instance is busy)
 
 
 ARRIVAL_RATE = 2000.0  # stand-in requests per second while batches are timed under traffic

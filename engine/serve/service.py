@@ -40,14 +40,13 @@ class ServiceModel:
     samples: dict[int, np.ndarray]  # back to back
     context: dict[str, Any]
     idle_slowdown: dict[int, dict[float, np.ndarray]] = dataclasses.field(default_factory=dict)
-    arrival_cost: dict[int, float] = dataclasses.field(default_factory=dict)
     send_lateness: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0))
-    # how late a request reaches the server after its scheduled time (s): the sending
-    # thread's wake-up on this machine, measured while batches ran
-    # batch size -> seconds a batch is slowed by each request that arrives while it runs
-    # (the thread receiving it takes a core from the engine's threads for a moment)
-    # batch size -> pause before it (s) -> how much slower it ran after such a pause
-    # (ratios to its back-to-back median: 1.5 = 50% slower)
+    # idle_slowdown: batch size -> pause before it (s) -> how much slower it ran after such
+    # a pause (ratios to its back-to-back median: 1.5 = 50% slower)
+    # send_lateness: how late a request reaches the server after its scheduled time (s):
+    # the sending thread's wake-up on this machine, measured while batches ran
+    # (no cost per arrival during a batch: the serving loop's generator sleeps while every
+    # instance is busy, so arrivals no longer take a core from a running batch)
 
     @property
     def sizes(self) -> list[int]:
@@ -92,15 +91,6 @@ class ServiceModel:
             out.append((gaps, [by_gap[g].tolist() for g in gaps]))
         return out
 
-    def arrival_costs(self, max_batch: int) -> list[float]:
-        """For each size 0..max_batch, the slowdown per arrival of the nearest size below."""
-        sizes = sorted(self.arrival_cost)
-        out = [0.0]
-        for n in range(1, max_batch + 1):
-            base = max((s for s in sizes if s <= n), default=None)
-            out.append(self.arrival_cost[base] if base is not None else 0.0)
-        return out
-
     def capacity(self, max_batch: int, instances: int = 1) -> float:
         """Requests per second at full batches: an upper bound on sustainable load."""
         return instances * max_batch / self.median(max_batch)
@@ -111,7 +101,6 @@ class ServiceModel:
             "sizes": self.sizes,
             "median_ms": {str(s): self.median(s) * 1e3 for s in self.sizes},
             "samples_ms": {str(s): (self.samples[s] * 1e3).round(6).tolist() for s in self.sizes},
-            "arrival_cost_us": {str(n): c * 1e6 for n, c in sorted(self.arrival_cost.items())},
             "send_lateness_us": (self.send_lateness * 1e6).round(3).tolist(),
             "idle_slowdown": {
                 str(n): {f"{g * 1e3:g}": v.round(6).tolist() for g, v in sorted(by.items())}
@@ -135,9 +124,6 @@ class ServiceModel:
                 }
                 for n, by in (data.get("idle_slowdown") or {}).items()
             }
-            arrivals = {
-                int(n): float(c) / 1e6 for n, c in (data.get("arrival_cost_us") or {}).items()
-            }
             late = np.asarray([float(x) for x in data.get("send_lateness_us") or []]) / 1e6
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise OpScopeError(f"calibration data is malformed ({exc!r})") from exc
@@ -152,11 +138,9 @@ class ServiceModel:
             for g, v in by.items()
         ):
             raise OpScopeError("calibration data is malformed (idle penalties)")
-        if any(not (0 <= c < 1) for c in arrivals.values()) or not np.all(
-            (late >= 0) & (late < 10)
-        ):
-            raise OpScopeError("calibration data is malformed (arrival costs or lateness)")
-        return cls(samples, context, idle, arrivals, late)
+        if not np.all((late >= 0) & (late < 10)):
+            raise OpScopeError("calibration data is malformed (lateness)")
+        return cls(samples, context, idle, late)
 
 
 def calibration_sizes(max_batch: int) -> list[int]:
@@ -187,8 +171,8 @@ def calibrate(
 ) -> Iterator[Event | ServiceModel]:
     """Time `run_batch(make_batch(n))` for each size back to back (warm-up discarded; at
     least `runs` runs and `min_s` seconds each), then after each pause in `gaps_s`, then
-    (with `arrivals`, a context that sends stand-in requests at the rate it returns) back
-    to back under arriving traffic; yields progress, then the ServiceModel. A batch's time
+    (with `arrivals`, a context that sends stand-in requests) how late its sends are while
+    the largest batches run; yields progress, then the ServiceModel. A batch's time
     includes making it: the serving loop stacks each batch anew, and an instance is busy
     while it does."""
     samples: dict[int, np.ndarray] = {}
@@ -219,19 +203,13 @@ def calibrate(
                 times.append(time.perf_counter() - t0)
             idle[n][gap] = np.asarray(times) / warm
     yield Progress("calibrate", len(sizes), len(sizes), "calibrated")
-    cost: dict[int, float] = {}
     late: list[float] = []
     if arrivals is not None:
-        for n in sizes:
-            yield Progress("calibrate", len(sizes), len(sizes), f"batches of {n} under traffic")
-            times = []
-            with arrivals() as traffic:
-                start = time.perf_counter()
-                while len(times) < runs or time.perf_counter() - start < min_s:
-                    t0 = time.perf_counter()
-                    run_batch(make_batch(n))
-                    times.append(time.perf_counter() - t0)
-            base, busy = float(np.median(samples[n])), float(np.median(times))
-            cost[n] = max(0.0, busy - base) / (traffic.rate * busy)  # per arrival meanwhile
-            late += traffic.lateness
-    yield ServiceModel(samples, context, idle, cost, np.asarray(late))
+        yield Progress("calibrate", len(sizes), len(sizes), "send lateness under traffic")
+        with arrivals() as traffic:
+            start, count = time.perf_counter(), 0
+            while count < runs or time.perf_counter() - start < min_s:
+                run_batch(make_batch(sizes[-1]))
+                count += 1
+        late = traffic.lateness
+    yield ServiceModel(samples, context, idle, np.asarray(late))

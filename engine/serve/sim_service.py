@@ -1,18 +1,18 @@
 """Service times as the simulator's event loops draw them: plain Python lists they index
 inline (a call per batch, a million times, is what costs), and the calibrated extras
-(idle slowdown, cost per arrival) as one function called only when a model has them."""
+(the idle slowdown) as one function called only when a model has them."""
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Callable
 
 from engine.serve.service import ServiceModel
 
 DRAWS = 1 << 20  # uniform draws cycled through (a cycle of 1M batches)
 
-# (size, batch number, time so far, idle s, start, arrivals or None, first arrival index)
-Adjust = Callable[[int, int, float, float, float, "list[float] | None", int], float]
+# (size, batch number, time so far, idle s)
+Adjust = Callable[[int, int, float, float], float]
 
 
 class ServiceDraws:
@@ -21,34 +21,21 @@ class ServiceDraws:
 
     `adjust`: a batch that starts after the server was idle for `idle` seconds (no batch
     running since the last one ended) is slowed by a ratio drawn for the longest
-    calibrated pause not longer than that; each request in `sched` (from index `lo`) that
-    arrives while it runs adds the calibrated cost of an arrival."""
+    calibrated pause not longer than that."""
 
     def __init__(self, service: ServiceModel, max_batch: int, draws: list[float]) -> None:
         self.table = service.table(max_batch)
         self.lens = [len(t) for t in self.table]
         self.draws = draws
         slowdown = service.slowdown_table(max_batch)
-        per_arrival = service.arrival_costs(max_batch)
         n = len(draws)
 
-        def adjust(
-            size: int,
-            k: int,
-            took: float,
-            idle: float,
-            t: float,
-            sched: list[float] | None,
-            lo: int,
-        ) -> float:
+        def adjust(size: int, k: int, took: float, idle: float) -> float:
             gaps, slow = slowdown[size]
             if gaps and idle >= gaps[0]:
                 ratios = slow[bisect_right(gaps, idle) - 1]
                 took *= ratios[int(draws[(k + 7919) % n] * len(ratios))]
-            cost = per_arrival[size]
-            if cost and sched is not None:
-                took += cost * (bisect_left(sched, t + took, lo) - lo)
             return took
 
-        calibrated = any(gaps for gaps, _ in slowdown) or any(per_arrival)
+        calibrated = any(gaps for gaps, _ in slowdown)
         self.adjust: Adjust | None = adjust if calibrated else None
