@@ -71,7 +71,7 @@ def in_run_model(rec: ServeRecords, service: ServiceModel, least: int = 10) -> S
     }
     if not samples:
         return service
-    return ServiceModel(samples, service.context, {}, {}, service.send_lateness)
+    return ServiceModel(samples, service.context, {}, service.send_lateness)
 
 
 def service_ratio(rec: ServeRecords, service: ServiceModel) -> float:
