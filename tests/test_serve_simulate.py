@@ -144,3 +144,39 @@ def test_a_damaged_calibration_file_is_measured_again_never_fatal(tmp_path: Path
     assert "measuring again" in notice.message
     path.write_bytes(b"\x00\xff not json")
     assert read_calibration(path, ServiceModel.from_json, "calibration")[0] is None
+
+
+def test_idle_slowdowns_come_from_the_loops_own_batches() -> None:
+    """Batches grouped by size and by the idle gap before them (across instances), as
+    ratios to the size's back-to-back median; thin cells and the first SKIP_S left out."""
+    from engine.serve.idle_cost import MIN_BATCHES, SKIP_S, idle_ratios
+    from engine.serve.records import ServeRecords
+
+    model = ServiceModel({1: np.full(5, 1e-3), 2: np.full(5, 2e-3)}, {})
+    starts, ends, sizes = [], [], []
+    t = SKIP_S
+    for _ in range(3 * MIN_BATCHES):  # size 1 after a 3 ms gap, 1.5x its median
+        t += 3e-3
+        starts.append(t)
+        t += 1.5e-3
+        ends.append(t)
+        sizes.append(1)
+    for _ in range(MIN_BATCHES):  # size 2 back to back (gap 0)
+        starts.append(t)
+        t += 2e-3
+        ends.append(t)
+        sizes.append(2)
+    starts.append(0.0)  # before SKIP_S: left out
+    ends.append(0.05)
+    sizes.append(2)
+    rec = ServeRecords.empty(0)
+    rec.batch_start, rec.batch_end = np.array(starts), np.array(ends)
+    rec.batch_size = np.array(sizes, np.int64)
+    out = idle_ratios(rec, model)
+    assert set(out) == {1}  # size 2 ran back to back: no idle gap, no ratio
+    assert set(out[1]) == {0.002} and np.allclose(out[1][0.002], 1.5)  # bucket [2, 5) ms
+    # with another instance's batch still running, a start is not after an idle gap
+    rec.batch_start = np.r_[rec.batch_start, SKIP_S]
+    rec.batch_end = np.r_[rec.batch_end, t + 1]
+    rec.batch_size = np.r_[rec.batch_size, 8]
+    assert 1 not in idle_ratios(rec, model)

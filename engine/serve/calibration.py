@@ -4,6 +4,7 @@ measured once per model, config, machine and instance count, and cached on disk.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections import deque
@@ -15,12 +16,14 @@ import numpy as np
 from engine.events import Event
 from engine.hostinfo import cpu_model, ort_version, package_version
 from engine.serve.calibration_file import calibration_path, read_calibration, write_calibration
+from engine.serve.idle_cost import measure_idle_slowdown
 from engine.serve.loop import precise_timers
 from engine.serve.service import Arrivals, ServiceModel, calibrate, calibration_sizes
 from engine.serve.setup import Serving
 
-VERSION = 10  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers;
-# 10: no arrival costs (the loop's generator sleeps while every instance is busy)
+VERSION = 11  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers;
+# 10: no arrival costs (the loop's generator sleeps while every instance is busy);
+# 11: idle slowdowns from a short run of the real loop
 
 
 ARRIVAL_RATE = 2000.0  # stand-in requests per second while batches are timed under traffic
@@ -125,5 +128,10 @@ def load_or_calibrate(
         else:
             yield item
     assert model is not None
+    for step in measure_idle_slowdown(serving, model):
+        if isinstance(step, dict):
+            model = dataclasses.replace(model, idle_slowdown=step)
+        else:
+            yield step
     write_calibration(path, model.to_json())
     yield model

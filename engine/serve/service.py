@@ -41,8 +41,9 @@ class ServiceModel:
     context: dict[str, Any]
     idle_slowdown: dict[int, dict[float, np.ndarray]] = dataclasses.field(default_factory=dict)
     send_lateness: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0))
-    # idle_slowdown: batch size -> pause before it (s) -> how much slower it ran after such
-    # a pause (ratios to its back-to-back median: 1.5 = 50% slower)
+    # idle_slowdown: batch size -> idle gap before it (s, a bucket's lower edge) -> how much
+    # slower batches ran after such a gap in the real loop (ratios to the back-to-back
+    # median: 1.5 = 50% slower; serve/idle_cost.py)
     # send_lateness: how late a request reaches the server after its scheduled time (s):
     # the sending thread's wake-up on this machine, measured while batches ran
     # (no cost per arrival during a batch: the serving loop's generator sleeps while every
@@ -153,8 +154,7 @@ def calibration_sizes(max_batch: int) -> list[int]:
     return sorted(sizes)
 
 
-IDLE_GAPS_S = (0.0005, 0.001, 0.002, 0.005, 0.02)
-IDLE_SIZES_UP_TO = 8  # larger batches take the slowdown of the largest measured size below
+IDLE_GAPS_S = (0.0005, 0.001, 0.002, 0.005, 0.02)  # buckets of idle gaps (idle_cost.py)
 
 
 def calibrate(
@@ -165,16 +165,13 @@ def calibrate(
     runs: int = 40,
     min_s: float = 0.25,
     warmup: int = 3,
-    gaps_s: tuple[float, ...] = IDLE_GAPS_S,
-    gap_runs: int = 20,
     arrivals: Callable[[], AbstractContextManager[Arrivals]] | None = None,
 ) -> Iterator[Event | ServiceModel]:
     """Time `run_batch(make_batch(n))` for each size back to back (warm-up discarded; at
-    least `runs` runs and `min_s` seconds each), then after each pause in `gaps_s`, then
-    (with `arrivals`, a context that sends stand-in requests) how late its sends are while
-    the largest batches run; yields progress, then the ServiceModel. A batch's time
-    includes making it: the serving loop stacks each batch anew, and an instance is busy
-    while it does."""
+    least `runs` runs and `min_s` seconds each), then (with `arrivals`, a context that
+    sends stand-in requests) how late its sends are while the largest batches run; yields
+    progress, then the ServiceModel. A batch's time includes making it: the serving loop
+    stacks each batch anew, and an instance is busy while it does."""
     samples: dict[int, np.ndarray] = {}
     for k, n in enumerate(sizes):
         yield Progress("calibrate", k, len(sizes), f"timing batches of {n}")
@@ -189,19 +186,6 @@ def calibrate(
             if len(times) >= 20 * runs:
                 break
         samples[n] = np.asarray(times)
-    idle: dict[int, dict[float, np.ndarray]] = {}
-    for n in [s for s in sizes if s <= IDLE_SIZES_UP_TO] or sizes[:1]:
-        yield Progress("calibrate", len(sizes), len(sizes), f"timing batches of {n} after pauses")
-        warm = float(np.median(samples[n]))
-        idle[n] = {}
-        for gap in gaps_s:
-            times = []
-            for _ in range(gap_runs):
-                time.sleep(gap)
-                t0 = time.perf_counter()
-                run_batch(make_batch(n))
-                times.append(time.perf_counter() - t0)
-            idle[n][gap] = np.asarray(times) / warm
     yield Progress("calibrate", len(sizes), len(sizes), "calibrated")
     late: list[float] = []
     if arrivals is not None:
@@ -212,4 +196,4 @@ def calibrate(
                 run_batch(make_batch(sizes[-1]))
                 count += 1
         late = traffic.lateness
-    yield ServiceModel(samples, context, idle, np.asarray(late))
+    yield ServiceModel(samples, context, {}, np.asarray(late))
