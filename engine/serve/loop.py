@@ -184,7 +184,8 @@ class ServingLoop:
         (ServedRequests), and those of them that completed after the warm-up as latency
         samples (LatencyBatch)."""
         with self.cond:
-            self._admit_due(time.perf_counter() - self.t0)  # the queue as it stands now
+            if self._admit_due(time.perf_counter() - self.t0):  # the queue as it stands now
+                self.cond.notify_all()  # an idle instance takes what arrived
             fresh = self._ended_order[self._reported :]
             self._reported += len(fresh)
             first = self._batches_reported
@@ -239,16 +240,17 @@ class ServingLoop:
                 self._drained.set()
             self.cond.notify_all()
 
-    def _admit_due(self, now: float) -> None:
+    def _admit_due(self, now: float) -> bool:
         """Under the lock, open loop: every request due by `now` and not yet sent arrives,
-        in order, at its scheduled time (see the module's note)."""
+        in order, at its scheduled time (see the module's note). Whether any did."""
         if self.closed:
-            return
-        sched, n = self.rec.scheduled, len(self.rec)
+            return False
+        sched, n, first = self.rec.scheduled, len(self.rec), self._next_send
         while self._next_send < n and sched[self._next_send] <= now:
             j = self._next_send
             self._next_send = j + 1
             self._arrive(j, float(sched[j]))
+        return self._next_send > first
 
     def _client(self, c: int) -> None:
         precise_timers()
