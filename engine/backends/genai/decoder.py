@@ -38,9 +38,12 @@ class DecoderShape:
 
 def kv_dtype(session: onnxruntime.InferenceSession, shape: DecoderShape) -> np.dtype:
     """The cache's element type, as the model declares its past (fp16 models keep an fp16
-    cache: half the bytes per token)."""
+    cache: half the bytes per token); a model without that past input is refused."""
     kinds = {i.name: i.type for i in session.get_inputs()}
-    declared = kinds.get(shape.past_key % 0, "tensor(float)")
+    past = shape.past_key % 0
+    if past not in kinds:
+        raise ConfigError(f"the model has no input {past!r} (a decoder's past)")
+    declared = kinds[past]
     if declared == "tensor(float16)":
         return np.dtype(np.float16)
     if declared == "tensor(float)":
@@ -59,9 +62,6 @@ class Decoder:
         import onnxruntime as ort
 
         self.session, self.shape, self.batch, self.max_length = session, shape, batch, max_length
-        names = {i.name for i in session.get_inputs()}
-        if shape.past_key % 0 not in names:
-            raise ConfigError(f"the model has no input {shape.past_key % 0!r} (a decoder's past)")
         dtype = kv_dtype(session, shape)
         self.cache = [
             np.zeros((batch, shape.kv_heads, max_length, shape.head_size), dtype)

@@ -33,11 +33,8 @@ class SlotCache:
     ) -> None:  # fmt: skip
         import onnxruntime as ort
 
-        names = {i.name for i in session.get_inputs()}
-        if shape.past_key % 0 not in names:
-            raise ConfigError(f"the model has no input {shape.past_key % 0!r} (a decoder's past)")
+        dtype = kv_dtype(session, shape)  # refuses a model without the past input
         self.session, self.shape, self.slots, self.max_length = session, shape, slots, max_length
-        dtype = kv_dtype(session, shape)
         self.cache = [
             np.zeros((slots, shape.kv_heads, max_length, shape.head_size), dtype)
             for _ in range(2 * shape.layers)
