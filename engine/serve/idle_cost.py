@@ -16,12 +16,12 @@ import numpy as np
 
 from engine.events import Event, Progress
 from engine.serve.records import ServeRecords
-from engine.serve.service import IDLE_GAPS_S, ServiceModel
+from engine.serve.service import ServiceModel
 from engine.serve.setup import Serving
 
-# (seconds of traffic, rate): half the calibrated capacity gives idle gaps up to a few
-# batches long; 40 requests a second, gaps of tens of ms
-RUNS = ((2.0, "half"), (1.0, 40.0))
+HALF_S = 2.0  # seconds at half the calibrated capacity: idle gaps up to a few batches
+SLOW_S, SLOW_RATE = 1.0, 40.0  # seconds at 40 requests a second: gaps of tens of ms
+GAPS_S = (0.0005, 0.001, 0.002, 0.005, 0.02)  # lower edges of the idle-gap buckets
 SKIP_S = 0.3  # a run's first batches are not steady state
 MIN_BATCHES = 8  # fewer in a (size, gap) cell: no ratio for it
 
@@ -29,17 +29,17 @@ IdleSlowdown = dict[int, dict[float, np.ndarray]]
 
 
 def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Event | IdleSlowdown]:
-    """Serve Poisson traffic on the real loop (RUNS); yields progress, then the ratios of
-    both runs together (see `idle_ratios`)."""
+    """Serve Poisson traffic on the real loop (HALF_S, then SLOW_S); yields progress,
+    then the ratios of both runs together (see `idle_ratios`)."""
     from engine.serve.loop import ServingLoop
     from engine.serve.traffic import make_schedule, parse_traffic
 
     policy = serving.policy
+    runs = [(HALF_S, 0.5 * model.capacity(policy.max_batch, policy.instances)),
+            (SLOW_S, SLOW_RATE)]  # fmt: skip
     cells: dict[tuple[int, float], list[np.ndarray]] = {}
-    for k, (seconds, rate) in enumerate(RUNS):
-        if rate == "half":
-            rate = 0.5 * model.capacity(policy.max_batch, policy.instances)
-        yield Progress("calibrate", k, len(RUNS), f"serving {rate:.0f}/s: batches after idling")
+    for k, (seconds, rate) in enumerate(runs):
+        yield Progress("calibrate", k, len(runs), f"serving {rate:.0f}/s: batches after idling")
         schedule = make_schedule(parse_traffic(f"poisson:{rate:.3f}"), seconds, seed=3 + k)
         loop = ServingLoop(serving.run_batch, serving.request_feeds, schedule, policy)
         for _ in loop.run():
@@ -58,7 +58,7 @@ def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Eve
 def idle_ratios(
     rec: ServeRecords,
     model: ServiceModel,
-    gaps: tuple[float, ...] = IDLE_GAPS_S,
+    gaps: tuple[float, ...] = GAPS_S,
     least: int = MIN_BATCHES,
 ) -> IdleSlowdown:
     """For each batch size, for each gap bucket [gaps[i], gaps[i+1]) (the last open-ended)

@@ -154,9 +154,6 @@ def calibration_sizes(max_batch: int) -> list[int]:
     return sorted(sizes)
 
 
-IDLE_GAPS_S = (0.0005, 0.001, 0.002, 0.005, 0.02)  # buckets of idle gaps (idle_cost.py)
-
-
 def calibrate(
     run_batch: Callable[[Any], object],
     make_batch: Callable[[int], Any],

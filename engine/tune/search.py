@@ -194,7 +194,7 @@ def _optuna(
         ):
             asks += 1
             taken = set(seen) | {key for _, key in running.values()}
-            chosen = _chosen(space, ordered, goal, (refine, design.near_top), budget, submitted,
+            chosen = _chosen(space, ordered, goal, refine, design.near_top, budget, submitted,
                              start, seen, taken)  # fmt: skip
             if chosen is None and repeats >= 3:
                 # TPE keeps proposing configs already run: an untried one next
@@ -236,19 +236,20 @@ def _chosen(
     space: Space,
     ordered: set[str],
     goal: Goal,
-    refine: tuple[int, int],
+    refine: int,
+    near_top: int,
     budget: int,
     submitted: int,
     start: list[Key],
     seen: dict[Key, Trial],
     taken: set[Key],
 ) -> Key | None:
-    """The config the design picks itself (a spread start, then in the last `refine[0]`
-    trials the likeliest untried neighbour of the `refine[1]` best feasible configs that
+    """The config the design picks itself (a spread start, then in the last `refine`
+    trials the likeliest untried neighbour of the `near_top` best feasible configs that
     have one), or None: the sampler's turn."""
     if submitted < len(start) and start[submitted] not in taken:
         return start[submitted]
-    if submitted < budget - refine[0]:
+    if submitted < budget - refine:
         return None
     feasible = [(goal.loss(t), key) for key, t in seen.items() if goal.feasible(t)]
     pool: list[Key] = []
@@ -258,7 +259,7 @@ def _chosen(
         if near:
             pool += [k for k in near if k not in pool]
             tops += 1
-            if tops >= refine[1]:
+            if tops >= near_top:
                 break
     return min(pool, key=predictor(space, ordered, seen, goal)) if pool else None
 
