@@ -119,7 +119,7 @@ class LLMServingController(QObject):
         self.notes = [
             f"served in {config.precision}"
             if live.precision == config.precision
-            else f"served in fp32 (the live {live.precision} is not weight-only)"
+            else f"served in fp32 (the live {live.precision} is not one it serves)"
         ]
         self.kind, self.plan, self.t0 = kind, plan, time.perf_counter()
         self.resume = bool(self.wb.running)
