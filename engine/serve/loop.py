@@ -323,9 +323,10 @@ class ServingLoop:
                     if k:
                         members = [queue.popleft() for _ in range(k)]
                         self._busy += 1
-                        # the time the queue was read: every request due by then arrived
-                        start = now  # before them, every later one after (a batch's time
-                        break  # includes stacking it)
+                        # starts when the queue was read (every request due by then
+                        # arrived before its members left; its time includes stacking)
+                        start = now
+                        break
                     if self.generator_done and not queue:
                         self.cond.notify_all()
                         return
