@@ -117,7 +117,7 @@ def closed_loop(
             b = len(b_size)
             took = table[k][int(draws[b % n_draws] * lens[k])]
             if adjust is not None:
-                took = adjust(k, b, took, 0.0 if busy else t - last_end)
+                took = adjust(k, b, t, took, 0.0 if busy else t - last_end)
             end = t + (took if took > 1e-7 else 1e-7)
             inst = free.pop()
             trail.start.append(t)

@@ -11,8 +11,8 @@ from engine.serve.service import ServiceModel
 
 DRAWS = 1 << 20  # uniform draws cycled through (a cycle of 1M batches)
 
-# (size, batch number, time so far, idle s)
-Adjust = Callable[[int, int, float, float], float]
+# (size, batch number, start time s, time drawn s, idle s) -> the batch's time s
+Adjust = Callable[[int, int, float, float, float], float]
 
 
 class ServiceDraws:
@@ -30,7 +30,7 @@ class ServiceDraws:
         slowdown = service.slowdown_table(max_batch)
         n = len(draws)
 
-        def adjust(size: int, k: int, took: float, idle: float) -> float:
+        def adjust(size: int, k: int, _start: float, took: float, idle: float) -> float:
             gaps, slow = slowdown[size]
             if gaps and idle >= gaps[0]:
                 ratios = slow[bisect_right(gaps, idle) - 1]
