@@ -3,6 +3,7 @@ repaints it once a second."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer
@@ -13,6 +14,7 @@ from engine.events import (
     RunEnded,
     RunStarted,
     ServingStarted,
+    ServingSummary,
     TimingDone,
 )
 from widgets.models.runs_summary import RunsSummary
@@ -26,6 +28,16 @@ def inputs_text(inputs: dict[str, tuple[tuple[int, ...], str]], most: int = 2) -
     parts = [f"{k} {'x'.join(map(str, shape))}" for k, (shape, _) in inputs.items()]
     more = f" +{len(parts) - most}" if len(parts) > most else ""
     return ", ".join(parts[:most]) + more
+
+
+def load_label(traffic: dict[str, Any], batching: dict[str, Any]) -> str:
+    """'load bursts:500,2000,4,0.25 · max batch 8, delay 2 ms, 1 instance'."""
+    spec = traffic.get("spec") or traffic.get("kind") or "?"
+    n = int(batching.get("instances") or 1)
+    return (
+        f"load {spec} · max batch {batching.get('max_batch', '?')}, "
+        f"delay {float(batching.get('delay_ms') or 0):g} ms, {n} instance{'s' if n > 1 else ''}"
+    )
 
 
 class RunsController(QObject):
@@ -62,8 +74,20 @@ class RunsController(QObject):
             elif isinstance(ev, RunEnded):
                 s.end(failed=ev.status == "error")
             elif isinstance(ev, ServingStarted):  # a load run: requests, not inferences
-                s.end()
                 self._serving = True
+                if ev.simulated:
+                    s.end()
+                else:
+                    s.serving(load_label(ev.traffic, ev.batching), "end to end, requests/s")
+            elif isinstance(ev, ServingSummary) and self._serving:
+                lat = ev.summary.get("latency_ms") or {}
+                rate = (ev.summary.get("throughput") or {}).get("requests_per_s", math.nan)
+                s.finish(
+                    int(lat.get("count") or 0),
+                    float(lat.get("p50", math.nan)),
+                    float(lat.get("p99", math.nan)),
+                    float(rate),
+                )
 
     def _refresh(self) -> None:
         if self.table.isVisible():

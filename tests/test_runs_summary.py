@@ -57,3 +57,43 @@ def test_the_engines_final_statistics_replace_the_live_ones() -> None:
     assert runs.rows()[0].count == 12_345
     runs.start("FP32", "image 1x3x64x64", 1)
     assert runs.rows()[1].count == 0 and math.isnan(runs.rows()[1].p50_ms)
+
+
+def test_a_load_run_gets_its_own_row_with_its_end_to_end_figures(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """The app's Runs table: a load run is a row of its own (not an empty timing row), with
+    the serving run's end-to-end p50/p99 and requests/s once it is done."""
+    from app.runs_controller import RunsController
+    from engine.events import RunEnded, ServingStarted, ServingSummary
+
+    class Client:
+        class events:  # stands in for a Qt signal
+            @staticmethod
+            def connect(_slot: object) -> None:
+                pass
+
+    ctl = RunsController(Client())
+    qtbot.addWidget(ctl.table)
+    ctl.summary.start("FP32 batch=1", "image 1x3x64x64", 1)
+    _feed(ctl.summary, 1.0, 100)
+    traffic = {"kind": "bursts", "spec": "bursts:500,2000,4,0.25"}
+    batching = {"max_batch": 8, "delay_ms": 2.0, "instances": 1}
+    # the engine host starts the load run as a run (RunStarted), then says it serves load
+    ctl.on_events([_started(), ServingStarted(traffic, batching, {"size": 0}, 1.0, False)])
+    rows = ctl.summary.rows()
+    assert len(rows) == 2 and not rows[0].running and rows[0].p50_ms == pytest.approx(1.0)
+    assert rows[1].running and rows[1].label.startswith("load bursts:500,2000,4,0.25")
+    assert "max batch 8, delay 2 ms, 1 instance" in rows[1].label
+    summary = {"latency_ms": {"count": 8510, "p50": 4.26, "p99": 38.2},
+               "throughput": {"requests_per_s": 773.0}}  # fmt: skip
+    ctl.on_events([ServingSummary(summary), RunEnded("ok")])
+    row = ctl.summary.rows()[1]
+    assert (row.count, row.p50_ms, row.p99_ms, row.samples_per_s) == (8510, 4.26, 38.2, 773.0)
+    assert not row.running
+
+
+def _started():  # type: ignore[no-untyped-def]
+    from engine.config import RunConfig
+    from engine.events import RunStarted
+
+    return RunStarted(RunConfig(), "cpu", "CPUExecutionProvider", ("CPUExecutionProvider",),
+                      {"image": ((1, 3, 64, 64), "float32")}, 1, 0.1)  # fmt: skip

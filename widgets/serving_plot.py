@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from widgets import theme
@@ -36,10 +37,18 @@ class ServingPlot(QWidget):
             for name in ("left", "bottom"):
                 plot.getAxis(name).setPen(fg)
                 plot.getAxis(name).setTextPen(fg)
-        self.peak_curve = self.depth_plot.plot(
-            pen=pg.mkPen(theme.P99, width=1), name="peak", stepMode=None
+        behind = QColor(theme.plot_background(self))
+        behind.setAlpha(210)  # readable over the curves it covers
+        legend = self.depth_plot.addLegend(
+            offset=(-4, 2), labelTextSize="8pt", labelTextColor=fg, brush=pg.mkBrush(behind)
         )
-        self.depth_curve = self.depth_plot.plot(pen=pg.mkPen(theme.THROUGHPUT, width=1.5))
+        legend.setColumnCount(2)
+        self.peak_curve = self.depth_plot.plot(
+            pen=pg.mkPen(theme.P99, width=1), name="peak since last point", stepMode=None
+        )
+        self.depth_curve = self.depth_plot.plot(
+            pen=pg.mkPen(theme.THROUGHPUT, width=1.5), name="queued now"
+        )
         self.batch_curve = self.batch_plot.plot(pen=pg.mkPen(theme.P50, width=1.5))
         self.glw.setMinimumHeight(90)
         layout = QVBoxLayout(self)

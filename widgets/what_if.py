@@ -86,7 +86,7 @@ class WhatIfPlot(QWidget):
 
     def set_rate(self, rate: float) -> None:
         self.rate_line.setValue(float(rate))
-        self.rate_line.label.setFormat(f"{rate:g}/s")
+        self.rate_line.label.setFormat(f"offered {rate:,.0f}/s")
 
     def set_text(self, text: str) -> None:
         theme.set_text_if_changed(self.text, text)

@@ -67,6 +67,16 @@ class RunsSummary:
         self._runs.append(_Run(label, inputs, max(int(batch), 1)))
         return len(self._runs) - 1
 
+    def serving(self, label: str, inputs: str) -> int:
+        """The open run serves load (ServingStarted after its RunStarted): relabelled, its
+        figures to come from the serving run's summary. An open run that already has
+        samples ends, and the load run gets a row of its own."""
+        run = self._open()
+        if run is None or run.count or run.final is not None:
+            return self.start(label, inputs, 1)
+        run.label, run.inputs, run.batch = label, inputs, 1
+        return len(self._runs) - 1
+
     def add(self, starts_ns: npt.ArrayLike, latencies_ns: npt.ArrayLike) -> None:
         """Raw samples of the running run (absolute or relative starts, ns)."""
         run = self._open()
