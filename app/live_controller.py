@@ -58,6 +58,7 @@ class LiveController(QObject):
         super().__init__()
         self.view = view
         self.client = client
+        self.clock = clock
         self.t0_ns = clock()
         self.batch = 1
         self.model_name = ""
@@ -172,6 +173,11 @@ class LiveController(QObject):
             self.first_sample_s = float(t[0])
         self.samples += int(t.size)
         self.view.latency.append(t, v, self.batch)
+
+    def timing_paused(self, reason: str) -> None:
+        """Timing was paused (by the user, or for a study that wants the cores): the gap on
+        the plot is shaded and says why, even if it began as a profiling pass."""
+        self.view.latency.add_pause((self.clock() - self.t0_ns) / 1e9, reason, relabel=True)
 
     def _one(self, ev: Any) -> None:
         view = self.view

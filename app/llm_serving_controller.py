@@ -124,7 +124,7 @@ class LLMServingController(QObject):
         self.kind, self.plan, self.t0 = kind, plan, time.perf_counter()
         self.resume = bool(self.wb.running)
         if self.wb.running:
-            self.wb.toggle_running()  # the study gets the cores to itself
+            self.wb.toggle_running("paused: LLM serving")  # the study gets the cores
         self.dock.set_running(True)
         what = (
             "calibrating (cached after the first time), then simulating"

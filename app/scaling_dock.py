@@ -86,7 +86,7 @@ class ScalingDock(QWidget):
         ]  # fmt: skip
         self.resume = self.wb.running
         if self.wb.running:
-            self.wb.toggle_running()  # the sweep gets the cores to itself
+            self.wb.toggle_running("paused: scaling sweep")  # the sweep gets the cores
         proc = QProcess(self)
         proc.setProcessChannelMode(QProcess.ProcessChannelMode.MergedChannels)
         proc.readyReadStandardOutput.connect(self._output)

@@ -74,7 +74,7 @@ class TuneController(QObject):
         self.dock.summary.setText("tuning: live timing is paused")
         self.resume = self.wb.running
         if self.wb.running:
-            self.wb.toggle_running()  # the trials get the cores to themselves
+            self.wb.toggle_running("paused: tuning")  # the trials get the cores
         self.wb.recording.flush()
         session = str(self.wb.recording.path)
         budget = self.dock.budget.value() or None

@@ -134,13 +134,15 @@ class Workbench(QObject):
             return
         self.update_status()
 
-    def toggle_running(self) -> None:
+    def toggle_running(self, reason: str = "paused") -> None:
+        """Pause or resume live timing; a pause is marked on the plot with `reason`."""
         self.running = not self.running
         self.controller.expect_events = self.running
         if self.running:
             self.client.start_timing()
         else:
             self.client.stop_timing()
+            self.controller.timing_paused(reason)
         self.menus.set_running(self.running)
 
     def traffic_dock_run(self) -> None:

@@ -467,3 +467,24 @@ def test_a_profiling_pause_is_shaded_labelled_and_not_drawn_across(
     assert shown == [True, True, False]  # its band only: labels never pile up
     plot.clear()
     assert plot.pauses.bands() == [] and not plot.pauses._items
+
+
+def test_timing_paused_during_a_profiling_pass_names_the_gap(
+    plot: LatencyPlot, qtbot: QtBot
+) -> None:
+    """A pass begins at 10 s; at 10.2 s the user (or a study wanting the cores) pauses
+    timing: the one band from 10 s says why the gap is there, until samples return."""
+    t1 = np.linspace(0.0, 10.0, 500)
+    plot.append(t1, np.full(t1.size, 2.0), 1)
+    plot.add_pause(10.0)
+    plot.paint_now()
+    plot.add_pause(10.2, "paused: LLM serving", relabel=True)
+    plot.add_pause(10.3, "profiling")  # a marker without relabel: the pause keeps its name
+    t2 = np.linspace(30.0, 31.0, 50)
+    plot.append(t2, np.full(t2.size, 2.0), 1)
+    plot.paint_now()
+    assert plot.pauses.bands() == [(10.0, 30.0, "paused: LLM serving")]
+    (_, _, label) = next(iter(plot.pauses._items.values()))
+    assert label.textItem.toPlainText() == "paused: LLM serving"
+    plot.add_pause(31.5, "paused", relabel=True)  # none open: a pause of its own
+    assert plot.pauses.bands()[-1] == (31.5, None, "paused")

@@ -236,10 +236,11 @@ class LatencyPlot(QWidget):
         self.throughput_plot.addItem(bottom, ignoreBounds=True)
         self._markers.append(_Marker(float(t_s), label, (top, bottom)))
 
-    def add_pause(self, t_s: float, label: str = "profiling") -> None:
-        """Timing stops here until the next samples arrive (a profiling pass): the gap is
-        shaded and labelled, and no line is drawn across it."""
-        self.pauses.begin(t_s, label)
+    def add_pause(self, t_s: float, label: str = "profiling", relabel: bool = False) -> None:
+        """Timing stops here until the next samples arrive (a profiling pass, or timing
+        paused): the gap is shaded and labelled, and no line is drawn across it. With
+        `relabel`, a pause already open takes this label (paused during a pass)."""
+        self.pauses.begin(t_s, label, relabel)
         self._dirty = True
 
     def set_slo(self, ms: float | None) -> None:

@@ -25,9 +25,10 @@ class PauseBands:
         self._items: dict[int, tuple[pg.LinearRegionItem, pg.LinearRegionItem, pg.TextItem]] = {}
         self._open_since = 0.0  # monotonic time the open pause began here
 
-    def begin(self, t_s: float, label: str) -> None:
-        self.log.begin(t_s, label)
-        self._open_since = time.monotonic()
+    def begin(self, t_s: float, label: str, relabel: bool = False) -> None:
+        if not (relabel and self.log.pauses and self.log.pauses[-1].end_s is None):
+            self._open_since = time.monotonic()
+        self.log.begin(t_s, label, relabel)
 
     def update(self, first_t: float, last_t: float, y_bottom: float, x_left: float) -> None:
         """Place the bands; an open pause reaches to now (its end is not known yet)."""
@@ -46,6 +47,8 @@ class PauseBands:
             items[1].setRegion((pause.start_s, end))
             x = max(pause.start_s, x_left)  # in view, not cut
             items[2].setPos(x, y_bottom)
+            if items[2].textItem.toPlainText() != pause.label:  # relabelled while it lasts
+                items[2].setText(pause.label)
             items[2].setVisible(x - shown >= gap)  # a pass close behind another: its band only
             if x - shown >= gap:
                 shown = x

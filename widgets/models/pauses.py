@@ -30,9 +30,14 @@ class PauseLog:
     def __init__(self) -> None:
         self.pauses: list[Pause] = []
 
-    def begin(self, t_s: float, label: str) -> None:
+    def begin(self, t_s: float, label: str, relabel: bool = False) -> None:
+        """A pause from `t_s`. One pause at a time: while one lasts, another is ignored,
+        or, with `relabel`, names it (timing was paused during a profiling pass: the gap
+        is the pause's, not the pass's)."""
         if self.pauses and self.pauses[-1].end_s is None:
-            return  # one pause at a time
+            if relabel:
+                self.pauses[-1].label = label
+            return
         self.pauses.append(Pause(float(t_s), None, label))
         del self.pauses[:-MAX_PAUSES]
 
