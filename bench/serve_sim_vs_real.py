@@ -128,9 +128,7 @@ def _at(x: float, xs: np.ndarray, ys: np.ndarray) -> float:
 def service_ratio(rec: ServeRecords, service: ServiceModel) -> float:
     """Real batch durations against the calibration's medians for their sizes: the ratio
     of the sums (1.1: the run's batches took 10% longer than calibrated)."""
-    dur = rec.batch_end - rec.batch_start
-    model = np.asarray([service.median(int(n)) for n in rec.batch_size])
-    return float(dur.sum() / model.sum()) if model.size else float("nan")
+    return service.speed_ratio(rec.batch_size, rec.batch_end - rec.batch_start)
 
 
 def busy_share(rec: ServeRecords, since_s: float) -> float:

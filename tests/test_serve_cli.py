@@ -49,6 +49,26 @@ def test_simulate_answers_and_reuses_its_calibration(tmp_path: Path) -> None:
     assert len(curve) == 16 and sum(p["knee"] for p in curve) == 1
 
 
+def test_confirm_serves_the_found_rate_for_real_and_says_if_it_met_the_slo(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "confirm.json"
+    proc = opscope("simulate", DEMO_CNN, "--traffic", "poisson:300", "--requests", "2000",
+                   "--max-batch", "4", "--delay-ms", "1", "--threads", "1", "--warmup-s", "0.5",
+                   "--find", "max-rate", "--slo-p99", "20", "--confirm", "1.5",
+                   "--json", out, check=True)  # fmt: skip
+    r = json.loads(out.read_text())
+    conf = r["find"]["confirmed"]
+    assert conf["seconds"] == 1.5 and conf["rate"] == r["max_rate"] > 100
+    measured = conf["measured"]
+    assert measured["requests"]["sent"] == pytest.approx(conf["rate"] * 2.0, rel=0.25)
+    assert conf["meets_slo"] is (measured["latency_ms"]["p99"] <= 20)
+    assert 0.3 < conf["service_ratio"] < 5  # real batches against the calibration
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("confirmed"))
+    assert ("meets the SLO of 20 ms" if conf["meets_slo"] else "MISSES the SLO of 20 ms") in line
+    assert "calibrated times" in line
+
+
 def test_tune_batching_prefers_batching_under_load(tmp_path: Path) -> None:
     out = tmp_path / "tune.json"
     opscope("simulate", DEMO_CNN, "--traffic", "poisson:500", "--requests", "2000",

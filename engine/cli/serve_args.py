@@ -8,6 +8,8 @@ from typing import Any
 
 from engine.cli.arg_types import nonneg_float, nonneg_int, positive_float, positive_int
 
+CONFIRM_S = 10.0  # seconds of real traffic that a bare --confirm serves (after --warmup-s)
+
 SubParsers = Any  # argparse's private _SubParsersAction
 
 
@@ -69,8 +71,10 @@ def add_serving_parsers(
     )  # fmt: skip
     p.add_argument("--slo-p99", type=positive_float, metavar="MS", help="the p99 target (ms)")
     p.add_argument(
-        "--confirm", action="store_true",
-        help="with --find: serve the found rate on the real engine and show both",
+        "--confirm", type=positive_float, nargs="?", const=CONFIRM_S, default=None,
+        metavar="SECONDS",
+        help="with --find: serve the found rate on the real engine for SECONDS (default "
+        f"{CONFIRM_S:g}) and show measured against predicted, and whether it met the SLO",
     )  # fmt: skip
     p.add_argument(
         "--curve", action="store_true",

@@ -44,7 +44,6 @@ from engine.serve.traffic import TrafficSpec, make_schedule
 from engine.session.recorder import recording
 
 SEARCH_REQUESTS = 20_000  # requests per simulated trial in --find, --tune-batching, --curve
-CONFIRM_S = 10.0  # seconds of real traffic that --confirm serves (after --warmup-s)
 DURATION_S = 60.0  # simulated seconds when neither --duration nor a recorded run says
 TUNE_BATCHES = (1, 2, 4, 8, 16, 32)
 TUNE_DELAYS_MS = (0.0, 1.0, 2.0, 5.0, 10.0)
@@ -312,10 +311,12 @@ def _confirm(
     args: argparse.Namespace,
     printer: LivePrinter,
 ) -> dict[str, Any]:
-    """Serve the found rate on the real engine for CONFIRM_S seconds: measured against
-    predicted, on the same schedule."""
+    """Serve the found rate on the real engine for `--confirm` seconds: measured against
+    predicted, on the same schedule; whether the real p99 met the SLO, and how much slower
+    than calibrated the real batches ran (1.1: 10% slower; what a miss usually comes from)."""
+    seconds = float(args.confirm)
     scaled = spec.scaled(rate / spec.mean_rate())
-    schedule = make_schedule(scaled, CONFIRM_S + args.warmup_s, args.seed, args.repeat)
+    schedule = make_schedule(scaled, seconds + args.warmup_s, args.seed, args.repeat)
     serving = dataclasses.replace(serving, policy=policy)
     loop = ServingLoop(serving.run_batch, serving.request_feeds, schedule, policy,
                        cache_size=args.cache)  # fmt: skip
@@ -326,11 +327,16 @@ def _confirm(
         simulate(schedule, policy, service, cache_size=args.cache, seed=args.seed),
         args.warmup_s,
     )
+    rec = loop.records()
+    p99 = measured["latency_ms"]["p99"]
     return {
         "rate": rate,
-        "seconds": CONFIRM_S,
+        "seconds": seconds,
         "measured": {k: measured[k] for k in ("requests", "latency_ms", "throughput")},
         "predicted": {k: predicted[k] for k in ("requests", "latency_ms", "throughput")},
+        "slo_p99_ms": args.slo_p99,
+        "meets_slo": bool(p99 <= args.slo_p99),
+        "service_ratio": service.speed_ratio(rec.batch_size, rec.batch_end - rec.batch_start),
     }
 
 
@@ -344,11 +350,18 @@ def _print_answers(r: dict[str, Any], out: TextIO) -> None:
         conf = find.get("confirmed")
         if conf:
             m, p = conf["measured"]["latency_ms"], conf["predicted"]["latency_ms"]
+            verdict = "meets" if conf["meets_slo"] else "MISSES"
             w(
                 f"confirmed  {conf['seconds']:g} s served at {conf['rate']:.1f}/s: p50 "
                 f"{m['p50']:.3f} ms (predicted {p['p50']:.3f}), p99 {m['p99']:.3f} ms "
-                f"(predicted {p['p99']:.3f})\n"
+                f"(predicted {p['p99']:.3f}): {verdict} the SLO of {conf['slo_p99_ms']:g} ms; "
+                f"its batches ran {conf['service_ratio']:.2f}x their calibrated times\n"
             )
+            if not conf["meets_slo"]:
+                w(
+                    "           the engine was slower than calibrated, or stalled: leave "
+                    "headroom below the max rate, or --recalibrate on a quieter machine\n"
+                )
     if r.get("trials"):
         w("tuning     max batch x delay x instances, by capacity under the SLO:\n")
         for trial in r["trials"][:8]:

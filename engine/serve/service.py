@@ -92,6 +92,13 @@ class ServiceModel:
             out.append((gaps, [by_gap[g].tolist() for g in gaps]))
         return out
 
+    def speed_ratio(self, sizes: np.ndarray, durations: np.ndarray) -> float:
+        """How long real batches of these sizes took against this calibration's medians for
+        them: the ratio of the sums (1.1: 10% slower than calibrated; NaN: no batches)."""
+        sizes, counts = np.unique(np.asarray(sizes, dtype=np.int64), return_counts=True)
+        expected = sum(self.median(int(n)) * int(c) for n, c in zip(sizes, counts, strict=True))
+        return float(np.sum(durations) / expected) if expected > 0 else float("nan")
+
     def capacity(self, max_batch: int, instances: int = 1) -> float:
         """Requests per second at full batches: an upper bound on sustainable load."""
         return instances * max_batch / self.median(max_batch)
