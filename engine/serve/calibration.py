@@ -8,12 +8,13 @@ import dataclasses
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from engine.events import Event
+from engine.events import Event, Notice
 from engine.hostinfo import cpu_model, ort_version, package_version
 from engine.serve.calibration_file import calibration_path, read_calibration, write_calibration
 from engine.serve.idle_cost import measure_idle_slowdown
@@ -27,6 +28,8 @@ VERSION = 11  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept b
 
 
 ARRIVAL_RATE = 2000.0  # stand-in requests per second while batches are timed under traffic
+CHECK_S = 0.3  # a cached calibration is checked against the engine's speed now for this long
+DRIFT_WARN = 0.15  # ... and a warning says so when the two differ by more than this share
 
 
 @contextlib.contextmanager
@@ -62,6 +65,37 @@ def arriving(rate: float = ARRIVAL_RATE) -> Iterator[Arrivals]:
         thread.join(1.0)
 
 
+def speed_now(
+    run: Callable[[Any], object], make: Callable[[int], Any], cached: ServiceModel
+) -> float:
+    """The engine's batch time now against a cached calibration's: batches of the largest
+    calibrated size for about CHECK_S seconds (at least 5, 2 warm-up runs discarded), their
+    median over the calibration's (1.2: 20% slower now)."""
+    size = cached.sizes[-1]
+    for _ in range(2):
+        run(make(size))
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < 5 or (time.perf_counter() - start < CHECK_S and len(times) < 200):
+        t0 = time.perf_counter()
+        run(make(size))
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) / cached.median(size)
+
+
+def drift_message(ratio: float, cached: ServiceModel, path: Path) -> str:
+    """One line: how far the engine's speed now is from the cached calibration, and what to
+    do about it."""
+    how = f"{ratio:.2f}x" if ratio >= 1 else f"{1 / ratio:.2f}x faster than"
+    age_s = max(0.0, time.time() - path.stat().st_mtime) if path.exists() else 0.0
+    age = f"{age_s / 3600:.1f} h" if age_s >= 3600 else f"{age_s / 60:.0f} min"
+    return (
+        f"batches of {cached.sizes[-1]} now take {how} the cached calibration's time "
+        f"(calibrated {age} ago): predictions follow the calibration; --recalibrate to "
+        "measure again"
+    )
+
+
 def calibration_context(
     model_sha256: str, config: dict[str, Any], provider: str, max_batch: int, instances: int
 ) -> dict[str, Any]:
@@ -89,13 +123,6 @@ def load_or_calibrate(
     ServiceModel). With several instances, each size is timed with that many batches
     running at once, as they do when the server is busy."""
     path = calibration_path(context)
-    if not remeasure:
-        cached, notice = read_calibration(path, ServiceModel.from_json, "calibration")
-        if notice is not None:
-            yield notice
-        if cached is not None:
-            yield cached
-            return
     instances = int(context["instances"])
     rng = np.random.default_rng(0)
 
@@ -120,6 +147,17 @@ def load_or_calibrate(
         for th in threads:
             th.join()
         return out
+
+    if not remeasure:
+        cached, notice = read_calibration(path, ServiceModel.from_json, "calibration")
+        if notice is not None:
+            yield notice
+        if cached is not None:
+            ratio = speed_now(run, make, cached)
+            if abs(ratio - 1) > DRIFT_WARN:
+                yield Notice("warning", drift_message(ratio, cached, path))
+            yield cached
+            return
 
     model: ServiceModel | None = None
     for item in calibrate(run, make, list(context["sizes"]), context, arrivals=arriving):
