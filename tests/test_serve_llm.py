@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -264,6 +265,21 @@ def test_simulate_llm_side_by_side_from_the_command_line(llm: Path, tmp_path: Pa
     assert "LLM calibration from the cache" in again.stderr
     one = json.loads(out.read_text())
     assert one["layout"] == "chunked" and one["ttft_ms"] == r["layouts"][1]["ttft_ms"]
+    # the cached calibration made to look twice as fast: checked against decode steps now
+    cal_dir = Path(os.environ["OPSCOPE_CACHE_DIR"], "calibration")
+    (path,) = [f for f in cal_dir.glob("llm-*.json")
+               if json.loads(f.read_text())["context"] == cal["context"]]  # fmt: skip
+    kept = path.read_text()
+    data = json.loads(kept)
+    data["decode"]["step_ms"] = {k: v / 2 for k, v in data["decode"]["step_ms"].items()}
+    data["decode"]["us_per_context_token"] /= 2
+    path.write_text(json.dumps(data))
+    try:
+        drifted = opscope(*args[:-2], "--layout", "chunked", "--json", out, check=True)
+    finally:
+        path.write_text(kept)  # the other tests' calibration, as measured
+    warned = [ln for ln in drifted.stderr.splitlines() if "--recalibrate" in ln]
+    assert len(warned) == 1 and "decode steps now take" in warned[0], drifted.stderr
 
 
 def test_simulate_llm_serves_weight_only_precisions(llm: Path, tmp_path: Path) -> None:

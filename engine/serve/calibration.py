@@ -9,14 +9,18 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from engine.events import Event, Notice
+from engine.events import Event
 from engine.hostinfo import cpu_model, ort_version, package_version
-from engine.serve.calibration_file import calibration_path, read_calibration, write_calibration
+from engine.serve.calibration_file import (
+    calibration_path,
+    drift_notice,
+    read_calibration,
+    write_calibration,
+)
 from engine.serve.idle_cost import measure_idle_slowdown
 from engine.serve.loop import precise_timers
 from engine.serve.service import Arrivals, ServiceModel, calibrate, calibration_sizes
@@ -29,7 +33,6 @@ VERSION = 11  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept b
 
 ARRIVAL_RATE = 2000.0  # stand-in requests per second while batches are timed under traffic
 CHECK_S = 0.3  # a cached calibration is checked against the engine's speed now for this long
-DRIFT_WARN = 0.15  # ... and a warning says so when the two differ by more than this share
 
 
 @contextlib.contextmanager
@@ -81,19 +84,6 @@ def speed_now(
         run(make(size))
         times.append(time.perf_counter() - t0)
     return float(np.median(times)) / cached.median(size)
-
-
-def drift_message(ratio: float, cached: ServiceModel, path: Path) -> str:
-    """One line: how far the engine's speed now is from the cached calibration, and what to
-    do about it."""
-    how = f"{ratio:.2f}x" if ratio >= 1 else f"{1 / ratio:.2f}x faster than"
-    age_s = max(0.0, time.time() - path.stat().st_mtime) if path.exists() else 0.0
-    age = f"{age_s / 3600:.1f} h" if age_s >= 3600 else f"{age_s / 60:.0f} min"
-    return (
-        f"batches of {cached.sizes[-1]} now take {how} the cached calibration's time "
-        f"(calibrated {age} ago): predictions follow the calibration; --recalibrate to "
-        "measure again"
-    )
 
 
 def calibration_context(
@@ -154,8 +144,9 @@ def load_or_calibrate(
             yield notice
         if cached is not None:
             ratio = speed_now(run, make, cached)
-            if abs(ratio - 1) > DRIFT_WARN:
-                yield Notice("warning", drift_message(ratio, cached, path))
+            drift = drift_notice(f"batches of {cached.sizes[-1]}", ratio, path)
+            if drift is not None:
+                yield drift
             yield cached
             return
 

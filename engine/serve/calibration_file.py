@@ -6,6 +6,7 @@ caller is told why, in one notice, and measures again."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,6 +16,7 @@ from engine.events import Notice
 from engine.files import write_atomic
 
 T = TypeVar("T")
+DRIFT_WARN = 0.15  # a cached calibration off the engine's speed now by more: a warning
 
 
 def calibration_path(context: dict[str, Any], prefix: str = "") -> Path:
@@ -40,3 +42,19 @@ def write_calibration(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(data)
     write_atomic(str(path), lambda fh: fh.write(text))
+
+
+def drift_notice(what: str, ratio: float, path: Path) -> Notice | None:
+    """A warning when the engine's speed now (`what`, taking `ratio` times the cached
+    calibration's time) is off the calibration by more than DRIFT_WARN; else None. One line:
+    by how much, how old the calibration is, what to do."""
+    if not abs(ratio - 1) > DRIFT_WARN:
+        return None
+    how = f"{ratio:.2f}x" if ratio >= 1 else f"{1 / ratio:.2f}x faster than"
+    age_s = max(0.0, time.time() - path.stat().st_mtime) if path.exists() else 0.0
+    age = f"{age_s / 3600:.1f} h" if age_s >= 3600 else f"{age_s / 60:.0f} min"
+    return Notice(
+        "warning",
+        f"{what} now take {how} the cached calibration's time (calibrated {age} ago): "
+        "predictions follow the calibration; --recalibrate to measure again",
+    )

@@ -19,7 +19,12 @@ from engine.events import Event, Progress
 from engine.hostinfo import cpu_model, ort_version
 from engine.measure.fits import fit_prefill, fit_slope
 from engine.model.info import files_sha256
-from engine.serve.calibration_file import calibration_path, read_calibration, write_calibration
+from engine.serve.calibration_file import (
+    calibration_path,
+    drift_notice,
+    read_calibration,
+    write_calibration,
+)
 from engine.serve.llm_cost import LLMCost
 
 VERSION = 4  # 2: prefill passes are per prompt; 3: decode steps after a prefill; 4: after idle
@@ -81,10 +86,25 @@ def load_or_calibrate_llm(
         if notice is not None:
             yield notice
         if cached is not None:
+            drift = drift_notice("decode steps", decode_speed_now(llm, cached), path)
+            if drift is not None:
+                yield drift
             return cached
     cost = yield from measure(llm, context)
     write_calibration(path, cost.to_json())
     return cost
+
+
+def decode_speed_now(llm: OpenedLLM, cached: LLMCost) -> float:
+    """Decode steps of one sequence now against the cached calibration's (as it timed them:
+    3 rounds of STEPS steps from REF_CONTEXT tokens; 1.2: 20% slower now)."""
+    rng = np.random.default_rng(0)
+
+    def ids(batch: int, n: int) -> np.ndarray:
+        return rng.integers(llm.first_plain_token, llm.vocab_size, (batch, n), dtype=np.int64)
+
+    steps = [ms for _ in range(3) for ms in _steps(llm, 1, REF_CONTEXT, ids)]
+    return float(np.median(steps)) / cached.decode_step_ms(1, cached.decode_ref_context)
 
 
 def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, LLMCost]:
