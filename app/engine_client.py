@@ -160,8 +160,8 @@ class EngineClient(QObject):
     def stop_load(self) -> None:
         self._send(cmds.StopLoad())
 
-    def calibrate(self, max_batch: int, instances: int = 1) -> None:
-        self._send(cmds.Calibrate(max_batch, instances))
+    def calibrate(self, max_batch: int, instances: int = 1, remeasure: bool = False) -> None:
+        self._send(cmds.Calibrate(max_batch, instances, remeasure))
 
     # internals -----------------------------------------------------------------------
     def _send(self, cmd: cmds.Command) -> None:

@@ -134,7 +134,9 @@ class LLMServingController(QObject):
         self.dock.show_progress(0, None, "starting")
         self.dock.set_status(f"{what}: live timing is paused")
         job = simulate_plan if kind == "simulate" else serve_plan
-        self.job.start(job, self.model, config, plan, LENGTH_NAMES)
+        remeasure = self.dock.recalibrate.isChecked()
+        self.dock.recalibrate.setChecked(False)  # once: the new calibration is cached
+        self.job.start(job, self.model, config, plan, LENGTH_NAMES, remeasure)
 
     # the job's answers ------------------------------------------------------------------
     def _events(self, batch: list[Any]) -> None:

@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QGridLayout,
@@ -121,6 +122,11 @@ class LLMServingDock(QWidget):
             "Calibrate the model once (cached per model, config and machine; live timing "
             "pauses meanwhile), then simulate the three layouts on the same requests"
         )
+        self.recalibrate = QCheckBox("Recalibrate")
+        self.recalibrate.setToolTip(
+            "Measure the calibration again for the next simulation or real run, instead of "
+            "using the cached one (the machine's speed has moved since it was measured)"
+        )
         self.real_button = QPushButton("Run for real")
         self.real_button.setToolTip(
             "Serve the requests with the real loop in the chosen "
@@ -174,6 +180,7 @@ class LLMServingDock(QWidget):
                 col += 2 * span
         buttons = QHBoxLayout()
         buttons.addWidget(self.simulate_button)
+        buttons.addWidget(self.recalibrate)
         buttons.addSpacing(12)
         buttons.addWidget(self.real_button)
         buttons.addWidget(self.real_layout)

@@ -69,8 +69,9 @@ class TrafficController(QObject):
     def calibrate(self) -> None:
         self.dock.what_if.set_text("calibrating: timing batches on the engine...")
         self.dock.calibrate_button.setEnabled(False)
+        # calibrated already: the button says Recalibrate, and measures again
         self.client.calibrate(max(CALIBRATE_BATCH, self.dock.max_batch.value()),
-                              self.dock.instances.value())  # fmt: skip
+                              self.dock.instances.value(), self.service is not None)  # fmt: skip
 
     def settings_changed(self) -> None:
         self.view.latency.set_slo(self.dock.slo_ms())
@@ -164,6 +165,7 @@ class TrafficController(QObject):
         except ValueError as exc:
             self.dock.what_if.set_text(f"calibration unreadable: {exc}")
             return
+        self.dock.calibrate_button.setText("Recalibrate What-if")
         self.dock.views.setCurrentWidget(self.dock.what_if)
         self.predict()
 
@@ -179,6 +181,7 @@ class TrafficController(QObject):
             same = dataclasses.replace(ev.config, batch=1).to_json() == ctx.get("config")
         if not same:
             self.service = None
+            self.dock.calibrate_button.setText("Calibrate What-if")
             self.dock.what_if.set_curves(None, None)
             self.dock.what_if.set_text("the model or config changed: calibrate again to predict")
 

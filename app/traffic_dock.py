@@ -103,7 +103,8 @@ class TrafficDock(QWidget):
         self.calibrate_button = QPushButton("Calibrate What-if")
         self.calibrate_button.setToolTip(
             "Time batches of every size on the engine (timing pauses a few seconds; cached "
-            "per model, config and machine) so the simulator can predict"
+            "per model, config and machine) so the simulator can predict; once calibrated, "
+            "Recalibrate What-if measures again"
         )
         self.progress = QProgressBar()
         self.progress.setTextVisible(True)

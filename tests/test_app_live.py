@@ -329,6 +329,7 @@ def test_traffic_dock_runs_load_with_slo_and_what_if(bench: Workbench, qtbot: Qt
     what_if = dock.what_if
     qtbot.waitUntil(lambda: what_if.curves()["proposed"][0].size > 3, timeout=TIMEOUT_MS)
     assert what_if.curves()["current"][0].size > 3  # the batching of the load run
+    assert dock.calibrate_button.text() == "Recalibrate What-if"  # measures again if asked
     qtbot.waitUntil(lambda: "SIMULATED" in what_if.text.text(), timeout=TIMEOUT_MS)
     low_load_p99 = what_if.curves()["proposed"][1][0]
     dock.max_batch.setValue(16)  # a long queue delay: light load now waits for it

@@ -363,6 +363,12 @@ def test_a_load_run_in_the_host_is_recorded_as_its_own_run(host: Host, tmp_path:
     cal = host.wait_for(lambda e: isinstance(e, Calibrated), timeout=120)
     assert {int(s) for s in cal.calibration["sizes"]} >= {1, 2}
     assert np.isfinite(cal.calibration["median_ms"]["1"])
+    for remeasure, cached in ((False, True), (True, False)):  # the app's Recalibrate
+        mark = len(host.events)
+        host.send(cmds.Calibrate(max_batch=2, remeasure=remeasure))
+        host.wait_for(lambda e: isinstance(e, Calibrated), start=mark, timeout=120)
+        said = [e.message for e in host.events[mark:] if isinstance(e, Notice)]
+        assert any("from the cache" in m for m in said) is cached, said
 
 
 def test_background_profiling_backs_off_for_an_unchanged_config() -> None:

@@ -90,6 +90,7 @@ class Calibrate:
 
     max_batch: int
     instances: int = 1
+    remeasure: bool = False  # measure again even when a calibration is cached
 
 
 @dataclass(frozen=True)

@@ -144,7 +144,7 @@ class ServingJob:
             serving.policy.max_batch,
             cmd.instances,
         )
-        for item in load_or_calibrate(serving, context):
+        for item in load_or_calibrate(serving, context, cmd.remeasure):
             if isinstance(item, ServiceModel):
                 self.put(Calibrated(item.to_json()))
             else:

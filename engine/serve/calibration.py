@@ -144,7 +144,9 @@ def load_or_calibrate(
             yield notice
         if cached is not None:
             ratio = speed_now(run, make, cached)
-            drift = drift_notice(f"batches of {cached.sizes[-1]}", ratio, path)
+            drift = drift_notice(
+                f"batches of {cached.sizes[-1]}", ratio, path, "Recalibrate What-if"
+            )
             if drift is not None:
                 yield drift
             yield cached

@@ -44,10 +44,11 @@ def write_calibration(path: Path, data: dict[str, Any]) -> None:
     write_atomic(str(path), lambda fh: fh.write(text))
 
 
-def drift_notice(what: str, ratio: float, path: Path) -> Notice | None:
+def drift_notice(what: str, ratio: float, path: Path, app_remedy: str) -> Notice | None:
     """A warning when the engine's speed now (`what`, taking `ratio` times the cached
     calibration's time) is off the calibration by more than DRIFT_WARN; else None. One line:
-    by how much, how old the calibration is, what to do."""
+    by how much, how old the calibration is, what to do (on the command line, and
+    `app_remedy` in the app)."""
     if not abs(ratio - 1) > DRIFT_WARN:
         return None
     how = f"{ratio:.2f}x" if ratio >= 1 else f"{1 / ratio:.2f}x faster than"
@@ -56,5 +57,6 @@ def drift_notice(what: str, ratio: float, path: Path) -> Notice | None:
     return Notice(
         "warning",
         f"{what} now take {how} the cached calibration's time (calibrated {age} ago): "
-        "predictions follow the calibration; --recalibrate to measure again",
+        f"predictions follow the calibration; measure again with --recalibrate ({app_remedy} "
+        "in the app)",
     )

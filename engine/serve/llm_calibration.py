@@ -86,7 +86,8 @@ def load_or_calibrate_llm(
         if notice is not None:
             yield notice
         if cached is not None:
-            drift = drift_notice("decode steps", decode_speed_now(llm, cached), path)
+            ratio = decode_speed_now(llm, cached)
+            drift = drift_notice("decode steps", ratio, path, "tick Recalibrate")
             if drift is not None:
                 yield drift
             return cached

@@ -66,14 +66,15 @@ def simulate_plan(
     config: RunConfig,
     plan: LLMPlan,
     what: tuple[str, str] = ("--prompt-len", "--new-tokens"),
+    remeasure: bool = False,
 ) -> Generator[Event, None, Rows]:
     """Every layout of `plan` simulated on the same requests (calibrating first, or the
-    calibration cached for this model, config and machine)."""
+    calibration cached for this model, config and machine unless `remeasure`)."""
     plan.check_slos()
     context = read_config(model).context_length
     layouts = plan_layouts(plan, context)
     work = plan_workload(plan, context, what)
-    _, cost = yield from served_calibration(model, config)
+    _, cost = yield from served_calibration(model, config, remeasure)
     rows = []
     for k, layout in enumerate(layouts):
         yield Progress("simulation", k, len(layouts), f"simulating {layout.describe()}")
@@ -86,6 +87,7 @@ def serve_plan(
     config: RunConfig,
     plan: LLMPlan,
     what: tuple[str, str] = ("--prompt-len", "--new-tokens"),
+    remeasure: bool = False,
 ) -> Generator[Event, None, Rows]:
     """`plan`'s one layout served for real by the serving loop, after the simulator's
     answer for that layout and those requests: [simulated row, real row]."""
@@ -95,7 +97,7 @@ def serve_plan(
     layout = plan_layouts(plan, context)[0]
     check_real_layout(layout)
     work = plan_workload(plan, context, what)
-    folder, cost = yield from served_calibration(model, config)
+    folder, cost = yield from served_calibration(model, config, remeasure)
     simulated = _simulated(work, layout, cost, plan)
     yield Progress("serving", 0, len(work), f"opening the model for {layout.describe()}")
     loop = LLMServingLoop(open_llm(folder, config), work, layout, seed=plan.seed)
