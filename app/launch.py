@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.demos import demo_model_path
+from engine.cli.arg_types import OneLineParser
 
 
 def _quiet_offscreen_warnings() -> None:
@@ -25,7 +26,7 @@ def _quiet_offscreen_warnings() -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="opscope gui", description="The OpScope desktop workbench.")
+    p = OneLineParser(prog="opscope gui", description="The OpScope desktop workbench.")
     p.add_argument(
         "path",
         nargs="?",

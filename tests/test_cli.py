@@ -238,3 +238,20 @@ def test_entry_opens_the_window_for_model_and_session_files(
         ("cli", ["bench", "m.onnx"]),
         ("cli", ["info", "m.pt2"]),
     ]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["simulate", "m.onnx", "--confirm", "-1"], "opscope simulate: error: argument --confirm"),
+        (["bench", "m.onnx", "--batch", "0"], "opscope bench: error: argument --batch"),
+        (["nosuch"], "opscope: error: argument COMMAND: invalid choice: 'nosuch'"),
+        (["gui", "--size", "abc"], "opscope gui: error: argument --size"),
+    ],
+)
+def test_a_bad_flag_is_one_line_saying_where_the_usage_is(args: list[str], said: str) -> None:
+    """Not argparse's usage block (two dozen lines for simulate) before the error."""
+    proc = opscope(*args)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [proc.stderr.strip()], proc.stderr
+    assert proc.stderr.startswith(said) and "--help for usage)" in proc.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import NoReturn
 
 
 def positive_int(text: str) -> int:
@@ -43,3 +44,13 @@ def nonneg_float(text: str) -> float:
     if not value >= 0 or not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
     return value
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a bad argument told in one line (and where the usage is), not the
+    whole usage block first: `opscope simulate: error: argument --confirm: must be a
+    positive number, got -1 (opscope simulate --help for usage)`. Its subcommands' parsers
+    are of this class too (argparse makes them of the parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help for usage)\n")

@@ -17,6 +17,7 @@ from engine import __version__, backends
 from engine import interrupt as interrupt_flag
 from engine.analysis.deltas import GENERATION_METRICS, METRICS
 from engine.cli.arg_types import (
+    OneLineParser,
     nonneg_float,
     nonneg_int,
     positive_float,
@@ -37,7 +38,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="opscope",
         description="OpScope: time, profile and tune ONNX models.",
         epilog="The desktop app: `opscope` with no command, or `opscope gui [MODEL | SESSION] "
@@ -169,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_session_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_session_tools(sub: argparse._SubParsersAction[OneLineParser]) -> None:
     """`compare`, `export` and `report`: commands over recorded session files."""
     p = sub.add_parser(
         "compare",
