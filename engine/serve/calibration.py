@@ -23,7 +23,13 @@ from engine.serve.calibration_file import (
 )
 from engine.serve.idle_cost import measure_idle_slowdown
 from engine.serve.loop import precise_timers
-from engine.serve.service import Arrivals, ServiceModel, calibrate, calibration_sizes
+from engine.serve.service import (
+    Arrivals,
+    ServiceModel,
+    calibrate,
+    calibration_sizes,
+    time_batches,
+)
 from engine.serve.setup import Serving
 
 VERSION = 11  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers;
@@ -75,14 +81,7 @@ def speed_now(
     calibrated size for about CHECK_S seconds (at least 5, 2 warm-up runs discarded), their
     median over the calibration's (1.2: 20% slower now)."""
     size = cached.sizes[-1]
-    for _ in range(2):
-        run(make(size))
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < 5 or (time.perf_counter() - start < CHECK_S and len(times) < 200):
-        t0 = time.perf_counter()
-        run(make(size))
-        times.append(time.perf_counter() - t0)
+    times = time_batches(run, make, size, runs=5, min_s=CHECK_S, warmup=2, most=200)
     return float(np.median(times)) / cached.median(size)
 
 

@@ -15,9 +15,11 @@ from collections.abc import Iterator
 import numpy as np
 
 from engine.events import Event, Progress
+from engine.serve.loop import ServingLoop
 from engine.serve.records import ServeRecords
 from engine.serve.service import ServiceModel
 from engine.serve.setup import Serving
+from engine.serve.traffic import make_schedule, parse_traffic
 
 HALF_S = 2.0  # seconds at half the calibrated capacity: idle gaps up to a few batches
 SLOW_S, SLOW_RATE = 1.0, 40.0  # seconds at 40 requests a second: gaps of tens of ms
@@ -31,9 +33,6 @@ IdleSlowdown = dict[int, dict[float, np.ndarray]]
 def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Event | IdleSlowdown]:
     """Serve Poisson traffic on the real loop (HALF_S, then SLOW_S); yields progress,
     then the ratios of both runs together (see `idle_ratios`)."""
-    from engine.serve.loop import ServingLoop
-    from engine.serve.traffic import make_schedule, parse_traffic
-
     policy = serving.policy
     runs = [(HALF_S, 0.5 * model.capacity(policy.max_batch, policy.instances)),
             (SLOW_S, SLOW_RATE)]  # fmt: skip

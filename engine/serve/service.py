@@ -161,6 +161,28 @@ def calibration_sizes(max_batch: int) -> list[int]:
     return sorted(sizes)
 
 
+def time_batches(
+    run_batch: Callable[[Any], object],
+    make_batch: Callable[[int], Any],
+    n: int,
+    runs: int,
+    min_s: float,
+    warmup: int,
+    most: int,
+) -> np.ndarray:
+    """Seconds each of `run_batch(make_batch(n))` back to back, after `warmup` runs
+    discarded: at least `runs` runs and `min_s` seconds, at most `most` runs."""
+    for _ in range(warmup):
+        run_batch(make_batch(n))
+    times: list[float] = []
+    start = time.perf_counter()
+    while (len(times) < runs or time.perf_counter() - start < min_s) and len(times) < most:
+        t0 = time.perf_counter()
+        run_batch(make_batch(n))
+        times.append(time.perf_counter() - t0)
+    return np.asarray(times)
+
+
 def calibrate(
     run_batch: Callable[[Any], object],
     make_batch: Callable[[int], Any],
@@ -179,17 +201,7 @@ def calibrate(
     samples: dict[int, np.ndarray] = {}
     for k, n in enumerate(sizes):
         yield Progress("calibrate", k, len(sizes), f"timing batches of {n}")
-        for _ in range(warmup):
-            run_batch(make_batch(n))
-        times: list[float] = []
-        start = time.perf_counter()
-        while len(times) < runs or time.perf_counter() - start < min_s:
-            t0 = time.perf_counter()
-            run_batch(make_batch(n))
-            times.append(time.perf_counter() - t0)
-            if len(times) >= 20 * runs:
-                break
-        samples[n] = np.asarray(times)
+        samples[n] = time_batches(run_batch, make_batch, n, runs, min_s, warmup, 20 * runs)
     yield Progress("calibrate", len(sizes), len(sizes), "calibrated")
     late: list[float] = []
     if arrivals is not None:
