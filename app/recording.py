@@ -17,7 +17,7 @@ from engine.errors import SessionFileError
 from engine.session import liveness
 from engine.session.compact import Compacted, compact_copy
 from engine.session.recorder import Recorder
-from engine.session.store import SessionStore
+from engine.session.store import SessionStore, remove_session_file
 from engine.session.trust import corrupt
 
 CLOSE_GRACE_S = 5.0  # quitting waits this long for a lock another process holds
@@ -69,10 +69,15 @@ class Recording:
     def save_as(self, dest: str | Path) -> Path:
         """Copy the session (SQLite's online backup) to `dest` and keep recording there."""
         dest = Path(dest)
+        if dest.resolve() == self.path.resolve():
+            self.flush()  # already recording there: every committed sample is in it
+            return self.path
         with self._lock:
             self.recorder.flush()
-            if dest.exists():
-                dest.unlink()
+            try:
+                remove_session_file(dest)  # the dialog asked; its stale -wal goes too
+            except OSError as exc:
+                raise corrupt(dest, exc) from exc
             try:
                 target = sqlite3.connect(str(dest))
                 try:
@@ -81,7 +86,7 @@ class Recording:
                     target.close()
             except sqlite3.Error as exc:  # a full disk, a read-only folder: said in one line
                 with contextlib.suppress(OSError):  # a read-only folder refuses even this
-                    dest.unlink(missing_ok=True)
+                    remove_session_file(dest)
                 raise corrupt(dest, exc) from exc
             old = self.store
             self.store = SessionStore.create_or_open(dest)
@@ -111,8 +116,10 @@ class Recording:
         if dest.resolve() == self.path.resolve():
             raise SessionFileError("is the session being recorded: choose another name", dest)
         self.flush()
-        if dest.exists():
-            dest.unlink()
+        try:
+            remove_session_file(dest)
+        except OSError as exc:
+            raise corrupt(dest, exc) from exc
         return compact_copy(self.path, dest, keep_passes)
 
     def close(self) -> None:

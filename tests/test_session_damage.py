@@ -183,17 +183,18 @@ def test_a_writers_liveness(tmp_path: Path) -> None:
     me = json.loads(liveness.this_writer())
     assert me["pid"] == os.getpid()
     liveness.opened(path, 1)
-    assert liveness.writer_alive(json.dumps(me), path, 1) is True
+    assert liveness.writer_alive(json.dumps(me), path, 1, False) is True
     liveness.closed(path)
-    assert liveness.writer_alive(json.dumps(me), path, 1) is False  # closed, not ended
+    assert liveness.writer_alive(json.dumps(me), path, 1, False) is False  # closed, not ended
     parent = {**me, "pid": os.getppid(), "started": psutil.Process(os.getppid()).create_time()}
-    assert liveness.writer_alive(json.dumps(parent), path, 1) is True
+    assert liveness.writer_alive(json.dumps(parent), path, 1, False) is True
     reused = {**parent, "started": parent["started"] - 3600}  # that pid, another process
-    assert liveness.writer_alive(json.dumps(reused), path, 1) is False
+    assert liveness.writer_alive(json.dumps(reused), path, 1, False) is False
     elsewhere = {**parent, "host": socket.gethostname() + "-other"}
-    assert liveness.writer_alive(json.dumps(elsewhere), path, 1) is None
-    assert liveness.writer_alive("not json", path, 1) is None
-    assert liveness.writer_alive(None, path, 1) is False  # no row, not WAL: nobody writes
+    assert liveness.writer_alive(json.dumps(elsewhere), path, 1, False) is None
+    assert liveness.writer_alive("not json", path, 1, False) is None
+    assert liveness.writer_alive(None, path, 1, False) is False  # no row, not WAL: nobody writes
+    assert liveness.writer_alive(None, path, 1, True) is None  # WAL: a writer may have it
 
 
 @contextlib.contextmanager

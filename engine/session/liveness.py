@@ -53,10 +53,11 @@ def this_writer() -> str:
     )
 
 
-def writer_alive(text: str | None, path: Path, run_id: int) -> bool | None:
-    """True/False when known, None when it cannot be told (a writer on another host)."""
+def writer_alive(text: str | None, path: Path, run_id: int, wal_mode: bool) -> bool | None:
+    """True/False when known, None when it cannot be told (a writer on another host).
+    `wal_mode`: the file's header said WAL when it was opened (a writer may have it)."""
     if text is None:
-        return None if _wal_mode(path) else False
+        return None if wal_mode else False
     facts = _facts(text)
     if facts is None:
         return None
@@ -92,12 +93,3 @@ def _started(pid: int) -> float | None:
         return float(psutil.Process(pid).create_time())
     except (psutil.Error, OSError, ValueError, OverflowError):
         return None
-
-
-def _wal_mode(p: Path) -> bool:
-    """The header's file-format bytes say WAL (2): a writer may have the file open."""
-    try:
-        with p.open("rb") as fh:
-            return fh.read(20)[18:20] == b"\x02\x02"
-    except OSError:
-        return True  # cannot tell: say nothing

@@ -22,7 +22,7 @@ from sqlite_utils import Database
 
 from engine.errors import SessionFileError
 from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
-from engine.session import liveness, schema
+from engine.session import held, liveness, schema
 from engine.session.generation_rows import GenerationRun, read_generation
 from engine.session.rows import MarkerRow, RunRow, op_stat_row, run_row
 from engine.session.serving_rows import ServingRun, read_serving
@@ -62,38 +62,49 @@ class SessionReader:
     """Read-only access to one session file. Use `open_session_file(path)`."""
 
     def __init__(
-        self, path: Path, conn: sqlite3.Connection, version: int, tmpdir: str | None = None
+        self,
+        path: Path,
+        conn: sqlite3.Connection,
+        version: int,
+        tmpdir: str | None = None,
+        held_key: held.Key | None = None,
     ) -> None:
         self.path = path
         self.version = version  # the file's own format version
         self._conn = conn
         self._tmpdir = tmpdir
+        self._held = held_key  # released when closed (see held.py)
+        self._wal_mode = True  # the header said WAL when opened: a writer may have it open
 
     @classmethod
     def open(cls, path: str | Path) -> SessionReader:
         """Open read-only and validate: SQLite header and length, OpScope's meta table, a
         known version (older files are migrated in memory, never in place), every table."""
         p = Path(path)
-        check_file(p)
+        header = check_file(p)
         try:
             conn, tmpdir = _connect_read_only(p)
         except UnicodeDecodeError as exc:  # SQLite's message quoted bytes of the file
             raise corrupt(p, exc) from exc
+        key = held.hold(p) if tmpdir is None else None  # a private copy holds nothing here
         try:
-            version = _readable_version(p, conn)
+            version = _readable_version(p, conn, header)
             if version < schema.SCHEMA_VERSION:
                 conn = _migrated_in_memory(conn)
             _check_tables(p, conn)
         except SessionFileError:
-            _close(conn, tmpdir)
+            _close(conn, tmpdir, key)
             raise
         except (sqlite3.Error, ValueError) as exc:
-            _close(conn, tmpdir)
+            _close(conn, tmpdir, key)
             raise corrupt(p, exc) from exc
-        return cls(p, conn, version, tmpdir)
+        reader = cls(p, conn, version, tmpdir, key)
+        reader._wal_mode = header is None or _wal_header(header)  # None: being written here
+        return reader
 
     def close(self) -> None:
-        _close(self._conn, self._tmpdir)
+        key, self._held = self._held, None
+        _close(self._conn, self._tmpdir, key)
 
     def backup_to(self, target: sqlite3.Connection) -> None:
         """Copy the whole session, as read (an older file in the current format), into
@@ -160,7 +171,7 @@ class SessionReader:
             "SELECT value FROM meta WHERE key = ?", [liveness.key(run.id)]
         ).fetchone()
         text = typed(row[0], str, "meta.value", nullable=True) if row else None
-        if liveness.writer_alive(text, self.path, run.id) is not False:
+        if liveness.writer_alive(text, self.path, run.id, self._wal_mode) is not False:
             return run
         why = "its recording process is gone (killed or crashed)"
         return dataclasses.replace(run, status="interrupted", error=run.error or why)
@@ -436,7 +447,7 @@ def _connect_read_only(p: Path) -> tuple[sqlite3.Connection, str | None]:
     except sqlite3.DatabaseError as first:
         wal = Path(f"{p}-wal")
         try:
-            if wal.exists() and wal.stat().st_size > 0:
+            if wal.exists() and wal.stat().st_size > 0 and not held.is_held(p):
                 tmpdir = tempfile.mkdtemp(prefix="opscope-session-")
                 copy = Path(tmpdir) / "session.opscope"
                 shutil.copyfile(p, copy)
@@ -466,7 +477,7 @@ def _probe(conn: sqlite3.Connection) -> sqlite3.Connection:
     return conn
 
 
-def _readable_version(p: Path, conn: sqlite3.Connection) -> int:
+def _readable_version(p: Path, conn: sqlite3.Connection, header: bytes | None) -> int:
     try:
         version = schema.stored_version(conn)
     except UnicodeDecodeError:
@@ -478,7 +489,12 @@ def _readable_version(p: Path, conn: sqlite3.Connection) -> int:
             "SELECT COUNT(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
         ).fetchone()
         what = "an SQLite database with other tables" if tables else "an empty SQLite database"
-        if not tables and _wal_mode(p) and not Path(f"{p}-wal").exists():
+        if (
+            not tables
+            and header is not None
+            and _wal_header(header)
+            and not Path(f"{p}-wal").exists()
+        ):
             what += f"; a session being written keeps its data in {p.name}-wal: copy that too"
         raise SessionFileError(f"not an OpScope session ({what})", p)
     if version > schema.SCHEMA_VERSION:
@@ -486,13 +502,9 @@ def _readable_version(p: Path, conn: sqlite3.Connection) -> int:
     return version
 
 
-def _wal_mode(p: Path) -> bool:
+def _wal_header(header: bytes) -> bool:
     """The header's file-format bytes say WAL (2), so recent writes may sit in FILE-wal."""
-    try:
-        with p.open("rb") as fh:
-            return fh.read(20)[18:20] == b"\x02\x02"
-    except OSError:
-        return False
+    return header[18:20] == b"\x02\x02"
 
 
 def _migrated_in_memory(conn: sqlite3.Connection) -> sqlite3.Connection:
@@ -515,10 +527,11 @@ def _check_tables(p: Path, conn: sqlite3.Connection) -> None:
             raise SessionFileError(f"corrupt session file ({table} lacks {', '.join(missing)})", p)
 
 
-def _close(conn: sqlite3.Connection, tmpdir: str | None) -> None:
+def _close(conn: sqlite3.Connection, tmpdir: str | None, key: held.Key | None = None) -> None:
     try:
         conn.close()
     finally:
+        held.release(key)
         if tmpdir:
             shutil.rmtree(tmpdir, ignore_errors=True)
 

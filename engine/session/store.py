@@ -25,7 +25,7 @@ from engine.errors import SessionFileError
 from engine.events import AccuracyResult, OpProfile, ServedRequests, ServingStarted, TimingDone
 from engine.measure.op_trace import NodeEvent
 from engine.model.info import ModelInfo
-from engine.session import liveness, schema
+from engine.session import held, liveness, schema
 from engine.session.env import host_facts
 from engine.session.reader import SessionReader
 from engine.session.schema import migrate, stored_version
@@ -50,9 +50,10 @@ class SessionStore:
     """The single writer of one session file. Not thread-safe; one per file at a time (a
     second writer waits up to BUSY_TIMEOUT_S for SQLite's lock)."""
 
-    def __init__(self, path: Path, db: Database) -> None:
+    def __init__(self, path: Path, db: Database, held_key: held.Key | None = None) -> None:
         self.path = path
         self.db = db
+        self._held = held_key  # released when closed (see held.py)
 
     @classmethod
     def create_or_open(
@@ -67,20 +68,24 @@ class SessionStore:
             check_file(p, allow_empty=True)
         elif not p.parent.is_dir():
             raise SessionFileError(f"folder {p.parent} does not exist", p)
+        key = None if created else held.hold(p)  # before the connection takes its locks
         try:
             conn = _connect_for_writing(p, busy_timeout_s)
         except sqlite3.Error as exc:
+            held.release(key)
             raise _write_error(p, exc, created) from exc
+        if key is None:
+            key = held.hold(p)
         try:
-            store = cls(p, _initialise(p, conn))
+            store = cls(p, _initialise(p, conn), key)
             store.set_busy_timeout(BUSY_TIMEOUT_S)
             return store
         except BaseException as exc:
             conn.close()
+            held.release(key)
             if created:  # a full disk or a read-only folder leaves no empty file behind
-                for suffix in ("", "-wal", "-shm", "-journal"):
-                    with contextlib.suppress(OSError):
-                        Path(f"{p}{suffix}").unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    remove_session_file(p)
             if isinstance(exc, SessionFileError):
                 named = _write_error(p, exc, created)
                 if named is not exc:
@@ -100,6 +105,8 @@ class SessionStore:
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.db.disable_wal()
         self.db.close()
+        held.release(self._held)
+        self._held = None
 
     def __enter__(self) -> SessionStore:
         return self
@@ -405,6 +412,18 @@ class SessionStore:
             )
             _add_op_rows(conn, run_id, pass_, trace.nodes)
         return pass_
+
+
+SIDECARS = ("-wal", "-shm", "-journal")
+
+
+def remove_session_file(p: Path) -> None:
+    """Delete a session file with its SQLite sidecars: a -wal left beside a new file of the
+    same name would be replayed into it. Refuses a file this process has open (held.py)."""
+    if held.is_held(p):
+        raise SessionFileError("is open in this window: close it first", p)
+    for suffix in ("", *SIDECARS):
+        Path(f"{p}{suffix}").unlink(missing_ok=True)
 
 
 def _connect_for_writing(p: Path, busy_timeout_s: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from engine.errors import SessionFileError, escape_controls, one_line
 from engine.files import finite
+from engine.session.held import read_head
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 HEADER_BYTES = 100
@@ -23,10 +24,11 @@ HEADER_BYTES = 100
 T = TypeVar("T")
 
 
-def check_file(path: Path, *, allow_empty: bool = False) -> None:
+def check_file(path: Path, *, allow_empty: bool = False) -> bytes | None:
     """Fail with a one-line SessionFileError unless `path` looks like a whole SQLite file:
     it exists, is a file, starts with SQLite's magic, and is as long as its header says.
-    An empty file passes only with `allow_empty` (the writer initialises it)."""
+    An empty file passes only with `allow_empty` (the writer initialises it). Returns the
+    header read, or None when this process has the file open already (not read again)."""
     try:
         if not path.exists():
             raise SessionFileError("file not found", path)
@@ -35,13 +37,14 @@ def check_file(path: Path, *, allow_empty: bool = False) -> None:
         if not path.is_file():  # a FIFO would block the open forever; a device, a socket
             raise SessionFileError("not a regular file (a pipe, device or socket)", path)
         size = path.stat().st_size
-        with path.open("rb") as fh:
-            header = fh.read(HEADER_BYTES)
+        header = read_head(path, HEADER_BYTES)
     except OSError as exc:
         raise SessionFileError(f"cannot read ({exc.strerror or exc})", path) from exc
+    if header is None:
+        return None  # open through SQLite in this process already (checked then; held.py)
     if size == 0:
         if allow_empty:
-            return
+            return header
         raise SessionFileError("empty file, not an OpScope session", path)
     if len(header) < HEADER_BYTES or not header.startswith(SQLITE_MAGIC):
         raise SessionFileError("not an OpScope session (not an SQLite database)", path)
@@ -51,11 +54,12 @@ def check_file(path: Path, *, allow_empty: bool = False) -> None:
     counter_valid = header[24:28] == header[92:96]
     wal = Path(f"{path}-wal")
     if wal.exists() and wal.stat().st_size > 0:
-        return  # a live or killed WAL session: the main file may lag its header mid-checkpoint
+        return header  # a live or killed WAL session: the main file may lag mid-checkpoint
     if counter_valid and pages and size < pages * page_size:
         raise SessionFileError(
             f"truncated file ({size} bytes of the {pages * page_size} its header declares)", path
         )
+    return header
 
 
 # SQLite's primary result codes (`sqlite3.Error.sqlite_errorcode & 0xFF`)
