@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, Signal
 from engine.config import RunConfig
 from engine.events import Event
 from engine.run import commands as cmds
+from engine.run.job_inputs import JobInputs
 
 Sink = Callable[[list[Event]], None]
 
@@ -121,6 +122,14 @@ class EngineClient(QObject):
         self.last_load = (str(path), dict(shapes or {}), inputs)
         self._load_cmd = dataclasses.replace(load, config=None)  # restart: last_config applies
         self._send(load)
+
+    def job_inputs(self) -> JobInputs:
+        """The loaded model's inputs as the window shows them (shapes, dims, data files):
+        what every job started from the window runs on and its command line carries."""
+        load = self._load_cmd
+        if load is None:
+            return JobInputs()
+        return JobInputs(dict(load.shapes), dict(load.dims), load.inputs_npz, load.calibration_npz)
 
     def set_inputs(
         self, dims: dict[str, int], inputs: str | None, calibration: str | None, label: str

@@ -83,6 +83,7 @@ class ScalingDock(QWidget):
             "--fusion", config.fusion, "--batch", str(config.batch),
             "--threads", str(config.threads), "--provider", config.provider,
             "--json", str(self.out), "--session", str(self.wb.recording.path),
+            *self.wb.client.job_inputs().argv(skip_dims=(self.dim.currentText(),)),
         ]  # fmt: skip
         self.resume = self.wb.running
         if self.wb.running:

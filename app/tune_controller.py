@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import shlex
 import threading
 from typing import Any
 
@@ -40,6 +41,7 @@ class TuneController(QObject):
         self.thread: threading.Thread | None = None
         self.resume = False
         self.model = ""
+        self.extra: list[str] = []  # every trial's inputs (shapes, dims, data) as CLI flags
         dock.start_requested.connect(self.start)
         dock.cancel_requested.connect(self.cancel.set)
         dock.trial_chosen.connect(self.apply_trial)
@@ -77,13 +79,14 @@ class TuneController(QObject):
             self.wb.toggle_running("paused: tuning")  # the trials get the cores
         self.wb.recording.flush()
         session = str(self.wb.recording.path)
+        self.extra = self.wb.client.job_inputs().argv()  # the shapes and data on screen
         budget = self.dock.budget.value() or None
         duration = self.dock.duration.value()
 
         def run(number: int, config: RunConfig) -> Trial:
             if self.cancel.is_set():
                 raise Cancelled
-            return run_trial(number, self.model, config, [], duration, session)
+            return run_trial(number, self.model, config, self.extra, duration, session)
 
         def show(item: object) -> None:
             if isinstance(item, Trial):
@@ -152,7 +155,7 @@ class TuneController(QObject):
                 f"{len(result.trials)} trials ({result.searched}); none meets the floor"
             )
             return
-        command = "opscope " + " ".join(bench_argv(self.model, best.config, []))
+        command = shlex.join(["opscope", *bench_argv(self.model, best.config, self.extra)])
         self.dock.summary.setText(
             f"{len(result.trials)} trials ({result.searched}); best: trial {best.number}, "
             f"{best.config.short_label()}, p50 {best.p50_ms:.3f} ms, {best.samples_per_s:.1f} "

@@ -127,6 +127,26 @@ def test_tune_from_the_command_line(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "int4" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_every_trial_runs_the_inputs_it_was_given_and_its_command_carries_them(
+    tmp_path: Path,
+) -> None:
+    """#29: with the window's Sequence at 256, all trials ran at 1x128 and the best command
+    carried no shape. Each trial now runs the given dims and the command says them."""
+    from engine.session.store import open_session_file
+    from tests.conftest import DEMO_TRANSFORMER
+
+    out, session = tmp_path / "tune.json", tmp_path / "t.opscope"
+    opscope("tune", DEMO_TRANSFORMER, "--space", "fusion=basic,all", "--dim", "sequence=48",
+            "--duration", "0.2", "--threads", "1", "--json", out, "--session", session,
+            check=True)  # fmt: skip
+    data = json.loads(out.read_text())
+    assert "--dim sequence=48" in data["best"]["command"]
+    with open_session_file(session) as reader:
+        runs = [r for r in reader.runs() if r.kind == "bench"]
+    assert len(runs) == 2
+    assert all(r.inputs["input_ids"]["shape"] == [1, 48] for r in runs)
+
+
 def test_growth_fit_finds_the_exponent() -> None:
     from engine.tune.sweep import SweepPoint, fit
 

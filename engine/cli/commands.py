@@ -9,8 +9,8 @@ from engine import backends
 from engine.cli.common import EXIT_OK, config_from_args, write_json
 from engine.cli.printer import LivePrinter, print_info, print_summary
 from engine.cli.results import RunResult
-from engine.model.inputs import parse_shape_override
 from engine.run.bench import BenchRequest, run_bench
+from engine.run.job_inputs import JobInputs
 from engine.run.timing import TimingPlan
 from engine.session.recorder import recording
 
@@ -24,7 +24,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    shapes = dict(parse_shape_override(s) for s in args.shape)
+    inputs = JobInputs.from_args(args)
     req = BenchRequest(
         model_path=args.model,
         config=config_from_args(args),
@@ -34,10 +34,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
             min_runs=args.min_runs,
             duration_s=args.duration,
         ),
-        shapes=shapes,
-        inputs_npz=args.inputs,
-        calibration_npz=args.calibration,
-        labels_npy=getattr(args, "labels", None),
+        shapes=inputs.shapes,
+        dims=inputs.dims,
+        inputs_npz=inputs.inputs_npz,
+        calibration_npz=inputs.calibration_npz,
+        labels_npy=inputs.labels_npy,
         profile=args.profile,
         profile_runs=getattr(args, "runs", 20),
         check_accuracy=not args.no_accuracy,

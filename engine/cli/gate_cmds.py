@@ -41,6 +41,7 @@ from engine.cli.common import EXIT_OK, config_from_args, write_json
 from engine.config import RunConfig
 from engine.errors import ModelError, OpScopeError, one_line
 from engine.files import write_atomic
+from engine.run.job_inputs import JobInputs
 from engine.session.reader import SessionReader
 from engine.session.trust import printable
 from engine.tune.trial import bench_argv, cli_argv
@@ -124,14 +125,7 @@ def session_path(args: argparse.Namespace) -> Path:
 
 def candidate_argv(args: argparse.Namespace, config: RunConfig, session: Path) -> list[str]:
     """The `opscope bench` command of one candidate run (accuracy is not the gate's job)."""
-    extra = [f"--shape={s}" for s in args.shape]
-    for flag, value in (
-        ("--inputs", args.inputs),
-        ("--labels", args.labels),
-        ("--calibration", args.calibration),
-    ):
-        if value:
-            extra += [flag, value]
+    extra = JobInputs.from_args(args).argv()
     return [
         *cli_argv(),
         *bench_argv(args.model, config, extra),

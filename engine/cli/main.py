@@ -283,6 +283,14 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
         help="concrete shape for an input (repeatable)",
     )
     g.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="a symbolic input dim by name, as the app's Inputs panel sets it "
+        "(sequence=256, height=320; repeatable)",
+    )
+    g.add_argument(
         "--inputs",
         metavar="FILE.npz|DIR",
         help="real input data (keys = input names): N samples along the batch axis, or a "

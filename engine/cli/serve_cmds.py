@@ -24,7 +24,7 @@ from engine.events import (
     RunEnded,
     drive,
 )
-from engine.model.inputs import parse_shape_override
+from engine.model.inputs import parse_dim_override, parse_shape_override
 from engine.serve.batching import BatchPolicy
 from engine.serve.loop import ServingLoop
 from engine.serve.setup import Serving, prepare_serving
@@ -80,6 +80,7 @@ class Prepare:
             args.model,
             config,
             shapes=dict(parse_shape_override(s) for s in args.shape),
+            dims=dict(parse_dim_override(d) for d in getattr(args, "dim", [])),
             inputs_npz=args.inputs,
             seed=args.seed,
         )

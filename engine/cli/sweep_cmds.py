@@ -12,8 +12,8 @@ from engine import backends
 from engine.cli.common import EXIT_OK, config_from_args, write_json
 from engine.cli.printer import LivePrinter
 from engine.events import Notice, Progress, drive
-from engine.model.inputs import parse_shape_override
 from engine.run.bench import BenchRequest
+from engine.run.job_inputs import JobInputs
 from engine.run.timing import TimingPlan
 from engine.session.recorder import Recorder, recorder_at
 from engine.tune.sweep import SweepPoint, SweepResult, parse_vary, result_of, sweep
@@ -22,11 +22,15 @@ from engine.tune.sweep import SweepPoint, SweepResult, parse_vary, result_of, sw
 def cmd_sweep(args: argparse.Namespace) -> int:
     name, values = parse_vary(args.vary)
     _, info = backends.describe_model(args.model)
+    inputs = JobInputs.from_args(args)
     req = BenchRequest(
         model_path=args.model,
         config=config_from_args(args),
         timing=TimingPlan(warmup_runs=5, warmup_s=0.2, min_runs=20, duration_s=args.duration),
-        shapes=dict(parse_shape_override(s) for s in args.shape),
+        shapes=inputs.shapes,
+        dims=inputs.dims,
+        inputs_npz=inputs.inputs_npz,
+        calibration_npz=inputs.calibration_npz,
         seed=args.seed,
         profile_runs=args.runs,
     )

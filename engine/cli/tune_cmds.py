@@ -13,6 +13,7 @@ from engine.cli.common import EXIT_OK, config_from_args, write_json
 from engine.cli.printer import LivePrinter
 from engine.errors import ConfigError
 from engine.events import Notice, Progress, drive
+from engine.run.job_inputs import JobInputs
 from engine.tune.search import Goal, TuneResult, tune
 from engine.tune.space import default_space, parse_space, size
 from engine.tune.trial import Trial, bench_argv, run_trial
@@ -22,15 +23,8 @@ if TYPE_CHECKING:
 
 
 def trial_extra(args: argparse.Namespace) -> list[str]:
-    """What every trial passes on: shapes and data."""
-    extra: list[str] = []
-    for s in args.shape:
-        extra += ["--shape", s]
-    for flag, value in (("--inputs", args.inputs), ("--labels", getattr(args, "labels", None)),
-                        ("--calibration", args.calibration)):  # fmt: skip
-        if value:
-            extra += [flag, str(value)]
-    return extra
+    """What every trial passes on: shapes, dims and data."""
+    return JobInputs.from_args(args).argv()
 
 
 def cmd_tune(args: argparse.Namespace) -> int:

@@ -60,6 +60,20 @@ def parse_shape_override(text: str) -> tuple[str, tuple[int, ...]]:
     return name.strip(), shape
 
 
+def parse_dim_override(text: str) -> tuple[str, int]:
+    """Parse `NAME=N` (as given to --dim): a symbolic input dim by name, e.g. sequence=256."""
+    name, sep, value = text.partition("=")
+    try:
+        size = int(value.strip()) if sep and name.strip() else None
+    except ValueError:
+        size = None
+    if size is None:
+        raise InputError(f"--dim {text!r}: expected NAME=N, e.g. sequence=256")
+    if size < 1:
+        raise InputError(f"--dim {text!r}: the size must be a positive integer")
+    return name.strip(), size
+
+
 def plan_inputs(
     info: ModelInfo,
     batch: int,

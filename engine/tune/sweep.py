@@ -68,10 +68,15 @@ def parse_vary(text: str) -> tuple[str, list[str]]:
 
 
 def shapes_at(
-    info: ModelInfo, batch: int, base: dict[str, tuple[int, ...]], name: str, value: str
+    info: ModelInfo,
+    batch: int,
+    base: dict[str, tuple[int, ...]],
+    name: str,
+    value: str,
+    dims: dict[str, int] | None = None,
 ) -> tuple[dict[str, tuple[int, ...]], float]:
-    """The inputs' shapes with `name` (a symbolic dim, or an input) at `value`, and the
-    size the fit uses."""
+    """The inputs' shapes with `name` (a symbolic dim, or an input) at `value`, the other
+    symbolic dims at `dims` (as the window set them), and the size the fit uses."""
     inputs = {v.name: v for v in info.inputs}
     if name in inputs:  # one input's whole shape, "AxB"
         try:
@@ -85,7 +90,7 @@ def shapes_at(
         raise ConfigError(f"--vary {name}: {value!r} is not a whole number") from None
     if size < 1:
         raise ConfigError(f"--vary {name}: sizes must be 1 or more, got {size}")
-    plan = plan_inputs(info, batch, base)
+    plan = plan_inputs(info, batch, base, {k: v for k, v in (dims or {}).items() if k != name})
     out = dict(plan.shapes)
     hit = False
     for v in info.inputs:
@@ -106,12 +111,13 @@ def sweep(
 ) -> Generator[Event | SweepPoint, None, SweepResult]:
     """Time and profile the model at each value (events pass through); then fit."""
     points: list[SweepPoint] = []
-    sized = [shapes_at(info, req.config.batch, dict(req.shapes), name, v) for v in values]
+    dims = {k: v for k, v in req.dims.items() if k != name}
+    sized = [shapes_at(info, req.config.batch, dict(req.shapes), name, v, dims) for v in values]
     for i, (value, (shapes, size)) in enumerate(zip(values, sized, strict=True)):
         yield Progress("sweep", i, len(values), f"{name} = {value}")
         point = SweepPoint(value if name in {v.name for v in info.inputs} else int(value), size,
                            math.nan, 0)  # fmt: skip
-        run = dataclasses.replace(req, shapes=shapes, profile=True, check_accuracy=False)
+        run = dataclasses.replace(req, shapes=shapes, dims=dims, profile=True, check_accuracy=False)
         for ev in run_bench(run):
             if isinstance(ev, TimingDone):
                 point.p50_ms, point.samples = ev.latency.p50, ev.latency.count
