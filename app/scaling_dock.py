@@ -4,6 +4,7 @@ window's session), drawn on log-log axes with each op type's growth exponent."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from pathlib import Path
@@ -119,6 +120,9 @@ class ScalingDock(QWidget):
         lines = [ln for ln in text.splitlines() if ln.startswith(("point", "opscope:"))]
         if lines:
             self.status.setText(lines[-1])
+        if any(ln.startswith("point") for ln in lines) and self.out.is_file():
+            with contextlib.suppress(OSError, ValueError):  # written atomically after each
+                self.plot.set_sweep(json.loads(self.out.read_text()))
 
     def _finished(self, code: int, _status: object) -> None:
         proc, self.process = self.process, None
@@ -127,6 +131,7 @@ class ScalingDock(QWidget):
         if self.resume and not self.wb.running:
             self.wb.toggle_running()
         if code != 0 or not self.out.is_file():
+            self.out.unlink(missing_ok=True)  # the points done stay drawn (and in the session)
             tail = bytes(proc.readAll().data()).decode(errors="replace").strip() if proc else ""
             if code == EXIT_INTERRUPTED or code < 0 or proc is None:
                 kept = self.kept_partial or ", partial: " in tail  # the points done, stored
@@ -145,5 +150,7 @@ class ScalingDock(QWidget):
         self.status.setText(
             f"total ~ {data['vary']['dim']}^{g['total']:.2f}"
             + (f"; Softmax ~ ^{soft:.2f}" if soft is not None else "")
-            + " (fitted over the upper half of the sizes); the sweep is in the session"
+            + " (fitted over the upper half of the sizes"
+            + (f"; {g['caveat']}" if g.get("caveat") else "")
+            + "); the sweep is in the session"
         )

@@ -2,9 +2,10 @@
 
 Each round, over one file: a "window" process records a live run through the Recorder
 (latency batches every 20 ms) and, as the window does, reads its own file back every
-0.2 s (a session window's open, `runs()`, a report's check, a compact copy); meanwhile
-"trial" processes (as `opscope bench --session` runs for the tuner and the sweep) each
-record a run of their own and close, some of them killed with SIGKILL mid-run; the window
+0.2 s (a session window's open, `runs()`, a report's check, a compact copy); meanwhile waves
+of "trial" processes (as `opscope bench --session` runs for the tuner and the sweep), one
+or two at a time, each record a run of their own and close, a quarter of them killed with
+SIGKILL mid-run; the window
 itself is killed with SIGKILL or SIGTERM in some rounds and restarted, as a crashed app
 is. After the round, every process stopped, the file must pass `PRAGMA integrity_check`
 and open as a session, and the samples each finished writer committed must all be there.
@@ -110,18 +111,20 @@ def _check(path: Path) -> tuple[str, dict[int, int], dict[int, str]]:
 def one_round(folder: Path, rnd: int, rng: random.Random, raw: bool) -> dict[str, object]:
     path = folder / f"round-{rnd}.opscope"
     finished: dict[int, int] = {}  # run id -> samples, of writers that ended on their own
-    window = _spawn(path, "window", 6.0, raw)
+    window = _spawn(path, "window", 8.0, raw)
     time.sleep(0.8)
     trials = []
-    for _ in range(rng.randint(3, 6)):
-        trials.append(_spawn(path, "trial", rng.uniform(0.3, 1.5), raw))
-        time.sleep(rng.uniform(0.1, 0.5))
     killed = 0
-    for p in trials:
-        if rng.random() < 0.3:
-            time.sleep(rng.uniform(0.0, 0.3))
-            p.send_signal(signal.SIGKILL)
-            killed += 1
+    for _ in range(rng.randint(3, 5)):  # waves, as a tune's trials run one after another
+        wave = [_spawn(path, "trial", rng.uniform(0.3, 1.2), raw) for _ in range(rng.randint(1, 2))]
+        for p in wave:
+            if rng.random() < 0.25:
+                time.sleep(rng.uniform(0.2, 0.6))
+                p.send_signal(signal.SIGKILL)
+                killed += 1
+            p.wait()
+        trials += wave
+        time.sleep(rng.uniform(0.1, 0.4))
     window_fate = rng.choice(["ends", "ends", "SIGKILL", "SIGTERM"])
     if window_fate != "ends":
         time.sleep(rng.uniform(0.5, 2.0))

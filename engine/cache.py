@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+LEASES = ".leases"  # inside an entry: one file per process using it (see Lease)
 DEFAULT_MAX_GB = 4.0
 STALE_STAGING_S = 24 * 3600.0  # a scratch folder this old was left by a killed build
 RECENT_S = 60.0  # entries used this recently are not evicted (another process may be loading one)
@@ -80,6 +81,66 @@ class Staging:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
+class Lease:
+    """This process uses a cache entry (the live engine runs and profiles a variant): `trim`
+    never evicts it while the lease is held. A lease is a file naming the process and its
+    start time, so a killed process's lease is seen as stale and ignored."""
+
+    def __init__(self, file: Path) -> None:
+        self.file = file
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError):
+            self.file.unlink(missing_ok=True)
+
+
+def lease(folder: Path) -> Lease | None:
+    """Hold the entry at `folder` (None when it is not in the cache or cannot be marked)."""
+    try:
+        folder.resolve().relative_to(cache_root().resolve())
+    except (ValueError, OSError):
+        return None  # the original model, not a cache entry
+    pid = os.getpid()
+    file = folder / LEASES / f"{pid}-{os.urandom(4).hex()}"
+    try:
+        file.parent.mkdir(exist_ok=True)
+        file.write_text(json.dumps({"pid": pid, "started": _started(pid)}))
+    except OSError:
+        return None  # a read-only cache: nothing evicts from it either
+    return Lease(file)
+
+
+def leased(folder: Path) -> bool:
+    """Some live process holds a lease on the entry (stale leases are removed)."""
+    held = False
+    try:
+        files = list((folder / LEASES).iterdir())
+    except OSError:
+        return False
+    for f in files:
+        try:
+            data = json.loads(f.read_text())
+            pid, started = int(data["pid"]), data["started"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # being written, or not ours: leave it
+        now = _started(pid)
+        if now is not None and (started is None or abs(now - float(started)) <= 1.0):
+            held = True
+        else:
+            with contextlib.suppress(OSError):
+                f.unlink()
+    return held
+
+
+def _started(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.Error, OSError, ValueError):
+        return None
+
+
 @dataclass(frozen=True)
 class Entry:
     kind: str
@@ -119,8 +180,9 @@ def trim(
 ) -> list[Entry]:
     """Evict least recently used entries until the cache fits `limit` (default `max_bytes()`).
 
-    Never evicts `keep` or an entry used in the last `recent_s` (default a minute); also
-    clears scratch folders that killed builds left behind. Returns what was evicted."""
+    Never evicts `keep`, an entry a live process holds (`lease`) or one used in the last
+    `recent_s` (default a minute); also clears scratch folders that killed builds left
+    behind. Returns what was evicted."""
     limit = max_bytes() if limit is None else limit
     recent_s = RECENT_S if recent_s is None else recent_s
     _clear_stale_staging()
@@ -131,7 +193,7 @@ def trim(
     for e in listed:
         if total <= limit:
             break
-        if e.path == keep or now - e.used < recent_s:
+        if e.path == keep or now - e.used < recent_s or leased(e.path):
             continue
         if remove(e.path):
             total -= e.bytes

@@ -59,6 +59,46 @@ def test_entries_in_use_a_moment_ago_are_kept(root: Path, monkeypatch: pytest.Mo
     assert cache.trim(recent_s=0.0) and not a.exists() and not b.exists()
 
 
+def test_an_entry_a_live_process_holds_is_never_evicted(root: Path) -> None:
+    """#29: a sweep's builds evicted the variant the live engine was running, and its next
+    profile failed with "model.onnx ... File doesn't exist"."""
+    running = _entry("variants", "running", 1000, age_s=3000)
+    other = _entry("variants", "other", 1000, age_s=2000)
+    lease = cache.lease(running)
+    assert lease is not None and cache.leased(running)
+    evicted = cache.trim(limit=0, recent_s=0)
+    assert [e.key for e in evicted] == ["other"] and running.exists() and not other.exists()
+    lease.release()
+    assert not cache.leased(running)
+    assert [e.key for e in cache.trim(limit=0, recent_s=0)] == ["running"]
+
+
+def test_a_killed_processs_lease_is_stale(root: Path) -> None:
+    entry = _entry("variants", "left", 1000, age_s=3000)
+    leases = entry / cache.LEASES
+    leases.mkdir()
+    (leases / "999999-dead").write_text(json.dumps({"pid": 999_999_999, "started": 1.0}))
+    me = json.dumps({"pid": os.getpid(), "started": 1.0})  # this pid, reused: not its lease
+    (leases / "reused").write_text(me)
+    assert not cache.leased(entry) and not any(leases.iterdir())
+    assert cache.lease(Path(root).parent) is None  # not a cache entry: nothing to hold
+
+
+def test_the_engine_holds_the_variant_it_runs(root: Path) -> None:
+    from engine import backends
+    from engine.backends.base import PrepareRequest
+    from engine.config import RunConfig
+    from engine.events import drive
+    from tests.conftest import DEMO_CNN
+
+    req = PrepareRequest(str(DEMO_CNN), RunConfig(precision="fp16", threads=1))
+    prepared = drive(backends.backend_for(req.config).prepare(req), lambda ev: None)
+    folder = Path(prepared.variant.path).parent
+    assert cache.trim(limit=0, recent_s=0) == [] and folder.exists()
+    prepared.close()
+    assert [e.path for e in cache.trim(limit=0, recent_s=0)] == [folder]
+
+
 def test_scratch_left_by_a_killed_build_is_cleared_when_stale(root: Path) -> None:
     stale = cache.Staging("variants", "k1")
     fresh = cache.Staging("variants", "k2")  # a build in flight in another process

@@ -40,6 +40,9 @@ class PrepareRequest:
     seed: int = 0
     labels_npy: str | None = None  # class indices of the inputs' samples, for top-1 accuracy
     new_tokens: int | None = None  # a generating model: tokens per timed generation
+    # build and check an INT8 variant at these shapes, not the run's: a sweep over sizes
+    # builds one variant that serves all of them (None: at the run's own shapes)
+    variant_shapes: dict[str, tuple[int, ...]] | None = None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,14 @@ from engine.run.bench import BenchRequest
 from engine.run.job_inputs import JobInputs
 from engine.run.timing import TimingPlan
 from engine.session.recorder import Recorder, recorder_at
-from engine.tune.sweep import SweepPoint, SweepResult, parse_vary, result_of, sweep
+from engine.tune.sweep import (
+    SweepPoint,
+    SweepResult,
+    growth_caveat,
+    parse_vary,
+    result_of,
+    sweep,
+)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -45,6 +52,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             def show(item: object) -> None:
                 if isinstance(item, SweepPoint):
                     points.append(item)
+                    if args.json and args.json != "-":  # the window plots it point by point
+                        write_json(
+                            args.json, {**result_of(name, points).to_json(), "partial": True}
+                        )
                     if rec is not None and rec.settle() and rec.run_id is not None:
                         run_ids.append(rec.run_id)  # written, so its id is the file's
                     _point_line(item, out)
@@ -110,6 +121,9 @@ def _growth(r: SweepResult, out: TextIO) -> None:
         return "n/a" if math.isnan(v) else f"{v:.2f}"
 
     out.write(f"growth     total ~ {r.dim}^{k(r.growth_total)}\n")
+    caveat = growth_caveat(r.points)
+    if caveat:
+        out.write(f"           ({caveat})\n")
     ranked: list[tuple[str, float]] = sorted(
         r.growth.items(), key=lambda kv: -(kv[1] if not math.isnan(kv[1]) else -9)
     )

@@ -283,9 +283,13 @@ def host_main(
                     state.stopped = job.staged
             staged = builder.take()
             if staged is not None:
+                old = live.segment.staged if live.segment is not None else state.stopped
                 _drain(live.end(), out)
                 throttle.reset()  # a new run: its own throttling
                 _drain(live.begin(staged), out)
+                state.stopped = None  # Start resumes the config now loaded, not that one
+                if old is not None and old.prepared is not staged.prepared:
+                    _retire(old)
                 state.profile_due = True
                 state.profile_every = PROFILE_EVERY_S
             if live.segment is not None and state.running and not building:
@@ -380,6 +384,13 @@ def _handle(
             state.job.stop()
     else:
         out.put(CommandFailed(type(cmd).__name__, f"unknown command {cmd!r}"))
+
+
+def _retire(staged: Staged) -> None:
+    """A config replaced by another: its session closed, its variant's cache entry no
+    longer held (so the cache may evict it)."""
+    with contextlib.suppress(Exception):  # a backend's close must never stop the host
+        staged.prepared.close()
 
 
 def _serving_job(

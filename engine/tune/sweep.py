@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ConfigError
-from engine.events import Event, OpProfile, Progress, TimingDone
+from engine.events import Event, Notice, OpProfile, Progress, TimingDone
 from engine.model.info import ModelInfo
 from engine.model.inputs import plan_inputs
 from engine.run.bench import BenchRequest, run_bench
@@ -55,8 +55,20 @@ class SweepResult:
                 "total": self.growth_total,
                 "op_types": self.growth,
                 "fitted_over": "the upper half of the sizes (time ~ size^k, log-log)",
+                "points": len(upper_half(self.points)),
+                "caveat": growth_caveat(self.points),
             },
         }
+
+
+def growth_caveat(points: list[SweepPoint]) -> str | None:
+    """What a reader must know about exponents fitted from few points."""
+    used = len(upper_half(points))
+    if len(points) < 2:
+        return "no fit: fewer than two points"
+    if used < 3:
+        return f"fitted from {used} points: a line through two always fits; a rough guide"
+    return None
 
 
 def parse_vary(text: str) -> tuple[str, list[str]]:
@@ -113,6 +125,14 @@ def sweep(
     points: list[SweepPoint] = []
     dims = {k: v for k, v in req.dims.items() if k != name}
     sized = [shapes_at(info, req.config.batch, dict(req.shapes), name, v, dims) for v in values]
+    if req.config.precision.startswith("int8") and req.variant_shapes is None:
+        # one variant serves every size (its quantization does not depend on them): built
+        # and checked against the accuracy target once, at the shapes the sweep started from
+        at = plan_inputs(info, req.config.batch, dict(req.shapes), dict(req.dims)).shapes
+        req = dataclasses.replace(req, variant_shapes=dict(at))
+        shown = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in at.items())
+        yield Notice("info", f"{req.config.precision}: one variant for every {name}, "
+                     f"calibrated and checked at {shown}")  # fmt: skip
     for i, (value, (shapes, size)) in enumerate(zip(values, sized, strict=True)):
         yield Progress("sweep", i, len(values), f"{name} = {value}")
         point = SweepPoint(value if name in {v.name for v in info.inputs} else int(value), size,
@@ -142,8 +162,7 @@ def fit(points: list[SweepPoint]) -> tuple[float, dict[str, float]]:
     upper half of the sizes: at small sizes fixed costs (thread dispatch, small kernels)
     hide the growth (the demo transformer's Softmax: k 1.35 over 32..512, 1.61 over
     128..512)."""
-    middle = float(np.median([p.size for p in points]))
-    points = [p for p in points if p.size >= middle] if len(points) > 2 else points
+    points = upper_half(points)
     sizes = np.array([p.size for p in points])
     total = _slope(sizes, np.array([p.p50_ms for p in points]))
     types = sorted({t for p in points for t in p.op_types_ms})
@@ -155,6 +174,14 @@ def fit(points: list[SweepPoint]) -> tuple[float, dict[str, float]]:
             continue
         growth[t] = _slope(sizes, times)
     return total, growth
+
+
+def upper_half(points: list[SweepPoint]) -> list[SweepPoint]:
+    """The points the fit uses: sizes at or above the median (all of them, up to two)."""
+    if len(points) <= 2:
+        return points
+    middle = float(np.median([p.size for p in points]))
+    return [p for p in points if p.size >= middle]
 
 
 def _slope(x: np.ndarray, y: np.ndarray) -> float:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine import cache
 from engine.backends.base import PrepareRequest, feed_shapes
 from engine.backends.ort.generated import (
     GeneratedFeeds,
@@ -56,6 +57,8 @@ class OrtPrepared:
     feeds_for: Callable[[int], Feeds]
     eval_data: EvalData | None = None  # the user's samples (all of them), when given
     _run_once: Callable[[], object] | None = field(default=None, repr=False)
+    # the variant's cache entry, held while this runs and profiles it (never evicted)
+    lease: cache.Lease | None = field(default=None, repr=False)
 
     @property
     def batch(self) -> int:
@@ -110,6 +113,9 @@ class OrtPrepared:
     def close(self) -> None:
         self._run_once = None
         self.opened.session = None
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
 
 
 def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
@@ -156,7 +162,14 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
         feeds = generated.feeds(0)
         make_feeds = generated.feeds
 
-    calibration, cal_id, cal_count = _calibration_source(req, info, config, make_feeds)
+    variant_feeds = make_feeds  # what INT8 is calibrated and checked on
+    if req.variant_shapes is not None and eval_data is None and config.precision.startswith("int8"):
+        at = GeneratedFeeds(
+            model, info, plan_inputs(info, config.batch, req.variant_shapes), req.seed
+        )
+        at.fit(reference_session(req.model_path), config.batch, req.variant_shapes)
+        variant_feeds = at.feeds
+    calibration, cal_id, cal_count = _calibration_source(req, info, config, variant_feeds)
     if config.precision == "int8-static" and req.calibration_npz is None:
         yield Notice(
             "warning",
@@ -167,8 +180,8 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
     variant: VariantReady | None = None
     if config.precision.startswith("int8"):  # one that meets config.min_cosine
         if eval_data is None:
-            eval_feeds = [make_feeds(i) for i in range(ACCURACY_BATCHES)]
-            eval_id = f"generated:seed{req.seed}:{feed_shapes(feeds)}"
+            eval_feeds = [variant_feeds(i) for i in range(ACCURACY_BATCHES)]
+            eval_id = f"generated:seed{req.seed}:{feed_shapes(eval_feeds[0])}"
         else:  # the search scores each attempt on up to SEARCH_SAMPLES of them
             eval_feeds = _first_samples(eval_data.batches, SEARCH_SAMPLES)
             eval_id = "npz:" + files_sha256(npz_files(str(req.inputs_npz)))
@@ -222,7 +235,10 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
         batch_of(feeds),
         opened.create_s,
     )
-    return OrtPrepared(info, config, feeds, variant, opened, gpu, make_feeds, eval_data)
+    lease = cache.lease(Path(variant.path).parent)
+    return OrtPrepared(
+        info, config, feeds, variant, opened, gpu, make_feeds, eval_data, lease=lease
+    )
 
 
 SEARCH_SAMPLES = 256  # samples each INT8 attempt is scored on (accuracy uses them all)
