@@ -145,7 +145,7 @@ def build_menus(wb: Workbench) -> Menus:
         "Save the latency plot as PNG or SVG",
     )
     file.addSeparator()
-    act(file, "&Quit", w.close, QKeySequence.StandardKey.Quit)
+    act(file, "&Quit", wb.quit, QKeySequence.StandardKey.Quit)
 
     run = bar.addMenu("&Run")
     pause = act(run, "Pause", wb.toggle_running, "Ctrl+Space", "Pause or resume timing")

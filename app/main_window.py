@@ -59,6 +59,7 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.settings = QSettings("OpScope", "OpScope")
         self.on_open_path = lambda path: None  # set by the workbench
+        self.on_closed = lambda: None  # set by the workbench: the app ends with this window
 
         self.banner = Banner()
         self.latency = LatencyPlot()
@@ -335,6 +336,8 @@ class MainWindow(QMainWindow):
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState(LAYOUT_VERSION))
         super().closeEvent(event)
+        if event.isAccepted():
+            self.on_closed()
 
 
 def _collapsed(items: list[str]) -> list[str]:

@@ -59,6 +59,8 @@ class Workbench(QObject):
 
         w = self.window
         w.on_open_path = self.open_path
+        w.on_closed = self.quit
+        self._quitting = False
         w.config_panel.config_changed.connect(self.controller.apply)
         w.config_panel.cancel_requested.connect(self.client.cancel_build)
         w.banner.action_clicked.connect(self.restart_engine)
@@ -184,6 +186,17 @@ class Workbench(QObject):
             rate or "waiting for samples…",
             self.recording.status(),
         )
+
+    def quit(self) -> None:
+        """File > Quit, or the main window closed: the app ends, with every read-only
+        session window (one left open used to keep the process and its engine running)."""
+        if self._quitting:
+            return
+        self._quitting = True
+        for w in list(self.session_windows):
+            w.close()  # type: ignore[attr-defined]
+        self.window.close()  # saves its layout
+        quit_app()
 
     def shutdown(self) -> None:
         self.status_timer.stop()

@@ -100,3 +100,25 @@ def test_the_window_fits_1024_by_700(wb: Workbench, qtbot: QtBot) -> None:
     for series in w.telemetry._series.values():  # every tile shows its whole number
         assert series.label.geometry().right() <= series.cell.contentsRect().right()
         assert series.cell.geometry().right() <= w.telemetry.width()
+
+
+def test_quit_ends_the_app_with_a_session_window_open(
+    wb: Workbench, qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#29: with a read-only session window open, File > Quit hid the main window and the
+    process and its engine kept running until killed."""
+    import app.workbench as workbench_mod
+    from engine.session import SessionStore
+
+    teammate = tmp_path / "teammate.opscope"
+    SessionStore.create_or_open(teammate).close()
+    quits: list[bool] = []
+    monkeypatch.setattr(workbench_mod, "quit_app", lambda: quits.append(True))
+    wb.window.show()
+    wb.open_session(str(teammate))
+    (viewer,) = wb.session_windows
+    assert viewer.isVisible()  # type: ignore[attr-defined]
+    quit_action = next(a for a in wb.window.findChildren(QAction) if a.text() == "&Quit")
+    quit_action.trigger()
+    assert quits == [True]
+    assert not viewer.isVisible() and not wb.window.isVisible()  # type: ignore[attr-defined]
