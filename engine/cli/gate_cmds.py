@@ -108,11 +108,11 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 
 def session_path(args: argparse.Namespace) -> Path:
-    """--session; else beside --junit (report.xml -> report.opscope); else a new file in
-    the temporary folder (each candidate run's line names it)."""
+    """--session; else beside --junit when it is a file (report.xml -> report.opscope);
+    else a new file in the temporary folder (each candidate run's line names it)."""
     if args.session:
         return Path(args.session)
-    if args.junit:
+    if args.junit and args.junit != "-" and _a_file(Path(args.junit)):
         beside = Path(args.junit).with_suffix(".opscope")
         try:
             beside.parent.mkdir(parents=True, exist_ok=True)
@@ -228,6 +228,16 @@ def print_report(report: GateReport, out: TextIO) -> None:
         out.write(f"note: {printable(note)}\n")
     for r in report.results:
         out.write(verdict(r) + "\n")
+
+
+def _a_file(path: Path) -> bool:
+    """--junit names a file (not a device, a FIFO or /dev/stdout): a session may go beside."""
+    from engine.files import output_kind
+
+    try:
+        return output_kind(path)[0] in ("file", "new")
+    except OSError:
+        return False
 
 
 def write_text(path: str, text: str) -> None:
