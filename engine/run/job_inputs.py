@@ -38,9 +38,9 @@ class JobInputs:
         out: list[str] = []
         for name, shape in self.shapes.items():
             out += ["--shape", f"{name}={'x'.join(str(d) for d in shape)}"]
-        for name, value in self.dims.items():
+        for name, size in self.dims.items():
             if name not in skip_dims:
-                out += ["--dim", f"{name}={value}"]
+                out += ["--dim", f"{name}={size}"]
         for flag, value in (
             ("--inputs", self.inputs_npz),
             ("--calibration", self.calibration_npz),

@@ -112,8 +112,8 @@ def shapes_at(
             )
             hit = True
     if not hit:
-        dims = sorted({d for v in info.inputs for d in (v.shape or ()) if isinstance(d, str)})
-        names = ", ".join([*dims, *inputs]) or "none"
+        known = sorted({d for v in info.inputs for d in (v.shape or ()) if isinstance(d, str)})
+        names = ", ".join([*known, *inputs]) or "none"
         raise ConfigError(f"--vary {name}: the model has no such dim or input ({names})")
     return out, float(size)
 
