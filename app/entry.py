@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         or _a_model_folder(first)
         or first.split("=", 1)[0] in GUI_OPTIONS
     ):
-        from app.launch import main as gui_main
+        from app.shell.launch import main as gui_main
 
         return gui_main(args[1:] if args and args[0] in GUI_COMMANDS else args)
     from engine.cli.main import main as cli_main

@@ -49,7 +49,7 @@ def gui_round(
     from PySide6.QtCore import QElapsedTimer, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app import workbench as wbm
+    from app.shell import workbench as wbm
     from engine.events import LatencyBatch
 
     app = QApplication.instance() or QApplication([])

@@ -73,7 +73,7 @@ def run(minutes: float, model: Path, every_s: float, trace: bool, skip_min: floa
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.workbench import Workbench
+    from app.shell.workbench import Workbench
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     tmp = tempfile.mkdtemp(prefix="opscope-soak-")

@@ -55,7 +55,7 @@ def cached_entry(kind: str, key: str) -> Path | None:
 def read_meta(folder: Path) -> dict[str, Any]:
     try:
         data = json.loads((folder / "meta.json").read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -121,7 +121,7 @@ def leased(folder: Path) -> bool:
         try:
             data = json.loads(f.read_text())
             pid, started = int(data["pid"]), data["started"]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             continue  # being written, or not ours: leave it
         now = _started(pid)
         if now is not None and (started is None or abs(now - float(started)) <= 1.0):

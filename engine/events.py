@@ -155,9 +155,11 @@ class ServingStarted:
 
 @dataclass(frozen=True, slots=True)
 class ServedRequests:
-    """Requests that ended since the last event (any outcome, warm-up included) and the
-    batches that ran since, as arrays. Times are seconds from the schedule's start; NaN where
-    a request has none (a cache hit was never dequeued, a rejected one never done).
+    """Requests that ended since the last event (any outcome, warm-up included), those that
+    arrived since and still wait (outcome 3, unserved: a later event brings them again with
+    their end), and the batches that ran since, as arrays. Times are seconds from the
+    schedule's start; NaN where a request has none (a cache hit was never dequeued, a
+    rejected one never done).
     `origin_ns` is time.perf_counter_ns() at that start (0 for a simulated run)."""
 
     index: np.ndarray  # int64: the request's number in the run
@@ -167,7 +169,7 @@ class ServedRequests:
     done: np.ndarray
     batch: np.ndarray  # int64, -1: none
     hit: np.ndarray  # bool
-    outcome: np.ndarray  # int8: 0 ok, 1 rejected, 2 timed out
+    outcome: np.ndarray  # int8: 0 ok, 1 rejected, 2 timed out, 3 unserved (waiting)
     batch_id: np.ndarray  # int64: the batches that ran since the last event
     batch_start: np.ndarray
     batch_end: np.ndarray
@@ -266,4 +268,8 @@ def drive(gen: Generator[Any, None, T], on_item: Callable[[Any], object] | None 
             result: T = stop.value
             return result
         if on_item is not None:
-            on_item(item)
+            try:
+                on_item(item)
+            except BaseException:  # the generator cleans up now (a serving loop joins its
+                gen.close()  # threads), not whenever it is collected
+                raise

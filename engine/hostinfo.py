@@ -25,6 +25,30 @@ def ort_version() -> str | None:
     return package_version("onnxruntime-gpu") or package_version("onnxruntime")
 
 
+def library_versions(*names: str) -> dict[str, str | None]:
+    """Each name's installed version (None when absent), keyed with '_' for '-':
+    "python" is the interpreter, "onnxruntime" whichever of its two packages is there."""
+
+    def one(name: str) -> str | None:
+        if name == "python":
+            return platform.python_version()
+        return ort_version() if name == "onnxruntime" else package_version(name)
+
+    return {name.replace("-", "_"): one(name) for name in names}
+
+
+def host_name() -> str | None:
+    """This host's network name, or None when it has none."""
+    return platform.node() or None
+
+
+def machine_key(*libraries: str) -> dict[str, str | None]:
+    """What a cached measurement of this machine depends on (peaks, serving and LLM
+    calibrations): the CPU model, the host name and the versions of ONNX Runtime and
+    `libraries`."""
+    return {"cpu": cpu_model(), "host": host_name(), **library_versions("onnxruntime", *libraries)}
+
+
 def cpu_model() -> str:
     """The CPU's model name (Linux: /proc/cpuinfo, ARM boards included; elsewhere what
     `platform` knows; "unknown" when nothing says)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
-from app.compare_panel import ComparePanel
+from app.sessions.compare_panel import ComparePanel
 from engine.session.store import open_session_file
 from tests.session_material import record_demo_profile
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
-from app.exports import ExportNotice
+from app.sessions.exports import ExportNotice
 from tests.session_material import record_demo_profile
 
 
@@ -39,3 +39,84 @@ def test_a_failed_export_says_why_in_one_line(qtbot: QtBot, tmp_path: Path) -> N
     text = notice.text.text()
     assert text.startswith("Cannot export trace: ") and "missing.opscope" in text
     assert "\n" not in text and notice.saved is None and not notice.open_button.isVisible()
+
+
+def test_a_read_only_session_window_exports_its_own_file_and_picks_the_run(
+    qtbot: QtBot, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A teammate's file opened read-only: File > Export Report writes a report of that
+    file (not your own session); Export Trace asks which run, the selected one first."""
+    import json
+
+    from PySide6.QtWidgets import QFileDialog, QInputDialog
+
+    from app.sessions.exports import ALL_RUNS
+    from app.sessions.session_window import SessionWindow
+
+    session = tmp_path / "teammate.opscope"
+    record_demo_profile(session)
+    record_demo_profile(session)  # two profiled runs: the picker must choose
+    window = SessionWindow(session)
+    qtbot.addWidget(window)
+    window.table.selectRow(0)  # run 1
+    asked: list[list[str]] = []
+
+    def get_item(_parent, _title, _label, items, current, _editable):  # type: ignore[no-untyped-def]
+        asked.append(list(items))
+        return items[current], True
+
+    out = {"report": tmp_path / "r.html", "trace": tmp_path / "t.json"}
+    kind = {"now": "report"}
+    monkeypatch.setattr(QInputDialog, "getItem", staticmethod(get_item))
+    monkeypatch.setattr(
+        QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out[kind["now"]]), ""))
+    )
+    menu = window.menuBar().actions()[0].menu()
+    actions = {a.text().replace("&", ""): a for a in menu.actions()}
+    actions["Export Report…"].trigger()
+    qtbot.waitUntil(lambda: window.exports.saved == str(out["report"]), timeout=60_000)
+    assert "teammate.opscope" in out["report"].read_text()
+    kind["now"] = "trace"
+    actions["Export Trace…"].trigger()
+    qtbot.waitUntil(lambda: window.exports.saved == str(out["trace"]), timeout=60_000)
+    (items,) = asked
+    assert items[-1] == ALL_RUNS and len(items) == 3  # run 2, run 1, all
+    assert items[0].startswith("run 2:")
+    trace = json.loads(out["trace"].read_text())
+    pids = {e.get("args", {}).get("name", "") for e in trace["traceEvents"] if e.get("ph") == "M"}
+    assert any("run 1" in p for p in pids) and not any("run 2" in p for p in pids), pids
+
+
+def test_a_report_made_mid_run_has_the_running_runs_percentiles(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A report exported while a run records: its percentiles came out '-' although the
+    file held 17,391 of its samples; now they come from those samples, and it says so."""
+    from engine.analysis.report import build_report
+    from engine.events import LatencyBatch
+    from engine.run.bench import BenchRequest, run_bench
+    from engine.session import Recorder, SessionStore
+    from engine.session.store import open_session_file
+    from tests.conftest import DEMO_CNN
+    from tests.session_material import SHORT
+
+    path = tmp_path / "midrun.opscope"
+    req = BenchRequest(str(DEMO_CNN), timing=SHORT)
+    with SessionStore.create_or_open(path) as store:
+        rec = Recorder(store, model_path=str(DEMO_CNN), kind="bench", config=req.config)
+        for ev in run_bench(req):
+            rec.feed(ev)
+            if isinstance(ev, LatencyBatch):
+                break  # the run has samples, no timing summary: it is still running
+        rec.flush()
+        with open_session_file(path) as reader:
+            (run,) = reader.runs()
+            assert run.latency is None and run.samples > 0
+            html = build_report(reader, path.name)
+    assert f"figures from its {run.samples:,} recorded samples" in html
+    from engine.cli.main import main
+
+    assert main(["session", "show", str(path)]) == 0  # the CLI's table says the same
+    assert f"figures from its {run.samples:,} recorded samples" in capsys.readouterr().out
+    row = html[html.index('id="runs"') :].split("</tr>")[1]
+    assert row.count("<td") > 5 and "<td>-</td><td>-</td><td>-</td>" not in row.replace(
+        ' class="num"', ""
+    )

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("PySide6")
 from pytestqt.qtbot import QtBot
 
-from app.workbench import Workbench
+from app.shell.workbench import Workbench
 from engine.events import Progress
 from engine.session.store import open_session_file
 from tests.conftest import DEMO_CNN, DEMO_TRANSFORMER
@@ -65,6 +65,8 @@ def test_sequence_length_applies_live_and_the_runs_table_compares(
         assert [tuple(r["shape"]) for r in recorded] == [(1, 128), (1, 32)]
         wb.runs.table.table.selectRow(0)
         wb.runs.table.pin_button.click()
+        # the dock recomputes its figures on a 1 s timer: wait for one after the new samples
+        qtbot.waitUntil(lambda: np.isfinite(runs.rows()[1].d_p50), timeout=TIMEOUT_MS)
         rows = runs.rows()
         assert rows[0].baseline and rows[0].d_p50 == 0.0
         assert np.isfinite(rows[1].d_p50) and np.isfinite(rows[1].d_samples_per_s)
@@ -110,7 +112,7 @@ def test_banners_follow_the_config_and_calibration_is_picked_in_the_window(
         rng = np.random.default_rng(0)
         np.savez(cal, image=rng.standard_normal((8, 3, 64, 64)).astype(np.float32))
         monkeypatch.setattr(
-            "app.input_panel.QFileDialog.getOpenFileName", lambda *a: (str(cal), "")
+            "app.live.input_panel.QFileDialog.getOpenFileName", lambda *a: (str(cal), "")
         )
         w.inputs.calibration.button.click()
         assert w.inputs.calibration.name.text() == "cal.npz"
@@ -153,7 +155,7 @@ def test_a_new_model_starts_on_fp32_defaults_and_says_so(qtbot: QtBot, tmp_path:
 
 
 def test_the_banner_shows_the_newest_and_clears_by_key(qtbot: QtBot) -> None:
-    from app.banner import Banner
+    from app.shell.banner import Banner
 
     banner = Banner()
     qtbot.addWidget(banner)

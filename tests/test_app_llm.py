@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("PySide6")
 from pytestqt.qtbot import QtBot
 
-from app.workbench import Workbench
+from app.shell.workbench import Workbench
 from engine.session.store import open_session_file
 from tests.conftest import ROOT
 

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("PySide6")
 from pytestqt.qtbot import QtBot
 
-from app.workbench import Workbench
+from app.shell.workbench import Workbench
 from tests.conftest import ROOT
 
 TIMEOUT_MS = 120_000

@@ -99,8 +99,45 @@ def test_the_cycle_finder_finds_a_circle() -> None:
 
 
 def test_engine_keeps_at_most_eight_modules_at_its_top() -> None:
-    top = sorted(p.name for p in (ROOT / "engine").glob("*.py"))
+    """Besides api.py, the window's surface, which sits at the top on purpose."""
+    top = sorted(p.name for p in (ROOT / "engine").glob("*.py") if p.name != "api.py")
     assert len(top) <= 8, top
+
+
+def test_the_window_contract_forbids_every_engine_module_but_the_api() -> None:
+    """app/ and widgets/ reach the engine through engine.api: the import-linter contract
+    must name every other part of engine/, including one added later."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (window,) = [c for c in contracts["contracts"] if "engine.api only" in c["name"]]
+    parts = {f"engine.{m.name}" for m in pkgutil.iter_modules([str(ROOT / "engine")])}
+    assert set(window["forbidden_modules"]) == parts - {"engine.api"}
+    assert set(window["source_modules"]) == {"app", "widgets"}
+
+
+def test_the_window_imports_the_engine_through_its_api_only() -> None:
+    """The same rule read off the sources (lint-imports runs in `make lint`, this in the
+    suite): no `from engine.x import` in app/ or widgets/ but engine.api (app/entry.py
+    hands command lines to the CLI)."""
+    import ast
+
+    offenders = []
+    for path in [*(ROOT / "app").rglob("*.py"), *(ROOT / "widgets").rglob("*.py")]:
+        if path.relative_to(ROOT).as_posix() == "app/entry.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            for name in names:
+                if (name == "engine" or name.startswith("engine.")) and name != "engine.api":
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
+    assert offenders == []
 
 
 def test_no_branch_on_an_engine_name_outside_the_backends() -> None:
@@ -130,3 +167,16 @@ def test_no_branch_on_an_engine_name_outside_the_backends() -> None:
                 if named and about_engine:  # not e.g. a session's "onnxruntime" version key
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
+
+
+def test_the_window_is_in_rooms() -> None:
+    """app/ holds one folder per feature (shell, host, live, traffic, tune, scaling, llm,
+    sessions) and, at its top, only the console script: a new file says which room it is
+    in, and each room says what it holds."""
+    top = sorted(p.name for p in (ROOT / "app").glob("*.py"))
+    assert top == ["__init__.py", "entry.py"], top
+    rooms = sorted(p.name for p in (ROOT / "app").iterdir() if p.is_dir() and p.name[0] != "_")
+    assert rooms == ["host", "live", "llm", "scaling", "sessions", "shell", "traffic", "tune"]
+    for room in rooms:
+        doc = (ROOT / "app" / room / "__init__.py").read_text()
+        assert doc.startswith('"""') and len(doc) > 40, room

@@ -145,3 +145,30 @@ def test_torch_prepared_runs_one_request_or_a_stack(tmp_path: Path) -> None:
     config = RunConfig(engine="torch", fusion="off", threads=1)
     prepared, events = prepare(PrepareRequest(str(path), config))
     check_prepared(prepared, events)
+
+
+def test_the_window_asks_the_backend_which_providers_this_machine_has() -> None:
+    from engine.backends.ort.inference_session import gpu_present
+
+    usable = backends.get(backends.DEFAULT).capabilities.usable_providers()
+    assert usable[0] == "cpu" and "auto" not in usable
+    if not gpu_present():  # no GPU: CUDA and TensorRT are not offered
+        assert usable == ("cpu",)
+
+
+def test_generate_offers_what_the_generating_backend_has() -> None:
+    from engine.backends.genai import CAPABILITIES
+    from engine.cli.main import build_parser
+
+    parser = build_parser()
+    gen = next(
+        a.choices["generate"]
+        for a in parser._actions
+        if isinstance(a.choices, dict) and "generate" in a.choices
+    )
+    flags = {a.dest: a for a in gen._actions}
+    assert tuple(flags["precision"].choices) == CAPABILITIES.precisions
+    assert tuple(flags["fusion"].choices) == CAPABILITIES.fusions
+    assert tuple(flags["provider"].choices) == CAPABILITIES.providers
+    args = parser.parse_args(["generate", "m", "--precision", "int4"])  # the short name
+    assert args.precision == "int4-weights"

@@ -8,7 +8,7 @@ import time
 
 from pytestqt.qtbot import QtBot
 
-from app.background import Background
+from app.host.background import Background
 from engine.errors import ModelError
 
 

@@ -212,12 +212,12 @@ def test_real_inputs_from_npz(zoo: dict[str, Path], tmp_path: Path) -> None:
 def test_entry_opens_the_window_for_model_and_session_files(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import app.launch
+    import app.shell.launch
     import engine.cli.main
     from app.entry import main
 
     seen: list[tuple[str, list[str]]] = []
-    monkeypatch.setattr(app.launch, "main", lambda a: seen.append(("gui", list(a))) or 0)
+    monkeypatch.setattr(app.shell.launch, "main", lambda a: seen.append(("gui", list(a))) or 0)
     monkeypatch.setattr(engine.cli.main, "main", lambda a: seen.append(("cli", list(a))) or 0)
     for args in (
         ["net.pt2"],

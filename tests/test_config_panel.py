@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytestqt.qtbot import QtBot
 
-from app.config_panel import ConfigPanel, fit_to_engine
+from app.live.config_panel import ConfigPanel, fit_to_engine
 from engine.backends import Capabilities
 from engine.config import RunConfig
 

@@ -12,6 +12,7 @@ import pytest
 
 from engine.errors import InputError
 from engine.model.eval_data import MAX_SAMPLES, read_eval_data
+from engine.model.info import load_model
 from tests.conftest import DEMO_CNN
 from tests.test_cli import opscope
 
@@ -50,18 +51,19 @@ def test_samples_are_cut_into_batches_across_files(data: dict[str, Path]) -> Non
         with np.load(f) as z:
             return {k: z[k] for k in z.files}
 
-    d = read_eval_data(data["folder"], load, 4, lambda name: True, data["labels"])
+    _, info = load_model(DEMO_CNN)
+    d = read_eval_data(data["folder"], load, info, 4, data["labels"])
     assert d.samples == 20 and [b["image"].shape[0] for b in d.batches] == [4, 4, 4, 4, 4]
     assert d.labels is not None and d.labels.size == 20 and d.truncated == 0
     with pytest.raises(InputError, match="7 labels for 20 samples"):
-        read_eval_data(data["folder"], load, 4, lambda n: True, data["root"] / "labels_short.npy")
+        read_eval_data(data["folder"], load, info, 4, data["root"] / "labels_short.npy")
     with pytest.raises(InputError, match="1-D array of class indices"):
-        read_eval_data(data["folder"], load, 4, lambda n: True, data["root"] / "labels_float.npy")
+        read_eval_data(data["folder"], load, info, 4, data["root"] / "labels_float.npy")
     with pytest.raises(InputError, match="no samples"):
-        read_eval_data(data["root"] / "empty.npz", load, 4, lambda n: True)
+        read_eval_data(data["root"] / "empty.npz", load, info, 4)
     (data["root"] / "nothing").mkdir(exist_ok=True)
     with pytest.raises(InputError, match=r"no \.npz files"):
-        read_eval_data(data["root"] / "nothing", load, 4, lambda n: True)
+        read_eval_data(data["root"] / "nothing", load, info, 4)
     assert MAX_SAMPLES >= 1024
 
 

@@ -172,7 +172,8 @@ def test_the_prompt_sweep_from_the_command_line(llm: Path, tmp_path: Path) -> No
 def test_a_generation_run_lands_in_the_session(llm: Path, tmp_path: Path) -> None:
     """Kind `generate`: every timed generation's passes (TTFT, then each TPOT) and its end to
     end latency as the run's samples; the figures at the end; session show says it. A
-    SIGTERM mid-run keeps the generations done, the run marked cancelled."""
+    SIGTERM mid-run keeps the generations done, prints their summary, the run marked
+    cancelled."""
     import signal
     import subprocess
     import sys
@@ -216,13 +217,18 @@ def test_a_generation_run_lands_in_the_session(llm: Path, tmp_path: Path) -> Non
         if made is not None and made.ttft_ns.size > 10:
             break
     proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=60)
+    stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1] == "opscope: interrupted"
     with SessionReader.open(session) as reader:
         last = reader.runs()[-1]
         kept = reader.generation(last.id)
     assert last.status == "cancelled" and kept is not None and kept.ttft_ns.size > 10
     assert kept.tpot_ns.size == 4 * kept.ttft_ns.size
+    # the summary of the generations done is printed, and the same figures are recorded
+    assert "(interrupted: the figures of those done" in stdout
+    assert kept.summary is not None and kept.summary["interrupted"] is True
+    assert f"(n={kept.ttft_ns.size})" in stdout
 
 
 def test_weight_only_int4_and_int8_are_checked_against_fp32(llm: Path, tmp_path: Path) -> None:

@@ -127,7 +127,7 @@ def test_the_app_imports_with_progress_and_cancel(qtbot, hf_folder: Path, tmp_pa
     pytest.importorskip("PySide6")
     from PySide6.QtCore import Qt
 
-    from app.hf_import import ImportJob, free_folder
+    from app.llm.hf_import import ImportJob, free_folder
 
     out = free_folder(tmp_path / "x")
     assert out.name == "x-genai"

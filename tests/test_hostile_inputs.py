@@ -126,7 +126,10 @@ def test_inputs_that_cannot_fit_in_memory_are_refused_before_allocating(tmp_path
     from tests.conftest import DEMO_TRANSFORMER
 
     _one_line(opscope("bench", DEMO_CNN, "--batch", "100000000", "--duration", "0.1"),
-              "would take 4.9 TB")  # fmt: skip
+              "--batch: must be at least 1 and at most 1,048,576")  # fmt: skip
+    # (--batch is bounded at 1,048,576 by the parser now: the batch axis set by --shape)
+    _one_line(opscope("bench", DEMO_CNN, "--shape", "image=100000000x3x64x64", "--duration",
+                      "0.1"), "would take 4.9 TB")  # fmt: skip
     huge_shape = "input_ids=1x1000000000000"  # 8 TB of int64 on any machine
     _one_line(opscope("bench", DEMO_TRANSFORMER, "--shape", huge_shape, "--duration", "0.1"),
               "input_ids 1x1000000000000 would take 8.0 TB")  # fmt: skip

@@ -9,12 +9,12 @@ import pytest
 from engine.errors import InputError
 from engine.model.info import load_model
 from engine.model.inputs import (
-    fit_batch,
     generate_inputs,
     load_npz,
     parse_shape_override,
     plan_inputs,
 )
+from engine.model.sample_axis import fit_batch
 from tests.model_zoo import RUNNABLE
 
 

@@ -1,6 +1,6 @@
 """A new model starts from the FP32 defaults unless the user carries settings over."""
 
-from app.model_switch import config_for_new_model
+from app.live.model_switch import config_for_new_model
 from engine.config import RunConfig
 
 TUNED = RunConfig(precision="int8-static", fusion="off", batch=4, min_cosine=0.995)

@@ -1,6 +1,6 @@
 """Warnings follow the config they are about (no Qt)."""
 
-from app.run_notices import RunNotices
+from app.live.run_notices import RunNotices
 
 
 def test_a_builds_warnings_replace_the_old_runs_when_it_starts() -> None:

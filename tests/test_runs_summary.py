@@ -62,7 +62,7 @@ def test_the_engines_final_statistics_replace_the_live_ones() -> None:
 def test_a_load_run_gets_its_own_row_with_its_end_to_end_figures(qtbot) -> None:  # type: ignore[no-untyped-def]
     """The app's Runs table: a load run is a row of its own (not an empty timing row), with
     the serving run's end-to-end p50/p99 and requests/s once it is done."""
-    from app.runs_controller import RunsController
+    from app.live.runs_controller import RunsController
     from engine.events import RunEnded, ServingStarted, ServingSummary
 
     class Client:
@@ -97,3 +97,52 @@ def _started():  # type: ignore[no-untyped-def]
 
     return RunStarted(RunConfig(), "cpu", "CPUExecutionProvider", ("CPUExecutionProvider",),
                       {"image": ((1, 3, 64, 64), "float32")}, 1, 0.1)  # fmt: skip
+
+
+def test_runs_of_two_models_and_sizes_read_apart_and_numbers_never_in_exponents(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """The afternoon's Runs dock: the demo, MiniLM at 128 and at 256 all read 'FP32
+    fusion=all batch=1 threads=2'. Each row now names its model and inputs beside the
+    config, and 9,630 ms prints as that, not '9.63e+03'."""
+    from app.live.runs_controller import RunsController
+    from engine.events import ModelLoaded, RunEnded, ServingStarted, ServingSummary
+    from widgets.runs_table import COLUMNS
+
+    class Client:
+        class events:  # stands in for a Qt signal
+            @staticmethod
+            def connect(_slot: object) -> None:
+                pass
+
+    class Info:
+        def __init__(self, path: str) -> None:
+            self.path = path
+
+    ctl = RunsController(Client())
+    qtbot.addWidget(ctl.table)
+    ctl.on_events([ModelLoaded(Info("/models/demo_transformer.onnx")), _started()])  # type: ignore[arg-type]
+    _feed(ctl.summary, 1.0, 50)
+    ctl.on_events([ModelLoaded(Info("/m/minilm/model.onnx")), _started()])  # type: ignore[arg-type]
+    batching = {"max_batch": 1, "delay_ms": 0.0, "instances": 2}
+    ctl.on_events([ServingStarted({"spec": "poisson:120"}, batching, {"size": 0}, 1.0, False)])
+    summary = {"latency_ms": {"count": 90, "p50": 8516.2, "p99": 15379.4},
+               "throughput": {"requests_per_s": 27.2}}  # fmt: skip
+    ctl.on_events([ServingSummary(summary), RunEnded("ok")])
+    ctl.table.show()
+    ctl.table.refresh()
+    t = ctl.table.table
+    col = {name: i for i, name in enumerate(COLUMNS)}
+    assert COLUMNS.index("model") < COLUMNS.index("config") < COLUMNS.index("inputs")
+    assert t.item(0, col["model"]).text() == "demo_transformer.onnx"
+    assert t.item(1, col["model"]).text() == "model.onnx"  # the load run keeps its model
+    assert t.item(0, col["inputs"]).text() == "image 1x3x64x64"
+    assert t.item(1, col["run p50 ms"]).text() == "8,516"
+    assert t.item(1, col["run p99 ms"]).text() == "15,379"
+    assert all("e+" not in t.item(r, c).text() for r in range(2) for c in range(len(COLUMNS)))
+
+
+def test_figure_prints_three_digits_without_exponents() -> None:
+    from widgets.numbers import figure
+
+    cases = {9630.4: "9,630", 999.6: "1,000", 96.34: "96.3", 0.9634: "0.963", 0.0: "0"}
+    assert {v: figure(v) for v in cases} == cases
+    assert figure(float("nan")) == figure(None) == "–"

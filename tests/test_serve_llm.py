@@ -300,10 +300,10 @@ def test_simulate_llm_serves_weight_only_precisions(llm: Path, tmp_path: Path) -
         (["--layout", "sideways"], "--layout 'sideways': expected colocated"),
         (["--prompt-len", "2040", "--new-tokens", "16"], "exceed the model's context of 2048"),
         (["--traffic", "poisson:0"], "rate must be positive"),
-        (["--max-seqs", "0"], "--max-seqs must be at least 1"),
-        (["--layout", "disaggregated", "--decode-instances", "0"], "--decode-instances must be"),
+        (["--max-seqs", "0"], "argument --max-seqs: must be at least 1 and at most 65,536"),
+        (["--layout", "disaggregated", "--decode-instances", "0"], "--decode-instances: must be"),
         (["--new-tokens", "-4"], "--new-tokens"),
-        (["--slo-ttft", "-1"], "--slo-ttft must be a positive"),
+        (["--slo-ttft", "-1"], "argument --slo-ttft: must be a finite number above 0"),
         (["--max-batch", "4"], "--max-batch: not for generating models"),
         (["--precision", "int8-dynamic"], "simulated in fp32, fp16, int8-weights, int4-weights"),
     ],
@@ -321,3 +321,30 @@ def test_llm_flags_on_a_single_forward_model_are_refused() -> None:
 
     proc = opscope("simulate", DEMO_CNN, "--traffic", "poisson:5", "--layout", "chunked")
     assert proc.returncode == 2 and "--layout: for generating models (add --llm)" in proc.stderr
+
+
+def test_a_long_simulation_says_how_far_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A million requests take tens of seconds: the loop reports finished requests as it
+    goes (here every 64 events), never more than there are, never going back."""
+    import engine.serve.llm_sim as llm_sim
+
+    monkeypatch.setattr(llm_sim, "PROGRESS_S", 0.0)
+    monkeypatch.setattr(llm_sim, "PROGRESS_EVERY", 64)
+    heard: list[tuple[int, int]] = []
+    w = work([0.0] * 2000, prompt=20, output=4)
+    cost = LLMCost.constant(PREFILL_MS, STEP_MS)
+    book = simulate_llm(w, Layout("colocated"), cost, lambda done, n: heard.append((done, n)))
+    assert heard and all(n == 2000 for _, n in heard)
+    done = [d for d, _ in heard]
+    assert done == sorted(done) and 0 < done[-1] <= 2000
+    assert book.done == simulate_llm(w, Layout("colocated"), cost).done  # nothing changed
+
+
+def test_the_llm_table_keeps_a_space_between_huge_numbers() -> None:
+    """An overloaded run's TTFT runs into hundreds of millions of ms: its cells still part."""
+    from engine.cli.simulate_llm import _cell
+
+    assert _cell(47796037.386, 9, 1) == " 47796037"
+    assert _cell(1.11e8, 9, 1) == " 1.11e+08"
+    assert _cell(12.5, 9, 1) == "     12.5"
+    assert _cell(1.11e8, 8, 2).startswith(" ")

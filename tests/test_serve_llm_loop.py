@@ -224,3 +224,19 @@ def test_bad_input_is_one_line(extra: list[str], said: str) -> None:
     r = opscope(*args, *extra)
     assert r.returncode == 2, r.stdout + r.stderr
     assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_backlog_past_the_drain_deadline_stops_and_says_so(llm: OpenedLLM) -> None:
+    """A million requests at one instant kept `load --llm` serving past any timeout: the
+    loop stops at its deadline and says what was left."""
+    from engine.events import Notice
+
+    n = 2000
+    w = work([0.0] * n, [8] * n, [40] * n)
+    loop = LLMServingLoop(llm, w, Layout("colocated", max_seqs=4), seed=5, report_s=0.05,
+                          deadline_s=0.3)  # fmt: skip
+    said: list[str] = []
+    drive(loop.run(), lambda ev: said.append(ev.message) if isinstance(ev, Notice) else None)
+    assert loop.timed_out and loop.unfinished() > 0
+    assert int(np.isfinite(loop.book.done).sum()) < n / 2
+    assert any("stopped 0.3 s in, at the drain deadline" in m for m in said), said

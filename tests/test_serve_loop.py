@@ -174,3 +174,69 @@ def test_the_generator_keeps_time(rate: int) -> None:
     assert s["requests"]["sent"] == len(rec)
     # on a loaded 2-vCPU CI runner: a coarse bound; bench/ measures the real figure
     assert s["generator"]["lateness_p99_ms"] < 50
+
+
+def test_waiting_requests_are_handed_out_on_arrival_then_again_at_their_end() -> None:
+    """An overloaded run: what waits at a report comes as unserved (a kill keeps the
+    backlog in the file), and the same request comes again with its real end; the last
+    event of each request is its outcome, and no unserved request is a latency sample."""
+    from engine.events import LatencyBatch, ServedRequests
+    from engine.serve.records import UNSERVED
+
+    schedule = make_schedule(parse_traffic("constant:400"), 1.0, seed=1, repeat=0.0)
+    loop = ServingLoop(SlowServer(0.01), lambda key: FEEDS, schedule, BatchPolicy(), report_s=0.1)
+    events = list(loop.run())
+    chunks = [ev for ev in events if isinstance(ev, ServedRequests)]
+    waiting = np.concatenate([c.index[c.outcome == UNSERVED] for c in chunks])
+    assert waiting.size > 50  # ~100 served per second against 400 due
+    last: dict[int, int] = {}
+    for c in chunks:
+        last.update(zip(c.index.tolist(), c.outcome.tolist(), strict=True))
+    assert len(last) == len(loop.records()) == 400 and set(last.values()) == {OK}
+    sampled = np.concatenate([ev.starts_ns for ev in events if isinstance(ev, LatencyBatch)])
+    assert sampled.size == 400  # each completed request once, none while it waited
+
+
+def test_a_cancelled_loop_stops_at_once_and_leaves_its_backlog_unserved() -> None:
+    """`cancel()` (the engine host closing, a signal): nothing more is batched, the
+    instance is joined, what still waits ends unserved, and the figures count it."""
+    from engine.serve.records import UNSERVED
+
+    schedule = make_schedule(parse_traffic("constant:2000"), 5.0, seed=1, repeat=0.0)
+    loop = ServingLoop(SlowServer(0.01), lambda key: FEEDS, schedule, BatchPolicy(), report_s=0.1)
+    threading.Timer(0.5, loop.cancel).start()
+    t0 = time.perf_counter()
+    list(loop.run())
+    took = time.perf_counter() - t0
+    rec = loop.records()
+    s = summarize(rec)
+    assert took < 2.5  # the schedule is 5 s long; the backlog alone is ~4 s of service
+    assert not any(t.name.startswith("opscope-instance") for t in threading.enumerate())
+    assert s["requests"]["unserved"] == int((rec.outcome == UNSERVED).sum()) > 100
+    assert s["requests"]["completed"] + s["requests"]["unserved"] == s["requests"]["sent"]
+    assert s["queue_depth"]["max"] >= s["requests"]["unserved"]  # the backlog is in the depth
+
+
+def test_a_backlog_past_the_drain_deadline_ends_unserved_and_says_so() -> None:
+    """A million requests due at one instant drained for a quarter of an hour: the loop
+    stops at its deadline, what still waits ends unserved, and a warning says so."""
+    from engine.events import Notice
+    from engine.serve.records import UNSERVED
+
+    n = 1000  # 10 s of service at 10 ms a request
+    schedule = Schedule(np.zeros(n), np.arange(n, dtype=np.int64))
+    loop = ServingLoop(
+        SlowServer(0.01), lambda key: FEEDS, schedule, BatchPolicy(), report_s=0.05,
+        deadline_s=0.3,
+    )  # fmt: skip
+    t0 = time.perf_counter()
+    events = list(loop.run())
+    took = time.perf_counter() - t0
+    rec = loop.records()
+    s = summarize(rec)
+    assert took < n * 0.01 / 4  # far short of what the backlog needed
+    assert loop.timed_out and s["requests"]["unserved"] == int((rec.outcome == UNSERVED).sum())
+    assert s["requests"]["completed"] + s["requests"]["unserved"] == s["requests"]["sent"] == n
+    assert s["requests"]["unserved"] > n / 2
+    said = [e.message for e in events if isinstance(e, Notice) and e.level == "warning"]
+    assert any("stopped 0.3 s in" in m and "not served" in m for m in said), said

@@ -48,7 +48,7 @@ def test_bench_and_profile_append_runs(two_runs: Path, tmp_path: Path) -> None:
     proc = opscope("session", "show", two_runs, check=True)
     lines = proc.stdout.splitlines()
     assert lines[0].startswith(f"session {two_runs}: 2 runs, format v{SCHEMA_VERSION}")
-    assert lines[1].split()[:4] == ["id", "kind", "started", "model"]
+    assert lines[1].split()[:4] == ["run", "kind", "started", "model"]
     rows = lines[2:]
     assert len(rows) == 2
     assert rows[0].split()[:2] == ["1", "bench"] and rows[1].split()[1] == "profile"
@@ -157,7 +157,9 @@ def test_a_killed_run_keeps_its_samples(tmp_path: Path) -> None:
         assert run.samples == lats.size >= seen > 0
         assert (lats > 0).all() and (starts[1:] > starts[:-1]).all()
     show = opscope("session", "show", path, check=True)
-    assert show.stdout.splitlines()[-1].endswith(f"(killed or crashed) ({run.samples} samples)")
+    last = show.stdout.splitlines()[-1]
+    assert f"figures from its {run.samples:,} recorded samples" in last
+    assert last.endswith("(killed or crashed)")
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     assert conn.execute("SELECT status FROM runs").fetchall() == [("running",)]  # untouched
     conn.close()

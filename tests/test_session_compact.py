@@ -210,7 +210,7 @@ def test_runs_copied_into_another_session_keep_their_op_rows(tmp_path: Path) -> 
 def test_the_app_saves_a_compact_copy_while_recording_goes_on(tmp_path: Path) -> None:
     """File > Save Compact Copy: the recording's file so far, older passes' raw rows
     dropped; the recording keeps writing its own file."""
-    from app.recording import Recording
+    from app.sessions.recording import Recording
     from engine.model.info import load_model
     from tests.conftest import DEMO_CNN
     from tests.session_material import live_events

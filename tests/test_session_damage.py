@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -22,6 +23,10 @@ from engine.session import Recorder, SessionStore, open_session_file
 from tests.conftest import DEMO_CNN
 from tests.recorded_sessions import opscope
 from tests.session_material import live_events, record_demo_profile
+
+if TYPE_CHECKING:
+    pass
+from tests.session_mutations import drop_column, mutated_copy
 
 NOT_UTF8 = 0x9E
 
@@ -89,7 +94,7 @@ def test_the_app_shows_a_bad_session_in_its_banner(qtbot, tmp_path: Path, record
     """Recording into it (--session) or opening it: a banner, never a modal dialog; the app
     records into a new autosave file instead."""
     pytest.importorskip("PySide6")
-    from app.workbench import Workbench
+    from app.shell.workbench import Workbench
 
     bad = schema_not_utf8(recorded, tmp_path / "bad.opscope")
     wb = Workbench(session_path=str(bad), usable=["cpu"])
@@ -105,6 +110,37 @@ def test_the_app_shows_a_bad_session_in_its_banner(qtbot, tmp_path: Path, record
         assert "Cannot open session" in wb.window.banner.text.text()
     finally:
         wb.shutdown()
+
+
+def test_the_app_never_records_into_a_file_that_cannot_take_it(
+    qtbot, tmp_path: Path, recorded: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """#30: `--session` naming a file whose runs table lacks a column: the app added a run
+    to it, saved none of its samples and said "everything measured so far is saved". Now
+    the file is never written; the banner says so in one line and names the autosave file
+    the recording goes to; the file still opens read-only (the column reads as "-")."""
+    pytest.importorskip("PySide6")
+    from app.shell.workbench import Workbench
+
+    bad = tmp_path / "c.opscope"
+    mutated_copy(recorded, bad, drop_column("runs", "timing_origin_ns"))
+    before = bad.read_bytes()
+    wb = Workbench(session_path=str(bad), usable=["cpu"])
+    qtbot.addWidget(wb.window)
+    try:
+        assert wb.recording.path != bad and wb.recording.path.exists()
+        text = wb.window.banner.text.text()
+        assert "\n" not in text and str(bad) in text, text
+        assert "cannot take a recording" in text and "nothing was written to it" in text
+        assert "runs table lacks column timing_origin_ns" in text
+        assert f"Recording into {wb.recording.path} instead" in text
+        wb.window.banner.hide()
+        wb.open_session(str(bad))  # the read-only window reads it
+        assert wb.session_windows and wb.window.banner.isHidden()
+    finally:
+        wb.shutdown()
+    assert bad.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.opscope"]
 
 
 def test_the_app_quits_on_time_with_a_bad_session(tmp_path: Path, recorded: Path) -> None:
@@ -162,7 +198,7 @@ def test_a_killed_writer_reads_interrupted(qtbot, tmp_path: Path) -> None:  # ty
     assert opscope("report", session, "-o", report).returncode == 0
     assert "interrupted" in report.read_text()
     pytest.importorskip("PySide6")
-    from app.session_window import COLUMNS, SessionWindow
+    from app.sessions.session_window import COLUMNS, SessionWindow
 
     window = SessionWindow(session)
     qtbot.addWidget(window)
@@ -268,7 +304,7 @@ def test_a_read_only_session_is_read_and_never_called_corrupt(
                   f"cannot create it: folder {ro} is read-only")  # fmt: skip
         assert not (ro / "new.opscope").exists()
         pytest.importorskip("PySide6")
-        from app.workbench import Workbench
+        from app.shell.workbench import Workbench
 
         wb = Workbench(session_path=str(ro / "closed.opscope"), usable=["cpu"])
         qtbot.addWidget(wb.window)
@@ -343,7 +379,7 @@ def test_sqlites_own_full_is_disk_full(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_save_as_into_a_read_only_folder_is_one_line(tmp_path: Path) -> None:
     """The app's Save Session As: SQLite's error escaped the menu action as a traceback."""
-    from app.recording import Recording
+    from app.sessions.recording import Recording
 
     folder = tmp_path / "out"
     folder.mkdir()

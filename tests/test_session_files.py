@@ -18,6 +18,7 @@ from engine.session import (
     SCHEMA_VERSION,
     Recorder,
     SessionStore,
+    columns,
     open_session_file,
     resolve_run_ref,
     schema,
@@ -93,9 +94,9 @@ def test_migrations_run_in_order_on_an_empty_database() -> None:
     assert schema.migrate(db) == SCHEMA_VERSION == len(schema.MIGRATIONS)
     assert schema.stored_version(db.conn) == SCHEMA_VERSION
     tables = set(db.table_names())
-    assert set(schema.REQUIRED_COLUMNS) <= tables
-    for table, columns in schema.REQUIRED_COLUMNS.items():
-        assert set(columns) <= set(db.table(table).columns_dict), table
+    assert set(columns.COLUMNS) <= tables
+    for table, declared in columns.COLUMNS.items():  # every column a reader uses exists
+        assert set(declared) <= set(db.table(table).columns_dict), table
     assert schema.migrate(db) == SCHEMA_VERSION  # idempotent
 
 
@@ -204,6 +205,31 @@ def test_read_only_folder_fallbacks(
         with pytest.raises(SessionFileError, match="copy that too"):
             open_session_file(path)
     assert len(uris) == 2
+
+
+@pytest.mark.parametrize("case", ["wal header, no -wal", "-wal without -shm"])
+def test_reading_a_wal_file_creates_nothing_beside_it(
+    tmp_path: Path, info: ModelInfo, recorded: tuple[Path, RunResult], case: str
+) -> None:
+    """#30: a read-only open of a WAL file lacking its -wal (or its -shm) used to create
+    them beside it; a reader now leaves the folder as it found it."""
+    if case == "wal header, no -wal":
+        path = tmp_path / "wal.opscope"
+        shutil.copyfile(recorded[0], path)
+        conn = sqlite3.connect(path)
+        assert conn.execute("PRAGMA journal_mode = wal").fetchone() == ("wal",)
+        conn.close()  # the last connection: -wal and -shm removed, the header stays WAL
+        with open_session_file(recorded[0]) as source:
+            samples = source.runs()[0].samples
+    else:
+        path = _live_copy(tmp_path, info)
+        samples = 5
+    before = sorted(p.name for p in path.parent.iterdir())
+    assert not any(name.endswith("-shm") for name in before)
+    with open_session_file(path) as reader:
+        assert reader.runs()[0].samples == samples
+        assert reader.latency(1)[1].size == samples
+    assert sorted(p.name for p in path.parent.iterdir()) == before
 
 
 def test_resolve_run_ref(tmp_path: Path) -> None:

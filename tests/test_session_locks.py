@@ -137,7 +137,7 @@ def test_a_short_lock_in_process_loses_nothing(tmp_path: Path) -> None:
 
 def test_the_apps_status_line_says_the_file_is_locked(tmp_path: Path) -> None:
     """The app records on its engine-reader thread; its status bar reads `status()`."""
-    from app.recording import Recording
+    from app.sessions.recording import Recording
 
     path = tmp_path / "app.opscope"
     e = live_events(_info())

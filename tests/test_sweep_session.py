@@ -21,6 +21,7 @@ from engine.cli.main import main
 from engine.errors import SessionFileError
 from engine.events import RunStarted
 from engine.session import SCHEMA_VERSION, SessionStore, open_session_file, schema
+from engine.session import columns as session_columns
 from engine.tune.sweep import SweepPoint, result_of
 from tests.conftest import DEMO_TRANSFORMER
 from tests.test_cli import opscope
@@ -124,7 +125,9 @@ def test_an_interrupted_sweep_keeps_the_points_done(
     code = main(["sweep", str(DEMO_TRANSFORMER), "--vary", "sequence=16,32,64", *SWEEP,
                  "--session", str(path)])  # fmt: skip
     assert code == EXIT_INTERRUPTED
-    assert "partial: 2 of 3 points" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "partial: 2 of 3 points" in out
+    assert "growth     total ~ sequence^" in out and "2 points" in out  # its fit, caveat too
     with open_session_file(path) as reader:
         (s,) = reader.sweeps()
         assert (s.status, s.values, s.run_ids) == ("partial", [16, 32], (1, 2))
@@ -162,7 +165,7 @@ def test_a_v2_file_reads_and_gains_the_sweeps_table(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     assert schema.stored_version(conn) == SCHEMA_VERSION >= 3
     columns = {r[1] for r in conn.execute("PRAGMA table_info(sweeps)")}
-    assert set(schema.REQUIRED_COLUMNS["sweeps"]) <= columns
+    assert set(session_columns.COLUMNS["sweeps"]) <= columns
     conn.close()
 
 

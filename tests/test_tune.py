@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -18,7 +19,7 @@ import pytest
 
 from engine.config import RunConfig
 from engine.errors import ConfigError
-from engine.events import drive
+from engine.events import Notice, drive
 from engine.tune.pareto import front
 from engine.tune.search import Goal, tune
 from engine.tune.space import default_space, expand, parse_space
@@ -234,14 +235,18 @@ def _interruptible() -> None:
 
 
 def _trial_child(proc: subprocess.Popen[str], batch: int, within_s: float = 120) -> psutil.Process:
-    """The `opscope bench` process of the trial at that batch, once it runs."""
+    """The process of the trial at that batch, once it runs: each trial is a job in a
+    spawned child of its own, one after another in the space's order (batch 1, 2, ...)."""
     deadline = time.monotonic() + within_s
+    seen: list[int] = []
     while time.monotonic() < deadline:
         for child in psutil.Process(proc.pid).children():
             with contextlib.suppress(psutil.Error):
-                cmd = child.cmdline()
-                if "bench" in cmd and cmd[cmd.index("--batch") + 1] == str(batch):
-                    return child
+                job = any("spawn_main" in part for part in child.cmdline())
+                if job and child.pid not in seen:
+                    seen.append(child.pid)
+        if len(seen) >= batch:
+            return psutil.Process(seen[batch - 1])
         time.sleep(0.05)
     raise AssertionError(f"no trial at batch {batch} within {within_s} s")
 
@@ -267,9 +272,11 @@ def test_ctrl_c_mid_tune_keeps_every_finished_trial(tmp_path: Path) -> None:
     _trial_child(proc, batch=3)  # trials 1 and 2 have ended
     time.sleep(0.3)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl+C in a terminal does: the whole group
-    _, stderr = proc.communicate(timeout=120)
+    stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
-    assert "interrupted: the trials that finished are in the session" in stderr
+    assert "trials finished (in the session)" in stderr
+    # the finished trials still answer as far as they went: the best of them, its command
+    assert "best       trial " in stdout and "command    opscope bench" in stdout, stdout
     assert "Traceback" not in stderr
     from engine.session.reader import SessionReader
 
@@ -327,3 +334,83 @@ def test_neighbours_step_along_sorted_numbers_and_the_spread_start_is_far_apart(
         rank = {0: 1, 1: 0, 2: 2}  # batch 4, 1, 16 sorted: 1 < 4 < 16
         r1, r2 = rank[first[1]], rank[second[1]]
         assert abs(r1 - r2) == max(r1, 2 - r1)  # the batch farthest along the range
+
+
+def marking_job(mark: str) -> Iterator[Notice]:
+    """A trial's stand-in (run in a spawned child, so at module level): says it is up,
+    then waits; told to stop (SIGTERM, as Ctrl+C), it leaves a mark, as a bench marks
+    its run cancelled and closes its session."""
+    Path(f"{mark}.up").write_text("up")
+    try:
+        time.sleep(60)
+    except KeyboardInterrupt:
+        Path(mark).write_text("term")
+        raise
+    yield Notice("info", "not reached")
+
+
+def test_an_interrupted_trial_is_stopped_with_sigterm_and_waited_for(tmp_path: Path) -> None:
+    """Ctrl+C during a trial: the trial's process gets SIGTERM (a bench then marks its run
+    cancelled and closes its session) and is waited for; a SIGKILL would leave the run
+    `running` and the -wal/-shm behind."""
+    import threading
+
+    from engine.run.child_job import run_isolated
+
+    mark = tmp_path / "mark"
+    up = Path(f"{mark}.up")
+
+    def interrupt_when_up() -> None:
+        while not up.exists():
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_when_up, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        run_isolated(marking_job, (str(mark),), 60)
+    assert mark.read_text() == "term"
+
+
+def test_a_trial_ends_in_one_line_or_as_a_crash(tmp_path: Path) -> None:
+    """What comes back from a job in its own process: its result, its one-line failure,
+    a crash (the child killed), or the timeout (then stopped as Ctrl+C would)."""
+    from engine.run.child_job import run_isolated
+
+    mark = tmp_path / "mark"
+    ended = run_isolated(marking_job, (str(mark),), 2.0, grace_s=10)
+    assert ended.status == "timeout" and mark.read_text() == "term"
+    ended = run_isolated(failing_job, ("no such model",), 60)
+    assert (ended.status, ended.error) == ("failed", "no such model")
+    ended = run_isolated(crashing_job, (), 60)
+    assert ended.status == "crashed" and ended.exitcode == -signal.SIGKILL
+
+
+def failing_job(why: str) -> Iterator[Notice]:
+    yield Notice("info", "starting")
+    raise ConfigError(why)
+
+
+def crashing_job() -> Iterator[Notice]:
+    yield Notice("info", "starting")
+    os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer, or a native library's crash
+
+
+def test_a_trial_dies_with_a_killed_tune(tmp_path: Path) -> None:
+    """`kill -9` of tune: its trial is told (SIGTERM) and does not outlive it."""
+
+    mark = tmp_path / "mark"
+    up = Path(f"{mark}.up")
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from engine.run.child_job import run_isolated; "
+         "from tests.test_tune import marking_job; run_isolated(marking_job, (sys.argv[1],), 60)",
+         str(mark)],
+        cwd=Path(__file__).resolve().parents[1],
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not up.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(30)
+    while not mark.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert mark.read_text() == "term"

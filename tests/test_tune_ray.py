@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -49,7 +50,9 @@ def test_a_tune_through_a_local_ray_head(ray_head: str, tmp_path: Path) -> None:
                    "0.3", "--threads", "1", "--ray", ray_head, "--json", out, "--session",
                    session, check=True)  # fmt: skip
     assert "ray        1 node(s), one trial each at a time" in proc.stdout
-    assert proc.stderr.strip() == ""  # none of Ray's log lines
+    progress = re.compile(r"\[\w[\w-]*\] ")  # our own progress lines, on a slow machine
+    said = [line for line in proc.stderr.splitlines() if line and not progress.match(line)]
+    assert said == []  # none of Ray's log lines
     trials = json.loads(out.read_text())["trials"]
     assert [t["status"] for t in trials] == ["ok", "ok"]
     assert all(t["node"] == socket.gethostname() for t in trials)

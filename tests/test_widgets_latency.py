@@ -103,9 +103,10 @@ def test_ring_buffer_memory_is_resident_from_construction() -> None:
         ring.append([block] * 5)
     filled = proc.memory_info().rss - before
     assert made > 0.8 * ring.nbytes
-    # (a lazy ring would add all 48 MB here; the slack is the appends' freed temporaries,
-    # which the allocator may keep: 5 MB was seen)
-    assert filled - made < 0.25 * ring.nbytes
+    # (a lazy ring would add all 48 MB here; the slack is the appends' freed temporaries and
+    # whatever else the process allocates meanwhile (other tests' threads in a full suite):
+    # 5 MB was seen alone, 14 MB in CI; half the ring still tells the two apart)
+    assert filled - made < 0.5 * ring.nbytes
     assert len(ring) == ring.capacity
 
 
@@ -391,10 +392,21 @@ def test_export_before_the_widget_was_shown(qtbot: QtBot, tmp_path: Path) -> Non
     assert (tmp_path / "hidden.png").stat().st_size > 1000
 
 
-def test_axis_labels_and_legend(plot: LatencyPlot) -> None:
-    assert plot.latency_plot.getAxis("left").labelText == "latency (ms)"
-    assert plot.throughput_plot.getAxis("left").labelText == "samples/s"
+def test_axis_labels_and_legend(plot: LatencyPlot, qtbot: QtBot) -> None:
+    """The two plots' titles are written across, each inside its own plot: vertical ones
+    ran together ("samples/s latency (ms)") when the plots were short."""
+    latency, rate = plot.titles
+    assert (latency.text(), rate.text()) == ("latency (ms)", "samples/s")
+    assert not plot.latency_plot.getAxis("left").label.isVisible()
     assert plot.throughput_plot.getAxis("bottom").labelText == "time (s)"
+    plot.resize(700, 230)  # as short as the window lets it get
+    plot.show()
+    qtbot.waitUntil(plot.isVisible)
+    a, b = (t.sceneBoundingRect() for t in plot.titles)
+    assert not a.intersects(b)
+    # the latency title sits above its plot (whose top holds the markers' labels)
+    assert a.bottom() <= plot.latency_plot.vb.sceneBoundingRect().top() + 1
+    assert plot.throughput_plot.vb.sceneBoundingRect().contains(b)
     names = [label.text for _, label in plot.legend.items]
     assert {"p50", "p90", "p99"} <= set(names)
 

@@ -53,9 +53,9 @@ def controller_drawing_into(
 
     from PySide6.QtCore import QObject, Signal
 
-    import app.peaks_loader
-    from app.live_controller import LiveController
-    from engine.machine import peaks
+    import app.host.peaks_loader
+    from app.live.live_controller import LiveController
+    from engine import api as peaks  # the window calls the engine through engine.api
 
     class Client(QObject):
         events = Signal(list)
@@ -67,7 +67,7 @@ def controller_drawing_into(
         profile_ready=lambda ev: None,
         show_notice=lambda *a: None,
     )
-    monkeypatch.setattr(app.peaks_loader, "_shared", None)  # no peaks from earlier tests
+    monkeypatch.setattr(app.host.peaks_loader, "_shared", None)  # no peaks from earlier tests
     monkeypatch.setattr(peaks, "cached_peaks", lambda: dict(CPU_PEAKS))
     return LiveController(view, Client())
 
@@ -117,7 +117,7 @@ def test_click_emits_and_select_highlights(qtbot: QtBot) -> None:
 
 
 def test_window_links_table_and_roofline(qtbot: QtBot) -> None:
-    from app.main_window import MainWindow
+    from app.shell.main_window import MainWindow
 
     win = MainWindow(["cpu"])
     qtbot.addWidget(win)
@@ -152,8 +152,8 @@ def test_controller_draws_profile_with_cached_peaks(
 def test_peaks_loader_measures_off_thread(qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    from app.peaks_loader import PeaksLoader
-    from engine.machine import peaks
+    from app.host.peaks_loader import PeaksLoader
+    from engine import api as peaks  # the window calls the engine through engine.api
 
     threads: list[str] = []
 
@@ -175,7 +175,7 @@ def test_late_peaks_after_window_closed_are_ignored(qtbot: QtBot) -> None:
 
     from PySide6.QtCore import QObject, Signal
 
-    from app.live_controller import LiveController
+    from app.live.live_controller import LiveController
 
     class Client(QObject):
         events = Signal(list)
@@ -236,8 +236,8 @@ def test_the_live_window_leaves_measuring_to_its_engine_host(
 ) -> None:
     """Measured beside the running engine, peaks come out far too low: without a cache the
     live window's request measures nothing (the host sends PeaksMeasured)."""
-    from app.peaks_loader import PeaksLoader
-    from engine.machine import peaks
+    from app.host.peaks_loader import PeaksLoader
+    from engine import api as peaks  # the window calls the engine through engine.api
 
     monkeypatch.setattr(peaks, "cached_peaks", lambda: None)
     loader = PeaksLoader()

@@ -32,7 +32,7 @@ def main() -> int:
 
     model = DEFAULT if DEFAULT.is_file() else build()
     app = QApplication(sys.argv[:1])
-    from app.workbench import Workbench
+    from app.shell.workbench import Workbench
 
     with tempfile.TemporaryDirectory() as tmp:
         wb = Workbench(session_path=str(Path(tmp) / "shots.opscope"), usable=["cpu"])

@@ -13,7 +13,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
-from engine.events import AccuracyResult
+from engine.api import AccuracyResult
 from widgets import theme
 
 STATES = {

@@ -24,8 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.events import AccuracyResult
-from engine.measure.op_stats import OpStat
+from engine.api import AccuracyResult, OpStat
 from widgets.accuracy_badge import AccuracyBadge
 from widgets.latency_plot import LatencyPlot
 from widgets.op_table import OpTable
@@ -72,7 +71,7 @@ class SyntheticRun:
 def synthetic_ops(seed: int = 1) -> tuple[list[OpStat], list[OpStat]]:
     """A small transformer's profile: per-node and per-op-type rows with consistent numbers."""
     rng = np.random.default_rng(seed)
-    kinds = (
+    kinds: tuple[tuple[str, float, float | None, float], ...] = (
         ("MatMul", 0.30, 2.0e8, 2.4e6),
         ("Add", 0.02, 0.0, 1.6e5),
         ("LayerNormalization", 0.05, 0.0, 2.0e5),
@@ -129,7 +128,7 @@ def synthetic_ops(seed: int = 1) -> tuple[list[OpStat], list[OpStat]]:
     for op in sorted({n.op_type for n in nodes}):
         group = [n for n in nodes if n.op_type == op]
         ms = sum(n.time_ms for n in group)
-        nbytes = sum(n.bytes for n in group)
+        nbytes = int(sum(n.bytes for n in group))
         f = None if any(n.flops is None for n in group) else sum(n.flops or 0 for n in group)
         s = ms / 1e3
         types.append(

@@ -21,9 +21,17 @@ import numpy.typing as npt
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QColor, QShowEvent
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QGraphicsSimpleTextItem,
+    QHBoxLayout,
+    QLabel,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from widgets import theme
+from widgets.corner_title import corner_title, title_font
 from widgets.lines_item import LinesItem, column_envelope, column_last, column_starts
 from widgets.models.latency_series import (
     LAT,
@@ -37,9 +45,11 @@ from widgets.models.latency_series import (
 )
 from widgets.models.pauses import connect_mask, gap_threshold
 from widgets.models.ring_buffer import FloatArray
+from widgets.numbers import figure
 from widgets.pause_bands import PauseBands
 from widgets.plot_export import check_format, export_layout
 
+AXIS_WIDTH = 62  # px: tick labels up to "10000"
 STATS_HZ = 2.0  # updates of the numbers above the plot
 PX_PER_COLUMN = 2  # followed data is reduced to one min/max pair per this many pixels
 MIN_PAINT_HZ = 2.0  # the frame rate never drops below this, whatever a frame costs
@@ -101,13 +111,16 @@ class LatencyPlot(QWidget):
         self._y_tops = [0.0, 0.0]  # followed y range tops: latency, throughput
         self.stepped_follow = True  # see follow_range
         self._slo_line: pg.InfiniteLine | None = None
+        # the trailing-window figures the header shows now: the status bar repeats these
+        # (computed apart, a moment later, the two read different p50s)
+        self.shown_stats: dict[str, Any] = {"count": 0}
         self.slo_ms: float | None = None
 
         self._glw = _TimedView()
         # The legend gets a row of its own above the plot: inside it would hide marker labels.
         self.legend = pg.LegendItem(colCount=4, verSpacing=-6)
-        self._glw.ci.addItem(self.legend, row=0, col=0)
-        self._glw.ci.layout.setAlignment(self.legend, Qt.AlignmentFlag.AlignRight)
+        self._header = self._glw.ci.addLayout(row=0, col=0)  # the latency title, the legend
+        self._header.setContentsMargins(0, 0, 0, 0)
         self.latency_plot: pg.PlotItem = self._glw.addPlot(row=1, col=0)
         self.throughput_plot: pg.PlotItem = self._glw.addPlot(row=2, col=0)
         self._glw.ci.setContentsMargins(4, 0, 10, 4)
@@ -116,12 +129,28 @@ class LatencyPlot(QWidget):
         self._glw.ci.layout.setRowStretchFactor(1, 3)
         self._glw.ci.layout.setRowStretchFactor(2, 1)
         self.throughput_plot.setXLink(self.latency_plot)
-        self.latency_plot.setLabel("left", "latency (ms)")
+        fg = theme.plot_foreground(self)
+        # titles written across (vertical ones ran into each other in short plots): the
+        # latency plot's left of the legend row, above it (its top holds marker labels),
+        # the throughput plot's in its own corner
+        above = QGraphicsSimpleTextItem("latency (ms)")
+        above.setFont(title_font(above.font()))
+        above.setBrush(fg)
+        self._above = pg.GraphicsWidget()
+        above.setParentItem(self._above)
+        self._above.setMinimumSize(above.boundingRect().width() + 70, 14)
+        above.setPos(AXIS_WIDTH + 4, 0)
+        self._header.addItem(self._above, row=0, col=0)
+        left_bottom = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom
+        self._header.layout.setAlignment(self._above, left_bottom)
+        self._header.addItem(self.legend, row=0, col=1)
+        self._header.layout.setAlignment(self.legend, Qt.AlignmentFlag.AlignRight)
+        self._header.layout.setColumnStretchFactor(0, 1)
+        self.titles = [above, corner_title(self.throughput_plot, "samples/s", fg)]
         self.latency_plot.getAxis("bottom").setStyle(showValues=False)
-        self.throughput_plot.setLabel("left", "samples/s")
         self.throughput_plot.setLabel("bottom", "time (s)")
         for plot in (self.latency_plot, self.throughput_plot):
-            plot.getAxis("left").setWidth(62)
+            plot.getAxis("left").setWidth(AXIS_WIDTH)
             for name in ("left", "bottom", "right", "top"):  # hidden ones follow the range too
                 # An SI prefix would rewrite the axis title (a text layout) at every scroll,
                 # and "ks" or "µms" read worse than plain seconds and milliseconds anyway.
@@ -274,6 +303,7 @@ class LatencyPlot(QWidget):
         self.pauses.clear()
         self.throughput_curve.setData([], [])
         self.stats_label.setText("no samples yet")
+        self.shown_stats = {"count": 0}
         self._stats_at = 0.0
         self._dirty = False
         self.set_follow(True)
@@ -457,12 +487,13 @@ class LatencyPlot(QWidget):
         stats = self.latest_stats()
         if not stats["count"]:
             return
+        self.shown_stats = stats
         parts = [
-            f"<b style='color:{color}'>{q}</b> {stats[q]:.3g} ms"
+            f"<b style='color:{color}'>{q}</b> {figure(stats[q])} ms"
             for q, color in (("p50", theme.P50), ("p90", theme.P90), ("p99", theme.P99))
         ]
         rate = stats["samples_per_s"]
-        parts.insert(1, f"{rate:,.4g} samples/s" if np.isfinite(rate) else "– samples/s")
+        parts.insert(1, f"{figure(rate, 4)} samples/s")
         since = (
             f"{stats['segment']:,} inferences since the config change"
             if stats["segment"] < self._samples.total
@@ -531,6 +562,8 @@ class LatencyPlot(QWidget):
                 axis.setTickPen(grid)
                 axis.setTextPen(fg)
         self.legend.setLabelTextColor(fg)
+        for title in getattr(self, "titles", ()):
+            title.setBrush(fg)
         for _, label in self.legend.items:
             label.setText(label.text)  # setLabelTextColor alone does not re-render the text
         if hasattr(self, "lines"):

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.measure.op_stats import OpStat
+from engine.api import OpStat
 from widgets.models.op_rows import overhead_note
 from widgets.op_table_model import (
     COL,

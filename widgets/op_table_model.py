@@ -20,7 +20,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QWidget
 
-from engine.measure.op_stats import OpStat
+from engine.api import OpStat
 from widgets import theme
 from widgets.models.op_rows import (
     Peaks,

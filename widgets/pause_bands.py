@@ -18,7 +18,7 @@ LABEL_GAP = 0.12  # of the visible time span: labels closer than this to the las
 class PauseBands:
     """One band per pause in each plot (items reused while the pause lasts)."""
 
-    def __init__(self, latency: pg.PlotItem, throughput: pg.PlotItem, fg: str) -> None:
+    def __init__(self, latency: pg.PlotItem, throughput: pg.PlotItem, fg: QColor | str) -> None:
         self.log = PauseLog()
         self._plots = (latency, throughput)
         self._fg = fg

@@ -20,7 +20,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from engine.measure.op_stats import OpStat
+from engine.api import OpStat
 from widgets import theme
 from widgets.models.op_colors import op_type_color
 
@@ -244,7 +244,7 @@ class RooflinePlot(QWidget):
         """The two roof lines' (log10 x, log10 y) data, for tests and exports."""
         b = self.bandwidth_roof.getData()
         c = self.compute_roof.getData()
-        return (b[0], b[1]), (c[0], c[1])  # type: ignore[return-value]
+        return (b[0], b[1]), (c[0], c[1])
 
     def point_count(self) -> int:
         """How many ops are drawn."""
@@ -278,7 +278,7 @@ class RooflinePlot(QWidget):
             f"{o.intensity or 0:.2f} FLOP/B, {o.gflops or 0:.2f} GFLOP/s, {o.gbps or 0:.2f} GB/s",
         ]
         if self._peaks:
-            from engine.measure.roofline import bound_of, peak_fraction
+            from engine.api import bound_of, peak_fraction
 
             frac = peak_fraction(o, *self._peaks)
             lines.append(

@@ -23,16 +23,13 @@ from PySide6.QtWidgets import (
 
 from widgets import theme
 from widgets.models.runs_summary import RunRow, RunsSummary
+from widgets.numbers import MISSING, figure
 
-COLUMNS = ("#", "config", "p50 ms", "Δ p50", "p99 ms", "Δ p99", "samples/s",
-           "Δ samples/s", "cosine", "inputs")  # fmt: skip
-TEXT_COLUMNS = (COLUMNS.index("config"), COLUMNS.index("inputs"))
+# p50/p99 here are over every sample of the run (the plot's header: its last samples)
+COLUMNS = ("#", "model", "config", "inputs", "run p50 ms", "Δ p50", "run p99 ms", "Δ p99",
+           "samples/s", "Δ samples/s", "cosine")  # fmt: skip
+TEXT_COLUMNS = tuple(COLUMNS.index(c) for c in ("model", "config", "inputs"))
 P50_DELTA = COLUMNS.index("Δ p50")
-MISSING = "–"
-
-
-def _num(value: float, fmt: str) -> str:
-    return format(value, fmt) if math.isfinite(value) else MISSING
 
 
 def _delta(value: float) -> str:
@@ -60,8 +57,10 @@ class RunsTable(QWidget):
         header.setStretchLastSection(False)  # a narrow dock scrolls; the config stays whole
         self.table.setWordWrap(False)
         self.table.setToolTip(
-            "Every run of this session: each config, input size or resumed timing is one. "
-            "Δ columns: change against the pinned baseline (right-click a run to pin it). "
+            "Every run of this session: each model, config, input size or resumed timing is "
+            "one. run p50/p99: over every sample of the run (the plot's header and the "
+            "status bar: over its last samples). Δ columns: change against the pinned "
+            "baseline (right-click a run to pin it). "
             "Lower p50/p99 is better; higher samples/s is better."
         )
         self.pin_button = QPushButton("Pin as baseline")
@@ -119,18 +118,19 @@ class RunsTable(QWidget):
             state = " (running)" if r.running else " (failed)" if r.failed else ""
             texts = (
                 f"{r.index + 1}{' ★' if r.baseline else ''}",
+                r.model or MISSING,
                 r.label + state,
-                _num(r.p50_ms, ".3g"),
+                r.inputs,
+                figure(r.p50_ms),
                 _delta(r.d_p50),
-                _num(r.p99_ms, ".3g"),
+                figure(r.p99_ms),
                 _delta(r.d_p99),
-                _num(r.samples_per_s, ",.1f"),
+                figure(r.samples_per_s, 4),
                 _delta(r.d_samples_per_s),
                 cosine,
-                r.inputs,
             )
             # lower latency and higher throughput are better
-            goods = (None,) * 3 + (-r.d_p50, None, -r.d_p99, None, r.d_samples_per_s, None, None)
+            goods = (None,) * 5 + (-r.d_p50, None, -r.d_p99, None, r.d_samples_per_s, None)
             for c, text in enumerate(texts):
                 item = self.table.item(r.index, c)
                 if item is None:

@@ -10,8 +10,10 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from widgets import theme
+from widgets.corner_title import corner_title
 
 KEEP_POINTS = 20_000  # ~80 minutes at four reports a second
+MIN_PLOT_HEIGHT = 170  # px for both plots: at 90 each was about 20 px, its labels overlapping
 
 
 class ServingPlot(QWidget):
@@ -27,8 +29,10 @@ class ServingPlot(QWidget):
         self.depth_plot: pg.PlotItem = self.glw.addPlot(row=0, col=0)
         self.batch_plot: pg.PlotItem = self.glw.addPlot(row=1, col=0)
         self.batch_plot.setXLink(self.depth_plot)
-        self.depth_plot.setLabel("left", "queued")
-        self.batch_plot.setLabel("left", "batch")
+        self.titles = [  # across, in the corner: two short plots' vertical titles collide
+            corner_title(self.depth_plot, "queued", fg),
+            corner_title(self.batch_plot, "batch", fg),
+        ]
         self.batch_plot.setLabel("bottom", "time (s)")
         self.depth_plot.getAxis("bottom").setStyle(showValues=False)
         for plot in (self.depth_plot, self.batch_plot):
@@ -50,7 +54,7 @@ class ServingPlot(QWidget):
             pen=pg.mkPen(theme.THROUGHPUT, width=1.5), name="queued now"
         )
         self.batch_curve = self.batch_plot.plot(pen=pg.mkPen(theme.P50, width=1.5))
-        self.glw.setMinimumHeight(90)
+        self.glw.setMinimumHeight(MIN_PLOT_HEIGHT)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.tally)

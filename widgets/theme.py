@@ -44,11 +44,14 @@ def grid_alpha(widget: QWidget) -> float:
 def blend(top: QColor, bottom: QColor, alpha: float) -> QColor:
     """`top` over `bottom` at `alpha`, as one opaque colour (semi-transparent lines are
     several times slower to rasterise than opaque ones)."""
+
+    def mix(a: float, b: float) -> float:
+        return a * alpha + b * (1 - alpha)
+
     return QColor.fromRgbF(
-        *(
-            a * alpha + b * (1 - alpha)
-            for a, b in zip(top.getRgbF()[:3], bottom.getRgbF()[:3], strict=True)
-        )
+        mix(top.redF(), bottom.redF()),
+        mix(top.greenF(), bottom.greenF()),
+        mix(top.blueF(), bottom.blueF()),
     )
 
 

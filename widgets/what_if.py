@@ -14,7 +14,8 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from widgets import theme
 
-CURRENT, PROPOSED = "#8a8f98", theme.THROUGHPUT
+CURRENT, PROPOSED, REAL = "#8a8f98", theme.THROUGHPUT, theme.BAD
+MIN_PLOT_HEIGHT = 150  # px: the axis titles and the legend fit (90 px drew them over each other)
 
 
 class WhatIfPlot(QWidget):
@@ -48,8 +49,18 @@ class WhatIfPlot(QWidget):
             pen=pg.mkPen(PROPOSED, width=2), symbol="o", symbolSize=5, symbolBrush=PROPOSED,
             name="proposed",
         )  # fmt: skip
+        self.real = self.plot.plot(
+            pen=None, symbol="star", symbolSize=14, symbolBrush=REAL, symbolPen=REAL,
+            name="real run",
+        )  # fmt: skip
         self.legend.addItem(self.current, "batching in use")
         self.legend.addItem(self.proposed, "proposed")
+        self.legend.addItem(self.real, "real run")
+        # the last real load run against the prediction of the same traffic and batching
+        self.check = QLabel("")
+        self.check.setWordWrap(True)
+        self.check.setTextFormat(Qt.TextFormat.PlainText)
+        self.check.hide()
         self.slo_line = pg.InfiniteLine(
             angle=0, movable=False, pen=pg.mkPen(theme.BAD, width=1, style=Qt.PenStyle.DotLine),
             label="SLO", labelOpts={"position": 0.85, "color": theme.BAD},
@@ -62,10 +73,11 @@ class WhatIfPlot(QWidget):
         self.plot.addItem(self.rate_line, ignoreBounds=True)
         self.slo_line.hide()
         self.points: dict[str, list[dict[str, Any]]] = {"current": [], "proposed": []}
-        self.glw.setMinimumHeight(90)
+        self.glw.setMinimumHeight(MIN_PLOT_HEIGHT)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.text)
+        layout.addWidget(self.check)
         layout.addWidget(self.glw, 1)
 
     def set_curves(
@@ -90,6 +102,15 @@ class WhatIfPlot(QWidget):
 
     def set_text(self, text: str) -> None:
         theme.set_text_if_changed(self.text, text)
+
+    def set_real(self, offered: float | None, p99_ms: float | None, text: str = "") -> None:
+        """The last real run's point (offered rate, its p99) and how it compares with the
+        prediction; None clears both (the model or config changed)."""
+        ok = offered is not None and p99_ms is not None and p99_ms > 0
+        self.real.setData([offered] if ok else [], [p99_ms] if ok else [])
+        theme.set_text_if_changed(self.check, text)
+        self.check.setVisible(bool(text))
+        self.check.setStyleSheet("" if not text or "agree" in text else f"color: {theme.BAD}")
 
     def curves(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """(offered rate, p99 ms) of each curve as drawn (finite points)."""

@@ -414,3 +414,14 @@ def write_text(path: str | Path, text: str) -> None:
 
 def _atomic(target: Path, fill: Callable[[TextIO], object], newline: str | None = None) -> None:
     write_atomic(target, fill, newline, error=ExportError)
+
+
+def traceable_runs(session_path: str) -> list[tuple[int, str]]:
+    """(run id, its label) of the runs a trace can show: profiled, serving and generation
+    runs, newest last (the window's Export Trace picks one of them, or all)."""
+    with SessionReader.open(session_path) as reader:
+        return [
+            (r.id, f"{summarize(r).label} [{r.kind}]")
+            for r in reader.runs()
+            if r.kind in SERVING_KINDS or r.kind == "generate" or reader.profiles(r.id)
+        ]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from engine import __version__
-from engine.analysis import report_plots
+from engine.analysis import report_plots, run_table
 from engine.analysis.deltas import CompareError, MetricDelta, OpDiff, Samples
 from engine.analysis.export import write_text
 from engine.analysis.generation_report import generation_section
@@ -29,7 +29,7 @@ from engine.analysis.report_html import pct as _pct
 from engine.analysis.report_html import section as _section
 from engine.analysis.report_html import table as _table
 from engine.analysis.run_compare import LATENCY_KINDS, RunComparison, compare_runs, load_changes
-from engine.analysis.run_summary import cell, summarize
+from engine.analysis.run_summary import summarize, with_recorded_stats
 from engine.analysis.serving_report import serving_section
 from engine.analysis.sweep_report import sweep_section
 from engine.config import PRECISION_LABELS, provider_label
@@ -78,7 +78,7 @@ def build_report(reader: SessionReader, source: str) -> str:
     sweeps = sweep_section(reader.sweeps())
     parts = [
         _env_section(meta, reader.models()),
-        _runs_section(runs),
+        _runs_section([with_recorded_stats(r, samples[r.id][1]) for r in runs]),
         _latency_section(timed, samples),
         serving,
         generation,
@@ -139,44 +139,11 @@ def _env_section(meta: dict[str, str | None], models: list[dict[str, Any]]) -> s
 
 
 def _runs_section(runs: Sequence[RunRow]) -> str:
-    head = (
-        "run",
-        "kind",
-        "model",
-        "config",
-        "provider",
-        "samples",
-        "p50 ms",
-        "p90 ms",
-        "p99 ms",
-        "mean ± sd ms",
-        "samples/s",
-        "stable",
-        "cosine",
-        "status",
-    )
-    rows = []
-    for s in map(summarize, runs):
-        rows.append(
-            (
-                str(s.id),
-                _kind(s.kind),
-                s.model,
-                s.config,
-                s.provider,
-                str(s.samples),
-                cell(s.p50_ms),
-                cell(s.p90_ms),
-                cell(s.p99_ms),
-                f"{cell(s.mean_ms)} ± {cell(s.std_ms)}" if s.mean_ms is not None else "-",
-                cell(s.samples_per_s, 1),
-                "-" if s.stable is None else ("yes" if s.stable else "NO"),
-                cell(s.cosine, 5),
-                s.status,
-            )
-        )
+    head = tuple(c.name for c in run_table.COLUMNS)
+    rows = [tuple(run_table.cells(summarize(r), run_table.COLUMNS)) for r in runs]
+    rows = [(row[0], _kind(row[1]), *row[2:]) for row in rows]
     body = (
-        _table(head, rows, right={0, 5, 6, 7, 8, 9, 10, 12})
+        _table(head, rows, right={i for i, c in enumerate(run_table.COLUMNS) if c.numeric})
         if runs
         else "<p>The session holds no runs.</p>"
     )

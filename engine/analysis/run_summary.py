@@ -5,11 +5,18 @@ runs table alike. Numbers stay numbers; `cell()` formats them the one same way."
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from engine import backends
 from engine.config import provider_label
+from engine.measure.stats import latency_stats
 from engine.session.rows import RunRow
 
 
@@ -24,6 +31,7 @@ class RunSummary:
     model: str
     config: str  # 'INT8 dynamic fusion=all batch=8 threads=2' ('-' without a config)
     provider: str  # 'CPU', 'CUDA', 'torch-cpu'
+    inputs: str  # 'input_ids 1x256, attention_mask 1x256' ('-' when none recorded)
     samples: int
     p50_ms: float | None
     p90_ms: float | None
@@ -51,6 +59,7 @@ def summarize(run: RunRow) -> RunSummary:
         model=run.model_name or "?",
         config=engine + c.short_label() if c is not None else "-",
         provider=provider_label(run.provider_used),
+        inputs=_inputs_text(run.inputs),
         samples=run.samples,
         p50_ms=lat.p50 if lat else None,
         p90_ms=lat.p90 if lat else None,
@@ -64,6 +73,41 @@ def summarize(run: RunRow) -> RunSummary:
     )
 
 
+def _inputs_text(inputs: dict[str, Any]) -> str:
+    return inputs_text(
+        {
+            name: shape if isinstance(shape := spec.get("shape"), list) else None
+            for name, spec in inputs.items()
+            if isinstance(spec, dict)
+        }
+    )
+
+
+def inputs_text(shapes: Mapping[str, Sequence[Any] | None], most: int = 2) -> str:
+    """'input_ids 1x256, attention_mask 1x256' (the first `most`, then '+N'): what tells
+    MiniLM at 128 from MiniLM at 256. A shape it cannot read is '?'."""
+    parts = [
+        f"{name} {'x'.join(map(str, shape)) if shape is not None else '?'}"
+        for name, shape in shapes.items()
+    ]
+    more = f" +{len(parts) - most}" if len(parts) > most else ""
+    return ", ".join(parts[:most]) + more or "-"
+
+
 def cell(value: float | None, digits: int = 3) -> str:
     """A number as every table prints it: fixed digits, '-' when missing or not finite."""
     return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def with_recorded_stats(run: RunRow, latencies_ns: npt.NDArray[Any]) -> RunRow:
+    """`run` with percentiles from its raw samples where it has none stored: a run still
+    running (or killed) has its samples in the file but no timing summary yet; a report
+    made mid-run showed '-' for a run with 17,391 samples. The status says so."""
+    if run.latency is not None or latencies_ns.size == 0:
+        return run
+    note = f"figures from its {latencies_ns.size:,} recorded samples"
+    return dataclasses.replace(
+        run,
+        latency=latency_stats(np.asarray(latencies_ns)),
+        error=f"{note}; {run.error}" if run.error else note,
+    )

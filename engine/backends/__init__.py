@@ -12,7 +12,7 @@ import pkgutil
 from collections.abc import Callable
 from functools import cache
 
-from engine.backends.base import Backend, Capabilities, Prepared, PrepareRequest
+from engine.backends.base import Backend, Capabilities, Prepared, PrepareRequest, ToOnnx
 from engine.config import PRECISION_LABELS, RunConfig
 from engine.errors import ConfigError
 from engine.events import Event, drive
@@ -27,10 +27,12 @@ __all__ = [
     "backend_for",
     "describe_change",
     "describe_model",
+    "exporter_for",
     "file_filter",
     "get",
     "model_suffixes",
     "names",
+    "onnx_exporters",
     "prepare",
 ]
 
@@ -49,6 +51,24 @@ def all_backends() -> tuple[Backend, ...]:
             found.append(backend)
     found.sort(key=lambda b: b.capabilities.name != DEFAULT)
     return tuple(found)
+
+
+@cache
+def onnx_exporters() -> tuple[ToOnnx, ...]:
+    """What each backend package lends ONNX Runtime (`TO_ONNX`): its files exported to
+    ONNX. Found as the backends are; nothing here names one."""
+    found: list[ToOnnx] = []
+    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if mod.ispkg:
+            lent = getattr(importlib.import_module(f"{__name__}.{mod.name}"), "TO_ONNX", None)
+            if lent is not None:
+                found.append(lent)
+    return tuple(found)
+
+
+def exporter_for(path: str) -> ToOnnx | None:
+    """The exporter that accepts `path`, if some backend lends one."""
+    return next((e for e in onnx_exporters() if e.accepts(path)), None)
 
 
 def names() -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,7 +21,8 @@ from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import Event
 from engine.model.info import ModelInfo
-from engine.model.inputs import Feeds, batch_of
+from engine.model.inputs import Feeds
+from engine.model.sample_axis import batch_of
 
 __all__ = ["Backend", "Capabilities", "Feeds", "PrepareRequest", "Prepared", "batch_of"]
 KNOBS = ("precision", "fusion", "provider")
@@ -66,6 +67,13 @@ class Capabilities:
     install_hint: str = ""
     summary: str = ""  # what the engine runs, for a tooltip
     fusion_help: str = ""
+    # the providers this machine has (cheap: no session opened); None: all of `providers`
+    probe: Callable[[], tuple[str, ...]] | None = None
+
+    def usable_providers(self) -> tuple[str, ...]:
+        """The providers worth offering here, without "auto" (which picks among them)."""
+        found = self.probe() if self.probe is not None else self.providers
+        return tuple(p for p in found if p != "auto")
 
     def choices(self, knob: str) -> tuple[str, ...]:
         choices: tuple[str, ...] = getattr(self, knob + "s")
@@ -144,6 +152,27 @@ class Backend(Protocol):
 
     def describe(self, path: str) -> ModelInfo:
         """The model's facts, read without running code from the file."""
+        ...
+
+
+class ToOnnx(Protocol):
+    """A backend's files, exported to ONNX for ONNX Runtime to run (a backend package
+    lends one as `TO_ONNX`; `engine.backends.onnx_exporters()` finds them): ONNX Runtime
+    never imports another backend."""
+
+    def accepts(self, path: str) -> bool:
+        """Whether `path` is a file of this kind (by its name)."""
+        ...
+
+    def describe(self, path: str) -> ModelInfo:
+        """The model's facts as its own backend reads them."""
+        ...
+
+    def export(
+        self, path: str, batch: int, shapes: Mapping[str, tuple[int, ...]]
+    ) -> Generator[Event, None, tuple[str, dict[str, Any]]]:
+        """Progress, then the exported ONNX file's path and facts (`source`,
+        `source_sha256`, ...); exported once, then cached."""
         ...
 
 

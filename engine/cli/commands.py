@@ -12,7 +12,7 @@ from engine.cli.results import RunResult
 from engine.run.bench import BenchRequest, run_bench
 from engine.run.job_inputs import JobInputs
 from engine.run.timing import TimingPlan
-from engine.session.recorder import recording
+from engine.session.recording import recording
 
 
 def cmd_info(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from engine import backends
+from engine.cli.arg_types import seed
 from engine.config import DEFAULT_MIN_COSINE, RunConfig
 
 EXIT_OK = 0
@@ -29,6 +30,21 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         provider=args.provider,
         min_cosine=getattr(args, "min_cosine", DEFAULT_MIN_COSINE),
     )
+
+
+def add_json_flag(p: argparse._ActionsContainer, what: str = "the result") -> None:
+    """--json PATH, as every command takes it ('-' is standard output)."""
+    p.add_argument("--json", metavar="PATH", help=f"write {what} as JSON ('-': stdout)")
+
+
+def add_seed_flag(p: argparse._ActionsContainer, what: str, default: int | None = 0) -> None:
+    """--seed N, bounded to the seeds numpy takes (0 to 2**32 - 1)."""
+    p.add_argument("--seed", type=seed, default=default, help=what)
+
+
+def add_session_flag(p: argparse._ActionsContainer, what: str) -> None:
+    """--session FILE.opscope: the session file the command records into."""
+    p.add_argument("--session", metavar="FILE.opscope", help=what)
 
 
 def write_json(path: str, data: dict[str, Any]) -> None:

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.analysis.deltas import METRICS
-from engine.cli.arg_types import nonneg_float, nonneg_int, positive_float, positive_int
+from engine.cli.arg_types import int_in, percent, seconds
+from engine.cli.common import add_json_flag, add_seed_flag, add_session_flag
 
 
 def add_gate_parser(sub: Any, add_knobs: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -28,7 +29,7 @@ def add_gate_parser(sub: Any, add_knobs: Callable[[argparse.ArgumentParser], Non
     p.add_argument("model", metavar="MODEL", help="an .onnx file (the candidate)")
     add_knobs(p)
     p.add_argument(
-        "--runs", type=positive_int, default=5, metavar="K",
+        "--runs", type=int_in(1, 1000), default=5, metavar="K",
         help="candidate runs, each a separate process (default 5; 1 cannot see the "
         "spread between processes)",
     )  # fmt: skip
@@ -37,7 +38,7 @@ def add_gate_parser(sub: Any, add_knobs: Callable[[argparse.ArgumentParser], Non
         help=f"a metric to gate (repeatable; {', '.join(METRICS)}; default p50)",
     )  # fmt: skip
     p.add_argument(
-        "--max-regression", type=nonneg_float, default=5.0, metavar="PCT",
+        "--max-regression", type=percent, default=5.0, metavar="PCT",
         help="fail when the candidate is worse by more than PCT percent (default 5)",
     )  # fmt: skip
     p.add_argument(
@@ -45,26 +46,26 @@ def add_gate_parser(sub: Any, add_knobs: Callable[[argparse.ArgumentParser], Non
         help="one-sided confidence that the slowdown exceeds the threshold (default 0.95)",
     )  # fmt: skip
     p.add_argument(
-        "--duration", type=positive_float, default=3.0, metavar="S",
+        "--duration", type=seconds, default=3.0, metavar="S",
         help="minimum seconds of timed inferences per run (default 3)",
     )  # fmt: skip
     p.add_argument(
-        "--min-runs", type=positive_int, default=50, metavar="N",
+        "--min-runs", type=int_in(1, 10_000_000), default=50, metavar="N",
         help="minimum timed inferences per run (default 50)",
     )  # fmt: skip
     p.add_argument(
-        "--warmup", type=nonneg_int, default=10, metavar="N",
+        "--warmup", type=int_in(0, 1_000_000), default=10, metavar="N",
         help="warm-up inferences discarded per run (default 10, and at least 0.5 s)",
     )  # fmt: skip
-    p.add_argument("--seed", type=int, default=0, help="input and bootstrap seed (default 0)")
-    p.add_argument(
-        "--session", metavar="FILE.opscope",
-        help="record the candidate runs here (default: beside --junit, else a new file in "
+    add_seed_flag(p, "input and bootstrap seed (default 0)")
+    add_session_flag(
+        p,
+        "record the candidate runs here (default: beside --junit, else a new file in "
         "the temporary folder)",
-    )  # fmt: skip
+    )
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
     p.add_argument("--summary", metavar="PATH", help="write a Markdown summary")
-    p.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
+    add_json_flag(p)
     p.set_defaults(handler=_cmd_gate)
 
 

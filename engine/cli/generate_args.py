@@ -5,7 +5,21 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from engine.cli.arg_types import nonneg_int, positive_float, positive_int
+from engine.backends.genai import CAPABILITIES as GENAI
+from engine.cli.arg_types import float_in, int_in, nonneg_int, seconds
+from engine.cli.common import add_json_flag, add_seed_flag, add_session_flag
+
+SHORT = {"int8": "int8-weights", "int4": "int4-weights"}  # the weight-only precisions' short names
+
+
+def _precision(text: str) -> str:
+    """A generating model's precision, as its backend names it (int8 and int4 accepted)."""
+    return SHORT.get(text, text)
+
+
+MAX_TOKENS = 1 << 20  # prompt and output lengths (the model's context bounds them further)
+MAX_SEQUENCES = 65_536  # --batch (the KV cache's estimate bounds it further)
+MAX_TEMPERATURE = 100.0  # far past uniform sampling
 
 
 def add_generate_parser(sub: Any) -> None:
@@ -17,7 +31,7 @@ def add_generate_parser(sub: Any) -> None:
     p.add_argument("model", help="a genai-format folder (genai_config.json, model.onnx)")
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument(
-        "--prompt-len", type=positive_int, default=128, metavar="L",
+        "--prompt-len", type=int_in(1, MAX_TOKENS), default=128, metavar="L",
         help="a prompt of L generated tokens (default 128)",
     )  # fmt: skip
     prompt.add_argument("--prompt", metavar="TEXT", help="a prompt text (the model's tokenizer)")
@@ -27,37 +41,40 @@ def add_generate_parser(sub: Any) -> None:
         "each timed generation takes the next one",
     )  # fmt: skip
     p.add_argument(
-        "--new-tokens", type=positive_int, default=32, metavar="N",
+        "--new-tokens", type=int_in(1, MAX_TOKENS), default=32, metavar="N",
         help="tokens generated per sequence (default 32; the end-of-text token does not stop "
         "a timed generation, so every generation has the same length)",
     )  # fmt: skip
-    p.add_argument("--batch", type=positive_int, default=1, help="sequences at once (default 1)")
     p.add_argument(
-        "--precision", choices=("fp32", "fp16", "int8", "int4"), default="fp32",
-        help="fp16: weights, activations and KV cache (pays on a GPU); int8, int4: "
-        "weight-only (MatMulNBits, blocks of 32); each checked against FP32 token by token "
-        "after the timing",
+        "--batch", type=int_in(1, MAX_SEQUENCES), default=1, help="sequences at once (default 1)"
+    )
+    p.add_argument(
+        "--precision", type=_precision, choices=GENAI.precisions, default="fp32",
+        metavar="{" + ",".join(GENAI.precisions) + "}",
+        help="fp16: weights, activations and KV cache (pays on a GPU); int8-weights, "
+        "int4-weights (or int8, int4): weight-only (MatMulNBits, blocks of 32); each checked "
+        "against FP32 token by token after the timing",
     )  # fmt: skip
-    p.add_argument("--fusion", choices=("off", "basic", "extended", "all"), default="all")
+    p.add_argument("--fusion", choices=GENAI.fusions, default="all")
     p.add_argument(
         "--threads", type=nonneg_int, default=0,
         help="intra-op threads (default 0: one per physical core)",
     )  # fmt: skip
     p.add_argument("--spinning", choices=("on", "off"), default="off")
-    p.add_argument("--provider", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--provider", choices=GENAI.providers, default="auto")
     p.add_argument(
-        "--duration", type=positive_float, default=10.0, metavar="S",
+        "--duration", type=seconds, default=10.0, metavar="S",
         help="seconds of whole generations timed after the warm-up (default 10)",
     )  # fmt: skip
     p.add_argument(
-        "--warmup", type=nonneg_int, default=2, metavar="K",
+        "--warmup", type=int_in(0, 100_000), default=2, metavar="K",
         help="generations run first and discarded (default 2)",
     )  # fmt: skip
     p.add_argument(
-        "--temperature", type=float, default=0.0,
+        "--temperature", type=float_in(0.0, MAX_TEMPERATURE), default=0.0,
         help="0: greedy (default); above 0: sampled from the top 50, seeded",
     )  # fmt: skip
-    p.add_argument("--seed", type=int, default=0, help="seed of the prompt and the sampling")
+    add_seed_flag(p, "seed of the prompt and the sampling")
     p.add_argument(
         "--profile", action="store_true",
         help="then profile prefill and decode apart (a session of its own, after the timing): "
@@ -68,11 +85,10 @@ def add_generate_parser(sub: Any) -> None:
         help="then time prefill and decode at each prompt length (e.g. 32,128,512,2048) and "
         "fit TTFT ~ a + b*L + c*L^2: how much of it is the quadratic term",
     )  # fmt: skip
-    p.add_argument(
-        "--session", metavar="FILE.opscope",
-        help="record the run (kind generate: every generation's passes) in a session file",
-    )  # fmt: skip
-    p.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
+    add_session_flag(
+        p, "record the run (kind generate: every generation's passes) in a session file"
+    )
+    add_json_flag(p)
     p.set_defaults(handler=_cmd_generate)
 
 

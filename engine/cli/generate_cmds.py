@@ -9,24 +9,20 @@ from typing import TextIO
 
 from engine.backends.genai.generate import Sampling
 from engine.backends.genai.phases import Phase
-from engine.cli.common import EXIT_OK, write_json
+from engine.cli.common import EXIT_INTERRUPTED, EXIT_OK, write_json
 from engine.cli.printer import LivePrinter
-from engine.config import PRECISION_LABELS, Precision, RunConfig
+from engine.config import PRECISION_LABELS, RunConfig
 from engine.errors import ConfigError
 from engine.events import Notice, Progress, drive
 from engine.measure.stats import LatencyStats
 from engine.run.generation import GenerateReport, GenerateRequest, run_generate
-from engine.session.recorder import recording
+from engine.session.recording import recording
 from engine.tune.prompt_sweep import PromptPoint, PromptSweep, sweep_prompt
-
-WEIGHTS: dict[str, Precision] = {
-    "fp32": "fp32", "fp16": "fp16", "int8": "int8-weights", "int4": "int4-weights",
-}  # fmt: skip
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
     config = RunConfig(
-        precision=WEIGHTS[args.precision],
+        precision=args.precision,
         fusion=args.fusion,
         batch=args.batch,
         threads=args.threads,
@@ -63,7 +59,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             report: GenerateReport = drive(run_generate(req), show)
         _print(report, out)
         swept = None
-        if lengths:
+        if lengths and not report.interrupted:
 
             def point(item: object) -> None:
                 if isinstance(item, PromptPoint):
@@ -83,6 +79,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
         data = report.to_json()
         data["sweep"] = swept.to_json() if swept is not None else None
         write_json(args.json, data)
+    if report.interrupted:  # its figures above, then the news (the run: cancelled)
+        print("opscope: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return EXIT_OK
 
 
@@ -134,8 +133,11 @@ def _print(r: GenerateReport, out: TextIO) -> None:
     out.write(
         f"config     {PRECISION_LABELS[c.precision]} fusion={c.fusion} "
         f"threads={c.threads or 'default'} batch={r.batch}; prompt {r.prompt_len} tokens, "
-        f"{r.new_tokens} new; {r.generations} generations after the warm-up\n"
-    )
+        f"{r.new_tokens} new; {r.generations} generations after the warm-up"
+        + (" (interrupted: the figures of those done; accuracy and profile skipped)"
+           if r.interrupted else "")
+        + "\n"
+    )  # fmt: skip
     out.write(f"provider   {r.provider_used}\n")
     out.write(f"ttft       {_pcts(r.ttft)}\n")
     out.write(f"tpot       {_pcts(r.tpot)}\n")

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from engine.backends.genai.model import open_llm, read_config
-from engine.cli.common import EXIT_OK, write_json
+from engine.cli.common import EXIT_INTERRUPTED, EXIT_OK, write_json
 from engine.cli.printer import LivePrinter
 from engine.cli.simulate_llm import (
     NOT_FOR_LLM,
@@ -24,6 +24,7 @@ from engine.events import drive
 from engine.serve.llm_loop import LLMServingLoop, check_real_layout
 from engine.serve.llm_study import served_folder
 from engine.serve.llm_summary import summarize_llm
+from engine.serve.loop import drain_deadline
 from engine.serve.traffic import parse_traffic
 
 NOT_FOR_REAL = (*NOT_FOR_LLM, "warmup_s", "repeat")
@@ -50,7 +51,8 @@ def cmd_load_llm(args: argparse.Namespace) -> int:
     try:
         folder = drive(served_folder(args.model, config), printer.feed)
         llm = open_llm(folder, config)
-        loop = LLMServingLoop(llm, work, layout, seed=args.seed)
+        deadline = drain_deadline(work.arrivals)
+        loop = LLMServingLoop(llm, work, layout, seed=args.seed, deadline_s=deadline)
         drive(loop.run(), printer.feed)
     finally:
         printer.close()
@@ -88,4 +90,7 @@ def cmd_load_llm(args: argparse.Namespace) -> int:
     print_llm(result, [row], None, out)
     if args.json:
         write_json(args.json, result)
+    if loop.interrupted:  # a signal stopped the loop: its figures, then the news
+        print("opscope: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return EXIT_OK

@@ -12,19 +12,30 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 from engine import __version__, backends
 from engine import interrupt as interrupt_flag
 from engine.analysis.deltas import GENERATION_METRICS, METRICS
 from engine.cli.arg_types import (
+    MAX_BATCH,
     OneLineParser,
-    nonneg_float,
+    int_in,
     nonneg_int,
-    positive_float,
+    nonneg_seconds,
+    percent,
     positive_int,
+    seconds,
     unit_interval,
 )
-from engine.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
+from engine.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    add_json_flag,
+    add_seed_flag,
+    add_session_flag,
+)
 from engine.cli.gate_args import add_gate_parser
 from engine.cli.generate_args import add_generate_parser, add_import_parser
 from engine.cli.serve_args import add_serving_parsers
@@ -49,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("info", help="describe a model: inputs, outputs, ops, parameters")
     p.add_argument("model", help="an .onnx file")
-    p.add_argument("--json", metavar="PATH", help="write the description as JSON ('-': stdout)")
+    add_json_flag(p, "the description")
     p.set_defaults(handler=_cmd_info)
 
     for name, helptext in (
@@ -61,44 +72,40 @@ def build_parser() -> argparse.ArgumentParser:
         _add_knobs(p)
         p.add_argument(
             "--duration",
-            type=positive_float,
+            type=seconds,
             default=5.0,
             metavar="S",
             help="minimum seconds of timed inferences (default 5)",
         )
         p.add_argument(
             "--min-runs",
-            type=positive_int,
+            type=int_in(1, 10_000_000),
             default=50,
             metavar="N",
             help="minimum timed inferences (default 50)",
         )
         p.add_argument(
             "--warmup",
-            type=nonneg_int,
+            type=int_in(0, 1_000_000),
             default=10,
             metavar="N",
             help="warm-up inferences discarded (default 10, and at least 0.5 s)",
         )
         p.add_argument(
-            "--warmup-s", type=nonneg_float, default=0.5, metavar="S", help=argparse.SUPPRESS
+            "--warmup-s", type=nonneg_seconds, default=0.5, metavar="S", help=argparse.SUPPRESS
         )
         p.add_argument(
             "--no-accuracy", action="store_true", help="skip the comparison with the FP32 model"
         )
-        p.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
+        add_json_flag(p)
         p.add_argument(
             "--live",
             action=argparse.BooleanOptionalAction,
             default=None,
             help="print rolling latency while timing (default: on a terminal)",
         )
-        p.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
-        p.add_argument(
-            "--session",
-            metavar="FILE.opscope",
-            help="record the run into a session file (created, or appended to)",
-        )
+        add_seed_flag(p, "seed for generated inputs")
+        add_session_flag(p, "record the run into a session file (created, or appended to)")
         if name == "profile":
             p.add_argument(
                 "--top",
@@ -109,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
             )
             p.add_argument(
                 "--runs",
-                type=positive_int,
+                type=int_in(1, 100_000),
                 default=20,
                 metavar="K",
                 help="profiled inferences (default 20)",
@@ -130,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
         "show", help="one line per run: config, latency, throughput, accuracy, status"
     )
     p.add_argument("ref", metavar="FILE[:RUN]", help="a session file, or one run of it")
-    p.add_argument("--json", metavar="PATH", help="write runs and metadata as JSON ('-': stdout)")
+    add_json_flag(p, "runs and metadata")
     p.set_defaults(handler=_cmd_session_show)
     p = actions.add_parser(
         "compact",
@@ -153,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="this machine: CPU, memory, versions, usable providers, "
         "GPUs and measured peaks (cached)",
     )
-    p.add_argument("--json", metavar="PATH", help="write it as JSON ('-': stdout)")
+    add_json_flag(p, "it")
     p.add_argument("--remeasure", action="store_true", help="measure the peaks again")
     p.set_defaults(handler=_cmd_system)
     p = sub.add_parser(
@@ -165,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--trim", action="store_true", help="evict least recently used entries down to the cap"
     )
     how.add_argument("--clear", action="store_true", help="remove every cached entry")
-    p.add_argument("--json", metavar="PATH", help="write it as JSON ('-': stdout)")
+    add_json_flag(p, "it")
     p.set_defaults(handler=_cmd_cache)
     return parser
 
@@ -188,7 +195,7 @@ def _add_session_tools(sub: argparse._SubParsersAction[OneLineParser]) -> None:
     )
     p.add_argument(
         "--max-regression",
-        type=nonneg_float,
+        type=percent,
         default=5.0,
         metavar="PCT",
         help="exit 3 when the candidate is significantly worse by more than PCT "
@@ -198,8 +205,8 @@ def _add_session_tools(sub: argparse._SubParsersAction[OneLineParser]) -> None:
     p.add_argument(
         "--top", type=positive_int, default=15, metavar="N", help="ops to list (default 15)"
     )
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    p.add_argument("--json", metavar="PATH", help="write the comparison as JSON ('-': stdout)")
+    add_seed_flag(p, "bootstrap seed (default 0)")
+    add_json_flag(p, "the comparison")
     p.set_defaults(handler=_cmd_compare)
 
     p = sub.add_parser(
@@ -207,7 +214,7 @@ def _add_session_tools(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         help="export a session: a Chrome/Perfetto trace of profiled inferences, or CSV tables",
     )
     p.add_argument("file", metavar="FILE", help="a session file (.opscope)")
-    p.add_argument("--run", type=positive_int, metavar="ID", help="only this run")
+    p.add_argument("--run", type=int_in(1, 2**63 - 1), metavar="ID", help="only this run")
     p.add_argument(
         "--trace",
         metavar="OUT.json",
@@ -215,7 +222,9 @@ def _add_session_tools(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         "chrome://tracing): the median profiled inference of each run; for a serving "
         "run, each batch as a slice per model instance and the queue depth as a counter",
     )
-    p.add_argument("--csv", metavar="DIR", help="write runs.csv, latency.csv and ops.csv")
+    p.add_argument(
+        "--csv", metavar="DIR", help="write runs.csv, latency.csv, ops.csv and sweeps.csv"
+    )
     p.set_defaults(handler=_cmd_export)
 
     p = sub.add_parser("report", help="a self-contained HTML report of a session")
@@ -246,7 +255,7 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
         default="all",
         help="ONNX Runtime graph optimization level (default all)",
     )
-    g.add_argument("--batch", type=positive_int, default=1, help="batch size (default 1)")
+    g.add_argument("--batch", type=int_in(1, MAX_BATCH), default=1, help="batch size (default 1)")
     g.add_argument(
         "--threads",
         type=nonneg_int,
@@ -371,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     try:
-        with _stops_like_ctrl_c():
+        with _stops_like_ctrl_c(), _notes_on_stderr():
             code: int = args.handler(args)
         return code
     except OpScopeError as exc:  # one line, whatever a path or a file's text holds
@@ -388,13 +397,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 @contextlib.contextmanager
+def _notes_on_stderr() -> Iterator[None]:
+    """A session file that lacks optional columns says so once, in one line on stderr,
+    whichever command opened it (its figures show as "-")."""
+    from engine.session.reader import NOTE_HOOK
+    from engine.session.trust import printable
+
+    told: set[Path] = set()
+
+    def note(path: Path, text: str) -> None:
+        if path not in told:
+            told.add(path)
+            print(f"note: {printable(str(path))}: {text}", file=sys.stderr)
+
+    NOTE_HOOK[:] = [note]
+    try:
+        yield
+    finally:
+        NOTE_HOOK.clear()
+
+
+@contextlib.contextmanager
 def _stops_like_ctrl_c() -> Iterator[None]:
     """SIGTERM and SIGHUP (a closed terminal, `kill`, the app's Cancel) end a command as
     Ctrl+C does: the run marked cancelled, what was measured kept, the file left whole."""
 
     def interrupt(signum: int, _frame: object) -> None:
-        interrupt_flag.received.set()
-        raise KeyboardInterrupt(signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        interrupt_flag.mark(name)
+        if not interrupt_flag.deferring():  # a serving loop stops itself (engine/interrupt)
+            raise KeyboardInterrupt(name)
 
     names = ("SIGINT", "SIGTERM", "SIGHUP")
     sigs = [getattr(signal, n) for n in names if hasattr(signal, n)]

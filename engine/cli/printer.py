@@ -13,9 +13,13 @@ from engine.cli.results import RunResult
 from engine.events import Event, LatencyBatch, Notice, Progress, RunStarted
 from engine.model.info import ModelInfo
 
+PIPE_PROGRESS_S = 5.0  # off a terminal: a progress line at most this often
+
 
 class LivePrinter:
-    """Shows progress and, during timing, a live line of rolling latency statistics."""
+    """Shows progress and, during timing, a live line of rolling latency statistics. On a
+    terminal the line is redrawn in place; on a pipe or a log file, long work still says
+    how far it is, one plain line at most every PIPE_PROGRESS_S (none for quick work)."""
 
     def __init__(self, stream: TextIO | None = None, live: bool | None = None) -> None:
         self.stream = stream or sys.stderr
@@ -27,14 +31,20 @@ class LivePrinter:
         self._last_print = 0.0
         self._batch = 1
         self._line_open = False
+        self._last_progress = time.monotonic()
 
     def feed(self, ev: Event) -> None:
         if isinstance(ev, Notice):
             self._clear()
             self.stream.write(f"{ev.level}: {ev.message}\n")
-        elif isinstance(ev, Progress) and self.tty:
-            total = f"/{ev.total:g}" if ev.total else ""
-            self._status(f"[{ev.stage}] {ev.message or f'{ev.done:g}{total}'}")
+        elif isinstance(ev, Progress):
+            count = _count(ev.done) + (f"/{_count(ev.total)}" if ev.total else "")
+            if self.tty:
+                self._status(f"[{ev.stage}] {ev.message or count}")
+            elif time.monotonic() - self._last_progress >= PIPE_PROGRESS_S:
+                self._last_progress = time.monotonic()
+                said = f"{count}: {ev.message}" if ev.message and ev.total else ev.message
+                self.stream.write(f"[{ev.stage}] {said or count}\n")
         elif isinstance(ev, RunStarted):
             self._batch = ev.batch
         elif isinstance(ev, LatencyBatch):
@@ -241,6 +251,11 @@ def _bound(s: Any, machine: tuple[float, float]) -> str:
     bound = "comp" if bound_of(s.intensity, *machine) == "compute" else "mem"
     frac = peak_fraction(s, *machine)
     return f" {bound:<4} " + (f"{frac:4.0%}" if frac is not None else f"{'-':>4}")
+
+
+def _count(x: float) -> str:
+    """1,234 for whole numbers (request counts), else as few digits as say it (0.25)."""
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:g}"
 
 
 def _num(x: float | None, width: int) -> str:

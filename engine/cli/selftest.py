@@ -29,7 +29,7 @@ def run_self_test() -> str:
     from engine.events import RunEnded, RunStarted, TimingDone
     from engine.run.bench import BenchRequest, run_bench
     from engine.run.timing import TimingPlan
-    from engine.session.recorder import recording
+    from engine.session.recording import recording
     from engine.session.store import open_session_file
 
     model = demo_model_path()

@@ -6,7 +6,22 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from engine.cli.arg_types import nonneg_float, nonneg_int, positive_float, positive_int
+from engine.cli.arg_types import (
+    MAX_INSTANCES,
+    MAX_REQUESTS,
+    float_in,
+    int_in,
+    milliseconds,
+    nonneg_seconds,
+    positive_ms,
+    seconds,
+    share,
+)
+from engine.cli.common import add_json_flag, add_seed_flag, add_session_flag
+
+MAX_SERVE_BATCH = 4096  # --max-batch (BatchPolicy's bound)
+MAX_SEQS = 65_536  # --max-seqs: sequences running at once per instance
+MAX_TOKENS = 1 << 24  # token counts: chunk, prefill budget, KV cache
 
 CONFIRM_S = 10.0  # seconds of real traffic that a bare --confirm serves (after --warmup-s)
 
@@ -25,15 +40,17 @@ def add_serving_parsers(
     add_knobs(p)
     _add_serving(p)
     p.add_argument(
-        "--duration", type=positive_float, default=10.0, metavar="S",
+        "--duration", type=seconds, default=10.0, metavar="S",
         help="seconds of traffic (default 10)",
     )  # fmt: skip
-    p.add_argument("--requests", type=positive_int, metavar="N", help="serve the first N requests")
     p.add_argument(
-        "--session", metavar="FILE.opscope",
-        help="record the run (end-to-end latency of every request after the warm-up) into "
+        "--requests", type=int_in(1, MAX_REQUESTS), metavar="N", help="serve the first N requests"
+    )
+    add_session_flag(
+        p,
+        "record the run (end-to-end latency of every request after the warm-up) into "
         "a session file: session show, compare and report read it like any run",
-    )  # fmt: skip
+    )
     _add_llm(p, real=True)
     p.set_defaults(handler=_cmd_load)
 
@@ -52,12 +69,15 @@ def add_serving_parsers(
     add_knobs(p)
     _add_serving(p)
     p.add_argument(
-        "--duration", type=positive_float, default=None, metavar="S",
+        "--duration", type=seconds, default=None, metavar="S",
         help="seconds of simulated traffic (default 60, or the recorded run's; --requests "
         "overrides)",
     )  # fmt: skip
     p.add_argument(
-        "--requests", type=positive_int, metavar="N", help="simulate the first N requests"
+        "--requests",
+        type=int_in(1, MAX_REQUESTS),
+        metavar="N",
+        help="simulate the first N requests",
     )
     p.add_argument(
         "--find", choices=("max-rate",),
@@ -69,9 +89,9 @@ def add_serving_parsers(
         help="search max batch x queue delay x instances for the most capacity under "
         "--slo-p99",
     )  # fmt: skip
-    p.add_argument("--slo-p99", type=positive_float, metavar="MS", help="the p99 target (ms)")
+    p.add_argument("--slo-p99", type=positive_ms, metavar="MS", help="the p99 target (ms)")
     p.add_argument(
-        "--confirm", type=positive_float, nargs="?", const=CONFIRM_S, default=None,
+        "--confirm", type=seconds, nargs="?", const=CONFIRM_S, default=None,
         metavar="SECONDS",
         help="with --find: serve the found rate on the real engine for SECONDS (default "
         f"{CONFIRM_S:g}) and show measured against predicted, and whether it met the SLO",
@@ -81,11 +101,11 @@ def add_serving_parsers(
         help="a capacity curve: offered rate against p50, p99 and throughput, knee marked",
     )  # fmt: skip
     p.add_argument("--recalibrate", action="store_true", help="measure the batch times again")
-    p.add_argument(
-        "--session", metavar="FILE.opscope",
-        help="record the simulated run (kind simulate: its predicted end-to-end latencies) "
+    add_session_flag(
+        p,
+        "record the simulated run (kind simulate: its predicted end-to-end latencies) "
         "into a session file, to compare with a real load run",
-    )  # fmt: skip
+    )
     _add_llm(p)
     p.set_defaults(handler=_cmd_simulate)
 
@@ -97,43 +117,43 @@ def _add_serving(p: argparse.ArgumentParser) -> None:
         help="poisson:RATE | constant:RATE | bursts:BASE,PEAK,PERIOD_S,DUTY | ramp:FROM,TO "
         "| trace:FILE.csv | closed:N",
     )  # fmt: skip
-    g.add_argument("--max-batch", type=positive_int, metavar="N", help="default 1")
+    g.add_argument("--max-batch", type=int_in(1, MAX_SERVE_BATCH), metavar="N", help="default 1")
     g.add_argument("--preferred", metavar="4,8", help="preferred batch sizes (comma-separated)")
     g.add_argument(
-        "--delay-ms", type=nonneg_float, metavar="D",
+        "--delay-ms", type=milliseconds, metavar="D",
         help="max queue delay before a partial batch is sent (default 0)",
     )  # fmt: skip
     g.add_argument(
-        "--queue-limit", type=nonneg_int, metavar="Q",
+        "--queue-limit", type=int_in(0, MAX_REQUESTS), metavar="Q",
         help="reject requests beyond Q queued (default 0: no limit)",
     )  # fmt: skip
     g.add_argument(
-        "--timeout-ms", type=nonneg_float, metavar="T",
+        "--timeout-ms", type=milliseconds, metavar="T",
         help="drop a request that waited longer (default 0: never)",
     )  # fmt: skip
     g.add_argument(
-        "--instances", type=positive_int, metavar="K",
+        "--instances", type=int_in(1, MAX_INSTANCES), metavar="K",
         help="model instances serving concurrently (default 1)",
     )  # fmt: skip
     g.add_argument(
-        "--cache", type=nonneg_int, metavar="N",
+        "--cache", type=int_in(0, MAX_REQUESTS), metavar="N",
         help="response cache entries (LRU; default 0: off)",
     )  # fmt: skip
     g.add_argument(
-        "--repeat", type=nonneg_float, metavar="R",
+        "--repeat", type=share, metavar="R",
         help="share of requests that repeat an earlier one, Zipf-popular (default 0)",
     )  # fmt: skip
     g.add_argument(
-        "--closed-requests", type=positive_int, default=2000, metavar="N",
+        "--closed-requests", type=int_in(1, MAX_REQUESTS), default=2000, metavar="N",
         help="closed:N traffic: requests in all (default 2000)",
     )  # fmt: skip
     g.add_argument(
-        "--warmup-s", type=nonneg_float, metavar="S",
+        "--warmup-s", type=nonneg_seconds, metavar="S",
         help="requests due in the first S seconds are served and counted but kept out of "
         "the latency figures (default 1)",
     )  # fmt: skip
-    g.add_argument("--seed", type=int, help="seed for traffic and inputs (default 0)")
-    g.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
+    add_seed_flag(g, "seed for traffic and inputs (default 0)", default=None)
+    add_json_flag(g)
 
 
 LLM_FLAGS = ("layout", "prompt_len", "new_tokens", "chunk_tokens", "max_seqs", "kv_tokens",
@@ -156,7 +176,7 @@ def _add_llm(p: argparse.ArgumentParser, real: bool = False) -> None:
     )  # fmt: skip
     g.add_argument(
         "--layout", metavar="NAME",
-        help="colocated | chunked (default colocated)" if real else
+        help="colocated | chunked | disaggregated (default colocated)" if real else
         "colocated | chunked | disaggregated | all (the three side by side; default all)",
     )  # fmt: skip
     g.add_argument(
@@ -168,33 +188,37 @@ def _add_llm(p: argparse.ArgumentParser, real: bool = False) -> None:
         "--new-tokens", metavar="N",
         help="output tokens: N, LO-HI or lognormal:MEDIAN,SIGMA[,MAX] (default 128)",
     )  # fmt: skip
-    g.add_argument("--chunk-tokens", type=int, metavar="C",
+    g.add_argument("--chunk-tokens", type=int_in(1, MAX_TOKENS), metavar="C",
                    help="chunked: prompt tokens per iteration (default 256)")  # fmt: skip
-    g.add_argument("--max-seqs", type=int, metavar="S",
+    g.add_argument("--max-seqs", type=int_in(1, MAX_SEQS), metavar="S",
                    help="sequences running at once per instance (default 64)")  # fmt: skip
     g.add_argument(
-        "--kv-tokens", type=int, metavar="T",
+        "--kv-tokens", type=int_in(1, MAX_TOKENS), metavar="T",
         help="KV cache tokens per instance; a sequence reserves its prompt and output when "
         "admitted (default: enough for --max-seqs of the longest)",
     )  # fmt: skip
     g.add_argument(
-        "--prefill-tokens", type=int, metavar="T",
+        "--prefill-tokens", type=int_in(1, MAX_TOKENS), metavar="T",
         help="colocated and prefill instances: the most prompt tokens per prefill pass "
         "(whole prompts; default the model's context length)",
     )  # fmt: skip
-    g.add_argument("--prefill-instances", type=int, metavar="P",
+    g.add_argument("--prefill-instances", type=int_in(1, MAX_INSTANCES), metavar="P",
                    help="disaggregated: prefill instances (default 1)")  # fmt: skip
-    g.add_argument("--decode-instances", type=int, metavar="D",
+    g.add_argument("--decode-instances", type=int_in(1, MAX_INSTANCES), metavar="D",
                    help="disaggregated: decode instances (default 1)")  # fmt: skip
     g.add_argument(
-        "--kv-gbps", type=float, metavar="G",
+        "--kv-gbps", type=float_in(0.0, 1e6, lo_open=True), metavar="G",
         help="disaggregated: the link moving each prompt's KV cache, gigabits/s (default 10; "
         "one link per prefill instance, transfers in turn)",
     )  # fmt: skip
-    g.add_argument("--kv-transfer-ms-per-mb", type=float, metavar="X",
+    g.add_argument("--kv-transfer-ms-per-mb", type=float_in(0.0, 1e6), metavar="X",
                    help="disaggregated: KV transfer time per MB instead of --kv-gbps")  # fmt: skip
-    g.add_argument("--slo-ttft", type=float, metavar="MS", help="goodput: time to first token")
-    g.add_argument("--slo-tpot", type=float, metavar="MS", help="goodput: time per output token")
+    g.add_argument(
+        "--slo-ttft", type=positive_ms, metavar="MS", help="goodput: time to first token"
+    )
+    g.add_argument(
+        "--slo-tpot", type=positive_ms, metavar="MS", help="goodput: time per output token"
+    )
 
 
 def _cmd_load(args: argparse.Namespace) -> int:

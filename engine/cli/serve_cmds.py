@@ -8,9 +8,9 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from engine import backends
+from engine import backends, interrupt
 from engine.backends.base import Prepared, PrepareRequest
-from engine.cli.common import EXIT_OK, config_from_args, write_json
+from engine.cli.common import EXIT_INTERRUPTED, EXIT_OK, config_from_args, write_json
 from engine.cli.printer import LivePrinter
 from engine.cli.results import RunResult
 from engine.cli.serve_replay import fill_serving_args
@@ -26,11 +26,11 @@ from engine.events import (
 )
 from engine.model.inputs import parse_dim_override, parse_shape_override
 from engine.serve.batching import BatchPolicy
-from engine.serve.loop import ServingLoop
+from engine.serve.loop import ServingLoop, drain_deadline
 from engine.serve.setup import Serving, prepare_serving
 from engine.serve.summary import describe_setup, served
 from engine.serve.traffic import Schedule, TrafficSpec, make_schedule, parse_traffic
-from engine.session.recorder import recording
+from engine.session.recording import recording
 
 
 def policy_from_args(args: argparse.Namespace) -> BatchPolicy:
@@ -59,7 +59,33 @@ def traffic_from_args(args: argparse.Namespace) -> tuple[TrafficSpec, Schedule]:
         schedule = make_schedule(
             spec, args.duration, args.seed, args.repeat, requests=getattr(args, "requests", None)
         )
+        args.warmup_s = check_warmup(
+            schedule, args.warmup_s, getattr(args, "warmup_default", False)
+        )
     return spec, schedule
+
+
+def check_warmup(schedule: Schedule, warmup_s: float, default: bool = False) -> float:
+    """The warm-up to use: one that would keep every request out of the figures (they
+    read nan and "batches 0" although every request was served) is refused when given,
+    and the default one dropped, said on stderr."""
+    if not len(schedule) or warmup_s <= 0:
+        return warmup_s
+    span = float(schedule.times[-1] - schedule.times[0])
+    if span >= warmup_s:
+        return warmup_s
+    if default:
+        print(
+            f"info: the {len(schedule):,} requests arrive within {span:.3g} s, inside the "
+            f"default warm-up of {warmup_s:g} s: none is kept out of the figures "
+            "(--warmup-s 0)",
+            file=sys.stderr,
+        )
+        return 0.0
+    raise ConfigError(
+        f"--warmup-s {warmup_s:g} keeps all {len(schedule):,} requests out of the figures: "
+        f"they arrive within {span:.3g} s; give a shorter warm-up (--warmup-s 0 keeps none out)"
+    )
 
 
 class Prepare:
@@ -131,7 +157,10 @@ def cmd_load(args: argparse.Namespace) -> int:
 
             figures = drive(served(loop, setup, args.warmup_s), show)
             result = {**prep.header(), **figures, "simulated": False}
-            record(RunEnded("ok"))
+            # a signal stopped the loop (engine.interrupt): its figures, the run cancelled
+            record(
+                RunEnded("cancelled", interrupt.reason()) if loop.interrupted else RunEnded("ok")
+            )
         prep.prepared.close()
     finally:
         printer.close()
@@ -141,6 +170,9 @@ def cmd_load(args: argparse.Namespace) -> int:
         print(f"recorded   {args.session} (run kind load: every request and batch)", file=out)
     if args.json:
         write_json(args.json, result)
+    if loop.interrupted:
+        print("opscope: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return EXIT_OK
 
 
@@ -156,6 +188,7 @@ def _loop(
         closed_clients=spec.clients if spec.closed else 0,
         closed_requests=args.closed_requests if spec.closed else 0,
         warmup_s=args.warmup_s,
+        deadline_s=None if spec.closed else drain_deadline(schedule.times),
     )
 
 
@@ -186,13 +219,25 @@ def print_serving(r: dict[str, Any], out: TextIO) -> None:
     w(
         f"requests   {req['sent']:,} sent: {req['completed']:,} completed "
         f"({req['cache_hits']:,} from cache), {req['rejected']:,} rejected, "
-        f"{req['timed_out']:,} timed out\n"
+        f"{req['timed_out']:,} timed out"
+        + (
+            f", {req['unserved']:,} unserved (queued when it stopped)"
+            if req.get("unserved")
+            else ""
+        )
+        + "\n"
     )
     w(
         f"latency    p50 {lat['p50']:.3f} ms  p90 {lat['p90']:.3f} ms  p99 {lat['p99']:.3f} ms  "
         f"max {lat['max']:.3f} ms (n={lat['count']:,}; {kind}, end to end from each "
         "request's scheduled time)\n"
     )
+    if not lat["count"] and req["completed"]:
+        rest = ", the rest did not complete" if req["warmup"] < req["completed"] else ""
+        w(
+            f"           none of the {req['completed']:,} completed requests is in the figures: "
+            f"{req['warmup']:,} were due in the warm-up of {r['warmup_s']:g} s{rest}\n"
+        )
     q, s, bs, depth = r["queue_ms"], r["service_ms"], r["batch_size"], r["queue_depth"]
     w(
         f"queue      wait p50 {q['p50']:.3f} ms  p99 {q['p99']:.3f} ms; "
@@ -203,7 +248,7 @@ def print_serving(r: dict[str, Any], out: TextIO) -> None:
         f"service p50 {s['p50']:.3f} ms  p99 {s['p99']:.3f} ms\n"
     )
     if req.get("warmup"):
-        w(f"warm-up    {req['warmup']:,} requests in the first {r['warmup_s']:g} s: served, "
+        w(f"warm-up    {req['warmup']:,} requests in the first {r['warmup_s']:g} s: counted, "
           "not in the figures above\n")  # fmt: skip
     w(f"throughput {r['throughput']['requests_per_s']:.1f} requests/s")
     if not r.get("simulated"):

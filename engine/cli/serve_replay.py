@@ -85,6 +85,7 @@ def fill_serving_args(args: argparse.Namespace, replay: Replay | None) -> None:
             "duration": s.traffic.get("duration_s"),
         }
         stored = {k: v for k, v in stored.items() if _usable(v)}
+    args.warmup_default = args.warmup_s is None and "warmup_s" not in stored
     for key in ("traffic", "duration", *DEFAULTS):
         if getattr(args, key, None) is None:
             setattr(args, key, stored.get(key, DEFAULTS.get(key)))

@@ -9,7 +9,8 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from engine.analysis.run_summary import cell, summarize
+from engine.analysis import run_table
+from engine.analysis.run_summary import summarize, with_recorded_stats
 from engine.cli.common import EXIT_OK, write_json
 from engine.measure.stats import latency_stats
 from engine.session import RunRow, SweepRow, resolve_run_ref
@@ -26,6 +27,12 @@ def cmd_session_show(args: argparse.Namespace) -> int:
     with SessionReader.open(path) as reader:
         meta = reader.meta()
         runs = reader.runs() if run_id is None else [reader.run(run_id)]
+        # a run still recording (or killed) has samples but no summary: from its samples
+        runs = [
+            with_recorded_stats(r, reader.latency(r.id)[1]) if r.latency is None and r.samples
+            else r
+            for r in runs
+        ]  # fmt: skip
         sweeps = reader.sweeps() if run_id is None else []
         made = [g for r in runs if (g := reader.generation(r.id)) is not None]
     out = sys.stdout if args.json != "-" else sys.stderr
@@ -69,22 +76,10 @@ def print_session(
     )
     if not runs:
         return
-    header = (
-        "id",
-        "kind",
-        "started",
-        "model",
-        "config",
-        "provider",
-        "p50 ms",
-        "p99 ms",
-        "samples/s",
-        "cosine",
-        "status",
-    )
+    header = tuple(c.name for c in run_table.BRIEF)
     rows = [header, *(_cells(r) for r in runs)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    numeric = {0, 6, 7, 8, 9}
+    numeric = {i for i, c in enumerate(run_table.BRIEF) if c.numeric}
     for row in rows:
         cells = [
             c.rjust(w) if i in numeric else c.ljust(w)
@@ -140,22 +135,14 @@ def _k(k: float) -> str:
 
 
 def _cells(r: RunRow) -> tuple[str, ...]:
+    """The brief columns, each text made printable; long texts from the file clipped (the
+    file's own error text is clipped; the status and OpScope's note stay whole)."""
     s = summarize(r)
-    status = _clip(printable(s.status), 2 * MAX_CELL + len(r.status) + 2)
-    if r.latency is None and r.samples:
-        status += f" ({r.samples} samples)"
-    return (
-        str(s.id),
-        printable(s.kind),
-        printable(s.started_at),
-        _clip(printable(s.model), MAX_CELL),
-        printable(s.config),
-        _clip(printable(s.provider), MAX_CELL),
-        cell(s.p50_ms, 3),
-        cell(s.p99_ms, 3),
-        cell(s.samples_per_s, 1),
-        cell(s.cosine, 5),
-        status,
+    clip = {"model": MAX_CELL, "inputs": MAX_CELL, "provider": MAX_CELL}
+    clip["status"] = 3 * MAX_CELL + len(r.status) + 2
+    return tuple(
+        _clip(printable(text), clip[c.name]) if c.name in clip else printable(text)
+        for c, text in zip(run_table.BRIEF, run_table.cells(s), strict=True)
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -37,11 +38,11 @@ from engine.serve.records import (
 )
 from engine.serve.search import Workload, capacity_curve, max_rate, tune_batching
 from engine.serve.service import ServiceModel
-from engine.serve.setup import Serving, prepare_serving
+from engine.serve.setup import Serving, check_batch_fits, prepare_serving
 from engine.serve.simulate import simulate
 from engine.serve.summary import ANSWER_KEYS, figures, hit_rate, serving_started
 from engine.serve.traffic import TrafficSpec, make_schedule
-from engine.session.recorder import recording
+from engine.session.recording import recording
 
 SEARCH_REQUESTS = 20_000  # requests per simulated trial in --find, --tune-batching, --curve
 DURATION_S = 60.0  # simulated seconds when neither --duration nor a recorded run says
@@ -70,7 +71,7 @@ class Calibrated:
         if replay is not None and stored is not None:
             service = ServiceModel.from_json(stored)
             self.services[int(service.context.get("instances") or policy.instances)] = service
-            self.top = max(service.sizes)
+            self.top = self.timed = max(service.sizes)
             self.model_path = replay.run.model_path or replay.ref
             return
         if replay is not None:  # a load run: calibrate its model, as it was configured
@@ -88,11 +89,24 @@ class Calibrated:
         tune_top = policy.max_batch if policy.max_batch > 1 else max(TUNE_BATCHES)
         top = tune_top if args.tune_batching else policy.max_batch
         self.serving = prepare_serving(
-            self.prep.prepared, dataclasses.replace(policy, max_batch=top), args.model
+            self.prep.prepared,
+            dataclasses.replace(policy, max_batch=top),
+            args.model,
+            timed_only=True,
         )
         for note in self.serving.notices:
             printer.feed(note)
         self.top = self.serving.policy.max_batch
+        self.timed = self.serving.largest_timed()
+        cost = self.serving.cost
+        if self.timed < self.top and cost is not None:
+            printer.feed(
+                Notice(
+                    "info",
+                    f"batches are timed up to {self.timed:,} and extrapolated beyond: "
+                    f"{cost.describe(self.top)} each to time",
+                )
+            )
 
     def service_for(self, instances: int) -> ServiceModel:
         if instances not in self.services:
@@ -107,7 +121,7 @@ class Calibrated:
                 prep.model.info.sha256 if prep.model else "",
                 prep.prepared.config.to_json(),
                 prep.prepared.provider_used,
-                self.top,
+                self.timed,
                 instances,
             )
             self.services[instances] = yield_model(
@@ -260,14 +274,24 @@ def _print_replayed(r: dict[str, Any], out: TextIO) -> None:
     m, p = rep["latency_ms"], r["latency_ms"]
     what = "predicted" if rep["simulated"] else "measured"
 
+    def value(d: dict[str, Any], key: str) -> float:  # the file's figure may be anything
+        v = d.get(key) if isinstance(d, dict) else None
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        return float(v) if ok else math.nan  # type: ignore[arg-type]
+
+    def shown(key: str) -> str:
+        v = value(m, key)
+        return f"{v:.3f} ms" if math.isfinite(v) else "- ms"
+
     def delta(key: str) -> str:
-        if not m.get(key) or p.get(key) is None:
+        mine, theirs = value(p, key), value(m, key)
+        if not (math.isfinite(mine) and math.isfinite(theirs)) or theirs == 0:
             return ""
-        return f" ({(p[key] / m[key] - 1) * 100:+.0f}% here)"
+        return f" ({(mine / theirs - 1) * 100:+.0f}% here)"
 
     out.write(
-        f"recorded   run {rep['run']} ({rep['kind']}) {what} p50 {m['p50']:.3f} ms"
-        f"{delta('p50')}  p99 {m['p99']:.3f} ms{delta('p99')}\n"
+        f"recorded   run {rep['run']} ({rep['kind']}) {what} p50 {shown('p50')}"
+        f"{delta('p50')}  p99 {shown('p99')}{delta('p99')}\n"
     )
 
 
@@ -317,6 +341,7 @@ def _confirm(
     seconds = float(args.confirm)
     scaled = spec.scaled(rate / spec.mean_rate())
     schedule = make_schedule(scaled, seconds + args.warmup_s, args.seed, args.repeat)
+    check_batch_fits(serving, policy.max_batch, policy.instances, args.model)
     serving = dataclasses.replace(serving, policy=policy)
     loop = ServingLoop(serving.run_batch, serving.request_feeds, schedule, policy,
                        cache_size=args.cache)  # fmt: skip

@@ -16,7 +16,7 @@ from engine.cli.common import EXIT_OK, write_json
 from engine.cli.printer import LivePrinter
 from engine.config import RunConfig
 from engine.errors import ConfigError
-from engine.events import drive
+from engine.events import Progress, drive
 from engine.serve.llm_cost import LLMCost
 from engine.serve.llm_plan import (
     DEFAULT_NEW,
@@ -112,18 +112,23 @@ def cmd_simulate_llm(args: argparse.Namespace) -> int:
     work = workload_from_args(args, llm.context_length)
     config = serving_config(args)
     printer = LivePrinter()
+    results = []
     try:
         _, cost = drive(served_calibration(args.model, config, args.recalibrate), printer.feed)
+        for layout in layouts:
+            t0 = time.perf_counter()
+            label = layout.describe()
+
+            def progress(done: int, total: int, label: str = label) -> None:
+                printer.feed(Progress("simulate", done, total, f"{label}, requests done"))
+
+            book = simulate_llm(work, layout, cost, progress)
+            r = {"layout": layout.name, "layout_config": layout.to_json(),
+                 **summarize_llm(book, args.slo_ttft, args.slo_tpot)}  # fmt: skip
+            r["simulator_s"] = time.perf_counter() - t0
+            results.append(r)
     finally:
         printer.close()
-    results = []
-    for layout in layouts:
-        t0 = time.perf_counter()
-        book = simulate_llm(work, layout, cost)
-        r = {"layout": layout.name, "layout_config": layout.to_json(),
-             **summarize_llm(book, args.slo_ttft, args.slo_tpot)}  # fmt: skip
-        r["simulator_s"] = time.perf_counter() - t0
-        results.append(r)
     result: dict[str, Any] = {
         "model": {"path": args.model, "kind": llm.kind, "context_length": llm.context_length},
         "config": config.to_json(),
@@ -182,10 +187,11 @@ def print_llm(
         ttft, tpot, itl = row["ttft_ms"], row["tpot_ms"], row["itl_ms"]
         thr, good = row["throughput"], row["goodput"]
         goodput = f"{good['requests_per_s']:10.2f}{good['share']:7.0%}" if good else f"{'-':>10}"
-        w(f"{row['layout_config']['label']:<16}{_insts(row):>5} {ttft['p50']:9.1f}"
-          f"{ttft['p90']:9.1f}{ttft['p99']:9.1f} {tpot['p50']:9.2f}{tpot['p90']:8.2f}"
-          f"{tpot['p99']:8.2f} {itl['p99']:8.2f}{itl['max']:9.2f} "
-          f"{thr['tokens_per_s']:9.0f}{thr['requests_per_s']:8.2f} {goodput}\n")  # fmt: skip
+        w(f"{row['layout_config']['label']:<16}{_insts(row):>5} {_cell(ttft['p50'], 9, 1)}"
+          f"{_cell(ttft['p90'], 9, 1)}{_cell(ttft['p99'], 9, 1)} {_cell(tpot['p50'], 9, 2)}"
+          f"{_cell(tpot['p90'], 8, 2)}{_cell(tpot['p99'], 8, 2)} {_cell(itl['p99'], 8, 2)}"
+          f"{_cell(itl['max'], 9, 2)} {_cell(thr['tokens_per_s'], 9, 0)}"
+          f"{_cell(thr['requests_per_s'], 8, 2)} {goodput}\n")  # fmt: skip
     w("           ms; TTFT from arrival, TPOT per request (last - first)/(n - 1), ITL every "
       "gap between two tokens\n")  # fmt: skip
     good = rows[0]["goodput"]
@@ -195,6 +201,17 @@ def print_llm(
         slos = [f"{k} <= {good[f'slo_{k}_ms']:g} ms" for k in ("ttft", "tpot")
                 if good[f"slo_{k}_ms"] is not None]  # fmt: skip
         w(f"           goodput: requests per second meeting {' and '.join(slos)}\n")
+
+
+def _cell(value: float, width: int, decimals: int) -> str:
+    """`value` right-aligned in `width` with at least one space before it: fewer decimals,
+    then 3 significant digits, where the number is too wide (an overloaded run's TTFT)."""
+    text = f"{value:.{decimals}f}"
+    if len(text) >= width:
+        text = f"{value:.0f}"
+    if len(text) >= width:
+        text = f"{value:.3g}"
+    return " " + text.rjust(width - 1)
 
 
 def _insts(row: dict[str, Any]) -> int:

@@ -15,7 +15,8 @@ from engine.events import Notice, Progress, drive
 from engine.run.bench import BenchRequest
 from engine.run.job_inputs import JobInputs
 from engine.run.timing import TimingPlan
-from engine.session.recorder import Recorder, recorder_at
+from engine.session.recorder import Recorder
+from engine.session.recording import recorder_at
 from engine.tune.sweep import (
     SweepPoint,
     SweepResult,
@@ -68,13 +69,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             try:
                 result: SweepResult = drive(sweep(req, info, name, values), show)
             except KeyboardInterrupt:
+                done = result_of(name, points)
                 if rec is not None and points:  # keep what was measured
-                    done = result_of(name, points)
                     sweep_id = _store(rec, args.model, req, done, run_ids, partial=True)
                     out.write(
                         f"session    sweep {sweep_id} stored in {args.session}, partial: "
                         f"{len(points)} of {len(values)} points\n"
                     )
+                if len(points) >= 2:  # what the points done say, caveats included
+                    _growth(done, out)
                 raise
             if rec is not None:
                 sweep_id = _store(rec, args.model, req, result, run_ids, partial=False)

@@ -6,7 +6,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from engine.cli.arg_types import positive_float, positive_int
+from engine.cli.arg_types import int_in, positive_ms, seconds, seed
+from engine.cli.common import add_json_flag, add_seed_flag, add_session_flag
 
 
 def add_tune_parser(sub: Any, add_knobs: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -26,22 +27,20 @@ def add_tune_parser(sub: Any, add_knobs: Callable[[argparse.ArgumentParser], Non
         "--objective", choices=("p50", "p99", "throughput"), default="p50",
         help="what the best config minimizes (p50, p99) or maximizes (throughput)",
     )  # fmt: skip
-    p.add_argument("--slo-p99", type=positive_float, metavar="MS", help="a p99 ceiling (ms)")
+    p.add_argument("--slo-p99", type=positive_ms, metavar="MS", help="a p99 ceiling (ms)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--exhaustive", action="store_true", help="every config (the default)")
     g.add_argument(
-        "--budget", type=positive_int, metavar="N",
+        "--budget", type=int_in(1, 100_000), metavar="N",
         help="at most N trials, chosen by optuna's TPE sampler",
     )  # fmt: skip
     p.add_argument(
-        "--duration", type=positive_float, default=3.0, metavar="S",
+        "--duration", type=seconds, default=3.0, metavar="S",
         help="seconds of timing per trial (default 3)",
     )  # fmt: skip
-    p.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
-    p.add_argument(
-        "--session", metavar="FILE.opscope", help="record every trial's run in a session file"
-    )
-    p.add_argument("--search-seed", type=int, default=0, help="seed of the sampler")
+    add_json_flag(p)
+    add_session_flag(p, "record every trial's run in a session file")
+    p.add_argument("--search-seed", type=seed, default=0, help="seed of the sampler")
     p.add_argument(
         "--ray", metavar="ADDRESS",
         help="run trials on a Ray cluster, one per node at a time (HOST:PORT from a node of "
@@ -70,13 +69,15 @@ def add_sweep_parser(sub: Any, add_knobs: Any) -> None:
         "one input's shape, e.g. input_ids=1x64,1x128",
     )  # fmt: skip
     p.add_argument(
-        "--duration", type=positive_float, default=2.0, metavar="S",
+        "--duration", type=seconds, default=2.0, metavar="S",
         help="seconds of timing per point (default 2)",
     )  # fmt: skip
-    p.add_argument("--runs", type=positive_int, default=10, help="profiled inferences per point")
-    p.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
-    p.add_argument("--json", metavar="PATH", help="write the result as JSON ('-': stdout)")
-    p.add_argument("--session", metavar="FILE.opscope", help="record each point's run")
+    p.add_argument(
+        "--runs", type=int_in(1, 100_000), default=10, help="profiled inferences per point"
+    )
+    add_seed_flag(p, "seed for generated inputs")
+    add_json_flag(p)
+    add_session_flag(p, "record each point's run")
     p.set_defaults(handler=_cmd_sweep)
 
 

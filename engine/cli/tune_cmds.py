@@ -14,7 +14,7 @@ from engine.cli.printer import LivePrinter
 from engine.errors import ConfigError
 from engine.events import Notice, Progress, drive
 from engine.run.job_inputs import JobInputs
-from engine.tune.search import Goal, TuneResult, tune
+from engine.tune.search import Goal, TuneResult, tune, tune_result
 from engine.tune.space import default_space, parse_space, size
 from engine.tune.trial import Trial, bench_argv, run_trial
 
@@ -34,7 +34,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if size(space) > 4096:
         raise ConfigError(f"--space has {size(space):,} configs: narrow it, or set --budget")
     goal = Goal(args.objective, base.min_cosine, args.slo_p99)
-    extra = trial_extra(args)
+    inputs = JobInputs.from_args(args)
     if args.ray:  # an address nothing listens at: one line before anything runs
         from engine.tune.ray_trials import check_address
 
@@ -44,18 +44,21 @@ def cmd_tune(args: argparse.Namespace) -> int:
     _header(args, space, out)
 
     def run(number: int, config: Any) -> Trial:
-        return run_trial(number, args.model, config, extra, args.duration, args.session)
+        return run_trial(number, args.model, config, inputs, args.duration, args.session)
 
     pool: RayTrials | None = None
     if args.ray:
         from engine.tune.ray_trials import RayTrials
 
-        pool = RayTrials(args.ray, args.model, extra, args.duration, args.session)
+        pool = RayTrials(args.ray, args.model, inputs, args.duration, args.session)
         hosts = ", ".join(f"{host} ({cpus} CPUs)" for host, cpus in pool.nodes)
         out.write(f"ray        {len(pool.nodes)} node(s), one trial each at a time: {hosts}\n")
 
+    finished: list[Trial] = []
+
     def show(item: object) -> None:
         if isinstance(item, Trial):
+            finished.append(item)
             _trial_line(item, goal, out)
         elif isinstance(item, Progress | Notice):
             printer.feed(item)
@@ -66,7 +69,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
         result: TuneResult = drive(searched, show)
     except KeyboardInterrupt:
         printer.close()
-        print("interrupted: the trials that finished are in the session", file=sys.stderr)
+        # what finished still answers the question, as far as it went
+        done = tune_result(finished, goal, f"interrupted after {len(finished)} trials", size(space))
+        _summary(result_json(done, goal, args), out)
+        where = " (in the session)" if args.session else ""
+        print(f"interrupted: {len(finished)} trials finished{where}", file=sys.stderr)
         raise
     finally:
         printer.close()

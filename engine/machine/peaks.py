@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 from pathlib import Path
 from typing import Any
 
 from engine.backends.ort.inference_session import one_node_model
-from engine.hostinfo import cpu_model, ort_version, package_version
+from engine.hostinfo import machine_key
 
 TRIAD_ELEMENTS = 32 * 2**20  # 32M float64: 256 MiB per array, far beyond any LLC
 TRIAD_CHUNK = 32 * 1024  # the s*c temporary stays in L2, so DRAM sees 3 streams only
@@ -184,15 +183,9 @@ def _bound_run_seconds(
     return best
 
 
-def peaks_key() -> dict[str, str]:
+def peaks_key() -> dict[str, str | None]:
     """What the cached peaks depend on: CPU model, hostname, library versions."""
-    return {
-        "cpu": cpu_model(),
-        "host": platform.node(),
-        "numpy": package_version("numpy") or "",
-        "onnxruntime": ort_version() or "",
-        "cache_version": str(CACHE_VERSION),
-    }
+    return {**machine_key("numpy"), "cache_version": str(CACHE_VERSION)}
 
 
 def peaks_path() -> Path:
@@ -206,7 +199,7 @@ def cached_peaks() -> dict[str, Any] | None:
     """The cached peaks of this machine, or None when never measured (or unreadable)."""
     try:
         data = json.loads(peaks_path().read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     cpu = data.get("cpu") if isinstance(data, dict) else None
     if (

@@ -7,14 +7,17 @@ saying why it is missing instead of raising.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import platform
 import sys
 from typing import Any
 
-from engine.backends.ort.inference_session import CapturedStderr, one_node_model
-from engine.hostinfo import NO_DRIVER, cpu_model, ort_version, package_version, start_nvml
+from engine.hostinfo import (
+    NO_DRIVER,
+    cpu_model,
+    library_versions,
+    package_version,
+    start_nvml,
+)
 from engine.machine.peaks import load_peaks
 
 __all__ = ["NO_DRIVER", "cpu_model", "package_version", "system_info"]
@@ -50,14 +53,7 @@ def cpu_info() -> dict[str, Any]:
 
 def versions(nvml: dict[str, Any] | None = None) -> dict[str, str | None]:
     """Python, ONNX Runtime, numpy, onnx, torch (not imported), NVIDIA driver and CUDA."""
-    out: dict[str, str | None] = {
-        "python": platform.python_version(),
-        "onnxruntime": ort_version(),
-        "numpy": package_version("numpy"),
-        "onnx": package_version("onnx"),
-        "torch": package_version("torch"),
-        "nvidia_ml_py": package_version("nvidia-ml-py"),
-    }
+    out = library_versions("python", "onnxruntime", "numpy", "onnx", "torch", "nvidia-ml-py")
     out["nvidia_driver"] = (nvml or {}).get("driver")
     out["cuda_driver"] = (nvml or {}).get("cuda")
     return out
@@ -65,23 +61,9 @@ def versions(nvml: dict[str, Any] | None = None) -> dict[str, str | None]:
 
 def providers_info() -> dict[str, list[str]]:
     """ORT providers: listed as available, and usable (a tiny session really obtained it)."""
-    import onnxruntime as ort
+    from engine.backends.ort.providers import probe_providers
 
-    available = list(ort.get_available_providers())
-    model = one_node_model("Identity", float, [1])
-    usable: list[str] = []
-    for name in available:
-        try:
-            so = ort.SessionOptions()
-            so.log_severity_level = 4
-            with CapturedStderr(), contextlib.redirect_stdout(io.StringIO()):
-                chain = list(dict.fromkeys([name, "CPUExecutionProvider"]))
-                sess = ort.InferenceSession(model, sess_options=so, providers=chain)
-            if sess.get_providers()[0] == name:
-                usable.append(name)
-        except Exception:  # a provider whose libraries are missing is simply not usable
-            continue
-    return {"available": available, "usable": usable}
+    return probe_providers()
 
 
 def nvml_info(nvml: Any = None) -> dict[str, Any]:

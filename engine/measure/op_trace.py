@@ -152,6 +152,8 @@ def _load_json(path: Path) -> Any:
         raise ProfileFormatError(f"{path}: empty profile (did the session fail to load?)")
     try:
         return json.loads(text)
+    except RecursionError as exc:
+        raise ProfileFormatError(f"{path}: nests too deeply to read") from exc
     except json.JSONDecodeError as exc:
         if exc.pos >= len(text.rstrip()):
             raise ProfileFormatError(f"{path}: truncated JSON ({exc.msg})") from exc

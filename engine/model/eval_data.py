@@ -1,12 +1,13 @@
-"""Evaluation data: many samples to measure accuracy on, from one .npz (N samples along the
-batch axis of every array) or a folder of .npz files, and optional labels (.npy of N class
-indices). Read without unpickling; cut into batches of the run's batch size."""
+"""Evaluation data: many samples to measure accuracy on, from one .npz (N samples along
+each batched input's sample axis, or the model's exact feed: one sample) or a folder of .npz
+files, and optional labels (.npy of N class indices). Read without unpickling; cut into
+batches of the run's batch size."""
 
 from __future__ import annotations
 
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import numpy as np
 from engine.errors import InputError
 from engine.model.info import ModelInfo
 from engine.model.inputs import Feeds, npz_headers
+from engine.model.sample_axis import Axes, count_samples, step_of, take
 
 MAX_SAMPLES = 4096  # beyond this, accuracy takes longer than it tells more
 
@@ -24,6 +26,7 @@ class EvalData:
     samples: int
     labels: np.ndarray | None  # int64, one per sample, in batch order
     truncated: int = 0  # samples left out past MAX_SAMPLES
+    axes: Axes = field(default_factory=dict)  # each input's sample axis (None: shared)
 
 
 def npz_files(path: str | Path) -> list[Path]:
@@ -42,43 +45,30 @@ def npz_files(path: str | Path) -> list[Path]:
 def read_eval_data(
     path: str | Path,
     load: Callable[[Path], Feeds],
+    info: ModelInfo,
     batch: int,
-    batched: Callable[[str], bool],
     labels: str | Path | None = None,
 ) -> EvalData:
     """Every sample of `path` (a file or folder, each file read by `load`), in batches of
-    `batch` along the axis of the inputs `batched(name)` says have a batch axis."""
+    the run's `batch` (a fixed-batch model's own) along each input's sample axis as the
+    model's signature gives it (see engine/model/sample_axis); shared inputs go whole."""
     batches: list[Feeds] = []
     total = truncated = 0
+    used: Axes | None = None
     for file in npz_files(path):
         feeds = load(file)
-        rows = _rows(feeds, batched, file)
-        for start in range(0, rows, batch):
+        rows, axes = count_samples({k: a.shape for k, a in feeds.items()}, info, file)
+        used = axes if used is None else used
+        step = step_of(info, axes, batch) if rows > 1 else 1
+        for start in range(0, rows, step):
             if total >= MAX_SAMPLES:
-                truncated += min(batch, rows - start)
+                truncated += min(step, rows - start)
                 continue
-            take = min(batch, rows - start, MAX_SAMPLES - total)
-            batches.append(
-                {k: a[start : start + take] if batched(k) else a for k, a in feeds.items()}
-            )
-            total += take
+            stop = start + min(step, rows - start, MAX_SAMPLES - total)
+            batches.append({k: take(a, axes.get(k), start, stop) for k, a in feeds.items()})
+            total += stop - start
     y = _labels(labels, total + truncated)[:total] if labels else None
-    return EvalData(batches, total, y, truncated)
-
-
-def _rows(feeds: Feeds, batched: Callable[[str], bool], file: Path) -> int:
-    sizes = {a.shape[0] for k, a in feeds.items() if batched(k) and a.ndim}
-    if not sizes:
-        return 1
-    if len(sizes) > 1:
-        raise InputError(
-            f"arrays disagree on the number of samples ({', '.join(map(str, sorted(sizes)))})",
-            file,
-        )
-    rows = int(sizes.pop())
-    if rows == 0:
-        raise InputError("holds no samples (a batch of 0)", file)
-    return rows
+    return EvalData(batches, total, y, truncated, used or {})
 
 
 def _labels(path: str | Path, samples: int) -> np.ndarray:
@@ -98,7 +88,8 @@ def _labels(path: str | Path, samples: int) -> np.ndarray:
 
 def check_data_file(path: str | Path, info: ModelInfo) -> int:
     """Check a file (or folder) of samples for `info`'s inputs from the arrays' headers only
-    (no data read, nothing unpickled): every input present with the model's rank. Returns
+    (no data read, nothing unpickled): every input present with the model's rank, the same
+    number of samples along each one's sample axis (or the model's exact feed). Returns
     the number of files; a bad one raises InputError naming the file and the cause."""
     files = npz_files(path)
     for file in files:
@@ -120,4 +111,5 @@ def check_data_file(path: str | Path, info: ModelInfo) -> int:
                     f"array {v.name!r} has shape {list(shape)}, the model wants {v.shape_text()}",
                     file,
                 )
+        count_samples({k: s for k, (s, _) in headers.items()}, info, file)
     return len(files)

@@ -8,7 +8,6 @@ seeded normal distribution.
 from __future__ import annotations
 
 import ast
-import math
 import operator
 import re
 import zipfile
@@ -21,6 +20,7 @@ import numpy as np
 
 from engine.errors import InputError
 from engine.model.info import Dim, ModelInfo, ValueInfo
+from engine.model.sizes import check_fits, dtype_of
 
 if TYPE_CHECKING:
     import onnx
@@ -30,8 +30,8 @@ Feeds = dict[str, np.ndarray]
 SEQ_DEFAULT = 128
 SPATIAL_DEFAULT = 224
 OTHER_DEFAULT = 16
-_SEQ_WORDS = ("seq", "len", "token", "step", "time", "past", "sentence", "word")
-_SPATIAL_WORDS = ("height", "width")
+SEQ_WORDS = ("seq", "len", "token", "step", "time", "past", "sentence", "word")
+SPATIAL_WORDS = ("height", "width")
 
 
 @dataclass(frozen=True)
@@ -161,9 +161,9 @@ def _resolve_dim(
     lower = label.lower()
     if axis == 0 or "batch" in lower:
         value, why = batch, "batch"
-    elif any(w in lower for w in _SEQ_WORDS):
+    elif any(w in lower for w in SEQ_WORDS):
         value, why = SEQ_DEFAULT, "default sequence length"
-    elif any(w in lower for w in _SPATIAL_WORDS) or (
+    elif any(w in lower for w in SPATIAL_WORDS) or (
         v.shape is not None and len(v.shape) == 4 and axis >= 2 and v.dtype.startswith("float")
     ):
         value, why = SPATIAL_DEFAULT, "default image size"
@@ -246,8 +246,11 @@ def generate_inputs(
 ) -> Feeds:
     """Seeded random inputs of the planned shapes, with values the model can accept."""
     check_fits(
-        {v.name: (plan.shapes[v.name], _dtype(v)) for v in info.inputs}, info.path, "generated"
+        {v.name: (plan.shapes[v.name], dtype_of(v)) for v in info.inputs}, info.path, "generated"
     )
+    from engine.model.memory_need import check_need
+
+    check_need(model, info, plan.shapes, "generated inputs")  # and one inference on them
     rng = np.random.default_rng(seed)
     limits = index_limits(model, {v.name for v in info.inputs})
     feeds: Feeds = {}
@@ -257,48 +260,10 @@ def generate_inputs(
     return feeds
 
 
-def _dtype(v: ValueInfo) -> np.dtype[Any]:
-    if v.dtype in ("?", ""):
-        return np.dtype("float32")
-    try:
-        return np.dtype(v.dtype)
-    except TypeError:  # a type numpy does not name (a string tensor's): an object each
-        return np.dtype(object)
-
-
-MEMORY_SHARE = 0.5  # inputs above this share of the available memory are refused
-
-
-def check_fits(
-    arrays: Mapping[str, tuple[tuple[int, ...], np.dtype[Any]]], path: str, what: str
-) -> None:
-    """Refuse, in one line, inputs whose bytes would not fit in memory, before allocating
-    them (numpy would raise MemoryError, or swap the machine to a halt first)."""
-    import psutil
-
-    need = sum(math.prod(shape) * dtype.itemsize for shape, dtype in arrays.values())
-    free = psutil.virtual_memory().available
-    if need > MEMORY_SHARE * free:
-        shapes = ", ".join(f"{k} {'x'.join(map(str, s))}" for k, (s, _) in arrays.items())
-        raise InputError(
-            f"{what} inputs {shapes} would take {_size(need)}; {_size(free)} of memory is "
-            "available: use smaller shapes or a smaller batch",
-            path,
-        )
-
-
-def _size(n: float) -> str:
-    for unit in ("bytes", "KB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
-
-
 def _values_for(
     v: ValueInfo, shape: tuple[int, ...], limit: int | None, rng: np.random.Generator
 ) -> np.ndarray:
-    dtype = _dtype(v)
+    dtype = dtype_of(v)
     name = v.name.lower()
     if dtype == np.bool_:
         if "mask" in name:
@@ -410,18 +375,6 @@ def load_npz(path: str | Path, info: ModelInfo) -> Feeds:
     return feeds
 
 
-def fit_batch(feeds: Feeds, info: ModelInfo, batch: int) -> Feeds:
-    """Cycle or trim real data along a symbolic batch axis to the requested batch."""
-    out: Feeds = {}
-    for v in info.inputs:
-        arr = feeds[v.name]
-        if v.shape and not isinstance(v.shape[0], int) and arr.ndim and arr.shape[0] != batch:
-            idx = np.arange(batch) % max(arr.shape[0], 1)
-            arr = arr[idx]
-        out[v.name] = arr
-    return out
-
-
 def empty_inputs(feeds: Mapping[str, np.ndarray]) -> str | None:
     """A warning when an input holds no elements (a 1x0 shape): the model runs on nothing,
     so its timings say little; None otherwise."""
@@ -432,13 +385,6 @@ def empty_inputs(feeds: Mapping[str, np.ndarray]) -> str | None:
         f"input {', '.join(empty)} holds no elements: the model runs on nothing and these "
         "timings say little about real inputs"
     )
-
-
-def batch_of(feeds: Mapping[str, np.ndarray]) -> int:
-    """Samples per inference: the leading dim of the first input (1 for scalars)."""
-    for arr in feeds.values():
-        return int(arr.shape[0]) if arr.ndim else 1
-    return 1
 
 
 def describe_feeds(feeds: Mapping[str, np.ndarray]) -> str:

@@ -2,20 +2,30 @@
 events and sends them back over a pipe in batches, then its result or one line saying why
 it failed. A crash in a native library ends the child, not its parent; cancelling is
 killing the child. (The app's LLM Serving dock runs its calibration, simulations and real
-serving runs this way: the real loop's threads and timing stay out of the window's.)"""
+serving runs this way: the real loop's threads and timing stay out of the window's.)
+
+`run_isolated` runs a job the same way from plain Python and waits for it: a tune trial,
+which may crash the runtime, is a job in its own process (engine/tune/trial.py), not a
+command line."""
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing as mp
 import time
 import traceback
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from engine.errors import OpScopeError
 from engine.events import Event
 
 SEND_S = 0.1  # events go back at most ten times a second
+STOP_GRACE_S = 10.0  # an interrupted job's time to mark its run and close its session
+PR_SET_PDEATHSIG = 1
 
 Job = Callable[..., Generator[Event, None, Any]]
 
@@ -56,3 +66,129 @@ def _send_failure(conn: Connection, batch: list[Event], message: str) -> None:
         conn.send(("failed", message))
     except OSError:  # the parent went away
         pass
+
+
+@dataclass
+class Isolated:
+    """How a job run in a child process ended: `status` "done" (with `result`), "failed"
+    (`error`, one line), "timeout", or "crashed" (`exitcode`: the child died without a
+    word, a native library's crash or a kill)."""
+
+    status: str
+    result: Any = None
+    error: str = ""
+    exitcode: int | None = None
+
+
+def run_isolated(
+    job: Job,
+    args: tuple[Any, ...],
+    timeout_s: float,
+    on_events: Callable[[list[Event]], None] | None = None,
+    grace_s: float = STOP_GRACE_S,
+) -> Isolated:
+    """Run `job(*args)` in a spawned child process (a crash there ends that job only) and
+    wait for it: the same job interface the window's ProcessJob uses, from plain Python.
+    The child gets SIGTERM if this process dies (Linux), and ends as Ctrl+C ends a
+    command: an interruption here, or the timeout, stops it with SIGTERM and waits up to
+    `grace_s` for it to mark its run cancelled and close its session file."""
+    ctx = mp.get_context("spawn")  # a fresh interpreter: no threads or locks inherited
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_isolated_main, args=(child, job, args), name="opscope-job")
+    with _sigint_ignored():  # a terminal's Ctrl+C reaches the whole process group: the
+        proc.start()  # child hears of it from this process (SIGTERM), once, cleanly
+    child.close()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                _stop(proc, grace_s)
+                return Isolated("timeout")
+            if not parent.poll(min(left, 0.5)):
+                if not proc.is_alive() and not parent.poll(0):
+                    break
+                continue
+            try:
+                kind, payload = parent.recv()
+            except (EOFError, OSError):
+                break
+            if kind == "events":
+                if on_events is not None:
+                    on_events(payload)
+            elif kind == "done":
+                return Isolated("done", result=payload)
+            else:
+                return Isolated("failed", error=str(payload))
+    except BaseException:
+        _stop(proc, grace_s)
+        raise
+    finally:
+        parent.close()
+        proc.join(grace_s)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+    return Isolated("crashed", exitcode=proc.exitcode)
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored while a child starts, so that it starts with SIGINT ignored (Python
+    keeps an inherited SIG_IGN): a Ctrl+C mid-start would otherwise end it with a
+    traceback from its bootstrap. Only the main thread may change handlers; other threads
+    (the window's, Ray's workers) get no terminal signals anyway."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _stop(proc: BaseProcess, grace_s: float) -> None:
+    if proc.is_alive():
+        proc.terminate()  # SIGTERM: the child ends as Ctrl+C ends a command
+        proc.join(grace_s)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+
+
+def _isolated_main(conn: Connection, job: Job, args: tuple[Any, ...]) -> None:
+    """The child of `run_isolated`: dies with its parent, takes SIGTERM as Ctrl+C (the
+    job's recording marks its run cancelled), then runs the job as `child_main` does."""
+    import signal
+    import sys
+
+    from engine import interrupt
+
+    _die_with_parent()
+
+    def stop(signum: int, _frame: object) -> None:
+        interrupt.mark(signal.Signals(signum).name)
+        if not interrupt.deferring():
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        child_main(conn, job, args)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+def _die_with_parent() -> None:
+    """SIGTERM when the parent dies, even by SIGKILL (Linux), so no job outlives it."""
+    import sys
+
+    if sys.platform != "linux":
+        return
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from engine import interrupt
 from engine.backends.genai.agreement import Agreement, agreement
 from engine.backends.genai.generate import Generation, Sampling, generate
 from engine.backends.genai.model import OpenedLLM, open_llm
@@ -76,6 +77,7 @@ class GenerateReport:
     notes: list[str] = field(default_factory=list)
     phases: dict[str, Phase] | None = None
     accuracy: Agreement | None = None  # a quantized model against FP32
+    interrupted: bool = False  # a signal ended the timing early: figures of what was done
 
     def to_json(self) -> dict[str, Any]:
         def pct(s: LatencyStats) -> dict[str, Any]:
@@ -84,6 +86,7 @@ class GenerateReport:
 
         return {
             "model": self.model,
+            "interrupted": self.interrupted,
             "config": self.config.to_json(),
             "provider_used": self.provider_used,
             "prompt_len": self.prompt_len,
@@ -167,19 +170,28 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
     done: list[Generation] = []
     origin = time.perf_counter_ns()
     end = time.perf_counter() + req.duration_s
-    while time.perf_counter() < end or len(done) < req.min_generations:
-        start = time.perf_counter_ns() - origin
-        g = once()
-        done.append(g)
-        steps = np.asarray([g.ttft_s, *g.step_s]) * 1e9
-        yield GenerationSteps(len(done) - 1, start, steps.astype(np.int64), origin)
-        yield LatencyBatch(
-            np.asarray([start], np.int64), np.asarray([int(g.total_s * 1e9)], np.int64), origin
-        )
-        yield Progress(
-            "generate", len(done), None,
-            f"{len(done)} generation(s): TTFT {g.ttft_s * 1e3:.1f} ms",
-        )  # fmt: skip
+    # a signal (Ctrl+C, SIGTERM) ends the timing after the generation under way: the
+    # summary of those done, then the run recorded cancelled (nothing done: as before)
+    with interrupt.deferred():
+        while time.perf_counter() < end or len(done) < req.min_generations:
+            if interrupt.received.is_set():
+                break
+            start = time.perf_counter_ns() - origin
+            g = once()
+            done.append(g)
+            steps = np.asarray([g.ttft_s, *g.step_s]) * 1e9
+            yield GenerationSteps(len(done) - 1, start, steps.astype(np.int64), origin)
+            yield LatencyBatch(
+                np.asarray([start], np.int64), np.asarray([int(g.total_s * 1e9)], np.int64),
+                origin,
+            )  # fmt: skip
+            yield Progress(
+                "generate", len(done), None,
+                f"{len(done)} generation(s): TTFT {g.ttft_s * 1e3:.1f} ms",
+            )  # fmt: skip
+    interrupted = interrupt.received.is_set()
+    if interrupted and not done:
+        raise KeyboardInterrupt(interrupt.signal_name)
     elapsed = (time.perf_counter_ns() - origin) / 1e9
     ttft = np.asarray([g.ttft_s for g in done]) * 1e9
     tpot = np.asarray([s for g in done for s in g.step_s]) * 1e9
@@ -195,11 +207,11 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
     per_token = llm.kv_bytes_per_token
     last = done[-1].tokens
     accuracy = None
-    if precision != "fp32":  # after the timing, never inside it
+    if precision != "fp32" and not interrupted:  # after the timing, never inside it
         yield Progress("accuracy", 0, None, f"{precision} against FP32, token by token")
         accuracy = agreement(open_llm(original.folder, req.config), llm)
     phases = None
-    if req.profile:  # a session of its own: the timed one never ran with the profiler
+    if req.profile and not interrupted:  # its own session: the timing never ran with it
         for item in profile_phases(str(folder), req.config, prompt, req.new_tokens):
             if isinstance(item, dict):
                 phases = item
@@ -226,12 +238,13 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
         text=[llm.decode(row) for row in last.tolist()] if llm.can_decode else None,
         phases=phases,
         accuracy=accuracy,
+        interrupted=interrupted,
     )
     figures = report.to_json()
     figures.pop("tokens")
     figures.pop("text")
     yield GenerationSummary(figures)
-    yield RunEnded("ok")
+    yield RunEnded("cancelled", interrupt.reason()) if interrupted else RunEnded("ok")
     return report
 
 

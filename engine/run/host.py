@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import importlib
 import os
+import sys
 import threading
 import time
 import traceback
@@ -264,8 +265,8 @@ def host_main(
             if conn.poll(0.05 if idle else 0):
                 cmd = conn.recv()
                 if isinstance(cmd, cmds.Shutdown):
-                    if state.job is not None:
-                        state.job.stop()
+                    if state.job is not None:  # the window closes: the run ends now
+                        state.job.cancel()
                         state.job.done.wait(10)
                     _drain(live.end(), out)
                     break
@@ -313,9 +314,15 @@ def host_main(
                     _profile(live, out)
                     _peaks_if_missing(live, state, out)
             out.flush()
+    except (EOFError, BrokenPipeError, ConnectionResetError):  # the window is gone (killed)
+        if state.job is not None:  # its threads leave the engine before this process ends
+            state.job.cancel()
+            state.job.done.wait(10)
+        print("opscope engine host: the window went away; stopping", file=sys.stderr)
     finally:
         telemetry.stop()
-        out.flush(force=True)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the window gone
+            out.flush(force=True)
 
 
 def _handle(

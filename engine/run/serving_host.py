@@ -67,6 +67,13 @@ class ServingJob:
         if self.loop is not None:
             self.loop.stop.set()
 
+    def cancel(self) -> None:
+        """Stop now (the host is closing): what still waits is not served, the run is
+        recorded cancelled, and the loop's threads are out of the engine when `done`."""
+        self.stopping.set()
+        if self.loop is not None:
+            self.loop.cancel()
+
     # -- work ---------------------------------------------------------------------------
     def _guard(self, target: Callable[[Any], None], cmd: Any) -> None:
         name = "load" if isinstance(cmd, cmds.ServeLoad) else "calibrate"
@@ -123,7 +130,7 @@ class ServingJob:
             cache_size=cmd.cache, warmup_s=cmd.warmup_s, report_s=REPORT_S,
         )  # fmt: skip
         if self.stopping.is_set():
-            loop.stop.set()
+            loop.cancel()
         try:
             drive(served(loop, setup, cmd.warmup_s), self.put)
         except Exception as exc:

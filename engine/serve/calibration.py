@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from engine.events import Event
-from engine.hostinfo import cpu_model, ort_version, package_version
+from engine.hostinfo import machine_key
 from engine.serve.calibration_file import (
     calibration_path,
     drift_notice,
@@ -89,7 +89,6 @@ def calibration_context(
     model_sha256: str, config: dict[str, Any], provider: str, max_batch: int, instances: int
 ) -> dict[str, Any]:
     """What a calibration depends on (its cache key)."""
-    import platform
 
     return {
         "version": VERSION,
@@ -98,10 +97,7 @@ def calibration_context(
         "provider": provider,
         "sizes": calibration_sizes(max_batch),
         "instances": instances,
-        "cpu": cpu_model(),
-        "host": platform.node(),
-        "onnxruntime": ort_version(),
-        "torch": package_version("torch"),
+        **machine_key("torch"),
     }
 
 

@@ -51,12 +51,16 @@ def drift_notice(what: str, ratio: float, path: Path, app_remedy: str) -> Notice
     `app_remedy` in the app)."""
     if not abs(ratio - 1) > DRIFT_WARN:
         return None
-    how = f"{ratio:.2f}x" if ratio >= 1 else f"{1 / ratio:.2f}x faster than"
+    how = (
+        f"take {ratio:.2f}x the cached calibration's time"
+        if ratio >= 1
+        else f"run {1 / ratio:.2f}x faster than the cached calibration measured"
+    )
     age_s = max(0.0, time.time() - path.stat().st_mtime) if path.exists() else 0.0
     age = f"{age_s / 3600:.1f} h" if age_s >= 3600 else f"{age_s / 60:.0f} min"
     return Notice(
         "warning",
-        f"{what} now take {how} the cached calibration's time (calibrated {age} ago): "
+        f"{what} now {how} (calibrated {age} ago): "
         f"predictions follow the calibration; measure again with --recalibrate ({app_remedy} "
         "in the app)",
     )

@@ -9,6 +9,7 @@ more than 20 ms 2.0x, in the loop as in isolation."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterator
 
@@ -33,7 +34,12 @@ IdleSlowdown = dict[int, dict[float, np.ndarray]]
 def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Event | IdleSlowdown]:
     """Serve Poisson traffic on the real loop (HALF_S, then SLOW_S); yields progress,
     then the ratios of both runs together (see `idle_ratios`)."""
-    policy = serving.policy
+    top = min(serving.policy.max_batch, max(model.sizes))  # no batch larger than timed
+    policy = dataclasses.replace(
+        serving.policy,
+        max_batch=top,
+        preferred=tuple(p for p in serving.policy.preferred if p <= top),
+    )
     runs = [(HALF_S, 0.5 * model.capacity(policy.max_batch, policy.instances)),
             (SLOW_S, SLOW_RATE)]  # fmt: skip
     cells: dict[tuple[int, float], list[np.ndarray]] = {}

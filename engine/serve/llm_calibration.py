@@ -6,7 +6,6 @@ lengths and sizes so a slow minute on a shared machine hits them all alike."""
 
 from __future__ import annotations
 
-import platform
 import time
 from collections.abc import Callable, Generator
 from typing import Any
@@ -16,7 +15,7 @@ import numpy as np
 from engine.backends.genai.model import OpenedLLM, open_llm, read_config
 from engine.config import RunConfig
 from engine.events import Event, Progress
-from engine.hostinfo import cpu_model, ort_version
+from engine.hostinfo import machine_key
 from engine.measure.fits import fit_prefill, fit_slope
 from engine.model.info import files_sha256
 from engine.serve.calibration_file import (
@@ -55,9 +54,7 @@ def llm_calibration_context(model_path: str, config: RunConfig, provider: str) -
         "slope_contexts": _contexts(llm.context_length),
         "after_prefill": [AFTER_BATCH, AFTER_STEPS, _after_lengths(llm.context_length)],
         "after_idle": [AFTER_BATCH, AFTER_STEPS, list(AFTER_PAUSES_MS)],
-        "cpu": cpu_model(),
-        "host": platform.node(),
-        "onnxruntime": ort_version(),
+        **machine_key(),
     }
 
 

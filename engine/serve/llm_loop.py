@@ -16,6 +16,7 @@ from collections.abc import Callable, Generator
 
 import numpy as np
 
+from engine import interrupt
 from engine.backends.genai.model import OpenedLLM
 from engine.backends.genai.slots import SlotCache
 from engine.errors import ConfigError
@@ -25,7 +26,14 @@ from engine.serve.llm_instance import Book
 from engine.serve.llm_iteration import IterationEngine, prompt_ids
 from engine.serve.llm_sim import Layout
 from engine.serve.llm_workload import LLMWorkload
-from engine.serve.loop import LATE_WARN_MS, LEAD_S, PROGRESS_S, SWITCH_S, precise_timers
+from engine.serve.loop import (
+    LATE_WARN_MS,
+    LEAD_S,
+    PARK_S,
+    PROGRESS_S,
+    SWITCH_S,
+    precise_timers,
+)
 
 REAL_LAYOUTS = ("colocated", "chunked", "disaggregated")
 WARMUP_TOKENS = 32
@@ -53,9 +61,12 @@ class LLMServingLoop:
         layout: Layout,
         seed: int = 0,
         report_s: float = PROGRESS_S,
+        deadline_s: float | None = None,
     ) -> None:
         check_real_layout(layout)
         self.work, self.layout, self.report_s = work, layout, report_s
+        self.deadline_s = deadline_s  # seconds from the start: the run stops then, said so
+        self.timed_out = False
         self.book = Book(work.arrivals.tolist(), work.prompt.tolist(), work.output.tolist())
         longest = int((work.prompt + work.output).max()) if len(work) else 1
         kv_tokens = layout.kv_tokens or layout.max_seqs * longest
@@ -115,6 +126,7 @@ class LLMServingLoop:
         self.sent = np.full(len(work), np.nan)
         self.queue: deque[int] = deque()
         self.stop = threading.Event()
+        self.interrupted = False  # a signal stopped the run (engine.interrupt)
         self.generator_done = False
         self.prefills_left = len(self.prefillers)
         self.error: BaseException | None = None
@@ -161,22 +173,38 @@ class LLMServingLoop:
         for th in (*threads, sender):
             th.daemon = True
             th.start()
-        try:
-            while any(th.is_alive() for th in threads):
-                next(th for th in threads if th.is_alive()).join(self.report_s)
-                done = int(np.isfinite(self.book.done).sum())
-                yield Progress("serving", done, n, f"{int(np.isfinite(self.sent).sum()):,} sent, "
-                               f"{done:,} done, {len(self.queue)} queued")  # fmt: skip
-            if self.error is not None:
-                raise self.error
-        finally:
-            self.stop.set()
-            with self.cond:
-                self.cond.notify_all()
-            for th in threads:
-                th.join(10)
-            sender.join(10)
-            sys.setswitchinterval(switch)
+        with interrupt.deferred():  # a signal is polled (engine.interrupt), never raised
+            try:  # into the joins: the engines' threads must not be left inside the model
+                while any(th.is_alive() for th in threads):
+                    next(th for th in threads if th.is_alive()).join(self.report_s)
+                    if interrupt.received.is_set():
+                        self.interrupted = True
+                        break
+                    if self.deadline_s is not None and self._now() > self.deadline_s:
+                        self.timed_out = True
+                        break
+                    done = int(np.isfinite(self.book.done).sum())
+                    yield Progress("serving", done, n, f"{int(np.isfinite(self.sent).sum()):,} "
+                                   f"sent, {done:,} done, {len(self.queue)} queued")  # fmt: skip
+                if self.error is not None:
+                    raise self.error
+            finally:
+                self.stop.set()
+                with self.cond:
+                    self.cond.notify_all()
+                for th in threads:  # each ends at its next iteration boundary
+                    th.join()
+                sender.join()
+                sys.setswitchinterval(switch)
+        if self.interrupted:
+            yield Notice("warning", f"{interrupt.reason()}: sending stopped; "
+                         f"{self.unfinished():,} request(s) unfinished")  # fmt: skip
+        elif self.timed_out:
+            unsent = int((~np.isfinite(self.sent)).sum())
+            yield Notice("warning", f"stopped {self.deadline_s:.3g} s in, at the drain deadline "
+                         "(the last arrival, then as long again, 10 s at least): "
+                         f"{self.unfinished():,} request(s) unfinished, {unsent:,} not yet "
+                         "sent")  # fmt: skip
         late = (self.sent - self.work.arrivals) * 1e3
         late = late[np.isfinite(late)]
         if late.size and float(np.percentile(late, 99)) > LATE_WARN_MS:
@@ -189,6 +217,9 @@ class LLMServingLoop:
         arrivals = self.work.arrivals
         for j in range(len(arrivals)):
             if self.stop.is_set():
+                break
+            wait = self.t0 + float(arrivals[j]) - time.perf_counter()
+            if wait > PARK_S and self.stop.wait(wait - PARK_S):  # a long gap: stoppable
                 break
             wait = self.t0 + float(arrivals[j]) - time.perf_counter()
             if wait > 0:

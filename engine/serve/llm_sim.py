@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -31,6 +32,9 @@ from engine.serve.llm_instance import Book, Instance
 from engine.serve.llm_workload import LLMWorkload
 
 LAYOUTS = ("colocated", "chunked", "disaggregated")
+MAX_INSTANCES = 256  # instances of each kind
+MAX_SEQS = 65_536  # sequences running at once per instance
+MAX_TOKENS = 1 << 24  # chunk, prefill budget and KV cache, in tokens
 
 
 @dataclass(frozen=True)
@@ -48,12 +52,17 @@ class Layout:
     def check(self) -> None:
         if self.name not in LAYOUTS:
             raise ConfigError(f"layout {self.name!r}: expected one of {', '.join(LAYOUTS)}")
-        counts = {"--instances": self.instances, "--chunk-tokens": self.chunk_tokens,
-                  "--max-seqs": self.max_seqs, "--prefill-instances": self.prefill_instances,
-                  "--decode-instances": self.decode_instances}  # fmt: skip
-        for flag, value in counts.items():
-            if value < 1:
-                raise ConfigError(f"{flag} must be at least 1, got {value}")
+        counts = {"--instances": (self.instances, MAX_INSTANCES),
+                  "--chunk-tokens": (self.chunk_tokens, MAX_TOKENS),
+                  "--prefill-tokens": (self.prefill_tokens, MAX_TOKENS),
+                  "--max-seqs": (self.max_seqs, MAX_SEQS),
+                  "--prefill-instances": (self.prefill_instances, MAX_INSTANCES),
+                  "--decode-instances": (self.decode_instances, MAX_INSTANCES)}  # fmt: skip
+        for flag, (value, most) in counts.items():
+            if not 1 <= value <= most:
+                raise ConfigError(f"{flag} must be from 1 to {most:,}, got {value}")
+        if self.kv_tokens > MAX_TOKENS:
+            raise ConfigError(f"--kv-tokens must be at most {MAX_TOKENS:,}, got {self.kv_tokens}")
         if self.kv_tokens < 0 or not (self.kv_ms_per_mb >= 0 and math.isfinite(self.kv_ms_per_mb)):
             raise ConfigError("the KV budget and the KV transfer time must not be negative")
 
@@ -74,8 +83,19 @@ class Layout:
         return {**asdict(self), "label": self.describe()}
 
 
-def simulate_llm(work: LLMWorkload, layout: Layout, cost: LLMCost) -> Book:
-    """Every request served to its last token; what each saw, in the returned Book."""
+PROGRESS_S = 1.0  # how often, at most, `progress` hears how far the simulation is
+PROGRESS_EVERY = 4096  # events between looks at the clock
+
+
+def simulate_llm(
+    work: LLMWorkload,
+    layout: Layout,
+    cost: LLMCost,
+    progress: Callable[[int, int], None] | None = None,
+) -> Book:
+    """Every request served to its last token; what each saw, in the returned Book.
+    `progress(finished, total)`, when given, is called at most every PROGRESS_S of wall
+    time (a million requests take tens of seconds)."""
     layout.check()
     book = Book(work.arrivals.tolist(), work.prompt.tolist(), work.output.tolist())
     longest = max((p + o for p, o in zip(book.prompt, book.output, strict=True)), default=0)
@@ -127,7 +147,16 @@ def simulate_llm(work: LLMWorkload, layout: Layout, cost: LLMCost) -> Book:
     inst_ids = {id(inst): k for k, inst in enumerate(instances)}
     arrivals, n, i = book.arrival, len(book.arrival), 0
     inf = math.inf
+    steps, said = 0, time.monotonic()
     while True:
+        steps += 1
+        if (
+            progress is not None
+            and steps % PROGRESS_EVERY == 0
+            and time.monotonic() - said >= PROGRESS_S
+        ):
+            said = time.monotonic()
+            progress(n - sum(map(math.isnan, book.done)), n)
         ta = arrivals[i] if i < n else inf
         te = events[0][0] if events else inf
         if ta == inf and te == inf:

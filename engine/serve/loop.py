@@ -14,6 +14,12 @@ at its scheduled time, with the cache, queue limit and batcher seeing exactly wh
 would have. An instance admits what arrived during its batch before storing the batch's
 results in the cache. At saturation the generator then wakes once per batch, not once per
 request: on 2 vCPUs its wake-ups had taken 5-7% of a batch-8 engine's throughput.
+
+A request is handed out (and recorded) when it arrives, as unserved, and again when it
+ends, so a killed run's file keeps its backlog. A signal (Ctrl+C, SIGTERM) stops the run
+within a report: no request is admitted or batched after it, the instances finish the
+batch they run and are joined (never left inside the engine as the interpreter exits),
+what still waits ends unserved, and the run ends with its figures.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from engine import interrupt
 from engine.backends.base import Feeds
 from engine.events import Event, Notice, Progress
 from engine.serve.batching import BatchPolicy, take
@@ -35,6 +42,7 @@ from engine.serve.records import (
     OK,
     REJECTED,
     TIMED_OUT,
+    UNSERVED,
     ServeRecords,
     latency_batch,
     served_requests,
@@ -44,11 +52,12 @@ from engine.serve.setup import stack_requests
 from engine.serve.traffic import Schedule
 
 LEAD_S = 0.05  # the schedule starts this long after the threads do
-PROGRESS_S = 0.5
+PROGRESS_S = 0.25  # a report, and with it the requests a session commits, this often
 LATE_WARN_MS = 2.0  # generator lateness p99 above this is reported as a warning
 PARK_S = 0.05  # a parked generator checks for a stop this often
 SWITCH_S = 0.0005  # GIL switch interval while serving (Python's default is 5 ms)
 PR_SET_TIMERSLACK = 29
+DRAIN_MIN_S = 10.0  # the least time an open-loop run has, past its last arrival, to drain
 
 
 def precise_timers() -> None:
@@ -65,6 +74,14 @@ def precise_timers() -> None:
         pass
 
 
+def drain_deadline(arrivals: np.ndarray) -> float:
+    """When an open-loop run ends at the latest: its last arrival, then as long again
+    (at least 10 s) for a backlog to drain (a million requests due at once drained for
+    a quarter of an hour)."""
+    span = float(arrivals[-1]) if arrivals.size else 0.0
+    return span + max(DRAIN_MIN_S, span)
+
+
 class ServingLoop:
     """One serving run. `run()` yields progress until every request has ended."""
 
@@ -79,8 +96,11 @@ class ServingLoop:
         closed_requests: int = 0,
         warmup_s: float = 0.0,
         report_s: float = PROGRESS_S,
+        deadline_s: float | None = None,
     ) -> None:
         self.run_batch = run_batch
+        self.deadline_s = deadline_s  # seconds from the start: the run stops then, said so
+        self.timed_out = False  # the deadline stopped it
         self.report_s = report_s
         self.warmup_s = warmup_s
         self.request_feeds = request_feeds
@@ -103,7 +123,14 @@ class ServingLoop:
         self._parked = False  # the generator waits while every instance is busy
         self.ended = 0  # requests completed, rejected or timed out
         self.generator_done = False
-        self.stop = threading.Event()
+        self.stop = threading.Event()  # stop sending: what was sent is served
+        self._abort = False  # stop serving too (a signal, the run's end): queued unserved
+        self.interrupted = False  # a signal stopped the run (engine.interrupt)
+        self.unserved = 0  # requests that still waited when it stopped
+        self._arrived: list[int] = []  # requests in the order they arrived
+        self._arrivals_reported = 0  # of them, handed out so far (ended or waiting)
+        self._has_ended = np.zeros(n, bool)
+        self._reported_waiting = np.zeros(n, bool)  # handed out as waiting (unserved)
         self._drained = threading.Event()  # the senders are done and every request ended
         self.error: BaseException | None = None
         self.batches: list[tuple[float, float, int, int]] = []
@@ -137,38 +164,55 @@ class ServingLoop:
         for th in threads + senders:
             th.daemon = True
             th.start()
-        try:
-            while True:
-                alive = [th for th in senders if th.is_alive()]
-                if alive:
-                    for th in alive:
-                        th.join(self.report_s / len(alive))
-                else:  # a backlog draining: wait for it, never spin (a core and the GIL
-                    self._drained.wait(self.report_s)  # taken from the instances)
-                yield Progress(
-                    "serving",
-                    self.ended,
-                    n,
-                    f"{self.sent:,} sent, {self.ended:,} done, {len(self.queue)} queued",
-                )
-                # recorded as they come: a kill loses half a second at most
-                yield from self._new_samples()
-                if self.error is not None:
-                    raise self.error
-                if not any(th.is_alive() for th in senders) and self.ended >= self.sent:
-                    break
-        finally:
-            self.stop.set()
-            with self.cond:
-                self.generator_done = True
-                self.cond.notify_all()
-            for th in threads:
-                th.join(10)
-            for th in senders:
-                th.join(10)
-            sys.setswitchinterval(switch)
+        with interrupt.deferred():  # a signal is polled here, not raised into the joins
+            try:
+                while True:
+                    alive = [th for th in senders if th.is_alive()]
+                    if alive:
+                        for th in alive:
+                            th.join(self.report_s / len(alive))
+                    else:  # a backlog draining: wait for it, never spin (a core and the
+                        self._drained.wait(self.report_s)  # GIL taken from the instances)
+                    if interrupt.received.is_set() or self._abort:
+                        self.interrupted = interrupt.received.is_set()
+                        break
+                    # recorded as they come: a kill loses a report (~0.25-0.5 s); the
+                    # progress after them, as the session commits on the event that finds
+                    # its interval passed: the requests are in that commit
+                    yield from self._new_samples()
+                    yield Progress(
+                        "serving",
+                        self.ended,
+                        n,
+                        f"{self.sent:,} sent, {self.ended:,} done, {len(self.queue)} queued",
+                    )
+                    if self.error is not None:
+                        raise self.error
+                    if not any(th.is_alive() for th in senders) and self.ended >= self.sent:
+                        break
+                    if self.deadline_s is not None and self._elapsed() > self.deadline_s:
+                        self.timed_out = True
+                        break
+            finally:
+                self._halt(threads + senders)
+                sys.setswitchinterval(switch)
         self._drop_unsent()
         yield from self._new_samples()
+        if self.timed_out:
+            yield Notice(
+                "warning",
+                f"stopped {self.deadline_s:.3g} s in, at the drain deadline (the last "
+                f"arrival, then as long again, 10 s at least): {self.unserved:,} "
+                f"request(s) still queued were not served, {n - len(self.rec):,} not yet "
+                "sent were dropped",
+            )
+        elif self.unserved or self.interrupted:
+            why = interrupt.reason() if self.interrupted else "stopped"
+            yield Notice(
+                "warning",
+                f"{why}: sending stopped; {self.unserved:,} request(s) still queued were "
+                "not served",
+            )
         yield timing_done(self.rec, self.warmup_s)
         late = (self.rec.sent - self.rec.scheduled)[: self.sent] * 1e3
         if late.size and float(np.percentile(late, 99)) > LATE_WARN_MS:
@@ -179,15 +223,42 @@ class ServingLoop:
                 "still run from the scheduled times",
             )
 
+    def _elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def cancel(self) -> None:
+        """Stop now, from any thread (the engine host closing): nothing more is sent or
+        batched, what waits ends unserved, `run()` ends within a report."""
+        with self.cond:
+            self._abort = True
+            self.stop.set()
+            self.cond.notify_all()
+        self._drained.set()
+
+    def _halt(self, threads: list[threading.Thread]) -> None:
+        """Nothing more is sent or batched; every thread is joined. An instance inside the
+        engine finishes its batch first: the interpreter must never exit around it."""
+        self.stop.set()
+        with self.cond:
+            self._abort = True
+            self.generator_done = True
+            self.cond.notify_all()
+        for th in threads:
+            th.join()
+
     def _new_samples(self) -> Iterator[Event]:
-        """The requests that ended since the last call, with the batches run since
-        (ServedRequests), and those of them that completed after the warm-up as latency
-        samples (LatencyBatch)."""
+        """The requests that ended since the last call and those that arrived since and
+        still wait, with the batches run since (ServedRequests), and those that completed
+        after the warm-up as latency samples (LatencyBatch)."""
         with self.cond:
             if self._admit_due(time.perf_counter() - self.t0):  # the queue as it stands now
                 self.cond.notify_all()  # an idle instance takes what arrived
             fresh = self._ended_order[self._reported :]
             self._reported += len(fresh)
+            arrived = np.asarray(self._arrived[self._arrivals_reported :], np.int64)
+            self._arrivals_reported += arrived.size
+            waiting = arrived[~self._has_ended[arrived]]
+            self._reported_waiting[waiting] = True
             first = self._batches_reported
             batches = self.batches[first:]
             self._batches_reported += len(batches)
@@ -197,11 +268,14 @@ class ServingLoop:
         origin = int(self.t0 * 1e9)
         ended = np.sort(np.asarray(fresh, np.int64))
         now = time.perf_counter() - self.t0
-        yield served_requests(rec, ended, batches, first, origin, (now, queued, peak))
         start = self.warmup_s + (float(rec.scheduled[0]) if len(rec) and not self.closed else 0)
         keep = (rec.outcome[ended] == OK) & (rec.scheduled[ended] >= start)
-        if keep.any():
+        keep &= np.isfinite(rec.done[ended])
+        if keep.any():  # before the requests: a commit on them holds both
             yield latency_batch(rec, ended[keep], origin)
+        yield served_requests(
+            rec, ended, batches, first, origin, (now, queued, peak), waiting=waiting
+        )
 
     def records(self) -> ServeRecords:
         rec = self.rec
@@ -227,6 +301,10 @@ class ServingLoop:
             if j >= n:
                 break
             wait = t0 + sched[j] - time.perf_counter()
+            if wait > PARK_S:  # a long gap: stoppable, then the last bit precisely
+                if self.stop.wait(wait - PARK_S):
+                    break
+                wait = t0 + sched[j] - time.perf_counter()
             if wait > 0:
                 time.sleep(wait)
             with self.cond:
@@ -243,7 +321,7 @@ class ServingLoop:
     def _admit_due(self, now: float) -> bool:
         """Under the lock, open loop: every request due by `now` and not yet sent arrives,
         in order, at its scheduled time (see the module's note). Whether any did."""
-        if self.closed:
+        if self.closed or self.stop.is_set():  # stopped: nothing more arrives
             return False
         sched, n, first = self.rec.scheduled, len(self.rec), self._next_send
         while self._next_send < n and sched[self._next_send] <= now:
@@ -281,6 +359,7 @@ class ServingLoop:
         rec = self.rec
         rec.sent[j] = now
         self.sent += 1
+        self._arrived.append(j)
         if self.cache.lookup(self.keys[j]):
             rec.hit[j] = True
             rec.done[j] = now
@@ -298,6 +377,7 @@ class ServingLoop:
         """Under the lock: request `j` has ended (its client may send again)."""
         self.ended += 1
         self._ended_order.append(j)
+        self._has_ended[j] = True
         if self.generator_done and self.ended >= self.sent:
             self._drained.set()
         if self.closed:
@@ -312,6 +392,9 @@ class ServingLoop:
         while True:
             with self.cond:
                 while True:
+                    if self._abort:  # stopped: what waits stays for _drop_unsent
+                        self.cond.notify_all()
+                        return
                     now = time.perf_counter() - self.t0
                     self._admit_due(now)
                     while queue and now - rec.scheduled[queue[0]] > timeout:
@@ -363,15 +446,17 @@ class ServingLoop:
                 self._busy -= 1
 
     def _drop_unsent(self) -> None:
-        """A cancelled run keeps only the requests it sent; queued ones timed out."""
+        """A stopped run keeps only the requests it sent; those still queued end unserved
+        (handed out again only when not yet handed out as waiting: the row is the same)."""
         rec = self.rec
         with self.cond:
-            for j in list(self.queue):
-                rec.outcome[j] = TIMED_OUT
-                rec.dequeued[j] = time.perf_counter() - self.t0
-                self.ended += 1
-                self._ended_order.append(j)
+            queued = np.fromiter(self.queue, np.int64, len(self.queue))
             self.queue.clear()
+            rec.outcome[queued] = UNSERVED
+            self._has_ended[queued] = True
+            self.ended += queued.size
+            self.unserved = int(queued.size)
+            self._ended_order.extend(queued[~self._reported_waiting[queued]].tolist())
         sent = np.isfinite(rec.sent)
         if not sent.all():
             for name in ("scheduled", "sent", "dequeued", "done", "batch", "hit", "outcome"):

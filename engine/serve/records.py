@@ -8,6 +8,7 @@ that backed up, shows in the latency (no coordinated omission).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,8 +19,11 @@ import numpy as np
 from engine.events import LatencyBatch, ServedRequests, TimingDone
 from engine.measure.stats import Throughput, is_stable, latency_stats
 
-OK, REJECTED, TIMED_OUT = 0, 1, 2
-OUTCOMES = ("ok", "rejected", "timed_out")
+OK, REJECTED, TIMED_OUT, UNSERVED = 0, 1, 2, 3
+# unserved: it arrived and waited, and the run stopped (a signal) before a batch took it;
+# in a file, also a request recorded on arrival whose end the writer never got to record
+# (killed): the backlog, never a latency sample
+OUTCOMES = ("ok", "rejected", "timed_out", "unserved")
 
 
 @dataclass
@@ -32,7 +36,7 @@ class ServeRecords:
     done: np.ndarray  # when its response was ready (NaN: rejected, timed out)
     batch: np.ndarray  # batch id (-1: none)
     hit: np.ndarray  # answered by the response cache
-    outcome: np.ndarray  # OK, REJECTED, TIMED_OUT
+    outcome: np.ndarray  # OK, REJECTED, TIMED_OUT, UNSERVED
     batch_start: np.ndarray = field(default_factory=lambda: np.empty(0))
     batch_end: np.ndarray = field(default_factory=lambda: np.empty(0))
     batch_size: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
@@ -66,8 +70,8 @@ def summarize(records: ServeRecords, warmup_s: float = 0.0) -> dict[str, Any]:
     """The JSON fields every serving run reports (README, `opscope load`).
 
     Requests due in the first `warmup_s` seconds are served and counted (`requests` holds
-    every request, so completed + rejected + timed_out = sent) but kept out of every other
-    figure: an engine just woken is no steady state, as `opscope bench` discards its
+    every request, so completed + rejected + timed_out + unserved = sent) but kept out of
+    every other figure: an engine just woken is no steady state, as `opscope bench` discards its
     warm-up."""
     r = records
     steady = r.scheduled >= (r.scheduled.min() + warmup_s if len(r) else 0.0)
@@ -92,6 +96,7 @@ def summarize(records: ServeRecords, warmup_s: float = 0.0) -> dict[str, Any]:
             "completed": int(everything.sum()),
             "rejected": int((r.outcome == REJECTED).sum()),
             "timed_out": int((r.outcome == TIMED_OUT).sum()),
+            "unserved": int((r.outcome == UNSERVED).sum()),
             "cache_hits": int((r.hit & everything).sum()),
             "warmup": int((~steady).sum()),
         },
@@ -138,9 +143,14 @@ def _span(r: ServeRecords, steady: np.ndarray) -> float:
 
 def depth_series(r: ServeRecords) -> tuple[np.ndarray, np.ndarray]:
     """Queue depth over time, exactly: +1 when a request joined the queue, -1 when a
-    batch took it or it timed out. (t, depth after the change), in time order."""
-    queued = np.isfinite(r.dequeued) & ~r.hit
-    enter, leave = r.sent[queued], r.dequeued[queued]
+    batch took it or it timed out (an unserved one: at the last time recorded). (t, depth
+    after the change), in time order."""
+    waits = (r.outcome == UNSERVED) & np.isfinite(r.sent) & np.isnan(r.dequeued)
+    queued = (np.isfinite(r.dequeued) | waits) & ~r.hit
+    # an unserved request waited to the end of what was recorded (a stop, a kill)
+    times = [r.sent, r.dequeued, r.done, r.batch_end]
+    last = max((float(np.nanmax(t)) for t in times if np.isfinite(t).any()), default=0.0)
+    enter, leave = r.sent[queued], np.where(waits, last, r.dequeued)[queued]
     t = np.concatenate([enter, leave])
     step = np.concatenate([np.ones(enter.size, np.int64), -np.ones(leave.size, np.int64)])
     order = np.lexsort((step, t))  # at equal times the leave (-1) comes first
@@ -202,11 +212,18 @@ def served_requests(
     first_batch: int = 0,
     origin_ns: int = 0,
     queue: tuple[float, int, int] = (float("nan"), 0, 0),
+    waiting: np.ndarray | None = None,
 ) -> ServedRequests:
     """Requests `idx` (ended) and the batches (start, end, size, instance) numbered from
     `first_batch`, as the event a session records them from. Without `batches`, every
-    batch of `r` (a finished run, the simulator's)."""
+    batch of `r` (a finished run, the simulator's). `waiting`: requests that arrived and
+    wait in the queue, recorded now as UNSERVED (a kill keeps the backlog); a later event
+    brings each again with its end."""
     idx = np.asarray(idx, np.int64)
+    if waiting is not None and waiting.size:
+        return _with_waiting(
+            served_requests(r, idx, batches, first_batch, origin_ns, queue), r, waiting
+        )
     at_s, queued, peak = queue
     if batches is None:
         start, end = r.batch_start, r.batch_end
@@ -234,4 +251,22 @@ def served_requests(
         at_s=at_s,
         queued=queued,
         queue_peak=peak,
+    )
+
+
+def _with_waiting(ev: ServedRequests, r: ServeRecords, waiting: np.ndarray) -> ServedRequests:
+    """`ev` with the waiting requests appended: as they stand on arrival (no dequeue, no
+    end, no batch), outcome UNSERVED."""
+    w = np.asarray(waiting, np.int64)
+    nan = np.full(w.size, np.nan)
+    return dataclasses.replace(
+        ev,
+        index=np.concatenate([ev.index, w]),
+        scheduled=np.concatenate([ev.scheduled, r.scheduled[w]]),
+        sent=np.concatenate([ev.sent, r.sent[w]]),
+        dequeued=np.concatenate([ev.dequeued, nan]),
+        done=np.concatenate([ev.done, nan]),
+        batch=np.concatenate([ev.batch, np.full(w.size, -1, np.int64)]),
+        hit=np.concatenate([ev.hit, np.zeros(w.size, bool)]),
+        outcome=np.concatenate([ev.outcome, np.full(w.size, UNSERVED, np.int8)]),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -81,10 +82,20 @@ def tune_batching(
 ) -> Iterator[Progress | dict[str, Any]]:
     """Every max batch x queue delay x instance count: its max rate under the SLO.
     Yields progress, then {"best": trial, "trials": [...]} (most capacity first)."""
-    grid = [(b, d, k) for k in instances for b in max_batches for d in delays_ms]
+    # a max batch of 1 never waits (one request is a full batch), so its delays are one trial
+    grid = [
+        (b, d, k)
+        for k in instances
+        for b in max_batches
+        for d in (delays_ms if b > 1 else delays_ms[:1])
+    ]
     trials: list[dict[str, Any]] = []
+    t0 = time.monotonic()
     for i, (b, d, k) in enumerate(grid):
-        yield Progress("tune", i, len(grid), f"max batch {b}, delay {d:g} ms, {k} instance(s)")
+        left = f", about {(time.monotonic() - t0) / i * (len(grid) - i):.0f} s left" if i else ""
+        yield Progress(
+            "tune", i, len(grid), f"max batch {b}, delay {d:g} ms, {k} instance(s){left}"
+        )
         policy = dataclasses.replace(
             base,
             max_batch=b,

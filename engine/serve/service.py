@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -53,11 +54,19 @@ class ServiceModel:
     def sizes(self) -> list[int]:
         return sorted(self.samples)
 
+    def _medians(self) -> list[float]:
+        """The measured sizes' medians, computed once (a frozen model: its samples stay)."""
+        cache = self.__dict__.get("_meds")
+        if cache is None:
+            cache = [float(np.median(self.samples[s])) for s in self.sizes]
+            object.__setattr__(self, "_meds", cache)
+        return cache
+
     def median(self, n: int) -> float:
         """Median service time of a batch of `n`, interpolated linearly between measured
         sizes and extrapolated from the last two beyond them."""
         sizes = self.sizes
-        meds = [float(np.median(self.samples[s])) for s in sizes]
+        meds = self._medians()
         if n in self.samples:
             return meds[sizes.index(n)]
         if len(sizes) == 1:
@@ -71,13 +80,16 @@ class ServiceModel:
         """For each size 0..max_batch, the service times to draw from: the measured samples
         of that size, or of the nearest measured size below rescaled to the interpolated
         median (every sample, so the draws keep the measured distribution exactly)."""
+        tables: dict[int, list[list[float]]] = self.__dict__.setdefault("_tables", {})
+        if max_batch in tables:  # every simulated trial of a search draws from one table
+            return tables[max_batch]
         out: list[list[float]] = [[0.0]]
-        sizes = self.sizes
+        sizes, meds = self.sizes, self._medians()
         for n in range(1, max_batch + 1):
-            base = max((s for s in sizes if s <= n), default=sizes[0])
-            src = self.samples[base]
-            scale = self.median(n) / float(np.median(src))
-            out.append((src * scale).tolist())
+            i = max(bisect_right(sizes, n) - 1, 0)  # the nearest measured size below
+            scale = self.median(n) / meds[i] if meds[i] > 0 else 1.0
+            out.append((self.samples[sizes[i]] * scale).tolist())
+        tables[max_batch] = out
         return out
 
     def slowdown_table(self, max_batch: int) -> list[tuple[list[float], list[list[float]]]]:
@@ -85,11 +97,15 @@ class ServiceModel:
         the slowdowns to draw from (those of the nearest measured size below)."""
         out: list[tuple[list[float], list[list[float]]]] = [([], [])]
         sizes = sorted(self.idle_slowdown)
+        rows: dict[int, tuple[list[float], list[list[float]]]] = {}
         for n in range(1, max_batch + 1):
-            base = max((s for s in sizes if s <= n), default=sizes[0] if sizes else 0)
-            by_gap = self.idle_slowdown.get(base, {})
-            gaps = sorted(by_gap)
-            out.append((gaps, [by_gap[g].tolist() for g in gaps]))
+            i = bisect_right(sizes, n) - 1
+            base = sizes[max(i, 0)] if sizes else 0
+            if base not in rows:  # one row per measured size, shared by the sizes above it
+                by_gap = self.idle_slowdown.get(base, {})
+                gaps = sorted(by_gap)
+                rows[base] = (gaps, [by_gap[g].tolist() for g in gaps])
+            out.append(rows[base])
         return out
 
     def speed_ratio(self, sizes: np.ndarray, durations: np.ndarray) -> float:
@@ -151,6 +167,10 @@ class ServiceModel:
         return cls(samples, context, idle, late)
 
 
+FEW_RUNS = 3  # runs of a slow batch size enough for its median
+MAX_SIZE_S = 3.0  # seconds of timing one batch size takes at most, past FEW_RUNS
+
+
 def calibration_sizes(max_batch: int) -> list[int]:
     """1, powers of two, and max_batch itself."""
     sizes = {1, max_batch}
@@ -171,12 +191,19 @@ def time_batches(
     most: int,
 ) -> np.ndarray:
     """Seconds each of `run_batch(make_batch(n))` back to back, after `warmup` runs
-    discarded: at least `runs` runs and `min_s` seconds, at most `most` runs."""
+    discarded: at least `runs` runs and `min_s` seconds, at most `most` runs; a size
+    whose runs take long stops after FEW_RUNS runs and MAX_SIZE_S seconds (40 runs of a
+    batch of 4096 took minutes)."""
+    start = time.perf_counter()
     for _ in range(warmup):
         run_batch(make_batch(n))
+        if time.perf_counter() - start > MAX_SIZE_S / 4:
+            break
     times: list[float] = []
     start = time.perf_counter()
     while (len(times) < runs or time.perf_counter() - start < min_s) and len(times) < most:
+        if len(times) >= FEW_RUNS and time.perf_counter() - start > MAX_SIZE_S:
+            break
         t0 = time.perf_counter()
         run_batch(make_batch(n))
         times.append(time.perf_counter() - t0)
@@ -209,6 +236,8 @@ def calibrate(
         with arrivals() as traffic:
             start, count = time.perf_counter(), 0
             while count < runs or time.perf_counter() - start < min_s:
+                if count >= FEW_RUNS and time.perf_counter() - start > MAX_SIZE_S:
+                    break
                 run_batch(make_batch(sizes[-1]))
                 count += 1
         late = traffic.lateness

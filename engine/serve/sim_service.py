@@ -10,6 +10,7 @@ from collections.abc import Callable
 from engine.serve.service import ServiceModel
 
 DRAWS = 1 << 20  # uniform draws cycled through (a cycle of 1M batches)
+REACH = 7920  # batch k reads draws[k] and, for the idle slowdown, draws[k + REACH - 1]
 
 # (size, batch number, start time s, time drawn s, idle s) -> the batch's time s
 Adjust = Callable[[int, int, float, float, float], float]
@@ -34,7 +35,7 @@ class ServiceDraws:
             gaps, slow = slowdown[size]
             if gaps and idle >= gaps[0]:
                 ratios = slow[bisect_right(gaps, idle) - 1]
-                took *= ratios[int(draws[(k + 7919) % n] * len(ratios))]
+                took *= ratios[int(draws[(k + REACH - 1) % n] * len(ratios))]
             return took
 
         calibrated = any(gaps for gaps, _ in slowdown)

@@ -13,19 +13,17 @@ response cache has something to absorb. A trace's key column replaces this.
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from engine.errors import ConfigError, InputError
+from engine.errors import ConfigError
+from engine.serve.trace_file import MAX_REQUESTS, read_trace
 
 KINDS = ("poisson", "constant", "bursts", "ramp", "trace", "closed")
 ZIPF_S = 1.2  # popularity exponent of repeated requests
-MAX_REQUESTS = 50_000_000  # a schedule larger than this is refused before it is built
 
 
 @dataclass(frozen=True)
@@ -243,78 +241,6 @@ def repeat_keys(rng: np.random.Generator, n: int, repeat: float) -> np.ndarray:
     keys = ids.astype(np.int64)
     keys[is_repeat] = ranks - 1
     return keys
-
-
-def read_trace(path: str) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """Arrival times (s, shifted to start at 0), keys and sizes from a CSV file: the first
-    column is the time (seconds); optional `key` and `size` columns by header name. A bad
-    line is named in a one-line error."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("traffic trace not found (or not a regular file)", path)
-    times: list[float] = []
-    keys: list[str] = []
-    sizes: list[int] = []
-    key_col = size_col = None
-    first = True
-    try:
-        with p.open(newline="", encoding="utf-8", errors="replace") as fh:
-            for lineno, row in enumerate(csv.reader(fh), start=1):
-                if not row or not "".join(row).strip() or row[0].lstrip().startswith("#"):
-                    continue
-                if first:  # a header names the columns; its first cell is not a number
-                    first = False
-                    if not _is_number(row[0]):
-                        header = [c.strip().lower() for c in row]
-                        key_col = header.index("key") if "key" in header else None
-                        size_col = header.index("size") if "size" in header else None
-                        continue
-                t = _cell_float(path, lineno, row, 0, "time")
-                if times and t < times[-1]:
-                    raise InputError(f"line {lineno}: time {t:g} goes back in time", path)
-                times.append(t)
-                if key_col is not None:
-                    keys.append(row[key_col].strip() if key_col < len(row) else "")
-                if size_col is not None:
-                    size = _cell_float(path, lineno, row, size_col, "size")
-                    if size < 1 or size != int(size):
-                        raise InputError(f"line {lineno}: size must be a positive integer", path)
-                    sizes.append(int(size))
-                if len(times) > MAX_REQUESTS:
-                    raise InputError(f"more than {MAX_REQUESTS:,} requests", path)
-    except (OSError, UnicodeError, csv.Error) as exc:
-        raise InputError(f"cannot read the trace ({exc})", path) from exc
-    if not times:
-        raise InputError("the trace has no arrival times", path)
-    arr = np.asarray(times, dtype=np.float64)
-    arr -= arr[0]
-    key_arr = None
-    if key_col is not None:
-        index: dict[str, int] = {}
-        key_arr = np.array([index.setdefault(k, len(index)) for k in keys], dtype=np.int64)
-    size_arr = np.asarray(sizes, dtype=np.int64) if size_col is not None else None
-    return arr, key_arr, size_arr
-
-
-def _is_number(text: str) -> bool:
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False
-
-
-def _cell_float(path: str, lineno: int, row: list[str], col: int, what: str) -> float:
-    if col >= len(row):
-        raise InputError(f"line {lineno}: no {what} column", path)
-    try:
-        value = float(row[col])
-    except ValueError:
-        raise InputError(
-            f"line {lineno}: {what} {row[col].strip()!r} is not a number", path
-        ) from None
-    if not math.isfinite(value):
-        raise InputError(f"line {lineno}: {what} must be finite", path)
-    return value
 
 
 def _numbers(text: str, args: str) -> list[float]:

@@ -8,7 +8,8 @@ in docs/session-format.md.
 from __future__ import annotations
 
 from engine.session.reader import SessionReader
-from engine.session.recorder import Recorder, recording
+from engine.session.recorder import Recorder
+from engine.session.recording import recording
 from engine.session.refs import open_run, resolve_run_ref
 from engine.session.rows import MarkerRow, RunRow
 from engine.session.schema import MIGRATIONS, SCHEMA_VERSION

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import os
 import platform
-import socket
 import sqlite3
 
 from engine import __version__
-from engine.hostinfo import cpu_model, nvml, ort_version, package_version, text
+from engine.hostinfo import cpu_model, host_name, library_versions, nvml, text
 
 
 def host_facts() -> dict[str, str | None]:
@@ -20,18 +19,16 @@ def host_facts() -> dict[str, str | None]:
     gpu, driver = gpu_facts()
     return {
         "app_version": __version__,
-        "host": socket.gethostname() or None,
+        "host": host_name(),
         "os": platform.platform(),
         "python": platform.python_version(),
         "cpu": cpu_name(),
         "cpu_count": str(os.cpu_count() or "") or None,
         "gpu": gpu,
         "gpu_driver": driver,
-        "onnxruntime": ort_version(),
-        "onnx": package_version("onnx"),
-        "numpy": package_version("numpy"),
+        **library_versions("onnxruntime", "onnx", "numpy"),
         "sqlite": sqlite3.sqlite_version,
-        "sqlite_utils": package_version("sqlite-utils"),
+        **library_versions("sqlite-utils"),
     }
 
 

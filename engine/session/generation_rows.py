@@ -57,7 +57,10 @@ class GenerationRun:
     decode_counts: np.ndarray  # decode steps of each timed generation (tpot_ns in order)
 
     def decode_steps(self) -> list[np.ndarray]:
-        """Each timed generation's decode steps (ns), in order."""
+        """Each timed generation's decode steps (ns), in order (none without generations:
+        np.split of an empty array would give one empty part)."""
+        if not self.decode_counts.size:
+            return []
         return np.split(self.tpot_ns, np.cumsum(self.decode_counts)[:-1].tolist())
 
     def decode_starts_ns(self) -> np.ndarray:

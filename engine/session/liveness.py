@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from pathlib import Path
 from typing import Any
 
 import psutil
+
+from engine.hostinfo import host_name
 
 KEY_PREFIX = "writer:"
 START_SLACK_S = 1.0  # create_time is rounded differently between calls on some systems
@@ -49,7 +50,7 @@ def key(run_id: int) -> str:
 def this_writer() -> str:
     """The facts a writer records for its open run (JSON text)."""
     return json.dumps(
-        {"pid": os.getpid(), "host": socket.gethostname(), "started": _started(os.getpid())}
+        {"pid": os.getpid(), "host": (host_name() or ""), "started": _started(os.getpid())}
     )
 
 
@@ -62,7 +63,7 @@ def writer_alive(text: str | None, path: Path, run_id: int, wal_mode: bool) -> b
     if facts is None:
         return None
     pid, host, started = facts
-    if host != socket.gethostname():
+    if host != (host_name() or ""):
         return None
     if pid == os.getpid():
         return (_name(path), run_id) in _open_here

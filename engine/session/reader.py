@@ -22,12 +22,17 @@ from sqlite_utils import Database
 
 from engine.errors import SessionFileError
 from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
-from engine.session import held, liveness, schema
+from engine.session import columns, held, liveness, schema
 from engine.session.generation_rows import GenerationRun, read_generation
 from engine.session.rows import MarkerRow, RunRow, op_stat_row, run_row
 from engine.session.serving_rows import ServingRun, read_serving
 from engine.session.sweep_rows import SweepRow, read_sweeps
 from engine.session.trust import check_file, corrupt, parse_json, req, typed
+
+# Who hears, once per open, that a file lacks optional columns (their figures read as
+# None and show as "-"): the CLI puts it on stderr as one note; the window reads
+# `SessionReader.lacking` itself. Empty: nobody.
+NOTE_HOOK: list[Callable[[Path, str], None]] = []
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -48,7 +53,7 @@ def _guarded(
                 # text that is not UTF-8 in a value: shown with U+FFFD, not refused
                 self._conn.text_factory = _lenient_text
                 return method(self, *args, **kwargs)
-        except (sqlite3.Error, ValueError, TypeError) as exc:
+        except (sqlite3.Error, ValueError, TypeError, OverflowError) as exc:  # inf as an int
             raise corrupt(
                 self.path,
                 exc if isinstance(exc, sqlite3.Error | ValueError) else ValueError(str(exc)),
@@ -71,6 +76,7 @@ class SessionReader:
     ) -> None:
         self.path = path
         self.version = version  # the file's own format version
+        self.lacking: dict[str, list[str]] = {}  # optional columns the file lacks (read: None)
         self._conn = conn
         self._tmpdir = tmpdir
         self._held = held_key  # released when closed (see held.py)
@@ -83,7 +89,7 @@ class SessionReader:
         p = Path(path)
         header = check_file(p)
         try:
-            conn, tmpdir = _connect_read_only(p)
+            conn, tmpdir = _connect_read_only(p, header)
         except UnicodeDecodeError as exc:  # SQLite's message quoted bytes of the file
             raise corrupt(p, exc) from exc
         key = held.hold(p) if tmpdir is None else None  # a private copy holds nothing here
@@ -91,7 +97,7 @@ class SessionReader:
             version = _readable_version(p, conn, header)
             if version < schema.SCHEMA_VERSION:
                 conn = _migrated_in_memory(conn)
-            _check_tables(p, conn)
+            lacking = columns.check_columns(p, conn)
         except SessionFileError:
             _close(conn, tmpdir, key)
             raise
@@ -99,6 +105,10 @@ class SessionReader:
             _close(conn, tmpdir, key)
             raise corrupt(p, exc) from exc
         reader = cls(p, conn, version, tmpdir, key)
+        reader.lacking = lacking
+        note = columns.lacking_note(lacking)
+        if note and NOTE_HOOK:
+            NOTE_HOOK[0](p, note)
         reader._wal_mode = header is None or _wal_header(header)  # None: being written here
         return reader
 
@@ -196,6 +206,7 @@ class SessionReader:
     def latency(self, run_id: int) -> tuple[np.ndarray, np.ndarray]:
         """(starts_ns, latencies_ns) as int64 arrays, in sample order; starts are relative
         to the run's timing origin (runs.timing_origin_ns, wall clock)."""
+        columns.check_integers(self._conn, "latency", run_id, ("start_ns", "latency_ns"))
         cur = self._conn.execute(
             "SELECT start_ns, latency_ns FROM latency WHERE run_id = ? ORDER BY i", [run_id]
         )
@@ -437,29 +448,42 @@ def _undecodable(exc: sqlite3.OperationalError) -> bool:
     return str(exc).startswith("Could not decode to UTF-8")
 
 
-def _connect_read_only(p: Path) -> tuple[sqlite3.Connection, str | None]:
-    """mode=ro; when that fails (typically a WAL file in a read-only folder, where SQLite
-    cannot create the -shm index) read a private copy of the file and its -wal, or, with
-    no -wal to lose, open it immutable."""
+def _connect_read_only(p: Path, header: bytes | None) -> tuple[sqlite3.Connection, str | None]:
+    """Open without creating anything beside the file. mode=ro, except for a WAL file
+    whose -wal or -shm is missing, where SQLite would create them (even read-only): with
+    no -wal there is nothing beyond the main file and no writer (a live one keeps both), so
+    it opens immutable; a -wal without its -shm is read from a private copy of both. When
+    mode=ro fails (typically a WAL file in a read-only folder) the same two ways apply."""
     uri = p.resolve().as_uri() + "?mode=ro"
+    wal, shm = Path(f"{p}-wal"), Path(f"{p}-shm")
     try:
+        if header is not None and _wal_header(header) and not (wal.exists() and shm.exists()):
+            return _private_or_immutable(p, uri)
         return _probe(_connect(uri)), None
     except sqlite3.DatabaseError as first:
-        wal = Path(f"{p}-wal")
         try:
-            if wal.exists() and wal.stat().st_size > 0 and not held.is_held(p):
-                tmpdir = tempfile.mkdtemp(prefix="opscope-session-")
-                copy = Path(tmpdir) / "session.opscope"
-                shutil.copyfile(p, copy)
-                shutil.copyfile(wal, f"{copy}-wal")
-                try:
-                    return _probe(_connect(copy.as_uri() + "?mode=ro")), tmpdir
-                except sqlite3.DatabaseError:
-                    shutil.rmtree(tmpdir, ignore_errors=True)
-                    raise
-            return _probe(_connect(uri + "&immutable=1")), None
+            return _private_or_immutable(p, uri)
         except (sqlite3.DatabaseError, OSError):
             raise corrupt(p, first) from first
+
+
+def _private_or_immutable(p: Path, uri: str) -> tuple[sqlite3.Connection, str | None]:
+    """A private copy of the file and its -wal when there is one with content (and this
+    process does not hold the file: reading it raw would drop our own locks, held.py);
+    otherwise the file itself, opened immutable (SQLite then takes no locks and creates no
+    -wal or -shm)."""
+    wal = Path(f"{p}-wal")
+    if wal.exists() and wal.stat().st_size > 0 and not held.is_held(p):
+        tmpdir = tempfile.mkdtemp(prefix="opscope-session-")
+        copy = Path(tmpdir) / "session.opscope"
+        shutil.copyfile(p, copy)
+        shutil.copyfile(wal, f"{copy}-wal")
+        try:
+            return _probe(_connect(copy.as_uri() + "?mode=ro")), tmpdir
+        except sqlite3.DatabaseError:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+            raise
+    return _probe(_connect(uri + "&immutable=1")), None
 
 
 def _connect(uri: str) -> sqlite3.Connection:
@@ -478,16 +502,9 @@ def _probe(conn: sqlite3.Connection) -> sqlite3.Connection:
 
 
 def _readable_version(p: Path, conn: sqlite3.Connection, header: bytes | None) -> int:
-    try:
-        version = schema.stored_version(conn)
-    except UnicodeDecodeError:
-        raise  # SQLite's message quoting the file's bytes: corrupt, not foreign
-    except ValueError as exc:
-        raise SessionFileError(f"not an OpScope session ({exc})", p) from exc
+    version = schema.known_version(p, conn)
     if version is None:
-        (tables,) = conn.execute(
-            "SELECT COUNT(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
-        ).fetchone()
+        tables = schema.other_tables(conn)
         what = "an SQLite database with other tables" if tables else "an empty SQLite database"
         if (
             not tables
@@ -497,8 +514,6 @@ def _readable_version(p: Path, conn: sqlite3.Connection, header: bytes | None) -
         ):
             what += f"; a session being written keeps its data in {p.name}-wal: copy that too"
         raise SessionFileError(f"not an OpScope session ({what})", p)
-    if version > schema.SCHEMA_VERSION:
-        raise SessionFileError(schema.newer_message(version), p)
     return version
 
 
@@ -514,17 +529,6 @@ def _migrated_in_memory(conn: sqlite3.Connection) -> sqlite3.Connection:
     conn.close()
     schema.migrate(Database(memory))
     return memory
-
-
-def _check_tables(p: Path, conn: sqlite3.Connection) -> None:
-    kinds = dict(conn.execute("SELECT name, type FROM sqlite_master"))
-    for table, columns in schema.REQUIRED_COLUMNS.items():
-        if kinds.get(table) != "table":
-            raise SessionFileError(f"not an OpScope session (no {table} table)", p)
-        have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-        missing = [c for c in columns if c not in have]
-        if missing:
-            raise SessionFileError(f"corrupt session file ({table} lacks {', '.join(missing)})", p)
 
 
 def _close(conn: sqlite3.Connection, tmpdir: str | None, key: held.Key | None = None) -> None:

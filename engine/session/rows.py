@@ -13,9 +13,12 @@ from engine.errors import ConfigError, SessionFileError
 from engine.events import AccuracyResult
 from engine.measure.op_stats import STAT_KEYS
 from engine.measure.stats import LatencyStats, Throughput
+from engine.session import blobs
 from engine.session.trust import parse_json, req, typed
 
 NAN = float("nan")
+MAX_RANK = 64  # dims of an input's shape
+MAX_DIM = 2**31  # one dim of an input's shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,11 +121,11 @@ def run_row(r: sqlite3.Row, path: Path) -> RunRow:
     raw = parse_json(r["config"], dict, "runs.config")
     if raw is not None:
         try:
-            config = RunConfig.from_json(raw)
-        except (ConfigError, TypeError) as exc:
+            config = RunConfig.from_json(blobs.checked(raw, blobs.CONFIG, "runs.config"))
+        except (ConfigError, TypeError, ValueError) as exc:
             raise SessionFileError(f"run {run_id} has an invalid config ({exc})", path) from exc
     samples = i("samples") or 0
-    timed = r["stable"] is not None
+    timed = r["stable"] is not None or r["p50_ms"] is not None  # the timing pass ended
     return RunRow(
         id=run_id,
         kind=s("kind") or "bench",
@@ -160,7 +163,7 @@ def run_row(r: sqlite3.Row, path: Path) -> RunRow:
         if timed
         else None,
         throughput=Throughput(fn("inferences_per_s"), fn("samples_per_s")) if timed else None,
-        stable=bool(i("stable")) if timed else None,
+        stable=None if i("stable") is None else bool(i("stable")),
         warmup_runs=i("warmup_runs"),
         elapsed_s=f("elapsed_s"),
         accuracy=_accuracy(parse_json(r["accuracy"], dict, "runs.accuracy")),
@@ -208,7 +211,11 @@ def _inputs(value: dict[str, Any] | None) -> dict[str, Any]:
             not isinstance(spec, dict)
             or not isinstance(spec.get("dtype"), str)
             or not isinstance(spec.get("shape"), list)
-            or not all(isinstance(d, int) for d in spec["shape"])
+            or len(spec["shape"]) > MAX_RANK
+            or not all(
+                isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIM
+                for d in spec["shape"]
+            )
         ):
             raise ValueError("runs.inputs holds a malformed input")
     return out

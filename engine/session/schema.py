@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from sqlite_utils import Database
+
+from engine.errors import SessionFileError
 
 FORMAT_NAME = "opscope-session"
 APPLICATION_ID = 0x4F505343  # "OPSC" in the SQLite header, so `file` can tell what this is
@@ -360,63 +363,6 @@ MIGRATIONS: list[Migration] = [
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
-# Tables and columns a file of the current version must have (checked on open).
-REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
-    "meta": ("key", "value"),
-    "models": ("sha256", "name", "path", "file_bytes", "inputs", "outputs", "info"),
-    "runs": (
-        "id",
-        "kind",
-        "model_sha256",
-        "model_path",
-        "config",
-        "provider_used",
-        "status",
-        "error",
-        "started_at",
-        "ended_at",
-        "samples",
-        "p50_ms",
-        "p99_ms",
-        "samples_per_s",
-        "accuracy",
-        "variant",
-    ),
-    "latency": ("run_id", "i", "start_ns", "latency_ns"),
-    "profiles": ("run_id", "pass", "runs", "coverage", "overhead", "provider_nodes"),
-    "profile_runs": ("run_id", "pass", "run_index", "start_us", "dur_us"),
-    "ops": ("run_id", "pass", "kind", "rank", "name", "op_type", "time_ms"),
-    "op_nodes": ("run_id", "id", *OP_NODE_COLUMNS),
-    "op_times": ("run_id", "pass", "seq", "run_index", "node", "start_us", "dur_us", "self_us"),
-    "telemetry": ("run_id", "wall_ns", "name", "value"),
-    "markers": ("id", "run_id", "wall_ns", "t_ns", "kind", "label", "text"),
-    "serving": ("run_id", "simulated", "traffic", "batching", "cache", "warmup_s"),
-    "requests": (
-        "run_id",
-        "i",
-        "scheduled_ns",
-        "sent_ns",
-        "dequeued_ns",
-        "done_ns",
-        "batch",
-        "hit",
-        "outcome",
-    ),
-    "batches": ("run_id", "id", "start_ns", "end_ns", "size", "instance"),
-    "sweeps": ("id", "created_at", "model_path", "dim", "config", "result", "run_ids", "status"),
-    "generation": (
-        "run_id",
-        "prompt_len",
-        "new_tokens",
-        "batch",
-        "sampling",
-        "context_length",
-        "kv_bytes_per_token",
-        "summary",
-    ),
-    "steps": ("run_id", "generation", "step", "start_ns", "dur_ns"),
-}
-
 
 def stored_version(conn: sqlite3.Connection) -> int | None:
     """The file's schema version; None when it has no OpScope `meta` table (foreign or
@@ -459,6 +405,29 @@ def migrate(db: Database, migrations: Sequence[Migration] | None = None) -> int:
                 [str(version), FORMAT_NAME],
             )
     return len(steps)
+
+
+def known_version(p: Path, conn: sqlite3.Connection) -> int | None:
+    """The file's version for a reader or a writer: None for no OpScope `meta` table
+    (see `other_tables`); SessionFileError (one line) for a garbled `meta` or a file
+    newer than this OpScope. SQLite's own UnicodeDecodeError (corrupt bytes) passes."""
+    try:
+        version = stored_version(conn)
+    except UnicodeDecodeError:
+        raise  # SQLite's message quoting the file's bytes: corrupt, not foreign
+    except ValueError as exc:
+        raise SessionFileError(f"not an OpScope session ({exc})", p) from exc
+    if version is not None and version > SCHEMA_VERSION:
+        raise SessionFileError(newer_message(version), p)
+    return version
+
+
+def other_tables(conn: sqlite3.Connection) -> int:
+    """How many tables a database without OpScope's `meta` holds (0: an empty one)."""
+    (tables,) = conn.execute(
+        "SELECT COUNT(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+    ).fetchone()
+    return int(tables)
 
 
 def newer_message(version: int) -> str:

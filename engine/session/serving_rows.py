@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from engine.serve.records import OUTCOMES, ServeRecords
+from engine.session import blobs, columns
 from engine.session.trust import parse_json, req, typed
 
 
@@ -40,20 +41,27 @@ def read_serving(conn: sqlite3.Connection, run_id: int) -> ServingRun | None:
     return ServingRun(
         run_id=run_id,
         simulated=bool(req(row[0], int, "serving.simulated")),
-        traffic=parse_json(row[1], dict, "serving.traffic") or {},
-        batching=parse_json(row[2], dict, "serving.batching") or {},
-        cache=parse_json(row[3], dict, "serving.cache") or {},
+        traffic=_setup(row[1], blobs.TRAFFIC, "serving.traffic") or {},
+        batching=_setup(row[2], blobs.BATCHING, "serving.batching", nulls=False) or {},
+        cache=_setup(row[3], blobs.CACHE, "serving.cache") or {},
         warmup_s=float(typed(row[4], float, "serving.warmup_s", nullable=True) or 0.0),
         origin_ns=typed(row[5], int, "serving.origin_ns", nullable=True),
-        calibration=parse_json(row[6], dict, "serving.calibration"),
-        summary=parse_json(row[7], dict, "serving.summary"),
-        answers=parse_json(row[8], dict, "serving.answers") or {},
+        calibration=_setup(row[6], blobs.CALIBRATION, "serving.calibration"),
+        summary=blobs.figures(parse_json(row[7], dict, "serving.summary")),
+        answers=blobs.figures(parse_json(row[8], dict, "serving.answers")) or {},
         records=_records(conn, run_id),
     )
 
 
+def _setup(
+    text: object, spec: dict[str, blobs.Spec], what: str, nulls: bool = True
+) -> dict[str, Any] | None:
+    value = parse_json(text, dict, what)
+    return None if value is None else blobs.checked(value, spec, what, nulls=nulls)
+
+
 def _records(conn: sqlite3.Connection, run_id: int) -> ServeRecords:
-    _check_types(
+    columns.check_integers(
         conn,
         "requests",
         run_id,
@@ -76,9 +84,13 @@ def _records(conn: sqlite3.Connection, run_id: int) -> ServeRecords:
         outcome=np.array(cols[6], np.int64),
     )
     if rec.outcome.size and (rec.outcome.min() < 0 or rec.outcome.max() >= len(OUTCOMES)):
-        raise ValueError("requests.outcome: an outcome that is not ok, rejected or timed out")
+        raise ValueError(
+            "requests.outcome: an outcome that is not ok, rejected, timed out or unserved"
+        )
     rec.outcome = rec.outcome.astype(np.int8)
-    _check_types(conn, "batches", run_id, required=("start_ns", "end_ns", "size", "instance"))
+    columns.check_integers(
+        conn, "batches", run_id, required=("start_ns", "end_ns", "size", "instance")
+    )
     brows = conn.execute(
         "SELECT start_ns, end_ns, size, instance FROM batches WHERE run_id = ? ORDER BY id",
         [run_id],
@@ -89,26 +101,6 @@ def _records(conn: sqlite3.Connection, run_id: int) -> ServeRecords:
     rec.batch_size = np.array(bcols[2], np.int64)
     rec.batch_instance = np.array(bcols[3], np.int64)
     return rec
-
-
-def _check_types(
-    conn: sqlite3.Connection,
-    table: str,
-    run_id: int,
-    required: tuple[str, ...],
-    nullable: tuple[str, ...] = (),
-) -> None:
-    """Every value of the run's rows is an integer (NULL where allowed): one query, so a
-    million rows are checked at SQLite's speed rather than value by value in Python."""
-    bad = [f"typeof({c}) != 'integer'" for c in required] + [
-        f"typeof({c}) NOT IN ('integer', 'null')" for c in nullable
-    ]
-    row = conn.execute(
-        f"SELECT {', '.join(f'SUM({b})' for b in bad)} FROM {table} WHERE run_id = ?", [run_id]
-    ).fetchone()
-    for column, count in zip(required + nullable, row, strict=True):
-        if count:
-            raise ValueError(f"{table}.{column} is not a number in {count} row(s)")
 
 
 def _seconds(values: tuple[Any, ...]) -> np.ndarray:

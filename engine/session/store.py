@@ -25,10 +25,10 @@ from engine.errors import SessionFileError
 from engine.events import AccuracyResult, OpProfile, ServedRequests, ServingStarted, TimingDone
 from engine.measure.op_trace import NodeEvent
 from engine.model.info import ModelInfo
-from engine.session import held, liveness, schema
+from engine.session import columns, held, liveness, schema
 from engine.session.env import host_facts
 from engine.session.reader import SessionReader
-from engine.session.schema import migrate, stored_version
+from engine.session.schema import migrate
 from engine.session.trust import (
     SQLITE_CANTOPEN,
     SQLITE_READONLY,
@@ -507,6 +507,8 @@ def _initialise(p: Path, conn: sqlite3.Connection) -> Database:
     and, for a new file, the facts about this machine."""
     try:
         version = _writable_version(p, conn)
+        if version is not None:
+            _check_writable_columns(p, conn, version)
         db = Database(conn)
         db.enable_wal()
         db.execute("PRAGMA synchronous=NORMAL")
@@ -525,26 +527,34 @@ def _initialise(p: Path, conn: sqlite3.Connection) -> Database:
 
 def _writable_version(p: Path, conn: sqlite3.Connection) -> int | None:
     """The version of a file we may write to; None for a new (empty) database."""
-    try:
-        version = stored_version(conn)
-    except UnicodeDecodeError:
-        raise  # SQLite's message quoting the file's bytes: corrupt, not foreign
-    except ValueError as exc:
-        raise SessionFileError(f"not an OpScope session ({exc})", p) from exc
-    if version is None:
-        (tables,) = conn.execute(
-            "SELECT COUNT(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
-        ).fetchone()
-        if tables:
-            raise SessionFileError(
-                "not an OpScope session (an SQLite database with other tables); "
-                "refusing to write to it",
-                p,
-            )
-        return None
-    if version > schema.SCHEMA_VERSION:
-        raise SessionFileError(schema.newer_message(version), p)
+    version = schema.known_version(p, conn)
+    if version is None and schema.other_tables(conn):
+        raise SessionFileError(
+            "not an OpScope session (an SQLite database with other tables); "
+            "refusing to write to it",
+            p,
+        )
     return version
+
+
+def _check_writable_columns(p: Path, conn: sqlite3.Connection, version: int) -> None:
+    """Refuse, before anything is written, a file whose tables lack a column the writer
+    fills (engine/session/columns.py declares them all): a recording into it would fail
+    at its first insert, with a run already added. A file of an older format may lack the
+    tables later migrations add, never a column of a table it has."""
+    tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    for table, lacking in columns.missing_columns(conn).items():
+        if table not in tables and version < schema.SCHEMA_VERSION:
+            continue  # added by a migration still to run
+        if table in tables:
+            what = f"{table} table lacks column {lacking[0]}"
+        else:
+            what = f"no {table} table"
+        raise SessionFileError(
+            "cannot take a recording: not a session this version can write "
+            f"({what}); nothing was written to it",
+            p,
+        )
 
 
 def open_session_file(path: str | Path) -> SessionReader:

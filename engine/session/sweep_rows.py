@@ -12,10 +12,12 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.errors import ConfigError
+from engine.session import blobs
 from engine.session.trust import parse_json, req, typed
 
 STATUSES = ("complete", "partial")
 MAX_POINTS = 10_000  # more than any real sweep; bounds the work on a hostile file
+MAX_SIZE = 2**53  # a point's size (or its shape's elements)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +101,8 @@ def _checked(sweep_id: int, r: tuple[Any, ...]) -> SweepRow:
     raw_config = parse_json(r[4], dict, "sweeps.config")
     if raw_config is not None:
         try:
-            config = RunConfig.from_json(raw_config)
-        except ConfigError as exc:
+            config = RunConfig.from_json(blobs.checked(raw_config, blobs.CONFIG, "sweeps.config"))
+        except (ConfigError, ValueError) as exc:
             raise ValueError(f"sweeps.config is invalid ({exc})") from exc
     status = req(r[7], str, "sweeps.status")
     if status not in STATUSES:
@@ -134,12 +136,19 @@ def _point(p: object, i: int) -> SweepPointRow:
     if not isinstance(p, dict):
         raise ValueError(f"{what} is not an object")
     value = p.get("value")
-    if isinstance(value, bool) or not isinstance(value, int | str):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | str)
+        or (isinstance(value, int) and not 0 < value <= MAX_SIZE)
+        or (isinstance(value, str) and len(value) > 64)
+    ):
         raise ValueError(f"{what}.value is not a size or a shape")
     size = p.get("size")
     size_f = _size_of(value, what) if size is None else _number(size, f"{what}.size")
     if not size_f > 0:
         raise ValueError(f"{what}.size is not positive")
+    if size_f > MAX_SIZE:
+        raise ValueError(f"{what}.size is larger than {MAX_SIZE}")
     samples = p.get("samples", 0)
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
         raise ValueError(f"{what}.samples is not a count")

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from engine.errors import SessionFileError, escape_controls, one_line
 from engine.files import finite
+from engine.session.columns import bounded
 from engine.session.held import read_head
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -66,6 +67,7 @@ def check_file(path: Path, *, allow_empty: bool = False) -> bytes | None:
 SQLITE_BUSY = 5
 SQLITE_LOCKED = 6
 SQLITE_READONLY = 8
+SQLITE_IOERR = 10
 SQLITE_FULL = 13
 SQLITE_CANTOPEN = 14
 
@@ -104,6 +106,11 @@ def corrupt(path: Path, exc: BaseException) -> SessionFileError:
         return SessionFileError(f"disk full ({text})", path)
     if isinstance(exc, OSError):
         return SessionFileError(f"cannot read or write ({exc.strerror or text})", path)
+    if code == SQLITE_IOERR:  # the device refused a read or write: not the file's fault
+        return SessionFileError(
+            f"cannot write to it ({text}: a full disk, a file-size limit or a failing device)",
+            path,
+        )
     if code == SQLITE_CANTOPEN:
         return SessionFileError(f"cannot open ({text})", path)
     if isinstance(exc, sqlite3.DatabaseError) and "not a database" in text:
@@ -112,16 +119,18 @@ def corrupt(path: Path, exc: BaseException) -> SessionFileError:
 
 
 def typed(value: object, kind: type[T], what: str, *, nullable: bool = False) -> T | None:
-    """`value` if it has SQL type `kind` (int also passes as float); ValueError otherwise."""
+    """`value` if it has SQL type `kind` (int also passes as float) and lies within the
+    bounds engine/session/columns.py declares for `what` ("table.column"); ValueError
+    otherwise. Out of bounds reads as None when `nullable`."""
     if value is None:
         if nullable:
             return None
         raise ValueError(f"{what} is missing")
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)  # type: ignore[return-value]
-    if isinstance(value, kind) and not isinstance(value, bool):
-        return value
-    raise ValueError(f"{what} is not {'a number' if kind is not str else 'text'}")
+        value = float(value)
+    elif not isinstance(value, kind) or isinstance(value, bool):
+        raise ValueError(f"{what} is not {'a number' if kind is not str else 'text'}")
+    return bounded(value, what, nullable)  # type: ignore[return-value]
 
 
 def req(value: object, kind: type[T], what: str) -> T:
@@ -132,11 +141,16 @@ def req(value: object, kind: type[T], what: str) -> T:
 
 
 def parse_json(text: object, kind: type[T], what: str) -> T | None:
-    """A JSON column: NULL stays None; otherwise text holding a JSON value of `kind`."""
+    """A JSON column: NULL stays None; otherwise text holding a JSON value of `kind`.
+    Text longer than the column's declared limit reads as None without being parsed.
+    NaN and Infinity literals (OpScope writes null) parse as floats, for the field checks
+    (engine/session/blobs.py, sweep_rows.py) to refuse or show as missing."""
     if text is None:
         return None
     if not isinstance(text, str):
         raise ValueError(f"{what} is not JSON text")
+    if bounded(text, what, nullable=True) is None:
+        return None
     try:
         value = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:

@@ -8,6 +8,7 @@ session of its own, copied into this one when it ends. Ray is an optional extra
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import os
@@ -19,10 +20,12 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.errors import ConfigError, one_line
+from engine.hostinfo import host_name
 from engine.model.info import files_sha256
+from engine.run.job_inputs import JobInputs
 from engine.tune.trial import TRIAL_TIMEOUT_S, Trial, run_trial
 
-DATA_FLAGS = ("--inputs", "--labels", "--calibration")  # trial arguments that name files
+DATA_FIELDS = ("inputs_npz", "labels_npy", "calibration_npz")  # JobInputs that name files
 CONNECT_TIMEOUT_S = 5.0
 START_TIMEOUT_S = 120.0  # every node's worker answers within this, or the tune stops
 
@@ -57,7 +60,7 @@ class NodeWorker:
     """Runs on one node (a Ray actor): one trial at a time."""
 
     def where(self) -> tuple[str, int]:
-        return socket.gethostname(), os.cpu_count() or 1
+        return (host_name() or ""), os.cpu_count() or 1
 
     def run(
         self,
@@ -65,7 +68,7 @@ class NodeWorker:
         config: RunConfig,
         model: Shipped,
         files: dict[str, Shipped],
-        extra: list[str],
+        inputs: JobInputs,
         duration_s: float,
         record: bool,
         timeout_s: float,
@@ -73,14 +76,23 @@ class NodeWorker:
         with tempfile.TemporaryDirectory(prefix="opscope-ray-") as tmp:
             local = Path(tmp)
             model_path = _materialize(model, local / "model")
-            args = [_materialize(files[a], local / f"data{i}") if a in files else a
-                    for i, a in enumerate(extra)]  # fmt: skip
+            here = {
+                name: _materialize(files[name], local / f"data{i}")
+                for i, name in enumerate(DATA_FIELDS)
+                if name in files
+            }
+            args = dataclasses.replace(
+                inputs,
+                inputs_npz=here.get("inputs_npz", inputs.inputs_npz),
+                labels_npy=here.get("labels_npy", inputs.labels_npy),
+                calibration_npz=here.get("calibration_npz", inputs.calibration_npz),
+            )
             session = local / "trial.opscope" if record else None
             trial = run_trial(
                 number, model_path, config, args, duration_s, str(session) if session else None,
                 timeout_s,
             )  # fmt: skip
-            trial.details["node"] = socket.gethostname()
+            trial.details["node"] = host_name() or ""
             data = session.read_bytes() if session is not None and session.is_file() else None
             return trial, data
 
@@ -133,7 +145,7 @@ class RayTrials:
         self,
         address: str,
         model: str,
-        extra: list[str],
+        inputs: JobInputs,
         duration_s: float,
         session: str | None,
         timeout_s: float = TRIAL_TIMEOUT_S,
@@ -157,13 +169,18 @@ class RayTrials:
                 f"--ray {address}: cannot join the cluster ({one_line(exc)})"
             ) from exc
         try:
-            self._start(model, extra, duration_s, session, timeout_s)
+            self._start(model, inputs, duration_s, session, timeout_s)
         except BaseException:
             ray.shutdown()
             raise
 
     def _start(
-        self, model: str, extra: list[str], duration_s: float, session: str | None, timeout_s: float
+        self,
+        model: str,
+        inputs: JobInputs,
+        duration_s: float,
+        session: str | None,
+        timeout_s: float,
     ) -> None:
         ray = self._ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -190,12 +207,8 @@ class RayTrials:
             ) from exc
         self._model_path = model
         self._model = _ship(model)
-        self._files = {
-            extra[i + 1]: _ship(extra[i + 1])
-            for i, flag in enumerate(extra[:-1])
-            if flag in DATA_FLAGS
-        }
-        self._extra, self._duration, self._timeout = extra, duration_s, timeout_s
+        self._files = {name: _ship(path) for name in DATA_FIELDS if (path := getattr(inputs, name))}
+        self._inputs, self._duration, self._timeout = inputs, duration_s, timeout_s
         self._session = session
         self._idle = list(self._workers)
         self._queued: list[tuple[int, RunConfig]] = []
@@ -214,7 +227,7 @@ class RayTrials:
             worker = self._idle.pop(0)
             number, config = self._queued.pop(0)
             ref = worker.run.remote(
-                number, config, self._model, self._files, self._extra, self._duration,
+                number, config, self._model, self._files, self._inputs, self._duration,
                 self._session is not None, self._timeout,
             )  # fmt: skip
             self._running[ref] = (worker, number, config)

@@ -117,7 +117,7 @@ def tune(
             how += f" ({spread} spread, {refine} near the best)"
         how += f", budget {budget} of {n}"
     trials.sort(key=lambda t: t.number)
-    return _result(trials, goal, how, size(space))
+    return tune_result(trials, goal, how, size(space))
 
 
 def _every(
@@ -284,7 +284,8 @@ def _untried(space: Space, knobs: list[str], taken: set[Key], rng: random.Random
     return rng.choice(left)
 
 
-def _result(trials: list[Trial], goal: Goal, how: str, space_size: int) -> TuneResult:
+def tune_result(trials: list[Trial], goal: Goal, how: str, space_size: int) -> TuneResult:
+    """The fronts and the best of `trials` (all of a search, or those done before Ctrl+C)."""
     ok = [t for t in trials if t.status == "ok"]
     lat_acc = front([(t.p50_ms, t.cosine) for t in ok], [False, True])
     tp_p99 = front([(t.samples_per_s, t.p99_ms) for t in ok], [True, False])

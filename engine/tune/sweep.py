@@ -9,6 +9,7 @@ import dataclasses
 import math
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -125,6 +126,7 @@ def sweep(
     points: list[SweepPoint] = []
     dims = {k: v for k, v in req.dims.items() if k != name}
     sized = [shapes_at(info, req.config.batch, dict(req.shapes), name, v, dims) for v in values]
+    check_points(info, name, values, [shapes for shapes, _ in sized])
     if req.config.precision.startswith("int8") and req.variant_shapes is None:
         # one variant serves every size (its quantization does not depend on them): built
         # and checked against the accuracy target once, at the shapes the sweep started from
@@ -147,6 +149,29 @@ def sweep(
         points.append(point)
         yield point
     return result_of(name, points)
+
+
+def check_points(
+    info: ModelInfo, name: str, values: list[str], shapes: list[dict[str, tuple[int, ...]]]
+) -> None:
+    """Each point's inputs and one inference on them estimated before any point runs: a
+    value that cannot fit in memory, or whose sizes the model's shape inference refuses
+    where the smallest point's pass, is refused in one line naming it."""
+    if Path(info.path).suffix.lower() != ".onnx":
+        return  # a PyTorch file: its ONNX export is checked as each point builds it
+    import onnx
+
+    from engine.model.memory_need import check_need
+
+    try:
+        model = onnx.load(info.path, load_external_data=False)
+    except Exception:  # unreadable here: the run says so in its own words
+        return
+    sizes = [sum(math.prod(s) for s in point.values()) for point in shapes]
+    smallest = shapes[sizes.index(min(sizes))]
+    for value, point in zip(values, shapes, strict=True):
+        check_need(model, info, point, f"--vary {name}={value}", None if point == smallest
+                   else smallest)  # fmt: skip
 
 
 def result_of(name: str, points: list[SweepPoint]) -> SweepResult:

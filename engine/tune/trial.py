@@ -1,19 +1,27 @@
-"""One trial: `opscope bench` of one config in its own process (a crash in the engine ends
-that trial only), its figures read from the JSON it writes, its run recorded in the
-session by that process."""
+"""One trial: a bench run of one config, as a job in its own process (a crash in the engine
+ends that trial only; engine/run/child_job.py's `run_isolated`), its run recorded in the
+session by that process; `bench_argv` is the command that reproduces it."""
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
 import sys
-import tempfile
+from collections.abc import Generator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from engine.config import RunConfig
+from engine.events import (
+    AccuracyResult,
+    Event,
+    Notice,
+    Progress,
+    RunStarted,
+    TimingDone,
+    VariantReady,
+)
+from engine.run.child_job import run_isolated
+from engine.run.job_inputs import JobInputs
 
 TRIAL_TIMEOUT_S = 1800.0  # a hung trial (a quantizer that never returns) ends here
 
@@ -78,54 +86,102 @@ def cli_argv() -> list[str]:
     return [sys.executable, "-m", "engine.cli.main"]
 
 
+@dataclass(frozen=True)
+class TrialRequest:
+    """One trial, as the job in its own process receives it."""
+
+    model: str
+    config: RunConfig
+    inputs: JobInputs
+    duration_s: float
+    session: str | None
+
+
+def trial_job(req: TrialRequest) -> Generator[Event, None, dict[str, Any]]:
+    """The trial's bench run (recorded in `req.session`, with telemetry, as `opscope bench
+    --session` records one); yields its progress and notices, returns its figures."""
+    from engine.run.bench import BenchRequest, run_bench
+    from engine.run.cli_telemetry import RunTelemetry
+    from engine.run.timing import TimingPlan
+    from engine.session.recording import recording
+
+    inputs = req.inputs
+    bench = BenchRequest(
+        model_path=req.model,
+        config=req.config,
+        timing=TimingPlan(duration_s=req.duration_s),
+        shapes=inputs.shapes,
+        dims=inputs.dims,
+        inputs_npz=inputs.inputs_npz,
+        calibration_npz=inputs.calibration_npz,
+        labels_npy=inputs.labels_npy,
+    )
+    figures: dict[str, Any] = {}
+    with recording(req.session, model_path=req.model, config=req.config, kind="bench") as record:
+        events = run_bench(bench)
+        if req.session:
+            events = RunTelemetry().interleave(events)
+        for ev in events:
+            record(ev)
+            if isinstance(ev, Progress | Notice):
+                yield ev
+            elif isinstance(ev, TimingDone):
+                figures["latency_ms"] = ev.latency.to_json()
+                figures["samples_per_s"] = ev.throughput.samples_per_s
+            elif isinstance(ev, AccuracyResult):
+                figures["cosine"] = ev.cosine
+            elif isinstance(ev, RunStarted):
+                figures["provider_used"] = ev.provider_used
+            elif isinstance(ev, VariantReady):
+                int8 = ev.details.get("int8") or {}
+                figures["excluded_nodes"] = int8.get("excluded_nodes") or []
+    return figures
+
+
 def run_trial(
     number: int,
     model: str,
     config: RunConfig,
-    extra: list[str],
+    inputs: JobInputs,
     duration_s: float,
     session: str | None,
     timeout_s: float = TRIAL_TIMEOUT_S,
 ) -> Trial:
-    """Run the trial to its end; a failure (bad config, crash, timeout) is a failed trial."""
+    """Run the trial to its end, as a job in its own process (a crash in the engine ends
+    that trial only); a failure (bad config, crash, timeout) is a failed trial."""
     import time
 
     trial = Trial(number, config)
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="opscope-trial-") as tmp:
-        out = Path(tmp) / "trial.json"
-        argv = [
-            *cli_argv(),
-            *bench_argv(model, config, extra),
-            "--duration", f"{duration_s:g}",
-            "--no-live",
-            "--json", str(out),
-            *(["--session", session] if session else []),
-        ]  # fmt: skip
-        try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            trial.status, trial.error = "failed", f"no result after {timeout_s:g} s"
-            return trial
-        finally:
-            trial.wall_s = time.perf_counter() - t0
-        if proc.returncode != 0 or not out.is_file():
-            lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-            why = lines[-1].removeprefix("opscope: error: ") if lines else f"exit {proc.returncode}"
-            if proc.returncode < 0:
-                why = f"the engine crashed (signal {-proc.returncode})"
-            trial.status, trial.error = "failed", " ".join(why.split())[:300]
-            return trial
-        data = json.loads(out.read_text())
-    lat, tp, acc = data.get("latency_ms") or {}, data.get("throughput") or {}, data.get("accuracy")
+    req = TrialRequest(model, config, inputs, duration_s, session)
+    try:
+        ended = run_isolated(trial_job, (req,), timeout_s)
+    finally:
+        trial.wall_s = time.perf_counter() - t0
+    if ended.status != "done":
+        why = {
+            "timeout": f"no result after {timeout_s:g} s",
+            "failed": ended.error,
+            "crashed": f"the engine crashed ({describe_exit(ended.exitcode)})",
+        }[ended.status]
+        trial.status, trial.error = "failed", " ".join(why.split())[:300]
+        return trial
+    data: dict[str, Any] = ended.result
+    lat = data.get("latency_ms") or {}
     trial.status = "ok"
     trial.p50_ms = float(lat.get("p50", math.nan))
     trial.p99_ms = float(lat.get("p99", math.nan))
     trial.samples = int(lat.get("count", 0))
-    trial.samples_per_s = float(tp.get("samples_per_s", math.nan))
-    trial.cosine = 1.0 if config.precision == "fp32" else float((acc or {}).get("cosine", math.nan))
-    variant = data.get("variant") or {}
-    if variant.get("excluded_nodes"):
-        trial.details["excluded_nodes"] = variant["excluded_nodes"]
+    trial.samples_per_s = float(data.get("samples_per_s", math.nan))
+    trial.cosine = 1.0 if config.precision == "fp32" else float(data.get("cosine", math.nan))
+    if data.get("excluded_nodes"):
+        trial.details["excluded_nodes"] = data["excluded_nodes"]
     trial.details["provider_used"] = data.get("provider_used")
     return trial
+
+
+def describe_exit(code: int | None) -> str:
+    """A dead child's exit code in words."""
+    if code is not None and code < 0:
+        return f"signal {-code}"
+    return f"exit {code}"

@@ -7,8 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from engine.errors import ConfigError
-from engine.serve.llm_plan import LLMPlan, kv_ms_per_mb, plan_layouts, plan_workload
+from engine.api import ConfigError, LLMPlan, kv_ms_per_mb, plan_layouts, plan_workload
 
 LENGTH_NAMES = ("prompt length", "new tokens")  # how errors name the two length fields
 

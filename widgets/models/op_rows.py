@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.measure.op_stats import OpStat
-from engine.measure.roofline import bound_of, peak_fraction
+from engine.api import OpStat, bound_of, peak_fraction
 
 Peaks = tuple[float, float]  # GB/s, GFLOP/s
 

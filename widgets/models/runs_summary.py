@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from engine.measure.stats import latency_stats, throughput
+from engine.api import latency_stats, throughput
 
 MAX_SAMPLES = 50_000  # per run, the newest: enough for a p99 of a long run
 
@@ -21,6 +21,7 @@ class _Run:
     label: str
     inputs: str
     batch: int
+    model: str
     starts: list[npt.NDArray[np.float64]] = field(default_factory=list)  # ns
     lats: list[npt.NDArray[np.float64]] = field(default_factory=list)  # ns
     kept: int = 0  # samples held in starts/lats
@@ -36,6 +37,7 @@ class RunRow:
     """One row as the table shows it (NaN: not known yet)."""
 
     index: int  # 0-based, in the order the runs started
+    model: str  # the model file's name ('' when not known)
     label: str  # the config: "INT8 dynamic fusion=all batch=4 threads=2"
     inputs: str  # "input_ids 4x128"
     count: int
@@ -61,10 +63,10 @@ class RunsSummary:
     def __len__(self) -> int:
         return len(self._runs)
 
-    def start(self, label: str, inputs: str, batch: int) -> int:
+    def start(self, label: str, inputs: str, batch: int, model: str = "") -> int:
         """A run began (RunStarted); the previous one, if still open, ends."""
         self.end()
-        self._runs.append(_Run(label, inputs, max(int(batch), 1)))
+        self._runs.append(_Run(label, inputs, max(int(batch), 1), model))
         return len(self._runs) - 1
 
     def serving(self, label: str, inputs: str) -> int:
@@ -73,7 +75,7 @@ class RunsSummary:
         samples ends, and the load run gets a row of its own."""
         run = self._open()
         if run is None or run.count or run.final is not None:
-            return self.start(label, inputs, 1)
+            return self.start(label, inputs, 1, run.model if run is not None else "")
         run.label, run.inputs, run.batch = label, inputs, 1
         return len(self._runs) - 1
 
@@ -130,6 +132,7 @@ class RunsSummary:
             out.append(
                 RunRow(
                     i,
+                    run.model,
                     run.label,
                     run.inputs,
                     count,

@@ -51,18 +51,35 @@ def kv_dtype(session: onnxruntime.InferenceSession, shape: DecoderShape) -> np.d
     raise ConfigError(f"the model's past is {declared}; a float or float16 cache is supported")
 
 
+def check_cache_fits(
+    shape: DecoderShape, dtype: np.dtype, rows: int, max_length: int, what: str
+) -> None:
+    """Refuse, before allocating it, a KV cache that would not fit in memory: `rows`
+    sequences (or slots) of `max_length` tokens each."""
+    from engine.model.sizes import check_memory
+
+    need = float(rows) * max_length * shape.kv_bytes_per_token(dtype.itemsize)
+    check_memory(
+        need,
+        f"a KV cache of {rows:,} {what} x {max_length:,} tokens",
+        "fewer sequences, or shorter prompts and outputs",
+    )
+
+
 class Decoder:
     """`prefill(ids)` then `step(tokens)`, for `batch` sequences of at most `max_length`
     tokens; each returns the last position's logits, [batch, vocab]."""
 
     def __init__(
         self, session: onnxruntime.InferenceSession, shape: DecoderShape, batch: int,
-        max_length: int,
+        max_length: int, vocab: int = 0,
     ) -> None:  # fmt: skip
         import onnxruntime as ort
 
         self.session, self.shape, self.batch, self.max_length = session, shape, batch, max_length
+        self.vocab = vocab  # known: a prefill's logits are estimated before they are made
         dtype = kv_dtype(session, shape)
+        check_cache_fits(shape, dtype, batch, max_length, "sequences")
         self.cache = [
             np.zeros((batch, shape.kv_heads, max_length, shape.head_size), dtype)
             for _ in range(2 * shape.layers)
@@ -99,6 +116,16 @@ class Decoder:
         """The prompt, [batch, length] token ids, in one pass (the cache starts empty); the
         last position's logits, or every position's ([batch, length, vocab])."""
         self.length = 0
+        if self.vocab:  # ORT returns every position's float32 logits, then we copy them
+            from engine.model.sizes import check_memory
+
+            rows = ids.shape[0] * ids.shape[1]
+            check_memory(
+                2.0 * rows * self.vocab * 4,
+                f"the prefill's logits ({ids.shape[0]:,} x {ids.shape[1]:,} tokens x "
+                f"{self.vocab:,} vocabulary)",
+                "fewer sequences or a shorter prompt",
+            )
         return self._run(ids, all_positions)
 
     def step(self, tokens: np.ndarray) -> np.ndarray:

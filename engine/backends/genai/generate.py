@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.backends.genai.decoder import Decoder
+from engine.errors import ConfigError
+
+MAX_TEMPERATURE = 100.0  # far past uniform sampling among the top k
 
 
 @dataclass(frozen=True)
@@ -18,6 +21,15 @@ class Sampling:
     temperature: float = 0.0
     top_k: int = 50
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.temperature <= MAX_TEMPERATURE):  # nan fails too
+            raise ConfigError(
+                f"temperature must be a finite number from 0 (greedy) to {MAX_TEMPERATURE:g}, "
+                f"got {self.temperature:g}"
+            )
+        if not 0 <= self.seed < 2**32:
+            raise ConfigError(f"seed must be from 0 to 2**32 - 1, got {self.seed}")
 
     def describe(self) -> str:
         if self.temperature <= 0:
@@ -39,8 +51,12 @@ class Chooser:
             return np.asarray(logits.argmax(axis=-1), np.int64)
         k = min(self.sampling.top_k, logits.shape[-1])
         top = np.argpartition(-logits, k - 1, axis=-1)[:, :k]
-        scores = np.take_along_axis(logits, top, axis=-1) / self.sampling.temperature
-        p = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        scores = np.take_along_axis(logits, top, axis=-1).astype(np.float64)
+        # the best score subtracted first: a tiny temperature sends the others to -inf
+        # (weight 0), never inf - inf = nan
+        with np.errstate(over="ignore"):
+            scaled = (scores - scores.max(axis=-1, keepdims=True)) / self.sampling.temperature
+        p = np.exp(scaled)
         p /= p.sum(axis=-1, keepdims=True)
         picks = [self.rng.choice(k, p=row) for row in p]
         return np.asarray([top[i, j] for i, j in enumerate(picks)], np.int64)

@@ -7,7 +7,6 @@ scratch folder, with its cache in a temporary folder. Its output lines become pr
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import re
 import shutil
@@ -18,12 +17,15 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.backends.genai.hf_size import check_config_size, config_sizes
+from engine.backends.genai.json_file import read_json
 from engine.errors import ConfigError, ModelError
 from engine.events import Event, Notice, Progress
 
 PRECISIONS = ("fp32", "fp16", "int4")
 NEEDS = ("onnxruntime_genai", "torch", "transformers")
 TOKENIZERS = ("tokenizer.json", "tokenizer.model")
+MAX_CONFIG_BYTES = 16 << 20  # a config.json is kilobytes; a label map can make it megabytes
 _LAYER = re.compile(r"Reading layer (\d+)")
 
 
@@ -48,12 +50,10 @@ def check_request(req: ImportRequest) -> tuple[Path, Path, int]:
                           "*.safetensors)")  # fmt: skip
     if not config.is_file():
         raise ConfigError(f"{src}: no config.json (not a Hugging Face model folder)")
-    try:
-        data = json.loads(config.read_bytes().decode("utf-8", errors="replace"))
-    except ValueError as exc:
-        raise ConfigError(f"{config}: not JSON ({exc})") from exc
+    data = read_json(config, MAX_CONFIG_BYTES, ConfigError)
     if not isinstance(data, dict):
         raise ConfigError(f"{config}: not a JSON object")
+    check_config_size(data, config)  # before the builder allocates what it describes
     if not any(src.glob("*.safetensors")) and not any(src.glob("*.bin")):
         raise ConfigError(f"{src}: no weights (*.safetensors)")
     if not any((src / name).is_file() for name in TOKENIZERS):
@@ -73,8 +73,8 @@ def check_request(req: ImportRequest) -> tuple[Path, Path, int]:
     if missing:
         raise ConfigError(f"importing a Hugging Face model needs {', '.join(missing)}: "
                           "pip install 'opscope[hf]'")  # fmt: skip
-    layers = data.get("num_hidden_layers")
-    return src, out, layers if isinstance(layers, int) and layers > 0 else 0
+    layers = config_sizes(data, config).get("layers", ("", 0))[1]
+    return src, out, layers
 
 
 def import_hf(req: ImportRequest) -> Generator[Event, None, Path]:

@@ -5,12 +5,12 @@ and the decoder to run it."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from engine.backends.genai.decoder import Decoder, DecoderShape, kv_dtype
+from engine.backends.genai.json_file import read_json
 from engine.config import RunConfig
 from engine.errors import ConfigError, ModelError, one_line
 
@@ -47,10 +47,8 @@ def read_config(path: str | Path) -> LLMConfig:
     if folder is None:
         raise ModelError(f"not a generating model folder (no {CONFIG_FILE})", str(path))
     cfg_path = folder / CONFIG_FILE
-    if cfg_path.stat().st_size > MAX_CONFIG_BYTES:
-        raise ModelError("the config is larger than 1 MiB", str(cfg_path))
+    data = read_json(cfg_path, MAX_CONFIG_BYTES, ModelError)
     try:
-        data = json.loads(cfg_path.read_bytes().decode("utf-8", errors="replace"))
         model = data["model"]
         dec = model["decoder"]
         ins, outs = dec.get("inputs", {}), dec.get("outputs", {})
@@ -148,7 +146,7 @@ class OpenedLLM:
         return str(self.tokenizer.decode(ids)) if self.tokenizer is not None else ""
 
     def decoder(self, batch: int, max_length: int) -> Decoder:
-        return Decoder(self.session, self.config.shape, batch, max_length)
+        return Decoder(self.session, self.config.shape, batch, max_length, self.vocab_size)
 
 
 def open_llm(path: str | Path, config: RunConfig, profile_prefix: str | None = None) -> OpenedLLM:

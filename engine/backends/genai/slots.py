@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.backends.genai.decoder import DecoderShape, kv_dtype
+from engine.backends.genai.decoder import DecoderShape, check_cache_fits, kv_dtype
 from engine.errors import ConfigError, ModelError, one_line
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ class SlotCache:
 
         dtype = kv_dtype(session, shape)  # refuses a model without the past input
         self.session, self.shape, self.slots, self.max_length = session, shape, slots, max_length
+        check_cache_fits(shape, dtype, slots, max_length, "slots (--max-seqs)")
         self.cache = [
             np.zeros((slots, shape.kv_heads, max_length, shape.head_size), dtype)
             for _ in range(2 * shape.layers)

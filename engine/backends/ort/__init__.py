@@ -1,4 +1,5 @@
-"""ONNX Runtime: runs ONNX models, and PyTorch files exported to ONNX once (cached).
+"""ONNX Runtime: runs ONNX models, and other backends' files exported to ONNX once (cached;
+a PyTorch program, through the exporter the PyTorch backend lends: `engine.backends.base.ToOnnx`).
 
 Declares what it offers here; onnxruntime is imported only by `prepare` and `describe`."""
 
@@ -7,11 +8,17 @@ from __future__ import annotations
 from collections.abc import Generator
 from pathlib import Path
 
-from engine.backends.base import Capabilities, Prepared, PrepareRequest
+from engine.backends.base import Capabilities, Prepared, PrepareRequest, ToOnnx
 from engine.backends.ort.variants import VARIANT_PARAMS
-from engine.backends.pytorch.load import is_torch_file
 from engine.events import Event
 from engine.model.info import ModelInfo
+
+
+def _usable_providers() -> tuple[str, ...]:
+    from engine.backends.ort.providers import usable_providers
+
+    return usable_providers()
+
 
 CAPABILITIES = Capabilities(
     name="onnxruntime",
@@ -36,6 +43,7 @@ CAPABILITIES = Capabilities(
         "ONNX Runtime graph optimization level: how much it fuses and rewrites the graph "
         "before running it."
     ),
+    probe=_usable_providers,
 )
 
 
@@ -43,7 +51,7 @@ class OrtBackend:
     capabilities = CAPABILITIES
 
     def opens(self, path: str) -> bool:
-        return Path(path).suffix.lower() in CAPABILITIES.suffixes or is_torch_file(path)
+        return Path(path).suffix.lower() in CAPABILITIES.suffixes or _exporter(path) is not None
 
     def prepare(self, req: PrepareRequest) -> Generator[Event, None, Prepared]:
         from engine.backends.ort.backend import prepare
@@ -52,13 +60,19 @@ class OrtBackend:
         return prepared
 
     def describe(self, path: str) -> ModelInfo:
-        if is_torch_file(path):  # described as PyTorch reads it: nothing exported to do so
-            from engine.backends.pytorch import BACKEND as TORCH
-
-            return TORCH.describe(path)
+        exporter = _exporter(path)
+        if exporter is not None:  # described as its own backend reads it: nothing exported
+            return exporter.describe(path)
         from engine.model.info import load_model
 
         return load_model(path)[1]
+
+
+def _exporter(path: str) -> ToOnnx | None:
+    """Another backend's file that ONNX Runtime runs exported (a PyTorch program)."""
+    from engine.backends import exporter_for  # the registry, which imports this package
+
+    return exporter_for(path)
 
 
 BACKEND = OrtBackend()

@@ -29,19 +29,14 @@ from engine.backends.ort.inference_session import (
 from engine.backends.ort.int8_choice import choose_int8
 from engine.backends.ort.profiler import profile_pass
 from engine.backends.ort.variants import CALIBRATION_BATCHES, build_variant
-from engine.backends.pytorch.load import is_torch_file
 from engine.config import RunConfig
 from engine.events import Event, ModelLoaded, Notice, Progress, RunStarted, VariantReady
 from engine.measure.accuracy import ACCURACY_BATCHES, compare_outputs
 from engine.model.eval_data import EvalData, npz_files, read_eval_data
 from engine.model.info import ModelInfo, count_nodes, files_sha256, load_model
-from engine.model.inputs import (
-    Feeds,
-    batch_of,
-    fit_batch,
-    load_npz,
-    plan_inputs,
-)
+from engine.model.inputs import Feeds, load_npz, plan_inputs
+from engine.model.memory_need import check_need, run_shapes
+from engine.model.sample_axis import Axes, batch_of, fit_batch, sample_axes
 
 
 @dataclass
@@ -62,7 +57,12 @@ class OrtPrepared:
 
     @property
     def batch(self) -> int:
-        return batch_of(self.feeds)
+        return batch_of(self.feeds, self.axes)
+
+    @property
+    def axes(self) -> Axes:
+        """Each input's sample axis: as the user's samples were cut, else the signature's."""
+        return self.eval_data.axes if self.eval_data else sample_axes(self.info)
 
     @property
     def provider_used(self) -> str:
@@ -121,10 +121,11 @@ class OrtPrepared:
 def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
     """Load, make inputs, build the variant, open the session, check the inputs fit."""
     exported: dict[str, object] = {}
-    if is_torch_file(req.model_path):  # PyTorch: exported to ONNX once (cached)
-        from engine.backends.pytorch.to_onnx import onnx_for_torch
+    from engine.backends import exporter_for  # the registry, which imports this package
 
-        onnx_path, exported = yield from onnx_for_torch(
+    exporter = exporter_for(req.model_path)
+    if exporter is not None:  # another backend's file (PyTorch): exported once (cached)
+        onnx_path, exported = yield from exporter.export(
             req.model_path, req.config.batch, req.shapes
         )
         req = dataclasses.replace(req, model_path=onnx_path)
@@ -145,8 +146,9 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
     eval_data: EvalData | None = None
     if req.inputs_npz:
         eval_data = _eval_data(req, req.inputs_npz, info, config.batch)
+        feeds = fit_batch(eval_data.batches[0], info, config.batch, eval_data.axes)
+        check_need(model, info, run_shapes(feeds), f"inputs from {Path(req.inputs_npz).name}")
         yield Notice("info", _eval_note(eval_data, req.inputs_npz))
-        feeds = fit_batch(eval_data.batches[0], info, config.batch)
 
         def make_feeds(i: int) -> Feeds:
             return feeds
@@ -183,7 +185,7 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
             eval_feeds = [variant_feeds(i) for i in range(ACCURACY_BATCHES)]
             eval_id = f"generated:seed{req.seed}:{feed_shapes(eval_feeds[0])}"
         else:  # the search scores each attempt on up to SEARCH_SAMPLES of them
-            eval_feeds = _first_samples(eval_data.batches, SEARCH_SAMPLES)
+            eval_feeds = _first_samples(eval_data, SEARCH_SAMPLES)
             eval_id = "npz:" + files_sha256(npz_files(str(req.inputs_npz)))
         variant = yield from choose_int8(
             info, config, calibration, cal_id, cal_count, eval_feeds, eval_id, gpu
@@ -232,7 +234,7 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
         opened.provider_used,
         opened.providers_obtained,
         feed_shapes(feeds),
-        batch_of(feeds),
+        batch_of(feeds, eval_data.axes if eval_data else sample_axes(info)),
         opened.create_s,
     )
     lease = cache.lease(Path(variant.path).parent)
@@ -246,22 +248,8 @@ SEARCH_SAMPLES = 256  # samples each INT8 attempt is scored on (accuracy uses th
 
 def _eval_data(req: PrepareRequest, path: str, info: ModelInfo, batch: int) -> EvalData:
     """The samples of a file or folder, in batches of the run's batch (a model with a fixed
-    batch takes its own)."""
-    symbolic: dict[str, bool] = {}
-    fixed: int | None = None
-    for v in info.inputs:
-        lead = v.shape[0] if v.shape else None
-        symbolic[v.name] = v.shape is not None and len(v.shape) > 0 and not isinstance(lead, int)
-        if isinstance(lead, int) and fixed is None:
-            fixed = lead
-    step = batch if fixed is None or any(symbolic.values()) else max(1, fixed)
-    return read_eval_data(
-        path,
-        lambda f: load_npz(f, info),
-        step,
-        lambda name: symbolic.get(name, True) or fixed is not None,
-        req.labels_npy,
-    )
+    batch takes its own), along each input's sample axis."""
+    return read_eval_data(path, lambda f: load_npz(f, info), info, batch, req.labels_npy)
 
 
 def _eval_note(data: EvalData, path: str) -> str:
@@ -269,16 +257,17 @@ def _eval_note(data: EvalData, path: str) -> str:
     cut = (
         f" (the first {data.samples:,}; {data.truncated:,} more left out)" if data.truncated else ""
     )
-    return f"accuracy on {data.samples:,} samples{labels} from {Path(path).name}{cut}"
+    n = f"{data.samples:,} sample" + ("" if data.samples == 1 else "s")
+    return f"accuracy on {n}{labels} from {Path(path).name}{cut}"
 
 
-def _first_samples(batches: list[Feeds], limit: int) -> list[Feeds]:
+def _first_samples(data: EvalData, limit: int) -> list[Feeds]:
     out, n = [], 0
-    for b in batches:
+    for b in data.batches:
         if n >= limit:
             break
         out.append(b)
-        n += batch_of(b)
+        n += batch_of(b, data.axes)
     return out
 
 

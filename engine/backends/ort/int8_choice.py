@@ -16,6 +16,7 @@ from typing import Any
 from engine import cache
 from engine.backends.ort.activation_matmuls import activation_matmuls
 from engine.backends.ort.inference_session import open_session, plan_session
+from engine.backends.ort.int8_loo import leave_one_out
 from engine.backends.ort.int8_sensitivity import node_errors
 from engine.backends.ort.int8_target import (
     Outcome,
@@ -26,23 +27,24 @@ from engine.backends.ort.int8_target import (
 )
 from engine.backends.ort.variants import (
     VARIANT_PARAMS,
-    _preprocess,
+    Reuse,
     build_variant,
 )
 from engine.config import RunConfig
-from engine.events import Event, Notice, Progress, VariantReady, drive
+from engine.events import Event, Notice, VariantReady, drive
 from engine.hostinfo import cpu_isa, ort_version
 from engine.measure.accuracy import compare_outputs
 from engine.model.info import ModelInfo
 from engine.model.inputs import Feeds
 
-CHOICE_VERSION = 11
+CHOICE_VERSION = 12  # 12: the faster search (another route, other choices)
 TIME_S = 0.3  # timing per attempt: enough to rank settings whose speeds differ by 10%+
-# Up to this many quantizable nodes, each is tried alone in FP32 (one build per node): on a
-# MiniLM the node that matters (an FFN output fed by the [CLS] token's outlier) is first
-# by this measure and invisible to the activation comparison (bench/results/quant_minilm.md)
+# Up to this many quantizable nodes, each is tried alone in FP32 (int8_loo.py: one session
+# per node, no rebuild): on a MiniLM the node that matters (an FFN output fed by the [CLS]
+# token's outlier) is first by this measure and invisible to the activation comparison
 ONE_BY_ONE_LIMIT = 64
 GAIN = 1e-4  # cosine gained by one node alone in FP32 that counts
+RANK_FEEDS = 1  # evaluation batches the node ranking runs on (MiniLM: 8 sentences)
 
 
 def choose_int8(
@@ -57,6 +59,7 @@ def choose_int8(
 ) -> Generator[Event, None, VariantReady]:
     """The INT8 variant that meets `config.min_cosine` (or the most accurate one, with a
     warning); its `details["int8"]` says how it was chosen and keeps every attempt."""
+    t0 = time.perf_counter()  # "built in" is the whole search's time, not its last build's
     precision = config.precision
     isa = cpu_isa()
     key = cache.cache_key(
@@ -72,13 +75,16 @@ def choose_int8(
         }
     )
 
+    reuse: list[Reuse] = []  # the search's, while its folder lives
+
     def build(
         settings: dict[str, Any], excluded: list[str]
     ) -> Generator[Event, None, VariantReady]:
         variant = None
         for ev in build_variant(
-            info, precision, calibration, calibration_id, calibration_count, settings, excluded
-        ):
+            info, precision, calibration, calibration_id, calibration_count, settings, excluded,
+            reuse[0] if reuse else None,
+        ):  # fmt: skip
             if isinstance(ev, VariantReady):
                 variant = ev
             else:
@@ -102,20 +108,29 @@ def choose_int8(
     base = open_session(info.path, plan_session(dataclasses.replace(config, precision="fp32"),
                                                 gpu_present=gpu))  # fmt: skip
     reference = [base.session.run(None, f) for f in eval_feeds]
-    names = [o.name for o in base.session.get_outputs()]
+    names_out = [o.name for o in base.session.get_outputs()]
     base.session = None
 
+    last: dict[str, Any] = {}  # the last session opened, by path: scored, then timed
+
+    def session(path: str) -> Any:
+        if path not in last:
+            last.clear()
+            last[path] = open_session(path, plan).session
+        return last[path]
+
     def score(variant: VariantReady) -> float:
-        opened = open_session(variant.path, plan)
-        got = [opened.session.run(None, f) for f in eval_feeds]
-        return compare_outputs(names, reference, got).cosine
+        run = session(variant.path).run
+        got = [run(None, f) for f in eval_feeds]
+        return compare_outputs(names_out, reference, got).cosine
 
     def timed(path: str) -> float:
-        opened = open_session(path, plan)
-        return p50_ms(lambda: opened.session.run(None, eval_feeds[0]))
+        run = session(path).run
+        return p50_ms(lambda: run(None, eval_feeds[0]))
 
     types = VARIANT_PARAMS[precision].get("op_types")
     with tempfile.TemporaryDirectory(prefix="opscope-int8-") as tmp:
+        reuse.append(Reuse(Path(tmp)))
         floats: list[str] = []
         one_by_one: list[tuple[list[str], float]] = []
 
@@ -123,29 +138,39 @@ def choose_int8(
             variant: VariantReady, settings: dict[str, Any], excluded: list[str]
         ) -> Generator[Event, None, list[tuple[list[str], float]]]:
             if not floats:  # the model the quantizer saw: its node names are the ones to exclude
-                floats.append(str(drive(_preprocess(info, Path(tmp)))))
+                src = reuse[0].source
+                if src is None:  # (every build so far was cached)
+                    src = drive(reuse[0].prepare(info))
+                floats.append(str(src))
             op_types = settings.get("op_types", types)  # the candidate's, if it narrows them
             names = _node_names(floats[0], op_types)
             if settings.get("activation_matmuls") is False:  # kept in FP32 already
                 fp32 = set(activation_matmuls(floats[0]))
                 names = [n for n in names if n not in fp32]
-            measured = node_errors(
-                floats[0], variant.path, eval_feeds, set(op_types) if op_types else None,
-                with_producers=precision == "int8-static",
-            )  # fmt: skip
+            few = eval_feeds[:RANK_FEEDS]  # ranking orders; the attempts are scored on all
+            one_by_one_fits = len(names) <= ONE_BY_ONE_LIMIT
+            measured: list[tuple[list[str], float]] = []
+            if precision == "int8-static" or not one_by_one_fits:
+                # (dynamic INT8 folds nothing into a node: its units are single nodes, which
+                # leave-one-out measures directly)
+                measured = node_errors(
+                    floats[0], variant.path, few, set(op_types) if op_types else None,
+                    with_producers=precision == "int8-static",
+                )  # fmt: skip
             if op_types:  # a unit's nodes the quantizer does not touch: nothing to gain
                 known = set(names)
                 measured = [([n for n in u if n in known], e) for u, e in measured]
                 measured = [(u, e) for u, e in measured if u]
-            if len(names) > ONE_BY_ONE_LIMIT:  # too many to rebuild one by one
+            if not one_by_one_fits:  # too many to try one by one
                 return measured
             if not one_by_one:  # once: each node alone in FP32, the gain in cosine
-                base = score(variant)
-                for i, name in enumerate(names):
-                    yield Progress("variant", i, len(names), f"sensitivity of {name}")
-                    alone = yield from build(settings, [*excluded, name])
-                    one_by_one.append(([name], score(alone) - base))
-                one_by_one.sort(key=lambda u: -u[1])
+                one_by_one.extend(
+                    (yield from leave_one_out(
+                        floats[0], variant.path, names, few,
+                        lambda got: compare_outputs(names_out, reference[: len(got)], got).cosine,
+                        Path(tmp) / "loo",
+                    ))
+                )  # fmt: skip
             # what helps alone, by its gain; and the groups the activations blame (a tensor
             # quantized at its producer needs producer and consumers kept together), by the
             # error they add; a single node that did not help alone is not tried again
@@ -163,11 +188,21 @@ def choose_int8(
             start,
         )
         outcome: Outcome = yield from meet_target(precision, config.min_cosine, isa, how)
+        last.clear()
+        shared = reuse.pop()
     details = outcome.details()
+    details["search"] = {
+        "build_s": time.perf_counter() - t0,
+        "preprocessed": shared.preprocessed,
+        "calibrations": shared.calibrations,
+    }
     staging = cache.Staging("int8-choice", key)
     staging.commit(details)
     yield Notice("info" if outcome.met else "warning", summary(details))
-    return _with_details(outcome.chosen.variant, details)
+    chosen = dataclasses.replace(
+        outcome.chosen.variant, build_s=time.perf_counter() - t0, cached=False
+    )
+    return _with_details(chosen, details)
 
 
 def p50_ms(run: Callable[[], object], budget_s: float = TIME_S) -> float:

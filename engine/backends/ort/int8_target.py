@@ -10,6 +10,7 @@ tested without a model and reads the same for any quantizer.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Collection, Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,11 @@ from engine.events import Event, Notice, Progress, VariantReady
 MAX_ROUNDS = 6  # exclusion rounds: 1, 2, 4, 8, 16, 32 more nodes
 MAX_EXCLUDED_SHARE = 0.5  # past half the quantizable nodes in FP32, INT8 buys little
 MIN_EXCLUDED = 4  # (a small model may still keep this many)
+# When the CPU's first pick of settings leaves this many times the allowed error (1 -
+# target), the search goes straight to keeping nodes in FP32: the other settings moved
+# MiniLM's cosine from 0.966 to 0.985 at best (0.99 needs a node in FP32 whatever the
+# setting), each a full build (bench/results/quant_minilm.md)
+FAR = 2.0
 
 # What to try after the default, per instruction set, most promising first. VNNI and AMX
 # multiply u8 x s8 without int16 saturation, so full-range and per-channel weights are
@@ -71,12 +77,18 @@ def candidate_settings(precision: str, isa: str) -> list[dict[str, Any]]:
 
 
 def starting_settings(precision: str, isa: str, op_types: Collection[str]) -> dict[str, Any]:
-    """What to build first: the defaults ({}), except static INT8 on a model with MatMuls
+    """What to build first: the defaults ({}), except dynamic INT8 on VNNI or AMX (this
+    CPU's first pick of settings), and static INT8 on a model with MatMuls
     and no convolution (a transformer), which starts from this CPU's MatMul-only setting.
     Quantizing every op there puts Q/DQ pairs around LayerNorm, Softmax and the residual
     Adds: the demo transformer ran 1.12x FP32 that way, 1.36x with its weights' MatMuls
     alone, both at cosine 0.9999; a CNN wants every op quantized (Conv -> Relu -> Conv
     chains stay in INT8: 2.4x)."""
+    if precision == "int8-dynamic" and isa in ("amx", "vnni"):
+        # the defaults are AVX2's (7-bit weights against VPMADDUBSW's saturation, which
+        # VNNI does not have): reduce_range only costs accuracy here (MiniLM: 0.807 with
+        # the defaults, 0.966 with this CPU's first pick), so start from the pick
+        return candidate_settings(precision, isa)[0]
     if precision != "int8-static" or not {"MatMul", "Gemm"} & set(op_types):
         return {}
     if {"Conv", "ConvTranspose"} & set(op_types):
@@ -97,7 +109,7 @@ class Attempt:
             "settings": self.settings,
             "excluded": self.excluded,
             "cosine": self.cosine,
-            "p50_ms": self.p50_ms,
+            "p50_ms": self.p50_ms if math.isfinite(self.p50_ms) else None,  # None: not timed
         }
 
 
@@ -163,43 +175,129 @@ class Search:
     quantizable: int
     fp32_path: str
     start: dict[str, Any] = field(default_factory=dict)  # the first build's settings
+    far: float = FAR  # misses by this many times the allowed error: straight to the nodes
+
+
+class _Plan:
+    """Attempt n of N (N: the most attempts the search can still make) and the time left,
+    from the seconds the attempts so far took (ranking nodes included): every Progress
+    of the search says both, and its bar is the share of the planned attempts done."""
+
+    def __init__(self, total: int, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.t0 = clock()
+        self.total = total
+        self.done = 0  # attempts finished
+        self.current = 0  # the attempt under way (0: none yet)
+
+    def start(self) -> None:
+        self.current = self.done + 1
+        self.total = max(self.total, self.current)
+
+    def finish(self) -> None:
+        self.done = self.current
+
+    def plan(self, remaining: int) -> None:
+        """At most `remaining` attempts after the ones finished."""
+        self.total = max(self.done + remaining, self.current, 1)
+
+    def left_s(self) -> float | None:
+        if not self.done:
+            return None
+        per = (self.clock() - self.t0) / self.done
+        return per * max(self.total - self.done, 0)
+
+    def _next(self) -> int:
+        """The attempt under way, or (between attempts) the one about to start."""
+        return self.current if self.current > self.done else self.done + 1
+
+    def label(self) -> str:
+        n = self._next()
+        self.total = max(self.total, n)
+        left = self.left_s()
+        eta = "estimating the time left" if left is None else f"about {left:.0f} s left at most"
+        return f"attempt {n} of {self.total}, {eta}"
+
+    def progress(self, ev: Progress) -> Progress:
+        share = ev.done / ev.total if ev.total else 0.0
+        text = f"{self.label()}: {ev.message}" if ev.message else self.label()
+        done = min(self._next() - 1 + min(max(share, 0.0), 1.0), self.total)
+        return Progress(ev.stage, done, self.total, text)
+
+    def relay(self, events: Generator[Event, None, Any]) -> Generator[Event, None, Any]:
+        """`events` with each Progress said as part of the search."""
+        while True:
+            try:
+                ev = next(events)
+            except StopIteration as stop:
+                return stop.value
+            yield self.progress(ev) if isinstance(ev, Progress) else ev
 
 
 def meet_target(
-    precision: str, target: float, isa: str, how: Search
+    precision: str,
+    target: float,
+    isa: str,
+    how: Search,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Generator[Event, None, Outcome]:
     """The first variant (`how.start`, usually the defaults) when it meets `target`
     (nothing timed: no search); else the fastest candidate setting that meets it; else the
-    exclusion rounds; else the most accurate attempt, with a warning."""
+    exclusion rounds; else the most accurate attempt, with a warning. An attempt that
+    misses in an exclusion round is not timed (nothing compares its speed)."""
     attempts: list[Attempt] = []
     fp32_p50 = math.nan
+    tries = [s for s in candidate_settings(precision, isa) if s != how.start]
+    # the most attempts: the first, each candidate, each exclusion round with the halving
+    # of its units (log2 of the last round's), and the faster settings retried
+    plan = _Plan(1 + 2 * len(tries) + MAX_ROUNDS + MAX_ROUNDS - 1, clock)
 
-    def attempt(settings: dict[str, Any], excluded: list[str]) -> Generator[Event, None, Attempt]:
-        variant = yield from how.build(settings, excluded)
-        a = Attempt(settings, list(excluded), how.score(variant), how.time(variant.path), variant)
+    def say(message: str) -> Progress:
+        return plan.progress(Progress("variant", 0, 1, message))
+
+    def attempt(
+        settings: dict[str, Any], excluded: list[str], timed: bool = True
+    ) -> Generator[Event, None, Attempt]:
+        plan.start()
+        variant = yield from plan.relay(how.build(settings, excluded))
+        yield say(f"checking accuracy ({_describe(settings)}, {len(excluded)} in FP32)")
+        a = Attempt(settings, list(excluded), how.score(variant), math.nan, variant)
+        if timed or a.cosine >= target:
+            a.p50_ms = how.time(variant.path)
         attempts.append(a)
+        plan.finish()
         return a
 
     def outcome(chosen: Attempt, met: bool) -> Outcome:
         return Outcome(chosen, attempts, met, target, isa, fp32_p50)
 
-    default = yield from how.build(dict(how.start), [])
+    yield say(f"building {_describe(how.start)}")
+    plan.start()
+    default = yield from plan.relay(how.build(dict(how.start), []))
+    yield say("checking accuracy")
     first = Attempt(dict(how.start), [], how.score(default), math.nan, default)
     attempts.append(first)
+    plan.finish()
     if first.cosine >= target:
         return outcome(first, True)
-    yield Progress("variant", 0, None, "timing FP32 and the first INT8 build for the search")
+    yield say("timing FP32 and the first INT8 build for the search")
     fp32_p50 = how.time(how.fp32_path)
     first.p50_ms = how.time(default.path)
-    tries = [s for s in candidate_settings(precision, isa) if s != how.start]
     for i, settings in enumerate(tries):
-        yield Progress(
-            "variant", i + 1, len(tries) + 1,
-            f"cosine {first.cosine:.4f} < {target:g}: trying {_describe(settings)}",
-        )  # fmt: skip
+        tried = attempts if how.start else attempts[1:]  # the CPU's first pick is in
+        best_error = 1.0 - max(a.cosine for a in attempts)
+        if tried and best_error >= how.far * (1.0 - target):
+            # settings alone move cosine by less than this: straight to the nodes
+            yield Notice("info", f"INT8 best cosine {1 - best_error:.4f} misses {target:g} by "
+                         f"{best_error / (1 - target):.1f}x the allowed error: keeping "
+                         f"sensitive nodes in FP32 instead of trying {len(tries) - i} "
+                         "more setting(s)")  # fmt: skip
+            break
+        yield say(f"cosine {first.cosine:.4f} < {target:g}: trying {_describe(settings)}")
         try:
             yield from attempt(settings, [])
         except ModelError as exc:  # e.g. MatMul-only settings on a model with no MatMul
+            plan.finish()
             yield Notice("info", f"INT8 settings {_describe(settings)} do not apply to this "
                          f"model ({exc.message}); trying the next")  # fmt: skip
     meeting = [a for a in attempts if a.cosine >= target]
@@ -207,8 +305,14 @@ def meet_target(
         return outcome(min(meeting, key=lambda a: a.p50_ms), True)
 
     best = max(attempts, key=lambda a: a.cosine)
+    faster_count = sum(
+        1 for t in attempts
+        if not t.excluded and t.p50_ms < best.p50_ms and _scope(t) == _scope(best)
+    )  # fmt: skip
+    plan.plan(MAX_ROUNDS + MAX_ROUNDS - 1 + faster_count)
     excluded: list[str] = []
-    ranking = yield from how.rank(best.variant, best.settings, excluded)
+    yield say(f"best cosine {best.cosine:.4f} < {target:g}: ranking nodes to keep in FP32")
+    ranking = yield from plan.relay(how.rank(best.variant, best.settings, excluded))
     k = 1
     for round_ in range(MAX_ROUNDS):
         budget = max(MIN_EXCLUDED, int(how.quantizable * MAX_EXCLUDED_SHARE))
@@ -225,25 +329,22 @@ def meet_target(
             break
         before = list(excluded)
         excluded += fresh
-        yield Progress(
-            "variant", round_ + 1, MAX_ROUNDS,
-            f"keeping {len(excluded)} sensitive node(s) in FP32 (best cosine so far "
-            f"{max(a.cosine for a in attempts):.4f})",
-        )  # fmt: skip
-        a = yield from attempt(best.settings, excluded)
+        left = MAX_ROUNDS - round_
+        plan.plan(left + max(left - 1, math.ceil(math.log2(max(len(units), 1)))) + faster_count)
+        yield say(
+            f"round {round_ + 1}: keeping {len(excluded)} sensitive node(s) in FP32 (best "
+            f"cosine so far {max(a.cosine for a in attempts):.4f})"
+        )
+        a = yield from attempt(best.settings, excluded, timed=False)
         if a.cosine >= target:
             # fewer of this round's units may do: halve until the fewest that meet it
             lo, hi = 0, len(units)
+            plan.plan(math.ceil(math.log2(max(hi, 1))) + faster_count)
             while hi - lo > 1:
                 mid = (lo + hi) // 2
                 fewer = before + [n for u in units[:mid] for n in u]
-                yield Progress(
-                    "variant",
-                    0,
-                    None,
-                    f"met with {len(excluded)} node(s) in FP32: trying {len(fewer)}",
-                )
-                t = yield from attempt(best.settings, fewer)
+                yield say(f"met with {len(excluded)} node(s) in FP32: trying {len(fewer)}")
+                t = yield from attempt(best.settings, fewer, timed=False)
                 if t.cosine >= target:
                     hi, a = mid, t
                 else:
@@ -257,15 +358,15 @@ def meet_target(
                  if not t.excluded and t.p50_ms < best.p50_ms and _scope(t) == _scope(best)),
                 key=lambda t: t.p50_ms,
             )  # fmt: skip
+            plan.plan(len(faster))
             for t in faster:
-                yield Progress(
-                    "variant", 0, None, f"the same nodes in FP32 with {_describe(t.settings)}"
-                )
-                quick = yield from attempt(t.settings, excluded)
+                yield say(f"the same nodes in FP32 with {_describe(t.settings)}")
+                quick = yield from attempt(t.settings, excluded, timed=False)
                 if quick.cosine >= target and quick.p50_ms < a.p50_ms:
                     return outcome(quick, True)
             return outcome(a, True)
-        ranking = yield from how.rank(a.variant, best.settings, excluded)
+        yield say(f"cosine {a.cosine:.4f} < {target:g}: ranking the nodes again")
+        ranking = yield from plan.relay(how.rank(a.variant, best.settings, excluded))
         k *= 2
     chosen = max(attempts, key=lambda a: a.cosine)
     yield Notice(

@@ -82,9 +82,12 @@ def build_variant(
     calibration_count: int = CALIBRATION_BATCHES,
     settings: dict[str, Any] | None = None,
     exclude: Sequence[str] = (),
+    reuse: Reuse | None = None,
 ) -> Iterator[Progress | Notice | VariantReady]:
     """Yield progress, then one `VariantReady` naming the file to run. `settings` and
-    `exclude` change the quantization (see `variant_params`); both are in the cache key."""
+    `exclude` change the quantization (see `variant_params`); both are in the cache key.
+    `reuse` (a search building many variants of one model) carries what every attempt
+    shares: the pre-processed model, and static INT8's calibrated ranges."""
     if precision == "fp32":
         yield VariantReady("fp32", info.path, 0.0, True, info.nodes)
         return
@@ -127,13 +130,16 @@ def build_variant(
         if precision == "fp16":
             _build_fp16(info, out)
         elif precision == "int8-dynamic":
-            src = yield from _preprocess(info, staging.path)
+            src = yield from _source(info, staging.path, reuse)
             _build_int8_dynamic(src, out, params)
         else:
-            src = yield from _preprocess(info, staging.path)
+            src = yield from _source(info, staging.path, reuse)
             if calibration is None:
                 raise ModelError("INT8 static needs calibration data", info.path)
-            yield from _build_int8_static(src, out, calibration, calibration_count, params)
+            ranges = reuse.ranges(params) if reuse is not None else None
+            yield from _build_int8_static(
+                src, out, calibration, calibration_count, params, ranges, reuse
+            )
     except ModelError:
         staging.discard()
         raise
@@ -214,6 +220,42 @@ def _build_fp16(info: ModelInfo, out: Path) -> None:
     onnx.save(converted, str(out))
 
 
+class Reuse:
+    """What a search's attempts share instead of computing it again: the model ORT's
+    pre-processing made (once), and static INT8's calibrated tensor ranges, one file per
+    calibration method and op types (ranges do not depend on per-channel, reduce-range or
+    the nodes kept in FP32, so attempts that differ only in those calibrate once).
+    `calibrations` counts the calibrations run, `preprocessed` the pre-processings."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.source: Path | None = None
+        self.preprocessed = 0
+        self.calibrations = 0
+
+    def prepare(self, info: ModelInfo) -> Generator[Progress | Notice, None, Path]:
+        """The pre-processed model, made on the first call."""
+        if self.source is None or not self.source.is_file():
+            shared = self.folder / "source"
+            shared.mkdir(parents=True, exist_ok=True)
+            self.source = yield from _preprocess(info, shared)
+            self.preprocessed += 1
+        return self.source
+
+    def ranges(self, params: dict[str, Any]) -> Path:
+        types = "-".join(sorted(params.get("op_types") or ["all"]))
+        return self.folder / f"ranges-{params['method']}-{types}.json"
+
+
+def _source(
+    info: ModelInfo, folder: Path, reuse: Reuse | None
+) -> Generator[Progress | Notice, None, Path]:
+    """The model to quantize: pre-processed here, or once per search (`reuse`)."""
+    if reuse is None:
+        return (yield from _preprocess(info, folder))
+    return (yield from reuse.prepare(info))
+
+
 def _preprocess(info: ModelInfo, folder: Path) -> Generator[Progress | Notice, None, Path]:
     """ORT's recommended pre-processing (shape inference + basic fusion); optional."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -263,14 +305,23 @@ def _build_int8_dynamic(src: Path, out: Path, p: dict[str, Any]) -> None:
         )
 
 
+class _Stopped(Exception):
+    """Raised into ORT's calibration loop when the build is cancelled: it ends there and
+    then, instead of computing ranges and quantizing from the batches seen so far."""
+
+
 def _build_int8_static(
     src: Path,
     out: Path,
     calibration: Callable[[], Iterator[Feeds]],
     count: int,
     p: dict[str, Any],
+    ranges: Path | None = None,
+    reuse: Reuse | None = None,
 ) -> Iterator[Progress]:
-    """Static QDQ quantization in a worker thread so calibration progress can be yielded."""
+    """Static QDQ quantization in a worker thread so calibration progress can be yielded.
+    `ranges`: a file of calibrated tensor ranges, read when it exists (no calibration),
+    else written by this calibration for the next build."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
         CalibrationMethod,
@@ -281,6 +332,7 @@ def _build_int8_static(
 
     seen: queue.Queue[int] = queue.Queue()
     stop = threading.Event()
+    calibrate = ranges is None or not ranges.is_file()
 
     class Reader(CalibrationDataReader):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -288,8 +340,8 @@ def _build_int8_static(
             self.n = 0
 
         def get_next(self) -> Feeds | None:
-            if stop.is_set():  # cancelled: end calibration early so the thread finishes
-                return None
+            if stop.is_set():  # cancelled: end calibration here (the thread finishes)
+                raise _Stopped
             item = next(self.it, None)
             if item is not None:
                 self.n += 1
@@ -307,7 +359,7 @@ def _build_int8_static(
                 quantize_static(
                     str(src),
                     str(out),
-                    Reader(),
+                    Reader() if calibrate else None,
                     quant_format=QuantFormat[p["format"]],
                     activation_type=QuantType[p["activation_type"]],
                     weight_type=QuantType[p["weight_type"]],
@@ -316,27 +368,36 @@ def _build_int8_static(
                     op_types_to_quantize=p["op_types"],
                     calibrate_method=CalibrationMethod[p["method"]],
                     nodes_to_exclude=exclude or None,
+                    calibration_cache_path=str(ranges) if ranges is not None else None,
                 )
             if p["op_types"]:  # only some op types quantized: the rest keep float inputs
                 keep_float_path(out, p["op_types"], exclude)
         except BaseException as exc:  # re-raised in the generator's thread
             failure.append(exc)
 
+    if calibrate and reuse is not None:
+        reuse.calibrations += 1
     worker = threading.Thread(target=work, name="opscope-calibration", daemon=True)
     worker.start()
+    done, said = (0, "calibrating") if calibrate else (count, "quantizing (ranges reused)")
     try:
-        yield Progress("calibration", 0, count, "calibrating")
+        yield Progress("calibration", done, count, said)
         while worker.is_alive():
             try:
-                n = seen.get(timeout=0.2)
-                yield Progress("calibration", n, count, f"calibration batch {n}/{count}")
+                done = seen.get(timeout=0.2)
+                said = f"calibration batch {done}/{count}"
             except queue.Empty:
-                continue
+                if done >= count:
+                    said = "quantizing weights"
+            # every 0.2 s, a batch or not: a cancellation point for whoever drives this
+            yield Progress("calibration", done, count, said)
     finally:
         # Never leave ORT running in a thread at interpreter exit (std::terminate).
         stop.set()
         worker.join()
     if failure:
+        if ranges is not None and calibrate:
+            ranges.unlink(missing_ok=True)  # never reuse a half-written file
         raise failure[0]
     yield Progress("calibration", count, count, "quantizing weights")
 

@@ -4,7 +4,8 @@ Declares what it offers here; torch is imported only by `prepare` and `describe`
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
+from typing import Any
 
 from engine.backends.base import Capabilities, Prepared, PrepareRequest
 from engine.backends.pytorch.load import TORCH_SUFFIXES, is_torch_file
@@ -61,4 +62,22 @@ class TorchBackend:
         return describe_torch(load_torch(path))
 
 
+class TorchToOnnx:
+    """PyTorch files exported to ONNX once (cached), for ONNX Runtime to run."""
+
+    def accepts(self, path: str) -> bool:
+        return is_torch_file(path)
+
+    def describe(self, path: str) -> ModelInfo:
+        return BACKEND.describe(path)
+
+    def export(
+        self, path: str, batch: int, shapes: Mapping[str, tuple[int, ...]]
+    ) -> Generator[Event, None, tuple[str, dict[str, Any]]]:
+        from engine.backends.pytorch.to_onnx import onnx_for_torch
+
+        return (yield from onnx_for_torch(path, batch, shapes))
+
+
 BACKEND = TorchBackend()
+TO_ONNX = TorchToOnnx()

@@ -52,7 +52,7 @@ class TorchPrepared:
 
     @property
     def batch(self) -> int:
-        return batch_of(self.feeds)
+        return batch_of(self.feeds, self.eval_data.axes if self.eval_data else None)
 
     @property
     def provider_used(self) -> str:
@@ -148,11 +148,7 @@ def prepare_torch(req: PrepareRequest) -> Generator[Event, None, TorchPrepared]:
     eval_data: EvalData | None = None
     if req.inputs_npz:
         eval_data = read_eval_data(
-            req.inputs_npz,
-            lambda f: _load_npz(str(f), model),
-            config.batch,
-            lambda name: True,
-            req.labels_npy,
+            req.inputs_npz, lambda f: _load_npz(str(f), model), info, config.batch, req.labels_npy
         )
         feeds = eval_data.batches[0]
 
@@ -220,7 +216,7 @@ def prepare_torch(req: PrepareRequest) -> Generator[Event, None, TorchPrepared]:
     )
     used = prepared.provider_used
     yield RunStarted(
-        config, config.provider, used, (used,), feed_shapes(feeds), batch_of(feeds), load_s
+        config, config.provider, used, (used,), feed_shapes(feeds), prepared.batch, load_s
     )
     return prepared
 

@@ -1,0 +1,83 @@
+"""The one way the window runs work off the GUI thread: `Background.submit(fn, on_done,
+on_error)` runs `fn` on a worker thread and calls back on the GUI thread. One job per
+concern: a newer submit supersedes the older one, whose result is dropped when it arrives
+(a generation counter, as ndv does). Errors a user can act on (OpScopeError, OSError)
+reach `on_error` as one line; anything else too, marked as an internal error, with the
+traceback on stderr."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from engine.api import OpScopeError
+
+
+class Background(QObject):
+    """Runs one job at a time for one concern (a comparison, an export)."""
+
+    _finished = Signal(int, bool, object)  # generation, ok, result or error text
+    busy_changed = Signal(bool)
+
+    def __init__(self, name: str, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.name = name
+        self.generation = 0
+        self._callbacks: dict[int, tuple[Callable[[Any], None], Callable[[str], None]]] = {}
+        self._finished.connect(self._deliver)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._callbacks)
+
+    def submit(
+        self,
+        fn: Callable[[], Any],
+        on_done: Callable[[Any], None],
+        on_error: Callable[[str], None],
+    ) -> int:
+        """Start `fn` on a worker thread; returns its generation."""
+        self.generation += 1
+        gen = self.generation
+        self._callbacks = {gen: (on_done, on_error)}  # older jobs finish unheard
+        self.busy_changed.emit(True)
+        threading.Thread(
+            target=self._work, args=(gen, fn), name=f"opscope-{self.name}-{gen}", daemon=True
+        ).start()
+        return gen
+
+    def cancel(self) -> None:
+        """Forget the running job: its result, when it comes, is dropped (the thread runs
+        on to its end; nothing here can stop it)."""
+        self.generation += 1
+        if self._callbacks:
+            self._callbacks = {}
+            self.busy_changed.emit(False)
+
+    def _work(self, gen: int, fn: Callable[[], Any]) -> None:
+        try:
+            result: Any = fn()
+            ok = True
+        except (OpScopeError, OSError) as exc:
+            result, ok = str(exc), False
+        except Exception as exc:  # a bug: say so in one line, keep the traceback
+            traceback.print_exc()
+            result, ok = f"internal error: {exc!r}", False
+        with contextlib.suppress(RuntimeError):  # the window closed meanwhile (deleted)
+            self._finished.emit(gen, ok, result)
+
+    def _deliver(self, gen: int, ok: bool, result: object) -> None:
+        callbacks = self._callbacks.pop(gen, None)
+        if callbacks is None:
+            return  # superseded
+        self.busy_changed.emit(False)
+        on_done, on_error = callbacks
+        if ok:
+            on_done(result)
+        else:
+            on_error(str(result))

@@ -1,0 +1,221 @@
+"""The GUI's one handle on the engine host process: commands out, event batches in as Qt
+signals. A crash in the host becomes a `host_died` signal, never a dead window."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import multiprocessing as mp
+import signal
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from engine.api import Event, JobInputs, RunConfig
+from engine.api import commands as cmds
+
+Sink = Callable[[list[Event]], None]
+
+
+class EngineClient(QObject):
+    """Spawns `engine.run.host.host_main` and relays its events to the GUI thread."""
+
+    events = Signal(list)  # list[Event], delivered in the GUI thread
+    host_died = Signal(str)  # one line: what happened to the host
+    host_started = Signal()
+
+    def __init__(
+        self, sink: Sink | None = None, parent: QObject | None = None, nice: int = 0
+    ) -> None:
+        super().__init__(parent)
+        self._sink = sink  # e.g. the session recorder; runs on the reader thread
+        self.nice = nice  # the host's CPU priority below ours; applies from the next start
+        self._proc: BaseProcess | None = None
+        self._conn: Connection | None = None
+        self._reader: threading.Thread | None = None
+        self._closing = False
+        self._generation = 0
+        self.last_load: tuple[str, dict[str, tuple[int, ...]], str | None] | None = None
+        self._load_cmd: cmds.Load | None = None  # what a restart sends again
+        self.last_config = RunConfig()
+
+    # lifecycle ---------------------------------------------------------------------
+    def start(self) -> None:
+        ctx = mp.get_context("spawn")  # never fork a process that has Qt threads
+        parent, child = ctx.Pipe()
+        from engine.api import host_main
+
+        proc = ctx.Process(
+            target=host_main, args=(child, 0.1, self.nice), name="opscope-engine", daemon=True
+        )
+        proc.start()
+        child.close()
+        self._proc, self._conn, self._closing = proc, parent, False
+        self._generation += 1
+        self._reader = threading.Thread(
+            target=self._read,
+            args=(parent, proc, self._generation),
+            name="opscope-engine-reader",
+            daemon=True,
+        )
+        self._reader.start()
+        self.host_started.emit()
+
+    def restart(self) -> None:
+        """A fresh host with the last model and config."""
+        self.shutdown()
+        self.start()
+        self.apply(self.last_config)
+        if self._load_cmd is not None:
+            self._send(self._load_cmd)
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        self._closing = True
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.is_alive():
+            self._send(cmds.Shutdown())
+            proc.join(timeout)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(2)
+        if self._reader is not None:
+            self._reader.join(2)
+        self._proc = None
+
+    def kill_host(self) -> None:
+        """Kill the host outright (a stuck build can always be stopped this way)."""
+        if self._proc is not None and self._proc.is_alive():
+            self._proc.kill()
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    # commands ------------------------------------------------------------------------
+    def load(
+        self,
+        path: str,
+        shapes: dict[str, tuple[int, ...]] | None = None,
+        inputs: str | None = None,
+        config: RunConfig | None = None,
+        dims: dict[str, int] | None = None,
+        calibration: str | None = None,
+    ) -> None:
+        """Load a model; with `config`, load it with that config (which becomes current);
+        `dims` sets symbolic input dims by name, `calibration` static INT8's samples."""
+        if config is not None:
+            self.last_config = config
+        load = cmds.Load(
+            str(path), dict(shapes or {}), inputs, config, dict(dims or {}), calibration
+        )
+        self.last_load = (str(path), dict(shapes or {}), inputs)
+        self._load_cmd = dataclasses.replace(load, config=None)  # restart: last_config applies
+        self._send(load)
+
+    def job_inputs(self) -> JobInputs:
+        """The loaded model's inputs as the window shows them (shapes, dims, data files):
+        what every job started from the window runs on and its command line carries."""
+        load = self._load_cmd
+        if load is None:
+            return JobInputs()
+        return JobInputs(dict(load.shapes), dict(load.dims), load.inputs_npz, load.calibration_npz)
+
+    def set_inputs(
+        self, dims: dict[str, int], inputs: str | None, calibration: str | None, label: str
+    ) -> None:
+        """The loaded model's input dims and data files (a new run, marked `label`, when
+        they change what runs)."""
+        if self._load_cmd is not None:
+            self._load_cmd = dataclasses.replace(
+                self._load_cmd, dims=dict(dims), inputs_npz=inputs, calibration_npz=calibration
+            )
+            self.last_load = (self._load_cmd.path, self._load_cmd.shapes, inputs)
+        self._send(cmds.SetInputs(dict(dims), inputs, calibration, label))
+
+    def set_generation(self, prompt_len: int, new_tokens: int) -> None:
+        """A generating model's prompt and output lengths (a new run, marked)."""
+        self._send(cmds.GenerationShape(prompt_len, new_tokens))
+
+    def apply(self, config: RunConfig) -> None:
+        self.last_config = config
+        self._send(cmds.Apply(config))
+
+    def start_timing(self) -> None:
+        self._send(cmds.Start())
+
+    def stop_timing(self) -> None:
+        self._send(cmds.Stop())
+
+    def profile_now(self) -> None:
+        self._send(cmds.Profile())
+
+    def cancel_build(self) -> None:
+        self._send(cmds.Cancel())
+
+    def serve_load(self, cmd: cmds.ServeLoad) -> None:
+        self._send(cmd)
+
+    def stop_load(self) -> None:
+        self._send(cmds.StopLoad())
+
+    def calibrate(self, max_batch: int, instances: int = 1, remeasure: bool = False) -> None:
+        self._send(cmds.Calibrate(max_batch, instances, remeasure))
+
+    # internals -----------------------------------------------------------------------
+    def _send(self, cmd: cmds.Command) -> None:
+        if self._conn is None:
+            return
+        with contextlib.suppress(BrokenPipeError, OSError):  # the reader reports the death
+            self._conn.send(cmd)
+
+    def _read(self, conn: Connection, proc: BaseProcess, generation: int) -> None:
+        while True:
+            try:
+                batch = conn.recv()
+            except (EOFError, OSError):
+                break
+            if self._sink is not None:
+                try:
+                    self._sink(batch)
+                except Exception as exc:  # recording must not stop the live view
+                    self._tell(self.host_died, f"recording failed: {exc}")
+                    self._sink = None
+            if not self._tell(self.events, batch):
+                return
+        proc.join(2)
+        if not self._closing and generation == self._generation:
+            self._tell(self.host_died, describe_exit(proc.exitcode))
+
+    @staticmethod
+    def _tell(signal: Any, value: object) -> bool:
+        """Emit from the reader thread; False once the client object is gone (the app is
+        ending: nobody is left to tell, and a traceback would be the only output)."""
+        try:
+            signal.emit(value)
+        except RuntimeError:  # "Signal source has been deleted"
+            return False
+        return True
+
+
+def describe_exit(code: int | None) -> str:
+    """'crashed (SIGSEGV)', 'was killed (SIGKILL)', 'exited with code 1'."""
+    if code is None:
+        return "the engine stopped responding"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        verb = "was killed" if name in ("SIGKILL", "SIGTERM") else "crashed"
+        return f"the engine host {verb} ({name})"
+    return f"the engine host exited with code {code}"

@@ -1,0 +1,1 @@
+"""The live run: config and inputs panels, their controllers, the Runs dock."""

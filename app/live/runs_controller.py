@@ -1,0 +1,98 @@
+"""Feeds the runs table from the engine's events (the runs the session records) and
+repaints it once a second."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer
+
+from engine.api import (
+    AccuracyResult,
+    LatencyBatch,
+    ModelLoaded,
+    RunEnded,
+    RunStarted,
+    ServingStarted,
+    ServingSummary,
+    TimingDone,
+    inputs_text,
+)
+from widgets.models.runs_summary import RunsSummary
+from widgets.runs_table import RunsTable
+
+REFRESH_MS = 1000
+
+
+def load_label(traffic: dict[str, Any], batching: dict[str, Any]) -> str:
+    """'load bursts:500,2000,4,0.25 · max batch 8, delay 2 ms, 1 instance'."""
+    spec = traffic.get("spec") or traffic.get("kind") or "?"
+    n = int(batching.get("instances") or 1)
+    return (
+        f"load {spec} · max batch {batching.get('max_batch', '?')}, "
+        f"delay {float(batching.get('delay_ms') or 0):g} ms, {n} instance{'s' if n > 1 else ''}"
+    )
+
+
+class RunsController(QObject):
+    """Runs of the live session into `summary`; `table` paints it."""
+
+    def __init__(self, client: Any, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.summary = RunsSummary()
+        self.table = RunsTable(self.summary)
+        self._serving = False
+        self._model = ""  # the loaded model's file name, for each run's row
+        client.events.connect(self.on_events)
+        self._timer = QTimer(self.table, interval=REFRESH_MS)  # goes with the table
+        self._timer.timeout.connect(self._refresh)
+        self._timer.start()
+
+    def on_events(self, batch: list[Any]) -> None:
+        s = self.summary
+        for ev in batch:
+            if isinstance(ev, LatencyBatch):
+                if not self._serving and ev.latencies_ns.size:
+                    s.add(ev.starts_ns, ev.latencies_ns)
+            elif isinstance(ev, ModelLoaded):
+                self._model = Path(ev.info.path).name
+            elif isinstance(ev, RunStarted):
+                self._serving = False
+                s.start(
+                    ev.config.short_label(),
+                    inputs_text({k: shape for k, (shape, _) in ev.inputs.items()}),
+                    ev.batch,
+                    self._model,
+                )
+            elif isinstance(ev, AccuracyResult):
+                s.set_cosine(ev.cosine)
+            elif isinstance(ev, TimingDone):
+                s.finish(
+                    ev.latency.count,
+                    ev.latency.p50,
+                    ev.latency.p99,
+                    ev.throughput.samples_per_s,
+                )
+            elif isinstance(ev, RunEnded):
+                s.end(failed=ev.status == "error")
+            elif isinstance(ev, ServingStarted):  # a load run: requests, not inferences
+                self._serving = True
+                if ev.simulated:
+                    s.end()
+                else:
+                    s.serving(load_label(ev.traffic, ev.batching), "end to end, requests/s")
+            elif isinstance(ev, ServingSummary) and self._serving:
+                lat = ev.summary.get("latency_ms") or {}
+                rate = (ev.summary.get("throughput") or {}).get("requests_per_s", math.nan)
+                s.finish(
+                    int(lat.get("count") or 0),
+                    float(lat.get("p50", math.nan)),
+                    float(lat.get("p99", math.nan)),
+                    float(rate),
+                )
+
+    def _refresh(self) -> None:
+        if self.table.isVisible():
+            self.table.refresh()

@@ -1,0 +1,1 @@
+"""Generation and LLM serving: the generation panel, the LLM Serving dock, HF import."""

@@ -1,0 +1,73 @@
+"""A generating model in the window: its live TTFT/TPOT figures in the Generation dock,
+and its two profiled phases: the op table shows the phase picked, the roofline both at
+once (prefill's ops near the compute roof, decode's on the memory slope)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from PySide6.QtCore import QObject
+
+from engine.api import GenerationStarted, GenerationSteps, ModelLoaded, OpProfile
+from widgets.models.generation_stats import GenerationStats
+
+
+class GenerationController(QObject):
+    def __init__(self, view: Any, live: Any, client: Any) -> None:
+        super().__init__()
+        self.view = view
+        self.live = live  # the LiveController: it draws the roofline with the peaks
+        self.stats = GenerationStats()
+        self.phases: dict[str, OpProfile] = {}
+        self.client = client
+        client.events.connect(self.on_events)
+        view.op_table.phase_changed.connect(self.show_phase)
+        view.generation.lengths_changed.connect(self.set_lengths)
+
+    def on_events(self, batch: list[Any]) -> None:
+        fresh = False
+        for ev in batch:
+            if isinstance(ev, GenerationSteps):
+                self.stats.add(ev.steps_ns)
+                fresh = True
+            elif isinstance(ev, GenerationStarted):
+                self.stats.reset(ev.prompt_len, ev.batch)
+                self.view.show_generation(True)
+                self.view.generation.set_shape(
+                    ev.prompt_len, ev.new_tokens, ev.batch, ev.kv_bytes_per_token,
+                    ev.context_length,
+                )  # fmt: skip
+                fresh = True
+            elif isinstance(ev, ModelLoaded):  # another model: its phases are not these
+                self.phases.clear()
+                self.view.op_table.set_phases([])
+                self.view.show_generation(False)
+            elif isinstance(ev, OpProfile) and ev.phase is not None:
+                self.phases[ev.phase] = ev
+                self.view.op_table.set_phases(list(self.phases))
+                if ev.phase == self.view.op_table.phase:
+                    self.show_phase(ev.phase)
+                self._roofline()
+        if fresh:
+            self.view.generation.set_figures(self.stats.figures())
+
+    def set_lengths(self, prompt_len: int, new_tokens: int) -> None:
+        """The user's prompt and output lengths: a new run, marked on the curve."""
+        self.client.set_generation(prompt_len, new_tokens)
+
+    def show_phase(self, name: str) -> None:
+        profile = self.phases.get(name)
+        if profile is None:
+            return
+        self.view.op_table.set_ops(profile.ops, profile.op_types)
+        self.view.profile_ready(profile)
+
+    def _roofline(self) -> None:
+        """Both phases' nodes, named and coloured by phase ('decode MatMul')."""
+        self.live.roof_ops = [
+            dataclasses.replace(op, name=f"{phase}: {op.name}", op_type=f"{phase} {op.op_type}")
+            for phase, profile in self.phases.items()
+            for op in profile.ops
+        ]
+        self.live.show_roofline()

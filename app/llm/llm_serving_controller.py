@@ -1,0 +1,223 @@
+"""Runs the LLM Serving dock's studies on the loaded generating model: "Simulate all
+layouts" (calibration, cached, then the simulator) and "Run for real" (the real serving
+loop, with the simulator's answer for that layout beside it), each in a child process of
+its own (app/host/process_job.py), with live timing paused meanwhile so that neither fights the
+live run for the cores; Cancel kills the child. Bad values are refused in one line before
+any work starts."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtWidgets import QDockWidget
+
+from app.host.process_job import ProcessJob
+from app.llm.llm_serving_dock import LLMServingDock
+from app.sessions.compact import scrolled
+from engine.api import (
+    LLMPlan,
+    ModelLoaded,
+    Notice,
+    OpScopeError,
+    Progress,
+    check_real_layout,
+    genai_folder,
+    llm_serving_config,
+    plan_layouts,
+    read_config,
+    real_plan,
+    serve_plan,
+    simulate_plan,
+)
+from widgets.models.llm_serving_form import LENGTH_NAMES, checked_plan
+from widgets.models.llm_serving_table import LLMServingTable
+
+SHORTCUT = "Ctrl+Shift+M"
+
+
+class LLMServingController(QObject):
+    """`dock` is the dock's widget, `frame` its QDockWidget; `wb` the workbench (its
+    client's loaded model, its config panel, live timing's pause and resume)."""
+
+    def __init__(self, dock: LLMServingDock, frame: QDockWidget, wb: Any) -> None:
+        super().__init__()
+        self.dock, self.frame, self.wb = dock, frame, wb
+        self.table = LLMServingTable()
+        self.job = ProcessJob("llm-serving", self)
+        self.model: str | None = None  # the generating model's folder
+        self.context = 0
+        self.kind = ""  # "simulate" | "real" while a job runs
+        self.plan: LLMPlan | None = None
+        self.resume = False
+        self.t0 = 0.0
+        self.warnings: list[str] = []  # the job's warnings, repeated in its last line
+        self.notes: list[str] = []
+        dock.simulate_requested.connect(self.simulate)
+        dock.real_requested.connect(self.run_real)
+        dock.cancel_requested.connect(self.job.cancel)
+        self.job.events.connect(self._events)
+        self.job.done.connect(self._done)
+        self.job.failed.connect(self._failed)
+        self.job.cancelled.connect(self._cancelled)
+        wb.client.events.connect(self.on_events)
+
+    # the loaded model -------------------------------------------------------------------
+    def on_events(self, batch: list[Any]) -> None:
+        if any(isinstance(ev, ModelLoaded) for ev in batch):
+            load = self.wb.client.last_load
+            self.model_changed(load[0] if load else None)
+
+    def model_changed(self, path: str | None) -> None:
+        """A generating model shows the dock (raised, the first time it is loaded); any
+        other model hides it."""
+        folder = genai_folder(path) if path else None
+        try:
+            context = read_config(folder).context_length if folder is not None else 0
+        except OpScopeError:
+            folder = None
+        if folder is None:
+            self.model = None
+            self.frame.hide()
+            if not self.job.busy:
+                self.dock.set_status("open a generating model (a genai folder) to compare layouts")
+            return
+        if str(folder) == self.model:
+            return
+        self.model, self.context = str(folder), context
+        self.table.clear()
+        self._show_table()
+        if not self.job.busy:
+            self.dock.set_status(
+                f"{folder.name}: context {context} tokens, served in the Configuration "
+                "panel's precision (FP32, FP16, INT8 or INT4 weights). Simulate the three "
+                "layouts, then run one for real to see how they agree"
+            )
+        self.frame.show()
+        self.frame.raise_()
+
+    # commands ---------------------------------------------------------------------------
+    def simulate(self) -> None:
+        self._start("simulate")
+
+    def run_real(self) -> None:
+        self._start("real")
+
+    def _start(self, kind: str) -> None:
+        if self.job.busy:
+            return
+        if self.model is None:
+            self.dock.set_status(
+                "open a generating model first (File > Demo Models > Demo LLM)", "error"
+            )
+            return
+        form = self.dock.form()
+        try:
+            if kind == "simulate":
+                plan = checked_plan(form, self.context)
+            else:
+                plan = real_plan(checked_plan(form, self.context, form.real_layout))
+                check_real_layout(plan_layouts(plan, self.context)[0])
+        except OpScopeError as exc:
+            self.dock.set_status(str(exc), "error")
+            return
+        live = self.wb.window.config_panel.config()
+        config = llm_serving_config(live)
+        self.warnings = []
+        self.notes = [
+            f"served in {config.precision}"
+            if live.precision == config.precision
+            else f"served in fp32 (the live {live.precision} is not one it serves)"
+        ]
+        self.kind, self.plan, self.t0 = kind, plan, time.perf_counter()
+        self.resume = bool(self.wb.running)
+        if self.wb.running:
+            self.wb.toggle_running("paused: LLM serving")  # the study gets the cores
+        self.dock.set_running(True)
+        what = (
+            "calibrating (cached after the first time), then simulating"
+            if kind == "simulate"
+            else f"serving {plan.layout} for real"
+        )
+        self.dock.show_progress(0, None, "starting")
+        self.dock.set_status(f"{what}: live timing is paused")
+        job = simulate_plan if kind == "simulate" else serve_plan
+        remeasure = self.dock.recalibrate.isChecked()
+        self.dock.recalibrate.setChecked(False)  # once: the new calibration is cached
+        self.job.start(job, self.model, config, plan, LENGTH_NAMES, remeasure)
+
+    # the job's answers ------------------------------------------------------------------
+    def _events(self, batch: list[Any]) -> None:
+        for ev in batch:
+            if isinstance(ev, Progress):
+                self.dock.show_progress(ev.done, ev.total, f"{ev.stage}: {ev.message}")
+            elif isinstance(ev, Notice) and ev.level == "warning":
+                self.warnings.append(ev.message)  # kept for the final line
+                self.dock.set_status(ev.message, "warning")
+            elif isinstance(ev, Notice) and ev.level == "info":
+                self.dock.set_status(ev.message)
+
+    def _done(self, rows: list[dict[str, Any]]) -> None:
+        took = time.perf_counter() - self.t0
+        if self.kind == "simulate":
+            self.table.set_simulated(rows)
+        else:
+            self.table.add(rows)
+        self._end()
+        self._show_table()
+        n = rows[0]["requests"]["count"] if rows else 0
+        head = (
+            f"{'simulated' if self.kind == 'simulate' else 'served'} {n} requests in {took:.1f} s"
+        )
+        parts = [head, self.table.verdict(), *self.notes, *self.warnings]
+        self.dock.set_status(
+            " · ".join(p for p in parts if p), "warning" if self.warnings else "info"
+        )
+
+    def _failed(self, message: str) -> None:
+        self._end()
+        self.dock.set_status(f"{self._name()} failed: {message}", "error")
+
+    def _cancelled(self) -> None:
+        self._end()
+        self.dock.set_status(f"{self._name()} cancelled")
+
+    def _name(self) -> str:
+        return "simulation" if self.kind == "simulate" else "real run"
+
+    def _end(self) -> None:
+        self.dock.set_running(False)
+        if self.resume and not self.wb.running:
+            with contextlib.suppress(RuntimeError):
+                self.wb.toggle_running()
+        self.resume = False
+
+    def _show_table(self) -> None:
+        """The rows, and the SLOs they were judged by (before any: the dock's)."""
+        if self.plan is not None:
+            slos = (self.plan.slo_ttft_ms, self.plan.slo_tpot_ms)
+        else:
+            form = self.dock.form()
+            slos = (form.slo_ttft_ms or None, form.slo_tpot_ms or None)
+        self.dock.show_table(self.table, *slos)
+
+    def shutdown(self) -> None:
+        self.job.kill()
+
+
+def install_llm_serving(wb: Any) -> LLMServingController:
+    """The dock, tabbed with the bottom docks and hidden until a generating model opens;
+    the window keeps it as `llm_serving_dock` (View menu)."""
+    window = wb.window
+    widget = LLMServingDock()
+    frame = QDockWidget("LLM Serving", window)
+    frame.setObjectName("llm serving")
+    frame.setWidget(scrolled(widget))  # its form must not widen a 1024 px window
+    window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, frame)
+    window.tabifyDockWidget(window.ops_dock, frame)
+    frame.hide()
+    window.ops_dock.raise_()
+    window.llm_serving_dock = frame
+    return LLMServingController(widget, frame, wb)

@@ -1,0 +1,287 @@
+"""The LLM Serving dock: traffic, request lengths, layout settings and SLOs for a
+generating model; "Simulate all layouts" (colocated, chunked prefill, disaggregated side
+by side) and "Run for real" (one layout, the real serving loop), a table of both and a
+bar chart of their p99s against the SLOs.
+
+Widgets and their values only; app/llm/llm_serving_controller.py runs the work."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from widgets import theme
+from widgets.llm_serving_plot import LLMServingPlot
+from widgets.models.llm_serving_form import ServingForm
+from widgets.models.llm_serving_table import HEADERS, LLMServingTable
+from widgets.spin_boxes import special
+
+LAYOUT_CHOICES = (
+    ("colocated", "Colocated"),
+    ("chunked", "Chunked prefill"),
+    ("disaggregated", "Disaggregated"),
+)
+
+
+class LLMServingDock(QWidget):
+    """Emits `simulate_requested()`, `real_requested()` and `cancel_requested()`."""
+
+    simulate_requested = Signal()
+    real_requested = Signal()
+    cancel_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        d = ServingForm()
+        self.traffic_kind = QComboBox()
+        self.traffic_kind.addItem("Poisson", "poisson")
+        self.traffic_kind.addItem("Spec", "spec")
+        self.traffic_kind.setToolTip(
+            "Open-loop arrivals, seeded: Poisson at a rate, or any "
+            "spec (bursts:BASE,PEAK,PERIOD_S,DUTY, ramp:FROM,TO)"
+        )
+        self.rate = QDoubleSpinBox(
+            minimum=0, maximum=10_000, value=d.rate, decimals=2, suffix=" /s"
+        )
+        self.spec = QLineEdit(d.spec)
+        self.spec.setToolTip(
+            "bursts:BASE,PEAK,PERIOD_S,DUTY: Poisson at BASE/s, PEAK/s for "
+            "the first DUTY share of every PERIOD_S seconds"
+        )
+        self.seed = QSpinBox(minimum=0, maximum=2**31 - 1, value=d.seed)
+        self.seed.setToolTip("Seeds the arrivals and the request lengths")
+        self.requests = QSpinBox(minimum=1, maximum=100_000, value=d.requests)
+        self.requests.setToolTip("Requests to serve (the first N arrivals)")
+        self.prompt_len = QLineEdit(d.prompt_len)
+        self.prompt_len.setToolTip("Prompt tokens: N, LO-HI (uniform) or lognormal:MEDIAN,SIGMA")
+        self.new_tokens = QLineEdit(d.new_tokens)
+        self.new_tokens.setToolTip("Tokens generated per request: N, LO-HI or lognormal:...")
+        self.max_seqs = QSpinBox(minimum=1, maximum=1024, value=d.max_seqs)
+        self.max_seqs.setToolTip("Sequences one engine decodes at once (continuous batching)")
+        self.chunk_tokens = QSpinBox(minimum=1, maximum=65_536, value=d.chunk_tokens)
+        self.chunk_tokens.setToolTip("Chunked prefill: prompt tokens per iteration")
+        self.instances = QSpinBox(minimum=1, maximum=64, value=d.instances)
+        self.instances.setToolTip(
+            "Engines for colocated and chunked (default: as many as disaggregated uses). "
+            "The real loop runs one: Run for real simulates that one-engine layout beside it."
+        )
+        self.prefill = QSpinBox(minimum=1, maximum=64, value=d.prefill_instances)
+        self.prefill.setToolTip("Disaggregated: prefill instances")
+        self.decode = QSpinBox(minimum=1, maximum=64, value=d.decode_instances)
+        self.decode.setToolTip("Disaggregated: decode instances")
+        self.kv_gbps = QDoubleSpinBox(
+            minimum=0, maximum=10_000, value=d.kv_gbps, decimals=1, suffix=" Gb/s"
+        )
+        self.kv_gbps.setToolTip(
+            "Disaggregated: the link that carries each prompt's KV cache "
+            "from its prefill instance to a decode instance"
+        )
+        self.slo_ttft = special(
+            QDoubleSpinBox(minimum=0, maximum=1e6, value=d.slo_ttft_ms, decimals=1, suffix=" ms"),
+            "none",
+        )
+        self.slo_ttft.setToolTip(
+            "Time to first token, from arrival: goodput counts requests within it (0: no SLO)"
+        )
+        self.slo_tpot = special(
+            QDoubleSpinBox(minimum=0, maximum=1e6, value=d.slo_tpot_ms, decimals=2, suffix=" ms"),
+            "none",
+        )
+        self.slo_tpot.setToolTip(
+            "Time per output token after the first: goodput counts requests within it (0: no SLO)"
+        )
+
+        self.simulate_button = QPushButton("Simulate all layouts")
+        self.simulate_button.setToolTip(
+            "Calibrate the model once (cached per model, config and machine; live timing "
+            "pauses meanwhile), then simulate the three layouts on the same requests"
+        )
+        self.recalibrate = QCheckBox("Recalibrate")
+        self.recalibrate.setToolTip(
+            "Measure the calibration again for the next simulation or real run, instead of "
+            "using the cached one (the machine's speed has moved since it was measured)"
+        )
+        self.real_button = QPushButton("Run for real")
+        self.real_button.setToolTip(
+            "Serve the requests with the real loop in the chosen "
+            "layout (live timing pauses meanwhile)"
+        )
+        self.real_layout = QComboBox()
+        for key, label in LAYOUT_CHOICES:
+            self.real_layout.addItem(label, key)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.progress = QProgressBar()
+        self.progress.setTextVisible(True)
+        self.progress.setMaximumWidth(260)
+        self.progress.hide()
+        self.status = QLabel("open a generating model (a genai folder) to compare layouts")
+        self.status.setWordWrap(True)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        grid = QGridLayout()
+        grid.setHorizontalSpacing(6)
+        grid.setVerticalSpacing(3)
+        traffic = QHBoxLayout()
+        traffic.addWidget(self.traffic_kind)
+        traffic.addWidget(self.rate)
+        traffic.addWidget(self.spec, 1)
+        cells: list[list[tuple[str, QWidget | QHBoxLayout, int]]] = [
+            [("Traffic", traffic, 3), ("Seed", self.seed, 1), ("Requests", self.requests, 1)],
+            [
+                ("Prompt", self.prompt_len, 1),
+                ("New tokens", self.new_tokens, 1),
+                ("Max seqs", self.max_seqs, 1),
+                ("Chunk", self.chunk_tokens, 1),
+                ("Instances", self.instances, 1),
+            ],
+            [
+                ("Prefill inst", self.prefill, 1),
+                ("Decode inst", self.decode, 1),
+                ("KV link", self.kv_gbps, 1),
+                ("SLO TTFT", self.slo_ttft, 1),
+                ("SLO TPOT", self.slo_tpot, 1),
+            ],
+        ]
+        for r, row in enumerate(cells):
+            col = 0
+            for label, widget, span in row:
+                grid.addWidget(QLabel(label), r, col, Qt.AlignmentFlag.AlignRight)
+                if isinstance(widget, QHBoxLayout):
+                    grid.addLayout(widget, r, col + 1, 1, 2 * span - 1)
+                else:
+                    grid.addWidget(widget, r, col + 1, 1, 2 * span - 1)
+                col += 2 * span
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.simulate_button)
+        buttons.addWidget(self.recalibrate)
+        buttons.addSpacing(12)
+        buttons.addWidget(self.real_button)
+        buttons.addWidget(self.real_layout)
+        buttons.addWidget(self.cancel_button)
+        buttons.addSpacing(12)
+        buttons.addWidget(self.progress, 1)
+        buttons.addStretch(0)
+
+        self.table = QTableWidget(0, len(HEADERS))
+        self.table.setHorizontalHeaderLabels(list(HEADERS))
+        self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setToolTip(
+            "TTFT and TPOT in ms (TTFT from arrival; TPOT per request, (last - first)/(n - 1)); "
+            "goodput: requests per second within every SLO, and their share"
+        )
+        self.plot = LLMServingPlot()
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self.table)
+        split.addWidget(self.plot)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        split.setSizes([600, 400])
+        split.setChildrenCollapsible(False)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(grid)
+        layout.addLayout(buttons)
+        layout.addWidget(self.status)
+        layout.addWidget(split, 1)
+
+        self.traffic_kind.currentIndexChanged.connect(self._kind_changed)
+        self.simulate_button.clicked.connect(self.simulate_requested)
+        self.real_button.clicked.connect(self.real_requested)
+        self.cancel_button.clicked.connect(self.cancel_requested)
+        self._kind_changed()
+
+    def _kind_changed(self) -> None:
+        poisson = self.traffic_kind.currentData() == "poisson"
+        self.rate.setVisible(poisson)
+        self.spec.setVisible(not poisson)
+
+    # values and views -----------------------------------------------------------------
+    def form(self) -> ServingForm:
+        return ServingForm(
+            traffic_kind=str(self.traffic_kind.currentData()),
+            rate=self.rate.value(),
+            spec=self.spec.text(),
+            seed=self.seed.value(),
+            requests=self.requests.value(),
+            prompt_len=self.prompt_len.text(),
+            new_tokens=self.new_tokens.text(),
+            max_seqs=self.max_seqs.value(),
+            chunk_tokens=self.chunk_tokens.value(),
+            instances=self.instances.value(),
+            prefill_instances=self.prefill.value(),
+            decode_instances=self.decode.value(),
+            kv_gbps=self.kv_gbps.value(),
+            slo_ttft_ms=self.slo_ttft.value(),
+            slo_tpot_ms=self.slo_tpot.value(),
+            real_layout=str(self.real_layout.currentData()),
+        )
+
+    def set_running(self, running: bool) -> None:
+        self.simulate_button.setEnabled(not running)
+        self.real_button.setEnabled(not running)
+        self.cancel_button.setEnabled(running)
+        self.progress.setVisible(running)
+        if running:
+            self.progress.setRange(0, 0)
+
+    def show_progress(self, done: float, total: float | None, message: str) -> None:
+        if total:
+            self.progress.setRange(0, 1000)
+            self.progress.setValue(int(1000 * min(done / total, 1.0)))
+        else:
+            self.progress.setRange(0, 0)
+        if message:
+            self.progress.setFormat(message)
+            self.progress.setToolTip(message)
+
+    def set_status(self, text: str, level: str = "info") -> None:
+        color = {"error": theme.BAD, "warning": theme.WARN}.get(level)
+        self.status.setStyleSheet(f"color: {color};" if color else "")
+        self.status.setText(text)
+
+    def show_table(
+        self, table: LLMServingTable, slo_ttft: float | None, slo_tpot: float | None
+    ) -> None:
+        cells = table.cells()
+        self.table.setRowCount(len(cells))
+        for r, (row, values) in enumerate(zip(table.rows, cells, strict=True)):
+            for c, text in enumerate(values):
+                item = QTableWidgetItem(text)
+                if 2 <= c < len(values) - 1:
+                    item.setTextAlignment(
+                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+                    )
+                if c == len(values) - 1 and text in ("yes", "no"):
+                    item.setForeground(QColor(theme.GOOD if text == "yes" else theme.BAD))
+                if not row.simulated:
+                    font = item.font()
+                    font.setBold(True)
+                    item.setFont(font)
+                self.table.setItem(r, c, item)
+        self.plot.set_data(table.chart(), slo_ttft, slo_tpot)

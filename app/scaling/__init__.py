@@ -1,0 +1,1 @@
+"""The Scaling dock: sweeps over input sizes and their growth fits."""

@@ -1,0 +1,1 @@
+"""Session files: recording, the read-only window, compare, exports, compaction."""

@@ -1,0 +1,176 @@
+"""A recorded session, read-only: its runs, their latency curves and op tables, and a
+side-by-side comparison of two runs. The file is untrusted: opened read-only, validated,
+and its text shown as plain text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QLabel,
+    QMainWindow,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.sessions.compare_panel import ComparePanel
+from app.sessions.exports import ExportNotice, add_export_actions
+from engine.api import (
+    OpScopeError,
+    OpStat,
+    RunRow,
+    SessionReader,
+    escape_controls,
+    lacking_note,
+    open_session_file,
+    run_table,
+    summarize,
+    with_recorded_stats,
+)
+from widgets.latency_plot import LatencyPlot
+from widgets.op_table import OpTable
+
+COLUMNS = [c.name for c in run_table.BRIEF]
+NUMERIC = {i for i, c in enumerate(run_table.BRIEF) if c.numeric}
+
+
+class SessionWindow(QMainWindow):
+    """Opens `path` read-only; raises SessionFileError (one line) for a bad file."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__()
+        self.reader: SessionReader = open_session_file(path)
+        self.path = str(path)
+        try:
+            self.runs: list[RunRow] = [self._with_samples(r) for r in self.reader.runs()]
+            meta = self.reader.meta()
+        except BaseException:
+            self.reader.close()
+            raise
+        self.setWindowTitle(f"Session — {Path(path).name} (read-only)")
+        self.table = QTableWidget(len(self.runs), len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        for row, run in enumerate(self.runs):
+            for col, text in enumerate(run_table.cells(summarize(run))):
+                item = QTableWidgetItem(text)  # plain text, whatever the file says
+                if col in NUMERIC:
+                    item.setTextAlignment(
+                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+                    )
+                self.table.setItem(row, col, item)
+        self.table.resizeColumnsToContents()
+        self.table.itemSelectionChanged.connect(self._selection_changed)
+
+        self.latency = LatencyPlot()
+        self.latency.set_follow(False)
+        self.ops = OpTable()
+        self.compare = ComparePanel(self.reader, self.runs)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.latency, "Latency")
+        self.tabs.addTab(self.ops, "Operators")
+        self.tabs.addTab(self.compare, "Compare")
+        header = QLabel(
+            " · ".join(
+                f"{k}: {v}"
+                for k, v in meta.items()
+                if k in ("host", "cpu", "gpu", "onnxruntime", "created_at") and v
+            )
+        )
+        header.setTextFormat(Qt.TextFormat.PlainText)
+        header.setWordWrap(True)
+        lacking = lacking_note(self.reader.lacking)
+        if lacking:  # the file's "-" cells have a reason
+            header.setText(f"{header.text()}\nThis file {lacking}.")
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.table)
+        split.addWidget(self.tabs)
+        split.setStretchFactor(1, 3)
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.addWidget(header)
+        self.exports = ExportNotice(self)
+        layout.addWidget(self.exports)
+        layout.addWidget(split, 1)
+        # a teammate's file is exported from its own window (File > Export in the main
+        # window writes your own session); the trace of the run selected here
+        file_menu = self.menuBar().addMenu("&File")
+        add_export_actions(
+            self, file_menu, lambda: self.path, self.exports,
+            selected=lambda: [r.id for r in self.selected_runs()],
+        )  # fmt: skip
+        file_menu.addAction("&Close", self.close, "Ctrl+W")
+        self.setCentralWidget(central)
+        self.resize(1300, 850)
+        if self.runs:
+            self.table.selectRow(len(self.runs) - 1)
+
+    def _with_samples(self, run: RunRow) -> RunRow:
+        """A run still running (or killed) has no stored summary: figures from its samples;
+        samples the reader refuses leave the row as stored ('-')."""
+        if run.latency is not None or not run.samples:
+            return run
+        try:
+            return with_recorded_stats(run, self.reader.latency(run.id)[1])
+        except OpScopeError:
+            return run
+
+    def selected_runs(self) -> list[RunRow]:
+        rows = sorted({i.row() for i in self.table.selectedIndexes()})
+        return [self.runs[r] for r in rows]
+
+    def _selection_changed(self) -> None:
+        runs = self.selected_runs()
+        if not runs:
+            return
+        try:
+            self._show_runs(runs)
+        except OpScopeError as exc:  # a damaged part of the file: one line, the rest stays
+            self.statusBar().showMessage(escape_controls(str(exc)))
+        else:
+            self.statusBar().clearMessage()
+
+    def _show_runs(self, runs: list[RunRow]) -> None:
+        self._show_latency(runs)
+        last = runs[-1]
+        nodes = [OpStat(**d) for d in self.reader.ops(last.id, "node")]
+        types = [OpStat(**d) for d in self.reader.ops(last.id, "op_type")]
+        self.ops.set_ops(nodes, types)
+        if len(runs) >= 2:
+            self.compare.set_pair(runs[0].id, runs[-1].id)
+
+    def _show_latency(self, runs: list[RunRow]) -> None:
+        """Selected runs on one time axis (wall clock), a marker at each run's start."""
+        self.latency.clear()
+        origins = [r.timing_origin_ns for r in runs if r.timing_origin_ns is not None]
+        t0 = min(origins) if origins else 0
+        end = -np.inf
+        for run in runs:
+            starts, lats = self.reader.latency(run.id)
+            if not lats.size:
+                continue
+            origin = (run.timing_origin_ns or t0) - t0
+            t = (origin + starts) / 1e9
+            if np.any(np.diff(t) < 0):  # a simulated run's requests, a damaged file
+                order = np.argsort(t, kind="stable")
+                t, lats = t[order], lats[order]
+            if t[0] < end:  # no timing origin, or runs that overlapped: after the last
+                t = t + (end - t[0])
+            end = float(t[-1])
+            self.latency.add_marker(float(t[0]), f"run {run.id}: {summarize(run).config}")
+            self.latency.append(t, lats / 1e6, run.batch or 1)
+        self.latency.show_all()
+
+    def closeEvent(self, event: Any) -> None:
+        self.reader.close()
+        super().closeEvent(event)

@@ -1,0 +1,1 @@
+"""The main window, its menus and the workbench that ties the rooms together."""

@@ -1,0 +1,322 @@
+"""Menus and keyboard shortcuts of the live window."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QBoxLayout, QDockWidget, QFileDialog, QMenu, QMessageBox
+
+from app.host.background import Background
+from app.host.engine_client import EngineClient
+from app.sessions.exports import ExportNotice, add_export_actions
+from app.sessions.recording import Recording
+from app.shell.help_dialogs import guide_dialog, shortcuts_dialog
+from app.shell.main_window import STEPPED_KEY, MainWindow
+from engine.api import Compacted, backends
+
+
+class Workbench(Protocol):
+    """What the menus drive: the workbench's commands (app/shell/workbench.py implements them)."""
+
+    window: MainWindow
+    client: EngineClient
+    recording: Recording
+    device: str
+
+    def open_path(self, path: str) -> None: ...
+    def open_model(self, path: str) -> None: ...
+    def open_session(self, path: str) -> None: ...
+    def save_session_as(self) -> None: ...
+    def toggle_running(self, reason: str = "paused") -> None: ...
+    def restart_engine(self) -> None: ...
+    def set_yield_cpu(self, on: bool) -> None: ...
+    def traffic_dock_run(self) -> None: ...
+    def quit(self) -> None: ...
+
+
+MODEL_FILTER = backends.file_filter()
+SESSION_FILTER = "OpScope sessions (*.opscope);;All files (*)"
+COMPACT_KEEP_PASSES = 4  # raw op rows of the last two minutes of live profiling per run
+
+
+@dataclass
+class Menus:
+    recent: QMenu
+    pause: QAction
+    workbench: Workbench
+
+    def set_recent(self, files: list[str]) -> None:
+        self.recent.clear()
+        for path in files:
+            action = self.recent.addAction(path)
+            action.triggered.connect(lambda _=False, p=path: self.workbench.open_path(p))
+        self.recent.setEnabled(bool(files))
+
+    def set_running(self, running: bool) -> None:
+        self.pause.setText("Pause" if running else "Resume")
+
+
+def build_menus(wb: Workbench) -> Menus:
+    from app.shell.demos import demo_models
+    from app.shell.main_window import recent_files
+
+    w = wb.window
+    bar = w.menuBar()
+    exports = _export_notice(w)  # reports and traces are written off the GUI thread
+    compacting = Background("compact", w)  # so are compact copies
+
+    def act(
+        menu: QMenu,
+        text: str,
+        slot: object,
+        shortcut: str | QKeySequence | QKeySequence.StandardKey | None = None,
+        tip: str = "",
+    ) -> QAction:
+        action = menu.addAction(text)
+        action.triggered.connect(slot)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        if tip:
+            action.setStatusTip(tip)
+        return action
+
+    file = bar.addMenu("&File")
+    act(
+        file,
+        "&Open Model…",
+        lambda: _open_model(wb),
+        QKeySequence.StandardKey.Open,
+        "Load an ONNX model or a PyTorch program (.pt2, TorchScript .pt) into the engine",
+    )
+    act(
+        file,
+        "Open &Session…",
+        lambda: _open_session(wb),
+        "Ctrl+Shift+O",
+        "Open a recorded session read-only",
+    )
+    recent = file.addMenu("Recent &Files")
+    demos = file.addMenu("&Demo Models")
+    for label, path in demo_models():
+        act(demos, label, lambda _=False, p=path: wb.open_model(p), tip=f"Open {path}")
+    act(
+        file,
+        "&Import Hugging Face Model…",
+        lambda: _import_hf(wb),
+        None,
+        "Build a genai folder from a Hugging Face model folder (offline) and open it",
+    )
+    file.addSeparator()
+    act(
+        file,
+        "Save Session &As…",
+        wb.save_session_as,
+        "Ctrl+Shift+S",
+        "Copy the session file and keep recording into the copy",
+    )
+    act(
+        file,
+        "Save &Compact Copy…",
+        lambda: _save_compact(wb, compacting),
+        tip="A smaller copy to hand on: every sample and statistic, the raw op rows of the "
+        f"last {COMPACT_KEEP_PASSES} profiling passes of each run",
+    )
+    add_export_actions(  # this session's; a read-only session window exports its own
+        w, file, lambda: str(wb.recording.path), exports, before=wb.recording.flush
+    )
+    act(
+        file,
+        "Save &Plot As…",
+        lambda: _save_plot(wb),
+        "Ctrl+Shift+P",
+        "Save the latency plot as PNG or SVG",
+    )
+    file.addSeparator()
+    act(file, "&Quit", wb.quit, QKeySequence.StandardKey.Quit)
+
+    run = bar.addMenu("&Run")
+    pause = act(run, "Pause", wb.toggle_running, "Ctrl+Space", "Pause or resume timing")
+    act(
+        run,
+        "Profile &Now",
+        wb.client.profile_now,
+        "Ctrl+Alt+P",
+        "Run a profiling pass of the current config now",
+    )
+    act(
+        run,
+        "&Restart Engine",
+        wb.restart_engine,
+        "Ctrl+Shift+R",
+        "Start a fresh engine host with the same model and config",
+    )
+    run.addSeparator()
+    act(
+        run,
+        "Run &Load",
+        wb.traffic_dock_run,
+        None,  # Ctrl+L lives on the Traffic dock's button
+        "Serve the loaded model under the Traffic dock's traffic, batching and cache",
+    )
+    act(run, "S&top Load", wb.client.stop_load, "Ctrl+Shift+L", "Stop sending load")
+    run.addSeparator()
+    yield_cpu = act(
+        run,
+        "&Yield CPU to the Window",
+        wb.set_yield_cpu,
+        None,
+        "Run the engine at lower CPU priority so the window stays smooth when "
+        "the engine uses every core (restarts the engine; off: priority as "
+        "`opscope bench`)",
+    )
+    yield_cpu.setCheckable(True)
+    yield_cpu.setChecked(wb.client.nice > 0)
+
+    view = bar.addMenu("&View")
+    act(
+        view,
+        "&Follow Latest",
+        lambda: w.latency.set_follow(True),
+        "F",
+        "Scroll the latency plot with new samples",
+    )
+    stepped = act(
+        view,
+        "Scroll in &Steps",
+        lambda on: _set_stepped(wb, on),
+        None,
+        "Move the followed latency plot forward in steps of 5% of its width: the axes "
+        "hold still and each frame costs less CPU (taken from the engine). Off: scroll "
+        "with every frame",
+    )
+    stepped.setCheckable(True)
+    stepped.setChecked(w.latency.stepped_follow)
+    view.addSeparator()
+    # every panel, so a closed one comes back from here (not only from a dock title's
+    # context menu); in the order the window made them
+    shortcuts = {
+        w.traffic_dock: "Ctrl+Shift+F",
+        w.tune_dock: "Ctrl+Shift+U",
+        w.generation_dock: "Ctrl+Shift+G",
+        w.llm_serving_dock: "Ctrl+Shift+M",  # type: ignore[attr-defined]
+    }
+    for dock in w.findChildren(QDockWidget):
+        toggle = dock.toggleViewAction()
+        if dock in shortcuts:
+            toggle.setShortcut(shortcuts[dock])
+        toggle.setStatusTip(f"Show or hide the {dock.windowTitle().split(' — ')[0]} panel")
+        view.addAction(toggle)
+
+    helpm = bar.addMenu("&Help")
+    act(
+        helpm,
+        "&How to Read This Window",
+        lambda: guide_dialog(w).show(),
+        QKeySequence.StandardKey.HelpContents,
+        "What each plot, table and number shows",
+    )
+    act(
+        helpm,
+        "&Keyboard Shortcuts",
+        lambda: shortcuts_dialog(w).show(),
+        "Ctrl+/",
+        "Every shortcut of this window",
+    )
+    helpm.addSeparator()
+    act(helpm, "&About OpScope", lambda: _about(wb))
+
+    menus = Menus(recent, pause, wb)
+    menus.set_recent(recent_files(w.settings))
+    return menus
+
+
+def _set_stepped(wb: Workbench, on: bool) -> None:
+    wb.window.latency.set_stepped_follow(on)
+    wb.window.settings.setValue(STEPPED_KEY, bool(on))
+
+
+def _open_model(wb: Workbench) -> None:
+    path, _ = QFileDialog.getOpenFileName(wb.window, "Open Model", "", MODEL_FILTER)
+    if path:
+        wb.open_model(path)
+
+
+def _open_session(wb: Workbench) -> None:
+    path, _ = QFileDialog.getOpenFileName(wb.window, "Open Session", "", SESSION_FILTER)
+    if path:
+        wb.open_session(path)
+
+
+def _import_hf(wb: Workbench) -> None:
+    from app.llm.hf_import import import_interactively
+
+    import_interactively(wb.window, wb.open_model)
+
+
+def _save_plot(wb: Workbench) -> None:
+    path, _ = QFileDialog.getSaveFileName(
+        wb.window, "Save Plot As", "latency.png", "PNG image (*.png);;SVG image (*.svg)"
+    )
+    if not path:
+        return
+    try:
+        wb.window.latency.export_image(path)
+    except (ValueError, OSError) as exc:
+        QMessageBox.warning(wb.window, "Cannot save plot", f"{path}: {exc}")
+
+
+def _export_notice(w: MainWindow) -> ExportNotice:
+    """The strip above the plots that shows an export's progress and its saved path."""
+    notice = ExportNotice(w)
+    central = w.centralWidget()
+    layout = central.layout() if central is not None else None
+    if isinstance(layout, QBoxLayout):
+        layout.insertWidget(1, notice)  # under the banner, above the plots
+    return notice
+
+
+def _save_compact(wb: Workbench, job: Background) -> None:
+    default = Path(wb.recording.path).with_suffix("").name + "-compact.opscope"
+    path, _ = QFileDialog.getSaveFileName(
+        wb.window, "Save Compact Copy", str(Path.home() / default), SESSION_FILTER
+    )
+    if not path:
+        return
+    if not path.endswith(".opscope"):
+        path += ".opscope"
+    wb.window.statusBar().showMessage(f"writing a compact copy {path}…")
+
+    def done(result: object) -> None:
+        sizes = (
+            f": {result.copy_bytes / 1e6:.1f} MB (the session: {result.source_bytes / 1e6:.1f} MB)"
+            if isinstance(result, Compacted)
+            else ""
+        )
+        wb.window.statusBar().showMessage(f"wrote {path}{sizes}", 8000)
+
+    def failed(error: str) -> None:
+        wb.window.statusBar().clearMessage()
+        QMessageBox.warning(wb.window, "Cannot save a compact copy", error)
+
+    job.submit(lambda: wb.recording.compact_copy(path, COMPACT_KEEP_PASSES), done, failed)
+
+
+def _about(wb: Workbench) -> None:
+    import platform
+
+    import pyqtgraph
+    import PySide6
+
+    from engine.api import __version__, ort_version
+
+    QMessageBox.about(
+        wb.window,
+        "About OpScope",
+        f"<b>OpScope {__version__}</b><br>A workbench for model inference optimization."
+        f"<br><br>ONNX Runtime {ort_version() or '?'}<br>PySide6 {PySide6.__version__}"
+        f"<br>pyqtgraph {pyqtgraph.__version__}<br>Python {platform.python_version()}"
+        f"<br>Device: {wb.device}<br>Session: {wb.recording.path}",
+    )

@@ -1,0 +1,136 @@
+"""`opscope` / `opscope gui [MODEL | SESSION] [--session FILE]`: start the desktop app."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from app.shell.demos import demo_model_path
+from engine.api import OneLineParser
+
+
+def _quiet_offscreen_warnings() -> None:
+    """The offscreen platform (screenshots, CI) warns on every dock resize; drop just that."""
+    from PySide6.QtCore import QtMsgType, qInstallMessageHandler
+
+    def handler(kind: QtMsgType, _context: object, message: str) -> None:
+        if "propagateSizeHints" in message:
+            return
+        print(message, file=sys.stderr)
+
+    qInstallMessageHandler(handler)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="opscope gui", description="The OpScope desktop workbench.")
+    p.add_argument(
+        "path",
+        nargs="?",
+        help="a model to run live (.onnx, or a PyTorch .pt2/.pt with the torch "
+        "extra) or an .opscope session to open (default: the bundled demo "
+        "transformer)",
+    )
+    p.add_argument(
+        "--session",
+        metavar="FILE",
+        help="record into this session file (default: a new file in the autosave folder)",
+    )
+    p.add_argument(
+        "--screenshot", metavar="PNG", help="save a PNG of the main window just before quitting"
+    )
+    p.add_argument(
+        "--quit-after", type=float, metavar="SECONDS", help="quit (exit 0) after this many seconds"
+    )
+    p.add_argument(
+        "--size",
+        type=_size,
+        metavar="WxH",
+        help="open the window at this size in pixels (e.g. 1024x700), not the saved one",
+    )
+    return p
+
+
+def _size(text: str) -> tuple[int, int]:
+    """'1024x700' -> (1024, 700); a one-line argparse error otherwise."""
+    import argparse
+
+    w, sep, h = text.lower().partition("x")
+    if not (sep and w.isdigit() and h.isdigit() and int(w) >= 320 and int(h) >= 240):
+        raise argparse.ArgumentTypeError(f"{text!r} is not WIDTHxHEIGHT (at least 320x240)")
+    return int(w), int(h)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    t_launch = time.perf_counter()
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    from app.shell.workbench import Workbench
+    from engine.api import OpScopeError, escape_controls
+
+    _quiet_offscreen_warnings()
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
+    app.setApplicationName("OpScope")
+    app.setOrganizationName("OpScope")
+    try:
+        wb = Workbench(session_path=args.session)
+    except OpScopeError as exc:  # not even an autosave file can be written
+        print(f"opscope: error: {escape_controls(str(exc))}", file=sys.stderr)
+        if args.quit_after is None:  # a modal would block a scripted run forever
+            QMessageBox.critical(None, "OpScope", str(exc))
+        return 2
+    if args.size:
+        wb.window.resize(*args.size)
+    wb.window.show()
+    path = args.path
+    if path and Path(path).suffix.lower() == ".opscope":
+        wb.start(None)
+        wb.open_session(path)
+    else:
+        wb.start(path or demo_model_path())
+
+    first = {"logged": False}
+
+    def first_point() -> None:
+        if not first["logged"] and wb.controller.first_sample_s is not None:
+            first["logged"] = True
+            print(
+                f"opscope: first latency point {time.perf_counter() - t_launch:.2f} s after launch",
+                file=sys.stderr,
+            )
+
+    wb.controller.client.events.connect(lambda _: first_point())
+
+    if args.quit_after is not None:
+
+        def finish() -> None:
+            if args.screenshot:
+                wb.update_status()
+                wb.window.latency.paint_now()
+                if not wb.window.grab().save(args.screenshot):
+                    print(
+                        f"opscope: error: cannot write screenshot {args.screenshot}",
+                        file=sys.stderr,
+                    )
+            wb.window.close()
+            app.quit()
+
+        QTimer.singleShot(int(args.quit_after * 1000), finish)
+    # Ctrl-C in the terminal, `kill` (SIGTERM) and a closed terminal (SIGHUP) close the app
+    # as its window does: the run ended and recorded, the file checkpointed, the engine
+    # host stopped (Python handles signals between Qt events, hence the tick below).
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), lambda *_: app.quit())
+    tick = QTimer(interval=200)
+    tick.timeout.connect(lambda: None)
+    tick.start()
+    app.aboutToQuit.connect(wb.shutdown)
+    code = app.exec()
+    return int(code)

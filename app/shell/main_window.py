@@ -1,0 +1,393 @@
+"""The live workbench window: config panel, latency plot, telemetry, per-op table.
+
+Layout only, plus small view methods the controller calls (`model_loaded`, `show_error`,
+...). Menus live in app/shell/actions.py, event routing in app/live/live_controller.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QSettings, Qt
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QDoubleSpinBox,
+    QFormLayout,
+    QFrame,
+    QLabel,
+    QMainWindow,
+    QScrollArea,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.live.config_panel import ConfigPanel
+from app.live.input_panel import InputPanel
+from app.sessions.compact import ElidedLabel, compact_pickers, scrolled
+from app.shell.banner import Banner
+from app.traffic.traffic_dock import TrafficDock
+from app.tune.tune_dock import TuneDock
+from engine.api import DEFAULT_MIN_COSINE, ModelInfo, OpProfile, VariantReady, backends
+from widgets import theme
+from widgets.accuracy_badge import AccuracyBadge
+from widgets.generation_panel import GenerationPanel
+from widgets.latency_plot import LatencyPlot
+from widgets.op_table import OpTable
+from widgets.plot_notice import PlotNotice
+from widgets.roofline import RooflinePlot
+from widgets.telemetry_strip import TelemetryStrip
+
+SESSION_SUFFIXES = (".opscope",)
+STEPPED_KEY = "view/stepped_follow"  # the followed latency plot moves in steps
+# the docks: 1 config, operators, roofline; 2 + traffic, tune; 3 + scaling; 4 + generation;
+# 5 + runs; 6 the docks scroll inside their share (layouts saved grown are dropped)
+LAYOUT_VERSION = 6
+
+
+class MainWindow(QMainWindow):
+    """The window; `app.shell.workbench.Workbench` wires it to the engine client."""
+
+    def __init__(self, usable_providers: list[str]) -> None:
+        super().__init__()
+        self.setWindowTitle("OpScope")
+        self.setAcceptDrops(True)
+        self.settings = QSettings("OpScope", "OpScope")
+        self.on_open_path: Callable[[str], None] = lambda path: None  # set by the workbench
+        # set by the workbench: the app ends with this window
+        self.on_closed: Callable[[], None] = lambda: None
+
+        self.banner = Banner()
+        self.latency = LatencyPlot()
+        self.plot_notice = PlotNotice(self.latency)
+        self.telemetry = TelemetryStrip(paint_hz=1.0)  # slow-changing: once a second, as top
+        latency = self.latency
+        self.telemetry.set_x_link(  # its own last minute until there are samples to line up
+            latency.plot_item, lambda: latency.samples()[0].size > 0 or not latency.following
+        )
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.latency)
+        splitter.addWidget(self.telemetry)
+        splitter.setStretchFactor(0, 4)
+        splitter.setStretchFactor(1, 1)
+        central = QWidget()
+        column = QVBoxLayout(central)
+        column.setContentsMargins(4, 4, 4, 4)
+        column.addWidget(self.banner)
+        column.addWidget(splitter, 1)
+        self.setCentralWidget(central)
+
+        self.config_panel = ConfigPanel(usable_providers)
+        self.accuracy = AccuracyBadge()
+        self.tolerance = QDoubleSpinBox(decimals=5, minimum=0.9, maximum=1.0, singleStep=0.0005)
+        self.tolerance.setValue(
+            float(str(self.settings.value("accuracy/min_cosine", DEFAULT_MIN_COSINE)))
+        )
+        self.tolerance.setToolTip(
+            "Minimum cosine similarity to FP32 (worst output) that counts as accurate. "
+            "INT8 is built to meet it: settings that suit this CPU are tried, then the "
+            "most sensitive nodes kept in FP32."
+        )
+        self.tolerance.valueChanged.connect(self._tolerance_changed)
+        self.accuracy.set_tolerance(self.tolerance.value())
+        self.config_panel.set_min_cosine(self.tolerance.value())
+        self.latency.set_stepped_follow(bool(self.settings.value(STEPPED_KEY, True, type=bool)))
+        self.model_label = QLabel("–")
+        self.model_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.model_label.setWordWrap(True)
+        self.variant_label = QLabel("–")
+        self.variant_label.setWordWrap(True)
+        side = QWidget()
+        side_layout = QVBoxLayout(side)
+        facts = QFormLayout()
+        facts.addRow("Model", self.model_label)
+        facts.addRow("Variant", self.variant_label)
+        side_layout.addLayout(facts)
+        side_layout.addWidget(self.config_panel)
+        self.inputs = InputPanel()
+        side_layout.addWidget(self.inputs)
+        acc_form = QFormLayout()
+        acc_form.addRow("Accuracy", self.accuracy)
+        acc_form.addRow("Min cosine", self.tolerance)
+        side_layout.addLayout(acc_form)
+        side_layout.addStretch(1)
+        compact_pickers(side)  # its longest entries must not widen the window past 1024 px
+        scroll = QScrollArea()  # scrolls rather than making the window taller than 700 px
+        scroll.setWidget(side)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setMinimumWidth(side.minimumSizeHint().width() + 14)
+        # a variant build's bar and Cancel sit above the scrolled part: always in view
+        progress = self.config_panel.progress_row
+        panel_layout = self.config_panel.layout()
+        assert panel_layout is not None  # the panel lays itself out in its constructor
+        panel_layout.removeWidget(progress)
+        config = QWidget()
+        config_layout = QVBoxLayout(config)
+        config_layout.setContentsMargins(0, 0, 0, 0)
+        config_layout.addWidget(progress)
+        config_layout.addWidget(scroll, 1)
+        self.config_dock = self._dock("Configuration", config, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.generation = GenerationPanel()
+        self.generation_dock = self._dock(
+            "Generation", scrolled(self.generation), Qt.DockWidgetArea.LeftDockWidgetArea
+        )
+        self.splitDockWidget(self.config_dock, self.generation_dock, Qt.Orientation.Vertical)
+        self.generation_dock.hide()  # shown while a generating model runs
+
+        self.op_table = OpTable()
+        self.ops_dock = self._dock(
+            "Operators", self.op_table, Qt.DockWidgetArea.BottomDockWidgetArea
+        )
+        self.roofline = RooflinePlot()
+        self.roofline_dock = self._dock(
+            "Roofline", self.roofline, Qt.DockWidgetArea.BottomDockWidgetArea
+        )
+        self.splitDockWidget(self.ops_dock, self.roofline_dock, Qt.Orientation.Horizontal)
+        self.traffic = TrafficDock()
+        self.traffic_dock = self._dock(
+            "Traffic", scrolled(self.traffic), Qt.DockWidgetArea.BottomDockWidgetArea
+        )
+        self.tabifyDockWidget(self.ops_dock, self.traffic_dock)
+        self.tune = TuneDock()
+        self.tune_dock = self._dock(
+            "Tune", scrolled(self.tune), Qt.DockWidgetArea.BottomDockWidgetArea
+        )
+        self.tabifyDockWidget(self.traffic_dock, self.tune_dock)
+        self.ops_dock.raise_()
+        self.op_table.selection_shown.connect(self.roofline.select_op)  # "" drops the ring
+        self.roofline.op_clicked.connect(self._roofline_clicked)
+        self.profile_label = QLabel("")
+
+        self.status_model = QLabel()
+        self.status_provider = QLabel()
+        self.status_rate = QLabel()
+        self.status_session = ElidedLabel()  # gives way to the numbers in a narrow window
+        for w in (self.status_model, self.status_provider):
+            self.statusBar().addWidget(w)
+        self.statusBar().addWidget(
+            theme.make_steady(
+                self.status_rate,
+                "p50 888.888 ms · p99 888.888 ms (last 8,888 of 888,888,888 "
+                "samples) · 88,888.8 samples/s",
+            )
+        )
+        self.statusBar().addPermanentWidget(self.status_session)
+        self.resize(1400, 900)
+
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(title.lower())
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    # called by the controller -------------------------------------------------------
+    def add_scaling(self, scaling: QWidget) -> None:
+        """The Scaling dock (the workbench makes it: it runs sweeps)."""
+        self.scaling = scaling
+        self.scaling_dock = self._dock(
+            "Scaling", scrolled(scaling), Qt.DockWidgetArea.BottomDockWidgetArea
+        )
+        self.tabifyDockWidget(self.tune_dock, self.scaling_dock)
+        self.ops_dock.raise_()
+
+    def add_runs(self, runs: QWidget) -> None:
+        """The Runs dock (the workbench makes its controller)."""
+        self.runs = runs
+        self.runs_dock = self._dock("Runs", runs, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.roofline_dock, self.runs_dock)
+        self.runs_dock.raise_()
+
+    def show_inputs(self, lines: list[str]) -> None:
+        """The concrete shape of each input of the running config."""
+        head = self.model_label.text().split("\n")[:2]
+        self.model_label.setText("\n".join([*head, ", ".join(_collapsed(lines))]))
+
+    def show_plot_notice(self, text: str | None) -> None:
+        self.plot_notice.say(text)
+
+    def set_run_warnings(self, messages: list[str]) -> None:
+        """A new config runs: the last one's warnings and a failed apply no longer apply."""
+        self.banner.clear("error:apply", "error:load", "error:run", "error:profile", prefix="run:")
+        for message in messages:
+            self.show_notice("warning", message)
+
+    def model_loaded(self, info: ModelInfo) -> None:
+        if hasattr(self, "scaling"):
+            self.scaling.model_loaded(info)  # type: ignore[attr-defined]
+        inputs = ", ".join(_collapsed([v.name + " " + v.type_text() for v in info.inputs]))
+        self.model_label.setText(
+            f"{info.name}\n{info.nodes} nodes, {info.params:,} params\n{inputs}"
+        )
+        self.model_label.setToolTip(info.path)
+        self.setWindowTitle(f"OpScope — {info.name}")
+
+    def variant_ready(self, ev: VariantReady) -> None:
+        after = f" → {ev.nodes}" if ev.nodes is not None else ""
+        if ev.precision == "fp32":
+            text = f"original, {ev.nodes_original}{after} nodes" + (
+                " after fusion" if after else ""
+            )
+        else:
+            how = "cached" if ev.cached else f"built in {ev.build_s:.1f} s"
+            text = f"{ev.precision}, {how}; {ev.nodes_original}{after} nodes"
+        int8 = ev.details.get("int8") if ev.precision.startswith("int8") else None
+        self.accuracy.set_int8(int8)
+        self.op_table.set_fp32_nodes(list((int8 or {}).get("excluded_nodes") or []))
+        self.variant_label.setText(text)
+
+    def profile_ready(self, ev: OpProfile) -> None:
+        runs = (
+            f"{ev.runs} profiled {ev.phase} passes"
+            if ev.phase
+            else (f"{ev.runs} profiled inferences")
+        )
+        # the title is also the dock's tab: short, the pass's facts go above the table
+        self.op_table.set_pass_info(f"{runs}, {ev.coverage:.0%} of run time covered")
+
+    def show_generation(self, on: bool) -> None:
+        """The Generation dock, for a generating model (hidden for the others)."""
+        self.generation_dock.setVisible(on)
+        if on:
+            self.generation.set_figures(None)
+
+    def _roofline_clicked(self, name: str) -> None:
+        """A point clicked in the roofline selects its node in the op table (a generating
+        model's points are named 'phase: node': that phase is shown first)."""
+        phase, sep, node = name.partition(": ")
+        if sep and phase in [self.op_table.phase_combo.itemText(i)
+                             for i in range(self.op_table.phase_combo.count())]:  # fmt: skip
+            self.op_table.phase_combo.setCurrentText(phase)
+            name = node
+        if not self.op_table.select_op(name):
+            self.op_table.set_mode("per node")
+            self.op_table.select_op(name)
+
+    def show_error(self, command: str, message: str, running: bool = False) -> None:
+        keeps = ""
+        if command in ("load", "apply"):
+            keeps = (
+                " The previous model keeps running."
+                if running
+                else " Open another model with File > Open Model (Ctrl+O)."
+            )
+        self.banner.show_message(
+            "error", f"{command} failed: {message}.{keeps}", key=f"error:{command}"
+        )
+
+    def show_notice(self, level: str, message: str) -> None:
+        if level == "note":  # for the session file, not the user's attention
+            return
+        if level == "warning":
+            self.banner.show_message("warning", message, key=f"run:{message}")
+        else:
+            self.statusBar().showMessage(message, 8000)
+
+    def host_died(self, why: str) -> None:
+        saved = (  # the engine died: its samples were recorded; the recording failed: not
+            "What was recorded before this is in the session; nothing measured from now on is saved"
+            if why.startswith("recording failed")
+            else "Everything measured so far is saved in the session"
+        )
+        self.banner.show_message(
+            "error",
+            f"{why}. {saved}.",
+            action="Restart engine",
+            key="engine-died",
+        )
+
+    def host_hung(self, why: str) -> None:
+        self.banner.show_message(
+            "warning",
+            f"{why}. Restarting kills it; everything measured so far is saved.",
+            action="Restart engine",
+            key="engine-hung",
+        )
+
+    def set_status(self, model: str, provider: str, rate: str, session: str) -> None:
+        for label, text in (
+            (self.status_model, model),
+            (self.status_provider, provider),
+            (self.status_rate, rate),
+            (self.status_session, _file_name(session)),
+        ):
+            theme.set_text_if_changed(label, text)
+        self.status_session.setToolTip(session)  # the full path; the bar shows its name
+
+    # desktop behaviour --------------------------------------------------------------
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if any(_openable(u.toLocalFile()) for u in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        for url in event.mimeData().urls():
+            path = url.toLocalFile()
+            if _openable(path):
+                self.on_open_path(path)
+                event.acceptProposedAction()
+                return
+
+    def _tolerance_changed(self, value: float) -> None:
+        self.accuracy.set_tolerance(value)
+        self.config_panel.set_min_cosine(value)
+        self.settings.setValue("accuracy/min_cosine", value)
+
+    def restore_layout(self) -> None:
+        """The saved geometry and dock layout, once every dock exists (the workbench calls
+        it last): each restoreState made new dock tab bars and left the old ones painted,
+        a ghost 'Roofline' tab under the real ones."""
+        geometry = self.settings.value("window/geometry")
+        state = self.settings.value("window/state")
+        if isinstance(geometry, QByteArray):
+            self.restoreGeometry(geometry)
+        # a saved layout from before a dock was added would put the new dock beside the
+        # others and widen the window: saved layouts carry the version of the dock set
+        if isinstance(state, QByteArray):
+            self.restoreState(state, LAYOUT_VERSION)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState(LAYOUT_VERSION))
+        super().closeEvent(event)
+        if event.isAccepted():
+            self.on_closed()
+
+
+def _collapsed(items: list[str]) -> list[str]:
+    """Inputs that differ only by their numbers (a decoder's past_key_values.0.key,
+    past_key_values.1.key, ...) shown once: 'past_key_values.*.key float32[...] (x4)'."""
+    import re
+
+    groups: dict[str, list[str]] = {}
+    for item in items:
+        groups.setdefault(re.sub(r"\.\d+\.", ".*.", item, count=1), []).append(item)
+    return [v[0] if len(v) == 1 else f"{k} (x{len(v)})" for k, v in groups.items()]
+
+
+def _file_name(text: str) -> str:
+    """'session: /long/folder/x.opscope' -> 'session: x.opscope' (the status bar is narrow)."""
+    head, sep, path = text.partition(": ")
+    return f"{head}: {Path(path).name}" if sep and path else text
+
+
+def _openable(path: str) -> bool:
+    return Path(path).suffix.lower() in (*backends.model_suffixes(), *SESSION_SUFFIXES)
+
+
+def recent_files(settings: QSettings) -> list[str]:
+    value: Any = settings.value("recent/files", [])
+    if isinstance(value, str):
+        value = [value]
+    return [str(v) for v in (value or []) if isinstance(v, str)][:10]
+
+
+def add_recent(settings: QSettings, path: str) -> list[str]:
+    files = [p for p in recent_files(settings) if p != path]
+    files.insert(0, path)
+    settings.setValue("recent/files", files[:10])
+    return files[:10]

@@ -1,0 +1,212 @@
+"""The live workbench: the main window wired to the engine host, the recorder and menus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
+
+from app.host.engine_client import EngineClient
+from app.live.inputs_controller import InputsController
+from app.live.live_controller import LiveController
+from app.live.runs_controller import RunsController
+from app.llm.generation_controller import GenerationController
+from app.llm.llm_serving_controller import install_llm_serving
+from app.scaling.scaling_dock import ScalingDock
+from app.sessions.recording import Recording, new_autosave_path
+from app.shell.actions import build_menus
+from app.shell.main_window import SESSION_SUFFIXES, MainWindow, add_recent
+from app.traffic.traffic_controller import TrafficController
+from app.tune.tune_controller import TuneController
+from engine.api import OpScopeError, cpu_name, gpu_facts, provider_label
+from widgets.numbers import figure
+
+STATUS_INTERVAL_MS = 500
+ENGINE_NICE = 10  # the engine's priority below the window's when it yields (Run menu)
+YIELD_KEY = "engine/yield_cpu"
+
+
+class Workbench(QObject):
+    """Owns the live app's parts and their lifetimes."""
+
+    def __init__(self, session_path: str | None = None, usable: list[str] | None = None) -> None:
+        super().__init__()
+        from app.live.config_panel import usable_providers
+
+        self.window = MainWindow(usable if usable is not None else usable_providers())
+        self.recording = self._open_recording(session_path)
+        yields = self.window.settings.value(YIELD_KEY, True, type=bool)
+        self.client = EngineClient(sink=self.recording.sink, nice=ENGINE_NICE if yields else 0)
+        self.controller = LiveController(self.window, self.client)
+        self.generation = GenerationController(self.window, self.controller, self.client)
+        self.traffic = TrafficController(
+            self.window.traffic, self.window, self.client, lambda: self.controller.t0_ns
+        )
+        self.client.events.connect(self.traffic.on_events)
+        self.client.events.connect(lambda _batch: self.traffic.check_slo())
+        self.tuner = TuneController(self.window.tune, self)
+        self.window.add_scaling(ScalingDock(self))
+        self.runs = RunsController(self.client, self)
+        self.window.add_runs(self.runs.table)
+        self.inputs = InputsController(self.window, self.client, self.controller)
+        self.controller.carry_settings = lambda: self.inputs.carry
+        self.llm_serving = install_llm_serving(self)  # shown for generating models
+        self.window.restore_layout()  # every dock exists now: one restore
+        self.session_windows: list[QObject] = []
+        gpu, _ = gpu_facts()
+        self.device = gpu or cpu_name() or "CPU"
+
+        w = self.window
+        w.on_open_path = self.open_path
+        w.on_closed = self.quit
+        self._quitting = False
+        w.config_panel.config_changed.connect(self.controller.apply)
+        w.config_panel.cancel_requested.connect(self.controller.build_cancelled)
+        w.config_panel.cancel_requested.connect(self.client.cancel_build)
+        w.banner.action_clicked.connect(self.restart_engine)
+        self.client.host_died.connect(self.recording.host_died)
+        self.controller.status_changed.connect(self.update_status)
+        self.menus = build_menus(self)
+        self.status_timer = QTimer(self, interval=STATUS_INTERVAL_MS)
+        self.status_timer.timeout.connect(self.update_status)
+        self.status_timer.timeout.connect(self.controller.check_hang)
+        self.status_timer.start()
+        self.running = True
+
+    def _open_recording(self, session_path: str | None) -> Recording:
+        """The file asked for; when it cannot be written (read-only, locked, corrupt, not
+        ours), a new autosave file instead, said in the banner (never a modal dialog: the
+        app stays up, and nothing blocks a scripted --quit-after)."""
+        if session_path is None:
+            return Recording(new_autosave_path())
+        try:
+            return Recording(session_path)
+        except OpScopeError as exc:
+            recording = Recording(new_autosave_path())
+            self.window.banner.show_message(
+                "error", f"Cannot record into {exc}. Recording into {recording.path} instead."
+            )
+            return recording
+
+    def start(self, model: str | None) -> None:
+        self.client.start()
+        self.client.apply(self.window.config_panel.config())
+        if model:
+            self.open_model(model)
+        self.update_status()
+
+    # commands ---------------------------------------------------------------------------
+    def open_path(self, path: str) -> None:
+        if Path(path).suffix.lower() in SESSION_SUFFIXES:
+            self.open_session(path)
+        else:
+            self.open_model(path)
+
+    def open_model(self, path: str) -> None:
+        self.controller.open_model(str(path), **self.inputs.for_new_model(str(path)))
+        self.menus.set_recent(add_recent(self.window.settings, str(Path(path).resolve())))
+
+    def open_session(self, path: str) -> None:
+        from app.sessions.session_window import SessionWindow
+
+        try:
+            window = SessionWindow(path)
+        except OpScopeError as exc:  # the banner, not a modal: the app stays usable
+            self.window.banner.show_message("error", f"Cannot open session {exc}")
+            return
+        window.show()
+        self.session_windows.append(window)
+        self.menus.set_recent(add_recent(self.window.settings, str(Path(path).resolve())))
+
+    def save_session_as(self) -> None:
+        dest, _ = QFileDialog.getSaveFileName(
+            self.window,
+            "Save Session As",
+            str(Path.home() / "session.opscope"),
+            "OpScope sessions (*.opscope)",
+        )
+        if not dest:
+            return
+        if not dest.endswith(".opscope"):
+            dest += ".opscope"
+        try:
+            self.recording.save_as(dest)
+        except (OSError, OpScopeError) as exc:
+            QMessageBox.warning(self.window, "Cannot save session", f"{dest}: {exc}")
+            return
+        self.update_status()
+
+    def toggle_running(self, reason: str = "paused") -> None:
+        """Pause or resume live timing; a pause is marked on the plot with `reason`."""
+        self.running = not self.running
+        self.controller.expect_events = self.running
+        if self.running:
+            self.client.start_timing()
+        else:
+            self.client.stop_timing()
+            self.controller.timing_paused(reason)
+        self.menus.set_running(self.running)
+
+    def traffic_dock_run(self) -> None:
+        """Run load with the Traffic dock's settings (showing the dock)."""
+        self.window.traffic_dock.show()
+        self.window.traffic_dock.raise_()
+        self.window.traffic.run_button.click()
+
+    def restart_engine(self) -> None:
+        self.window.banner.clear_all()
+        self.controller.expect_events = False
+        self.client.restart()
+        self.running = True
+        self.menus.set_running(True)
+
+    def set_yield_cpu(self, on: bool) -> None:
+        """Engine priority below the window's (on) or equal (off); a fresh host applies it."""
+        self.window.settings.setValue(YIELD_KEY, bool(on))
+        self.client.nice = ENGINE_NICE if on else 0
+        self.restart_engine()
+
+    def update_status(self) -> None:
+        c = self.controller
+        stats = self.window.latency.shown_stats  # the very figures the plot's header shows
+        rate = ""
+        if stats.get("count"):
+            rate = (
+                f"p50 {figure(stats['p50'])} ms · p99 {figure(stats['p99'])} ms (last "
+                f"{stats['count']:,} of {c.samples:,} samples) · "
+                f"{figure(stats['samples_per_s'], 4)} samples/s"
+            )
+        provider = provider_label(c.provider or "–")
+        if c.provider and c.requested and c.provider != c.requested:
+            provider += f" (asked for {provider_label(c.requested)})"
+        self.window.set_status(
+            c.model_name or "no model",
+            f"{provider} on {self.device}",
+            rate or "waiting for samples…",
+            self.recording.status(),
+        )
+
+    def quit(self) -> None:
+        """File > Quit, or the main window closed: the app ends, with every read-only
+        session window (one left open used to keep the process and its engine running)."""
+        if self._quitting:
+            return
+        self._quitting = True
+        for w in list(self.session_windows):
+            w.close()  # type: ignore[attr-defined]
+        self.window.close()  # saves its layout
+        quit_app()
+
+    def shutdown(self) -> None:
+        self.status_timer.stop()
+        self.tuner.cancel.set()  # after the trial now running; finished ones are recorded
+        self.llm_serving.shutdown()
+        self.client.shutdown()
+        self.recording.close()
+        for w in self.session_windows:
+            w.close()  # type: ignore[attr-defined]
+
+
+def quit_app() -> None:
+    QApplication.quit()

@@ -1,0 +1,1 @@
+"""The Traffic dock: load runs, the What-if view, the SLO."""

@@ -1,0 +1,308 @@
+"""Routes the Traffic dock to the engine host and the serving events back: Run load /
+Stop load, the live serving curves and tally, the SLO line and its crossings, and the
+What-if view (the simulator, on a worker thread, from the host's calibration)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QObject
+
+from app.host.background import Background
+from app.traffic.traffic_dock import TrafficDock
+from engine.api import (
+    OK,
+    REJECTED,
+    TIMED_OUT,
+    UNSERVED,
+    BatchPolicy,
+    Calibrated,
+    CommandFailed,
+    ModelLoaded,
+    OpScopeError,
+    Progress,
+    Question,
+    RealCheck,
+    RunEnded,
+    RunStarted,
+    ServedRequests,
+    ServiceModel,
+    ServingStarted,
+    ServingSummary,
+    answer,
+    parse_traffic,
+)
+from engine.api import check_real_run as check
+
+CALIBRATE_BATCH = 32  # calibrated up to this batch (or the dock's max batch, if larger)
+
+
+class TrafficController(QObject):
+    """`dock` is the Traffic dock; `view` the main window (latency plot, status bar);
+    `client` the engine client; `t0_ns` the latency plot's time origin."""
+
+    def __init__(self, dock: TrafficDock, view: Any, client: Any, t0_ns: Callable[[], int]):
+        super().__init__()
+        self.dock, self.view, self.client = dock, view, client
+        self.t0_ns = t0_ns
+        self.serving = False
+        self.service: ServiceModel | None = None
+        self.current: BatchPolicy | None = None  # the batching of the last load run
+        self.slo_over = False
+        self.tally = {"sent": 0, "ok": 0, "rejected": 0, "timed_out": 0, "hits": 0}
+        self.job = Background("what-if", self)
+        self.real_job = Background("real-vs-what-if", self)  # its own: sliders never drop it
+        self._pending = False
+        self._run: dict[str, Any] = {}  # the running load run's traffic, batching, cache
+        self._batches: list[tuple[Any, Any]] = []  # its batches' sizes and durations (s)
+        self.last_check: RealCheck | None = None
+        self._last_real: dict[str, Any] | None = None  # the last load run's summary
+        dock.run_requested.connect(self.run_load)
+        dock.stop_requested.connect(client.stop_load)
+        dock.calibrate_requested.connect(self.calibrate)
+        dock.settings_changed.connect(self.settings_changed)
+
+    # -- dock -> engine -----------------------------------------------------------------
+    def run_load(self, cmd: Any) -> None:
+        try:
+            parse_traffic(cmd.traffic)
+        except OpScopeError as exc:
+            self.view.show_error("load", str(exc))
+            return
+        self.dock.set_running(True)
+        self.dock.show_progress(0, None, "preparing the serving loop")
+        self.client.serve_load(cmd)
+
+    def calibrate(self) -> None:
+        self.dock.what_if.set_text("calibrating: timing batches on the engine...")
+        self.dock.calibrate_button.setEnabled(False)
+        # calibrated already: the button says Recalibrate, and measures again
+        self.client.calibrate(max(CALIBRATE_BATCH, self.dock.max_batch.value()),
+                              self.dock.instances.value(), self.service is not None)  # fmt: skip
+
+    def settings_changed(self) -> None:
+        # the SLO is the load runs' (end-to-end request latency): the live plot draws it
+        # only while one runs, never over the per-inference timing loop's samples
+        self.view.latency.set_slo(self.dock.slo_ms() if self.serving else None)
+        self.dock.what_if.set_slo(self.dock.slo_ms())
+        self.slo_over = False
+        self.predict()
+
+    # -- engine -> dock -----------------------------------------------------------------
+    def on_events(self, batch: list[Any]) -> None:
+        for ev in batch:
+            if isinstance(ev, ServingStarted) and not ev.simulated:
+                self._started(ev)
+            elif isinstance(ev, ServedRequests) and self.serving:
+                self._served(ev)
+            elif isinstance(ev, Progress) and ev.stage == "serving" and self.serving:
+                self.dock.show_progress(ev.done, ev.total, ev.message)
+            elif isinstance(ev, ServingSummary) and self.serving:
+                self._summary(ev.summary)
+            elif isinstance(ev, RunEnded) and self.serving:
+                self.serving = False
+                self.slo_over = False
+                self.view.latency.set_slo(None)  # timing resumes: not what the SLO is about
+                self.dock.set_running(False)
+            elif isinstance(ev, CommandFailed) and ev.command in ("load", "calibrate"):
+                self.dock.set_running(False)
+                self.dock.calibrate_button.setEnabled(True)
+                if ev.command == "calibrate":
+                    self.dock.what_if.set_text(f"calibration failed: {ev.message}")
+            elif isinstance(ev, Calibrated):
+                self._calibrated(ev.calibration)
+            elif isinstance(ev, ModelLoaded | RunStarted) and not self.serving:
+                self._model_changed(ev)
+
+    def check_slo(self) -> None:
+        """After new latency samples of a load run: a rolling p99 above the SLO leaves a
+        marker and a warning, once per crossing. The SLO applies to the load runs it was
+        set for: the idle per-inference timing loop, or another model's, never trips it."""
+        slo = self.dock.slo_ms()
+        if not slo or not self.serving:
+            return
+        p99 = self.view.latency.latest_stats().get("p99", math.nan)
+        if not math.isfinite(p99):
+            return
+        if p99 > slo and not self.slo_over:
+            self.slo_over = True
+            t = (time.perf_counter_ns() - self.t0_ns()) / 1e9
+            self.view.latency.add_marker(t, f"p99 > SLO {slo:g} ms")
+            self.view.show_notice("warning", f"p99 {p99:.1f} ms crossed the SLO of {slo:g} ms")
+        elif p99 <= slo * 0.95:
+            self.slo_over = False
+
+    # -- internals ----------------------------------------------------------------------
+    def _started(self, ev: ServingStarted) -> None:
+        self.serving = True
+        self.dock.set_running(True)
+        self.dock.serving_plot.clear()
+        self.tally = dict.fromkeys(self.tally, 0)
+        try:
+            self.current = BatchPolicy.from_json(ev.batching)
+        except OpScopeError:
+            self.current = None
+        self._run = {"traffic": ev.traffic, "policy": self.current, "cache": ev.cache}
+        self.slo_over = False
+        self.view.latency.set_slo(self.dock.slo_ms())
+        self._batches = []
+        self.dock.views.setCurrentWidget(self.dock.serving_plot)
+
+    def _served(self, ev: ServedRequests) -> None:
+        t = self.tally
+        # a waiting request comes once on arrival (unserved) and again when it ends
+        t["sent"] += int((ev.outcome != UNSERVED).sum())
+        t["ok"] += int((ev.outcome == OK).sum())
+        t["rejected"] += int((ev.outcome == REJECTED).sum())
+        t["timed_out"] += int((ev.outcome == TIMED_OUT).sum())
+        t["hits"] += int(ev.hit.sum())
+        if ev.batch_size.size:
+            self._batches.append((ev.batch_size, ev.batch_end - ev.batch_start))
+        if math.isfinite(ev.at_s):
+            mean = float(ev.batch_size.mean()) if ev.batch_size.size else math.nan
+            at = (ev.origin_ns - self.t0_ns()) / 1e9 + ev.at_s
+            self.dock.serving_plot.append(at, ev.queued, ev.queue_peak, mean)
+        self.dock.serving_plot.set_tally(
+            f"{t['sent']:,} ended: {t['ok']:,} ok ({t['hits']:,} from cache), "
+            f"{t['rejected']:,} rejected, {t['timed_out']:,} timed out · "
+            f"{ev.queued} waiting now"
+        )
+
+    def _summary(self, s: dict[str, Any]) -> None:
+        lat, req = s["latency_ms"], s["requests"]
+        self.dock.serving_plot.set_tally(
+            f"done: p50 {lat['p50']:.2f} ms, p99 {lat['p99']:.2f} ms end to end (n="
+            f"{lat['count']:,}, after the warm-up) · {s['throughput']['requests_per_s']:.0f}"
+            f" requests/s · {req['rejected']:,} rejected, {req['timed_out']:,} timed out · "
+            f"mean batch {s['batch_size']['mean']:.2f} · queue max {s['queue_depth']['max']}"
+        )
+        self._last_real = s
+        self._check_real(s)
+        self.predict()  # the "batching in use" curve is now this run's
+
+    def _check_real(self, real: dict[str, Any]) -> None:
+        """The run beside the What-if's prediction of the same traffic and batching, and
+        the likely cause when they differ (a prediction never stands silent beside a real
+        run that read otherwise)."""
+        spec_text = str((self._run.get("traffic") or {}).get("spec") or "")
+        policy, service = self._run.get("policy"), self.service
+        try:
+            spec = parse_traffic(spec_text)
+        except OpScopeError:
+            return
+        w = self.dock.what_if
+        offered = spec.mean_rate()
+        if service is None or policy is None:
+            w.set_real(offered, real["latency_ms"]["p99"], (
+                f"REAL run at {spec_text}: p99 {real['latency_ms']['p99']:,.1f} ms. Calibrate "
+                "the What-if to compare it with a prediction."
+            ))  # fmt: skip
+            return
+        cache = self._run.get("cache") or {}
+        q = Question(
+            spec, policy, None, cache=int(cache.get("size") or 0),
+            repeat=float(cache.get("repeat") or 0.0), slo_ms=None,
+        )  # fmt: skip
+        sizes = [b for b, _ in self._batches]
+        durations = [d for _, d in self._batches]
+
+        def work() -> RealCheck:
+            predicted = answer(q, service)["prediction"]
+            ratio = (
+                service.speed_ratio(np.concatenate(sizes), np.concatenate(durations))
+                if sizes
+                else math.nan
+            )
+            return check(spec_text, real, predicted, ratio, offered)
+
+        def done(rc: RealCheck) -> None:
+            self.last_check = rc
+            self.dock.what_if.set_real(offered, rc.real_p99, rc.text())
+
+        self.real_job.submit(work, done, lambda msg: w.set_real(None, None, f"compare: {msg}"))
+
+    def _calibrated(self, data: dict[str, Any]) -> None:
+        self.dock.calibrate_button.setEnabled(True)
+        try:
+            self.service = ServiceModel.from_json(data)
+        except ValueError as exc:
+            self.dock.what_if.set_text(f"calibration unreadable: {exc}")
+            return
+        self.dock.calibrate_button.setText("Recalibrate What-if")
+        self.dock.views.setCurrentWidget(self.dock.what_if)
+        if self._last_real is not None:  # held against the new calibration
+            self._check_real(self._last_real)
+        self.predict()
+
+    def _model_changed(self, ev: ModelLoaded | RunStarted) -> None:
+        """A new model or config: the calibration no longer describes it. (Timing that
+        resumes after a load run or a calibration starts the same config again.)"""
+        if self.service is None:
+            return
+        ctx = self.service.context
+        if isinstance(ev, ModelLoaded):
+            same = ev.info.sha256 == ctx.get("model_sha256")
+        else:  # serving runs batch 1 whatever the live batch
+            same = dataclasses.replace(ev.config, batch=1).to_json() == ctx.get("config")
+        if not same:
+            self.service = None
+            self.dock.calibrate_button.setText("Calibrate What-if")
+            self.dock.what_if.set_curves(None, None)
+            self.dock.what_if.set_real(None, None)
+            self._last_real = None
+            self.dock.what_if.set_text("the model or config changed: calibrate again to predict")
+
+    def predict(self) -> None:
+        """The simulator's answer for the dock's settings, off the GUI thread; one at a
+        time (a slider moved meanwhile asks again when it ends)."""
+        if self.service is None:
+            return
+        if self.job.busy:
+            self._pending = True
+            return
+        try:
+            q = Question(
+                parse_traffic(self.dock.traffic_spec()),
+                self.dock.policy(),
+                self.current,
+                cache=self.dock.cache.value(),
+                repeat=self.dock.repeat.value(),
+                slo_ms=self.dock.slo_ms(),
+            )
+        except OpScopeError as exc:
+            self.dock.what_if.set_text(str(exc))
+            return
+        service = self.service
+        self._pending = False
+        self.dock.what_if.set_rate(q.spec.mean_rate())
+        self.job.submit(lambda: answer(q, service), self._answered, self._failed)
+
+    def _answered(self, a: dict[str, Any]) -> None:
+        w = self.dock.what_if
+        w.set_curves(a["current"], a["proposed"])
+        lat = a["prediction"]["latency_ms"]
+        text = (
+            f"SIMULATED at {self.dock.traffic_spec()}: p50 {lat['p50']:.2f} ms, p99 "
+            f"{lat['p99']:.2f} ms, {a['prediction']['throughput']['requests_per_s']:.0f}"
+            " requests/s"
+        )
+        if a["max_rate"] is not None:
+            text += f" · max rate under the SLO {a['max_rate']:.0f}/s"
+        if a["extrapolated"]:
+            text += " · batches beyond the calibrated sizes are extrapolated"
+        w.set_text(text)
+        if self._pending:
+            self.predict()
+
+    def _failed(self, message: str) -> None:
+        self.dock.what_if.set_text(f"What-if failed: {message}")
+        if self._pending:
+            self.predict()
+
+
+__all__ = ["TrafficController"]

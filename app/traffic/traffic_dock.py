@@ -1,0 +1,269 @@
+"""The Traffic dock: a traffic pattern, a dynamic batcher and a response cache to serve
+the loaded model with ("Run load": the real serving loop in the engine host), the serving
+run's own curves, and the What-if view the simulator draws as the sliders move.
+
+Widgets and their values only; app/traffic/traffic_controller.py talks to the engine."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QFrame,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSlider,
+    QSpinBox,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.api import BatchPolicy, ServeLoad
+from widgets.serving_plot import ServingPlot
+from widgets.spin_boxes import special
+from widgets.what_if import WhatIfPlot
+
+DEBOUNCE_MS = 300
+PATTERNS = (("poisson", "Poisson"), ("constant", "Constant"), ("bursts", "Bursts"),
+            ("ramp", "Ramp"))  # fmt: skip
+MAX_RATE = 20_000
+
+
+class TrafficDock(QWidget):
+    """Emits `run_requested(ServeLoad)`, `stop_requested()`, `calibrate_requested()` and,
+    debounced, `settings_changed()`."""
+
+    run_requested = Signal(object)
+    stop_requested = Signal()
+    calibrate_requested = Signal()
+    settings_changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
+        self._debounce.timeout.connect(self.settings_changed)
+
+        self.pattern = QComboBox()
+        for key, label in PATTERNS:
+            self.pattern.addItem(label, key)
+        self.pattern.setToolTip(
+            "Open-loop arrivals: requests are sent at their scheduled times whatever the "
+            "server does, and latency runs from each request's scheduled time."
+        )
+        self.rate = QSpinBox(minimum=1, maximum=MAX_RATE, value=200, suffix=" /s")
+        self.rate_slider = QSlider(Qt.Orientation.Horizontal)
+        self.rate_slider.setRange(1, 2000)
+        self.rate_slider.setValue(200)
+        self.rate_slider.setMinimumWidth(90)
+        self.rate_slider.setToolTip("Mean request rate (Bursts: the base rate; Ramp: from)")
+        self.peak = QSpinBox(minimum=1, maximum=MAX_RATE, value=1000, suffix=" /s")
+        self.peak.setToolTip("Bursts: the rate during a burst. Ramp: the rate it ends at.")
+        self.period = QDoubleSpinBox(minimum=0.1, maximum=600, value=5.0, suffix=" s")
+        self.period.setToolTip("Bursts: one burst every this many seconds")
+        self.duty = QDoubleSpinBox(minimum=0.01, maximum=0.99, value=0.2, singleStep=0.05)
+        self.duty.setToolTip("Bursts: the share of each period spent bursting")
+        self.duration = QDoubleSpinBox(minimum=1, maximum=3600, value=15, suffix=" s")
+        self.duration.setToolTip("Seconds of traffic (the first second is the warm-up)")
+
+        self.max_batch = QSpinBox(minimum=1, maximum=256, value=1)
+        self.max_batch.setToolTip("Largest batch the dynamic batcher forms")
+        self.delay = QDoubleSpinBox(minimum=0, maximum=1000, value=0, decimals=1, suffix=" ms")
+        self.delay.setToolTip("Max queue delay: how long a partial batch may wait to fill")
+        self.instances = QSpinBox(minimum=1, maximum=16, value=1)
+        self.instances.setToolTip("Model instances serving at once")
+        self.queue_limit = special(QSpinBox(minimum=0, maximum=1_000_000, value=0), "none")
+        self.queue_limit.setToolTip("Requests beyond this many waiting are rejected")
+        self.timeout = special(
+            QDoubleSpinBox(minimum=0, maximum=600_000, value=0, decimals=0, suffix=" ms"), "none"
+        )
+        self.timeout.setToolTip("A request that waited longer is dropped (timed out)")
+        self.cache = special(QSpinBox(minimum=0, maximum=10_000_000, value=0), "off")
+        self.cache.setToolTip("Response cache entries (LRU); a hit skips the model")
+        self.repeat = QDoubleSpinBox(minimum=0, maximum=0.95, value=0, singleStep=0.05)
+        self.repeat.setToolTip("Share of requests repeating an earlier one (Zipf-popular)")
+        self.slo = special(
+            QDoubleSpinBox(minimum=0, maximum=100_000, value=0, decimals=1, suffix=" ms"), "none"
+        )
+        self.slo.setToolTip(
+            "p99 target: a line on the latency plot and the What-if view; crossing it "
+            "leaves a marker and a warning"
+        )
+
+        self.run_button = QPushButton("Run load")
+        self.run_button.setToolTip("Serve the loaded model under this traffic (Ctrl+L)")
+        self.stop_button = QPushButton("Stop load")
+        self.stop_button.setToolTip("Stop sending; what was sent is served and kept")
+        self.stop_button.setEnabled(False)
+        self.calibrate_button = QPushButton("Calibrate What-if")
+        self.calibrate_button.setToolTip(
+            "Time batches of every size on the engine (timing pauses a few seconds; cached "
+            "per model, config and machine) so the simulator can predict; once calibrated, "
+            "Recalibrate What-if measures again"
+        )
+        self.progress = QProgressBar()
+        self.progress.setTextVisible(True)
+        self.progress.hide()
+
+        traffic = QFormLayout()
+        traffic.addRow("Pattern", self.pattern)
+        rate_row = QHBoxLayout()
+        rate_row.addWidget(self.rate_slider, 1)
+        rate_row.addWidget(self.rate)
+        traffic.addRow("Rate", rate_row)
+        self.peak_label, self.period_label, self.duty_label = (
+            QLabel("Peak"), QLabel("Period"), QLabel("Duty"),
+        )  # fmt: skip
+        traffic.addRow(self.peak_label, self.peak)
+        traffic.addRow(self.period_label, self.period)
+        traffic.addRow(self.duty_label, self.duty)
+        traffic.addRow("Duration", self.duration)
+        batching = QFormLayout()
+        batching.addRow("Max batch", self.max_batch)
+        batching.addRow("Queue delay", self.delay)
+        batching.addRow("Instances", self.instances)
+        batching.addRow("Queue limit", self.queue_limit)
+        batching.addRow("Timeout", self.timeout)
+        cache = QFormLayout()
+        cache.addRow("Cache size", self.cache)
+        cache.addRow("Repeat ratio", self.repeat)
+        cache.addRow("SLO p99", self.slo)
+        controls = QWidget()  # the knobs, stacked, left; the curves right
+        column = QVBoxLayout(controls)
+        column.setContentsMargins(0, 0, 4, 0)
+        for title, form in (("Traffic", traffic), ("Batching", batching), ("Cache, SLO", cache)):
+            box = QGroupBox(title)
+            box.setLayout(form)
+            column.addWidget(box)
+        column.addStretch(1)
+        scroll = QScrollArea()  # a short window scrolls the knobs instead of growing
+        scroll.setWidget(controls)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setMinimumWidth(220)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.run_button)
+        buttons.addWidget(self.stop_button)
+        buttons.addWidget(self.calibrate_button)
+        buttons.addStretch(1)
+
+        self.serving_plot = ServingPlot()
+        self.what_if = WhatIfPlot()
+        self.views = QTabWidget()
+        self.views.addTab(self.serving_plot, "Serving")
+        self.views.addTab(self.what_if, "What if")
+        right = QWidget()
+        right_column = QVBoxLayout(right)
+        right_column.setContentsMargins(4, 0, 0, 0)
+        right_column.addLayout(buttons)
+        right_column.addWidget(self.progress)
+        right_column.addWidget(self.views, 1)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(scroll)
+        split.addWidget(right)
+        split.setStretchFactor(1, 1)
+        split.setChildrenCollapsible(False)
+        split.setSizes([280, 520])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(split, 1)
+
+        self.rate_slider.valueChanged.connect(self._slider_moved)
+        self.rate.valueChanged.connect(self._rate_typed)
+        self.pattern.currentIndexChanged.connect(self._pattern_changed)
+        for w in (self.peak, self.period, self.duty, self.max_batch, self.delay,
+                  self.instances, self.queue_limit, self.timeout, self.cache, self.repeat,
+                  self.slo, self.duration):  # fmt: skip
+            w.valueChanged.connect(self._changed)
+        self.run_button.clicked.connect(self._run)
+        self.stop_button.clicked.connect(self.stop_requested)
+        self.calibrate_button.clicked.connect(self.calibrate_requested)
+        QShortcut(
+            QKeySequence("Ctrl+L"), self, self._run, context=Qt.ShortcutContext.WindowShortcut
+        )
+        self._pattern_changed()
+
+    # -- values -------------------------------------------------------------------------
+    def traffic_spec(self) -> str:
+        kind, rate = self.pattern.currentData(), self.rate.value()
+        if kind == "bursts":
+            return (
+                f"bursts:{rate},{self.peak.value()},{self.period.value():g},{self.duty.value():g}"
+            )
+        if kind == "ramp":
+            return f"ramp:{rate},{self.peak.value()}"
+        return f"{kind}:{rate}"
+
+    def policy(self) -> BatchPolicy:
+        return BatchPolicy(
+            max_batch=self.max_batch.value(),
+            delay_ms=self.delay.value(),
+            queue_limit=self.queue_limit.value(),
+            timeout_ms=self.timeout.value(),
+            instances=self.instances.value(),
+        )
+
+    def slo_ms(self) -> float | None:
+        return self.slo.value() or None
+
+    def command(self) -> ServeLoad:
+        return ServeLoad(
+            self.traffic_spec(),
+            self.policy().to_json(),
+            duration_s=self.duration.value(),
+            cache=self.cache.value(),
+            repeat=self.repeat.value(),
+        )
+
+    # -- state --------------------------------------------------------------------------
+    def set_running(self, running: bool) -> None:
+        self.run_button.setEnabled(not running)
+        self.stop_button.setEnabled(running)
+        self.calibrate_button.setEnabled(not running)
+        self.progress.setVisible(running)
+        if running:
+            self.progress.setRange(0, 0)
+
+    def show_progress(self, done: float, total: float | None, message: str) -> None:
+        if total:
+            self.progress.setRange(0, int(total))
+            self.progress.setValue(int(done))
+        self.progress.setFormat(message)
+
+    # -- internals ----------------------------------------------------------------------
+    def _run(self) -> None:
+        if self.run_button.isEnabled():
+            self.run_requested.emit(self.command())
+
+    def _slider_moved(self, value: int) -> None:
+        if self.rate.value() != value:
+            self.rate.setValue(value)
+
+    def _rate_typed(self, value: int) -> None:
+        if self.rate_slider.value() != value and value <= self.rate_slider.maximum():
+            self.rate_slider.blockSignals(True)
+            self.rate_slider.setValue(value)
+            self.rate_slider.blockSignals(False)
+        self._changed()
+
+    def _pattern_changed(self) -> None:
+        kind = self.pattern.currentData()
+        bursts, ramp = kind == "bursts", kind == "ramp"
+        for w in (self.peak, self.peak_label):
+            w.setVisible(bursts or ramp)
+        self.peak_label.setText("To rate" if ramp else "Peak")
+        for part in (self.period, self.period_label, self.duty, self.duty_label):
+            part.setVisible(bursts)
+        self._changed()
+
+    def _changed(self, *_: object) -> None:
+        self._debounce.start()

@@ -1,0 +1,1 @@
+"""The Tune dock: trials, the Pareto front, the best config."""

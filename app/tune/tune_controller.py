@@ -1,0 +1,184 @@
+"""Runs a tune from the Tune dock on a worker thread (each trial is its own `opscope bench`
+process, recorded in the window's session), with live timing paused; trials reach the
+dock as they end; double-clicking one applies its config to the running engine."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import shlex
+import threading
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from app.tune.tune_dock import TuneDock
+from engine.api import (
+    Goal,
+    JobInputs,
+    OpScopeError,
+    Progress,
+    RunConfig,
+    Trial,
+    TuneResult,
+    bench_argv,
+    drive,
+    front,
+    parse_space,
+    run_trial,
+    tune,
+)
+
+
+class Cancelled(Exception):
+    pass
+
+
+class TuneController(QObject):
+    trial_ready = Signal(object)
+    progressed = Signal(float, float, str)
+    finished = Signal(object)  # TuneResult, or None when cancelled
+    failed = Signal(str)
+
+    def __init__(self, dock: TuneDock, workbench: Any) -> None:
+        super().__init__()
+        self.dock, self.wb = dock, workbench
+        self.trials: list[Trial] = []
+        self.goal = Goal("p50", 0.99)
+        self.cancel = threading.Event()
+        self.worker: threading.Thread | None = None  # (QObject.thread() is Qt's)
+        self.resume = False
+        self.model = ""
+        self.inputs = JobInputs()  # every trial's inputs: the shapes and data on screen
+        dock.start_requested.connect(self.start)
+        dock.cancel_requested.connect(self.cancel.set)
+        dock.trial_chosen.connect(self.apply_trial)
+        self.trial_ready.connect(self._trial)
+        self.progressed.connect(dock.show_progress)
+        self.finished.connect(self._finished)
+        self.failed.connect(self._failed)
+
+    @property
+    def running(self) -> bool:
+        return self.worker is not None and self.worker.is_alive()
+
+    def start(self) -> None:
+        window = self.wb.window
+        load = self.wb.client.last_load
+        if not load:
+            window.show_error("tune", "load a model first")
+            return
+        try:
+            space = parse_space(self.dock.space_items())
+        except OpScopeError as exc:
+            window.show_error("tune", str(exc))
+            return
+        base: RunConfig = window.config_panel.config()
+        self.goal = Goal(self.dock.objective.currentData(), base.min_cosine)
+        self.model = load[0]
+        self.trials = []
+        self.cancel.clear()
+        self.dock.clear()
+        self.dock.plot.set_floor(base.min_cosine)
+        self.dock.set_running(True)
+        self.dock.summary.setText("tuning: live timing is paused")
+        self.resume = self.wb.running
+        if self.wb.running:
+            self.wb.toggle_running("paused: tuning")  # the trials get the cores
+        self.wb.recording.flush()
+        session = str(self.wb.recording.path)
+        self.inputs = self.wb.client.job_inputs()  # the shapes and data on screen
+        budget = self.dock.budget.value() or None
+        duration = self.dock.duration.value()
+
+        def run(number: int, config: RunConfig) -> Trial:
+            if self.cancel.is_set():
+                raise Cancelled
+            return run_trial(number, self.model, config, self.inputs, duration, session)
+
+        def show(item: object) -> None:
+            if isinstance(item, Trial):
+                self.trial_ready.emit(item)
+            elif isinstance(item, Progress):
+                self.progressed.emit(item.done, item.total or 0, item.message)
+
+        def work() -> None:
+            try:
+                self.finished.emit(drive(tune(space, base, self.goal, run, budget), show))
+            except Cancelled:
+                self.finished.emit(None)
+            except OpScopeError as exc:
+                self.failed.emit(str(exc))
+            except Exception as exc:  # a bug: one line in the window
+                self.failed.emit(f"internal error: {exc!r}")
+
+        self.worker = threading.Thread(target=work, name="opscope-tune", daemon=True)
+        self.worker.start()
+
+    def apply_trial(self, number: int) -> None:
+        trial = next((t for t in self.trials if t.number == number), None)
+        if trial is None or trial.status != "ok":
+            return
+        panel = self.wb.window.config_panel
+        panel.set_config(trial.config)
+        self.wb.controller.apply(trial.config)
+        if not self.wb.running:
+            self.wb.toggle_running()
+
+    # -- results --------------------------------------------------------------------------
+    def _trial(self, t: Trial) -> None:
+        self.trials.append(t)
+        ok = t.status == "ok"
+        self.dock.add_trial(
+            {
+                "#": t.number,
+                "config": t.config.short_label(),
+                "p50 ms": f"{t.p50_ms:.3f}" if ok else "",
+                "p99 ms": f"{t.p99_ms:.3f}" if ok else "",
+                "samples/s": f"{t.samples_per_s:.1f}" if ok else "",
+                "cosine": f"{t.cosine:.5f}" if ok and math.isfinite(t.cosine) else "",
+                "status": ("ok" if self.goal.feasible(t) else "below the floor") if ok
+                else f"failed: {t.error}",
+            }
+        )  # fmt: skip
+        self._draw()
+
+    def _draw(self) -> None:
+        ok = [t for t in self.trials if t.status == "ok"]
+        on_front = [ok[i].number for i in front([(t.p50_ms, t.cosine) for t in ok], [False, True])]
+        feasible = [t for t in ok if self.goal.feasible(t)]
+        best = min(feasible, key=self.goal.loss).number if feasible else None
+        self.dock.plot.set_trials([(t.number, t.p50_ms, t.cosine) for t in ok], on_front, best)
+
+    def _finished(self, result: TuneResult | None) -> None:
+        self._end()
+        if result is None:
+            self.dock.summary.setText(
+                f"cancelled after {len(self.trials)} trial(s); they are in the session"
+            )
+            return
+        best = result.best
+        if best is None:
+            self.dock.summary.setText(
+                f"{len(result.trials)} trials ({result.searched}); none meets the floor"
+            )
+            return
+        argv = bench_argv(self.model, best.config, self.inputs.argv())
+        command = shlex.join(["opscope", *argv])
+        self.dock.summary.setText(
+            f"{len(result.trials)} trials ({result.searched}); best: trial {best.number}, "
+            f"{best.config.short_label()}, p50 {best.p50_ms:.3f} ms, {best.samples_per_s:.1f} "
+            f"samples/s, cosine {best.cosine:.5f}. Double-click it to run it live.\n{command}"
+        )
+
+    def _failed(self, message: str) -> None:
+        self._end()
+        self.dock.summary.setText(f"tune failed: {message}")
+        self.wb.window.show_error("tune", message)
+
+    def _end(self) -> None:
+        self.dock.set_running(False)
+        self._draw()
+        if self.resume and not self.wb.running:
+            with contextlib.suppress(RuntimeError):
+                self.wb.toggle_running()

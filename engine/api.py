@@ -1,0 +1,211 @@
+"""What the window (app/ and widgets/) may use of the engine: this module, and nothing else.
+
+An import-linter contract in pyproject.toml forbids app/ and widgets/ every other engine
+module (app/entry.py, the console script that chooses between the CLI and the window,
+is the one exception: it hands a command line to the CLI). A name the window needs is
+added here, on purpose, in its group; the engine may move it between its own modules
+without the window noticing. By room: the typed commands and events of the engine host;
+errors and configuration; models and backends; the machine; measurements and their
+analysis; session files; serving; tuning; the few CLI facts the window mirrors.
+
+Everything here is plain Python (no onnxruntime, torch or Ray at import: those load in
+the engine host, when a job needs them); importing it all costs about 0.6 s.
+"""
+
+from __future__ import annotations
+
+from engine import (
+    __version__,
+    backends,  # the registry: get(name), all_backends(), file_filter(), ...
+)
+from engine.analysis import run_table
+from engine.analysis.deltas import OpDiff
+from engine.analysis.export import traceable_runs, write_trace
+from engine.analysis.report import write_report
+from engine.analysis.run_compare import RunComparison, compare_runs
+from engine.analysis.run_summary import summarize, with_recorded_stats
+from engine.analysis.run_table import inputs_text
+from engine.backends import Capabilities, all_backends, model_suffixes
+from engine.backends.genai.hf_import import ImportRequest, import_hf
+from engine.backends.genai.model import genai_folder, read_config
+from engine.cli.arg_types import OneLineParser
+from engine.cli.common import EXIT_INTERRUPTED
+from engine.config import DEFAULT_MIN_COSINE, PRECISION_LABELS, RunConfig, provider_label
+from engine.errors import ConfigError, OpScopeError, SessionFileError, escape_controls
+from engine.events import (
+    AccuracyResult,
+    Calibrated,
+    CommandFailed,
+    Event,
+    GenerationStarted,
+    GenerationSteps,
+    LatencyBatch,
+    Marker,
+    ModelLoaded,
+    Notice,
+    OpProfile,
+    PeaksMeasured,
+    Progress,
+    RunEnded,
+    RunStarted,
+    ServedRequests,
+    ServingStarted,
+    ServingSummary,
+    Telemetry,
+    TimingDone,
+    VariantReady,
+    drive,
+)
+from engine.hostinfo import ort_version
+from engine.machine.peaks import cached_peaks, load_peaks, roofs_for
+from engine.measure.op_stats import OpStat
+from engine.measure.roofline import bound_of, peak_fraction
+from engine.measure.stats import latency_stats, throughput
+from engine.model.dims import MAX_DIM, SymbolicDim, describe_inputs, editable_dims
+from engine.model.eval_data import check_data_file
+from engine.model.info import ModelInfo
+from engine.run import commands
+from engine.run.child_job import Job, child_main
+from engine.run.commands import ServeLoad
+from engine.run.host import host_main
+from engine.run.job_inputs import JobInputs
+from engine.serve.batching import BatchPolicy
+from engine.serve.llm_loop import check_real_layout
+from engine.serve.llm_plan import LLMPlan, kv_ms_per_mb, plan_layouts, plan_workload
+from engine.serve.llm_study import llm_serving_config, real_plan, serve_plan, simulate_plan
+from engine.serve.real_check import RealCheck
+from engine.serve.real_check import check as check_real_run
+from engine.serve.records import OK, REJECTED, TIMED_OUT, UNSERVED
+from engine.serve.service import ServiceModel
+from engine.serve.traffic import parse_traffic
+from engine.serve.what_if import Question, answer
+from engine.session import liveness
+from engine.session.columns import lacking_note
+from engine.session.compact import Compacted, compact_copy
+from engine.session.env import cpu_name, gpu_facts
+from engine.session.reader import SessionReader
+from engine.session.recorder import Recorder
+from engine.session.rows import RunRow
+from engine.session.store import SessionStore, open_session_file, remove_session_file
+from engine.session.trust import corrupt
+from engine.tune.pareto import front
+from engine.tune.search import Goal, TuneResult, tune
+from engine.tune.space import parse_space
+from engine.tune.trial import Trial, bench_argv, cli_argv, run_trial
+
+__all__ = [
+    "DEFAULT_MIN_COSINE",
+    "EXIT_INTERRUPTED",
+    "MAX_DIM",
+    "OK",
+    "PRECISION_LABELS",
+    "REJECTED",
+    "TIMED_OUT",
+    "UNSERVED",
+    "AccuracyResult",
+    "BatchPolicy",
+    "Calibrated",
+    "Capabilities",
+    "CommandFailed",
+    "Compacted",
+    "ConfigError",
+    "Event",
+    "GenerationStarted",
+    "GenerationSteps",
+    "Goal",
+    "ImportRequest",
+    "Job",
+    "JobInputs",
+    "LLMPlan",
+    "LatencyBatch",
+    "Marker",
+    "ModelInfo",
+    "ModelLoaded",
+    "Notice",
+    "OneLineParser",
+    "OpDiff",
+    "OpProfile",
+    "OpScopeError",
+    "OpStat",
+    "PeaksMeasured",
+    "Progress",
+    "Question",
+    "RealCheck",
+    "Recorder",
+    "RunComparison",
+    "RunConfig",
+    "RunEnded",
+    "RunRow",
+    "RunStarted",
+    "ServeLoad",
+    "ServedRequests",
+    "ServiceModel",
+    "ServingStarted",
+    "ServingSummary",
+    "SessionFileError",
+    "SessionReader",
+    "SessionStore",
+    "SymbolicDim",
+    "Telemetry",
+    "TimingDone",
+    "Trial",
+    "TuneResult",
+    "VariantReady",
+    "__version__",
+    "all_backends",
+    "answer",
+    "backends",
+    "bench_argv",
+    "bound_of",
+    "cached_peaks",
+    "check_data_file",
+    "check_real_layout",
+    "check_real_run",
+    "child_main",
+    "cli_argv",
+    "commands",
+    "compact_copy",
+    "compare_runs",
+    "corrupt",
+    "cpu_name",
+    "describe_inputs",
+    "drive",
+    "editable_dims",
+    "escape_controls",
+    "front",
+    "genai_folder",
+    "gpu_facts",
+    "host_main",
+    "import_hf",
+    "inputs_text",
+    "kv_ms_per_mb",
+    "lacking_note",
+    "latency_stats",
+    "liveness",
+    "llm_serving_config",
+    "load_peaks",
+    "model_suffixes",
+    "open_session_file",
+    "ort_version",
+    "parse_space",
+    "parse_traffic",
+    "peak_fraction",
+    "plan_layouts",
+    "plan_workload",
+    "provider_label",
+    "read_config",
+    "real_plan",
+    "remove_session_file",
+    "roofs_for",
+    "run_table",
+    "run_trial",
+    "serve_plan",
+    "simulate_plan",
+    "summarize",
+    "throughput",
+    "traceable_runs",
+    "tune",
+    "with_recorded_stats",
+    "write_report",
+    "write_trace",
+]  # fmt: skip

@@ -1,0 +1,58 @@
+"""Sizes before allocating: the dtype an input gets, the bytes some inputs would take, and
+the one-line refusal past the memory available now."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from engine.errors import InputError
+from engine.model.info import ValueInfo
+
+
+def dtype_of(v: ValueInfo) -> np.dtype[Any]:
+    if v.dtype in ("?", ""):
+        return np.dtype("float32")
+    try:
+        return np.dtype(v.dtype)
+    except TypeError:  # a type numpy does not name (a string tensor's): an object each
+        return np.dtype(object)
+
+
+MEMORY_SHARE = 0.5  # inputs above this share of the available memory are refused
+
+
+def check_fits(
+    arrays: Mapping[str, tuple[tuple[int, ...], np.dtype[Any]]], path: str, what: str
+) -> None:
+    """Refuse, in one line, inputs whose bytes would not fit in memory, before allocating
+    them (numpy would raise MemoryError, or swap the machine to a halt first)."""
+    need = sum(math.prod(shape) * dtype.itemsize for shape, dtype in arrays.values())
+    shapes = ", ".join(f"{k} {'x'.join(map(str, s))}" for k, (s, _) in arrays.items())
+    check_memory(need, f"{what} inputs {shapes}", "use smaller shapes or a smaller batch", path)
+
+
+def check_memory(need: float, what: str, advice: str, path: str | None = None) -> None:
+    """Refuse, in one line, to allocate `need` bytes when they pass MEMORY_SHARE of the
+    memory available now: `{what} would take 12.3 GB; 8.0 GB of memory is available:
+    {advice}`. Every allocation sized by a user's value estimates first and calls this."""
+    import psutil
+
+    free = psutil.virtual_memory().available
+    if need > MEMORY_SHARE * free:
+        raise InputError(
+            f"{what} would take {size_text(need)}; {size_text(free)} of memory is "
+            f"available: {advice}",
+            path,
+        )
+
+
+def size_text(n: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"

@@ -1,0 +1,144 @@
+"""A real load run held against the What-if's prediction of the same traffic and batching:
+how far apart they are and the likely cause, so a stale or wrong prediction never stands
+silently beside a real run that read 40x worse.
+
+The causes, checked in order: the real batches ran slower (or faster) than the calibration
+measured them (the machine got busier, the calibration is stale); the real run was past its
+capacity, where a small difference in speed decides whether the queue drains or grows
+without bound; the cache absorbed a different share. Pure functions, no Qt."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+CLOSE = 0.15  # within this of each other: agreeing (a busy 2-core machine moves 13-25%)
+SPEED_OFF = 0.15  # the real batches' speed this far from the calibration's: a cause
+
+
+@dataclass(frozen=True)
+class RealCheck:
+    """The real run's figures beside the prediction's (ms, requests/s)."""
+
+    traffic: str
+    real_p50: float
+    real_p99: float
+    real_rate: float
+    real_queue_max: int
+    predicted_p50: float
+    predicted_p99: float
+    predicted_rate: float
+    speed_ratio: float  # the real batches' time / the calibration's for the same sizes
+    offered_rate: float  # requests/s the traffic offered
+    real_hit_rate: float = math.nan
+    predicted_hit_rate: float = math.nan
+
+    @property
+    def p99_ratio(self) -> float:
+        return _ratio(self.real_p99, self.predicted_p99)
+
+    @property
+    def p50_ratio(self) -> float:
+        return _ratio(self.real_p50, self.predicted_p50)
+
+    @property
+    def agrees(self) -> bool:
+        return all(
+            math.isfinite(r) and abs(r - 1.0) <= CLOSE for r in (self.p50_ratio, self.p99_ratio)
+        )
+
+    def cause(self) -> str:
+        """The likely reason they differ, in a sentence ('' when they agree)."""
+        if self.agrees:
+            return ""
+        why = []
+        s = self.speed_ratio
+        if math.isfinite(s) and abs(s - 1.0) > SPEED_OFF:
+            side = "slower" if s > 1 else "faster"
+            why.append(
+                f"the real batches ran {_times(s if s > 1 else 1 / s)} {side} than the "
+                "calibration measured them (the machine's load changed, or the calibration "
+                "is stale: Recalibrate)"
+            )
+        overloaded = (
+            math.isfinite(self.real_rate)
+            and self.offered_rate > 0
+            and self.real_rate < 0.9 * self.offered_rate
+        )
+        if overloaded:
+            why.append(
+                f"the real run served {self.real_rate:.0f} of {self.offered_rate:.0f} "
+                f"requests/s offered (queue up to {self.real_queue_max:,}): past capacity the "
+                "queue grows with the run's length, and a few % of speed decide it"
+            )
+        hits = (self.real_hit_rate, self.predicted_hit_rate)
+        if all(math.isfinite(h) for h in hits) and abs(hits[0] - hits[1]) > 0.1:
+            why.append(
+                f"the cache served {hits[0]:.0%} of requests for real against {hits[1]:.0%} "
+                "simulated"
+            )
+        if not why:
+            why.append(
+                "not the batches' speed nor overload: the difference is in the waiting "
+                "(the real loop's scheduling or the machine's stalls)"
+            )
+        return "; ".join(why)
+
+    def text(self) -> str:
+        head = (
+            f"REAL run at {self.traffic}: p50 {_ms(self.real_p50)}, p99 {_ms(self.real_p99)}, "
+            f"{self.real_rate:.0f} requests/s · predicted p50 {_ms(self.predicted_p50)}, "
+            f"p99 {_ms(self.predicted_p99)}, {self.predicted_rate:.0f} requests/s"
+        )
+        if self.agrees:
+            return head + " · they agree within 15%"
+        return head + f" · real p99 {_times(self.p99_ratio)} the prediction: {self.cause()}"
+
+
+def check(
+    traffic: str,
+    real: dict[str, Any],
+    predicted: dict[str, Any],
+    speed_ratio: float,
+    offered_rate: float,
+) -> RealCheck:
+    """`real` and `predicted`: serving summaries (the load run's, the simulator's)."""
+    return RealCheck(
+        traffic=traffic,
+        real_p50=_get(real, "latency_ms", "p50"),
+        real_p99=_get(real, "latency_ms", "p99"),
+        real_rate=_get(real, "throughput", "requests_per_s"),
+        real_queue_max=int(_get(real, "queue_depth", "max", default=0.0)),
+        predicted_p50=_get(predicted, "latency_ms", "p50"),
+        predicted_p99=_get(predicted, "latency_ms", "p99"),
+        predicted_rate=_get(predicted, "throughput", "requests_per_s"),
+        speed_ratio=float(speed_ratio),
+        offered_rate=float(offered_rate),
+        real_hit_rate=_get(real, "cache", "hit_rate"),
+        predicted_hit_rate=_get(predicted, "cache", "hit_rate"),
+    )
+
+
+def _get(d: dict[str, Any], group: str, key: str, default: float = math.nan) -> float:
+    try:
+        value = float((d.get(group) or {}).get(key, default))
+    except (TypeError, ValueError):
+        return default
+    return value if math.isfinite(value) else default
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if math.isfinite(a) and math.isfinite(b) and b > 0 else math.nan
+
+
+def _times(r: float) -> str:
+    if not math.isfinite(r):
+        return "?x"
+    return f"{r:.1f}x" if r < 10 else f"{r:,.0f}x"
+
+
+def _ms(v: float) -> str:
+    if not math.isfinite(v):
+        return "-"
+    return f"{v:,.0f} ms" if v >= 100 else f"{v:.3g} ms"

@@ -1,0 +1,232 @@
+"""The seed's afternoon in one window and one session file, driven as a user drives it:
+open a model, change an input size, INT8 held to a target, a load run and the What-if, a
+tune, a sweep, the demo LLM and a serving study, Save As, Quit. Each step's outcome and
+time is kept; `checks()` holds the file and the process to what the window showed.
+
+Shared by the suite (tests/test_afternoon.py: the demo transformer, short durations) and
+bench/afternoon.py (a real-size model at real durations, results committed)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from engine.session.store import open_session_file
+
+Wait = Callable[[Callable[[], bool], int], None]  # (condition, timeout ms): qtbot.waitUntil
+
+
+@dataclass
+class Plan:
+    """The afternoon's sizes: `short` for the suite, real ones for the bench."""
+
+    model: Path
+    llm: Path
+    folder: Path
+    dim: str = "sequence"
+    size: int = 64  # the input size set in the Inputs panel
+    sweep: tuple[int, int] = (32, 64)
+    load_rate: float = 100.0
+    load_s: float = 2.0
+    tune_s: float = 0.5
+    min_cosine: float = 0.99
+    llm_requests: int = 8
+    timeout_ms: int = 180_000
+
+
+@dataclass
+class Afternoon:
+    plan: Plan
+    steps: list[tuple[str, float, str]] = field(default_factory=list)  # name, s, outcome
+    session: Path | None = None
+    copy: Path | None = None
+    shown_shape: str = ""  # the Inputs panel's shape, as the Model line shows it
+    host_pids: list[int] = field(default_factory=list)
+    children_left: list[str] = field(default_factory=list)
+
+    def step(self, name: str, fn: Callable[[], str]) -> None:
+        t = time.monotonic()
+        outcome = fn()
+        self.steps.append((name, time.monotonic() - t, outcome))
+
+
+def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Afternoon:
+    """Drive `wb` (a Workbench, shown) through the afternoon; `quit_app` stands for the
+    application's own quit (the suite cannot end its QApplication)."""
+    a = Afternoon(plan, session=Path(wb.recording.path))
+    w, to = wb.window, plan.timeout_ms
+
+    def open_model() -> str:
+        wb.start(str(plan.model))
+        wait(lambda: wb.controller.samples > 10, to)
+        return f"{wb.controller.samples} samples of {plan.model.name}"
+
+    def change_shape() -> str:
+        w.inputs._boxes[plan.dim].setValue(plan.size)
+        wait(lambda: f"x{plan.size}, size set" in w.model_label.text(), to)
+        n = wb.controller.samples
+        wait(lambda: wb.controller.samples > n + 10, to)
+        a.shown_shape = next(
+            line for line in w.model_label.text().split("\n") if "size set" in line
+        )
+        return a.shown_shape
+
+    def int8() -> str:
+        w.tolerance.setValue(plan.min_cosine)
+        panel = w.config_panel
+        panel.precision.setCurrentIndex(panel.precision.findData("int8-dynamic"))
+        wait(lambda: w.accuracy.state in ("good", "bad") and "INT8" in _last_label(wb), to)
+        n = wb.controller.samples
+        wait(lambda: wb.controller.samples > n + 10, to)
+        return f"{w.accuracy.state}: {w.accuracy.text()}"
+
+    def load_and_what_if() -> str:
+        dock = w.traffic
+        dock.rate.setValue(plan.load_rate)
+        dock.duration.setValue(plan.load_s)
+        dock.max_batch.setValue(4)
+        dock.run_button.click()
+        wait(lambda: not dock.run_button.isEnabled(), 10_000)
+        wait(lambda: dock.run_button.isEnabled(), to)
+        dock.calibrate_button.click()
+        wait(lambda: "predicted p50" in dock.what_if.check.text(), to)
+        return dock.what_if.check.text()
+
+    def tune() -> str:
+        dock = w.tune
+        for p, box in dock.precisions.items():
+            box.setChecked(p in ("fp32", "int8-dynamic"))
+        for f, box in dock.fusions.items():
+            box.setChecked(f == "all")
+        dock.threads.setText("1")
+        dock.duration.setValue(plan.tune_s)
+        dock.start_button.click()
+        wait(lambda: not dock.start_button.isEnabled(), 10_000)
+        wait(lambda: dock.start_button.isEnabled() and dock.table.rowCount() == 2, to)
+        wait(lambda: wb.running, to)
+        return dock.summary.text().split("\n")[0]
+
+    def sweep() -> str:
+        dock = w.scaling
+        dock.dim.setCurrentText(plan.dim)
+        dock.values.setText(",".join(map(str, plan.sweep)))
+        dock.run_button.click()
+        wait(lambda: not dock.run_button.isEnabled(), 10_000)
+        wait(lambda: dock.run_button.isEnabled(), to)
+        wait(lambda: wb.running, to)
+        return dock.status.text()
+
+    def llm() -> str:
+        a.host_pids.append(wb.client.pid)
+        wb.open_model(str(plan.llm))
+        c = wb.llm_serving
+        wait(lambda: c.model is not None and w.llm_serving_dock.isVisible(), to)
+        d = c.dock
+        d.requests.setValue(plan.llm_requests)
+        d.rate.setValue(20)
+        d.prompt_len.setText("16-48")
+        d.new_tokens.setText("6")
+        d.max_seqs.setValue(8)
+        d.simulate_button.click()
+        wait(lambda: c.job.busy, 10_000)
+        wait(lambda: not c.job.busy, to)
+        return f"{d.table.rowCount()} layouts: {d.status.text()[:80]}"
+
+    def save_as() -> str:
+        a.copy = plan.folder / "afternoon-copy.opscope"
+        wb.recording.save_as(a.copy)  # File > Save As, past its dialog
+        n = wb.controller.samples
+        wait(lambda: wb.controller.samples > n + 10, to)  # and records on, into the copy
+        return str(a.copy)
+
+    def quit_() -> str:
+        a.host_pids.append(wb.client.pid)
+        mine = psutil.Process()
+        wb.quit()
+        quit_app()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and _ours(mine):
+            time.sleep(0.1)
+        a.children_left = [f"{p.pid} {_cmd(p)}" for p in _ours(mine)]
+        return f"{len(a.children_left)} child processes left"
+
+    for name, fn in (
+        ("open model", open_model),
+        ("change shape", change_shape),
+        ("INT8 to target", int8),
+        ("load run and What-if", load_and_what_if),
+        ("tune 2 trials", tune),
+        ("sweep 2 points", sweep),
+        ("demo LLM serving study", llm),
+        ("Save As", save_as),
+        ("Quit", quit_),
+    ):
+        a.step(name, fn)
+    return a
+
+
+def checks(a: Afternoon) -> dict[str, Any]:
+    """What must hold after the afternoon: both files pass integrity_check, every run of
+    the model ran the shape the window showed (a sweep's points: the swept size), and no
+    process of the app is left."""
+    out: dict[str, Any] = {}
+    for label, path in (("autosave", a.session), ("Save As copy", a.copy)):
+        assert path is not None
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            out[f"{label} integrity_check"] = con.execute("PRAGMA integrity_check").fetchone()[0]
+        finally:
+            con.close()
+    want = a.plan.size
+    wrong: list[str] = []
+    kinds: dict[str, int] = {}
+    with open_session_file(a.copy) as reader:  # type: ignore[arg-type]
+        swept = {rid for s in reader.sweeps() for rid in s.run_ids}
+        for r in reader.runs():
+            kinds[r.kind] = kinds.get(r.kind, 0) + 1
+            if r.model_name != a.plan.model.name or r.kind == "simulate":
+                continue
+            shapes = {n: spec.get("shape") for n, spec in r.inputs.items()}
+            sizes = {s[-1] for s in shapes.values() if isinstance(s, list) and s}
+            expect = set(a.plan.sweep) if r.id in swept else {want}
+            first = r.id == min(x.id for x in reader.runs())  # before the size was set
+            if sizes and not sizes & expect and not first:
+                wrong.append(f"run {r.id} ({r.kind}): {shapes}")
+    out["runs by kind"] = kinds
+    out["runs at another shape than the window showed"] = wrong
+    out["processes left after Quit"] = a.children_left
+    out["engine hosts alive after Quit"] = [p for p in a.host_pids if _alive(p)]
+    return out
+
+
+def _last_label(wb: Any) -> str:
+    rows = wb.runs.summary.rows()
+    return rows[-1].label if rows else ""
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _ours(me: psutil.Process) -> list[psutil.Process]:
+    """Child processes the app started (multiprocessing's resource tracker belongs to the
+    interpreter: it ends with it, and outlives a Quit only in the suite's process)."""
+    return [p for p in me.children(recursive=True) if "resource_tracker" not in _cmd(p)]
+
+
+def _cmd(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())[:120]
+    except psutil.Error:
+        return "?"

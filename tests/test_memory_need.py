@@ -1,0 +1,72 @@
+"""One inference's need estimated before inputs are made: `sweep --vary sequence=16,10000000`
+grew to 5.3 GB before its error (after timing the first point), `bench --shape
+input_ids=1x10000000` to 5.4 GB; both are now one line before anything runs, from the one
+estimate (engine/model/memory_need) that bench, sweep, the window and --inputs share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from engine.errors import InputError
+from engine.model.info import load_model
+from engine.model.memory_need import check_need, estimate
+from tests.conftest import DEMO_TRANSFORMER
+from tests.test_cli import opscope
+
+
+def _one_line(proc: object, said: str) -> str:
+    rc, err = proc.returncode, proc.stderr  # type: ignore[attr-defined]
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert said in err, err
+    return str(err)
+
+
+def test_attention_need_grows_with_the_square_of_the_sequence() -> None:
+    model, info = load_model(DEMO_TRANSFORMER)
+    small = estimate(model, info, {"input_ids": (1, 4096)})
+    large = estimate(model, info, {"input_ids": (1, 8192)})
+    assert small.inputs == 4096 * 8 and small.conflict is None
+    assert large.activations == pytest.approx(4 * small.activations, rel=0.01)
+    said = r"x: input_ids 1x10000000 and one inference \(its largest step .*\) would take .* TB"
+    with pytest.raises(InputError, match=said):
+        check_need(model, info, {"input_ids": (1, 10_000_000)}, "x")
+
+
+def test_a_size_the_models_shapes_refuse_is_named_before_any_point_runs(tmp_path: Path) -> None:
+    """A position table of 512 added to the sequence: shape inference refuses 600 where
+    512 passes (ONNX Runtime would find out only when it runs)."""
+    pos = h.make_tensor("pos", T.FLOAT, [1, 512], np.zeros(512, np.float32))
+    graph = h.make_graph([h.make_node("Add", ["x", "pos"], ["y"])], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT, [1, "seq"])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [1, "seq"])], [pos])  # fmt: skip
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "pos.onnx"
+    onnx.save(model, path)
+    model, info = load_model(path)
+    assert estimate(model, info, {"x": (1, 512)}).conflict is None
+    with pytest.raises(InputError, match="the model cannot take these sizes"):
+        check_need(model, info, {"x": (1, 600)}, "--vary seq=600", {"x": (1, 512)})
+    proc = opscope("sweep", path, "--vary", "seq=512,600", "--duration", "0.1")
+    _one_line(proc, "--vary seq=600: the model cannot take these sizes")
+    assert "point " not in proc.stdout  # refused before the first point ran
+
+
+def test_absurd_sizes_are_one_line_in_sweep_bench_and_inputs(tmp_path: Path) -> None:
+    proc = opscope("sweep", DEMO_TRANSFORMER, "--vary", "sequence=16,10000000",
+                   "--duration", "0.1")  # fmt: skip
+    _one_line(proc, "--vary sequence=10000000: input_ids 1x10000000 and one inference")
+    assert "point " not in proc.stdout  # the 16 point never ran
+    proc = opscope("bench", DEMO_TRANSFORMER, "--shape", "input_ids=1x10000000",
+                   "--duration", "0.1")  # fmt: skip
+    _one_line(proc, "generated inputs: input_ids 1x10000000 and one inference")
+    feed = tmp_path / "long.npz"  # 8 MB of tokens whose attention would take terabytes
+    np.savez(feed, input_ids=np.ones((1, 1_000_000), np.int64))
+    proc = opscope("bench", DEMO_TRANSFORMER, "--inputs", feed, "--duration", "0.1")
+    _one_line(proc, "inputs from long.npz: input_ids 1x1000000 and one inference")
