@@ -70,6 +70,11 @@ def test_sequence_length_applies_live_and_the_runs_table_compares(
         rows = runs.rows()
         assert rows[0].baseline and rows[0].d_p50 == 0.0
         assert np.isfinite(rows[1].d_p50) and np.isfinite(rows[1].d_samples_per_s)
+        # the table draws the figures on its own refresh, after they are computed
+        qtbot.waitUntil(
+            lambda: wb.runs.table.table.item(1, P50_DELTA).text().endswith("%"),
+            timeout=TIMEOUT_MS,
+        )
         cell = wb.runs.table.table.item(1, P50_DELTA).text()
         assert cell.endswith("%") and cell[0] in "+-"
         assert "Δ against run 1" in wb.runs.table.note.text()
