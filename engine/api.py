@@ -26,7 +26,7 @@ from engine.analysis.run_compare import RunComparison, compare_runs
 from engine.analysis.run_summary import summarize, with_recorded_stats
 from engine.analysis.run_table import inputs_text
 from engine.backends import Capabilities, all_backends, model_suffixes
-from engine.backends.genai.hf_import import ImportRequest, import_hf
+from engine.backends.genai.hf_import import ImportRequest
 from engine.backends.genai.model import genai_folder, read_config
 from engine.cli.arg_types import OneLineParser
 from engine.cli.common import EXIT_INTERRUPTED
@@ -39,6 +39,7 @@ from engine.events import (
     Event,
     GenerationStarted,
     GenerationSteps,
+    JobUpdate,
     LatencyBatch,
     Marker,
     ModelLoaded,
@@ -57,7 +58,7 @@ from engine.events import (
     drive,
 )
 from engine.hostinfo import ort_version
-from engine.machine.peaks import cached_peaks, load_peaks, roofs_for
+from engine.machine.peaks import PeaksRequest, cached_peaks, load_peaks, roofs_for
 from engine.measure.op_stats import OpStat
 from engine.measure.roofline import bound_of, peak_fraction
 from engine.measure.stats import latency_stats, throughput
@@ -65,14 +66,15 @@ from engine.model.dims import MAX_DIM, SymbolicDim, describe_inputs, editable_di
 from engine.model.eval_data import check_data_file
 from engine.model.info import ModelInfo
 from engine.run import commands
-from engine.run.child_job import Job, child_main
+from engine.run.child_job import describe_exit
 from engine.run.commands import ServeLoad
 from engine.run.host import host_main
 from engine.run.job_inputs import JobInputs
+from engine.run.jobs import job_name
 from engine.serve.batching import BatchPolicy
 from engine.serve.llm_loop import check_real_layout
 from engine.serve.llm_plan import LLMPlan, kv_ms_per_mb, plan_layouts, plan_workload
-from engine.serve.llm_study import llm_serving_config, real_plan, serve_plan, simulate_plan
+from engine.serve.llm_study import LLMStudyRequest, llm_serving_config, real_plan
 from engine.serve.real_check import RealCheck
 from engine.serve.real_check import check as check_real_run
 from engine.serve.records import OK, REJECTED, TIMED_OUT, UNSERVED
@@ -89,9 +91,13 @@ from engine.session.rows import RunRow
 from engine.session.store import SessionStore, open_session_file, remove_session_file
 from engine.session.trust import corrupt
 from engine.tune.pareto import front
-from engine.tune.search import Goal, TuneResult, tune
+from engine.tune.search import Goal, TuneResult
 from engine.tune.space import parse_space
-from engine.tune.trial import Trial, bench_argv, cli_argv, run_trial
+from engine.tune.sweep import SweepPoint, parse_vary
+from engine.tune.sweep import result_of as sweep_result_of
+from engine.tune.sweep_job import SweepRequest, SweepStored
+from engine.tune.trial import Trial, bench_argv
+from engine.tune.tune_job import TuneRequest
 
 __all__ = [
     "DEFAULT_MIN_COSINE",
@@ -114,9 +120,10 @@ __all__ = [
     "GenerationSteps",
     "Goal",
     "ImportRequest",
-    "Job",
     "JobInputs",
+    "JobUpdate",
     "LLMPlan",
+    "LLMStudyRequest",
     "LatencyBatch",
     "Marker",
     "ModelInfo",
@@ -128,6 +135,7 @@ __all__ = [
     "OpScopeError",
     "OpStat",
     "PeaksMeasured",
+    "PeaksRequest",
     "Progress",
     "Question",
     "RealCheck",
@@ -145,10 +153,14 @@ __all__ = [
     "SessionFileError",
     "SessionReader",
     "SessionStore",
+    "SweepPoint",
+    "SweepRequest",
+    "SweepStored",
     "SymbolicDim",
     "Telemetry",
     "TimingDone",
     "Trial",
+    "TuneRequest",
     "TuneResult",
     "VariantReady",
     "__version__",
@@ -161,13 +173,12 @@ __all__ = [
     "check_data_file",
     "check_real_layout",
     "check_real_run",
-    "child_main",
-    "cli_argv",
     "commands",
     "compact_copy",
     "compare_runs",
     "corrupt",
     "cpu_name",
+    "describe_exit",
     "describe_inputs",
     "drive",
     "editable_dims",
@@ -176,8 +187,8 @@ __all__ = [
     "genai_folder",
     "gpu_facts",
     "host_main",
-    "import_hf",
     "inputs_text",
+    "job_name",
     "kv_ms_per_mb",
     "lacking_note",
     "latency_stats",
@@ -189,6 +200,7 @@ __all__ = [
     "ort_version",
     "parse_space",
     "parse_traffic",
+    "parse_vary",
     "peak_fraction",
     "plan_layouts",
     "plan_workload",
@@ -198,13 +210,10 @@ __all__ = [
     "remove_session_file",
     "roofs_for",
     "run_table",
-    "run_trial",
-    "serve_plan",
-    "simulate_plan",
     "summarize",
+    "sweep_result_of",
     "throughput",
     "traceable_runs",
-    "tune",
     "with_recorded_stats",
     "write_report",
     "write_trace",

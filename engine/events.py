@@ -126,6 +126,17 @@ class CommandFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class JobUpdate:
+    """A job the engine host runs for the window (engine/run/host_jobs.py): `kind` "events"
+    (`payload` a list of the job's events and results), then one of "done" (its result),
+    "failed" (one line) or "cancelled"."""
+
+    job_id: int
+    kind: str
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
 class RunEnded:
     status: str  # "ok" | "cancelled" | "error"
     error: str | None = None
@@ -252,6 +263,7 @@ Event = (
     | GenerationStarted
     | GenerationSteps
     | GenerationSummary
+    | JobUpdate
 )
 
 

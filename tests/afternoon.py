@@ -134,8 +134,8 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
         d.new_tokens.setText("6")
         d.max_seqs.setValue(8)
         d.simulate_button.click()
-        wait(lambda: c.job.busy, 10_000)
-        wait(lambda: not c.job.busy, to)
+        wait(lambda: c.busy, 10_000)
+        wait(lambda: not c.busy, to)
         return f"{d.table.rowCount()} layouts: {d.status.text()[:80]}"
 
     def save_as() -> str:

@@ -417,7 +417,7 @@ def test_tune_dock_runs_trials_and_applies_one(bench: Workbench, qtbot: QtBot) -
 
 
 def test_scaling_dock_sweeps_the_loaded_model(qtbot: QtBot, tmp_path: Path) -> None:
-    """A sweep from the Scaling dock runs as its own process, draws one line per heavy op
+    """A sweep from the Scaling dock runs as a job in the engine host, draws one line per op
     type and the total on log-log axes, and records its points and itself in the session."""
     from tests.conftest import DEMO_TRANSFORMER
 

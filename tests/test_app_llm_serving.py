@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import psutil
 import pytest
 
 pytest.importorskip("PySide6")
@@ -43,12 +44,12 @@ def test_the_dock_simulates_three_layouts_then_serves_one_for_real(
         _small(dock)
         dock.rate.setValue(0)  # refused in one line, nothing started
         dock.simulate_button.click()
-        assert "rate must be positive" in dock.status.text() and not c.job.busy
+        assert "rate must be positive" in dock.status.text() and not c.busy
         assert wb.running
         dock.rate.setValue(20)
         dock.simulate_button.click()
-        assert c.job.busy and not wb.running  # live timing paused for the calibration
-        qtbot.waitUntil(lambda: not c.job.busy, timeout=TIMEOUT_MS)
+        assert c.busy and not wb.running  # live timing paused for the calibration
+        qtbot.waitUntil(lambda: not c.busy, timeout=TIMEOUT_MS)
         assert wb.running, dock.status.text()  # resumed
         assert dock.table.rowCount() == 3, dock.status.text()
         labels = [dock.table.item(r, 0).text() for r in range(3)]
@@ -63,7 +64,7 @@ def test_the_dock_simulates_three_layouts_then_serves_one_for_real(
 
         dock.real_layout.setCurrentIndex(dock.real_layout.findData("colocated"))
         dock.real_button.click()
-        qtbot.waitUntil(lambda: not c.job.busy, timeout=TIMEOUT_MS)
+        qtbot.waitUntil(lambda: not c.busy, timeout=TIMEOUT_MS)
         real = [r for r in c.table.rows if not r.simulated]
         assert len(real) == 1, dock.status.text()
         r = real[0]
@@ -78,43 +79,53 @@ def test_the_dock_simulates_three_layouts_then_serves_one_for_real(
         panel = wb.window.config_panel  # the live precision, when weight-only, is served
         panel.precision.setCurrentIndex(panel.precision.findData("int4-weights"))
         dock.simulate_button.click()
-        qtbot.waitUntil(lambda: not c.job.busy, timeout=TIMEOUT_MS)
+        qtbot.waitUntil(lambda: not c.busy, timeout=TIMEOUT_MS)
         assert "served in int4-weights" in dock.status.text(), dock.status.text()
         assert dock.table.rowCount() == 3, dock.status.text()  # a new study replaces
     finally:
         wb.shutdown()
 
 
+def _job_processes(wb: Workbench) -> list[psutil.Process]:
+    """The engine host's job processes (not multiprocessing's resource tracker)."""
+    assert wb.client.pid is not None
+    kids = psutil.Process(wb.client.pid).children()
+    return [p for p in kids if p.is_running() and "resource_tracker" not in " ".join(p.cmdline())]
+
+
 def test_cancel_stops_a_calibration_and_a_real_run(
     qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    wb = Workbench(session_path=str(tmp_path / "cancel.opscope"), usable=["cpu"])
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path / "cache"))  # a cold cache: the
+    wb = Workbench(session_path=str(tmp_path / "cancel.opscope"), usable=["cpu"])  # job calibrates
     qtbot.addWidget(wb.window)
     c = wb.llm_serving
     dock = c.dock
+    wb.client.start()  # the engine host runs the study (no model loaded in it: none needed)
     try:
-        c.model_changed(str(DEMO_LLM))  # no engine host needed: the run has its own process
-        with monkeypatch.context() as env:  # a cold cache: the child calibrates
-            env.setenv("OPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
-            dock.simulate_button.click()
-        proc = c.job._proc
-        assert proc is not None
+        c.model_changed(str(DEMO_LLM))
+        dock.simulate_button.click()
+        qtbot.waitUntil(lambda: bool(_job_processes(wb)), timeout=TIMEOUT_MS)
+        (proc,) = _job_processes(wb)
         qtbot.waitUntil(lambda: "calibration" in dock.progress.format(), timeout=TIMEOUT_MS)
         dock.cancel_button.click()
-        qtbot.waitUntil(lambda: not c.job.busy, timeout=10_000)
-        assert not proc.is_alive() and dock.status.text() == "simulation cancelled"
+        qtbot.waitUntil(lambda: not c.busy, timeout=10_000)
+        assert dock.status.text() == "simulation cancelled"
+        qtbot.waitUntil(lambda: not proc.is_running(), timeout=10_000)  # (ending, told)
         assert not list((tmp_path / "cache").rglob("llm-*.json"))  # nothing half-measured kept
         assert c.table.rows == [] and wb.running
 
         _small(dock, requests=5000, rate=50.0)
         dock.real_layout.setCurrentIndex(dock.real_layout.findData("chunked"))
         dock.real_button.click()
-        proc = c.job._proc
-        assert proc is not None and dock.cancel_button.isEnabled()
+        assert dock.cancel_button.isEnabled()
+        qtbot.waitUntil(lambda: bool(_job_processes(wb)), timeout=TIMEOUT_MS)
+        (proc,) = _job_processes(wb)
         qtbot.waitUntil(lambda: "serving" in dock.progress.format(), timeout=TIMEOUT_MS)
         dock.cancel_button.click()
-        qtbot.waitUntil(lambda: not c.job.busy, timeout=10_000)
-        assert not proc.is_alive() and dock.status.text() == "real run cancelled"
+        qtbot.waitUntil(lambda: not c.busy, timeout=10_000)
+        assert dock.status.text() == "real run cancelled"
+        qtbot.waitUntil(lambda: not proc.is_running(), timeout=10_000)  # (ending, told)
         assert dock.real_button.isEnabled() and not dock.cancel_button.isEnabled()
         assert not [r for r in c.table.rows if not r.simulated]
     finally:

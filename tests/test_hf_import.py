@@ -125,26 +125,32 @@ def test_the_app_imports_with_progress_and_cancel(qtbot, hf_folder: Path, tmp_pa
     """File > Import Hugging Face Model's job: progress by layer, then the folder; a
     cancelled import leaves nothing behind."""
     pytest.importorskip("PySide6")
-    from PySide6.QtCore import Qt
-
+    from app.host.engine_client import EngineClient
+    from app.host.job_runner import JobRunner
     from app.llm.hf_import import ImportJob, free_folder
 
-    out = free_folder(tmp_path / "x")
-    assert out.name == "x-genai"
-    job = ImportJob(str(hf_folder), str(out))
-    seen: list[tuple[int, int]] = []
-    job.progress.connect(lambda done, total, _text: seen.append((done, total)))
-    with qtbot.waitSignal(job.finished, timeout=240_000) as blocker:
-        job.start()
-    assert blocker.args == [True, str(out)]
-    assert (out / "genai_config.json").is_file()
-    assert (2, 2) in seen  # both layers read
-    assert free_folder(tmp_path / "x").name == "x-genai-2"
-    cancelled = tmp_path / "never"
-    job = ImportJob(str(hf_folder), str(cancelled))
-    # cancelled at its first progress, from the worker itself: the builder is running then
-    job.progress.connect(lambda *_: job.cancel(), Qt.ConnectionType.DirectConnection)
-    with qtbot.waitSignal(job.finished, timeout=60_000) as blocker:
-        job.start()
-    assert blocker.args == [False, "cancelled"]
+    client = EngineClient()
+    runner = JobRunner(client)
+    client.start()  # the engine host runs the import in a process of its own
+    try:
+        out = free_folder(tmp_path / "x")
+        assert out.name == "x-genai"
+        job = ImportJob(runner, str(hf_folder), str(out))
+        seen: list[tuple[int, int]] = []
+        job.progress.connect(lambda done, total, _text: seen.append((done, total)))
+        with qtbot.waitSignal(job.finished, timeout=240_000) as blocker:
+            job.start()
+        assert blocker.args == [True, str(out)]
+        assert (out / "genai_config.json").is_file()
+        assert (2, 2) in seen  # both layers read
+        assert free_folder(tmp_path / "x").name == "x-genai-2"
+        cancelled = tmp_path / "never"
+        job = ImportJob(runner, str(hf_folder), str(cancelled))
+        job.progress.connect(lambda *_: job.cancel())  # at its first progress: building
+        with qtbot.waitSignal(job.finished, timeout=60_000) as blocker:
+            job.start()
+        assert blocker.args == [False, "cancelled"]
+        assert not job.running
+    finally:
+        client.shutdown()
     assert not cancelled.exists()

@@ -15,13 +15,13 @@ import pytest
 from sqlite_utils import Database
 
 from engine.analysis.report import build_report
-from engine.cli import sweep_cmds
 from engine.cli.common import EXIT_INTERRUPTED
 from engine.cli.main import main
 from engine.errors import SessionFileError
 from engine.events import RunStarted
 from engine.session import SCHEMA_VERSION, SessionStore, open_session_file, schema
 from engine.session import columns as session_columns
+from engine.tune import sweep_job
 from engine.tune.sweep import SweepPoint, result_of
 from tests.conftest import DEMO_TRANSFORMER
 from tests.test_cli import opscope
@@ -106,7 +106,7 @@ def test_an_interrupted_sweep_keeps_the_points_done(
 ) -> None:
     """Ctrl+C during the third point: the two points done are stored, fitted, partial; the
     third point's run is marked cancelled."""
-    real = sweep_cmds.sweep
+    real = sweep_job.sweep
 
     def interrupted(*args: Any) -> Generator[Any, None, Any]:
         done = 0
@@ -120,7 +120,7 @@ def test_an_interrupted_sweep_keeps_the_points_done(
             yield item
         raise AssertionError("the sweep should have been interrupted")
 
-    monkeypatch.setattr(sweep_cmds, "sweep", interrupted)
+    monkeypatch.setattr(sweep_job, "sweep", interrupted)
     path = tmp_path / "partial.opscope"
     code = main(["sweep", str(DEMO_TRANSFORMER), "--vary", "sequence=16,32,64", *SWEEP,
                  "--session", str(path)])  # fmt: skip

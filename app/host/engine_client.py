@@ -3,10 +3,10 @@ signals. A crash in the host becomes a `host_died` signal, never a dead window."
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import multiprocessing as mp
-import signal
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -15,7 +15,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.api import Event, JobInputs, RunConfig
+from engine.api import Event, JobInputs, RunConfig, describe_exit
 from engine.api import commands as cmds
 
 Sink = Callable[[list[Event]], None]
@@ -49,10 +49,13 @@ class EngineClient(QObject):
         parent, child = ctx.Pipe()
         from engine.api import host_main
 
-        proc = ctx.Process(
-            target=host_main, args=(child, 0.1, self.nice), name="opscope-engine", daemon=True
-        )
+        # not a daemon: the host runs each job in a process of its own (a daemon may have
+        # none); it never outlives the window: it stops when the window's end of the pipe
+        # closes, and an exit that skipped shutdown() kills it (before multiprocessing's
+        # own exit handler would wait for it)
+        proc = ctx.Process(target=host_main, args=(child, 0.1, self.nice), name="opscope-engine")
         proc.start()
+        atexit.register(_kill_if_alive, proc)
         child.close()
         self._proc, self._conn, self._closing = proc, parent, False
         self._generation += 1
@@ -172,6 +175,10 @@ class EngineClient(QObject):
         self._send(cmds.Calibrate(max_batch, instances, remeasure))
 
     # internals -----------------------------------------------------------------------
+    def send(self, cmd: cmds.Command) -> None:
+        """Any command to the host (a job's RunJob or CancelJob: app/host/job_runner.py)."""
+        self._send(cmd)
+
     def _send(self, cmd: cmds.Command) -> None:
         if self._conn is None:
             return
@@ -207,15 +214,8 @@ class EngineClient(QObject):
         return True
 
 
-def describe_exit(code: int | None) -> str:
-    """'crashed (SIGSEGV)', 'was killed (SIGKILL)', 'exited with code 1'."""
-    if code is None:
-        return "the engine stopped responding"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        verb = "was killed" if name in ("SIGKILL", "SIGTERM") else "crashed"
-        return f"the engine host {verb} ({name})"
-    return f"the engine host exited with code {code}"
+def _kill_if_alive(proc: BaseProcess) -> None:
+    with contextlib.suppress(Exception):
+        if proc.is_alive():
+            proc.kill()
+            proc.join(2)

@@ -1,65 +1,62 @@
 """File > Import Hugging Face Model…: a model folder built into a genai folder by
-onnxruntime-genai's builder (engine/backends/genai/hf_import.py) on a worker thread, with a
-progress dialog that cancels it (the builder process is killed, nothing is left behind),
-then opened like any model."""
+onnxruntime-genai's builder (engine/backends/genai/hf_import.py) as a job in the engine host
+(app/host/job_runner.py), with a progress dialog that cancels it (the builder process is
+killed, nothing is left behind), then opened like any model."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QProgressDialog, QWidget
 
-from engine.api import OpScopeError, Progress
+from engine.api import ImportRequest, Progress
+
+CONCERN = "import"
 
 
 class ImportJob(QObject):
-    """Runs one import; `progress(done, total, text)`, then `finished(ok, path or error)`,
-    or `finished(False, "cancelled")` after `cancel()`."""
+    """Runs one import through `runner`; `progress(done, total, text)`, then
+    `finished(ok, path or error)`, or `finished(False, "cancelled")` after `cancel()`."""
 
     progress = Signal(int, int, str)
     finished = Signal(bool, str)
 
     def __init__(
-        self, source: str, output: str, precision: str = "fp32", parent: QObject | None = None
+        self,
+        runner: Any,
+        source: str,
+        output: str,
+        precision: str = "fp32",
+        parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)  # the window keeps it alive while it runs
-        self.source, self.output, self.precision = source, output, precision
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.runner = runner
+        self.request = ImportRequest(source, output, precision)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._work, name="opscope-import", daemon=True)
-        self._thread.start()
+        self.runner.start(
+            CONCERN,
+            self.request,
+            on_done=lambda path: self.finished.emit(True, str(path)),
+            on_failed=lambda why: self.finished.emit(False, why),
+            on_events=self._events,
+            on_cancelled=lambda: self.finished.emit(False, "cancelled"),
+        )
 
     def cancel(self) -> None:
-        """Stops at the builder's next output line (it prints one per layer)."""
-        self._stop.set()
+        """The builder is killed and its scratch folder removed."""
+        self.runner.cancel(CONCERN)
 
-    def wait(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
+    @property
+    def running(self) -> bool:
+        return bool(self.runner.busy(CONCERN))
 
-    def _work(self) -> None:
-        from engine.api import ImportRequest, import_hf
-
-        gen = import_hf(ImportRequest(self.source, self.output, self.precision))
-        try:
-            while True:
-                if self._stop.is_set():
-                    gen.close()  # kills the builder, removes its scratch folder
-                    self.finished.emit(False, "cancelled")
-                    return
-                try:
-                    item = next(gen)
-                except StopIteration as done:
-                    self.finished.emit(True, str(done.value))
-                    return
-                if isinstance(item, Progress):
-                    self.progress.emit(int(item.done), int(item.total or 0), item.message)
-        except (OpScopeError, OSError) as exc:
-            self.finished.emit(False, str(exc))
+    def _events(self, batch: list[Any]) -> None:
+        for item in batch:
+            if isinstance(item, Progress):
+                self.progress.emit(int(item.done), int(item.total or 0), item.message)
 
 
 def free_folder(source: Path) -> Path:
@@ -72,7 +69,7 @@ def free_folder(source: Path) -> Path:
     return out
 
 
-def import_interactively(parent: QWidget, open_model: object) -> ImportJob | None:
+def import_interactively(parent: QWidget, runner: Any, open_model: object) -> ImportJob | None:
     """Ask for the folder and precision, run the import under a progress dialog, and open
     the result with `open_model(path)`. Returns the running job (None when cancelled)."""
     folder = QFileDialog.getExistingDirectory(
@@ -86,7 +83,7 @@ def import_interactively(parent: QWidget, open_model: object) -> ImportJob | Non
     if not ok:
         return None
     out = free_folder(Path(folder))
-    job = ImportJob(folder, str(out), precision, parent)
+    job = ImportJob(runner, folder, str(out), precision, parent)
     dialog = QProgressDialog(f"Building {out.name}…", "Cancel", 0, 0, parent)
     dialog.setWindowTitle("Import Hugging Face Model")
     dialog.setWindowModality(Qt.WindowModality.WindowModal)

@@ -1,9 +1,9 @@
 """Runs the LLM Serving dock's studies on the loaded generating model: "Simulate all
 layouts" (calibration, cached, then the simulator) and "Run for real" (the real serving
-loop, with the simulator's answer for that layout beside it), each in a child process of
-its own (app/host/process_job.py), with live timing paused meanwhile so that neither fights the
-live run for the cores; Cancel kills the child. Bad values are refused in one line before
-any work starts."""
+loop, with the simulator's answer for that layout beside it), each a job the engine host
+runs in a process of its own (app/host/job_runner.py), with live timing paused meanwhile so
+that neither fights the live run for the cores; Cancel stops it as Ctrl+C would. Bad values
+are refused in one line before any work starts."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QDockWidget
 
-from app.host.process_job import ProcessJob
 from app.llm.llm_serving_dock import LLMServingDock
 from app.sessions.compact import scrolled
 from engine.api import (
     LLMPlan,
+    LLMStudyRequest,
     ModelLoaded,
     Notice,
     OpScopeError,
@@ -29,13 +29,12 @@ from engine.api import (
     plan_layouts,
     read_config,
     real_plan,
-    serve_plan,
-    simulate_plan,
 )
 from widgets.models.llm_serving_form import LENGTH_NAMES, checked_plan
 from widgets.models.llm_serving_table import LLMServingTable
 
 SHORTCUT = "Ctrl+Shift+M"
+CONCERN = "llm-serving"
 
 
 class LLMServingController(QObject):
@@ -46,7 +45,7 @@ class LLMServingController(QObject):
         super().__init__()
         self.dock, self.frame, self.wb = dock, frame, wb
         self.table = LLMServingTable()
-        self.job = ProcessJob("llm-serving", self)
+        self.jobs = wb.jobs
         self.model: str | None = None  # the generating model's folder
         self.context = 0
         self.kind = ""  # "simulate" | "real" while a job runs
@@ -57,12 +56,13 @@ class LLMServingController(QObject):
         self.notes: list[str] = []
         dock.simulate_requested.connect(self.simulate)
         dock.real_requested.connect(self.run_real)
-        dock.cancel_requested.connect(self.job.cancel)
-        self.job.events.connect(self._events)
-        self.job.done.connect(self._done)
-        self.job.failed.connect(self._failed)
-        self.job.cancelled.connect(self._cancelled)
+        dock.cancel_requested.connect(lambda: self.jobs.cancel(CONCERN))
         wb.client.events.connect(self.on_events)
+
+    @property
+    def busy(self) -> bool:
+        """A study is running."""
+        return bool(self.jobs.busy(CONCERN))
 
     # the loaded model -------------------------------------------------------------------
     def on_events(self, batch: list[Any]) -> None:
@@ -81,7 +81,7 @@ class LLMServingController(QObject):
         if folder is None:
             self.model = None
             self.frame.hide()
-            if not self.job.busy:
+            if not self.busy:
                 self.dock.set_status("open a generating model (a genai folder) to compare layouts")
             return
         if str(folder) == self.model:
@@ -89,7 +89,7 @@ class LLMServingController(QObject):
         self.model, self.context = str(folder), context
         self.table.clear()
         self._show_table()
-        if not self.job.busy:
+        if not self.busy:
             self.dock.set_status(
                 f"{folder.name}: context {context} tokens, served in the Configuration "
                 "panel's precision (FP32, FP16, INT8 or INT4 weights). Simulate the three "
@@ -106,7 +106,7 @@ class LLMServingController(QObject):
         self._start("real")
 
     def _start(self, kind: str) -> None:
-        if self.job.busy:
+        if self.busy:
             return
         if self.model is None:
             self.dock.set_status(
@@ -143,10 +143,17 @@ class LLMServingController(QObject):
         )
         self.dock.show_progress(0, None, "starting")
         self.dock.set_status(f"{what}: live timing is paused")
-        job = simulate_plan if kind == "simulate" else serve_plan
         remeasure = self.dock.recalibrate.isChecked()
         self.dock.recalibrate.setChecked(False)  # once: the new calibration is cached
-        self.job.start(job, self.model, config, plan, LENGTH_NAMES, remeasure)
+        request = LLMStudyRequest(kind, self.model, config, plan, LENGTH_NAMES, remeasure)
+        self.jobs.start(
+            CONCERN,
+            request,
+            on_done=self._done,
+            on_failed=self._failed,
+            on_events=self._events,
+            on_cancelled=self._cancelled,
+        )
 
     # the job's answers ------------------------------------------------------------------
     def _events(self, batch: list[Any]) -> None:
@@ -204,7 +211,7 @@ class LLMServingController(QObject):
         self.dock.show_table(self.table, *slos)
 
     def shutdown(self) -> None:
-        self.job.kill()
+        self.jobs.forget(CONCERN)
 
 
 def install_llm_serving(wb: Any) -> LLMServingController:

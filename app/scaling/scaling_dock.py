@@ -1,16 +1,12 @@
-"""The Scaling dock: `opscope sweep` of the loaded model over one dim's sizes, run as its
-own process (live timing paused; its points and the sweep as a whole recorded in the
-window's session), drawn on log-log axes with each op type's growth exponent."""
+"""The Scaling dock: a sweep of the loaded model over one dim's sizes, run as a job in the
+engine host (app/host/job_runner.py; live timing paused; its points and the sweep as a whole
+recorded in the window's session), drawn point by point on log-log axes with each op type's
+growth exponent."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QProcess, QTimer
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -21,12 +17,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import EXIT_INTERRUPTED, ModelInfo, cli_argv
+from engine.api import (
+    ModelInfo,
+    Notice,
+    OpScopeError,
+    Progress,
+    SweepPoint,
+    SweepRequest,
+    SweepStored,
+    parse_vary,
+    sweep_result_of,
+)
 from widgets.scaling_plot import ScalingPlot
 
-KILL_AFTER_MS = 10_000  # a sweep that does not stop on SIGTERM (stuck in a library call)
-
-
+CONCERN = "sweep"
 NO_MODEL = "load a model, pick a dim and sizes"
 
 
@@ -61,12 +65,15 @@ class ScalingDock(QWidget):
         layout.addLayout(row)
         layout.addWidget(self.status)
         layout.addWidget(self.plot, 1)
-        self.process: QProcess | None = None
+        self.points: list[SweepPoint] = []
         self.kept_partial = False  # the running sweep said it stored its points done
-        self.out = Path(tempfile.mkdtemp(prefix="opscope-sweep-")) / "sweep.json"
         self.resume = False
         self.run_button.clicked.connect(self.run)
         self.cancel_button.clicked.connect(self.cancel)
+
+    @property
+    def running(self) -> bool:
+        return bool(self.wb.jobs.busy(CONCERN))
 
     def model_loaded(self, info: ModelInfo) -> None:
         dims = sorted({d for v in info.inputs for d in (v.shape or ()) if isinstance(d, str)})
@@ -78,83 +85,85 @@ class ScalingDock(QWidget):
 
     def run(self) -> None:
         load = self.wb.client.last_load
-        if not load or self.process is not None:
+        if not load or self.running:
             self.status.setText("load a model first" if not load else "a sweep is running")
             return
-        config = self.wb.window.config_panel.config()
+        dim = self.dim.currentText()
+        try:
+            _, values = parse_vary(f"{dim}={self.values.text()}")
+        except OpScopeError as exc:
+            self.status.setText(str(exc))
+            return
         self.wb.recording.flush()
-        program, *prefix = cli_argv()
-        argv = [
-            *prefix, "sweep", load[0],
-            "--vary", f"{self.dim.currentText()}={self.values.text()}",
-            "--engine", config.engine, "--precision", config.precision,
-            "--fusion", config.fusion, "--batch", str(config.batch),
-            "--threads", str(config.threads), "--provider", config.provider,
-            "--json", str(self.out), "--session", str(self.wb.recording.path),
-            *self.wb.client.job_inputs().argv(skip_dims=(self.dim.currentText(),)),
-        ]  # fmt: skip
+        inputs = self.wb.client.job_inputs()  # the shapes and data on screen
+        request = SweepRequest.of(
+            load[0],
+            self.wb.window.config_panel.config(),
+            inputs,  # (the sweep sets the varied dim itself)
+            dim,
+            values,
+            str(self.wb.recording.path),
+        )
         self.resume = self.wb.running
         if self.wb.running:
             self.wb.toggle_running("paused: scaling sweep")  # the sweep gets the cores
-        proc = QProcess(self)
-        proc.setProcessChannelMode(QProcess.ProcessChannelMode.MergedChannels)
-        proc.readyReadStandardOutput.connect(self._output)
-        proc.finished.connect(self._finished)
-        self.process = proc
-        self.kept_partial = False
+        self.points, self.kept_partial = [], False
         self.run_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self.status.setText("sweeping: live timing is paused")
-        proc.start(program, argv)
+        self.wb.jobs.start(
+            CONCERN,
+            request,
+            on_done=self._done,
+            on_failed=lambda why: self._end(f"sweep failed: {why}"),
+            on_events=self._events,
+            on_cancelled=self._cancelled,
+        )
 
     def cancel(self) -> None:
-        """SIGTERM: the sweep stops as on Ctrl+C and keeps the points done in the session;
-        killed if it has not ended within KILL_AFTER_MS."""
-        proc = self.process
-        if proc is not None:
-            proc.terminate()
-            QTimer.singleShot(KILL_AFTER_MS, lambda: self._kill(proc))
+        """The sweep stops as on Ctrl+C and keeps the points done in the session."""
+        self.wb.jobs.cancel(CONCERN)
 
-    def _kill(self, proc: QProcess) -> None:
-        if self.process is proc and proc.state() != QProcess.ProcessState.NotRunning:
-            proc.kill()
+    def _events(self, batch: list[Any]) -> None:
+        for item in batch:
+            if isinstance(item, SweepPoint):
+                self.points.append(item)
+                self.plot.set_sweep(sweep_result_of(self.dim.currentText(), self.points).to_json())
+                self.status.setText(self._last_point())
+            elif isinstance(item, SweepStored):
+                self.kept_partial = item.partial
+            elif isinstance(item, Progress) and item.stage == "sweep":
+                now = f"{item.message} ({item.done + 1} of {item.total})"
+                last = self._last_point()
+                self.status.setText(f"{last} · now {now}" if last else f"sweeping {now}")
+            elif isinstance(item, Notice) and item.level in ("warning", "info"):
+                last = self._last_point()  # the last point stays first in the line
+                self.status.setText(f"{last} · {item.message}" if last else item.message)
 
-    def _output(self) -> None:
-        if self.process is None:
-            return
-        text = bytes(self.process.readAllStandardOutput().data()).decode(errors="replace")
-        self.kept_partial = self.kept_partial or ", partial: " in text
-        lines = [ln for ln in text.splitlines() if ln.startswith(("point", "opscope:"))]
-        if lines:
-            self.status.setText(lines[-1])
-        if any(ln.startswith("point") for ln in lines) and self.out.is_file():
-            with contextlib.suppress(OSError, ValueError):  # written atomically after each
-                self.plot.set_sweep(json.loads(self.out.read_text()))
+    def _last_point(self) -> str:
+        if not self.points:
+            return ""
+        p = self.points[-1]
+        return f"point {p.value}: p50 {p.p50_ms:.3f} ms (n={p.samples})"
 
-    def _finished(self, code: int, _status: object) -> None:
-        proc, self.process = self.process, None
+    def _cancelled(self) -> None:
+        kept = self.kept_partial and self.points
+        self._end("sweep cancelled" + (": the points done are in the session" if kept else ""))
+
+    def _end(self, text: str) -> None:
         self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
         if self.resume and not self.wb.running:
             self.wb.toggle_running()
-        if code != 0 or not self.out.is_file():
-            self.out.unlink(missing_ok=True)  # the points done stay drawn (and in the session)
-            tail = bytes(proc.readAll().data()).decode(errors="replace").strip() if proc else ""
-            if code == EXIT_INTERRUPTED or code < 0 or proc is None:
-                kept = self.kept_partial or ", partial: " in tail  # the points done, stored
-                self.status.setText(
-                    "sweep cancelled" + (": the points done are in the session" if kept else "")
-                )
-            else:
-                last = tail.splitlines()[-1] if tail else f"exit {code}"
-                self.status.setText(f"sweep failed: {last}")
-            return
-        data = json.loads(self.out.read_text())
-        self.out.unlink()
+        self.resume = False
+        self.status.setText(text)
+
+    def _done(self, result: Any) -> None:
+        data = result.to_json()
         self.plot.set_sweep(data)
         g = data["growth"]
         soft = g["op_types"].get("Softmax")
-        self.status.setText(
+        self._end(
             f"total ~ {data['vary']['dim']}^{g['total']:.2f}"
             + (f"; Softmax ~ ^{soft:.2f}" if soft is not None else "")
             + " (fitted over the upper half of the sizes"

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QBoxLayout, QDockWidget, QFileDialog, QMenu, QMess
 
 from app.host.background import Background
 from app.host.engine_client import EngineClient
+from app.host.job_runner import JobRunner
 from app.sessions.exports import ExportNotice, add_export_actions
 from app.sessions.recording import Recording
 from app.shell.help_dialogs import guide_dialog, shortcuts_dialog
@@ -23,6 +24,7 @@ class Workbench(Protocol):
 
     window: MainWindow
     client: EngineClient
+    jobs: JobRunner
     recording: Recording
     device: str
 
@@ -253,7 +255,7 @@ def _open_session(wb: Workbench) -> None:
 def _import_hf(wb: Workbench) -> None:
     from app.llm.hf_import import import_interactively
 
-    import_interactively(wb.window, wb.open_model)
+    import_interactively(wb.window, wb.jobs, wb.open_model)
 
 
 def _save_plot(wb: Workbench) -> None:

@@ -8,6 +8,7 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
 
 from app.host.engine_client import EngineClient
+from app.host.job_runner import JobRunner
 from app.live.inputs_controller import InputsController
 from app.live.live_controller import LiveController
 from app.live.runs_controller import RunsController
@@ -38,6 +39,7 @@ class Workbench(QObject):
         self.recording = self._open_recording(session_path)
         yields = self.window.settings.value(YIELD_KEY, True, type=bool)
         self.client = EngineClient(sink=self.recording.sink, nice=ENGINE_NICE if yields else 0)
+        self.jobs = JobRunner(self.client)  # every long job: tune, sweep, LLM study, import
         self.controller = LiveController(self.window, self.client)
         self.generation = GenerationController(self.window, self.controller, self.client)
         self.traffic = TrafficController(
@@ -200,9 +202,8 @@ class Workbench(QObject):
 
     def shutdown(self) -> None:
         self.status_timer.stop()
-        self.tuner.cancel.set()  # after the trial now running; finished ones are recorded
-        self.llm_serving.shutdown()
-        self.client.shutdown()
+        self.client.shutdown()  # its jobs are cancelled (a tune, a sweep, an LLM study: what
+        # they measured stays in the session) and the host ends
         self.recording.close()
         for w in self.session_windows:
             w.close()  # type: ignore[attr-defined]

@@ -1,16 +1,16 @@
-"""Runs a tune from the Tune dock on a worker thread (each trial is its own `opscope bench`
-process, recorded in the window's session), with live timing paused; trials reach the
-dock as they end; double-clicking one applies its config to the running engine."""
+"""Runs a tune from the Tune dock as a job in the engine host (app/host/job_runner.py; each
+trial its own isolated job, recorded in the window's session), with live timing paused;
+trials reach the dock as they end; double-clicking one applies its config to the running
+engine."""
 
 from __future__ import annotations
 
 import contextlib
 import math
 import shlex
-import threading
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject
 
 from app.tune.tune_dock import TuneDock
 from engine.api import (
@@ -20,53 +20,40 @@ from engine.api import (
     Progress,
     RunConfig,
     Trial,
+    TuneRequest,
     TuneResult,
     bench_argv,
-    drive,
     front,
     parse_space,
-    run_trial,
-    tune,
 )
 
-
-class Cancelled(Exception):
-    pass
+CONCERN = "tune"
 
 
 class TuneController(QObject):
-    trial_ready = Signal(object)
-    progressed = Signal(float, float, str)
-    finished = Signal(object)  # TuneResult, or None when cancelled
-    failed = Signal(str)
-
     def __init__(self, dock: TuneDock, workbench: Any) -> None:
         super().__init__()
         self.dock, self.wb = dock, workbench
         self.trials: list[Trial] = []
         self.goal = Goal("p50", 0.99)
-        self.cancel = threading.Event()
-        self.worker: threading.Thread | None = None  # (QObject.thread() is Qt's)
         self.resume = False
         self.model = ""
         self.inputs = JobInputs()  # every trial's inputs: the shapes and data on screen
         dock.start_requested.connect(self.start)
-        dock.cancel_requested.connect(self.cancel.set)
+        dock.cancel_requested.connect(lambda: self.wb.jobs.cancel(CONCERN))
         dock.trial_chosen.connect(self.apply_trial)
-        self.trial_ready.connect(self._trial)
-        self.progressed.connect(dock.show_progress)
-        self.finished.connect(self._finished)
-        self.failed.connect(self._failed)
 
     @property
     def running(self) -> bool:
-        return self.worker is not None and self.worker.is_alive()
+        return bool(self.wb.jobs.busy(CONCERN))
 
     def start(self) -> None:
         window = self.wb.window
         load = self.wb.client.last_load
         if not load:
             window.show_error("tune", "load a model first")
+            return
+        if self.running:
             return
         try:
             space = parse_space(self.dock.space_items())
@@ -77,7 +64,6 @@ class TuneController(QObject):
         self.goal = Goal(self.dock.objective.currentData(), base.min_cosine)
         self.model = load[0]
         self.trials = []
-        self.cancel.clear()
         self.dock.clear()
         self.dock.plot.set_floor(base.min_cosine)
         self.dock.set_running(True)
@@ -86,34 +72,32 @@ class TuneController(QObject):
         if self.wb.running:
             self.wb.toggle_running("paused: tuning")  # the trials get the cores
         self.wb.recording.flush()
-        session = str(self.wb.recording.path)
         self.inputs = self.wb.client.job_inputs()  # the shapes and data on screen
-        budget = self.dock.budget.value() or None
-        duration = self.dock.duration.value()
+        request = TuneRequest(
+            model=self.model,
+            space=space,
+            base=base,
+            goal=self.goal,
+            budget=self.dock.budget.value() or None,
+            duration_s=self.dock.duration.value(),
+            inputs=self.inputs,
+            session=str(self.wb.recording.path),
+        )
+        self.wb.jobs.start(
+            CONCERN,
+            request,
+            on_done=self._finished,
+            on_failed=self._failed,
+            on_events=self._events,
+            on_cancelled=lambda: self._finished(None),
+        )
 
-        def run(number: int, config: RunConfig) -> Trial:
-            if self.cancel.is_set():
-                raise Cancelled
-            return run_trial(number, self.model, config, self.inputs, duration, session)
-
-        def show(item: object) -> None:
+    def _events(self, batch: list[Any]) -> None:
+        for item in batch:
             if isinstance(item, Trial):
-                self.trial_ready.emit(item)
+                self._trial(item)
             elif isinstance(item, Progress):
-                self.progressed.emit(item.done, item.total or 0, item.message)
-
-        def work() -> None:
-            try:
-                self.finished.emit(drive(tune(space, base, self.goal, run, budget), show))
-            except Cancelled:
-                self.finished.emit(None)
-            except OpScopeError as exc:
-                self.failed.emit(str(exc))
-            except Exception as exc:  # a bug: one line in the window
-                self.failed.emit(f"internal error: {exc!r}")
-
-        self.worker = threading.Thread(target=work, name="opscope-tune", daemon=True)
-        self.worker.start()
+                self.dock.show_progress(item.done, item.total or 0, item.message)
 
     def apply_trial(self, number: int) -> None:
         trial = next((t for t in self.trials if t.number == number), None)

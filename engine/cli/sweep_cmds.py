@@ -12,102 +12,54 @@ from engine import backends
 from engine.cli.common import EXIT_OK, config_from_args, write_json
 from engine.cli.printer import LivePrinter
 from engine.events import Notice, Progress, drive
-from engine.run.bench import BenchRequest
 from engine.run.job_inputs import JobInputs
-from engine.run.timing import TimingPlan
-from engine.session.recorder import Recorder
-from engine.session.recording import recorder_at
 from engine.tune.sweep import (
     SweepPoint,
     SweepResult,
     growth_caveat,
     parse_vary,
     result_of,
-    sweep,
 )
+from engine.tune.sweep_job import SweepRequest, SweepStored, sweep_job
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     name, values = parse_vary(args.vary)
-    _, info = backends.describe_model(args.model)
-    inputs = JobInputs.from_args(args)
-    req = BenchRequest(
-        model_path=args.model,
-        config=config_from_args(args),
-        timing=TimingPlan(warmup_runs=5, warmup_s=0.2, min_runs=20, duration_s=args.duration),
-        shapes=inputs.shapes,
-        dims=inputs.dims,
-        inputs_npz=inputs.inputs_npz,
-        calibration_npz=inputs.calibration_npz,
-        seed=args.seed,
-        profile_runs=args.runs,
-    )
+    backends.describe_model(args.model)  # a bad model: one line, before the header
+    job = SweepRequest.of(
+        args.model, config_from_args(args), JobInputs.from_args(args), name, values,
+        args.session, args.duration, args.runs, args.seed,
+    )  # fmt: skip
     printer = LivePrinter(live=False)
     out = sys.stdout if args.json != "-" else sys.stderr
     out.write(f"sweep      {name} over {', '.join(values)} ({args.duration:g} s per point)\n")
     points: list[SweepPoint] = []
-    run_ids: list[int] = []
+
+    def show(item: object) -> None:
+        if isinstance(item, SweepPoint):
+            points.append(item)
+            if args.json and args.json != "-":  # a script may plot it point by point
+                write_json(args.json, {**result_of(name, points).to_json(), "partial": True})
+            _point_line(item, out)
+        elif isinstance(item, SweepStored):
+            partial = f", partial: {item.points} of {item.of} points" if item.partial else ""
+            out.write(f"session    sweep {item.sweep_id} stored in {args.session}{partial}\n")
+        elif isinstance(item, Progress | Notice):
+            printer.feed(item)
+
     try:
-        with recorder_at(args.session, model_path=args.model, kind="profile") as rec:
-
-            def show(item: object) -> None:
-                if isinstance(item, SweepPoint):
-                    points.append(item)
-                    if args.json and args.json != "-":  # the window plots it point by point
-                        write_json(
-                            args.json, {**result_of(name, points).to_json(), "partial": True}
-                        )
-                    if rec is not None and rec.settle() and rec.run_id is not None:
-                        run_ids.append(rec.run_id)  # written, so its id is the file's
-                    _point_line(item, out)
-                    return
-                if rec is not None:
-                    rec.feed(item)  # type: ignore[arg-type]
-                if isinstance(item, Progress | Notice):
-                    printer.feed(item)
-
-            try:
-                result: SweepResult = drive(sweep(req, info, name, values), show)
-            except KeyboardInterrupt:
-                done = result_of(name, points)
-                if rec is not None and points:  # keep what was measured
-                    sweep_id = _store(rec, args.model, req, done, run_ids, partial=True)
-                    out.write(
-                        f"session    sweep {sweep_id} stored in {args.session}, partial: "
-                        f"{len(points)} of {len(values)} points\n"
-                    )
-                if len(points) >= 2:  # what the points done say, caveats included
-                    _growth(done, out)
-                raise
-            if rec is not None:
-                sweep_id = _store(rec, args.model, req, result, run_ids, partial=False)
-                out.write(f"session    sweep {sweep_id} stored in {args.session}\n")
+        try:
+            result: SweepResult = drive(sweep_job(job), show)
+        except KeyboardInterrupt:
+            if len(points) >= 2:  # what the points done say, caveats included
+                _growth(result_of(name, points), out)
+            raise
     finally:
         printer.close()
     _growth(result, out)
     if args.json:
         write_json(args.json, result.to_json())
     return EXIT_OK
-
-
-def _store(
-    rec: Recorder,
-    model: str,
-    req: BenchRequest,
-    result: SweepResult,
-    run_ids: list[int],
-    partial: bool,
-) -> int:
-    """The sweep as one row of the session (partial: interrupted, the points done)."""
-    rec.settle()
-    return rec.store.add_sweep(
-        model_path=model,
-        dim=result.dim,
-        config=req.config.to_json(),
-        result=result.to_json(),
-        run_ids=run_ids,
-        partial=partial,
-    )
 
 
 def _point_line(p: SweepPoint, out: TextIO) -> None:

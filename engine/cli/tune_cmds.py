@@ -16,7 +16,8 @@ from engine.events import Notice, Progress, drive
 from engine.run.job_inputs import JobInputs
 from engine.tune.search import Goal, TuneResult, tune, tune_result
 from engine.tune.space import default_space, parse_space, size
-from engine.tune.trial import Trial, bench_argv, run_trial
+from engine.tune.trial import Trial, bench_argv
+from engine.tune.tune_job import TuneRequest, tune_job
 
 if TYPE_CHECKING:
     from engine.tune.ray_trials import RayTrials
@@ -43,9 +44,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
     out = sys.stdout if args.json != "-" else sys.stderr
     _header(args, space, out)
 
-    def run(number: int, config: Any) -> Trial:
-        return run_trial(number, args.model, config, inputs, args.duration, args.session)
-
     pool: RayTrials | None = None
     if args.ray:
         from engine.tune.ray_trials import RayTrials
@@ -65,7 +63,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     budget = None if args.exhaustive else args.budget
     try:
-        searched = tune(space, base, goal, pool or run, budget, args.search_seed)
+        searched = (
+            tune(space, base, goal, pool, budget, args.search_seed)
+            if pool is not None
+            else tune_job(
+                TuneRequest(args.model, space, base, goal, budget, args.duration, inputs,
+                            args.session, args.search_seed)
+            )
+        )  # fmt: skip
         result: TuneResult = drive(searched, show)
     except KeyboardInterrupt:
         printer.close()

@@ -13,10 +13,13 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from engine.backends.ort.inference_session import one_node_model
+from engine.events import Event, Progress
 from engine.hostinfo import machine_key
 
 TRIAD_ELEMENTS = 32 * 2**20  # 32M float64: 256 MiB per array, far beyond any LLC
@@ -209,6 +212,21 @@ def cached_peaks() -> dict[str, Any] | None:
     ):
         return None
     return dict(data)
+
+
+@dataclass(frozen=True)
+class PeaksRequest:
+    """The machine's peaks as a job: cached, else measured (a few seconds)."""
+
+    remeasure: bool = False
+    gpu: bool | None = None  # None: the GPU's too when one is present
+    job_name: ClassVar[str] = "peaks"
+
+
+def peaks_job(req: PeaksRequest) -> Generator[Event, None, dict[str, Any]]:
+    if req.remeasure or cached_peaks() is None:
+        yield Progress("peaks", 0, None, "measuring the machine's peaks")
+    return load_peaks(req.remeasure, req.gpu)
 
 
 def load_peaks(remeasure: bool = False, gpu: bool | None = None) -> dict[str, Any]:

@@ -32,7 +32,7 @@ Job = Callable[..., Generator[Event, None, Any]]
 
 def child_main(conn: Connection, job: Job, args: tuple[Any, ...]) -> None:
     """Run `job(*args)`; sends ("events", [Event, ...]) batches, then ("done", result) or
-    ("failed", one line)."""
+    ("failed", one line), or ("cancelled", ...) when interrupted (SIGTERM as Ctrl+C)."""
     batch: list[Event] = []
     last = time.monotonic()
     try:
@@ -50,6 +50,9 @@ def child_main(conn: Connection, job: Job, args: tuple[Any, ...]) -> None:
         if batch:
             conn.send(("events", batch))
         conn.send(("done", result))
+    except KeyboardInterrupt:  # cancelled (SIGTERM): the job kept what it measured
+        _send_failure(conn, batch, "cancelled", kind="cancelled")
+        raise
     except OpScopeError as exc:
         _send_failure(conn, batch, str(exc))
     except Exception as exc:  # a bug: one line for the user, the traceback on stderr
@@ -59,11 +62,28 @@ def child_main(conn: Connection, job: Job, args: tuple[Any, ...]) -> None:
         conn.close()
 
 
-def _send_failure(conn: Connection, batch: list[Event], message: str) -> None:
+def describe_exit(code: int | None, who: str = "the engine host") -> str:
+    """A dead child's exit in words: 'the engine host crashed (SIGSEGV)', '... was killed
+    (SIGKILL)', '... exited with code 1'."""
+    import signal
+
+    if code is None:
+        return f"{who} stopped responding"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        verb = "was killed" if name in ("SIGKILL", "SIGTERM") else "crashed"
+        return f"{who} {verb} ({name})"
+    return f"{who} exited with code {code}"
+
+
+def _send_failure(conn: Connection, batch: list[Event], message: str, kind: str = "failed") -> None:
     try:
         if batch:
             conn.send(("events", batch))
-        conn.send(("failed", message))
+        conn.send((kind, message))
     except OSError:  # the parent went away
         pass
 
@@ -71,7 +91,8 @@ def _send_failure(conn: Connection, batch: list[Event], message: str) -> None:
 @dataclass
 class Isolated:
     """How a job run in a child process ended: `status` "done" (with `result`), "failed"
-    (`error`, one line), "timeout", or "crashed" (`exitcode`: the child died without a
+    (`error`, one line), "timeout", "cancelled" (stopped by a signal from elsewhere), or
+    "crashed" (`exitcode`: the child died without a
     word, a native library's crash or a kill)."""
 
     status: str
@@ -88,7 +109,7 @@ def run_isolated(
     grace_s: float = STOP_GRACE_S,
 ) -> Isolated:
     """Run `job(*args)` in a spawned child process (a crash there ends that job only) and
-    wait for it: the same job interface the window's ProcessJob uses, from plain Python.
+    wait for it: the same job interface the engine host uses for the window (host_jobs.py).
     The child gets SIGTERM if this process dies (Linux), and ends as Ctrl+C ends a
     command: an interruption here, or the timeout, stops it with SIGTERM and waits up to
     `grace_s` for it to mark its run cancelled and close its session file."""
@@ -118,6 +139,8 @@ def run_isolated(
                     on_events(payload)
             elif kind == "done":
                 return Isolated("done", result=payload)
+            elif kind == "cancelled":
+                return Isolated("cancelled")
             else:
                 return Isolated("failed", error=str(payload))
     except BaseException:

@@ -101,6 +101,20 @@ class GenerationShape:
     new_tokens: int
 
 
+@dataclass(frozen=True)
+class RunJob:
+    """Run a job (engine/run/jobs.py: a request dataclass) in a process of its own;
+    answered with JobUpdate events carrying `job_id`."""
+
+    job_id: int
+    request: Any
+
+
+@dataclass(frozen=True)
+class CancelJob:
+    job_id: int
+
+
 Command = (
     Load
     | Apply
@@ -114,4 +128,6 @@ Command = (
     | Calibrate
     | GenerationShape
     | SetInputs
+    | RunJob
+    | CancelJob
 )

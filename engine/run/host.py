@@ -38,6 +38,7 @@ from engine.events import (
 from engine.machine.cpu_telemetry import CpuSampler, TelemetryThread
 from engine.machine.gpu_telemetry import ThrottleWatch
 from engine.run import commands as cmds
+from engine.run.host_jobs import HostJobs
 from engine.run.live import LiveRun, Staged, stage
 from engine.run.sample_log import MAX_SAMPLES
 from engine.run.serving_host import ServingJob
@@ -236,6 +237,7 @@ def host_main(
     live = LiveRun(max_samples)
     builder = Builder(out)
     state = HostState()
+    jobs = HostJobs(out.put)
     throttle = state.throttle
 
     def emit(ev: Telemetry) -> None:
@@ -268,9 +270,15 @@ def host_main(
                     if state.job is not None:  # the window closes: the run ends now
                         state.job.cancel()
                         state.job.done.wait(10)
+                    jobs.stop_all()
                     _drain(live.end(), out)
                     break
-                _handle(cmd, state, live, builder, out)
+                if isinstance(cmd, cmds.RunJob):
+                    jobs.start(cmd.job_id, cmd.request)
+                elif isinstance(cmd, cmds.CancelJob):
+                    jobs.cancel(cmd.job_id)
+                else:
+                    _handle(cmd, state, live, builder, out)
             if state.job is not None:
                 if not state.job.done.is_set():
                     out.flush()
@@ -318,6 +326,7 @@ def host_main(
         if state.job is not None:  # its threads leave the engine before this process ends
             state.job.cancel()
             state.job.done.wait(10)
+        jobs.stop_all()
         print("opscope engine host: the window went away; stopping", file=sys.stderr)
     finally:
         telemetry.stop()

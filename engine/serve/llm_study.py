@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Generator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from engine.backends.genai.model import open_llm, read_config
 from engine.backends.genai.weights import PRECISIONS as SERVED_PRECISIONS
@@ -59,6 +60,29 @@ def real_plan(plan: LLMPlan) -> LLMPlan:
     if plan.layout == "all":
         raise ConfigError("the real loop serves one layout per run: pick one")
     return plan if plan.layout == "disaggregated" else dataclasses.replace(plan, instances=1)
+
+
+@dataclass(frozen=True)
+class LLMStudyRequest:
+    """The window's LLM Serving study as a job: every layout simulated ("simulate"), or the
+    plan's one layout served for real after the simulator's answer ("real")."""
+
+    kind: str  # simulate | real
+    model: str
+    config: RunConfig
+    plan: LLMPlan
+    what: tuple[str, str] = ("--prompt-len", "--new-tokens")  # the length knobs' names
+    remeasure: bool = False  # calibrate again rather than use the cached calibration
+    job_name: ClassVar[str] = "LLM serving study"
+
+
+def llm_study_job(req: LLMStudyRequest) -> Generator[Event, None, Rows]:
+    """The study's rows: `simulate_plan` or `serve_plan`."""
+    if req.kind not in ("simulate", "real"):
+        raise ConfigError(f"an LLM study is 'simulate' or 'real', not {req.kind!r}")
+    study = simulate_plan if req.kind == "simulate" else serve_plan
+    rows = yield from study(req.model, req.config, req.plan, req.what, req.remeasure)
+    return rows
 
 
 def simulate_plan(

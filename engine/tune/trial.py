@@ -20,7 +20,7 @@ from engine.events import (
     TimingDone,
     VariantReady,
 )
-from engine.run.child_job import run_isolated
+from engine.run.child_job import describe_exit, run_isolated
 from engine.run.job_inputs import JobInputs
 
 TRIAL_TIMEOUT_S = 1800.0  # a hung trial (a quantizer that never returns) ends here
@@ -162,7 +162,8 @@ def run_trial(
         why = {
             "timeout": f"no result after {timeout_s:g} s",
             "failed": ended.error,
-            "crashed": f"the engine crashed ({describe_exit(ended.exitcode)})",
+            "cancelled": "cancelled",
+            "crashed": describe_exit(ended.exitcode, "the trial's engine"),
         }[ended.status]
         trial.status, trial.error = "failed", " ".join(why.split())[:300]
         return trial
@@ -178,10 +179,3 @@ def run_trial(
         trial.details["excluded_nodes"] = data["excluded_nodes"]
     trial.details["provider_used"] = data.get("provider_used")
     return trial
-
-
-def describe_exit(code: int | None) -> str:
-    """A dead child's exit code in words."""
-    if code is not None and code < 0:
-        return f"signal {-code}"
-    return f"exit {code}"

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from engine.backends.genai.hf_size import check_config_size, config_sizes
 from engine.backends.genai.json_file import read_json
@@ -35,6 +36,7 @@ class ImportRequest:
     output: str  # the genai-format folder to write (must not exist, or be empty)
     precision: str = "fp32"
     provider: str = "cpu"  # the execution provider the model is built for (cpu | cuda)
+    job_name: ClassVar[str] = "import"
 
 
 def missing_packages() -> list[str]:

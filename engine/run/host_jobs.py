@@ -1,0 +1,119 @@
+"""The engine host's job runner: each job the window asks for (engine/run/jobs.py) runs in a
+child process of the host's own (engine/run/child_job.py: a crash there ends that job only,
+and the child dies with the host), its events relayed to the window as `JobUpdate`s in the
+host's event stream. Cancel is SIGTERM, which the job takes as Ctrl+C (it keeps what it
+measured and says "cancelled"), then a kill if it has not ended within `STOP_GRACE_S`.
+
+Written once for every job: progress and results as events, one line on failure, a crash
+in words, cancel, and "a newer job for the same concern supersedes the older" (the window
+sends the older's cancel first; here every job id is independent)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from engine.events import Event, JobUpdate
+from engine.run.child_job import STOP_GRACE_S, _isolated_main, _sigint_ignored, describe_exit
+from engine.run.jobs import job_name, run_job
+
+
+class HostJob:
+    def __init__(self, job_id: int, request: object, put: Callable[[Event], None]) -> None:
+        self.job_id, self.request, self._put = job_id, request, put
+        self.name = job_name(request)
+        self.cancelled = False
+        ctx = mp.get_context("spawn")  # a fresh interpreter: no threads or locks inherited
+        parent, child = ctx.Pipe(duplex=False)
+        self.proc: BaseProcess = ctx.Process(
+            target=_isolated_main, args=(child, run_job, (request,)), name=f"opscope-{self.name}"
+        )
+        with _sigint_ignored():  # a terminal's Ctrl+C goes to the window, which cancels
+            self.proc.start()
+        child.close()
+        self.done = threading.Event()
+        self._reader = threading.Thread(
+            target=self._read, args=(parent,), name=f"opscope-job-{job_id}", daemon=True
+        )
+        self._reader.start()
+
+    def cancel(self) -> None:
+        """SIGTERM (the job ends as Ctrl+C ends a command), a kill after the grace time."""
+        if self.done.is_set() or not self.proc.is_alive():
+            return
+        self.cancelled = True
+        self.proc.terminate()
+        threading.Thread(target=self._kill_late, name="opscope-job-kill", daemon=True).start()
+
+    def _kill_late(self) -> None:
+        if not self.done.wait(STOP_GRACE_S) and self.proc.is_alive():
+            self.proc.kill()
+
+    def _read(self, conn: Connection) -> None:
+        ended = False
+        while True:
+            try:
+                kind, payload = conn.recv()
+            except (EOFError, OSError):
+                break
+            except Exception as exc:  # an event the window cannot be sent (a bug)
+                self._put(JobUpdate(self.job_id, "failed", f"internal error: {exc!r}"))
+                ended = True
+                break
+            if kind == "events":
+                self._put(JobUpdate(self.job_id, "events", payload))
+                continue
+            ended = True
+            self._put(JobUpdate(self.job_id, kind, payload))
+        conn.close()
+        self.proc.join(STOP_GRACE_S)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        if not ended:
+            if self.cancelled:
+                self._put(JobUpdate(self.job_id, "cancelled", "cancelled"))
+            else:
+                why = describe_exit(self.proc.exitcode, f"the {self.name} process")
+                self._put(JobUpdate(self.job_id, "failed", why))
+        self.done.set()
+
+
+class HostJobs:
+    """The jobs running in this host, by id."""
+
+    def __init__(self, put: Callable[[Event], None]) -> None:
+        self._put = put
+        self._jobs: dict[int, HostJob] = {}
+
+    def start(self, job_id: int, request: Any) -> None:
+        self._reap()
+        try:
+            self._jobs[job_id] = HostJob(job_id, request, self._put)
+        except Exception as exc:  # a request that cannot be sent to a child (a bug)
+            self._put(JobUpdate(job_id, "failed", f"could not start the job: {exc!r}"))
+
+    def cancel(self, job_id: int) -> None:
+        job = self._jobs.get(job_id)
+        if job is not None:
+            job.cancel()
+
+    def stop_all(self, wait_s: float = STOP_GRACE_S) -> None:
+        """The host ends: every job cancelled, given `wait_s` to keep what it measured."""
+        for job in self._jobs.values():
+            job.cancel()
+        for job in self._jobs.values():
+            job.done.wait(wait_s)
+
+    @property
+    def running(self) -> int:
+        self._reap()
+        return len(self._jobs)
+
+    def _reap(self) -> None:
+        for job_id in [i for i, j in self._jobs.items() if j.done.is_set()]:
+            del self._jobs[job_id]

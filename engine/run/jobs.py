@@ -1,0 +1,54 @@
+"""Every long engine operation the window starts is a job: a frozen request dataclass and a
+generator of events (progress, notices, results as they come: a trial, a sweep point) that
+returns the job's result. `run_job(request)` runs one the same way everywhere: the CLI
+drives it in its own process, the engine host runs it in a child process of its own for the
+window (engine/run/host_jobs.py), the tests drive it directly. Cancelling is Ctrl+C
+(KeyboardInterrupt) inside the generator: a job that records keeps what it measured.
+
+Adding a job: its request dataclass, its generator, and one line in `JOBS`, naming both by
+module path so that the engine host imports only the jobs it is asked to run."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Generator
+from typing import Any
+
+from engine.errors import OpScopeError
+
+JobFn = Callable[[Any], Generator[Any, None, Any]]
+
+# request class (module.Class) -> the generator that runs it (module:function)
+JOBS: dict[str, str] = {
+    "engine.tune.sweep_job.SweepRequest": "engine.tune.sweep_job:sweep_job",
+    "engine.tune.tune_job.TuneRequest": "engine.tune.tune_job:tune_job",
+    "engine.serve.llm_study.LLMStudyRequest": "engine.serve.llm_study:llm_study_job",
+    "engine.backends.genai.hf_import.ImportRequest": "engine.backends.genai.hf_import:import_hf",
+    "engine.machine.peaks.PeaksRequest": "engine.machine.peaks:peaks_job",
+}
+
+
+def key_of(request: object) -> str:
+    cls = type(request)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def job_for(request: object) -> JobFn:
+    """The generator registered for `request`'s type."""
+    target = JOBS.get(key_of(request))
+    if target is None:
+        raise OpScopeError(f"no job runs a {type(request).__name__}")
+    module, name = target.split(":")
+    fn: JobFn = getattr(importlib.import_module(module), name)
+    return fn
+
+
+def run_job(request: object) -> Generator[Any, None, Any]:
+    """Run the job `request` asks for: its events, then its result."""
+    result = yield from job_for(request)(request)
+    return result
+
+
+def job_name(request: object) -> str:
+    """A short name for messages: 'sweep', 'tune', 'LLM study'..."""
+    return str(getattr(request, "job_name", type(request).__name__.removesuffix("Request")))
