@@ -10,9 +10,8 @@ the runs recorded so far kept).
 from __future__ import annotations
 
 import argparse
+import math
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,10 +40,12 @@ from engine.cli.common import EXIT_OK, config_from_args, write_json
 from engine.config import RunConfig
 from engine.errors import ModelError, OpScopeError, one_line
 from engine.files import write_atomic
+from engine.run.child_job import describe_exit, run_isolated
 from engine.run.job_inputs import JobInputs
+from engine.run.timing import TimingPlan
 from engine.session.reader import SessionReader
 from engine.session.trust import printable
-from engine.tune.trial import bench_argv, cli_argv
+from engine.tune.trial import TrialRequest, trial_job
 
 EXIT_REGRESSION = 3
 STOP_WAIT_S = 15.0  # a child asked to stop has this long to record its run as cancelled
@@ -123,63 +124,45 @@ def session_path(args: argparse.Namespace) -> Path:
     return Path(tempfile.gettempdir()) / f"opscope-gate-{stamp}-{os.getpid()}.opscope"
 
 
-def candidate_argv(args: argparse.Namespace, config: RunConfig, session: Path) -> list[str]:
-    """The `opscope bench` command of one candidate run (accuracy is not the gate's job)."""
-    extra = JobInputs.from_args(args).argv()
-    return [
-        *cli_argv(),
-        *bench_argv(args.model, config, extra),
-        "--duration", f"{args.duration:g}",
-        "--min-runs", str(args.min_runs),
-        "--warmup", str(args.warmup),
-        "--seed", str(args.seed),
-        "--no-live",
-        "--no-accuracy",
-        "--session", str(session),
-    ]  # fmt: skip
+def candidate_request(args: argparse.Namespace, config: RunConfig, session: Path) -> TrialRequest:
+    """One candidate run: `opscope bench`'s run of it, without the accuracy check (not the
+    gate's job), recorded in `session`."""
+    timing = TimingPlan(warmup_runs=args.warmup, min_runs=args.min_runs, duration_s=args.duration)
+    return TrialRequest(
+        args.model, config, JobInputs.from_args(args), args.duration, str(session),
+        timing=timing, seed=args.seed, accuracy=False,
+    )  # fmt: skip
 
 
 def record_candidates(
     args: argparse.Namespace, config: RunConfig, session: Path, out: TextIO
 ) -> list[int]:
-    """Run the K candidate processes one after another; the ids of the runs they recorded.
-    Ctrl+C or SIGTERM stops the running child (it records its run as cancelled) and keeps
-    the file."""
-    argv = candidate_argv(args, config, session)
+    """Run the K candidates one after another, each a job in its own process (a crash in
+    the runtime fails the gate in one line); the ids of the runs they recorded. Ctrl+C or
+    SIGTERM stops the running one (it records its run as cancelled) and keeps the file."""
+    req = candidate_request(args, config, session)
     ids: list[int] = []
     for i in range(1, args.runs + 1):
         before = set(_run_ids(session))
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            _, err = proc.communicate()
+            ended = run_isolated(trial_job, (req,), math.inf, grace_s=STOP_WAIT_S)
         except KeyboardInterrupt:
-            stop_child(proc)
             done = f"{len(ids)} candidate run{'s' if len(ids) != 1 else ''}"
             sys.stderr.write(f"opscope: {done} recorded before the interruption, in {session}\n")
             raise
         new = sorted(set(_run_ids(session)) - before)
-        if proc.returncode != 0 or not new:
-            lines = [ln for ln in (err or "").splitlines() if ln.strip()]
-            why = lines[-1].removeprefix("opscope: error: ") if lines else "no run recorded"
-            if proc.returncode < 0:
-                why = f"the engine crashed (signal {-proc.returncode})"
+        if ended.status != "done" or not new:
+            why = {
+                "done": "no run recorded",
+                "failed": ended.error,
+                "cancelled": "cancelled",
+                "crashed": describe_exit(ended.exitcode, "the candidate's engine"),
+            }.get(ended.status, ended.status)
             raise GateError(f"candidate run {i}/{args.runs} failed: {one_line(Exception(why))}")
         ids += new
         out.write(f"candidate  run {i}/{args.runs}  {_brief(session, new[-1])}\n")
         out.flush()
     return ids
-
-
-def stop_child(proc: subprocess.Popen[str]) -> None:
-    """Ask the child to stop as Ctrl+C would (it marks its run cancelled); kill it if it
-    does not within STOP_WAIT_S."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)  # Windows: terminate()
-    try:
-        proc.wait(timeout=STOP_WAIT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def _run_ids(session: Path) -> list[int]:

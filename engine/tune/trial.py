@@ -5,7 +5,6 @@ session by that process; `bench_argv` is the command that reproduces it."""
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,7 @@ from engine.events import (
 )
 from engine.run.child_job import describe_exit, run_isolated
 from engine.run.job_inputs import JobInputs
+from engine.run.timing import TimingPlan
 
 TRIAL_TIMEOUT_S = 1800.0  # a hung trial (a quantizer that never returns) ends here
 
@@ -79,13 +79,6 @@ def bench_argv(model: str, config: RunConfig, extra: list[str]) -> list[str]:
     ]  # fmt: skip
 
 
-def cli_argv() -> list[str]:
-    """How to start the CLI again: the frozen app is its own executable."""
-    if getattr(sys, "frozen", False):
-        return [sys.executable]
-    return [sys.executable, "-m", "engine.cli.main"]
-
-
 @dataclass(frozen=True)
 class TrialRequest:
     """One trial, as the job in its own process receives it."""
@@ -95,6 +88,9 @@ class TrialRequest:
     inputs: JobInputs
     duration_s: float
     session: str | None
+    timing: TimingPlan | None = None  # None: TimingPlan(duration_s=duration_s)
+    seed: int = 0  # for generated inputs
+    accuracy: bool = True  # checked against FP32 (a gate's candidates skip it)
 
 
 def trial_job(req: TrialRequest) -> Generator[Event, None, dict[str, Any]]:
@@ -102,19 +98,20 @@ def trial_job(req: TrialRequest) -> Generator[Event, None, dict[str, Any]]:
     --session` records one); yields its progress and notices, returns its figures."""
     from engine.run.bench import BenchRequest, run_bench
     from engine.run.cli_telemetry import RunTelemetry
-    from engine.run.timing import TimingPlan
     from engine.session.recording import recording
 
     inputs = req.inputs
     bench = BenchRequest(
         model_path=req.model,
         config=req.config,
-        timing=TimingPlan(duration_s=req.duration_s),
+        timing=req.timing or TimingPlan(duration_s=req.duration_s),
         shapes=inputs.shapes,
         dims=inputs.dims,
         inputs_npz=inputs.inputs_npz,
         calibration_npz=inputs.calibration_npz,
         labels_npy=inputs.labels_npy,
+        check_accuracy=req.accuracy,
+        seed=req.seed,
     )
     figures: dict[str, Any] = {}
     with recording(req.session, model_path=req.model, config=req.config, kind="bench") as record:
