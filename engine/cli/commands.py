@@ -24,26 +24,17 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    inputs = JobInputs.from_args(args)
-    req = BenchRequest(
-        model_path=args.model,
-        config=config_from_args(args),
-        timing=TimingPlan(
-            warmup_runs=args.warmup,
-            warmup_s=args.warmup_s,
-            min_runs=args.min_runs,
-            duration_s=args.duration,
-        ),
-        shapes=inputs.shapes,
-        dims=inputs.dims,
-        inputs_npz=inputs.inputs_npz,
-        calibration_npz=inputs.calibration_npz,
-        labels_npy=inputs.labels_npy,
-        profile=args.profile,
-        profile_runs=getattr(args, "runs", 20),
-        check_accuracy=not args.no_accuracy,
-        seed=args.seed,
+    timing = TimingPlan(
+        warmup_runs=args.warmup,
+        warmup_s=args.warmup_s,
+        min_runs=args.min_runs,
+        duration_s=args.duration,
     )
+    req = BenchRequest.of(
+        args.model, config_from_args(args), timing, JobInputs.from_args(args),
+        profile=args.profile, profile_runs=getattr(args, "runs", 20),
+        check_accuracy=not args.no_accuracy, seed=args.seed,
+    )  # fmt: skip
     result = RunResult()
     printer = LivePrinter(live=args.live)
     rec = None

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from engine import backends
 from engine.backends.base import PrepareRequest
-from engine.config import oversubscribed
+from engine.config import RunConfig, oversubscribed
 from engine.events import Event, LatencyBatch, Notice, RunEnded
 from engine.model.inputs import empty_inputs
+from engine.run.job_inputs import JobInputs
 from engine.run.timing import TimingPlan, TimingSamples, time_inferences
 
 
@@ -25,6 +27,23 @@ class BenchRequest(PrepareRequest):
     profile: bool = False
     profile_runs: int = 20
     check_accuracy: bool = True
+
+    @classmethod
+    def of(
+        cls, model: str, config: RunConfig, timing: TimingPlan, inputs: JobInputs, **rest: Any
+    ) -> BenchRequest:
+        """A run of `model` on `inputs` (the shapes, dims and data files a job carries)."""
+        return cls(
+            model_path=model,
+            config=config,
+            timing=timing,
+            shapes=inputs.shapes,
+            dims=inputs.dims,
+            inputs_npz=inputs.inputs_npz,
+            calibration_npz=inputs.calibration_npz,
+            labels_npy=inputs.labels_npy,
+            **rest,
+        )
 
 
 def run_bench(req: BenchRequest) -> Iterator[Event]:

@@ -48,17 +48,12 @@ class SweepRequest:
         """A sweep of `model` over `dim`'s `values`, every point timed `duration_s` after
         its warm-up and profiled over `profile_runs` inferences (the CLI's and the window's
         one way to ask for one)."""
-        bench = BenchRequest(
-            model_path=model,
-            config=config,
-            timing=TimingPlan(warmup_runs=5, warmup_s=0.2, min_runs=20, duration_s=duration_s),
-            shapes=inputs.shapes,
-            dims=inputs.dims,
-            inputs_npz=inputs.inputs_npz,
-            calibration_npz=inputs.calibration_npz,
-            seed=seed,
-            profile_runs=profile_runs,
-        )
+        timing = TimingPlan(warmup_runs=5, warmup_s=0.2, min_runs=20, duration_s=duration_s)
+        # labels stay out: a sweep point checks no accuracy
+        bench = BenchRequest.of(
+            model, config, timing, dataclasses.replace(inputs, labels_npy=None),
+            seed=seed, profile_runs=profile_runs,
+        )  # fmt: skip
         return cls(bench, dim, tuple(values), session)
 
 

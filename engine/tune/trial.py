@@ -100,18 +100,9 @@ def trial_job(req: TrialRequest) -> Generator[Event, None, dict[str, Any]]:
     from engine.run.cli_telemetry import RunTelemetry
     from engine.session.recording import recording
 
-    inputs = req.inputs
-    bench = BenchRequest(
-        model_path=req.model,
-        config=req.config,
-        timing=req.timing or TimingPlan(duration_s=req.duration_s),
-        shapes=inputs.shapes,
-        dims=inputs.dims,
-        inputs_npz=inputs.inputs_npz,
-        calibration_npz=inputs.calibration_npz,
-        labels_npy=inputs.labels_npy,
-        check_accuracy=req.accuracy,
-        seed=req.seed,
+    timing = req.timing or TimingPlan(duration_s=req.duration_s)
+    bench = BenchRequest.of(
+        req.model, req.config, timing, req.inputs, check_accuracy=req.accuracy, seed=req.seed
     )
     figures: dict[str, Any] = {}
     with recording(req.session, model_path=req.model, config=req.config, kind="bench") as record:
