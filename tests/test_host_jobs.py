@@ -6,6 +6,7 @@ cancels and ends its jobs with a dead host, tested against a spec'd double of th
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -20,7 +21,7 @@ import psutil
 import pytest
 
 from engine.config import RunConfig
-from engine.events import JobUpdate
+from engine.events import JobUpdate, Progress
 from engine.run import commands as cmds
 from engine.run.host import host_main
 from engine.run.job_inputs import JobInputs
@@ -175,3 +176,39 @@ def test_the_runner_cancels_and_a_dead_host_ends_its_jobs(tmp_path: Path) -> Non
     runner.start("tune", _sweep(tmp_path, ["16"]), **_calls(seen))  # no host: told at once
     assert seen[-1] == ("failed", "the engine host is not running")
     assert job_name(_sweep(tmp_path, ["16"])) == "sweep"
+
+
+def slow_stopping_job(path: str) -> Iterator[Any]:
+    """A job that takes half a second to store what it measured once interrupted."""
+    try:
+        while True:  # (events go back in batches as the job yields)
+            yield Progress("job", 0, None, "running")
+            time.sleep(0.02)
+    except KeyboardInterrupt:
+        time.sleep(0.5)  # storing
+        Path(path).write_text("stored")
+        raise
+
+
+def test_a_second_sigterm_does_not_cut_the_stop_short(tmp_path: Path) -> None:
+    """The host ending sends its jobs SIGTERM again (they die with it): the first stops
+    the job; a later one must not interrupt it storing what it measured."""
+    from engine.run.child_job import _isolated_main
+
+    stored = tmp_path / "stored.txt"
+    ctx = mp.get_context("spawn")
+    conn, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_isolated_main, args=(child, slow_stopping_job, (str(stored),)))
+    proc.start()
+    child.close()
+    assert conn.poll(60) and conn.recv()[0] == "events"  # running
+    assert proc.pid is not None
+    os.kill(proc.pid, signal.SIGTERM)
+    time.sleep(0.2)  # inside its stopping
+    os.kill(proc.pid, signal.SIGTERM)
+    proc.join(10)
+    messages = []
+    with contextlib.suppress(EOFError):
+        while conn.poll(0):
+            messages.append(conn.recv()[0])
+    assert stored.read_text() == "stored" and messages[-1] == "cancelled"

@@ -35,6 +35,7 @@ def child_main(conn: Connection, job: Job, args: tuple[Any, ...]) -> None:
     ("failed", one line), or ("cancelled", ...) when interrupted (SIGTERM as Ctrl+C)."""
     batch: list[Event] = []
     last = time.monotonic()
+    gen: Generator[Event, None, Any] | None = None
     try:
         gen = job(*args)
         while True:
@@ -50,7 +51,13 @@ def child_main(conn: Connection, job: Job, args: tuple[Any, ...]) -> None:
         if batch:
             conn.send(("events", batch))
         conn.send(("done", result))
-    except KeyboardInterrupt:  # cancelled (SIGTERM): the job kept what it measured
+    except KeyboardInterrupt as exc:  # cancelled (SIGTERM): the job keeps what it measured
+        if gen is not None:  # arrived here, between the job's steps: the job hears it too,
+            with contextlib.suppress(KeyboardInterrupt, StopIteration):  # as from within,
+                item = gen.throw(exc)  # and what it yields as it stops still goes back
+                while True:
+                    batch.append(item)
+                    item = next(gen)
         _send_failure(conn, batch, "cancelled", kind="cancelled")
         raise
     except OpScopeError as exc:
@@ -194,9 +201,11 @@ def _isolated_main(conn: Connection, job: Job, args: tuple[Any, ...]) -> None:
     _die_with_parent()
 
     def stop(signum: int, _frame: object) -> None:
+        first = not interrupt.received.is_set()
         interrupt.mark(signal.Signals(signum).name)
-        if not interrupt.deferring():
-            raise KeyboardInterrupt(signal.Signals(signum).name)
+        if first and not interrupt.deferring():  # once: a second SIGTERM (the parent ending
+            raise KeyboardInterrupt(signal.Signals(signum).name)  # too) must not cut short
+        # the job's own stopping (a sweep storing its points done); a kill ends it if stuck
 
     signal.signal(signal.SIGTERM, stop)
     try:
