@@ -36,6 +36,9 @@ def child(args: argparse.Namespace) -> int:
     from tests import afternoon
 
     app = QApplication(sys.argv[:1])
+    from app.shell.launch import gui_thread_gc
+
+    collector = gui_thread_gc()  # noqa: F841 (as the app does)
     from app.shell.workbench import Workbench
 
     folder = Path(args.folder)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +25,26 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["OPSCOPE_SESSION_DIR"] = str(tmp_path_factory.mktemp("opscope-sessions"))
     os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+@pytest.fixture(autouse=True)
+def _gc_on_the_gui_thread(request: pytest.FixtureRequest) -> Iterator[None]:
+    """As the app does (app/shell/launch.py, gui_thread_gc): in a Qt test, cyclic garbage
+    is collected on the GUI thread only, and a test's leftovers before the next test
+    (collected on a worker thread, a cycle holding a Qt object crashes Qt)."""
+    if not {"qtbot", "qapp"} & set(request.fixturenames):
+        yield
+        return
+    request.getfixturevalue("qapp")
+    from app.shell.launch import gui_thread_gc
+
+    collector: Any = gui_thread_gc()
+    try:
+        yield
+    finally:
+        collector.timer.stop()
+        gc.enable()
+        gc.collect()
 
 
 @pytest.fixture(scope="session")

@@ -78,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     assert isinstance(app, QApplication)
     app.setApplicationName("OpScope")
     app.setOrganizationName("OpScope")
+    collector = gui_thread_gc()  # noqa: F841 (kept for the app's life)
     try:
         wb = Workbench(session_path=args.session)
     except OpScopeError as exc:  # not even an autosave file can be written
@@ -134,3 +135,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     app.aboutToQuit.connect(wb.shutdown)
     code = app.exec()
     return int(code)
+
+
+def gui_thread_gc() -> object:
+    """Python's cyclic garbage collected on the GUI thread only, on a timer (pyqtgraph's
+    GarbageCollector): collected on a worker thread (a comparison, an export), a cycle
+    holding a Qt object deletes it there, and Qt crashes (seen: a segfault in the suite,
+    while three comparisons ran). Keep the returned object alive."""
+    from pyqtgraph.util.garbage_collector import GarbageCollector
+
+    return GarbageCollector(interval=1.0)
