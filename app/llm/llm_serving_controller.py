@@ -53,10 +53,11 @@ class LLMServingController(QObject):
         self.resume = False
         self.t0 = 0.0
         self.warnings: list[str] = []  # the job's warnings, repeated in its last line
+        self.cancelling = False  # Cancel was pressed for the study running
         self.notes: list[str] = []
         dock.simulate_requested.connect(self.simulate)
         dock.real_requested.connect(self.run_real)
-        dock.cancel_requested.connect(lambda: self.jobs.cancel(CONCERN))
+        dock.cancel_requested.connect(self.cancel)
         wb.client.events.connect(self.on_events)
 
     @property
@@ -132,6 +133,7 @@ class LLMServingController(QObject):
             else f"served in fp32 (the live {live.precision} is not one it serves)"
         ]
         self.kind, self.plan, self.t0 = kind, plan, time.perf_counter()
+        self.cancelling = False
         self.resume = bool(self.wb.running)
         if self.wb.running:
             self.wb.toggle_running("paused: LLM serving")  # the study gets the cores
@@ -166,6 +168,12 @@ class LLMServingController(QObject):
             elif isinstance(ev, Notice) and ev.level == "info":
                 self.dock.set_status(ev.message)
 
+    def cancel(self) -> None:
+        """Stop the study as Ctrl+C would: a real run stops sending and ends with what it
+        served (kept, and said to be cancelled); a calibration or simulation is dropped."""
+        self.cancelling = True
+        self.jobs.cancel(CONCERN)
+
     def _done(self, rows: list[dict[str, Any]]) -> None:
         took = time.perf_counter() - self.t0
         if self.kind == "simulate":
@@ -176,7 +184,10 @@ class LLMServingController(QObject):
         self._show_table()
         n = rows[0]["requests"]["count"] if rows else 0
         head = (
-            f"{'simulated' if self.kind == 'simulate' else 'served'} {n} requests in {took:.1f} s"
+            f"{self._name()} cancelled: what it served is kept"
+            if self.cancelling
+            else f"{'simulated' if self.kind == 'simulate' else 'served'} {n} requests "
+            f"in {took:.1f} s"
         )
         parts = [head, self.table.verdict(), *self.notes, *self.warnings]
         self.dock.set_status(
