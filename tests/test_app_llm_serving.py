@@ -127,14 +127,10 @@ def test_cancel_stops_a_calibration_and_a_real_run(
         # stopped as Ctrl+C stops it: before the loop, nothing; in it, what it served
         status = dock.status.text()
         real = [r for r in c.table.rows if not r.simulated]
-        assert (
-            (status == "real run cancelled"
-            and not real)
-            or (
-                status.startswith("real run cancelled: what it served is kept")
-                and "interrupted (SIGTERM)" in status
-                and len(real) == 1
-            )
+        assert (status == "real run cancelled" and not real) or (
+            status.startswith("real run cancelled: what it served is kept")
+            and "interrupted (SIGTERM)" in status
+            and len(real) == 1
         ), status
         qtbot.waitUntil(lambda: not proc.is_running(), timeout=10_000)  # (ending, told)
         assert dock.real_button.isEnabled() and not dock.cancel_button.isEnabled()
