@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from engine import backends, interrupt
 from engine.config import RunConfig
-from engine.events import Event
+from engine.events import Event, Notice, Progress
 from engine.run.bench import BenchRequest
 from engine.run.job_inputs import JobInputs
 from engine.run.timing import TimingPlan
@@ -68,8 +68,8 @@ class SweepStored:
 
 
 def sweep_job(req: SweepRequest) -> Generator[Event | SweepPoint | SweepStored, None, SweepResult]:
-    """Points as they end (events of each point's run pass through), `SweepStored`, then
-    the fitted result."""
+    """Progress, notices and points as they end (each point's run is recorded here, its raw
+    samples not passed on), `SweepStored`, then the fitted result."""
     _, info = backends.describe_model(req.bench.model_path)
     points: list[SweepPoint] = []
     run_ids: list[int] = []
@@ -87,9 +87,12 @@ def sweep_job(req: SweepRequest) -> Generator[Event | SweepPoint | SweepStored, 
                     points.append(item)
                     if rec is not None and rec.settle() and rec.run_id is not None:
                         run_ids.append(rec.run_id)  # written, so its id is the file's
-                elif rec is not None:
+                    yield item
+                    continue
+                if rec is not None:
                     rec.feed(item)
-                yield item
+                if isinstance(item, Progress | Notice):  # a point's raw samples stay here:
+                    yield item  # recorded, not shipped to the driver (the window's pipe)
         except KeyboardInterrupt:  # Ctrl+C, or SIGTERM in a job's own process
             gen.close()
             stored = _keep_partial(rec, req, points, run_ids)
