@@ -34,7 +34,6 @@ from engine.config import DEFAULT_MIN_COSINE, PRECISION_LABELS, RunConfig, provi
 from engine.errors import ConfigError, OpScopeError, SessionFileError, escape_controls
 from engine.events import (
     AccuracyResult,
-    Calibrated,
     CommandFailed,
     Event,
     GenerationStarted,
@@ -67,10 +66,10 @@ from engine.model.eval_data import check_data_file
 from engine.model.info import ModelInfo
 from engine.run import commands
 from engine.run.child_job import describe_exit
-from engine.run.commands import ServeLoad
 from engine.run.host import host_main
 from engine.run.job_inputs import JobInputs
 from engine.run.jobs import job_name
+from engine.run.serving_jobs import CalibrateRequest, LoadRunRequest
 from engine.serve.batching import BatchPolicy
 from engine.serve.llm_loop import check_real_layout
 from engine.serve.llm_plan import LLMPlan, kv_ms_per_mb, plan_layouts, plan_workload
@@ -110,7 +109,7 @@ __all__ = [
     "UNSERVED",
     "AccuracyResult",
     "BatchPolicy",
-    "Calibrated",
+    "CalibrateRequest",
     "Capabilities",
     "CommandFailed",
     "Compacted",
@@ -125,6 +124,7 @@ __all__ = [
     "LLMPlan",
     "LLMStudyRequest",
     "LatencyBatch",
+    "LoadRunRequest",
     "Marker",
     "ModelInfo",
     "ModelLoaded",
@@ -145,7 +145,6 @@ __all__ = [
     "RunEnded",
     "RunRow",
     "RunStarted",
-    "ServeLoad",
     "ServedRequests",
     "ServiceModel",
     "ServingStarted",

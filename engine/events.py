@@ -202,14 +202,6 @@ class ServingSummary:
 
 
 @dataclass(frozen=True, slots=True)
-class Calibrated:
-    """Batch service times measured on the engine host (`ServiceModel.to_json()`), for a
-    simulator run elsewhere (the app's What-if view)."""
-
-    calibration: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
 class GenerationStarted:
     """A generation run's shape: prompt and output lengths, sequences at once, how tokens
     are chosen, the model's context, and what one token of one sequence takes in the cache."""
@@ -259,7 +251,6 @@ Event = (
     | ServingStarted
     | ServedRequests
     | ServingSummary
-    | Calibrated
     | GenerationStarted
     | GenerationSteps
     | GenerationSummary

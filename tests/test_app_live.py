@@ -357,6 +357,22 @@ def test_traffic_dock_runs_load_with_slo_and_what_if(bench: Workbench, qtbot: Qt
     )
     assert what_if.curves()["current"][1][0] == pytest.approx(low_load_p99, rel=0.5)
 
+    # Stop Load (the menu's Ctrl+Shift+L) is the load job's Cancel: sending stops, what
+    # was sent is served, and the run is kept, cancelled; the dock is free again
+    dock.duration.setValue(60)
+    dock.run_button.click()
+    qtbot.waitUntil(lambda: bench.traffic.serving, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: dock.serving_plot.data()["t"].size >= 2, timeout=TIMEOUT_MS)
+    bench.stop_load()
+    qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=20_000)
+    assert not bench.jobs.busy("load")
+    bench.recording.flush()
+    with open_session_file(bench.recording.path) as reader:
+        loads = [r for r in reader.runs() if r.kind == "load"]
+        stopped = reader.serving(loads[-1].id)
+    assert [r.status for r in loads] == ["ok", "cancelled"]
+    assert stopped is not None and stopped.summary and len(stopped.records) > 0
+
 
 def test_int8_in_the_window_meets_the_min_cosine(
     bench: Workbench, qtbot: QtBot, tmp_path: Path

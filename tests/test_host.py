@@ -308,11 +308,14 @@ def test_missing_peaks_are_measured_by_the_host_with_timing_paused(
 def test_a_load_run_in_the_host_is_recorded_as_its_own_run(host: Host, tmp_path: Path) -> None:
     """Run load from the window: timing pauses, the run's facts, ServingStarted, every
     request and batch, ServingSummary, then live timing resumes; a session files it as a
-    run of kind load between two live runs. Stop load ends it early (cancelled, kept);
-    Calibrate answers with the batch times the What-if view simulates from."""
+    run of kind load between two live runs. Both are jobs on the loaded model through the
+    one runner (RunJob, CancelJob, JobUpdate): Stop load is its Cancel and ends it early
+    (cancelled, kept); a second job meanwhile is refused in one line; Calibrate answers
+    with the batch times the What-if view simulates from."""
     import numpy as np
 
-    from engine.events import Calibrated, ServedRequests, ServingStarted, ServingSummary
+    from engine.events import JobUpdate, ServedRequests, ServingStarted, ServingSummary
+    from engine.run.serving_jobs import CalibrateRequest, LoadRunRequest
     from engine.serve.records import UNSERVED
     from engine.session import Recorder, SessionStore, open_session_file
 
@@ -321,7 +324,13 @@ def test_a_load_run_in_the_host_is_recorded_as_its_own_run(host: Host, tmp_path:
     host.wait_for(lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0)
     mark = len(host.events)
     batching = {"max_batch": 4, "delay_ms": 1.0, "instances": 1}
-    host.send(cmds.ServeLoad("poisson:150", batching, duration_s=2.0, warmup_s=0.5))
+    host.send(cmds.RunJob(1, LoadRunRequest("poisson:150", batching, 2.0, warmup_s=0.5)))
+
+    def end_of(job_id: int, start: int = 0, timeout: float = 60) -> JobUpdate:
+        return host.wait_for(
+            lambda e: isinstance(e, JobUpdate) and e.job_id == job_id and e.kind != "events",
+            start=start, timeout=timeout,
+        )  # fmt: skip
 
     def at(ev: Any) -> int:  # events compare by value: the run facts repeat
         return next(i for i, e in enumerate(host.events) if e is ev)
@@ -332,6 +341,8 @@ def test_a_load_run_in_the_host_is_recorded_as_its_own_run(host: Host, tmp_path:
         lambda e: isinstance(e, RunStarted), start=at(summary)
     )
     assert resumed.config.batch == 2
+    done = end_of(1, mark)
+    assert done.kind == "done" and done.payload["requests"] == summary.summary["requests"]
     load_events = host.events[mark : at(resumed)]
     served = [e for e in load_events if isinstance(e, ServedRequests)]
     # a request still waiting at a report comes then as unserved, and again at its end
@@ -356,20 +367,25 @@ def test_a_load_run_in_the_host_is_recorded_as_its_own_run(host: Host, tmp_path:
     assert load_run.config is not None and load_run.latency is not None
 
     mark = len(host.events)
-    host.send(cmds.ServeLoad("poisson:100", {"max_batch": 1}, duration_s=60.0))
+    host.send(cmds.RunJob(2, LoadRunRequest("poisson:100", {"max_batch": 1}, 60.0)))
     first = host.wait_for(lambda e: isinstance(e, ServedRequests), start=mark)
-    host.send(cmds.StopLoad())
+    host.send(cmds.RunJob(3, CalibrateRequest(max_batch=2)))
+    refused = end_of(3, mark)
+    assert refused.kind == "failed" and "still going" in refused.payload
+    host.send(cmds.CancelJob(2))
     ended = host.wait_for(lambda e: isinstance(e, RunEnded), start=at(first), timeout=20)
     assert ended.status == "cancelled"
+    assert end_of(2, mark, timeout=20).kind == "cancelled"
 
-    host.send(cmds.Calibrate(max_batch=2))
-    cal = host.wait_for(lambda e: isinstance(e, Calibrated), timeout=120)
-    assert {int(s) for s in cal.calibration["sizes"]} >= {1, 2}
-    assert np.isfinite(cal.calibration["median_ms"]["1"])
-    for remeasure, cached in ((False, True), (True, False)):  # the app's Recalibrate
+    host.send(cmds.RunJob(4, CalibrateRequest(max_batch=2)))
+    cal = end_of(4, mark, timeout=120)
+    assert cal.kind == "done", cal.payload
+    assert {int(s) for s in cal.payload["sizes"]} >= {1, 2}
+    assert np.isfinite(cal.payload["median_ms"]["1"])
+    for job_id, remeasure, cached in ((5, False, True), (6, True, False)):  # Recalibrate
         mark = len(host.events)
-        host.send(cmds.Calibrate(max_batch=2, remeasure=remeasure))
-        host.wait_for(lambda e: isinstance(e, Calibrated), start=mark, timeout=120)
+        host.send(cmds.RunJob(job_id, CalibrateRequest(max_batch=2, remeasure=remeasure)))
+        assert end_of(job_id, mark, timeout=120).kind == "done"
         said = [e.message for e in host.events[mark:] if isinstance(e, Notice)]
         assert any("from the cache" in m for m in said) is cached, said
 

@@ -165,15 +165,6 @@ class EngineClient(QObject):
     def cancel_build(self) -> None:
         self._send(cmds.Cancel())
 
-    def serve_load(self, cmd: cmds.ServeLoad) -> None:
-        self._send(cmd)
-
-    def stop_load(self) -> None:
-        self._send(cmds.StopLoad())
-
-    def calibrate(self, max_batch: int, instances: int = 1, remeasure: bool = False) -> None:
-        self._send(cmds.Calibrate(max_batch, instances, remeasure))
-
     # internals -----------------------------------------------------------------------
     def send(self, cmd: cmds.Command) -> None:
         """Any command to the host (a job's RunJob or CancelJob: app/host/job_runner.py)."""

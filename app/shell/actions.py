@@ -36,6 +36,7 @@ class Workbench(Protocol):
     def restart_engine(self) -> None: ...
     def set_yield_cpu(self, on: bool) -> None: ...
     def traffic_dock_run(self) -> None: ...
+    def stop_load(self) -> None: ...
     def quit(self) -> None: ...
 
 
@@ -163,7 +164,7 @@ def build_menus(wb: Workbench) -> Menus:
         None,  # Ctrl+L lives on the Traffic dock's button
         "Serve the loaded model under the Traffic dock's traffic, batching and cache",
     )
-    act(run, "S&top Load", wb.client.stop_load, "Ctrl+Shift+L", "Stop sending load")
+    act(run, "S&top Load", wb.stop_load, "Ctrl+Shift+L", "Stop sending load")
     run.addSeparator()
     yield_cpu = act(
         run,

@@ -39,11 +39,11 @@ class Workbench(QObject):
         self.recording = self._open_recording(session_path)
         yields = self.window.settings.value(YIELD_KEY, True, type=bool)
         self.client = EngineClient(sink=self.recording.sink, nice=ENGINE_NICE if yields else 0)
-        self.jobs = JobRunner(self.client)  # every long job: tune, sweep, LLM study, import
+        self.jobs = JobRunner(self.client)  # every long job: load runs, tune, sweeps...
         self.controller = LiveController(self.window, self.client)
         self.generation = GenerationController(self.window, self.controller, self.client)
         self.traffic = TrafficController(
-            self.window.traffic, self.window, self.client, lambda: self.controller.t0_ns
+            self.window.traffic, self.window, self.jobs, lambda: self.controller.t0_ns
         )
         self.client.events.connect(self.traffic.on_events)
         self.client.events.connect(lambda _batch: self.traffic.check_slo())
@@ -149,6 +149,9 @@ class Workbench(QObject):
             self.client.stop_timing()
             self.controller.timing_paused(reason)
         self.menus.set_running(self.running)
+
+    def stop_load(self) -> None:
+        self.traffic.stop_load()
 
     def traffic_dock_run(self) -> None:
         """Run load with the Traffic dock's settings (showing the dock)."""

@@ -1,6 +1,11 @@
 """Routes the Traffic dock to the engine host and the serving events back: Run load /
 Stop load, the live serving curves and tally, the SLO line and its crossings, and the
-What-if view (the simulator, on a worker thread, from the host's calibration)."""
+What-if view (the simulator, on a worker thread, from the host's calibration).
+
+A load run and a calibration are jobs on the loaded model through the window's one job
+runner (concerns "load" and "calibrate"): Stop load is their Cancel (what was sent is
+served and recorded), a failure or the host's death comes back in one line. The load run's
+own events (its requests and batches, its summary) come on the host's stream, as a run's."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import numpy as np
 from PySide6.QtCore import QObject
 
 from app.host.background import Background
+from app.host.job_runner import JobRunner
 from app.traffic.traffic_dock import TrafficDock
 from engine.api import (
     OK,
@@ -21,8 +27,8 @@ from engine.api import (
     TIMED_OUT,
     UNSERVED,
     BatchPolicy,
-    Calibrated,
-    CommandFailed,
+    CalibrateRequest,
+    LoadRunRequest,
     ModelLoaded,
     OpScopeError,
     Progress,
@@ -44,11 +50,11 @@ CALIBRATE_BATCH = 32  # calibrated up to this batch (or the dock's max batch, if
 
 class TrafficController(QObject):
     """`dock` is the Traffic dock; `view` the main window (latency plot, status bar);
-    `client` the engine client; `t0_ns` the latency plot's time origin."""
+    `jobs` the window's job runner; `t0_ns` the latency plot's time origin."""
 
-    def __init__(self, dock: TrafficDock, view: Any, client: Any, t0_ns: Callable[[], int]):
+    def __init__(self, dock: TrafficDock, view: Any, jobs: JobRunner, t0_ns: Callable[[], int]):
         super().__init__()
-        self.dock, self.view, self.client = dock, view, client
+        self.dock, self.view, self.jobs = dock, view, jobs
         self.t0_ns = t0_ns
         self.serving = False
         self.service: ServiceModel | None = None
@@ -63,27 +69,35 @@ class TrafficController(QObject):
         self.last_check: RealCheck | None = None
         self._last_real: dict[str, Any] | None = None  # the last load run's summary
         dock.run_requested.connect(self.run_load)
-        dock.stop_requested.connect(client.stop_load)
+        dock.stop_requested.connect(self.stop_load)
         dock.calibrate_requested.connect(self.calibrate)
         dock.settings_changed.connect(self.settings_changed)
 
     # -- dock -> engine -----------------------------------------------------------------
-    def run_load(self, cmd: Any) -> None:
+    def run_load(self, req: LoadRunRequest) -> None:
         try:
-            parse_traffic(cmd.traffic)
+            parse_traffic(req.traffic)
         except OpScopeError as exc:
-            self.view.show_error("load", str(exc))
+            self.view.show_error("load run", str(exc))
             return
         self.dock.set_running(True)
         self.dock.show_progress(0, None, "preparing the serving loop")
-        self.client.serve_load(cmd)
+        self.jobs.start("load", req, lambda _figures: self._job_ended(), self._load_failed,
+                        on_cancelled=self._job_ended)  # fmt: skip
+
+    def stop_load(self) -> None:
+        """Stop sending: the requests already sent are served and the run is recorded."""
+        self.jobs.cancel("load")
+        self.jobs.cancel("calibrate")
 
     def calibrate(self) -> None:
         self.dock.what_if.set_text("calibrating: timing batches on the engine...")
         self.dock.calibrate_button.setEnabled(False)
         # calibrated already: the button says Recalibrate, and measures again
-        self.client.calibrate(max(CALIBRATE_BATCH, self.dock.max_batch.value()),
-                              self.dock.instances.value(), self.service is not None)  # fmt: skip
+        req = CalibrateRequest(max(CALIBRATE_BATCH, self.dock.max_batch.value()),
+                               self.dock.instances.value(), self.service is not None)  # fmt: skip
+        self.jobs.start("calibrate", req, self._calibrated, self._calibrate_failed,
+                        on_cancelled=self._calibrate_cancelled)  # fmt: skip
 
     def settings_changed(self) -> None:
         # the SLO is the load runs' (end-to-end request latency): the live plot draws it
@@ -105,17 +119,7 @@ class TrafficController(QObject):
             elif isinstance(ev, ServingSummary) and self.serving:
                 self._summary(ev.summary)
             elif isinstance(ev, RunEnded) and self.serving:
-                self.serving = False
-                self.slo_over = False
-                self.view.latency.set_slo(None)  # timing resumes: not what the SLO is about
-                self.dock.set_running(False)
-            elif isinstance(ev, CommandFailed) and ev.command in ("load", "calibrate"):
-                self.dock.set_running(False)
-                self.dock.calibrate_button.setEnabled(True)
-                if ev.command == "calibrate":
-                    self.dock.what_if.set_text(f"calibration failed: {ev.message}")
-            elif isinstance(ev, Calibrated):
-                self._calibrated(ev.calibration)
+                self._load_ended()
             elif isinstance(ev, ModelLoaded | RunStarted) and not self.serving:
                 self._model_changed(ev)
 
@@ -138,6 +142,33 @@ class TrafficController(QObject):
             self.slo_over = False
 
     # -- internals ----------------------------------------------------------------------
+    def _load_ended(self) -> None:
+        """The load run ended (its RunEnded, or its job's end when it never served)."""
+        self.serving = False
+        self.slo_over = False
+        self.view.latency.set_slo(None)  # timing resumes: not what the SLO is about
+        self.dock.set_running(False)
+
+    def _job_ended(self) -> None:
+        """The load job's end. A run that served ends with its own RunEnded, in the same
+        stream and possibly the same batch (which the runner reads first): only a job that
+        never served (stopped while preparing) frees the dock here."""
+        if not self.serving:
+            self._load_ended()
+
+    def _load_failed(self, message: str) -> None:
+        self._load_ended()
+        self.view.show_error("load run", message)
+
+    def _calibrate_failed(self, message: str) -> None:
+        self.dock.calibrate_button.setEnabled(not self.serving)
+        self.dock.what_if.set_text(f"calibration failed: {message}")
+        self.view.show_error("calibration", message)
+
+    def _calibrate_cancelled(self) -> None:
+        self.dock.calibrate_button.setEnabled(not self.serving)
+        self.dock.what_if.set_text("calibration stopped; Calibrate What-if measures again")
+
     def _started(self, ev: ServingStarted) -> None:
         self.serving = True
         self.dock.set_running(True)
@@ -230,7 +261,7 @@ class TrafficController(QObject):
         self.dock.calibrate_button.setEnabled(True)
         try:
             self.service = ServiceModel.from_json(data)
-        except ValueError as exc:
+        except (OpScopeError, ValueError) as exc:
             self.dock.what_if.set_text(f"calibration unreadable: {exc}")
             return
         self.dock.calibrate_button.setText("Recalibrate What-if")

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import BatchPolicy, ServeLoad
+from engine.api import BatchPolicy, LoadRunRequest
 from widgets.serving_plot import ServingPlot
 from widgets.spin_boxes import special
 from widgets.what_if import WhatIfPlot
@@ -39,7 +39,7 @@ MAX_RATE = 20_000
 
 
 class TrafficDock(QWidget):
-    """Emits `run_requested(ServeLoad)`, `stop_requested()`, `calibrate_requested()` and,
+    """Emits `run_requested(LoadRunRequest)`, `stop_requested()`, `calibrate_requested()` and,
     debounced, `settings_changed()`."""
 
     run_requested = Signal(object)
@@ -215,8 +215,8 @@ class TrafficDock(QWidget):
     def slo_ms(self) -> float | None:
         return self.slo.value() or None
 
-    def command(self) -> ServeLoad:
-        return ServeLoad(
+    def command(self) -> LoadRunRequest:
+        return LoadRunRequest(
             self.traffic_spec(),
             self.policy().to_json(),
             duration_s=self.duration.value(),

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from engine import backends, interrupt
+from engine import backends
 from engine.backends.base import Prepared, PrepareRequest
 from engine.cli.common import EXIT_INTERRUPTED, EXIT_OK, config_from_args, write_json
 from engine.cli.printer import LivePrinter
@@ -21,14 +21,13 @@ from engine.events import (
     ModelLoaded,
     Notice,
     Progress,
-    RunEnded,
     drive,
 )
 from engine.model.inputs import parse_dim_override, parse_shape_override
+from engine.run.jobs import run_job
+from engine.run.serving_jobs import LoadedModel, LoadRunRequest
 from engine.serve.batching import BatchPolicy
-from engine.serve.loop import ServingLoop, drain_deadline
-from engine.serve.setup import Serving, prepare_serving
-from engine.serve.summary import describe_setup, served
+from engine.serve.summary import describe_setup
 from engine.serve.traffic import Schedule, TrafficSpec, make_schedule, parse_traffic
 from engine.session.recording import recording
 
@@ -137,30 +136,28 @@ class Prepare:
 
 
 def cmd_load(args: argparse.Namespace) -> int:
+    """The load run job (engine/run/serving_jobs.py), as the app's Traffic dock runs it, on
+    the model prepared here."""
     fill_serving_args(args, None)
-    spec, schedule = traffic_from_args(args)
+    traffic_from_args(args)  # checked here, in the flags' words (and the warm-up fitted)
     policy = policy_from_args(args)
+    req = LoadRunRequest(
+        args.traffic, policy.to_json(), duration_s=args.duration, cache=args.cache,
+        repeat=args.repeat, warmup_s=args.warmup_s, seed=args.seed,
+        requests=getattr(args, "requests", None), closed_requests=args.closed_requests,
+    )  # fmt: skip
     printer = LivePrinter()
     try:
         with recording(args.session, model_path=args.model, kind="load") as record:
             prep = Prepare(args, printer, record)
-            serving = prepare_serving(prep.prepared, policy, args.model)
-            for note in serving.notices:
-                printer.feed(note)
-                record(note)
-            setup = describe_run(spec, serving.policy, args)
-            loop = _loop(serving, spec, schedule, args)
+            model = LoadedModel(prep.prepared, args.model)
 
             def show(ev: Event) -> None:
                 printer.feed(ev)
                 record(ev)  # every request and batch, committed as they come
 
-            figures = drive(served(loop, setup, args.warmup_s), show)
+            figures = drive(run_job(req, model), show)
             result = {**prep.header(), **figures, "simulated": False}
-            # a signal stopped the loop (engine.interrupt): its figures, the run cancelled
-            record(
-                RunEnded("cancelled", interrupt.reason()) if loop.interrupted else RunEnded("ok")
-            )
         prep.prepared.close()
     finally:
         printer.close()
@@ -170,26 +167,10 @@ def cmd_load(args: argparse.Namespace) -> int:
         print(f"recorded   {args.session} (run kind load: every request and batch)", file=out)
     if args.json:
         write_json(args.json, result)
-    if loop.interrupted:
+    if model.loop is not None and model.loop.interrupted:
         print("opscope: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_OK
-
-
-def _loop(
-    serving: Serving, spec: TrafficSpec, schedule: Schedule, args: argparse.Namespace
-) -> ServingLoop:
-    return ServingLoop(
-        serving.run_batch,
-        serving.request_feeds,
-        schedule,
-        serving.policy,
-        cache_size=args.cache,
-        closed_clients=spec.clients if spec.closed else 0,
-        closed_requests=args.closed_requests if spec.closed else 0,
-        warmup_s=args.warmup_s,
-        deadline_s=None if spec.closed else drain_deadline(schedule.times),
-    )
 
 
 def describe_run(

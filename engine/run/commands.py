@@ -65,35 +65,6 @@ class Shutdown:
 
 
 @dataclass(frozen=True)
-class ServeLoad:
-    """Serve the loaded model under open-loop traffic (the serving loop), timing paused;
-    a run of kind load. `batching` is `BatchPolicy.to_json()`."""
-
-    traffic: str  # a spec: poisson:RATE, bursts:BASE,PEAK,PERIOD_S,DUTY, ...
-    batching: dict[str, Any]
-    duration_s: float = 10.0
-    cache: int = 0
-    repeat: float = 0.0
-    warmup_s: float = 1.0
-    seed: int = 0
-
-
-@dataclass(frozen=True)
-class StopLoad:
-    """Stop sending; the requests already sent are served and the run is recorded."""
-
-
-@dataclass(frozen=True)
-class Calibrate:
-    """Time batches up to `max_batch` with `instances` running at once, for the What-if
-    simulator (cached per model, config and machine); answered with a Calibrated event."""
-
-    max_batch: int
-    instances: int = 1
-    remeasure: bool = False  # measure again even when a calibration is cached
-
-
-@dataclass(frozen=True)
 class GenerationShape:
     """A generating model's prompt and output lengths (tokens): rebuilt like Apply."""
 
@@ -103,8 +74,8 @@ class GenerationShape:
 
 @dataclass(frozen=True)
 class RunJob:
-    """Run a job (engine/run/jobs.py: a request dataclass) in a process of its own;
-    answered with JobUpdate events carrying `job_id`."""
+    """Run a job (engine/run/jobs.py: a request dataclass) in a process of its own, or on
+    the loaded model in the host; answered with JobUpdate events carrying `job_id`."""
 
     job_id: int
     request: Any
@@ -123,9 +94,6 @@ Command = (
     | Profile
     | Cancel
     | Shutdown
-    | ServeLoad
-    | StopLoad
-    | Calibrate
     | GenerationShape
     | SetInputs
     | RunJob

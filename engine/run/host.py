@@ -29,6 +29,7 @@ from engine.errors import OpScopeError
 from engine.events import (
     CommandFailed,
     Event,
+    JobUpdate,
     Marker,
     Notice,
     PeaksMeasured,
@@ -38,10 +39,11 @@ from engine.events import (
 from engine.machine.cpu_telemetry import CpuSampler, TelemetryThread
 from engine.machine.gpu_telemetry import ThrottleWatch
 from engine.run import commands as cmds
-from engine.run.host_jobs import HostJobs
+from engine.run.host_jobs import HostJobs, ThreadJob
+from engine.run.jobs import on_loaded_model
 from engine.run.live import LiveRun, Staged, stage
 from engine.run.sample_log import MAX_SAMPLES
-from engine.run.serving_host import ServingJob
+from engine.run.serving_jobs import LoadedModel
 
 SEND_INTERVAL_S = 0.05
 PROFILE_EVERY_S = 30.0  # the first background pass after a config's own
@@ -165,7 +167,8 @@ class HostState:
     stopped: Staged | None = None  # the config that Stop ended, for Start to resume
     peaks_tried: bool = False
     throttle: ThrottleWatch = field(default_factory=ThrottleWatch)
-    job: ServingJob | None = None  # a load run or a calibration, timing paused meanwhile
+    job: ThreadJob | None = None  # a load run or a calibration, timing paused meanwhile
+    served: Staged | None = None  # the config it serves, resumed after it
     resume: bool = False  # timing was running when the job began
     new_tokens: int | None = None  # a generating model's, when the window set it
 
@@ -267,13 +270,12 @@ def host_main(
             if conn.poll(0.05 if idle else 0):
                 cmd = conn.recv()
                 if isinstance(cmd, cmds.Shutdown):
-                    if state.job is not None:  # the window closes: the run ends now
-                        state.job.cancel()
-                        state.job.done.wait(10)
-                    jobs.stop_all()
+                    jobs.stop_all()  # the window closes: a load run ends now, unserved
                     _drain(live.end(), out)
                     break
-                if isinstance(cmd, cmds.RunJob):
+                if isinstance(cmd, cmds.RunJob) and on_loaded_model(cmd.request):
+                    _serving_job(cmd, state, live, jobs, out)
+                elif isinstance(cmd, cmds.RunJob):
                     jobs.start(cmd.job_id, cmd.request)
                 elif isinstance(cmd, cmds.CancelJob):
                     jobs.cancel(cmd.job_id)
@@ -283,13 +285,14 @@ def host_main(
                 if not state.job.done.is_set():
                     out.flush()
                     continue
-                job, state.job = state.job, None
+                served, state.job, state.served = state.served, None, None
+                assert served is not None
                 if state.resume and state.running:
                     state.throttle.reset()
-                    resumed = dataclasses.replace(job.staged, label="timing resumed")
+                    resumed = dataclasses.replace(served, label="timing resumed")
                     _drain(live.begin(resumed), out)
                 else:
-                    state.stopped = job.staged
+                    state.stopped = served
             staged = builder.take()
             if staged is not None:
                 old = live.segment.staged if live.segment is not None else state.stopped
@@ -323,10 +326,7 @@ def host_main(
                     _peaks_if_missing(live, state, out)
             out.flush()
     except (EOFError, BrokenPipeError, ConnectionResetError):  # the window is gone (killed)
-        if state.job is not None:  # its threads leave the engine before this process ends
-            state.job.cancel()
-            state.job.done.wait(10)
-        jobs.stop_all()
+        jobs.stop_all()  # a load run's threads leave the engine before this process ends
         print("opscope engine host: the window went away; stopping", file=sys.stderr)
     finally:
         telemetry.stop()
@@ -374,8 +374,6 @@ def _handle(
     elif isinstance(cmd, cmds.Cancel):
         builder.cancel()
         out.put(Progress("variant", 1, 1, "cancelled"))
-    elif isinstance(cmd, cmds.ServeLoad | cmds.Calibrate):
-        _serving_job(cmd, state, live, out)
     elif isinstance(cmd, cmds.GenerationShape):
         if state.path is None:
             return
@@ -395,9 +393,6 @@ def _handle(
         state.calibration = cmd.calibration_npz
         if state.path is not None and changed:
             builder.submit(state.request(config), cmd.label, "apply")
-    elif isinstance(cmd, cmds.StopLoad):
-        if state.job is not None:
-            state.job.stop()
     else:
         out.put(CommandFailed(type(cmd).__name__, f"unknown command {cmd!r}"))
 
@@ -410,23 +405,32 @@ def _retire(staged: Staged) -> None:
 
 
 def _serving_job(
-    cmd: cmds.ServeLoad | cmds.Calibrate, state: HostState, live: LiveRun, out: Outbox
+    cmd: cmds.RunJob, state: HostState, live: LiveRun, jobs: HostJobs, out: Outbox
 ) -> None:
-    """Start a load run or a calibration of the model now loaded, timing paused."""
-    name = "load" if isinstance(cmd, cmds.ServeLoad) else "calibrate"
+    """Start a job on the model now loaded (a load run, a calibration), timing paused."""
     if state.job is not None:
-        out.put(CommandFailed(name, "a load run or calibration is still going: stop it first"))
+        why = "a load run or calibration is still going: stop it first"
+        out.put(JobUpdate(cmd.job_id, "failed", why))
         return
     staged = live.segment.staged if live.segment is not None else state.stopped
     if staged is None or state.path is None:
-        out.put(CommandFailed(name, "no model is loaded yet"))
+        out.put(JobUpdate(cmd.job_id, "failed", "no model is loaded yet"))
         return
     state.resume = live.segment is not None and state.running
     if live.segment is not None:
         _drain(live.end(), out)
     state.stopped = None
-    state.job = ServingJob(staged, state.request(staged.config), out.put)
-    state.job.start(cmd)
+    model = LoadedModel(
+        staged.prepared, state.path, staged.facts, state.request(staged.config), out.put
+    )
+    jobs.start(cmd.job_id, cmd.request, model)
+    job = jobs.get(cmd.job_id)
+    if isinstance(job, ThreadJob):
+        state.job, state.served = job, staged
+    else:  # it could not start: timing goes on as it was
+        state.stopped = staged
+        if state.resume:
+            _drain(live.begin(dataclasses.replace(staged, label="timing resumed")), out)
 
 
 def _import_on_this_thread(config: RunConfig) -> None:

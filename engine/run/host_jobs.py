@@ -6,20 +6,28 @@ measured and says "cancelled"), then a kill if it has not ended within `STOP_GRA
 
 Written once for every job: progress and results as events, one line on failure, a crash
 in words, cancel, and "a newer job for the same concern supersedes the older" (the window
-sends the older's cancel first; here every job id is independent)."""
+sends the older's cancel first; here every job id is independent).
+
+A job on the loaded model (a load run, a calibration) runs on a thread of the host instead,
+`ThreadJob`: its events join the host's stream as the live loop's do (they are a run of the
+session, drawn on the live plot), its end comes as the same JobUpdate, and cancel is its
+model's `stop` (stop sending: what was sent is served and recorded)."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import threading
+import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+from engine.errors import OpScopeError
 from engine.events import Event, JobUpdate
 from engine.run.child_job import STOP_GRACE_S, _isolated_main, _sigint_ignored, describe_exit
 from engine.run.jobs import job_name, run_job
+from engine.run.serving_jobs import LoadedModel
 
 
 class HostJob:
@@ -40,6 +48,9 @@ class HostJob:
             target=self._read, args=(parent,), name=f"opscope-job-{job_id}", daemon=True
         )
         self._reader.start()
+
+    def abort(self) -> None:
+        self.cancel()
 
     def cancel(self) -> None:
         """SIGTERM (the job ends as Ctrl+C ends a command), a kill after the grace time."""
@@ -83,19 +94,66 @@ class HostJob:
         self.done.set()
 
 
+class ThreadJob:
+    """A job on the loaded model, on a thread of the host; `done` once it has ended."""
+
+    def __init__(
+        self, job_id: int, request: object, model: LoadedModel, put: Callable[[Event], None]
+    ) -> None:
+        self.job_id, self.request, self.model, self._put = job_id, request, model, put
+        self.name = job_name(request)
+        self.done = threading.Event()
+        threading.Thread(target=self._run, name=f"opscope-{self.name}", daemon=True).start()
+
+    def cancel(self) -> None:
+        self.model.stop()
+
+    def abort(self) -> None:
+        self.model.abort()
+
+    def _run(self) -> None:
+        gen = run_job(self.request, self.model)
+        try:
+            while True:
+                try:
+                    self._put(next(gen))
+                except StopIteration as stop:
+                    result = stop.value
+                    break
+            if self.model.stopping.is_set():
+                self._put(JobUpdate(self.job_id, "cancelled", "cancelled"))
+            else:
+                self._put(JobUpdate(self.job_id, "done", result))
+        except OpScopeError as exc:
+            self._put(JobUpdate(self.job_id, "failed", str(exc)))
+        except Exception as exc:  # a bug: one line for the window, the traceback on stderr
+            traceback.print_exc()
+            self._put(JobUpdate(self.job_id, "failed", f"internal error: {exc!r}"))
+        finally:
+            self.model.close()
+            self.done.set()
+
+
 class HostJobs:
     """The jobs running in this host, by id."""
 
     def __init__(self, put: Callable[[Event], None]) -> None:
         self._put = put
-        self._jobs: dict[int, HostJob] = {}
+        self._jobs: dict[int, HostJob | ThreadJob] = {}
 
-    def start(self, job_id: int, request: Any) -> None:
+    def start(self, job_id: int, request: Any, model: LoadedModel | None = None) -> None:
+        """Run `request`'s job: in a child process, or on `model` on a thread here."""
         self._reap()
         try:
-            self._jobs[job_id] = HostJob(job_id, request, self._put)
+            if model is not None:
+                self._jobs[job_id] = ThreadJob(job_id, request, model, self._put)
+            else:
+                self._jobs[job_id] = HostJob(job_id, request, self._put)
         except Exception as exc:  # a request that cannot be sent to a child (a bug)
             self._put(JobUpdate(job_id, "failed", f"could not start the job: {exc!r}"))
+
+    def get(self, job_id: int) -> HostJob | ThreadJob | None:
+        return self._jobs.get(job_id)
 
     def cancel(self, job_id: int) -> None:
         job = self._jobs.get(job_id)
@@ -105,7 +163,7 @@ class HostJobs:
     def stop_all(self, wait_s: float = STOP_GRACE_S) -> None:
         """The host ends: every job cancelled, given `wait_s` to keep what it measured."""
         for job in self._jobs.values():
-            job.cancel()
+            job.abort()
         for job in self._jobs.values():
             job.done.wait(wait_s)
 

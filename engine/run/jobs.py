@@ -5,8 +5,13 @@ drives it in its own process, the engine host runs it in a child process of its 
 window (engine/run/host_jobs.py), the tests drive it directly. Cancelling is Ctrl+C
 (KeyboardInterrupt) inside the generator: a job that records keeps what it measured.
 
-Adding a job: its request dataclass, its generator, and one line in `JOBS`, naming both by
-module path so that the engine host imports only the jobs it is asked to run."""
+A job on the loaded model (a load run, a calibration: `ON_LOADED_MODEL`) takes that model
+too; the engine host runs it on a thread beside the live loop, which it pauses, so that it
+serves exactly what the window shows (engine/run/serving_jobs.py).
+
+Adding a job: its request dataclass, its generator, and one line in `JOBS` (or
+`ON_LOADED_MODEL`), naming both by module path so that the engine host imports only the
+jobs it is asked to run."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from typing import Any
 
 from engine.errors import OpScopeError
 
-JobFn = Callable[[Any], Generator[Any, None, Any]]
+JobFn = Callable[..., Generator[Any, None, Any]]
 
 # request class (module.Class) -> the generator that runs it (module:function)
 JOBS: dict[str, str] = {
@@ -27,15 +32,26 @@ JOBS: dict[str, str] = {
     "engine.machine.peaks.PeaksRequest": "engine.machine.peaks:peaks_job",
 }
 
+# the same, for jobs whose generator also takes the loaded model (a LoadedModel)
+ON_LOADED_MODEL: dict[str, str] = {
+    "engine.run.serving_jobs.LoadRunRequest": "engine.run.serving_jobs:load_run_job",
+    "engine.run.serving_jobs.CalibrateRequest": "engine.run.serving_jobs:calibrate_job",
+}
+
 
 def key_of(request: object) -> str:
     cls = type(request)
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+def on_loaded_model(request: object) -> bool:
+    """Whether `request`'s job serves the loaded model (run in the engine host)."""
+    return key_of(request) in ON_LOADED_MODEL
+
+
 def job_for(request: object) -> JobFn:
     """The generator registered for `request`'s type."""
-    target = JOBS.get(key_of(request))
+    target = JOBS.get(key_of(request)) or ON_LOADED_MODEL.get(key_of(request))
     if target is None:
         raise OpScopeError(f"no job runs a {type(request).__name__}")
     module, name = target.split(":")
@@ -43,9 +59,10 @@ def job_for(request: object) -> JobFn:
     return fn
 
 
-def run_job(request: object) -> Generator[Any, None, Any]:
-    """Run the job `request` asks for: its events, then its result."""
-    result = yield from job_for(request)(request)
+def run_job(request: object, *model: Any) -> Generator[Any, None, Any]:
+    """Run the job `request` asks for (on `model`, the loaded one, for a job of
+    `ON_LOADED_MODEL`): its events, then its result."""
+    result = yield from job_for(request)(request, *model)
     return result
 
 
