@@ -66,6 +66,7 @@ from engine.model.eval_data import check_data_file
 from engine.model.info import ModelInfo
 from engine.run import commands
 from engine.run.child_job import describe_exit
+from engine.run.generation import GenerateRequest
 from engine.run.host import host_main
 from engine.run.job_inputs import JobInputs
 from engine.run.jobs import job_name
@@ -90,6 +91,7 @@ from engine.session.rows import RunRow
 from engine.session.store import SessionStore, open_session_file, remove_session_file
 from engine.session.trust import corrupt
 from engine.tune.pareto import front
+from engine.tune.prompt_sweep import PromptPoint, PromptSweep, PromptSweepRequest
 from engine.tune.search import Goal, TuneResult
 from engine.tune.space import parse_space
 from engine.tune.sweep import SweepPoint, parse_vary
@@ -115,6 +117,7 @@ __all__ = [
     "Compacted",
     "ConfigError",
     "Event",
+    "GenerateRequest",
     "GenerationStarted",
     "GenerationSteps",
     "Goal",
@@ -137,6 +140,9 @@ __all__ = [
     "PeaksMeasured",
     "PeaksRequest",
     "Progress",
+    "PromptPoint",
+    "PromptSweep",
+    "PromptSweepRequest",
     "Question",
     "RealCheck",
     "Recorder",

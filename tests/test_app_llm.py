@@ -86,3 +86,57 @@ def test_the_demo_llm_opens_from_the_file_menu(qtbot: QtBot, tmp_path: Path) -> 
         qtbot.waitUntil(lambda: "demo_llm" in wb.window.model_label.text(), timeout=TIMEOUT_MS)
     finally:
         wb.shutdown()
+
+
+def test_the_scaling_dock_sweeps_a_generating_models_prompt(qtbot: QtBot, tmp_path: Path) -> None:
+    """For a generating model the Scaling dock offers "prompt tokens" first: the prompt sweep
+    job (as `opscope generate --sweep-prompt`) runs through the one runner with live timing
+    paused, draws TTFT and TPOT against the prompt with TTFT's quadratic fit, and records
+    each length's generation run; Cancel keeps the lengths done."""
+    from app.scaling.scaling_dock import PROMPT_DIM
+
+    wb = Workbench(session_path=str(tmp_path / "llm.opscope"), usable=["cpu"])
+    qtbot.addWidget(wb.window)
+    wb.window.show()
+    wb.start(str(DEMO_LLM))
+    dock = wb.window.scaling
+    try:
+        qtbot.waitUntil(lambda: wb.generation.stats.total > 3, timeout=TIMEOUT_MS)
+        assert dock.dim.currentText() == PROMPT_DIM
+        assert dock.values.text() == "128,256,512,1024"  # within the context, 32 new tokens
+        dock.values.setText("16,64,128")
+        dock.run_button.click()
+        qtbot.waitUntil(lambda: not wb.running, timeout=5_000)  # the sweep gets the cores
+        qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=TIMEOUT_MS)
+        assert "the quadratic term (attention over the prompt) is" in dock.status.text(), (
+            dock.status.text()
+        )
+        assert set(dock.plot.lines) == {"TTFT p50", "TPOT p50", "fit"}
+        ttft = dock.plot.lines["TTFT p50"][1]
+        assert ttft[-1] > ttft[0] > 0  # a longer prompt's prefill takes longer
+        qtbot.waitUntil(lambda: wb.running, timeout=5_000)  # resumed
+        wb.recording.flush()
+        with open_session_file(wb.recording.path) as reader:
+            prompts = [g.prompt_len for r in reader.runs() if r.kind == "generate"
+                       if (g := reader.generation(r.id)) is not None]  # fmt: skip
+            assert prompts == [16, 64, 128]
+        dock.values.setText("16,32,48,64,96,128,256,512")
+        dock.run_button.click()
+        qtbot.waitUntil(lambda: dock.status.text().startswith("prompt "), timeout=TIMEOUT_MS)
+        dock.cancel_button.click()
+        qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=TIMEOUT_MS)
+        assert dock.status.text() == "sweep cancelled: the points done are in the session"
+        qtbot.waitUntil(lambda: wb.running, timeout=5_000)
+        wb.recording.flush()
+        with open_session_file(wb.recording.path) as reader:
+            runs = [r for r in reader.runs() if r.kind == "generate"]
+            assert 4 <= len(runs) < 3 + 8 and runs[-1].status in ("ok", "cancelled")
+        dock.values.setText("16,64,4000")  # past the context: one line, nothing timed
+        dock.run_button.click()
+        qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=TIMEOUT_MS)
+        assert dock.status.text() == (
+            "sweep failed: --sweep-prompt: 4000 prompt + 32 new tokens exceed the model's "
+            "context of 2048 tokens"
+        )
+    finally:
+        wb.shutdown()

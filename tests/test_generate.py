@@ -15,6 +15,7 @@ from engine.backends.genai.generate import Sampling, generate
 from engine.backends.genai.model import open_llm, read_config
 from engine.config import RunConfig
 from engine.errors import ConfigError, ModelError
+from engine.session.store import open_session_file
 from tests.conftest import DEMO_TRANSFORMER as DEMO_TRANSFORMER_ONNX
 from tests.conftest import ROOT
 from tests.test_cli import opscope
@@ -158,8 +159,11 @@ def test_the_prompt_sweep_from_the_command_line(llm: Path, tmp_path: Path) -> No
     out = tmp_path / "s.json"
     proc = opscope("generate", llm, "--prompt-len", "32", "--new-tokens", "4", "--duration",
                    "0.6", "--threads", "1", "--warmup", "1", "--sweep-prompt", "16,64,256",
-                   "--json", out, check=True)  # fmt: skip
+                   "--json", out, "--session", tmp_path / "s.opscope", check=True)  # fmt: skip
     sweep = json.loads(out.read_text())["sweep"]
+    with open_session_file(tmp_path / "s.opscope") as reader:  # the run, then each length's
+        prompts = [g.prompt_len for r in reader.runs() if (g := reader.generation(r.id))]
+    assert prompts == [32, 16, 64, 256]
     points = sweep["points"]
     assert [p["prompt_len"] for p in points] == [16, 64, 256]
     assert points[2]["ttft_p50_ms"] > points[0]["ttft_p50_ms"]
@@ -167,6 +171,8 @@ def test_the_prompt_sweep_from_the_command_line(llm: Path, tmp_path: Path) -> No
     assert "the quadratic term is" in proc.stdout
     bad = opscope("generate", llm, "--sweep-prompt", "16,64")
     assert bad.returncode == 2 and "three different lengths" in bad.stderr
+    bad = opscope("generate", llm, "--sweep-prompt", "16,64,4000", "--new-tokens", "4")
+    assert bad.returncode == 2 and "4000 prompt + 4 new tokens exceed" in bad.stderr
 
 
 def test_a_generation_run_lands_in_the_session(llm: Path, tmp_path: Path) -> None:

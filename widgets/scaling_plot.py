@@ -7,12 +7,14 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from widgets import theme
 
 COLORS = ("#4c8bf5", "#d1495b", "#2ca58d", "#e0a325", "#9b6bd3", "#8a8f98")
 TOP = 5
+DASH = Qt.PenStyle.DashLine
 
 
 class ScalingPlot(QWidget):
@@ -26,7 +28,7 @@ class ScalingPlot(QWidget):
         self.glw.ci.addItem(self.legend, row=0, col=0)
         self.plot: pg.PlotItem = self.glw.addPlot(row=1, col=0)
         self.plot.setLogMode(x=True, y=True)
-        self.plot.setLabel("left", "time per inference (ms)")
+        self.plot.setLabel("left", "time (ms)")
         self.plot.showGrid(x=True, y=True, alpha=theme.grid_alpha(self))
         for name in ("left", "bottom"):
             self.plot.getAxis(name).setPen(fg)
@@ -45,6 +47,7 @@ class ScalingPlot(QWidget):
         if not points:
             return
         dim = data["vary"]["dim"]
+        self.plot.setLabel("left", "time per inference (ms)")
         self.plot.setLabel("bottom", dim)
         x = np.array([float(p["value"]) if isinstance(p["value"], int | float) else i + 1
                       for i, p in enumerate(points)])  # fmt: skip
@@ -64,3 +67,35 @@ class ScalingPlot(QWidget):
             k_text = "" if k is None or k != k else f" k={k:.2f}"
             self.legend.addItem(item, f"{name}{k_text}")
             self.lines[name] = (x, y)
+
+    def set_prompt_sweep(
+        self, points: list[dict[str, Any]], fit: tuple[float, float, float] | None = None
+    ) -> None:
+        """A generating model's prompt sweep (`PromptPoint.to_json()`s): TTFT and TPOT p50
+        against the prompt length, and TTFT's fit a + b*L + c*L^2 once the sweep ends."""
+        self.plot.clear()
+        self.legend.clear()
+        self.lines = {}
+        if not points:
+            return
+        self.plot.setLabel("left", "p50 (ms): TTFT a generation, TPOT a token")
+        self.plot.setLabel("bottom", "prompt tokens")
+        x = np.array([float(p["prompt_len"]) for p in points])
+        series = [
+            ("TTFT p50", [p["ttft_p50_ms"] for p in points]),
+            ("TPOT p50", [p["tpot_p50_ms"] for p in points]),
+        ]
+        for i, (name, ys) in enumerate(series):
+            y = np.array(ys, dtype=float)
+            item = self.plot.plot(x, y, pen=pg.mkPen(COLORS[i], width=2), symbol="o",
+                                  symbolSize=6, symbolBrush=COLORS[i])  # fmt: skip
+            self.legend.addItem(item, name)
+            self.lines[name] = (x, y)
+        if fit is not None and len(x) > 1:
+            a, b, c = fit
+            fx = np.geomspace(x.min(), x.max(), 50)
+            fy = a + b * fx + c * fx**2
+            item = self.plot.plot(fx, fy, pen=pg.mkPen(COLORS[2], width=1.5, style=DASH))
+            share = c * x.max() ** 2 / fy[-1] if fy[-1] > 0 else float("nan")
+            self.legend.addItem(item, f"fit a+bL+cL² (L² {share:.0%} at {x.max():.0f})")
+            self.lines["fit"] = (fx, fy)

@@ -16,8 +16,9 @@ from engine.errors import ConfigError
 from engine.events import Notice, Progress, drive
 from engine.measure.stats import LatencyStats
 from engine.run.generation import GenerateReport, GenerateRequest, run_generate
+from engine.run.jobs import run_job
 from engine.session.recording import recording
-from engine.tune.prompt_sweep import PromptPoint, PromptSweep, sweep_prompt
+from engine.tune.prompt_sweep import PromptPoint, PromptSweep, PromptSweepRequest, check_lengths
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -71,7 +72,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 elif isinstance(item, Progress | Notice):
                     printer.feed(item)
 
-            swept = drive(sweep_prompt(req, lengths), point)
+            # the same job as the window's Scaling dock: each length's run recorded
+            sweep = PromptSweepRequest(req, tuple(lengths), args.session)
+            swept = drive(run_job(sweep), point)
             _print_sweep(swept, out)
     finally:
         printer.close()
@@ -92,9 +95,7 @@ def _lengths(text: str) -> list[int]:
         raise ConfigError(
             f"--sweep-prompt: whole numbers separated by commas, got {text!r}"
         ) from exc
-    if len(set(values)) < 3 or min(values) < 1:
-        raise ConfigError("--sweep-prompt needs three different lengths or more, each 1 or more")
-    return values
+    return check_lengths(values)
 
 
 def _print_sweep(s: PromptSweep, out: TextIO) -> None:

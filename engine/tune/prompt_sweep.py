@@ -2,20 +2,28 @@
 prompt length and fitted as a + b*L + c*L^2 (least squares, non-negative terms), so the
 share of the quadratic term (attention's scores over the whole prompt) becomes a number;
 and TPOT against the context each decode step attends to, fitted as a line: the cost of
-one more token of context."""
+one more token of context.
+
+As a job (engine/run/jobs.py: `PromptSweepRequest`), each length's generation run is
+recorded in the session as it ends; `opscope generate --sweep-prompt` and the window's
+Scaling dock (a generating model's "prompt tokens") both run it."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from engine.events import Event, Progress, drive
+from engine import interrupt
+from engine.backends.genai.model import genai_folder, read_config
+from engine.errors import ConfigError
+from engine.events import Event, Notice, Progress
 from engine.measure.fits import fit_prefill
 from engine.run.generation import GenerateReport, GenerateRequest, run_generate
+from engine.session.recording import recorder_at
 
 
 @dataclass(frozen=True)
@@ -54,19 +62,71 @@ class PromptSweep:
         }
 
 
+@dataclass(frozen=True)
+class PromptSweepRequest:
+    generate: GenerateRequest  # the model, config, new tokens and batch of every point
+    lengths: tuple[int, ...]  # prompt lengths, three different ones or more
+    session: str | None = None  # where each point's generation run is recorded
+    job_name: ClassVar[str] = "prompt sweep"
+
+
+def check_lengths(lengths: list[int] | tuple[int, ...]) -> list[int]:
+    """The lengths sorted, or one line saying why they cannot make a fit."""
+    if len(set(lengths)) < 3 or min(lengths, default=0) < 1:
+        raise ConfigError("--sweep-prompt needs three different lengths or more, each 1 or more")
+    return sorted(set(lengths))
+
+
+def prompt_sweep_job(req: PromptSweepRequest) -> Generator[Event | PromptPoint, None, PromptSweep]:
+    """The job: progress, notices and each point as its run ends (that run recorded in
+    `req.session`, its raw samples not passed on), then the fitted sweep. Interrupted, the
+    point under way is recorded cancelled with the generations it did and the job ends
+    with the interruption: the points done stay in the session."""
+    lengths = check_lengths(req.lengths)
+    said: set[str] = set()  # a note each point's run repeats ("seeded prompt ...") said once
+    with recorder_at(req.session, model_path=req.generate.model_path, kind="generate") as rec:
+        gen = sweep_prompt(req.generate, lengths)
+        while True:
+            try:
+                item = next(gen)
+            except StopIteration as stop:
+                result: PromptSweep = stop.value
+                break
+            if isinstance(item, PromptPoint):
+                yield item
+                continue
+            if rec is not None:
+                rec.feed(item)
+            if isinstance(item, Progress) and item.stage == "sweep":
+                yield item  # a point's own progress and raw samples stay here
+            elif isinstance(item, Notice) and item.message not in said:
+                said.add(item.message)
+                yield item
+    return result
+
+
 def sweep_prompt(
     base: GenerateRequest, lengths: list[int]
 ) -> Generator[Event | PromptPoint, None, PromptSweep]:
-    """Times `base` at each prompt length (its duration split between them)."""
-    if len(lengths) < 3:
-        raise ValueError("--sweep-prompt needs three lengths or more (a quadratic has three terms)")
+    """Times `base` at each prompt length (its duration split between them), each point's
+    run's events yielded for a recorder before its `PromptPoint`."""
+    lengths = check_lengths(lengths)
+    if genai_folder(base.model_path) is not None:  # every length fits, before any is timed
+        window = read_config(base.model_path).context_length
+        if lengths[-1] + base.new_tokens > window:
+            raise ConfigError(
+                f"--sweep-prompt: {lengths[-1]} prompt + {base.new_tokens} new tokens exceed "
+                f"the model's context of {window} tokens"
+            )
     per = max(base.duration_s / len(lengths), 0.2)
     points: list[PromptPoint] = []
-    for i, length in enumerate(sorted(set(lengths))):
+    for i, length in enumerate(lengths):
         yield Progress("sweep", i, len(lengths), f"prompt of {length} tokens")
-        req = dataclasses.replace(base, prompt_len=length, prompt_text=None, duration_s=per,
-                                  profile=False)  # fmt: skip
-        report: GenerateReport = drive(run_generate(req), lambda _: None)  # notes said once
+        req = dataclasses.replace(base, prompt_len=length, prompt_text=None, prompts_file=None,
+                                  duration_s=per, profile=False)  # fmt: skip
+        report: GenerateReport = yield from run_generate(req)
+        if report.interrupted:  # recorded cancelled with what it did: the sweep ends here
+            raise KeyboardInterrupt(interrupt.signal_name)
         point = PromptPoint(length, report.ttft.p50, report.tpot.p50, report.generations)
         points.append(point)
         yield point
