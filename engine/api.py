@@ -21,6 +21,7 @@ from engine import (
 from engine.analysis import run_table
 from engine.analysis.deltas import OpDiff
 from engine.analysis.export import traceable_runs, write_trace
+from engine.analysis.export_job import ExportRequest
 from engine.analysis.report import write_report
 from engine.analysis.run_compare import RunComparison, compare_runs
 from engine.analysis.run_summary import summarize, with_recorded_stats
@@ -57,7 +58,7 @@ from engine.events import (
     drive,
 )
 from engine.hostinfo import ort_version
-from engine.machine.peaks import PeaksRequest, cached_peaks, load_peaks, roofs_for
+from engine.machine.peaks import PeaksRequest, cached_peaks, roofs_for
 from engine.measure.op_stats import OpStat
 from engine.measure.roofline import bound_of, peak_fraction
 from engine.measure.stats import latency_stats, throughput
@@ -117,6 +118,7 @@ __all__ = [
     "Compacted",
     "ConfigError",
     "Event",
+    "ExportRequest",
     "GenerateRequest",
     "GenerationStarted",
     "GenerationSteps",
@@ -199,7 +201,6 @@ __all__ = [
     "latency_stats",
     "liveness",
     "llm_serving_config",
-    "load_peaks",
     "model_suffixes",
     "open_session_file",
     "ort_version",

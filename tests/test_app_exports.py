@@ -1,37 +1,73 @@
-"""Exports from the window: written off the GUI thread, with a busy strip that ends in the
-saved path and an Open button, or in the error."""
+"""Exports from the window: export jobs run through the window's one runner in the engine
+host, with a busy strip (and Cancel) that ends in the saved path and an Open button, or in
+the error."""
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from pytestqt.qtbot import QtBot
 
+from app.host.engine_client import EngineClient
+from app.host.job_runner import JobRunner
 from app.sessions.exports import ExportNotice
 from tests.session_material import record_demo_profile
 
 
-def test_report_is_written_off_the_gui_thread_and_says_where(qtbot: QtBot, tmp_path: Path) -> None:
+@pytest.fixture
+def jobs(qapp) -> Iterator[JobRunner]:  # type: ignore[no-untyped-def]
+    """The window's runner on a real engine host (no model loaded)."""
+    client = EngineClient()
+    client.start()
+    try:
+        yield JobRunner(client)
+    finally:
+        client.shutdown()
+
+
+def test_report_is_written_by_a_job_and_says_where(
+    qtbot: QtBot, tmp_path: Path, jobs: JobRunner
+) -> None:
     session = tmp_path / "demo.opscope"
     record_demo_profile(session)
-    notice = ExportNotice()
+    notice = ExportNotice(jobs)
     qtbot.addWidget(notice)
     out = tmp_path / "report.html"
     notice.start("report", str(session), str(out))
-    assert notice.isVisible() and notice.busy
+    assert notice.isVisible() and notice.busy and jobs.busy(notice.concern)
     assert notice.text.text().startswith(f"Writing report {out}")
     assert notice.bar.isVisible() and not notice.open_button.isVisible()
     qtbot.waitUntil(lambda: not notice.busy, timeout=60_000)
-    assert notice.worker is not None and notice.worker != threading.main_thread().name
-    assert notice.worker.startswith("opscope-export-")
     assert notice.text.text().startswith(f"Report saved: {out}")
     assert notice.saved == str(out) and out.stat().st_size > 1000
     assert notice.open_button.isVisible() and not notice.bar.isVisible()
+    assert not notice.cancel_button.isVisible()
 
 
-def test_a_failed_export_says_why_in_one_line(qtbot: QtBot, tmp_path: Path) -> None:
-    notice = ExportNotice()
+def test_a_cancelled_export_leaves_the_file_as_it_was(
+    qtbot: QtBot, tmp_path: Path, jobs: JobRunner
+) -> None:
+    session = tmp_path / "demo.opscope"
+    record_demo_profile(session)
+    out = tmp_path / "report.html"
+    out.write_text("yesterday's report")
+    notice = ExportNotice(jobs)
+    qtbot.addWidget(notice)
+    notice.start("report", str(session), str(out))
+    assert notice.cancel_button.isVisible()
+    notice.cancel_button.click()  # before the job's process has even started its writer
+    qtbot.waitUntil(lambda: not notice.busy, timeout=60_000)
+    assert notice.text.text() == f"Report cancelled: {out} was not written"
+    assert out.read_text() == "yesterday's report" and notice.saved is None
+    assert not notice.cancel_button.isVisible() and not notice.open_button.isVisible()
+
+
+def test_a_failed_export_says_why_in_one_line(
+    qtbot: QtBot, tmp_path: Path, jobs: JobRunner
+) -> None:
+    notice = ExportNotice(jobs)
     qtbot.addWidget(notice)
     missing = tmp_path / "missing.opscope"
     notice.start("trace", str(missing), str(tmp_path / "t.json"))
@@ -42,7 +78,7 @@ def test_a_failed_export_says_why_in_one_line(qtbot: QtBot, tmp_path: Path) -> N
 
 
 def test_a_read_only_session_window_exports_its_own_file_and_picks_the_run(
-    qtbot: QtBot, tmp_path: Path, monkeypatch
+    qtbot: QtBot, tmp_path: Path, monkeypatch, jobs: JobRunner
 ) -> None:  # type: ignore[no-untyped-def]
     """A teammate's file opened read-only: File > Export Report writes a report of that
     file (not your own session); Export Trace asks which run, the selected one first."""
@@ -56,7 +92,7 @@ def test_a_read_only_session_window_exports_its_own_file_and_picks_the_run(
     session = tmp_path / "teammate.opscope"
     record_demo_profile(session)
     record_demo_profile(session)  # two profiled runs: the picker must choose
-    window = SessionWindow(session)
+    window = SessionWindow(session, jobs)
     qtbot.addWidget(window)
     window.table.selectRow(0)  # run 1
     asked: list[list[str]] = []

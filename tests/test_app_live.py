@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from unittest.mock import MagicMock
 
 import pytest
 
@@ -13,6 +14,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu
 from pytestqt.qtbot import QtBot
 
+from app.host.job_runner import JobRunner
 from app.shell.workbench import Workbench
 from engine.session.rows import RunRow
 from engine.session.store import open_session_file
@@ -137,7 +139,7 @@ def test_open_session_shows_runs_and_compares(qtbot: QtBot, tmp_path: Path) -> N
             capture_output=True,
             timeout=300,
         )
-    window = SessionWindow(path)
+    window = SessionWindow(path, MagicMock(spec=JobRunner))
     qtbot.addWidget(window)
     assert window.table.rowCount() == 2
     config = window.table.item(1, COLUMNS.index("config")).text()
@@ -158,14 +160,14 @@ def test_broken_session_file_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.opscope"
     bad.write_bytes(b"definitely not sqlite")
     with pytest.raises(SessionFileError) as err:
-        SessionWindow(bad)
+        SessionWindow(bad, MagicMock(spec=JobRunner))
     assert "bad.opscope" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_save_session_as_keeps_recording_and_exports(
     bench: Workbench, qtbot: QtBot, tmp_path: Path
 ) -> None:
-    from app.sessions.exports import export_report, export_trace
+    from app.sessions.exports import ExportNotice
 
     qtbot.waitUntil(lambda: bool(bench.window.op_table.model.rows), timeout=TIMEOUT_MS)
     saved = tmp_path / "saved.opscope"
@@ -181,10 +183,16 @@ def test_save_session_as_keeps_recording_and_exports(
     reader = open_session_file(saved)
     assert reader.runs()[-1].samples > before  # still recording, into the new file
     reader.close()
-    assert export_report(str(saved), str(tmp_path / "r.html")) is None
+    notice = bench.window.findChild(ExportNotice)  # File > Export's: a job in the host
+    for kind, session, out in (("report", saved, "r.html"), ("trace", saved, "t.json"),
+                               ("report", tmp_path / "missing.opscope", "x.html")):  # fmt: skip
+        notice.start(kind, str(session), str(tmp_path / out))
+        qtbot.waitUntil(lambda: not notice.busy, timeout=TIMEOUT_MS)
     assert "<svg" in (tmp_path / "r.html").read_text()
-    assert export_trace(str(saved), str(tmp_path / "t.json")) is None
-    assert export_report(str(tmp_path / "missing.opscope"), str(tmp_path / "x.html"))
+    assert (tmp_path / "t.json").stat().st_size > 100
+    assert (
+        notice.text.text().startswith("Cannot export report: ") and "missing" in notice.text.text()
+    )
 
 
 def test_a_silent_engine_is_reported_as_hung(bench: Workbench, qtbot: QtBot) -> None:

@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
+from unittest.mock import MagicMock
 
 import numpy as np
 import pytest
@@ -198,9 +199,10 @@ def test_a_killed_writer_reads_interrupted(qtbot, tmp_path: Path) -> None:  # ty
     assert opscope("report", session, "-o", report).returncode == 0
     assert "interrupted" in report.read_text()
     pytest.importorskip("PySide6")
+    from app.host.job_runner import JobRunner
     from app.sessions.session_window import COLUMNS, SessionWindow
 
-    window = SessionWindow(session)
+    window = SessionWindow(session, MagicMock(spec=JobRunner))
     qtbot.addWidget(window)
     assert window.table.item(0, COLUMNS.index("status")).text().startswith("interrupted")
 

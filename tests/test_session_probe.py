@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
+from unittest.mock import MagicMock
 
 import pytest
 
@@ -196,9 +197,12 @@ def test_the_read_only_session_window_reads_a_damaged_file(
     run's requests are not in start order); a damaged part is one line in its status bar,
     never an exception out of a slot (pytest-qt fails the test on one)."""
     pytest.importorskip("PySide6")
+    from app.host.job_runner import JobRunner
     from app.sessions.session_window import SessionWindow
 
-    window = SessionWindow(mutated_copy(material, tmp_path / "c.opscope", mutate))
+    window = SessionWindow(
+        mutated_copy(material, tmp_path / "c.opscope", mutate), MagicMock(spec=JobRunner)
+    )
     qtbot.addWidget(window)
     seen = []
     for row in range(window.table.rowCount()):

@@ -149,27 +149,6 @@ def test_controller_draws_profile_with_cached_peaks(
     assert calls == [(4, 10.0, 100.0)]
 
 
-def test_peaks_loader_measures_off_thread(qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
-    import threading
-
-    from app.host.peaks_loader import PeaksLoader
-    from engine import api as peaks  # the window calls the engine through engine.api
-
-    threads: list[str] = []
-
-    def fake_load(**_: object) -> dict[str, object]:
-        threads.append(threading.current_thread().name)
-        return {"cpu": {"memory_gbps": 5.0, "gflops": 50.0}, "gpu": None}
-
-    monkeypatch.setattr(peaks, "cached_peaks", lambda: None)
-    monkeypatch.setattr(peaks, "load_peaks", fake_load)
-    loader = PeaksLoader()
-    with qtbot.waitSignal(loader.loaded, timeout=5000) as blocker:
-        assert loader.request() is None
-    assert blocker.args[0]["cpu"]["gflops"] == 50.0 and threads == ["opscope-peaks"]
-    assert loader.request() is not None
-
-
 def test_late_peaks_after_window_closed_are_ignored(qtbot: QtBot) -> None:
     from types import SimpleNamespace
 
@@ -187,7 +166,8 @@ def test_late_peaks_after_window_closed_are_ignored(qtbot: QtBot) -> None:
     import shiboken6
 
     shiboken6.delete(plot)
-    ctl._peaks_loaded({"cpu": {"memory_gbps": 1.0, "gflops": 1.0}})  # must not raise
+    ctl.peaks.peaks = {"cpu": {"memory_gbps": 1.0, "gflops": 1.0}}
+    ctl.show_roofline()  # must not raise
 
 
 def test_gpu_run_gets_roofs_when_the_host_measures_gpu_peaks(
@@ -231,17 +211,19 @@ def test_decade_labels_are_plain_and_minor_ticks_unlabelled() -> None:
     assert axis.logTickStrings([0.0, 0.30103, 1.0], 1.0, 1.0) == ["1", "", "10"]
 
 
-def test_the_live_window_leaves_measuring_to_its_engine_host(
+def test_the_window_leaves_measuring_to_its_engine_host(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Measured beside the running engine, peaks come out far too low: without a cache the
-    live window's request measures nothing (the host sends PeaksMeasured)."""
+    window knows none and measures nothing (the host sends PeaksMeasured)."""
     from app.host.peaks_loader import PeaksLoader
     from engine import api as peaks  # the window calls the engine through engine.api
 
     monkeypatch.setattr(peaks, "cached_peaks", lambda: None)
     loader = PeaksLoader()
-    assert loader.request(measure=False) is None and loader._thread is None
+    assert loader.request() is None
+    loader.peaks = {"cpu": {"memory_gbps": 5.0, "gflops": 50.0}, "gpu": None}  # as sent
+    assert loader.request() is loader.peaks
 
 
 def test_legend_colours_are_stable_across_plots_and_passes(qtbot: QtBot) -> None:

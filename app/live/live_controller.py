@@ -77,7 +77,6 @@ class LiveController(QObject):
         self.notices = RunNotices()  # the running config's warnings, and the next one's
         self.carry_settings: Callable[[], bool] = lambda: False  # set by the workbench
         self.peaks = shared_loader()
-        self.peaks.loaded.connect(self._peaks_loaded)
         client.events.connect(self.on_events)
         client.host_died.connect(self.on_host_died)
 
@@ -253,9 +252,6 @@ class LiveController(QObject):
         elif isinstance(ev, RunEnded) and ev.status == "error":
             view.show_error("run", ev.error or "the run failed")
 
-    def _peaks_loaded(self, _peaks: object) -> None:
-        self.show_roofline()
-
     def show_roofline(self) -> None:
         """Draw the last profile on the roofline, with roofs once the peaks are known."""
         import shiboken6
@@ -272,7 +268,7 @@ class LiveController(QObject):
             return  # the window closed before the peaks arrived
         from engine.api import roofs_for
 
-        peaks = self.peaks.request(measure=False)  # the engine host measures them
+        peaks = self.peaks.request()  # the engine host measures them
         roofs = roofs_for(peaks, self.provider) if peaks else None
         gbps, gflops = roofs if roofs else (None, None)
         roofline.set_ops(ops, gbps, gflops)

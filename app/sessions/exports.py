@@ -1,10 +1,10 @@
-"""Report and trace exports from the menu: engine functions run off the GUI thread (the one
-way: app/host/background.py), a strip above the plots that says what is being written and for
-how long, then "Report saved: PATH" with Open; errors as one line of text."""
+"""Report and trace exports from the menu: an export job (engine/analysis/export_job.py) run
+through the window's one runner (app/host/job_runner.py, in a process of the engine host's),
+a strip above the plots that says what is being written and for how long, with Cancel, then
+"Report saved: PATH" with Open; errors as one line of text."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,39 +24,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.host.background import Background
-from engine.api import OpScopeError
+from app.host.job_runner import JobRunner
+from engine.api import ExportRequest, OpScopeError
 
 STYLE = "QFrame#export_notice { background:#1d3553; color:#dbe9ff; border:1px solid #3a6ea5; }"
 FAILED = "QFrame#export_notice { background:#5c1f1f; color:#ffdede; border:1px solid #a33; }"
-
-
-def export_report(session_path: str, out_path: str) -> str | None:
-    """Write the HTML report; the error text on failure, None on success."""
-    from engine.api import write_report
-
-    try:
-        write_report(session_path, out_path)
-    except (OpScopeError, OSError) as exc:
-        return str(exc)
-    return None
-
-
-def export_trace(session_path: str, out_path: str, run_id: int | None = None) -> str | None:
-    """Write a Chrome/Perfetto trace of the last profiled run; the error text on failure."""
-    from engine.api import write_trace
-
-    try:
-        write_trace(session_path, out_path, run_id)
-    except (OpScopeError, OSError) as exc:
-        return str(exc)
-    return None
-
-
-WRITERS: dict[str, Callable[[str, str, int | None], str | None]] = {
-    "report": lambda session, out, _run: export_report(session, out),
-    "trace": export_trace,
-}
 ALL_RUNS = "All traceable runs"
 
 
@@ -150,13 +122,14 @@ def add_export_actions(
 
 
 class ExportNotice(QFrame):
-    """One export at a time: a busy bar and the seconds so far while it is written, then
-    the saved path with Open (or the error). `job` runs the writer off the GUI thread."""
+    """One export at a time: a busy bar, the seconds so far and Cancel while it is written,
+    then the saved path with Open (or the error). `jobs` runs the export job."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, jobs: JobRunner, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("export_notice")
-        self.job = Background("export", self)
+        self.jobs = jobs
+        self.concern = f"export-{id(self)}"  # each window's exports are its own concern
         self.text = QLabel()
         self.text.setTextFormat(self.text.textFormat().PlainText)
         self.text.setWordWrap(True)
@@ -164,6 +137,8 @@ class ExportNotice(QFrame):
         self.bar.setRange(0, 0)  # busy: the writers report no fraction done
         self.bar.setFixedWidth(90)
         self.bar.setTextVisible(False)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel)
         self.open_button = QPushButton("Open")
         self.open_button.clicked.connect(self.open_saved)
         self.dismiss = QPushButton("Dismiss")
@@ -172,10 +147,10 @@ class ExportNotice(QFrame):
         layout.setContentsMargins(10, 4, 10, 4)
         layout.addWidget(self.bar)
         layout.addWidget(self.text, 1)
+        layout.addWidget(self.cancel_button)
         layout.addWidget(self.open_button)
         layout.addWidget(self.dismiss)
         self.saved: str | None = None
-        self.worker: str | None = None  # the thread that wrote the last export
         self._what = ""
         self._path = ""
         self._started = 0.0
@@ -185,27 +160,33 @@ class ExportNotice(QFrame):
 
     @property
     def busy(self) -> bool:
-        return self.job.busy
+        return self.jobs.busy(self.concern)
 
     def start(self, kind: str, session: str, path: str, run_id: int | None = None) -> None:
         """Write `kind` ("report" or "trace": of run `run_id`, or every traceable run) of
         `session` to `path` in the background."""
-        writer = WRITERS[kind]
         self._what, self._path, self.saved = kind, path, None
         self._started = time.monotonic()
         self.setStyleSheet(STYLE)
         self.bar.show()
+        self.cancel_button.show()
         self.open_button.hide()
         self.dismiss.hide()
         self._show_elapsed()
         self.show()
         self._tick.start()
+        request = ExportRequest(kind, session, path, run_id)
+        self.jobs.start(
+            self.concern, request, self._done, self._failed, on_cancelled=self._cancelled
+        )
 
-        def work() -> str | None:
-            self.worker = threading.current_thread().name
-            return writer(session, path, run_id)
+    def cancel(self) -> None:
+        """Stop the export: the file it would replace stays as it was."""
+        self.jobs.cancel(self.concern)
 
-        self.job.submit(work, self._done, self._failed)
+    def close_jobs(self) -> None:
+        """The window is closing: its export stops, unheard."""
+        self.jobs.forget(self.concern)
 
     def open_saved(self) -> None:
         if self.saved:
@@ -215,16 +196,22 @@ class ExportNotice(QFrame):
         seconds = time.monotonic() - self._started
         self.text.setText(f"Writing {self._what} {self._path}… {seconds:.0f} s")
 
-    def _done(self, error: str | None) -> None:
-        if error:
-            self._failed(error)
-            return
+    def _done(self, _path: object) -> None:
         self._tick.stop()
         self.saved = self._path
         seconds = time.monotonic() - self._started
         self.text.setText(f"{self._what.title()} saved: {self._path} ({seconds:.1f} s)")
         self.bar.hide()
+        self.cancel_button.hide()
         self.open_button.show()
+        self.dismiss.show()
+
+    def _cancelled(self) -> None:
+        self._tick.stop()
+        self.text.setText(f"{self._what.title()} cancelled: {self._path} was not written")
+        self.bar.hide()
+        self.cancel_button.hide()
+        self.open_button.hide()
         self.dismiss.show()
 
     def _failed(self, error: str) -> None:
@@ -232,5 +219,6 @@ class ExportNotice(QFrame):
         self.setStyleSheet(FAILED)
         self.text.setText(f"Cannot export {self._what}: {error}")
         self.bar.hide()
+        self.cancel_button.hide()
         self.open_button.hide()
         self.dismiss.show()

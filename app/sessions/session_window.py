@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.host.job_runner import JobRunner
 from app.sessions.compare_panel import ComparePanel
 from app.sessions.exports import ExportNotice, add_export_actions
 from engine.api import (
@@ -43,9 +44,10 @@ NUMERIC = {i for i, c in enumerate(run_table.BRIEF) if c.numeric}
 
 
 class SessionWindow(QMainWindow):
-    """Opens `path` read-only; raises SessionFileError (one line) for a bad file."""
+    """Opens `path` read-only; raises SessionFileError (one line) for a bad file. Its exports
+    run as jobs through `jobs`, the window's one runner."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, jobs: JobRunner) -> None:
         super().__init__()
         self.reader: SessionReader = open_session_file(path)
         self.path = str(path)
@@ -99,7 +101,7 @@ class SessionWindow(QMainWindow):
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.addWidget(header)
-        self.exports = ExportNotice(self)
+        self.exports = ExportNotice(jobs, self)
         layout.addWidget(self.exports)
         layout.addWidget(split, 1)
         # a teammate's file is exported from its own window (File > Export in the main
@@ -172,5 +174,6 @@ class SessionWindow(QMainWindow):
         self.latency.show_all()
 
     def closeEvent(self, event: Any) -> None:
+        self.exports.close_jobs()
         self.reader.close()
         super().closeEvent(event)

@@ -68,7 +68,7 @@ def build_menus(wb: Workbench) -> Menus:
 
     w = wb.window
     bar = w.menuBar()
-    exports = _export_notice(w)  # reports and traces are written off the GUI thread
+    exports = _export_notice(w, wb.jobs)  # reports and traces are jobs (Cancel, in the host)
     compacting = Background("compact", w)  # so are compact copies
 
     def act(
@@ -271,9 +271,9 @@ def _save_plot(wb: Workbench) -> None:
         QMessageBox.warning(wb.window, "Cannot save plot", f"{path}: {exc}")
 
 
-def _export_notice(w: MainWindow) -> ExportNotice:
+def _export_notice(w: MainWindow, jobs: JobRunner) -> ExportNotice:
     """The strip above the plots that shows an export's progress and its saved path."""
-    notice = ExportNotice(w)
+    notice = ExportNotice(jobs, w)
     central = w.centralWidget()
     layout = central.layout() if central is not None else None
     if isinstance(layout, QBoxLayout):

@@ -113,7 +113,7 @@ class Workbench(QObject):
         from app.sessions.session_window import SessionWindow
 
         try:
-            window = SessionWindow(path)
+            window = SessionWindow(path, self.jobs)
         except OpScopeError as exc:  # the banner, not a modal: the app stays usable
             self.window.banner.show_message("error", f"Cannot open session {exc}")
             return

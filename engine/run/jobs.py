@@ -31,6 +31,7 @@ JOBS: dict[str, str] = {
     "engine.serve.llm_study.LLMStudyRequest": "engine.serve.llm_study:llm_study_job",
     "engine.backends.genai.hf_import.ImportRequest": "engine.backends.genai.hf_import:import_hf",
     "engine.machine.peaks.PeaksRequest": "engine.machine.peaks:peaks_job",
+    "engine.analysis.export_job.ExportRequest": "engine.analysis.export_job:export_job",
 }
 
 # the same, for jobs whose generator also takes the loaded model (a LoadedModel)
