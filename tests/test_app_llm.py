@@ -140,3 +140,25 @@ def test_the_scaling_dock_sweeps_a_generating_models_prompt(qtbot: QtBot, tmp_pa
         )
     finally:
         wb.shutdown()
+
+
+def test_a_restored_layout_hides_a_generating_models_docks(qtbot: QtBot, tmp_path: Path) -> None:
+    """A layout saved while a generating model ran showed its Generation and LLM Serving
+    docks at the next start with no model (or a CNN) loaded; they now wait for one."""
+    from app.shell.main_window import LAYOUT_VERSION
+
+    wb = Workbench(session_path=str(tmp_path / "llm.opscope"), usable=["cpu"])
+    qtbot.addWidget(wb.window)
+    w = wb.window
+    try:
+        w.show()
+        docks = (w.generation_dock, w.llm_serving_dock)  # type: ignore[attr-defined]
+        for dock in docks:
+            dock.show()
+        assert all(d.isVisible() for d in docks)
+        w.settings.setValue("window/state", w.saveState(LAYOUT_VERSION))  # as on quitting
+        w.restore_layout()  # as at the next start
+        assert not any(d.isVisible() for d in docks)
+        assert w.ops_dock.isVisible()  # the rest of the layout as saved
+    finally:
+        wb.shutdown()

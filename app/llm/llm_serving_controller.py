@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QDockWidget
 
 from app.llm.llm_serving_dock import LLMServingDock
-from app.sessions.compact import scrolled
+from app.sessions.compact import MODEL_KIND_DOCK, scrolled
 from engine.api import (
     LLMPlan,
     LLMStudyRequest,
@@ -236,6 +236,7 @@ def install_llm_serving(wb: Any) -> LLMServingController:
     window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, frame)
     window.tabifyDockWidget(window.ops_dock, frame)
     frame.hide()
+    frame.setProperty(MODEL_KIND_DOCK, True)  # a saved layout does not show it before one
     window.ops_dock.raise_()
     window.llm_serving_dock = frame
     return LLMServingController(widget, frame, wb)

@@ -8,6 +8,9 @@ from PySide6.QtGui import QPainter, QPaintEvent
 from PySide6.QtWidgets import QComboBox, QFrame, QLabel, QScrollArea, QWidget
 
 MIN_CHARS = 14  # a picker shows at least this many characters; the popup shows all
+# a dock property: the dock shows only while its kind of model runs (a generating model's
+# Generation and LLM Serving docks), so a restored layout hides it until one loads
+MODEL_KIND_DOCK = "opscope_model_kind"
 
 
 def compact_pickers(panel: QWidget) -> None:

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from app.live.config_panel import ConfigPanel
 from app.live.input_panel import InputPanel
-from app.sessions.compact import ElidedLabel, compact_pickers, scrolled
+from app.sessions.compact import MODEL_KIND_DOCK, ElidedLabel, compact_pickers, scrolled
 from app.shell.banner import Banner
 from app.traffic.traffic_dock import TrafficDock
 from app.tune.tune_dock import TuneDock
@@ -138,6 +138,7 @@ class MainWindow(QMainWindow):
         )
         self.splitDockWidget(self.config_dock, self.generation_dock, Qt.Orientation.Vertical)
         self.generation_dock.hide()  # shown while a generating model runs
+        self.generation_dock.setProperty(MODEL_KIND_DOCK, True)
 
         self.op_table = OpTable()
         self.ops_dock = self._dock(
@@ -349,6 +350,10 @@ class MainWindow(QMainWindow):
         # others and widen the window: saved layouts carry the version of the dock set
         if isinstance(state, QByteArray):
             self.restoreState(state, LAYOUT_VERSION)
+        # a layout saved while a generating model ran shows its docks: they wait for one
+        for dock in self.findChildren(QDockWidget):
+            if dock.property(MODEL_KIND_DOCK):
+                dock.hide()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.settings.setValue("window/geometry", self.saveGeometry())
