@@ -60,7 +60,7 @@ from engine.events import (
 from engine.hostinfo import ort_version
 from engine.machine.peaks import PeaksRequest, cached_peaks, roofs_for
 from engine.measure.op_stats import OpStat
-from engine.measure.roofline import bound_of, peak_fraction
+from engine.measure.roofline import MemoryRoof, Placement, Roofs, place
 from engine.measure.stats import latency_stats, throughput
 from engine.model.dims import MAX_DIM, SymbolicDim, describe_inputs, editable_dims
 from engine.model.eval_data import check_data_file
@@ -131,6 +131,7 @@ __all__ = [
     "LatencyBatch",
     "LoadRunRequest",
     "Marker",
+    "MemoryRoof",
     "ModelInfo",
     "ModelLoaded",
     "Notice",
@@ -141,6 +142,7 @@ __all__ = [
     "OpStat",
     "PeaksMeasured",
     "PeaksRequest",
+    "Placement",
     "Progress",
     "PromptPoint",
     "PromptSweep",
@@ -148,6 +150,7 @@ __all__ = [
     "Question",
     "RealCheck",
     "Recorder",
+    "Roofs",
     "RunComparison",
     "RunConfig",
     "RunEnded",
@@ -175,7 +178,6 @@ __all__ = [
     "answer",
     "backends",
     "bench_argv",
-    "bound_of",
     "cached_peaks",
     "check_data_file",
     "check_real_layout",
@@ -207,7 +209,7 @@ __all__ = [
     "parse_space",
     "parse_traffic",
     "parse_vary",
-    "peak_fraction",
+    "place",
     "plan_layouts",
     "plan_workload",
     "provider_label",

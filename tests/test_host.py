@@ -305,6 +305,36 @@ def test_missing_peaks_are_measured_by_the_host_with_timing_paused(
     assert cached_peaks() == measured.peaks  # cached for every later window and CLI run
 
 
+def test_roofs_the_operators_beat_are_measured_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Roofs cached while the machine was busy sat below what the operators reached (12 of
+    the 15 slowest MatMuls 'compute >roof'): the host measures them again, once, says why,
+    and sends the new roofs, which the operators no longer beat."""
+    import json
+
+    from engine.events import OpProfile, PeaksMeasured
+    from engine.machine.peaks import peaks_path, roofs_for
+    from engine.measure.roofline import above_roof
+
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))
+    peaks_path().parent.mkdir(parents=True)
+    low = {"cpu": {"memory_gbps": 0.01, "gflops": 0.01}, "gpu": None}
+    peaks_path().write_text(json.dumps(low))
+    host = Host()
+    try:
+        host.send(cmds.Load(str(DEMO_CNN)))
+        measured = host.wait_for(lambda e: isinstance(e, PeaksMeasured), timeout=120)
+        note = next(e for e in host.events if isinstance(e, Notice) and "roofs" in e.message)
+        assert "ran above the cached roofs" in note.message and "again" in note.message
+        profile = next(e for e in host.events if isinstance(e, OpProfile))
+        roofs = roofs_for(measured.peaks, "CPUExecutionProvider")
+        assert roofs is not None and roofs.compute > 1.0 and len(roofs.memory) >= 1
+        assert len(above_roof(profile.ops, roofs)) < len(profile.ops)
+    finally:
+        host.close()
+
+
 def test_a_load_run_in_the_host_is_recorded_as_its_own_run(host: Host, tmp_path: Path) -> None:
     """Run load from the window: timing pauses, the run's facts, ServingStarted, every
     request and batch, ServingSummary, then live timing resumes; a session files it as a

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -134,13 +135,71 @@ def test_corrupt_cache_is_ignored(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
 
 
 def test_roofs_for_provider() -> None:
-    data = {
+    from engine.measure.roofline import MemoryRoof, Roofs, simple_roofs
+
+    data: dict[str, Any] = {
         "cpu": {"memory_gbps": 10.0, "gflops": 50.0},
         "gpu": {"memory_gbps": 3000.0, "gflops": 400000.0},
     }
-    assert peaks.roofs_for(data, "CPUExecutionProvider") == (10.0, 50.0)
-    assert peaks.roofs_for(data, "CUDAExecutionProvider") == (3000.0, 400000.0)
+    assert peaks.roofs_for(data, "CPUExecutionProvider") == simple_roofs(10.0, 50.0)
+    assert peaks.roofs_for(data, "CUDAExecutionProvider") == simple_roofs(3000.0, 400000.0)
     assert peaks.roofs_for({**data, "gpu": None}, "CUDAExecutionProvider") is None
+    levels = [{"name": "L1", "bytes": 65536, "gbps": 180.0}, {"name": "L2", "bytes": "x",
+              "gbps": 120.0}, {"name": "L3", "gbps": -1}, {"name": "DRAM", "bytes": None,
+              "gbps": 12.0}]  # fmt: skip
+    cpu = {**data["cpu"], "levels": levels, "int_gops": 400.0}
+    assert peaks.roofs_for({**data, "cpu": cpu}, "CPUExecutionProvider") == Roofs(
+        (MemoryRoof("L1", 65536, 180.0), MemoryRoof("L2", math.inf, 120.0),
+         MemoryRoof("DRAM", math.inf, 12.0)),
+        50.0,
+        400.0,
+    )  # fmt: skip
+
+
+def test_cache_levels_from_the_os(tmp_path: Path) -> None:
+    from engine.machine.caches import CacheLevel, cache_levels
+
+    for i, (level, kind, size, shared) in enumerate(
+        [(1, "Data", "48K", "0"), (1, "Instruction", "32K", "0"), (2, "Unified", "2048K", "0"),
+         (3, "Unified", "32M", "0-3,8-11")]
+    ):  # fmt: skip
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        for name, value in (("level", level), ("type", kind), ("size", size),
+                            ("shared_cpu_list", shared)):  # fmt: skip
+            (d / name).write_text(f"{value}\n")
+    assert cache_levels(tmp_path) == [
+        CacheLevel("L1", 48 * 1024, 1), CacheLevel("L2", 2 * 2**20, 1),
+        CacheLevel("L3", 32 * 2**20, 8),
+    ]  # fmt: skip
+    assert cache_levels(tmp_path / "missing") == []
+
+
+def test_level_roofs_never_fall_towards_the_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    """L1's short rows pay numpy's per-row overhead: measured below L2, its roof is L2's."""
+    from engine.machine import level_bandwidth as lb
+    from engine.machine.caches import CacheLevel
+
+    rates = {16 * 1024: 150.0, 512 * 1024: 200.0, 8 * 2**20: 90.0}
+    monkeypatch.setattr(lb, "stream_gbps", lambda ws, threads, repeats=5: rates.get(ws, 30.0))
+    roofs = lb.level_roofs([CacheLevel("L1", 32 * 1024, 1), CacheLevel("L2", 2**20, 1),
+                            CacheLevel("L3", 32 * 2**20, 2)], threads=2)  # fmt: skip
+    assert [(r.name, r.gbps) for r in roofs] == [
+        ("L1", 200.0),
+        ("L2", 200.0),
+        ("L3", 90.0),
+        ("DRAM", 30.0),
+    ]
+    assert [r.capacity for r in roofs[:3]] == [64 * 1024, 2 * 2**20, 32 * 2**20]
+
+
+def test_a_real_hierarchy_is_measured_quickly() -> None:
+    """The stride-0 kernel on this machine: every level positive, DRAM last."""
+    from engine.machine.caches import cache_levels
+    from engine.machine.level_bandwidth import level_roofs
+
+    roofs = level_roofs(cache_levels(), threads=1, repeats=1)
+    assert roofs[-1].name == "DRAM" and all(r.gbps > 0.1 for r in roofs)
 
 
 def test_cli_system_json() -> None:
@@ -162,4 +221,4 @@ def test_cli_system_json() -> None:
     assert data["peaks"]["cpu"]["memory_gbps"] > 0 and data["peaks"]["cpu"]["gflops"] > 0
     if not gpu_present():
         assert data["gpus"] == [] and data["gpu_reason"]
-    assert "cpu peaks" in proc.stderr  # the summary goes to stderr when JSON is on stdout
+    assert "cpu roofs" in proc.stderr  # the summary goes to stderr when JSON is on stdout

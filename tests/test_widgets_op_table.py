@@ -8,6 +8,7 @@ from PySide6.QtTest import QTest
 from pytestqt.qtbot import QtBot
 
 from engine.measure.op_stats import OpStat
+from engine.measure.roofline import simple_roofs
 from widgets.op_table import COL, COLUMNS, NAME_ROLE, SORT_ROLE, OpTable, human_bytes
 
 
@@ -239,22 +240,24 @@ def test_time_column_is_in_view_at_1024_px(qtbot: QtBot) -> None:
 
 def test_bound_column_reads_the_roofs(table: OpTable) -> None:
     assert table.proxy.index(0, COL["bound"]).data() == "–"  # peaks not measured yet
-    table.set_peaks(10.0, 100.0)  # ridge 10 FLOP/B; the stats sit at 0.5 FLOP/B, 2 GFLOP/s
+    table.set_roofs(simple_roofs(10.0, 100.0))  # ridge 10 FLOP/B; stats: 0.5 FLOP/B, 2 GFLOP/s
     cell = table.proxy.index(0, COL["bound"])
-    assert cell.data() == "memory 40%"  # 2 of the 5 GFLOP/s the bandwidth roof allows
-    assert "below the ridge point" in cell.data(Qt.ItemDataRole.ToolTipRole)
+    assert cell.data() == "DRAM 40%"  # 2 of the 5 GFLOP/s the bandwidth roof allows
+    tip = cell.data(Qt.ItemDataRole.ToolTipRole)
+    assert "below their ridge point" in tip and "streams from DRAM" in tip
     add = next(r for r in range(4) if table.proxy.index(r, 0).data() == "/layer.1/Add")
-    assert table.proxy.index(add, COL["bound"]).data() == "memory"  # no FLOPs, no GB/s
+    assert table.proxy.index(add, COL["bound"]).data() == "DRAM"  # no FLOPs, no GB/s
 
 
-def test_integer_ops_above_the_fp32_roof_say_so() -> None:
-    """A QLinearConv at 3x what the FP32 roofs allow: never 'compute 299%'."""
+def test_ops_above_their_roof_say_so() -> None:
+    """An op at 3x what the roofs allow: never 'DRAM 308%', and the tip says why."""
     from widgets.models.op_rows import bound_text, bound_tip
 
     fast = stat("conv_q", "QLinearConv", 1.0)  # 0.5 FLOP/B at 2 GFLOP/s
-    peaks = (1.3, 100.0)  # the bandwidth roof allows 0.65 GFLOP/s at 0.5 FLOP/B
-    assert bound_text(fast, peaks) == "memory >roof"
-    assert "FP32 peaks" in bound_tip(fast, peaks) and "3.1x" in bound_tip(fast, peaks)
+    roofs = simple_roofs(1.3, 100.0)  # the bandwidth roof allows 0.65 GFLOP/s at 0.5 FLOP/B
+    assert bound_text(fast, roofs) == "DRAM >roof"
+    tip = bound_tip(fast, roofs)
+    assert "busier machine" in tip and "3.08x" in tip
 
 
 def test_header_explains_profiler_overhead(table: OpTable) -> None:

@@ -6,6 +6,8 @@ import math
 
 import pytest
 
+from engine.measure.roofline import MemoryRoof, Roofs, simple_roofs
+
 pytest.importorskip("PySide6")
 from pytestqt.qtbot import QtBot
 
@@ -41,12 +43,13 @@ OPS = [
     op("reshape", "Reshape", None, None, 0.2),
 ]
 CPU_PEAKS = {"cpu": {"memory_gbps": 10.0, "gflops": 100.0}, "gpu": None}
+ROOFS = simple_roofs(10.0, 100.0)
 
 PROFILE = OpProfile(ops=OPS, op_types=[], coverage=1.0, runs=1, provider_nodes={}, trace=None)
 
 
 def controller_drawing_into(
-    calls: list[tuple[int, float | None, float | None]], monkeypatch: pytest.MonkeyPatch
+    calls: list[tuple[int, Roofs | None]], monkeypatch: pytest.MonkeyPatch
 ) -> object:
     """A LiveController whose roofline records its set_ops calls; CPU peaks cached only."""
     from types import SimpleNamespace
@@ -62,8 +65,8 @@ def controller_drawing_into(
         host_died = Signal(str)
 
     view = SimpleNamespace(
-        roofline=SimpleNamespace(set_ops=lambda ops, g, f: calls.append((len(ops), g, f))),
-        op_table=SimpleNamespace(set_ops=lambda *a: None, set_peaks=lambda g, f: None),
+        roofline=SimpleNamespace(set_ops=lambda ops, r: calls.append((len(ops), r))),
+        op_table=SimpleNamespace(set_ops=lambda *a: None, set_roofs=lambda r: None),
         profile_ready=lambda ev: None,
         show_notice=lambda *a: None,
     )
@@ -75,12 +78,13 @@ def controller_drawing_into(
 def test_points_and_roofs(qtbot: QtBot) -> None:
     plot = RooflinePlot()
     qtbot.addWidget(plot)
-    plot.set_ops(OPS, 10.0, 100.0)
+    plot.set_ops(OPS, ROOFS)
     assert plot.point_count() == 3  # Reshape has no FLOP model: not placeable
     assert "1 without FLOPs" in plot.caption.text()
     assert plot.plot.getPlotItem().getViewBox().viewRange()[1][1] > 2.0  # fitted at once
-    (bx, by), (cx, cy) = plot.roofs()
+    (bname, bx, by), (cname, cx, cy) = plot.roofs()
     ridge = math.log10(100.0 / 10.0)
+    assert (bname, cname) == ("DRAM", "fp32")
     assert bx[-1] == pytest.approx(ridge) and by[-1] == pytest.approx(2.0)
     assert by[0] == pytest.approx(bx[0] + 1.0)  # log10(I * 10 GB/s)
     assert list(cy) == [pytest.approx(2.0)] * 2 and cx[0] == pytest.approx(ridge)
@@ -94,17 +98,16 @@ def test_points_and_roofs(qtbot: QtBot) -> None:
 def test_no_peaks_no_roofs(qtbot: QtBot) -> None:
     plot = RooflinePlot()
     qtbot.addWidget(plot)
-    plot.set_ops(OPS, None, None)
+    plot.set_ops(OPS, None)
     assert plot.point_count() == 3
-    (bx, _), _ = plot.roofs()
-    assert bx is None or len(bx) == 0
+    assert plot.roofs() == []
     assert "measuring" in plot.caption.text()
 
 
 def test_click_emits_and_select_highlights(qtbot: QtBot) -> None:
     plot = RooflinePlot()
     qtbot.addWidget(plot)
-    plot.set_ops(OPS, 10.0, 100.0)
+    plot.set_ops(OPS, ROOFS)
     point = next(p for p in plot.scatter.points() if p.data() == "add")
     with qtbot.waitSignal(plot.op_clicked) as blocker:
         plot._on_clicked(plot.scatter, [point])
@@ -122,7 +125,7 @@ def test_window_links_table_and_roofline(qtbot: QtBot) -> None:
     win = MainWindow(["cpu"])
     qtbot.addWidget(win)
     win.op_table.set_ops(OPS, [])
-    win.roofline.set_ops(OPS, 10.0, 100.0)
+    win.roofline.set_ops(OPS, ROOFS)
     win.roofline._on_clicked(
         win.roofline.scatter, [p for p in win.roofline.scatter.points() if p.data() == "mm2"]
     )
@@ -142,11 +145,11 @@ def test_controller_draws_profile_with_cached_peaks(
     qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
 
-    calls: list[tuple[int, float | None, float | None]] = []
+    calls: list[tuple[int, Roofs | None]] = []
     ctl = controller_drawing_into(calls, monkeypatch)
     ctl.provider = "CPUExecutionProvider"  # type: ignore[attr-defined]
     ctl._one(PROFILE)
-    assert calls == [(4, 10.0, 100.0)]
+    assert calls == [(4, ROOFS)]
 
 
 def test_late_peaks_after_window_closed_are_ignored(qtbot: QtBot) -> None:
@@ -178,7 +181,7 @@ def test_gpu_run_gets_roofs_when_the_host_measures_gpu_peaks(
     from engine.events import PeaksMeasured
     from engine.machine import peaks
 
-    calls: list[tuple[int, float | None, float | None]] = []
+    calls: list[tuple[int, Roofs | None]] = []
     ctl = controller_drawing_into(calls, monkeypatch)
     ctl.provider = "CUDAExecutionProvider"  # type: ignore[attr-defined]
     ctl._one(PROFILE)
@@ -190,7 +193,7 @@ def test_gpu_run_gets_roofs_when_the_host_measures_gpu_peaks(
             }
         )
     )
-    assert calls == [(4, None, None), (4, 4000.0, 700_000.0)]
+    assert calls == [(4, None), (4, simple_roofs(4000.0, 700_000.0))]
     assert peaks.on_gpu("torch-cuda") and not peaks.on_gpu("CPUExecutionProvider")
 
 
@@ -234,8 +237,8 @@ def test_legend_colours_are_stable_across_plots_and_passes(qtbot: QtBot) -> None
     first, second = RooflinePlot(), RooflinePlot()
     qtbot.addWidget(first)
     qtbot.addWidget(second)
-    first.set_ops(OPS, 10.0, 100.0)
-    second.set_ops(list(reversed(OPS)), 10.0, 100.0)
+    first.set_ops(OPS, ROOFS)
+    second.set_ops(list(reversed(OPS)), ROOFS)
     entries = dict(first.legend_entries())
     assert entries and entries == dict(second.legend_entries())
     for op_type, color in entries.items():
@@ -265,6 +268,30 @@ def test_repeated_passes_reuse_the_rendered_symbols(qtbot: QtBot) -> None:
             op(f"n{i}", ("MatMul", "Add", "Softmax")[i % 3], 1.0 + i, 2.0 + i, s / sum(shares))
             for i, s in enumerate(shares)
         ]
-        plot.set_ops(ops, 10.0, 100.0)
+        plot.set_ops(ops, ROOFS)
         sizes.append(len(atlas))
     assert max(sizes) <= 3 * 35  # op types x whole-pixel sizes, at most
+
+
+def test_a_hierarchy_draws_a_roof_per_level_and_an_integer_roof(qtbot: QtBot) -> None:
+    """L1, L2 and DRAM slanted (DRAM first, solid), fp32 and int8 flat; each op's tip names
+    the level its working set fits in."""
+    roofs = Roofs(
+        (MemoryRoof("L1", 64 * 1024, 200.0), MemoryRoof("L2", 2 * 2**20, 100.0),
+         MemoryRoof("DRAM", math.inf, 10.0)),
+        100.0,
+        400.0,
+    )  # fmt: skip
+    plot = RooflinePlot()
+    qtbot.addWidget(plot)
+    plot.set_ops(OPS, roofs)
+    drawn = plot.roofs()
+    assert [name for name, _, _ in drawn] == ["DRAM", "L1", "L2", "fp32", "int8"]
+    top = math.log10(400.0)
+    for _name, _x, y in drawn[:3]:  # every slanted roof rises to the highest compute roof
+        assert y[-1] == pytest.approx(top)
+    (_, fx, fy), (_, _ix, iy) = drawn[3:]
+    assert fy[0] == pytest.approx(2.0) and iy[0] == pytest.approx(top)
+    assert fx[0] == pytest.approx(2.0 - math.log10(200.0))  # where L1 meets it
+    assert "L1 200 GB/s (64 KiB)" in plot.caption.text() and "int8 400 GOP/s" in plot.caption.text()
+    assert "(L1, fp32)" in plot._tip(0, 0, "mm1")

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import OpStat
+from engine.api import OpStat, Roofs
 from widgets.models.op_rows import overhead_note
 from widgets.op_table_model import (
     COL,
@@ -198,9 +198,9 @@ class OpTable(QWidget):
         self._pass_info = text
         self._update_summary()
 
-    def set_peaks(self, gbps: float | None, gflops: float | None) -> None:
+    def set_roofs(self, roofs: Roofs | None) -> None:
         """The machine's roofs, for the bound column."""
-        self.model.set_peaks((gbps, gflops) if gbps and gflops else None)
+        self.model.set_roofs(roofs)
 
     @property
     def frozen(self) -> bool:

@@ -20,10 +20,9 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QWidget
 
-from engine.api import OpStat
+from engine.api import OpStat, Roofs
 from widgets import theme
 from widgets.models.op_rows import (
-    Peaks,
     bound_sort_key,
     bound_text,
     bound_tip,
@@ -155,13 +154,13 @@ class OpTableModel(QAbstractTableModel):
         self._rows: list[OpStat] = []
         self._top: set[str] = set()
         self._fp32: set[str] = set()  # nodes an INT8 variant kept in FP32
-        self.peaks: Peaks | None = None  # the machine's roofs, for the bound column
+        self.roofs: Roofs | None = None  # the machine's roofs, for the bound column
 
-    def set_peaks(self, peaks: Peaks | None) -> None:
+    def set_roofs(self, roofs: Roofs | None) -> None:
         """The roofs the bound column measures against (None: not measured yet)."""
-        if peaks == self.peaks:
+        if roofs == self.roofs:
             return
-        self.peaks = peaks
+        self.roofs = roofs
         if self._rows:
             self.dataChanged.emit(
                 self.index(0, BOUND_COL), self.index(len(self._rows) - 1, BOUND_COL)
@@ -210,10 +209,10 @@ class OpTableModel(QAbstractTableModel):
             Qt.ItemDataRole.ToolTipRole,
         ):
             if role == Qt.ItemDataRole.DisplayRole:
-                return bound_text(stat, self.peaks)
+                return bound_text(stat, self.roofs)
             if role == SORT_ROLE:
-                return bound_sort_key(stat, self.peaks)
-            return bound_tip(stat, self.peaks)
+                return bound_sort_key(stat, self.roofs)
+            return bound_tip(stat, self.roofs)
         if role == Qt.ItemDataRole.DisplayRole:
             text = column.text(value)
             if index.column() == 0 and self.kept_fp32(stat.name):

@@ -1,5 +1,7 @@
-"""The roofline: each op at (arithmetic intensity, achieved GFLOP/s) under the machine's
-bandwidth roof and compute roof, on log-log axes.
+"""The roofline, cache-aware: each op at (arithmetic intensity, achieved GFLOP/s) under the
+machine's roofs on log-log axes: a bandwidth roof per memory level (L1, L2, L3 dashed, DRAM
+solid) and the float32 and integer compute roofs (engine.api.Roofs). Each op is measured
+against the level its working set fits in (the op table's bound column names it).
 
 Points are sized by the op's share of run time and coloured by op type (the same colour
 for a type in every launch: widgets/models/op_colors.py), named in a legend; hovering shows
@@ -20,11 +22,14 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from engine.api import OpStat
+from engine.api import OpStat, Roofs
 from widgets import theme
 from widgets.models.op_colors import op_type_color
 
 ROOF = "#888888"
+DASH = Qt.PenStyle.DashLine
+MAX_ROOFS = 5  # memory levels drawn (L1, L2, L3, DRAM and one spare); compute roofs alike
+ROOF_LEVELS = ("L1", "L2", "L3", "L4", "DRAM")
 LEGEND_MAX = 8  # op types named in the legend
 HIGHLIGHT = "#ff3b30"
 
@@ -68,24 +73,17 @@ class RooflinePlot(QWidget):
             item.getAxis(axis).setLogMode(True)
         item.showGrid(x=True, y=True, alpha=theme.grid_alpha(self))
         item.setMenuEnabled(False)
-        pen = pg.mkPen(ROOF, width=2)
-        self.bandwidth_roof = pg.PlotCurveItem(pen=pen)
-        self.compute_roof = pg.PlotCurveItem(pen=pen)
-        self.bandwidth_label = pg.TextItem(color=ROOF, anchor=(0, 1))
-        self.compute_label = pg.TextItem(color=ROOF, anchor=(0, 1))
+        solid, dashed = pg.mkPen(ROOF, width=2), pg.mkPen(ROOF, width=1, style=DASH)
+        # reused pass after pass: DRAM and the float roof solid, caches and integers dashed
+        self._roof_curves = [pg.PlotCurveItem(pen=solid if i in (0, MAX_ROOFS) else dashed)
+                             for i in range(2 * MAX_ROOFS)]  # fmt: skip
+        self._roof_labels = [pg.TextItem(color=ROOF, anchor=(0, 1)) for _ in range(2 * MAX_ROOFS)]
         self.scatter = pg.ScatterPlotItem(hoverable=True, tip=self._tip, pxMode=True)
         self.scatter.sigClicked.connect(self._on_clicked)
         self.highlight = pg.ScatterPlotItem(
             pen=pg.mkPen(HIGHLIGHT, width=3), brush=pg.mkBrush(0, 0, 0, 0), size=26
         )
-        for it in (
-            self.bandwidth_roof,
-            self.compute_roof,
-            self.scatter,
-            self.highlight,
-            self.bandwidth_label,
-            self.compute_label,
-        ):
+        for it in (*self._roof_curves, self.scatter, self.highlight, *self._roof_labels):
             item.addItem(it)
         # the legend is a line of text under the plot: inside it, it hid points
         self.legend = QLabel()
@@ -107,7 +105,8 @@ class RooflinePlot(QWidget):
         # window's memory) by a few hundred symbols a minute while profiling ran live.
         self._brushes: dict[str, QBrush] = {}
         self._pens: dict[str, QPen] = {}
-        self._peaks: tuple[float, float] | None = None
+        self._roofs: Roofs | None = None
+        self._drawn_roofs: list[tuple[str, np.ndarray, np.ndarray]] = []
         self.selected: str | None = None
         self._view_key: object = None
         self.plot.getPlotItem().getViewBox().disableAutoRange()
@@ -125,9 +124,7 @@ class RooflinePlot(QWidget):
             pen = self._pens[key] = pg.mkPen(color, width=0.5)
         return pen
 
-    def set_ops(
-        self, ops: list[OpStat], peak_gbps: float | None, peak_gflops: float | None
-    ) -> None:
+    def set_ops(self, ops: list[OpStat], roofs: Roofs | None) -> None:
         """Show one pass's ops; without peaks (not measured yet) the roofs stay hidden."""
         placed = [o for o in ops if o.intensity and o.gflops and o.intensity > 0 and o.gflops > 0]
         self._ops = {o.name: o for o in ops}
@@ -147,9 +144,9 @@ class RooflinePlot(QWidget):
             for o in placed
         ]
         self.scatter.setData(spots)
-        self._peaks = (peak_gbps, peak_gflops) if peak_gbps and peak_gflops else None
+        self._roofs = roofs
         self._draw_roofs(placed)
-        view_key = (frozenset(self._pos), self._peaks)
+        view_key = (frozenset(self._pos), self._roofs)
         if view_key != self._view_key:  # new ops or roofs: fit; else keep the user's zoom
             self._view_key = view_key
             self.fit_view()
@@ -164,12 +161,8 @@ class RooflinePlot(QWidget):
                 text += " (no FLOP model)"
             else:
                 text += " (they move data only)"
-        if self._peaks:
-            gbps, gflops = self._peaks
-            text += (
-                f"  |  roofs {gbps:.1f} GB/s, {gflops:.1f} GFLOP/s "
-                f"(ridge {gflops / gbps:.1f} FLOP/B)"
-            )
+        if self._roofs:
+            text += f"  |  roofs {self._roofs.describe()}"
         else:
             text += "  |  roofs: measuring the machine's peaks…"
         self.caption.setText(text)
@@ -206,45 +199,61 @@ class RooflinePlot(QWidget):
         return [(t, self._legend_color(t)) for t in self._legend_types if not t.startswith("+")]
 
     def _draw_roofs(self, placed: list[OpStat]) -> None:
-        xs = [self._pos[o.name][0] for o in placed]
-        if not self._peaks:
-            for curve in (self.bandwidth_roof, self.compute_roof):
-                curve.setData([], [])
-            self.bandwidth_label.setText("")
-            self.compute_label.setText("")
+        """Each memory level's slanted roof up to the highest compute roof, each compute
+        roof flat from where the fastest level meets it (log10 coordinates)."""
+        self._drawn_roofs = []
+        for i, curve in enumerate(self._roof_curves):
+            curve.setData([], [])
+            self._roof_labels[i].setText("")
+        roofs = self._roofs
+        if not roofs:
             return
-        gbps, gflops = self._peaks
-        ridge = math.log10(gflops / gbps)
-        lo = min([*xs, ridge]) - 1.0
-        hi = max([*xs, ridge]) + 1.0
-        top = math.log10(gflops)
-        self.bandwidth_roof.setData(np.array([lo, ridge]), np.array([lo + math.log10(gbps), top]))
-        self.compute_roof.setData(np.array([ridge, hi]), np.array([top, top]))
-        self.bandwidth_label.setText(f"{gbps:.1f} GB/s")
-        x = ridge - 1.0  # on the slanted roof, a decade left of the ridge (inside the view)
-        self.bandwidth_label.setPos(x, x + math.log10(gbps))
-        self.compute_label.setText(f"{gflops:.1f} GFLOP/s")
-        self.compute_label.setPos(ridge, top)
+        xs = [self._pos[o.name][0] for o in placed]
+        computes = [("fp32", roofs.compute, "GFLOP/s")]
+        if roofs.int_compute:
+            computes.append(("int8", roofs.int_compute, "GOP/s"))
+        top = math.log10(max(c for _, c, _ in computes))
+        fastest = max(m.gbps for m in roofs.memory)
+        ridges = [top - math.log10(m.gbps) for m in roofs.memory]
+        lo = min([*xs, *ridges]) - 1.0
+        hi = max([*xs, *ridges]) + 1.0
+        memory = [roofs.dram, *[m for m in roofs.memory if m is not roofs.dram]][:MAX_ROOFS]
+        for i, m in enumerate(memory):  # DRAM first: the solid pen
+            g = math.log10(m.gbps)
+            x, y = np.array([lo, top - g]), np.array([lo + g, top])
+            self._roof_curves[i].setData(x, y)
+            self._drawn_roofs.append((m.name, x, y))
+            label = self._roof_labels[i]
+            label.setText(f"{m.name} {m.gbps:.3g} GB/s")
+            at = lo + 0.6 + 0.35 * i  # labels stepped along the roofs, not on top of each other
+            label.setPos(at, at + g)
+        for j, (name, c, unit) in enumerate(computes):
+            y0 = math.log10(c)
+            x0 = y0 - math.log10(fastest)
+            x, y = np.array([x0, hi]), np.array([y0, y0])
+            self._roof_curves[MAX_ROOFS + j].setData(x, y)
+            self._drawn_roofs.append((name, x, y))
+            label = self._roof_labels[MAX_ROOFS + j]
+            label.setText(f"{name} {c:.4g} {unit}")
+            label.setPos(x0 + 0.1, y0)
 
     def fit_view(self) -> None:
-        """Show every point and the roofs' ridge (log10 coordinates, small margins)."""
+        """Show every point and the roofs' ridges (log10 coordinates, small margins)."""
         xs = [x for x, _ in self._pos.values()]
         ys = [y for _, y in self._pos.values()]
-        if self._peaks:
-            gbps, gflops = self._peaks
-            xs.append(math.log10(gflops / gbps))
-            ys.append(math.log10(gflops))
+        for _name, rx, ry in self._drawn_roofs:
+            xs.append(float(rx[-1] if len(rx) and _name in ROOF_LEVELS else rx[0]))
+            ys.append(float(ry[-1]))
         if not xs:
             return
         self.plot.getPlotItem().getViewBox().setRange(
             xRange=(min(xs) - 0.5, max(xs) + 0.5), yRange=(min(ys) - 0.3, max(ys) + 0.45), padding=0
         )
 
-    def roofs(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        """The two roof lines' (log10 x, log10 y) data, for tests and exports."""
-        b = self.bandwidth_roof.getData()
-        c = self.compute_roof.getData()
-        return (b[0], b[1]), (c[0], c[1])
+    def roofs(self) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """The roofs drawn: (name, log10 x, log10 y), memory levels (DRAM first), then the
+        compute roofs; for tests and exports."""
+        return list(self._drawn_roofs)
 
     def point_count(self) -> int:
         """How many ops are drawn."""
@@ -277,12 +286,12 @@ class RooflinePlot(QWidget):
             f"{o.time_ms:.3f} ms ({o.share:.1%} of run time)",
             f"{o.intensity or 0:.2f} FLOP/B, {o.gflops or 0:.2f} GFLOP/s, {o.gbps or 0:.2f} GB/s",
         ]
-        if self._peaks:
-            from engine.api import bound_of, peak_fraction
+        if self._roofs:
+            from engine.api import place
 
-            frac = peak_fraction(o, *self._peaks)
+            p = place(o, self._roofs)
             lines.append(
-                f"{bound_of(o.intensity, *self._peaks)}-bound"
-                + (f", {frac:.0%} of its roof" if frac is not None else "")
+                f"{p.bound}-bound: {p.label}"
+                + (f" of its roof ({p.level.name}, {p.compute_name})" if p.fraction else "")
             )
         return "\n".join(lines)

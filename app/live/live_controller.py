@@ -270,11 +270,10 @@ class LiveController(QObject):
 
         peaks = self.peaks.request()  # the engine host measures them
         roofs = roofs_for(peaks, self.provider) if peaks else None
-        gbps, gflops = roofs if roofs else (None, None)
-        roofline.set_ops(ops, gbps, gflops)
+        roofline.set_ops(ops, roofs)
         table = getattr(self.view, "op_table", None)
         if table is not None:
-            table.set_peaks(gbps, gflops)
+            table.set_roofs(roofs)
 
     def on_host_died(self, why: str) -> None:
         self.run_started = False

@@ -60,7 +60,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if result.profile is not None:
         from engine.machine.peaks import machine_roofs
 
-        result.machine = machine_roofs(result.started.provider_used if result.started else None)
+        provider = result.started.provider_used if result.started else None
+        ops = [o for p in (result.phases.values() or [result.profile]) for o in p.ops]
+        result.machine = machine_roofs(provider, ops, say=lambda m: print(m, file=sys.stderr))
     top = getattr(args, "top", 15)
     out = sys.stdout if args.json != "-" else sys.stderr
     print_summary(result, out, top=top)

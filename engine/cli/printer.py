@@ -11,6 +11,7 @@ import numpy as np
 
 from engine.cli.results import RunResult
 from engine.events import Event, LatencyBatch, Notice, Progress, RunStarted
+from engine.measure.roofline import Roofs
 from engine.model.info import ModelInfo
 
 PIPE_PROGRESS_S = 5.0  # off a terminal: a progress line at most this often
@@ -197,16 +198,13 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
         print_ops(profile, out, top, machine=result.machine)
 
 
-def print_ops(
-    profile: Any, out: TextIO, top: int, machine: tuple[float, float] | None = None
-) -> None:
-    """The top nodes and op types; with the machine's peaks, each op's roofline bound."""
+def print_ops(profile: Any, out: TextIO, top: int, machine: Roofs | None = None) -> None:
+    """The top nodes and op types; with the machine's roofs, each op's roofline bound."""
     w = out.write
     if machine:
         w(
-            f"\nroofline   peaks {machine[0]:.1f} GB/s, {machine[1]:.1f} GFLOP/s "
-            f"(ridge {machine[1] / machine[0]:.1f} FLOP/B; `opscope system`); "
-            "bound: mem|comp and % of its roof\n"
+            f"\nroofline   {machine.describe()} (`opscope system`); bound: the memory level "
+            "or compute roof that limits the op, and % of it\n"
         )
     phase = getattr(profile, "phase", None)
     w(
@@ -231,7 +229,7 @@ def print_ops(
     )
     header = (
         f"{'name':<38} {'op':<20} {'ms':>8} {'share':>6} {'bytes':>9} {'GB/s':>7} "
-        f"{'GFLOP/s':>8} {'FLOP/B':>7}" + (f" {'bound':>9}" if machine else "") + "\n"
+        f"{'GFLOP/s':>8} {'FLOP/B':>7}" + (f" {'bound':<13}" if machine else "") + "\n"
     )
     for title, rows in (("top nodes", profile.ops[:top]), ("op types", profile.op_types[:top])):
         w(f"{title}\n{header}")
@@ -244,13 +242,12 @@ def print_ops(
         w("\n")
 
 
-def _bound(s: Any, machine: tuple[float, float]) -> str:
-    """ " mem  12%" / " comp 80%": the roof that limits the op and how close it gets."""
-    from engine.measure.roofline import bound_of, peak_fraction
+def _bound(s: Any, machine: Roofs) -> str:
+    """ " L2 12%" / " compute 80%" / " int8 60%": the roof that limits the op and how close
+    it gets."""
+    from engine.measure.roofline import place
 
-    bound = "comp" if bound_of(s.intensity, *machine) == "compute" else "mem"
-    frac = peak_fraction(s, *machine)
-    return f" {bound:<4} " + (f"{frac:4.0%}" if frac is not None else f"{'-':>4}")
+    return f" {place(s, machine).label:<13}"
 
 
 def _count(x: float) -> str:

@@ -22,6 +22,7 @@ from engine.events import (
     TimingDone,
     VariantReady,
 )
+from engine.measure.roofline import Roofs
 
 
 @dataclass
@@ -37,7 +38,7 @@ class RunResult:
     phases: dict[str, OpProfile] = field(default_factory=dict)  # a generating model's
     ended: RunEnded | None = None
     notices: list[Notice] = field(default_factory=list)
-    machine: tuple[float, float] | None = None  # (peak GB/s, peak GFLOP/s): the roofs
+    machine: Roofs | None = None  # the machine's roofs for the provider used
     _starts: list[np.ndarray] = field(default_factory=list)
     _lats: list[np.ndarray] = field(default_factory=list)
 
@@ -79,7 +80,7 @@ class RunResult:
 
         out: dict[str, Any] = dict(stat_to_json(stat))
         if self.machine:
-            out.update(roofline_fields(stat, *self.machine))
+            out.update(roofline_fields(stat, self.machine))
         return out
 
     def to_json(self, top: int | None = None) -> dict[str, Any]:
@@ -131,7 +132,11 @@ class RunResult:
             out["ops"] = [self._op_json(s) for s in ops]
             out["op_types"] = [self._op_json(s) for s in p.op_types]
             if self.machine:
-                out["machine"] = {"peak_gbps": self.machine[0], "peak_gflops": self.machine[1]}
+                out["machine"] = {
+                    "peak_gbps": self.machine.dram.gbps,
+                    "peak_gflops": self.machine.compute,
+                    "roofs": self.machine.to_json(),
+                }
             out["profile"] = {
                 "runs": p.runs,
                 "coverage": p.coverage,

@@ -47,19 +47,27 @@ def print_system(info: dict[str, Any], out: TextIO) -> None:
             )
     else:
         w(f"gpus       none: {info['gpu_reason']}\n")
+    from engine.machine.peaks import roofs_for
+
     peaks = info["peaks"]
     c = peaks["cpu"]
     blas = c.get("blas") or {}
+    ort_fp32, ort_int = c.get("ort_gflops"), c.get("ort_int_gops")
+    roofs = roofs_for(peaks, "CPUExecutionProvider")
     w(
-        f"cpu peaks  {c['memory_gbps']:.1f} GB/s (STREAM triad)  {c['gflops']:.1f} GFLOP/s "
-        f"(fp32 matmul: numpy {c.get('numpy_gflops')}, ORT {c.get('ort_gflops')}; "
+        f"cpu roofs  {roofs.describe() if roofs else '?'}\n"
+        f"           memory: each cache level's working set, {c.get('threads', '?')} "
+        f"thread(s); DRAM the better of that and a STREAM triad ({c.get('triad_gbps')} GB/s)\n"
+        f"           compute: fp32 best of numpy {c.get('numpy_gflops')} and ORT MatMul"
+        f"{_at(ort_fp32)}; int8 ORT MatMulInteger{_at(ort_int)}; "
         f"{blas.get('name') or 'BLAS ?'} {blas.get('version') or ''}"
         + (
             f", OPENBLAS_CORETYPE={blas['openblas_coretype']}"
             if blas.get("openblas_coretype")
             else ""
         )
-        + ")\n"
+        + (f"; load average {c['load']} when measured" if c.get("load") is not None else "")
+        + "\n"
     )
     g = peaks.get("gpu")
     if isinstance(g, dict) and "memory_gbps" in g:
@@ -67,6 +75,11 @@ def print_system(info: dict[str, Any], out: TextIO) -> None:
     elif isinstance(g, dict) and g.get("error"):
         w(f"gpu peaks  failed: {g['error']}\n")
     w(f"measured   {peaks.get('measured_at')} (cached; --remeasure to measure again)\n")
+
+
+def _at(rate: Any) -> str:
+    """' at 512^3': the size a compute roof was reached at."""
+    return f" at {rate['n']}^3" if isinstance(rate, dict) and "n" in rate else ""
 
 
 def cmd_cache(args: argparse.Namespace) -> int:

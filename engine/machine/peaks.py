@@ -1,9 +1,12 @@
 """The machine's measured peaks (memory bandwidth, FLOP rate): the roofs of the roofline.
 
 Measured once per machine and cached as JSON in the user cache folder, keyed by CPU model,
-hostname and library versions; `load_peaks(remeasure=True)` measures again. CPU: a
-STREAM-style triad (a = b + s*c over arrays far larger than the last-level cache, counted
-as STREAM does: 24 bytes per element) and a float32 matmul (2*n^3 FLOPs), best of N.
+hostname and library versions; `load_peaks(remeasure=True)` measures again, and so does a
+host whose operators ran above the cached roofs (engine/run/host.py). CPU: a bandwidth roof
+per memory level (engine/machine/level_bandwidth.py: L1, L2, L3 from the OS's cache sizes,
+and DRAM, with a STREAM-style triad beside it), float32 and integer MatMul roofs from ONNX
+Runtime's own kernels at several sizes (engine/machine/compute_roofs.py) and numpy's BLAS,
+best of several short measurements each, the machine's load average recorded beside them.
 GPU (CUDA provider only): ONNX Runtime sessions with IO binding. The GPU path has NOT been
 run on a GPU: it is written from the ONNX Runtime documentation and reviewed by reading.
 """
@@ -11,9 +14,10 @@ run on a GPU: it is written from the ONNX Runtime documentation and reviewed by 
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,11 +25,12 @@ from typing import Any, ClassVar
 from engine.backends.ort.inference_session import one_node_model
 from engine.events import Event, Progress
 from engine.hostinfo import machine_key
+from engine.measure.roofline import MemoryRoof, Roofs, simple_roofs
 
 TRIAD_ELEMENTS = 32 * 2**20  # 32M float64: 256 MiB per array, far beyond any LLC
 TRIAD_CHUNK = 32 * 1024  # the s*c temporary stays in L2, so DRAM sees 3 streams only
 MATMUL_N = 2048
-CACHE_VERSION = 2  # 2: version 1 caches could hold peaks measured beside a running engine
+CACHE_VERSION = 3  # 3: roofs per memory level and an integer roof; 2: v1 could hold busy peaks
 
 
 def measure_memory_gbps(elements: int = TRIAD_ELEMENTS, repeats: int = 3) -> float:
@@ -67,47 +72,66 @@ def measure_cpu_gflops(n: int = MATMUL_N, repeats: int = 3) -> float:
     return 2.0 * n**3 / best / 1e9
 
 
-def measure_ort_cpu_gflops(n: int = MATMUL_N, repeats: int = 3) -> float:
-    """Best-of-`repeats` rate of ONNX Runtime's own CPU MatMul (MLAS), fp32, in GFLOP/s."""
-    import numpy as np
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(
-        one_node_model("MatMul", np.float32, [n, n], two_inputs=True),
-        providers=["CPUExecutionProvider"],
-    )
-    rng = np.random.default_rng(0)
-    feeds = {k: rng.standard_normal((n, n), dtype=np.float32) for k in ("x", "y")}
-    sess.run(None, feeds)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        sess.run(None, feeds)
-        best = min(best, time.perf_counter() - t0)
-    return 2.0 * n**3 / best / 1e9
-
-
 def measure_cpu_peaks() -> dict[str, Any]:
-    """CPU peaks: {"memory_gbps", "gflops", "method", "blas", "seconds"}; the compute roof
-    is the better of numpy's BLAS and ONNX Runtime's MLAS (the kernels profiled)."""
+    """CPU peaks: {"memory_gbps" (DRAM), "gflops" (float32), "int_gops", "levels", "load",
+    "method", "blas", "seconds"}; the float roof is the better of numpy's BLAS and ONNX
+    Runtime's MLAS (the kernels profiled), at several sizes."""
+    from engine.machine.caches import cache_levels
+    from engine.machine.compute_roofs import best_rate
+    from engine.machine.level_bandwidth import level_roofs
+
     t0 = time.perf_counter()
-    gbps = measure_memory_gbps()
+    load = _load_average()
+    threads = _engine_threads()
+    triad = measure_memory_gbps()
+    levels = level_roofs(cache_levels(), threads)
+    dram = max(triad, levels[-1].gbps)
     numpy_gflops = measure_cpu_gflops()
     try:
-        ort_gflops: float | None = measure_ort_cpu_gflops()
-    except Exception:  # the numpy figure alone still gives a roof
-        ort_gflops = None
-    gflops = max(numpy_gflops, ort_gflops or 0.0)
+        ort_fp32: dict[str, Any] | None = best_rate(integer=False)
+        ort_int: dict[str, Any] | None = best_rate(integer=True)
+    except Exception:  # the numpy figure alone still gives a float roof
+        ort_fp32 = ort_int = None
+    gflops = max(numpy_gflops, ort_fp32["rate"] if ort_fp32 else 0.0)
     return {
-        "memory_gbps": round(gbps, 2),
+        "memory_gbps": round(dram, 2),
         "gflops": round(gflops, 2),
+        "int_gops": ort_int["rate"] if ort_int else None,
+        "levels": [
+            {**r.to_json(), "gbps": round(dram, 2)} if r.name == "DRAM" else r.to_json()
+            for r in levels
+        ],
         "numpy_gflops": round(numpy_gflops, 2),
-        "ort_gflops": round(ort_gflops, 2) if ort_gflops else None,
-        "method": f"numpy triad {TRIAD_ELEMENTS // 2**20}M float64 (24 B/element); "
-        f"best of numpy and ORT float32 matmul {MATMUL_N}^3",
+        "ort_gflops": ort_fp32,
+        "ort_int_gops": ort_int,
+        "triad_gbps": round(triad, 2),
+        "threads": threads,
+        "load": load,
+        "method": f"levels: numpy stride-0 sum over working sets sized to each cache, "
+        f"{threads} thread(s); DRAM: the better of that and a numpy triad "
+        f"{TRIAD_ELEMENTS // 2**20}M float64 (24 B/element); compute: best of numpy and ORT "
+        f"float32 matmul, ORT MatMulInteger (uint8 x int8) at sizes 256-2048",
         "blas": blas_info(),
         "seconds": round(time.perf_counter() - t0, 2),
     }
+
+
+def _engine_threads() -> int:
+    """The threads ONNX Runtime's default intra-op pool runs on: one per physical core."""
+    try:
+        import psutil
+
+        return int(psutil.cpu_count(logical=False) or os.cpu_count() or 1)
+    except Exception:
+        return os.cpu_count() or 1
+
+
+def _load_average() -> float | None:
+    """The 1-minute load average when measured: a busy machine's roofs come out low."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
 
 
 def blas_info() -> dict[str, Any]:
@@ -268,9 +292,10 @@ def on_gpu(provider: str | None) -> bool:
     return provider is not None and any(k in provider for k in ("CUDA", "Tensorrt", "cuda"))
 
 
-def roofs_for(peaks: dict[str, Any], provider: str | None) -> tuple[float, float] | None:
-    """(peak GB/s, peak GFLOP/s) for ops run by `provider`: GPU roofs for CUDA/TensorRT
-    (None when the GPU's peaks were never measured: CPU roofs would mislead), else CPU's."""
+def roofs_for(peaks: dict[str, Any], provider: str | None) -> Roofs | None:
+    """The roofs for ops run by `provider`: the GPU's for CUDA/TensorRT (None when the GPU's
+    peaks were never measured: CPU roofs would mislead), else the CPU's memory levels and
+    its float and integer compute roofs."""
     gpu = peaks.get("gpu")
     if on_gpu(provider):
         if (
@@ -278,10 +303,21 @@ def roofs_for(peaks: dict[str, Any], provider: str | None) -> tuple[float, float
             and _positive(gpu.get("memory_gbps"))
             and _positive(gpu.get("gflops"))
         ):
-            return float(gpu["memory_gbps"]), float(gpu["gflops"])
+            return simple_roofs(float(gpu["memory_gbps"]), float(gpu["gflops"]))
         return None
     cpu = peaks["cpu"]
-    return float(cpu["memory_gbps"]), float(cpu["gflops"])
+    levels = []
+    for level in cpu.get("levels") or []:
+        if isinstance(level, dict) and _positive(level.get("gbps")):
+            cap = level.get("bytes")
+            capacity = float(cap) if isinstance(cap, int | float) and cap > 0 else math.inf
+            name = str(level.get("name", "?"))[:8]
+            levels.append(MemoryRoof(name, capacity, float(level["gbps"])))
+    if not levels or not math.isinf(levels[-1].capacity):
+        levels.append(MemoryRoof("DRAM", math.inf, float(cpu["memory_gbps"])))
+    int_gops = cpu.get("int_gops")
+    return Roofs(tuple(levels), float(cpu["gflops"]),
+                 float(int_gops) if _positive(int_gops) else None)  # fmt: skip
 
 
 def _positive(x: Any) -> bool:
@@ -299,10 +335,24 @@ def _fit_to_memory(elements: int) -> int:
     return max(4 * 2**20, min(elements, int(avail // 4 // 24)))
 
 
-def machine_roofs(provider: str | None) -> tuple[float, float] | None:
-    """The roofs for a run on `provider`: cached peaks, measured now if missing; None if
+def machine_roofs(
+    provider: str | None, ops: list[Any] | None = None, say: Callable[[str], None] | None = None
+) -> Roofs | None:
+    """The roofs for a run on `provider`: cached peaks, measured now if missing, and again
+    (once, said through `say`) when `ops` ran above them by more than 10%: cached roofs
+    measured on a busy machine sit below what the engine reaches on a quiet one. None if
     measuring fails (the roofline is then left out, the run is not)."""
+    from engine.measure.roofline import above_roof, place
+
     try:
-        return roofs_for(load_peaks(), provider)
+        roofs = roofs_for(load_peaks(), provider)
+        beaten = above_roof(ops or [], roofs) if roofs is not None else []
+        if roofs is not None and beaten:
+            if say is not None:
+                say(f"note: {len(beaten)} operator(s) ran above the cached roofs "
+                    f"({beaten[0].name}: {place(beaten[0], roofs).label}): they were measured "
+                    "on a busier machine; measuring them again (a few seconds)")  # fmt: skip
+            roofs = roofs_for(load_peaks(remeasure=True), provider)
+        return roofs
     except Exception:
         return None

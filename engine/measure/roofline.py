@@ -1,21 +1,138 @@
-"""The roofline model: where each op sits against the machine's bandwidth and compute roofs.
+"""The roofline model, cache-aware: where each op sits against the roof that bounds it.
 
-Pure functions. Attainable GFLOP/s at arithmetic intensity I (FLOP/byte) is
-min(peak_gflops, I * peak_gbps); an op is memory-bound when I is below the machine balance
-(peak_gflops / peak_gbps). Its peak fraction is achieved / attainable; an op with no FLOP
-model is measured against the bandwidth roof alone (gbps / peak_gbps, "memory").
+Pure functions. The machine has a bandwidth roof per memory level (L1, L2, L3, DRAM:
+engine/machine/level_bandwidth.py) and compute roofs for float and integer arithmetic
+(engine/machine/compute_roofs.py). An op is placed against the level its working set (the
+bytes one execution reads and writes) fits in, and against the integer roof when it
+computes in integers (INT8 QLinear ops), the float one otherwise. Attainable rate at
+arithmetic intensity I (FLOP/byte) is min(compute roof, I * level bandwidth); an op is
+memory-bound below that pair's ridge point. Its fraction is achieved / attainable; an op
+with no FLOP model is measured against its level's bandwidth alone ("memory").
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 from engine.measure.op_stats import OpStat
 
+ABOVE = 1.10  # an op this far above its roof says the roof was measured too low
+INTEGER_OPS = frozenset({"MatMulInteger", "ConvInteger", "MatMulIntegerToFloat",
+                         "DynamicQuantizeMatMul", "QGemm", "QAttention"})  # fmt: skip
 
-def machine_balance(peak_gbps: float, peak_gflops: float) -> float:
-    """FLOP/byte where the bandwidth roof meets the compute roof (the ridge point)."""
-    return peak_gflops / peak_gbps
+
+@dataclass(frozen=True)
+class MemoryRoof:
+    name: str  # "L1", "L2", "L3", "DRAM"
+    capacity: float  # bytes the level holds for the engine's threads (inf: DRAM)
+    gbps: float
+
+
+@dataclass(frozen=True)
+class Roofs:
+    """The machine's roofs for one provider: memory levels nearest the core first, DRAM
+    last; compute in GFLOP/s (float) and GOP/s (integer; None when never measured)."""
+
+    memory: tuple[MemoryRoof, ...]
+    compute: float
+    int_compute: float | None = None
+
+    @property
+    def dram(self) -> MemoryRoof:
+        return self.memory[-1]
+
+    def level_for(self, working_set: float) -> MemoryRoof:
+        """The nearest level `working_set` bytes fit in (DRAM beyond the last cache)."""
+        return next((m for m in self.memory if working_set <= m.capacity), self.dram)
+
+    def compute_for(self, op_type: str) -> tuple[str, float]:
+        """('int8', GOP/s) for an integer op when that roof is known, else ('fp32', ...)."""
+        if self.int_compute and is_integer_op(op_type):
+            return "int8", self.int_compute
+        return "fp32", self.compute
+
+    def describe(self) -> str:
+        """'L1 181 GB/s (64 KiB) · ... · DRAM 40.9 GB/s; fp32 216 GFLOP/s, int8 842 GOP/s'."""
+        levels = " · ".join(
+            f"{m.name} {m.gbps:.3g} GB/s"
+            + ("" if math.isinf(m.capacity) else f" ({_size(m.capacity)})")
+            for m in self.memory
+        )
+        compute = f"fp32 {self.compute:.4g} GFLOP/s"
+        if self.int_compute:
+            compute += f", int8 {self.int_compute:.4g} GOP/s"
+        return f"{levels}; {compute}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "memory": [
+                {
+                    "name": m.name,
+                    "bytes": None if math.isinf(m.capacity) else int(m.capacity),
+                    "gbps": m.gbps,
+                }
+                for m in self.memory
+            ],
+            "compute_gflops": self.compute,
+            "int_gops": self.int_compute,
+        }
+
+
+def _size(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def simple_roofs(gbps: float, gflops: float) -> Roofs:
+    """One DRAM roof and one compute roof (a GPU's, or peaks measured before levels)."""
+    return Roofs((MemoryRoof("DRAM", math.inf, gbps),), gflops)
+
+
+def is_integer_op(op_type: str) -> bool:
+    return op_type.startswith("QLinear") or op_type in INTEGER_OPS
+
+
+@dataclass(frozen=True)
+class Placement:
+    level: MemoryRoof  # the memory level whose bandwidth applies
+    compute_name: str  # "fp32" or "int8"
+    compute: float  # that compute roof
+    bound: str  # "memory" or "compute"
+    fraction: float | None  # achieved / attainable
+
+    @property
+    def label(self) -> str:
+        """'L2 70%' (memory-bound, the level named), 'compute 40%', 'int8 40%'; 'L2 >roof'
+        beyond 110% of it (the roofs were measured low: see `above_roof`)."""
+        where = self.level.name if self.bound == "memory" else (
+            "int8" if self.compute_name == "int8" else "compute")  # fmt: skip
+        if self.fraction is None:
+            return where
+        return f"{where} >roof" if self.fraction > ABOVE else f"{where} {self.fraction:.0%}"
+
+    @property
+    def ridge(self) -> float:
+        return self.compute / self.level.gbps
+
+
+def working_set(stat: OpStat) -> float:
+    """Bytes one execution of the op reads and writes."""
+    return stat.bytes / max(stat.calls, 1)
+
+
+def place(stat: OpStat, roofs: Roofs) -> Placement:
+    level = roofs.level_for(working_set(stat))
+    name, compute = roofs.compute_for(stat.op_type)
+    if stat.gflops is not None and stat.intensity is not None and stat.intensity > 0:
+        roof = attainable_gflops(stat.intensity, level.gbps, compute)
+        bound = "compute" if stat.intensity >= compute / level.gbps else "memory"
+        return Placement(level, name, compute, bound, stat.gflops / roof if roof > 0 else None)
+    frac = stat.gbps / level.gbps if stat.gbps is not None and level.gbps > 0 else None
+    return Placement(level, name, compute, "memory", frac)
 
 
 def attainable_gflops(intensity: float, peak_gbps: float, peak_gflops: float) -> float:
@@ -23,35 +140,27 @@ def attainable_gflops(intensity: float, peak_gbps: float, peak_gflops: float) ->
     return min(peak_gflops, intensity * peak_gbps)
 
 
-def bound_of(intensity: float | None, peak_gbps: float, peak_gflops: float) -> str:
-    """ "compute" at or above the ridge point, else "memory" (also without a FLOP model)."""
-    if intensity is None:
-        return "memory"
-    return "compute" if intensity >= machine_balance(peak_gbps, peak_gflops) else "memory"
-
-
-def peak_fraction(stat: OpStat, peak_gbps: float, peak_gflops: float) -> float | None:
-    """Achieved / attainable for ops with a FLOP model, else achieved GB/s / peak GB/s."""
-    if stat.gflops is not None and stat.intensity is not None and stat.intensity > 0:
-        roof = attainable_gflops(stat.intensity, peak_gbps, peak_gflops)
-        return stat.gflops / roof if roof > 0 else None
-    if stat.gbps is not None and peak_gbps > 0:
-        return stat.gbps / peak_gbps
-    return None
-
-
-def roofline_fields(stat: OpStat, peak_gbps: float, peak_gflops: float) -> dict[str, Any]:
-    """{"bound", "peak_fraction"} for one op, ready to merge into its JSON."""
+def roofline_fields(stat: OpStat, roofs: Roofs) -> dict[str, Any]:
+    """{"bound", "level", "roof_gflops", "peak_fraction"} for one op's JSON."""
+    p = place(stat, roofs)
     return {
-        "bound": bound_of(stat.intensity, peak_gbps, peak_gflops),
-        "peak_fraction": peak_fraction(stat, peak_gbps, peak_gflops),
+        "bound": p.bound,
+        "level": p.level.name,
+        "compute_roof": p.compute_name,
+        "peak_fraction": p.fraction,
     }
 
 
+def above_roof(stats: list[OpStat], roofs: Roofs, slack: float = ABOVE) -> list[OpStat]:
+    """The ops that run faster than the roof placed above them allows, by more than `slack`:
+    the roofs are too low (measured while the machine was busy, or on another machine)."""
+    return [s for s in stats if (f := place(s, roofs).fraction) is not None and f > slack]
+
+
 def roof_curve(
-    peak_gbps: float, peak_gflops: float, lo: float = 1e-3, hi: float = 1e4
+    gbps: float, gflops: float, lo: float = 1e-3, hi: float = 1e4
 ) -> tuple[list[float], list[float]]:
-    """Intensities and attainable GFLOP/s of the roof's three corners over [lo, hi]."""
-    ridge = machine_balance(peak_gbps, peak_gflops)
+    """Intensities and attainable GFLOP/s of one roof's three corners over [lo, hi]."""
+    ridge = gflops / gbps
     xs = [lo, min(max(ridge, lo), hi), hi]
-    return xs, [attainable_gflops(x, peak_gbps, peak_gflops) for x in xs]
+    return xs, [attainable_gflops(x, gbps, gflops) for x in xs]

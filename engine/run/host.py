@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 from engine import backends
 from engine.backends.base import PrepareRequest
@@ -32,6 +33,7 @@ from engine.events import (
     JobUpdate,
     Marker,
     Notice,
+    OpProfile,
     PeaksMeasured,
     Progress,
     Telemetry,
@@ -322,8 +324,8 @@ def host_main(
                         state.profile_every = next_profile_interval(state.profile_every)
                     state.profile_due = False
                     state.last_profile = now
-                    _profile(live, out)
-                    _peaks_if_missing(live, state, out)
+                    ops = _profile(live, out)
+                    _peaks_if_missing(live, state, out, ops)
             out.flush()
     except (EOFError, BrokenPipeError, ConnectionResetError):  # the window is gone (killed)
         jobs.stop_all()  # a load run's threads leave the engine before this process ends
@@ -446,29 +448,37 @@ def _import_on_this_thread(config: RunConfig) -> None:
             importlib.import_module(module)
 
 
-def _peaks_if_missing(live: LiveRun, state: HostState, out: Outbox) -> None:
+def _peaks_if_missing(
+    live: LiveRun, state: HostState, out: Outbox, ops: list[Any] | None = None
+) -> None:
     """The roofline needs this machine's peaks (and a GPU run the GPU's): measured here,
     once per host, with timing paused, so the engine's own load cannot drag them down
     (measured beside the running engine on 2 cores, the matmul peak came out at 78 instead
-    of 181 GFLOP/s). `opscope system` measures and caches them the same way."""
+    of 181 GFLOP/s). Cached roofs that the profiled operators beat by more than 10% were
+    measured on a busier machine: they are measured again, once, and the window is told.
+    `opscope system` measures and caches them the same way."""
     from engine.machine.peaks import cached_peaks, load_peaks, on_gpu, roofs_for
+    from engine.measure.roofline import above_roof, place
 
     provider = live.segment.staged.provider_used if live.segment else None
     if state.peaks_tried or live.segment is None:
         return
     cached = cached_peaks()
     gpu = on_gpu(provider)
-    if cached is not None and (not gpu or roofs_for(cached, provider) is not None):
-        return
+    roofs = roofs_for(cached, provider) if cached is not None else None
+    beaten = above_roof(ops or [], roofs) if roofs is not None else []
+    if roofs is not None and not beaten:
+        return  # known, and no operator beats them
     state.peaks_tried = True
-    out.put(
-        Notice(
-            "info",
-            f"measuring this machine's peak bandwidth and FLOP rate"
-            f"{' (CPU and GPU)' if gpu else ''} for the roofline: once, timing "
-            "pauses a few seconds",
-        )
-    )
+    if beaten and roofs is not None:
+        top = beaten[0]
+        why = (f"{len(beaten)} operator(s) ran above the cached roofs ({top.name}: "
+               f"{place(top, roofs).label}), so they were measured on a busier machine: "
+               "measuring them again")  # fmt: skip
+    else:
+        why = (f"measuring this machine's peak bandwidth and FLOP rate"
+               f"{' (CPU and GPU)' if gpu else ''} for the roofline: once")  # fmt: skip
+    out.put(Notice("info", f"{why}, timing pauses a few seconds"))
     out.put(Progress("peaks", 0, 1, "measuring this machine's peaks, once"))
     out.flush(force=True)
     try:
@@ -484,11 +494,18 @@ def _peaks_if_missing(live: LiveRun, state: HostState, out: Outbox) -> None:
     out.put(PeaksMeasured(peaks))
 
 
-def _profile(live: LiveRun, out: Outbox) -> None:
+def _profile(live: LiveRun, out: Outbox) -> list[Any] | None:
+    """One profiling pass; its per-node stats (None when it failed)."""
+    ops: list[Any] | None = None
     try:
-        _drain(live.profile(), out)
+        for ev in live.profile():
+            if isinstance(ev, OpProfile):
+                ops = ev.ops
+            out.put(ev)
+        out.flush(force=True)
     except OpScopeError as exc:
         out.put(CommandFailed("profile", str(exc)))
+    return ops
 
 
 def _drain(events: Iterator[Event], out: Outbox) -> None:

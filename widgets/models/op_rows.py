@@ -6,51 +6,57 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.api import OpStat, bound_of, peak_fraction
-
-Peaks = tuple[float, float]  # GB/s, GFLOP/s
+from engine.api import OpStat, Roofs, place
 
 
-def bound_text(stat: OpStat, peaks: Peaks | None) -> str:
-    """'memory 34%' or 'compute 71%': which roof is above the op and how close it gets;
-    '–' before the machine's peaks are measured."""
-    if peaks is None:
+def bound_text(stat: OpStat, roofs: Roofs | None) -> str:
+    """'L2 34%', 'compute 71%' or 'int8 60%': the roof above the op (the memory level its
+    working set fits in, or the float or integer compute roof) and how close it gets; '–'
+    before the machine's roofs are measured."""
+    if roofs is None:
         return "–"
-    bound = bound_of(stat.intensity, *peaks)
-    frac = peak_fraction(stat, *peaks)
-    if frac is not None and frac > 1.0:  # integer arithmetic outruns the FP32 peak
-        return f"{bound} >roof"
-    return bound if frac is None else f"{bound} {frac:.0%}"
+    return place(stat, roofs).label
 
 
-def bound_sort_key(stat: OpStat, peaks: Peaks | None) -> float:
+def bound_sort_key(stat: OpStat, roofs: Roofs | None) -> float:
     """Sorts by the fraction of the roof reached (−inf when unknown)."""
-    frac = peak_fraction(stat, *peaks) if peaks else None
+    frac = place(stat, roofs).fraction if roofs else None
     return float("-inf") if frac is None else frac
 
 
-def bound_tip(stat: OpStat, peaks: Peaks | None) -> str:
-    if peaks is None:
+def bound_tip(stat: OpStat, roofs: Roofs | None) -> str:
+    if roofs is None:
         return "The machine's peaks are being measured; the bound follows."
-    gbps, gflops = peaks
-    ridge = gflops / gbps
-    frac = peak_fraction(stat, *peaks)
+    p = place(stat, roofs)
+    ws = working_set_text(stat.bytes / max(stat.calls, 1))
+    level = (f"Its working set ({ws}) fits in {p.level.name}: {p.level.gbps:.1f} GB/s"
+             if p.level.name != "DRAM" else f"Its working set ({ws}) streams from DRAM: "
+             f"{p.level.gbps:.1f} GB/s")  # fmt: skip
+    unit = "GOP/s" if p.compute_name == "int8" else "GFLOP/s"
+    compute = f"{'integer' if p.compute_name == 'int8' else 'float32'} roof {p.compute:.1f} {unit}"
     if stat.intensity is None:
         return (
-            f"No FLOP model for {stat.op_type}: measured against the bandwidth roof alone "
-            f"({stat.gbps or 0:.2f} of {gbps:.1f} GB/s)."
+            f"No FLOP model for {stat.op_type}: measured against its memory level's bandwidth "
+            f"alone ({stat.gbps or 0:.2f} GB/s). {level}."
         )
-    side = "below" if stat.intensity < ridge else "at or above"
-    reached = f" It reaches {frac:.0%} of the roof above it." if frac is not None else ""
-    if frac is not None and frac > 1.0:
+    side = "below" if stat.intensity < p.ridge else "at or above"
+    reached = f" It reaches {p.fraction:.0%} of the roof above it." if p.fraction else ""
+    if p.fraction is not None and p.fraction > 1.1:
         reached = (
-            f" It runs at {frac:.1f}x the roof above it: the roofs are this machine's FP32 "
-            "peaks, and integer (INT8) arithmetic can go faster than they do."
+            f" It runs at {p.fraction:.2f}x the roof above it: the roofs were measured on a "
+            "busier machine (the engine host measures them again)."
         )
     return (
-        f"{stat.intensity:.2f} FLOP/B is {side} the ridge point ({ridge:.1f} FLOP/B): "
-        f"{bound_of(stat.intensity, *peaks)}-bound.{reached}"
+        f"{level}; {compute}. {stat.intensity:.2f} FLOP/B is {side} their ridge point "
+        f"({p.ridge:.1f} FLOP/B): {p.bound}-bound.{reached}"
     )
+
+
+def working_set_text(n: float) -> str:
+    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} B"
 
 
 def short_provider(provider: str) -> str:
