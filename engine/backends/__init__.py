@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from functools import cache
+from typing import Any
 
 from engine.backends.base import Backend, Capabilities, Prepared, PrepareRequest, ToOnnx
 from engine.config import PRECISION_LABELS, RunConfig
@@ -30,6 +31,7 @@ __all__ = [
     "exporter_for",
     "file_filter",
     "get",
+    "memory_probe",
     "model_suffixes",
     "names",
     "onnx_exporters",
@@ -64,6 +66,24 @@ def onnx_exporters() -> tuple[ToOnnx, ...]:
             if lent is not None:
                 found.append(lent)
     return tuple(found)
+
+
+def memory_probe(engine: str) -> Callable[..., Generator[Event, None, Any]] | None:
+    """The memory probe the backend called `engine` lends (`MEMORY_PROBE`, "module:function":
+    a job run in a process of its own, engine/run/memory_job.py), or None: it has none."""
+    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if not mod.ispkg:
+            continue
+        module = importlib.import_module(f"{__name__}.{mod.name}")
+        backend = getattr(module, "BACKEND", None)
+        target = getattr(module, "MEMORY_PROBE", None)
+        if backend is not None and backend.capabilities.name == engine and target:
+            name, func = str(target).split(":")
+            fn: Callable[..., Generator[Event, None, Any]] = getattr(
+                importlib.import_module(name), func
+            )
+            return fn
+    return None
 
 
 def exporter_for(path: str) -> ToOnnx | None:

@@ -110,7 +110,9 @@ def _light(model: onnx.ModelProto, shapes: Shapes) -> onnx.ModelProto:
     return light
 
 
-def _largest_node(model: onnx.ModelProto, weights: set[str]) -> tuple[float, str]:
+def inferred_sizes(model: onnx.ModelProto) -> dict[str, float]:
+    """Bytes of every tensor whose shape and type `model` declares in full (after shape
+    inference: its inputs, value_info and outputs)."""
     from onnx import helper
 
     sizes: dict[str, float] = {}
@@ -127,8 +129,26 @@ def _largest_node(model: onnx.ModelProto, weights: set[str]) -> tuple[float, str
         except (KeyError, TypeError, ValueError):
             item = 8
         sizes[v.name] = float(math.prod(d for d in dims if d is not None)) * max(item, 1)
+    return sizes
+
+
+def sizes_at(model: onnx.ModelProto, shapes: Shapes) -> dict[str, float]:
+    """Every tensor's bytes that ONNX shape inference finds at input `shapes` (weights left
+    out; {} when inference fails outright)."""
+    from onnx import shape_inference
+
+    light = _light(model, shapes)
+    try:
+        inferred = shape_inference.infer_shapes(light, data_prop=True)
+    except Exception:
+        return {}
+    return inferred_sizes(inferred)
+
+
+def _largest_node(model: onnx.ModelProto, weights: set[str]) -> tuple[float, str]:
+    sizes = inferred_sizes(model)
     best, where = 0.0, ""
-    for i, n in enumerate(g.node):
+    for i, n in enumerate(model.graph.node):
         need = sum(sizes.get(x, 0.0) for x in (*n.input, *n.output) if x and x not in weights)
         if need > best:
             best, where = need, f"{n.op_type} {n.name or f'#{i}'}"

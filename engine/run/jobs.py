@@ -32,6 +32,7 @@ JOBS: dict[str, str] = {
     "engine.backends.genai.hf_import.ImportRequest": "engine.backends.genai.hf_import:import_hf",
     "engine.machine.peaks.PeaksRequest": "engine.machine.peaks:peaks_job",
     "engine.analysis.export_job.ExportRequest": "engine.analysis.export_job:export_job",
+    "engine.run.memory_job.MemoryRequest": "engine.run.memory_job:memory_job",
 }
 
 # the same, for jobs whose generator also takes the loaded model (a LoadedModel)

@@ -47,6 +47,10 @@ CAPABILITIES = Capabilities(
 )
 
 
+# what one session holds and where load time goes (engine/run/memory_job.py runs it)
+MEMORY_PROBE = "engine.backends.ort.memory_probe:probe_job"
+
+
 class OrtBackend:
     capabilities = CAPABILITIES
 

@@ -1,0 +1,93 @@
+"""`opscope memory MODEL`: where one inference's memory goes (weights by dtype, the
+activation peak and the tensors alive at it, as loaded and as run), what a session really
+holds (resident memory, measured in a process of its own) and where load time goes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+from engine.cli.arg_types import int_in
+from engine.cli.common import EXIT_OK, add_json_flag, add_seed_flag, config_from_args, write_json
+from engine.model.sizes import size_text
+
+
+def add_memory_parser(sub: Any, add_knobs: Any) -> None:
+    p = sub.add_parser(
+        "memory",
+        help="where one inference's memory goes (weights, activation peak, who holds it), "
+        "what a session holds, and where load time goes",
+    )
+    p.add_argument("model", help="an .onnx file")
+    add_knobs(p)
+    p.add_argument(
+        "--runs", type=int_in(1, 10_000), default=10, metavar="N",
+        help="inferences after the first, for the steady-state resident memory (default 10)",
+    )  # fmt: skip
+    add_seed_flag(p, "seed for generated inputs")
+    add_json_flag(p, "the memory report")
+    p.set_defaults(handler=_cmd_memory)
+
+
+def _cmd_memory(args: argparse.Namespace) -> int:
+    from engine.cli.printer import LivePrinter
+    from engine.events import Notice, Progress, drive
+    from engine.run.job_inputs import JobInputs
+    from engine.run.jobs import run_job
+    from engine.run.memory_job import MemoryRequest
+
+    inputs = JobInputs.from_args(args)
+    req = MemoryRequest(args.model, config_from_args(args), inputs.shapes, inputs.dims,
+                        seed=args.seed, runs=args.runs)  # fmt: skip
+    printer = LivePrinter()
+    try:
+        report: dict[str, Any] = drive(
+            run_job(req), lambda ev: printer.feed(ev) if isinstance(ev, Progress | Notice) else None
+        )
+    finally:
+        printer.close()
+    out = sys.stdout if args.json != "-" else sys.stderr
+    print_memory(report, out)
+    if args.json:
+        write_json(args.json, {"memory": report})
+    return EXIT_OK
+
+
+def print_memory(r: dict[str, Any], out: TextIO) -> None:
+    w = out.write
+    weights = r["weights_bytes"]
+    dtypes = ", ".join(f"{k} {size_text(v)}" for k, v in weights["by_dtype"].items())
+    w(f"weights    {size_text(weights['total'])} ({dtypes})")
+    loaded_total = sum(weights["as_loaded"].values())
+    if abs(loaded_total - weights["total"]) > 1:
+        w(f"; the model file's: {size_text(loaded_total)}")
+    w("\n")
+    acts = r["activations"]
+    for label, live in (("as loaded", acts["as_loaded"]), ("as run", acts["as_run"])):
+        if not live:
+            continue
+        unknown = live["unknown_tensors"]
+        left_out = f" ({unknown} tensor(s) of unknown size left out)" if unknown else ""
+        peak = size_text(live["peak_bytes"])
+        w(f"activations {label}: peak {peak} at {live['at_node']}{left_out}\n")
+        for t in live["alive_at_peak"][:5]:
+            w(f"             {size_text(t['bytes']):>10}  {t['tensor']} (from {t['producer']})\n")
+    m = r["measured"]
+    rss = m["rss_bytes"]
+    stages = " -> ".join(f"{k.replace('_', ' ')} {size_text(v)}" for k, v in rss.items())
+    w(f"measured   resident memory: {stages}\n")
+    ratio = m["estimate_over_measured"]
+    w(f"           the session holds {size_text(m['held_bytes'])}; weights + activation peak "
+      f"estimate {size_text(m['estimate_bytes'])}"
+      + (f" ({ratio:.0%} of it: the rest is the runtime's own: arenas, thread pools, "
+         "pre-packed weights, code)" if ratio is not None and ratio < 0.9 else
+         f" ({ratio:.0%} of it)" if ratio is not None else "") + "\n")  # fmt: skip
+    load = r["load"]
+    parts = [f"read and parse {load['read_s']:.3f} s",
+             f"variant {load['variant_s']:.2f} s" + (" (cached)" if load["variant_cached"] else ""),
+             f"session {load['session_s']:.3f} s"]  # fmt: skip
+    inner = [f"{k} {load[k + '_s']:.3f} s" for k in ("model_loading", "session_initialization")
+             if load.get(k + "_s") is not None]  # fmt: skip
+    w(f"load       {', '.join(parts)}" + (f" (of which {', '.join(inner)})" if inner else "")
+      + f"; provider {r.get('provider_used')}\n")  # fmt: skip

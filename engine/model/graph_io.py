@@ -1,0 +1,66 @@
+"""A model's graph as the liveness pass reads it (engine/measure/liveness.py): each node in
+file order (ONNX requires a topological one) with the tensors it reads and writes, control
+flow's subgraphs contributing the outer-scope tensors they read; and its weights by dtype.
+Unnamed nodes get stable names (`<OpType>_<index>`, as ONNX Runtime names them)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import onnx
+
+
+@dataclass(frozen=True)
+class NodeIO:
+    name: str
+    op_type: str
+    inputs: tuple[str, ...]  # tensor names read (subgraphs' outer-scope reads included)
+    outputs: tuple[str, ...]
+
+
+def graph_nodes(graph: onnx.GraphProto) -> list[NodeIO]:
+    out = []
+    for i, node in enumerate(graph.node):
+        reads = [*node.input, *_outer_reads(node)]
+        out.append(NodeIO(node.name or f"{node.op_type}_{i}", node.op_type,
+                          tuple(dict.fromkeys(reads)), tuple(node.output)))  # fmt: skip
+    return out
+
+
+def _outer_reads(node: onnx.NodeProto) -> list[str]:
+    """Tensors a node's subgraphs (If, Loop, Scan bodies) read from the enclosing scope."""
+    from onnx import AttributeProto
+
+    reads: list[str] = []
+    for attr in node.attribute:
+        subs = ([attr.g] if attr.type == AttributeProto.GRAPH else
+                list(attr.graphs) if attr.type == AttributeProto.GRAPHS else [])  # fmt: skip
+        for sub in subs:
+            local = {v.name for v in sub.input} | {t.name for t in sub.initializer}
+            for inner in sub.node:
+                reads += [t for t in (*inner.input, *_outer_reads(inner))
+                          if t and t not in local]  # fmt: skip
+                local.update(inner.output)
+    return reads
+
+
+def weights(model: onnx.ModelProto) -> list[tuple[str, str, float]]:
+    """(name, dtype, bytes) of every initializer (external data counted by its dims) and
+    Constant node value, at the top level."""
+    from onnx import helper
+
+    out = []
+    tensors = [*model.graph.initializer]
+    tensors += [a.t for n in model.graph.node if n.op_type == "Constant" for a in n.attribute
+                if a.name == "value"]  # fmt: skip
+    for t in tensors:
+        try:
+            dtype = helper.tensor_dtype_to_np_dtype(t.data_type)
+            name, item = dtype.name, dtype.itemsize
+        except (KeyError, TypeError, ValueError):
+            name, item = f"type{t.data_type}", 1
+        out.append((t.name, name, float(math.prod(t.dims)) * item))
+    return out

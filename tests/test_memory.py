@@ -1,0 +1,75 @@
+"""`opscope memory`: weights by dtype, the activation peak as loaded and as run, resident
+memory measured in a process of its own, and the load broken down (engine/run/memory_job.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from onnx import TensorProto, helper
+
+from engine.measure.liveness import liveness
+from engine.model.graph_io import graph_nodes, weights
+from tests.conftest import DEMO_CNN
+from tests.test_cli import opscope
+
+
+def test_memory_of_the_demo_cnn_and_its_int8_drop(tmp_path: Path) -> None:
+    out = tmp_path / "m.json"
+    proc = opscope("memory", DEMO_CNN, "--threads", "1", "--runs", "3", "--json", out)
+    assert proc.returncode == 0, proc.stderr
+    m = json.loads(out.read_text())["memory"]
+    w = m["weights_bytes"]
+    assert w["total"] == sum(w["by_dtype"].values()) and next(iter(w["by_dtype"])) == "float32"
+    loaded, run = m["activations"]["as_loaded"], m["activations"]["as_run"]
+    assert loaded["peak_bytes"] > 0 and loaded["at_node"] and loaded["alive_at_peak"]
+    assert run is not None and run["peak_bytes"] > 0 and m["activations"]["as_run_nodes"] > 0
+    assert max(p["bytes"] for p in run["timeline"]) == run["peak_bytes"]
+    rss = m["measured"]["rss_bytes"]
+    assert list(rss) == ["before_session", "after_session", "after_first_run", "steady"]
+    assert rss["steady"] >= rss["after_first_run"] > 0
+    assert m["measured"]["held_bytes"] == rss["steady"] - rss["before_session"]
+    load = m["load"]
+    assert load["session_s"] > 0 and load["session_initialization_s"] is not None
+    assert "resident memory" in proc.stdout and "activations as run: peak" in proc.stdout
+    out8 = tmp_path / "m8.json"
+    proc = opscope("memory", DEMO_CNN, "--threads", "1", "--runs", "1",
+                   "--precision", "int8-static", "--json", out8)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    w8 = json.loads(out8.read_text())["memory"]["weights_bytes"]
+    assert w8["by_dtype"].get("int8", 0) + w8["by_dtype"].get("uint8", 0) > 0
+    assert w8["total"] < w["total"] / 2  # FP32 -> INT8: the weights drop
+    assert w8["as_loaded"] == w["by_dtype"]  # the file's own, for comparison
+
+
+def test_memory_of_a_missing_model_is_one_line(tmp_path: Path) -> None:
+    proc = opscope("memory", tmp_path / "nope.onnx")
+    assert proc.returncode == 2 and "nope.onnx" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_subgraphs_outer_reads_keep_a_tensor_alive() -> None:
+    """An If whose branch reads `big` from the enclosing graph: `big` stays alive until
+    the If has run, though no input of the If names it."""
+    out_t = helper.make_tensor_value_info("t", TensorProto.FLOAT, [4])
+    out_e = helper.make_tensor_value_info("e", TensorProto.FLOAT, [4])
+    then = helper.make_graph([helper.make_node("Relu", ["big"], ["t"])], "then", [], [out_t])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [out_e])
+    nodes = [
+        helper.make_node("Exp", ["x"], ["big"], name="make_big"),
+        helper.make_node("ReduceSum", ["x"], ["s"], name="sum"),
+        helper.make_node("Cast", ["s"], ["cond"], to=TensorProto.BOOL, name="cast"),
+        helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other, name="if"),
+    ]
+    w = helper.make_tensor("unused_w", TensorProto.INT8, [10], list(range(10)))
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [w],
+    )  # fmt: skip
+    model = helper.make_model(graph)
+    io = graph_nodes(model.graph)
+    assert io[3].inputs[0] == "cond" and set(io[3].inputs) == {"cond", "big", "x"}
+    sizes = {"x": 16, "big": 1000, "s": 4, "cond": 1, "y": 16}
+    live = liveness(io, sizes, ["x"], ["y"])
+    assert live.at_node == "if" and live.peak_bytes == 16 + 1000 + 1 + 16
+    assert weights(model) == [("unused_w", "int8", 10.0)]
