@@ -65,12 +65,14 @@ from engine.measure.stats import latency_stats, throughput
 from engine.model.dims import MAX_DIM, SymbolicDim, describe_inputs, editable_dims
 from engine.model.eval_data import check_data_file
 from engine.model.info import ModelInfo
+from engine.model.sizes import size_text
 from engine.run import commands
 from engine.run.child_job import describe_exit
 from engine.run.generation import GenerateRequest
 from engine.run.host import host_main
 from engine.run.job_inputs import JobInputs
 from engine.run.jobs import job_name
+from engine.run.memory_job import MemoryRequest
 from engine.run.serving_jobs import CalibrateRequest, LoadRunRequest
 from engine.serve.batching import BatchPolicy
 from engine.serve.llm_loop import check_real_layout
@@ -131,6 +133,7 @@ __all__ = [
     "LatencyBatch",
     "LoadRunRequest",
     "Marker",
+    "MemoryRequest",
     "MemoryRoof",
     "ModelInfo",
     "ModelLoaded",
@@ -218,6 +221,7 @@ __all__ = [
     "remove_session_file",
     "roofs_for",
     "run_table",
+    "size_text",
     "summarize",
     "sweep_result_of",
     "throughput",

@@ -44,8 +44,8 @@ from widgets.telemetry_strip import TelemetryStrip
 SESSION_SUFFIXES = (".opscope",)
 STEPPED_KEY = "view/stepped_follow"  # the followed latency plot moves in steps
 # the docks: 1 config, operators, roofline; 2 + traffic, tune; 3 + scaling; 4 + generation;
-# 5 + runs; 6 the docks scroll inside their share (layouts saved grown are dropped)
-LAYOUT_VERSION = 6
+# 5 + runs; 6 the docks scroll inside their share (layouts saved grown are dropped); 7 + memory
+LAYOUT_VERSION = 7
 
 
 class MainWindow(QMainWindow):
@@ -197,6 +197,15 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.tune_dock, self.scaling_dock)
         self.ops_dock.raise_()
 
+    def add_memory(self, memory: QWidget) -> None:
+        """The Memory dock (the workbench makes it: it runs the memory job)."""
+        self.memory = memory
+        self.memory_dock = self._dock(
+            "Memory", scrolled(memory), Qt.DockWidgetArea.BottomDockWidgetArea
+        )
+        self.tabifyDockWidget(self.scaling_dock, self.memory_dock)
+        self.ops_dock.raise_()
+
     def add_runs(self, runs: QWidget) -> None:
         """The Runs dock (the workbench makes its controller)."""
         self.runs = runs
@@ -219,8 +228,9 @@ class MainWindow(QMainWindow):
             self.show_notice("warning", message)
 
     def model_loaded(self, info: ModelInfo) -> None:
-        if hasattr(self, "scaling"):
-            self.scaling.model_loaded(info)  # type: ignore[attr-defined]
+        for dock in ("scaling", "memory"):
+            if hasattr(self, dock):
+                getattr(self, dock).model_loaded(info)
         inputs = ", ".join(_collapsed([v.name + " " + v.type_text() for v in info.inputs]))
         self.model_label.setText(
             f"{info.name}\n{info.nodes} nodes, {info.params:,} params\n{inputs}"

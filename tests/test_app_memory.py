@@ -1,0 +1,84 @@
+"""The Memory dock: the memory job run through the window's one runner on the model and
+config shown, live timing paused and resumed, the report drawn; and its Qt-free wording."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+from pytestqt.qtbot import QtBot
+
+from app.shell.workbench import Workbench
+from tests.conftest import DEMO_CNN
+from widgets.models.memory_summary import alive_rows, summary_lines, timeline
+
+TIMEOUT_MS = 120_000
+REPORT = {
+    "provider_used": "CPUExecutionProvider",
+    "weights_bytes": {"total": 324_000.0, "by_dtype": {"int8": 316_000.0, "float32": 8_000.0},
+                      "as_loaded": {"float32": 1_270_000.0}},
+    "activations": {
+        "as_loaded": {"peak_bytes": 1_100_000.0, "at_node": "bn", "unknown_tensors": 2,
+                      "alive_at_peak": [], "timeline": [{"node": "a", "bytes": 1.0}]},
+        "as_run": {"peak_bytes": 258_000.0, "at_node": "conv_2", "unknown_tensors": 0,
+                   "alive_at_peak": [{"tensor": "t", "bytes": 200_000.0, "producer": "conv_1"}],
+                   "timeline": [{"node": "conv_1", "bytes": 100_000.0},
+                                {"node": "conv_2", "bytes": 258_000.0}]},
+    },
+    "measured": {"held_bytes": 16_000_000, "estimate_bytes": 582_000.0,
+                 "estimate_over_measured": 582_000.0 / 16_000_000, "rss_bytes": {}},
+    "load": {"read_s": 0.02, "variant_s": 4.2, "variant_cached": False, "session_s": 0.03,
+             "model_loading_s": 0.002, "session_initialization_s": 0.021},
+}  # fmt: skip
+
+
+def test_the_report_in_words_and_series() -> None:
+    lines = summary_lines(REPORT)
+    assert lines[0] == "Weights 324.0 KB (int8 316.0 KB, float32 8.0 KB); the model file's 1.3 MB"
+    assert lines[1] == "Activation peak as run: 258.0 KB at conv_2"
+    assert (
+        lines[2] == "Activation peak as loaded: 1.1 MB at bn (2 tensor(s) of unknown size left out)"
+    )
+    assert lines[3].startswith("The session holds 16.0 MB") and lines[3].endswith("4% of it")
+    assert lines[4] == (
+        "Load: read 20 ms, variant 4.20 s, session 30 ms (model loading 2 ms + session "
+        "initialization 21 ms)"
+    )
+    x, y, names = timeline(REPORT["activations"]["as_run"])  # type: ignore[arg-type]
+    assert list(x) == [0.0, 1.0] and list(y) == [0.1, 0.258] and names == ["conv_1", "conv_2"]
+    assert alive_rows(REPORT["activations"]["as_run"]) == [("t", "200.0 KB", "conv_1")]  # type: ignore[arg-type]
+    assert timeline(None)[0].size == 0 and alive_rows(None) == []
+
+
+def test_the_memory_dock_measures_the_model_shown(qtbot: QtBot, tmp_path: Path) -> None:
+    wb = Workbench(session_path=str(tmp_path / "m.opscope"), usable=["cpu"])
+    qtbot.addWidget(wb.window)
+    wb.window.show()
+    wb.start(str(DEMO_CNN))
+    dock = wb.window.memory  # type: ignore[attr-defined]
+    try:
+        qtbot.waitUntil(lambda: wb.controller.samples > 20, timeout=TIMEOUT_MS)
+        assert "demo_cnn" in dock.status.text()
+        dock.measure_button.click()
+        qtbot.waitUntil(lambda: not wb.running, timeout=5_000)  # the probe gets the cores
+        assert dock.status.text().startswith("measuring")
+        qtbot.waitUntil(lambda: dock.measure_button.isEnabled(), timeout=TIMEOUT_MS)
+        assert dock.status.text().startswith("measured on CPUExecutionProvider"), dock.status.text()
+        text = dock.view.summary.text()
+        assert text.startswith("Weights 1.3 MB (float32") and "Activation peak as run" in text
+        x, y = dock.view.run_curve.getData()
+        assert x is not None and len(x) > 5 and float(y.max()) > 0
+        assert dock.view.alive.rowCount() > 0 and len(dock.view.peak.points()) == 1
+        qtbot.waitUntil(lambda: wb.running, timeout=5_000)  # resumed
+        dock.measure_button.click()  # again, and cancelled: timing resumes, nothing drawn lost
+        qtbot.waitUntil(lambda: dock.cancel_button.isEnabled(), timeout=5_000)
+        dock.cancel_button.click()
+        qtbot.waitUntil(lambda: dock.measure_button.isEnabled(), timeout=TIMEOUT_MS)
+        said = dock.status.text()  # a cancel that lands after the end finds it done
+        assert said == "memory cancelled" or said.startswith("measured on"), said
+        assert dock.view.summary.text().startswith("Weights")  # the last report stays
+        qtbot.waitUntil(lambda: wb.running, timeout=5_000)
+    finally:
+        wb.shutdown()
