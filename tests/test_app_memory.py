@@ -47,7 +47,11 @@ def test_the_report_in_words_and_series() -> None:
         "initialization 21 ms)"
     )
     x, y, names = timeline(REPORT["activations"]["as_run"])  # type: ignore[arg-type]
-    assert list(x) == [0.0, 1.0] and list(y) == [0.1, 0.258] and names == ["conv_1", "conv_2"]
+    assert (
+        list(x) == [0.0, 1.0]
+        and list(y) == [100_000.0, 258_000.0]
+        and names == ["conv_1", "conv_2"]
+    )
     assert alive_rows(REPORT["activations"]["as_run"]) == [("t", "200.0 KB", "conv_1")]  # type: ignore[arg-type]
     assert timeline(None)[0].size == 0 and alive_rows(None) == []
 

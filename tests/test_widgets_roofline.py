@@ -295,3 +295,15 @@ def test_a_hierarchy_draws_a_roof_per_level_and_an_integer_roof(qtbot: QtBot) ->
     assert fx[0] == pytest.approx(2.0 - math.log10(200.0))  # where L1 meets it
     assert "L1 200 GB/s (64 KiB)" in plot.caption.text() and "int8 400 GOP/s" in plot.caption.text()
     assert "(L1, fp32)" in plot._tip(0, 0, "mm1")
+
+
+def test_levels_of_one_bandwidth_share_a_roof(qtbot: QtBot) -> None:
+    roofs = Roofs(
+        (MemoryRoof("L1", 64 * 1024, 200.0), MemoryRoof("L2", 2 * 2**20, 200.0),
+         MemoryRoof("DRAM", math.inf, 10.0)),
+        100.0,
+    )  # fmt: skip
+    plot = RooflinePlot()
+    qtbot.addWidget(plot)
+    plot.set_ops(OPS, roofs)
+    assert [name for name, _, _ in plot.roofs()] == ["DRAM", "L1/L2", "fp32"]

@@ -36,7 +36,7 @@ class MemoryView(QWidget):
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.plot = pg.PlotWidget(background=theme.plot_background(self))
         item = self.plot.getPlotItem()
-        item.setLabel("left", "activations alive (MB)")
+        item.setLabel("left", "activations alive", units="B")
         item.setLabel("bottom", "node, in executed order")
         item.showGrid(x=False, y=True, alpha=theme.grid_alpha(self))
         item.setMenuEnabled(False)

@@ -29,7 +29,6 @@ from widgets.models.op_colors import op_type_color
 ROOF = "#888888"
 DASH = Qt.PenStyle.DashLine
 MAX_ROOFS = 5  # memory levels drawn (L1, L2, L3, DRAM and one spare); compute roofs alike
-ROOF_LEVELS = ("L1", "L2", "L3", "L4", "DRAM")
 LEGEND_MAX = 8  # op types named in the legend
 HIGHLIGHT = "#ff3b30"
 
@@ -217,14 +216,18 @@ class RooflinePlot(QWidget):
         ridges = [top - math.log10(m.gbps) for m in roofs.memory]
         lo = min([*xs, *ridges]) - 1.0
         hi = max([*xs, *ridges]) + 1.0
-        memory = [roofs.dram, *[m for m in roofs.memory if m is not roofs.dram]][:MAX_ROOFS]
-        for i, m in enumerate(memory):  # DRAM first: the solid pen
-            g = math.log10(m.gbps)
+        # DRAM first (the solid pen); levels measured at one bandwidth share one line
+        merged: dict[float, list[str]] = {}
+        for m in [roofs.dram, *[m for m in roofs.memory if m is not roofs.dram]]:
+            merged.setdefault(round(m.gbps, 1), []).append(m.name)
+        for i, (gbps, names) in enumerate(list(merged.items())[:MAX_ROOFS]):
+            g = math.log10(gbps)
             x, y = np.array([lo, top - g]), np.array([lo + g, top])
+            name = "/".join(sorted(names))
             self._roof_curves[i].setData(x, y)
-            self._drawn_roofs.append((m.name, x, y))
+            self._drawn_roofs.append((name, x, y))
             label = self._roof_labels[i]
-            label.setText(f"{m.name} {m.gbps:.3g} GB/s")
+            label.setText(f"{name} {gbps:.3g} GB/s")
             at = lo + 0.6 + 0.35 * i  # labels stepped along the roofs, not on top of each other
             label.setPos(at, at + g)
         for j, (name, c, unit) in enumerate(computes):
@@ -235,14 +238,15 @@ class RooflinePlot(QWidget):
             self._drawn_roofs.append((name, x, y))
             label = self._roof_labels[MAX_ROOFS + j]
             label.setText(f"{name} {c:.4g} {unit}")
-            label.setPos(x0 + 0.1, y0)
+            label.setPos(max(x0, hi - 2.5), y0)  # towards the right: clear of the slants
 
     def fit_view(self) -> None:
         """Show every point and the roofs' ridges (log10 coordinates, small margins)."""
         xs = [x for x, _ in self._pos.values()]
         ys = [y for _, y in self._pos.values()]
         for _name, rx, ry in self._drawn_roofs:
-            xs.append(float(rx[-1] if len(rx) and _name in ROOF_LEVELS else rx[0]))
+            slanted = ry[0] != ry[-1]  # a memory roof ends at its ridge; compute roofs start
+            xs.append(float(rx[-1] if slanted else rx[0]))
             ys.append(float(ry[-1]))
         if not xs:
             return

@@ -49,10 +49,10 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
 
 
 def timeline(live: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(node index, MB alive while it ran, node names) of one liveness pass."""
+    """(node index, bytes alive while it ran, node names) of one liveness pass."""
     points = (live or {}).get("timeline") or []
     x = np.arange(len(points), dtype=float)
-    y = np.array([p["bytes"] for p in points], dtype=float) / 1e6
+    y = np.array([p["bytes"] for p in points], dtype=float)
     return x, y, [str(p["node"]) for p in points]
 
 
