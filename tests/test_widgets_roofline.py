@@ -276,12 +276,8 @@ def test_repeated_passes_reuse_the_rendered_symbols(qtbot: QtBot) -> None:
 def test_a_hierarchy_draws_a_roof_per_level_and_an_integer_roof(qtbot: QtBot) -> None:
     """L1, L2 and DRAM slanted (DRAM first, solid), fp32 and int8 flat; each op's tip names
     the level its working set fits in."""
-    roofs = Roofs(
-        (MemoryRoof("L1", 64 * 1024, 200.0), MemoryRoof("L2", 2 * 2**20, 100.0),
-         MemoryRoof("DRAM", math.inf, 10.0)),
-        100.0,
-        400.0,
-    )  # fmt: skip
+    from tests.test_roofline import LEVELS as roofs
+
     plot = RooflinePlot()
     qtbot.addWidget(plot)
     plot.set_ops(OPS, roofs)

@@ -241,10 +241,9 @@ class ScalingDock(QWidget):
     def _prompt_done(self, s: PromptSweep) -> None:
         data = s.to_json()
         self.plot.set_prompt_sweep(data["points"], s.fit)
-        a, b, c = s.fit
         longest = s.points[-1].prompt_len
         self._end(
-            f"TTFT ~ {a:.3f} + {b * 1e3:.3f}e-3*L + {c * 1e6:.4f}e-6*L^2 ms: the quadratic term "
+            f"{s.fit_text()}: the quadratic term "
             f"(attention over the prompt) is {s.quadratic_share:.0%} of TTFT at {longest} "
             f"tokens; TPOT {s.tpot_per_context_token_us:+.3f} us per token of context; each "
             "length's run is in the session"

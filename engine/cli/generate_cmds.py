@@ -99,10 +99,9 @@ def _lengths(text: str) -> list[int]:
 
 
 def _print_sweep(s: PromptSweep, out: TextIO) -> None:
-    a, b, c = s.fit
     longest = s.points[-1].prompt_len
     out.write(
-        f"prefill    TTFT ~ {a:.3f} + {b * 1e3:.3f}e-3*L + {c * 1e6:.4f}e-6*L^2 ms: the quadratic "
+        f"prefill    {s.fit_text()}: the quadratic "
         f"term is {s.quadratic_share:.0%} of TTFT at {longest} tokens\n"
         f"decode     TPOT grows {s.tpot_per_context_token_us:.3f} us per token of context "
         f"(from {s.tpot_base_ms:.3f} ms)\n"

@@ -45,6 +45,11 @@ class PromptSweep:
     tpot_per_context_token_us: float  # slope of TPOT against the context length
     tpot_base_ms: float
 
+    def fit_text(self) -> str:
+        """'TTFT ~ a + b e-3*L + c e-6*L^2 ms': the fit as the CLI and the window say it."""
+        a, b, c = self.fit
+        return f"TTFT ~ {a:.3f} + {b * 1e3:.3f}e-3*L + {c * 1e6:.4f}e-6*L^2 ms"
+
     def to_json(self) -> dict[str, Any]:
         a, b, c = self.fit
         return {
