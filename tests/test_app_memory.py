@@ -11,6 +11,7 @@ pytest.importorskip("PySide6")
 from pytestqt.qtbot import QtBot
 
 from app.shell.workbench import Workbench
+from engine.session.store import open_session_file
 from tests.conftest import DEMO_CNN
 from widgets.models.memory_summary import alive_rows, summary_lines, timeline
 
@@ -76,6 +77,10 @@ def test_the_memory_dock_measures_the_model_shown(qtbot: QtBot, tmp_path: Path) 
         assert x is not None and len(x) > 5 and float(y.max()) > 0
         assert dock.view.alive.rowCount() > 0 and len(dock.view.peak.points()) == 1
         qtbot.waitUntil(lambda: wb.running, timeout=5_000)  # resumed
+        wb.recording.flush()
+        with open_session_file(wb.recording.path) as reader:  # recorded in the window's file
+            (row,) = reader.memory()
+        assert row.model_path == str(DEMO_CNN) and row.report["weights_bytes"]["total"] > 1e6
         dock.measure_button.click()  # again, and cancelled: timing resumes, nothing drawn lost
         qtbot.waitUntil(lambda: dock.cancel_button.isEnabled(), timeout=5_000)
         dock.cancel_button.click()

@@ -16,7 +16,9 @@ from tests.test_cli import opscope
 
 def test_memory_of_the_demo_cnn_and_its_int8_drop(tmp_path: Path) -> None:
     out = tmp_path / "m.json"
-    proc = opscope("memory", DEMO_CNN, "--threads", "1", "--runs", "3", "--json", out)
+    session = tmp_path / "m.opscope"
+    proc = opscope("memory", DEMO_CNN, "--threads", "1", "--runs", "3", "--json", out,
+                   "--session", session)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     m = json.loads(out.read_text())["memory"]
     w = m["weights_bytes"]
@@ -40,6 +42,33 @@ def test_memory_of_the_demo_cnn_and_its_int8_drop(tmp_path: Path) -> None:
     assert w8["by_dtype"].get("int8", 0) + w8["by_dtype"].get("uint8", 0) > 0
     assert w8["total"] < w["total"] / 2  # FP32 -> INT8: the weights drop
     assert w8["as_loaded"] == w["by_dtype"]  # the file's own, for comparison
+    _recorded_and_reported(session, m, tmp_path)
+
+
+def _recorded_and_reported(session: Path, m: dict[str, object], tmp_path: Path) -> None:
+    """The report in the session (its fields checked on reading), in the HTML report; a
+    hostile edit of it is one line naming the report, never a traceback."""
+    import shutil
+    import sqlite3
+
+    from engine.session.store import open_session_file
+
+    with open_session_file(session) as reader:
+        (row,) = reader.memory()
+    assert row.id == 1 and row.config is not None and row.config.threads == 1
+    assert row.report["weights_bytes"] == m["weights_bytes"]
+    assert row.report["activations"]["as_run"] == m["activations"]["as_run"]  # type: ignore[index]
+    html = tmp_path / "r.html"
+    assert opscope("report", session, "-o", html).returncode == 0
+    page = html.read_text()
+    assert 'id="memory"' in page and "activations alive per node" in page
+    bad = tmp_path / "bad.opscope"
+    shutil.copy(session, bad)
+    with sqlite3.connect(bad) as conn:
+        conn.execute("""UPDATE memory SET report = '{"weights_bytes": {"total": -5}}'""")
+    proc = opscope("report", bad, "-o", tmp_path / "bad.html")
+    assert proc.returncode == 2 and "memory report 1" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_memory_of_a_missing_model_is_one_line(tmp_path: Path) -> None:

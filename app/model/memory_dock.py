@@ -63,8 +63,10 @@ class MemoryDock(QWidget):
             self.status.setText("load a model first" if not load else "measuring already")
             return
         inputs = self.wb.client.job_inputs()
+        self.wb.recording.flush()
         request = MemoryRequest(load[0], self.wb.window.config_panel.config(),
-                                dict(inputs.shapes), dict(inputs.dims))  # fmt: skip
+                                dict(inputs.shapes), dict(inputs.dims),
+                                session=str(self.wb.recording.path))  # fmt: skip
         self.resume = self.wb.running
         if self.wb.running:
             self.wb.toggle_running("paused: measuring memory")  # the probe gets the cores
@@ -90,7 +92,7 @@ class MemoryDock(QWidget):
     def _done(self, report: dict[str, Any]) -> None:
         self.view.set_report(report)
         self._end(f"measured on {report.get('provider_used')}, resident memory in a process "
-                  "of its own")  # fmt: skip
+                  "of its own; the report is in the session")  # fmt: skip
 
     def _end(self, text: str) -> None:
         self.measure_button.setEnabled(True)

@@ -21,6 +21,7 @@ from engine.analysis import report_plots, run_table
 from engine.analysis.deltas import CompareError, MetricDelta, OpDiff, Samples
 from engine.analysis.export import write_text
 from engine.analysis.generation_report import generation_section
+from engine.analysis.memory_report import memory_section
 from engine.analysis.report_html import Html, esc
 from engine.analysis.report_html import byte_size as _bytes
 from engine.analysis.report_html import figure as _figure
@@ -76,6 +77,7 @@ def build_report(reader: SessionReader, source: str) -> str:
     serving = serving_section(reader, runs)
     generation = generation_section(reader, runs)
     sweeps = sweep_section(reader.sweeps())
+    memory = memory_section(reader.memory())
     parts = [
         _env_section(meta, reader.models()),
         _runs_section([with_recorded_stats(r, samples[r.id][1]) for r in runs]),
@@ -83,6 +85,7 @@ def build_report(reader: SessionReader, source: str) -> str:
         serving,
         generation,
         sweeps,
+        memory,
         _ops_section(reader, runs),
         _telemetry_section(reader, runs),
         _compare_section(reader, timed, samples),
@@ -99,6 +102,7 @@ def build_report(reader: SessionReader, source: str) -> str:
             *((("serving", "Serving"),) if serving else ()),
             *((("generation", "Generation"),) if generation else ()),
             *((("sweeps", "Scaling"),) if sweeps else ()),
+            *((("memory", "Memory"),) if memory else ()),
             ("ops", "Top ops"),
             ("telemetry", "Telemetry"),
             ("comparison", "Comparison"),

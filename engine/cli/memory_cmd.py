@@ -9,7 +9,14 @@ import sys
 from typing import Any, TextIO
 
 from engine.cli.arg_types import int_in
-from engine.cli.common import EXIT_OK, add_json_flag, add_seed_flag, config_from_args, write_json
+from engine.cli.common import (
+    EXIT_OK,
+    add_json_flag,
+    add_seed_flag,
+    add_session_flag,
+    config_from_args,
+    write_json,
+)
 from engine.model.sizes import size_text
 
 
@@ -27,6 +34,7 @@ def add_memory_parser(sub: Any, add_knobs: Any) -> None:
     )  # fmt: skip
     add_seed_flag(p, "seed for generated inputs")
     add_json_flag(p, "the memory report")
+    add_session_flag(p, "record the report into a session file (created, or appended to)")
     p.set_defaults(handler=_cmd_memory)
 
 
@@ -39,7 +47,7 @@ def _cmd_memory(args: argparse.Namespace) -> int:
 
     inputs = JobInputs.from_args(args)
     req = MemoryRequest(args.model, config_from_args(args), inputs.shapes, inputs.dims,
-                        seed=args.seed, runs=args.runs)  # fmt: skip
+                        seed=args.seed, runs=args.runs, session=args.session)  # fmt: skip
     printer = LivePrinter()
     try:
         report: dict[str, Any] = drive(
@@ -49,6 +57,8 @@ def _cmd_memory(args: argparse.Namespace) -> int:
         printer.close()
     out = sys.stdout if args.json != "-" else sys.stderr
     print_memory(report, out)
+    if args.session:
+        print(f"recorded   {args.session} (memory report)", file=out)
     if args.json:
         write_json(args.json, {"memory": report})
     return EXIT_OK

@@ -40,6 +40,7 @@ class MemoryRequest:
     dims: dict[str, int] = field(default_factory=dict)
     seed: int = 0
     runs: int = 10  # inferences after the first, for the steady-state resident memory
+    session: str | None = None  # where the report is recorded
     job_name: ClassVar[str] = "memory"
 
 
@@ -110,7 +111,29 @@ def memory_job(req: MemoryRequest) -> Generator[Event, None, dict[str, Any]]:
     yield Progress("memory", 3, 3, "done")
     if measured.get("as_run_error"):
         yield Notice("info", f"memory: as run: {measured['as_run_error']}")
-    return _report(req, info.path, read_s, variant, loaded, weights_loaded, run_weights, measured)
+    report = _report(req, info.path, read_s, variant, loaded, weights_loaded, run_weights, measured)
+    if req.session:
+        _record(req, report)
+    return report
+
+
+def _record(req: MemoryRequest, report: dict[str, Any]) -> None:
+    """The report into the session file (opened, or created, for this one write)."""
+    from engine.session.write_queue import open_waiting
+
+    store = open_waiting(req.session or "", _say)
+    try:
+        store.add_memory(
+            model_path=req.model_path, config=req.config.resolved().to_json(), report=report
+        )
+    finally:
+        store.close()
+
+
+def _say(line: str) -> None:
+    import sys
+
+    print(f"session    {line}", file=sys.stderr, flush=True)
 
 
 def _report(

@@ -221,6 +221,13 @@ COLUMNS: dict[str, dict[str, Col]] = {
         "size": _int(1, MAX_BATCH, required=True),
         "instance": _int(0, 4096, required=True),
     },
+    "memory": {
+        "id": _int(0, INT64, required=True),
+        "created_at": _text(64, required=True),
+        "model_path": _text(8 * KB, required=True),
+        "config": _text(64 * KB, required=True),
+        "report": _text(8 * MB, required=True),
+    },
     "sweeps": {
         "id": _int(0, INT64, required=True),
         "created_at": _text(64, required=True),

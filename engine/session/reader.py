@@ -24,6 +24,7 @@ from engine.errors import SessionFileError
 from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
 from engine.session import columns, held, liveness, schema
 from engine.session.generation_rows import GenerationRun, read_generation
+from engine.session.memory_rows import MemoryRow, read_memory
 from engine.session.rows import MarkerRow, RunRow, op_stat_row, run_row
 from engine.session.serving_rows import ServingRun, read_serving
 from engine.session.sweep_rows import SweepRow, read_sweeps
@@ -223,6 +224,12 @@ class SessionReader:
     def generation(self, run_id: int) -> GenerationRun | None:
         """A generation run's shape, figures and raw TTFT/TPOT samples; None for others."""
         return read_generation(self._conn, run_id)
+
+    @_guarded
+    def memory(self) -> list[MemoryRow]:
+        """Every recorded memory report (`opscope memory --session`, the Memory dock),
+        oldest first, its fields checked; none in a file older than format v6."""
+        return read_memory(self._conn)
 
     @_guarded
     def sweeps(self) -> list[SweepRow]:

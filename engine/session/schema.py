@@ -344,6 +344,18 @@ def _v5_compact_op_events(db: Database) -> None:
     )
 
 
+def _v6_memory(db: Database) -> None:
+    """Version 6: memory reports (`opscope memory --session`, the window's Memory dock), one
+    row each: the model, the run config (JSON) and the report (engine/run/memory_job.py's
+    result, JSON: weights by dtype, the activation liveness as loaded and as run, resident
+    memory measured, the load broken down)."""
+    db.table("memory").create(
+        {"id": int, "created_at": str, "model_path": str, "config": str, "report": str},
+        pk="id",
+        not_null=["report"],
+    )
+
+
 def _insert_op_times(conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
     """Insert `rows` into op_times and empty the list."""
     conn.executemany(
@@ -360,6 +372,7 @@ MIGRATIONS: list[Migration] = [
     _v3_sweeps,
     _v4_generation,
     _v5_compact_op_events,
+    _v6_memory,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -324,6 +324,24 @@ class SessionStore:
         assert isinstance(sweep_id, int)
         return sweep_id
 
+    # -- memory reports --------------------------------------------------------------
+
+    def add_memory(self, *, model_path: str, config: dict[str, Any], report: dict[str, Any]) -> int:
+        """One memory report (engine/run/memory_job.py's result); returns its id."""
+        table = self.db.table("memory")
+        with self.db.atomic():
+            table.insert(
+                {
+                    "created_at": utc_now(),
+                    "model_path": model_path,
+                    "config": json_text(config),
+                    "report": json_text(report),
+                }
+            )
+        memory_id = table.last_pk
+        assert isinstance(memory_id, int)
+        return memory_id
+
     def add_telemetry(self, run_id: int | None, rows: Iterable[tuple[int, str, float]]) -> int:
         """Append (wall_ns, name, value) samples, e.g. GPU clock or memory; returns count."""
         return self.add_telemetry_rows([(run_id, t, name, v) for t, name, v in rows])

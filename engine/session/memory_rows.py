@@ -1,0 +1,181 @@
+"""Memory reports read back (schema v6: `opscope memory --session`, the window's Memory
+dock). A session may come from anyone, so the report JSON is not handed on as read: the
+fields the renderers use are copied out one by one, each checked (numbers finite and within
+bounds, text and lists bounded); a malformed report raises ValueError naming the report and
+the field, which the reader turns into one line."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from engine.config import RunConfig
+from engine.errors import ConfigError
+from engine.session import blobs
+from engine.session.trust import parse_json, req
+
+BYTES = 1e15
+SECONDS = 1e7
+MAX_TIMELINE = 200_000  # nodes of one liveness pass
+MAX_ALIVE = 64
+MAX_DTYPES = 64
+NAME = 4096  # a node's or tensor's name
+LOAD = ("read_s", "variant_s", "session_s", "model_loading_s", "session_initialization_s")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRow:
+    id: int
+    created_at: str | None
+    model_path: str | None
+    config: RunConfig | None
+    report: dict[str, Any]  # the checked fields of engine/run/memory_job.py's result
+
+
+def read_memory(conn: sqlite3.Connection) -> list[MemoryRow]:
+    """Every memory report, oldest first."""
+    rows = conn.execute(
+        "SELECT id, created_at, model_path, config, report FROM memory ORDER BY id"
+    ).fetchall()
+    out = []
+    for r in rows:
+        memory_id = req(r[0], int, "memory.id")
+        try:
+            out.append(_row(memory_id, r))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"memory report {memory_id}: {exc}") from exc
+    return out
+
+
+def _row(memory_id: int, r: tuple[Any, ...]) -> MemoryRow:
+    config = None
+    raw_config = parse_json(r[3], dict, "memory.config")
+    if raw_config is not None:
+        try:
+            config = RunConfig.from_json(blobs.checked(raw_config, blobs.CONFIG, "memory.config"))
+        except (ConfigError, ValueError) as exc:
+            raise ValueError(f"memory.config is invalid ({exc})") from exc
+    raw = parse_json(r[4], dict, "memory.report")
+    if raw is None:
+        raise ValueError("memory.report is missing or too long")
+    created = r[1] if isinstance(r[1], str) else None
+    path = r[2] if isinstance(r[2], str) else None
+    return MemoryRow(memory_id, created, path, config, checked_report(raw))
+
+
+def checked_report(raw: dict[str, Any]) -> dict[str, Any]:
+    """The report's fields, checked; what is not known is left out."""
+    w = _obj(raw.get("weights_bytes"), "weights_bytes")
+    acts = _obj(raw.get("activations"), "activations")
+    m = _obj(raw.get("measured"), "measured")
+    load = _obj(raw.get("load"), "load")
+    rss = _obj(m.get("rss_bytes"), "measured.rss_bytes")
+    return {
+        "model": _text(raw.get("model"), "model", optional=True),
+        "provider_used": _text(raw.get("provider_used"), "provider_used", optional=True),
+        "weights_bytes": {
+            "total": _num(w.get("total"), "weights_bytes.total", BYTES),
+            "by_dtype": _dtypes(w.get("by_dtype"), "weights_bytes.by_dtype"),
+            "as_loaded": _dtypes(w.get("as_loaded"), "weights_bytes.as_loaded"),
+        },
+        "activations": {
+            "as_loaded": _liveness(acts.get("as_loaded"), "activations.as_loaded"),
+            "as_run": _liveness(acts.get("as_run"), "activations.as_run"),
+            "as_run_nodes": _num(acts.get("as_run_nodes"), "as_run_nodes", 1e9, optional=True),
+        },
+        "measured": {
+            "rss_bytes": {
+                _text(k, "measured.rss_bytes", 64): _num(v, f"measured.rss_bytes.{k}", BYTES)
+                for k, v in list(rss.items())[:8]
+            },
+            "held_bytes": _num(m.get("held_bytes"), "measured.held_bytes", BYTES, lo=-BYTES),
+            "estimate_bytes": _num(m.get("estimate_bytes"), "measured.estimate_bytes", BYTES),
+            "estimate_over_measured": _num(
+                m.get("estimate_over_measured"),
+                "measured.estimate_over_measured",
+                1e9,
+                optional=True,
+            ),
+        },
+        "load": {
+            key: _num(load.get(key), f"load.{key}", SECONDS, optional=True)
+            for key in (
+                "read_s",
+                "variant_s",
+                "session_s",
+                "model_loading_s",
+                "session_initialization_s",
+            )
+        }
+        | {"variant_cached": bool(load.get("variant_cached"))},
+    }
+
+
+def _liveness(raw: object, what: str) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    live = _obj(raw, what)
+    alive = _list(live.get("alive_at_peak"), f"{what}.alive_at_peak", MAX_ALIVE)
+    timeline = _list(live.get("timeline", []), f"{what}.timeline", MAX_TIMELINE)
+    return {
+        "peak_bytes": _num(live.get("peak_bytes"), f"{what}.peak_bytes", BYTES),
+        "at_node": _text(live.get("at_node"), f"{what}.at_node"),
+        "unknown_tensors": _num(live.get("unknown_tensors"), f"{what}.unknown_tensors", 1e9),
+        "alive_at_peak": [
+            {
+                "tensor": _text(_obj(t, what).get("tensor"), f"{what}.alive_at_peak.tensor"),
+                "bytes": _num(_obj(t, what).get("bytes"), f"{what}.alive_at_peak.bytes", BYTES),
+                "producer": _text(_obj(t, what).get("producer"), f"{what}.alive_at_peak.producer"),
+            }
+            for t in alive
+        ],
+        "timeline": [
+            {
+                "node": _text(_obj(p, what).get("node"), f"{what}.timeline.node"),
+                "bytes": _num(_obj(p, what).get("bytes"), f"{what}.timeline.bytes", BYTES),
+            }
+            for p in timeline
+        ],
+    }
+
+
+def _obj(value: object, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} is not an object")
+    return value
+
+
+def _list(value: object, what: str, most: int) -> list[Any]:
+    if not isinstance(value, list) or len(value) > most:
+        raise ValueError(f"{what} is not a list of at most {most:,} entries")
+    return value
+
+
+def _num(value: object, what: str, hi: float, lo: float = 0.0, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not lo <= value <= hi
+    ):
+        raise ValueError(f"{what} is not a number from {lo:g} to {hi:g}")
+    return value
+
+
+def _text(value: object, what: str, most: int = NAME, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or len(value) > most:
+        raise ValueError(f"{what} is not text of at most {most:,} characters")
+    return value
+
+
+def _dtypes(value: object, what: str) -> dict[str, float]:
+    d = _obj(value, what)
+    if len(d) > MAX_DTYPES:
+        raise ValueError(f"{what} names more than {MAX_DTYPES} dtypes")
+    return {_text(k, what, 64): _num(v, f"{what}.{k}", BYTES) for k, v in d.items()}
