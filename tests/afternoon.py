@@ -122,6 +122,14 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
         wait(lambda: wb.running, to)
         return dock.status.text()
 
+    def memory() -> str:
+        dock = w.memory
+        dock.measure_button.click()
+        wait(lambda: not dock.measure_button.isEnabled(), 10_000)
+        wait(lambda: dock.measure_button.isEnabled(), to)
+        wait(lambda: wb.running, to)
+        return f"{dock.status.text()} | {dock.view.summary.text().splitlines()[0]}"
+
     def llm() -> str:
         a.host_pids.append(wb.client.pid)
         wb.open_model(str(plan.llm))
@@ -163,6 +171,7 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
         ("load run and What-if", load_and_what_if),
         ("tune 2 trials", tune),
         ("sweep 2 points", sweep),
+        ("memory", memory),
         ("demo LLM serving study", llm),
         ("Save As", save_as),
         ("Quit", quit_),
@@ -198,6 +207,11 @@ def checks(a: Afternoon) -> dict[str, Any]:
             first = r.id == min(x.id for x in reader.runs())  # before the size was set
             if sizes and not sizes & expect and not first:
                 wrong.append(f"run {r.id} ({r.kind}): {shapes}")
+        for m in reader.memory():  # measured at the shape shown too
+            sizes = {s[-1] for s in m.report["inputs"].values() if s}
+            if not sizes & {want}:
+                wrong.append(f"memory report {m.id}: {m.report['inputs']}")
+        out["memory reports"] = len(reader.memory())
     out["runs by kind"] = kinds
     out["runs at another shape than the window showed"] = wrong
     out["processes left after Quit"] = a.children_left

@@ -47,6 +47,7 @@ def test_an_afternoon_in_one_window_holds(
     assert "REAL run at poisson:100" in done["load run and What-if"]
     assert "best: trial" in done["tune 2 trials"]
     assert done["demo LLM serving study"].startswith("3 layouts")
+    assert done["memory"].startswith("measured on CPUExecutionProvider"), done["memory"]
     assert quits == [True]
     c = afternoon.checks(a)
     assert c["autosave integrity_check"] == "ok" and c["Save As copy integrity_check"] == "ok"
@@ -54,4 +55,5 @@ def test_an_afternoon_in_one_window_holds(
     assert kinds.get("bench", 0) >= 2 and kinds.get("profile", 0) >= 2, kinds  # tune, sweep
     assert kinds.get("load", 0) == 1 and kinds.get("live", 0) >= 3, kinds
     assert c["runs at another shape than the window showed"] == []
+    assert c["memory reports"] == 1
     assert c["processes left after Quit"] == [] and c["engine hosts alive after Quit"] == []

@@ -112,6 +112,7 @@ def memory_job(req: MemoryRequest) -> Generator[Event, None, dict[str, Any]]:
     if measured.get("as_run_error"):
         yield Notice("info", f"memory: as run: {measured['as_run_error']}")
     report = _report(req, info.path, read_s, variant, loaded, weights_loaded, run_weights, measured)
+    report["inputs"] = {k: list(v) for k, v in plan.shapes.items()}  # the shapes measured at
     if req.session:
         _record(req, report)
     return report

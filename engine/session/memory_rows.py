@@ -21,6 +21,7 @@ SECONDS = 1e7
 MAX_TIMELINE = 200_000  # nodes of one liveness pass
 MAX_ALIVE = 64
 MAX_DTYPES = 64
+MAX_INPUTS = 256
 NAME = 4096  # a node's or tensor's name
 LOAD = ("read_s", "variant_s", "session_s", "model_loading_s", "session_initialization_s")
 
@@ -72,8 +73,17 @@ def checked_report(raw: dict[str, Any]) -> dict[str, Any]:
     m = _obj(raw.get("measured"), "measured")
     load = _obj(raw.get("load"), "load")
     rss = _obj(m.get("rss_bytes"), "measured.rss_bytes")
+    inputs = _obj(raw.get("inputs", {}), "inputs")
+    if len(inputs) > MAX_INPUTS:
+        raise ValueError(f"inputs names more than {MAX_INPUTS} inputs")
     return {
         "model": _text(raw.get("model"), "model", optional=True),
+        "inputs": {
+            _text(k, "inputs", NAME): [
+                int(_num(d, f"inputs.{k}", 2**53)) for d in _list(v, f"inputs.{k}", 16)
+            ]
+            for k, v in inputs.items()
+        },
         "provider_used": _text(raw.get("provider_used"), "provider_used", optional=True),
         "weights_bytes": {
             "total": _num(w.get("total"), "weights_bytes.total", BYTES),
