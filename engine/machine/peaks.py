@@ -110,7 +110,7 @@ def measure_cpu_peaks() -> dict[str, Any]:
         "method": f"levels: numpy stride-0 sum over working sets sized to each cache, "
         f"{threads} thread(s); DRAM: the better of that and a numpy triad "
         f"{TRIAD_ELEMENTS // 2**20}M float64 (24 B/element); compute: best of numpy and ORT "
-        f"float32 matmul, ORT MatMulInteger (uint8 x int8) at sizes 256-2048",
+        f"float32 matmul, ORT MatMulInteger (uint8 x int8) at sizes 256-1024",
         "blas": blas_info(),
         "seconds": round(time.perf_counter() - t0, 2),
     }
