@@ -58,6 +58,8 @@ def _recorded_and_reported(session: Path, m: dict[str, object], tmp_path: Path) 
     assert row.id == 1 and row.config is not None and row.config.threads == 1
     assert row.report["weights_bytes"] == m["weights_bytes"]
     assert row.report["activations"]["as_run"] == m["activations"]["as_run"]  # type: ignore[index]
+    shown = opscope("session", "show", session)
+    assert "1 memory report:" in shown.stdout and "weights 1.3 MB" in shown.stdout, shown.stdout
     html = tmp_path / "r.html"
     assert opscope("report", session, "-o", html).returncode == 0
     page = html.read_text()

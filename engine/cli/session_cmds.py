@@ -1,5 +1,5 @@
-"""`opscope session show FILE[:RUN]`: list a session's runs, then its sweeps, one line
-each. `opscope session compact IN OUT`: a compact copy to hand on."""
+"""`opscope session show FILE[:RUN]`: list a session's runs, then its sweeps and memory
+reports, one line each. `opscope session compact IN OUT`: a compact copy to hand on."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from engine.analysis import run_table
 from engine.analysis.run_summary import summarize, with_recorded_stats
 from engine.cli.common import EXIT_OK, write_json
 from engine.measure.stats import latency_stats
+from engine.model.sizes import size_text
 from engine.session import RunRow, SweepRow, resolve_run_ref
 from engine.session.generation_rows import GenerationRun
+from engine.session.memory_rows import MemoryRow
 from engine.session.reader import SessionReader
 from engine.session.trust import printable
 
@@ -34,15 +36,19 @@ def cmd_session_show(args: argparse.Namespace) -> int:
             for r in runs
         ]  # fmt: skip
         sweeps = reader.sweeps() if run_id is None else []
+        memory = reader.memory() if run_id is None else []
         made = [g for r in runs if (g := reader.generation(r.id)) is not None]
     out = sys.stdout if args.json != "-" else sys.stderr
     print_session(path, meta, runs, out)
     print_generations(made, out)
     print_sweeps(sweeps, out)
+    print_memory_reports(memory, out)
     if args.json:
         data = {"meta": meta, "runs": [r.to_json() for r in runs]}
         if run_id is None:
             data["sweeps"] = [s.to_json() for s in sweeps]
+            data["memory"] = [{"id": m.id, "created_at": m.created_at,
+                               "model_path": m.model_path, **m.report} for m in memory]  # fmt: skip
         write_json(args.json, data)
     return EXIT_OK
 
@@ -114,6 +120,24 @@ def print_sweeps(sweeps: Sequence[SweepRow], out: TextIO) -> None:
             for i, (c, w) in enumerate(zip(row, widths, strict=True))
         ]
         out.write("  ".join(cells).rstrip() + "\n")
+
+
+def print_memory_reports(reports: Sequence[MemoryRow], out: TextIO) -> None:
+    """One line per memory report: id, model, weights, the activation peak as run (as
+    loaded when unknown) and what the session held."""
+    if not reports:
+        return
+    out.write(f"{len(reports)} memory report{'s' if len(reports) != 1 else ''}:\n")
+    for m in reports:
+        acts = m.report["activations"]
+        live = acts.get("as_run") or acts.get("as_loaded")
+        peak = (f"peak {size_text(live['peak_bytes'])} at "
+                f"{_clip(printable(live['at_node']), MAX_CELL)}" if live else "peak -")  # fmt: skip
+        name = _clip(printable((m.model_path or "-").rsplit("/", 1)[-1]), MAX_CELL)
+        out.write(
+            f"  {m.id}  {name}  weights {size_text(m.report['weights_bytes']['total'])}  {peak}"
+            f"  session held {size_text(m.report['measured']['held_bytes'])}\n"
+        )
 
 
 def _sweep_cells(s: SweepRow) -> tuple[str, ...]:
