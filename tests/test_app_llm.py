@@ -88,12 +88,17 @@ def test_the_demo_llm_opens_from_the_file_menu(qtbot: QtBot, tmp_path: Path) -> 
         wb.shutdown()
 
 
-def test_the_scaling_dock_sweeps_a_generating_models_prompt(qtbot: QtBot, tmp_path: Path) -> None:
+def test_the_scaling_dock_sweeps_a_generating_models_prompt(
+    qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """For a generating model the Scaling dock offers "prompt tokens" first: the prompt sweep
     job (as `opscope generate --sweep-prompt`) runs through the one runner with live timing
     paused, draws TTFT and TPOT against the prompt with TTFT's quadratic fit, and records
     each length's generation run; Cancel keeps the lengths done."""
+    from app.scaling import scaling_dock
     from app.scaling.scaling_dock import PROMPT_DIM
+
+    monkeypatch.setattr(scaling_dock, "POINT_S", 0.5)  # whole generations: 0.5 s a length
 
     wb = Workbench(session_path=str(tmp_path / "llm.opscope"), usable=["cpu"])
     qtbot.addWidget(wb.window)
