@@ -163,3 +163,19 @@ def figures(value: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > FIGURE_LIMIT:
         return None
     return value
+
+
+def stored_config(text: object, what: str) -> Any:
+    """A run config stored as JSON (`sweeps.config`, `memory.config`): None when NULL or
+    too long, else a checked `RunConfig`; ValueError naming `what` when it is invalid."""
+    from engine.config import RunConfig
+    from engine.errors import ConfigError
+    from engine.session.trust import parse_json
+
+    raw = parse_json(text, dict, what)
+    if raw is None:
+        return None
+    try:
+        return RunConfig.from_json(checked(raw, CONFIG, what))
+    except (ConfigError, ValueError) as exc:
+        raise ValueError(f"{what} is invalid ({exc})") from exc

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.config import RunConfig
-from engine.errors import ConfigError
 from engine.session import blobs
 from engine.session.trust import parse_json, req
 
@@ -51,13 +50,7 @@ def read_memory(conn: sqlite3.Connection) -> list[MemoryRow]:
 
 
 def _row(memory_id: int, r: tuple[Any, ...]) -> MemoryRow:
-    config = None
-    raw_config = parse_json(r[3], dict, "memory.config")
-    if raw_config is not None:
-        try:
-            config = RunConfig.from_json(blobs.checked(raw_config, blobs.CONFIG, "memory.config"))
-        except (ConfigError, ValueError) as exc:
-            raise ValueError(f"memory.config is invalid ({exc})") from exc
+    config: RunConfig | None = blobs.stored_config(r[3], "memory.config")
     raw = parse_json(r[4], dict, "memory.report")
     if raw is None:
         raise ValueError("memory.report is missing or too long")

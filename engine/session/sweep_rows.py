@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.config import RunConfig
-from engine.errors import ConfigError
 from engine.session import blobs
 from engine.session.trust import parse_json, req, typed
 
@@ -97,13 +96,7 @@ def _sweep(r: tuple[Any, ...]) -> SweepRow:
 
 
 def _checked(sweep_id: int, r: tuple[Any, ...]) -> SweepRow:
-    config = None
-    raw_config = parse_json(r[4], dict, "sweeps.config")
-    if raw_config is not None:
-        try:
-            config = RunConfig.from_json(blobs.checked(raw_config, blobs.CONFIG, "sweeps.config"))
-        except (ConfigError, ValueError) as exc:
-            raise ValueError(f"sweeps.config is invalid ({exc})") from exc
+    config: RunConfig | None = blobs.stored_config(r[4], "sweeps.config")
     status = req(r[7], str, "sweeps.status")
     if status not in STATUSES:
         raise ValueError(f"sweeps.status {status!r} is not complete or partial")
