@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from engine.machine.caches import CacheLevel
 
 PASS_BYTES = 1.5e9  # bytes streamed per thread in one measurement (about 10-50 ms)
-DRAM_MIN_BYTES = 256 * 2**20  # DRAM's working set: at least this, and 8x the last cache
+DRAM_MIN_BYTES = 256 * 2**20  # DRAM's working set: at least this, and 8x the last cache,
+DRAM_MAX_BYTES = 2**30  # but never more than this (a CPU with a huge last-level cache)
 MIN_ELEMENTS = 256
 
 
@@ -75,7 +76,7 @@ def level_roofs(levels: list[CacheLevel], threads: int, repeats: int = 5) -> lis
         per_thread = capacity // threads // 2  # half: other data keeps its place too
         roofs.append(LevelRoof(level.name, capacity, stream_gbps(per_thread, threads, repeats)))
     last = roofs[-1].capacity if roofs else 0
-    dram_set = int(max(DRAM_MIN_BYTES, 8 * last) // threads)
+    dram_set = int(min(max(DRAM_MIN_BYTES, 8 * last), DRAM_MAX_BYTES) // threads)
     dram = LevelRoof("DRAM", math.inf, stream_gbps(dram_set, threads, max(repeats // 2, 2)))
     kept: list[LevelRoof] = []
     beyond = dram.gbps
