@@ -289,7 +289,9 @@ def test_a_hierarchy_draws_a_roof_per_level_and_an_integer_roof(qtbot: QtBot) ->
     (_, fx, fy), (_, _ix, iy) = drawn[3:]
     assert fy[0] == pytest.approx(2.0) and iy[0] == pytest.approx(top)
     assert fx[0] == pytest.approx(2.0 - math.log10(200.0))  # where L1 meets it
-    assert "L1 200 GB/s (64 KiB)" in plot.caption.text() and "int8 400 GOP/s" in plot.caption.text()
+    assert plot.caption.text().endswith("roofs: L1, L2, DRAM; fp32, int8")
+    tip = plot.caption.toolTip()
+    assert "L1 200 GB/s (64 KiB)" in tip and "int8 400 GOP/s" in tip
     assert "(L1, fp32)" in plot._tip(0, 0, "mm1")
 
 

@@ -160,10 +160,14 @@ class RooflinePlot(QWidget):
                 text += " (no FLOP model)"
             else:
                 text += " (they move data only)"
-        if self._roofs:
-            text += f"  |  roofs {self._roofs.describe()}"
+        if self._roofs:  # the figures are on the roofs' labels and in the tooltip
+            levels = ", ".join(m.name for m in self._roofs.memory)
+            kinds = "fp32, int8" if self._roofs.int_compute else "fp32"
+            text += f"  |  roofs: {levels}; {kinds}"
+            self.caption.setToolTip(f"This machine's roofs: {self._roofs.describe()}")
         else:
             text += "  |  roofs: measuring the machine's peaks…"
+            self.caption.setToolTip("")
         self.caption.setText(text)
         if self.selected and not self.select_op(self.selected):
             self.highlight.setData([])
