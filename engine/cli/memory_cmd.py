@@ -64,6 +64,15 @@ def _cmd_memory(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _variant_text(r: dict[str, Any]) -> str:
+    load = r["load"]
+    if (r.get("config") or {}).get("precision") == "fp32":
+        return "no variant (the model file as is)"
+    if load["variant_cached"]:
+        return f"variant cached (built earlier in {load['variant_s']:.2f} s)"
+    return f"variant built in {load['variant_s']:.2f} s"
+
+
 def print_memory(r: dict[str, Any], out: TextIO) -> None:
     w = out.write
     weights = r["weights_bytes"]
@@ -95,7 +104,7 @@ def print_memory(r: dict[str, Any], out: TextIO) -> None:
          f" ({ratio:.0%} of it)" if ratio is not None else "") + "\n")  # fmt: skip
     load = r["load"]
     parts = [f"read and parse {load['read_s']:.3f} s",
-             f"variant {load['variant_s']:.2f} s" + (" (cached)" if load["variant_cached"] else ""),
+             _variant_text(r),
              f"session {load['session_s']:.3f} s"]  # fmt: skip
     inner = [f"{k} {load[k + '_s']:.3f} s" for k in ("model_loading", "session_initialization")
              if load.get(k + "_s") is not None]  # fmt: skip

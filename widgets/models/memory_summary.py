@@ -35,7 +35,9 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
         + (f", {ratio:.0%} of it" if ratio is not None else "")
     )
     load = r["load"]
-    variant = "cached" if load.get("variant_cached") else f"{load['variant_s']:.2f} s"
+    fp32 = (r.get("config") or {}).get("precision") == "fp32"
+    built = "cached" if load.get("variant_cached") else f"{load['variant_s']:.2f} s"
+    variant = "none" if fp32 else built
     inner = " + ".join(
         f"{k.replace('_', ' ')} {load[k + '_s'] * 1e3:.0f} ms"
         for k in ("model_loading", "session_initialization")
