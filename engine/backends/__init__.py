@@ -11,6 +11,7 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Generator
 from functools import cache
+from types import ModuleType
 from typing import Any
 
 from engine.backends.base import Backend, Capabilities, Prepared, PrepareRequest, ToOnnx
@@ -41,16 +42,22 @@ __all__ = [
 DEFAULT = "onnxruntime"
 
 
+def _packages() -> tuple[ModuleType, ...]:
+    """Each backend folder's package, by folder name (cheap, see above; not cached here:
+    the callers cache what they find)."""
+    return tuple(
+        importlib.import_module(f"{__name__}.{mod.name}")
+        for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name)
+        if mod.ispkg
+    )
+
+
 @cache
 def all_backends() -> tuple[Backend, ...]:
     """Every backend, the default first, then by folder name."""
-    found: list[Backend] = []
-    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if not mod.ispkg:
-            continue
-        backend = getattr(importlib.import_module(f"{__name__}.{mod.name}"), "BACKEND", None)
-        if backend is not None:
-            found.append(backend)
+    found: list[Backend] = [
+        b for m in _packages() if (b := getattr(m, "BACKEND", None)) is not None
+    ]
     found.sort(key=lambda b: b.capabilities.name != DEFAULT)
     return tuple(found)
 
@@ -59,22 +66,13 @@ def all_backends() -> tuple[Backend, ...]:
 def onnx_exporters() -> tuple[ToOnnx, ...]:
     """What each backend package lends ONNX Runtime (`TO_ONNX`): its files exported to
     ONNX. Found as the backends are; nothing here names one."""
-    found: list[ToOnnx] = []
-    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if mod.ispkg:
-            lent = getattr(importlib.import_module(f"{__name__}.{mod.name}"), "TO_ONNX", None)
-            if lent is not None:
-                found.append(lent)
-    return tuple(found)
+    return tuple(lent for m in _packages() if (lent := getattr(m, "TO_ONNX", None)) is not None)
 
 
 def memory_probe(engine: str) -> Callable[..., Generator[Event, None, Any]] | None:
     """The memory probe the backend called `engine` lends (`MEMORY_PROBE`, "module:function":
     a job run in a process of its own, engine/run/memory_job.py), or None: it has none."""
-    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if not mod.ispkg:
-            continue
-        module = importlib.import_module(f"{__name__}.{mod.name}")
+    for module in _packages():
         backend = getattr(module, "BACKEND", None)
         target = getattr(module, "MEMORY_PROBE", None)
         if backend is not None and backend.capabilities.name == engine and target:
