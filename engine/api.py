@@ -65,10 +65,12 @@ from engine.measure.stats import latency_stats, throughput
 from engine.model.dims import MAX_DIM, SymbolicDim, describe_inputs, editable_dims
 from engine.model.eval_data import check_data_file
 from engine.model.info import ModelInfo
+from engine.model.model_explorer import export_overlay
 from engine.model.sizes import size_text
 from engine.run import commands
 from engine.run.child_job import describe_exit
 from engine.run.generation import GenerateRequest
+from engine.run.graph_job import GraphRequest
 from engine.run.host import host_main
 from engine.run.job_inputs import JobInputs
 from engine.run.jobs import job_name
@@ -125,6 +127,7 @@ __all__ = [
     "GenerationStarted",
     "GenerationSteps",
     "Goal",
+    "GraphRequest",
     "ImportRequest",
     "JobInputs",
     "JobUpdate",
@@ -195,6 +198,7 @@ __all__ = [
     "drive",
     "editable_dims",
     "escape_controls",
+    "export_overlay",
     "front",
     "genai_folder",
     "gpu_facts",

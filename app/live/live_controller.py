@@ -274,6 +274,9 @@ class LiveController(QObject):
         table = getattr(self.view, "op_table", None)
         if table is not None:
             table.set_roofs(roofs)
+        graph = getattr(self.view, "graph", None)
+        if graph is not None:  # the graph view paints the same pass
+            graph.set_figures(ops, roofs)
 
     def on_host_died(self, why: str) -> None:
         self.run_started = False

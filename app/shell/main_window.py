@@ -206,6 +206,25 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.scaling_dock, self.memory_dock)
         self.ops_dock.raise_()
 
+    def add_graph(self, graph: QWidget) -> None:
+        """The Graph dock (the workbench makes it: it runs the graph job), tabbed with the
+        roofline; its node picks and the op table's select each other."""
+        self.graph = graph
+        self.graph_dock = self._dock("Graph", graph, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.roofline_dock, self.graph_dock)
+        self.roofline_dock.raise_()
+        view = graph.view  # type: ignore[attr-defined]
+        view.node_selected.connect(self._graph_picked)
+        self.op_table.selection_shown.connect(view.select_node)
+        self.graph_dock.visibilityChanged.connect(graph.shown)  # type: ignore[attr-defined]
+
+    def _graph_picked(self, name: str) -> None:
+        """A node picked in the graph: its op table row and roofline point."""
+        if not self.op_table.select_op(name):
+            self.op_table.set_mode("per node")
+            self.op_table.select_op(name)
+        self.roofline.select_op(name)
+
     def add_runs(self, runs: QWidget) -> None:
         """The Runs dock (the workbench makes its controller)."""
         self.runs = runs
@@ -228,7 +247,7 @@ class MainWindow(QMainWindow):
             self.show_notice("warning", message)
 
     def model_loaded(self, info: ModelInfo) -> None:
-        for dock in ("scaling", "memory"):
+        for dock in ("scaling", "memory", "graph"):
             if hasattr(self, dock):
                 getattr(self, dock).model_loaded(info)
         inputs = ", ".join(_collapsed([v.name + " " + v.type_text() for v in info.inputs]))
@@ -251,6 +270,8 @@ class MainWindow(QMainWindow):
         self.accuracy.set_int8(int8)
         self.op_table.set_fp32_nodes(list((int8 or {}).get("excluded_nodes") or []))
         self.variant_label.setText(text)
+        if hasattr(self, "graph"):
+            self.graph.variant_changed()  # type: ignore[attr-defined]
 
     def profile_ready(self, ev: OpProfile) -> None:
         runs = (

@@ -14,6 +14,7 @@ from app.live.live_controller import LiveController
 from app.live.runs_controller import RunsController
 from app.llm.generation_controller import GenerationController
 from app.llm.llm_serving_controller import install_llm_serving
+from app.model.graph_dock import GraphDock
 from app.model.memory_dock import MemoryDock
 from app.scaling.scaling_dock import ScalingDock
 from app.sessions.recording import Recording, new_autosave_path
@@ -51,6 +52,7 @@ class Workbench(QObject):
         self.tuner = TuneController(self.window.tune, self)
         self.window.add_scaling(ScalingDock(self))
         self.window.add_memory(MemoryDock(self))
+        self.window.add_graph(GraphDock(self))
         self.runs = RunsController(self.client, self)
         self.window.add_runs(self.runs.table)
         self.inputs = InputsController(self.window, self.client, self.controller)

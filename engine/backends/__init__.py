@@ -70,16 +70,25 @@ def onnx_exporters() -> tuple[ToOnnx, ...]:
 
 
 def memory_probe(engine: str) -> Callable[..., Generator[Event, None, Any]] | None:
-    """The memory probe the backend called `engine` lends (`MEMORY_PROBE`, "module:function":
-    a job run in a process of its own, engine/run/memory_job.py), or None: it has none."""
+    """The memory probe the backend called `engine` lends (`MEMORY_PROBE`: a job run in a
+    process of its own, engine/run/memory_job.py), or None: it has none."""
+    return lent(engine, "MEMORY_PROBE")
+
+
+def graph_as_run(engine: str) -> Callable[..., Any] | None:
+    """What the backend called `engine` lends the graph view (`GRAPH_AS_RUN`: the graph it
+    runs after its own fusion, engine/run/graph_job.py), or None: it has none."""
+    return lent(engine, "GRAPH_AS_RUN")
+
+
+def lent(engine: str, what: str) -> Callable[..., Any] | None:
+    """The function the backend called `engine` lends as `what` ("module:function")."""
     for module in _packages():
         backend = getattr(module, "BACKEND", None)
-        target = getattr(module, "MEMORY_PROBE", None)
+        target = getattr(module, what, None)
         if backend is not None and backend.capabilities.name == engine and target:
             name, func = str(target).split(":")
-            fn: Callable[..., Generator[Event, None, Any]] = getattr(
-                importlib.import_module(name), func
-            )
+            fn: Callable[..., Any] = getattr(importlib.import_module(name), func)
             return fn
     return None
 

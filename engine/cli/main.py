@@ -38,6 +38,7 @@ from engine.cli.common import (
 )
 from engine.cli.gate_args import add_gate_parser
 from engine.cli.generate_args import add_generate_parser, add_import_parser
+from engine.cli.graph_cmd import add_graph_parser
 from engine.cli.memory_cmd import add_memory_parser
 from engine.cli.serve_args import add_serving_parsers
 from engine.cli.tune_args import add_sweep_parser, add_tune_parser
@@ -132,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_gate_parser(sub, _add_knobs)
     add_memory_parser(sub, _add_knobs)
+    add_graph_parser(sub, _add_knobs)
 
     p = sub.add_parser("session", help="read session files (.opscope)")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -6,6 +6,7 @@ Unnamed nodes get stable names (`<OpType>_<index>`, as ONNX Runtime names them).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,16 +35,22 @@ def _outer_reads(node: onnx.NodeProto) -> list[str]:
     """Tensors a node's subgraphs (If, Loop, Scan bodies) read from the enclosing scope."""
     from onnx import AttributeProto
 
-    reads: list[str] = []
+    subs = []
     for attr in node.attribute:
-        subs = ([attr.g] if attr.type == AttributeProto.GRAPH else
-                list(attr.graphs) if attr.type == AttributeProto.GRAPHS else [])  # fmt: skip
-        for sub in subs:
-            local = {v.name for v in sub.input} | {t.name for t in sub.initializer}
-            for inner in sub.node:
-                reads += [t for t in (*inner.input, *_outer_reads(inner))
-                          if t and t not in local]  # fmt: skip
-                local.update(inner.output)
+        subs += ([attr.g] if attr.type == AttributeProto.GRAPH else
+                 list(attr.graphs) if attr.type == AttributeProto.GRAPHS else [])  # fmt: skip
+    return outer_reads(subs)
+
+
+def outer_reads(bodies: Sequence[onnx.GraphProto]) -> list[str]:
+    """Tensors the graphs `bodies` (a node's If, Loop or Scan bodies) read from the scope
+    around them, their own bodies' reads included."""
+    reads: list[str] = []
+    for sub in bodies:
+        local = {v.name for v in sub.input} | {t.name for t in sub.initializer}
+        for inner in sub.node:
+            reads += [t for t in (*inner.input, *_outer_reads(inner)) if t and t not in local]
+            local.update(inner.output)
     return reads
 
 

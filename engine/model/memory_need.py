@@ -62,7 +62,7 @@ def _estimate(model: onnx.ModelProto, info: ModelInfo, shapes: Shapes) -> Need:
         for v in info.inputs
         if v.name in shapes
     )
-    light = _light(model, shapes)
+    light = at_shapes(model, shapes)
     conflict = None
     try:
         inferred = shape_inference.infer_shapes(light, strict_mode=True, data_prop=True)
@@ -76,7 +76,7 @@ def _estimate(model: onnx.ModelProto, info: ModelInfo, shapes: Shapes) -> Need:
     return Need(inputs, activations, node, conflict)
 
 
-def _light(model: onnx.ModelProto, shapes: Shapes) -> onnx.ModelProto:
+def at_shapes(model: onnx.ModelProto, shapes: Shapes) -> onnx.ModelProto:
     """The model's graph at concrete input shapes, with large weights as typed inputs (their
     bytes never copied) and no declared intermediate or output shapes to disagree with."""
     import onnx
@@ -137,7 +137,7 @@ def sizes_at(model: onnx.ModelProto, shapes: Shapes) -> dict[str, float]:
     out; {} when inference fails outright)."""
     from onnx import shape_inference
 
-    light = _light(model, shapes)
+    light = at_shapes(model, shapes)
     try:
         inferred = shape_inference.infer_shapes(light, data_prop=True)
     except Exception:

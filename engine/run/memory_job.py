@@ -28,6 +28,7 @@ from engine.model.info import load_model
 from engine.model.inputs import generate_inputs, plan_inputs
 from engine.model.memory_need import sizes_at
 from engine.run.child_job import describe_exit, run_isolated
+from engine.run.variant_for import variant_for
 
 PROBE_TIMEOUT_S = 600.0
 
@@ -70,22 +71,7 @@ def memory_job(req: MemoryRequest) -> Generator[Event, None, dict[str, Any]]:
     del model
 
     yield Progress("memory", 1, 3, f"the {config.precision} variant")
-    variant: VariantReady | None = None
-    gen = backends.backend_for(config).prepare(
-        backends.PrepareRequest(
-            req.model_path, config, dict(plan.shapes), dict(req.dims), seed=req.seed
-        )
-    )
-    while True:
-        try:
-            ev = next(gen)
-        except StopIteration as stop:
-            stop.value.close()  # only the variant it built is wanted: the probe measures
-            break
-        if isinstance(ev, VariantReady):
-            variant = ev  # the last: an INT8 search's choice
-        elif isinstance(ev, Progress | Notice):
-            yield ev
+    variant = yield from variant_for(req.model_path, config, plan.shapes, req.dims, req.seed)
     variant_path = variant.path if variant is not None else req.model_path
     run_weights = weights_loaded
     if variant_path != req.model_path:

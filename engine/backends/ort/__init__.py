@@ -49,6 +49,8 @@ CAPABILITIES = Capabilities(
 
 # what one session holds and where load time goes (engine/run/memory_job.py runs it)
 MEMORY_PROBE = "engine.backends.ort.memory_probe:probe_job"
+# the graph it runs, after its fusion (engine/run/graph_job.py draws it)
+GRAPH_AS_RUN = "engine.backends.ort.graph_as_run:as_run"
 
 
 class OrtBackend:

@@ -1,0 +1,138 @@
+"""`opscope graph MODEL`: the model's graph as loaded and as run (after the runtime's
+fusion, for the config's variant), what each fused node replaced, what the optimizer
+folded away, the repeated blocks, and the layout the window draws (cached per graph)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from typing import Any, TextIO
+
+from engine.cli.common import EXIT_OK, add_json_flag, add_seed_flag, config_from_args, write_json
+
+SHOWN_FUSIONS = 8
+
+
+def add_graph_parser(sub: Any, add_knobs: Any) -> None:
+    p = sub.add_parser(
+        "graph",
+        help="the model's graph as loaded and as run: what fusion replaced, repeated blocks, "
+        "the layout the window draws",
+    )
+    p.add_argument("model", help="an .onnx file")
+    add_knobs(p)
+    p.add_argument(
+        "--expand",
+        action="store_true",
+        help="lay out every node even beyond the node limit (collapsed otherwise)",
+    )
+    p.add_argument(
+        "--explorer",
+        metavar="FILE",
+        help="write each node's precision as run as Model Explorer node data for "
+        "the model file (the window also exports its time and bandwidth overlays)",
+    )
+    add_seed_flag(p, "seed for generated inputs")
+    add_json_flag(p, "the graph: nodes, tensors, edges, fusion, blocks and layouts")
+    p.set_defaults(handler=_cmd_graph)
+
+
+def _cmd_graph(args: argparse.Namespace) -> int:
+    from engine.cli.printer import LivePrinter
+    from engine.events import Notice, Progress, drive
+    from engine.run.graph_job import GraphRequest
+    from engine.run.job_inputs import JobInputs
+    from engine.run.jobs import run_job
+
+    inputs = JobInputs.from_args(args)
+    req = GraphRequest(
+        args.model,
+        config_from_args(args),
+        inputs.shapes,
+        inputs.dims,
+        seed=args.seed,
+        expand=args.expand,
+    )
+    printer = LivePrinter()
+    try:
+        result: dict[str, Any] = drive(
+            run_job(req), lambda ev: printer.feed(ev) if isinstance(ev, Progress | Notice) else None
+        )
+    finally:
+        printer.close()
+    out = sys.stdout if args.json != "-" else sys.stderr
+    print_graph(result, out)
+    if args.explorer:
+        from engine.model.model_explorer import export_overlay
+
+        precision = _loaded_precision(result)
+        n = export_overlay(result["model"], precision, "OpScope precision as run", args.explorer)
+        print(
+            f"explorer   {args.explorer}: precision of {n} nodes (Model Explorer node data)",
+            file=out,
+        )
+    if args.json:
+        write_json(args.json, {"graph": result})
+    return EXIT_OK
+
+
+def _loaded_precision(result: dict[str, Any]) -> dict[str, float | str | None]:
+    """Each node of the model file: its own precision as run, or that of the node that
+    replaced it (folded-away nodes have none)."""
+    run = (result["views"].get("run") or {}).get("precision") or {}
+    stand_in = {o: r for r, origins in result.get("fused", {}).items() for o in origins}
+    out: dict[str, float | str | None] = {}
+    for n in result["views"]["loaded"]["nodes"]:
+        name = n["name"]
+        label = run.get(name) or run.get(stand_in.get(name, ""))
+        if label:
+            out[name] = label
+    return out
+
+
+def print_graph(r: dict[str, Any], out: TextIO) -> None:
+    w = out.write
+    views = r["views"]
+    for key, title in (("loaded", "as loaded"), ("run", "as run")):
+        v = views.get(key)
+        if not v:
+            continue
+        ops = Counter(n["op"] for n in v["nodes"] if n["op"] not in ("Input", "Output"))
+        common = ", ".join(f"{k} {c}" for k, c in ops.most_common(5))
+        blocks = v.get("blocks") or []
+        rep = (
+            f"; {len(blocks)} repeated blocks of {len(blocks[0]['nodes'])} nodes" if blocks else ""
+        )
+        w(f"{title:<10} {sum(ops.values())} nodes ({common}){rep}\n")
+        layout = v.get("layout") or (v.get("collapsed") or {}).get("layout") or {}
+        form = "in full" if v.get("layout") else "collapsed"
+        how = "from the cache" if layout.get("seconds") is not None and v["layout_s"] < 0.05 else ""
+        w(f"{'':<10} laid out {form} in {v['layout_s']:.2f} s {how}".rstrip() + "\n")
+        if v.get("note"):
+            w(f"{'':<10} {v['note']}\n")
+    if r.get("as_run_error"):
+        w(f"as run     not shown: {r['as_run_error']}\n")
+    fused = {k: v for k, v in r.get("fused", {}).items() if v}
+    run_ops = {n["name"]: n["op"] for n in (views.get("run") or {}).get("nodes", [])}
+    if fused:
+        w(f"fusion     {len(fused)} run node(s) replaced loaded nodes:\n")
+        for name, origins in sorted(fused.items(), key=lambda kv: -len(kv[1]))[:SHOWN_FUSIONS]:
+            kinds = Counter(_op_of(views["loaded"], o) for o in origins)
+            made = ", ".join(f"{k} x{c}" if c > 1 else k for k, c in kinds.most_common())
+            w(f"{'':<10} {run_ops.get(name, '?')} {name}: {len(origins)} nodes ({made})\n")
+        if len(fused) > SHOWN_FUSIONS:
+            w(f"{'':<10} ... {len(fused) - SHOWN_FUSIONS} more (--json lists them all)\n")
+    if r.get("removed"):
+        w(
+            f"not run    {len(r['removed'])} loaded node(s) have no counterpart as run: folded "
+            "into constants, removed, or rewritten under new tensor names (INT8's)\n"
+        )
+    if r.get("kept_fp32"):
+        w(f"kept FP32  {len(r['kept_fp32'])} node(s) kept in FP32 for the accuracy target\n")
+    if r.get("provider_used"):
+        w(f"provider   {r['provider_used']}\n")
+
+
+def _op_of(view: dict[str, Any], name: str) -> str:
+    return next((n["op"] for n in view["nodes"] if n["name"] == name), "?")

@@ -1,0 +1,207 @@
+"""The graph view's job (issue #26): the model's graph as loaded and as run, laid out,
+with what fusion did between them; `opscope graph MODEL` runs it, and so does the window's
+Graph dock, through the one job runner (a layout of thousands of nodes takes seconds).
+
+As loaded: the model file, dtypes and shapes from ONNX shape inference at the run's input
+shapes. As run: the optimized graph the runtime saves after its fusion at the config's
+level, for the config's variant (INT8...), with the shapes and providers one profiled
+inference saw. Each run node that is not a loaded node as it was lists the loaded nodes it
+replaced (engine/model/graph_fusion.py). Repeated blocks (transformer layers) are found
+in both and give a collapsed view; a graph of more than NODE_LIMIT nodes is laid out
+collapsed only, and says so, until asked for in full (`expand`). Layouts are cached per
+graph. The result is plain data: the window draws it, `--json` prints it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from engine import backends
+from engine.cache import cache_root
+from engine.config import RunConfig
+from engine.errors import OpScopeError
+from engine.events import Event, Notice, Progress
+from engine.model.graph_collapse import collapse
+from engine.model.graph_fusion import fused_origins, removed
+from engine.model.graph_io import graph_nodes
+from engine.model.graph_layout import Box, lay_out
+from engine.model.graph_precision import precisions
+from engine.model.graph_view import INPUT, OUTPUT, ModelGraph, inferred, model_graph
+from engine.model.info import load_model
+from engine.model.inputs import generate_inputs, plan_inputs
+from engine.run.variant_for import variant_for
+
+NODE_LIMIT = 2000  # beyond this many nodes a view opens collapsed (5,000 lay out in ~3 s)
+STAGES = 4
+
+
+@dataclass(frozen=True)
+class GraphRequest:
+    model_path: str
+    config: RunConfig = field(default_factory=RunConfig)
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    dims: dict[str, int] = field(default_factory=dict)
+    seed: int = 0
+    expand: bool = False  # lay out every node even beyond NODE_LIMIT
+    as_run: bool = True  # False: the model as loaded only (no session is made)
+    job_name: ClassVar[str] = "graph"
+
+
+def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
+    config = req.config.resolved()
+    yield Progress("graph", 0, STAGES, "reading the model")
+    model, info = load_model(req.model_path)
+    plan = plan_inputs(info, config.batch, req.shapes, req.dims)
+    loaded = model_graph(model, inferred(model, plan.shapes))
+    loaded_io = graph_nodes(model.graph)
+    inputs = [v.name for v in info.inputs]
+    weights = frozenset(t.name for t in model.graph.initializer)
+    feeds = generate_inputs(model, info, plan, req.seed) if req.as_run else {}
+    del model
+    result: dict[str, Any] = {
+        "model": info.path,
+        "name": info.name,
+        "config": config.to_json(),
+        "inputs": {k: list(v) for k, v in plan.shapes.items()},
+        "node_limit": NODE_LIMIT,
+        "views": {},
+        "fused": {},
+        "removed": [],
+        "as_run_error": None,
+    }
+    cache = cache_root() / "layouts"
+    yield Progress("graph", 1, STAGES, f"laying out {loaded.op_count} nodes as loaded")
+    result["views"]["loaded"] = _view(loaded, {}, req.expand, cache)
+
+    run_graph: ModelGraph | None = None
+    kept: list[str] = []
+    lend = backends.graph_as_run(config.engine) if req.as_run else None
+    if req.as_run and lend is None:
+        result["as_run_error"] = f"the {config.engine} engine does not show its graph as run"
+    elif lend is not None:
+        yield Progress("graph", 2, STAGES, f"the {config.precision} variant, as run")
+        variant = yield from variant_for(req.model_path, config, plan.shapes, req.dims, req.seed)
+        if variant is not None:
+            int8 = variant.details.get("int8") or {}
+            kept = [str(x) for x in int8.get("excluded_nodes") or []]
+        ran = lend(variant.path if variant else req.model_path, config, feeds)
+        result["provider_used"] = ran.provider_used
+        result["as_run_error"] = ran.error
+        if ran.model is not None:
+            try:
+                run_graph = model_graph(ran.model, {**inferred(ran.model, {}), **ran.tensors})
+            except OpScopeError as exc:
+                result["as_run_error"] = f"the optimized graph: {exc}"
+        if run_graph is not None and ran.model is not None:
+            origins = fused_origins(graph_nodes(ran.model.graph), loaded_io, inputs, weights)
+            result["fused"] = origins
+            result["removed"] = removed(graph_nodes(ran.model.graph), loaded_io, origins)
+            yield Progress("graph", 3, STAGES, f"laying out {run_graph.op_count} nodes as run")
+            result["views"]["run"] = _view(
+                run_graph,
+                ran.providers,
+                req.expand,
+                cache,
+                precisions(run_graph.nodes, run_graph.tensors, kept, origins),
+            )
+    result["kept_fp32"] = kept
+    if "precision" not in result["views"]["loaded"]:
+        result["views"]["loaded"]["precision"] = precisions(loaded.nodes, loaded.tensors)
+    if result["as_run_error"]:
+        yield Notice("info", f"graph: as run: {result['as_run_error']}")
+    yield Progress("graph", STAGES, STAGES, "done")
+    return result
+
+
+def _view(
+    graph: ModelGraph,
+    providers: dict[str, str],
+    expand: bool,
+    cache: Any,
+    precision: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """One view's nodes, tensors and edges, its repeated blocks, and its layouts: in full
+    (when small enough or asked for) and collapsed (when it has repeated blocks)."""
+    boxes = [Box(n.name, _label(n.name, n.op_type), n.parent) for n in graph.nodes]
+    pairs = list(dict.fromkeys((s, d) for s, d, _ in graph.edges))
+    blocks = _blocks(graph)
+    view: dict[str, Any] = {
+        "nodes": [
+            {
+                "name": n.name,
+                "op": n.op_type,
+                "domain": n.domain,
+                "inputs": list(n.inputs),
+                "outputs": list(n.outputs),
+                "weights": list(n.weights),
+                "attrs": [list(a) for a in n.attrs],
+                "parent": n.parent,
+            }
+            for n in graph.nodes
+        ],
+        "tensors": {
+            k: [t.dtype, None if t.shape is None else list(t.shape)]
+            for k, t in graph.tensors.items()
+        },
+        "edges": [list(e) for e in graph.edges],
+        "providers": providers,
+        "blocks": [{"label": label, "nodes": list(members)} for label, members in blocks],
+        "layout": None,
+        "collapsed": None,
+        "note": "",
+    }
+    if precision is not None:
+        view["precision"] = precision
+    t0 = time.perf_counter()
+    if graph.op_count <= NODE_LIMIT or expand:
+        view["layout"] = lay_out(boxes, pairs, cache).to_json()
+    else:
+        view["note"] = (
+            f"{graph.op_count:,} nodes, more than {NODE_LIMIT:,}: opened with "
+            "repeated blocks collapsed (Expand lays out every node)"
+        )
+    if blocks:
+        c_boxes, c_edges, made = collapse(boxes, pairs, blocks)
+        view["collapsed"] = {
+            "layout": lay_out(c_boxes, c_edges, cache).to_json(),
+            "blocks": {b.name: {"label": b.label, "members": list(b.members)} for b in made},
+        }
+    elif view["layout"] is None:  # nothing repeats: all of it, however long it takes
+        view["layout"] = lay_out(boxes, pairs, cache).to_json()
+        view["note"] = f"{graph.op_count:,} nodes and no repeated block: laid out in full"
+    view["layout_s"] = time.perf_counter() - t0
+    return view
+
+
+def _label(name: str, op_type: str) -> str:
+    return name if op_type in (INPUT, OUTPUT) else op_type
+
+
+def _blocks(graph: ModelGraph) -> list[tuple[str, list[str]]]:
+    """(label, member names) of every repetition of a repeated block, top level only."""
+    from engine.model.graph_blocks import repeated_blocks
+    from engine.model.graph_io import NodeIO
+
+    top = [
+        NodeIO(n.name, n.op_type, n.inputs, n.outputs)
+        for n in graph.nodes
+        if n.parent is None and n.op_type not in (INPUT, OUTPUT)
+    ]
+    inputs = [n.name for n in graph.nodes if n.op_type == INPUT]
+    found = repeated_blocks(top, inputs, frozenset())
+    children: dict[str, list[str]] = {}
+    for n in graph.nodes:
+        if n.parent is not None:
+            children.setdefault(n.parent, []).append(n.name)
+    out = []
+    for rep in found:
+        for b in rep.blocks:
+            members, todo = list(b.nodes), list(b.nodes)
+            while todo:  # a member's If/Loop bodies go with it
+                kids = children.get(todo.pop(), [])
+                members += kids
+                todo += kids
+            out.append((b.label, members))
+    return out

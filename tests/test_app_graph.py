@@ -1,0 +1,90 @@
+"""The Graph dock in the whole window: the graph job run through the one runner when the
+dock comes into view (live timing paused and resumed), the live profile painted on the
+nodes, a node picked in the graph picked in the op table and back, fusion outlined in the
+view as loaded, and the exports (SVG, Model Explorer node data) written whole."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+from PySide6.QtCore import QPointF, Qt
+from pytestqt.qtbot import QtBot
+
+from app.shell.workbench import Workbench
+from tests.conftest import DEMO_TRANSFORMER
+
+TIMEOUT_MS = 120_000
+
+
+def test_the_graph_dock_draws_the_model_shown_with_its_live_figures(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    wb = Workbench(session_path=str(tmp_path / "g.opscope"), usable=["cpu"])
+    qtbot.addWidget(wb.window)
+    wb.window.show()
+    wb.start(str(DEMO_TRANSFORMER))
+    dock = wb.window.graph  # type: ignore[attr-defined]
+    view = dock.view
+    try:
+        qtbot.waitUntil(lambda: wb.controller.samples > 20, timeout=TIMEOUT_MS)
+        wb.window.graph_dock.raise_()
+        qtbot.waitUntil(lambda: view.result is not None, timeout=TIMEOUT_MS)
+        assert view.scene_ is not None and view.scene_.kind == "run"
+        assert dock.status.text().endswith("on CPUExecutionProvider"), dock.status.text()
+        qtbot.waitUntil(lambda: wb.running, timeout=5_000)  # resumed after the layout
+        # the live profile on the nodes: every node it timed has a colour and a share
+        qtbot.waitUntil(lambda: bool(wb.controller.last_profile), timeout=TIMEOUT_MS)
+        qtbot.waitUntil(lambda: bool(view.painted.colors), timeout=TIMEOUT_MS)
+        profiled = {s.name for s in wb.controller.last_profile.ops}
+        drawn = set(view.canvas.items_by_name)
+        assert profiled <= drawn, profiled - drawn  # the profile names the graph as run
+        top = max(wb.controller.last_profile.ops, key=lambda s: s.share)
+        assert view.painted.values[top.name] == f"{top.share:.1%}"
+
+        # picked in the graph: its op table row; picked in the table: the graph's node
+        item = view.canvas.items_by_name[top.name]
+        view.canvas.centre_on(top.name)
+        pos = view.canvas.mapFromScene(item.box.center())
+        assert view.canvas.name_at(QPointF(pos)) == top.name
+        qtbot.mouseClick(view.canvas.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+        assert view.picked == top.name
+        assert wb.window.op_table.selected_op() == top.name
+        other = next(s.name for s in wb.controller.last_profile.ops if s.name != top.name)
+        table = wb.window.op_table
+        row = table.proxy.mapFromSource(table.model.index(table.model.row_of(other), 0)).row()
+        table.view.selectRow(row)  # as a user's click on the row
+        assert view.picked == other
+
+        # the view as loaded: a fused node's origins outlined with it
+        fused = {k: v for k, v in view.result["fused"].items() if v}
+        assert fused, "the demo transformer is fused by ONNX Runtime"
+        view.view_combo.setCurrentText("as loaded")
+        run_node, origins = next(iter(fused.items()))
+        assert view.select_node(run_node)
+        assert view.picked == origins[-1] and set(view._group(view.picked)) == set(origins)
+        tip = view._tip(origins[0])
+        assert origins[0] in tip and "in " in tip
+
+        # hover text and search
+        assert "out " in view._tip(top.name) or view.view_combo.currentText() == "as loaded"
+        view.search.setText("MatMul")
+        assert view.found and all("matmul" in n.lower() or "MatMul" in
+                                  view.scene_.facts[n]["op"] for n in view.found)  # fmt: skip
+
+        # exports, written whole
+        svg, explorer = tmp_path / "g.svg", tmp_path / "g.json"
+        dock.save_image(str(svg))
+        assert svg.read_text().startswith("<?xml") and "</svg>" in svg.read_text()
+        view.overlay_combo.setCurrentText("time share")
+        dock.save_explorer(str(explorer))
+        data = json.loads(explorer.read_text())
+        (graph,) = data.values()
+        assert graph["results"] and all("value" in r for r in graph["results"].values())
+        assert "gradient" in graph
+        assert not list(tmp_path.glob(".*part*"))
+    finally:
+        wb.shutdown()

@@ -1,0 +1,337 @@
+"""The graph view (issue #26): the model's graph as run or as loaded, in full or with its
+repeated blocks collapsed, an overlay of live per-node figures with its legend, search by
+name or op type, linked selection (a node picked here is picked in the op table and on the
+roofline, and back), fusion shown (picking a fused node outlines the loaded nodes it
+replaced), and export of the view as SVG or PNG. The data work is in widgets/models/
+(graph_scene, graph_overlay); this file paints and routes clicks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from PySide6.QtCore import QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QImage, QKeySequence, QPainter, QShortcut
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.api import OpStat, Roofs
+from widgets.graph_canvas import FOUND, GROUP, PICKED, GraphCanvas
+from widgets.models.graph_overlay import NONE_COLOR, OVERLAYS, NodeFigures, Painted, paint, stat_of
+from widgets.models.graph_scene import (
+    Scene,
+    out_bytes,
+    output_bytes,
+    replaced_by,
+    scene_from,
+    tip,
+)
+
+VIEWS = {"as run": "run", "as loaded": "loaded"}
+
+
+class GraphView(QWidget):
+    node_selected = Signal(str)  # the run node picked (what the op table names); user only
+    expand_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.result: dict[str, Any] | None = None
+        self.scene_: Scene | None = None
+        self.stats: dict[str, OpStat] = {}
+        self.roofs: Roofs | None = None
+        self.baseline: dict[str, OpStat] | None = None
+        self.baseline_name = ""
+        self.painted = Painted()
+        self.picked = ""
+        self.found: list[str] = []
+        self.stand_in: dict[str, str] = {}
+        self._fell_back = False  # shown as loaded because the last result had no graph as run
+
+        self.view_combo = QComboBox()
+        self.view_combo.addItems(list(VIEWS))
+        self.view_combo.setToolTip(
+            "As run: the graph the runtime executes after its fusion. "
+            "As loaded: the model file's graph."
+        )
+        self.collapse_box = QCheckBox("Collapse repeats")
+        self.collapse_box.setToolTip(
+            "Each repetition of a repeated block (a transformer "
+            "layer) as one box carrying its summed figures"
+        )
+        self.overlay_combo = QComboBox()
+        self.overlay_combo.addItems(list(OVERLAYS))
+        self.overlay_combo.setToolTip("What colours the nodes (the legend reads it)")
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("find node or op type (Ctrl+F)")
+        self.search.setClearButtonEnabled(True)
+        self.fit_button = QPushButton("Fit")
+        self.fit_button.setToolTip("Fit the whole graph in view (F)")
+        self.expand_button = QPushButton("Expand")
+        self.expand_button.setToolTip("Lay out every node (a large graph opens collapsed)")
+        self.expand_button.hide()
+        bar = QHBoxLayout()
+        for w in (self.view_combo, self.collapse_box, QLabel("Overlay"), self.overlay_combo):
+            bar.addWidget(w)
+        bar.addWidget(self.search, 1)
+        bar.addWidget(self.expand_button)
+        bar.addWidget(self.fit_button)
+        self.canvas = GraphCanvas()
+        self.canvas.tip_for = self._tip
+        self.legend = QLabel("")
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.note = QLabel("")
+        self.note.setWordWrap(True)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(2, 2, 2, 2)
+        lay.addLayout(bar)
+        lay.addWidget(self.canvas, 1)
+        lay.addWidget(self.legend)
+        lay.addWidget(self.note)
+
+        self.view_combo.currentTextChanged.connect(lambda _: self._rebuild())
+        self.collapse_box.toggled.connect(lambda _: self._rebuild())
+        self.overlay_combo.currentTextChanged.connect(lambda _: self._repaint())
+        self.search.textChanged.connect(self._find)
+        self.search.returnPressed.connect(self._next_found)
+        self.fit_button.clicked.connect(self.canvas.fit)
+        self.expand_button.clicked.connect(self.expand_requested)
+        self.canvas.picked.connect(self._clicked)
+        QShortcut(QKeySequence.StandardKey.Find, self, self.search.setFocus)
+
+    # data in ---------------------------------------------------------------------------
+    def set_result(self, result: dict[str, Any] | None) -> None:
+        """A graph job's result (None: no graph). The view and overlay chosen stay."""
+        self.result = result
+        self.stand_in = replaced_by(result) if result else {}
+        has_run = bool(result and (result.get("views") or {}).get("run"))
+        want = "as run" if has_run and self._fell_back else self.view_combo.currentText()
+        if result is not None and not has_run and want == "as run":
+            want, self._fell_back = "as loaded", True  # no graph as run: back when there is
+        elif has_run:
+            self._fell_back = False
+        self.view_combo.blockSignals(True)
+        self.view_combo.setCurrentText(want)
+        self.view_combo.blockSignals(False)
+        self._rebuild(fit=True)
+
+    def set_figures(self, stats: list[OpStat], roofs: Roofs | None) -> None:
+        """The live profile's per-node stats (run node names) and the machine's roofs."""
+        self.stats = {s.name: s for s in stats}
+        self.roofs = roofs
+        self._repaint()
+
+    def set_baseline(self, stats: list[OpStat] | None, name: str = "") -> None:
+        """Another run's per-node stats for the 'change' overlay (None: none)."""
+        self.baseline = {s.name: s for s in stats} if stats is not None else None
+        self.baseline_name = name
+        self._repaint()
+
+    # selection -------------------------------------------------------------------------
+    def select_node(self, name: str) -> bool:
+        """Pick `name` (a run node, as the op table names it) without emitting: in the view
+        as loaded, the loaded nodes it replaced; in a collapsed view, its block."""
+        scene = self.scene_
+        if scene is None or not name:
+            self._pick("")
+            return False
+        target = name
+        if scene.kind == "loaded" and name not in self.canvas.items_by_name:
+            origins = (self.result or {}).get("fused", {}).get(name) or []
+            target = origins[-1] if origins else ""
+        if target and target not in self.canvas.items_by_name:
+            target = scene.block_of(target) or ""
+        if not target:
+            return False
+        self._pick(target)
+        self.canvas.centre_on(target)
+        return True
+
+    def _clicked(self, name: str) -> None:
+        self._pick(name)
+        if name:
+            run_name = self.stand_in.get(name, name) if self._kind() == "loaded" else name
+            self.node_selected.emit(run_name)
+
+    def _pick(self, name: str) -> None:
+        self.picked = name
+        group = set(self._group(name))
+        for n, item in self.canvas.items_by_name.items():
+            item.mark = (
+                PICKED if n == name else GROUP if n in group else FOUND if n in self.found else None
+            )
+            item.update()
+        self.canvas.light_edges(self.scene_, name)
+
+    def _group(self, name: str) -> list[str]:
+        """The nodes outlined with `name`: in the view as loaded, every node the same run
+        node replaced; in the view as run, none (the tooltip lists them)."""
+        if not name or self._kind() != "loaded":
+            return []
+        run = self.stand_in.get(name)
+        return list((self.result or {}).get("fused", {}).get(run, [])) if run else []
+
+    # drawing ---------------------------------------------------------------------------
+    def _kind(self) -> str:
+        return VIEWS[self.view_combo.currentText()]
+
+    def _rebuild(self, fit: bool = True) -> None:
+        result = self.result
+        kind, collapsed = self._kind(), self.collapse_box.isChecked()
+        scene = scene_from(result, kind, collapsed) if result else None
+        note = ""
+        if result and scene is None and not collapsed:  # too large: only its collapsed form
+            scene = scene_from(result, kind, True)
+            if scene is not None:
+                self.collapse_box.blockSignals(True)
+                self.collapse_box.setChecked(True)
+                self.collapse_box.blockSignals(False)
+        view = ((result or {}).get("views") or {}).get(kind) or {}
+        self.collapse_box.setEnabled(bool(view.get("collapsed")))
+        self.expand_button.setVisible(bool(view) and view.get("layout") is None)
+        if scene is not None:
+            note = scene.note
+        elif result and kind == "run":
+            note = f"no graph as run: {result.get('as_run_error') or 'not drawn'}"
+        old = self.scene_
+        same = bool(scene and old and (scene.kind, scene.names()) == (old.kind, old.names()))
+        fit = fit and not same  # the same graph laid out again: the view stays where it is
+        self.scene_ = scene
+        keep = (
+            self.canvas.transform(),
+            self.canvas.mapToScene(self.canvas.viewport().rect().center()),
+        )
+        self.canvas.show_scene(scene)
+        if same:
+            self.canvas.setTransform(keep[0])
+            self.canvas.centerOn(keep[1])
+        self._note = note
+        self._repaint()
+        self._pick(self.picked if self.picked in self.canvas.items_by_name else "")
+        if self.search.text():
+            self._find(self.search.text())
+        if fit:
+            self.canvas.fit(readable=True)
+
+    def _figures(self) -> NodeFigures:
+        scene = self.scene_
+        view = ((self.result or {}).get("views") or {}).get(self._kind()) or {}
+        blocks = {n.name: n.members for n in scene.nodes if n.members} if scene else {}
+        return NodeFigures(
+            self.stats,
+            self.roofs,
+            view.get("precision") or {},
+            view.get("providers") or {},
+            out_bytes(scene) if scene else {},
+            self.stand_in if self._kind() == "loaded" else {},
+            blocks,
+            self.baseline,
+            self.baseline_name,
+        )
+
+    def _repaint(self) -> None:
+        scene = self.scene_
+        if scene is None:
+            self.painted = Painted()
+            self.legend.setText("")
+            self.note.setText(getattr(self, "_note", ""))
+            return
+        self.painted = paint(self.overlay_combo.currentText(), scene.names(), self._figures())
+        for name, item in self.canvas.items_by_name.items():
+            item.fill = QColor(self.painted.colors.get(name, NONE_COLOR))
+            item.value = self.painted.values.get(name, "")
+            item.update()
+        swatches = " ".join(
+            f"<span style='background:{c}'>&nbsp;&nbsp;&nbsp;</span>&nbsp;{t}&nbsp;&nbsp;"
+            for c, t in self.painted.legend
+        )
+        self.legend.setText(swatches)
+        counts = f"{len(scene.nodes):,} boxes, {len(scene.edges):,} edges"
+        words = [w for w in (getattr(self, "_note", ""), self.painted.note) if w]
+        self.note.setText(" · ".join([counts, *words]))
+
+    def _tip(self, name: str) -> str:
+        scene = self.scene_
+        if scene is None:
+            return name
+        f = self._figures()
+        stand = self.stand_in.get(name) if self._kind() == "loaded" else None
+        fused = (
+            list((self.result or {}).get("fused", {}).get(name, [])) if scene.kind == "run" else []
+        )
+        return tip(scene, name, stat_of(name, f), fused, stand, self.painted.values.get(name, ""))
+
+    def _find(self, text: str) -> None:
+        self.found = self.scene_.find(text) if self.scene_ else []
+        self._pick(self.picked)
+        if self.found:
+            self.canvas.centre_on(self.found[0])
+
+    def _next_found(self) -> None:
+        if not self.found:
+            return
+        i = self.found.index(self.picked) + 1 if self.picked in self.found else 0
+        name = self.found[i % len(self.found)]
+        self._clicked(name)
+        self.canvas.centre_on(name)
+
+    # export ----------------------------------------------------------------------------
+    def render_image(self, path: str) -> None:
+        """The whole current view as SVG (by the suffix) or PNG."""
+        scene = self.canvas.scene()
+        rect = scene.sceneRect()
+        if path.lower().endswith(".svg"):
+            from PySide6.QtSvg import QSvgGenerator
+
+            gen = QSvgGenerator()
+            gen.setFileName(path)
+            gen.setSize(QSize(int(rect.width()), int(rect.height())))
+            gen.setViewBox(QRectF(0, 0, rect.width(), rect.height()))
+            gen.setTitle("OpScope graph")
+            painter = QPainter(gen)
+            scene.render(painter, QRectF(0, 0, rect.width(), rect.height()), rect)
+            painter.end()
+            return
+        scale = min(1.0, 8000.0 / max(rect.width(), rect.height(), 1.0))
+        image = QImage(
+            int(rect.width() * scale) + 1,
+            int(rect.height() * scale) + 1,
+            QImage.Format.Format_ARGB32,
+        )
+        image.fill(QColor("#ffffff"))
+        painter = QPainter(image)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        scene.render(painter, QRectF(image.rect()), rect)
+        painter.end()
+        if not image.save(path):
+            raise OSError(f"{path}: the image could not be written")
+
+    def explorer_values(self) -> Mapping[str, float | str]:
+        """The overlay shown, on every node of the model file (the view as loaded, never
+        collapsed): numbers where the overlay is a scale, labels where it names a kind."""
+        view = ((self.result or {}).get("views") or {}).get("loaded") or {}
+        facts = {n["name"]: n for n in view.get("nodes", [])}
+        tensors = {k: (v[0], v[1]) for k, v in view.get("tensors", {}).items()}
+        figures = NodeFigures(
+            self.stats,
+            self.roofs,
+            view.get("precision") or {},
+            view.get("providers") or {},
+            output_bytes(facts, tensors),
+            self.stand_in,
+            {},
+            self.baseline,
+            self.baseline_name,
+        )
+        painted = paint(self.overlay_combo.currentText(), list(facts), figures)
+        values: dict[str, float | str] = dict(painted.values)
+        values.update(painted.numbers)
+        return values
