@@ -1,0 +1,208 @@
+"""How fast the graph view lays out and draws (issue #26's goals: a 300-node model laid out
+and drawn in 1 s or less, a 5,000-node one in 5 s or less, pan and zoom smooth with the
+heat overlay on). Synthetic ONNX-shaped transformer graphs (the generator of
+bench/results/graph_layout_candidates.md: 2 layers, 289 nodes; 24 layers, 4,849 nodes), and
+a real model through the whole job when one is at hand. Layout without the cache; then the
+window's GraphView draws the result offscreen with the time-share overlay, and each frame
+of 40 pans and zooms is timed.
+
+    QT_QPA_PLATFORM=offscreen .venv/bin/python bench/graph_speed.py [--out FILE] [MODEL...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def onnx_like_dag(n_layers: int, dims: int = 2) -> list[tuple[str, str]]:
+    edges: list[tuple[str, str]] = []
+    cnt = [0]
+
+    def op(kind: str, *ins: str) -> str:
+        cnt[0] += 1
+        n = f"{kind}_{cnt[0]}"
+        edges.extend((i, n) for i in ins)
+        return n
+
+    def c() -> str:
+        return op("Constant")
+
+    def shape_of(x: str) -> str:
+        s = op("Shape", x)
+        parts = [op("Unsqueeze", op("Gather", s, c()), c()) for _ in range(dims)]
+        return op("Concat", *parts, c(), c())
+
+    def reshape(x: str, src: str) -> str:
+        return op("Reshape", x, shape_of(src))
+
+    def layernorm(x: str) -> str:
+        m = op("ReduceMean", x)
+        d = op("Sub", x, m)
+        v = op("ReduceMean", op("Pow", d, c()))
+        return op("Add", op("Mul", op("Div", d, op("Sqrt", op("Add", v, c()))), c()), c())
+
+    def linear(x: str) -> str:
+        return op("Add", op("MatMul", x), c())
+
+    ids, mask = op("input_ids"), op("attention_mask")
+    pos = op("Unsqueeze", op("Range", c(), op("Gather", op("Shape", ids), c()), c()), c())
+    x = layernorm(op("Add", op("Gather", ids), op("Gather", pos)))
+    m = op("Mul", op("Sub", c(), op("Cast", op("Unsqueeze", op("Unsqueeze", mask, c()), c()))), c())
+    for _ in range(n_layers):
+        h = layernorm(x)
+        q, k, v = (op("Transpose", reshape(linear(h), h)) for _ in range(3))
+        a = op("Softmax", op("Add", op("Div", op("MatMul", q, op("Transpose", k)), c()), m))
+        o = op("Add", linear(reshape(op("Transpose", op("MatMul", a, v)), h)), x)
+        f = linear(o)
+        g = op("Mul", op("Mul", f, op("Add", op("Erf", op("Div", f, c())), c())), c())
+        x = op("Add", linear(g), o)
+    op("output", layernorm(x))
+    return edges
+
+
+def synthetic_result(n_layers: int, dims: int) -> tuple[dict[str, Any], float, int]:
+    """A graph job's result for the synthetic graph, laid out without the cache."""
+    from engine.model.graph_collapse import collapse
+    from engine.model.graph_layout import Box, lay_out
+
+    edges = onnx_like_dag(n_layers, dims)
+    names = list(dict.fromkeys([n for e in edges for n in e]))
+    ins = {n: [s for s, d in edges if d == n] for n in names}
+    nodes = [{"name": n, "op": n.rsplit("_", 1)[0], "inputs": [f"t_{s}" for s in ins[n]],
+              "outputs": [f"t_{n}"], "weights": [], "attrs": [], "parent": None,
+              "domain": ""} for n in names]  # fmt: skip
+    boxes = [Box(n["name"], n["op"]) for n in nodes]
+    t0 = time.perf_counter()
+    placed = lay_out(boxes, edges, None)
+    layout_s = time.perf_counter() - t0
+    view: dict[str, Any] = {"nodes": nodes, "tensors": {}, "edges": [[s, d, f"t_{s}"] for s, d in edges],
+                            "providers": {}, "blocks": [], "layout": placed.to_json(),
+                            "collapsed": None, "note": "", "layout_s": layout_s}  # fmt: skip
+    from engine.model.graph_blocks import repeated_blocks
+    from engine.model.graph_io import NodeIO
+
+    io = [NodeIO(n["name"], n["op"], tuple(n["inputs"]), tuple(n["outputs"])) for n in nodes]
+    reps = repeated_blocks(io, [], frozenset())
+    blocks = [(b.label, list(b.nodes)) for r in reps for b in r.blocks]
+    if blocks:
+        cb, ce, made = collapse(boxes, edges, blocks)
+        view["collapsed"] = {"layout": lay_out(cb, ce, None).to_json(),
+                             "blocks": {b.name: {"label": b.label, "members": list(b.members)}
+                                        for b in made}}  # fmt: skip
+    return {"views": {"run": view}, "fused": {}, "model": "synthetic"}, layout_s, len(blocks)
+
+
+def stats_for(names: list[str]) -> list[Any]:
+    from engine.measure.op_stats import OpStat
+
+    total = len(names)
+    return [OpStat(n, n.rsplit("_", 1)[0], "CPUExecutionProvider", 1, (i % 17 + 1) * 0.01,
+                   0.01, 0.02, (i % 17 + 1) / (9 * total), 1000, 1.0, None, None, None)
+            for i, n in enumerate(names)]  # fmt: skip
+
+
+def draw(result: dict[str, Any]) -> dict[str, float]:
+    """Set the result on a GraphView with the heat overlay on, paint it, then pan and zoom."""
+    from PySide6.QtWidgets import QApplication
+
+    from widgets.graph_view import GraphView
+
+    app = QApplication.instance() or QApplication([])
+    view = GraphView()
+    view.resize(1400, 900)
+    view.show()
+    app.processEvents()
+    names = [n["name"] for n in result["views"]["run"]["nodes"]]
+    view.set_figures(stats_for(names), None)  # the overlay's figures before the graph
+    t0 = time.perf_counter()
+    view.set_result(result)
+    view.canvas.viewport().repaint()
+    app.processEvents()
+    draw_s = time.perf_counter() - t0
+    view.canvas.frame_ms.clear()
+    canvas = view.canvas
+    for i in range(40):  # pans at the reading zoom, then zooms out and in
+        if i < 20:
+            canvas.verticalScrollBar().setValue(canvas.verticalScrollBar().value() + 120)
+        else:
+            canvas.zoom(0.8 if i < 30 else 1.25)
+        canvas.viewport().repaint()
+    frames = canvas.frame_ms
+    canvas.fit()
+    canvas.viewport().repaint()
+    whole = canvas.frame_ms[-1]
+    view.close()
+    return {"draw_s": draw_s, "frame_median_ms": statistics.median(frames),
+            "frame_max_ms": max(frames), "whole_ms": whole, "boxes": len(canvas.items_by_name)}  # fmt: skip
+
+
+def real(path: str) -> tuple[dict[str, Any], float]:
+    from engine.config import RunConfig
+    from engine.events import drive
+    from engine.run.graph_job import GraphRequest, graph_job
+
+    os.environ["OPSCOPE_CACHE_DIR"] = "/tmp/opscope-graph-bench-cache"  # no cached layout
+    import shutil
+
+    shutil.rmtree("/tmp/opscope-graph-bench-cache/layouts", ignore_errors=True)
+    t0 = time.perf_counter()
+    r = drive(graph_job(GraphRequest(path, RunConfig())), lambda _: None)
+    return r, time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("models", nargs="*")
+    ap.add_argument("--out", default="bench/results/graph_speed.md")
+    args = ap.parse_args()
+    rows = []
+    for layers, dims in ((2, 3), (24, 8)):
+        result, layout_s, nblocks = synthetic_result(layers, dims)
+        d = draw(result)
+        n = len(result["views"]["run"]["nodes"])
+        rows.append((f"synthetic, {layers} layers", n, layout_s, nblocks, d))
+        print(rows[-1], flush=True)
+    for path in args.models:
+        r, job_s = real(path)
+        d = draw(r)
+        n = len(r["views"]["run"]["nodes"])
+        rows.append((f"{Path(path).parent.name}/{Path(path).name} (whole job, as run)", n,
+                     r["views"]["run"]["layout_s"], len(r["views"]["run"]["blocks"]), d))  # fmt: skip
+        print(rows[-1], f"job {job_s:.2f} s", flush=True)
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                   if line.startswith("model name"))  # fmt: skip
+    except (OSError, StopIteration):
+        pass
+    lines = [
+        "# Graph view speed (issue #26)", "",
+        f"{time.strftime('%Y-%m-%d')}, {cpu}, {os.cpu_count()} CPUs, offscreen Qt "
+        "(`QT_QPA_PLATFORM=offscreen .venv/bin/python bench/graph_speed.py MODEL`). Layout: "
+        "graphlay without the cache (a model opened again reads its cached layout). Draw: "
+        "GraphView.set_result with the time-share overlay on, to the first painted frame. "
+        "Frames: 20 pans then 20 zoom steps at the view's opening zoom, each painted and timed.",
+        "",
+        "| graph | nodes | layout s | repeated blocks | draw s | layout + draw s | frame median ms | frame max ms | whole graph frame ms |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]  # fmt: skip
+    for name, n, lay, nb, d in rows:
+        lines.append(f"| {name} | {n:,} | {lay:.2f} | {nb} | {d['draw_s']:.2f} | "
+                     f"{lay + d['draw_s']:.2f} | {d['frame_median_ms']:.1f} | "
+                     f"{d['frame_max_ms']:.1f} | {d['whole_ms']:.1f} |")  # fmt: skip
+    lines += ["", "Goals: 300 nodes in 1 s or less, 5,000 in 5 s or less (layout + draw)."]
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
