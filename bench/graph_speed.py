@@ -12,6 +12,7 @@ of 40 pans and zooms is timed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -77,16 +78,34 @@ def synthetic_result(n_layers: int, dims: int) -> tuple[dict[str, Any], float, i
     edges = onnx_like_dag(n_layers, dims)
     names = list(dict.fromkeys([n for e in edges for n in e]))
     ins = {n: [s for s, d in edges if d == n] for n in names}
-    nodes = [{"name": n, "op": n.rsplit("_", 1)[0], "inputs": [f"t_{s}" for s in ins[n]],
-              "outputs": [f"t_{n}"], "weights": [], "attrs": [], "parent": None,
-              "domain": ""} for n in names]  # fmt: skip
+    nodes = [
+        {
+            "name": n,
+            "op": n.rsplit("_", 1)[0],
+            "inputs": [f"t_{s}" for s in ins[n]],
+            "outputs": [f"t_{n}"],
+            "weights": [],
+            "attrs": [],
+            "parent": None,
+            "domain": "",
+        }
+        for n in names
+    ]
     boxes = [Box(n["name"], n["op"]) for n in nodes]
     t0 = time.perf_counter()
     placed = lay_out(boxes, edges, None)
     layout_s = time.perf_counter() - t0
-    view: dict[str, Any] = {"nodes": nodes, "tensors": {}, "edges": [[s, d, f"t_{s}"] for s, d in edges],
-                            "providers": {}, "blocks": [], "layout": placed.to_json(),
-                            "collapsed": None, "note": "", "layout_s": layout_s}  # fmt: skip
+    view: dict[str, Any] = {
+        "nodes": nodes,
+        "tensors": {},
+        "edges": [[s, d, f"t_{s}"] for s, d in edges],
+        "providers": {},
+        "blocks": [],
+        "layout": placed.to_json(),
+        "collapsed": None,
+        "note": "",
+        "layout_s": layout_s,
+    }
     from engine.model.graph_blocks import repeated_blocks
     from engine.model.graph_io import NodeIO
 
@@ -95,9 +114,10 @@ def synthetic_result(n_layers: int, dims: int) -> tuple[dict[str, Any], float, i
     blocks = [(b.label, list(b.nodes)) for r in reps for b in r.blocks]
     if blocks:
         cb, ce, made = collapse(boxes, edges, blocks)
-        view["collapsed"] = {"layout": lay_out(cb, ce, None).to_json(),
-                             "blocks": {b.name: {"label": b.label, "members": list(b.members)}
-                                        for b in made}}  # fmt: skip
+        view["collapsed"] = {
+            "layout": lay_out(cb, ce, None).to_json(),
+            "blocks": {b.name: {"label": b.label, "members": list(b.members)} for b in made},
+        }
     return {"views": {"run": view}, "fused": {}, "model": "synthetic"}, layout_s, len(blocks)
 
 
@@ -105,9 +125,24 @@ def stats_for(names: list[str]) -> list[Any]:
     from engine.measure.op_stats import OpStat
 
     total = len(names)
-    return [OpStat(n, n.rsplit("_", 1)[0], "CPUExecutionProvider", 1, (i % 17 + 1) * 0.01,
-                   0.01, 0.02, (i % 17 + 1) / (9 * total), 1000, 1.0, None, None, None)
-            for i, n in enumerate(names)]  # fmt: skip
+    return [
+        OpStat(
+            n,
+            n.rsplit("_", 1)[0],
+            "CPUExecutionProvider",
+            1,
+            (i % 17 + 1) * 0.01,
+            0.01,
+            0.02,
+            (i % 17 + 1) / (9 * total),
+            1000,
+            1.0,
+            None,
+            None,
+            None,
+        )
+        for i, n in enumerate(names)
+    ]
 
 
 def draw(result: dict[str, Any]) -> dict[str, float]:
@@ -141,8 +176,13 @@ def draw(result: dict[str, Any]) -> dict[str, float]:
     canvas.viewport().repaint()
     whole = canvas.frame_ms[-1]
     view.close()
-    return {"draw_s": draw_s, "frame_median_ms": statistics.median(frames),
-            "frame_max_ms": max(frames), "whole_ms": whole, "boxes": len(canvas.items_by_name)}  # fmt: skip
+    return {
+        "draw_s": draw_s,
+        "frame_median_ms": statistics.median(frames),
+        "frame_max_ms": max(frames),
+        "whole_ms": whole,
+        "boxes": len(canvas.items_by_name),
+    }
 
 
 def real(path: str) -> tuple[dict[str, Any], float]:
@@ -175,30 +215,38 @@ def main() -> None:
         r, job_s = real(path)
         d = draw(r)
         n = len(r["views"]["run"]["nodes"])
-        rows.append((f"{Path(path).parent.name}/{Path(path).name} (whole job, as run)", n,
-                     r["views"]["run"]["layout_s"], len(r["views"]["run"]["blocks"]), d))  # fmt: skip
+        rows.append(
+            (
+                f"{Path(path).parent.name}/{Path(path).name} (whole job, as run)",
+                n,
+                r["views"]["run"]["layout_s"],
+                len(r["views"]["run"]["blocks"]),
+                d,
+            )
+        )
         print(rows[-1], f"job {job_s:.2f} s", flush=True)
     cpu = platform.processor() or platform.machine()
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                   if line.startswith("model name"))  # fmt: skip
-    except (OSError, StopIteration):
-        pass
+    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as fh:
+        cpu = next(ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name"))
     lines = [
-        "# Graph view speed (issue #26)", "",
+        "# Graph view speed (issue #26)",
+        "",
         f"{time.strftime('%Y-%m-%d')}, {cpu}, {os.cpu_count()} CPUs, offscreen Qt "
         "(`QT_QPA_PLATFORM=offscreen .venv/bin/python bench/graph_speed.py MODEL`). Layout: "
         "graphlay without the cache (a model opened again reads its cached layout). Draw: "
         "GraphView.set_result with the time-share overlay on, to the first painted frame. "
         "Frames: 20 pans then 20 zoom steps at the view's opening zoom, each painted and timed.",
         "",
-        "| graph | nodes | layout s | repeated blocks | draw s | layout + draw s | frame median ms | frame max ms | whole graph frame ms |",
+        "| graph | nodes | layout s | repeated blocks | draw s | layout + draw s | "
+        "frame median ms | frame max ms | whole graph frame ms |",
         "|---|---|---|---|---|---|---|---|---|",
-    ]  # fmt: skip
+    ]
     for name, n, lay, nb, d in rows:
-        lines.append(f"| {name} | {n:,} | {lay:.2f} | {nb} | {d['draw_s']:.2f} | "
-                     f"{lay + d['draw_s']:.2f} | {d['frame_median_ms']:.1f} | "
-                     f"{d['frame_max_ms']:.1f} | {d['whole_ms']:.1f} |")  # fmt: skip
+        lines.append(
+            f"| {name} | {n:,} | {lay:.2f} | {nb} | {d['draw_s']:.2f} | "
+            f"{lay + d['draw_s']:.2f} | {d['frame_median_ms']:.1f} | "
+            f"{d['frame_max_ms']:.1f} | {d['whole_ms']:.1f} |"
+        )
     lines += ["", "Goals: 300 nodes in 1 s or less, 5,000 in 5 s or less (layout + draw)."]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
