@@ -49,6 +49,7 @@ class Afternoon:
     shown_shape: str = ""  # the Inputs panel's shape, as the Model line shows it
     host_pids: list[int] = field(default_factory=list)
     children_left: list[str] = field(default_factory=list)
+    graph_inputs: dict[str, Any] = field(default_factory=dict)  # the shapes the graph drew
 
     def step(self, name: str, fn: Callable[[], str]) -> None:
         t = time.monotonic()
@@ -130,6 +131,27 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
         wait(lambda: wb.running, to)
         return f"{dock.status.text()} | {dock.view.summary.text().splitlines()[0]}"
 
+    def graph() -> str:
+        """The Graph tab: the INT8 graph as run at the size shown, the live profile on it,
+        its slowest node picked there and so in the op table."""
+        view = w.graph.view
+        w.graph_dock.raise_()
+        wait(lambda: view.result is not None and not w.graph.running, to)
+        wait(lambda: wb.running, to)
+        wait(lambda: bool(view.painted.colors), to)
+        a.graph_inputs = dict(view.result["inputs"])
+        profiled = {s.name for s in wb.controller.last_profile.ops}
+        missing = profiled - set(view.canvas.items_by_name)
+        top = max(wb.controller.last_profile.ops, key=lambda s: s.share).name
+        view._clicked(top)
+        picked = w.op_table.selected_op() == top
+        int8 = sum(1 for v in view.result["views"]["run"]["precision"].values() if v == "INT8")
+        w.roofline_dock.raise_()
+        return (
+            f"{len(view.canvas.items_by_name)} nodes as run, {int8} INT8; "
+            f"{len(missing)} profiled node(s) missing; top node picked in the table: {picked}"
+        )
+
     def llm() -> str:
         a.host_pids.append(wb.client.pid)
         wb.open_model(str(plan.llm))
@@ -172,6 +194,7 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
         ("tune 2 trials", tune),
         ("sweep 2 points", sweep),
         ("memory", memory),
+        ("graph", graph),
         ("demo LLM serving study", llm),
         ("Save As", save_as),
         ("Quit", quit_),
@@ -212,6 +235,9 @@ def checks(a: Afternoon) -> dict[str, Any]:
             if not sizes & {want}:
                 wrong.append(f"memory report {m.id}: {m.report['inputs']}")
         out["memory reports"] = len(reader.memory())
+        graph_sizes = {s[-1] for s in a.graph_inputs.values() if s}
+        if a.graph_inputs and not graph_sizes & {want}:
+            wrong.append(f"graph: {a.graph_inputs}")
     out["runs by kind"] = kinds
     out["runs at another shape than the window showed"] = wrong
     out["processes left after Quit"] = a.children_left

@@ -48,6 +48,9 @@ def test_an_afternoon_in_one_window_holds(
     assert "best: trial" in done["tune 2 trials"]
     assert done["demo LLM serving study"].startswith("3 layouts")
     assert done["memory"].startswith("measured on CPUExecutionProvider"), done["memory"]
+    assert "nodes as run" in done["graph"] and done["graph"].endswith(
+        "0 profiled node(s) missing; top node picked in the table: True"
+    ), done["graph"]
     assert quits == [True]
     c = afternoon.checks(a)
     assert c["autosave integrity_check"] == "ok" and c["Save As copy integrity_check"] == "ok"

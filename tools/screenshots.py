@@ -74,6 +74,20 @@ def main() -> int:
                 if not w.grab().save(str(path)):
                     raise SystemExit(f"screenshots: cannot write {path}")
                 print(f"{path} ({w.width()}x{w.height()})")
+            # the Graph tab, as a user clicks it: the INT8 graph as run, heat on, the
+            # slowest node picked (its op table row with it)
+            w.graph_dock.raise_()
+            graph = w.graph.view  # type: ignore[attr-defined]
+            wait("the graph", lambda: graph.result is not None and graph.painted.colors)
+            top = max(wb.controller.last_profile.ops, key=lambda s: s.share)
+            graph.select_node(top.name)
+            graph._clicked(top.name)
+            t = time.monotonic() + 3.0
+            wait("a repaint", lambda: time.monotonic() > t)
+            path = Path(args.out) / "screenshot_graph.png"
+            if not w.grab().save(str(path)):
+                raise SystemExit(f"screenshots: cannot write {path}")
+            print(f"{path} ({w.width()}x{w.height()})")
         finally:
             wb.shutdown()
     return 0

@@ -78,7 +78,7 @@ class GraphView(QWidget):
         self.expand_button = QPushButton("Expand")
         self.expand_button.setToolTip("Lay out every node (a large graph opens collapsed)")
         self.expand_button.hide()
-        bar = QHBoxLayout()
+        bar = self.bar = QHBoxLayout()  # a dock adds its own buttons at its end
         for w in (self.view_combo, self.collapse_box, QLabel("Overlay"), self.overlay_combo):
             bar.addWidget(w)
         bar.addWidget(self.search, 1)
@@ -89,13 +89,14 @@ class GraphView(QWidget):
         self.legend = QLabel("")
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.note = QLabel("")
-        self.note.setWordWrap(True)
+        foot = self.foot = QHBoxLayout()  # the legend, the view's counts and notes
+        foot.addWidget(self.legend)
+        foot.addWidget(self.note, 1)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
         lay.addLayout(bar)
         lay.addWidget(self.canvas, 1)
-        lay.addWidget(self.legend)
-        lay.addWidget(self.note)
+        lay.addLayout(foot)
 
         self.view_combo.currentTextChanged.connect(lambda _: self._rebuild())
         self.collapse_box.toggled.connect(lambda _: self._rebuild())

@@ -12,7 +12,6 @@ from typing import Any
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
-    QHBoxLayout,
     QLabel,
     QMenu,
     QPushButton,
@@ -51,17 +50,17 @@ class GraphDock(QWidget):
         menu.addAction("View as SVG or PNG…", self.export_image)
         menu.addAction("Overlay as Model Explorer node data…", self.export_explorer)
         self.export_button.setMenu(menu)
-        row = QHBoxLayout()
-        for w in (self.refresh_button, self.cancel_button, self.compare, self.export_button):
-            row.addWidget(w)
-        row.addWidget(self.status, 1)
+        # one row of controls and one of words: the graph gets the rest
+        for w in (self.compare, self.export_button, self.refresh_button, self.cancel_button):
+            self.view.bar.addWidget(w)
+        self.view.foot.addWidget(self.status, 1)
         lay = QVBoxLayout(self)
-        lay.setContentsMargins(4, 4, 4, 4)
-        lay.addLayout(row)
+        lay.setContentsMargins(2, 2, 2, 2)
         lay.addWidget(self.view, 1)
         self.model: str | None = None
         self.drawn: tuple[Any, ...] | None = None  # what the graph shown was laid out for
         self.wanted = False  # laid out once the dock comes into view
+        self.visible = False  # the dock's tab is the one shown
         self.resume = False
         self.expand = False
         self.refresh_button.clicked.connect(lambda: self.lay_out(force=True))
@@ -74,10 +73,9 @@ class GraphDock(QWidget):
         return bool(self.wb.jobs.busy(CONCERN))
 
     def in_view(self) -> bool:
-        dock = self.parentWidget()
-        while dock is not None and not hasattr(dock, "isFloating"):
-            dock = dock.parentWidget()
-        return bool(self.isVisible() and (dock is None or dock.isVisible()))
+        """Whether the dock is shown (not a hidden tab, not closed): its dock's
+        visibilityChanged says so (`shown`)."""
+        return self.visible
 
     # triggers --------------------------------------------------------------------------
     def model_loaded(self, info: ModelInfo) -> None:
@@ -112,6 +110,7 @@ class GraphDock(QWidget):
         )
 
     def shown(self, visible: bool) -> None:
+        self.visible = visible
         if visible:
             if self.wanted or self._key() != self.drawn:
                 self.lay_out()

@@ -217,6 +217,25 @@ class MainWindow(QMainWindow):
         view.node_selected.connect(self._graph_picked)
         self.op_table.selection_shown.connect(view.select_node)
         self.graph_dock.visibilityChanged.connect(graph.shown)  # type: ignore[attr-defined]
+        self.graph_dock.visibilityChanged.connect(self._graph_room)
+        self._bottom_height: int | None = None
+
+    def _graph_room(self, visible: bool) -> None:
+        """The Graph tab shown: the bottom docks grow to half the window (a graph needs
+        height); another tab shown: they go back to the height they had."""
+        dock = self.graph_dock
+        if self.dockWidgetArea(dock) != Qt.DockWidgetArea.BottomDockWidgetArea or dock.isFloating():
+            return
+        if visible:
+            self._bottom_height = dock.height()
+            want = max(dock.height(), self.height() // 2)
+            self.resizeDocks([dock], [want], Qt.Orientation.Vertical)
+        elif self._bottom_height is not None:
+            height, self._bottom_height = self._bottom_height, None
+            docks = (self.roofline_dock, getattr(self, "runs_dock", None))
+            others = [d for d in docks if d is not None and d.isVisible()]
+            if others:
+                self.resizeDocks(others[:1], [height], Qt.Orientation.Vertical)
 
     def _graph_picked(self, name: str) -> None:
         """A node picked in the graph: its op table row and roofline point."""
