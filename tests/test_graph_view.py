@@ -187,12 +187,52 @@ def test_the_job_draws_the_demo_transformer_as_loaded_and_as_run_with_its_fusion
     json.dumps(r)  # plain data, for the window and --json
 
 
-def test_the_job_on_an_int8_variant_marks_the_integer_kernels() -> None:
+def test_the_job_on_an_int8_variant_marks_the_integer_kernels_and_maps_them_by_name() -> None:
     r = drive(
         graph_job(GraphRequest(str(DEMO_CNN), RunConfig(precision="int8-static"))), lambda _: None
     )
-    labels = set(r["views"]["run"]["precision"].values())
-    assert {"INT8", "Q/DQ"} <= labels
+    run = r["views"]["run"]
+    assert {"INT8", "Q/DQ"} <= set(run["precision"].values())
+    loaded_ops = {n["name"]: n["op"] for n in r["views"]["loaded"]["nodes"]}
+    convs = [n["name"] for n in run["nodes"] if n["op"] == "QLinearConv"]
+    assert len(convs) == 6
+    for c in convs:  # each replaced its Conv and what was folded into it
+        ops = [loaded_ops[x] for x in r["fused"][c]]
+        assert ops[0] == "Conv" and "BatchNormalization" in ops, (c, ops)
+    assert r["removed"] == []  # every loaded node has its counterpart as run
+
+
+def test_by_name_splits_a_shared_region_and_matches_renamed_tensors() -> None:
+    from engine.model.graph_fusion import by_name
+    from engine.model.graph_io import NodeIO
+
+    loaded = [
+        NodeIO("q/MatMul", "MatMul", ("h",), ("q0",)),
+        NodeIO("q/Add", "Add", ("q0",), ("q",)),
+        NodeIO("k/MatMul", "MatMul", ("h",), ("k0",)),
+        NodeIO("k/Add", "Add", ("k0",), ("k",)),
+        NodeIO("conv", "Conv", ("x",), ("c",)),
+        NodeIO("bn", "BatchNormalization", ("c",), ("b",)),
+        NodeIO("relu", "Relu", ("b",), ("r",)),
+    ]
+    run = [
+        NodeIO("h_quant", "DynamicQuantizeLinear", ("h",), ("hq",)),
+        NodeIO("q/MatMul_quant", "MatMulInteger", ("hq",), ("q",)),
+        NodeIO("k/MatMul_quant", "MatMulInteger", ("hq",), ("k",)),
+        NodeIO("conv_token_1", "QLinearConv", ("xq",), ("conv_out",)),
+    ]
+    shared = ["q/MatMul", "q/Add", "k/MatMul", "k/Add"]
+    origins = {
+        "h_quant": shared,
+        "q/MatMul_quant": shared,
+        "k/MatMul_quant": shared,
+        "conv_token_1": [],
+    }
+    got = by_name(origins, run, loaded)
+    assert got["q/MatMul_quant"] == ["q/MatMul", "q/Add"]
+    assert got["k/MatMul_quant"] == ["k/MatMul", "k/Add"]
+    assert got["h_quant"] == []  # the quantize node claims what no named node took
+    assert got["conv_token_1"] == ["conv", "bn", "relu"]
 
 
 def test_the_cli_prints_the_graph_and_writes_json_and_model_explorer_data(tmp_path: Path) -> None:

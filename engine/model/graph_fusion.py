@@ -89,3 +89,96 @@ def removed(
     gone = {n.name for n in as_loaded} - {n.name for n in as_run}
     claimed = {x for v in origins.values() for x in v}
     return [n.name for n in as_loaded if n.name in gone and n.name not in claimed]
+
+
+QDQ = frozenset({"QuantizeLinear", "DequantizeLinear", "Transpose", "Cast", "Reshape"})
+# what ONNX Runtime folds into the node before it (a Conv's BatchNormalization and
+# activation, a MatMul's bias): carried with the node that replaced it
+FOLDS_INTO = frozenset({"BatchNormalization", "Relu", "Clip", "LeakyRelu", "Sigmoid",
+                        "HardSigmoid", "Tanh", "Add"})  # fmt: skip
+SUFFIXES = ("_QuantizeLinear_Output", "_DequantizeLinear_Output", "_quantized", "_output_0")
+
+
+def by_name(
+    origins: dict[str, list[str]], as_run: Sequence[NodeIO], as_loaded: Sequence[NodeIO]
+) -> dict[str, list[str]]:
+    """`origins` refined by name where tensors alone cannot tell. An INT8 variant renames
+    every tensor it quantizes, but its nodes keep the loaded node's name (QLinearConv
+    `node_Conv_95_token_1` for Conv `node_Conv_95`, MatMulInteger `.../query/MatMul_quant`)
+    or write a tensor named after it. So a run node the tensor walk left unmatched takes
+    the loaded node it is named after, and run nodes that share one region (the Q, K and V
+    MatMuls of a dynamically quantized layer read one quantized input) split it by name.
+    A matched node brings the nodes folded into it after it (its BatchNormalization, Relu,
+    bias Add) up to the next matched one. Inserted quantize, dequantize and layout nodes
+    claim what no named node took."""
+    loaded = {n.name: n for n in as_loaded}
+    run = {n.name: n for n in as_run}
+    producer = {t: n.name for n in as_loaded for t in n.outputs if t}
+    consumers: dict[str, list[str]] = {}
+    for n in as_loaded:
+        for t in n.inputs:
+            consumers.setdefault(t, []).append(n.name)
+
+    def chain(start: str, free: set[str]) -> list[str]:
+        region, at = [start], start
+        while True:  # one consumer each, free to take, of a kind that folds into it
+            outs = [c for t in loaded[at].outputs for c in consumers.get(t, [])]
+            if len(outs) != 1 or outs[0] not in free or loaded[outs[0]].op_type not in FOLDS_INTO:
+                return region
+            at = outs[0]
+            free.discard(at)
+            region.append(at)
+
+    out = dict(origins)
+    shared: dict[tuple[str, ...], list[str]] = {}
+    for name, found in origins.items():
+        if found:
+            shared.setdefault(tuple(found), []).append(name)
+    for group, members in shared.items():
+        if len(members) < 2:
+            continue
+        free = set(group)
+        named: dict[str, str] = {}
+        for m in members:
+            hit = None if run[m].op_type in QDQ else _named(run[m], loaded, producer)
+            if hit is not None and hit in free and hit not in named.values():
+                named[m] = hit
+        for m, start in named.items():
+            free.discard(start)
+            out[m] = chain(start, free)
+        for m in members:
+            if m not in named:
+                out[m] = [x for x in group if x in free]
+    still = {n for n, r in run.items() if n in loaded and loaded[n].op_type == r.op_type}
+    taken = {x for v in out.values() for x in v} | still
+    hits: dict[str, str] = {}
+    for n in as_run:  # every name matched first: a chain never swallows a named node
+        if origins.get(n.name) or n.name not in origins or n.op_type in QDQ:
+            continue
+        hit = _named(n, loaded, producer)
+        if hit and hit not in taken:
+            taken.add(hit)
+            hits[n.name] = hit
+    for name, hit in hits.items():
+        out[name] = chain(hit, set(loaded) - taken)
+        taken.update(out[name])
+    return out
+
+
+def _named(n: NodeIO, loaded: dict[str, NodeIO], producer: dict[str, str]) -> str | None:
+    """The loaded node `n` is named after: its own name, the longest loaded name its name
+    starts with (at a '_'), or the producer of a loaded tensor its output is named after."""
+    if n.name in loaded:
+        return n.name
+    cut = n.name
+    while "_" in cut:
+        cut = cut.rsplit("_", 1)[0]
+        if cut in loaded:
+            return cut
+    for t in n.outputs:
+        base = next((t.removesuffix(s) for s in SUFFIXES if t.endswith(s)), t)
+        if base in loaded:
+            return base
+        if base in producer:
+            return producer[base]
+    return None

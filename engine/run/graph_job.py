@@ -24,7 +24,7 @@ from engine.config import RunConfig
 from engine.errors import OpScopeError
 from engine.events import Event, Notice, Progress
 from engine.model.graph_collapse import collapse
-from engine.model.graph_fusion import fused_origins, removed
+from engine.model.graph_fusion import by_name, fused_origins, removed
 from engine.model.graph_io import graph_nodes
 from engine.model.graph_layout import Box, lay_out
 from engine.model.graph_precision import precisions
@@ -95,9 +95,10 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
             except OpScopeError as exc:
                 result["as_run_error"] = f"the optimized graph: {exc}"
         if run_graph is not None and ran.model is not None:
-            origins = fused_origins(graph_nodes(ran.model.graph), loaded_io, inputs, weights)
+            run_io = graph_nodes(ran.model.graph)
+            origins = by_name(fused_origins(run_io, loaded_io, inputs, weights), run_io, loaded_io)
             result["fused"] = origins
-            result["removed"] = removed(graph_nodes(ran.model.graph), loaded_io, origins)
+            result["removed"] = removed(run_io, loaded_io, origins)
             yield Progress("graph", 3, STAGES, f"laying out {run_graph.op_count} nodes as run")
             result["views"]["run"] = _view(
                 run_graph,
