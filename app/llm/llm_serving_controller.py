@@ -7,7 +7,6 @@ are refused in one line before any work starts."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from typing import Any
 
@@ -50,7 +49,6 @@ class LLMServingController(QObject):
         self.context = 0
         self.kind = ""  # "simulate" | "real" while a job runs
         self.plan: LLMPlan | None = None
-        self.resume = False
         self.t0 = 0.0
         self.warnings: list[str] = []  # the job's warnings, repeated in its last line
         self.cancelling = False  # Cancel was pressed for the study running
@@ -134,9 +132,7 @@ class LLMServingController(QObject):
         ]
         self.kind, self.plan, self.t0 = kind, plan, time.perf_counter()
         self.cancelling = False
-        self.resume = bool(self.wb.running)
-        if self.wb.running:
-            self.wb.toggle_running("paused: LLM serving")  # the study gets the cores
+        self.wb.pause_for(CONCERN, "paused: LLM serving")  # the study gets the cores
         self.dock.set_running(True)
         what = (
             "calibrating (cached after the first time), then simulating"
@@ -207,10 +203,7 @@ class LLMServingController(QObject):
 
     def _end(self) -> None:
         self.dock.set_running(False)
-        if self.resume and not self.wb.running:
-            with contextlib.suppress(RuntimeError):
-                self.wb.toggle_running()
-        self.resume = False
+        self.wb.resume_after(CONCERN)
 
     def _show_table(self) -> None:
         """The rows, and the SLOs they were judged by (before any: the dock's)."""

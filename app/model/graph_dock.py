@@ -61,7 +61,6 @@ class GraphDock(QWidget):
         self.drawn: tuple[Any, ...] | None = None  # what the graph shown was laid out for
         self.wanted = False  # laid out once the dock comes into view
         self.visible = False  # the dock's tab is the one shown
-        self.resume = False
         self.expand = False
         self.refresh_button.clicked.connect(lambda: self.lay_out(force=True))
         self.cancel_button.clicked.connect(lambda: self.wb.jobs.cancel(CONCERN))
@@ -136,14 +135,12 @@ class GraphDock(QWidget):
         )
         self.wanted = False
         self.drawn = self._key()
-        self.resume = self.wb.running and self.wb.controller.samples > 0
-        if self.resume:
-            self.wb.toggle_running("paused: laying out the graph")
+        paused = self.wb.running and self.wb.controller.samples > 0
+        if paused:  # timing that has begun: the job's session and layout take the cores
+            self.wb.pause_for(CONCERN, "paused: laying out the graph")
         self.refresh_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
-        self.status.setText(
-            "laying out the graph" + (": live timing is paused" if self.resume else "")
-        )
+        self.status.setText("laying out the graph" + (": live timing is paused" if paused else ""))
         self.wb.jobs.start(
             CONCERN,
             request,
@@ -183,9 +180,7 @@ class GraphDock(QWidget):
         self.status.setText(text)
         if failed:
             self.drawn = None  # Refresh, or the next config, tries again
-        if self.resume and not self.wb.running:
-            self.wb.toggle_running()
-        self.resume = False
+        self.wb.resume_after(CONCERN)
 
     # live figures and linking ----------------------------------------------------------
     def set_figures(self, ops: list[OpStat], roofs: Any) -> None:

@@ -39,7 +39,6 @@ class MemoryDock(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(row)
         layout.addWidget(self.view, 1)
-        self.resume = False
         self.model: str | None = None
         self.measure_button.clicked.connect(self.measure)
         self.cancel_button.clicked.connect(lambda: self.wb.jobs.cancel(CONCERN))
@@ -67,9 +66,7 @@ class MemoryDock(QWidget):
         request = MemoryRequest(load[0], self.wb.window.config_panel.config(),
                                 dict(inputs.shapes), dict(inputs.dims),
                                 session=str(self.wb.recording.path))  # fmt: skip
-        self.resume = self.wb.running
-        if self.wb.running:
-            self.wb.toggle_running("paused: measuring memory")  # the probe gets the cores
+        self.wb.pause_for(CONCERN, "paused: measuring memory")  # the probe gets the cores
         self.measure_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self.status.setText("measuring: live timing is paused")
@@ -98,6 +95,4 @@ class MemoryDock(QWidget):
         self.measure_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
         self.status.setText(text)
-        if self.resume and not self.wb.running:
-            self.wb.toggle_running()
-        self.resume = False
+        self.wb.resume_after(CONCERN)

@@ -79,7 +79,6 @@ class ScalingDock(QWidget):
         self.points: list[SweepPoint] = []
         self.prompt_points: list[PromptPoint] = []
         self.kept_partial = False  # the running sweep said it stored its points done
-        self.resume = False
         self.run_button.clicked.connect(self.run)
         self.cancel_button.clicked.connect(self.cancel)
 
@@ -159,9 +158,7 @@ class ScalingDock(QWidget):
         self._start(PromptSweepRequest(generate, lengths, str(self.wb.recording.path)))
 
     def _start(self, request: SweepRequest | PromptSweepRequest) -> None:
-        self.resume = self.wb.running
-        if self.wb.running:
-            self.wb.toggle_running("paused: scaling sweep")  # the sweep gets the cores
+        self.wb.pause_for(CONCERN, "paused: scaling sweep")  # the sweep gets the cores
         self.points, self.prompt_points, self.kept_partial = [], [], False
         self.run_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
@@ -217,9 +214,7 @@ class ScalingDock(QWidget):
     def _end(self, text: str) -> None:
         self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
-        if self.resume and not self.wb.running:
-            self.wb.toggle_running()
-        self.resume = False
+        self.wb.resume_after(CONCERN)
         self.status.setText(text)
 
     def _done(self, result: Any) -> None:

@@ -318,6 +318,8 @@ class MainWindow(QMainWindow):
         if not self.op_table.select_op(name):
             self.op_table.set_mode("per node")
             self.op_table.select_op(name)
+        if hasattr(self, "graph"):
+            self.graph.view.select_node(name)  # type: ignore[attr-defined]
 
     def show_error(self, command: str, message: str, running: bool = False) -> None:
         keeps = ""

@@ -5,7 +5,6 @@ engine."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import shlex
 from typing import Any
@@ -36,7 +35,6 @@ class TuneController(QObject):
         self.dock, self.wb = dock, workbench
         self.trials: list[Trial] = []
         self.goal = Goal("p50", 0.99)
-        self.resume = False
         self.model = ""
         self.inputs = JobInputs()  # every trial's inputs: the shapes and data on screen
         dock.start_requested.connect(self.start)
@@ -68,9 +66,7 @@ class TuneController(QObject):
         self.dock.plot.set_floor(base.min_cosine)
         self.dock.set_running(True)
         self.dock.summary.setText("tuning: live timing is paused")
-        self.resume = self.wb.running
-        if self.wb.running:
-            self.wb.toggle_running("paused: tuning")  # the trials get the cores
+        self.wb.pause_for(CONCERN, "paused: tuning")  # the trials get the cores
         self.wb.recording.flush()
         self.inputs = self.wb.client.job_inputs()  # the shapes and data on screen
         request = TuneRequest(
@@ -163,6 +159,4 @@ class TuneController(QObject):
     def _end(self) -> None:
         self.dock.set_running(False)
         self._draw()
-        if self.resume and not self.wb.running:
-            with contextlib.suppress(RuntimeError):
-                self.wb.toggle_running()
+        self.wb.resume_after(CONCERN)

@@ -1,15 +1,11 @@
 """Repeated blocks in a model's graph (transformer layers, a ResNet stage's bottlenecks), so a
 graph view can fold each repetition into one box carrying its summed figures.
 
-Found by structure alone: exported node names are often meaningless (`node_MatMul_148`) and
-ONNX Runtime's optimized graphs rename and fuse nodes. The data-path ("main") nodes are put
-in a canonical order (depth-first from the outputs, whatever the file order); shape
-arithmetic and constants ("side" nodes) stay out of it and follow their readers. The gaps of
-that order where fewest tensors are live cut it into segments; each segment gets a hash of
-its nodes' op types and wiring (names and order ignored), and tandem repeats of those hashes
-(a unit of p segments, k >= 2 times in a row) are the blocks. A tensor every layer reads (an
-attention mask) is not counted; other tensors alive over the layers but not over the head
-or tail make the lowest count the wrong one, so the lowest few are tried and the repeats
+By structure alone, as exported names are often meaningless (`node_MatMul_148`) and ONNX
+Runtime renames and fuses nodes: the data-path nodes in a canonical order are cut where
+fewest tensors are live (shape arithmetic and constants follow their readers, what every
+layer reads is not counted); the segments get a name-free hash of their ops and wiring, and
+tandem repeats of those hashes are the blocks. Several cut levels are tried, the repeats
 covering the most nodes win. Name scopes (`/encoder/layer.3/...`) only label the blocks.
 """
 
@@ -46,8 +42,7 @@ class Repeats:
 
 @dataclass
 class _Graph:
-    """Main nodes in canonical order with the live count and fan-out at each gap, and each
-    side node's range of (transitive) main consumers."""
+    """Main nodes in canonical order, what is live at each gap, side nodes' main readers."""
 
     nodes: Sequence[NodeIO]
     order: list[int]  # main node indices by position
@@ -55,9 +50,7 @@ class _Graph:
     static: list[bool]  # node computes a constant (no graph input upstream)
     lo: list[int]  # side node -> first/last main consumer position (len(order), -1: none)
     hi: list[int]
-    # per way of counting: gap g (between positions g-1 and g) -> live main tensors, and
-    # how many nodes read them (where a block starts)
-    cuts: list[tuple[list[int], list[int]]]
+    cuts: list[tuple[list[int], list[int]]]  # per way of counting, gap -> live tensors, readers
     producer: dict[str, int]
     consts: set[str]  # weights and constant-valued tensors
 
@@ -80,9 +73,14 @@ def repeated_blocks(
                 nested = any(q < p and min(s + p, t + j * q) - max(s, t) >= 2 * q
                              and 3 * (pre[min(s + p, t + j * q)] - pre[max(s, t)])
                              >= pre[s + p] - pre[s] for q, t, j in found)  # fmt: skip
+                e, last = s + k * p, pre[s + p] - pre[s + p - 1]
+                if p > 1 and e + p <= len(sig) and sig[e : e + p - 1] == sig[s : s + p - 1]:
+                    k += abs(pre[e + p] - pre[e + p - 1] - last) <= max(1, last // 4)
                 cands.append((nested, pre[s] - pre[s + k * p], level, p, s, k, bounds))
-    # a unit with a shorter run inside (a ResNet's stage 3's last three blocks and stage 4's
-    # first three, equal because stages 3 and 4 end alike) yields to the shorter runs
+    # a run takes in one more block that differs in its last segment alone (the optimizer
+    # fused the last layer's residual Add into the final norm); a unit with a shorter run
+    # inside (a ResNet's stage 3's last three blocks and stage 4's first three, equal as the
+    # two stages end alike) yields to the shorter runs
     runs: list[list[tuple[int, int]]] = []  # chosen runs: each block's main positions
     for _, _, _, p, s, k, bounds in sorted(cands, key=lambda c: c[:5]):
         a, b = bounds[s], bounds[s + k * p]
@@ -98,24 +96,25 @@ def graph_repeats(graph: onnx.GraphProto, *, min_nodes: int = 4) -> list[Repeats
 
 
 def _prepare(nodes: Sequence[NodeIO], inputs: set[str], weights: set[str]) -> _Graph:
+    """Main and side nodes, the canonical order, and the live counts at its gaps."""
     n = len(nodes)
     producer: dict[str, int] = {}
+    users: dict[str, list[int]] = {}
     consts, shapes = set(weights), set[str]()
     static, depth, main = [False] * n, [0] * n, [False] * n
     for i, node in enumerate(nodes):
         ins = [t for t in node.inputs if t]
-        if all(t in consts or (t not in producer and t not in inputs) for t in ins):
-            static[i] = True  # no graph input upstream: a constant (Constant, folded weights)
+        known = [t in consts or (t not in producer and t not in inputs) for t in ins]
+        if node.op_type == "Constant" or (ins and all(known)):  # no graph input upstream
+            static[i] = True
             consts.update(node.outputs)
-        elif node.op_type in _SHAPE_OPS or all(t in consts or t in shapes for t in ins):
+        elif ins and (node.op_type in _SHAPE_OPS or all(t in consts or t in shapes for t in ins)):
             shapes.update(node.outputs)  # shape arithmetic: follows its consumers
         else:
             main[i] = True
             ups = (producer.get(t, -1) for t in ins)
             depth[i] = 1 + max((depth[p] for p in ups if p >= 0 and main[p]), default=0)
         producer.update((t, i) for t in node.outputs if t)
-    users: dict[str, list[int]] = {}
-    for i, node in enumerate(nodes):
         for t in node.inputs:
             users.setdefault(t, []).append(i)
     local = [hash(node.op_type) for node in nodes]
@@ -123,18 +122,22 @@ def _prepare(nodes: Sequence[NodeIO], inputs: set[str], weights: set[str]) -> _G
         local = [hash((node.op_type, *(local[p] if (p := producer.get(t, -1)) >= 0 and main[p]
                  else t in consts for t in node.inputs))) for node in nodes]  # fmt: skip
     # main tensors with their main readers. One read by like nodes at different depths (an
-    # attention mask, rotary tables) is read by every layer, and never counted; one read by
-    # like nodes at one depth may be too (a mask that only a Where reads), or the input of
-    # parallel branches (Q, K, V): counted, and not, both tried.
+    # attention mask, rotary tables) is read by every layer: never counted, and computed
+    # first. One read by like nodes at one depth may be too (a mask only a Where reads), or
+    # feed parallel branches (Q, K, V): counted and not, both tried.
     reads: dict[str, list[int]] = {}
     for t, cs in users.items():
         p = producer.get(t, -1)
         if (p >= 0 and main[p]) or (p < 0 and t in inputs and t not in consts):
             reads[t] = [c for c in cs if main[c]]
-    kinds = {t: {(local[c], depth[c]) for c in cs} for t, cs in reads.items()}
-    every = {t for t, k in kinds.items() if len({h for h, _ in k}) < len(k)}
+    every = {t for t, cs in reads.items()
+             if len({local[c] for c in cs}) < len({(local[c], depth[c]) for c in cs})}  # fmt: skip
     alike = every | {t for t, cs in reads.items() if len({local[c] for c in cs}) < len(cs)}
-    order = _order(nodes, producer, main, depth, {producer.get(t, -1) for t in alike} - {-1})
+    ends = {i for i in range(n) if main[i] and not any(reads.get(t) for t in nodes[i].outputs)}
+    made = [{producer.get(t, -1) for t in ts} - {-1} for ts in (every, alike - every)]
+    roots = [*sorted(made[0], key=lambda i: (depth[i], i)),
+             *sorted(ends | made[1], key=lambda i: (depth[i], i))]  # fmt: skip
+    order = _order(nodes, producer, main, roots)
     m, pos = len(order), [-1] * n
     for k, i in enumerate(order):
         pos[i] = k
@@ -150,15 +153,10 @@ def _prepare(nodes: Sequence[NodeIO], inputs: set[str], weights: set[str]) -> _G
 
 
 def _liveness(
-    reads: dict[str, list[int]],
-    skip: set[str],
-    producer: dict[str, int],
-    pos: list[int],
-    m: int,
+    reads: dict[str, list[int]], skip: set[str], producer: dict[str, int], pos: list[int], m: int
 ) -> tuple[list[int], list[int]]:
-    """Live tensors, and their readers, at each gap. A tensor is live from its producer to
-    its last reader, a graph input from just before its first (read lazily: a layer's own
-    past keys and values never count before that layer)."""
+    """Live tensors and their readers at each gap: from the producer, or for a graph input just
+    before its first reader (a layer's own past keys never count before it), to the last."""
     live, fan = [0] * (m + 2), [0] * (m + 2)
     for t, cs in reads.items():
         if t in skip or not cs:
@@ -171,30 +169,18 @@ def _liveness(
 
 
 def _order(
-    nodes: Sequence[NodeIO],
-    producer: dict[str, int],
-    main: list[bool],
-    depth: list[int],
-    shared: set[int],
+    nodes: Sequence[NodeIO], producer: dict[str, int], main: list[bool], roots: list[int]
 ) -> list[int]:
-    """Main nodes in a canonical topological order, whatever the file order: depth-first
-    from the ends of the data path and the producers of what several like nodes read (an
-    attention mask), shallowest first, inputs in their order. So a node comes just before
-    its first reader (a side input of the model's tail in the tail, not in the first layer),
-    and what every layer reads before the first."""
+    """Main nodes depth-first from roots, inputs in their order: so a node comes just before
+    its first reader (a side input of the tail in the tail, not in the first layer)."""
     ups = [[p for t in node.inputs if (p := producer.get(t, -1)) >= 0 and main[p]]
            for node in nodes]  # fmt: skip
-    ends = {i for i in range(len(nodes)) if main[i]} - {p for u in ups for p in u}
-    roots = sorted(ends | shared, key=lambda i: (depth[i], i))
     seen, order = [False] * len(nodes), []
     for root in roots:
-        if seen[root]:
-            continue
+        stack = [] if seen[root] else [(root, iter(ups[root]))]
         seen[root] = True
-        stack = [(root, iter(ups[root]))]
         while stack:
-            it = stack[-1][1]
-            p = next((p for p in it if not seen[p]), -1)
+            p = next((p for p in stack[-1][1] if not seen[p]), -1)
             if p < 0:
                 order.append(stack.pop()[0])
             else:
@@ -206,9 +192,7 @@ def _order(
 def _segments(g: _Graph, bounds: list[int]) -> tuple[list[int], list[int]]:
     """Each segment's structural hash (its non-constant nodes' op types and wiring inside the
     segment, names and order ignored) and the prefix sums of its node counts."""
-    seg: list[int] = []
-    for j in range(len(bounds) - 1):
-        seg += [j] * (bounds[j + 1] - bounds[j])
+    seg = [j for j in range(len(bounds) - 1) for _ in range(bounds[j], bounds[j + 1])]
     segn = [seg[q] if q >= 0 else (seg[a] if a < len(seg) and seg[a] == seg[b] else -1)
             for q, a, b in zip(g.pos, g.lo, g.hi, strict=True)]  # fmt: skip
     h = [0] * len(g.nodes)
@@ -221,13 +205,12 @@ def _segments(g: _Graph, bounds: list[int]) -> tuple[list[int], list[int]]:
         cnt[s] += 1
         if g.static[i]:
             continue
-        desc: list[object] = []
-        for t in node.inputs:
-            p = g.producer.get(t, -1)
-            if t in g.consts or p < 0 or segn[p] != s:
-                desc.append(t in g.consts)  # a constant, or a tensor from outside
-            else:
-                desc.append((h[p], g.nodes[p].outputs.index(t)))
+        desc = [
+            (h[p], g.nodes[p].outputs.index(t))
+            if t not in g.consts and (p := g.producer.get(t, -1)) >= 0 and segn[p] == s
+            else t in g.consts
+            for t in node.inputs
+        ]  # fmt: skip  (else: a constant, or from outside)
         h[i] = hash((node.op_type, *desc))
         members[s].append(h[i])
     return [hash(tuple(sorted(x))) for x in members], [0, *accumulate(cnt)]
@@ -236,12 +219,10 @@ def _segments(g: _Graph, bounds: list[int]) -> tuple[list[int], list[int]]:
 def _tandems(
     sig: list[int], pre: list[int], gap: list[tuple[int, int]], min_nodes: int
 ) -> list[tuple[int, int, int]]:
-    """(period, first segment, repetitions) of each maximal tandem repeat of sig. Its blocks
-    start at a gap with the fewest live tensors, even at the cost of a repetition (before a
-    pre-norm, not after it; between two ResNet blocks, not after a downsampling block's
-    shortcut, which repeats a block's last Conv, Add, Relu); then where they cover the most
-    nodes; then where those tensors have the most readers (a layer's input fans out to Q,
-    K, V and the residual; the tail of a post-norm does not). gap: (-live, readers)."""
+    """(period, first segment, repetitions) of each maximal tandem repeat of sig, starting at
+    the gap with the fewest live tensors (not after a pre-norm, nor after a downsampling
+    block's shortcut, alike a block's last Conv), then covering the most nodes, then with the
+    most readers (a layer's input feeds Q, K, V and the residual). gap: (-live, readers)."""
     seen: dict[int, int] = {}
     dist: Counter[int] = Counter()
     for j, x in enumerate(sig):
@@ -254,12 +235,12 @@ def _tandems(
         prev = -1
         for b in [j for j, e in enumerate(eq) if not e] + [len(eq)]:
             a, prev, end = prev + 1, b, b + p  # sig[a:end] has period p
-            starts = range(a, min(a + p, end - 2 * p + 1))
-            phases = [s for s in starts if pre[s + p] - pre[s] >= min_nodes]
-            if phases:
-                keys = [
-                    (gap[s][0], pre[end - (end - s) % p] - pre[s], gap[s][1], -s) for s in phases
-                ]
+            if b - a < p:
+                continue
+            starts = range(a, min(a + p, b - p + 1))
+            keys = [(gap[s][0], pre[end - (end - s) % p] - pre[s], gap[s][1], -s)
+                    for s in starts if pre[s + p] - pre[s] >= min_nodes]  # fmt: skip
+            if keys:
                 s = -max(keys)[3]
                 out.append((p, s, (end - s) // p))
     return out
