@@ -59,6 +59,17 @@ def test_the_graph_dock_draws_the_model_shown_with_its_live_figures(
         table.view.selectRow(row)  # as a user's click on the row
         assert view.picked == other
 
+        # the memory strip: one step per node as it ran, its peak, a click picks the node
+        strip = view.strip
+        assert strip.isVisible() and strip.summary.startswith("activations: peak")
+        assert set(strip.names) <= drawn and top.name in strip.names
+        view._strip_picked(strip.names[0])
+        assert view.picked == strip.names[0]
+        assert wb.window.op_table.selected_op() in (strip.names[0], None)
+        view.overlay_combo.setCurrentText("weight bytes")
+        assert any(v.endswith("B") for v in view.painted.values.values())
+        view.overlay_combo.setCurrentText("time share")
+
         # the view as loaded: a fused node's origins outlined with it
         fused = {k: v for k, v in view.result["fused"].items() if v}
         assert fused, "the demo transformer is fused by ONNX Runtime"

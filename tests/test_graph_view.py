@@ -187,6 +187,29 @@ def test_the_job_draws_the_demo_transformer_as_loaded_and_as_run_with_its_fusion
     json.dumps(r)  # plain data, for the window and --json
 
 
+def test_a_graph_over_the_node_limit_opens_collapsed_and_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import engine.run.graph_job as graph_job_mod
+
+    monkeypatch.setattr(graph_job_mod, "NODE_LIMIT", 50)
+    req = GraphRequest(str(DEMO_TRANSFORMER), RunConfig(), as_run=False)
+    r = drive(graph_job(req), lambda _: None)
+    loaded = r["views"]["loaded"]
+    assert loaded["layout"] is None and loaded["collapsed"]["layout"]["boxes"]
+    assert loaded["note"].startswith("144 nodes, more than 50: opened with repeated blocks")
+    assert len(loaded["collapsed"]["blocks"]) == 4  # the demo transformer's 4 layers
+    assert "run" not in r["views"]
+    full = drive(
+        graph_job(GraphRequest(str(DEMO_TRANSFORMER), RunConfig(), as_run=False, expand=True)),
+        lambda _: None,
+    )
+    assert full["views"]["loaded"]["layout"]["boxes"]
+    # the memory timeline of one inference, its peak among the steps
+    mem = loaded["memory"]
+    assert mem["peak_bytes"] == max(t["bytes"] for t in mem["timeline"]) > 0
+
+
 def test_the_job_on_an_int8_variant_marks_the_integer_kernels_and_maps_them_by_name() -> None:
     r = drive(
         graph_job(GraphRequest(str(DEMO_CNN), RunConfig(precision="int8-static"))), lambda _: None

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 
 from engine.api import OpStat, Roofs
 from widgets.graph_canvas import FOUND, GROUP, PICKED, GraphCanvas
+from widgets.memory_strip import MemoryStrip
 from widgets.models.graph_overlay import NONE_COLOR, OVERLAYS, NodeFigures, Painted, paint, stat_of
 from widgets.models.graph_scene import (
     Scene,
@@ -33,6 +34,7 @@ from widgets.models.graph_scene import (
     replaced_by,
     scene_from,
     tip,
+    weight_bytes,
 )
 
 VIEWS = {"as run": "run", "as loaded": "loaded"}
@@ -96,6 +98,9 @@ class GraphView(QWidget):
         lay.setContentsMargins(2, 2, 2, 2)
         lay.addLayout(bar)
         lay.addWidget(self.canvas, 1)
+        self.strip = MemoryStrip()
+        self.strip.hide()
+        lay.addWidget(self.strip)
         lay.addLayout(foot)
 
         self.view_combo.currentTextChanged.connect(lambda _: self._rebuild())
@@ -106,6 +111,7 @@ class GraphView(QWidget):
         self.fit_button.clicked.connect(self.canvas.fit)
         self.expand_button.clicked.connect(self.expand_requested)
         self.canvas.picked.connect(self._clicked)
+        self.strip.picked.connect(self._strip_picked)
         QShortcut(QKeySequence.StandardKey.Find, self, self.search.setFocus)
 
     # data in ---------------------------------------------------------------------------
@@ -171,6 +177,7 @@ class GraphView(QWidget):
             )
             item.update()
         self.canvas.light_edges(self.scene_, name)
+        self.strip.show_node(name)
 
     def _group(self, name: str) -> list[str]:
         """The nodes outlined with `name`: in the view as loaded, every node the same run
@@ -215,6 +222,8 @@ class GraphView(QWidget):
             self.canvas.setTransform(keep[0])
             self.canvas.centerOn(keep[1])
         self._note = note
+        view_data = ((result or {}).get("views") or {}).get(kind) or {}
+        self.strip.set_memory(view_data.get("memory") if scene is not None else None)
         self._repaint()
         self._pick(self.picked if self.picked in self.canvas.items_by_name else "")
         if self.search.text():
@@ -229,13 +238,14 @@ class GraphView(QWidget):
         return NodeFigures(
             self.stats,
             self.roofs,
-            view.get("precision") or {},
-            view.get("providers") or {},
-            out_bytes(scene) if scene else {},
-            self.stand_in if self._kind() == "loaded" else {},
-            blocks,
-            self.baseline,
-            self.baseline_name,
+            precision=view.get("precision") or {},
+            providers=view.get("providers") or {},
+            out_bytes=out_bytes(scene) if scene else {},
+            weight_bytes=weight_bytes(scene.facts, scene.tensors) if scene else {},
+            stand_in=self.stand_in if self._kind() == "loaded" else {},
+            blocks=blocks,
+            baseline=self.baseline,
+            baseline_name=self.baseline_name,
         )
 
     def _repaint(self) -> None:
@@ -256,7 +266,9 @@ class GraphView(QWidget):
         )
         self.legend.setText(swatches)
         counts = f"{len(scene.nodes):,} boxes, {len(scene.edges):,} edges"
-        words = [w for w in (getattr(self, "_note", ""), self.painted.note) if w]
+        words = [
+            w for w in (getattr(self, "_note", ""), self.strip.summary, self.painted.note) if w
+        ]
         self.note.setText(" · ".join([counts, *words]))
 
     def _tip(self, name: str) -> str:
@@ -269,6 +281,15 @@ class GraphView(QWidget):
             list((self.result or {}).get("fused", {}).get(name, [])) if scene.kind == "run" else []
         )
         return tip(scene, name, stat_of(name, f), fused, stand, self.painted.values.get(name, ""))
+
+    def _strip_picked(self, name: str) -> None:
+        """A step of the memory strip clicked: its node (its block, when collapsed)."""
+        target = name if name in self.canvas.items_by_name else None
+        if target is None and self.scene_ is not None:
+            target = self.scene_.block_of(name)
+        if target:
+            self._clicked(target)
+            self.canvas.centre_on(target)
 
     def _find(self, text: str) -> None:
         self.found = self.scene_.find(text) if self.scene_ else []
@@ -324,13 +345,13 @@ class GraphView(QWidget):
         figures = NodeFigures(
             self.stats,
             self.roofs,
-            view.get("precision") or {},
-            view.get("providers") or {},
-            output_bytes(facts, tensors),
-            self.stand_in,
-            {},
-            self.baseline,
-            self.baseline_name,
+            precision=view.get("precision") or {},
+            providers=view.get("providers") or {},
+            out_bytes=output_bytes(facts, tensors),
+            weight_bytes=weight_bytes(facts, tensors),
+            stand_in=self.stand_in,
+            baseline=self.baseline,
+            baseline_name=self.baseline_name,
         )
         painted = paint(self.overlay_combo.currentText(), list(facts), figures)
         values: dict[str, float | str] = dict(painted.values)

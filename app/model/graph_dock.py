@@ -155,6 +155,8 @@ class GraphDock(QWidget):
         self.lay_out(force=True)
 
     def _events(self, batch: list[Any]) -> None:
+        if not self.running:  # a last batch after the result: the result's words stand
+            return
         for item in batch:
             if isinstance(item, Progress) and item.stage in ("graph", "variant", "int8"):
                 self.status.setText(f"graph: {item.message}")
@@ -162,10 +164,19 @@ class GraphDock(QWidget):
                 self.status.setText(item.message)
 
     def _done(self, result: dict[str, Any]) -> None:
-        self.view.set_result(result)
+        try:
+            self.view.set_result(result)
+        except Exception as exc:  # an internal error: said, the timing resumed, not stuck
+            import traceback
+
+            traceback.print_exc()
+            self.view.set_result(None)
+            self._end(f"graph could not be drawn (internal error): {exc}", failed=True)
+            return
         views = result.get("views") or {}
+        views = {k: v for k, v in views.items() if v}
         sizes = ", ".join(
-            f"{len(v['nodes'])} nodes {k.replace('run', 'as run').replace('loaded', 'as loaded')}"
+            f"{len(v['nodes'])} nodes {'as run' if k == 'run' else 'as loaded'}"
             for k, v in views.items()
         )
         took = sum(v.get("layout_s", 0.0) for v in views.values())

@@ -74,6 +74,7 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
     cache = cache_root() / "layouts"
     yield Progress("graph", 1, STAGES, f"laying out {loaded.op_count} nodes as loaded")
     result["views"]["loaded"] = _view(loaded, {}, req.expand, cache)
+    result["views"]["loaded"]["memory"] = _memory(loaded)
 
     run_graph: ModelGraph | None = None
     kept: list[str] = []
@@ -91,7 +92,8 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
         result["as_run_error"] = ran.error
         if ran.model is not None:
             try:
-                run_graph = model_graph(ran.model, {**inferred(ran.model, {}), **ran.tensors})
+                known = {**inferred(ran.model, {}), **_inputs_of(loaded), **ran.tensors}
+                run_graph = model_graph(ran.model, known)
             except OpScopeError as exc:
                 result["as_run_error"] = f"the optimized graph: {exc}"
         if run_graph is not None and ran.model is not None:
@@ -100,13 +102,14 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
             result["fused"] = origins
             result["removed"] = removed(run_io, loaded_io, origins)
             yield Progress("graph", 3, STAGES, f"laying out {run_graph.op_count} nodes as run")
-            result["views"]["run"] = _view(
+            run_view = result["views"]["run"] = _view(
                 run_graph,
                 ran.providers,
                 req.expand,
                 cache,
                 precisions(run_graph.nodes, run_graph.tensors, kept, origins),
             )
+            run_view["memory"] = _memory(run_graph, ran.order)
     result["kept_fp32"] = kept
     if "precision" not in result["views"]["loaded"]:
         result["views"]["loaded"]["precision"] = precisions(loaded.nodes, loaded.tensors)
@@ -174,6 +177,30 @@ def _view(
         view["note"] = f"{graph.op_count:,} nodes and no repeated block: laid out in full"
     view["layout_s"] = time.perf_counter() - t0
     return view
+
+
+def _inputs_of(graph: ModelGraph) -> dict[str, Any]:
+    """The graph inputs' dtypes and shapes, at the run's shapes."""
+    return {n.name: graph.tensors[n.name] for n in graph.nodes
+            if n.op_type == INPUT and n.name in graph.tensors}  # fmt: skip
+
+
+def _memory(graph: ModelGraph, order: list[str] | None = None) -> dict[str, Any]:
+    """Activation memory alive while each node runs, over one inference (the order it
+    ran in, as run; file order as loaded): its timeline, peak and the tensors alive there
+    (engine/measure/liveness.py). Unknown sizes are left out and counted."""
+    from engine.measure.liveness import liveness
+    from engine.model.graph_io import NodeIO
+
+    nodes = [n for n in graph.nodes if n.op_type not in (INPUT, OUTPUT) and n.parent is None]
+    if order:
+        at = {name: i for i, name in enumerate(order)}
+        nodes.sort(key=lambda n: at.get(n.name, len(at)))
+    io = [NodeIO(n.name, n.op_type, n.inputs, n.outputs) for n in nodes]
+    sizes = {k: t.nbytes for k, t in graph.tensors.items()}
+    inputs = [n.name for n in graph.nodes if n.op_type == INPUT]
+    ends = [t for n in graph.nodes if n.op_type == OUTPUT for t in n.inputs]
+    return liveness(io, sizes, inputs, ends).to_json()
 
 
 def _label(name: str, op_type: str) -> str:

@@ -14,7 +14,16 @@ from dataclasses import dataclass, field
 
 from engine.api import OpStat, Roofs, place
 
-OVERLAYS = ("time share", "bound", "GB/s", "precision", "provider", "activation bytes", "change")
+OVERLAYS = (
+    "time share",
+    "bound",
+    "GB/s",
+    "precision",
+    "provider",
+    "activation bytes",
+    "weight bytes",
+    "change",
+)
 NONE_COLOR = "#e8e8e8"  # no figure for this node (not profiled, folded away)
 HEAT = ("#fff7bc", "#fec44f", "#fe9929", "#ec7014", "#cc4c02", "#8c2d04")
 CATEGORY = {
@@ -50,6 +59,7 @@ class NodeFigures:
     precision: Mapping[str, str] = field(default_factory=dict)
     providers: Mapping[str, str] = field(default_factory=dict)
     out_bytes: Mapping[str, float | None] = field(default_factory=dict)
+    weight_bytes: Mapping[str, float | None] = field(default_factory=dict)
     stand_in: Mapping[str, str] = field(default_factory=dict)  # loaded node -> run node
     blocks: Mapping[str, Sequence[str]] = field(default_factory=dict)  # box -> members
     baseline: Mapping[str, OpStat] | None = None  # 'change': the other run's stats
@@ -83,13 +93,14 @@ def _value(overlay: str, name: str, f: NodeFigures) -> tuple[float, str] | None:
         if overlay == "time share":
             shares = [s.share for m in members if (s := f.stats.get(m)) is not None]
             return (sum(shares), f"{sum(shares):.1%}") if shares else None
-        if overlay == "activation bytes":
-            sizes = [b for m in members if (b := f.out_bytes.get(m))]
-            return (sum(sizes), _bytes(sum(sizes))) if sizes else None
+        if overlay in ("activation bytes", "weight bytes"):
+            by = f.out_bytes if overlay == "activation bytes" else f.weight_bytes
+            sizes = [b for m in members if (b := by.get(m))]
+            return (sum(sizes), size_label(sum(sizes))) if sizes else None
         return None
-    if overlay == "activation bytes":
-        b = f.out_bytes.get(name)
-        return None if not b else (b, _bytes(b))
+    if overlay in ("activation bytes", "weight bytes"):
+        b = (f.out_bytes if overlay == "activation bytes" else f.weight_bytes).get(name)
+        return None if not b else (b, size_label(b))
     s = stat_of(name, f)
     if s is None:
         return None
@@ -111,7 +122,7 @@ def _ramp(overlay: str, values: dict[str, float], text: dict[str, str]) -> Paint
             "activation bytes": "no output sizes known",
         }.get(overlay, "no profile yet: figures follow the first profiled pass")
         return out
-    log = overlay in ("GB/s", "activation bytes")
+    log = overlay in ("GB/s", "activation bytes", "weight bytes")
     lo, hi = (min(values.values()), max(values.values()))
     if overlay == "bound":
         lo, hi = 0.0, max(1.0, hi)
@@ -131,7 +142,8 @@ def _ramp(overlay: str, values: dict[str, float], text: dict[str, str]) -> Paint
         "time share": lambda v: f"{v:.1%}",
         "bound": lambda v: f"{v:.0%} of roof",
         "GB/s": lambda v: f"{v:.3g} GB/s",
-        "activation bytes": _bytes,
+        "activation bytes": size_label,
+        "weight bytes": size_label,
     }[overlay]
     out.legend = [(HEAT[0], fmt(lo)), (HEAT[-1], fmt(hi)), (NONE_COLOR, "no figure")]
     return out
@@ -201,7 +213,7 @@ def _change(names: Sequence[str], f: NodeFigures) -> Painted:
     return out
 
 
-def _bytes(n: float) -> str:
+def size_label(n: float) -> str:
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if n >= size:
             return f"{n / size:.3g} {unit}"

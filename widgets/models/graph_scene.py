@@ -133,6 +133,18 @@ def output_bytes(
     return out
 
 
+def weight_bytes(
+    facts: Mapping[str, Mapping[str, Any]],
+    tensors: Mapping[str, tuple[str, list[int | str] | None]],
+) -> dict[str, float | None]:
+    """Each node's weights read, in bytes (None where a weight's size is unknown)."""
+    out: dict[str, float | None] = {}
+    for name, f in facts.items():
+        sizes = [_nbytes(tensors.get(t)) for t in f.get("weights", [])]
+        out[name] = None if any(b is None for b in sizes) else sum(b or 0.0 for b in sizes)
+    return out
+
+
 _ITEM = {
     "float32": 4,
     "float16": 2,

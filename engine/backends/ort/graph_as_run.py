@@ -31,6 +31,7 @@ class AsRun:
     provider_used: str
     tensors: dict[str, Tensor] = field(default_factory=dict)  # as the profile saw them
     providers: dict[str, str] = field(default_factory=dict)  # node -> provider it ran on
+    order: list[str] = field(default_factory=list)  # the nodes in the order they ran
     error: str | None = None
 
 
@@ -88,6 +89,7 @@ def _observed(profile_path: str, out: AsRun) -> None:
         if ev.parent:
             continue
         out.providers[ev.name] = ev.provider
+        out.order.append(ev.name)
         for name, (dtype, shape) in zip(outputs.get(ev.name, []), ev.output_shapes, strict=False):
             with contextlib.suppress(TypeError, ValueError):
                 np_name = {"float": "float32", "double": "float64"}.get(dtype, dtype)
