@@ -97,5 +97,42 @@ def test_the_graph_dock_draws_the_model_shown_with_its_live_figures(
         assert graph["results"] and all("value" in r for r in graph["results"].values())
         assert "gradient" in graph
         assert not list(tmp_path.glob(".*part*"))
+
+        # FP32 against INT8: their graphs as run differ, so the change overlay compares
+        # them on the model as loaded, each through the node that replaced it
+        panel = wb.window.config_panel
+        panel.precision.setCurrentIndex(panel.precision.findData("int8-dynamic"))
+        qtbot.waitUntil(
+            lambda: (
+                view.result is not None
+                and view.result["config"]["precision"] == "int8-dynamic"
+                and not dock.running
+            ),
+            timeout=TIMEOUT_MS,
+        )
+        qtbot.waitUntil(
+            lambda: (
+                wb.controller.last_profile is not None
+                and any(
+                    view.result["views"]["run"]["precision"].get(s.name) == "INT8"
+                    for s in wb.controller.last_profile.ops
+                )
+            ),
+            timeout=TIMEOUT_MS,
+        )
+        dock.refresh_runs()
+        fp32 = next(
+            i for i in range(dock.compare.count()) if "fp32" in dock.compare.itemText(i).lower()
+        )
+        dock.compare.setCurrentIndex(fp32)
+        dock._compare_picked(fp32)
+        qtbot.waitUntil(
+            lambda: dock.status.text().startswith("compared with run"), timeout=TIMEOUT_MS
+        )
+        assert view.view_combo.currentText() == "as loaded"
+        assert view.overlay_combo.currentText() == "change"
+        ratios = [v for v in view.painted.values.values() if v.endswith("x")]
+        assert len(ratios) > 10, view.painted.values  # MatMuls matched across the two graphs
+
     finally:
         wb.shutdown()

@@ -334,3 +334,19 @@ def test_a_cpu_node_in_a_gpu_run_stands_out() -> None:
     cpu = OpStat("c", "Shape", "CPUExecutionProvider", 1, 1, 1, 1, 0.5, 1, None, None, None, None)
     p = paint("provider", ["g", "c"], NodeFigures({"g": gpu, "c": cpu}))
     assert p.colors["c"] == "#e15759" and "fallback" in p.note
+
+
+def test_the_change_overlay_across_two_graphs_compares_on_the_model_as_loaded() -> None:
+    # FP32 ran 'relu_nchwc' for Conv+BN+Relu; INT8 ran 'conv_token_1' for the same nodes
+    now = {"conv_token_1": _stat("conv_token_1", 1.0, 0.5)}
+    then = {"relu_nchwc": _stat("relu_nchwc", 4.0, 0.5)}
+    f = NodeFigures(
+        now,
+        stand_in={"conv": "conv_token_1", "bn": "conv_token_1", "relu": "conv_token_1"},
+        baseline=then,
+        baseline_name="run 1",
+        baseline_stand_in={"conv": "relu_nchwc", "bn": "relu_nchwc", "relu": "relu_nchwc"},
+    )
+    p = paint("change", ["conv", "bn", "relu", "shape"], f)
+    assert p.values == {"conv": "0.25x", "bn": "0.25x", "relu": "0.25x"}
+    assert p.colors["conv"] == FASTER and "shape" not in p.colors and not p.note

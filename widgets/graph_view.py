@@ -52,6 +52,7 @@ class GraphView(QWidget):
         self.roofs: Roofs | None = None
         self.baseline: dict[str, OpStat] | None = None
         self.baseline_name = ""
+        self.baseline_stand_in: dict[str, str] = {}
         self.painted = Painted()
         self.picked = ""
         self.found: list[str] = []
@@ -136,10 +137,16 @@ class GraphView(QWidget):
         self.roofs = roofs
         self._repaint()
 
-    def set_baseline(self, stats: list[OpStat] | None, name: str = "") -> None:
-        """Another run's per-node stats for the 'change' overlay (None: none)."""
+    def set_baseline(
+        self, stats: list[OpStat] | None, name: str = "", stand_in: dict[str, str] | None = None
+    ) -> None:
+        """Another run's per-node stats for the 'change' overlay (None: none); with its
+        graph's fused map (`stand_in`: loaded node -> its run node), the view as loaded
+        compares the two runs node by node although their graphs as run differ (FP32 and
+        INT8)."""
         self.baseline = {s.name: s for s in stats} if stats is not None else None
         self.baseline_name = name
+        self.baseline_stand_in = dict(stand_in or {})
         self._repaint()
 
     # selection -------------------------------------------------------------------------
@@ -246,6 +253,7 @@ class GraphView(QWidget):
             blocks=blocks,
             baseline=self.baseline,
             baseline_name=self.baseline_name,
+            baseline_stand_in=self.baseline_stand_in if self._kind() == "loaded" else {},
         )
 
     def _repaint(self) -> None:
@@ -352,6 +360,7 @@ class GraphView(QWidget):
             stand_in=self.stand_in,
             baseline=self.baseline,
             baseline_name=self.baseline_name,
+            baseline_stand_in=self.baseline_stand_in,
         )
         painted = paint(self.overlay_combo.currentText(), list(facts), figures)
         values: dict[str, float | str] = dict(painted.values)

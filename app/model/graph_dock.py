@@ -24,6 +24,7 @@ from engine.api import GraphRequest, ModelInfo, Notice, OpScopeError, OpStat, Pr
 from widgets.graph_view import GraphView
 
 CONCERN = "graph"
+COMPARE = "graph-compare"  # another run's graph, for the change overlay
 NO_MODEL = "load a model: its graph is laid out here, with the live profile on it"
 
 
@@ -224,6 +225,9 @@ class GraphDock(QWidget):
         self.compare.blockSignals(False)
 
     def _compare_picked(self, index: int) -> None:
+        """Another run for the 'change' overlay. A run of another graph as run (FP32
+        against INT8) is compared on the model as loaded: that run's graph is laid out
+        too, for the loaded nodes each of its nodes replaced."""
         run_id = self.compare.itemData(index)
         if run_id is None:
             self.view.set_baseline(None)
@@ -235,13 +239,47 @@ class GraphDock(QWidget):
             reader = SessionReader.open(str(self.wb.recording.path))
             try:
                 stats = [OpStat(**d) for d in reader.ops(int(run_id))]
+                run = next(r for r in reader.runs() if r.id == int(run_id))
             finally:
                 reader.close()
-        except (OSError, OpScopeError, ValueError) as exc:
+        except (OSError, OpScopeError, ValueError, StopIteration) as exc:
             self.status.setText(f"cannot read run {run_id}: {exc}")
             return
-        self.view.set_baseline(stats, f"run {run_id}")
+        name = f"run {run_id}"
+        mine = self.view.result or {}
+        same = (
+            run.config is not None
+            and run.model_path == mine.get("model")
+            and all(
+                getattr(run.config, k) == (mine.get("config") or {}).get(k)
+                for k in ("engine", "precision", "fusion")
+            )
+        )
         self.view.overlay_combo.setCurrentText("change")
+        if same or run.config is None or not run.model_path:
+            self.view.set_baseline(stats, name, self.view.stand_in)
+            return
+        self.view.set_baseline(stats, name)  # by name until its graph is known
+        self.view.view_combo.setCurrentText("as loaded")
+        shapes = {k: tuple(v["shape"]) for k, v in run.inputs.items() if v.get("shape")}
+        request = GraphRequest(run.model_path, run.config, shapes)
+        self.status.setText(f"{name} ran another graph: reading it to compare node by node")
+        self.wb.jobs.start(
+            COMPARE,
+            request,
+            on_done=lambda r: self._baseline_graph(stats, name, r),
+            on_failed=lambda why: self.status.setText(f"{name}'s graph failed: {why}"),
+            on_cancelled=lambda: None,
+        )
+
+    def _baseline_graph(self, stats: list[OpStat], name: str, result: dict[str, Any]) -> None:
+        from widgets.models.graph_scene import replaced_by
+
+        self.view.set_baseline(stats, name, replaced_by(result))
+        self.status.setText(
+            f"compared with {name} on the model as loaded (its graph as run "
+            "differs: each node through the node that replaced it)"
+        )
 
     # export ----------------------------------------------------------------------------
     def export_image(self) -> None:

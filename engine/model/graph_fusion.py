@@ -91,11 +91,22 @@ def removed(
     return [n.name for n in as_loaded if n.name in gone and n.name not in claimed]
 
 
-QDQ = frozenset({"QuantizeLinear", "DequantizeLinear", "Transpose", "Cast", "Reshape"})
+QDQ = frozenset(
+    {
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "Transpose",
+        "Cast",
+        "Reshape",
+        "ReorderInput",
+        "ReorderOutput",
+    }
+)
 # what ONNX Runtime folds into the node before it (a Conv's BatchNormalization and
 # activation, a MatMul's bias): carried with the node that replaced it
-FOLDS_INTO = frozenset({"BatchNormalization", "Relu", "Clip", "LeakyRelu", "Sigmoid",
-                        "HardSigmoid", "Tanh", "Add"})  # fmt: skip
+FOLDS_INTO = frozenset(
+    {"BatchNormalization", "Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "Tanh", "Add"}
+)
 SUFFIXES = ("_QuantizeLinear_Output", "_DequantizeLinear_Output", "_quantized", "_output_0")
 
 
@@ -120,14 +131,29 @@ def by_name(
             consumers.setdefault(t, []).append(n.name)
 
     def chain(start: str, free: set[str]) -> list[str]:
+        """`start` with what was folded into the same kernel: back from a folded kind (a
+        node named after its Relu) to the node it folded into, then on through the folded
+        kinds after it; each step one consumer, free to take."""
         region, at = [start], start
-        while True:  # one consumer each, free to take, of a kind that folds into it
-            outs = [c for t in loaded[at].outputs for c in consumers.get(t, [])]
+        while loaded[at].op_type in FOLDS_INTO:
+            ins = [producer[t] for t in loaded[at].inputs if t in producer]
+            back = [p for p in ins if p in free and len(_consumers(p)) == 1]
+            if len(back) != 1:
+                break
+            at = back[0]
+            free.discard(at)
+            region.insert(0, at)
+        at = start
+        while True:
+            outs = _consumers(at)
             if len(outs) != 1 or outs[0] not in free or loaded[outs[0]].op_type not in FOLDS_INTO:
                 return region
             at = outs[0]
             free.discard(at)
             region.append(at)
+
+    def _consumers(name: str) -> list[str]:
+        return [c for t in loaded[name].outputs for c in consumers.get(t, [])]
 
     out = dict(origins)
     shared: dict[tuple[str, ...], list[str]] = {}
@@ -166,15 +192,18 @@ def by_name(
 
 
 def _named(n: NodeIO, loaded: dict[str, NodeIO], producer: dict[str, str]) -> str | None:
-    """The loaded node `n` is named after: its own name, the longest loaded name its name
-    starts with (at a '_'), or the producer of a loaded tensor its output is named after."""
+    """The loaded node `n` is named after: its own name, the longest loaded node or tensor
+    name its name starts with (at a '_'; a tensor stands for its producer), or the producer
+    of a loaded tensor its output is named after."""
     if n.name in loaded:
         return n.name
     cut = n.name
-    while "_" in cut:
+    while "_" in cut:  # 'node_Conv_95_token_1': the node; 'relu_nchwc': the tensor's maker
         cut = cut.rsplit("_", 1)[0]
         if cut in loaded:
             return cut
+        if cut in producer:
+            return producer[cut]
     for t in n.outputs:
         base = next((t.removesuffix(s) for s in SUFFIXES if t.endswith(s)), t)
         if base in loaded:

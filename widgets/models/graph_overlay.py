@@ -64,6 +64,7 @@ class NodeFigures:
     blocks: Mapping[str, Sequence[str]] = field(default_factory=dict)  # box -> members
     baseline: Mapping[str, OpStat] | None = None  # 'change': the other run's stats
     baseline_name: str = ""
+    baseline_stand_in: Mapping[str, str] = field(default_factory=dict)  # its fused map
 
 
 def stat_of(name: str, f: NodeFigures) -> OpStat | None:
@@ -186,8 +187,10 @@ def _change(names: Sequence[str], f: NodeFigures) -> Painted:
         out.note = "pick a run to compare with"
         return out
     only_here = only_there = 0
-    for n in names:
-        now, then = f.stats.get(n), f.baseline.get(n)
+    base = f.baseline
+    for n in names:  # on the model as loaded, each run through the node that replaced it
+        now = stat_of(n, f)
+        then = base.get(n) or base.get(f.baseline_stand_in.get(n, ""))
         if now is None and then is None:
             continue
         if then is None or now is None:
@@ -208,7 +211,7 @@ def _change(names: Sequence[str], f: NodeFigures) -> Painted:
         (ONLY, "in one run only"),
     ]
     missing = sum(1 for n in f.baseline if n not in set(names))
-    if missing:
+    if missing and not f.baseline_stand_in:
         out.note = f"{missing} node(s) of {f.baseline_name} are not in this graph"
     return out
 
