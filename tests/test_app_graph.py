@@ -45,6 +45,14 @@ def test_the_graph_dock_draws_the_model_shown_with_its_live_figures(
         top = max(wb.controller.last_profile.ops, key=lambda s: s.share)
         assert view.painted.values[top.name] == f"{top.share:.1%}"
 
+        # the op table's memory columns, from the graph as run
+        from widgets.op_table_model import COL
+
+        model = wb.window.op_table.model
+        row = model.row_of(top.name)
+        assert model.data(model.index(row, COL["out"])).endswith("B")
+        assert model.data(model.index(row, COL["weights"])).endswith("B")
+
         # picked in the graph: its op table row; picked in the table: the graph's node
         item = view.canvas.items_by_name[top.name]
         view.canvas.centre_on(top.name)

@@ -131,6 +131,14 @@ class GraphView(QWidget):
         self.view_combo.blockSignals(False)
         self._rebuild(fit=True)
 
+    def node_memory(self) -> dict[str, tuple[float | None, float | None]]:
+        """Each run node's output and weight bytes, for the op table's columns."""
+        view = ((self.result or {}).get("views") or {}).get("run") or {}
+        facts = {n["name"]: n for n in view.get("nodes", [])}
+        tensors = {k: (v[0], v[1]) for k, v in view.get("tensors", {}).items()}
+        out, weights = output_bytes(facts, tensors), weight_bytes(facts, tensors)
+        return {n: (out.get(n), weights.get(n)) for n in facts}
+
     def set_figures(self, stats: list[OpStat], roofs: Roofs | None) -> None:
         """The live profile's per-node stats (run node names) and the machine's roofs."""
         self.stats = {s.name: s for s in stats}

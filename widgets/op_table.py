@@ -202,6 +202,11 @@ class OpTable(QWidget):
         """The machine's roofs, for the bound column."""
         self.model.set_roofs(roofs)
 
+    def set_node_memory(self, memory: dict[str, tuple[float | None, float | None]]) -> None:
+        """Each node's output and weight bytes (the graph as run), for the out and weights
+        columns."""
+        self.model.set_node_memory(memory)
+
     @property
     def frozen(self) -> bool:
         return self.freeze_button.isChecked()

@@ -127,6 +127,20 @@ COLUMNS: tuple[Column, ...] = (
         "Execution provider that ran it, as the profile reports it",
         numeric=False,
     ),
+    Column(
+        "out",
+        lambda s: None,
+        human_bytes,
+        "Output activation bytes per inference, at the shapes the profile saw (from the "
+        "graph as run: – until the Graph tab has read it, or where a shape is unknown)",
+    ),
+    Column(
+        "weights",
+        lambda s: None,
+        human_bytes,
+        "Weight bytes the node reads per call (from the graph as run: – until the Graph tab "
+        "has read it)",
+    ),
 )
 COL = {c.title: i for i, c in enumerate(COLUMNS)}
 COLUMN_CHARS = {  # widths in digits; the name gets what a 1024 px window leaves
@@ -141,8 +155,11 @@ COLUMN_CHARS = {  # widths in digits; the name gets what a 1024 px window leaves
     "bytes": 9,
     "calls": 6,
     "provider": 8,
+    "out": 8,
+    "weights": 8,
 }
 SHARE_COL = COL["share"]
+MEMORY_COLS = {COL["out"]: 0, COL["weights"]: 1}  # column -> its place in node_memory
 BOUND_COL = COL["bound"]
 
 
@@ -155,6 +172,7 @@ class OpTableModel(QAbstractTableModel):
         self._top: set[str] = set()
         self._fp32: set[str] = set()  # nodes an INT8 variant kept in FP32
         self.roofs: Roofs | None = None  # the machine's roofs, for the bound column
+        self.node_memory: dict[str, tuple[float | None, float | None]] = {}  # out, weights
 
     def set_roofs(self, roofs: Roofs | None) -> None:
         """The roofs the bound column measures against (None: not measured yet)."""
@@ -165,6 +183,13 @@ class OpTableModel(QAbstractTableModel):
             self.dataChanged.emit(
                 self.index(0, BOUND_COL), self.index(len(self._rows) - 1, BOUND_COL)
             )
+
+    def set_node_memory(self, memory: dict[str, tuple[float | None, float | None]]) -> None:
+        """Each node's output and weight bytes (the graph as run), for their columns."""
+        self.node_memory = dict(memory)
+        if self._rows:
+            first, last = min(MEMORY_COLS), max(MEMORY_COLS)
+            self.dataChanged.emit(self.index(0, first), self.index(len(self._rows) - 1, last))
 
     def set_rows(self, rows: list[OpStat]) -> None:
         self.beginResetModel()
@@ -203,6 +228,10 @@ class OpTableModel(QAbstractTableModel):
             return None
         stat, column = self._rows[index.row()], COLUMNS[index.column()]
         value = column.value(stat)
+        if index.column() in MEMORY_COLS:
+            value = self.node_memory.get(stat.name, (None, None))[MEMORY_COLS[index.column()]]
+            if role == Qt.ItemDataRole.DisplayRole:
+                return MISSING if value is None else human_bytes(value)
         if index.column() == BOUND_COL and role in (
             Qt.ItemDataRole.DisplayRole,
             SORT_ROLE,

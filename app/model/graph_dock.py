@@ -174,6 +174,7 @@ class GraphDock(QWidget):
             self.view.set_result(None)
             self._end(f"graph could not be drawn (internal error): {exc}", failed=True)
             return
+        self.wb.window.op_table.set_node_memory(self.view.node_memory())
         views = result.get("views") or {}
         views = {k: v for k, v in views.items() if v}
         sizes = ", ".join(
