@@ -113,6 +113,34 @@ def provider_part(provider: str, seconds: float) -> Callable[[], list[str]]:
     return body
 
 
+def memory_and_graph_part() -> list[str]:
+    """The memory job and the graph job on CUDA: device memory read by NVML at each stage,
+    and the graph as run with the provider each node ran on (CPU fallbacks counted)."""
+    from engine.events import drive
+    from engine.run.graph_job import GraphRequest, graph_job
+    from engine.run.memory_job import MemoryRequest, memory_job
+
+    lines = []
+    for name, path in MODELS.items():
+        config = RunConfig(provider="cuda")
+        try:
+            report = drive(memory_job(MemoryRequest(str(path), config, runs=5)), lambda _: None)
+            device = report["measured"].get("device") or {}
+            lines.append(
+                f"{name} memory: on {report.get('provider_used')}, device "
+                f"{device.get('scope') or 'not read'} {device.get('bytes')}"
+            )
+            graph = drive(graph_job(GraphRequest(str(path), config)), lambda _: None)
+            providers = (graph["views"].get("run") or {}).get("providers") or {}
+            on_cpu = sorted(n for n, p in providers.items() if p.startswith("CPU"))
+            lines.append(
+                f"{name} graph: {len(providers)} nodes ran; on CPU: {len(on_cpu)} {on_cpu[:5]}"
+            )
+        except Exception as exc:
+            lines.append(f"{name}: failed: {' '.join(str(exc).split())[:200]}")
+    return lines
+
+
 def cuda_graph_part() -> list[str]:
     import numpy as np
     import onnxruntime as ort
@@ -244,6 +272,7 @@ def main() -> int:
             "measured GPU peaks",
             "CUDA provider, IO binding",
             "TensorRT provider, IO binding",
+            "memory and graph jobs on CUDA",
             "CUDA graphs",
             "torch engine on CUDA",
             "live engine host on CUDA",
@@ -253,6 +282,7 @@ def main() -> int:
     section("measured peaks", peaks_part)
     section("CUDA provider, IO binding", provider_part("cuda", args.seconds))
     section("TensorRT provider, IO binding", provider_part("tensorrt", args.seconds))
+    section("memory and graph jobs on CUDA", memory_and_graph_part)
     section("CUDA graphs", cuda_graph_part)
     section("torch engine on CUDA", torch_cuda_part)
     section("live engine host on CUDA", live_host_part)

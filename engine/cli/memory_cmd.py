@@ -102,6 +102,16 @@ def print_memory(r: dict[str, Any], out: TextIO) -> None:
       + (f" ({ratio:.0%} of it: the rest is the runtime's own: arenas, thread pools, "
          "pre-packed weights, code)" if ratio is not None and ratio < 0.9 else
          f" ({ratio:.0%} of it)" if ratio is not None else "") + "\n")  # fmt: skip
+    device = m.get("device")
+    if device and device.get("bytes"):
+        got = device["bytes"]
+        stages = " -> ".join(f"{k.replace('_', ' ')} {size_text(v)}" for k, v in got.items())
+        whose = (
+            "this process on the GPU"
+            if device.get("scope") == "process"
+            else "the GPU's used memory (all processes)"
+        )
+        w(f"device     {whose}: {stages}\n")
     load = r["load"]
     parts = [f"read and parse {load['read_s']:.3f} s",
              _variant_text(r),

@@ -159,7 +159,9 @@ def _report(
             "held_bytes": held,  # steady state minus before the session
             "estimate_bytes": estimate,  # weights run + activation peak
             "estimate_over_measured": estimate / held if held > 0 else None,
-            "device": None,  # a GPU's memory (NVML), where one runs the model
+            # a GPU's memory (NVML) at the stages, where one runs the model: this process's
+            # use of the device, or the device's used memory where NVML cannot tell
+            "device": measured.get("device") or None,
         },
         "load": {
             "read_s": read_s,

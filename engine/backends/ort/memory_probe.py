@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.ort.device_memory import DeviceMemory
 from engine.backends.ort.inference_session import build_options, gpu_present, plan_session
 from engine.config import RunConfig
 from engine.errors import ModelError, one_line
@@ -37,6 +38,7 @@ class Probe:
     as_run_error: str | None = None
     weights: frozenset[str] = frozenset()  # the optimized graph's initializers
     graph_outputs: set[str] = field(default_factory=set)
+    device: dict[str, Any] = field(default_factory=dict)  # a GPU's memory, at the stages
 
 
 def _rss() -> int:
@@ -71,6 +73,7 @@ def probe_job(
         "as_run": as_run,
         "as_run_nodes": len(p.as_run),
         "as_run_error": p.as_run_error,
+        "device": p.device,
     }
 
 
@@ -81,19 +84,30 @@ def probe(path: str, config: RunConfig, feeds: Mapping[str, np.ndarray], runs: i
 
     with tempfile.TemporaryDirectory(prefix="opscope-mem-") as tmp:
         optimized = str(Path(tmp) / "optimized.onnx")
-        plan = plan_session(config, gpu_present=gpu_present(), profiling=True,
-                            profile_prefix=str(Path(tmp) / "mem"),
-                            optimized_model_path=optimized)  # fmt: skip
+        plan = plan_session(
+            config,
+            gpu_present=gpu_present(),
+            profiling=True,
+            profile_prefix=str(Path(tmp) / "mem"),
+            optimized_model_path=optimized,
+        )
         so = build_options(plan)
+        on_gpu = any(
+            n in ("CUDAExecutionProvider", "TensorrtExecutionProvider") for n, _ in plan.providers
+        )
+        device = DeviceMemory(on_gpu)
+        device.read("before_session")
         rss = {"before_session": _rss()}
         t0 = time.perf_counter()
         try:
-            sess = ort.InferenceSession(path, sess_options=so,
-                                        providers=[(n, o) for n, o in plan.providers])  # fmt: skip
+            sess = ort.InferenceSession(
+                path, sess_options=so, providers=[(n, o) for n, o in plan.providers]
+            )
         except Exception as exc:
             raise ModelError(one_line(exc), path) from exc
         session_s = time.perf_counter() - t0
         rss["after_session"] = _rss()
+        device.read("after_session")
         try:
             sess.run(None, dict(feeds))
             rss["after_first_run"] = _rss()
@@ -102,10 +116,13 @@ def probe(path: str, config: RunConfig, feeds: Mapping[str, np.ndarray], runs: i
                 sess.run(None, dict(feeds))
                 steady = max(steady, _rss())
             rss["steady"] = steady
+            device.read("steady")
         except Exception as exc:
             raise ModelError(f"an inference failed: {one_line(exc)}", path) from exc
         profile_path = sess.end_profiling()
         result = Probe(sess.get_providers()[0], session_s, None, None, rss)
+        result.device = device.reading()
+        device.close()
         _read_profile(profile_path, optimized, result)
         del sess
     return result
@@ -122,8 +139,10 @@ def _read_profile(profile_path: str, optimized: str, result: Probe) -> None:
     for e in events if isinstance(events, list) else []:
         if isinstance(e, dict) and e.get("cat") == "Session":
             name, dur = e.get("name"), e.get("dur")
-            if isinstance(dur, int | float) and name in ("model_loading_uri",
-                                                         "model_loading_array"):  # fmt: skip
+            if isinstance(dur, int | float) and name in (
+                "model_loading_uri",
+                "model_loading_array",
+            ):
                 result.model_loading_s = dur / 1e6
             elif isinstance(dur, int | float) and name == "session_initialization":
                 result.session_initialization_s = dur / 1e6
