@@ -350,3 +350,34 @@ def test_the_change_overlay_across_two_graphs_compares_on_the_model_as_loaded() 
     p = paint("change", ["conv", "bn", "relu", "shape"], f)
     assert p.values == {"conv": "0.25x", "bn": "0.25x", "relu": "0.25x"}
     assert p.colors["conv"] == FASTER and "shape" not in p.colors and not p.note
+
+
+def test_an_if_body_is_laid_out_inside_its_node() -> None:
+    then = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["t"], name="neg")],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Abs", ["x"], ["e"], name="abs")],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)],
+    )
+    m = _model(
+        [
+            helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+            helper.make_node("Greater", ["s", "s"], ["c"], name="cmp"),
+            helper.make_node(
+                "If", ["c"], ["y"], name="branch", then_branch=then, else_branch=other
+            ),
+        ]
+    )
+    g = model_graph(m)
+    boxes = [Box(n.name, n.op_type, n.parent) for n in g.nodes]
+    placed = lay_out(boxes, [(s, d) for s, d, _ in g.edges])
+    bx, by, bw, bh = placed.boxes["branch"]
+    for inner in ("branch/then_branch/neg", "branch/else_branch/abs"):
+        x, y, w, h = placed.boxes[inner]
+        assert bx <= x and x + w <= bx + bw and by <= y and y + h <= by + bh, inner
