@@ -64,6 +64,7 @@ from engine.measure.roofline import MemoryRoof, Placement, Roofs, place
 from engine.measure.stats import latency_stats, throughput
 from engine.model.dims import MAX_DIM, SymbolicDim, describe_inputs, editable_dims
 from engine.model.eval_data import check_data_file
+from engine.model.graph_view import Tensor
 from engine.model.info import ModelInfo
 from engine.model.model_explorer import export_overlay
 from engine.model.sizes import size_text
@@ -174,6 +175,7 @@ __all__ = [
     "SweepStored",
     "SymbolicDim",
     "Telemetry",
+    "Tensor",
     "TimingDone",
     "Trial",
     "TuneRequest",

@@ -59,7 +59,8 @@ def test_the_graph_has_inputs_outputs_weights_apart_and_stable_names() -> None:
     assert g.tensors["a"].text() == "float32[2x4]" and g.tensors["a"].nbytes == 32
 
 
-def test_an_if_body_is_drawn_in_place_and_reads_the_outer_scope() -> None:
+def _if_model() -> onnx.ModelProto:
+    """x -> ReduceSum -> Greater -> If (then: Neg x, else: Abs x): bodies read x outside."""
     then = helper.make_graph(
         [helper.make_node("Neg", ["x"], ["t"], name="neg")],
         "then",
@@ -72,7 +73,7 @@ def test_an_if_body_is_drawn_in_place_and_reads_the_outer_scope() -> None:
         [],
         [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)],
     )
-    m = _model(
+    return _model(
         [
             helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
             helper.make_node("Greater", ["s", "s"], ["c"], name="cmp"),
@@ -81,6 +82,10 @@ def test_an_if_body_is_drawn_in_place_and_reads_the_outer_scope() -> None:
             ),
         ]
     )
+
+
+def test_an_if_body_is_drawn_in_place_and_reads_the_outer_scope() -> None:
+    m = _if_model()
     g = model_graph(m)
     inner = {n.name: n.parent for n in g.nodes if n.parent}
     assert inner == {"branch/then_branch/neg": "branch", "branch/else_branch/abs": "branch"}
@@ -353,27 +358,7 @@ def test_the_change_overlay_across_two_graphs_compares_on_the_model_as_loaded() 
 
 
 def test_an_if_body_is_laid_out_inside_its_node() -> None:
-    then = helper.make_graph(
-        [helper.make_node("Neg", ["x"], ["t"], name="neg")],
-        "then",
-        [],
-        [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)],
-    )
-    other = helper.make_graph(
-        [helper.make_node("Abs", ["x"], ["e"], name="abs")],
-        "else",
-        [],
-        [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)],
-    )
-    m = _model(
-        [
-            helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
-            helper.make_node("Greater", ["s", "s"], ["c"], name="cmp"),
-            helper.make_node(
-                "If", ["c"], ["y"], name="branch", then_branch=then, else_branch=other
-            ),
-        ]
-    )
+    m = _if_model()
     g = model_graph(m)
     boxes = [Box(n.name, n.op_type, n.parent) for n in g.nodes]
     placed = lay_out(boxes, [(s, d) for s, d, _ in g.edges])

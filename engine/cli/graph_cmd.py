@@ -39,11 +39,9 @@ def add_graph_parser(sub: Any, add_knobs: Any) -> None:
 
 
 def _cmd_graph(args: argparse.Namespace) -> int:
-    from engine.cli.printer import LivePrinter
-    from engine.events import Notice, Progress, drive
+    from engine.cli.printer import run_printed
     from engine.run.graph_job import GraphRequest
     from engine.run.job_inputs import JobInputs
-    from engine.run.jobs import run_job
 
     inputs = JobInputs.from_args(args)
     req = GraphRequest(
@@ -54,13 +52,7 @@ def _cmd_graph(args: argparse.Namespace) -> int:
         seed=args.seed,
         expand=args.expand,
     )
-    printer = LivePrinter()
-    try:
-        result: dict[str, Any] = drive(
-            run_job(req), lambda ev: printer.feed(ev) if isinstance(ev, Progress | Notice) else None
-        )
-    finally:
-        printer.close()
+    result: dict[str, Any] = run_printed(req)
     out = sys.stdout if args.json != "-" else sys.stderr
     print_graph(result, out)
     if args.explorer:

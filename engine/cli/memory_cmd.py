@@ -39,22 +39,14 @@ def add_memory_parser(sub: Any, add_knobs: Any) -> None:
 
 
 def _cmd_memory(args: argparse.Namespace) -> int:
-    from engine.cli.printer import LivePrinter
-    from engine.events import Notice, Progress, drive
+    from engine.cli.printer import run_printed
     from engine.run.job_inputs import JobInputs
-    from engine.run.jobs import run_job
     from engine.run.memory_job import MemoryRequest
 
     inputs = JobInputs.from_args(args)
     req = MemoryRequest(args.model, config_from_args(args), inputs.shapes, inputs.dims,
                         seed=args.seed, runs=args.runs, session=args.session)  # fmt: skip
-    printer = LivePrinter()
-    try:
-        report: dict[str, Any] = drive(
-            run_job(req), lambda ev: printer.feed(ev) if isinstance(ev, Progress | Notice) else None
-        )
-    finally:
-        printer.close()
+    report: dict[str, Any] = run_printed(req)
     out = sys.stdout if args.json != "-" else sys.stderr
     print_memory(report, out)
     if args.session:

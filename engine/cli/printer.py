@@ -86,6 +86,22 @@ class LivePrinter:
         self.stream.flush()
 
 
+def run_printed(request: object) -> Any:
+    """Run `request`'s job (engine/run/jobs.py), its progress and notices on the live line;
+    its result."""
+    from engine.events import drive
+    from engine.run.jobs import run_job
+
+    printer = LivePrinter()
+    try:
+        return drive(
+            run_job(request),
+            lambda ev: printer.feed(ev) if isinstance(ev, Progress | Notice) else None,
+        )
+    finally:
+        printer.close()
+
+
 def print_info(info: ModelInfo, out: TextIO) -> None:
     w = out.write
     w(f"model      {info.path}\n")

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.api import OpStat
+from engine.api import OpStat, Tensor
 
 
 @dataclass(frozen=True)
@@ -120,17 +120,8 @@ def output_bytes(
     facts: Mapping[str, Mapping[str, Any]],
     tensors: Mapping[str, tuple[str, list[int | str] | None]],
 ) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    for name, f in facts.items():
-        total: float | None = 0.0
-        for t in f.get("outputs", []):
-            b = _nbytes(tensors.get(t))
-            if b is None:
-                total = None
-                break
-            total = (total or 0.0) + b
-        out[name] = total
-    return out
+    """Each node's output activation bytes (None where a shape is unknown)."""
+    return _summed(facts, tensors, "outputs")
 
 
 def weight_bytes(
@@ -138,38 +129,25 @@ def weight_bytes(
     tensors: Mapping[str, tuple[str, list[int | str] | None]],
 ) -> dict[str, float | None]:
     """Each node's weights read, in bytes (None where a weight's size is unknown)."""
+    return _summed(facts, tensors, "weights")
+
+
+def _summed(
+    facts: Mapping[str, Mapping[str, Any]],
+    tensors: Mapping[str, tuple[str, list[int | str] | None]],
+    key: str,
+) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for name, f in facts.items():
-        sizes = [_nbytes(tensors.get(t)) for t in f.get("weights", [])]
-        out[name] = None if any(b is None for b in sizes) else sum(b or 0.0 for b in sizes)
+        sizes = [_nbytes(tensors.get(t)) for t in f.get(key, [])]
+        out[name] = None if None in sizes else sum(b or 0.0 for b in sizes)
     return out
 
 
-_ITEM = {
-    "float32": 4,
-    "float16": 2,
-    "bfloat16": 2,
-    "float64": 8,
-    "int8": 1,
-    "uint8": 1,
-    "int32": 4,
-    "int64": 8,
-    "bool": 1,
-    "int16": 2,
-    "uint16": 2,
-}
-
-
 def _nbytes(t: tuple[str, list[int | str] | None] | None) -> float | None:
-    if t is None or t[1] is None or any(isinstance(d, str) for d in t[1]):
+    if t is None or t[1] is None:
         return None
-    item = _ITEM.get(t[0])
-    if item is None:
-        return None
-    n = 1.0
-    for d in t[1]:
-        n *= float(d)
-    return n * item
+    return Tensor(t[0], tuple(t[1])).nbytes
 
 
 def tip(

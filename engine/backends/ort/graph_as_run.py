@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,19 +35,26 @@ class AsRun:
     error: str | None = None
 
 
+def saving_plan(config: RunConfig, folder: str) -> tuple[Any, str]:
+    """A profiled session's plan (profile files in `folder`) that saves the optimized graph
+    there too; that graph's path."""
+    optimized = str(Path(folder) / "optimized.onnx")
+    plan = plan_session(
+        config,
+        gpu_present=gpu_present(),
+        profiling=True,
+        profile_prefix=str(Path(folder) / "profile"),
+        optimized_model_path=optimized,
+    )
+    return plan, optimized
+
+
 def as_run(path: str, config: RunConfig, feeds: Mapping[str, np.ndarray]) -> AsRun:
     import onnx
     import onnxruntime as ort
 
     with tempfile.TemporaryDirectory(prefix="opscope-graph-") as tmp:
-        optimized = str(Path(tmp) / "optimized.onnx")
-        plan = plan_session(
-            config,
-            gpu_present=gpu_present(),
-            profiling=True,
-            profile_prefix=str(Path(tmp) / "graph"),
-            optimized_model_path=optimized,
-        )
+        plan, optimized = saving_plan(config, tmp)
         try:
             sess = ort.InferenceSession(
                 path,

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from engine.backends.ort.device_memory import DeviceMemory
-from engine.backends.ort.inference_session import build_options, gpu_present, plan_session
+from engine.backends.ort.graph_as_run import saving_plan
+from engine.backends.ort.inference_session import build_options
 from engine.config import RunConfig
 from engine.errors import ModelError, one_line
 from engine.events import Event, Progress
@@ -83,14 +84,7 @@ def probe(path: str, config: RunConfig, feeds: Mapping[str, np.ndarray], runs: i
     import onnxruntime as ort
 
     with tempfile.TemporaryDirectory(prefix="opscope-mem-") as tmp:
-        optimized = str(Path(tmp) / "optimized.onnx")
-        plan = plan_session(
-            config,
-            gpu_present=gpu_present(),
-            profiling=True,
-            profile_prefix=str(Path(tmp) / "mem"),
-            optimized_model_path=optimized,
-        )
+        plan, optimized = saving_plan(config, tmp)
         so = build_options(plan)
         on_gpu = any(
             n in ("CUDAExecutionProvider", "TensorrtExecutionProvider") for n, _ in plan.providers
