@@ -215,6 +215,8 @@ class RooflinePlot(QWidget):
         computes = [("fp32", roofs.compute, "GFLOP/s")]
         if roofs.int_compute:
             computes.append(("int8", roofs.int_compute, "GOP/s"))
+        if roofs.theoretical and roofs.theoretical > roofs.compute:
+            computes.append(("fp32 theoretical", roofs.theoretical, "GFLOP/s"))
         top = math.log10(max(c for _, c, _ in computes))
         fastest = max(m.gbps for m in roofs.memory)
         ridges = [top - math.log10(m.gbps) for m in roofs.memory]

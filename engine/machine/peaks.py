@@ -316,8 +316,12 @@ def roofs_for(peaks: dict[str, Any], provider: str | None) -> Roofs | None:
     if not levels or not math.isinf(levels[-1].capacity):
         levels.append(MemoryRoof("DRAM", math.inf, float(cpu["memory_gbps"])))
     int_gops = cpu.get("int_gops")
+    from engine.machine.theoretical import cpu_theoretical
+
+    theory = cpu_theoretical()
     return Roofs(tuple(levels), float(cpu["gflops"]),
-                 float(int_gops) if _positive(int_gops) else None)  # fmt: skip
+                 float(int_gops) if _positive(int_gops) else None,
+                 theory[0] if theory else None)  # fmt: skip
 
 
 def _positive(x: Any) -> bool:

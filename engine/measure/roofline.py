@@ -38,6 +38,7 @@ class Roofs:
     memory: tuple[MemoryRoof, ...]
     compute: float
     int_compute: float | None = None
+    theoretical: float | None = None  # float32 upper bound (engine/machine/theoretical.py)
 
     @property
     def dram(self) -> MemoryRoof:
@@ -63,6 +64,8 @@ class Roofs:
         compute = f"fp32 {self.compute:.4g} GFLOP/s"
         if self.int_compute:
             compute += f", int8 {self.int_compute:.4g} GOP/s"
+        if self.theoretical:
+            compute += f" (theoretical fp32 at most {self.theoretical:.4g} GFLOP/s)"
         return f"{levels}; {compute}"
 
     def to_json(self) -> dict[str, Any]:
