@@ -299,6 +299,26 @@ def test_the_cli_prints_the_graph_and_writes_json_and_model_explorer_data(tmp_pa
         timeout=120,
     )
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "x.onnx" in bad.stderr
+    cyclic = tmp_path / "cycle.onnx"
+    onnx.save(
+        _model(
+            [
+                helper.make_node("Relu", ["b"], ["a"], name="first"),
+                helper.make_node("Relu", ["a"], ["b"], name="second"),
+                helper.make_node("Relu", ["x"], ["y"], name="third"),
+            ]
+        ),
+        str(cyclic),
+    )
+    bad = subprocess.run(
+        [sys.executable, "-m", "engine.cli.main", "graph", str(cyclic)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    line = bad.stderr.strip()
+    assert bad.returncode == 2 and "\n" not in line and str(cyclic) in line
+    assert "node 'first' reads 'b', produced only further down" in line
 
 
 def _stat(name: str, ms: float, share: float, gbps: float | None = 1.0) -> OpStat:

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from engine import backends
 from engine.cache import cache_root
 from engine.config import RunConfig
-from engine.errors import OpScopeError
+from engine.errors import ModelError, OpScopeError
 from engine.events import Event, Notice, Progress
 from engine.model.graph_collapse import collapse
 from engine.model.graph_fusion import by_name, fused_origins, removed
@@ -54,7 +54,10 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
     yield Progress("graph", 0, STAGES, "reading the model")
     model, info = load_model(req.model_path)
     plan = plan_inputs(info, config.batch, req.shapes, req.dims)
-    loaded = model_graph(model, inferred(model, plan.shapes))
+    try:
+        loaded = model_graph(model, inferred(model, plan.shapes))
+    except ModelError as exc:  # an invalid graph: the line names the file too
+        raise ModelError(exc.message, info.path) from exc
     loaded_io = graph_nodes(model.graph)
     inputs = [v.name for v in info.inputs]
     weights = frozenset(t.name for t in model.graph.initializer)
