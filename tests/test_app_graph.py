@@ -118,9 +118,11 @@ def test_the_graph_dock_draws_the_model_shown_with_its_live_figures(
             ),
             timeout=TIMEOUT_MS,
         )
+        before = wb.controller.last_profile
+        wb.client.profile_now()  # as Run > Profile Now: the INT8 run's operators
         qtbot.waitUntil(
             lambda: (
-                wb.controller.last_profile is not None
+                wb.controller.last_profile is not before
                 and any(
                     view.result["views"]["run"]["precision"].get(s.name) == "INT8"
                     for s in wb.controller.last_profile.ops

@@ -18,6 +18,7 @@ from app.host.engine_client import EngineClient
 from app.host.job_runner import JobRunner
 from app.llm.llm_serving_controller import CONCERN, LLMServingController
 from app.llm.llm_serving_dock import LLMServingDock
+from app.shell.pause_holds import PauseHolds
 from engine.config import RunConfig
 from engine.events import Notice, Progress
 from engine.serve.llm_study import LLMStudyRequest
@@ -27,7 +28,7 @@ from widgets.models.llm_serving_form import ServingForm
 DEMO_LLM = ROOT / "resources" / "models" / "demo_llm"
 
 
-class Bench:
+class Bench(PauseHolds):
     def __init__(self, precision: str) -> None:
         self.window = MagicMock()
         self.window.config_panel.config.return_value = RunConfig(

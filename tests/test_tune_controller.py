@@ -15,6 +15,7 @@ pytest.importorskip("PySide6")
 
 from app.host.engine_client import EngineClient
 from app.host.job_runner import JobRunner
+from app.shell.pause_holds import PauseHolds
 from app.tune.tune_controller import CONCERN, TuneController
 from app.tune.tune_dock import TuneDock
 from engine.config import RunConfig
@@ -28,7 +29,7 @@ MODEL = "/models/bert.onnx"
 INPUTS = JobInputs(shapes={"input_ids": (1, 256)}, dims={"sequence": 256})
 
 
-class Bench:
+class Bench(PauseHolds):
     """The workbench as the controller sees it: its window, client, runner and recording."""
 
     def __init__(self) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer
@@ -21,6 +20,7 @@ from app.scaling.scaling_dock import ScalingDock
 from app.sessions.recording import Recording, new_autosave_path
 from app.shell.actions import build_menus
 from app.shell.main_window import SESSION_SUFFIXES, MainWindow, add_recent
+from app.shell.pause_holds import PauseHolds
 from app.traffic.traffic_controller import TrafficController
 from app.tune.tune_controller import TuneController
 from engine.api import OpScopeError, cpu_name, gpu_facts, provider_label
@@ -31,7 +31,7 @@ ENGINE_NICE = 10  # the engine's priority below the window's when it yields (Run
 YIELD_KEY = "engine/yield_cpu"
 
 
-class Workbench(QObject):
+class Workbench(QObject, PauseHolds):
     """Owns the live app's parts and their lifetimes."""
 
     def __init__(self, session_path: str | None = None, usable: list[str] | None = None) -> None:
@@ -80,7 +80,6 @@ class Workbench(QObject):
         self.status_timer.timeout.connect(self.controller.check_hang)
         self.status_timer.start()
         self.running = True
-        self._holds: set[str] = set()  # the jobs live timing is paused for
 
     def _open_recording(self, session_path: str | None) -> Recording:
         """The file asked for; when it cannot be written (read-only, locked, corrupt, not
@@ -155,26 +154,6 @@ class Workbench(QObject):
             self.client.stop_timing()
             self.controller.timing_paused(reason)
         self.menus.set_running(self.running)
-
-    def pause_for(self, concern: str, reason: str) -> None:
-        """Live timing pauses while the job of `concern` runs (a tune, a sweep, a memory
-        probe, a layout: it takes the cores), marked on the plot with `reason`; timing
-        already paused for another job stays paused until both are done. A pause the user
-        made is the user's: no job resumes it."""
-        if self.running:
-            self._holds.add(concern)
-            self.toggle_running(reason)
-        elif self._holds:
-            self._holds.add(concern)
-
-    def resume_after(self, concern: str) -> None:
-        """The job of `concern` ended: timing resumes when no other job holds it paused."""
-        if concern not in self._holds:
-            return
-        self._holds.discard(concern)
-        if not self._holds and not self.running:
-            with contextlib.suppress(RuntimeError):  # the window is closing
-                self.toggle_running()
 
     def stop_load(self) -> None:
         self.traffic.stop_load()

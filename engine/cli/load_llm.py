@@ -18,6 +18,7 @@ from engine.cli.simulate_llm import (
     print_llm,
     serving_config,
     workload_from_args,
+    workload_json,
 )
 from engine.errors import ConfigError
 from engine.events import drive
@@ -73,10 +74,7 @@ def cmd_load_llm(args: argparse.Namespace) -> int:
             "duration_s": args.duration,
             "requests": len(work),
         },
-        "workload": {
-            "prompt_len": args.prompt_len or "512",
-            "new_tokens": args.new_tokens or "128",
-        },
+        "workload": workload_json(args, work),
         "simulated": False,
         **row,
         "engine": {

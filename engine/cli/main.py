@@ -385,6 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     try:
         with _stops_like_ctrl_c(), _notes_on_stderr():
+            _trace_window(args)
             code: int = args.handler(args)
         return code
     except OpScopeError as exc:  # one line, whatever a path or a file's text holds
@@ -443,6 +444,20 @@ def _stops_like_ctrl_c() -> Iterator[None]:
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)
+
+
+def _trace_window(args: argparse.Namespace) -> None:
+    """--trace-speed and --trace-start written into the trace spec (`@speed=X,start=S`),
+    so that everything downstream that reads the spec replays the same window."""
+    speed, start = getattr(args, "trace_speed", None), getattr(args, "trace_start", None)
+    if (speed is not None or start is not None) and getattr(args, "traffic", None):
+        from engine.serve.traffic import with_trace_window
+
+        args.traffic = with_trace_window(args.traffic, speed, start)
+    elif speed is not None or start is not None:
+        from engine.errors import ConfigError
+
+        raise ConfigError("--trace-speed and --trace-start need --traffic trace:FILE")
 
 
 if __name__ == "__main__":

@@ -115,7 +115,16 @@ def _add_serving(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--traffic", metavar="SPEC",
         help="poisson:RATE | constant:RATE | bursts:BASE,PEAK,PERIOD_S,DUTY | ramp:FROM,TO "
-        "| trace:FILE.csv | closed:N",
+        "| trace:FILE (CSV of times, Azure LLM, BurstGPT or Mooncake JSONL) | closed:N",
+    )  # fmt: skip
+    g.add_argument(
+        "--trace-speed", type=float, metavar="X",
+        help="trace:FILE replayed X times faster (default 1)",
+    )  # fmt: skip
+    g.add_argument(
+        "--trace-start", type=nonneg_seconds, metavar="S",
+        help="trace:FILE replayed from S seconds into it (default 0); --duration is the "
+        "window's length",
     )  # fmt: skip
     g.add_argument("--max-batch", type=int_in(1, MAX_SERVE_BATCH), metavar="N", help="default 1")
     g.add_argument("--preferred", metavar="4,8", help="preferred batch sizes (comma-separated)")

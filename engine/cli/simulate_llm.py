@@ -37,6 +37,29 @@ NOT_FOR_LLM = ("find", "tune_batching", "curve", "confirm", "session", "max_batc
                "delay_ms", "queue_limit", "timeout_ms", "cache")  # fmt: skip
 
 
+def workload_json(args: argparse.Namespace, work: Any) -> dict[str, Any]:
+    """The lengths served: as the flags say, or an LLM trace's own ('trace 91-1200')."""
+    traced = getattr(args, "prompt_len", None) is None and _from_llm_trace(args)
+    if traced and len(work):
+        return {
+            "prompt_len": f"trace {int(work.prompt.min())}-{int(work.prompt.max())}",
+            "new_tokens": f"trace {int(work.output.min())}-{int(work.output.max())}",
+        }
+    return {
+        "prompt_len": _default(args.prompt_len, "512"),
+        "new_tokens": _default(args.new_tokens, "128"),
+    }
+
+
+def _from_llm_trace(args: argparse.Namespace) -> bool:
+    spec = parse_traffic(args.traffic) if args.traffic else None
+    if spec is None or spec.kind != "trace" or spec.path is None:
+        return False
+    from engine.serve.trace_formats import sniff
+
+    return sniff(spec.path) in ("azure", "burstgpt", "mooncake")
+
+
 def _default(value: Any, fallback: Any) -> Any:
     return fallback if value is None else value
 
@@ -138,10 +161,7 @@ def cmd_simulate_llm(args: argparse.Namespace) -> int:
             "duration_s": args.duration,
             "requests": len(work),
         },
-        "workload": {
-            "prompt_len": _default(args.prompt_len, "512"),
-            "new_tokens": _default(args.new_tokens, "128"),
-        },
+        "workload": workload_json(args, work),
         "simulated": True,
         "calibration": cost.to_json(),
     }

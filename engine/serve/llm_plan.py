@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from engine.errors import ConfigError
 from engine.serve.llm_sim import LAYOUTS, Layout
@@ -96,6 +98,18 @@ def plan_workload(
     if not len(schedule):
         raise ConfigError(f"traffic {spec.text} brings no request in {plan.duration_s:g} s")
     from_trace = plan.prompt_len is None and schedule.sizes is not None
+    if from_trace and schedule.outputs is not None and schedule.sizes is not None:
+        total = schedule.sizes + schedule.outputs  # an LLM trace: each request's own tokens
+        worst = int(np.argmax(total))
+        if int(total[worst]) > context_length:
+            raise ConfigError(
+                f"request {worst + 1} of trace {spec.path} (prompt {int(schedule.sizes[worst])}"
+                f" + {int(schedule.outputs[worst])} new tokens) exceeds the model's context "
+                f"of {context_length} tokens"
+            )
+        return make_workload(schedule, prompt, output, plan.seed, prompt_from_trace=True)
+    if schedule.outputs is not None:  # --prompt-len given: both lengths from the flags
+        schedule = replace(schedule, outputs=None)
     longest = int(schedule.sizes.max()) if from_trace and schedule.sizes is not None else prompt.hi
     if longest + output.hi > context_length:
         raise ConfigError(

@@ -91,11 +91,14 @@ def make_workload(
     prompt_from_trace: bool = False,
 ) -> LLMWorkload:
     """Lengths drawn with their own seeded generator (the schedule's is left alone);
-    `prompt_from_trace` takes the prompt lengths from a trace's size column."""
+    `prompt_from_trace` takes the prompt lengths from a trace's size column; an LLM trace
+    (Azure, BurstGPT, Mooncake) gives both lengths, request by request."""
     rng = np.random.default_rng([seed, 0x11A])
     n = len(schedule)
     prompts = prompt.sample(rng, n)
     if prompt_from_trace and schedule.sizes is not None:
         prompts = schedule.sizes.astype(np.int64)
     outputs = output.sample(rng, n)
+    if prompt_from_trace and schedule.outputs is not None:  # an LLM trace: its own outputs
+        outputs = schedule.outputs.astype(np.int64)
     return LLMWorkload(schedule.times.astype(np.float64), prompts, outputs)

@@ -2,9 +2,10 @@
 
 Specs: `poisson:RATE`, `constant:RATE`, `bursts:BASE,PEAK,PERIOD_S,DUTY` (Poisson at BASE/s
 with PEAK/s for the first DUTY share of every PERIOD_S seconds), `ramp:FROM,TO` (Poisson
-whose rate moves linearly over the run: finds the knee), `trace:FILE.csv` (arrival times
-replayed; optional key and size columns) and `closed:N` (N clients, each sending when its
-last reply arrived: a closed loop, labelled as such, with no schedule).
+whose rate moves linearly over the run: finds the knee), `trace:FILE` (a trace replayed, in
+any format of engine/serve/trace_formats.py; `trace:FILE@speed=X,start=S` replays a window
+of it faster) and `closed:N` (N clients, each sending when its last reply arrived: a closed
+loop, labelled as such, with no schedule).
 
 Request content: a share `repeat` of requests repeat an earlier distinct request, chosen
 with Zipf-like popularity (the earliest distinct requests are the most popular), so a
@@ -14,13 +15,14 @@ response cache has something to absorb. A trace's key column replaces this.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from engine.errors import ConfigError
-from engine.serve.trace_file import MAX_REQUESTS, read_trace
+from engine.serve.trace_file import MAX_REQUESTS
 
 KINDS = ("poisson", "constant", "bursts", "ramp", "trace", "closed")
 ZIPF_S = 1.2  # popularity exponent of repeated requests
@@ -40,6 +42,8 @@ class TrafficSpec:
     start_rate: float = 0.0  # ramp
     end_rate: float = 0.0
     path: str | None = None  # trace
+    speed: float = 1.0  # trace: replayed this many times faster
+    start_s: float = 0.0  # trace: the window starts this far into it
     clients: int = 0  # closed
 
     @property
@@ -78,7 +82,10 @@ class TrafficSpec:
         if self.kind == "ramp":
             return f"ramp:{self.start_rate:g},{self.end_rate:g}"
         if self.kind == "trace":
-            return f"trace:{self.path}"
+            opts = [f"speed={self.speed:g}"] * (self.speed != 1) + [f"start={self.start_s:g}"] * (
+                self.start_s != 0
+            )
+            return f"trace:{self.path}" + ("@" + ",".join(opts) if opts else "")
         return f"closed:{self.clients}"
 
     def to_json(self) -> dict[str, Any]:
@@ -87,7 +94,7 @@ class TrafficSpec:
             "constant": ("rate",),
             "bursts": ("base", "peak", "period_s", "duty"),
             "ramp": ("start_rate", "end_rate"),
-            "trace": ("path",),
+            "trace": ("path", "speed", "start_s"),
             "closed": ("clients",),
         }[self.kind]
         data = asdict(self)
@@ -106,7 +113,8 @@ def parse_traffic(text: str) -> TrafficSpec:
     if kind == "trace":
         if not args:
             raise ConfigError(f"traffic {text!r}: trace needs a file (trace:FILE.csv)")
-        return TrafficSpec("trace", text, path=args)
+        path, speed, start = _trace_options(text, args)
+        return TrafficSpec("trace", text, path=path, speed=speed, start_s=start)
     values = _numbers(text, args)
     if kind in ("poisson", "constant"):
         (rate,) = _count(text, values, 1)
@@ -138,7 +146,10 @@ class Schedule:
 
     times: np.ndarray  # float64, non-decreasing
     keys: np.ndarray  # int64
-    sizes: np.ndarray | None = None  # int64, from a trace's size column
+    sizes: np.ndarray | None = None  # int64, a trace's size column or prompt tokens
+    outputs: np.ndarray | None = None  # int64, an LLM trace's output tokens
+    hash_ids: tuple[tuple[int, ...], ...] | None = None  # Mooncake's prompt blocks
+    format: str = ""  # a trace's format (engine/serve/trace_formats.py)
 
     def __len__(self) -> int:
         return int(self.times.size)
@@ -159,14 +170,7 @@ def make_schedule(
         return Schedule(np.empty(0), np.empty(0, np.int64))
     if spec.kind == "trace":
         assert spec.path is not None
-        times, keys, sizes = read_trace(spec.path)
-        n = times.size
-        if requests is not None:
-            n = min(n, requests)
-        elif duration_s > 0 and math.isfinite(duration_s):
-            n = int(np.searchsorted(times, duration_s, side="right"))
-        key_arr = keys[:n] if keys is not None else repeat_keys(rng, n, repeat)
-        return Schedule(times[:n], key_arr, sizes[:n] if sizes is not None else None)
+        return _trace_schedule(spec, duration_s, rng, repeat, requests)
     if requests is not None:  # long enough for `requests` arrivals at the mean rate
         duration_s = 1.2 * requests / spec.mean_rate() + 1.0
     expected = spec.mean_rate() * duration_s
@@ -182,6 +186,49 @@ def make_schedule(
     if requests is not None:
         times = times[:requests]
     return Schedule(times, repeat_keys(rng, times.size, repeat))
+
+
+def _trace_schedule(
+    spec: TrafficSpec,
+    duration_s: float,
+    rng: np.random.Generator,
+    repeat: float,
+    requests: int | None,
+) -> Schedule:
+    """A trace replayed from `start_s` into it, `speed` times faster, for `duration_s`
+    (of replay) or its first `requests`."""
+    from engine.errors import InputError
+    from engine.serve.trace_formats import read_any_trace
+
+    assert spec.path is not None
+    trace = read_any_trace(spec.path)
+    first = int(np.searchsorted(trace.times, spec.start_s, side="left"))
+    times = (trace.times[first:] - spec.start_s) / spec.speed
+    n = times.size
+    if requests is not None:
+        n = min(n, requests)
+    elif duration_s > 0 and math.isfinite(duration_s):
+        n = int(np.searchsorted(times, duration_s, side="right"))
+    if n == 0:
+        raise InputError(
+            f"no request in the window (start {spec.start_s:g} s, the trace "
+            f"spans {float(trace.times[-1]):g} s)",
+            spec.path,
+        )
+    part = slice(first, first + n)
+
+    def cut(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else a[part]
+
+    keys = trace.keys[part] if trace.keys is not None else repeat_keys(rng, n, repeat)
+    return Schedule(
+        times[:n],
+        keys,
+        cut(trace.inputs),
+        cut(trace.outputs),
+        trace.hash_ids[part] if trace.hash_ids is not None else None,
+        trace.format,
+    )
 
 
 def _poisson_times(rng: np.random.Generator, spec: TrafficSpec, duration_s: float) -> np.ndarray:
@@ -241,6 +288,36 @@ def repeat_keys(rng: np.random.Generator, n: int, repeat: float) -> np.ndarray:
     keys = ids.astype(np.int64)
     keys[is_repeat] = ranks - 1
     return keys
+
+
+def _trace_options(text: str, args: str) -> tuple[str, float, float]:
+    """'FILE' or 'FILE@speed=X,start=S' (what --trace-speed and --trace-start write)."""
+    path, at, opts = args.rpartition("@")
+    if not at or not re.fullmatch(r"((speed|start)=[^,]*)(,(speed|start)=[^,]*)*", opts):
+        return args, 1.0, 0.0
+    values = dict(o.split("=", 1) for o in opts.split(","))
+    try:
+        speed, start = float(values.get("speed", 1)), float(values.get("start", 0))
+    except ValueError:
+        raise ConfigError(f"traffic {text!r}: speed and start must be numbers") from None
+    if not (speed > 0 and math.isfinite(speed)) or not (start >= 0 and math.isfinite(start)):
+        raise ConfigError(f"traffic {text!r}: speed must be above 0 and start 0 or more")
+    return path, speed, start
+
+
+def with_trace_window(text: str, speed: float | None, start_s: float | None) -> str:
+    """A trace spec with --trace-speed and --trace-start applied (other specs refuse them)."""
+    if speed is None and start_s is None:
+        return text
+    spec = parse_traffic(text)
+    if spec.kind != "trace":
+        raise ConfigError("--trace-speed and --trace-start apply to trace:FILE traffic only")
+    spec = replace(
+        spec,
+        speed=spec.speed if speed is None else speed,
+        start_s=spec.start_s if start_s is None else start_s,
+    )
+    return spec.describe()
 
 
 def _numbers(text: str, args: str) -> list[float]:

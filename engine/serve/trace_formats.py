@@ -1,0 +1,268 @@
+"""Production traces engineers replay (issue #28), detected from their first line:
+
+- Azure LLM inference traces (2023/2024, CSV): `TIMESTAMP,ContextTokens,GeneratedTokens`,
+  timestamps as dates (`2023-11-16 18:15:46.6805900`);
+- BurstGPT (CSV): `Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type`,
+  timestamps in seconds;
+- Mooncake (JSONL): `{"timestamp": ms, "input_length": n, "output_length": m,
+  "hash_ids": [...]}` (hash_ids: the prompt's blocks, for prefix caching);
+- OpScope's own CSV (a time column, optional key and size columns: trace_file.py).
+
+Each gives arrival times (s from the first request), and for the LLM formats the prompt
+and output token counts and, for Mooncake, each prompt's block hashes. A bad row is named
+by its line number in one line: times that go back or are negative, token counts of zero
+or past MAX_TOKENS, a row with a missing or non-numeric field."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import InputError
+from engine.serve.trace_file import MAX_LINE, MAX_REQUESTS, read_trace
+
+MAX_TOKENS = 10_000_000  # tokens of one prompt or output (no model's context is longer)
+MAX_HASHES = 100_000  # block hashes of one Mooncake prompt
+FORMATS = ("azure", "burstgpt", "mooncake", "csv")
+
+
+@dataclass(frozen=True)
+class Trace:
+    format: str  # one of FORMATS
+    times: np.ndarray  # float64 s from the first request, non-decreasing
+    keys: np.ndarray | None = None  # int64 content keys (csv's key column)
+    inputs: np.ndarray | None = None  # int64 prompt tokens (csv: its size column)
+    outputs: np.ndarray | None = None  # int64 output tokens
+    hash_ids: tuple[tuple[int, ...], ...] | None = None  # Mooncake's prompt blocks
+
+    def __len__(self) -> int:
+        return int(self.times.size)
+
+
+def sniff(path: str) -> str:
+    """The trace's format from its first line (one of FORMATS; 'csv' when unreadable: the
+    read that follows says why)."""
+    try:
+        first = _first_line(Path(path), path)
+    except InputError:
+        return "csv"
+    if first.lstrip().startswith("{"):
+        return "mooncake"
+    header = [c.strip().lower() for c in next(csv.reader([first]), [])]
+    if "contexttokens" in header and "generatedtokens" in header:
+        return "azure"
+    if "request tokens" in header and "response tokens" in header:
+        return "burstgpt"
+    return "csv"
+
+
+def read_any_trace(path: str) -> Trace:
+    """The trace at `path`, its format detected from its first non-empty line."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("traffic trace not found (or not a regular file)", path)
+    first = _first_line(p, path)
+    if first.lstrip().startswith("{"):
+        return _mooncake(p, path)
+    header = [c.strip().lower() for c in next(csv.reader([first]), [])]
+    if "contexttokens" in header and "generatedtokens" in header:
+        return _token_csv(p, path, "azure", header, "timestamp", "contexttokens", "generatedtokens")
+    if "request tokens" in header and "response tokens" in header:
+        return _token_csv(
+            p, path, "burstgpt", header, "timestamp", "request tokens", "response tokens"
+        )
+    data = _first_line(p, path, skip=1 if header and not _number(header[0]) else 0)
+    cell = next(csv.reader([data]), [""])[0].strip() if data else "0"
+    if not _number(cell) and not cell.startswith("#"):
+        raise InputError(
+            f"unknown trace format (first line {first.strip()[:60]!r}); expected Azure "
+            "(TIMESTAMP,ContextTokens,GeneratedTokens), BurstGPT (Timestamp,...,Request "
+            "tokens,Response tokens,...), Mooncake JSONL, or a CSV whose first column is "
+            "the time in seconds",
+            path,
+        )
+    times, keys, sizes = read_trace(path)
+    return Trace("csv", times, keys, sizes)
+
+
+def _first_line(p: Path, path: str, skip: int = 0) -> str:
+    """The first non-empty line after `skip` of them ('' past the end when skipping)."""
+    try:
+        with p.open("r", encoding="utf-8", errors="replace") as fh:
+            for n, line in enumerate(fh, start=1):
+                if len(line) > MAX_LINE:
+                    raise InputError(f"line {n}: longer than {MAX_LINE:,} characters", path)
+                if line.strip():
+                    if not skip:
+                        return line
+                    skip -= 1
+    except OSError as exc:
+        raise InputError(f"cannot read the trace ({exc})", path) from exc
+    if skip:
+        return ""
+    raise InputError("the trace is empty", path)
+
+
+def _token_csv(
+    p: Path, path: str, fmt: str, header: list[str], t_col: str, in_col: str, out_col: str
+) -> Trace:
+    it, ii, io = (
+        header.index(t_col) if t_col in header else 0,
+        header.index(in_col),
+        header.index(out_col),
+    )
+    stamps: list[str] = []
+    inputs: list[int] = []
+    outputs: list[int] = []
+    lines: list[int] = []
+    try:
+        with p.open("r", encoding="utf-8", errors="replace", newline="") as fh:
+            rows = csv.reader(fh)
+            next(rows)  # the header
+            for row in rows:
+                n = rows.line_num
+                if not row or not "".join(row).strip():
+                    continue
+                if max(it, ii, io) >= len(row):
+                    raise InputError(
+                        f"line {n}: {len(row)} fields, the header has {len(header)}", path
+                    )
+                stamps.append(row[it].strip())
+                inputs.append(_tokens(row[ii], n, header[ii], path))
+                outputs.append(_tokens(row[io], n, header[io], path))
+                lines.append(n)
+                if len(lines) > MAX_REQUESTS:
+                    raise InputError(f"more than {MAX_REQUESTS:,} requests", path)
+    except (OSError, csv.Error) as exc:
+        raise InputError(f"cannot read the trace ({exc})", path) from exc
+    if not stamps:
+        raise InputError("the trace has no requests", path)
+    times = _azure_times(stamps, lines, path) if fmt == "azure" else _seconds(stamps, lines, path)
+    _check_times(times, lines, path)
+    return Trace(
+        fmt, times - times[0], None, np.asarray(inputs, np.int64), np.asarray(outputs, np.int64)
+    )
+
+
+def _mooncake(p: Path, path: str) -> Trace:
+    times: list[float] = []
+    inputs: list[int] = []
+    outputs: list[int] = []
+    hashes: list[tuple[int, ...]] = []
+    lines: list[int] = []
+    try:
+        with p.open("r", encoding="utf-8", errors="replace") as fh:
+            for n, line in enumerate(fh, start=1):
+                if len(line) > MAX_LINE * 16:
+                    raise InputError(f"line {n}: longer than {MAX_LINE * 16:,} characters", path)
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    raise InputError(f"line {n}: not a JSON object", path) from None
+                if not isinstance(row, dict):
+                    raise InputError(f"line {n}: not a JSON object", path)
+                for key in ("timestamp", "input_length", "output_length"):
+                    if key not in row:
+                        raise InputError(f"line {n}: no {key}", path)
+                times.append(_finite(row["timestamp"], n, "timestamp", path) / 1000.0)
+                inputs.append(_tokens(row["input_length"], n, "input_length", path))
+                outputs.append(_tokens(row["output_length"], n, "output_length", path))
+                ids = row.get("hash_ids", [])
+                if (
+                    not isinstance(ids, list)
+                    or len(ids) > MAX_HASHES
+                    or not all(isinstance(h, int) and not isinstance(h, bool) for h in ids)
+                ):
+                    raise InputError(f"line {n}: hash_ids must be a list of integers", path)
+                hashes.append(tuple(ids))
+                lines.append(n)
+                if len(lines) > MAX_REQUESTS:
+                    raise InputError(f"more than {MAX_REQUESTS:,} requests", path)
+    except OSError as exc:
+        raise InputError(f"cannot read the trace ({exc})", path) from exc
+    if not times:
+        raise InputError("the trace has no requests", path)
+    arr = np.asarray(times, np.float64)
+    _check_times(arr, lines, path)
+    return Trace(
+        "mooncake",
+        arr - arr[0],
+        None,
+        np.asarray(inputs, np.int64),
+        np.asarray(outputs, np.int64),
+        tuple(hashes),
+    )
+
+
+def _azure_times(stamps: list[str], lines: list[int], path: str) -> np.ndarray:
+    try:
+        t = np.array(stamps, dtype="datetime64[ns]")
+    except ValueError:
+        for s, n in zip(stamps, lines, strict=True):  # name the bad one
+            try:
+                np.datetime64(s, "ns")
+            except ValueError:
+                raise InputError(f"line {n}: timestamp {s[:40]!r} is not a date", path) from None
+        raise
+    if np.isnat(t).any():
+        n = lines[int(np.flatnonzero(np.isnat(t))[0])]
+        raise InputError(f"line {n}: no timestamp", path)
+    ns: np.ndarray = (t - t[0]).astype(np.int64)
+    seconds: np.ndarray = ns.astype(np.float64) / 1e9
+    return seconds
+
+
+def _seconds(stamps: list[str], lines: list[int], path: str) -> np.ndarray:
+    out = np.empty(len(stamps), np.float64)
+    for i, (s, n) in enumerate(zip(stamps, lines, strict=True)):
+        out[i] = _finite(s, n, "timestamp", path)
+    return out
+
+
+def _check_times(t: np.ndarray, lines: list[int], path: str) -> None:
+    if t.size and t[0] < 0:
+        raise InputError(f"line {lines[0]}: negative time {t[0]:g}", path)
+    back = np.flatnonzero(np.diff(t) < 0)
+    if back.size:
+        i = int(back[0]) + 1
+        raise InputError(
+            f"line {lines[i]}: time goes back (the trace must be sorted by time)", path
+        )
+    neg = np.flatnonzero(t < 0)
+    if neg.size:
+        raise InputError(f"line {lines[int(neg[0])]}: negative time", path)
+
+
+def _finite(value: object, n: int, what: str, path: str) -> float:
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"line {n}: {what} {str(value)[:40]!r} is not a number", path) from None
+    if not math.isfinite(x):
+        raise InputError(f"line {n}: {what} must be finite", path)
+    return x
+
+
+def _tokens(value: object, n: int, what: str, path: str) -> int:
+    x = _finite(value if not isinstance(value, str) else value.strip(), n, what, path)
+    if x != int(x) or not 1 <= x <= MAX_TOKENS:
+        raise InputError(
+            f"line {n}: {what} must be a whole number of tokens from 1 to "
+            f"{MAX_TOKENS:,}, got {str(value).strip()[:20]}",
+            path,
+        )
+    return int(x)
+
+
+def _number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
