@@ -21,7 +21,7 @@ def test_load_json_contract(tmp_path: Path) -> None:
     opscope("load", DEMO_CNN, "--traffic", "poisson:200", "--duration", "1.5", "--warmup-s", "0.5",
             "--max-batch", "4",
             "--delay-ms", "1", "--cache", "100", "--repeat", "0.3", "--threads", "1",
-            "--json", out, check=True)  # fmt: skip
+            "--slo-p99", "1000", "--json", out, check=True)  # fmt: skip
     r = json.loads(out.read_text())
     assert set(r) >= KEYS and r["simulated"] is False
     req = r["requests"]
@@ -31,6 +31,10 @@ def test_load_json_contract(tmp_path: Path) -> None:
     assert 0 < req["warmup"] < req["sent"] and r["warmup_s"] == 0.5
     assert r["latency_ms"]["count"] == req["completed"] - req["warmup"]  # warm-up kept out
     assert r["provider_used"] == "CPUExecutionProvider"
+    good = r["goodput"]  # within a generous SLO: every steady request served
+    steady = req["completed"] - req["warmup"]
+    assert good["slo_ms"] == 1000 and good["count"] == steady
+    assert good["requests_per_s"] == pytest.approx(r["throughput"]["requests_per_s"])
 
 
 def test_simulate_answers_and_reuses_its_calibration(tmp_path: Path) -> None:
@@ -42,6 +46,8 @@ def test_simulate_answers_and_reuses_its_calibration(tmp_path: Path) -> None:
     assert set(r) >= KEYS and r["simulated"] is True
     assert r["calibration"]["sizes"] == [1, 2, 4]
     assert r["max_rate"] > 100 and r["find"]["at_max_rate"]["latency_ms"]["p99"] <= 20
+    good = r["goodput"]  # at 300/s under a 20 ms p99 target: most, at most all, within it
+    assert 0 < good["count"] <= r["latency_ms"]["count"] and good["slo_ms"] == 20
     assert "max rate" in first.stdout
     again = opscope(*args, "--curve", "--json", out, check=True)
     assert "calibration from the cache" in again.stderr
@@ -248,3 +254,12 @@ def test_a_killed_load_run_keeps_all_but_the_last_half_second(tmp_path: Path) ->
     lost_s = (killed_at - serving.origin_ns) / 1e9 - last_end
     assert lost_s < 1.0  # 0.5 s of commits plus the scheduler's slack on a loaded runner
     assert rec.batch_size.size > 0
+
+
+def test_goodput_counts_requests_within_the_slo_of_those_sent() -> None:
+    import numpy as np
+
+    from engine.serve.records import goodput
+
+    g = goodput(np.array([5.0, 9.0, 11.0, 30.0]), 10.0, span_s=2.0, sent=5)
+    assert g == {"requests_per_s": 1.0, "share": 0.4, "count": 2, "slo_ms": 10.0}

@@ -180,3 +180,17 @@ def test_idle_slowdowns_come_from_the_loops_own_batches() -> None:
     rec.batch_end = np.r_[rec.batch_end, t + 1]
     rec.batch_size = np.r_[rec.batch_size, 8]
     assert 1 not in idle_ratios(rec, model)
+
+
+@pytest.mark.parametrize("cache", [0, 10])
+def test_a_trickle_hours_in_ends(cache: int) -> None:
+    """Arrivals a day in, a queue delay of 1 ms: the rest of a delay below the clock's
+    resolution there is no wait (it looped forever, and --find max-rate with it, when a
+    search tried a trickle)."""
+    # 9 hours in, a wait of 1 ms comes out 3.4e-12 s short, under half the clock's step
+    times = 32_789.46444957898 + np.arange(50) * 7.0
+    sched = Schedule(times, np.arange(50, dtype=np.int64))
+    svc = ServiceModel({1: np.full(5, 2e-3), 4: np.full(5, 3e-3)}, {})
+    policy = BatchPolicy(max_batch=4, delay_ms=1.0)
+    rec = simulate(sched, policy, svc, cache_size=cache)
+    assert summarize(rec)["requests"]["completed"] == 50

@@ -82,8 +82,13 @@ class TrafficController(QObject):
             return
         self.dock.set_running(True)
         self.dock.show_progress(0, None, "preparing the serving loop")
-        self.jobs.start("load", req, lambda _figures: self._job_ended(), self._load_failed,
-                        on_cancelled=self._job_ended)  # fmt: skip
+        self.jobs.start(
+            "load",
+            req,
+            lambda _figures: self._job_ended(),
+            self._load_failed,
+            on_cancelled=self._job_ended,
+        )
 
     def stop_load(self) -> None:
         """Stop sending: the requests already sent are served and the run is recorded."""
@@ -94,10 +99,18 @@ class TrafficController(QObject):
         self.dock.what_if.set_text("calibrating: timing batches on the engine...")
         self.dock.calibrate_button.setEnabled(False)
         # calibrated already: the button says Recalibrate, and measures again
-        req = CalibrateRequest(max(CALIBRATE_BATCH, self.dock.max_batch.value()),
-                               self.dock.instances.value(), self.service is not None)  # fmt: skip
-        self.jobs.start("calibrate", req, self._calibrated, self._calibrate_failed,
-                        on_cancelled=self._calibrate_cancelled)  # fmt: skip
+        req = CalibrateRequest(
+            max(CALIBRATE_BATCH, self.dock.max_batch.value()),
+            self.dock.instances.value(),
+            self.service is not None,
+        )
+        self.jobs.start(
+            "calibrate",
+            req,
+            self._calibrated,
+            self._calibrate_failed,
+            on_cancelled=self._calibrate_cancelled,
+        )
 
     def settings_changed(self) -> None:
         # the SLO is the load runs' (end-to-end request latency): the live plot draws it
@@ -206,11 +219,16 @@ class TrafficController(QObject):
 
     def _summary(self, s: dict[str, Any]) -> None:
         lat, req = s["latency_ms"], s["requests"]
+        good = s.get("goodput")
+        within = (
+            f" (goodput {good['requests_per_s']:.0f} within {good['slo_ms']:g} ms)" if good else ""
+        )
         self.dock.serving_plot.set_tally(
             f"done: p50 {lat['p50']:.2f} ms, p99 {lat['p99']:.2f} ms end to end (n="
             f"{lat['count']:,}, after the warm-up) · {s['throughput']['requests_per_s']:.0f}"
-            f" requests/s · {req['rejected']:,} rejected, {req['timed_out']:,} timed out · "
-            f"mean batch {s['batch_size']['mean']:.2f} · queue max {s['queue_depth']['max']}"
+            f" requests/s{within} · {req['rejected']:,} rejected, {req['timed_out']:,} timed "
+            f"out · mean batch {s['batch_size']['mean']:.2f} · queue max "
+            f"{s['queue_depth']['max']}"
         )
         self._last_real = s
         self._check_real(s)
@@ -229,16 +247,24 @@ class TrafficController(QObject):
         w = self.dock.what_if
         offered = spec.mean_rate()
         if service is None or policy is None:
-            w.set_real(offered, real["latency_ms"]["p99"], (
-                f"REAL run at {spec_text}: p99 {real['latency_ms']['p99']:,.1f} ms. Calibrate "
-                "the What-if to compare it with a prediction."
-            ))  # fmt: skip
+            w.set_real(
+                offered,
+                real["latency_ms"]["p99"],
+                (
+                    f"REAL run at {spec_text}: p99 {real['latency_ms']['p99']:,.1f} ms. Calibrate "
+                    "the What-if to compare it with a prediction."
+                ),
+            )
             return
         cache = self._run.get("cache") or {}
         q = Question(
-            spec, policy, None, cache=int(cache.get("size") or 0),
-            repeat=float(cache.get("repeat") or 0.0), slo_ms=None,
-        )  # fmt: skip
+            spec,
+            policy,
+            None,
+            cache=int(cache.get("size") or 0),
+            repeat=float(cache.get("repeat") or 0.0),
+            slo_ms=None,
+        )
         sizes = [b for b, _ in self._batches]
         durations = [d for _, d in self._batches]
 

@@ -222,6 +222,7 @@ class TrafficDock(QWidget):
             duration_s=self.duration.value(),
             cache=self.cache.value(),
             repeat=self.repeat.value(),
+            slo_ms=self.slo_ms(),
         )
 
     # -- state --------------------------------------------------------------------------

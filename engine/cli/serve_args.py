@@ -46,6 +46,10 @@ def add_serving_parsers(
     p.add_argument(
         "--requests", type=int_in(1, MAX_REQUESTS), metavar="N", help="serve the first N requests"
     )
+    p.add_argument(
+        "--slo-p99", type=positive_ms, metavar="MS",
+        help="the p99 target (ms): goodput counts the requests served within it",
+    )  # fmt: skip
     add_session_flag(
         p,
         "record the run (end-to-end latency of every request after the warm-up) into "
@@ -89,7 +93,11 @@ def add_serving_parsers(
         help="search max batch x queue delay x instances for the most capacity under "
         "--slo-p99",
     )  # fmt: skip
-    p.add_argument("--slo-p99", type=positive_ms, metavar="MS", help="the p99 target (ms)")
+    p.add_argument(
+        "--slo-p99", type=positive_ms, metavar="MS",
+        help="the p99 target (ms): --find and --tune-batching meet it; goodput counts the "
+        "requests within it",
+    )  # fmt: skip
     p.add_argument(
         "--confirm", type=seconds, nargs="?", const=CONFIRM_S, default=None,
         metavar="SECONDS",

@@ -145,6 +145,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         args.traffic, policy.to_json(), duration_s=args.duration, cache=args.cache,
         repeat=args.repeat, warmup_s=args.warmup_s, seed=args.seed,
         requests=getattr(args, "requests", None), closed_requests=args.closed_requests,
+        slo_ms=getattr(args, "slo_p99", None),
     )  # fmt: skip
     printer = LivePrinter()
     try:
@@ -235,6 +236,10 @@ def print_serving(r: dict[str, Any], out: TextIO) -> None:
     if not r.get("simulated"):
         w(f"; generator lateness p99 {r['generator']['lateness_p99_ms']:.3f} ms")
     w("\n")
+    good = r.get("goodput")
+    if good:
+        w(f"goodput    {good['requests_per_s']:.1f} requests/s within {good['slo_ms']:g} ms "
+          f"({good['share']:.1%} of the requests sent)\n")  # fmt: skip
 
 
 def yield_model(items: Iterator[Any], printer: LivePrinter) -> Any:

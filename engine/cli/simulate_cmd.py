@@ -213,7 +213,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             closed_requests=args.closed_requests if spec.closed else 0,
             seed=args.seed,
         )
-        result.update(summarize(rec, args.warmup_s))
+        result.update(summarize(rec, args.warmup_s, args.slo_p99))
         result["simulated"] = True
         result["calibration"] = _calibration_json(service)
         if replay is not None:

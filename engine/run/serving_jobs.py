@@ -44,6 +44,7 @@ class LoadRunRequest:
     seed: int = 0
     requests: int | None = None  # open loop: this many requests, whatever the duration
     closed_requests: int = 0  # closed loop: requests per client
+    slo_ms: float | None = None  # the p99 target: goodput counts the requests within it
     job_name: ClassVar[str] = "load run"
 
 
@@ -158,7 +159,7 @@ def load_run_job(
     if model.stopping.is_set():
         loop.cancel()
     try:
-        figures = yield from served(loop, setup, req.warmup_s)
+        figures = yield from served(loop, setup, req.warmup_s, req.slo_ms)
     except Exception as exc:
         yield RunEnded("error", str(exc))
         raise

@@ -66,8 +66,12 @@ class ServeRecords:
             raise AssertionError("a request counted ok has no completion time")
 
 
-def summarize(records: ServeRecords, warmup_s: float = 0.0) -> dict[str, Any]:
-    """The JSON fields every serving run reports (README, `opscope load`).
+def summarize(
+    records: ServeRecords, warmup_s: float = 0.0, slo_ms: float | None = None
+) -> dict[str, Any]:
+    """The JSON fields every serving run reports (README, `opscope load`); with `slo_ms`
+    (the p99 target), goodput: the requests per second served within it, beside the
+    throughput, as LLM serving reports it.
 
     Requests due in the first `warmup_s` seconds are served and counted (`requests` holds
     every request, so completed + rejected + timed_out + unserved = sent) but kept out of
@@ -123,6 +127,19 @@ def summarize(records: ServeRecords, warmup_s: float = 0.0) -> dict[str, Any]:
             "lateness_max_ms": float(lateness.max()) if lateness.size else 0.0,
         },
         "duration_s": span,
+        **({"goodput": goodput(latency, slo_ms, span, int(steady.sum()))} if slo_ms else {}),
+    }
+
+
+def goodput(latency_ms: np.ndarray, slo_ms: float, span_s: float, sent: int) -> dict[str, Any]:
+    """Requests served within `slo_ms` of their scheduled time: per second and as a share
+    of the steady requests sent (a rejected, timed-out or unserved request misses it)."""
+    within = int((latency_ms <= slo_ms).sum())
+    return {
+        "requests_per_s": within / span_s if span_s > 0 else math.nan,
+        "share": within / sent if sent else math.nan,
+        "count": within,
+        "slo_ms": slo_ms,
     }
 
 

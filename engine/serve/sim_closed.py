@@ -110,7 +110,9 @@ def closed_loop(
                 k = pick[queued]
                 if not k:
                     waited = t - sched[joined[head]]
-                    if waited < ripe:
+                    # not ripe yet, unless t is so large that the rest of the delay does
+                    # not move it (a trickle's arrivals hours in): then it is ripe now
+                    if waited < ripe and t + (delay - waited) > t:
                         wake = t + (delay - waited)
                         break
                     k = queued

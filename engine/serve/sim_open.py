@@ -93,7 +93,9 @@ def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> Ser
                 k = pick[queued]
                 if not k:
                     waited = t - sched[head]
-                    if waited < ripe:
+                    # not ripe yet, unless t is so large that the rest of the delay does
+                    # not move it (a trickle's arrivals hours in): then it is ripe now
+                    if waited < ripe and t + (delay - waited) > t:
                         wake = t + (delay - waited)
                         break
                     k = queued
@@ -193,7 +195,7 @@ def queue_loop(
                     decide = True
                     break
                 waited = t - oldest
-                if waited >= ripe:
+                if waited >= ripe or t + (delay - waited) <= t:
                     decide = True
                     break
                 wake = t + (delay - waited)  # as the batcher below would
@@ -222,7 +224,9 @@ def queue_loop(
                 k = pick[queued]
                 if not k:
                     waited = t - sched[joined[head]]
-                    if waited < ripe:
+                    # not ripe yet, unless t is so large that the rest of the delay does
+                    # not move it (a trickle's arrivals hours in): then it is ripe now
+                    if waited < ripe and t + (delay - waited) > t:
                         wake = t + (delay - waited)
                         break
                     k = queued

@@ -14,7 +14,7 @@ from engine.serve.traffic import TrafficSpec
 
 SUMMARY_KEYS = (
     "requests", "warmup_s", "latency_ms", "queue_ms", "service_ms", "batch_size",
-    "throughput", "queue_depth", "generator", "duration_s", "cache",
+    "throughput", "goodput", "queue_depth", "generator", "duration_s", "cache",
 )  # fmt: skip
 ANSWER_KEYS = ("max_rate", "find", "trials", "best", "curve")
 
@@ -65,14 +65,14 @@ def figures(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def served(
-    loop: ServingLoop, setup: dict[str, Any], warmup_s: float
+    loop: ServingLoop, setup: dict[str, Any], warmup_s: float, slo_ms: float | None = None
 ) -> Generator[Event, None, dict[str, Any]]:
     """A real serving run as a session files it: ServingStarted, the loop's events (every
     request and batch as they end), ServingSummary; returns the figures with the set-up
     (the CLI and the app's engine host both serve through this)."""
     yield serving_started(setup, warmup_s)
     yield from loop.run()
-    result = {**setup, **summarize(loop.records(), warmup_s)}
+    result = {**setup, **summarize(loop.records(), warmup_s, slo_ms)}
     hit_rate(result)
     yield ServingSummary(figures(result))
     return result
