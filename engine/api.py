@@ -79,13 +79,13 @@ from engine.run.memory_job import MemoryRequest
 from engine.run.serving_jobs import CalibrateRequest, LoadRunRequest
 from engine.serve.batching import BatchPolicy
 from engine.serve.llm_loop import check_real_layout
-from engine.serve.llm_plan import LLMPlan, kv_ms_per_mb, plan_layouts, plan_workload
+from engine.serve.llm_plan import DEFAULT_NEW, LLMPlan, kv_ms_per_mb, plan_layouts, plan_workload
 from engine.serve.llm_study import LLMStudyRequest, llm_serving_config, real_plan
 from engine.serve.real_check import RealCheck
 from engine.serve.real_check import check as check_real_run
 from engine.serve.records import OK, REJECTED, TIMED_OUT, UNSERVED
 from engine.serve.service import ServiceModel
-from engine.serve.traffic import parse_traffic
+from engine.serve.traffic import parse_traffic, with_trace_window
 from engine.serve.what_if import Question, answer
 from engine.session import liveness
 from engine.session.columns import lacking_note
@@ -108,6 +108,7 @@ from engine.tune.tune_job import TuneRequest
 
 __all__ = [
     "DEFAULT_MIN_COSINE",
+    "DEFAULT_NEW",
     "EXIT_INTERRUPTED",
     "MAX_DIM",
     "OK",
@@ -233,6 +234,7 @@ __all__ = [
     "throughput",
     "traceable_runs",
     "with_recorded_stats",
+    "with_trace_window",
     "write_report",
     "write_trace",
 ]  # fmt: skip

@@ -8,7 +8,7 @@ Widgets and their values only; app/llm/llm_serving_controller.py runs the work."
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -57,7 +57,8 @@ class LLMServingDock(QWidget):
         self.traffic_kind.addItem("Spec", "spec")
         self.traffic_kind.setToolTip(
             "Open-loop arrivals, seeded: Poisson at a rate, or any "
-            "spec (bursts:BASE,PEAK,PERIOD_S,DUTY, ramp:FROM,TO)"
+            "spec (bursts:BASE,PEAK,PERIOD_S,DUTY, ramp:FROM,TO, trace:FILE, or drop a trace "
+            "file on this dock)"
         )
         self.rate = QDoubleSpinBox(
             minimum=0, maximum=10_000, value=d.rate, decimals=2, suffix=" /s"
@@ -72,7 +73,10 @@ class LLMServingDock(QWidget):
         self.requests = QSpinBox(minimum=1, maximum=100_000, value=d.requests)
         self.requests.setToolTip("Requests to serve (the first N arrivals)")
         self.prompt_len = QLineEdit(d.prompt_len)
-        self.prompt_len.setToolTip("Prompt tokens: N, LO-HI (uniform) or lognormal:MEDIAN,SIGMA")
+        self.prompt_len.setToolTip(
+            "Prompt tokens: N, LO-HI (uniform) or lognormal:MEDIAN,SIGMA; empty with an LLM "
+            "trace (Azure, BurstGPT, Mooncake): each request's own prompt and output"
+        )
         self.new_tokens = QLineEdit(d.new_tokens)
         self.new_tokens.setToolTip("Tokens generated per request: N, LO-HI or lognormal:...")
         self.max_seqs = QSpinBox(minimum=1, maximum=1024, value=d.max_seqs)
@@ -211,10 +215,38 @@ class LLMServingDock(QWidget):
         layout.addWidget(split, 1)
 
         self.traffic_kind.currentIndexChanged.connect(self._kind_changed)
+        self.setAcceptDrops(True)
         self.simulate_button.clicked.connect(self.simulate_requested)
         self.real_button.clicked.connect(self.real_requested)
         self.cancel_button.clicked.connect(self.cancel_requested)
         self._kind_changed()
+
+    # a trace dropped on the dock: replayed, its own lengths unless the boxes give some
+    @staticmethod
+    def _trace_of(event: QDragEnterEvent | QDropEvent) -> str | None:
+        urls = event.mimeData().urls() if event.mimeData().hasUrls() else []
+        paths = [u.toLocalFile() for u in urls if u.isLocalFile()]
+        ok = len(paths) == 1 and paths[0].lower().endswith((".csv", ".jsonl", ".json", ".txt"))
+        return paths[0] if ok else None
+
+    def set_trace(self, path: str) -> None:
+        self.traffic_kind.setCurrentIndex(self.traffic_kind.findData("spec"))
+        self.spec.setText(f"trace:{path}")
+        self.prompt_len.clear()  # empty: each request's prompt and output from the trace
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if self._trace_of(event):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        path = self._trace_of(event)
+        if path:
+            self.set_trace(path)
+            event.acceptProposedAction()
+        else:
+            event.ignore()
 
     def _kind_changed(self) -> None:
         poisson = self.traffic_kind.currentData() == "poisson"

@@ -336,11 +336,13 @@ class TrafficController(QObject):
             return
         service = self.service
         self._pending = False
-        self.dock.what_if.set_rate(q.spec.mean_rate())
+        if q.spec.kind != "trace":  # a trace's rate is read with it, off the GUI thread
+            self.dock.what_if.set_rate(q.spec.mean_rate())
         self.job.submit(lambda: answer(q, service), self._answered, self._failed)
 
     def _answered(self, a: dict[str, Any]) -> None:
         w = self.dock.what_if
+        w.set_rate(a["offered_rate"])
         w.set_curves(a["current"], a["proposed"])
         lat = a["prediction"]["latency_ms"]
         text = (

@@ -7,15 +7,17 @@ Widgets and their values only; app/traffic/traffic_controller.py talks to the en
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
+    QFileDialog,
     QFormLayout,
     QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QProgressBar,
     QPushButton,
     QScrollArea,
@@ -27,14 +29,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import BatchPolicy, LoadRunRequest
+from engine.api import BatchPolicy, LoadRunRequest, with_trace_window
 from widgets.serving_plot import ServingPlot
 from widgets.spin_boxes import special
 from widgets.what_if import WhatIfPlot
 
 DEBOUNCE_MS = 300
-PATTERNS = (("poisson", "Poisson"), ("constant", "Constant"), ("bursts", "Bursts"),
-            ("ramp", "Ramp"))  # fmt: skip
+PATTERNS = (
+    ("poisson", "Poisson"),
+    ("constant", "Constant"),
+    ("bursts", "Bursts"),
+    ("ramp", "Ramp"),
+    ("trace", "Trace file"),
+)
+TRACE_SUFFIXES = (".csv", ".jsonl", ".json", ".txt")  # what a drop onto the dock may be
 MAX_RATE = 20_000
 
 
@@ -71,6 +79,17 @@ class TrafficDock(QWidget):
         self.period.setToolTip("Bursts: one burst every this many seconds")
         self.duty = QDoubleSpinBox(minimum=0.01, maximum=0.99, value=0.2, singleStep=0.05)
         self.duty.setToolTip("Bursts: the share of each period spent bursting")
+        self.trace_path = QLineEdit()
+        self.trace_path.setPlaceholderText("a trace file (or drop one on this dock)")
+        self.trace_path.setToolTip(
+            "Arrivals replayed from a file: OpScope's CSV of times, an Azure LLM inference "
+            "trace, BurstGPT, or Mooncake JSONL (detected from its first line)"
+        )
+        self.trace_browse = QPushButton("Browse…")
+        self.trace_speed = QDoubleSpinBox(minimum=0.01, maximum=1000, value=1.0, suffix=" x")
+        self.trace_speed.setToolTip("Replay this many times faster (the What-if scales it)")
+        self.trace_start = QDoubleSpinBox(minimum=0, maximum=1e8, value=0, decimals=1, suffix=" s")
+        self.trace_start.setToolTip("Replay from this far into the trace (Duration: how long)")
         self.duration = QDoubleSpinBox(minimum=1, maximum=3600, value=15, suffix=" s")
         self.duration.setToolTip("Seconds of traffic (the first second is the warm-up)")
 
@@ -120,11 +139,26 @@ class TrafficDock(QWidget):
         rate_row.addWidget(self.rate)
         traffic.addRow("Rate", rate_row)
         self.peak_label, self.period_label, self.duty_label = (
-            QLabel("Peak"), QLabel("Period"), QLabel("Duty"),
-        )  # fmt: skip
+            QLabel("Peak"),
+            QLabel("Period"),
+            QLabel("Duty"),
+        )
         traffic.addRow(self.peak_label, self.peak)
         traffic.addRow(self.period_label, self.period)
         traffic.addRow(self.duty_label, self.duty)
+        trace_row = QHBoxLayout()
+        trace_row.addWidget(self.trace_path, 1)
+        trace_row.addWidget(self.trace_browse)
+        self.trace_label, self.speed_label, self.start_label = (
+            QLabel("Trace"),
+            QLabel("Speed"),
+            QLabel("From"),
+        )
+        traffic.addRow(self.trace_label, trace_row)
+        traffic.addRow(self.speed_label, self.trace_speed)
+        traffic.addRow(self.start_label, self.trace_start)
+        self.rate_label = traffic.labelForField(rate_row)
+        self._rate_row = rate_row
         traffic.addRow("Duration", self.duration)
         batching = QFormLayout()
         batching.addRow("Max batch", self.max_batch)
@@ -180,10 +214,26 @@ class TrafficDock(QWidget):
         self.rate_slider.valueChanged.connect(self._slider_moved)
         self.rate.valueChanged.connect(self._rate_typed)
         self.pattern.currentIndexChanged.connect(self._pattern_changed)
-        for w in (self.peak, self.period, self.duty, self.max_batch, self.delay,
-                  self.instances, self.queue_limit, self.timeout, self.cache, self.repeat,
-                  self.slo, self.duration):  # fmt: skip
+        for w in (
+            self.peak,
+            self.period,
+            self.duty,
+            self.max_batch,
+            self.delay,
+            self.instances,
+            self.queue_limit,
+            self.timeout,
+            self.cache,
+            self.repeat,
+            self.slo,
+            self.duration,
+            self.trace_speed,
+            self.trace_start,
+        ):
             w.valueChanged.connect(self._changed)
+        self.trace_path.textChanged.connect(self._changed)
+        self.trace_browse.clicked.connect(self._browse_trace)
+        self.setAcceptDrops(True)
         self.run_button.clicked.connect(self._run)
         self.stop_button.clicked.connect(self.stop_requested)
         self.calibrate_button.clicked.connect(self.calibrate_requested)
@@ -201,6 +251,12 @@ class TrafficDock(QWidget):
             )
         if kind == "ramp":
             return f"ramp:{rate},{self.peak.value()}"
+        if kind == "trace":
+            text = f"trace:{self.trace_path.text().strip()}"
+            speed, start = self.trace_speed.value(), self.trace_start.value()
+            if not self.trace_path.text().strip() or (speed == 1 and start == 0):
+                return text
+            return with_trace_window(text, speed, start)
         return f"{kind}:{rate}"
 
     def policy(self) -> BatchPolicy:
@@ -264,7 +320,57 @@ class TrafficDock(QWidget):
         self.peak_label.setText("To rate" if ramp else "Peak")
         for part in (self.period, self.period_label, self.duty, self.duty_label):
             part.setVisible(bursts)
+        trace = kind == "trace"
+        trace_parts: tuple[QWidget, ...] = (
+            self.trace_label,
+            self.trace_path,
+            self.trace_browse,
+            self.speed_label,
+            self.trace_speed,
+            self.start_label,
+            self.trace_start,
+        )
+        for widget in trace_parts:
+            widget.setVisible(trace)
+        for rate_part in (self.rate_label, self.rate, self.rate_slider):
+            if rate_part is not None:
+                rate_part.setVisible(not trace)
         self._changed()
+
+    # -- a trace file ----------------------------------------------------------------------
+    def set_trace(self, path: str) -> None:
+        """Replay `path`: the Trace file pattern, its path filled in."""
+        self.trace_path.setText(path)
+        self.pattern.setCurrentIndex(self.pattern.findData("trace"))
+
+    def _browse_trace(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Replay a Trace", "", "Traces (*.csv *.jsonl *.json *.txt);;All files (*)"
+        )
+        if path:
+            self.set_trace(path)
+
+    @staticmethod
+    def _trace_of(event: QDragEnterEvent | QDropEvent) -> str | None:
+        urls = event.mimeData().urls() if event.mimeData().hasUrls() else []
+        paths = [u.toLocalFile() for u in urls if u.isLocalFile()]
+        if len(paths) == 1 and paths[0].lower().endswith(TRACE_SUFFIXES):
+            return paths[0]
+        return None
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if self._trace_of(event):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        path = self._trace_of(event)
+        if path:
+            self.set_trace(path)
+            event.acceptProposedAction()
+        else:
+            event.ignore()
 
     def _changed(self, *_: object) -> None:
         self._debounce.start()

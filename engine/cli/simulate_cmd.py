@@ -178,8 +178,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     spec, schedule = traffic_from_args(args)
     if spec.closed and (args.find or args.tune_batching or args.curve):
         raise ConfigError("--find, --tune-batching and --curve scale a rate: not closed:N")
-    if spec.kind == "trace" and (args.find or args.tune_batching or args.curve):
-        raise ConfigError("--find, --tune-batching and --curve scale a rate: not a trace")
+    # a trace is scaled by replaying it faster or slower (its arrivals' shape kept)
     policy = policy_from_args(args)
     printer = LivePrinter()
     try:

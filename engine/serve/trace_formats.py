@@ -19,6 +19,7 @@ import csv
 import json
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +43,22 @@ class Trace:
 
     def __len__(self) -> int:
         return int(self.times.size)
+
+
+def read_cached(path: str) -> Trace:
+    """`read_any_trace`, kept while the file is unchanged (size and mtime): the What-if
+    replays the same trace at every slider move."""
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return read_any_trace(path)  # says why, in its words
+    return _read_cached(path, st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=4)
+def _read_cached(path: str, size: int, mtime_ns: int) -> Trace:
+    del size, mtime_ns  # the key: a changed file is read again
+    return read_any_trace(path)
 
 
 def sniff(path: str) -> str:

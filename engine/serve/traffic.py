@@ -51,19 +51,26 @@ class TrafficSpec:
         return self.kind == "closed"
 
     def mean_rate(self) -> float:
-        """Requests per second averaged over a run (0 for a closed loop or a trace)."""
+        """Requests per second averaged over a run (a trace's over its window, read; 0 for a
+        closed loop)."""
         if self.kind in ("poisson", "constant"):
             return self.rate
         if self.kind == "bursts":
             return self.base + (self.peak - self.base) * self.duty
         if self.kind == "ramp":
             return 0.5 * (self.start_rate + self.end_rate)
+        if self.kind == "trace" and self.path:
+            return trace_rate(self.path, self.speed, self.start_s)
         return 0.0
 
     def scaled(self, factor: float) -> TrafficSpec:
-        """The same shape at `factor` times the rate (the capacity search moves this)."""
-        if self.kind in ("trace", "closed"):
+        """The same shape at `factor` times the rate (the capacity search moves this): a
+        trace replayed `factor` times faster."""
+        if self.kind == "closed":
             raise ConfigError(f"traffic {self.text}: cannot be scaled (use a rate pattern)")
+        if self.kind == "trace":
+            faster = replace(self, speed=self.speed * factor)
+            return replace(faster, text=faster.describe())
         spec = replace(
             self,
             rate=self.rate * factor,
@@ -188,6 +195,17 @@ def make_schedule(
     return Schedule(times, repeat_keys(rng, times.size, repeat))
 
 
+def trace_rate(path: str, speed: float = 1.0, start_s: float = 0.0) -> float:
+    """A trace's mean arrival rate over its window (requests/s, as replayed)."""
+    from engine.serve.trace_formats import read_cached
+
+    times = read_cached(path).times
+    window = times[int(np.searchsorted(times, start_s, side="left")) :]
+    if window.size < 2 or window[-1] <= window[0]:
+        return 0.0
+    return float((window.size - 1) / (window[-1] - window[0]) * speed)
+
+
 def _trace_schedule(
     spec: TrafficSpec,
     duration_s: float,
@@ -198,10 +216,10 @@ def _trace_schedule(
     """A trace replayed from `start_s` into it, `speed` times faster, for `duration_s`
     (of replay) or its first `requests`."""
     from engine.errors import InputError
-    from engine.serve.trace_formats import read_any_trace
+    from engine.serve.trace_formats import read_cached
 
     assert spec.path is not None
-    trace = read_any_trace(spec.path)
+    trace = read_cached(spec.path)
     first = int(np.searchsorted(trace.times, spec.start_s, side="left"))
     times = (trace.times[first:] - spec.start_s) / spec.speed
     n = times.size

@@ -39,6 +39,7 @@ def answer(q: Question, service: ServiceModel) -> dict[str, Any]:
     top /= max(1.0 - q.repeat, 0.05)  # a cache lets more through
     rates = curve_rates(top, POINTS)
     out: dict[str, Any] = {
+        "offered_rate": q.spec.mean_rate(),  # a trace's, read here (off the GUI thread)
         "prediction": prediction,
         "proposed": capacity_curve(work, q.proposed, service, rates=rates),
         "current": capacity_curve(work, q.current, service, rates=rates) if q.current else None,

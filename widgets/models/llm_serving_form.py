@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from engine.api import ConfigError, LLMPlan, kv_ms_per_mb, plan_layouts, plan_workload
+from engine.api import DEFAULT_NEW, ConfigError, LLMPlan, kv_ms_per_mb, plan_layouts, plan_workload
 
 LENGTH_NAMES = ("prompt length", "new tokens")  # how errors name the two length fields
 
@@ -48,8 +48,8 @@ class ServingForm:
             traffic=self.traffic(),
             seed=self.seed,
             requests=self.requests,
-            prompt_len=self.prompt_len.strip(),
-            new_tokens=self.new_tokens.strip(),
+            prompt_len=self.prompt_len.strip() or None,  # empty: a trace's own lengths
+            new_tokens=self.new_tokens.strip() or DEFAULT_NEW,
             layout=layout,
             instances=self.instances,
             chunk_tokens=self.chunk_tokens,
