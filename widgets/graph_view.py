@@ -92,6 +92,9 @@ class GraphView(QWidget):
         self.legend = QLabel("")
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.note = QLabel("")
+        for label in (self.legend, self.note):  # long words never widen the window
+            label.setMinimumWidth(1)
+        self.search.setMinimumWidth(60)
         foot = self.foot = QHBoxLayout()  # the legend, the view's counts and notes
         foot.addWidget(self.legend)
         foot.addWidget(self.note, 1)

@@ -1,6 +1,7 @@
 """The Graph dock: the graph job (engine/run/graph_job.py, as `opscope graph`) through the
 window's one runner for the model, config and inputs the window shows, when the dock is
-in view and the model or its variant changes (live timing paused meanwhile, and marked);
+in view and the model or its variant changes (on one thread, at low priority, beside
+live timing);
 the live profile's per-node figures painted on it; a node picked here picked in the op
 table and on the roofline, and back; another run of the session to compare with; export
 of the view (SVG, PNG) and of the overlay as Model Explorer node data."""
@@ -34,6 +35,7 @@ class GraphDock(QWidget):
         self.wb = workbench
         self.view = GraphView()
         self.status = QLabel(NO_MODEL)
+        self.status.setMinimumWidth(1)  # long words never widen the window
         self.refresh_button = QPushButton("Refresh")
         self.refresh_button.setToolTip("Lay the graph out again for the config shown")
         self.cancel_button = QPushButton("Cancel")
@@ -51,10 +53,11 @@ class GraphDock(QWidget):
         menu.addAction("View as SVG or PNG…", self.export_image)
         menu.addAction("Overlay as Model Explorer node data…", self.export_explorer)
         self.export_button.setMenu(menu)
-        # one row of controls and one of words: the graph gets the rest
-        for w in (self.compare, self.export_button, self.refresh_button, self.cancel_button):
-            self.view.bar.addWidget(w)
+        # the view's row of controls, and one of words with this dock's buttons: the graph
+        # gets the rest (and the window keeps to 1024 px)
         self.view.foot.addWidget(self.status, 1)
+        for w in (self.compare, self.export_button, self.refresh_button, self.cancel_button):
+            self.view.foot.addWidget(w)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
         lay.addWidget(self.view, 1)
@@ -118,8 +121,9 @@ class GraphDock(QWidget):
 
     def lay_out(self, force: bool = False) -> None:
         """The graph job for what the window shows, now when the dock is in view (or
-        `force`), else once it comes into view. Live timing that has begun pauses
-        meanwhile, marked on the plot: the job's session and layout take the cores."""
+        `force`), else once it comes into view. Live timing goes on: the job runs on one
+        thread below the engine's priority (pausing made a new run at every config change
+        with the Graph tab open)."""
         load = self.wb.client.last_load
         if not load or self.running:
             return
@@ -133,15 +137,13 @@ class GraphDock(QWidget):
             dict(inputs.shapes),
             dict(inputs.dims),
             expand=self.expand,
+            low_priority=True,
         )
         self.wanted = False
         self.drawn = self._key()
-        paused = self.wb.running and self.wb.controller.samples > 0
-        if paused:  # timing that has begun: the job's session and layout take the cores
-            self.wb.pause_for(CONCERN, "paused: laying out the graph")
         self.refresh_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
-        self.status.setText("laying out the graph" + (": live timing is paused" if paused else ""))
+        self.status.setText("laying out the graph (one thread, at low priority)")
         self.wb.jobs.start(
             CONCERN,
             request,
@@ -167,7 +169,7 @@ class GraphDock(QWidget):
     def _done(self, result: dict[str, Any]) -> None:
         try:
             self.view.set_result(result)
-        except Exception as exc:  # an internal error: said, the timing resumed, not stuck
+        except Exception as exc:  # an internal error: said in one line, not stuck
             import traceback
 
             traceback.print_exc()
@@ -193,7 +195,6 @@ class GraphDock(QWidget):
         self.status.setText(text)
         if failed:
             self.drawn = None  # Refresh, or the next config, tries again
-        self.wb.resume_after(CONCERN)
 
     # live figures and linking ----------------------------------------------------------
     def set_figures(self, ops: list[OpStat], roofs: Any) -> None:

@@ -126,7 +126,7 @@ def _add_serving(p: argparse.ArgumentParser) -> None:
         "| trace:FILE (CSV of times, Azure LLM, BurstGPT or Mooncake JSONL) | closed:N",
     )  # fmt: skip
     g.add_argument(
-        "--trace-speed", type=float, metavar="X",
+        "--trace-speed", type=float_in(0.0, 10_000.0, lo_open=True, name="speed"), metavar="X",
         help="trace:FILE replayed X times faster (default 1)",
     )  # fmt: skip
     g.add_argument(

@@ -13,6 +13,7 @@ graph. The result is plain data: the window draws it, `--json` prints it."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -46,11 +47,19 @@ class GraphRequest:
     seed: int = 0
     expand: bool = False  # lay out every node even beyond NODE_LIMIT
     as_run: bool = True  # False: the model as loaded only (no session is made)
+    low_priority: bool = False  # beside live timing: one thread, below the host's priority
     job_name: ClassVar[str] = "graph"
 
 
 def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
     config = req.config.resolved()
+    if req.low_priority:  # the window's live timing goes on meanwhile: take little of it
+        import contextlib
+        import os
+
+        with contextlib.suppress(OSError, AttributeError):
+            os.nice(10)
+        config = dataclasses.replace(config, threads=1)  # fusion does not depend on it
     yield Progress("graph", 0, STAGES, "reading the model")
     model, info = load_model(req.model_path)
     plan = plan_inputs(info, config.batch, req.shapes, req.dims)
