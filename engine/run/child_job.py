@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import threading
 import time
 import traceback
 from collections.abc import Callable, Generator, Iterator
@@ -20,6 +21,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+from engine import interrupt
 from engine.errors import OpScopeError
 from engine.events import Event
 
@@ -44,6 +46,9 @@ def child_main(conn: Connection, job: Job, args: tuple[Any, ...]) -> None:
             except StopIteration as stop:
                 result = stop.value
                 break
+            if _postponed.is_set():  # a stop that landed mid-import: taken here, a step
+                _postponed.clear()
+                raise KeyboardInterrupt(interrupt.signal_name or "SIGTERM")
             now = time.monotonic()
             if now - last >= SEND_S:
                 conn.send(("events", batch))
@@ -196,14 +201,15 @@ def _isolated_main(conn: Connection, job: Job, args: tuple[Any, ...]) -> None:
     import signal
     import sys
 
-    from engine import interrupt
-
     _die_with_parent()
 
-    def stop(signum: int, _frame: object) -> None:
+    def stop(signum: int, frame: Any) -> None:
         first = not interrupt.received.is_set()
         interrupt.mark(signal.Signals(signum).name)
         if first and not interrupt.deferring():  # once: a second SIGTERM (the parent ending
+            if _importing(frame):  # an exception raised inside a native module's import
+                _postponed.set()  # can abort the process from C++ ("terminate ... what():"):
+                return  # raised instead at the job's next step (child_main)
             raise KeyboardInterrupt(signal.Signals(signum).name)  # too) must not cut short
         # the job's own stopping (a sweep storing its points done); a kill ends it if stuck
 
@@ -212,6 +218,19 @@ def _isolated_main(conn: Connection, job: Job, args: tuple[Any, ...]) -> None:
         child_main(conn, job, args)
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+_postponed = threading.Event()  # a stop that arrived mid-import, raised at the next step
+
+
+def _importing(frame: Any) -> bool:
+    """Whether the interrupted code runs inside an import (a native module's init may have
+    called back into Python: an exception there would escape through C++)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _die_with_parent() -> None:
