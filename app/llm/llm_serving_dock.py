@@ -8,7 +8,7 @@ Widgets and their values only; app/llm/llm_serving_controller.py runs the work."
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.traffic.trace_drop import TraceDrops
 from widgets import theme
 from widgets.llm_serving_plot import LLMServingPlot
 from widgets.models.llm_serving_form import ServingForm
@@ -42,7 +43,7 @@ LAYOUT_CHOICES = (
 )
 
 
-class LLMServingDock(QWidget):
+class LLMServingDock(TraceDrops, QWidget):
     """Emits `simulate_requested()`, `real_requested()` and `cancel_requested()`."""
 
     simulate_requested = Signal()
@@ -221,32 +222,12 @@ class LLMServingDock(QWidget):
         self.cancel_button.clicked.connect(self.cancel_requested)
         self._kind_changed()
 
-    # a trace dropped on the dock: replayed, its own lengths unless the boxes give some
-    @staticmethod
-    def _trace_of(event: QDragEnterEvent | QDropEvent) -> str | None:
-        urls = event.mimeData().urls() if event.mimeData().hasUrls() else []
-        paths = [u.toLocalFile() for u in urls if u.isLocalFile()]
-        ok = len(paths) == 1 and paths[0].lower().endswith((".csv", ".jsonl", ".json", ".txt"))
-        return paths[0] if ok else None
-
+    # a trace dropped on the dock (TraceDrops): replayed, its own lengths unless the boxes
+    # give some
     def set_trace(self, path: str) -> None:
         self.traffic_kind.setCurrentIndex(self.traffic_kind.findData("spec"))
         self.spec.setText(f"trace:{path}")
         self.prompt_len.clear()  # empty: each request's prompt and output from the trace
-
-    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if self._trace_of(event):
-            event.acceptProposedAction()
-        else:
-            event.ignore()
-
-    def dropEvent(self, event: QDropEvent) -> None:
-        path = self._trace_of(event)
-        if path:
-            self.set_trace(path)
-            event.acceptProposedAction()
-        else:
-            event.ignore()
 
     def _kind_changed(self) -> None:
         poisson = self.traffic_kind.currentData() == "poisson"

@@ -7,7 +7,7 @@ Widgets and their values only; app/traffic/traffic_controller.py talks to the en
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeySequence, QShortcut
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.traffic.trace_drop import TraceDrops
 from engine.api import BatchPolicy, LoadRunRequest, with_trace_window
 from widgets.serving_plot import ServingPlot
 from widgets.spin_boxes import special
@@ -42,11 +43,10 @@ PATTERNS = (
     ("ramp", "Ramp"),
     ("trace", "Trace file"),
 )
-TRACE_SUFFIXES = (".csv", ".jsonl", ".json", ".txt")  # what a drop onto the dock may be
 MAX_RATE = 20_000
 
 
-class TrafficDock(QWidget):
+class TrafficDock(TraceDrops, QWidget):
     """Emits `run_requested(LoadRunRequest)`, `stop_requested()`, `calibrate_requested()` and,
     debounced, `settings_changed()`."""
 
@@ -349,28 +349,6 @@ class TrafficDock(QWidget):
         )
         if path:
             self.set_trace(path)
-
-    @staticmethod
-    def _trace_of(event: QDragEnterEvent | QDropEvent) -> str | None:
-        urls = event.mimeData().urls() if event.mimeData().hasUrls() else []
-        paths = [u.toLocalFile() for u in urls if u.isLocalFile()]
-        if len(paths) == 1 and paths[0].lower().endswith(TRACE_SUFFIXES):
-            return paths[0]
-        return None
-
-    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if self._trace_of(event):
-            event.acceptProposedAction()
-        else:
-            event.ignore()
-
-    def dropEvent(self, event: QDropEvent) -> None:
-        path = self._trace_of(event)
-        if path:
-            self.set_trace(path)
-            event.acceptProposedAction()
-        else:
-            event.ignore()
 
     def _changed(self, *_: object) -> None:
         self._debounce.start()
