@@ -54,6 +54,7 @@ class GraphView(QWidget):
         self.baseline_name = ""
         self.baseline_stand_in: dict[str, str] = {}
         self.painted = Painted()
+        self.figures = NodeFigures({})
         self.picked = ""
         self.found: list[str] = []
         self.stand_in: dict[str, str] = {}
@@ -274,7 +275,8 @@ class GraphView(QWidget):
             self.legend.setText("")
             self.note.setText(getattr(self, "_note", ""))
             return
-        self.painted = paint(self.overlay_combo.currentText(), scene.names(), self._figures())
+        self.figures = self._figures()  # kept for hover text (not rebuilt per tooltip)
+        self.painted = paint(self.overlay_combo.currentText(), scene.names(), self.figures)
         for name, item in self.canvas.items_by_name.items():
             item.fill = QColor(self.painted.colors.get(name, NONE_COLOR))
             item.value = self.painted.values.get(name, "")
@@ -294,7 +296,7 @@ class GraphView(QWidget):
         scene = self.scene_
         if scene is None:
             return name
-        f = self._figures()
+        f = self.figures
         stand = self.stand_in.get(name) if self._kind() == "loaded" else None
         fused = (
             list((self.result or {}).get("fused", {}).get(name, [])) if scene.kind == "run" else []

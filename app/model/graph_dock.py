@@ -158,8 +158,6 @@ class GraphDock(QWidget):
         self.lay_out(force=True)
 
     def _events(self, batch: list[Any]) -> None:
-        if not self.running:  # a last batch after the result: the result's words stand
-            return
         for item in batch:
             if isinstance(item, Progress) and item.stage in ("graph", "variant", "int8"):
                 self.status.setText(f"graph: {item.message}")
