@@ -130,12 +130,19 @@ def memory_and_graph_part() -> list[str]:
                 f"{name} memory: on {report.get('provider_used')}, device "
                 f"{device.get('scope') or 'not read'} {device.get('bytes')}"
             )
-            graph = drive(graph_job(GraphRequest(str(path), config)), lambda _: None)
-            providers = (graph["views"].get("run") or {}).get("providers") or {}
-            on_cpu = sorted(n for n, p in providers.items() if p.startswith("CPU"))
-            lines.append(
-                f"{name} graph: {len(providers)} nodes ran; on CPU: {len(on_cpu)} {on_cpu[:5]}"
-            )
+            for precision in ("fp32", "int8-dynamic"):  # INT8 on CUDA: which ops fall back
+                graph = drive(
+                    graph_job(
+                        GraphRequest(str(path), RunConfig(provider="cuda", precision=precision))
+                    ),
+                    lambda _: None,
+                )
+                providers = (graph["views"].get("run") or {}).get("providers") or {}
+                on_cpu = sorted(n for n, p in providers.items() if p.startswith("CPU"))
+                lines.append(
+                    f"{name} {precision} graph: {len(providers)} nodes ran; on CPU: "
+                    f"{len(on_cpu)} {on_cpu[:6]}"
+                )
         except Exception as exc:
             lines.append(f"{name}: failed: {' '.join(str(exc).split())[:200]}")
     return lines
@@ -229,7 +236,7 @@ def live_host_part() -> list[str]:
     host when none are cached) and any throttle flag."""
     import multiprocessing as mp
 
-    from engine.events import Notice, OpProfile, PeaksMeasured, RunStarted
+    from engine.events import CommandFailed, Notice, OpProfile, PeaksMeasured, RunStarted
     from engine.run.host import host_main
 
     ctx = mp.get_context("spawn")
@@ -241,7 +248,9 @@ def live_host_part() -> list[str]:
     conn.send(cmds.Apply(RunConfig(provider="cuda")))
     conn.send(cmds.Load(str(MODELS["demo_cnn"])))
     end = time.monotonic() + 120
-    while time.monotonic() < end and not any(isinstance(e, OpProfile) for e in events):
+    while time.monotonic() < end and not any(
+        isinstance(e, (OpProfile, CommandFailed)) for e in events
+    ):
         if conn.poll(0.2):
             events.extend(conn.recv())
     time.sleep(3)
@@ -258,6 +267,7 @@ def live_host_part() -> list[str]:
         + (str(peaks[-1].peaks.get("gpu")) if peaks else "no (cached already, or not needed)"),
     ]
     lines += [f"notice ({e.level}): {e.message}" for e in events if isinstance(e, Notice)]
+    lines += [f"failed: {e.message}" for e in events if isinstance(e, CommandFailed)]
     return lines
 
 

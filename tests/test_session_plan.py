@@ -7,6 +7,7 @@ import pytest
 from engine.backends.ort.inference_session import (
     build_options,
     explain_ort_error,
+    fallback_reason,
     open_session,
     plan_session,
 )
@@ -90,3 +91,39 @@ def test_explain_strips_ort_prefixes() -> None:
         "implementation for Foo(7) node with name 'n'"
     )
     assert explain_ort_error(exc).startswith("unsupported operator Foo(7)")
+
+
+def test_missing_tensorrt_libraries_read_as_one_reason() -> None:
+    """What ONNX Runtime printed on an H200 without TensorRT (bench/results/gpu_check_h200.md)
+    becomes the run's fallback reason, in one line."""
+    printed = (
+        "*************** EP Error ***************\n"
+        "EP Error /onnxruntime_src/onnxruntime/python/onnxruntime_pybind_state.cc:729 void "
+        "onnxruntime::python::RegisterTensorRTPluginsAsCustomOps(PySessionOptions&, const "
+        "onnxruntime::ProviderOptions&) Please install TensorRT libraries as mentioned in the "
+        "GPU requirements page, make sure they're in the PATH or LD_LIBRARY_PATH, and that "
+        "your GPU is supported.\nFalling back to ['CUDAExecutionProvider', "
+        "'CPUExecutionProvider'] and retrying.\n"
+    )
+    reason = fallback_reason(printed)
+    assert reason and "TensorRT" in reason and "LD_LIBRARY_PATH" in reason and "\n" not in reason
+    assert fallback_reason(
+        "\x1b[0;93m[W:onnxruntime:Default] No registered plugin EP device found for "
+        "'CUDAExecutionProvider' with device_id=0\x1b[m"
+    ) == ("no device found for CUDAExecutionProvider")
+
+
+def test_session_creation_keeps_what_ort_prints(capfd: pytest.CaptureFixture[str]) -> None:
+    """Asking for a provider this build lacks: ORT's warning is kept for the reason, and
+    nothing reaches the terminal."""
+    from engine.backends.ort.inference_session import create_session, one_node_model
+
+    sess, log = create_session(
+        one_node_model("Identity", float, [1]),
+        None,
+        ["NoSuchExecutionProvider", "CPUExecutionProvider"],
+    )
+    assert sess.get_providers() == ["CPUExecutionProvider"]
+    assert "NoSuchExecutionProvider" in log
+    out, err = capfd.readouterr()
+    assert "NoSuchExecutionProvider" not in out + err

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from engine.backends.ort.inference_session import one_node_model
+from engine.backends.ort.inference_session import create_session, one_node_model
 from engine.events import Event, Progress
 from engine.hostinfo import machine_key
 from engine.measure.roofline import MemoryRoof, Roofs, simple_roofs
@@ -168,16 +168,14 @@ def measure_gpu_peaks(device_id: int = 0) -> dict[str, Any] | None:
         return None
     providers = [("CUDAExecutionProvider", {"device_id": str(device_id)}), "CPUExecutionProvider"]
     elements = 64 * 2**20
-    copy = ort.InferenceSession(
-        one_node_model("Identity", np.float32, [elements]), providers=providers
-    )
+    copy, _ = create_session(one_node_model("Identity", np.float32, [elements]), None, providers)
     if copy.get_providers()[0] != "CUDAExecutionProvider":
         return None
     seconds = _bound_run_seconds(copy, {"x": np.ones(elements, np.float32)}, device_id)
     gbps = 2 * 4 * elements / seconds / 1e9
     n = 4096
-    mm = ort.InferenceSession(
-        one_node_model("MatMul", np.float16, [n, n], two_inputs=True), providers=providers
+    mm, _ = create_session(
+        one_node_model("MatMul", np.float16, [n, n], two_inputs=True), None, providers
     )
     feeds = {"x": np.ones((n, n), np.float16), "y": np.ones((n, n), np.float16)}
     gflops = 2.0 * n**3 / _bound_run_seconds(mm, feeds, device_id) / 1e9

@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.backends.ort.inference_session import build_options, gpu_present, plan_session
+from engine.backends.ort.inference_session import (
+    build_options,
+    create_session,
+    gpu_present,
+    plan_session,
+)
 from engine.config import RunConfig
 from engine.errors import ModelError, one_line
 from engine.measure.op_trace import ProfileFormatError, parse_ort_profile
@@ -51,16 +56,11 @@ def saving_plan(config: RunConfig, folder: str) -> tuple[Any, str]:
 
 def as_run(path: str, config: RunConfig, feeds: Mapping[str, np.ndarray]) -> AsRun:
     import onnx
-    import onnxruntime as ort
 
     with tempfile.TemporaryDirectory(prefix="opscope-graph-") as tmp:
         plan, optimized = saving_plan(config, tmp)
         try:
-            sess = ort.InferenceSession(
-                path,
-                sess_options=build_options(plan),
-                providers=[(n, o) for n, o in plan.providers],
-            )
+            sess, _ = create_session(path, build_options(plan), list(plan.providers))
         except Exception as exc:
             raise ModelError(one_line(exc), path) from exc
         try:

@@ -6,6 +6,8 @@ ONNX Runtime actually obtained, because it silently falls back to CPU.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 from collections.abc import Callable
@@ -148,28 +150,81 @@ def open_session(model_path: str | Path, plan: SessionPlan) -> OpenSession:
     """Create the session; ORT failures become one-line `ModelError`s."""
     import time
 
-    import onnxruntime as ort
-
     so = build_options(plan)
     t0 = time.perf_counter()
-    with CapturedStderr() as captured:
-        try:
-            sess = ort.InferenceSession(
-                str(model_path), sess_options=so, providers=[(n, o) for n, o in plan.providers]
-            )
-        except Exception as exc:  # ORT raises Fail/InvalidGraph/NotImplemented/RuntimeError
-            raise ModelError(explain_ort_error(exc), model_path) from exc
+    try:
+        sess, log = create_session(str(model_path), so, list(plan.providers))
+    except Exception as exc:  # ORT raises Fail/InvalidGraph/NotImplemented/RuntimeError
+        raise ModelError(explain_ort_error(exc), model_path) from exc
     opened = OpenSession(
         sess, tuple(sess.get_providers()), plan.requested, time.perf_counter() - t0
     )
     if opened.fell_back:
-        opened.fallback_reason = fallback_reason(captured.text)
+        opened.fallback_reason = fallback_reason(log)
     return opened
+
+
+_gpu_libraries_tried = False
+
+
+def load_gpu_libraries() -> None:
+    """CUDA and cuDNN from pip's `nvidia-*` packages (where torch or the user installed
+    them), loaded once per process before the first GPU session, as ONNX Runtime asks
+    (`onnxruntime.preload_dlls`): without it the CUDA provider finds them only on
+    LD_LIBRARY_PATH. Quiet, and never raises: a missing library shows later as the
+    provider's fallback, with ORT's reason."""
+    global _gpu_libraries_tried
+    if _gpu_libraries_tried:
+        return
+    _gpu_libraries_tried = True
+    import importlib.util
+
+    import onnxruntime as ort
+
+    if importlib.util.find_spec("nvidia") is None or not hasattr(ort, "preload_dlls"):
+        return
+    with (
+        CapturedStderr(),
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.suppress(Exception),
+    ):
+        ort.preload_dlls()
+
+
+def create_session(
+    model: str | bytes, options: Any, providers: list[Any]
+) -> tuple[onnxruntime.InferenceSession, str]:
+    """`onnxruntime.InferenceSession`, with what ORT wrote meanwhile kept, not shown: its
+    native log (fd 2), its Python warnings, and the provider fallback it prints to stdout
+    ("EP Error" blocks when TensorRT's libraries are missing). Returns the session and that
+    text."""
+    import onnxruntime as ort
+
+    names = [p[0] if isinstance(p, tuple) else p for p in providers]
+    if any(n in GPU_PROVIDERS for n in names):
+        load_gpu_libraries()
+    import warnings
+
+    printed = io.StringIO()
+    with (
+        CapturedStderr() as captured,
+        contextlib.redirect_stdout(printed),
+        warnings.catch_warnings(record=True) as warned,
+    ):
+        warnings.simplefilter("always")
+        sess = ort.InferenceSession(model, sess_options=options, providers=providers)
+    said = "".join(f"{w.message}\n" for w in warned)
+    return sess, said + captured.text + printed.getvalue()
 
 
 def fallback_reason(log: str) -> str | None:
     """Why ORT dropped a GPU provider, from what it logged while creating the session."""
     plain = re.sub(r"\x1b\[[0-9;]*m", "", log)
+    if "Please install TensorRT libraries" in plain:
+        return (
+            "TensorRT's libraries (libnvinfer) were not found: install TensorRT 10 and put "
+            "its lib folder on LD_LIBRARY_PATH"
+        )
     m = re.search(r"with error: ([^\n]+)", plain)
     if m:
         return m.group(1).strip()

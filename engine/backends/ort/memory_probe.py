@@ -19,7 +19,7 @@ import numpy as np
 
 from engine.backends.ort.device_memory import DeviceMemory
 from engine.backends.ort.graph_as_run import saving_plan
-from engine.backends.ort.inference_session import build_options
+from engine.backends.ort.inference_session import build_options, create_session
 from engine.config import RunConfig
 from engine.errors import ModelError, one_line
 from engine.events import Event, Progress
@@ -81,7 +81,6 @@ def probe_job(
 def probe(path: str, config: RunConfig, feeds: Mapping[str, np.ndarray], runs: int) -> Probe:
     """One session of `path` on `config`'s provider, threads and fusion level, run
     1 + `runs` times on `feeds`, profiled (the timing is not this probe's business)."""
-    import onnxruntime as ort
 
     with tempfile.TemporaryDirectory(prefix="opscope-mem-") as tmp:
         plan, optimized = saving_plan(config, tmp)
@@ -94,9 +93,7 @@ def probe(path: str, config: RunConfig, feeds: Mapping[str, np.ndarray], runs: i
         rss = {"before_session": _rss()}
         t0 = time.perf_counter()
         try:
-            sess = ort.InferenceSession(
-                path, sess_options=so, providers=[(n, o) for n, o in plan.providers]
-            )
+            sess, _ = create_session(path, so, list(plan.providers))
         except Exception as exc:
             raise ModelError(one_line(exc), path) from exc
         session_s = time.perf_counter() - t0

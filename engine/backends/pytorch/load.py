@@ -18,6 +18,7 @@ torch is an optional extra: it is imported inside the functions that need it.
 
 from __future__ import annotations
 
+import warnings
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -106,7 +107,9 @@ def load_torch(path: str | Path) -> TorchModel:
     kind = detect_kind(p)
     if kind == "export":
         try:
-            program = torch.export.load(str(p))
+            with warnings.catch_warnings():  # its weights are read into a read-only buffer,
+                warnings.simplefilter("ignore", UserWarning)  # which it says, to the user
+                program = torch.export.load(str(p))
         except Exception as exc:
             raise ModelError(f"cannot load the torch.export program ({one_line(exc)})", p) from exc
         return TorchModel(

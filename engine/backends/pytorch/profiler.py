@@ -45,8 +45,14 @@ def torch_profile_pass(
     run_once: Callable[[], object], *, runs: int, cuda: bool, timed_mean_ms: float | None = None
 ) -> Iterator[Progress | OpProfile]:
     """Profile `runs` inferences of `run_once` after a short warm-up; yield an OpProfile."""
+    import warnings
+
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
+
+    # torch 2.11 on CUDA warned, once per process, that a cycle's events are cleared: this
+    # pass is one cycle and reads its events itself (seen on an H200, gpu_check)
+    warnings.filterwarnings("ignore", message="Profiler clears events", category=UserWarning)
 
     provider = "torch-cuda" if cuda else "torch-cpu"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
