@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from onnx import TensorProto, helper
 
 from engine.measure.liveness import liveness
@@ -104,3 +105,27 @@ def test_a_subgraphs_outer_reads_keep_a_tensor_alive() -> None:
     live = liveness(io, sizes, ["x"], ["y"])
     assert live.at_node == "if" and live.peak_bytes == 16 + 1000 + 1 + 16
     assert weights(model) == [("unused_w", "int8", 10.0)]
+
+
+def test_memory_and_graph_take_the_runs_int8_variant_built_from_its_calibration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The live run's INT8 static variant was built from the Inputs panel's calibration
+    file: the memory and graph jobs, given the same file, take that variant from the cache
+    rather than build another one from random samples (the gap the graph view had)."""
+    import numpy as np
+
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    cal = tmp_path / "cal.npz"
+    rng = np.random.default_rng(1)
+    np.savez(cal, image=rng.standard_normal((8, 3, 64, 64)).astype(np.float32))
+    int8 = ["--precision", "int8-static", "--calibration", cal]
+    opscope("bench", DEMO_CNN, *int8, "--duration", "0.1", "--min-runs", "5", check=True)
+    out = tmp_path / "m.json"
+    opscope("memory", DEMO_CNN, *int8, "--runs", "1", "--json", out, check=True)
+    assert json.loads(out.read_text())["memory"]["load"]["variant_cached"] is True
+    graph = opscope("graph", DEMO_CNN, *int8, check=True)
+    assert "chosen earlier on this machine" in graph.stderr, graph.stderr  # the cached one
+    opscope("memory", DEMO_CNN, "--precision", "int8-static", "--runs", "1", "--json", out,
+            check=True)  # fmt: skip
+    assert json.loads(out.read_text())["memory"]["load"]["variant_cached"] is False

@@ -138,6 +138,7 @@ class GraphDock(QWidget):
             dict(inputs.dims),
             expand=self.expand,
             low_priority=True,
+            **inputs.data_files(),
         )
         self.wanted = False
         self.drawn = self._key()
@@ -262,7 +263,13 @@ class GraphDock(QWidget):
         self.view.set_baseline(stats, name)  # by name until its graph is known
         self.view.view_combo.setCurrentText("as loaded")
         shapes = {k: tuple(v["shape"]) for k, v in run.inputs.items() if v.get("shape")}
-        request = GraphRequest(run.model_path, run.config, shapes)
+        load = self.wb.client.last_load
+        # the same model: its variant was built from the Inputs panel's data files (runs do
+        # not record them), so it is taken from the cache rather than made again
+        files = (
+            self.wb.client.job_inputs().data_files() if load and load[0] == run.model_path else {}
+        )
+        request = GraphRequest(run.model_path, run.config, shapes, **files)
         self.status.setText(f"{name} ran another graph: reading it to compare node by node")
         self.wb.jobs.start(
             COMPARE,

@@ -65,7 +65,8 @@ class MemoryDock(QWidget):
         self.wb.recording.flush()
         request = MemoryRequest(load[0], self.wb.window.config_panel.config(),
                                 dict(inputs.shapes), dict(inputs.dims),
-                                session=str(self.wb.recording.path))  # fmt: skip
+                                session=str(self.wb.recording.path),
+                                **inputs.data_files())  # fmt: skip
         self.wb.pause_for(CONCERN, "paused: measuring memory")  # the probe gets the cores
         self.measure_button.setEnabled(False)
         self.cancel_button.setEnabled(True)

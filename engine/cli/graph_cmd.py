@@ -51,6 +51,7 @@ def _cmd_graph(args: argparse.Namespace) -> int:
         inputs.dims,
         seed=args.seed,
         expand=args.expand,
+        **inputs.data_files(),
     )
     result: dict[str, Any] = run_printed(req)
     out = sys.stdout if args.json != "-" else sys.stderr

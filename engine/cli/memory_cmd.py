@@ -45,7 +45,8 @@ def _cmd_memory(args: argparse.Namespace) -> int:
 
     inputs = JobInputs.from_args(args)
     req = MemoryRequest(args.model, config_from_args(args), inputs.shapes, inputs.dims,
-                        seed=args.seed, runs=args.runs, session=args.session)  # fmt: skip
+                        seed=args.seed, runs=args.runs, session=args.session,
+                        **inputs.data_files())  # fmt: skip
     report: dict[str, Any] = run_printed(req)
     out = sys.stdout if args.json != "-" else sys.stderr
     print_memory(report, out)

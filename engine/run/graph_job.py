@@ -32,6 +32,7 @@ from engine.model.graph_precision import precisions
 from engine.model.graph_view import INPUT, OUTPUT, ModelGraph, inferred, model_graph
 from engine.model.info import load_model
 from engine.model.inputs import generate_inputs, plan_inputs
+from engine.run.job_inputs import JobInputs
 from engine.run.variant_for import variant_for
 
 NODE_LIMIT = 2000  # beyond this many nodes a view opens collapsed (5,000 lay out in ~3 s)
@@ -45,6 +46,11 @@ class GraphRequest:
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     dims: dict[str, int] = field(default_factory=dict)
     seed: int = 0
+    # the data files the window's Inputs panel names (or --inputs/--calibration/--labels):
+    # an INT8 variant is built, or taken from the cache, from the same samples as the run's
+    inputs_npz: str | None = None
+    calibration_npz: str | None = None
+    labels_npy: str | None = None
     expand: bool = False  # lay out every node even beyond NODE_LIMIT
     as_run: bool = True  # False: the model as loaded only (no session is made)
     low_priority: bool = False  # beside live timing: one thread, below the host's priority
@@ -95,7 +101,9 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
         result["as_run_error"] = f"the {config.engine} engine does not show its graph as run"
     elif lend is not None:
         yield Progress("graph", 2, STAGES, f"the {config.precision} variant, as run")
-        variant = yield from variant_for(req.model_path, config, plan.shapes, req.dims, req.seed)
+        variant = yield from variant_for(
+            req.model_path, config, plan.shapes, JobInputs.of(req), req.seed
+        )
         if variant is not None:
             int8 = variant.details.get("int8") or {}
             kept = [str(x) for x in int8.get("excluded_nodes") or []]

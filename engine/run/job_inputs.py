@@ -9,8 +9,30 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
+from typing import Protocol, TypedDict
 
 from engine.model.inputs import parse_dim_override, parse_shape_override
+
+
+class DataFiles(TypedDict):
+    inputs_npz: str | None
+    calibration_npz: str | None
+    labels_npy: str | None
+
+
+class CarriesInputs(Protocol):
+    """A job request that names its inputs as JobInputs does (the graph and memory jobs)."""
+
+    @property
+    def shapes(self) -> dict[str, tuple[int, ...]]: ...
+    @property
+    def dims(self) -> dict[str, int]: ...
+    @property
+    def inputs_npz(self) -> str | None: ...
+    @property
+    def calibration_npz(self) -> str | None: ...
+    @property
+    def labels_npy(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -20,6 +42,21 @@ class JobInputs:
     inputs_npz: str | None = None  # evaluation data (a file or a folder)
     calibration_npz: str | None = None  # static INT8's samples
     labels_npy: str | None = None
+
+    @classmethod
+    def of(cls, req: CarriesInputs) -> JobInputs:
+        """A request's shapes, dims and data files."""
+        return cls(
+            dict(req.shapes), dict(req.dims), req.inputs_npz, req.calibration_npz, req.labels_npy
+        )
+
+    def data_files(self) -> DataFiles:
+        """The data files as a request's keyword arguments (inputs_npz=...)."""
+        return {
+            "inputs_npz": self.inputs_npz,
+            "calibration_npz": self.calibration_npz,
+            "labels_npy": self.labels_npy,
+        }
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> JobInputs:

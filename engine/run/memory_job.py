@@ -28,6 +28,7 @@ from engine.model.info import load_model
 from engine.model.inputs import generate_inputs, plan_inputs
 from engine.model.memory_need import sizes_at
 from engine.run.child_job import describe_exit, run_isolated
+from engine.run.job_inputs import JobInputs
 from engine.run.variant_for import variant_for
 
 PROBE_TIMEOUT_S = 600.0
@@ -40,6 +41,11 @@ class MemoryRequest:
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     dims: dict[str, int] = field(default_factory=dict)
     seed: int = 0
+    # the data files the window's Inputs panel names (or --inputs/--calibration/--labels):
+    # an INT8 variant is built, or taken from the cache, from the same samples as the run's
+    inputs_npz: str | None = None
+    calibration_npz: str | None = None
+    labels_npy: str | None = None
     runs: int = 10  # inferences after the first, for the steady-state resident memory
     session: str | None = None  # where the report is recorded
     job_name: ClassVar[str] = "memory"
@@ -71,7 +77,9 @@ def memory_job(req: MemoryRequest) -> Generator[Event, None, dict[str, Any]]:
     del model
 
     yield Progress("memory", 1, 3, f"the {config.precision} variant")
-    variant = yield from variant_for(req.model_path, config, plan.shapes, req.dims, req.seed)
+    variant = yield from variant_for(
+        req.model_path, config, plan.shapes, JobInputs.of(req), req.seed
+    )
     variant_path = variant.path if variant is not None else req.model_path
     run_weights = weights_loaded
     if variant_path != req.model_path:

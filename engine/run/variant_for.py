@@ -9,20 +9,33 @@ from collections.abc import Generator
 from engine import backends
 from engine.config import RunConfig
 from engine.events import Event, Notice, Progress, VariantReady
+from engine.run.job_inputs import JobInputs
 
 
 def variant_for(
     model_path: str,
     config: RunConfig,
     shapes: dict[str, tuple[int, ...]],
-    dims: dict[str, int],
+    inputs: JobInputs,
     seed: int = 0,
 ) -> Generator[Event, None, VariantReady | None]:
     """Its progress and notices, then the variant (the last one built: an INT8 search's
-    choice), or None when the config runs the model file as it is."""
+    choice), or None when the config runs the model file as it is. `inputs` carries the
+    window's (or the command line's) calibration and evaluation files, so the variant is the
+    one the live run built from them, taken from the cache, not another made from random
+    samples."""
     variant: VariantReady | None = None
     gen = backends.backend_for(config).prepare(
-        backends.PrepareRequest(model_path, config, dict(shapes), dict(dims), seed=seed)
+        backends.PrepareRequest(
+            model_path,
+            config,
+            dict(shapes),
+            dict(inputs.dims),
+            inputs_npz=inputs.inputs_npz,
+            calibration_npz=inputs.calibration_npz,
+            labels_npy=inputs.labels_npy,
+            seed=seed,
+        )
     )
     while True:
         try:
