@@ -212,6 +212,7 @@ def report(rates: Any, works: Any, reals: Any, sims: Any, checks: Any, costs: li
             row += (f"| {rm:{fmt}} [{rlo:{fmt}}-{rhi:{fmt}}] | {sm:{fmt}} [{slo:{fmt}}-{shi:{fmt}}]"
                     f" | {ratio:.2f} | {ok} ")  # fmt: skip
         lines.append(row + "|")
+    lines += twin(works, reals, sims)
     lines += [
         "",
         "## Where the time goes in the real loop (medians over the rounds)",
@@ -231,6 +232,51 @@ def report(rates: Any, works: Any, reals: Any, sims: Any, checks: Any, costs: li
                      f"{med['mixed']:.2f} | {med['all']:.2f} | {med['gap_ms']:.3f} | "
                      f"{med['batch_mean']:.2f} |")  # fmt: skip
     return "\n".join(lines)
+
+
+def twin(works: Any, reals: Any, sims: Any) -> list[str]:
+    """The twin test (issue 28): per row, the simulator (round 1's calibration) against the
+    first real run, beside the second real run's difference from the first (the rounds
+    run minutes apart, in opposite orders)."""
+    lines = [
+        "",
+        "## Twin test: the simulator against the real loop's own repeat spread",
+        "",
+        "Per row: `repeat`, round 2's real run against round 1's; `sim`, round 1's "
+        "simulation against round 1's real run. Median of the absolute differences over "
+        "the rows, and the rows with TTFT p50 within 5% and TTFT p99 within 10%.",
+        "",
+        "| layout | req/s | repeat ΔTTFT p50 | repeat ΔTTFT p99 | repeat ΔTPOT p50 "
+        "| sim ΔTTFT p50 | sim ΔTTFT p99 | sim ΔTPOT p50 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    metrics = [("ttft_ms", "p50"), ("ttft_ms", "p99"), ("tpot_ms", "p50")]
+    rep: list[list[float]] = []
+    sim: list[list[float]] = []
+    for key in works:
+        first, second = reals[key][0], reals[key][1]
+        r = [second[m][q] / first[m][q] - 1 for m, q in metrics]
+        d = [sims[key][0][m][q] / first[m][q] - 1 for m, q in metrics]
+        rep.append(r)
+        sim.append(d)
+        lines.append(
+            f"| {key[0]} | {key[1]:.1f} | " + " | ".join(f"{x:+.1%}" for x in r + d) + " |"
+        )
+
+    def summary(rows: list[list[float]]) -> str:
+        a = np.abs(np.asarray(rows))
+        ok = int(((a[:, 0] <= 0.05) & (a[:, 1] <= 0.10)).sum())
+        return (f"{np.median(a[:, 0]):.1%} | {np.median(a[:, 1]):.1%} | {np.median(a[:, 2]):.1%} "
+                f"| {ok} of {len(rows)}")  # fmt: skip
+
+    lines += [
+        "",
+        "| | median abs ΔTTFT p50 | ΔTTFT p99 | ΔTPOT p50 | rows within 5% / 10% |",
+        "|---|---|---|---|---|",
+        f"| real loop, repeat | {summary(rep)} |",
+        f"| simulator | {summary(sim)} |",
+    ]
+    return lines
 
 
 if __name__ == "__main__":

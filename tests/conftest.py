@@ -45,13 +45,6 @@ def _gc_on_the_gui_thread(request: pytest.FixtureRequest) -> Iterator[None]:
         collector.timer.stop()
         gc.enable()
         gc.collect()
-        # Qt objects the test left to deleteLater go now, with their Python wrappers: a
-        # stale wrapper whose C++ object died unseen was once handed back by PySide for a
-        # new object at the same address (a QMenu read as a QWidgetItem in a later test)
-        from PySide6.QtCore import QCoreApplication, QEvent
-
-        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
-        gc.collect()
 
 
 @pytest.fixture(scope="session")

@@ -330,6 +330,7 @@ class TrafficController(QObject):
                 cache=self.dock.cache.value(),
                 repeat=self.dock.repeat.value(),
                 slo_ms=self.dock.slo_ms(),
+                slow_stretches=self.dock.stretches.isChecked(),
             )
         except OpScopeError as exc:
             self.dock.what_if.set_text(str(exc))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QFileDialog,
@@ -170,6 +171,12 @@ class TrafficDock(TraceDrops, QWidget):
         cache.addRow("Cache size", self.cache)
         cache.addRow("Repeat ratio", self.repeat)
         cache.addRow("SLO p99", self.slo)
+        self.stretches = QCheckBox("slow stretches")
+        self.stretches.setToolTip(
+            "What if: draw service times from the calibrated slow-stretch process (slow "
+            "batches come in runs, as this machine's did) rather than one by one"
+        )
+        cache.addRow("", self.stretches)
         controls = QWidget()  # the knobs, stacked, left; the curves right
         column = QVBoxLayout(controls)
         column.setContentsMargins(0, 0, 4, 0)
@@ -232,6 +239,7 @@ class TrafficDock(TraceDrops, QWidget):
         ):
             w.valueChanged.connect(self._changed)
         self.trace_path.textChanged.connect(self._changed)
+        self.stretches.toggled.connect(self._changed)
         self.trace_browse.clicked.connect(self._browse_trace)
         self.setAcceptDrops(True)
         self.run_button.clicked.connect(self._run)

@@ -109,6 +109,11 @@ def add_serving_parsers(
         help="a capacity curve: offered rate against p50, p99 and throughput, knee marked",
     )  # fmt: skip
     p.add_argument("--recalibrate", action="store_true", help="measure the batch times again")
+    p.add_argument(
+        "--slow-stretches", action="store_true",
+        help="draw service times from the calibrated slow-stretch process (slow batches "
+        "come in runs, as measured) rather than one by one (bench/results/serve_twin.md)",
+    )  # fmt: skip
     add_session_flag(
         p,
         "record the simulated run (kind simulate: its predicted end-to-end latencies) "

@@ -211,6 +211,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             closed_clients=spec.clients if spec.closed else 0,
             closed_requests=args.closed_requests if spec.closed else 0,
             seed=args.seed,
+            slow_stretches=args.slow_stretches,
         )
         result.update(summarize(rec, args.warmup_s, args.slo_p99))
         result["simulated"] = True
@@ -220,7 +221,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         hit_rate(result)
         work = Workload(
             spec, args.requests or SEARCH_REQUESTS, args.seed, args.cache, args.repeat,
-            args.warmup_s,
+            args.warmup_s, args.slow_stretches,
         )  # fmt: skip
         if args.find:
             rate, found, steps = max_rate(work, policy, service, args.slo_p99)
@@ -246,6 +247,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         printer.close()
     out = sys.stdout if args.json != "-" else sys.stderr
     print_serving(result, out)
+    if args.slow_stretches:
+        st = result["calibration"]["slow_stretches"]
+        result["slow_stretches"] = bool(st)
+        print(
+            f"service    slow stretches as calibrated: {st['slow_share']:.1%} of batches, "
+            f"{st['mean_batches']:.1f} in a row on average"
+            if st
+            else "service    no slow stretch in the calibration: times drawn one by one",
+            file=out,
+        )
     _print_replayed(result, out)
     _print_answers(result, out)
     if args.json:
@@ -322,6 +333,14 @@ def _calibration_json(service: ServiceModel) -> dict[str, Any]:
         "instances": ctx.get("instances"),
         "provider": ctx.get("provider"),
         "cpu": ctx.get("cpu"),
+        "slow_stretches": (
+            {
+                "slow_share": round(service.stretches.slow_share, 4),
+                "mean_batches": round(service.stretches.mean_stretch, 2),
+            }
+            if service.stretches
+            else None
+        ),
     }
 
 
@@ -348,7 +367,14 @@ def _confirm(
         printer.feed(ev)
     measured = summarize(loop.records(), args.warmup_s)
     predicted = summarize(
-        simulate(schedule, policy, service, cache_size=args.cache, seed=args.seed),
+        simulate(
+            schedule,
+            policy,
+            service,
+            cache_size=args.cache,
+            seed=args.seed,
+            slow_stretches=args.slow_stretches,
+        ),
         args.warmup_s,
     )
     rec = loop.records()

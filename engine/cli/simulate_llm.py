@@ -34,7 +34,7 @@ from engine.serve.traffic import parse_traffic
 
 DURATION_S = 60.0
 NOT_FOR_LLM = ("find", "tune_batching", "curve", "confirm", "session", "max_batch", "preferred",
-               "delay_ms", "queue_limit", "timeout_ms", "cache")  # fmt: skip
+               "delay_ms", "queue_limit", "timeout_ms", "cache", "slow_stretches")  # fmt: skip
 
 
 def workload_json(args: argparse.Namespace, work: Any) -> dict[str, Any]:

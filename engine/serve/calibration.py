@@ -21,7 +21,7 @@ from engine.serve.calibration_file import (
     read_calibration,
     write_calibration,
 )
-from engine.serve.idle_cost import measure_idle_slowdown
+from engine.serve.idle_cost import LoopRatios, measure_idle_slowdown
 from engine.serve.loop import precise_timers
 from engine.serve.service import (
     Arrivals,
@@ -31,10 +31,11 @@ from engine.serve.service import (
     time_batches,
 )
 from engine.serve.setup import Serving
+from engine.serve.slow_stretches import SlowStretches
 
-VERSION = 11  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers;
+VERSION = 12  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers;
 # 10: no arrival costs (the loop's generator sleeps while every instance is busy);
-# 11: idle slowdowns from a short run of the real loop
+# 11: idle slowdowns from a short run of the real loop; 12: slow stretches
 
 
 ARRIVAL_RATE = 2000.0  # stand-in requests per second while batches are timed under traffic
@@ -155,8 +156,12 @@ def load_or_calibrate(
             yield item
     assert model is not None
     for step in measure_idle_slowdown(serving, model):
-        if isinstance(step, dict):
-            model = dataclasses.replace(model, idle_slowdown=step)
+        if isinstance(step, LoopRatios):
+            # slow stretches from the batches as they ran: back to back, each size's in
+            # order, and the real loop's busy batches
+            ordered = [model.samples[n] / model.median(n) for n in model.sizes]
+            stretches = SlowStretches.fit([*ordered, *step.busy_runs])
+            model = dataclasses.replace(model, idle_slowdown=step.idle, stretches=stretches)
         else:
             yield step
     write_calibration(path, model.to_json())

@@ -31,11 +31,13 @@ class Workload:
     cache_size: int = 0
     repeat: float = 0.0
     warmup_s: float = 0.0
+    slow_stretches: bool = False  # service times from the slow-stretch process
 
     def run(self, rate: float, policy: BatchPolicy, service: ServiceModel) -> dict[str, Any]:
         spec = self.spec.scaled(rate / self.spec.mean_rate())
         schedule = make_schedule(spec, 0.0, self.seed, self.repeat, requests=self.requests)
-        rec = simulate(schedule, policy, service, cache_size=self.cache_size, seed=self.seed)
+        rec = simulate(schedule, policy, service, cache_size=self.cache_size, seed=self.seed,
+                       slow_stretches=self.slow_stretches)  # fmt: skip
         return summarize(rec, self.warmup_s)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from engine.errors import OpScopeError
 from engine.events import Event, Progress
+from engine.serve.slow_stretches import SlowStretches
 
 
 @dataclass
@@ -42,6 +43,7 @@ class ServiceModel:
     context: dict[str, Any]
     idle_slowdown: dict[int, dict[float, np.ndarray]] = dataclasses.field(default_factory=dict)
     send_lateness: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0))
+    stretches: SlowStretches | None = None  # slow stretches with memory (slow_stretches.py)
     # idle_slowdown: batch size -> idle gap before it (s, a bucket's lower edge) -> how much
     # slower batches ran after such a gap in the real loop (ratios to the back-to-back
     # median: 1.5 = 50% slower; serve/idle_cost.py)
@@ -130,6 +132,7 @@ class ServiceModel:
                 str(n): {f"{g * 1e3:g}": v.round(6).tolist() for g, v in sorted(by.items())}
                 for n, by in sorted(self.idle_slowdown.items())
             },
+            "slow_stretches": self.stretches.to_json() if self.stretches else None,
         }
 
     @classmethod
@@ -149,6 +152,8 @@ class ServiceModel:
                 for n, by in (data.get("idle_slowdown") or {}).items()
             }
             late = np.asarray([float(x) for x in data.get("send_lateness_us") or []]) / 1e6
+            stretches_json = data.get("slow_stretches")
+            stretches = SlowStretches.from_json(stretches_json) if stretches_json else None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise OpScopeError(f"calibration data is malformed ({exc!r})") from exc
         if not samples or any(
@@ -164,7 +169,7 @@ class ServiceModel:
             raise OpScopeError("calibration data is malformed (idle penalties)")
         if not np.all((late >= 0) & (late < 10)):
             raise OpScopeError("calibration data is malformed (lateness)")
-        return cls(samples, context, idle, late)
+        return cls(samples, context, idle, late, stretches)
 
 
 FEW_RUNS = 3  # runs of a slow batch size enough for its median

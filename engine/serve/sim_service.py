@@ -18,14 +18,24 @@ Adjust = Callable[[int, int, float, float, float], float]
 
 class ServiceDraws:
     """The `k`-th batch, of `size`, takes `table[size][int(draws[k % len(draws)] *
-    lens[size])]`, then `adjust` (when not None), then at least 1e-7 s.
+    lens[size])]`, then `adjust` (when not None), then at least 1e-7 s. With `stretches`
+    (multipliers drawn from the calibrated slow-stretch process, one per batch), the table
+    is each size's median and the k-th batch is multiplied by `stretches[k]`.
 
     `adjust`: a batch that starts after the server was idle for `idle` seconds (no batch
     running since the last one ended) is slowed by a ratio drawn for the longest
     calibrated pause not longer than that."""
 
-    def __init__(self, service: ServiceModel, max_batch: int, draws: list[float]) -> None:
+    def __init__(
+        self,
+        service: ServiceModel,
+        max_batch: int,
+        draws: list[float],
+        stretches: list[float] | None = None,
+    ) -> None:
         self.table = service.table(max_batch)
+        if stretches is not None:  # each batch: its size's median times its multiplier
+            self.table = [[sorted(t)[len(t) // 2]] if t else t for t in self.table]
         self.lens = [len(t) for t in self.table]
         self.draws = draws
         slowdown = service.slowdown_table(max_batch)
@@ -40,3 +50,11 @@ class ServiceDraws:
 
         calibrated = any(gaps for gaps, _ in slowdown)
         self.adjust: Adjust | None = adjust if calibrated else None
+        if stretches is not None:
+            idle_adjust, m = self.adjust, len(stretches)
+
+            def stretched(size: int, k: int, start: float, took: float, idle: float) -> float:
+                took *= stretches[k % m]
+                return idle_adjust(size, k, start, took, idle) if idle_adjust else took
+
+            self.adjust = stretched

@@ -34,9 +34,12 @@ def simulate(
     closed_clients: int = 0,
     closed_requests: int = 0,
     seed: int = 0,
+    slow_stretches: bool = False,
 ) -> ServeRecords:
     """Simulate serving `schedule` (or, with `closed_clients`, that many clients sending
-    `closed_requests` in all, content keys from `schedule.keys`)."""
+    `closed_requests` in all, content keys from `schedule.keys`). `slow_stretches`: service
+    times from the calibrated slow-stretch process (when the calibration has one) rather
+    than drawn one by one."""
     rng = np.random.default_rng(seed)
     # uniform; a batch of k takes table[k][int(u * len)]. Only the draws the loops can
     # reach are made into a list (the k-th batch reads draws k and k + 7919, and there are
@@ -45,7 +48,10 @@ def simulate(
     # same as with the whole cycle.
     n_requests = closed_requests if closed_clients else len(schedule)
     draws = rng.random(DRAWS)[: min(DRAWS, n_requests + REACH)].tolist()
-    svc = ServiceDraws(service, policy.max_batch, draws)
+    stretches = None
+    if slow_stretches and service.stretches is not None:  # batches slow in runs, not alone
+        stretches = service.stretches.multipliers(len(draws), seed).tolist()
+    svc = ServiceDraws(service, policy.max_batch, draws, stretches)
     if closed_clients:
         return closed_loop(schedule, policy, svc, cache_size, closed_clients, closed_requests)
     due = schedule.times

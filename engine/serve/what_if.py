@@ -27,12 +27,13 @@ class Question:
     repeat: float = 0.0
     slo_ms: float | None = None
     seed: int = 0
+    slow_stretches: bool = False
 
 
 def answer(q: Question, service: ServiceModel) -> dict[str, Any]:
     """{"prediction": summary at the traffic, "current"/"proposed": capacity curves,
     "max_rate": under the SLO with the proposed batching (None without an SLO)}."""
-    work = Workload(q.spec, REQUESTS, q.seed, q.cache, q.repeat)
+    work = Workload(q.spec, REQUESTS, q.seed, q.cache, q.repeat, slow_stretches=q.slow_stretches)
     prediction = work.run(q.spec.mean_rate(), q.proposed, service)
     policies = [q.proposed] + ([q.current] if q.current is not None else [])
     top = max(service.capacity(p.max_batch, p.instances) for p in policies)
