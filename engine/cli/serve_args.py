@@ -241,6 +241,23 @@ def _add_llm(p: argparse.ArgumentParser, real: bool = False) -> None:
     g.add_argument(
         "--slo-tpot", type=positive_ms, metavar="MS", help="goodput: time per output token"
     )
+    if real:
+        return  # the real loop has no prefix cache yet: simulate --llm predicts its effect
+    g.add_argument(
+        "--prefix-cache", type=int_in(1, 1 << 26), metavar="BLOCKS",
+        help="each prefilling instance keeps a prefix cache of BLOCKS KV blocks (LRU): "
+        "prompts that begin alike skip their cached blocks; reported with and without, "
+        "and the hit rate against cache size",
+    )  # fmt: skip
+    g.add_argument(
+        "--shared-prefix", metavar="GROUPS,TOKENS",
+        help="every prompt begins with one of GROUPS shared prefixes of TOKENS tokens (part "
+        "of its length); a Mooncake trace brings its own (hash_ids)",
+    )  # fmt: skip
+    g.add_argument(
+        "--prefix-block", type=int_in(1, 4096), default=16, metavar="TOKENS",
+        help="tokens per prefix-cache block (default 16, as vLLM; Mooncake traces: 512)",
+    )  # fmt: skip
 
 
 def _cmd_load(args: argparse.Namespace) -> int:

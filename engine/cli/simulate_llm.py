@@ -89,6 +89,8 @@ def plan_from_args(args: argparse.Namespace) -> LLMPlan:
         kv_ms_per_mb=_default(args.kv_transfer_ms_per_mb, kv_ms_per_mb(gbps)),
         slo_ttft_ms=args.slo_ttft,
         slo_tpot_ms=args.slo_tpot,
+        shared_prefix=getattr(args, "shared_prefix", None),
+        prefix_block=getattr(args, "prefix_block", 16),
     )
 
 
@@ -133,11 +135,18 @@ def cmd_simulate_llm(args: argparse.Namespace) -> int:
     llm = read_config(args.model)
     layouts = layouts_from_args(args, llm.context_length)
     work = workload_from_args(args, llm.context_length)
+    if args.prefix_cache and work.blocks is None:
+        raise ConfigError("--prefix-cache: the prompts share no prefix; give --shared-prefix "
+                          "GROUPS,TOKENS, or a Mooncake trace (hash_ids)")  # fmt: skip
+    if args.prefix_cache:  # before calibrating: KV rows of at least 2 bytes an element
+        check_prefix_fits(args.prefix_cache, work.block_tokens, llm.shape.kv_bytes_per_token(2))
     config = serving_config(args)
     printer = LivePrinter()
     results = []
     try:
         _, cost = drive(served_calibration(args.model, config, args.recalibrate), printer.feed)
+        if args.prefix_cache:
+            check_prefix_fits(args.prefix_cache, work.block_tokens, cost.kv_bytes_per_token)
         for layout in layouts:
             t0 = time.perf_counter()
             label = layout.describe()
@@ -145,9 +154,12 @@ def cmd_simulate_llm(args: argparse.Namespace) -> int:
             def progress(done: int, total: int, label: str = label) -> None:
                 printer.feed(Progress("simulate", done, total, f"{label}, requests done"))
 
-            book = simulate_llm(work, layout, cost, progress)
+            blocks = args.prefix_cache or 0
+            book = simulate_llm(work, layout, cost, progress, blocks)
             r = {"layout": layout.name, "layout_config": layout.to_json(),
                  **summarize_llm(book, args.slo_ttft, args.slo_tpot)}  # fmt: skip
+            if blocks:
+                r.update(prefix_effect(work, layout, cost, blocks, args))
             r["simulator_s"] = time.perf_counter() - t0
             results.append(r)
     finally:
@@ -175,6 +187,45 @@ def cmd_simulate_llm(args: argparse.Namespace) -> int:
     if args.json:
         write_json(args.json, result)
     return EXIT_OK
+
+
+CURVE = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)  # cache sizes, as shares of the one asked for
+
+
+def check_prefix_fits(blocks: int, block_tokens: int, kv_bytes_per_token: float) -> None:
+    """A prefix cache larger than this machine's memory is refused, in one line."""
+    import psutil
+
+    need = blocks * block_tokens * kv_bytes_per_token
+    have = psutil.virtual_memory().total
+    if need > have:
+        raise ConfigError(
+            f"--prefix-cache {blocks}: {blocks:,} blocks of {block_tokens} tokens hold "
+            f"{need / 2**30:.1f} GiB of KV rows, more than this machine's "
+            f"{have / 2**30:.1f} GiB of memory"
+        )
+
+
+def prefix_effect(
+    work: LLMWorkload, layout: Layout, cost: LLMCost, blocks: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The same requests without a prefix cache, and the hit rate and TTFT against the
+    cache's size (CURVE x the size asked for)."""
+    plain = summarize_llm(simulate_llm(work, layout, cost), args.slo_ttft, args.slo_tpot)
+    curve = []
+    for share in CURVE:
+        size = max(1, round(blocks * share))
+        r = summarize_llm(simulate_llm(work, layout, cost, None, size))
+        curve.append({
+            "blocks": size,
+            "hit_rate": r["prefix_cache"]["hit_rate"],
+            "ttft_p50_ms": r["ttft_ms"]["p50"],
+            "ttft_p99_ms": r["ttft_ms"]["p99"],
+        })  # fmt: skip
+    return {
+        "without_prefix_cache": {k: plain[k] for k in ("ttft_ms", "tpot_ms", "throughput")},
+        "prefix_curve": curve,
+    }
 
 
 def _cal_line(cost: LLMCost) -> str:
@@ -221,6 +272,21 @@ def print_llm(
         slos = [f"{k} <= {good[f'slo_{k}_ms']:g} ms" for k in ("ttft", "tpot")
                 if good[f"slo_{k}_ms"] is not None]  # fmt: skip
         w(f"           goodput: requests per second meeting {' and '.join(slos)}\n")
+    for row in rows:
+        if "prefix_cache" in row:
+            _print_prefix(row, w)
+
+
+def _print_prefix(row: dict[str, Any], w: Any) -> None:
+    """A layout's prefix cache: hit rate, TTFT with and without, hit rate against size."""
+    pc, plain = row["prefix_cache"], row["without_prefix_cache"]["ttft_ms"]
+    w(f"prefix     {row['layout_config']['label']}: {pc['blocks']:,} blocks per instance, "
+      f"{pc['hit_rate']:.1%} of prompt tokens cached ({pc['requests_hit']} requests hit); "
+      f"TTFT p50 {row['ttft_ms']['p50']:.1f} ms (without: {plain['p50']:.1f}), p99 "
+      f"{row['ttft_ms']['p99']:.1f} ms (without: {plain['p99']:.1f})\n")  # fmt: skip
+    w("           cache size against hit rate: " + ", ".join(
+        f"{c['blocks']:,}: {c['hit_rate']:.0%} ({c['ttft_p50_ms']:.1f} ms)"
+        for c in row["prefix_curve"]) + "  (blocks: hit rate (TTFT p50))\n")  # fmt: skip
 
 
 def _cell(value: float, width: int, decimals: int) -> str:

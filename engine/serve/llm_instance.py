@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.serve.llm_cost import LLMCost
+from engine.serve.prefix_cache import PrefixCache
 
 
 @dataclass
@@ -40,11 +41,33 @@ class Book:
     seg_dd: list[float] = field(default_factory=list)
     seg_m: list[int] = field(default_factory=list)
     seg_batch: list[int] = field(default_factory=list)
+    cached: list[int] = field(default_factory=list)  # prompt tokens a prefix cache gave
+    prefix_blocks: int = 0  # the prefix cache's size per instance (0: none)
 
     def __post_init__(self) -> None:
         n = len(self.arrival)
         nan = math.nan
         self.first, self.done, self.first_gap = [nan] * n, [nan] * n, [nan] * n
+        self.cached = [0] * n
+
+
+@dataclass
+class PrefixUse:
+    """An instance's prefix cache and the workload's prompt blocks: `start(rid)`, the
+    tokens of a prompt found cached when it is admitted (booked); `prefilled(rid)`, its
+    blocks kept once its prefill is done."""
+
+    cache: PrefixCache
+    blocks: tuple[tuple[int, ...], ...]
+    book: Book
+
+    def start(self, rid: int) -> int:
+        got = self.cache.match(self.blocks[rid], self.book.prompt[rid])
+        self.book.cached[rid] = got
+        return got
+
+    def prefilled(self, rid: int) -> None:
+        self.cache.insert(self.blocks[rid], self.book.prompt[rid])
 
 
 class Instance:
@@ -66,8 +89,10 @@ class Instance:
         kv_tokens: int,
         handoff: Callable[[int, float], None] | None = None,
         arrivals: deque[int] | None = None,
+        prefix: PrefixUse | None = None,
     ) -> None:
         self.book, self.cost, self.schedule = book, cost, schedule
+        self.prefix = prefix
         self.prompts, self.arrivals, self.handoff = prompts, arrivals, handoff
         self.budget, self.split = budget, split
         self.max_seqs, self.kv_tokens = max_seqs, kv_tokens
@@ -172,7 +197,7 @@ class Instance:
 
         chunks += plan_prompts(
             self.prefilling, self.prompts, self.budget, self.book.prompt, self.split, self.room,
-            admit,
+            admit, self.prefix.start if self.prefix else None,
         )  # fmt: skip
 
     def _end_of(self, k: int) -> float:
@@ -229,6 +254,8 @@ class Instance:
                 continue
             self.prefilling.remove(entry)
             book.first[rid] = t
+            if self.prefix is not None:
+                self.prefix.prefilled(rid)
             if book.output[rid] == 1:
                 book.done[rid] = t
                 self._release(rid)
@@ -252,12 +279,15 @@ def plan_prompts(
     split: bool,
     room: Callable[[int], bool],
     admit: Callable[[int], None],
+    start: Callable[[int], int] | None = None,
 ) -> list[tuple[list[int], int]]:
     """An iteration's prompt work, the same rule for the simulator and the real loop: the
     prompts already started first (chunked), in order, then waiting ones while the budget of
     prompt tokens and `room` (seats, KV tokens) allow; whole prompts (not `split`) never
     share a pass with one that does not fit. `admit(rid)` books a newly started request;
-    each entry is [request, tokens prefilled so far], appended to `prefilling`."""
+    each entry is [request, tokens prefilled so far], appended to `prefilling`; `start(rid)`,
+    when given, the tokens of a newly started prompt already cached (a prefix cache's hit),
+    which its prefill skips."""
     chunks: list[tuple[list[int], int]] = []
     for entry in prefilling:
         if budget <= 0:
@@ -268,13 +298,14 @@ def plan_prompts(
     while budget > 0 and waiting and room(waiting[0]):
         rid = waiting[0]
         length = int(prompt[rid])
-        if not split and length > budget and chunks:
+        if not split and length > budget and chunks:  # (a cached prefix not yet known)
             break  # whole prompts: this one goes in the next pass
         waiting.popleft()
         admit(rid)
-        entry = [rid, 0]
+        done = start(rid) if start is not None else 0
+        entry = [rid, done]
         prefilling.append(entry)
-        k = length if not split else min(length, budget)
+        k = length - done if not split else min(length - done, budget)
         chunks.append((entry, k))
         budget -= k
     return chunks

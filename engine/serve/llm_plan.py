@@ -12,7 +12,7 @@ import numpy as np
 
 from engine.errors import ConfigError
 from engine.serve.llm_sim import LAYOUTS, Layout
-from engine.serve.llm_workload import LLMWorkload, make_workload, parse_length
+from engine.serve.llm_workload import LLMWorkload, SharedPrefix, make_workload, parse_length
 from engine.serve.traffic import make_schedule, parse_traffic
 
 KV_GBPS = 10.0  # the modelled link between prefill and decode instances
@@ -50,6 +50,8 @@ class LLMPlan:
     kv_ms_per_mb: float = 8.0 / KV_GBPS
     slo_ttft_ms: float | None = None
     slo_tpot_ms: float | None = None
+    shared_prefix: str | None = None  # GROUPS,TOKENS: prompts that begin alike
+    prefix_block: int = 16  # tokens per prefix-cache block (vLLM's default)
 
     def check_slos(self) -> None:
         for flag, value in (("--slo-ttft", self.slo_ttft_ms), ("--slo-tpot", self.slo_tpot_ms)):
@@ -89,6 +91,7 @@ def plan_workload(
     prompt = parse_length(plan.prompt_len or DEFAULT_PROMPT, what[0])
     output = parse_length(plan.new_tokens, what[1])
     spec = parse_traffic(plan.traffic)
+    shared = SharedPrefix.parse(plan.shared_prefix) if plan.shared_prefix else None
     if spec.closed:
         raise ConfigError(
             "LLM serving takes open-loop traffic: poisson, constant, bursts, "
@@ -107,7 +110,8 @@ def plan_workload(
                 f" + {int(schedule.outputs[worst])} new tokens) exceeds the model's context "
                 f"of {context_length} tokens"
             )
-        return make_workload(schedule, prompt, output, plan.seed, prompt_from_trace=True)
+        return make_workload(schedule, prompt, output, plan.seed, prompt_from_trace=True,
+                             shared=shared, block=plan.prefix_block)  # fmt: skip
     if schedule.outputs is not None:  # --prompt-len given: both lengths from the flags
         schedule = replace(schedule, outputs=None)
     longest = int(schedule.sizes.max()) if from_trace and schedule.sizes is not None else prompt.hi
@@ -116,4 +120,5 @@ def plan_workload(
             f"prompts up to {longest} + up to {output.hi} new tokens = {longest + output.hi} "
             f"exceed the model's context of {context_length} tokens"
         )
-    return make_workload(schedule, prompt, output, plan.seed, prompt_from_trace=from_trace)
+    return make_workload(schedule, prompt, output, plan.seed, prompt_from_trace=from_trace,
+                         shared=shared, block=plan.prefix_block)  # fmt: skip

@@ -28,8 +28,9 @@ from typing import Any
 
 from engine.errors import ConfigError
 from engine.serve.llm_cost import LLMCost
-from engine.serve.llm_instance import Book, Instance
+from engine.serve.llm_instance import Book, Instance, PrefixUse
 from engine.serve.llm_workload import LLMWorkload
+from engine.serve.prefix_cache import PrefixCache
 
 LAYOUTS = ("colocated", "chunked", "disaggregated")
 MAX_INSTANCES = 256  # instances of each kind
@@ -92,12 +93,18 @@ def simulate_llm(
     layout: Layout,
     cost: LLMCost,
     progress: Callable[[int, int], None] | None = None,
+    prefix_blocks: int = 0,
 ) -> Book:
     """Every request served to its last token; what each saw, in the returned Book.
     `progress(finished, total)`, when given, is called at most every PROGRESS_S of wall
-    time (a million requests take tens of seconds)."""
+    time (a million requests take tens of seconds). `prefix_blocks`: each instance that
+    prefills keeps a prefix cache of that many blocks (the workload's blocks)."""
     layout.check()
     book = Book(work.arrivals.tolist(), work.prompt.tolist(), work.output.tolist())
+    if prefix_blocks and work.blocks is None:
+        raise ConfigError("a prefix cache needs prompts that share prefixes: --shared-prefix "
+                          "GROUPS,TOKENS, or a trace with hash_ids (Mooncake)")  # fmt: skip
+    book.prefix_blocks = prefix_blocks
     longest = max((p + o for p, o in zip(book.prompt, book.output, strict=True)), default=0)
     kv_tokens = layout.kv_tokens or layout.max_seqs * max(longest, 1)
     if longest > kv_tokens:
@@ -118,6 +125,9 @@ def simulate_llm(
     decoders: list[Instance] = []
 
     def make(prompts: deque[int] | None, budget: int, split: bool, **kw: Any) -> Instance:
+        if prompts is not None and prefix_blocks and work.blocks is not None:
+            cache = PrefixCache(prefix_blocks, work.block_tokens)
+            kw["prefix"] = PrefixUse(cache, work.blocks, book)
         return Instance(book, cost, schedule, prompts=prompts, budget=budget, split=split,
                         max_seqs=layout.max_seqs, kv_tokens=kv_tokens, **kw)  # fmt: skip
 

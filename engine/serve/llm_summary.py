@@ -53,6 +53,14 @@ def summarize_llm(
         "decode_batch_mean": _mean_batch(book),
     }
     result["goodput"] = goodput(ttft, tpot, slo_ttft_ms, slo_tpot_ms, per_s)
+    if book.prefix_blocks:
+        cached = np.asarray(book.cached, np.int64)
+        result["prefix_cache"] = {
+            "blocks": book.prefix_blocks,
+            "hit_rate": float(cached.sum() / prompt.sum()) if prompt.sum() else 0.0,
+            "requests_hit": int((cached > 0).sum()),
+            "cached_tokens": int(cached.sum()),
+        }
     return result
 
 

@@ -71,16 +71,62 @@ def parse_length(text: str, what: str) -> LengthSpec:
     return LengthSpec("fixed", s, n, n)
 
 
+MOONCAKE_BLOCK = 512  # tokens per hash id in Mooncake's traces
+SHARED_BASE = 1 << 40  # generated block keys: shared prefixes below, each prompt's own above
+
+
 @dataclass(frozen=True)
 class LLMWorkload:
-    """Requests in arrival order: time (s), prompt tokens, output tokens."""
+    """Requests in arrival order: time (s), prompt tokens, output tokens; and, for prefix
+    caching, each prompt's blocks of `block_tokens` tokens as keys that stand for the block
+    and all before it (prefix_cache.py), or None."""
 
     arrivals: np.ndarray  # float64
     prompt: np.ndarray  # int64
     output: np.ndarray  # int64
+    blocks: tuple[tuple[int, ...], ...] | None = None
+    block_tokens: int = 0
 
     def __len__(self) -> int:
         return int(self.arrivals.size)
+
+
+@dataclass(frozen=True)
+class SharedPrefix:
+    """`--shared-prefix GROUPS,TOKENS`: every prompt begins with one of GROUPS prefixes of
+    TOKENS tokens (a system prompt, a few-shot preamble), chosen at random per request; the
+    rest of the prompt is its own. The prefix counts in the prompt's length."""
+
+    groups: int
+    tokens: int
+
+    @classmethod
+    def parse(cls, text: str) -> SharedPrefix:
+        try:
+            groups, tokens = (int(v) for v in str(text).split(","))
+        except ValueError:
+            raise ConfigError(
+                f"--shared-prefix {text!r}: expected GROUPS,TOKENS (e.g. 4,256)"
+            ) from None
+        if not (1 <= groups <= 1_000_000 and 1 <= tokens <= 1 << 20):
+            raise ConfigError(f"--shared-prefix {text!r}: GROUPS 1 to 1,000,000, TOKENS 1 to "
+                              f"{1 << 20:,}")  # fmt: skip
+        return cls(groups, tokens)
+
+    def blocks(self, prompts: np.ndarray, block: int, seed: int) -> tuple[tuple[int, ...], ...]:
+        """Each prompt's full blocks as keys: its group's shared blocks (the same keys for
+        every prompt of the group), then blocks of its own that no other prompt has."""
+        rng = np.random.default_rng([seed, 0x9F])
+        group = rng.integers(0, self.groups, prompts.size)
+        shared = self.tokens // block
+        out = []
+        for rid, (n, g) in enumerate(zip(prompts.tolist(), group.tolist(), strict=True)):
+            full = int(n) // block
+            mine = min(shared, full)
+            own = SHARED_BASE + rid * ((1 << 20) // max(block, 1) + 1)
+            out.append(tuple(g * shared + i for i in range(mine))
+                       + tuple(own + i for i in range(full - mine)))  # fmt: skip
+        return tuple(out)
 
 
 def make_workload(
@@ -89,10 +135,13 @@ def make_workload(
     output: LengthSpec,
     seed: int = 0,
     prompt_from_trace: bool = False,
+    shared: SharedPrefix | None = None,
+    block: int = 16,
 ) -> LLMWorkload:
     """Lengths drawn with their own seeded generator (the schedule's is left alone);
     `prompt_from_trace` takes the prompt lengths from a trace's size column; an LLM trace
-    (Azure, BurstGPT, Mooncake) gives both lengths, request by request."""
+    (Azure, BurstGPT, Mooncake) gives both lengths, request by request, and Mooncake's its
+    prompt blocks; else `shared` prefixes give blocks of `block` tokens."""
     rng = np.random.default_rng([seed, 0x11A])
     n = len(schedule)
     prompts = prompt.sample(rng, n)
@@ -101,4 +150,9 @@ def make_workload(
     outputs = output.sample(rng, n)
     if prompt_from_trace and schedule.outputs is not None:  # an LLM trace: its own outputs
         outputs = schedule.outputs.astype(np.int64)
-    return LLMWorkload(schedule.times.astype(np.float64), prompts, outputs)
+    times = schedule.times.astype(np.float64)
+    if prompt_from_trace and schedule.hash_ids is not None:  # Mooncake: its prompt blocks
+        return LLMWorkload(times, prompts, outputs, schedule.hash_ids, MOONCAKE_BLOCK)
+    if shared is not None:
+        return LLMWorkload(times, prompts, outputs, shared.blocks(prompts, block, seed), block)
+    return LLMWorkload(times, prompts, outputs)

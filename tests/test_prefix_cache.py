@@ -1,0 +1,119 @@
+"""Prefix caching in the LLM simulator: block keys, LRU, the shared-prefix workload, a
+Mooncake trace's hash_ids, and the command line's report with and without the cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.errors import ConfigError
+from engine.serve.llm_sim import Layout, simulate_llm
+from engine.serve.llm_summary import summarize_llm
+from engine.serve.llm_workload import (
+    SHARED_BASE,
+    LLMWorkload,
+    SharedPrefix,
+    make_workload,
+    parse_length,
+)
+from engine.serve.prefix_cache import PrefixCache
+from engine.serve.traffic import make_schedule, parse_traffic
+from tests.test_cli import opscope
+from tests.test_serve_llm import DEMO_LLM, MEASURED
+
+
+def test_match_takes_the_longest_leading_run_and_leaves_a_token() -> None:
+    cache = PrefixCache(capacity=10, block_tokens=4)
+    assert cache.match((1, 2, 3), 12) == 0
+    cache.insert((1, 2, 3), 12)
+    assert cache.match((1, 2, 3), 13) == 12
+    assert cache.match((1, 2, 3), 12) == 8  # the last token is always prefilled
+    assert cache.match((1, 9, 3), 13) == 4  # a run stops at the first block not cached
+    assert cache.match((9, 2, 3), 13) == 0
+    cache.insert((5, 6), 7)  # a prompt of 7 tokens: one full block
+    assert 6 not in cache._lru
+
+
+def test_least_recently_used_blocks_go_first() -> None:
+    cache = PrefixCache(capacity=3, block_tokens=1)
+    cache.insert((1, 2, 3), 3)
+    cache.match((1,), 5)  # 1 is used again
+    cache.insert((4,), 1)  # evicts 2, the least recently used
+    assert set(cache._lru) == {1, 3, 4}
+    off = PrefixCache(capacity=0, block_tokens=16)
+    off.insert((1, 2), 64)
+    assert len(off) == 0
+    with pytest.raises(ConfigError):
+        PrefixCache(capacity=4, block_tokens=0)
+
+
+def test_shared_prefix_blocks() -> None:
+    prompts = np.asarray([300, 64, 10, 300])
+    blocks = SharedPrefix(groups=1, tokens=64).blocks(prompts, 16, seed=0)
+    assert blocks[0][:4] == blocks[3][:4] == blocks[1] == (0, 1, 2, 3)
+    assert blocks[2] == ()  # under one block
+    assert len(blocks[0]) == 300 // 16 and min(blocks[0][4:]) >= SHARED_BASE
+    assert not set(blocks[0][4:]) & set(blocks[3][4:])  # each prompt's own blocks are its own
+    with pytest.raises(ConfigError, match="GROUPS,TOKENS"):
+        SharedPrefix.parse("4")
+
+
+def _work(rate: float, n: int, shared: SharedPrefix | None) -> LLMWorkload:
+    schedule = make_schedule(parse_traffic(f"poisson:{rate}"), 0, 0, requests=n)
+    return make_workload(schedule, parse_length("200-400", "p"), parse_length("16", "n"), 0,
+                         shared=shared, block=16)  # fmt: skip
+
+
+def test_a_cache_cuts_ttft_by_the_prefill_it_skips() -> None:
+    llm_cost = MEASURED
+    work = _work(20.0, 400, SharedPrefix(2, 192))
+    layout = Layout("chunked", max_seqs=16, chunk_tokens=64)
+    plain = summarize_llm(simulate_llm(work, layout, llm_cost))
+    cached = summarize_llm(simulate_llm(work, layout, llm_cost, None, 4096))
+    pc = cached["prefix_cache"]
+    # every prompt but each group's first finds its group's 12 blocks (192 of ~300 tokens)
+    assert 0.5 < pc["hit_rate"] < 192 / 200 and pc["requests_hit"] >= 400 - 2 - 5
+    assert cached["ttft_ms"]["p50"] < 0.8 * plain["ttft_ms"]["p50"]
+    assert "prefix_cache" not in plain
+    small = summarize_llm(simulate_llm(work, layout, llm_cost, None, 4))
+    assert small["prefix_cache"]["hit_rate"] < pc["hit_rate"]
+    with pytest.raises(ConfigError, match="share prefixes"):
+        simulate_llm(_work(20.0, 10, None), layout, llm_cost, None, 64)
+
+
+def test_simulate_with_a_prefix_cache_from_the_command_line(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    base = ["simulate", DEMO_LLM, "--llm", "--traffic", "poisson:20", "--requests", "200",
+            "--prompt-len", "200-400", "--new-tokens", "16", "--layout", "chunked"]  # fmt: skip
+    done = opscope(*base, "--shared-prefix", "4,192", "--prefix-cache", "64", "--json", out,
+                   check=True)  # fmt: skip
+    r = json.loads(out.read_text())
+    assert r["prefix_cache"]["blocks"] == 64 and r["prefix_cache"]["hit_rate"] > 0
+    assert r["ttft_ms"]["p50"] < r["without_prefix_cache"]["ttft_ms"]["p50"]
+    rates = [c["hit_rate"] for c in r["prefix_curve"]]
+    assert rates == sorted(rates) and rates[-1] > rates[0]
+    assert "of prompt tokens cached" in done.stdout
+    # Mooncake: the trace's own blocks (512 tokens each)
+    trace = tmp_path / "m.jsonl"
+    rows = [{"timestamp": 1000 * i, "input_length": 1100, "output_length": 8,
+             "hash_ids": [7, 8, 100 + i]} for i in range(30)]  # fmt: skip
+    trace.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    moon = opscope("simulate", DEMO_LLM, "--llm", "--traffic", f"trace:{trace}", "--layout",
+                   "chunked", "--instances", "1", "--prefix-cache", "16", "--json", out,
+                   check=True)  # fmt: skip
+    r = json.loads(out.read_text())
+    assert r["prefix_cache"]["requests_hit"] == 29, moon.stdout  # all but the first
+    assert r["prefix_cache"]["cached_tokens"] == 29 * 1024
+    # bad input: one line, exit 2
+    for extra, says in (
+        (["--prefix-cache", "64"], "share no prefix"),
+        (["--shared-prefix", "4", "--prefix-cache", "8"], "GROUPS,TOKENS"),
+        (["--shared-prefix", "4,192", "--prefix-cache", str(1 << 26), "--prefix-block", "4096"],
+         "more than this machine's"),
+    ):  # fmt: skip
+        bad = opscope(*base, *extra)
+        assert bad.returncode == 2 and says in bad.stderr, bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
