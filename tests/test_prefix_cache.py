@@ -117,3 +117,58 @@ def test_simulate_with_a_prefix_cache_from_the_command_line(tmp_path: Path) -> N
         bad = opscope(*base, *extra)
         assert bad.returncode == 2 and says in bad.stderr, bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_block_keys_chain_the_blocks_before() -> None:
+    from engine.serve.prefix_kv import block_keys
+
+    a = np.arange(64, dtype=np.int64)
+    b = a.copy()
+    b[20] = 999  # block 1 of 16 differs
+    ka, kb = block_keys(a, 16), block_keys(b, 16)
+    assert len(ka) == 4 and ka[0] == kb[0] and ka[1] != kb[1]
+    assert ka[2] != kb[2]  # the same tokens after a differing block: another key
+    assert block_keys(a[:47], 16) == ka[:2]
+
+
+def test_restored_rows_give_the_same_logits_as_a_full_prefill() -> None:
+    """The real cache's copy: a prompt whose first two blocks come from another prompt's
+    prefill, then the rest prefilled, reads the same logits as prefilling it whole."""
+    from engine.backends.genai.model import open_llm
+    from engine.backends.genai.slots import SlotCache
+    from engine.config import RunConfig
+    from engine.serve.prefix_kv import PrefixKV
+
+    llm = open_llm(DEMO_LLM, RunConfig(threads=1))
+    slots = SlotCache(llm.session, llm.shape, 3, 128)
+    rng = np.random.default_rng(0)
+    shared = rng.integers(llm.first_plain_token, llm.vocab_size, 32)
+    first = np.r_[shared, rng.integers(llm.first_plain_token, llm.vocab_size, 20)]
+    second = np.r_[shared, rng.integers(llm.first_plain_token, llm.vocab_size, 25)]
+    kv = PrefixKV(capacity=8, block=16)
+    slots.prefill(0, first)
+    kv.keep(slots, 0, first)
+    got, held = kv.take(second)
+    assert got == 32 and len(held) == 2
+    kv.restore(slots, 1, held)
+    cached = slots.prefill(1, second[got:], got)
+    whole = slots.prefill(2, second)
+    np.testing.assert_allclose(cached, whole, rtol=1e-4, atol=1e-4)
+    assert cached.argmax() == whole.argmax()
+    small = PrefixKV(capacity=1, block=16)  # room for one block: the rest are not kept
+    small.keep(slots, 0, first)
+    assert len(small.rows) == 1 and small.take(second)[0] == 0  # its last block: no match
+
+
+def test_served_for_real_with_a_prefix_cache(tmp_path: Path) -> None:
+    """`load --llm --prefix-cache`: served without the cache, then with; the same tokens for
+    every request, and prompts found cached (which ones depends on timing)."""
+    out = tmp_path / "real.json"
+    done = opscope("load", DEMO_LLM, "--llm", "--traffic", "poisson:8", "--requests", "16",
+                   "--prompt-len", "100-200", "--new-tokens", "8", "--shared-prefix", "1,96",
+                   "--prefix-cache", "64", "--layout", "chunked", "--threads", "1", "--json",
+                   out, check=True)  # fmt: skip
+    r = json.loads(out.read_text())
+    assert r["tokens_identical"] == {"requests": 16, "same": 16}, done.stdout
+    assert r["prefix_cache"]["requests_hit"] >= 1 and r["prefix_cache"]["hit_rate"] > 0
+    assert "ttft_ms" in r["without_prefix_cache"] and "16 of 16 requests identical" in done.stdout

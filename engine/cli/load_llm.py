@@ -14,6 +14,7 @@ from engine.cli.printer import LivePrinter
 from engine.cli.simulate_llm import (
     NOT_FOR_LLM,
     check_llm_args,
+    check_prefix_fits,
     layouts_from_args,
     print_llm,
     serving_config,
@@ -29,6 +30,22 @@ from engine.serve.loop import drain_deadline
 from engine.serve.traffic import parse_traffic
 
 NOT_FOR_REAL = (*NOT_FOR_LLM, "warmup_s", "repeat")
+
+
+def compared(
+    plain: LLMServingLoop, cached: LLMServingLoop, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The run without the prefix cache beside the run with it: its TTFT and TPOT, and
+    whether every request got the same tokens."""
+    n = len(plain.book.arrival)
+    same = sum(plain.tokens(rid) == cached.tokens(rid) for rid in range(n))
+    base = summarize_llm(plain.book, args.slo_ttft, args.slo_tpot)
+    return {
+        "without_prefix_cache": {k: base[k] for k in ("ttft_ms", "tpot_ms", "throughput")},
+        "tokens_identical": {"requests": n, "same": int(same)},
+    }
+
+
 DISAGGREGATED_ONLY = ("prefill_instances", "decode_instances", "kv_gbps", "kv_transfer_ms_per_mb")
 
 
@@ -47,18 +64,32 @@ def cmd_load_llm(args: argparse.Namespace) -> int:
     layout = layouts_from_args(args, llm_config.context_length)[0]
     check_real_layout(layout)
     work = workload_from_args(args, llm_config.context_length)
+    blocks = args.prefix_cache or 0
+    if blocks and work.blocks is None:
+        raise ConfigError("--prefix-cache: the prompts share no prefix; give --shared-prefix "
+                          "GROUPS,TOKENS, or a Mooncake trace (hash_ids)")  # fmt: skip
+    if blocks:
+        check_prefix_fits(blocks, work.block_tokens, llm_config.shape.kv_bytes_per_token(2))
     config = serving_config(args)
     printer = LivePrinter()
+    plain = None
     try:
         folder = drive(served_folder(args.model, config), printer.feed)
         llm = open_llm(folder, config)
         deadline = drain_deadline(work.arrivals)
-        loop = LLMServingLoop(llm, work, layout, seed=args.seed, deadline_s=deadline)
-        drive(loop.run(), printer.feed)
+        if blocks:  # the same requests without the cache first: TTFT and tokens compared
+            plain = LLMServingLoop(llm, work, layout, seed=args.seed, deadline_s=deadline)
+            drive(plain.run(), printer.feed)
+        loop = LLMServingLoop(llm, work, layout, seed=args.seed, deadline_s=deadline,
+                              prefix_blocks=blocks)  # fmt: skip
+        if plain is None or not plain.interrupted:
+            drive(loop.run(), printer.feed)
     finally:
         printer.close()
     row = {"layout": layout.name, "layout_config": layout.to_json(),
            **summarize_llm(loop.book, args.slo_ttft, args.slo_tpot)}  # fmt: skip
+    if plain is not None:
+        row.update(compared(plain, loop, args))
     iterations = [it for engine in loop.engines for it in engine.iterations]
     result: dict[str, Any] = {
         "model": {
@@ -88,7 +119,7 @@ def cmd_load_llm(args: argparse.Namespace) -> int:
     print_llm(result, [row], None, out)
     if args.json:
         write_json(args.json, result)
-    if loop.interrupted:  # a signal stopped the loop: its figures, then the news
+    if loop.interrupted or (plain is not None and plain.interrupted):  # its figures, then
         print("opscope: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_OK

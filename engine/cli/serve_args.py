@@ -241,13 +241,12 @@ def _add_llm(p: argparse.ArgumentParser, real: bool = False) -> None:
     g.add_argument(
         "--slo-tpot", type=positive_ms, metavar="MS", help="goodput: time per output token"
     )
-    if real:
-        return  # the real loop has no prefix cache yet: simulate --llm predicts its effect
     g.add_argument(
         "--prefix-cache", type=int_in(1, 1 << 26), metavar="BLOCKS",
         help="each prefilling instance keeps a prefix cache of BLOCKS KV blocks (LRU): "
-        "prompts that begin alike skip their cached blocks; reported with and without, "
-        "and the hit rate against cache size",
+        "prompts that begin alike skip their cached blocks; reported with and without ("
+        + ("served twice, tokens compared" if real else "and hit rate against cache size")
+        + ")",
     )  # fmt: skip
     g.add_argument(
         "--shared-prefix", metavar="GROUPS,TOKENS",

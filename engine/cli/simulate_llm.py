@@ -284,9 +284,14 @@ def _print_prefix(row: dict[str, Any], w: Any) -> None:
       f"{pc['hit_rate']:.1%} of prompt tokens cached ({pc['requests_hit']} requests hit); "
       f"TTFT p50 {row['ttft_ms']['p50']:.1f} ms (without: {plain['p50']:.1f}), p99 "
       f"{row['ttft_ms']['p99']:.1f} ms (without: {plain['p99']:.1f})\n")  # fmt: skip
-    w("           cache size against hit rate: " + ", ".join(
-        f"{c['blocks']:,}: {c['hit_rate']:.0%} ({c['ttft_p50_ms']:.1f} ms)"
-        for c in row["prefix_curve"]) + "  (blocks: hit rate (TTFT p50))\n")  # fmt: skip
+    if "prefix_curve" in row:
+        w("           cache size against hit rate: " + ", ".join(
+            f"{c['blocks']:,}: {c['hit_rate']:.0%} ({c['ttft_p50_ms']:.1f} ms)"
+            for c in row["prefix_curve"]) + "  (blocks: hit rate (TTFT p50))\n")  # fmt: skip
+    if "tokens_identical" in row:
+        same = row["tokens_identical"]
+        w(f"           tokens with and without the cache: {same['same']} of "
+          f"{same['requests']} requests identical\n")  # fmt: skip
 
 
 def _cell(value: float, width: int, decimals: int) -> str:

@@ -21,6 +21,7 @@ import numpy as np
 
 from engine.backends.genai.slots import SlotCache
 from engine.serve.llm_instance import Book, plan_prompts
+from engine.serve.prefix_kv import PrefixKV
 
 PROMPT_SALT = 0x9D0
 
@@ -47,12 +48,15 @@ class IterationEngine:
         kv_tokens: int,
         handoff: Callable[[int, int, float], None] | None = None,
         book_lock: threading.Lock | None = None,
+        prefix: PrefixKV | None = None,
     ) -> None:
         """`handoff(rid, slot, t)`, when given, takes each prefilled sequence away (a
         disaggregated prefill engine) instead of decoding it here; `book_lock` guards the
         Book's per-stretch lists when several engines record into one Book."""
         self.slots, self.book, self.prompt_of, self.clock = slots, book, prompt_of, clock
         self.handoff = handoff
+        self.prefix = prefix  # a prefix cache: prompts skip their cached leading blocks
+        self._restore: dict[int, list[list[np.ndarray]]] = {}  # held rows to copy in
         self.book_lock = book_lock or threading.Lock()
         self.budget, self.split = budget, split
         self.max_seqs, self.kv_tokens = max_seqs, kv_tokens
@@ -98,10 +102,22 @@ class IterationEngine:
             self.owner[slot], self.slot_of[rid], self.length[slot] = rid, slot, 0
 
         chunks = plan_prompts(
-            self.prefilling, queue, self.budget, self.book.prompt, self.split, self.room, admit
-        )
+            self.prefilling, queue, self.budget, self.book.prompt, self.split, self.room, admit,
+            self._cached if self.prefix is not None else None,
+        )  # fmt: skip
         self.chunks = chunks
         return bool(chunks or self.decoding)
+
+    def _cached(self, rid: int) -> int:
+        """A newly admitted prompt's tokens found in the prefix cache (copied into its slot
+        when its first pass runs, in the iteration's time)."""
+        assert self.prefix is not None
+        ids = self._ids[rid] = self.prompt_of(rid)
+        got, blocks = self.prefix.take(ids)
+        if got:
+            self._restore[rid] = blocks
+        self.book.cached[rid] = got
+        return got
 
     # one iteration -----------------------------------------------------------------
     def iterate(self) -> None:
@@ -115,6 +131,9 @@ class IterationEngine:
             if ids is None:
                 ids = self._ids[rid] = self.prompt_of(rid)
             slot = self.slot_of[rid]
+            held = self._restore.pop(rid, None)
+            if held is not None and self.prefix is not None:
+                self.prefix.restore(slots, slot, held)
             logits = slots.prefill(slot, ids[done : done + k], done)
             entry[1] += k
             tokens += k
@@ -124,6 +143,8 @@ class IterationEngine:
             if entry[1] == book.prompt[rid]:
                 self.tokens[rid].append(int(logits.argmax()))
                 firsts.append(rid)
+                if self.prefix is not None:
+                    self.prefix.keep(slots, slot, ids)
         n = len(self.decoding)
         ctx = 0
         if n:

@@ -34,6 +34,7 @@ from engine.serve.loop import (
     SWITCH_S,
     precise_timers,
 )
+from engine.serve.prefix_kv import PrefixKV, shared_prompt
 
 REAL_LAYOUTS = ("colocated", "chunked", "disaggregated")
 WARMUP_TOKENS = 32
@@ -62,6 +63,7 @@ class LLMServingLoop:
         seed: int = 0,
         report_s: float = PROGRESS_S,
         deadline_s: float | None = None,
+        prefix_blocks: int = 0,
     ) -> None:
         check_real_layout(layout)
         self.work, self.layout, self.report_s = work, layout, report_s
@@ -81,8 +83,22 @@ class LLMServingLoop:
         prompt = self.book.prompt
         self.cond = threading.Condition()
 
+        if prefix_blocks and work.blocks is None:
+            raise ConfigError(
+                "a prefix cache needs prompts that share prefixes: --shared-prefix "
+                "GROUPS,TOKENS, or a Mooncake trace (hash_ids)"
+            )
+        self.book.prefix_blocks = prefix_blocks
+        blocks, block = work.blocks, work.block_tokens
+
         def prompt_of(rid: int) -> np.ndarray:
-            return prompt_ids(seed, rid, prompt[rid], low, vocab)
+            ids = prompt_ids(seed, rid, prompt[rid], low, vocab)
+            if blocks is None:
+                return ids
+            return shared_prompt(ids, blocks[rid], block, seed, low, vocab)
+
+        def prefix() -> PrefixKV | None:
+            return PrefixKV(prefix_blocks, block) if prefix_blocks else None
 
         def cache(tokens: int) -> SlotCache:
             return SlotCache(llm.session, llm.shape, layout.max_seqs, tokens)
@@ -99,6 +115,7 @@ class LLMServingLoop:
                     cache(max(longest_prompt, WARMUP_TOKENS + 2)), self.book, prompt_of,
                     self._now, budget=layout.prefill_tokens, split=False,
                     max_seqs=layout.max_seqs, kv_tokens=kv_tokens, book_lock=lock,
+                    prefix=prefix(),
                 )  # fmt: skip
                 engine.handoff = prefill_handoff(engine, k, self.links, self.cond)
                 self.prefillers.append(engine)
@@ -119,7 +136,7 @@ class LLMServingLoop:
             self.engines = [IterationEngine(
                 cache(length), self.book, prompt_of, self._now,
                 budget=layout.chunk_tokens if split else layout.prefill_tokens, split=split,
-                max_seqs=layout.max_seqs, kv_tokens=kv_tokens,
+                max_seqs=layout.max_seqs, kv_tokens=kv_tokens, prefix=prefix(),
             )]  # fmt: skip
         self.engine = self.engines[0]
         self.slots = self.engine.slots

@@ -42,6 +42,9 @@ class PrefixCache:
     def __len__(self) -> int:
         return len(self._lru)
 
+    def __contains__(self, key: int) -> bool:
+        return key in self._lru
+
     def match(self, keys: Sequence[int], prompt: int) -> int:
         """Tokens of a prompt of `prompt` tokens, whose full blocks are `keys`, that are
         cached: its longest run of leading blocks present (each one touched), leaving at
@@ -55,15 +58,17 @@ class PrefixCache:
         self.hit_blocks += n
         return n * self.block_tokens
 
-    def insert(self, keys: Sequence[int], prompt: int) -> None:
+    def insert(self, keys: Sequence[int], prompt: int) -> list[int]:
         """The full blocks of a prefilled prompt, most recently used; the least recently
-        used go when the cache is full."""
+        used go when the cache is full (returned)."""
+        gone: list[int] = []
         if not self.capacity:
-            return
+            return gone
         for key in keys[: prompt // self.block_tokens]:
             if key in self._lru:
                 self._lru.move_to_end(key)
                 continue
             self._lru[key] = None
             if len(self._lru) > self.capacity:
-                self._lru.popitem(last=False)
+                gone.append(self._lru.popitem(last=False)[0])
+        return gone
