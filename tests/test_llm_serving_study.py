@@ -23,8 +23,9 @@ from engine.serve.llm_cost import LLMCost
 from engine.serve.llm_plan import plan_layouts, plan_workload
 from engine.serve.llm_study import llm_serving_config, real_plan, simulate_plan
 from tests.conftest import ROOT
+from tests.test_serve_llm import MEASURED
 from widgets.models.llm_serving_form import LENGTH_NAMES, ServingForm, checked_plan
-from widgets.models.llm_serving_table import LLMServingTable, row_from_summary
+from widgets.models.llm_serving_table import HEADERS, LLMServingTable, row_from_summary
 
 DEMO_LLM = ROOT / "resources" / "models" / "demo_llm"
 CONTEXT = 2048
@@ -133,7 +134,7 @@ def test_the_table_sets_a_real_row_beside_its_simulated_twin() -> None:
         ]
     )
     assert [r.layout for r in table.rows] == ["colocated", "chunked", "disaggregated"]
-    assert [c[-1] for c in table.cells()] == ["yes", "no", "yes"]
+    assert [c[HEADERS.index("p99 in SLOs")] for c in table.cells()] == ["yes", "no", "yes"]
     table.add([_summary("colocated", True, 20, 2, 1), _summary("colocated", False, 25, 2.5, 1)])
     assert [(r.layout, r.instances, r.simulated) for r in table.rows][:3] == [
         ("colocated", 1, True),
@@ -214,3 +215,25 @@ def test_a_simulated_summary_reads_into_a_row_of_finite_numbers() -> None:
             row.tokens_per_s,
         ]
         assert all(math.isfinite(v) for v in numbers) and row.requests == 30
+
+
+def test_the_window_asks_for_a_prefix_cache_and_shows_its_effect() -> None:
+    """The dock's shared prefixes and prefix cache become the plan `simulate --llm
+    --shared-prefix --prefix-cache` builds; a study row shows the hit rate and the TTFT
+    without; a cache without shared prefixes is refused in one line."""
+    from engine.serve.llm_study import _simulated
+    from engine.serve.llm_workload import SharedPrefix
+
+    form = ServingForm(requests=60, prompt_len="100-200", shared_groups=2, shared_tokens=64,
+                       prefix_blocks=32)  # fmt: skip
+    plan = checked_plan(form, 2048, "chunked")
+    assert plan.shared_prefix == "2,64" and plan.prefix_cache == 32
+    assert SharedPrefix.parse(plan.shared_prefix).groups == 2
+    work = plan_workload(plan, 2048)
+    layout = plan_layouts(plan, 2048)[0]
+    row = _simulated(work, layout, MEASURED, plan)
+    assert row["prefix_cache"]["hit_rate"] > 0 and "without_prefix_cache" in row
+    cell = row_from_summary(row).cells()[HEADERS.index("Prefix cache")]
+    assert "hit" in cell and "without" in cell
+    with pytest.raises(ConfigError, match="share no prefix"):
+        checked_plan(ServingForm(prefix_blocks=32), 2048)

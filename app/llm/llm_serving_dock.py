@@ -115,6 +115,23 @@ class LLMServingDock(TraceDrops, QWidget):
             "Time per output token after the first: goodput counts requests within it (0: no SLO)"
         )
 
+        self.shared_groups = special(QSpinBox(minimum=0, maximum=100_000, value=d.shared_groups),
+                                     "none")  # fmt: skip
+        self.shared_groups.setToolTip(
+            "Prompts begin with one of this many shared prefixes (a system prompt, a "
+            "few-shot preamble), chosen at random per request (0: every prompt its own)"
+        )
+        self.shared_tokens = QSpinBox(minimum=1, maximum=1 << 20, value=d.shared_tokens)
+        self.shared_tokens.setToolTip("Tokens of each shared prefix (part of the prompt)")
+        self.prefix_blocks = special(
+            QSpinBox(minimum=0, maximum=1 << 26, value=d.prefix_blocks, suffix=" blocks"), "off"
+        )
+        self.prefix_blocks.setToolTip(
+            "A prefix cache of this many 16-token KV blocks per prefilling engine (LRU): a "
+            "prompt skips its cached leading blocks; simulated with and without, and served "
+            "with it by Run for real (0: off)"
+        )
+
         self.simulate_button = QPushButton("Simulate all layouts")
         self.simulate_button.setToolTip(
             "Calibrate the model once (cached per model, config and machine; live timing "
@@ -165,6 +182,11 @@ class LLMServingDock(TraceDrops, QWidget):
                 ("KV link", self.kv_gbps, 1),
                 ("SLO TTFT", self.slo_ttft, 1),
                 ("SLO TPOT", self.slo_tpot, 1),
+            ],
+            [
+                ("Shared prefixes", self.shared_groups, 1),
+                ("Prefix tokens", self.shared_tokens, 1),
+                ("Prefix cache", self.prefix_blocks, 1),
             ],
         ]
         for r, row in enumerate(cells):
@@ -253,6 +275,9 @@ class LLMServingDock(TraceDrops, QWidget):
             slo_ttft_ms=self.slo_ttft.value(),
             slo_tpot_ms=self.slo_tpot.value(),
             real_layout=str(self.real_layout.currentData()),
+            shared_groups=self.shared_groups.value(),
+            shared_tokens=self.shared_tokens.value(),
+            prefix_blocks=self.prefix_blocks.value(),
         )
 
     def set_running(self, running: bool) -> None:

@@ -14,7 +14,6 @@ from engine.cli.printer import LivePrinter
 from engine.cli.simulate_llm import (
     NOT_FOR_LLM,
     check_llm_args,
-    check_prefix_fits,
     layouts_from_args,
     print_llm,
     serving_config,
@@ -27,6 +26,7 @@ from engine.serve.llm_loop import LLMServingLoop, check_real_layout
 from engine.serve.llm_study import served_folder
 from engine.serve.llm_summary import summarize_llm
 from engine.serve.loop import drain_deadline
+from engine.serve.prefix_cache import check_prefix_fits
 from engine.serve.traffic import parse_traffic
 
 NOT_FOR_REAL = (*NOT_FOR_LLM, "warmup_s", "repeat")

@@ -30,6 +30,7 @@ from engine.serve.llm_sim import Layout, simulate_llm
 from engine.serve.llm_study import served_calibration
 from engine.serve.llm_summary import summarize_llm
 from engine.serve.llm_workload import LLMWorkload
+from engine.serve.prefix_cache import check_prefix_fits
 from engine.serve.traffic import parse_traffic
 
 DURATION_S = 60.0
@@ -190,20 +191,6 @@ def cmd_simulate_llm(args: argparse.Namespace) -> int:
 
 
 CURVE = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)  # cache sizes, as shares of the one asked for
-
-
-def check_prefix_fits(blocks: int, block_tokens: int, kv_bytes_per_token: float) -> None:
-    """A prefix cache larger than this machine's memory is refused, in one line."""
-    import psutil
-
-    need = blocks * block_tokens * kv_bytes_per_token
-    have = psutil.virtual_memory().total
-    if need > have:
-        raise ConfigError(
-            f"--prefix-cache {blocks}: {blocks:,} blocks of {block_tokens} tokens hold "
-            f"{need / 2**30:.1f} GiB of KV rows, more than this machine's "
-            f"{have / 2**30:.1f} GiB of memory"
-        )
 
 
 def prefix_effect(

@@ -52,6 +52,7 @@ class LLMPlan:
     slo_tpot_ms: float | None = None
     shared_prefix: str | None = None  # GROUPS,TOKENS: prompts that begin alike
     prefix_block: int = 16  # tokens per prefix-cache block (vLLM's default)
+    prefix_cache: int = 0  # blocks of prefix cache per prefilling instance (0: none)
 
     def check_slos(self) -> None:
         for flag, value in (("--slo-ttft", self.slo_ttft_ms), ("--slo-tpot", self.slo_tpot_ms)):

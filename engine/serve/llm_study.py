@@ -24,6 +24,7 @@ from engine.serve.llm_plan import LLMPlan, plan_layouts, plan_workload
 from engine.serve.llm_sim import Layout, simulate_llm
 from engine.serve.llm_summary import summarize_llm
 from engine.serve.llm_workload import LLMWorkload
+from engine.serve.prefix_cache import check_prefix_fits
 
 Rows = list[dict[str, Any]]
 
@@ -95,9 +96,11 @@ def simulate_plan(
     """Every layout of `plan` simulated on the same requests (calibrating first, or the
     calibration cached for this model, config and machine unless `remeasure`)."""
     plan.check_slos()
-    context = read_config(model).context_length
+    llm = read_config(model)
+    context = llm.context_length
     layouts = plan_layouts(plan, context)
     work = plan_workload(plan, context, what)
+    _check_prefix(plan, work, llm.shape.kv_bytes_per_token(2))
     _, cost = yield from served_calibration(model, config, remeasure)
     rows = []
     for k, layout in enumerate(layouts):
@@ -117,14 +120,17 @@ def serve_plan(
     answer for that layout and those requests: [simulated row, real row]."""
     plan = real_plan(plan)
     plan.check_slos()
-    context = read_config(model).context_length
+    llm = read_config(model)
+    context = llm.context_length
     layout = plan_layouts(plan, context)[0]
     check_real_layout(layout)
     work = plan_workload(plan, context, what)
+    _check_prefix(plan, work, llm.shape.kv_bytes_per_token(2))
     folder, cost = yield from served_calibration(model, config, remeasure)
     simulated = _simulated(work, layout, cost, plan)
     yield Progress("serving", 0, len(work), f"opening the model for {layout.describe()}")
-    loop = LLMServingLoop(open_llm(folder, config), work, layout, seed=plan.seed)
+    loop = LLMServingLoop(open_llm(folder, config), work, layout, seed=plan.seed,
+                          prefix_blocks=plan.prefix_cache)  # fmt: skip
     yield from loop.run()
     real = {
         "layout": layout.name,
@@ -137,12 +143,25 @@ def serve_plan(
 
 def _simulated(work: LLMWorkload, layout: Layout, cost: LLMCost, plan: LLMPlan) -> dict[str, Any]:
     t0 = time.perf_counter()
-    book = simulate_llm(work, layout, cost)
+    book = simulate_llm(work, layout, cost, None, plan.prefix_cache)
     row = {
         "layout": layout.name,
         "layout_config": layout.to_json(),
         "simulated": True,
         **summarize_llm(book, plan.slo_ttft_ms, plan.slo_tpot_ms),
     }
+    if plan.prefix_cache:  # the same requests without it, for the cache's effect
+        plain = summarize_llm(simulate_llm(work, layout, cost), plan.slo_ttft_ms, plan.slo_tpot_ms)
+        row["without_prefix_cache"] = {k: plain[k] for k in ("ttft_ms", "tpot_ms", "throughput")}
     row["simulator_s"] = time.perf_counter() - t0
     return row
+
+
+def _check_prefix(plan: LLMPlan, work: LLMWorkload, kv_bytes_per_token: int) -> None:
+    """A prefix cache needs prompts that share prefixes, and must fit in memory."""
+    if not plan.prefix_cache:
+        return
+    if work.blocks is None:
+        raise ConfigError("prefix cache: the prompts share no prefix (shared prefixes, or a "
+                          "Mooncake trace with hash_ids)")  # fmt: skip
+    check_prefix_fits(plan.prefix_cache, work.block_tokens, kv_bytes_per_token)

@@ -72,3 +72,17 @@ class PrefixCache:
             if len(self._lru) > self.capacity:
                 gone.append(self._lru.popitem(last=False)[0])
         return gone
+
+
+def check_prefix_fits(blocks: int, block_tokens: int, kv_bytes_per_token: float) -> None:
+    """A prefix cache larger than this machine's memory is refused, in one line."""
+    import psutil
+
+    need = blocks * block_tokens * kv_bytes_per_token
+    have = psutil.virtual_memory().total
+    if need > have:
+        raise ConfigError(
+            f"--prefix-cache {blocks}: {blocks:,} blocks of {block_tokens} tokens hold "
+            f"{need / 2**30:.1f} GiB of KV rows, more than this machine's "
+            f"{have / 2**30:.1f} GiB of memory"
+        )

@@ -33,6 +33,9 @@ class ServingForm:
     slo_ttft_ms: float = 100.0
     slo_tpot_ms: float = 2.5
     real_layout: str = "colocated"
+    shared_groups: int = 0  # prompts begin with one of this many shared prefixes (0: none)
+    shared_tokens: int = 128  # tokens of each shared prefix
+    prefix_blocks: int = 0  # prefix cache per prefilling engine, in 16-token blocks (0: off)
 
     def traffic(self) -> str:
         if self.traffic_kind == "poisson":
@@ -59,6 +62,10 @@ class ServingForm:
             kv_ms_per_mb=kv_ms_per_mb(self.kv_gbps),
             slo_ttft_ms=_slo(self.slo_ttft_ms, "TTFT"),
             slo_tpot_ms=_slo(self.slo_tpot_ms, "TPOT"),
+            shared_prefix=f"{self.shared_groups},{self.shared_tokens}"
+            if self.shared_groups
+            else None,
+            prefix_cache=self.prefix_blocks,
         )
 
 
@@ -67,7 +74,10 @@ def checked_plan(form: ServingForm, context_length: int, layout: str = "all") ->
     (a rate of 0, prompts beyond the context) are refused in the window, in one line."""
     plan = form.plan(layout)
     plan_layouts(plan, context_length)
-    plan_workload(plan, context_length, LENGTH_NAMES)
+    work = plan_workload(plan, context_length, LENGTH_NAMES)
+    if plan.prefix_cache and work.blocks is None:
+        raise ConfigError("prefix cache: the prompts share no prefix; set Shared prefixes, or "
+                          "replay a Mooncake trace (hash_ids)")  # fmt: skip
     return plan
 
 

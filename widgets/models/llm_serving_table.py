@@ -10,7 +10,7 @@ from typing import Any
 
 LAYOUT_ORDER = ("colocated", "chunked", "disaggregated")
 HEADERS = ("Layout", "Run", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "Goodput/s",
-           "Tokens/s", "p99 in SLOs")  # fmt: skip
+           "Tokens/s", "p99 in SLOs", "Prefix cache")  # fmt: skip
 SHORT = {"colocated": "colo", "chunked": "chunk"}  # the chart's axis labels
 
 
@@ -32,6 +32,8 @@ class ServingRow:
     tokens_per_s: float
     slo_ttft_ms: float | None
     slo_tpot_ms: float | None
+    prefix_hit: float = math.nan  # share of prompt tokens the prefix cache gave
+    ttft_p50_without: float = math.nan  # the same requests without it (simulated)
 
     @property
     def key(self) -> tuple[int, str, int, bool]:
@@ -58,7 +60,17 @@ class ServingRow:
             self.name, "sim" if self.simulated else "real",
             _ms(self.ttft_p50), _ms(self.ttft_p99), _ms(self.tpot_p50), _ms(self.tpot_p99),
             good, _num(self.tokens_per_s, 0), "–" if ok is None else ("yes" if ok else "no"),
+            self._prefix(),
         ]  # fmt: skip
+
+    def _prefix(self) -> str:
+        """'63% hit; TTFT p50 45.3 without' ('–' without a prefix cache)."""
+        if not math.isfinite(self.prefix_hit):
+            return "–"
+        text = f"{_share(self.prefix_hit)} hit"
+        if math.isfinite(self.ttft_p50_without):
+            text += f"; TTFT p50 {_ms(self.ttft_p50_without)} without"
+        return text
 
     @property
     def name(self) -> str:
@@ -98,6 +110,10 @@ def row_from_summary(r: dict[str, Any]) -> ServingRow:
         tokens_per_s=_f(r["throughput"]["tokens_per_s"]),
         slo_ttft_ms=good.get("slo_ttft_ms"),
         slo_tpot_ms=good.get("slo_tpot_ms"),
+        prefix_hit=_f((r.get("prefix_cache") or {}).get("hit_rate")),
+        ttft_p50_without=_f(
+            ((r.get("without_prefix_cache") or {}).get("ttft_ms") or {}).get("p50")
+        ),
     )
 
 
