@@ -156,3 +156,35 @@ def test_a_report_made_mid_run_has_the_running_runs_percentiles(tmp_path: Path, 
     assert row.count("<td") > 5 and "<td>-</td><td>-</td><td>-</td>" not in row.replace(
         ' class="num"', ""
     )
+
+
+def test_a_read_only_session_window_draws_the_selected_runs_graph(
+    qtbot: QtBot, tmp_path: Path, jobs: JobRunner
+) -> None:
+    """The Graph tab of a teammate's file: the selected run's graph laid out by the graph
+    job for its model file, its recorded profile painted; a run whose model file is not on
+    this machine says so in one line."""
+    import sqlite3
+
+    from app.sessions.session_window import SessionWindow
+
+    session = tmp_path / "teammate.opscope"
+    record_demo_profile(session)
+    window = SessionWindow(session, jobs)
+    qtbot.addWidget(window)
+    window.table.selectRow(0)
+    window.tabs.setCurrentWidget(window.graph)
+    qtbot.waitUntil(lambda: window.graph.result is not None, timeout=120_000)
+    assert "recorded profile" in window.graph_status.text()
+    assert window.graph.stats  # the run's per-node figures, by run node name
+    window.close()
+    gone = tmp_path / "gone.opscope"
+    record_demo_profile(gone)
+    with sqlite3.connect(gone) as db:  # the teammate's model path, absent here
+        db.execute("UPDATE runs SET model_path = '/nowhere/model.onnx'")
+    other = SessionWindow(gone, jobs)
+    qtbot.addWidget(other)
+    other.table.selectRow(0)
+    other.tabs.setCurrentWidget(other.graph)
+    assert "not on this machine" in other.graph_status.text()
+    assert other.graph.result is None

@@ -25,6 +25,7 @@ from app.host.job_runner import JobRunner
 from app.sessions.compare_panel import ComparePanel
 from app.sessions.exports import ExportNotice, add_export_actions
 from engine.api import (
+    GraphRequest,
     OpScopeError,
     OpStat,
     RunRow,
@@ -36,6 +37,7 @@ from engine.api import (
     summarize,
     with_recorded_stats,
 )
+from widgets.graph_view import GraphView
 from widgets.latency_plot import LatencyPlot
 from widgets.op_table import OpTable
 
@@ -82,6 +84,16 @@ class SessionWindow(QMainWindow):
         self.tabs.addTab(self.latency, "Latency")
         self.tabs.addTab(self.ops, "Operators")
         self.tabs.addTab(self.compare, "Compare")
+        self.graph = GraphView()  # the selected run's graph, its recorded profile painted
+        self.graph_status = QLabel("")
+        self.graph_status.setMinimumWidth(1)
+        self.graph.foot.addWidget(self.graph_status, 1)
+        self.tabs.addTab(self.graph, "Graph")
+        self.jobs = jobs
+        self.nodes: list[OpStat] = []
+        self.graph_concern = f"session-graph-{id(self)}"
+        self.graph_drawn: int | None = None  # the run whose graph is shown (or asked for)
+        self.tabs.currentChanged.connect(lambda _: self._graph_for_selection())
         header = QLabel(
             " · ".join(
                 f"{k}: {v}"
@@ -150,6 +162,47 @@ class SessionWindow(QMainWindow):
         self.ops.set_ops(nodes, types)
         if len(runs) >= 2:
             self.compare.set_pair(runs[0].id, runs[-1].id)
+        self.nodes = nodes
+        self._graph_for_selection()
+
+    def _graph_for_selection(self) -> None:
+        """With the Graph tab shown: the selected run's graph (the graph job, for its model
+        file, config and input shapes, when the file is on this machine), with the run's
+        recorded per-node figures painted on it."""
+        runs = self.selected_runs()
+        if self.tabs.currentWidget() is not self.graph or not runs:
+            return
+        run = runs[-1]
+        if run.id == self.graph_drawn:
+            return
+        self.graph_drawn = run.id
+        self.jobs.forget(self.graph_concern)
+        self.graph.set_result(None)
+        if not run.model_path or run.config is None or not Path(run.model_path).is_file():
+            where = escape_controls(run.model_path or "not recorded")
+            self.graph_status.setText(f"run {run.id}: its model file ({where}) is not on this "
+                                      "machine, so its graph cannot be drawn")  # fmt: skip
+            return
+        shapes = {k: tuple(v["shape"]) for k, v in run.inputs.items() if v.get("shape")}
+        request = GraphRequest(run.model_path, run.config, shapes, low_priority=True)
+        self.graph_status.setText(f"run {run.id}: laying out its graph")
+        nodes = list(self.nodes)
+
+        def done(result: dict[str, Any]) -> None:
+            self.graph.set_result(result)
+            self.graph.set_figures(nodes, None)
+            self.graph_status.setText(
+                f"run {run.id}: {summarize(run).config}; its recorded profile on the graph"
+                if nodes
+                else f"run {run.id}: no profile recorded, the graph alone"
+            )
+
+        def failed(why: str) -> None:
+            self.graph_drawn = None
+            self.graph_status.setText(f"run {run.id}: graph failed: {escape_controls(why)}")
+
+        self.jobs.start(self.graph_concern, request, on_done=done, on_failed=failed,
+                        on_cancelled=lambda: None)  # fmt: skip
 
     def _show_latency(self, runs: list[RunRow]) -> None:
         """Selected runs on one time axis (wall clock), a marker at each run's start."""
@@ -174,6 +227,7 @@ class SessionWindow(QMainWindow):
         self.latency.show_all()
 
     def closeEvent(self, event: Any) -> None:
+        self.jobs.forget(self.graph_concern)
         self.exports.close_jobs()
         self.reader.close()
         super().closeEvent(event)
