@@ -40,6 +40,7 @@ from engine.cli.gate_args import add_gate_parser
 from engine.cli.generate_args import add_generate_parser, add_import_parser
 from engine.cli.graph_cmd import add_graph_parser
 from engine.cli.memory_cmd import add_memory_parser
+from engine.cli.remote_cmd import add_host_flag, add_remote_parser
 from engine.cli.serve_args import add_serving_parsers
 from engine.cli.tune_args import add_sweep_parser, add_tune_parser
 from engine.config import DEFAULT_MIN_COSINE, FUSIONS, PRECISIONS, PROVIDERS
@@ -108,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         add_seed_flag(p, "seed for generated inputs")
         add_session_flag(p, "record the run into a session file (created, or appended to)")
+        add_host_flag(p)
         if name == "profile":
             p.add_argument(
                 "--top",
@@ -131,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_generate_parser(sub)
     add_import_parser(sub)
 
+    add_remote_parser(sub)
     add_gate_parser(sub, _add_knobs)
     add_memory_parser(sub, _add_knobs)
     add_graph_parser(sub, _add_knobs)
@@ -330,6 +333,10 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    if args.host:
+        from engine.cli.remote_cmd import cmd_bench_remote
+
+        return cmd_bench_remote(args)
     from engine.cli.commands import cmd_bench
 
     return cmd_bench(args)
@@ -380,6 +387,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as typed: for --host
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_OK

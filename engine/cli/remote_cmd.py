@@ -1,0 +1,140 @@
+"""`--host [USER@]HOST[:PORT]` for the commands that run work (bench and profile so far):
+the model and its data files sent to the host once by content hash, the same command run
+there over the user's own SSH, its output relayed as it comes, its JSON result taken back
+and named with the host. And `opscope remote ...`, what a host answers (host_side.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from engine.cli.common import EXIT_OK, write_json
+from engine.errors import ConfigError, ModelError
+
+DATA_FLAGS = ("--inputs", "--calibration", "--labels")
+
+
+def add_remote_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "remote",
+        help="what a host answers over SSH for --host (version, files by hash, results); "
+        "not for typing",
+    )
+    p.add_argument("action", choices=("version", "put", "take"))
+    p.add_argument("rest", nargs="*")
+    p.set_defaults(handler=_cmd_remote)
+
+
+def add_host_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--host", metavar="[USER@]HOST[:PORT]",
+        help="run it on another machine over your own SSH (keys, agent, ~/.ssh/config): "
+        "the model and data files go once by content hash, timing happens there",
+    )  # fmt: skip
+
+
+def _cmd_remote(args: argparse.Namespace) -> int:
+    from engine.remote.host_side import main_remote
+
+    return main_remote(args.action, list(args.rest))
+
+
+def rewrite(argv: list[str], model: str, remote_model: str, files: dict[str, str],
+            json_path: str) -> list[str]:  # fmt: skip
+    """The command line for the host: `--host` gone, the model and data files replaced by
+    their paths there, the JSON result written where the host keeps results."""
+    out: list[str] = []
+    i, model_done = 0, False
+    while i < len(argv):
+        tok = argv[i]
+        flag = tok.split("=", 1)[0]
+        if flag in ("--host", "--json"):
+            i += 1 if "=" in tok else 2
+            continue
+        if flag in files:
+            out += [flag, files[flag]]
+            i += 1 if "=" in tok else 2
+            continue
+        if not model_done and tok == model:
+            out.append(remote_model)
+            model_done = True
+        else:
+            out.append(tok)
+        i += 1
+    return [*out, "--json", json_path]
+
+
+def cmd_bench_remote(args: argparse.Namespace) -> int:
+    from engine.remote.link import hello, run_relayed, take_result
+    from engine.remote.target import Target
+
+    target = Target.parse(args.host)
+    if args.session:
+        raise ConfigError("--session with --host: a remote run is not recorded into a local "
+                          "session yet; use --json, or record on the host")  # fmt: skip
+    model = Path(args.model)
+    if not model.is_file():
+        raise ModelError("file not found (a single model file is sent to the host)", model)
+    _refuse_external_data(model)
+    info = hello(target)
+    remote_model = _send(target, model)
+    files = {}
+    for flag in DATA_FLAGS:
+        value = getattr(args, flag[2:])
+        if value:
+            path = Path(value)
+            if not path.is_file():
+                raise ConfigError(f"{flag} {value}: with --host, one file (a folder is not "
+                                  "sent yet)")  # fmt: skip
+            files[flag] = _send(target, path)
+    result_path = f"{info['results']}/{uuid.uuid4().hex}.json"
+    argv = rewrite(list(args.argv), args.model, remote_model, files, result_path)
+    code = run_relayed(target, argv)
+    if code != 0:
+        return code
+    result = take_result(target, result_path)
+    result["host"] = {
+        "target": str(target),
+        "hostname": str(info.get("hostname", ""))[:200],
+        "cpu": str(info.get("cpu", ""))[:200],
+        "gpus": int(info.get("gpus") or 0),
+        "timing": "on the host: the link's latency is not in any figure",
+    }
+    h = result["host"]
+    print(f"host       {h['hostname']} ({target}): {h['cpu']}, {h['gpus']} GPU(s); timed "
+          "there, the link's latency is in no figure")  # fmt: skip
+    if args.json:
+        write_json(args.json, result)
+    return EXIT_OK
+
+
+def _send(target: Any, path: Path) -> str:
+    from engine.remote.link import send_file
+
+    def progress(done: int, total: int) -> None:
+        print(f"\rsending    {path.name}: {done / max(total, 1):.0%} of {total / 1e6:.1f} MB",
+              end="", file=sys.stderr, flush=True)  # fmt: skip
+
+    remote, sent = send_file(target, path, progress)
+    print(("\n" if sent else "") + f"info: {path.name} "
+          + ("sent to the host" if sent else "already on the host (same content)"),
+          file=sys.stderr)  # fmt: skip
+    return remote
+
+
+def _refuse_external_data(model: Path) -> None:
+    """A model whose weights live in other files is not sent yet: one line."""
+    if model.suffix.lower() != ".onnx":
+        return
+    import onnx
+
+    try:
+        m = onnx.load(str(model), load_external_data=False)
+    except Exception:
+        return  # the host says what is wrong with it, as locally
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer):
+        raise ModelError("its weights are in external data files, which --host does not send "
+                         "yet", model)  # fmt: skip

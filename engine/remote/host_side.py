@@ -1,0 +1,125 @@
+"""What a host answers over SSH (`opscope remote ...`), data only: its version and machine
+as one JSON line; a file received by content hash into its cache (checked, written whole or
+not at all); a result file handed back once and removed. Every name the other side sends
+is checked: a hash of 64 hex digits, a plain file name, a result under the host's own
+results folder."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import sys
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from engine import __version__
+from engine.cache import cache_root
+from engine.errors import ConfigError
+
+PROTOCOL = 1
+MAX_FILE = 64 * 2**30  # a model with its weights: 64 GiB at most
+MAX_RESULT = 256 * 2**20
+CHUNK = 1 << 20
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+_NAME = re.compile(r"^[A-Za-z0-9._+-]{1,200}$")
+
+
+def received_root() -> Path:
+    return cache_root() / "remote" / "files"
+
+
+def results_root() -> Path:
+    return cache_root() / "remote" / "results"
+
+
+def hello() -> dict[str, Any]:
+    """The handshake's answer: version, protocol, this machine, where results go."""
+    from engine.hostinfo import gpu_count
+
+    return {
+        "opscope": __version__,
+        "protocol": PROTOCOL,
+        "hostname": platform.node(),
+        "cpu": _cpu_name(),
+        "gpus": gpu_count(),
+        "results": str(results_root()),
+    }
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def receive(sha: str, size: int, name: str, src: BinaryIO, out: Any) -> Path:
+    """Answer `{"have": path}` when the file is here already, else `{"send": true}`, then
+    read exactly `size` bytes, check their hash and keep them; answer `{"stored": path}`."""
+    if not _SHA.match(sha) or not _NAME.match(name) or name.startswith("."):
+        raise ConfigError("remote put: a 64-hex sha256 and a plain file name are needed")
+    if not 0 <= size <= MAX_FILE:
+        raise ConfigError(f"remote put: {size} bytes is beyond {MAX_FILE} bytes")
+    path = received_root() / sha / name
+    if path.is_file() and path.stat().st_size == size:
+        _say(out, {"have": str(path)})
+        return path
+    _say(out, {"send": True})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(f".{name}.{os.getpid()}.part")
+    digest = hashlib.sha256()
+    left = size
+    try:
+        with open(part, "wb") as fh:
+            while left:
+                block = src.read(min(CHUNK, left))
+                if not block:
+                    raise ConfigError(f"remote put: the file ended {left} bytes early")
+                digest.update(block)
+                fh.write(block)
+                left -= len(block)
+        if digest.hexdigest() != sha:
+            raise ConfigError("remote put: the bytes received do not match their sha256")
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
+    _say(out, {"stored": str(path)})
+    return path
+
+
+def hand_back(path: str, out: BinaryIO) -> None:
+    """A result file the host wrote under its results folder, sent whole, then removed."""
+    p = Path(path).resolve()
+    root = results_root().resolve()
+    if root not in p.parents or not p.is_file():
+        raise ConfigError("remote take: only a result under the host's results folder")
+    if p.stat().st_size > MAX_RESULT:
+        raise ConfigError("remote take: the result is too large")
+    out.write(p.read_bytes())
+    out.flush()
+    p.unlink()
+
+
+def _say(out: Any, message: dict[str, Any]) -> None:
+    out.write(json.dumps(message) + "\n")
+    out.flush()
+
+
+def main_remote(action: str, rest: list[str]) -> int:
+    """`opscope remote version | put SHA SIZE NAME | take PATH`."""
+    if action == "version":
+        _say(sys.stdout, hello())
+        return 0
+    if action == "put" and len(rest) == 3:
+        receive(rest[0], int(rest[1]), rest[2], sys.stdin.buffer, sys.stdout)
+        return 0
+    if action == "take" and len(rest) == 1:
+        hand_back(rest[0], sys.stdout.buffer)
+        return 0
+    raise ConfigError(f"remote: unknown request {action!r}")

@@ -1,0 +1,159 @@
+"""The workstation's side: the handshake, files sent once by hash, a command run on the
+host with its output relayed, a result file taken back. Every answer is read as bounded
+text and checked; a failure is one line naming the host and the cause."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine import __version__
+from engine.errors import ConfigError, OpScopeError
+from engine.remote.host_side import CHUNK, MAX_RESULT, PROTOCOL
+from engine.remote.target import Target
+
+HELLO_TIMEOUT_S = 60
+MAX_LINE = 64 * 1024
+
+
+class RemoteError(OpScopeError):
+    """The host could not be reached or answered wrongly: one line."""
+
+
+def _why(target: Target, code: int, err: str) -> RemoteError:
+    last = next((ln.strip() for ln in reversed(err.splitlines()) if ln.strip()), "")
+    if code == 255:
+        return RemoteError(f"{target}: cannot connect ({last or 'ssh failed'})")
+    if code == 127 or "command not found" in err or "No such file" in last:
+        return RemoteError(
+            f"{target}: no OpScope there (`opscope` is not on its PATH; install "
+            f"opscope=={__version__} there, or set OPSCOPE_REMOTE_COMMAND)"
+        )
+    return RemoteError(f"{target}: {last[:300] or f'exit {code}'}")
+
+
+def _answer(target: Target, text: str) -> dict[str, Any]:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    try:
+        data = json.loads(line) if len(line) <= MAX_LINE else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise RemoteError(f"{target}: answered something that is not OpScope's ({line[:80]!r})")
+    return data
+
+
+def hello(target: Target) -> dict[str, Any]:
+    """The host's version and machine; refused, in one line, when its OpScope differs."""
+    try:
+        proc = subprocess.run(target.ssh("remote", "version"), capture_output=True,
+                              timeout=HELLO_TIMEOUT_S, stdin=subprocess.DEVNULL)  # fmt: skip
+    except FileNotFoundError:
+        raise RemoteError("ssh (OpenSSH's client) is not installed on this machine") from None
+    except subprocess.TimeoutExpired:
+        raise RemoteError(f"{target}: no answer in {HELLO_TIMEOUT_S} s") from None
+    err = proc.stderr.decode(errors="replace")
+    if proc.returncode != 0:
+        raise _why(target, proc.returncode, err)
+    info = _answer(target, proc.stdout.decode(errors="replace"))
+    theirs, protocol = info.get("opscope"), info.get("protocol")
+    if theirs != __version__ or protocol != PROTOCOL:
+        raise RemoteError(
+            f"{target} runs OpScope {str(theirs)[:40]} (protocol {str(protocol)[:10]}), this "
+            f"machine {__version__} (protocol {PROTOCOL}): install the same version there "
+            f"(pip install opscope=={__version__})"
+        )
+    return info
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def send_file(
+    target: Target, path: Path, progress: Callable[[int, int], None] | None = None
+) -> tuple[str, bool]:
+    """`path` into the host's cache by its content hash: (its path there, whether its
+    bytes were sent; False when the host had it already)."""
+    size = path.stat().st_size
+    sha = file_sha256(path)
+    proc = subprocess.Popen(target.ssh("remote", "put", sha, str(size), path.name),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        first = _answer(target, proc.stdout.readline(MAX_LINE).decode(errors="replace") or " ")
+    except RemoteError:
+        proc.kill()
+        _, err = proc.communicate()
+        if proc.returncode not in (0, None, -9):
+            raise _why(target, proc.returncode, err.decode(errors="replace")) from None
+        raise
+    if "have" in first:
+        proc.communicate()
+        return str(first["have"]), False
+    sent = 0
+    try:
+        with open(path, "rb") as fh:
+            while block := fh.read(CHUNK):
+                proc.stdin.write(block)
+                sent += len(block)
+                if progress is not None:
+                    progress(sent, size)
+    except (BrokenPipeError, KeyboardInterrupt):
+        proc.kill()
+        proc.communicate()
+        raise
+    out, err = proc.communicate()  # closes stdin: the end of the file
+    if proc.returncode != 0:
+        raise _why(target, proc.returncode, err.decode(errors="replace"))
+    return str(_answer(target, out.decode(errors="replace"))["stored"]), True
+
+
+def run_relayed(target: Target, args: list[str]) -> int:
+    """`opscope ARGS` on the host, its stdout and stderr relayed here as they come; its
+    exit code (255: the connection failed or dropped, said in one line)."""
+    proc = subprocess.Popen(target.ssh(*args), stdin=subprocess.DEVNULL,
+                            stdout=sys.stdout.buffer, stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stderr is not None
+    tail: list[str] = []
+    try:
+        for raw in iter(proc.stderr.readline, b""):
+            line = raw.decode(errors="replace")
+            tail = [*tail, line][-5:]
+            sys.stderr.write(line)
+            sys.stderr.flush()
+        code = proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()  # ssh ends the remote command with its session
+        proc.wait(10)
+        raise
+    if code == 255:
+        raise _why(target, code, "".join(tail))
+    return code
+
+
+def take_result(target: Target, path: str) -> dict[str, Any]:
+    """The JSON result the host wrote at `path` (removed there)."""
+    proc = subprocess.run(target.ssh("remote", "take", path), capture_output=True,
+                          timeout=HELLO_TIMEOUT_S, stdin=subprocess.DEVNULL)  # fmt: skip
+    if proc.returncode != 0:
+        raise _why(target, proc.returncode, proc.stderr.decode(errors="replace"))
+    if len(proc.stdout) > MAX_RESULT:
+        raise RemoteError(f"{target}: its result is too large")
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        raise RemoteError(f"{target}: its result is not JSON") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{target}: its result is not a JSON object")
+    return data

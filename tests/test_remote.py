@@ -1,0 +1,105 @@
+"""--host: bench and profile on another machine over SSH, against a real SSH server on
+localhost (tests/ssh_server.py) whose commands run with a cache folder of their own."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.errors import ConfigError
+from engine.remote.target import Target
+from tests.conftest import DEMO_CNN
+from tests.ssh_server import SSHHost, ssh_host
+from tests.test_cli import opscope
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHHost]:
+    with ssh_host(tmp_path_factory.mktemp("ssh")) as h:
+        yield h
+
+
+@pytest.fixture
+def via(host: SSHHost, monkeypatch: pytest.MonkeyPatch) -> str:
+    for k, v in host.client_env.items():
+        monkeypatch.setenv(k, v)
+    return f"127.0.0.1:{host.port}"
+
+
+def test_targets_are_parsed_and_never_reach_a_shell_unquoted() -> None:
+    t = Target.parse("ana@gpu-box:2222")
+    assert (t.user, t.host, t.port) == ("ana", "gpu-box", 2222) and str(t) == "ana@gpu-box:2222"
+    argv = Target.parse("gpu-box").ssh("bench", "my model.onnx")
+    assert argv[0] == "ssh" and "BatchMode=yes" in argv and argv[-1].endswith("'my model.onnx'")
+    for bad in ("-oProxyCommand=x", "a b", "host;rm", "h:99999", ""):
+        with pytest.raises(ConfigError):
+            Target.parse(bad)
+
+
+def test_bench_on_a_host_sends_the_model_once_and_names_the_host(
+    via: str, host: SSHHost, tmp_path: Path
+) -> None:
+    out = tmp_path / "r.json"
+    args = ["bench", DEMO_CNN, "--host", via, "--duration", "0.2", "--min-runs", "5",
+            "--no-accuracy", "--json", out]  # fmt: skip
+    first = opscope(*args, check=True)
+    r = json.loads(out.read_text())
+    assert r["host"]["target"] == via and "link's latency" in r["host"]["timing"]
+    assert r["latency_ms"]["count"] >= 5
+    assert "sent to the host" in first.stderr and "host " in first.stdout
+    assert "p50" in first.stdout  # the host's own table, relayed
+    stored = list((host.cache / "remote" / "files").rglob("demo_cnn.onnx"))
+    assert len(stored) == 1
+    again = opscope(*args, check=True)
+    assert "already on the host" in again.stderr
+    assert not list((host.cache / "remote" / "results").glob("*.json"))  # taken back
+
+
+def test_a_host_with_another_version_is_refused_in_one_line(
+    via: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = 'python3 -c \'import json; print(json.dumps({"opscope": "9.9.9", "protocol": 1}))\''
+    monkeypatch.setenv("OPSCOPE_REMOTE_COMMAND", fake)
+    done = opscope("bench", DEMO_CNN, "--host", via)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "9.9.9" in line and "0.1.0" in line and "pip install opscope==" in line
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        ("python3 -c 'print(\"x\" * 100000)'", "not OpScope's"),
+        ("/nowhere/opscope", "no OpScope there"),
+    ],
+)
+def test_a_hostile_or_empty_host_is_one_line(
+    via: str, monkeypatch: pytest.MonkeyPatch, command: str, says: str
+) -> None:
+    monkeypatch.setenv("OPSCOPE_REMOTE_COMMAND", command)
+    done = opscope("bench", DEMO_CNN, "--host", via)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert says in line and "Traceback" not in done.stderr
+
+
+def test_an_unreachable_host_is_one_line(via: str) -> None:
+    done = opscope("bench", DEMO_CNN, "--host", "127.0.0.1:1")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "cannot connect" in line
+
+
+def test_the_host_refuses_bad_requests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the host answers is checked there too: a name with a path, a result outside
+    its results folder."""
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))
+    for args in (["put", "0" * 64, "4", "../evil"], ["put", "xyz", "4", "a.onnx"],
+                 ["take", "/etc/passwd"]):  # fmt: skip
+        done = opscope("remote", *args)
+        assert done.returncode == 2 and "remote" in done.stderr, done.stderr
+    assert os.listdir(tmp_path) in ([], ["remote"])
