@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from engine.remote.target import Target
 from tests.conftest import DEMO_CNN
 from tests.ssh_server import SSHHost, ssh_host
 from tests.test_cli import opscope
+
+needs_ssh = pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client (ssh)")
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +43,7 @@ def test_targets_are_parsed_and_never_reach_a_shell_unquoted() -> None:
             Target.parse(bad)
 
 
+@needs_ssh
 def test_bench_on_a_host_sends_the_model_once_and_names_the_host(
     via: str, host: SSHHost, tmp_path: Path
 ) -> None:
@@ -59,6 +63,7 @@ def test_bench_on_a_host_sends_the_model_once_and_names_the_host(
     assert not list((host.cache / "remote" / "results").glob("*.json"))  # taken back
 
 
+@needs_ssh
 def test_a_host_with_another_version_is_refused_in_one_line(
     via: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -70,6 +75,7 @@ def test_a_host_with_another_version_is_refused_in_one_line(
     assert "9.9.9" in line and "0.1.0" in line and "pip install opscope==" in line
 
 
+@needs_ssh
 @pytest.mark.parametrize(
     ("command", "says"),
     [
@@ -87,6 +93,7 @@ def test_a_hostile_or_empty_host_is_one_line(
     assert says in line and "Traceback" not in done.stderr
 
 
+@needs_ssh
 def test_an_unreachable_host_is_one_line(via: str) -> None:
     done = opscope("bench", DEMO_CNN, "--host", "127.0.0.1:1")
     assert done.returncode == 2
