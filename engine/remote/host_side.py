@@ -37,26 +37,16 @@ def results_root() -> Path:
 
 def hello() -> dict[str, Any]:
     """The handshake's answer: version, protocol, this machine, where results go."""
-    from engine.hostinfo import gpu_count
+    from engine.hostinfo import cpu_model, gpu_count
 
     return {
         "opscope": __version__,
         "protocol": PROTOCOL,
         "hostname": platform.node(),
-        "cpu": _cpu_name(),
+        "cpu": cpu_model(),
         "gpus": gpu_count(),
         "results": str(results_root()),
     }
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def receive(sha: str, size: int, name: str, src: BinaryIO, out: Any) -> Path:
