@@ -110,3 +110,15 @@ def test_the_host_refuses_bad_requests(tmp_path: Path, monkeypatch: pytest.Monke
         done = opscope("remote", *args)
         assert done.returncode == 2 and "remote" in done.stderr, done.stderr
     assert os.listdir(tmp_path) in ([], ["remote"])
+
+
+@needs_ssh
+def test_memory_and_graph_on_a_host(via: str, tmp_path: Path) -> None:
+    out = tmp_path / "m.json"
+    opscope("memory", DEMO_CNN, "--host", via, "--runs", "1", "--json", out, check=True)
+    r = json.loads(out.read_text())
+    assert r["host"]["target"] == via and r["memory"]["weights_bytes"]
+    graph = opscope("graph", DEMO_CNN, "--host", via, "--json", out, check=True)
+    assert "as loaded" in graph.stdout and json.loads(out.read_text())["graph"]["views"]
+    refused = opscope("graph", DEMO_CNN, "--host", via, "--explorer", tmp_path / "x.json")
+    assert refused.returncode == 2 and "--explorer with --host" in refused.stderr

@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any, TextIO
 
 from engine.cli.common import EXIT_OK, add_json_flag, add_seed_flag, config_from_args, write_json
+from engine.cli.remote_cmd import add_host_flag
 
 SHOWN_FUSIONS = 8
 
@@ -34,11 +35,16 @@ def add_graph_parser(sub: Any, add_knobs: Any) -> None:
         "the model file (the window also exports its time and bandwidth overlays)",
     )
     add_seed_flag(p, "seed for generated inputs")
+    add_host_flag(p)
     add_json_flag(p, "the graph: nodes, tensors, edges, fusion, blocks and layouts")
     p.set_defaults(handler=_cmd_graph)
 
 
 def _cmd_graph(args: argparse.Namespace) -> int:
+    if args.host:
+        from engine.cli.remote_cmd import cmd_remote
+
+        return cmd_remote(args)
     from engine.cli.printer import run_printed
     from engine.run.graph_job import GraphRequest
     from engine.run.job_inputs import JobInputs

@@ -334,9 +334,9 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     if args.host:
-        from engine.cli.remote_cmd import cmd_bench_remote
+        from engine.cli.remote_cmd import cmd_remote
 
-        return cmd_bench_remote(args)
+        return cmd_remote(args)
     from engine.cli.commands import cmd_bench
 
     return cmd_bench(args)

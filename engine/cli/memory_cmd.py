@@ -17,6 +17,7 @@ from engine.cli.common import (
     config_from_args,
     write_json,
 )
+from engine.cli.remote_cmd import add_host_flag
 from engine.model.sizes import size_text
 
 
@@ -33,12 +34,17 @@ def add_memory_parser(sub: Any, add_knobs: Any) -> None:
         help="inferences after the first, for the steady-state resident memory (default 10)",
     )  # fmt: skip
     add_seed_flag(p, "seed for generated inputs")
+    add_host_flag(p)
     add_json_flag(p, "the memory report")
     add_session_flag(p, "record the report into a session file (created, or appended to)")
     p.set_defaults(handler=_cmd_memory)
 
 
 def _cmd_memory(args: argparse.Namespace) -> int:
+    if args.host:
+        from engine.cli.remote_cmd import cmd_remote
+
+        return cmd_remote(args)
     from engine.cli.printer import run_printed
     from engine.run.job_inputs import JobInputs
     from engine.run.memory_job import MemoryRequest

@@ -1,4 +1,5 @@
-"""`--host [USER@]HOST[:PORT]` for the commands that run work (bench and profile so far):
+"""`--host [USER@]HOST[:PORT]` for the commands that run work (bench, profile, memory and
+graph so far):
 the model and its data files sent to the host once by content hash, the same command run
 there over the user's own SSH, its output relayed as it comes, its JSON result taken back
 and named with the host. And `opscope remote ...`, what a host answers (host_side.py)."""
@@ -67,14 +68,22 @@ def rewrite(argv: list[str], model: str, remote_model: str, files: dict[str, str
     return [*out, "--json", json_path]
 
 
-def cmd_bench_remote(args: argparse.Namespace) -> int:
+LOCAL_FILES = {  # flags that write a file here: not brought back from a host yet
+    "session": "a remote run is not recorded into a local session yet; use --json, or "
+    "record on the host",
+    "explorer": "the Model Explorer file is not brought back yet; use --json",
+}
+
+
+def cmd_remote(args: argparse.Namespace) -> int:
+    """The command as typed, run on `args.host` (see the module's doc)."""
     from engine.remote.link import hello, run_relayed, take_result
     from engine.remote.target import Target
 
     target = Target.parse(args.host)
-    if args.session:
-        raise ConfigError("--session with --host: a remote run is not recorded into a local "
-                          "session yet; use --json, or record on the host")  # fmt: skip
+    for flag, why in LOCAL_FILES.items():
+        if getattr(args, flag, None):
+            raise ConfigError(f"--{flag} with --host: {why}")
     model = Path(args.model)
     if not model.is_file():
         raise ModelError("file not found (a single model file is sent to the host)", model)
