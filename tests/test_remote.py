@@ -122,3 +122,21 @@ def test_memory_and_graph_on_a_host(via: str, tmp_path: Path) -> None:
     assert "as loaded" in graph.stdout and json.loads(out.read_text())["graph"]["views"]
     refused = opscope("graph", DEMO_CNN, "--host", via, "--explorer", tmp_path / "x.json")
     assert refused.returncode == 2 and "--explorer with --host" in refused.stderr
+
+
+@needs_ssh
+def test_load_and_simulate_on_a_host_take_their_trace_along(via: str, tmp_path: Path) -> None:
+    trace = tmp_path / "arrivals.csv"
+    trace.write_text("time_s\n" + "".join(f"{i * 0.01:.3f}\n" for i in range(60)))
+    out = tmp_path / "s.json"
+    opscope("simulate", DEMO_CNN, "--host", via, "--traffic", f"trace:{trace}@speed=2",
+            "--max-batch", "2", "--threads", "1", "--json", out, check=True)  # fmt: skip
+    r = json.loads(out.read_text())
+    assert r["host"]["target"] == via and r["simulated"] and r["requests"]["sent"] == 60
+    opscope("load", DEMO_CNN, "--host", via, "--traffic", "poisson:50", "--duration", "1",
+            "--max-batch", "2", "--json", out, check=True)  # fmt: skip
+    r = json.loads(out.read_text())
+    assert r["host"]["target"] == via and r["requests"]["completed"] > 0
+    refused = opscope("load", DEMO_CNN, "--host", via, "--traffic", "poisson:5", "--session",
+                      tmp_path / "s.opscope")  # fmt: skip
+    assert refused.returncode == 2 and "--session with --host" in refused.stderr

@@ -1,5 +1,5 @@
-"""`--host [USER@]HOST[:PORT]` for the commands that run work (bench, profile, memory and
-graph so far):
+"""`--host [USER@]HOST[:PORT]` for the commands that run work (bench, profile, memory,
+graph, load and simulate so far; a trace file of --traffic is sent too):
 the model and its data files sent to the host once by content hash, the same command run
 there over the user's own SSH, its output relayed as it comes, its JSON result taken back
 and named with the host. And `opscope remote ...`, what a host answers (host_side.py)."""
@@ -85,6 +85,8 @@ def cmd_remote(args: argparse.Namespace) -> int:
         if getattr(args, flag, None):
             raise ConfigError(f"--{flag} with --host: {why}")
     model = Path(args.model)
+    if model.is_dir():
+        raise ModelError("a folder: --host sends single model files, not yet folders", model)
     if not model.is_file():
         raise ModelError("file not found (a single model file is sent to the host)", model)
     _refuse_external_data(model)
@@ -99,6 +101,14 @@ def cmd_remote(args: argparse.Namespace) -> int:
                 raise ConfigError(f"{flag} {value}: with --host, one file (a folder is not "
                                   "sent yet)")  # fmt: skip
             files[flag] = _send(target, path)
+    traffic = getattr(args, "traffic", None)
+    if traffic and str(traffic).startswith("trace:"):  # the trace goes too, its path swapped
+        spec = str(traffic)[len("trace:") :]
+        path_text, at, rest = spec.partition("@")
+        trace = Path(path_text)
+        if not trace.is_file():
+            raise ConfigError(f"--traffic {traffic}: no such trace file")
+        files["--traffic"] = f"trace:{_send(target, trace)}{at}{rest}"
     result_path = f"{info['results']}/{uuid.uuid4().hex}.json"
     argv = rewrite(list(args.argv), args.model, remote_model, files, result_path)
     code = run_relayed(target, argv)

@@ -18,6 +18,7 @@ from engine.cli.arg_types import (
     share,
 )
 from engine.cli.common import add_json_flag, add_seed_flag, add_session_flag
+from engine.cli.remote_cmd import add_host_flag
 
 MAX_SERVE_BATCH = 4096  # --max-batch (BatchPolicy's bound)
 MAX_SEQS = 65_536  # --max-seqs: sequences running at once per instance
@@ -55,6 +56,7 @@ def add_serving_parsers(
         "record the run (end-to-end latency of every request after the warm-up) into "
         "a session file: session show, compare and report read it like any run",
     )
+    add_host_flag(p)
     _add_llm(p, real=True)
     p.set_defaults(handler=_cmd_load)
 
@@ -119,6 +121,7 @@ def add_serving_parsers(
         "record the simulated run (kind simulate: its predicted end-to-end latencies) "
         "into a session file, to compare with a real load run",
     )
+    add_host_flag(p)
     _add_llm(p)
     p.set_defaults(handler=_cmd_simulate)
 
@@ -260,6 +263,10 @@ def _add_llm(p: argparse.ArgumentParser, real: bool = False) -> None:
 
 
 def _cmd_load(args: argparse.Namespace) -> int:
+    if args.host:
+        from engine.cli.remote_cmd import cmd_remote
+
+        return cmd_remote(args)
     from engine.backends.genai.model import genai_folder
 
     if args.llm or genai_folder(args.model) is not None:
@@ -281,6 +288,10 @@ def _no_llm_flags(args: argparse.Namespace) -> None:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    if args.host:
+        from engine.cli.remote_cmd import cmd_remote
+
+        return cmd_remote(args)
     from engine.backends.genai.model import genai_folder
 
     if args.llm or genai_folder(args.model) is not None:
