@@ -125,7 +125,9 @@ def test_memory_and_graph_on_a_host(via: str, tmp_path: Path) -> None:
 
 
 @needs_ssh
-def test_load_and_simulate_on_a_host_take_their_trace_along(via: str, tmp_path: Path) -> None:
+def test_load_and_simulate_on_a_host_take_their_trace_along(
+    via: str, host: SSHHost, tmp_path: Path
+) -> None:
     trace = tmp_path / "arrivals.csv"
     trace.write_text("time_s\n" + "".join(f"{i * 0.01:.3f}\n" for i in range(60)))
     out = tmp_path / "s.json"
@@ -137,6 +139,13 @@ def test_load_and_simulate_on_a_host_take_their_trace_along(via: str, tmp_path: 
             "--max-batch", "2", "--json", out, check=True)  # fmt: skip
     r = json.loads(out.read_text())
     assert r["host"]["target"] == via and r["requests"]["completed"] > 0
-    refused = opscope("load", DEMO_CNN, "--host", via, "--traffic", "poisson:5", "--session",
-                      tmp_path / "s.opscope")  # fmt: skip
-    assert refused.returncode == 2 and "--session with --host" in refused.stderr
+    session = tmp_path / "local.opscope"
+    done = opscope("bench", DEMO_CNN, "--host", via, "--duration", "0.2", "--min-runs", "5",
+                   "--session", session, check=True)  # fmt: skip
+    assert "from 127.0.0.1" in done.stderr
+    opscope("load", DEMO_CNN, "--host", via, "--traffic", "poisson:50", "--duration", "1",
+            "--max-batch", "2", "--session", session, check=True)  # fmt: skip
+    shown = opscope("session", "show", session, "--json", tmp_path / "show.json", check=True)
+    runs = json.loads((tmp_path / "show.json").read_text())["runs"]
+    assert [r["kind"] for r in runs] == ["bench", "load"], shown.stdout
+    assert not list((host.cache / "remote" / "results").iterdir())  # nothing left there

@@ -69,8 +69,6 @@ def rewrite(argv: list[str], model: str, remote_model: str, files: dict[str, str
 
 
 LOCAL_FILES = {  # flags that write a file here: not brought back from a host yet
-    "session": "a remote run is not recorded into a local session yet; use --json, or "
-    "record on the host",
     "explorer": "the Model Explorer file is not brought back yet; use --json",
 }
 
@@ -109,9 +107,16 @@ def cmd_remote(args: argparse.Namespace) -> int:
         if not trace.is_file():
             raise ConfigError(f"--traffic {traffic}: no such trace file")
         files["--traffic"] = f"trace:{_send(target, trace)}{at}{rest}"
-    result_path = f"{info['results']}/{uuid.uuid4().hex}.json"
+    run_id = uuid.uuid4().hex
+    result_path = f"{info['results']}/{run_id}.json"
+    if getattr(args, "session", None):  # recorded there, then copied into the local file
+        files["--session"] = f"{info['results']}/{run_id}.opscope"
     argv = rewrite(list(args.argv), args.model, remote_model, files, result_path)
-    code = run_relayed(target, argv)
+    try:
+        code = run_relayed(target, argv)
+    finally:  # what the host recorded comes back even when the run stopped early
+        if "--session" in files:
+            _bring_session(target, files["--session"], Path(args.session))
     if code != 0:
         return code
     result = take_result(target, result_path)
@@ -128,6 +133,28 @@ def cmd_remote(args: argparse.Namespace) -> int:
     if args.json:
         write_json(args.json, result)
     return EXIT_OK
+
+
+def _bring_session(target: Any, remote: str, local: Path) -> None:
+    """The session the host recorded, into `local` (created, or appended to) with new run
+    ids: its runs carry the host's machine, telemetry and peaks."""
+    import tempfile
+
+    from engine.remote.link import RemoteError, take_file
+    from engine.session.merge import copy_runs
+    from engine.session.store import SessionStore
+
+    folder = local.resolve().parent
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".opscope-host-") as tmp:
+        copy = Path(tmp) / "host.opscope"
+        try:
+            take_file(target, remote, copy)
+        except RemoteError as exc:
+            print(f"warning: nothing recorded came back from the host ({exc})", file=sys.stderr)
+            return
+        with SessionStore.create_or_open(local) as store:
+            ids = copy_runs(store, copy)
+    print(f"recorded   {local} (run {', '.join(map(str, ids))} from {target})", file=sys.stderr)
 
 
 def _send(target: Any, path: Path) -> str:

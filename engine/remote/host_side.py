@@ -21,7 +21,8 @@ from engine.errors import ConfigError
 
 PROTOCOL = 1
 MAX_FILE = 64 * 2**30  # a model with its weights: 64 GiB at most
-MAX_RESULT = 256 * 2**20
+MAX_RESULT = 256 * 2**20  # a JSON result
+MAX_TAKE = 16 * 2**30  # a session file
 CHUNK = 1 << 20
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 _NAME = re.compile(r"^[A-Za-z0-9._+-]{1,200}$")
@@ -89,11 +90,15 @@ def hand_back(path: str, out: BinaryIO) -> None:
     root = results_root().resolve()
     if root not in p.parents or not p.is_file():
         raise ConfigError("remote take: only a result under the host's results folder")
-    if p.stat().st_size > MAX_RESULT:
+    if p.stat().st_size > MAX_TAKE:
         raise ConfigError("remote take: the result is too large")
-    out.write(p.read_bytes())
+    with open(p, "rb") as fh:
+        while block := fh.read(CHUNK):
+            out.write(block)
     out.flush()
     p.unlink()
+    for extra in (p.with_name(p.name + "-wal"), p.with_name(p.name + "-shm")):
+        extra.unlink(missing_ok=True)  # a session's SQLite side files
 
 
 def _say(out: Any, message: dict[str, Any]) -> None:

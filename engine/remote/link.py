@@ -142,6 +142,15 @@ def run_relayed(target: Target, args: list[str]) -> int:
     return code
 
 
+def take_file(target: Target, path: str, dest: Path) -> None:
+    """A file the host wrote at `path` (a session), streamed into `dest`, removed there."""
+    with open(dest, "wb") as fh:
+        proc = subprocess.run(target.ssh("remote", "take", path), stdout=fh,
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)  # fmt: skip
+    if proc.returncode != 0:
+        raise _why(target, proc.returncode, proc.stderr.decode(errors="replace"))
+
+
 def take_result(target: Target, path: str) -> dict[str, Any]:
     """The JSON result the host wrote at `path` (removed there)."""
     proc = subprocess.run(target.ssh("remote", "take", path), capture_output=True,
