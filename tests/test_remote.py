@@ -149,3 +149,33 @@ def test_load_and_simulate_on_a_host_take_their_trace_along(
     runs = json.loads((tmp_path / "show.json").read_text())["runs"]
     assert [r["kind"] for r in runs] == ["bench", "load"], shown.stdout
     assert not list((host.cache / "remote" / "results").iterdir())  # nothing left there
+
+
+@needs_ssh
+def test_ctrl_c_here_stops_the_hosts_run_and_keeps_what_it_measured(
+    via: str, host: SSHHost, tmp_path: Path
+) -> None:
+    """Ctrl+C on the workstation closes the command's stdin on the host, which stops as
+    Ctrl+C stops it there: the run it recorded comes back into the local session."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    session = tmp_path / "s.opscope"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.entry", "bench", str(DEMO_CNN), "--host", via,
+         "--duration", "120", "--session", str(session)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(12)  # sent, started, timing
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "from 127.0.0.1" in err  # the host's session came back
+    show = tmp_path / "show.json"
+    opscope("session", "show", session, "--json", show, check=True)
+    (run,) = json.loads(show.read_text())["runs"]
+    assert run["samples"] > 0, run

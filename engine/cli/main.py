@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -393,6 +394,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     try:
         with _stops_like_ctrl_c(), _notes_on_stderr():
+            if os.environ.get(STOP_ON_EOF) == "1":
+                _stop_when_stdin_closes()
             _trace_window(args)
             code: int = args.handler(args)
         return code
@@ -407,6 +410,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+
+
+STOP_ON_EOF = "OPSCOPE_STOP_ON_EOF"  # set by --host on the command it runs on a host
+
+
+def _stop_when_stdin_closes() -> None:
+    """A command run on a host over SSH: when its stdin closes (the workstation pressed
+    Ctrl+C, or the connection dropped), it stops as Ctrl+C stops it, keeping what it
+    measured, rather than running on unseen."""
+
+    def watch() -> None:
+        with contextlib.suppress(OSError, ValueError):  # the raw fd: no buffer lock held
+            while os.read(0, 1 << 16):  # at the interpreter's exit
+                pass
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=watch, name="opscope-stdin-watch", daemon=True).start()
 
 
 @contextlib.contextmanager

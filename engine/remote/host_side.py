@@ -40,6 +40,7 @@ def hello() -> dict[str, Any]:
     """The handshake's answer: version, protocol, this machine, where results go."""
     from engine.hostinfo import cpu_model, gpu_count
 
+    results_root().mkdir(parents=True, exist_ok=True)  # results and sessions land there
     return {
         "opscope": __version__,
         "protocol": PROTOCOL,

@@ -4,6 +4,7 @@ text and checked; a failure is one line naming the host and the cause."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import subprocess
@@ -18,6 +19,7 @@ from engine.remote.host_side import CHUNK, MAX_RESULT, PROTOCOL
 from engine.remote.target import Target
 
 HELLO_TIMEOUT_S = 60
+STOP_S = 60  # a host's command stopping after Ctrl+C here: its time to save
 MAX_LINE = 64 * 1024
 
 
@@ -122,20 +124,34 @@ def send_file(
 def run_relayed(target: Target, args: list[str]) -> int:
     """`opscope ARGS` on the host, its stdout and stderr relayed here as they come; its
     exit code (255: the connection failed or dropped, said in one line)."""
-    proc = subprocess.Popen(target.ssh(*args), stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(target.ssh(*args, stop_on_eof=True), stdin=subprocess.PIPE,
                             stdout=sys.stdout.buffer, stderr=subprocess.PIPE)  # fmt: skip
-    assert proc.stderr is not None
+    assert proc.stderr is not None and proc.stdin is not None
     tail: list[str] = []
-    try:
-        for raw in iter(proc.stderr.readline, b""):
+
+    def relay() -> None:
+        nonlocal tail
+        for raw in iter(proc.stderr.readline, b""):  # type: ignore[union-attr]
             line = raw.decode(errors="replace")
             tail = [*tail, line][-5:]
             sys.stderr.write(line)
             sys.stderr.flush()
+
+    try:
+        relay()
         code = proc.wait()
     except KeyboardInterrupt:
-        proc.terminate()  # ssh ends the remote command with its session
-        proc.wait(10)
+        # its stdin closed, the host's command stops as Ctrl+C stops it (keeping what it
+        # measured) and says so; ssh is ended only if it does not within STOP_S
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        try:
+            with contextlib.suppress(KeyboardInterrupt):
+                relay()
+            proc.wait(STOP_S)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            proc.wait(10)
         raise
     if code == 255:
         raise _why(target, code, "".join(tail))

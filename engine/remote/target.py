@@ -44,9 +44,10 @@ class Target:
         who = f"{self.user}@" if self.user else ""
         return f"{who}{self.host}" + (f":{self.port}" if self.port else "")
 
-    def ssh(self, *remote_args: str) -> list[str]:
+    def ssh(self, *remote_args: str, stop_on_eof: bool = False) -> list[str]:
         """The ssh command that runs `opscope REMOTE_ARGS...` on the host: no terminal,
-        never a password prompt (BatchMode), a bounded connect."""
+        never a password prompt (BatchMode), a bounded connect. `stop_on_eof`: the command
+        stops as Ctrl+C stops it when its stdin closes (Ctrl+C here, a dropped link)."""
         argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}"]
         argv += shlex.split(os.environ.get("OPSCOPE_SSH_OPTS", ""))
         if self.port:
@@ -54,5 +55,7 @@ class Target:
         if self.user:
             argv += ["-l", self.user]
         remote = shlex.split(os.environ.get("OPSCOPE_REMOTE_COMMAND", "opscope"))
+        if stop_on_eof:
+            remote = ["env", "OPSCOPE_STOP_ON_EOF=1", *remote]
         argv += ["--", self.host, " ".join(shlex.quote(a) for a in [*remote, *remote_args])]
         return argv
