@@ -172,7 +172,7 @@ def test_ctrl_c_here_stops_the_hosts_run_and_keeps_what_it_measured(
     )  # fmt: skip
     time.sleep(12)  # sent, started, timing
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "from 127.0.0.1" in err  # the host's session came back
     show = tmp_path / "show.json"
