@@ -179,3 +179,15 @@ def test_ctrl_c_here_stops_the_hosts_run_and_keeps_what_it_measured(
     opscope("session", "show", session, "--json", show, check=True)
     (run,) = json.loads(show.read_text())["runs"]
     assert run["samples"] > 0, run
+
+
+@needs_ssh
+def test_a_handshake_with_the_right_version_but_wrong_fields_is_refused(
+    via: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = ("python3 -c 'import json; print(json.dumps({\"opscope\": \"0.1.0\", \"protocol\": 1,"
+            " \"gpus\": \"many\"}))'")  # fmt: skip
+    monkeypatch.setenv("OPSCOPE_REMOTE_COMMAND", fake)
+    done = opscope("bench", DEMO_CNN, "--host", via)
+    assert done.returncode == 2 and "handshake lacks" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

@@ -64,6 +64,17 @@ def hello(target: Target) -> dict[str, Any]:
         raise _why(target, proc.returncode, err)
     info = _answer(target, proc.stdout.decode(errors="replace"))
     theirs, protocol = info.get("opscope"), info.get("protocol")
+    if (
+        theirs == __version__
+        and protocol == PROTOCOL
+        and not (
+            isinstance(info.get("results"), str)
+            and isinstance(info.get("gpus"), int)
+            and isinstance(info.get("hostname"), str)
+            and isinstance(info.get("cpu"), str)
+        )
+    ):
+        raise RemoteError(f"{target}: its handshake lacks the results folder or its machine")
     if theirs != __version__ or protocol != PROTOCOL:
         raise RemoteError(
             f"{target} runs OpScope {str(theirs)[:40]} (protocol {str(protocol)[:10]}), this "
