@@ -22,6 +22,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from engine.cli.selftest import main as self_test_main
 
         return self_test_main()
+    if first == "remote":  # a host answering --host: fast, without the CLI's imports
+        from engine.remote.host_side import main_cli as remote_main
+
+        return remote_main(args[1:])
     if (
         not args
         or first in GUI_COMMANDS

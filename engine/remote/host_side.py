@@ -23,7 +23,7 @@ PROTOCOL = 1
 MAX_FILE = 64 * 2**30  # a model with its weights: 64 GiB at most
 MAX_RESULT = 256 * 2**20  # a JSON result
 MAX_TAKE = 16 * 2**30  # a session file
-CHUNK = 1 << 20
+CHUNK = 1 << 20  # bytes per read and write of a file sent
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 _NAME = re.compile(r"^[A-Za-z0-9._+-]{1,200}$")
 
@@ -52,19 +52,23 @@ def hello() -> dict[str, Any]:
 
 
 def receive(sha: str, size: int, name: str, src: BinaryIO, out: Any) -> Path:
-    """Answer `{"have": path}` when the file is here already, else `{"send": true}`, then
-    read exactly `size` bytes, check their hash and keep them; answer `{"stored": path}`."""
-    if not _SHA.match(sha) or not _NAME.match(name) or name.startswith("."):
-        raise ConfigError("remote put: a 64-hex sha256 and a plain file name are needed")
+    """With the file's sha256 known (`sha`): `{"have": path}` when it is here already.
+    Otherwise `{"send": true}`, then exactly `size` bytes read, hashed as they come, kept
+    under their hash (checked against `sha` when given; "-": a first send, the sender
+    hashes as it sends and compares); `{"stored": path, "sha256": hex}`."""
+    if not (sha == "-" or _SHA.match(sha)) or not _NAME.match(name) or name.startswith("."):
+        raise ConfigError("remote put: a 64-hex sha256 (or -) and a plain file name are needed")
     if not 0 <= size <= MAX_FILE:
         raise ConfigError(f"remote put: {size} bytes is beyond {MAX_FILE} bytes")
-    path = received_root() / sha / name
-    if path.is_file() and path.stat().st_size == size:
-        _say(out, {"have": str(path)})
-        return path
+    if sha != "-":
+        known = received_root() / sha / name
+        if known.is_file() and known.stat().st_size == size:
+            _say(out, {"have": str(known)})
+            return known
     _say(out, {"send": True})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(f".{name}.{os.getpid()}.part")
+    incoming = received_root() / "incoming"
+    incoming.mkdir(parents=True, exist_ok=True)
+    part = incoming / f"{name}.{os.getpid()}.part"
     digest = hashlib.sha256()
     left = size
     try:
@@ -76,12 +80,15 @@ def receive(sha: str, size: int, name: str, src: BinaryIO, out: Any) -> Path:
                 digest.update(block)
                 fh.write(block)
                 left -= len(block)
-        if digest.hexdigest() != sha:
+        got = digest.hexdigest()
+        if sha not in ("-", got):
             raise ConfigError("remote put: the bytes received do not match their sha256")
+        path = received_root() / got / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         os.replace(part, path)
     finally:
         part.unlink(missing_ok=True)
-    _say(out, {"stored": str(path)})
+    _say(out, {"stored": str(path), "sha256": got})
     return path
 
 
@@ -119,3 +126,18 @@ def main_remote(action: str, rest: list[str]) -> int:
         hand_back(rest[0], sys.stdout.buffer)
         return 0
     raise ConfigError(f"remote: unknown request {action!r}")
+
+
+def main_cli(argv: list[str]) -> int:
+    """`opscope remote ...` as the console script runs it on a host: one line and exit 2
+    for a bad request, as every command."""
+    from engine.errors import OpScopeError
+
+    try:
+        if not argv:
+            raise ConfigError("remote: version, put SHA SIZE NAME or take PATH")
+        return main_remote(argv[0], argv[1:])
+    except (OpScopeError, ValueError) as exc:
+        text = " ".join(str(exc).split())[:400]
+        print(f"opscope: error: {text}", file=sys.stderr)
+        return 2

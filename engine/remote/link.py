@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from engine import __version__
+from engine.cache import cache_root
 from engine.errors import ConfigError, OpScopeError
+from engine.files import write_atomic
 from engine.remote.host_side import CHUNK, MAX_RESULT, PROTOCOL
 from engine.remote.target import Target
 
 HELLO_TIMEOUT_S = 60
+KNOWN_HASHES = 1000  # files remembered as sent, by path, size and mtime
 STOP_S = 60  # a host's command stopping after Ctrl+C here: its time to save
 MAX_LINE = 64 * 1024
 
@@ -84,22 +87,45 @@ def hello(target: Target) -> dict[str, Any]:
     return info
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
+def _known_hashes() -> Path:
+    return cache_root() / "remote" / "sent-hashes.json"
+
+
+def known_sha256(path: Path) -> str | None:
+    """The sha256 of a file sent before, while its size and mtime are unchanged."""
+    st = path.stat()
+    try:
+        table = json.loads(_known_hashes().read_text())
+        value = table.get(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) and len(value) == 64 else None
+
+
+def _remember(path: Path, sha: str) -> None:
+    st = path.stat()
+    store = _known_hashes()
+    try:
+        table = json.loads(store.read_text())
+        table = table if isinstance(table, dict) else {}
+    except (OSError, ValueError):
+        table = {}
+    table[f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"] = sha
+    kept = dict(list(table.items())[-KNOWN_HASHES:])
+    store.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(store, lambda fh: fh.write(json.dumps(kept)))
 
 
 def send_file(
     target: Target, path: Path, progress: Callable[[int, int], None] | None = None
 ) -> tuple[str, bool]:
     """`path` into the host's cache by its content hash: (its path there, whether its
-    bytes were sent; False when the host had it already)."""
+    bytes were sent; False when the host had it already). A file sent before from here
+    is asked for by its hash first; a new one is hashed while it is sent (one read), and
+    the host's hash of what arrived must equal it."""
     size = path.stat().st_size
-    sha = file_sha256(path)
-    proc = subprocess.Popen(target.ssh("remote", "put", sha, str(size), path.name),
+    known = known_sha256(path)
+    proc = subprocess.Popen(target.ssh("remote", "put", known or "-", str(size), path.name),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -115,10 +141,12 @@ def send_file(
         proc.communicate()
         return str(first["have"]), False
     sent = 0
+    digest = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
             while block := fh.read(CHUNK):
                 proc.stdin.write(block)
+                digest.update(block)
                 sent += len(block)
                 if progress is not None:
                     progress(sent, size)
@@ -129,7 +157,11 @@ def send_file(
     out, err = proc.communicate()  # closes stdin: the end of the file
     if proc.returncode != 0:
         raise _why(target, proc.returncode, err.decode(errors="replace"))
-    return str(_answer(target, out.decode(errors="replace"))["stored"]), True
+    answer = _answer(target, out.decode(errors="replace"))
+    if answer.get("sha256") != digest.hexdigest() or not isinstance(answer.get("stored"), str):
+        raise RemoteError(f"{target}: {path.name} arrived changed (its sha256 differs)")
+    _remember(path, digest.hexdigest())
+    return answer["stored"], True
 
 
 def run_relayed(target: Target, args: list[str]) -> int:
