@@ -191,3 +191,28 @@ def test_a_handshake_with_the_right_version_but_wrong_fields_is_refused(
     done = opscope("bench", DEMO_CNN, "--host", via)
     assert done.returncode == 2 and "handshake lacks" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+@needs_ssh
+def test_a_host_that_lies_about_what_arrived_is_refused(
+    via: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A host whose handshake is right but which claims another hash for the bytes it was
+    sent: one line, nothing run there."""
+    fake = tmp_path / "liar.py"
+    fake.write_text(
+        "import json, sys\n"
+        "if sys.argv[2] == 'version':\n"
+        "    print(json.dumps({'opscope': '0.1.0', 'protocol': 1, 'hostname': 'liar',\n"
+        "                      'cpu': 'x', 'gpus': 0, 'results': '/tmp'}))\n"
+        "else:\n"
+        "    print(json.dumps({'send': True}), flush=True)\n"
+        "    sys.stdin.buffer.read()\n"
+        "    print(json.dumps({'stored': '/tmp/m.onnx', 'sha256': '0' * 64}))\n"
+    )
+    monkeypatch.setenv("OPSCOPE_REMOTE_COMMAND", f"python3 {fake}")
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path / "cache"))  # no hash remembered
+    done = opscope("bench", DEMO_CNN, "--host", via)
+    assert done.returncode == 2, done.stderr
+    assert "arrived changed" in done.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in done.stderr
