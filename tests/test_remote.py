@@ -135,16 +135,14 @@ def test_load_and_simulate_on_a_host_take_their_trace_along(
             "--max-batch", "2", "--threads", "1", "--json", out, check=True)  # fmt: skip
     r = json.loads(out.read_text())
     assert r["host"]["target"] == via and r["simulated"] and r["requests"]["sent"] == 60
-    opscope("load", DEMO_CNN, "--host", via, "--traffic", "poisson:50", "--duration", "1",
-            "--max-batch", "2", "--json", out, check=True)  # fmt: skip
-    r = json.loads(out.read_text())
-    assert r["host"]["target"] == via and r["requests"]["completed"] > 0
     session = tmp_path / "local.opscope"
     done = opscope("bench", DEMO_CNN, "--host", via, "--duration", "0.2", "--min-runs", "5",
                    "--session", session, check=True)  # fmt: skip
     assert "from 127.0.0.1" in done.stderr
     opscope("load", DEMO_CNN, "--host", via, "--traffic", "poisson:50", "--duration", "1",
-            "--max-batch", "2", "--session", session, check=True)  # fmt: skip
+            "--max-batch", "2", "--session", session, "--json", out, check=True)  # fmt: skip
+    r = json.loads(out.read_text())
+    assert r["host"]["target"] == via and r["requests"]["completed"] > 0
     shown = opscope("session", "show", session, "--json", tmp_path / "show.json", check=True)
     runs = json.loads((tmp_path / "show.json").read_text())["runs"]
     assert [r["kind"] for r in runs] == ["bench", "load"], shown.stdout
@@ -160,6 +158,7 @@ def test_ctrl_c_here_stops_the_hosts_run_and_keeps_what_it_measured(
     import signal
     import subprocess
     import sys
+    import threading
     import time
 
     from tests.conftest import ROOT
@@ -168,11 +167,21 @@ def test_ctrl_c_here_stops_the_hosts_run_and_keeps_what_it_measured(
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.entry", "bench", str(DEMO_CNN), "--host", via,
          "--duration", "120", "--session", str(session)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(12)  # sent, started, timing
+    lines: list[str] = []
+    assert proc.stderr is not None
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")))
+    reader.start()
+    end = time.monotonic() + 120  # until the host's session is open (its provider said)
+    while not any("provider" in ln for ln in lines) and time.monotonic() < end:
+        time.sleep(0.1)
+    time.sleep(3)  # warm-up done, timing
     proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=120)
+    proc.wait(timeout=120)
+    reader.join(30)
+    proc.stderr.close()
+    err = "".join(lines)
     assert proc.returncode == 130, err
     assert "from 127.0.0.1" in err  # the host's session came back
     show = tmp_path / "show.json"
