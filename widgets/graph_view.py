@@ -99,7 +99,7 @@ class GraphView(QWidget):
         foot = self.foot = QHBoxLayout()  # the legend, the view's counts and notes
         foot.addWidget(self.legend)
         foot.addWidget(self.note, 1)
-        lay = QVBoxLayout(self)
+        lay = QVBoxLayout()  # set once filled (tests/test_widget_items.py)
         lay.setContentsMargins(2, 2, 2, 2)
         lay.addLayout(bar)
         lay.addWidget(self.canvas, 1)
@@ -107,6 +107,7 @@ class GraphView(QWidget):
         self.strip.hide()
         lay.addWidget(self.strip)
         lay.addLayout(foot)
+        self.setLayout(lay)
 
         self.view_combo.currentTextChanged.connect(lambda _: self._rebuild())
         self.collapse_box.toggled.connect(lambda _: self._rebuild())

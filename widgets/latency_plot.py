@@ -206,11 +206,12 @@ class LatencyPlot(QWidget):
         header.addWidget(self.stats_label)
         header.addStretch(1)
         header.addWidget(follow_button)
-        layout = QVBoxLayout(self)
+        layout = QVBoxLayout()
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addLayout(header)
         layout.addWidget(self._glw, 1)
+        self.setLayout(layout)
         self._painting = False
         self._apply_theme()
 

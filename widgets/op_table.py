@@ -133,11 +133,12 @@ class OpTable(QWidget):
         bar.addWidget(self.phase_combo)
         bar.addWidget(self.mode_combo)
         bar.addWidget(self.freeze_button)
-        layout = QVBoxLayout(self)
+        layout = QVBoxLayout()
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(bar)
         layout.addWidget(self.summary_label)
         layout.addWidget(self.view, 1)
+        self.setLayout(layout)
         self._update_summary()
 
     # ------------------------------------------------------------------------------- API

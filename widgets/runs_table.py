@@ -75,10 +75,11 @@ class RunsTable(QWidget):
         row.addWidget(self.pin_button)
         row.addWidget(self.unpin_button)
         row.addWidget(self.note, 1)
-        layout = QVBoxLayout(self)
+        layout = QVBoxLayout()  # set once filled (tests/test_widget_items.py)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(row)
         layout.addWidget(self.table, 1)
+        self.setLayout(layout)
         self._shown: list[RunRow] = []
 
     def pin(self, index: int | None) -> None:

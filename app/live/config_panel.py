@@ -129,10 +129,11 @@ class ConfigPanel(QWidget):
         self.progress_row.setLayout(row)
         self.progress_row.setVisible(False)
 
-        layout = QVBoxLayout(self)
+        layout = QVBoxLayout()
         layout.addLayout(form)
         layout.addWidget(self.progress_row)
         layout.addStretch(1)
+        self.setLayout(layout)
         self.engine.currentIndexChanged.connect(self._engine_changed)
         for combo in (self.provider, self.precision, self.fusion):
             combo.currentIndexChanged.connect(self._changed)

@@ -104,12 +104,13 @@ class InputPanel(QGroupBox):
             "precision, fusion, batch and threads set now. Either way the window says which."
         )
         self.carry.toggled.connect(self.carry_toggled)
-        layout = QVBoxLayout(self)
+        layout = QVBoxLayout()
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addLayout(self.dims_form)
         layout.addWidget(self.calibration)
         layout.addWidget(self.evaluation)
         layout.addWidget(self.carry)
+        self.setLayout(layout)
 
     def set_dims(self, dims: list[SymbolicDim], values: dict[str, int]) -> None:
         """A box per dim, showing `values` where set, else the default (no signal)."""

@@ -230,12 +230,13 @@ class LLMServingDock(TraceDrops, QWidget):
         split.setSizes([600, 400])
         split.setChildrenCollapsible(False)
 
-        layout = QVBoxLayout(self)
+        layout = QVBoxLayout()  # set once filled (tests/test_widget_items.py)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(grid)
         layout.addLayout(buttons)
         layout.addWidget(self.status)
         layout.addWidget(split, 1)
+        self.setLayout(layout)
 
         self.traffic_kind.currentIndexChanged.connect(self._kind_changed)
         self.setAcceptDrops(True)

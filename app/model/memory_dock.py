@@ -35,10 +35,11 @@ class MemoryDock(QWidget):
         row.addWidget(self.measure_button)
         row.addWidget(self.cancel_button)
         row.addWidget(self.status, 1)
-        layout = QVBoxLayout(self)
+        layout = QVBoxLayout()  # set once filled (tests/test_widget_items.py)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(row)
         layout.addWidget(self.view, 1)
+        self.setLayout(layout)
         self.model: str | None = None
         self.measure_button.clicked.connect(self.measure)
         self.cancel_button.clicked.connect(lambda: self.wb.jobs.cancel(CONCERN))

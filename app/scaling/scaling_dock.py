@@ -71,11 +71,12 @@ class ScalingDock(QWidget):
         row.addWidget(self.values, 1)
         row.addWidget(self.run_button)
         row.addWidget(self.cancel_button)
-        layout = QVBoxLayout(self)
+        layout = QVBoxLayout()  # set once filled (tests/test_widget_items.py)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(row)
         layout.addWidget(self.status)
         layout.addWidget(self.plot, 1)
+        self.setLayout(layout)
         self.points: list[SweepPoint] = []
         self.prompt_points: list[PromptPoint] = []
         self.kept_partial = False  # the running sweep said it stored its points done

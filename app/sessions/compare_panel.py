@@ -68,11 +68,12 @@ class ComparePanel(QWidget):
         for table in (self.metrics, self.ops):
             table.verticalHeader().setVisible(False)
             table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        layout = QVBoxLayout(self)
+        layout = QVBoxLayout()  # set once filled (tests/test_widget_items.py)
         layout.addLayout(pick)
         layout.addWidget(self.summary)
         layout.addWidget(self.metrics)  # as tall as its rows: every metric in view
         layout.addWidget(self.ops, 1)
+        self.setLayout(layout)
         self.baseline.currentIndexChanged.connect(self.refresh)
         self.candidate.currentIndexChanged.connect(self.refresh)
         self.comparison: RunComparison | None = None

@@ -101,7 +101,7 @@ class MainWindow(QMainWindow):
         self.variant_label = QLabel("–")
         self.variant_label.setWordWrap(True)
         side = QWidget()
-        side_layout = QVBoxLayout(side)
+        side_layout = QVBoxLayout()
         facts = QFormLayout()
         facts.addRow("Model", self.model_label)
         facts.addRow("Variant", self.variant_label)
@@ -114,6 +114,7 @@ class MainWindow(QMainWindow):
         acc_form.addRow("Min cosine", self.tolerance)
         side_layout.addLayout(acc_form)
         side_layout.addStretch(1)
+        side.setLayout(side_layout)
         compact_pickers(side)  # its longest entries must not widen the window past 1024 px
         scroll = QScrollArea()  # scrolls rather than making the window taller than 700 px
         scroll.setWidget(side)
