@@ -238,9 +238,11 @@ def live_host_part() -> list[str]:
 
     from engine.events import CommandFailed, Notice, OpProfile, PeaksMeasured, RunStarted
     from engine.run.host import host_main
+    from engine.run.wire import PipeConnection
 
     ctx = mp.get_context("spawn")
-    conn, child = ctx.Pipe()
+    parent, child = ctx.Pipe()
+    conn = PipeConnection(parent)  # wire messages, as the window sends them
     proc = ctx.Process(target=host_main, args=(child,), daemon=True)
     proc.start()
     child.close()

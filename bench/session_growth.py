@@ -33,10 +33,12 @@ def record_live(model: Path, session: Path, minutes: float) -> dict[str, float]:
     from engine.events import LatencyBatch, OpProfile
     from engine.run import commands as cmds
     from engine.run.host import host_main
+    from engine.run.wire import PipeConnection
     from engine.session import Recorder, SessionStore
 
     ctx = mp.get_context("spawn")
-    conn, child = ctx.Pipe()
+    parent, child = ctx.Pipe()
+    conn = PipeConnection(parent)  # wire messages, as the window sends them
     proc = ctx.Process(target=host_main, args=(child, 0.1, 0), daemon=True)
     proc.start()
     child.close()

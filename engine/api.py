@@ -68,6 +68,9 @@ from engine.model.graph_view import Tensor
 from engine.model.info import ModelInfo
 from engine.model.model_explorer import export_overlay
 from engine.model.sizes import size_text
+from engine.remote.link import RemoteError
+from engine.remote.target import Target
+from engine.remote.window_host import FileSender, SshHost
 from engine.run import commands
 from engine.run.child_job import describe_exit
 from engine.run.generation import GenerateRequest
@@ -77,6 +80,7 @@ from engine.run.job_inputs import JobInputs
 from engine.run.jobs import job_name
 from engine.run.memory_job import MemoryRequest
 from engine.run.serving_jobs import CalibrateRequest, LoadRunRequest
+from engine.run.wire import Channel, PipeConnection, StreamConnection, WireError
 from engine.serve.batching import BatchPolicy
 from engine.serve.llm_loop import check_real_layout
 from engine.serve.llm_plan import DEFAULT_NEW, LLMPlan, kv_ms_per_mb, plan_layouts, plan_workload
@@ -120,11 +124,13 @@ __all__ = [
     "BatchPolicy",
     "CalibrateRequest",
     "Capabilities",
+    "Channel",
     "CommandFailed",
     "Compacted",
     "ConfigError",
     "Event",
     "ExportRequest",
+    "FileSender",
     "GenerateRequest",
     "GenerationStarted",
     "GenerationSteps",
@@ -150,6 +156,7 @@ __all__ = [
     "OpStat",
     "PeaksMeasured",
     "PeaksRequest",
+    "PipeConnection",
     "Placement",
     "Progress",
     "PromptPoint",
@@ -158,6 +165,7 @@ __all__ = [
     "Question",
     "RealCheck",
     "Recorder",
+    "RemoteError",
     "Roofs",
     "RunComparison",
     "RunConfig",
@@ -171,10 +179,13 @@ __all__ = [
     "SessionFileError",
     "SessionReader",
     "SessionStore",
+    "SshHost",
+    "StreamConnection",
     "SweepPoint",
     "SweepRequest",
     "SweepStored",
     "SymbolicDim",
+    "Target",
     "Telemetry",
     "Tensor",
     "TimingDone",
@@ -182,6 +193,7 @@ __all__ = [
     "TuneRequest",
     "TuneResult",
     "VariantReady",
+    "WireError",
     "__version__",
     "all_backends",
     "answer",

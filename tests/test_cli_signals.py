@@ -131,9 +131,11 @@ def test_the_engine_host_exits_quietly_when_its_window_dies() -> None:
     script = (
         "import multiprocessing as mp, time\n"
         "from engine.run.host import host_main\n"
+        "from engine.run.wire import PipeConnection\n"
         "if __name__ == '__main__':\n"
         "    ctx = mp.get_context('spawn')\n"
-        "    parent, child = ctx.Pipe()\n"
+        "    raw, child = ctx.Pipe()\n"
+        "    parent = PipeConnection(raw)\n"
         "    proc = ctx.Process(target=host_main, args=(child, 0.02))\n"
         "    proc.start(); child.close()\n"
         "    parent.recv()  # the host is up and sending\n"

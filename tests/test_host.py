@@ -30,13 +30,15 @@ from engine.events import (
 from engine.run import commands as cmds
 from engine.run.host import CONTINUED, host_main
 from engine.run.sample_log import MAX_SAMPLES
+from engine.run.wire import PipeConnection
 from tests.conftest import DEMO_CNN
 
 
 class Host:
     def __init__(self, nice: int = 0, max_samples: int = MAX_SAMPLES) -> None:
         ctx = mp.get_context("spawn")
-        self.conn, child = ctx.Pipe()
+        parent, child = ctx.Pipe()
+        self.conn = PipeConnection(parent)  # wire messages, as the window sends them
         self.proc = ctx.Process(
             target=host_main, args=(child, 0.1, nice, None, max_samples), daemon=True
         )
@@ -244,7 +246,8 @@ def _throttling_gpu() -> dict[str, float]:
 
 def test_gpu_throttling_is_flagged_on_the_live_run_once() -> None:
     ctx = mp.get_context("spawn")
-    conn, child = ctx.Pipe()
+    parent, child = ctx.Pipe()
+    conn = PipeConnection(parent)
     proc = ctx.Process(target=host_main, args=(child, 0.05, 0, [_throttling_gpu]), daemon=True)
     proc.start()
     child.close()

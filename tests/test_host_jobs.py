@@ -12,7 +12,6 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 from unittest.mock import MagicMock
@@ -26,6 +25,7 @@ from engine.run import commands as cmds
 from engine.run.host import host_main
 from engine.run.job_inputs import JobInputs
 from engine.run.jobs import JOBS, job_for, job_name
+from engine.run.wire import PipeConnection
 from engine.session import open_session_file
 from engine.tune.sweep import SweepPoint
 from engine.tune.sweep_job import SweepRequest, SweepStored
@@ -35,9 +35,10 @@ WAIT_S = 120.0
 
 
 @pytest.fixture
-def host() -> Iterator[tuple[Connection, Any]]:
+def host() -> Iterator[tuple[PipeConnection, Any]]:
     ctx = mp.get_context("spawn")
-    conn, child = ctx.Pipe()
+    parent, child = ctx.Pipe()
+    conn = PipeConnection(parent)
     proc = ctx.Process(target=host_main, args=(child, 1.0, 0), name="opscope-engine")
     proc.start()
     child.close()
@@ -50,7 +51,7 @@ def host() -> Iterator[tuple[Connection, Any]]:
             proc.kill()
 
 
-def _updates(conn: Connection, job_id: int, until: Any) -> list[JobUpdate]:
+def _updates(conn: PipeConnection, job_id: int, until: Any) -> list[JobUpdate]:
     """The job's updates until `until(update)` says stop (or its end)."""
     seen: list[JobUpdate] = []
     deadline = time.monotonic() + WAIT_S
@@ -86,7 +87,7 @@ def test_every_registered_job_resolves() -> None:
         assert callable(job_for(request_type.__new__(request_type)))
 
 
-def test_a_bad_request_fails_in_one_line(host: tuple[Connection, Any], tmp_path: Path) -> None:
+def test_a_bad_request_fails_in_one_line(host: tuple[PipeConnection, Any], tmp_path: Path) -> None:
     conn, _ = host
     conn.send(cmds.RunJob(1, _sweep(tmp_path, ["16", "32"], dim="no_such_dim")))
     *_, end = _updates(conn, 1, lambda u: False)
@@ -95,7 +96,7 @@ def test_a_bad_request_fails_in_one_line(host: tuple[Connection, Any], tmp_path:
 
 
 def test_cancel_keeps_the_points_done_and_a_kill_is_told(
-    host: tuple[Connection, Any], tmp_path: Path
+    host: tuple[PipeConnection, Any], tmp_path: Path
 ) -> None:
     conn, proc = host
     conn.send(cmds.RunJob(1, _sweep(tmp_path, ["16", "24", "32", "48", "64", "96", "128"])))

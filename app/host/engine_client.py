@@ -1,5 +1,9 @@
 """The GUI's one handle on the engine host process: commands out, event batches in as Qt
-signals. A crash in the host becomes a `host_died` signal, never a dead window."""
+signals. A crash in the host becomes a `host_died` signal, never a dead window.
+
+The host is a child process here, or `opscope remote host` on another machine over the
+user's ssh (`target`; app/host/remote_link.py): the same commands and events, as wire
+messages (data, never pickles) either way."""
 
 from __future__ import annotations
 
@@ -9,13 +13,26 @@ import dataclasses
 import multiprocessing as mp
 import threading
 from collections.abc import Callable
-from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.api import Event, JobInputs, RunConfig, describe_exit
+from app.host.remote_link import RemoteLink
+from engine.api import (
+    Channel,
+    Event,
+    GenerationStarted,
+    JobInputs,
+    Notice,
+    PipeConnection,
+    RunConfig,
+    RunStarted,
+    ServingStarted,
+    Target,
+    WireError,
+    describe_exit,
+)
 from engine.api import commands as cmds
 
 Sink = Callable[[list[Event]], None]
@@ -34,17 +51,31 @@ class EngineClient(QObject):
         super().__init__(parent)
         self._sink = sink  # e.g. the session recorder; runs on the reader thread
         self.nice = nice  # the host's CPU priority below ours; applies from the next start
-        self._proc: BaseProcess | None = None
-        self._conn: Connection | None = None
+        self._proc: BaseProcess | RemoteLink | None = None
+        self._conn: Channel | None = None
         self._reader: threading.Thread | None = None
         self._closing = False
         self._generation = 0
         self.last_load: tuple[str, dict[str, tuple[int, ...]], str | None] | None = None
         self._load_cmd: cmds.Load | None = None  # what a restart sends again
         self.last_config = RunConfig()
+        self.target: Target | None = None  # None: a host process on this machine
+
+    @property
+    def where(self) -> str:
+        """Where the engine runs: "this machine" or the host's label once connected."""
+        if self.target is None:
+            return "this machine"
+        link = self._proc
+        if isinstance(link, RemoteLink) and link.ssh.facts:
+            return link.ssh.label
+        return str(self.target)
 
     # lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
+        if self.target is not None:
+            self._start_remote(self.target)
+            return
         ctx = mp.get_context("spawn")  # never fork a process that has Qt threads
         parent, child = ctx.Pipe()
         from engine.api import host_main
@@ -57,16 +88,47 @@ class EngineClient(QObject):
         proc.start()
         atexit.register(_kill_if_alive, proc)
         child.close()
-        self._proc, self._conn, self._closing = proc, parent, False
+        conn = PipeConnection(parent)  # data, never pickles, as over SSH (engine/run/wire.py)
+        self._proc, self._conn, self._closing = proc, conn, False
         self._generation += 1
         self._reader = threading.Thread(
             target=self._read,
-            args=(parent, proc, self._generation),
+            args=(conn, proc, self._generation),
             name="opscope-engine-reader",
             daemon=True,
         )
         self._reader.start()
         self.host_started.emit()
+
+    def _start_remote(self, target: Target) -> None:
+        self._closing = False
+        self._generation += 1
+        generation = self._generation
+
+        def connected(conn: Channel) -> None:
+            self._conn = conn
+            self._reader = threading.Thread(
+                target=self._read,
+                args=(conn, link, generation),
+                name="opscope-engine-reader",
+                daemon=True,
+            )
+            self._reader.start()
+
+        def failed(message: str) -> None:
+            if not self._closing and generation == self._generation:
+                self._tell(self.host_died, message)
+
+        link = RemoteLink(target, self._deliver, connected, failed)
+        self._proc, self._conn = link, None
+        link.start()
+        self.host_started.emit()
+
+    def connect_to(self, target: Target | None) -> None:
+        """The engine on `target` from now on (None: this machine): the host restarted
+        there with the last model and config (its files sent first)."""
+        self.target = target
+        self.restart()
 
     def restart(self) -> None:
         """A fresh host with the last model and config."""
@@ -86,7 +148,7 @@ class EngineClient(QObject):
             proc.join(timeout)
         if proc.is_alive():
             proc.kill()
-            proc.join(2)
+        proc.join(2)  # reaped (an ssh link's pipes closed), even one that died before
         if self._reader is not None:
             self._reader.join(2)
         self._proc = None
@@ -171,28 +233,43 @@ class EngineClient(QObject):
         self._send(cmd)
 
     def _send(self, cmd: cmds.Command) -> None:
+        if isinstance(self._proc, RemoteLink):  # in order, its files sent first
+            self._proc.send(cmd)
+            return
         if self._conn is None:
             return
         with contextlib.suppress(BrokenPipeError, OSError):  # the reader reports the death
             self._conn.send(cmd)
 
-    def _read(self, conn: Connection, proc: BaseProcess, generation: int) -> None:
+    def _read(self, conn: Channel, proc: BaseProcess, generation: int) -> None:
         while True:
             try:
                 batch = conn.recv()
             except (EOFError, OSError):
                 break
-            if self._sink is not None:
-                try:
-                    self._sink(batch)
-                except Exception as exc:  # recording must not stop the live view
-                    self._tell(self.host_died, f"recording failed: {exc}")
-                    self._sink = None
-            if not self._tell(self.events, batch):
+            except WireError as exc:  # not OpScope's messages: refused, the host stopped
+                self._closing = True
+                self.kill_host()
+                self._tell(self.host_died, f"engine host refused: it sent {exc}")
+                return
+            if isinstance(proc, RemoteLink):
+                batch = _with_host_notes(batch, proc.ssh.label)
+            if not self._deliver(batch):
                 return
         proc.join(2)
         if not self._closing and generation == self._generation:
-            self._tell(self.host_died, describe_exit(proc.exitcode))
+            why = proc.why() if isinstance(proc, RemoteLink) else describe_exit(proc.exitcode)
+            self._tell(self.host_died, why)
+
+    def _deliver(self, batch: list[Event]) -> bool:
+        """A batch to the recorder, then the window (False once nobody is left to tell)."""
+        if self._sink is not None:
+            try:
+                self._sink(batch)
+            except Exception as exc:  # recording must not stop the live view
+                self._tell(self.host_died, f"recording failed: {exc}")
+                self._sink = None
+        return self._tell(self.events, batch)
 
     @staticmethod
     def _tell(signal: Any, value: object) -> bool:
@@ -203,6 +280,22 @@ class EngineClient(QObject):
         except RuntimeError:  # "Signal source has been deleted"
             return False
         return True
+
+
+_STARTS = (RunStarted, ServingStarted, GenerationStarted)
+
+
+def _with_host_notes(batch: list[Event], label: str) -> list[Event]:
+    """Each run started on a remote host carries where it ran (recorded with the run)."""
+    if not any(isinstance(e, _STARTS) for e in batch):
+        return batch
+    note = Notice("note", f"ran on {label} over SSH: timed there, the link's latency is not in it")
+    out: list[Event] = []
+    for e in batch:
+        if isinstance(e, _STARTS):
+            out.append(note)
+        out.append(e)
+    return out
 
 
 def _kill_if_alive(proc: BaseProcess) -> None:

@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Protocol
 
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QBoxLayout, QDockWidget, QFileDialog, QMenu, QMessageBox
+from PySide6.QtWidgets import (
+    QBoxLayout,
+    QDockWidget,
+    QFileDialog,
+    QInputDialog,
+    QMenu,
+    QMessageBox,
+)
 
 from app.host.background import Background
 from app.host.engine_client import EngineClient
@@ -16,7 +23,7 @@ from app.sessions.exports import ExportNotice, add_export_actions
 from app.sessions.recording import Recording
 from app.shell.help_dialogs import guide_dialog, shortcuts_dialog
 from app.shell.main_window import STEPPED_KEY, MainWindow
-from engine.api import Compacted, backends
+from engine.api import Compacted, OpScopeError, Target, backends
 
 
 class Workbench(Protocol):
@@ -34,6 +41,7 @@ class Workbench(Protocol):
     def save_session_as(self) -> None: ...
     def toggle_running(self, reason: str = "paused") -> None: ...
     def restart_engine(self) -> None: ...
+    def connect_host(self, target: Target | None) -> None: ...
     def set_yield_cpu(self, on: bool) -> None: ...
     def traffic_dock_run(self) -> None: ...
     def stop_load(self) -> None: ...
@@ -111,6 +119,13 @@ def build_menus(wb: Workbench) -> Menus:
         lambda: _import_hf(wb),
         None,
         "Build a genai folder from a Hugging Face model folder (offline) and open it",
+    )
+    act(
+        file,
+        "Connect to &Host…",
+        lambda: _connect_host(wb),
+        "Ctrl+Shift+H",
+        "Run the engine on another machine over your own ssh; the session stays here",
     )
     file.addSeparator()
     act(
@@ -251,6 +266,39 @@ def _open_session(wb: Workbench) -> None:
     path, _ = QFileDialog.getOpenFileName(wb.window, "Open Session", "", SESSION_FILTER)
     if path:
         wb.open_session(path)
+
+
+THIS_MACHINE = "this machine"
+
+
+def _connect_host(wb: Workbench) -> None:
+    """Ask where the engine runs: a recent host, a new [USER@]HOST[:PORT], or this machine."""
+    from app.shell.main_window import add_recent_host, recent_hosts
+
+    settings = wb.window.settings
+    current = str(wb.client.target) if wb.client.target is not None else THIS_MACHINE
+    items = [current, *(h for h in [THIS_MACHINE, *recent_hosts(settings)] if h != current)]
+    text, ok = QInputDialog.getItem(
+        wb.window,
+        "Connect to Host",
+        "Run the engine on [USER@]HOST[:PORT] over your ssh (OpScope of this version "
+        "installed there), or on this machine:",
+        items,
+        0,
+        True,
+    )
+    if not ok or not text.strip():
+        return
+    if text.strip() == THIS_MACHINE:
+        wb.connect_host(None)
+        return
+    try:
+        target = Target.parse(text)
+    except OpScopeError as exc:
+        wb.window.banner.show_message("error", str(exc))
+        return
+    add_recent_host(settings, str(target))
+    wb.connect_host(target)
 
 
 def _import_hf(wb: Workbench) -> None:

@@ -40,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="record into this session file (default: a new file in the autosave folder)",
     )
     p.add_argument(
+        "--host",
+        metavar="[USER@]HOST[:PORT]",
+        help="run the engine on that machine over your own ssh (`opscope` installed there, "
+        "the same version); the session is recorded here",
+    )
+    p.add_argument(
         "--screenshot", metavar="PNG", help="save a PNG of the main window just before quitting"
     )
     p.add_argument(
@@ -71,7 +77,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     from app.shell.workbench import Workbench
-    from engine.api import OpScopeError, escape_controls
+    from engine.api import OpScopeError, Target, escape_controls
+
+    try:
+        target = Target.parse(args.host) if args.host else None
+    except OpScopeError as exc:
+        print(f"opscope gui: error: {escape_controls(str(exc))}", file=sys.stderr)
+        return 2
 
     _quiet_offscreen_warnings()
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -80,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     app.setOrganizationName("OpScope")
     collector = gui_thread_gc()  # noqa: F841 (kept for the app's life)
     try:
-        wb = Workbench(session_path=args.session)
+        wb = Workbench(session_path=args.session, host=target)
     except OpScopeError as exc:  # not even an autosave file can be written
         print(f"opscope: error: {escape_controls(str(exc))}", file=sys.stderr)
         if args.quit_after is None:  # a modal would block a scripted run forever

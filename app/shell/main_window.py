@@ -53,6 +53,8 @@ class MainWindow(QMainWindow):
 
     def __init__(self, usable_providers: list[str]) -> None:
         super().__init__()
+        self._model_name: str | None = None
+        self._host: str | None = None  # where the engine runs, when not on this machine
         self.setWindowTitle("OpScope")
         self.setAcceptDrops(True)
         self.settings = QSettings("OpScope", "OpScope")
@@ -275,7 +277,18 @@ class MainWindow(QMainWindow):
             f"{info.name}\n{info.nodes} nodes, {info.params:,} params\n{inputs}"
         )
         self.model_label.setToolTip(info.path)
-        self.setWindowTitle(f"OpScope — {info.name}")
+        self._model_name = info.name
+        self._set_title()
+
+    def show_host(self, host: str | None) -> None:
+        """The engine's host in the title ("on gpu-box"); None: this machine."""
+        self._host = host
+        self._set_title()
+
+    def _set_title(self) -> None:
+        parts = ["OpScope", *([self._model_name] if self._model_name else [])]
+        where = f" (engine on {self._host})" if self._host else ""
+        self.setWindowTitle(" — ".join(parts) + where)
 
     def variant_ready(self, ev: VariantReady) -> None:
         after = f" → {ev.nodes}" if ev.nodes is not None else ""
@@ -351,7 +364,7 @@ class MainWindow(QMainWindow):
         self.banner.show_message(
             "error",
             f"{why}. {saved}.",
-            action="Restart engine",
+            action="Reconnect" if self._host else "Restart engine",
             key="engine-died",
         )
 
@@ -435,6 +448,19 @@ def _file_name(text: str) -> str:
 
 def _openable(path: str) -> bool:
     return Path(path).suffix.lower() in (*backends.model_suffixes(), *SESSION_SUFFIXES)
+
+
+def recent_hosts(settings: QSettings) -> list[str]:
+    value: Any = settings.value("recent/hosts", [])
+    if isinstance(value, str):
+        value = [value]
+    return [str(v) for v in value or []][:10]
+
+
+def add_recent_host(settings: QSettings, host: str) -> list[str]:
+    hosts = [host, *(h for h in recent_hosts(settings) if h != host)][:10]
+    settings.setValue("recent/hosts", hosts)
+    return hosts
 
 
 def recent_files(settings: QSettings) -> list[str]:

@@ -23,7 +23,7 @@ from app.shell.main_window import SESSION_SUFFIXES, MainWindow, add_recent
 from app.shell.pause_holds import PauseHolds
 from app.traffic.traffic_controller import TrafficController
 from app.tune.tune_controller import TuneController
-from engine.api import OpScopeError, cpu_name, gpu_facts, provider_label
+from engine.api import OpScopeError, Target, cpu_name, gpu_facts, provider_label
 from widgets.numbers import figure
 
 STATUS_INTERVAL_MS = 500
@@ -34,7 +34,12 @@ YIELD_KEY = "engine/yield_cpu"
 class Workbench(QObject, PauseHolds):
     """Owns the live app's parts and their lifetimes."""
 
-    def __init__(self, session_path: str | None = None, usable: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        session_path: str | None = None,
+        usable: list[str] | None = None,
+        host: Target | None = None,
+    ) -> None:
         super().__init__()
         from app.live.config_panel import usable_providers
 
@@ -42,6 +47,8 @@ class Workbench(QObject, PauseHolds):
         self.recording = self._open_recording(session_path)
         yields = self.window.settings.value(YIELD_KEY, True, type=bool)
         self.client = EngineClient(sink=self.recording.sink, nice=ENGINE_NICE if yields else 0)
+        self.client.target = host  # None: a host process on this machine
+        self.window.show_host(None if host is None else str(host))
         self.jobs = JobRunner(self.client)  # every long job: load runs, tune, sweeps...
         self.controller = LiveController(self.window, self.client)
         self.generation = GenerationController(self.window, self.controller, self.client)
@@ -192,10 +199,25 @@ class Workbench(QObject, PauseHolds):
             provider += f" (asked for {provider_label(c.requested)})"
         self.window.set_status(
             c.model_name or "no model",
-            f"{provider} on {self.device}",
+            f"{provider} on {self.where()}",
             rate or "waiting for samples…",
             self.recording.status(),
         )
+
+    def where(self) -> str:
+        """The engine's machine as the status bar names it."""
+        return self.device if self.client.target is None else self.client.where
+
+    def connect_host(self, target: Target | None) -> None:
+        """The engine on `target` from now on (None: this machine); the model and config
+        shown go on there (the model's files sent first); the session stays here."""
+        self.window.banner.clear_all()
+        self.controller.expect_events = False
+        self.client.connect_to(target)
+        self.running = True
+        self.menus.set_running(True)
+        self.window.show_host(None if target is None else str(target))
+        self.update_status()
 
     def quit(self) -> None:
         """File > Quit, or the main window closed: the app ends, with every read-only

@@ -114,8 +114,25 @@ def _say(out: Any, message: dict[str, Any]) -> None:
     out.flush()
 
 
+def serve_window() -> int:
+    """The engine host for a window on another machine: the same loop as a local window's,
+    its commands and event batches as wire messages (engine/run/wire.py: data, never code)
+    framed on this process's stdin and stdout. Anything a library prints goes to stderr,
+    never into the frames. Ends when the window closes its side (or the link drops)."""
+    wire_out = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    from engine.run.host import host_main
+    from engine.run.wire import StreamConnection
+
+    host_main(StreamConnection(0, wire_out))
+    return 0
+
+
 def main_remote(action: str, rest: list[str]) -> int:
-    """`opscope remote version | put SHA SIZE NAME | take PATH`."""
+    """`opscope remote version | put SHA SIZE NAME | take PATH | host`."""
+    if action == "host" and not rest:
+        return serve_window()
     if action == "version":
         _say(sys.stdout, hello())
         return 0
@@ -135,7 +152,7 @@ def main_cli(argv: list[str]) -> int:
 
     try:
         if not argv:
-            raise ConfigError("remote: version, put SHA SIZE NAME or take PATH")
+            raise ConfigError("remote: version, put SHA SIZE NAME, take PATH or host")
         return main_remote(argv[0], argv[1:])
     except (OpScopeError, ValueError) as exc:
         text = " ".join(str(exc).split())[:400]

@@ -46,6 +46,7 @@ from engine.run.jobs import on_loaded_model
 from engine.run.live import LiveRun, Staged, stage
 from engine.run.sample_log import MAX_SAMPLES
 from engine.run.serving_jobs import LoadedModel
+from engine.run.wire import Channel, as_channel
 
 SEND_INTERVAL_S = 0.05
 PROFILE_EVERY_S = 30.0  # the first background pass after a config's own
@@ -63,7 +64,7 @@ def next_profile_interval(every_s: float) -> float:
 class Outbox:
     """Collects events from any thread and sends them as one list every ~50 ms."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Channel) -> None:
         self._conn = conn
         self._items: list[Event] = []
         self._lock = threading.Lock()
@@ -210,7 +211,7 @@ def lower_priority(nice: int) -> int:
 
 
 def host_main(
-    conn: Connection,
+    pipe: Connection | Channel,
     telemetry_interval_s: float = 0.1,
     nice: int = 0,
     samplers: list[Callable[[], dict[str, float]]] | None = None,
@@ -228,6 +229,7 @@ def host_main(
 
     A live run keeps every sample for its summary, up to `max_samples`; then it ends and
     the same config goes on in a new run (marked CONTINUED), so the host stays bounded."""
+    conn = as_channel(pipe)  # data on the wire, never pickles (engine/run/wire.py)
     obtained = lower_priority(nice)
     out = Outbox(conn)
     if obtained > 0:

@@ -1,0 +1,119 @@
+"""The engine host on another machine, held like a local host process: it connects over
+the user's ssh in the background (the window never waits on the network), and sends each
+command in order, the files it names first (once, by content hash, with progress). A
+command whose files cannot be sent fails in one line as a command does on a local host."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from engine.api import (
+    Channel,
+    CommandFailed,
+    FileSender,
+    JobUpdate,
+    OpScopeError,
+    Progress,
+    SshHost,
+    Target,
+    commands,
+)
+
+_STOP = object()
+
+
+class RemoteLink:
+    """`send` queues; a worker connects, then sends in order. Shaped as the process the
+    client holds (is_alive, kill, join, exitcode, pid) plus `why` for its end."""
+
+    def __init__(
+        self,
+        target: Target,
+        deliver: Callable[[list[Any]], object],
+        connected: Callable[[Channel], None],
+        failed: Callable[[str], None],
+    ) -> None:
+        self.ssh = SshHost(target)
+        self._deliver, self._connected, self._failed = deliver, connected, failed
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._files = FileSender(target, self._progress)
+        self._conn: Channel | None = None
+        self._ended = threading.Event()  # the worker is done (failed, stopped or killed)
+        self._failure: str | None = None
+        self._worker = threading.Thread(target=self._work, daemon=True, name="opscope-ssh-send")
+
+    def start(self) -> None:
+        self._worker.start()
+
+    # as the client's process ------------------------------------------------------------
+    def send(self, cmd: Any) -> None:
+        self._queue.put(cmd)
+
+    def is_alive(self) -> bool:
+        if self._failure is not None:
+            return False
+        return not self._ended.is_set() if self._conn is None else self.ssh.is_alive()
+
+    def kill(self) -> None:
+        self._files.cancelled.set()
+        self._queue.put(_STOP)
+        self.ssh.kill()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._worker.join(timeout)
+        self.ssh.join(timeout)
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.ssh.exitcode
+
+    @property
+    def pid(self) -> int | None:
+        return self.ssh.pid
+
+    def why(self) -> str:
+        return self._failure or self.ssh.why()
+
+    # the worker --------------------------------------------------------------------------
+    def _progress(self, name: str, done: int, total: int) -> None:
+        mb = f"{done / 1e6:.1f} of {total / 1e6:.1f} MB"
+        self._deliver(
+            [Progress("upload", done, total, f"sending {name} to {self.ssh.target}: {mb}")]
+        )
+
+    def _work(self) -> None:
+        try:
+            conn = self.ssh.start()
+        except OpScopeError as exc:
+            self._failure = str(exc)
+            self._ended.set()
+            self._failed(self._failure)
+            return
+        self._conn = conn
+        self._connected(conn)
+        try:
+            while (cmd := self._queue.get()) is not _STOP:
+                try:
+                    out = self._files.command(cmd)
+                except KeyboardInterrupt:  # killed while a file was sent
+                    break
+                except OpScopeError as exc:
+                    self._deliver([_failed(cmd, str(exc))])
+                    continue
+                conn.send(out)
+                if isinstance(cmd, commands.Shutdown):
+                    self.ssh.close_input()
+                    break
+        except OSError:  # the link dropped: the reader says so
+            pass
+        finally:
+            self._ended.set()
+
+
+def _failed(cmd: Any, message: str) -> Any:
+    if isinstance(cmd, commands.RunJob):
+        return JobUpdate(cmd.job_id, "failed", message)
+    return CommandFailed(type(cmd).__name__.lower(), message)

@@ -1,0 +1,190 @@
+"""The window's engine host on another machine: `opscope remote host` over the user's own
+ssh, speaking the wire messages a local host speaks (engine/run/wire.py), and the files the
+window's commands name sent once by content hash into the host's cache first.
+
+Nothing listens on the server: the host is a child of the user's ssh session and ends with
+it. Timing happens on the host; the link's latency never enters a measurement."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import os
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ConfigError
+from engine.remote.link import RemoteError, hello, send_file
+from engine.remote.target import Target
+from engine.run import commands as cmds
+from engine.run.wire import StreamConnection
+
+# Jobs that write the window's own files (the session, an export, an imported model) or
+# read a folder: they run where the window is, not over SSH yet (one line says so).
+LOCAL_ONLY_JOBS = frozenset(
+    {"TuneRequest", "SweepRequest", "PromptSweepRequest", "ExportRequest", "ImportRequest"}
+)
+Progress = Callable[[str, int, int], None]  # (file name, bytes sent, bytes in all)
+
+
+class SshHost:
+    """`opscope remote host` on `target`, as a process the window holds (the shape of a
+    multiprocessing Process: is_alive, kill, join, exitcode, pid)."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.facts: dict[str, Any] = {}
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._err: collections.deque[str] = collections.deque(maxlen=5)
+
+    def start(self) -> StreamConnection:
+        """The handshake (refused in one line when the host's OpScope differs), then the
+        host started; its channel. RemoteError when it cannot be reached."""
+        self.facts = hello(self.target)
+        proc = subprocess.Popen(self.target.ssh("remote", "host"), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self._proc = proc
+        threading.Thread(target=self._drain_stderr, daemon=True, name="opscope-ssh-err").start()
+        return StreamConnection(proc.stdout.fileno(), proc.stdin.fileno())
+
+    def _drain_stderr(self) -> None:
+        assert self._proc is not None and self._proc.stderr is not None
+        for raw in iter(self._proc.stderr.readline, b""):
+            line = raw.decode(errors="replace").strip()
+            if line:
+                self._err.append(line)
+
+    @property
+    def label(self) -> str:
+        """ "gpu-box: 1 GPU, Intel Xeon ..." (its CPU alone where it has no GPU)."""
+        gpus = self.facts.get("gpus") or 0
+        cpu = self.facts.get("cpu") or "?"
+        what = f"{gpus} GPU{'s' if gpus > 1 else ''}, {cpu}" if gpus else cpu
+        return f"{self.facts.get('hostname') or self.target.host}: {what}"
+
+    def is_alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for ssh to end; once it has, its pipes are closed."""
+        if self._proc is None:
+            return
+        try:
+            self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return
+        for pipe in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+    def close_input(self) -> None:
+        """The window's side closed: the host ends its run (keeping it) and exits."""
+        if self._proc is not None and self._proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._proc.stdin.close()
+
+    @property
+    def exitcode(self) -> int | None:
+        return None if self._proc is None else self._proc.poll()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def why(self) -> str:
+        """One line: what ended the host (the link dropped, the host died)."""
+        code = self.exitcode
+        last = self._err[-1] if self._err else ""
+        if code == 255:
+            return f"{self.target}: the connection dropped ({last or 'ssh exited 255'})"
+        return f"{self.target}: the engine host ended (exit {code}{'; ' + last if last else ''})"
+
+
+class FileSender:
+    """Local files named by the window's commands, sent once into the host's cache: the
+    command with the host's paths in their place. A folder is refused in one line."""
+
+    def __init__(self, target: Target, progress: Progress | None = None) -> None:
+        self.target = target
+        self.progress = progress
+        self._sent: dict[tuple[str, int, int], str] = {}
+        self.cancelled = threading.Event()
+
+    def path(self, local: str) -> str:
+        p = Path(local)
+        if p.is_dir():
+            raise ConfigError(f"{local}: a folder is not sent over SSH yet (use a single file)")
+        if not p.is_file():
+            raise ConfigError(f"{local}: no such file")
+        st = p.stat()
+        key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+        if key in self._sent:
+            return self._sent[key]
+
+        def tell(done: int, total: int) -> None:
+            if self.cancelled.is_set():
+                raise KeyboardInterrupt
+            if self.progress is not None:
+                self.progress(p.name, done, total)
+
+        remote, _ = send_file(self.target, p, tell)
+        self._sent[key] = remote
+        return remote
+
+    def command(self, cmd: Any) -> Any:
+        """`cmd` with every local file it names replaced by the host's copy."""
+        if isinstance(cmd, cmds.Load):
+            return dataclasses.replace(
+                cmd,
+                path=self.path(cmd.path),
+                inputs_npz=self._maybe(cmd.inputs_npz),
+                calibration_npz=self._maybe(cmd.calibration_npz),
+            )
+        if isinstance(cmd, cmds.SetInputs):
+            return dataclasses.replace(
+                cmd,
+                inputs_npz=self._maybe(cmd.inputs_npz),
+                calibration_npz=self._maybe(cmd.calibration_npz),
+            )
+        if isinstance(cmd, cmds.RunJob):
+            name = type(cmd.request).__name__
+            if name in LOCAL_ONLY_JOBS:
+                raise ConfigError(
+                    f"{name.removesuffix('Request').lower()}: not from a window connected "
+                    f"to {self.target} yet (run it with the command line's --host)"
+                )
+            return dataclasses.replace(cmd, request=self._files_in(cmd.request))
+        return cmd
+
+    def _maybe(self, local: str | None) -> str | None:
+        return None if local is None else self.path(local)
+
+    def _files_in(self, value: Any) -> Any:
+        """A request with each field that names an existing local file sent and replaced
+        (nested dataclasses too)."""
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            changes = {}
+            for f in dataclasses.fields(value):
+                if not f.init:
+                    continue
+                old = getattr(value, f.name)
+                new = self._files_in(old)
+                if new is not old:
+                    changes[f.name] = new
+            return dataclasses.replace(value, **changes) if changes else value
+        if isinstance(value, str) and value and os.sep in value and os.path.exists(value):
+            return self.path(value)
+        return value
+
+
+__all__ = ["FileSender", "RemoteError", "SshHost"]

@@ -1,0 +1,125 @@
+"""The window with its engine on another machine: a real SSH server on localhost
+(tests/ssh_server.py), the host `opscope remote host` in a process of its own, wire
+messages between them. The session is recorded here; a hostile host is refused in one
+line; a dropped link is a banner with Reconnect, and Reconnect resumes."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+from pytestqt.qtbot import QtBot
+
+from app.shell.workbench import Workbench
+from engine.remote.target import Target
+from engine.session.store import open_session_file
+from tests.conftest import DEMO_CNN
+from tests.ssh_server import SSHHost, ssh_host
+
+pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client (ssh)")
+TIMEOUT_MS = 120_000
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHHost]:
+    with ssh_host(tmp_path_factory.mktemp("ssh")) as h:
+        yield h
+
+
+@pytest.fixture
+def target(host: SSHHost, monkeypatch: pytest.MonkeyPatch) -> Target:
+    for k, v in host.client_env.items():
+        monkeypatch.setenv(k, v)
+    return Target.parse(f"127.0.0.1:{host.port}")
+
+
+def _bench(qtbot: QtBot, tmp_path: Path, target: Target) -> Workbench:
+    wb = Workbench(session_path=str(tmp_path / "remote.opscope"), usable=["cpu"], host=target)
+    qtbot.addWidget(wb.window)
+    wb.window.show()
+    wb.start(str(DEMO_CNN))
+    return wb
+
+
+def test_a_live_run_on_a_host_is_recorded_here_and_reconnect_resumes(
+    qtbot: QtBot, tmp_path: Path, target: Target, host: SSHHost
+) -> None:
+    wb = _bench(qtbot, tmp_path, target)
+    try:
+        qtbot.waitUntil(lambda: wb.controller.samples > 20, timeout=TIMEOUT_MS)
+        assert f"engine on {target}" in wb.window.windowTitle()
+        wb.update_status()
+        assert "over" not in wb.window.status_provider.text()  # the host's label, not ours
+        assert wb.client.where.split(":")[0] in wb.window.status_provider.text()
+        sent = list((host.cache / "remote" / "files").rglob(DEMO_CNN.name))
+        assert len(sent) == 1  # the model went into the host's cache, by its hash
+        # the link drops (ssh killed): one line, Reconnect, nothing recorded lost
+        wb.client.kill_host()
+        qtbot.waitUntil(wb.window.banner.isVisible, timeout=TIMEOUT_MS)
+        text = wb.window.banner.text.text()
+        assert str(target) in text and "saved in the session" in text
+        assert wb.window.banner.action.text() == "Reconnect"
+        before = wb.controller.samples
+        wb.window.banner.action.click()
+        qtbot.waitUntil(lambda: wb.controller.samples > before + 20, timeout=TIMEOUT_MS)
+        assert len(list((host.cache / "remote" / "files").rglob(DEMO_CNN.name))) == 1
+    finally:
+        wb.shutdown()
+    store = open_session_file(tmp_path / "remote.opscope")
+    try:
+        runs = store.runs()
+        assert len(runs) >= 2 and runs[0].samples > 0
+        notes = [m.text for m in store.markers() if m.kind == "notice"]
+        assert sum("over SSH: timed there" in n for n in notes) >= 2, notes
+    finally:
+        store.close()
+
+
+HOSTILE = """
+import os, struct, sys
+if sys.argv[1:3] == ["remote", "host"]:
+    bad = b'{"v":1,"m":[{"$dc":"os:system","f":{"command":"touch PWNED"}}]}'
+    os.write(1, struct.pack(">I", len(bad)) + bad)
+    sys.stdin.read()
+else:
+    os.execv(sys.executable, [sys.executable, "-m", "app.entry", *sys.argv[1:]])
+"""
+
+
+def test_a_hostile_host_is_refused_in_one_line(
+    qtbot: QtBot, tmp_path: Path, target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "hostile.py"
+    script.write_text(HOSTILE)
+    monkeypatch.setenv("OPSCOPE_REMOTE_COMMAND", f"{sys.executable} {script}")
+    wb = _bench(qtbot, tmp_path, target)
+    try:
+        qtbot.waitUntil(wb.window.banner.isVisible, timeout=TIMEOUT_MS)
+        text = wb.window.banner.text.text()
+        assert "refused" in text and "os:system" in text and "wire schema" in text
+        assert not (tmp_path / "PWNED").exists() and not Path("PWNED").exists()
+    finally:
+        wb.shutdown()
+
+
+def test_an_unreachable_host_is_one_line_and_the_window_stays(
+    qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: SSHHost
+) -> None:
+    for k, v in host.client_env.items():
+        monkeypatch.setenv(k, v)
+    wb = _bench(qtbot, tmp_path, Target.parse("127.0.0.1:1"))  # nothing listens there
+    try:
+        qtbot.waitUntil(wb.window.banner.isVisible, timeout=TIMEOUT_MS)
+        text = wb.window.banner.text.text()
+        assert "127.0.0.1:1: cannot connect" in text
+        assert "\n" not in text and "Traceback" not in text
+        wb.connect_host(None)  # back to this machine: runs here
+        qtbot.waitUntil(lambda: wb.controller.samples > 10, timeout=TIMEOUT_MS)
+        assert "engine on" not in wb.window.windowTitle()
+    finally:
+        wb.shutdown()
