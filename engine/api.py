@@ -70,12 +70,13 @@ from engine.model.model_explorer import export_overlay
 from engine.model.sizes import size_text
 from engine.remote.link import RemoteError
 from engine.remote.target import Target
-from engine.remote.window_host import FileSender, SshHost
+from engine.remote.window_host import FileSender, SshHost, window_side
 from engine.run import commands
 from engine.run.child_job import describe_exit
 from engine.run.generation import GenerateRequest
 from engine.run.graph_job import GraphRequest
 from engine.run.host import host_main
+from engine.run.host_jobs import HostJobs
 from engine.run.job_inputs import JobInputs
 from engine.run.jobs import job_name
 from engine.run.memory_job import MemoryRequest
@@ -136,6 +137,7 @@ __all__ = [
     "GenerationSteps",
     "Goal",
     "GraphRequest",
+    "HostJobs",
     "ImportRequest",
     "JobInputs",
     "JobUpdate",
@@ -245,6 +247,7 @@ __all__ = [
     "sweep_result_of",
     "throughput",
     "traceable_runs",
+    "window_side",
     "with_recorded_stats",
     "with_trace_window",
     "write_report",

@@ -123,3 +123,33 @@ def test_an_unreachable_host_is_one_line_and_the_window_stays(
         assert "engine on" not in wb.window.windowTitle()
     finally:
         wb.shutdown()
+
+
+def test_jobs_from_a_connected_window_run_where_their_files_are(
+    qtbot: QtBot, tmp_path: Path, target: Target, host: SSHHost
+) -> None:
+    """Memory on the host (the model sent there), an export here (it reads the session
+    here), a tune refused in one line (it records into the session file as it goes)."""
+    from app.sessions.exports import ExportNotice
+
+    wb = _bench(qtbot, tmp_path, target)
+    dock = wb.window.memory  # type: ignore[attr-defined]
+    try:
+        qtbot.waitUntil(lambda: wb.controller.samples > 20, timeout=TIMEOUT_MS)
+        dock.measure_button.click()
+        qtbot.waitUntil(lambda: not dock.measure_button.isEnabled(), timeout=5_000)
+        qtbot.waitUntil(lambda: dock.measure_button.isEnabled(), timeout=TIMEOUT_MS)
+        assert dock.status.text().startswith("measured on CPUExecutionProvider"), dock.status.text()
+        assert dock.view.summary.text().startswith("Weights 1.3 MB (float32")
+        wb.recording.flush()
+        notice = wb.window.findChild(ExportNotice)
+        notice.start("report", str(wb.recording.path), str(tmp_path / "r.html"))
+        qtbot.waitUntil(lambda: not notice.busy, timeout=TIMEOUT_MS)
+        assert "<svg" in (tmp_path / "r.html").read_text()
+        qtbot.waitUntil(lambda: wb.running, timeout=10_000)
+        wb.tuner.start()
+        qtbot.waitUntil(lambda: not wb.tuner.running, timeout=TIMEOUT_MS)
+        said = wb.tuner.dock.summary.text()
+        assert said.startswith("tune failed: tune: not from a window connected to"), said
+    finally:
+        wb.shutdown()

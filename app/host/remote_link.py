@@ -14,12 +14,14 @@ from engine.api import (
     Channel,
     CommandFailed,
     FileSender,
+    HostJobs,
     JobUpdate,
     OpScopeError,
     Progress,
     SshHost,
     Target,
     commands,
+    window_side,
 )
 
 _STOP = object()
@@ -43,6 +45,8 @@ class RemoteLink:
         self._conn: Channel | None = None
         self._ended = threading.Event()  # the worker is done (failed, stopped or killed)
         self._failure: str | None = None
+        self._here = HostJobs(lambda ev: deliver([ev]))  # exports, imports: the window's files
+        self._here_ids: set[int] = set()
         self._worker = threading.Thread(target=self._work, daemon=True, name="opscope-ssh-send")
 
     def start(self) -> None:
@@ -50,7 +54,15 @@ class RemoteLink:
 
     # as the client's process ------------------------------------------------------------
     def send(self, cmd: Any) -> None:
-        self._queue.put(cmd)
+        if window_side(cmd):
+            self._here_ids.add(cmd.job_id)
+            self._here.start(cmd.job_id, cmd.request)
+        elif isinstance(cmd, commands.CancelJob) and cmd.job_id in self._here_ids:
+            self._here.cancel(cmd.job_id)
+        else:
+            if isinstance(cmd, commands.Shutdown):  # the window closes: as the host does
+                self._here.stop_all()
+            self._queue.put(cmd)
 
     def is_alive(self) -> bool:
         if self._failure is not None:
@@ -58,6 +70,7 @@ class RemoteLink:
         return not self._ended.is_set() if self._conn is None else self.ssh.is_alive()
 
     def kill(self) -> None:
+        self._here.stop_all(wait_s=0)
         self._files.cancelled.set()
         self._queue.put(_STOP)
         self.ssh.kill()

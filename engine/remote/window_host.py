@@ -23,11 +23,12 @@ from engine.remote.target import Target
 from engine.run import commands as cmds
 from engine.run.wire import StreamConnection
 
-# Jobs that write the window's own files (the session, an export, an imported model) or
-# read a folder: they run where the window is, not over SSH yet (one line says so).
-LOCAL_ONLY_JOBS = frozenset(
-    {"TuneRequest", "SweepRequest", "PromptSweepRequest", "ExportRequest", "ImportRequest"}
-)
+# Jobs on the window's own files (an export reads the session here, an import writes a
+# model folder here): they run on this machine even when the engine is on a host.
+WINDOW_SIDE_JOBS = frozenset({"ExportRequest", "ImportRequest"})
+# Jobs that record straight into the window's session file (each trial, each point): not
+# from a connected window yet (one line says so; the command line's --host runs a tune).
+NOT_OVER_SSH_JOBS = frozenset({"TuneRequest", "SweepRequest", "PromptSweepRequest"})
 Progress = Callable[[str, int, int], None]  # (file name, bytes sent, bytes in all)
 
 
@@ -158,10 +159,10 @@ class FileSender:
             )
         if isinstance(cmd, cmds.RunJob):
             name = type(cmd.request).__name__
-            if name in LOCAL_ONLY_JOBS:
+            if name in NOT_OVER_SSH_JOBS:
                 raise ConfigError(
                     f"{name.removesuffix('Request').lower()}: not from a window connected "
-                    f"to {self.target} yet (run it with the command line's --host)"
+                    f"to {self.target} yet (Connect to Host > this machine runs it here)"
                 )
             return dataclasses.replace(cmd, request=self._files_in(cmd.request))
         return cmd
@@ -187,4 +188,9 @@ class FileSender:
         return value
 
 
-__all__ = ["FileSender", "RemoteError", "SshHost"]
+def window_side(cmd: Any) -> bool:
+    """Whether `cmd` is a job that runs where the window is (WINDOW_SIDE_JOBS)."""
+    return isinstance(cmd, cmds.RunJob) and type(cmd.request).__name__ in WINDOW_SIDE_JOBS
+
+
+__all__ = ["FileSender", "RemoteError", "SshHost", "window_side"]
