@@ -45,7 +45,7 @@ class RemoteLink:
         self._conn: Channel | None = None
         self._ended = threading.Event()  # the worker is done (failed, stopped or killed)
         self._failure: str | None = None
-        self._here = HostJobs(lambda ev: deliver([ev]))  # exports, imports: the window's files
+        self._here = HostJobs(self._deliver_one)  # exports, imports: the window's files
         self._here_ids: set[int] = set()
         self._worker = threading.Thread(target=self._work, daemon=True, name="opscope-ssh-send")
 
@@ -89,6 +89,9 @@ class RemoteLink:
 
     def why(self) -> str:
         return self._failure or self.ssh.why()
+
+    def _deliver_one(self, ev: Any) -> None:
+        self._deliver([ev])
 
     # the worker --------------------------------------------------------------------------
     def _progress(self, name: str, done: int, total: int) -> None:
