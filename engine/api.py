@@ -70,7 +70,7 @@ from engine.model.model_explorer import export_overlay
 from engine.model.sizes import size_text
 from engine.remote.link import RemoteError
 from engine.remote.target import Target
-from engine.remote.window_host import FileSender, SshHost, window_side
+from engine.remote.window_host import FileSender, SshHost, finished_jobs, window_side
 from engine.run import commands
 from engine.run.child_job import describe_exit
 from engine.run.generation import GenerateRequest
@@ -216,6 +216,7 @@ __all__ = [
     "editable_dims",
     "escape_controls",
     "export_overlay",
+    "finished_jobs",
     "front",
     "genai_folder",
     "gpu_facts",

@@ -144,8 +144,10 @@ class RunEnded:
 
 @dataclass(frozen=True, slots=True)
 class PeaksMeasured:
-    """The machine's peaks (`engine.machine.peaks.load_peaks`), measured by the engine host, with
-    timing paused, because none were cached (or a GPU run needed the GPU's)."""
+    """The engine host's machine's peaks (`engine.machine.peaks.load_peaks`): its cached ones
+    once, or measured with timing paused because none were cached (or a GPU run needed the
+    GPU's, or operators beat the cached roofs). The window's roofline uses these, never its
+    own machine's, when the host is elsewhere."""
 
     peaks: dict[str, Any]
 

@@ -129,7 +129,8 @@ def test_jobs_from_a_connected_window_run_where_their_files_are(
     qtbot: QtBot, tmp_path: Path, target: Target, host: SSHHost
 ) -> None:
     """Memory on the host (the model sent there), an export here (it reads the session
-    here), a tune refused in one line (it records into the session file as it goes)."""
+    here), a tune on the host recording into a session of the host's, whose trial runs are
+    merged into the window's session before the dock hears the tune ended."""
     from app.sessions.exports import ExportNotice
 
     wb = _bench(qtbot, tmp_path, target)
@@ -147,9 +148,36 @@ def test_jobs_from_a_connected_window_run_where_their_files_are(
         qtbot.waitUntil(lambda: not notice.busy, timeout=TIMEOUT_MS)
         assert "<svg" in (tmp_path / "r.html").read_text()
         qtbot.waitUntil(lambda: wb.running, timeout=10_000)
-        wb.tuner.start()
-        qtbot.waitUntil(lambda: not wb.tuner.running, timeout=TIMEOUT_MS)
-        said = wb.tuner.dock.summary.text()
-        assert said.startswith("tune failed: tune: not from a window connected to"), said
+        tune = wb.window.tune
+        for p, box in tune.precisions.items():
+            box.setChecked(p in ("fp32", "int8-dynamic"))
+        for f, box in tune.fusions.items():
+            box.setChecked(f == "all")
+        tune.threads.setText("1")
+        tune.duration.setValue(0.5)
+        tune.start_button.click()
+        qtbot.waitUntil(lambda: tune.table.rowCount() == 2, timeout=TIMEOUT_MS)
+        qtbot.waitUntil(lambda: tune.start_button.isEnabled(), timeout=TIMEOUT_MS)
+        assert "best: trial" in tune.summary.text(), tune.summary.text()
+        wb.recording.flush()
+        with open_session_file(wb.recording.path) as reader:
+            assert sum(r.kind == "bench" for r in reader.runs()) == 2  # merged from the host
+        assert not list((host.cache / "remote" / "results").glob("*.opscope"))  # taken
+    finally:
+        wb.shutdown()
+
+
+def test_a_generating_model_runs_on_the_host_sent_as_its_folder(
+    qtbot: QtBot, tmp_path: Path, target: Target, host: SSHHost
+) -> None:
+    demo_llm = Path(__file__).resolve().parent.parent / "resources" / "models" / "demo_llm"
+    wb = Workbench(session_path=str(tmp_path / "llm.opscope"), usable=["cpu"], host=target)
+    qtbot.addWidget(wb.window)
+    wb.window.show()
+    wb.start(str(demo_llm))
+    try:
+        qtbot.waitUntil(lambda: wb.generation.stats.total > 3, timeout=TIMEOUT_MS)
+        (folder,) = (host.cache / "remote" / "files" / "folders").glob("*/demo_llm")
+        assert (folder / "genai_config.json").is_file()
     finally:
         wb.shutdown()

@@ -308,6 +308,34 @@ def test_missing_peaks_are_measured_by_the_host_with_timing_paused(
     assert cached_peaks() == measured.peaks  # cached for every later window and CLI run
 
 
+def test_cached_peaks_go_to_the_window_once_measured_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window's roofline uses the host's peaks, which may be another machine's: cached
+    roofs that no operator beats are sent as they are, once, and nothing is measured."""
+    import json
+
+    from engine.events import OpProfile, PeaksMeasured
+    from engine.machine.peaks import peaks_path
+
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))
+    peaks_path().parent.mkdir(parents=True)
+    high = {"cpu": {"memory_gbps": 1e6, "gflops": 1e7}, "gpu": None}
+    peaks_path().write_text(json.dumps(high))
+    host = Host()
+    try:
+        host.send(cmds.Load(str(DEMO_CNN)))
+        sent = host.wait_for(lambda e: isinstance(e, PeaksMeasured), timeout=120)
+        assert sent.peaks == high
+        host.send(cmds.Profile())  # a second pass: nothing sent again
+        first = host.events.index(sent)
+        host.wait_for(lambda e: isinstance(e, OpProfile), start=first + 1)
+        assert sum(isinstance(e, PeaksMeasured) for e in host.events) == 1
+        assert not any(isinstance(e, Progress) and e.stage == "peaks" for e in host.events)
+    finally:
+        host.close()
+
+
 def test_roofs_the_operators_beat_are_measured_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

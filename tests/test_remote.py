@@ -225,3 +225,99 @@ def test_a_host_that_lies_about_what_arrived_is_refused(
     assert done.returncode == 2, done.stderr
     assert "arrived changed" in done.stderr.strip().splitlines()[-1]
     assert "Traceback" not in done.stderr
+
+
+@needs_ssh
+def test_a_model_with_external_data_goes_as_a_folder_once(
+    via: str, host: SSHHost, tmp_path: Path
+) -> None:
+    """The model and the file its weights live in, each sent by hash, assembled on the
+    host as a folder; the same folder again is found there, not rebuilt."""
+    import onnx
+
+    model = onnx.load(str(DEMO_CNN))
+    src = tmp_path / "ext"
+    src.mkdir()
+    onnx.save(model, str(src / "cnn.onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="cnn.weights")  # fmt: skip
+    (src / "unrelated.bin").write_bytes(b"x" * 100)  # not the model's: not sent
+    out = tmp_path / "r.json"
+    args = ["bench", src / "cnn.onnx", "--host", via, "--duration", "0.2", "--min-runs", "3",
+            "--no-accuracy", "--json", out]  # fmt: skip
+    done = opscope(*args, check=True)
+    assert "cnn.onnx and its files on the host" in done.stderr
+    assert json.loads(out.read_text())["latency_ms"]["count"] >= 3
+    folders = list((host.cache / "remote" / "files" / "folders").glob("*/ext"))
+    assert len(folders) == 1
+    sent = sorted(p.name for p in folders[0].iterdir() if not p.name.startswith("."))
+    assert sent == ["cnn.onnx", "cnn.weights"]
+    opscope(*args, check=True)
+    assert len(list((host.cache / "remote" / "files" / "folders").glob("*/ext"))) == 1
+    (src / "cnn.weights").unlink()
+    missing = opscope(*args)
+    assert missing.returncode == 2 and "cnn.weights" in missing.stderr
+
+
+def test_the_host_assembles_only_plain_paths_of_files_it_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from engine.remote.host_side import assemble, received_root
+
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))
+    stored = received_root() / ("a" * 64) / "m.onnx"
+    stored.parent.mkdir(parents=True)
+    stored.write_bytes(b"1234")
+    good = {"path": "sub/m.onnx", "sha256": "a" * 64, "size": 4}
+    for name, files in (("ok", [{**good, "path": "../m.onnx"}]),
+                        ("ok", [{**good, "path": "/etc/m.onnx"}]),
+                        ("ok", [{**good, "sha256": "b" * 64}]),
+                        ("ok", [{**good, "size": 5}]), ("ok", []), ("../x", [good])):  # fmt: skip
+        with pytest.raises(ConfigError, match="remote folder"):
+            assemble(name, {"files": files}, io.StringIO())
+    said = io.StringIO()
+    folder = assemble("ok", {"files": [good]}, said)
+    assert (folder / "sub" / "m.onnx").read_bytes() == b"1234"
+    assert json.loads(said.getvalue()) == {"folder": str(folder)}
+
+
+DEMO_LLM = Path(__file__).resolve().parent.parent / "resources" / "models" / "demo_llm"
+
+
+@needs_ssh
+def test_tune_gate_and_generate_on_a_host(via: str, host: SSHHost, tmp_path: Path) -> None:
+    """A CI job on a CPU runner tunes, gates and generates on the GPU box: the trials'
+    runs come back into the local session, gate's verdict and exit code are the host's,
+    a genai folder goes as its files."""
+    from engine.session.store import open_session_file
+
+    session = tmp_path / "tuned.opscope"
+    out = tmp_path / "t.json"
+    opscope("tune", DEMO_CNN, "--host", via, "--space", "batch=1,2", "--duration", "0.3",
+            "--session", session, "--json", out, check=True)  # fmt: skip
+    tuned = json.loads(out.read_text())
+    assert tuned["host"]["target"] == via and len(tuned["trials"]) == 2
+    with open_session_file(session) as reader:
+        assert len(reader.runs()) == 2  # each trial's run, copied here
+    base = tmp_path / "base.opscope"  # gate's baseline: runs of the config it gates
+    for _ in range(2):
+        opscope("bench", DEMO_CNN, "--host", via, "--duration", "0.2", "--min-runs", "5",
+                "--threads", "1", "--no-accuracy", "--session", base, check=True)  # fmt: skip
+    gate = opscope("gate", base, DEMO_CNN, "--host", via, "--threads", "1", "--runs", "2",
+                   "--duration",
+                   "0.2", "--min-runs", "5", "--max-regression", "900", "--json", out)  # fmt: skip
+    assert gate.returncode in (0, 3), gate.stderr  # the host's verdict, whichever it is
+    assert json.loads(out.read_text())["host"]["target"] == via
+    refused = opscope("gate", base, DEMO_CNN, "--host", via, "--junit", tmp_path / "j.xml")
+    assert refused.returncode == 2 and "--junit with --host" in refused.stderr
+    opscope("sweep", DEMO_CNN, "--host", via, "--vary", "batch=1,2", "--duration", "0.2",
+            "--runs", "2", "--session", session, check=True)  # fmt: skip
+    with open_session_file(session) as reader:
+        (sweep,) = reader.sweeps()  # its row, its points' runs renumbered here
+        ids = {r.id for r in reader.runs()}
+        assert len(sweep.run_ids) == 2 and set(sweep.run_ids) <= ids and len(ids) == 4
+    gen = opscope("generate", DEMO_LLM, "--host", via, "--prompt-len", "8", "--new-tokens",
+                  "4", "--duration", "0.5", "--json", out, check=True)  # fmt: skip
+    assert "demo_llm and its files on the host" in gen.stderr
+    assert json.loads(out.read_text())["host"]["target"] == via

@@ -249,3 +249,49 @@ def test_a_recorded_session_taken_back_to_v4_migrates_to_the_same_trace(tmp_path
     with open_session_file(path) as reader:
         assert reader.version == 4
         assert reader.profile_trace(1) == result.profile.trace
+
+
+def test_a_hosts_session_merged_keeps_sweeps_and_memory_under_local_paths(
+    tmp_path: Path,
+) -> None:
+    """A host's session (a sweep, a memory report) merged into the window's: the sweep's
+    run ids renumbered, the memory report kept, the host's copy of the model named as the
+    file it was sent from."""
+    from engine.session.merge import copy_runs
+
+    src, dst = tmp_path / "host.opscope", tmp_path / "mine.opscope"
+    there, here = "/host/cache/remote/files/abc/m.onnx", "/work/m.onnx"
+    with SessionStore.create_or_open(dst) as store:
+        store.start_run({"kind": "live", "model_path": here})
+    with SessionStore.create_or_open(src) as store:
+        ids = [store.start_run({"kind": "bench", "model_path": there}) for _ in range(2)]
+        store.add_sweep(model_path=there, dim="batch", config={}, result={"points": []},
+                        run_ids=ids)  # fmt: skip
+        report = {
+            "provider_used": "CPUExecutionProvider",
+            "weights_bytes": {"total": 324_000.0,
+                              "by_dtype": {"int8": 316_000.0, "float32": 8_000.0},
+                              "as_loaded": {"float32": 1_270_000.0}},
+            "activations": {
+                "as_loaded": {"peak_bytes": 1_100_000.0, "at_node": "bn", "unknown_tensors": 2,
+                              "alive_at_peak": [], "timeline": [{"node": "a", "bytes": 1.0}]},
+                "as_run": {"peak_bytes": 258_000.0, "at_node": "conv_2", "unknown_tensors": 0,
+                           "alive_at_peak": [{"tensor": "t", "bytes": 200_000.0,
+                                              "producer": "conv_1"}],
+                           "timeline": [{"node": "conv_1", "bytes": 100_000.0},
+                                        {"node": "conv_2", "bytes": 258_000.0}]},
+            },
+            "measured": {"held_bytes": 16_000_000, "estimate_bytes": 582_000.0,
+                         "estimate_over_measured": 582_000.0 / 16_000_000, "rss_bytes": {}},
+            "load": {"read_s": 0.02, "variant_s": 4.2, "variant_cached": False, "session_s": 0.03,
+                     "model_loading_s": 0.002, "session_initialization_s": 0.021},
+        }  # fmt: skip
+        store.add_memory(model_path=there, config={}, report=report)
+    with SessionStore.create_or_open(dst) as store:
+        assert copy_runs(store, src, {there: here}) == [2, 3]
+    with open_session_file(dst) as reader:
+        assert [r.model_path for r in reader.runs()] == [here] * 3
+        (sweep,) = reader.sweeps()
+        assert list(sweep.run_ids) == [2, 3] and sweep.model_path == here
+        (memory,) = reader.memory()
+        assert memory.model_path == here and memory.report["weights_bytes"]["total"] == 324_000

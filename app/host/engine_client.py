@@ -252,8 +252,8 @@ class EngineClient(QObject):
                 self.kill_host()
                 self._tell(self.host_died, f"engine host refused: it sent {exc}")
                 return
-            if isinstance(proc, RemoteLink):
-                batch = _with_host_notes(batch, proc.ssh.label)
+            if isinstance(proc, RemoteLink):  # jobs' sessions merged before they are done
+                batch = _with_host_notes(proc.settle(batch), proc.ssh.label)
             if not self._deliver(batch):
                 return
         proc.join(2)

@@ -16,11 +16,13 @@ from engine.api import (
     FileSender,
     HostJobs,
     JobUpdate,
+    Notice,
     OpScopeError,
     Progress,
     SshHost,
     Target,
     commands,
+    finished_jobs,
     window_side,
 )
 
@@ -93,6 +95,17 @@ class RemoteLink:
     def _deliver_one(self, ev: Any) -> None:
         self._deliver([ev])
 
+    def settle(self, batch: list[Any]) -> list[Any]:
+        """`batch` once the sessions of the jobs ending in it are brought back from the host
+        and merged into ours (before the window hears they ended); a line if one was not."""
+        said: list[Any] = []
+        for job_id in finished_jobs(batch):
+            if job_id in self._files.sessions:
+                why = self._files.bring_back(job_id)
+                if why is not None:
+                    said.append(Notice("warning", why))
+        return [*said, *batch] if said else batch
+
     # the worker --------------------------------------------------------------------------
     def _progress(self, name: str, done: int, total: int) -> None:
         mb = f"{done / 1e6:.1f} of {total / 1e6:.1f} MB"
@@ -109,6 +122,7 @@ class RemoteLink:
             self._failed(self._failure)
             return
         self._conn = conn
+        self._files.results = self.ssh.facts.get("results")
         self._connected(conn)
         try:
             while (cmd := self._queue.get()) is not _STOP:

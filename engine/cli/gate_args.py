@@ -9,6 +9,7 @@ from typing import Any
 from engine.analysis.deltas import METRICS
 from engine.cli.arg_types import int_in, percent, seconds
 from engine.cli.common import add_json_flag, add_seed_flag, add_session_flag
+from engine.cli.remote_cmd import add_host_flag
 
 
 def add_gate_parser(sub: Any, add_knobs: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -66,6 +67,7 @@ def add_gate_parser(sub: Any, add_knobs: Callable[[argparse.ArgumentParser], Non
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
     p.add_argument("--summary", metavar="PATH", help="write a Markdown summary")
     add_json_flag(p)
+    add_host_flag(p)
     p.set_defaults(handler=_cmd_gate)
 
 
@@ -80,6 +82,10 @@ def _confidence(text: str) -> float:
 
 
 def _cmd_gate(args: argparse.Namespace) -> int:
+    if args.host:
+        from engine.cli.remote_cmd import cmd_remote
+
+        return cmd_remote(args)
     from engine.cli.gate_cmds import cmd_gate
 
     return cmd_gate(args)

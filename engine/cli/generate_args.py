@@ -8,6 +8,7 @@ from typing import Any
 from engine.backends.genai import CAPABILITIES as GENAI
 from engine.cli.arg_types import float_in, int_in, nonneg_int, seconds
 from engine.cli.common import add_json_flag, add_seed_flag, add_session_flag
+from engine.cli.remote_cmd import add_host_flag
 
 SHORT = {"int8": "int8-weights", "int4": "int4-weights"}  # the weight-only precisions' short names
 
@@ -89,10 +90,15 @@ def add_generate_parser(sub: Any) -> None:
         p, "record the run (kind generate: every generation's passes) in a session file"
     )
     add_json_flag(p)
+    add_host_flag(p)
     p.set_defaults(handler=_cmd_generate)
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
+    if args.host:
+        from engine.cli.remote_cmd import cmd_remote
+
+        return cmd_remote(args)
     from engine.cli.generate_cmds import cmd_generate
 
     return cmd_generate(args)

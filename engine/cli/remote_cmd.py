@@ -7,15 +7,16 @@ and named with the host. And `opscope remote ...`, what a host answers (host_sid
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 from engine.cli.common import EXIT_OK, write_json
-from engine.errors import ConfigError, ModelError
+from engine.errors import ConfigError, ModelError, OpScopeError
 
-DATA_FLAGS = ("--inputs", "--calibration", "--labels")
+DATA_FLAGS = ("--inputs", "--calibration", "--labels", "--prompts")
 
 
 def add_remote_parser(sub: Any) -> None:
@@ -43,12 +44,13 @@ def _cmd_remote(args: argparse.Namespace) -> int:
     return main_remote(args.action, list(args.rest))
 
 
-def rewrite(argv: list[str], model: str, remote_model: str, files: dict[str, str],
+def rewrite(argv: list[str], positionals: dict[str, str], files: dict[str, str],
             json_path: str) -> list[str]:  # fmt: skip
-    """The command line for the host: `--host` gone, the model and data files replaced by
-    their paths there, the JSON result written where the host keeps results."""
+    """The command line for the host: `--host` gone, the model (and gate's baseline:
+    `positionals`, each once) and data files replaced by their paths there, the JSON result
+    written where the host keeps results."""
     out: list[str] = []
-    i, model_done = 0, False
+    i, left = 0, dict(positionals)
     while i < len(argv):
         tok = argv[i]
         flag = tok.split("=", 1)[0]
@@ -59,17 +61,19 @@ def rewrite(argv: list[str], model: str, remote_model: str, files: dict[str, str
             out += [flag, files[flag]]
             i += 1 if "=" in tok else 2
             continue
-        if not model_done and tok == model:
-            out.append(remote_model)
-            model_done = True
+        if tok in left:
+            out.append(left.pop(tok))
         else:
             out.append(tok)
         i += 1
     return [*out, "--json", json_path]
 
 
-LOCAL_FILES = {  # flags that write a file here: not brought back from a host yet
+LOCAL_FILES = {  # flags that write a file here or reach elsewhere: refused with --host
     "explorer": "the Model Explorer file is not brought back yet; use --json",
+    "junit": "the JUnit file is not brought back yet; use --json",
+    "summary": "the summary file is not brought back yet; use --json",
+    "ray": "run the tune where the cluster is reached from instead",
 }
 
 
@@ -77,27 +81,31 @@ def cmd_remote(args: argparse.Namespace) -> int:
     """The command as typed, run on `args.host` (see the module's doc)."""
     from engine.remote.link import hello, run_relayed, take_result
     from engine.remote.target import Target
+    from engine.remote.window_host import external_data_files
 
     target = Target.parse(args.host)
     for flag, why in LOCAL_FILES.items():
         if getattr(args, flag, None):
             raise ConfigError(f"--{flag} with --host: {why}")
     model = Path(args.model)
-    if model.is_dir():
-        raise ModelError("a folder: --host sends single model files, not yet folders", model)
-    if not model.is_file():
-        raise ModelError("file not found (a single model file is sent to the host)", model)
-    _refuse_external_data(model)
+    if not model.exists():
+        raise ModelError("file not found", model)
+    external_data_files(model)  # a missing weights file: one line before connecting
     info = hello(target)
     remote_model = _send(target, model)
     files = {}
+    positionals = {args.model: remote_model}
+    baseline = getattr(args, "baseline", None)
+    if baseline:  # gate's baseline session: read there
+        if not Path(baseline).is_file():
+            raise ConfigError(f"{baseline}: no such session file")
+        positionals[baseline] = _send(target, Path(baseline))
     for flag in DATA_FLAGS:
-        value = getattr(args, flag[2:])
+        value = getattr(args, flag[2:], None)
         if value:
             path = Path(value)
-            if not path.is_file():
-                raise ConfigError(f"{flag} {value}: with --host, one file (a folder is not "
-                                  "sent yet)")  # fmt: skip
+            if not path.exists():
+                raise ConfigError(f"{flag} {value}: no such file or folder")
             files[flag] = _send(target, path)
     traffic = getattr(args, "traffic", None)
     if traffic and str(traffic).startswith("trace:"):  # the trace goes too, its path swapped
@@ -111,22 +119,19 @@ def cmd_remote(args: argparse.Namespace) -> int:
     result_path = f"{info['results']}/{run_id}.json"
     if getattr(args, "session", None):  # recorded there, then copied into the local file
         files["--session"] = f"{info['results']}/{run_id}.opscope"
-    argv = rewrite(list(args.argv), args.model, remote_model, files, result_path)
+    argv = rewrite(list(args.argv), positionals, files, result_path)
     try:
         code = run_relayed(target, argv)
     finally:  # what the host recorded comes back even when the run stopped early
         if "--session" in files:
-            _bring_session(target, files["--session"], Path(args.session))
-    if code != 0:
+            _bring_session(target, files["--session"], Path(args.session),
+                           {remote_model: str(args.model)})  # fmt: skip
+    if code != 0:  # a gate's regression (3) has its result too
+        with contextlib.suppress(OpScopeError):
+            if code == 3 and args.json:
+                write_json(args.json, _with_host(take_result(target, result_path), target, info))
         return code
-    result = take_result(target, result_path)
-    result["host"] = {
-        "target": str(target),
-        "hostname": str(info.get("hostname", ""))[:200],
-        "cpu": str(info.get("cpu", ""))[:200],
-        "gpus": int(info.get("gpus") or 0),
-        "timing": "on the host: the link's latency is not in any figure",
-    }
+    result = _with_host(take_result(target, result_path), target, info)
     h = result["host"]
     print(f"host       {h['hostname']} ({target}): {h['cpu']}, {h['gpus']} GPU(s); timed "
           "there, the link's latency is in no figure")  # fmt: skip
@@ -135,7 +140,18 @@ def cmd_remote(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _bring_session(target: Any, remote: str, local: Path) -> None:
+def _with_host(result: dict[str, Any], target: Any, info: dict[str, Any]) -> dict[str, Any]:
+    result["host"] = {
+        "target": str(target),
+        "hostname": str(info.get("hostname", ""))[:200],
+        "cpu": str(info.get("cpu", ""))[:200],
+        "gpus": int(info.get("gpus") or 0),
+        "timing": "on the host: the link's latency is not in any figure",
+    }
+    return result
+
+
+def _bring_session(target: Any, remote: str, local: Path, paths: dict[str, str]) -> None:
     """The session the host recorded, into `local` (created, or appended to) with new run
     ids: its runs carry the host's machine, telemetry and peaks."""
     import tempfile
@@ -153,34 +169,28 @@ def _bring_session(target: Any, remote: str, local: Path) -> None:
             print(f"warning: nothing recorded came back from the host ({exc})", file=sys.stderr)
             return
         with SessionStore.create_or_open(local) as store:
-            ids = copy_runs(store, copy)
+            ids = copy_runs(store, copy, paths)  # the model as named here
     print(f"recorded   {local} (run {', '.join(map(str, ids))} from {target})", file=sys.stderr)
 
 
 def _send(target: Any, path: Path) -> str:
+    """`path` on the host: a file by its hash, a folder or a model with external data as
+    its files, then the folder assembled there."""
     from engine.remote.link import send_file
+    from engine.remote.window_host import FileSender, external_data_files
 
-    def progress(done: int, total: int) -> None:
-        print(f"\rsending    {path.name}: {done / max(total, 1):.0%} of {total / 1e6:.1f} MB",
+    def progress(done: int, total: int, name: str = path.name) -> None:
+        print(f"\rsending    {name}: {done / max(total, 1):.0%} of {total / 1e6:.1f} MB",
               end="", file=sys.stderr, flush=True)  # fmt: skip
+
+    if path.is_dir() or external_data_files(path):
+        remote = FileSender(target, lambda n, d, t: progress(d, t, n)).path(str(path))
+        print(f"\ninfo: {path.name} and its files on the host (each sent once, by hash)",
+              file=sys.stderr)  # fmt: skip
+        return remote
 
     remote, sent = send_file(target, path, progress)
     print(("\n" if sent else "") + f"info: {path.name} "
           + ("sent to the host" if sent else "already on the host (same content)"),
           file=sys.stderr)  # fmt: skip
     return remote
-
-
-def _refuse_external_data(model: Path) -> None:
-    """A model whose weights live in other files is not sent yet: one line."""
-    if model.suffix.lower() != ".onnx":
-        return
-    import onnx
-
-    try:
-        m = onnx.load(str(model), load_external_data=False)
-    except Exception:
-        return  # the host says what is wrong with it, as locally
-    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer):
-        raise ModelError("its weights are in external data files, which --host does not send "
-                         "yet", model)  # fmt: skip

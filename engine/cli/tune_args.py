@@ -8,6 +8,7 @@ from typing import Any
 
 from engine.cli.arg_types import int_in, positive_ms, seconds, seed
 from engine.cli.common import add_json_flag, add_seed_flag, add_session_flag
+from engine.cli.remote_cmd import add_host_flag
 
 
 def add_tune_parser(sub: Any, add_knobs: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -46,10 +47,15 @@ def add_tune_parser(sub: Any, add_knobs: Callable[[argparse.ArgumentParser], Non
         help="run trials on a Ray cluster, one per node at a time (HOST:PORT from a node of "
         "the cluster, ray://HOST:10001 from elsewhere, or auto); needs opscope[ray]",
     )  # fmt: skip
+    add_host_flag(p)
     p.set_defaults(handler=_cmd_tune)
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
+    if args.host:
+        from engine.cli.remote_cmd import cmd_remote
+
+        return cmd_remote(args)
     from engine.cli.tune_cmds import cmd_tune
 
     return cmd_tune(args)
@@ -78,10 +84,15 @@ def add_sweep_parser(sub: Any, add_knobs: Any) -> None:
     add_seed_flag(p, "seed for generated inputs")
     add_json_flag(p)
     add_session_flag(p, "record each point's run")
+    add_host_flag(p)
     p.set_defaults(handler=_cmd_sweep)
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
+    if args.host:
+        from engine.cli.remote_cmd import cmd_remote
+
+        return cmd_remote(args)
     from engine.cli.sweep_cmds import cmd_sweep
 
     return cmd_sweep(args)

@@ -92,6 +92,54 @@ def receive(sha: str, size: int, name: str, src: BinaryIO, out: Any) -> Path:
     return path
 
 
+MAX_FOLDER_FILES = 10_000
+
+
+def assemble(name: str, manifest: Any, out: Any) -> Path:
+    """A folder named `name` made of files received before (`remote put`), each at its
+    relative path: `manifest` {"files": [{"path": "a/b.onnx", "sha256": hex, "size": n}]}.
+    Kept under the manifest's own hash (the same folder sent again is found, not rebuilt),
+    built aside and renamed into place whole; `{"folder": path}`."""
+    if not _NAME.match(name) or name.startswith("."):
+        raise ConfigError("remote folder: a plain folder name is needed")
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, list) or not 0 < len(files) <= MAX_FOLDER_FILES:
+        raise ConfigError(f"remote folder: 1 to {MAX_FOLDER_FILES} files are needed")
+    plan: list[tuple[Path, Path]] = []
+    for f in files:
+        rel, sha, size = (f.get(k) for k in ("path", "sha256", "size")) if isinstance(
+            f, dict) else (None, None, None)  # fmt: skip
+        parts = rel.split("/") if isinstance(rel, str) else []
+        if not parts or not all(_NAME.match(p) and p not in (".", "..") for p in parts):
+            raise ConfigError(f"remote folder: {str(rel)[:80]!r} is not a plain relative path")
+        if not (isinstance(sha, str) and _SHA.match(sha) and isinstance(size, int)):
+            raise ConfigError("remote folder: each file needs its sha256 and size")
+        stored = [p for p in (received_root() / sha).glob("*") if p.is_file()]
+        if not stored or stored[0].stat().st_size != size:
+            raise ConfigError(f"remote folder: {rel} was not received")
+        plan.append((stored[0], Path(*parts)))
+    key = hashlib.sha256(json.dumps(sorted(map(str, files)), sort_keys=True).encode())
+    dest = received_root() / "folders" / key.hexdigest() / name
+    if not dest.is_dir():
+        building = dest.parent / f".{name}.{os.getpid()}.part"
+        import shutil
+
+        for src, rel_path in plan:
+            target = building / rel_path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            # a copy, not a hard link: ONNX refuses external data with several links (a
+            # "hardlink attack"); the kernel copies (copy_file_range), reflinks where it can
+            shutil.copyfile(src, target)
+        try:
+            os.replace(building, dest)
+        except OSError:  # built meanwhile by another sender: theirs is the same
+            shutil.rmtree(building, ignore_errors=True)
+            if not dest.is_dir():
+                raise
+    _say(out, {"folder": str(dest)})
+    return dest
+
+
 def hand_back(path: str, out: BinaryIO) -> None:
     """A result file the host wrote under its results folder, sent whole, then removed."""
     p = Path(path).resolve()
@@ -130,7 +178,7 @@ def serve_window() -> int:
 
 
 def main_remote(action: str, rest: list[str]) -> int:
-    """`opscope remote version | put SHA SIZE NAME | take PATH | host`."""
+    """`opscope remote version | put SHA SIZE NAME | folder NAME | take PATH | host`."""
     if action == "host" and not rest:
         return serve_window()
     if action == "version":
@@ -138,6 +186,14 @@ def main_remote(action: str, rest: list[str]) -> int:
         return 0
     if action == "put" and len(rest) == 3:
         receive(rest[0], int(rest[1]), rest[2], sys.stdin.buffer, sys.stdout)
+        return 0
+    if action == "folder" and len(rest) == 1:
+        raw = sys.stdin.read(MAX_RESULT)
+        try:
+            manifest = json.loads(raw)
+        except ValueError:
+            raise ConfigError("remote folder: the manifest is not JSON") from None
+        assemble(rest[0], manifest, sys.stdout)
         return 0
     if action == "take" and len(rest) == 1:
         hand_back(rest[0], sys.stdout.buffer)
@@ -152,7 +208,7 @@ def main_cli(argv: list[str]) -> int:
 
     try:
         if not argv:
-            raise ConfigError("remote: version, put SHA SIZE NAME, take PATH or host")
+            raise ConfigError("remote: version, put SHA SIZE NAME, folder NAME, take PATH or host")
         return main_remote(argv[0], argv[1:])
     except (OpScopeError, ValueError) as exc:
         text = " ".join(str(exc).split())[:400]

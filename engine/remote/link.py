@@ -164,6 +164,35 @@ def send_file(
     return answer["stored"], True
 
 
+def send_folder(
+    target: Target,
+    root: Path,
+    files: list[Path] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> str:
+    """`files` (default: every file under `root`), each sent once by hash (send_file),
+    then assembled on the host as a folder named as `root`, at their paths relative to it:
+    the folder's path there. `progress` hears (file name, bytes sent, bytes in all)."""
+    chosen = files if files is not None else sorted(p for p in root.rglob("*") if p.is_file())
+    entries = []
+    for path in chosen:
+        tell = None if progress is None else (lambda d, t, n=path.name: progress(n, d, t))
+        send_file(target, path, tell)
+        sha = known_sha256(path)
+        assert sha is not None  # remembered by send_file, sent now or before
+        rel = path.relative_to(root).as_posix()
+        entries.append({"path": rel, "sha256": sha, "size": path.stat().st_size})
+    manifest = json.dumps({"files": entries}).encode()
+    proc = subprocess.run(target.ssh("remote", "folder", root.name), input=manifest,
+                          capture_output=True, timeout=HELLO_TIMEOUT_S)  # fmt: skip
+    if proc.returncode != 0:
+        raise _why(target, proc.returncode, proc.stderr.decode(errors="replace"))
+    answer = _answer(target, proc.stdout.decode(errors="replace"))
+    if not isinstance(answer.get("folder"), str):
+        raise RemoteError(f"{target}: answered no folder for {root.name}")
+    return str(answer["folder"])
+
+
 def run_relayed(target: Target, args: list[str]) -> int:
     """`opscope ARGS` on the host, its stdout and stderr relayed here as they come; its
     exit code (255: the connection failed or dropped, said in one line)."""

@@ -12,13 +12,15 @@ import contextlib
 import dataclasses
 import os
 import subprocess
+import tempfile
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError
-from engine.remote.link import RemoteError, hello, send_file
+from engine.errors import ConfigError, OpScopeError
+from engine.remote.link import RemoteError, hello, send_file, send_folder
 from engine.remote.target import Target
 from engine.run import commands as cmds
 from engine.run.wire import StreamConnection
@@ -26,9 +28,9 @@ from engine.run.wire import StreamConnection
 # Jobs on the window's own files (an export reads the session here, an import writes a
 # model folder here): they run on this machine even when the engine is on a host.
 WINDOW_SIDE_JOBS = frozenset({"ExportRequest", "ImportRequest"})
-# Jobs that record straight into the window's session file (each trial, each point): not
-# from a connected window yet (one line says so; the command line's --host runs a tune).
-NOT_OVER_SSH_JOBS = frozenset({"TuneRequest", "SweepRequest", "PromptSweepRequest"})
+# Jobs that record into a session file as they go (each trial, each point: `session`): on a
+# host they record into one of the host's own, brought back and merged here when they end.
+TERMINAL = ("done", "failed", "cancelled")
 Progress = Callable[[str, int, int], None]  # (file name, bytes sent, bytes in all)
 
 
@@ -115,32 +117,47 @@ class FileSender:
     """Local files named by the window's commands, sent once into the host's cache: the
     command with the host's paths in their place. A folder is refused in one line."""
 
-    def __init__(self, target: Target, progress: Progress | None = None) -> None:
+    def __init__(
+        self, target: Target, progress: Progress | None = None, results: str | None = None
+    ) -> None:
         self.target = target
         self.progress = progress
+        self.results = results  # the host's results folder (its handshake says)
         self._sent: dict[tuple[str, int, int], str] = {}
         self.cancelled = threading.Event()
+        self.sessions: dict[int, tuple[str, str]] = {}  # job id -> (host's session, ours)
+        self.local_of: dict[str, str] = {}  # a host's path -> the path it was sent from
 
     def path(self, local: str) -> str:
+        """The host's copy of `local`: a file, a folder (a genai model, a folder of inputs:
+        its files, then the folder assembled there), or an ONNX model whose weights are in
+        external data files (the model and those files, as a folder)."""
         p = Path(local)
-        if p.is_dir():
-            raise ConfigError(f"{local}: a folder is not sent over SSH yet (use a single file)")
-        if not p.is_file():
-            raise ConfigError(f"{local}: no such file")
+        if not p.exists():
+            raise ConfigError(f"{local}: no such file or folder")
         st = p.stat()
         key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
         if key in self._sent:
             return self._sent[key]
-
-        def tell(done: int, total: int) -> None:
-            if self.cancelled.is_set():
-                raise KeyboardInterrupt
-            if self.progress is not None:
-                self.progress(p.name, done, total)
-
-        remote, _ = send_file(self.target, p, tell)
+        if p.is_dir():
+            files = sorted(f for f in p.rglob("*") if f.is_file())
+            if not files:
+                raise ConfigError(f"{local}: an empty folder")
+            remote = send_folder(self.target, p, files, self._tell)
+        elif externals := external_data_files(p):
+            folder = send_folder(self.target, p.parent, [p, *externals], self._tell)
+            remote = f"{folder}/{p.name}"
+        else:
+            remote, _ = send_file(self.target, p, lambda d, t: self._tell(p.name, d, t))
         self._sent[key] = remote
+        self.local_of[remote] = local
         return remote
+
+    def _tell(self, name: str, done: int, total: int) -> None:
+        if self.cancelled.is_set():
+            raise KeyboardInterrupt
+        if self.progress is not None:
+            self.progress(name, done, total)
 
     def command(self, cmd: Any) -> Any:
         """`cmd` with every local file it names replaced by the host's copy."""
@@ -158,14 +175,41 @@ class FileSender:
                 calibration_npz=self._maybe(cmd.calibration_npz),
             )
         if isinstance(cmd, cmds.RunJob):
-            name = type(cmd.request).__name__
-            if name in NOT_OVER_SSH_JOBS:
-                raise ConfigError(
-                    f"{name.removesuffix('Request').lower()}: not from a window connected "
-                    f"to {self.target} yet (Connect to Host > this machine runs it here)"
-                )
-            return dataclasses.replace(cmd, request=self._files_in(cmd.request))
+            local_session = getattr(cmd.request, "session", None)
+            request = self._files_in(
+                dataclasses.replace(cmd.request, session=None) if local_session else cmd.request
+            )
+            if local_session:  # recorded there as it goes, merged here when it ends
+                if self.results is None:
+                    raise ConfigError(f"{self.target}: its handshake named no results folder")
+                there = f"{self.results}/{uuid.uuid4().hex}.opscope"
+                request = dataclasses.replace(request, session=there)
+                self.sessions[cmd.job_id] = (there, str(local_session))
+            return dataclasses.replace(cmd, request=request)
         return cmd
+
+    def bring_back(self, job_id: int) -> str | None:
+        """A job's session from the host merged into ours (its runs renumbered, the file
+        there removed); None, or one line saying why nothing came back."""
+        there, ours = self.sessions.pop(job_id)
+        from engine.remote.link import take_file
+        from engine.session.merge import copy_runs
+        from engine.session.store import SessionStore
+
+        with tempfile.TemporaryDirectory(prefix=".opscope-host-") as tmp:
+            copy = Path(tmp) / "host.opscope"
+            try:
+                take_file(self.target, there, copy)
+            except OpScopeError as exc:
+                if "only a result under" in str(exc):  # the job recorded nothing
+                    return None
+                return f"nothing recorded came back from {self.target} ({exc})"
+            try:
+                with SessionStore.create_or_open(ours) as store:
+                    copy_runs(store, copy, self.local_of)
+            except OpScopeError as exc:
+                return f"the runs from {self.target} could not be merged ({exc})"
+        return None
 
     def _maybe(self, local: str | None) -> str | None:
         return None if local is None else self.path(local)
@@ -188,9 +232,40 @@ class FileSender:
         return value
 
 
+def external_data_files(model: Path) -> list[Path]:
+    """The files an ONNX model's weights live in besides the model (none: []); one that is
+    missing or outside the model's folder is a ConfigError naming it."""
+    if model.suffix.lower() != ".onnx":
+        return []
+    import onnx
+
+    try:
+        m = onnx.load(str(model), load_external_data=False)
+    except Exception:
+        return []  # the host says what is wrong with it, as locally
+    names: set[str] = set()
+    for t in m.graph.initializer:
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            names.update(e.value for e in t.external_data if e.key == "location")
+    found = []
+    for name in sorted(names):
+        f = (model.parent / name).resolve()
+        if model.parent.resolve() not in f.parents or not f.is_file():
+            raise ConfigError(f"{model}: its external data file {name!r} is missing")
+        found.append(model.parent / name)
+    return found
+
+
+def finished_jobs(batch: list[Any]) -> list[int]:
+    """The ids of the jobs that end in `batch`."""
+    from engine.events import JobUpdate
+
+    return [e.job_id for e in batch if isinstance(e, JobUpdate) and e.kind in TERMINAL]
+
+
 def window_side(cmd: Any) -> bool:
     """Whether `cmd` is a job that runs where the window is (WINDOW_SIDE_JOBS)."""
     return isinstance(cmd, cmds.RunJob) and type(cmd.request).__name__ in WINDOW_SIDE_JOBS
 
 
-__all__ = ["FileSender", "RemoteError", "SshHost", "window_side"]
+__all__ = ["FileSender", "RemoteError", "SshHost", "finished_jobs", "window_side"]

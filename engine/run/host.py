@@ -169,6 +169,7 @@ class HostState:
     profile_every: float = PROFILE_EVERY_S
     stopped: Staged | None = None  # the config that Stop ended, for Start to resume
     peaks_tried: bool = False
+    peaks_sent: bool = False  # the window has this host's peaks
     throttle: ThrottleWatch = field(default_factory=ThrottleWatch)
     job: ThreadJob | None = None  # a load run or a calibration, timing paused meanwhile
     served: Staged | None = None  # the config it serves, resumed after it
@@ -469,8 +470,11 @@ def _peaks_if_missing(
     gpu = on_gpu(provider)
     roofs = roofs_for(cached, provider) if cached is not None else None
     beaten = above_roof(ops or [], roofs) if roofs is not None else []
-    if roofs is not None and not beaten:
-        return  # known, and no operator beats them
+    if cached is not None and roofs is not None and not beaten:  # known, unbeaten: the window
+        if not state.peaks_sent:  # gets this host's (it may be on another machine)
+            state.peaks_sent = True
+            out.put(PeaksMeasured(cached))
+        return
     state.peaks_tried = True
     if beaten and roofs is not None:
         top = beaten[0]

@@ -1,10 +1,13 @@
 """Runs recorded in another session file (a tune trial run on another machine of a Ray
-cluster writes its own) copied into this session with new run ids, every table that
-belongs to a run (samples, profiles, markers, serving rows...) with them."""
+cluster writes its own; a host over SSH records into one of its own) copied into this
+session with new run ids, every table that belongs to a run (samples, profiles, markers,
+serving rows...) with them, and the sweeps over them with their run ids renumbered."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
 
 from engine.errors import SessionFileError, one_line
@@ -13,9 +16,11 @@ from engine.session.store import SessionStore
 from engine.session.trust import corrupt
 
 
-def copy_runs(store: SessionStore, src: Path) -> list[int]:
-    """Copy every run of `src` into `store`; returns the new ids, in the source's order.
-    `src` must be a session of this version of the format (written by the same OpScope)."""
+def copy_runs(store: SessionStore, src: Path, paths: Mapping[str, str] | None = None) -> list[int]:
+    """Copy every run of `src` into `store`, with its sweeps and memory reports; returns the
+    new ids, in the source's order. `paths` renames model paths as they are here (a host's
+    copy of a model: the file it was sent from). `src` must be a session of this version
+    of the format (written by the same OpScope)."""
     try:
         probe = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
         try:
@@ -35,7 +40,7 @@ def copy_runs(store: SessionStore, src: Path) -> list[int]:
         conn.execute("ATTACH DATABASE ? AS trial", (str(src),))
         try:
             with store.transaction():
-                return _copy(conn)
+                return _copy(conn, dict(paths or {}))
         finally:
             conn.execute("DETACH DATABASE trial")
     except (sqlite3.Error, UnicodeDecodeError) as exc:  # locked, full, or a damaged trial
@@ -54,7 +59,7 @@ def _own_key(conn: sqlite3.Connection, table: str) -> str | None:
     return keys[0][0] if alone else None
 
 
-def _copy(conn: sqlite3.Connection) -> list[int]:
+def _copy(conn: sqlite3.Connection, paths: dict[str, str]) -> list[int]:
     model_cols = ", ".join(_columns(conn, "models"))
     conn.execute(
         f"INSERT OR IGNORE INTO main.models ({model_cols}) SELECT {model_cols} FROM trial.models"
@@ -68,6 +73,7 @@ def _copy(conn: sqlite3.Connection) -> list[int]:
         if "run_id" in _columns(conn, name)
     ]
     new_ids: list[int] = []
+    renumbered: dict[int, int] = {}
     for (old,) in conn.execute("SELECT id FROM trial.runs ORDER BY id").fetchall():
         cols = ", ".join(run_cols)
         cur = conn.execute(
@@ -75,6 +81,7 @@ def _copy(conn: sqlite3.Connection) -> list[int]:
         )
         new = int(cur.lastrowid or 0)
         new_ids.append(new)
+        renumbered[int(old)] = new
         for table in tables:
             kept = [c for c in _columns(conn, table) if c != _own_key(conn, table)]
             picked = ", ".join("?" if c == "run_id" else c for c in kept)
@@ -83,4 +90,45 @@ def _copy(conn: sqlite3.Connection) -> list[int]:
                 f"SELECT {picked} FROM trial.{table} WHERE run_id = ?",
                 (new, old),
             )
+    added = {
+        "runs": new_ids,
+        "sweeps": _copy_sweeps(conn, renumbered),
+        "memory": _copy_memory(conn),
+    }
+    for there, here in paths.items():
+        for table, ids in added.items():
+            marks = ", ".join("?" * len(ids))
+            if ids:
+                conn.execute(f"UPDATE main.{table} SET model_path = ? WHERE model_path = ? "
+                             f"AND id IN ({marks})", [here, there, *ids])  # fmt: skip
+        conn.execute("UPDATE main.models SET path = ? WHERE path = ?", (here, there))
     return new_ids
+
+
+def _copy_memory(conn: sqlite3.Connection) -> list[int]:
+    """Each memory report of the source (not a run's: rows of their own); the new ids."""
+    cols = ", ".join(c for c in _columns(conn, "memory") if c != "id")
+    ids = []
+    for (old,) in conn.execute("SELECT id FROM trial.memory ORDER BY id").fetchall():
+        cur = conn.execute(
+            f"INSERT INTO main.memory ({cols}) SELECT {cols} FROM trial.memory WHERE id = ?", (old,)
+        )
+        ids.append(int(cur.lastrowid or 0))
+    return ids
+
+
+def _copy_sweeps(conn: sqlite3.Connection, renumbered: dict[int, int]) -> list[int]:
+    """Each sweep of the source, its points' run ids as they are numbered here; the new
+    sweeps' ids."""
+    added = []
+    cols = [c for c in _columns(conn, "sweeps") if c != "id"]
+    for row in conn.execute(f"SELECT {', '.join(cols)} FROM trial.sweeps ORDER BY id").fetchall():
+        values = dict(zip(cols, row, strict=True))
+        ids = json.loads(values.get("run_ids") or "[]")
+        values["run_ids"] = json.dumps([renumbered[int(i)] for i in ids if int(i) in renumbered])
+        cur = conn.execute(
+            f"INSERT INTO main.sweeps ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+            [values[c] for c in cols],
+        )
+        added.append(int(cur.lastrowid or 0))
+    return added
