@@ -20,6 +20,7 @@ from engine.remote.target import Target
 from engine.session.store import open_session_file
 from tests.conftest import DEMO_CNN
 from tests.ssh_server import SSHHost, ssh_host
+from tests.test_app_llm_serving import _small
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client (ssh)")
 TIMEOUT_MS = 120_000
@@ -81,27 +82,50 @@ def test_a_live_run_on_a_host_is_recorded_here_and_reconnect_resumes(
 
 
 HOSTILE = """
-import os, struct, sys
-if sys.argv[1:3] == ["remote", "host"]:
-    bad = b'{"v":1,"m":[{"$dc":"os:system","f":{"command":"touch PWNED"}}]}'
-    os.write(1, struct.pack(">I", len(bad)) + bad)
+import json, os, struct, sys
+MODE = {mode!r}
+if sys.argv[1:3] == ["remote", "version"] and MODE == "version":
+    print(json.dumps({{"opscope": "9.9.9", "protocol": 1}}))
+elif sys.argv[1:3] == ["remote", "host"]:
+    if MODE == "schema":
+        bad = b'{{"v":1,"m":[{{"$dc":"os:system","f":{{"command":"touch PWNED"}}}}]}}'
+        os.write(1, struct.pack(">I", len(bad)) + bad)
+    elif MODE == "oversized":
+        os.write(1, struct.pack(">I", 2**31))
+    elif MODE == "wire":
+        bad = b'{{"v":99,"m":[]}}'
+        os.write(1, struct.pack(">I", len(bad)) + bad)
     sys.stdin.read()
 else:
     os.execv(sys.executable, [sys.executable, "-m", "app.entry", *sys.argv[1:]])
 """
 
 
+@pytest.mark.parametrize(
+    ("mode", "says"),
+    [
+        ("schema", "'os:system' is not in the wire schema"),
+        ("oversized", "a message of 2048 MiB (at most 512)"),
+        ("wire", "wire version 99"),
+        ("version", "runs OpScope 9.9.9"),
+    ],
+)
 def test_a_hostile_host_is_refused_in_one_line(
-    qtbot: QtBot, tmp_path: Path, target: Target, monkeypatch: pytest.MonkeyPatch
+    qtbot: QtBot,
+    tmp_path: Path,
+    target: Target,
+    monkeypatch: pytest.MonkeyPatch,
+    mode: str,
+    says: str,
 ) -> None:
     script = tmp_path / "hostile.py"
-    script.write_text(HOSTILE)
+    script.write_text(HOSTILE.format(mode=mode))
     monkeypatch.setenv("OPSCOPE_REMOTE_COMMAND", f"{sys.executable} {script}")
     wb = _bench(qtbot, tmp_path, target)
     try:
         qtbot.waitUntil(wb.window.banner.isVisible, timeout=TIMEOUT_MS)
         text = wb.window.banner.text.text()
-        assert "refused" in text and "os:system" in text and "wire schema" in text
+        assert says in text and "\n" not in text and "Traceback" not in text, text
         assert not (tmp_path / "PWNED").exists() and not Path("PWNED").exists()
     finally:
         wb.shutdown()
@@ -167,7 +191,7 @@ def test_jobs_from_a_connected_window_run_where_their_files_are(
         wb.shutdown()
 
 
-def test_a_generating_model_runs_on_the_host_sent_as_its_folder(
+def test_a_generating_model_and_its_serving_study_run_on_the_host(
     qtbot: QtBot, tmp_path: Path, target: Target, host: SSHHost
 ) -> None:
     demo_llm = Path(__file__).resolve().parent.parent / "resources" / "models" / "demo_llm"
@@ -175,9 +199,18 @@ def test_a_generating_model_runs_on_the_host_sent_as_its_folder(
     qtbot.addWidget(wb.window)
     wb.window.show()
     wb.start(str(demo_llm))
+    c = wb.llm_serving
     try:
         qtbot.waitUntil(lambda: wb.generation.stats.total > 3, timeout=TIMEOUT_MS)
         (folder,) = (host.cache / "remote" / "files" / "folders").glob("*/demo_llm")
         assert (folder / "genai_config.json").is_file()
+        _small(c.dock)  # an LLM serving study on the host: three layouts, then one for real
+        c.dock.simulate_button.click()
+        qtbot.waitUntil(lambda: not c.busy, timeout=TIMEOUT_MS)
+        assert c.dock.table.rowCount() == 3, c.dock.status.text()
+        c.dock.real_layout.setCurrentIndex(c.dock.real_layout.findData("colocated"))
+        c.dock.real_button.click()
+        qtbot.waitUntil(lambda: not c.busy, timeout=TIMEOUT_MS)
+        assert sum(not r.simulated for r in c.table.rows) == 1, c.dock.status.text()
     finally:
         wb.shutdown()

@@ -225,6 +225,8 @@ class EngineClient(QObject):
         self._send(cmds.Profile())
 
     def cancel_build(self) -> None:
+        if isinstance(self._proc, RemoteLink):  # the model's files may still be on their way
+            self._proc.cancel_upload()
         self._send(cmds.Cancel())
 
     # internals -----------------------------------------------------------------------

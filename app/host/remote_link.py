@@ -47,6 +47,7 @@ class RemoteLink:
         self._conn: Channel | None = None
         self._ended = threading.Event()  # the worker is done (failed, stopped or killed)
         self._failure: str | None = None
+        self._killed = False
         self._here = HostJobs(self._deliver_one)  # exports, imports: the window's files
         self._here_ids: set[int] = set()
         self._worker = threading.Thread(target=self._work, daemon=True, name="opscope-ssh-send")
@@ -71,7 +72,12 @@ class RemoteLink:
             return False
         return not self._ended.is_set() if self._conn is None else self.ssh.is_alive()
 
+    def cancel_upload(self) -> None:
+        """Stop sending the files of the command being sent (it fails, in one line)."""
+        self._files.cancelled.set()
+
     def kill(self) -> None:
+        self._killed = True
         self._here.stop_all(wait_s=0)
         self._files.cancelled.set()
         self._queue.put(_STOP)
@@ -126,10 +132,16 @@ class RemoteLink:
         self._connected(conn)
         try:
             while (cmd := self._queue.get()) is not _STOP:
+                if not self._killed:  # a Cancel meant for an earlier command
+                    self._files.cancelled.clear()
                 try:
                     out = self._files.command(cmd)
-                except KeyboardInterrupt:  # killed while a file was sent
-                    break
+                except KeyboardInterrupt:  # killed, or Cancel, while a file was sent
+                    if self._killed:
+                        break
+                    self._files.cancelled.clear()
+                    self._deliver([_failed(cmd, "cancelled while its files were sent")])
+                    continue
                 except OpScopeError as exc:
                     self._deliver([_failed(cmd, str(exc))])
                     continue

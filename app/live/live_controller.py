@@ -36,7 +36,7 @@ from engine.api import (
 )
 
 PER_CORE = re.compile(r"cpu\d+_percent$")  # recorded in the session, too many to draw
-BUILD_STAGES = {"load", "variant", "calibration", "session", "accuracy"}
+BUILD_STAGES = {"upload", "load", "variant", "calibration", "session", "accuracy"}
 _PEAKS_NOTICE = (
     "Measuring this machine's peaks, once (a few seconds; timing pauses meanwhile). "
     "The roofline uses them; later launches reuse them."
