@@ -214,3 +214,25 @@ def test_a_generating_model_and_its_serving_study_run_on_the_host(
         assert sum(not r.simulated for r in c.table.rows) == 1, c.dock.status.text()
     finally:
         wb.shutdown()
+
+
+def test_cancel_stops_a_models_upload_and_the_link_stays(
+    qtbot: QtBot, tmp_path: Path, target: Target, host: SSHHost
+) -> None:
+    wb = _bench(qtbot, tmp_path, target)
+    big = tmp_path / "big.onnx"
+    with open(big, "wb") as fh:  # sparse: 2 GB to send, nothing on this disk
+        fh.truncate(2 << 30)
+    panel = wb.window.config_panel
+    try:
+        qtbot.waitUntil(lambda: wb.controller.samples > 10, timeout=TIMEOUT_MS)
+        wb.open_model(str(big))
+        qtbot.waitUntil(lambda: "sending big.onnx" in panel.progress.format(), timeout=30_000)
+        panel.cancel.click()
+        qtbot.waitUntil(wb.window.banner.isVisible, timeout=TIMEOUT_MS)
+        assert "cancelled while its files were sent" in wb.window.banner.text.text()
+        n = wb.controller.samples
+        qtbot.waitUntil(lambda: wb.controller.samples > n + 10, timeout=TIMEOUT_MS)  # runs on
+        assert not list((host.cache / "remote" / "files").rglob("big.onnx*"))  # none kept
+    finally:
+        wb.shutdown()
