@@ -68,8 +68,8 @@ class EngineClient(QObject):
             return "this machine"
         link = self._proc
         if isinstance(link, RemoteLink) and link.ssh.facts:
-            return link.ssh.label
-        return str(self.target)
+            return f"{link.ssh.label} (over SSH)"
+        return f"{self.target} (connecting over SSH)"
 
     # lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
