@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 from unittest.mock import MagicMock
 
 import pytest
@@ -411,18 +412,23 @@ def test_int8_in_the_window_meets_the_min_cosine(
     )
 
 
-def test_tune_dock_runs_trials_and_applies_one(bench: Workbench, qtbot: QtBot) -> None:
-    """Start a small tune from the Tune dock: live timing pauses, the trials fill the table
-    and the scatter (front and best), the summary gives the command; double-clicking a
-    trial applies its config live and timing resumes."""
-    qtbot.waitUntil(lambda: _samples_after(bench, 5), timeout=TIMEOUT_MS)
-    dock = bench.window.tune
+def two_trials(dock: Any) -> None:
+    """The Tune dock set for a small tune: FP32 and INT8 dynamic, fusion all, 0.5 s each."""
     for p, box in dock.precisions.items():
         box.setChecked(p in ("fp32", "int8-dynamic"))
     for f, box in dock.fusions.items():
         box.setChecked(f == "all")
     dock.threads.setText("1")
     dock.duration.setValue(0.5)
+
+
+def test_tune_dock_runs_trials_and_applies_one(bench: Workbench, qtbot: QtBot) -> None:
+    """Start a small tune from the Tune dock: live timing pauses, the trials fill the table
+    and the scatter (front and best), the summary gives the command; double-clicking a
+    trial applies its config live and timing resumes."""
+    qtbot.waitUntil(lambda: _samples_after(bench, 5), timeout=TIMEOUT_MS)
+    dock = bench.window.tune
+    two_trials(dock)
     dock.start_button.click()
     qtbot.waitUntil(lambda: not bench.running, timeout=5_000)  # timing paused
     qtbot.waitUntil(lambda: dock.table.rowCount() == 2, timeout=TIMEOUT_MS)

@@ -20,6 +20,7 @@ from engine.remote.target import Target
 from engine.session.store import open_session_file
 from tests.conftest import DEMO_CNN
 from tests.ssh_server import SSHHost, ssh_host
+from tests.test_app_live import two_trials
 from tests.test_app_llm_serving import _small
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client (ssh)")
@@ -174,12 +175,7 @@ def test_jobs_from_a_connected_window_run_where_their_files_are(
         assert "<svg" in (tmp_path / "r.html").read_text()
         qtbot.waitUntil(lambda: wb.running, timeout=10_000)
         tune = wb.window.tune
-        for p, box in tune.precisions.items():
-            box.setChecked(p in ("fp32", "int8-dynamic"))
-        for f, box in tune.fusions.items():
-            box.setChecked(f == "all")
-        tune.threads.setText("1")
-        tune.duration.setValue(0.5)
+        two_trials(tune)
         tune.start_button.click()
         qtbot.waitUntil(lambda: tune.table.rowCount() == 2, timeout=TIMEOUT_MS)
         qtbot.waitUntil(lambda: tune.start_button.isEnabled(), timeout=TIMEOUT_MS)

@@ -258,6 +258,7 @@ def test_a_hosts_session_merged_keeps_sweeps_and_memory_under_local_paths(
     run ids renumbered, the memory report kept, the host's copy of the model named as the
     file it was sent from."""
     from engine.session.merge import copy_runs
+    from tests.sample_reports import MEMORY_REPORT
 
     src, dst = tmp_path / "host.opscope", tmp_path / "mine.opscope"
     there, here = "/host/cache/remote/files/abc/m.onnx", "/work/m.onnx"
@@ -267,25 +268,7 @@ def test_a_hosts_session_merged_keeps_sweeps_and_memory_under_local_paths(
         ids = [store.start_run({"kind": "bench", "model_path": there}) for _ in range(2)]
         store.add_sweep(model_path=there, dim="batch", config={}, result={"points": []},
                         run_ids=ids)  # fmt: skip
-        report = {
-            "provider_used": "CPUExecutionProvider",
-            "weights_bytes": {"total": 324_000.0,
-                              "by_dtype": {"int8": 316_000.0, "float32": 8_000.0},
-                              "as_loaded": {"float32": 1_270_000.0}},
-            "activations": {
-                "as_loaded": {"peak_bytes": 1_100_000.0, "at_node": "bn", "unknown_tensors": 2,
-                              "alive_at_peak": [], "timeline": [{"node": "a", "bytes": 1.0}]},
-                "as_run": {"peak_bytes": 258_000.0, "at_node": "conv_2", "unknown_tensors": 0,
-                           "alive_at_peak": [{"tensor": "t", "bytes": 200_000.0,
-                                              "producer": "conv_1"}],
-                           "timeline": [{"node": "conv_1", "bytes": 100_000.0},
-                                        {"node": "conv_2", "bytes": 258_000.0}]},
-            },
-            "measured": {"held_bytes": 16_000_000, "estimate_bytes": 582_000.0,
-                         "estimate_over_measured": 582_000.0 / 16_000_000, "rss_bytes": {}},
-            "load": {"read_s": 0.02, "variant_s": 4.2, "variant_cached": False, "session_s": 0.03,
-                     "model_loading_s": 0.002, "session_initialization_s": 0.021},
-        }  # fmt: skip
+        report = MEMORY_REPORT
         store.add_memory(model_path=there, config={}, report=report)
     with SessionStore.create_or_open(dst) as store:
         assert copy_runs(store, src, {there: here}) == [2, 3]
