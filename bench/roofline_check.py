@@ -6,6 +6,7 @@ bound them. The roofs are measured first (`opscope system --remeasure`) and prin
 load average, since a busy machine's roofs come out low.
 
     .venv/bin/python bench/roofline_check.py [MODEL.onnx ...]
+        # writes bench/results/roofline_check_<cpu model>.md
         # default: the demo CNN (FP32, INT8 static), the demo transformer, and MiniLM-L3
         # (FP32, INT8 dynamic) when bench/models/bert_zoo.py has built it
 """
@@ -46,7 +47,11 @@ def cases(models: list[str]) -> list[tuple[str, list[str]]]:
 def main() -> int:
     roofs = subprocess.run([*OPSCOPE, "system", "--remeasure"], cwd=ROOT, capture_output=True,
                            text=True, check=True).stdout  # fmt: skip
+    sys.path.insert(0, str(ROOT))
+    from engine.hostinfo import cpu_isa, cpu_model
+
     lines = [f"# The roofline against its operators ({len(cases(sys.argv[1:]))} runs)", "",
+             f"CPU: {cpu_model()} ({cpu_isa()}), {os.cpu_count()} CPUs.", "",
              f"Load average before: {os.getloadavg()[0]:.2f}. Roofs:", "", "```"]  # fmt: skip
     lines += [ln for ln in roofs.splitlines() if ln.startswith(("cpu roofs", "   "))]
     lines += ["```", "", f"| run | top {TOP} above roof >10% | worst (fraction of its roof) "
@@ -77,7 +82,8 @@ def main() -> int:
                 + f" | {again} |"
             )
     lines += ["", f"Load average after: {os.getloadavg()[0]:.2f}."]
-    publish("\n".join(lines), ROOT / "bench" / "results" / "roofline_check.md")
+    slug = "".join(c if c.isalnum() else "_" for c in cpu_model().lower()).strip("_")[:40]
+    publish("\n".join(lines), ROOT / "bench" / "results" / f"roofline_check_{slug}.md")
     return 0
 
 

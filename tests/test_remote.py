@@ -321,3 +321,11 @@ def test_tune_gate_and_generate_on_a_host(via: str, host: SSHHost, tmp_path: Pat
                   "4", "--duration", "0.5", "--json", out, check=True)  # fmt: skip
     assert "demo_llm and its files on the host" in gen.stderr
     assert json.loads(out.read_text())["host"]["target"] == via
+
+
+@needs_ssh
+def test_the_hosts_machine_and_roofs(via: str, tmp_path: Path) -> None:
+    out = tmp_path / "system.json"
+    done = opscope("system", "--host", via, "--json", out, check=True)
+    r = json.loads(out.read_text())
+    assert r["host"]["target"] == via and r["peaks"]["cpu"]["gflops"] > 0, done.stdout

@@ -170,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_json_flag(p, "it")
     p.add_argument("--remeasure", action="store_true", help="measure the peaks again")
+    add_host_flag(p)
     p.set_defaults(handler=_cmd_system)
     p = sub.add_parser(
         "cache",
@@ -356,6 +357,10 @@ def _cmd_session_compact(args: argparse.Namespace) -> int:
 
 
 def _cmd_system(args: argparse.Namespace) -> int:
+    if args.host:  # the GPU box's machine and roofs, from a CPU runner
+        from engine.cli.remote_cmd import cmd_remote
+
+        return cmd_remote(args)
     from engine.cli.system_cmds import cmd_system
 
     return cmd_system(args)

@@ -87,14 +87,15 @@ def cmd_remote(args: argparse.Namespace) -> int:
     for flag, why in LOCAL_FILES.items():
         if getattr(args, flag, None):
             raise ConfigError(f"--{flag} with --host: {why}")
-    model = Path(args.model)
-    if not model.exists():
-        raise ModelError("file not found", model)
-    external_data_files(model)  # a missing weights file: one line before connecting
+    model = Path(args.model) if getattr(args, "model", None) else None  # none: `system`
+    if model is not None:
+        if not model.exists():
+            raise ModelError("file not found", model)
+        external_data_files(model)  # a missing weights file: one line before connecting
     info = hello(target)
-    remote_model = _send(target, model)
+    remote_model = _send(target, model) if model is not None else ""
     files = {}
-    positionals = {args.model: remote_model}
+    positionals = {args.model: remote_model} if model is not None else {}
     baseline = getattr(args, "baseline", None)
     if baseline:  # gate's baseline session: read there
         if not Path(baseline).is_file():
@@ -125,7 +126,7 @@ def cmd_remote(args: argparse.Namespace) -> int:
     finally:  # what the host recorded comes back even when the run stopped early
         if "--session" in files:
             _bring_session(target, files["--session"], Path(args.session),
-                           {remote_model: str(args.model)})  # fmt: skip
+                           {remote_model: str(args.model)} if model else {})  # fmt: skip
     if code != 0:  # a gate's regression (3) has its result too
         with contextlib.suppress(OpScopeError):
             if code == 3 and args.json:
