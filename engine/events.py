@@ -65,6 +65,7 @@ class RunStarted:
     inputs: dict[str, tuple[tuple[int, ...], str]]  # name -> (shape, dtype)
     batch: int
     session_create_s: float
+    host: str | None = None  # the machine it runs on, as the engine host names it (None: here)
 
 
 @dataclass(frozen=True, slots=True)

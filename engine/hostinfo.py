@@ -5,6 +5,7 @@ opened and shut down safely. Cheap, and never raises."""
 from __future__ import annotations
 
 import contextlib
+import os
 import platform
 from collections.abc import Iterator
 from importlib import metadata
@@ -38,8 +39,9 @@ def library_versions(*names: str) -> dict[str, str | None]:
 
 
 def host_name() -> str | None:
-    """This host's network name, or None when it has none."""
-    return platform.node() or None
+    """This host's name: $OPSCOPE_HOST_NAME where set (a container's random hostname named
+    as the machine it stands for), else its network name, or None when it has none."""
+    return os.environ.get("OPSCOPE_HOST_NAME") or platform.node() or None
 
 
 def machine_key(*libraries: str) -> dict[str, str | None]:

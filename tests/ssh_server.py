@@ -18,6 +18,7 @@ from pathlib import Path
 import asyncssh
 
 ROOT = Path(__file__).resolve().parent.parent
+HOST_NAME = "gpu-box"  # what the host's OpScope calls its machine (not this one's name)
 
 
 @dataclass
@@ -37,7 +38,7 @@ def ssh_host(tmp: Path) -> Iterator[SSHHost]:
     authorized = tmp / "authorized_keys"
     authorized.write_bytes(client_key.export_public_key())
     cache = tmp / "host-cache"
-    env = {**os.environ, "OPSCOPE_CACHE_DIR": str(cache)}
+    env = {**os.environ, "OPSCOPE_CACHE_DIR": str(cache), "OPSCOPE_HOST_NAME": HOST_NAME}
 
     async def handle(process: asyncssh.SSHServerProcess[bytes]) -> None:
         proc = await asyncio.create_subprocess_shell(

@@ -78,7 +78,9 @@ def test_a_live_run_on_a_host_is_recorded_here_and_reconnect_resumes(
         runs = store.runs()
         assert len(runs) >= 2 and runs[0].samples > 0
         notes = [m.text for m in store.markers() if m.kind == "notice"]
-        assert sum("over SSH: timed there" in n for n in notes) >= 2, notes
+        assert sum("ran on gpu-box: " in n and "over SSH: timed there" in n
+                   for n in notes) >= 2, notes  # fmt: skip
+        assert {r.host for r in runs} == {"gpu-box"}  # the host's machine, not ours
     finally:
         store.close()
 

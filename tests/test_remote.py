@@ -146,6 +146,7 @@ def test_load_and_simulate_on_a_host_take_their_trace_along(
     shown = opscope("session", "show", session, "--json", tmp_path / "show.json", check=True)
     runs = json.loads((tmp_path / "show.json").read_text())["runs"]
     assert [r["kind"] for r in runs] == ["bench", "load"], shown.stdout
+    assert {r["host"] for r in runs} == {"gpu-box"}  # the runs name the host's machine
     assert not list((host.cache / "remote" / "results").iterdir())  # nothing left there
 
 

@@ -38,13 +38,13 @@ def results_root() -> Path:
 
 def hello() -> dict[str, Any]:
     """The handshake's answer: version, protocol, this machine, where results go."""
-    from engine.hostinfo import cpu_model, gpu_count
+    from engine.hostinfo import cpu_model, gpu_count, host_name
 
     results_root().mkdir(parents=True, exist_ok=True)  # results and sessions land there
     return {
         "opscope": __version__,
         "protocol": PROTOCOL,
-        "hostname": platform.node(),
+        "hostname": host_name() or platform.node(),
         "cpu": cpu_model(),
         "gpus": gpu_count(),
         "results": str(results_root()),

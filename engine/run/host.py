@@ -36,8 +36,10 @@ from engine.events import (
     OpProfile,
     PeaksMeasured,
     Progress,
+    RunStarted,
     Telemetry,
 )
+from engine.hostinfo import host_name
 from engine.machine.cpu_telemetry import CpuSampler, TelemetryThread
 from engine.machine.gpu_telemetry import ThrottleWatch
 from engine.run import commands as cmds
@@ -71,6 +73,8 @@ class Outbox:
         self._last = 0.0
 
     def put(self, ev: Event) -> None:
+        if isinstance(ev, RunStarted) and ev.host is None:  # runs name their machine: the
+            ev = dataclasses.replace(ev, host=host_name())  # window may be on another one
         with self._lock:
             self._items.append(ev)
 

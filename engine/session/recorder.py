@@ -310,6 +310,7 @@ class Recorder:
             ),
             "batch": ev.batch,
             "session_create_s": ev.session_create_s,
+            **({"host": ev.host} if ev.host else {}),  # else the session's own machine
         }
         self._open_run(fields)
 
