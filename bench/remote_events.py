@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from results_file import publish  # noqa: E402
+from sshd_server import sshd  # noqa: E402
 
 from engine.events import LatencyBatch, RunStarted  # noqa: E402
 from engine.remote.target import Target  # noqa: E402
@@ -101,14 +102,20 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", default=str(ROOT / "bench/results/remote_events.md"))
+    ap.add_argument(
+        "--sshd", action="store_true", help="OpenSSH's sshd, not the asyncssh test server"
+    )
     args = ap.parse_args()
     results: dict[str, list[tuple[list[float], float]]] = {"local": [], "ssh": []}
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
         here, there = ctx.Pipe()
-        server = ctx.Process(target=_serve, args=(tmp, there), daemon=True)
-        server.start()
-        port, env = here.recv()
+        if args.sshd:
+            server_proc, port, env = sshd(tmp)
+        else:
+            server = ctx.Process(target=_serve, args=(tmp, there), daemon=True)
+            server.start()
+            port, env = here.recv()
         os.environ.update(env)
         target = Target.parse(f"127.0.0.1:{port}")
         for k in range(2 * args.rounds):
@@ -118,14 +125,19 @@ def main() -> None:
             got = ssh_round(target, args.seconds) if mode == "ssh" else local_round(args.seconds)
             results[mode].append(got)
             print(mode, f"{statistics.median(got[0]):.2f} ms", f"{got[1]:.0f}/s", flush=True)
-        here.send("stop")
-        server.join(30)
+        if args.sshd:
+            server_proc.terminate()
+            server_proc.wait(10)
+        else:
+            here.send("stop")
+            server.join(30)
 
     def pooled(mode: str) -> tuple[float, float, int, float]:
         d = sorted(x for delays, _ in results[mode] for x in delays)
         rate = statistics.median(r for _, r in results[mode])
         return statistics.median(d), d[int(0.9 * (len(d) - 1))], len(d), rate
 
+    server_kind = "OpenSSH sshd" if args.sshd else "asyncssh in a process of its own"
     lm, l90, ln, lr = pooled("local")
     sm, s90, sn, sr = pooled("ssh")
     lines = [
@@ -133,7 +145,7 @@ def main() -> None:
         "",
         f"The demo CNN live for {args.seconds:.0f} s per round after {WARMUP_S:.0f} s, "
         f"{args.rounds} rounds each, local and SSH alternating (SSH: a real server on "
-        "localhost, asyncssh in a process of its own). Delay: an event batch's receipt "
+        f"localhost, {server_kind}). Delay: an event batch's receipt "
         "minus the end of its newest sample on the host (the host's 50 ms batching is in "
         "both).",
         "",

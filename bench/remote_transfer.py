@@ -9,6 +9,7 @@ same encryption and neither a network. Goal (issue 27): at least 0.8x scp's rate
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import shutil
@@ -17,12 +18,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from results_file import publish  # noqa: E402
+from sshd_server import sshd  # noqa: E402
 
 from engine.remote.link import send_file  # noqa: E402
 from engine.remote.target import Target  # noqa: E402
@@ -31,19 +34,37 @@ from tests.ssh_server import ssh_host  # noqa: E402
 REPEATS = 3
 
 
+@contextlib.contextmanager
+def server(tmp: Path, real: bool) -> Iterator[tuple[int, dict[str, str], Path]]:
+    """(port, client environment, the host's cache folder) of OpenSSH's sshd or asyncssh."""
+    if real:
+        proc, port, env = sshd(str(tmp))
+        try:
+            yield port, env, tmp / "host-cache"
+        finally:
+            proc.terminate()
+            proc.wait(10)
+        return
+    with ssh_host(tmp) as host:
+        yield host.port, host.client_env, host.cache
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes-mb", default="64,256")
     ap.add_argument("--out", default=str(ROOT / "bench/results/remote_transfer.md"))
+    ap.add_argument(
+        "--sshd", action="store_true", help="OpenSSH's sshd, not the asyncssh test server"
+    )
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes_mb.split(",")]
     rows = []
     with tempfile.TemporaryDirectory() as tmp_text:
         tmp = Path(tmp_text)
-        with ssh_host(tmp) as host:
-            os.environ.update(host.client_env)
-            target = Target.parse(f"127.0.0.1:{host.port}")
-            ssh_opts = shlex.split(host.client_env["OPSCOPE_SSH_OPTS"])
+        with server(tmp, args.sshd) as (port, env, cache):
+            os.environ.update(env)
+            target = Target.parse(f"127.0.0.1:{port}")
+            ssh_opts = shlex.split(env["OPSCOPE_SSH_OPTS"])
             for mb in sizes:
                 src = tmp / f"model-{mb}.onnx"
                 with open(src, "wb") as fh:
@@ -52,7 +73,7 @@ def main() -> None:
                 ours, theirs = [], []
                 for k in range(2 * REPEATS):
                     if (k % 2 == 0) == (k // 2 % 2 == 0):  # alternate who goes first
-                        shutil.rmtree(host.cache / "remote", ignore_errors=True)
+                        shutil.rmtree(cache / "remote", ignore_errors=True)
                         t0 = time.perf_counter()
                         _, sent = send_file(target, src)
                         assert sent
@@ -61,7 +82,7 @@ def main() -> None:
                         dest = tmp / f"scp-{mb}.bin"
                         dest.unlink(missing_ok=True)
                         t0 = time.perf_counter()
-                        subprocess.run(["scp", "-O", "-q", *ssh_opts, "-P", str(host.port),
+                        subprocess.run(["scp", "-O", "-q", *ssh_opts, "-P", str(port),
                                         str(src), f"127.0.0.1:{dest}"], check=True)  # fmt: skip
                         theirs.append(time.perf_counter() - t0)
                         assert dest.stat().st_size == src.stat().st_size
@@ -71,7 +92,8 @@ def main() -> None:
     lines = [
         f"# --host transfer against scp ({time.strftime('%Y-%m-%d')})",
         "",
-        "A random file sent to a real SSH server on localhost (asyncssh, one process), by "
+        f"A random file sent to a real SSH server on localhost "
+        f"({'OpenSSH sshd' if args.sshd else 'asyncssh, one process'}), by "
         "`send_file` (sha256 first, then the bytes through `opscope remote put`, hashed and "
         "written whole on the host) and by `scp -O` of the same file; alternating order, "
         f"median of {REPEATS} each. MB = 2^20 bytes. Goal: at least 0.8x scp.",
