@@ -235,3 +235,51 @@ def test_cancel_stops_a_models_upload_and_the_link_stays(
         assert not list((host.cache / "remote" / "files").rglob("big.onnx*"))  # none kept
     finally:
         wb.shutdown()
+
+
+def test_load_what_if_sweep_and_graph_from_a_connected_window(
+    qtbot: QtBot, tmp_path: Path, target: Target
+) -> None:
+    """The Traffic dock's load run and What-if calibration on the loaded model there, the
+    Scaling dock's sweep (its row and its points' runs merged here), the Graph dock's
+    layout of the graph as the host ran it."""
+    from tests.conftest import DEMO_TRANSFORMER
+
+    wb = Workbench(session_path=str(tmp_path / "all.opscope"), usable=["cpu"], host=target)
+    qtbot.addWidget(wb.window)
+    wb.window.show()
+    wb.start(str(DEMO_TRANSFORMER))
+    try:
+        qtbot.waitUntil(lambda: wb.controller.samples > 10, timeout=TIMEOUT_MS)
+        traffic = wb.window.traffic
+        traffic.rate.setValue(100)
+        traffic.duration.setValue(2)
+        traffic.run_button.click()
+        qtbot.waitUntil(lambda: not traffic.run_button.isEnabled(), timeout=5_000)
+        qtbot.waitUntil(lambda: traffic.run_button.isEnabled(), timeout=TIMEOUT_MS)
+        assert "done: p50" in traffic.serving_plot.tally.text()
+        traffic.calibrate_button.click()
+        qtbot.waitUntil(lambda: traffic.what_if.curves()["proposed"][0].size > 3,
+                        timeout=TIMEOUT_MS)  # fmt: skip
+        qtbot.waitUntil(lambda: wb.running, timeout=TIMEOUT_MS)
+        scaling = wb.window.scaling
+        scaling.values.setText("16,32")
+        scaling.run_button.click()
+        qtbot.waitUntil(lambda: not wb.running, timeout=5_000)
+        qtbot.waitUntil(lambda: scaling.run_button.isEnabled(), timeout=TIMEOUT_MS)
+        assert "total ~ sequence^" in scaling.status.text(), scaling.status.text()
+        qtbot.waitUntil(lambda: wb.running, timeout=TIMEOUT_MS)
+        wb.window.graph_dock.raise_()
+        view = wb.window.graph.view  # type: ignore[attr-defined]
+        qtbot.waitUntil(lambda: view.result is not None, timeout=TIMEOUT_MS)
+        assert view.scene_ is not None and view.scene_.kind == "run"
+        wb.recording.flush()
+        with open_session_file(wb.recording.path) as reader:
+            runs = reader.runs()
+            assert sum(r.kind == "load" for r in runs) == 1
+            (sweep,) = reader.sweeps()
+            assert len(sweep.run_ids) == 2 and set(sweep.run_ids) <= {r.id for r in runs}
+            assert sweep.model_path == str(DEMO_TRANSFORMER)  # named as here
+            assert {r.host for r in runs} == {"gpu-box"}
+    finally:
+        wb.shutdown()
