@@ -146,6 +146,8 @@ def test_an_unreachable_host_is_one_line_and_the_window_stays(
         text = wb.window.banner.text.text()
         assert "127.0.0.1:1: cannot connect" in text
         assert "\n" not in text and "Traceback" not in text
+        wb.update_status()
+        assert wb.window.status_provider.text().endswith("127.0.0.1:1 (not connected)")
         wb.connect_host(None)  # back to this machine: runs here
         qtbot.waitUntil(lambda: wb.controller.samples > 10, timeout=TIMEOUT_MS)
         assert "engine on" not in wb.window.windowTitle()

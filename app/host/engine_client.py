@@ -69,6 +69,8 @@ class EngineClient(QObject):
         link = self._proc
         if isinstance(link, RemoteLink) and link.ssh.facts:
             return f"{link.ssh.label} (over SSH)"
+        if isinstance(link, RemoteLink) and link.failed:
+            return f"{self.target} (not connected)"
         return f"{self.target} (connecting over SSH)"
 
     # lifecycle ---------------------------------------------------------------------

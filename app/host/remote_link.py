@@ -95,6 +95,11 @@ class RemoteLink:
     def pid(self) -> int | None:
         return self.ssh.pid
 
+    @property
+    def failed(self) -> bool:
+        """The connection could not be made (the banner says why)."""
+        return self._failure is not None
+
     def why(self) -> str:
         return self._failure or self.ssh.why()
 
