@@ -52,3 +52,12 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Every model of tests/model_zoo.py, built once per test session."""
     out = tmp_path_factory.mktemp("zoo")
     return {name: build(out) for name, build in ZOO.items()}
+
+
+@pytest.fixture(scope="module")
+def ssh_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real SSH server on localhost, one per test module (tests/ssh_server.py)."""
+    from tests.ssh_server import ssh_host
+
+    with ssh_host(tmp_path_factory.mktemp("ssh")) as server:
+        yield server

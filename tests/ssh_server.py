@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import asyncssh
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST_NAME = "gpu-box"  # what the host's OpScope calls its machine (not this one's name)
@@ -94,3 +95,10 @@ def ssh_host(tmp: Path) -> Iterator[SSHHost]:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
+
+
+def reach(host: SSHHost, monkeypatch: pytest.MonkeyPatch) -> str:
+    """`--host` for `host`: the client's ssh options and remote command set for this test."""
+    for k, v in host.client_env.items():
+        monkeypatch.setenv(k, v)
+    return f"127.0.0.1:{host.port}"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from app.shell.workbench import Workbench
 from engine.remote.target import Target
 from engine.session.store import open_session_file
 from tests.conftest import DEMO_CNN
-from tests.ssh_server import SSHHost, ssh_host
+from tests.ssh_server import SSHHost, reach
 from tests.test_app_live import two_trials
 from tests.test_app_llm_serving import _small
 
@@ -27,17 +26,9 @@ pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH 
 TIMEOUT_MS = 120_000
 
 
-@pytest.fixture(scope="module")
-def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHHost]:
-    with ssh_host(tmp_path_factory.mktemp("ssh")) as h:
-        yield h
-
-
 @pytest.fixture
-def target(host: SSHHost, monkeypatch: pytest.MonkeyPatch) -> Target:
-    for k, v in host.client_env.items():
-        monkeypatch.setenv(k, v)
-    return Target.parse(f"127.0.0.1:{host.port}")
+def target(ssh_server: SSHHost, monkeypatch: pytest.MonkeyPatch) -> Target:
+    return Target.parse(reach(ssh_server, monkeypatch))
 
 
 def _bench(qtbot: QtBot, tmp_path: Path, target: Target) -> Workbench:
@@ -49,7 +40,7 @@ def _bench(qtbot: QtBot, tmp_path: Path, target: Target) -> Workbench:
 
 
 def test_a_live_run_on_a_host_is_recorded_here_and_reconnect_resumes(
-    qtbot: QtBot, tmp_path: Path, target: Target, host: SSHHost
+    qtbot: QtBot, tmp_path: Path, target: Target, ssh_server: SSHHost
 ) -> None:
     wb = _bench(qtbot, tmp_path, target)
     try:
@@ -59,7 +50,7 @@ def test_a_live_run_on_a_host_is_recorded_here_and_reconnect_resumes(
         said = wb.window.status_provider.text()  # the host's machine, by its handshake
         assert said.endswith("(over SSH)") and wb.client.where in said, said
         assert "connecting" not in said
-        sent = list((host.cache / "remote" / "files").rglob(DEMO_CNN.name))
+        sent = list((ssh_server.cache / "remote" / "files").rglob(DEMO_CNN.name))
         assert len(sent) == 1  # the model went into the host's cache, by its hash
         # the link drops (ssh killed): one line, Reconnect, nothing recorded lost
         wb.client.kill_host()
@@ -70,7 +61,7 @@ def test_a_live_run_on_a_host_is_recorded_here_and_reconnect_resumes(
         before = wb.controller.samples
         wb.window.banner.action.click()
         qtbot.waitUntil(lambda: wb.controller.samples > before + 20, timeout=TIMEOUT_MS)
-        assert len(list((host.cache / "remote" / "files").rglob(DEMO_CNN.name))) == 1
+        assert len(list((ssh_server.cache / "remote" / "files").rglob(DEMO_CNN.name))) == 1
     finally:
         wb.shutdown()
     store = open_session_file(tmp_path / "remote.opscope")
@@ -136,11 +127,10 @@ def test_a_hostile_host_is_refused_in_one_line(
 
 
 def test_an_unreachable_host_is_one_line_and_the_window_stays(
-    qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: SSHHost
+    qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ssh_server: SSHHost
 ) -> None:
-    for k, v in host.client_env.items():
-        monkeypatch.setenv(k, v)
-    wb = _bench(qtbot, tmp_path, Target.parse("127.0.0.1:1"))  # nothing listens there
+    reach(ssh_server, monkeypatch)  # its ssh options; the port below has nobody listening
+    wb = _bench(qtbot, tmp_path, Target.parse("127.0.0.1:1"))
     try:
         qtbot.waitUntil(wb.window.banner.isVisible, timeout=TIMEOUT_MS)
         text = wb.window.banner.text.text()
@@ -156,7 +146,7 @@ def test_an_unreachable_host_is_one_line_and_the_window_stays(
 
 
 def test_jobs_from_a_connected_window_run_where_their_files_are(
-    qtbot: QtBot, tmp_path: Path, target: Target, host: SSHHost
+    qtbot: QtBot, tmp_path: Path, target: Target, ssh_server: SSHHost
 ) -> None:
     """Memory on the host (the model sent there), an export here (it reads the session
     here), a tune on the host recording into a session of the host's, whose trial runs are
@@ -187,13 +177,13 @@ def test_jobs_from_a_connected_window_run_where_their_files_are(
         wb.recording.flush()
         with open_session_file(wb.recording.path) as reader:
             assert sum(r.kind == "bench" for r in reader.runs()) == 2  # merged from the host
-        assert not list((host.cache / "remote" / "results").glob("*.opscope"))  # taken
+        assert not list((ssh_server.cache / "remote" / "results").glob("*.opscope"))  # taken
     finally:
         wb.shutdown()
 
 
 def test_a_generating_model_and_its_serving_study_run_on_the_host(
-    qtbot: QtBot, tmp_path: Path, target: Target, host: SSHHost
+    qtbot: QtBot, tmp_path: Path, target: Target, ssh_server: SSHHost
 ) -> None:
     demo_llm = Path(__file__).resolve().parent.parent / "resources" / "models" / "demo_llm"
     wb = Workbench(session_path=str(tmp_path / "llm.opscope"), usable=["cpu"], host=target)
@@ -203,7 +193,7 @@ def test_a_generating_model_and_its_serving_study_run_on_the_host(
     c = wb.llm_serving
     try:
         qtbot.waitUntil(lambda: wb.generation.stats.total > 3, timeout=TIMEOUT_MS)
-        (folder,) = (host.cache / "remote" / "files" / "folders").glob("*/demo_llm")
+        (folder,) = (ssh_server.cache / "remote" / "files" / "folders").glob("*/demo_llm")
         assert (folder / "genai_config.json").is_file()
         _small(c.dock)  # an LLM serving study on the host: three layouts, then one for real
         c.dock.simulate_button.click()
@@ -218,7 +208,7 @@ def test_a_generating_model_and_its_serving_study_run_on_the_host(
 
 
 def test_cancel_stops_a_models_upload_and_the_link_stays(
-    qtbot: QtBot, tmp_path: Path, target: Target, host: SSHHost
+    qtbot: QtBot, tmp_path: Path, target: Target, ssh_server: SSHHost
 ) -> None:
     wb = _bench(qtbot, tmp_path, target)
     big = tmp_path / "big.onnx"
@@ -234,7 +224,7 @@ def test_cancel_stops_a_models_upload_and_the_link_stays(
         assert "cancelled while its files were sent" in wb.window.banner.text.text()
         n = wb.controller.samples
         qtbot.waitUntil(lambda: wb.controller.samples > n + 10, timeout=TIMEOUT_MS)  # runs on
-        assert not list((host.cache / "remote" / "files").rglob("big.onnx*"))  # none kept
+        assert not list((ssh_server.cache / "remote" / "files").rglob("big.onnx*"))  # none kept
     finally:
         wb.shutdown()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,23 +13,15 @@ import pytest
 from engine.errors import ConfigError
 from engine.remote.target import Target
 from tests.conftest import DEMO_CNN
-from tests.ssh_server import SSHHost, ssh_host
+from tests.ssh_server import SSHHost, reach
 from tests.test_cli import opscope
 
 needs_ssh = pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client (ssh)")
 
 
-@pytest.fixture(scope="module")
-def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHHost]:
-    with ssh_host(tmp_path_factory.mktemp("ssh")) as h:
-        yield h
-
-
 @pytest.fixture
-def via(host: SSHHost, monkeypatch: pytest.MonkeyPatch) -> str:
-    for k, v in host.client_env.items():
-        monkeypatch.setenv(k, v)
-    return f"127.0.0.1:{host.port}"
+def via(ssh_server: SSHHost, monkeypatch: pytest.MonkeyPatch) -> str:
+    return reach(ssh_server, monkeypatch)
 
 
 def test_targets_are_parsed_and_never_reach_a_shell_unquoted() -> None:
@@ -45,7 +36,7 @@ def test_targets_are_parsed_and_never_reach_a_shell_unquoted() -> None:
 
 @needs_ssh
 def test_bench_on_a_host_sends_the_model_once_and_names_the_host(
-    via: str, host: SSHHost, tmp_path: Path
+    via: str, ssh_server: SSHHost, tmp_path: Path
 ) -> None:
     out = tmp_path / "r.json"
     args = ["bench", DEMO_CNN, "--host", via, "--duration", "0.2", "--min-runs", "5",
@@ -56,11 +47,11 @@ def test_bench_on_a_host_sends_the_model_once_and_names_the_host(
     assert r["latency_ms"]["count"] >= 5
     assert "sent to the host" in first.stderr and "host " in first.stdout
     assert "p50" in first.stdout  # the host's own table, relayed
-    stored = list((host.cache / "remote" / "files").rglob("demo_cnn.onnx"))
+    stored = list((ssh_server.cache / "remote" / "files").rglob("demo_cnn.onnx"))
     assert len(stored) == 1
     again = opscope(*args, check=True)
     assert "already on the host" in again.stderr
-    assert not list((host.cache / "remote" / "results").glob("*.json"))  # taken back
+    assert not list((ssh_server.cache / "remote" / "results").glob("*.json"))  # taken back
 
 
 @needs_ssh
@@ -126,7 +117,7 @@ def test_memory_and_graph_on_a_host(via: str, tmp_path: Path) -> None:
 
 @needs_ssh
 def test_load_and_simulate_on_a_host_take_their_trace_along(
-    via: str, host: SSHHost, tmp_path: Path
+    via: str, ssh_server: SSHHost, tmp_path: Path
 ) -> None:
     trace = tmp_path / "arrivals.csv"
     trace.write_text("time_s\n" + "".join(f"{i * 0.01:.3f}\n" for i in range(60)))
@@ -147,12 +138,12 @@ def test_load_and_simulate_on_a_host_take_their_trace_along(
     runs = json.loads((tmp_path / "show.json").read_text())["runs"]
     assert [r["kind"] for r in runs] == ["bench", "load"], shown.stdout
     assert {r["host"] for r in runs} == {"gpu-box"}  # the runs name the host's machine
-    assert not list((host.cache / "remote" / "results").iterdir())  # nothing left there
+    assert not list((ssh_server.cache / "remote" / "results").iterdir())  # nothing left there
 
 
 @needs_ssh
 def test_ctrl_c_here_stops_the_hosts_run_and_keeps_what_it_measured(
-    via: str, host: SSHHost, tmp_path: Path
+    via: str, ssh_server: SSHHost, tmp_path: Path
 ) -> None:
     """Ctrl+C on the workstation closes the command's stdin on the host, which stops as
     Ctrl+C stops it there: the run it recorded comes back into the local session."""
@@ -230,7 +221,7 @@ def test_a_host_that_lies_about_what_arrived_is_refused(
 
 @needs_ssh
 def test_a_model_with_external_data_goes_as_a_folder_once(
-    via: str, host: SSHHost, tmp_path: Path
+    via: str, ssh_server: SSHHost, tmp_path: Path
 ) -> None:
     """The model and the file its weights live in, each sent by hash, assembled on the
     host as a folder; the same folder again is found there, not rebuilt."""
@@ -248,12 +239,12 @@ def test_a_model_with_external_data_goes_as_a_folder_once(
     done = opscope(*args, check=True)
     assert "cnn.onnx and its files on the host" in done.stderr
     assert json.loads(out.read_text())["latency_ms"]["count"] >= 3
-    folders = list((host.cache / "remote" / "files" / "folders").glob("*/ext"))
+    folders = list((ssh_server.cache / "remote" / "files" / "folders").glob("*/ext"))
     assert len(folders) == 1
     sent = sorted(p.name for p in folders[0].iterdir() if not p.name.startswith("."))
     assert sent == ["cnn.onnx", "cnn.weights"]
     opscope(*args, check=True)
-    assert len(list((host.cache / "remote" / "files" / "folders").glob("*/ext"))) == 1
+    assert len(list((ssh_server.cache / "remote" / "files" / "folders").glob("*/ext"))) == 1
     (src / "cnn.weights").unlink()
     missing = opscope(*args)
     assert missing.returncode == 2 and "cnn.weights" in missing.stderr
@@ -287,7 +278,7 @@ DEMO_LLM = Path(__file__).resolve().parent.parent / "resources" / "models" / "de
 
 
 @needs_ssh
-def test_tune_gate_and_generate_on_a_host(via: str, host: SSHHost, tmp_path: Path) -> None:
+def test_tune_gate_and_generate_on_a_host(via: str, ssh_server: SSHHost, tmp_path: Path) -> None:
     """A CI job on a CPU runner tunes, gates and generates on the GPU box: the trials'
     runs come back into the local session, gate's verdict and exit code are the host's,
     a genai folder goes as its files."""
