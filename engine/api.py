@@ -22,6 +22,9 @@ from engine.analysis import run_table
 from engine.analysis.deltas import OpDiff
 from engine.analysis.export import traceable_runs, write_trace
 from engine.analysis.export_job import ExportRequest
+from engine.analysis.llm_studies import HEAD as LLM_STUDY_HEAD
+from engine.analysis.llm_studies import row_cells as llm_study_cells
+from engine.analysis.llm_studies import study_title as llm_study_title
 from engine.analysis.report import write_report
 from engine.analysis.run_compare import RunComparison, compare_runs
 from engine.analysis.run_summary import summarize, with_recorded_stats
@@ -115,6 +118,7 @@ __all__ = [
     "DEFAULT_MIN_COSINE",
     "DEFAULT_NEW",
     "EXIT_INTERRUPTED",
+    "LLM_STUDY_HEAD",
     "MAX_DIM",
     "OK",
     "PRECISION_LABELS",
@@ -228,6 +232,8 @@ __all__ = [
     "latency_stats",
     "liveness",
     "llm_serving_config",
+    "llm_study_cells",
+    "llm_study_title",
     "model_suffixes",
     "open_session_file",
     "ort_version",

@@ -235,6 +235,7 @@ def checks(a: Afternoon) -> dict[str, Any]:
             if not sizes & {want}:
                 wrong.append(f"memory report {m.id}: {m.report['inputs']}")
         out["memory reports"] = len(reader.memory())
+        out["LLM serving studies"] = [(s.kind, len(s.rows)) for s in reader.llm_studies()]
         graph_sizes = {s[-1] for s in a.graph_inputs.values() if s}
         if a.graph_inputs and not graph_sizes & {want}:
             wrong.append(f"graph: {a.graph_inputs}")

@@ -147,9 +147,10 @@ BAD_KINDS = ["corrupt", "truncated", "foreign", "foreign-meta", "empty", "future
 def op_rows_as_v4(conn: sqlite3.Connection) -> None:
     """Turn a current file's compact op rows (op_nodes + op_times, v5) back into the one
     wide `op_events` table of formats 1-4, rows in trace order, and drop the tables later
-    formats added (v6: memory reports): for tests that fake an older file from a freshly
-    recorded one."""
+    formats added (v6: memory reports, v7: LLM serving studies): for tests that fake an
+    older file from a freshly recorded one."""
     conn.execute("DROP TABLE IF EXISTS memory")
+    conn.execute("DROP TABLE IF EXISTS llm_studies")
     from sqlite_utils import Database
 
     from engine.session import schema

@@ -59,4 +59,5 @@ def test_an_afternoon_in_one_window_holds(
     assert kinds.get("load", 0) == 1 and kinds.get("live", 0) >= 3, kinds
     assert c["runs at another shape than the window showed"] == []
     assert c["memory reports"] == 1
+    assert c["LLM serving studies"] == [("simulate", 3)]  # in the same file as the runs
     assert c["processes left after Quit"] == [] and c["engine hosts alive after Quit"] == []

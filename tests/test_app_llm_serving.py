@@ -12,9 +12,12 @@ import psutil
 import pytest
 
 pytest.importorskip("PySide6")
+from PySide6.QtWidgets import QTableWidget
 from pytestqt.qtbot import QtBot
 
+from app.sessions.session_window import SessionWindow
 from app.shell.workbench import Workbench
+from engine.session import open_session_file
 from tests.conftest import ROOT
 
 TIMEOUT_MS = 120_000
@@ -82,6 +85,25 @@ def test_the_dock_simulates_three_layouts_then_serves_one_for_real(
         qtbot.waitUntil(lambda: not c.busy, timeout=TIMEOUT_MS)
         assert "served in int4-weights" in dock.status.text(), dock.status.text()
         assert dock.table.rowCount() == 3, dock.status.text()  # a new study replaces
+        # every study landed in the window's session, beside its live runs
+        wb.recording.flush()
+        with open_session_file(wb.recording.path) as reader:
+            studies = reader.llm_studies()
+            assert reader.runs(), "the live runs are there too"
+        assert [s.kind for s in studies] == ["simulate", "real", "simulate"]
+        assert [len(s.rows) for s in studies] == [3, 2, 3]
+        assert studies[1].rows[1]["simulated"] is False and studies[1].status == "complete"
+        assert studies[2].config is not None and studies[2].config.precision == "int4-weights"
+        # and a teammate opening the file sees them in the session window's Studies tab
+        window = SessionWindow(wb.recording.path, wb.jobs)
+        qtbot.addWidget(window)
+        tabs = [window.tabs.tabText(i) for i in range(window.tabs.count())]
+        assert tabs[-1] == "Studies"
+        table = window.tabs.widget(tabs.index("Studies")).findChild(QTableWidget, "llm_studies")
+        assert table.rowCount() == 3 + 3 + 3 + 2  # a title row per study, a row per layout
+        assert table.item(0, 0).text().startswith("study 1: demo_llm, simulated")
+        assert table.item(5, 1).text() == "sim" and table.item(6, 1).text() == "real"
+        window.close()
     finally:
         wb.shutdown()
 
@@ -134,5 +156,8 @@ def test_cancel_stops_a_calibration_and_a_real_run(
         ), status
         qtbot.waitUntil(lambda: not proc.is_running(), timeout=10_000)  # (ending, told)
         assert dock.real_button.isEnabled() and not dock.cancel_button.isEnabled()
+        with open_session_file(wb.recording.path) as reader:  # what it served is kept
+            studies = reader.llm_studies()
+        assert [s.status for s in studies] == (["partial"] if real else [])
     finally:
         wb.shutdown()

@@ -203,6 +203,12 @@ def test_a_generating_model_and_its_serving_study_run_on_the_host(
         c.dock.real_button.click()
         qtbot.waitUntil(lambda: not c.busy, timeout=TIMEOUT_MS)
         assert sum(not r.simulated for r in c.table.rows) == 1, c.dock.status.text()
+        # both studies recorded on the host, merged into the window's session, the model
+        # named as it is here
+        with open_session_file(wb.recording.path) as reader:
+            studies = reader.llm_studies()
+        assert [(s.kind, len(s.rows)) for s in studies] == [("simulate", 3), ("real", 2)]
+        assert {s.model_path for s in studies} == {str(demo_llm)}
     finally:
         wb.shutdown()
 

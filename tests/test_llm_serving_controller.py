@@ -38,6 +38,8 @@ class Bench(PauseHolds):
         self.client.last_load = None
         self.jobs = MagicMock(spec=JobRunner)
         self.jobs.busy.return_value = False
+        self.recording = MagicMock()
+        self.recording.path = "/tmp/window.opscope"
         self.running = True
         self.toggles: list[str] = []
 
@@ -72,6 +74,7 @@ def test_a_study_is_one_job_and_its_answers_reach_the_dock(qapp: Any) -> None:
     c.simulate()
     (concern, request), callbacks = wb.jobs.start.call_args
     assert concern == CONCERN and isinstance(request, LLMStudyRequest)
+    assert request.session == "/tmp/window.opscope"  # recorded beside the live runs
     assert request.kind == "simulate" and request.model == str(DEMO_LLM)
     assert request.config.precision == "int4-weights" and request.plan.requests == 8
     assert wb.toggles == ["paused: LLM serving"] and not wb.running

@@ -21,6 +21,7 @@ from engine.serve.llm_workload import (
 )
 from engine.serve.prefix_cache import PrefixCache
 from engine.serve.traffic import make_schedule, parse_traffic
+from engine.session import open_session_file
 from tests.test_cli import opscope
 from tests.test_serve_llm import DEMO_LLM, MEASURED
 
@@ -85,12 +86,22 @@ def test_a_cache_cuts_ttft_by_the_prefill_it_skips() -> None:
 
 
 def test_simulate_with_a_prefix_cache_from_the_command_line(tmp_path: Path) -> None:
-    out = tmp_path / "p.json"
+    out, session = tmp_path / "p.json", tmp_path / "s.opscope"
     base = ["simulate", DEMO_LLM, "--llm", "--traffic", "poisson:20", "--requests", "200",
             "--prompt-len", "200-400", "--new-tokens", "16", "--layout", "chunked"]  # fmt: skip
     done = opscope(*base, "--shared-prefix", "4,192", "--prefix-cache", "64", "--json", out,
-                   check=True)  # fmt: skip
+                   "--session", session, check=True)  # fmt: skip
     r = json.loads(out.read_text())
+    assert f"recorded   {session} (LLM serving study 1)" in done.stdout
+    with open_session_file(session) as reader:
+        (study,) = reader.llm_studies()
+    assert study.kind == "simulate" and study.plan["prefix_cache"] == 64
+    (row,) = study.rows
+    assert row["prefix_cache"]["hit_rate"] == r["prefix_cache"]["hit_rate"]
+    assert (
+        row["without_prefix_cache"]["ttft_ms"]["p50"] == r["without_prefix_cache"]["ttft_ms"]["p50"]
+    )
+    assert len(row["prefix_curve"]) == len(r["prefix_curve"])
     assert r["prefix_cache"]["blocks"] == 64 and r["prefix_cache"]["hit_rate"] > 0
     assert r["ttft_ms"]["p50"] < r["without_prefix_cache"]["ttft_ms"]["p50"]
     rates = [c["hit_rate"] for c in r["prefix_curve"]]
@@ -172,3 +183,50 @@ def test_served_for_real_with_a_prefix_cache(tmp_path: Path) -> None:
     assert r["tokens_identical"] == {"requests": 16, "same": 16}, done.stdout
     assert r["prefix_cache"]["requests_hit"] >= 1 and r["prefix_cache"]["hit_rate"] > 0
     assert "ttft_ms" in r["without_prefix_cache"] and "16 of 16 requests identical" in done.stdout
+    # recorded in a session: session show and the report list it, TTFT with and without
+    session = tmp_path / "s.opscope"
+    opscope("load", DEMO_LLM, "--llm", "--traffic", "poisson:8", "--requests", "8",
+            "--prompt-len", "100-200", "--new-tokens", "4", "--shared-prefix", "1,96",
+            "--prefix-cache", "64", "--layout", "chunked", "--threads", "1", "--session",
+            session, check=True)  # fmt: skip
+    shown = opscope("session", "show", session, check=True).stdout
+    assert "1 LLM serving study:" in shown and "served for real" in shown, shown
+    assert "tokens identical 8/8" in shown and "without" in shown, shown
+    report = tmp_path / "r.html"
+    opscope("report", session, "-o", report, check=True)
+    page = report.read_text()
+    assert 'id="llm"' in page and "tokens identical 8/8" in page
+
+
+def test_a_hostile_llm_study_is_one_line(tmp_path: Path) -> None:
+    """A study edited to carry a wrong type, an out-of-range share, an unknown kind or too
+    many rows is refused in one line naming the study and the field; unknown fields are
+    dropped, never shown."""
+    import sqlite3
+
+    from engine.session import SessionStore
+    from tests.sample_reports import LLM_ROW
+
+    session = tmp_path / "s.opscope"
+    with SessionStore.create_or_open(session) as store:
+        store.add_llm_study(model_path="m", kind="real", config={}, plan={"traffic": "x"},
+                            rows=[{**LLM_ROW, "extra": {"a": "<script>"}}])  # fmt: skip
+    with open_session_file(session) as reader:
+        (study,) = reader.llm_studies()
+    assert "extra" not in study.rows[0] and study.plan == {"traffic": "x"}
+    for column, value, says in (
+        ("rows", json.dumps([{**LLM_ROW, "simulated": "yes"}]), "rows[0].simulated"),
+        ("rows", json.dumps([{**LLM_ROW, "prefix_cache": {"hit_rate": 7}}]), "hit_rate"),
+        ("rows", json.dumps([LLM_ROW] * 65), "more than 64 rows"),
+        ("rows", json.dumps([{"layout": "chunked"}]), "simulated is missing"),
+        ("kind", "exec", "not simulate or real"),
+        ("plan", '{"seed": 1e400}', "plan.seed"),
+    ):
+        with sqlite3.connect(session) as conn:
+            conn.execute(f"UPDATE llm_studies SET {column} = ?", [value])
+        bad = opscope("session", "show", session)
+        assert bad.returncode == 2 and says in bad.stderr, (column, bad.stderr)
+        assert "LLM serving study 1" in bad.stderr and len(bad.stderr.splitlines()) == 1
+        with sqlite3.connect(session) as conn:  # back as it was
+            conn.execute("UPDATE llm_studies SET kind = 'real', plan = '{}', rows = ?",
+                         [json.dumps([LLM_ROW])])  # fmt: skip

@@ -110,7 +110,7 @@ def test_a_v4_file_reads_the_same_after_migration(tmp_path: Path) -> None:
         assert [reader.profile_trace(1, p) for p in range(3)] == [mlp, loops, mlp]
     SessionStore.create_or_open(path).close()  # the writer migrates in place
     conn = sqlite3.connect(path)
-    assert schema.stored_version(conn) == SCHEMA_VERSION == 6
+    assert schema.stored_version(conn) == SCHEMA_VERSION == 7
     view = conn.execute(
         "SELECT run_id, pass, run_index, name, parent, start_us, dur_us, self_us, bytes, "
         "input_shapes FROM op_events ORDER BY run_id, pass, seq"
@@ -254,11 +254,11 @@ def test_a_recorded_session_taken_back_to_v4_migrates_to_the_same_trace(tmp_path
 def test_a_hosts_session_merged_keeps_sweeps_and_memory_under_local_paths(
     tmp_path: Path,
 ) -> None:
-    """A host's session (a sweep, a memory report) merged into the window's: the sweep's
-    run ids renumbered, the memory report kept, the host's copy of the model named as the
-    file it was sent from."""
+    """A host's session (a sweep, a memory report, an LLM serving study) merged into the
+    window's: the sweep's run ids renumbered, the memory report and the study kept, the
+    host's copy of the model named as the file it was sent from."""
     from engine.session.merge import copy_runs
-    from tests.sample_reports import MEMORY_REPORT
+    from tests.sample_reports import LLM_ROW, MEMORY_REPORT
 
     src, dst = tmp_path / "host.opscope", tmp_path / "mine.opscope"
     there, here = "/host/cache/remote/files/abc/m.onnx", "/work/m.onnx"
@@ -270,6 +270,8 @@ def test_a_hosts_session_merged_keeps_sweeps_and_memory_under_local_paths(
                         run_ids=ids)  # fmt: skip
         report = MEMORY_REPORT
         store.add_memory(model_path=there, config={}, report=report)
+        store.add_llm_study(model_path=there, kind="real", config={}, plan={"traffic": "x"},
+                            rows=[LLM_ROW], partial=True)  # fmt: skip
     with SessionStore.create_or_open(dst) as store:
         assert copy_runs(store, src, {there: here}) == [2, 3]
     with open_session_file(dst) as reader:
@@ -278,3 +280,6 @@ def test_a_hosts_session_merged_keeps_sweeps_and_memory_under_local_paths(
         assert list(sweep.run_ids) == [2, 3] and sweep.model_path == here
         (memory,) = reader.memory()
         assert memory.model_path == here and memory.report["weights_bytes"]["total"] == 324_000
+        (study,) = reader.llm_studies()
+        assert study.model_path == here and study.status == "partial"
+        assert study.rows[0]["tokens_identical"] == {"requests": 16, "same": 16}

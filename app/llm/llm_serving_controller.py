@@ -143,7 +143,9 @@ class LLMServingController(QObject):
         self.dock.set_status(f"{what}: live timing is paused")
         remeasure = self.dock.recalibrate.isChecked()
         self.dock.recalibrate.setChecked(False)  # once: the new calibration is cached
-        request = LLMStudyRequest(kind, self.model, config, plan, LENGTH_NAMES, remeasure)
+        self.wb.recording.flush()  # the study is recorded beside the live runs
+        request = LLMStudyRequest(kind, self.model, config, plan, LENGTH_NAMES, remeasure,
+                                  session=str(self.wb.recording.path))  # fmt: skip
         self.jobs.start(
             CONCERN,
             request,

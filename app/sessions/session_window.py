@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 from app.host.job_runner import JobRunner
 from app.sessions.compare_panel import ComparePanel
 from app.sessions.exports import ExportNotice, add_export_actions
+from app.sessions.recorded_studies import studies_tab
 from engine.api import (
     GraphRequest,
     OpScopeError,
@@ -89,6 +90,13 @@ class SessionWindow(QMainWindow):
         self.graph_status.setMinimumWidth(1)
         self.graph.foot.addWidget(self.graph_status, 1)
         self.tabs.addTab(self.graph, "Graph")
+        try:
+            studies = studies_tab(self.reader)
+        except OpScopeError as exc:  # a damaged study: the runs still open, the cause said
+            studies = QLabel(f"Studies: {exc}")
+            studies.setTextFormat(Qt.TextFormat.PlainText)
+        if studies is not None:
+            self.tabs.addTab(studies, "Studies")
         self.jobs = jobs
         self.nodes: list[OpStat] = []
         self.graph_concern = f"session-graph-{id(self)}"

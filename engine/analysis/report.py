@@ -21,6 +21,7 @@ from engine.analysis import report_plots, run_table
 from engine.analysis.deltas import CompareError, MetricDelta, OpDiff, Samples
 from engine.analysis.export import write_text
 from engine.analysis.generation_report import generation_section
+from engine.analysis.llm_studies import llm_section
 from engine.analysis.memory_report import memory_section
 from engine.analysis.report_html import Html, esc
 from engine.analysis.report_html import byte_size as _bytes
@@ -78,12 +79,14 @@ def build_report(reader: SessionReader, source: str) -> str:
     generation = generation_section(reader, runs)
     sweeps = sweep_section(reader.sweeps())
     memory = memory_section(reader.memory())
+    llm = llm_section(reader.llm_studies())
     parts = [
         _env_section(meta, reader.models()),
         _runs_section([with_recorded_stats(r, samples[r.id][1]) for r in runs]),
         _latency_section(timed, samples),
         serving,
         generation,
+        llm,
         sweeps,
         memory,
         _ops_section(reader, runs),
@@ -101,6 +104,7 @@ def build_report(reader: SessionReader, source: str) -> str:
             ("latency", "Latency"),
             *((("serving", "Serving"),) if serving else ()),
             *((("generation", "Generation"),) if generation else ()),
+            *((("llm", "LLM serving"),) if llm else ()),
             *((("sweeps", "Scaling"),) if sweeps else ()),
             *((("memory", "Memory"),) if memory else ()),
             ("ops", "Top ops"),

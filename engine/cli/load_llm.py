@@ -8,6 +8,8 @@ import argparse
 import sys
 from typing import Any
 
+import numpy as np
+
 from engine.backends.genai.model import open_llm, read_config
 from engine.cli.common import EXIT_INTERRUPTED, EXIT_OK, write_json
 from engine.cli.printer import LivePrinter
@@ -16,6 +18,7 @@ from engine.cli.simulate_llm import (
     check_llm_args,
     layouts_from_args,
     print_llm,
+    record_study,
     serving_config,
     workload_from_args,
     workload_json,
@@ -86,7 +89,7 @@ def cmd_load_llm(args: argparse.Namespace) -> int:
             drive(loop.run(), printer.feed)
     finally:
         printer.close()
-    row = {"layout": layout.name, "layout_config": layout.to_json(),
+    row = {"layout": layout.name, "layout_config": layout.to_json(), "simulated": False,
            **summarize_llm(loop.book, args.slo_ttft, args.slo_tpot)}  # fmt: skip
     if plain is not None:
         row.update(compared(plain, loop, args))
@@ -115,11 +118,14 @@ def cmd_load_llm(args: argparse.Namespace) -> int:
             "unfinished": loop.unfinished(),
         },
     }
+    stopped = loop.interrupted or (plain is not None and plain.interrupted)
+    row["unfinished"] = len(work) - int(np.isfinite(loop.book.done).sum())
     out = sys.stdout if args.json != "-" else sys.stderr
     print_llm(result, [row], None, out)
+    record_study(args, "real", config, [row], out, partial=stopped or row["unfinished"] > 0)
     if args.json:
         write_json(args.json, result)
-    if loop.interrupted or (plain is not None and plain.interrupted):  # its figures, then
+    if stopped:  # its figures, then
         print("opscope: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_OK

@@ -1,5 +1,6 @@
-"""`opscope session show FILE[:RUN]`: list a session's runs, then its sweeps and memory
-reports, one line each. `opscope session compact IN OUT`: a compact copy to hand on."""
+"""`opscope session show FILE[:RUN]`: list a session's runs, then its sweeps, memory
+reports and LLM serving studies. `opscope session compact IN OUT`: a compact copy to hand
+on."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from engine.analysis import run_table
+from engine.analysis.llm_studies import row_cells, study_title
 from engine.analysis.run_summary import summarize, with_recorded_stats
 from engine.cli.common import EXIT_OK, write_json
 from engine.measure.stats import latency_stats
 from engine.model.sizes import size_text
 from engine.session import RunRow, SweepRow, resolve_run_ref
 from engine.session.generation_rows import GenerationRun
+from engine.session.llm_study_rows import LLMStudyRow
 from engine.session.memory_rows import MemoryRow
 from engine.session.reader import SessionReader
 from engine.session.trust import printable
@@ -37,18 +40,27 @@ def cmd_session_show(args: argparse.Namespace) -> int:
         ]  # fmt: skip
         sweeps = reader.sweeps() if run_id is None else []
         memory = reader.memory() if run_id is None else []
+        studies = reader.llm_studies() if run_id is None else []
         made = [g for r in runs if (g := reader.generation(r.id)) is not None]
     out = sys.stdout if args.json != "-" else sys.stderr
     print_session(path, meta, runs, out)
     print_generations(made, out)
     print_sweeps(sweeps, out)
     print_memory_reports(memory, out)
+    print_llm_studies(studies, out)
     if args.json:
         data = {"meta": meta, "runs": [r.to_json() for r in runs]}
         if run_id is None:
             data["sweeps"] = [s.to_json() for s in sweeps]
             data["memory"] = [{"id": m.id, "created_at": m.created_at,
                                "model_path": m.model_path, **m.report} for m in memory]  # fmt: skip
+            data["llm_studies"] = [
+                {"id": s.id, "created_at": s.created_at, "model_path": s.model_path,
+                 "kind": s.kind, "status": s.status,
+                 "config": s.config.to_json() if s.config else None, "plan": s.plan,
+                 "rows": s.rows}
+                for s in studies
+            ]  # fmt: skip
         write_json(args.json, data)
     return EXIT_OK
 
@@ -138,6 +150,21 @@ def print_memory_reports(reports: Sequence[MemoryRow], out: TextIO) -> None:
             f"  {m.id}  {name}  weights {size_text(m.report['weights_bytes']['total'])}  {peak}"
             f"  session held {size_text(m.report['measured']['held_bytes'])}\n"
         )
+
+
+def print_llm_studies(studies: Sequence[LLMStudyRow], out: TextIO) -> None:
+    """Each LLM serving study: a line naming it, then a line per layout."""
+    if not studies:
+        return
+    out.write(f"{len(studies)} LLM serving stud{'ies' if len(studies) != 1 else 'y'}:\n")
+    for s in studies:
+        out.write(f"  {printable(study_title(s))}\n")
+        for row in s.rows:
+            c = row_cells(row)
+            out.write(f"    {_clip(printable(c[0]), MAX_CELL)}  {c[1]}  {c[2]} requests  TTFT "
+                      f"p50 {c[3]} p99 {c[4]}  TPOT p50 {c[5]} p99 {c[6]}  {c[7]} tokens/s"
+                      f"{'  goodput/s ' + c[8] if c[8] != '-' else ''}"
+                      f"{'  prefix ' + printable(c[9]) if c[9] != '-' else ''}\n")  # fmt: skip
 
 
 def _sweep_cells(s: SweepRow) -> tuple[str, ...]:

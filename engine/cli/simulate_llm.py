@@ -17,6 +17,7 @@ from engine.cli.printer import LivePrinter
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import Progress, drive
+from engine.run.llm_study_job import plan_json, record_llm_study
 from engine.serve.llm_cost import LLMCost
 from engine.serve.llm_plan import (
     DEFAULT_NEW,
@@ -34,7 +35,7 @@ from engine.serve.prefix_cache import check_prefix_fits
 from engine.serve.traffic import parse_traffic
 
 DURATION_S = 60.0
-NOT_FOR_LLM = ("find", "tune_batching", "curve", "confirm", "session", "max_batch", "preferred",
+NOT_FOR_LLM = ("find", "tune_batching", "curve", "confirm", "max_batch", "preferred",
                "delay_ms", "queue_limit", "timeout_ms", "cache", "slow_stretches")  # fmt: skip
 
 
@@ -92,6 +93,7 @@ def plan_from_args(args: argparse.Namespace) -> LLMPlan:
         slo_tpot_ms=args.slo_tpot,
         shared_prefix=getattr(args, "shared_prefix", None),
         prefix_block=getattr(args, "prefix_block", 16),
+        prefix_cache=getattr(args, "prefix_cache", None) or 0,
     )
 
 
@@ -157,7 +159,7 @@ def cmd_simulate_llm(args: argparse.Namespace) -> int:
 
             blocks = args.prefix_cache or 0
             book = simulate_llm(work, layout, cost, progress, blocks)
-            r = {"layout": layout.name, "layout_config": layout.to_json(),
+            r = {"layout": layout.name, "layout_config": layout.to_json(), "simulated": True,
                  **summarize_llm(book, args.slo_ttft, args.slo_tpot)}  # fmt: skip
             if blocks:
                 r.update(prefix_effect(work, layout, cost, blocks, args))
@@ -185,9 +187,28 @@ def cmd_simulate_llm(args: argparse.Namespace) -> int:
         result["layouts"] = results
     out = sys.stdout if args.json != "-" else sys.stderr
     print_llm(result, results, cost, out)
+    record_study(args, "simulate", config, results, out)
     if args.json:
         write_json(args.json, result)
     return EXIT_OK
+
+
+def record_study(
+    args: argparse.Namespace,
+    kind: str,
+    config: RunConfig,
+    rows: list[dict[str, Any]],
+    out: Any,
+    partial: bool = False,
+) -> None:
+    """With --session: the study's rows recorded (a table of their own: session show,
+    report and the session window list them)."""
+    if not args.session:
+        return
+    plan = plan_json(plan_from_args(args))
+    study = record_llm_study(args.session, args.model, kind, config, plan, rows, partial)
+    out.write(f"recorded   {args.session} (LLM serving study {study}"
+              f"{', partial' if partial else ''})\n")  # fmt: skip
 
 
 CURVE = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)  # cache sizes, as shares of the one asked for

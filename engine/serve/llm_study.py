@@ -11,6 +11,8 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from engine.backends.genai.model import open_llm, read_config
 from engine.backends.genai.weights import PRECISIONS as SERVED_PRECISIONS
 from engine.backends.genai.weights import llm_variant
@@ -74,16 +76,8 @@ class LLMStudyRequest:
     plan: LLMPlan
     what: tuple[str, str] = ("--prompt-len", "--new-tokens")  # the length knobs' names
     remeasure: bool = False  # calibrate again rather than use the cached calibration
+    session: str | None = None  # where the study is recorded
     job_name: ClassVar[str] = "LLM serving study"
-
-
-def llm_study_job(req: LLMStudyRequest) -> Generator[Event, None, Rows]:
-    """The study's rows: `simulate_plan` or `serve_plan`."""
-    if req.kind not in ("simulate", "real"):
-        raise ConfigError(f"an LLM study is 'simulate' or 'real', not {req.kind!r}")
-    study = simulate_plan if req.kind == "simulate" else serve_plan
-    rows = yield from study(req.model, req.config, req.plan, req.what, req.remeasure)
-    return rows
 
 
 def simulate_plan(
@@ -137,6 +131,8 @@ def serve_plan(
         "layout_config": layout.to_json(),
         "simulated": False,
         **summarize_llm(loop.book, plan.slo_ttft_ms, plan.slo_tpot_ms),
+        # requests without their last token: interrupted, or stopped at the drain deadline
+        "unfinished": len(work) - int(np.isfinite(loop.book.done).sum()),
     }
     return [simulated, real]
 

@@ -228,6 +228,16 @@ COLUMNS: dict[str, dict[str, Col]] = {
         "config": _text(64 * KB, required=True),
         "report": _text(8 * MB, required=True),
     },
+    "llm_studies": {
+        "id": _int(0, INT64, required=True),
+        "created_at": _text(64, required=True),
+        "model_path": _text(8 * KB, required=True),
+        "kind": _text(32, required=True),
+        "config": _text(64 * KB, required=True),
+        "plan": _text(64 * KB, required=True),
+        "rows": _text(8 * MB, required=True),
+        "status": _text(32, required=True),
+    },
     "sweeps": {
         "id": _int(0, INT64, required=True),
         "created_at": _text(64, required=True),

@@ -17,10 +17,10 @@ from engine.session.trust import corrupt
 
 
 def copy_runs(store: SessionStore, src: Path, paths: Mapping[str, str] | None = None) -> list[int]:
-    """Copy every run of `src` into `store`, with its sweeps and memory reports; returns the
-    new ids, in the source's order. `paths` renames model paths as they are here (a host's
-    copy of a model: the file it was sent from). `src` must be a session of this version
-    of the format (written by the same OpScope)."""
+    """Copy every run of `src` into `store`, with its sweeps, memory reports and LLM serving
+    studies; returns the new ids, in the source's order. `paths` renames model paths as
+    they are here (a host's copy of a model: the file it was sent from). `src` must be a
+    session of this version of the format (written by the same OpScope)."""
     try:
         probe = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
         try:
@@ -93,7 +93,8 @@ def _copy(conn: sqlite3.Connection, paths: dict[str, str]) -> list[int]:
     added = {
         "runs": new_ids,
         "sweeps": _copy_sweeps(conn, renumbered),
-        "memory": _copy_memory(conn),
+        "memory": _copy_rows(conn, "memory"),
+        "llm_studies": _copy_rows(conn, "llm_studies"),
     }
     for there, here in paths.items():
         for table, ids in added.items():
@@ -105,13 +106,15 @@ def _copy(conn: sqlite3.Connection, paths: dict[str, str]) -> list[int]:
     return new_ids
 
 
-def _copy_memory(conn: sqlite3.Connection) -> list[int]:
-    """Each memory report of the source (not a run's: rows of their own); the new ids."""
-    cols = ", ".join(c for c in _columns(conn, "memory") if c != "id")
+def _copy_rows(conn: sqlite3.Connection, table: str) -> list[int]:
+    """Each row of the source's `table` of rows of their own, not a run's (memory reports,
+    LLM serving studies), under a new id; the new ids."""
+    cols = ", ".join(c for c in _columns(conn, table) if c != "id")
     ids = []
-    for (old,) in conn.execute("SELECT id FROM trial.memory ORDER BY id").fetchall():
+    for (old,) in conn.execute(f"SELECT id FROM trial.{table} ORDER BY id").fetchall():
         cur = conn.execute(
-            f"INSERT INTO main.memory ({cols}) SELECT {cols} FROM trial.memory WHERE id = ?", (old,)
+            f"INSERT INTO main.{table} ({cols}) SELECT {cols} FROM trial.{table} WHERE id = ?",
+            (old,),
         )
         ids.append(int(cur.lastrowid or 0))
     return ids

@@ -24,6 +24,7 @@ from engine.errors import SessionFileError
 from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
 from engine.session import columns, held, liveness, schema
 from engine.session.generation_rows import GenerationRun, read_generation
+from engine.session.llm_study_rows import LLMStudyRow, read_llm_studies
 from engine.session.memory_rows import MemoryRow, read_memory
 from engine.session.rows import MarkerRow, RunRow, op_stat_row, run_row
 from engine.session.serving_rows import ServingRun, read_serving
@@ -230,6 +231,13 @@ class SessionReader:
         """Every recorded memory report (`opscope memory --session`, the Memory dock),
         oldest first, its fields checked; none in a file older than format v6."""
         return read_memory(self._conn)
+
+    @_guarded
+    def llm_studies(self) -> list[LLMStudyRow]:
+        """Every recorded LLM serving study (`simulate --llm --session`, `load --llm
+        --session`, the LLM Serving dock), oldest first, its fields checked; none in a file
+        older than format v7."""
+        return read_llm_studies(self._conn)
 
     @_guarded
     def sweeps(self) -> list[SweepRow]:

@@ -356,6 +356,30 @@ def _v6_memory(db: Database) -> None:
     )
 
 
+def _v7_llm_studies(db: Database) -> None:
+    """Version 7: LLM serving studies (`opscope simulate --llm --session`, `load --llm
+    --session`, the window's LLM Serving dock), one row each: the model, kind ("simulate":
+    every layout simulated; "real": one layout served for real, with the simulator's answer
+    for the same requests), the run config and the plan (JSON: traffic, lengths, layout,
+    prefix cache, SLOs), the summary rows (JSON list, engine/serve/llm_summary.py's dicts
+    with `layout`, `layout_config`, `simulated`; with a prefix cache, the same requests
+    without it) and whether it finished ("complete") or was interrupted ("partial")."""
+    db.table("llm_studies").create(
+        {
+            "id": int,
+            "created_at": str,
+            "model_path": str,
+            "kind": str,
+            "config": str,
+            "plan": str,
+            "rows": str,
+            "status": str,
+        },
+        pk="id",
+        not_null=["kind", "rows", "status"],
+    )
+
+
 def _insert_op_times(conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
     """Insert `rows` into op_times and empty the list."""
     conn.executemany(
@@ -373,6 +397,7 @@ MIGRATIONS: list[Migration] = [
     _v4_generation,
     _v5_compact_op_events,
     _v6_memory,
+    _v7_llm_studies,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

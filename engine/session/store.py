@@ -342,6 +342,36 @@ class SessionStore:
         assert isinstance(memory_id, int)
         return memory_id
 
+    # -- LLM serving studies -----------------------------------------------------------
+
+    def add_llm_study(
+        self,
+        *,
+        model_path: str,
+        kind: str,
+        config: dict[str, Any],
+        plan: dict[str, Any],
+        rows: list[dict[str, Any]],
+        partial: bool = False,
+    ) -> int:
+        """One LLM serving study (engine/serve/llm_study.py's rows); returns its id."""
+        table = self.db.table("llm_studies")
+        with self.db.atomic():
+            table.insert(
+                {
+                    "created_at": utc_now(),
+                    "model_path": model_path,
+                    "kind": kind,
+                    "config": json_text(config),
+                    "plan": json_text(plan),
+                    "rows": json_text(rows),
+                    "status": "partial" if partial else "complete",
+                }
+            )
+        study_id = table.last_pk
+        assert isinstance(study_id, int)
+        return study_id
+
     def add_telemetry(self, run_id: int | None, rows: Iterable[tuple[int, str, float]]) -> int:
         """Append (wall_ns, name, value) samples, e.g. GPU clock or memory; returns count."""
         return self.add_telemetry_rows([(run_id, t, name, v) for t, name, v in rows])
