@@ -27,7 +27,7 @@ from engine.analysis.llm_studies import row_cells as llm_study_cells
 from engine.analysis.llm_studies import study_title as llm_study_title
 from engine.analysis.report import write_report
 from engine.analysis.run_compare import RunComparison, compare_runs
-from engine.analysis.run_summary import summarize, with_recorded_stats
+from engine.analysis.run_summary import machine_text, summarize, with_recorded_stats
 from engine.analysis.run_table import inputs_text
 from engine.backends import Capabilities, all_backends, model_suffixes
 from engine.backends.genai.hf_import import ImportRequest
@@ -234,6 +234,7 @@ __all__ = [
     "llm_serving_config",
     "llm_study_cells",
     "llm_study_title",
+    "machine_text",
     "model_suffixes",
     "open_session_file",
     "ort_version",

@@ -66,6 +66,9 @@ class RunStarted:
     batch: int
     session_create_s: float
     host: str | None = None  # the machine it runs on, as the engine host names it (None: here)
+    # that machine's facts (engine/session/env.py's host_facts), on an engine host's first
+    # run: a session recorded from a window on another machine keeps them (meta machine:HOST)
+    machine: dict[str, str | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,8 @@ def test_a_live_run_on_a_host_is_recorded_here_and_reconnect_resumes(
         assert sum("ran on gpu-box: " in n and "over SSH: timed there" in n
                    for n in notes) >= 2, notes  # fmt: skip
         assert {r.host for r in runs} == {"gpu-box"}  # the host's machine, not ours
+        box = store.machines()["gpu-box"]  # and that machine's facts, told by its host
+        assert box["host"] == "gpu-box" and box["cpu_count"] and box["onnxruntime"]
     finally:
         store.close()
 

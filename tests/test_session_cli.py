@@ -61,7 +61,7 @@ def test_show_json_shape(two_runs: Path, tmp_path: Path) -> None:
     out = tmp_path / "show.json"
     opscope("session", "show", two_runs, "--json", out, check=True)
     data = json.loads(out.read_text())
-    assert set(data) == {"runs", "meta", "sweeps", "memory", "llm_studies"}
+    assert set(data) == {"runs", "meta", "machines", "sweeps", "memory", "llm_studies"}
     assert data["sweeps"] == data["memory"] == data["llm_studies"] == []
     assert (
         data["meta"]["schema_version"] == str(SCHEMA_VERSION)

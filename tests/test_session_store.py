@@ -351,3 +351,33 @@ def test_gpu_facts_from_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
 
     fake.nvmlInit = no_driver  # type: ignore[attr-defined]
     assert gpu_facts() == (None, None)
+
+
+def test_another_machines_facts_are_kept_once_and_read_back(tmp_path: Path) -> None:
+    """An engine host's facts come with its first run (RunStarted.machine): kept as meta
+    `machine:NAME`, out of `meta()`, read back by `machines()`; none for the session's
+    own machine; a merged session's machine is noted the same way."""
+    from engine.session.env import host_facts
+    from engine.session.merge import copy_runs
+
+    from engine.session.env import FACTS
+
+    assert tuple(host_facts()) == FACTS  # what a merge copies is what a host records
+    box = {**host_facts(), "host": "gpu-box", "gpu": "NVIDIA H200", "cpu_count": "16"}
+    path = tmp_path / "s.opscope"
+    with SessionStore.create_or_open(path) as store:
+        own = str(store.db.execute("SELECT value FROM meta WHERE key = 'host'").fetchone()[0])
+        store.note_machine(own, host_facts())  # the session's own: nothing to add
+        store.note_machine("gpu-box", box)
+    with open_session_file(path) as reader:
+        assert reader.machines() == {"gpu-box": {k: v for k, v in box.items() if v}}
+        assert not any(k.startswith("machine:") for k in reader.meta())
+    other = tmp_path / "host.opscope"
+    with SessionStore.create_or_open(other) as store:
+        store.db.execute("UPDATE meta SET value = 'tpu-box' WHERE key = 'host'")
+        store.start_run({"kind": "bench", "model_path": "m.onnx", "host": "tpu-box"})
+    with SessionStore.create_or_open(path) as store:
+        copy_runs(store, other)
+    with open_session_file(path) as reader:
+        assert set(reader.machines()) == {"gpu-box", "tpu-box"}
+        assert reader.machines()["tpu-box"]["host"] == "tpu-box"

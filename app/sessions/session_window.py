@@ -33,6 +33,7 @@ from engine.api import (
     SessionReader,
     escape_controls,
     lacking_note,
+    machine_text,
     open_session_file,
     run_table,
     summarize,
@@ -57,6 +58,7 @@ class SessionWindow(QMainWindow):
         try:
             self.runs: list[RunRow] = [self._with_samples(r) for r in self.reader.runs()]
             meta = self.reader.meta()
+            machines = self.reader.machines()
         except BaseException:
             self.reader.close()
             raise
@@ -109,6 +111,8 @@ class SessionWindow(QMainWindow):
                 if k in ("host", "cpu", "gpu", "onnxruntime", "created_at") and v
             )
         )
+        for name, facts in machines.items():  # engine hosts the runs ran on over SSH
+            header.setText(f"{header.text()}\nengine host {name}: {machine_text(facts)}")
         header.setTextFormat(Qt.TextFormat.PlainText)
         header.setWordWrap(True)
         lacking = lacking_note(self.reader.lacking)

@@ -31,7 +31,7 @@ from engine.analysis.report_html import pct as _pct
 from engine.analysis.report_html import section as _section
 from engine.analysis.report_html import table as _table
 from engine.analysis.run_compare import LATENCY_KINDS, RunComparison, compare_runs, load_changes
-from engine.analysis.run_summary import summarize, with_recorded_stats
+from engine.analysis.run_summary import machine_text, summarize, with_recorded_stats
 from engine.analysis.serving_report import serving_section
 from engine.analysis.sweep_report import sweep_section
 from engine.config import PRECISION_LABELS, provider_label
@@ -81,7 +81,7 @@ def build_report(reader: SessionReader, source: str) -> str:
     memory = memory_section(reader.memory())
     llm = llm_section(reader.llm_studies())
     parts = [
-        _env_section(meta, reader.models()),
+        _env_section(meta, reader.models(), reader.machines()),
         _runs_section([with_recorded_stats(r, samples[r.id][1]) for r in runs]),
         _latency_section(timed, samples),
         serving,
@@ -128,9 +128,18 @@ def build_report(reader: SessionReader, source: str) -> str:
 # -- sections --------------------------------------------------------------------------
 
 
-def _env_section(meta: dict[str, str | None], models: list[dict[str, Any]]) -> str:
+def _env_section(
+    meta: dict[str, str | None],
+    models: list[dict[str, Any]],
+    machines: dict[str, dict[str, str]] | None = None,
+) -> str:
     rows = [(k, v if v is not None else "-") for k, v in meta.items()]
-    out = _section("environment", "Environment", _table(("key", "value"), rows))
+    body = _table(("key", "value"), rows)
+    if machines:  # engine hosts over SSH: the runs whose host column names them ran there
+        body += "<p>Runs recorded here from engine hosts on other machines:</p>" + _table(
+            ("engine host", "machine"), [(n, machine_text(f)) for n, f in machines.items()]
+        )
+    out = _section("environment", "Environment", body)
     if models:
         mrows = [
             (

@@ -111,3 +111,19 @@ def with_recorded_stats(run: RunRow, latencies_ns: npt.NDArray[Any]) -> RunRow:
         latency=latency_stats(np.asarray(latencies_ns)),
         error=f"{note}; {run.error}" if run.error else note,
     )
+
+
+def machine_text(facts: Mapping[str, str]) -> str:
+    """Another machine's facts in one line: 'NVIDIA H200, AMD EPYC (16 CPUs), Linux-6.8,
+    onnxruntime 1.23.2, OpScope 0.1.0' (what is not known left out)."""
+    cpu = facts.get("cpu")
+    if cpu and facts.get("cpu_count"):
+        cpu = f"{cpu} ({facts['cpu_count']} CPUs)"
+    parts = [
+        facts.get("gpu"),
+        cpu,
+        facts.get("os"),
+        f"onnxruntime {facts['onnxruntime']}" if facts.get("onnxruntime") else None,
+        f"OpScope {facts['app_version']}" if facts.get("app_version") else None,
+    ]
+    return ", ".join(p for p in parts if p) or "no facts recorded"

@@ -12,7 +12,7 @@ from typing import TextIO
 
 from engine.analysis import run_table
 from engine.analysis.llm_studies import row_cells, study_title
-from engine.analysis.run_summary import summarize, with_recorded_stats
+from engine.analysis.run_summary import machine_text, summarize, with_recorded_stats
 from engine.cli.common import EXIT_OK, write_json
 from engine.measure.stats import latency_stats
 from engine.model.sizes import size_text
@@ -31,6 +31,7 @@ def cmd_session_show(args: argparse.Namespace) -> int:
     path, run_id = resolve_run_ref(args.ref)
     with SessionReader.open(path) as reader:
         meta = reader.meta()
+        machines = reader.machines()
         runs = reader.runs() if run_id is None else [reader.run(run_id)]
         # a run still recording (or killed) has samples but no summary: from its samples
         runs = [
@@ -43,13 +44,13 @@ def cmd_session_show(args: argparse.Namespace) -> int:
         studies = reader.llm_studies() if run_id is None else []
         made = [g for r in runs if (g := reader.generation(r.id)) is not None]
     out = sys.stdout if args.json != "-" else sys.stderr
-    print_session(path, meta, runs, out)
+    print_session(path, meta, runs, out, machines)
     print_generations(made, out)
     print_sweeps(sweeps, out)
     print_memory_reports(memory, out)
     print_llm_studies(studies, out)
     if args.json:
-        data = {"meta": meta, "runs": [r.to_json() for r in runs]}
+        data = {"meta": meta, "machines": machines, "runs": [r.to_json() for r in runs]}
         if run_id is None:
             data["sweeps"] = [s.to_json() for s in sweeps]
             data["memory"] = [{"id": m.id, "created_at": m.created_at,
@@ -80,10 +81,15 @@ def cmd_session_compact(args: argparse.Namespace) -> int:
 
 
 def print_session(
-    path: str, meta: dict[str, str | None], runs: Sequence[RunRow], out: TextIO
+    path: str,
+    meta: dict[str, str | None],
+    runs: Sequence[RunRow],
+    out: TextIO,
+    machines: dict[str, dict[str, str]] | None = None,
 ) -> None:
-    """A header line about the file, then one line per run. Every text that came from the
-    file goes through `printable`, so it cannot drive the terminal."""
+    """A header line about the file (and a line per other machine its runs ran on), then
+    one line per run. Every text that came from the file goes through `printable`, so it
+    cannot drive the terminal."""
     machine = ", ".join(printable(v) for v in (meta.get("cpu"), meta.get("gpu")) if v)
     out.write(
         f"session {printable(path)}: {len(runs)} run{'s' if len(runs) != 1 else ''}, "
@@ -92,6 +98,8 @@ def print_session(
         + (f" ({machine})" if machine else "")
         + "\n"
     )
+    for name, facts in (machines or {}).items():
+        out.write(f"engine host {printable(name)}: {printable(machine_text(facts))}\n")
     if not runs:
         return
     header = tuple(c.name for c in run_table.BRIEF)

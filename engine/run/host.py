@@ -71,10 +71,16 @@ class Outbox:
         self._items: list[Event] = []
         self._lock = threading.Lock()
         self._last = 0.0
+        self._facts_sent = False
 
     def put(self, ev: Event) -> None:
         if isinstance(ev, RunStarted) and ev.host is None:  # runs name their machine: the
             ev = dataclasses.replace(ev, host=host_name())  # window may be on another one
+            if not self._facts_sent:  # and its facts, once: CPU, GPU, OS, versions
+                from engine.session.env import host_facts
+
+                self._facts_sent = True
+                ev = dataclasses.replace(ev, machine=host_facts())
         with self._lock:
             self._items.append(ev)
 

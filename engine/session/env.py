@@ -13,6 +13,11 @@ import sqlite3
 from engine import __version__
 from engine.hostinfo import cpu_model, host_name, library_versions, nvml, text
 
+MACHINE_PREFIX = "machine:"  # meta keys of other machines the session's runs ran on
+# host_facts()'s keys
+FACTS = ("app_version", "host", "os", "python", "cpu", "cpu_count", "gpu", "gpu_driver",
+         "onnxruntime", "onnx", "numpy", "sqlite", "sqlite_utils")  # fmt: skip
+
 
 def host_facts() -> dict[str, str | None]:
     """Text facts for the session's `meta` table (None where unknown)."""

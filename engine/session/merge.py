@@ -12,6 +12,7 @@ from pathlib import Path
 
 from engine.errors import SessionFileError, one_line
 from engine.session import schema
+from engine.session.env import FACTS, MACHINE_PREFIX
 from engine.session.store import SessionStore
 from engine.session.trust import corrupt
 
@@ -40,7 +41,9 @@ def copy_runs(store: SessionStore, src: Path, paths: Mapping[str, str] | None = 
         conn.execute("ATTACH DATABASE ? AS trial", (str(src),))
         try:
             with store.transaction():
-                return _copy(conn, dict(paths or {}))
+                ids = _copy(conn, dict(paths or {}))
+                _note_machines(store, conn)
+                return ids
         finally:
             conn.execute("DETACH DATABASE trial")
     except (sqlite3.Error, UnicodeDecodeError) as exc:  # locked, full, or a damaged trial
@@ -104,6 +107,25 @@ def _copy(conn: sqlite3.Connection, paths: dict[str, str]) -> list[int]:
                              f"AND id IN ({marks})", [here, there, *ids])  # fmt: skip
         conn.execute("UPDATE main.models SET path = ? WHERE path = ?", (here, there))
     return new_ids
+
+
+def _note_machines(store: SessionStore, conn: sqlite3.Connection) -> None:
+    """The source's machine (its meta facts) and the machines it names, kept as this
+    session's `machine:NAME` facts: the runs copied say where they ran."""
+    rows = conn.execute("SELECT key, value FROM trial.meta").fetchall()
+    meta = {str(k): v for k, v in rows}
+    facts = {k: meta.get(k) for k in FACTS}
+    name = meta.get("host")
+    if isinstance(name, str) and name:
+        store.note_machine(name, facts)
+    for key, value in meta.items():
+        if key.startswith(MACHINE_PREFIX) and isinstance(value, str):
+            try:
+                named = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(named, dict):
+                store.note_machine(key[len(MACHINE_PREFIX) :], named)
 
 
 def _copy_rows(conn: sqlite3.Connection, table: str) -> list[int]:

@@ -23,6 +23,7 @@ from sqlite_utils import Database
 from engine.errors import SessionFileError
 from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
 from engine.session import columns, held, liveness, schema
+from engine.session.env import MACHINE_PREFIX
 from engine.session.generation_rows import GenerationRun, read_generation
 from engine.session.llm_study_rows import LLMStudyRow, read_llm_studies
 from engine.session.memory_rows import MemoryRow, read_memory
@@ -63,6 +64,11 @@ def _guarded(
 
     functools.update_wrapper(wrapper, method)
     return wrapper
+
+
+MAX_MACHINES = 64  # other machines a session names
+MACHINE_FACTS = 32  # facts per machine
+MACHINE_FACT = 256  # characters per fact
 
 
 class SessionReader:
@@ -137,8 +143,27 @@ class SessionReader:
         out: dict[str, str | None] = {}
         for key, value in self._conn.execute("SELECT key, value FROM meta ORDER BY key"):
             name = req(key, str, "meta.key")
-            if not name.startswith(liveness.KEY_PREFIX):  # a run's writer, not the file's
+            if not name.startswith((liveness.KEY_PREFIX, MACHINE_PREFIX)):  # the file's
                 out[name] = None if value is None else str(value)
+        return out
+
+    @_guarded
+    def machines(self) -> dict[str, dict[str, str]]:
+        """The other machines runs ran on (engine hosts over SSH, as `runs.host` names
+        them) -> their facts (host, os, cpu, gpu, versions...), as their hosts told them;
+        each fact bounded text, unknown ones left out."""
+        out: dict[str, dict[str, str]] = {}
+        rows = self._conn.execute(
+            "SELECT key, value FROM meta WHERE key LIKE ? ORDER BY key", [MACHINE_PREFIX + "%"]
+        )
+        for key, value in rows.fetchmany(MAX_MACHINES):
+            name = req(key, str, "meta.key")[len(MACHINE_PREFIX) :]
+            facts = parse_json(value, dict, "meta.value") or {}
+            out[name] = {
+                str(k)[:64]: v[:MACHINE_FACT]
+                for k, v in list(facts.items())[:MACHINE_FACTS]
+                if isinstance(v, str)
+            }
         return out
 
     @_guarded

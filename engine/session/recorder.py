@@ -92,6 +92,7 @@ class Recorder:
         self._model_sha: str | None = None
         self._variant: VariantReady | None = None
         self._notices: list[Notice] = []
+        self._machine: dict[str, str | None] | None = None  # the next run's machine facts
         self._starts: list[np.ndarray] = []
         self._lats: list[np.ndarray] = []
         self._telemetry: list[tuple[bool, int, str, float]] = []  # (in the run, ...)
@@ -312,6 +313,7 @@ class Recorder:
             "session_create_s": ev.session_create_s,
             **({"host": ev.host} if ev.host else {}),  # else the session's own machine
         }
+        self._machine = ev.machine
         self._open_run(fields)
 
     def _open_run(self, fields: dict[str, Any]) -> None:
@@ -325,8 +327,13 @@ class Recorder:
         self.flush()
         notices = list(self._notices)
 
+        machine = (fields.get("host"), self._machine)
+        self._machine = None
+
         def write() -> None:
             with self.store.transaction():
+                if machine[0] and machine[1]:
+                    self.store.note_machine(machine[0], machine[1])
                 self.run_id = self.store.start_run(fields)
                 for notice in notices:
                     self.store.add_marker(self.run_id, "notice", notice.level, notice.message)

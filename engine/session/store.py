@@ -26,7 +26,7 @@ from engine.events import AccuracyResult, OpProfile, ServedRequests, ServingStar
 from engine.measure.op_trace import NodeEvent
 from engine.model.info import ModelInfo
 from engine.session import columns, held, liveness, schema
-from engine.session.env import host_facts
+from engine.session.env import MACHINE_PREFIX, host_facts
 from engine.session.reader import SessionReader
 from engine.session.schema import migrate
 from engine.session.trust import (
@@ -161,6 +161,17 @@ class SessionStore:
             )
         liveness.opened(self.path, run_id)
         return run_id
+
+    def note_machine(self, name: str, facts: dict[str, str | None]) -> None:
+        """Another machine's facts (an engine host's over SSH: its runs name it in
+        `runs.host`) as meta `machine:NAME`; none for the session's own machine."""
+        own = self.db.execute("SELECT value FROM meta WHERE key = 'host'").fetchone()
+        if own is not None and own[0] == name:
+            return
+        self.db.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+            [f"{MACHINE_PREFIX}{name}", json_text(facts)],
+        )
 
     def update_run(self, run_id: int, fields: dict[str, Any]) -> None:
         self.db.table("runs").update(run_id, fields)
