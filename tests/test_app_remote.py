@@ -238,11 +238,12 @@ def test_cancel_stops_a_models_upload_and_the_link_stays(
 
 
 def test_load_what_if_sweep_and_graph_from_a_connected_window(
-    qtbot: QtBot, tmp_path: Path, target: Target
+    qtbot: QtBot, tmp_path: Path, target: Target, ssh_server: SSHHost
 ) -> None:
-    """The Traffic dock's load run and What-if calibration on the loaded model there, the
-    Scaling dock's sweep (its row and its points' runs merged here), the Graph dock's
-    layout of the graph as the host ran it."""
+    """The Traffic dock's load run (replaying a trace file of this machine's, sent there)
+    and What-if calibration on the loaded model there, the Scaling dock's sweep (its row
+    and its points' runs merged here), the Graph dock's layout of the graph as the host ran
+    it."""
     from tests.conftest import DEMO_TRANSFORMER
 
     wb = Workbench(session_path=str(tmp_path / "all.opscope"), usable=["cpu"], host=target)
@@ -252,7 +253,9 @@ def test_load_what_if_sweep_and_graph_from_a_connected_window(
     try:
         qtbot.waitUntil(lambda: wb.controller.samples > 10, timeout=TIMEOUT_MS)
         traffic = wb.window.traffic
-        traffic.rate.setValue(100)
+        trace = tmp_path / "arrivals.csv"
+        trace.write_text("time_s\n" + "".join(f"{i * 0.01:.3f}\n" for i in range(150)))
+        traffic.set_trace(str(trace))
         traffic.duration.setValue(2)
         traffic.run_button.click()
         qtbot.waitUntil(lambda: not traffic.run_button.isEnabled(), timeout=5_000)
@@ -277,6 +280,11 @@ def test_load_what_if_sweep_and_graph_from_a_connected_window(
         with open_session_file(wb.recording.path) as reader:
             runs = reader.runs()
             assert sum(r.kind == "load" for r in runs) == 1
+            (load,) = [r for r in runs if r.kind == "load"]
+            served = reader.serving(load.id)
+            assert served is not None and served.traffic["kind"] == "trace"
+            assert served.records.scheduled.size == 150  # the trace's arrivals, replayed
+            assert served.traffic["path"].startswith(str(ssh_server.cache))  # from its copy
             (sweep,) = reader.sweeps()
             assert len(sweep.run_ids) == 2 and set(sweep.run_ids) <= {r.id for r in runs}
             assert sweep.model_path == str(DEMO_TRANSFORMER)  # named as here

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.remote.target import Target
 from tests.conftest import DEMO_CNN
@@ -240,7 +243,7 @@ def test_a_model_with_external_data_goes_as_a_folder_once(
     args = ["bench", src / "cnn.onnx", "--host", via, "--duration", "0.2", "--min-runs", "3",
             "--no-accuracy", "--json", out]  # fmt: skip
     done = opscope(*args, check=True)
-    assert "cnn.onnx and its files on the host" in done.stderr
+    assert "cnn.onnx and its files sent to the host" in done.stderr
     assert json.loads(out.read_text())["latency_ms"]["count"] >= 3
     folders = list((ssh_server.cache / "remote" / "files" / "folders").glob("*/ext"))
     assert len(folders) == 1
@@ -314,7 +317,7 @@ def test_tune_gate_and_generate_on_a_host(via: str, ssh_server: SSHHost, tmp_pat
         assert len(sweep.run_ids) == 2 and set(sweep.run_ids) <= ids and len(ids) == 4
     gen = opscope("generate", DEMO_LLM, "--host", via, "--prompt-len", "8", "--new-tokens",
                   "4", "--duration", "0.5", "--json", out, check=True)  # fmt: skip
-    assert "demo_llm and its files on the host" in gen.stderr
+    assert re.search("demo_llm and its files (sent to|already on) the host", gen.stderr)
     assert json.loads(out.read_text())["host"]["target"] == via
 
 
@@ -324,3 +327,78 @@ def test_the_hosts_machine_and_roofs(via: str, tmp_path: Path) -> None:
     done = opscope("system", "--host", via, "--json", out, check=True)
     r = json.loads(out.read_text())
     assert r["host"]["target"] == via and r["peaks"]["cpu"]["gflops"] > 0, done.stdout
+
+
+FILE_LIKE = re.compile(r"(path|npz|npy|file|model|traffic)$")
+
+
+def test_every_job_request_names_the_files_it_reads() -> None:
+    """A window on a host sends the files a job reads first: each request (and each request
+    nested in one) names its file fields in `local_files`, so none is sent by guess or
+    forgotten. Window-side jobs read the window's own files and are left out."""
+    import dataclasses
+    import importlib
+    import typing
+
+    from engine.remote.window_host import WINDOW_SIDE_JOBS
+    from engine.run.jobs import JOBS, ON_LOADED_MODEL
+
+    missing: list[str] = []
+    seen: set[type] = set()
+
+    def walk(cls: type) -> None:
+        if cls in seen:
+            return
+        seen.add(cls)
+        hints = typing.get_type_hints(cls)
+        named = getattr(cls, "local_files", ())
+        for f in dataclasses.fields(cls):
+            kind = hints[f.name]
+            if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+                walk(kind)
+            elif kind in (str, str | None) and FILE_LIKE.search(f.name) and f.name not in named:
+                missing.append(f"{cls.__name__}.{f.name}")
+        missing.extend(f"{cls.__name__}.{n} (no such field)" for n in named
+                       if n not in {f.name for f in dataclasses.fields(cls)})  # fmt: skip
+
+    for path in (*JOBS, *ON_LOADED_MODEL):
+        module, name = path.rsplit(".", 1)
+        if name not in WINDOW_SIDE_JOBS:
+            walk(getattr(importlib.import_module(module), name))
+    assert not missing, missing
+    assert len(seen) >= 12  # the requests and what they nest (configs, plans, inputs)
+
+
+def test_a_job_sent_to_a_host_carries_the_hosts_copies_of_its_files(tmp_path: Path) -> None:
+    """Every file field, nested or not, and a trace spec's file are replaced by the host's
+    copy; other text (a Poisson spec, a session) is left alone."""
+    from engine.remote.window_host import FileSender
+    from engine.run import commands as cmds
+    from engine.run.bench import BenchRequest
+    from engine.run.job_inputs import JobInputs
+    from engine.run.serving_jobs import LoadRunRequest
+    from engine.serve.llm_plan import LLMPlan
+    from engine.serve.llm_study import LLMStudyRequest
+    from engine.tune.search import Goal
+    from engine.tune.sweep_job import SweepRequest
+    from engine.tune.tune_job import TuneRequest
+
+    sender = FileSender(Target.parse("gpu-box"))
+    sender.path = lambda local: f"/host/{Path(local).name}"  # type: ignore[method-assign]
+
+    def sent(request: Any) -> Any:
+        return sender.command(cmds.RunJob(1, request)).request
+
+    sweep = sent(SweepRequest(BenchRequest("/me/m.onnx", calibration_npz="/me/c.npz"), "batch",
+                              ("1", "2")))  # fmt: skip
+    assert (sweep.bench.model_path, sweep.bench.calibration_npz) == ("/host/m.onnx", "/host/c.npz")
+    assert sweep.bench.inputs_npz is None
+    tune = sent(TuneRequest("/me/m.onnx", {}, RunConfig(), Goal("p50", 0.99),
+                            inputs=JobInputs(labels_npy="/me/l.npy")))  # fmt: skip
+    assert (tune.model, tune.inputs.labels_npy) == ("/host/m.onnx", "/host/l.npy")
+    study = sent(LLMStudyRequest("real", "/me/llm", RunConfig(),
+                                 LLMPlan("trace:/me/t.csv@speed=2,start=5")))  # fmt: skip
+    assert study.model == "/host/llm" and study.plan.traffic == "trace:/host/t.csv@speed=2,start=5"
+    load = sent(LoadRunRequest("poisson:5", {}))
+    assert load.traffic == "poisson:5"
+    assert sent(LoadRunRequest("Trace:/me/a b.csv", {})).traffic == "trace:/host/a b.csv"

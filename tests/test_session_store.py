@@ -357,10 +357,8 @@ def test_another_machines_facts_are_kept_once_and_read_back(tmp_path: Path) -> N
     """An engine host's facts come with its first run (RunStarted.machine): kept as meta
     `machine:NAME`, out of `meta()`, read back by `machines()`; none for the session's
     own machine; a merged session's machine is noted the same way."""
-    from engine.session.env import host_facts
+    from engine.session.env import FACTS, host_facts
     from engine.session.merge import copy_runs
-
-    from engine.session.env import FACTS
 
     assert tuple(host_facts()) == FACTS  # what a merge copies is what a host records
     box = {**host_facts(), "host": "gpu-box", "gpu": "NVIDIA H200", "cpu_count": "16"}

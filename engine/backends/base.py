@@ -13,7 +13,7 @@ import dataclasses
 import importlib.util
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -28,10 +28,15 @@ __all__ = ["Backend", "Capabilities", "Feeds", "PrepareRequest", "Prepared", "ba
 KNOBS = ("precision", "fusion", "provider")
 
 
+DATA_FILES = ("inputs_npz", "calibration_npz", "labels_npy")  # a request's data files
+
+
 @dataclass(frozen=True)
 class PrepareRequest:
     """What to prepare: the model, the config, and where its inputs come from."""
 
+    # the fields that name files on this machine (a window on a host sends them first)
+    local_files: ClassVar[tuple[str, ...]] = ("model_path", *DATA_FILES)
     model_path: str
     config: RunConfig = field(default_factory=RunConfig)
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)

@@ -10,11 +10,13 @@ import argparse
 import contextlib
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from engine.cli.common import EXIT_OK, write_json
 from engine.errors import ConfigError, ModelError, OpScopeError
+from engine.serve.traffic import with_trace_file
 
 DATA_FLAGS = ("--inputs", "--calibration", "--labels", "--prompts")
 
@@ -93,29 +95,33 @@ def cmd_remote(args: argparse.Namespace) -> int:
             raise ModelError("file not found", model)
         external_data_files(model)  # a missing weights file: one line before connecting
     info = hello(target)
-    remote_model = _send(target, model) if model is not None else ""
+    send = _sender(target)
+    remote_model = send(model) if model is not None else ""
     files = {}
     positionals = {args.model: remote_model} if model is not None else {}
     baseline = getattr(args, "baseline", None)
     if baseline:  # gate's baseline session: read there
         if not Path(baseline).is_file():
             raise ConfigError(f"{baseline}: no such session file")
-        positionals[baseline] = _send(target, Path(baseline))
+        positionals[baseline] = send(Path(baseline))
     for flag in DATA_FLAGS:
         value = getattr(args, flag[2:], None)
         if value:
             path = Path(value)
             if not path.exists():
                 raise ConfigError(f"{flag} {value}: no such file or folder")
-            files[flag] = _send(target, path)
+            files[flag] = send(path)
     traffic = getattr(args, "traffic", None)
-    if traffic and str(traffic).startswith("trace:"):  # the trace goes too, its path swapped
-        spec = str(traffic)[len("trace:") :]
-        path_text, at, rest = spec.partition("@")
-        trace = Path(path_text)
-        if not trace.is_file():
-            raise ConfigError(f"--traffic {traffic}: no such trace file")
-        files["--traffic"] = f"trace:{_send(target, trace)}{at}{rest}"
+    if traffic:  # a trace goes too, its path swapped
+
+        def trace(path_text: str) -> str:
+            if not Path(path_text).is_file():
+                raise ConfigError(f"--traffic {traffic}: no such trace file")
+            return send(Path(path_text))
+
+        swapped = with_trace_file(str(traffic), trace)
+        if swapped != traffic:
+            files["--traffic"] = swapped
     run_id = uuid.uuid4().hex
     result_path = f"{info['results']}/{run_id}.json"
     if getattr(args, "session", None):  # recorded there, then copied into the local file
@@ -174,24 +180,28 @@ def _bring_session(target: Any, remote: str, local: Path, paths: dict[str, str])
     print(f"recorded   {local} (run {', '.join(map(str, ids))} from {target})", file=sys.stderr)
 
 
-def _send(target: Any, path: Path) -> str:
-    """`path` on the host: a file by its hash, a folder or a model with external data as
-    its files, then the folder assembled there."""
-    from engine.remote.link import send_file
+def _sender(target: Any) -> Callable[[Path], str]:
+    """Sends a path to the host (engine/remote/window_host.py's FileSender: a file by its
+    hash, a folder or a model with external data as its files, then the folder assembled
+    there), saying what it did; returns the host's path."""
     from engine.remote.window_host import FileSender, external_data_files
 
-    def progress(done: int, total: int, name: str = path.name) -> None:
+    shown = [False]
+
+    def progress(name: str, done: int, total: int) -> None:
+        shown[0] = True
         print(f"\rsending    {name}: {done / max(total, 1):.0%} of {total / 1e6:.1f} MB",
               end="", file=sys.stderr, flush=True)  # fmt: skip
 
-    if path.is_dir() or external_data_files(path):
-        remote = FileSender(target, lambda n, d, t: progress(d, t, n)).path(str(path))
-        print(f"\ninfo: {path.name} and its files on the host (each sent once, by hash)",
+    sender = FileSender(target, progress)
+
+    def send(path: Path) -> str:
+        shown[0] = False
+        remote, sent = sender.send(str(path))
+        what = "and its files " if path.is_dir() or external_data_files(path) else ""
+        print(("\n" if shown[0] else "") + f"info: {path.name} {what}"
+              + ("sent to the host" if sent else "already on the host (same content)"),
               file=sys.stderr)  # fmt: skip
         return remote
 
-    remote, sent = send_file(target, path, progress)
-    print(("\n" if sent else "") + f"info: {path.name} "
-          + ("sent to the host" if sent else "already on the host (same content)"),
-          file=sys.stderr)  # fmt: skip
-    return remote
+    return send

@@ -169,15 +169,18 @@ def send_folder(
     root: Path,
     files: list[Path] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-) -> str:
+) -> tuple[str, bool]:
     """`files` (default: every file under `root`), each sent once by hash (send_file),
     then assembled on the host as a folder named as `root`, at their paths relative to it:
-    the folder's path there. `progress` hears (file name, bytes sent, bytes in all)."""
+    the folder's path there, and whether any file's bytes were sent. `progress` hears
+    (file name, bytes sent, bytes in all)."""
     chosen = files if files is not None else sorted(p for p in root.rglob("*") if p.is_file())
     entries = []
+    sent_any = False
     for path in chosen:
         tell = None if progress is None else (lambda d, t, n=path.name: progress(n, d, t))
-        send_file(target, path, tell)
+        _, sent = send_file(target, path, tell)
+        sent_any |= sent
         sha = known_sha256(path)
         assert sha is not None  # remembered by send_file, sent now or before
         rel = path.relative_to(root).as_posix()
@@ -190,7 +193,7 @@ def send_folder(
     answer = _answer(target, proc.stdout.decode(errors="replace"))
     if not isinstance(answer.get("folder"), str):
         raise RemoteError(f"{target}: answered no folder for {root.name}")
-    return str(answer["folder"])
+    return str(answer["folder"]), sent_any
 
 
 def run_relayed(target: Target, args: list[str]) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import os
 import subprocess
 import tempfile
 import threading
@@ -24,6 +23,7 @@ from engine.remote.link import RemoteError, hello, send_file, send_folder
 from engine.remote.target import Target
 from engine.run import commands as cmds
 from engine.run.wire import StreamConnection
+from engine.serve.traffic import with_trace_file
 
 # Jobs on the window's own files (an export reads the session here, an import writes a
 # model folder here): they run on this machine even when the engine is on a host.
@@ -129,29 +129,42 @@ class FileSender:
         self.local_of: dict[str, str] = {}  # a host's path -> the path it was sent from
 
     def path(self, local: str) -> str:
+        """The host's copy of `local` (see `send`)."""
+        return self.send(local)[0]
+
+    def send(self, local: str) -> tuple[str, bool]:
         """The host's copy of `local`: a file, a folder (a genai model, a folder of inputs:
         its files, then the folder assembled there), or an ONNX model whose weights are in
-        external data files (the model and those files, as a folder)."""
+        external data files (the model and those files, as a folder); and whether any byte
+        was sent (False: the host had every file already)."""
         p = Path(local)
         if not p.exists():
             raise ConfigError(f"{local}: no such file or folder")
         st = p.stat()
         key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
         if key in self._sent:
-            return self._sent[key]
+            return self._sent[key], False
         if p.is_dir():
             files = sorted(f for f in p.rglob("*") if f.is_file())
             if not files:
                 raise ConfigError(f"{local}: an empty folder")
-            remote = send_folder(self.target, p, files, self._tell)
+            remote, sent = send_folder(self.target, p, files, self._tell)
         elif externals := external_data_files(p):
-            folder = send_folder(self.target, p.parent, [p, *externals], self._tell)
+            folder, sent = send_folder(self.target, p.parent, [p, *externals], self._tell)
             remote = f"{folder}/{p.name}"
         else:
-            remote, _ = send_file(self.target, p, lambda d, t: self._tell(p.name, d, t))
+            remote, sent = send_file(self.target, p, lambda d, t: self._tell(p.name, d, t))
         self._sent[key] = remote
         self.local_of[remote] = local
-        return remote
+        return remote, sent
+
+    def spec(self, field: str, value: str) -> str:
+        """A field that names a local file, as the host names its copy: a path, or for a
+        `traffic` field a `trace:FILE[@options]` spec with its file sent (any other
+        traffic spec as it is)."""
+        if field == "traffic":
+            return with_trace_file(value, self.path)
+        return self.path(value)
 
     def _tell(self, name: str, done: int, total: int) -> None:
         if self.cancelled.is_set():
@@ -215,21 +228,24 @@ class FileSender:
         return None if local is None else self.path(local)
 
     def _files_in(self, value: Any) -> Any:
-        """A request with each field that names an existing local file sent and replaced
-        (nested dataclasses too)."""
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            changes = {}
-            for f in dataclasses.fields(value):
-                if not f.init:
-                    continue
-                old = getattr(value, f.name)
+        """A request with each field its class names in `local_files` (a path, or a trace
+        spec) sent and replaced by the host's copy; nested requests (a sweep's bench, a
+        tune's inputs, a study's plan) likewise."""
+        if not dataclasses.is_dataclass(value) or isinstance(value, type):
+            return value
+        named = getattr(type(value), "local_files", ())
+        changes = {}
+        for f in dataclasses.fields(value):
+            old = getattr(value, f.name)
+            if not f.init:
+                continue
+            if f.name in named:
+                new = self.spec(f.name, old) if isinstance(old, str) and old else old
+            else:
                 new = self._files_in(old)
-                if new is not old:
-                    changes[f.name] = new
-            return dataclasses.replace(value, **changes) if changes else value
-        if isinstance(value, str) and value and os.sep in value and os.path.exists(value):
-            return self.path(value)
-        return value
+            if new is not old:
+                changes[f.name] = new
+        return dataclasses.replace(value, **changes) if changes else value
 
 
 def external_data_files(model: Path) -> list[Path]:

@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -39,6 +39,7 @@ from engine.run.prompt_file import read_prompts
 
 @dataclass(frozen=True)
 class GenerateRequest:
+    local_files: ClassVar[tuple[str, ...]] = ("model_path", "prompts_file")
     model_path: str
     config: RunConfig = field(default_factory=RunConfig)
     prompt_len: int = 128

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from engine import backends
+from engine.backends.base import DATA_FILES
 from engine.cache import cache_root
 from engine.config import RunConfig
 from engine.errors import ModelError, OpScopeError
@@ -41,6 +42,7 @@ STAGES = 4
 
 @dataclass(frozen=True)
 class GraphRequest:
+    local_files: ClassVar[tuple[str, ...]] = ("model_path", *DATA_FILES)
     model_path: str
     config: RunConfig = field(default_factory=RunConfig)
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from typing import Protocol, TypedDict
+from typing import ClassVar, Protocol, TypedDict
 
+from engine.backends.base import DATA_FILES
 from engine.model.inputs import parse_dim_override, parse_shape_override
 
 
@@ -37,6 +38,7 @@ class CarriesInputs(Protocol):
 
 @dataclass(frozen=True)
 class JobInputs:
+    local_files: ClassVar[tuple[str, ...]] = DATA_FILES
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # whole input shapes
     dims: dict[str, int] = field(default_factory=dict)  # symbolic dims by name: sequence=256
     inputs_npz: str | None = None  # evaluation data (a file or a folder)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from engine import backends
+from engine.backends.base import DATA_FILES
 from engine.config import RunConfig
 from engine.errors import ConfigError, OpScopeError
 from engine.events import Event, Notice, Progress, VariantReady
@@ -36,6 +37,7 @@ PROBE_TIMEOUT_S = 600.0
 
 @dataclass(frozen=True)
 class MemoryRequest:
+    local_files: ClassVar[tuple[str, ...]] = ("model_path", *DATA_FILES)
     model_path: str
     config: RunConfig = field(default_factory=RunConfig)
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)

@@ -35,6 +35,7 @@ class LoadRunRequest:
     """Serve the loaded model under `traffic` (a spec: poisson:RATE, bursts:..., closed:N)
     with `batching` (`BatchPolicy.to_json()`); a run of kind load."""
 
+    local_files: ClassVar[tuple[str, ...]] = ("traffic",)  # trace:FILE
     traffic: str
     batching: dict[str, Any]
     duration_s: float = 10.0

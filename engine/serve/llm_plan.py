@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 
@@ -32,6 +33,8 @@ class LLMPlan:
     """What to serve and how. `prompt_len` None: 512 tokens, or a trace's size column;
     `instances` None: prefill + decode instances (the machines disaggregation uses);
     `prefill_tokens` None: the model's context."""
+
+    local_files: ClassVar[tuple[str, ...]] = ("traffic",)  # trace:FILE
 
     traffic: str
     seed: int = 0

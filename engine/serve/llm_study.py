@@ -70,6 +70,7 @@ class LLMStudyRequest:
     """The window's LLM Serving study as a job: every layout simulated ("simulate"), or the
     plan's one layout served for real after the simulator's answer ("real")."""
 
+    local_files: ClassVar[tuple[str, ...]] = ("model",)  # and its plan's trace
     kind: str  # simulate | real
     model: str
     config: RunConfig

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -106,6 +107,16 @@ class TrafficSpec:
         }[self.kind]
         data = asdict(self)
         return {"kind": self.kind, "spec": self.text, **{k: data[k] for k in keep}}
+
+
+def with_trace_file(text: str, swap: Callable[[str], str]) -> str:
+    """A `trace:FILE[@options]` spec with its file swapped for `swap(FILE)` (a window or a
+    command on a host sends the trace there first); any other spec as it is."""
+    kind, sep, args = text.strip().partition(":")
+    if not sep or kind.lower() != "trace" or not args:
+        return text
+    path, at, rest = args.partition("@")
+    return f"trace:{swap(path)}{at}{rest}"
 
 
 def parse_traffic(text: str) -> TrafficSpec:

@@ -18,6 +18,7 @@ from engine.tune.trial import Trial, run_trial
 
 @dataclass(frozen=True)
 class TuneRequest:
+    local_files: ClassVar[tuple[str, ...]] = ("model",)  # and its inputs' data files
     model: str
     space: dict[str, list[Any]]  # knob -> values (engine.tune.space.parse_space)
     base: RunConfig
