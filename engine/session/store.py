@@ -318,40 +318,26 @@ class SessionStore:
         partial: bool = False,
     ) -> int:
         """One sweep as a whole (`SweepResult.to_json()` as `result`); returns its id."""
-        table = self.db.table("sweeps")
+        return self._add_row("sweeps", model_path=model_path, dim=dim, config=config,
+                             result=result, run_ids=run_ids,
+                             status="partial" if partial else "complete")  # fmt: skip
+
+    def _add_row(self, name: str, **fields: Any) -> int:
+        """A row of a table of rows of their own (not a run's), stamped `created_at`, its
+        objects and lists stored as JSON; returns its id."""
+        table = self.db.table(name)
+        row = {k: json_text(v) if isinstance(v, dict | list) else v for k, v in fields.items()}
         with self.db.atomic():
-            table.insert(
-                {
-                    "created_at": utc_now(),
-                    "model_path": model_path,
-                    "dim": dim,
-                    "config": json_text(config),
-                    "result": json_text(result),
-                    "run_ids": json_text(run_ids),
-                    "status": "partial" if partial else "complete",
-                }
-            )
-        sweep_id = table.last_pk
-        assert isinstance(sweep_id, int)
-        return sweep_id
+            table.insert({"created_at": utc_now(), **row})
+        row_id = table.last_pk
+        assert isinstance(row_id, int)
+        return row_id
 
     # -- memory reports --------------------------------------------------------------
 
     def add_memory(self, *, model_path: str, config: dict[str, Any], report: dict[str, Any]) -> int:
         """One memory report (engine/run/memory_job.py's result); returns its id."""
-        table = self.db.table("memory")
-        with self.db.atomic():
-            table.insert(
-                {
-                    "created_at": utc_now(),
-                    "model_path": model_path,
-                    "config": json_text(config),
-                    "report": json_text(report),
-                }
-            )
-        memory_id = table.last_pk
-        assert isinstance(memory_id, int)
-        return memory_id
+        return self._add_row("memory", model_path=model_path, config=config, report=report)
 
     # -- LLM serving studies -----------------------------------------------------------
 
@@ -366,22 +352,9 @@ class SessionStore:
         partial: bool = False,
     ) -> int:
         """One LLM serving study (engine/serve/llm_study.py's rows); returns its id."""
-        table = self.db.table("llm_studies")
-        with self.db.atomic():
-            table.insert(
-                {
-                    "created_at": utc_now(),
-                    "model_path": model_path,
-                    "kind": kind,
-                    "config": json_text(config),
-                    "plan": json_text(plan),
-                    "rows": json_text(rows),
-                    "status": "partial" if partial else "complete",
-                }
-            )
-        study_id = table.last_pk
-        assert isinstance(study_id, int)
-        return study_id
+        return self._add_row("llm_studies", model_path=model_path, kind=kind, config=config,
+                             plan=plan, rows=rows,
+                             status="partial" if partial else "complete")  # fmt: skip
 
     def add_telemetry(self, run_id: int | None, rows: Iterable[tuple[int, str, float]]) -> int:
         """Append (wall_ns, name, value) samples, e.g. GPU clock or memory; returns count."""
