@@ -88,6 +88,24 @@ def test_a_hostile_or_empty_host_is_one_line(
 
 
 @needs_ssh
+def test_a_key_the_host_refuses_is_one_line(
+    via: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncssh
+
+    stranger = tmp_path / "stranger_key"
+    stranger.write_bytes(asyncssh.generate_private_key("ssh-ed25519").export_private_key())
+    stranger.chmod(0o600)
+    opts = os.environ["OPSCOPE_SSH_OPTS"].split()
+    opts[opts.index("-i") + 1] = str(stranger)
+    monkeypatch.setenv("OPSCOPE_SSH_OPTS", " ".join(opts))
+    done = opscope("bench", DEMO_CNN, "--host", via)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "authentication refused" in line and "Permission denied" in line, line
+
+
+@needs_ssh
 def test_an_unreachable_host_is_one_line(via: str) -> None:
     done = opscope("bench", DEMO_CNN, "--host", "127.0.0.1:1")
     assert done.returncode == 2

@@ -32,6 +32,9 @@ class RemoteError(OpScopeError):
 
 def _why(target: Target, code: int, err: str) -> RemoteError:
     last = next((ln.strip() for ln in reversed(err.splitlines()) if ln.strip()), "")
+    if code == 255 and "Permission denied" in err:
+        return RemoteError(f"{target}: authentication refused ({last}); check the key, agent "
+                           "or ~/.ssh/config entry that should reach it")  # fmt: skip
     if code == 255:
         return RemoteError(f"{target}: cannot connect ({last or 'ssh failed'})")
     if code == 127 or "command not found" in err or "No such file" in last:
