@@ -160,6 +160,7 @@ def test_load_and_simulate_on_a_host_take_their_trace_along(
     assert [r["kind"] for r in runs] == ["bench", "load"], shown.stdout
     assert {r["host"] for r in runs} == {"gpu-box"}  # the runs name the host's machine
     assert "engine host gpu-box: " in shown.stdout  # and its facts are kept
+    assert sum(" gpu-box " in line for line in shown.stdout.splitlines()) == 2  # host column
     machines = json.loads((tmp_path / "show.json").read_text())["machines"]
     assert machines["gpu-box"]["host"] == "gpu-box"
     assert not list((ssh_server.cache / "remote" / "results").iterdir())  # nothing left there

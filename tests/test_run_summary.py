@@ -26,7 +26,7 @@ def test_every_renderer_prints_the_summary(tmp_path: Path) -> None:
     row = dict(zip((c.name for c in run_table.BRIEF), _cells(run), strict=True))
     assert row["kind"] == "profile" and row["config"] == s.config
     assert row["p50 ms"] == cell(s.p50_ms) and row["inputs"] == s.inputs == "image 1x3x64x64"
-    assert row["status"] == "ok"
+    assert row["status"] == "ok" and row["host"] == run.host != "-"  # the machine it ran on
     assert cell(None) == cell(float("nan")) == "-" and cell(1.23456, 1) == "1.2"
 
 

@@ -42,6 +42,7 @@ class RunSummary:
     stable: bool | None
     cosine: float | None
     status: str  # 'ok', or 'error: <why>'
+    host: str = "-"  # the machine it ran on ('gpu-box': an engine host over SSH)
 
     @property
     def label(self) -> str:
@@ -70,6 +71,7 @@ def summarize(run: RunRow) -> RunSummary:
         stable=run.stable,
         cosine=acc.cosine if acc else None,
         status=run.status + (f": {run.error}" if run.error else ""),
+        host=run.host or "-",
     )
 
 

@@ -37,6 +37,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("inputs", lambda s: s.inputs),
     Column("config", lambda s: s.config),
     Column("provider", lambda s: s.provider),
+    Column("host", lambda s: s.host),
     Column("samples", lambda s: f"{s.samples:,}", numeric=True),
     Column("p50 ms", lambda s: cell(s.p50_ms), numeric=True),
     Column("p90 ms", lambda s: cell(s.p90_ms), numeric=True, brief=False),
