@@ -1,8 +1,9 @@
-"""A model sent to a host by `--host` (engine/remote/link.py: its sha256, then its bytes
-through `ssh HOST opscope remote put`, checked and written whole there) against `scp` of
-the same file over the same link, in alternating order, three times per size. The link: a
-real SSH server on localhost (tests/ssh_server.py: asyncssh, one process), so both pay the
-same encryption and neither a network. Goal (issue 27): at least 0.8x scp's rate. Run:
+"""A model sent to a host by `--host` (engine/remote/link.py: its bytes through `ssh HOST
+opscope remote put`, hashed on both sides as they pass, checked and written whole there)
+against `scp` of the same file over the same link, in alternating order, three times per
+size. The link: a real SSH server on localhost (tests/ssh_server.py's asyncssh, or OpenSSH's
+sshd with --sshd), so both pay the same encryption and neither a network. Goal (issue 27):
+at least 0.8x scp's rate. Run:
     .venv/bin/python bench/remote_transfer.py [--sizes-mb 64,256] [--out FILE.md]
 """
 
@@ -94,7 +95,7 @@ def main() -> None:
         "",
         f"A random file sent to a real SSH server on localhost "
         f"({'OpenSSH sshd' if args.sshd else 'asyncssh, one process'}), by "
-        "`send_file` (sha256 first, then the bytes through `opscope remote put`, hashed and "
+        "`send_file` (hashed as it is read and sent through `opscope remote put`, hashed and "
         "written whole on the host) and by `scp -O` of the same file; alternating order, "
         f"median of {REPEATS} each. MB = 2^20 bytes. Goal: at least 0.8x scp.",
         "",

@@ -421,3 +421,22 @@ def test_a_job_sent_to_a_host_carries_the_hosts_copies_of_its_files(tmp_path: Pa
     load = sent(LoadRunRequest("poisson:5", {}))
     assert load.traffic == "poisson:5"
     assert sent(LoadRunRequest("Trace:/me/a b.csv", {})).traffic == "trace:/host/a b.csv"
+
+
+@needs_ssh
+def test_a_file_that_changes_while_it_is_sent_is_refused(via: str, tmp_path: Path) -> None:
+    from engine.remote.link import RemoteError, known_sha256, send_file
+
+    model = tmp_path / "m.onnx"
+    model.write_bytes(os.urandom(300_000))
+
+    def touched(done: int, total: int) -> None:  # the file saved again mid-send
+        if done == total:
+            st = model.stat()
+            os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+
+    with pytest.raises(RemoteError, match="changed while it was sent"):
+        send_file(Target.parse(via), model, touched)
+    assert known_sha256(model) is None  # not remembered as sent
+    there, sent = send_file(Target.parse(via), model)  # sent whole the next time
+    assert sent and Path(there).read_bytes() == model.read_bytes()

@@ -7,6 +7,7 @@ results folder."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import platform
@@ -23,7 +24,10 @@ PROTOCOL = 1
 MAX_FILE = 64 * 2**30  # a model with its weights: 64 GiB at most
 MAX_RESULT = 256 * 2**20  # a JSON result
 MAX_TAKE = 16 * 2**30  # a session file
-CHUNK = 1 << 20  # bytes per read and write of a file sent
+# bytes per read and write of a file sent, into one buffer used again: coreutils' 128 KiB.
+# A buffer that fits in a core's L2 cache beside the kernel's copy of it: on a 2-vCPU EPYC
+# (1 MiB L2) 1 MiB chunks cost 0.67 s of system time per 256 MB where 128 KiB cost 0.09.
+CHUNK = 128 << 10
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 _NAME = re.compile(r"^[A-Za-z0-9._+-]{1,200}$")
 
@@ -51,7 +55,7 @@ def hello() -> dict[str, Any]:
     }
 
 
-def receive(sha: str, size: int, name: str, src: BinaryIO, out: Any) -> Path:
+def receive(sha: str, size: int, name: str, src: io.BufferedIOBase, out: Any) -> Path:
     """With the file's sha256 known (`sha`): `{"have": path}` when it is here already.
     Otherwise `{"send": true}`, then exactly `size` bytes read, hashed as they come, kept
     under their hash (checked against `sha` when given; "-": a first send, the sender
@@ -71,15 +75,16 @@ def receive(sha: str, size: int, name: str, src: BinaryIO, out: Any) -> Path:
     part = incoming / f"{name}.{os.getpid()}.part"
     digest = hashlib.sha256()
     left = size
+    buf = memoryview(bytearray(CHUNK))
     try:
-        with open(part, "wb") as fh:
+        with open(part, "wb", buffering=0) as fh:
             while left:
-                block = src.read(min(CHUNK, left))
-                if not block:
+                n = src.readinto(buf[: min(CHUNK, left)])
+                if not n:
                     raise ConfigError(f"remote put: the file ended {left} bytes early")
-                digest.update(block)
-                fh.write(block)
-                left -= len(block)
+                digest.update(buf[:n])
+                fh.write(buf[:n])
+                left -= n
         got = digest.hexdigest()
         if sha not in ("-", got):
             raise ConfigError("remote put: the bytes received do not match their sha256")
@@ -185,7 +190,9 @@ def main_remote(action: str, rest: list[str]) -> int:
         _say(sys.stdout, hello())
         return 0
     if action == "put" and len(rest) == 3:
-        receive(rest[0], int(rest[1]), rest[2], sys.stdin.buffer, sys.stdout)
+        stdin = sys.stdin.buffer
+        assert isinstance(stdin, io.BufferedIOBase)  # readinto: one buffer, used again
+        receive(rest[0], int(rest[1]), rest[2], stdin, sys.stdout)
         return 0
     if action == "folder" and len(rest) == 1:
         raw = sys.stdin.read(MAX_RESULT)

@@ -24,6 +24,7 @@ HELLO_TIMEOUT_S = 60
 KNOWN_HASHES = 1000  # files remembered as sent, by path, size and mtime
 STOP_S = 60  # a host's command stopping after Ctrl+C here: its time to save
 MAX_LINE = 64 * 1024
+PROGRESS_BYTES = 4 << 20  # progress heard every 4 MiB sent (and at the end)
 
 
 class RemoteError(OpScopeError):
@@ -125,8 +126,10 @@ def send_file(
     """`path` into the host's cache by its content hash: (its path there, whether its
     bytes were sent; False when the host had it already). A file sent before from here
     is asked for by its hash first; a new one is hashed while it is sent (one read), and
-    the host's hash of what arrived must equal it."""
-    size = path.stat().st_size
+    the host's hash of what arrived must equal it. A file that changes while it is sent
+    is refused."""
+    before = path.stat()
+    size = before.st_size
     known = known_sha256(path)
     proc = subprocess.Popen(target.ssh("remote", "put", known or "-", str(size), path.name),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -143,15 +146,17 @@ def send_file(
     if "have" in first:
         proc.communicate()
         return str(first["have"]), False
-    sent = 0
+    sent = told = 0
     digest = hashlib.sha256()
+    buf = memoryview(bytearray(CHUNK))  # one buffer, used again (host_side.CHUNK)
     try:
-        with open(path, "rb") as fh:
-            while block := fh.read(CHUNK):
-                proc.stdin.write(block)
-                digest.update(block)
-                sent += len(block)
-                if progress is not None:
+        with open(path, "rb", buffering=0) as fh:
+            while sent < size and (n := fh.readinto(buf[: min(CHUNK, size - sent)])):
+                proc.stdin.write(buf[:n])
+                digest.update(buf[:n])
+                sent += n
+                if progress is not None and (sent - told >= PROGRESS_BYTES or sent == size):
+                    told = sent
                     progress(sent, size)
     except (BrokenPipeError, KeyboardInterrupt):
         proc.kill()
@@ -161,10 +166,14 @@ def send_file(
     if proc.returncode != 0:
         raise _why(target, proc.returncode, err.decode(errors="replace"))
     answer = _answer(target, out.decode(errors="replace"))
-    if answer.get("sha256") != digest.hexdigest() or not isinstance(answer.get("stored"), str):
+    sha, stored = answer.get("sha256"), answer.get("stored")
+    if sha != digest.hexdigest() or not isinstance(stored, str):
         raise RemoteError(f"{target}: {path.name} arrived changed (its sha256 differs)")
-    _remember(path, digest.hexdigest())
-    return answer["stored"], True
+    after = path.stat()
+    if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+        raise RemoteError(f"{path}: changed while it was sent to {target}; send it again")
+    _remember(path, sha)
+    return stored, True
 
 
 def send_folder(
