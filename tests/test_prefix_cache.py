@@ -125,9 +125,11 @@ def test_simulate_with_a_prefix_cache_from_the_command_line(tmp_path: Path) -> N
         (["--shared-prefix", "4,192", "--prefix-cache", str(1 << 26), "--prefix-block", "4096"],
          "more than this machine's"),
     ):  # fmt: skip
-        bad = opscope(*base, *extra)
+        never = tmp_path / "never.opscope"
+        bad = opscope(*base, *extra, "--session", never)
         assert bad.returncode == 2 and says in bad.stderr, bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+        assert not never.exists()  # nothing recorded half-way
 
 
 def test_block_keys_chain_the_blocks_before() -> None:
