@@ -23,9 +23,11 @@ demo-llm: $(STAMP)
 run: $(STAMP) demo-llm
 	$(BIN)/opscope
 
-## Lint, architecture contracts, then the whole test suite (headless).
+## Lint, architecture contracts, then the whole test suite (headless), a worker per core
+## (pytest-xdist; each worker has its own caches, see tests/conftest.py). A single file:
+## `.venv/bin/python -m pytest tests/test_x.py` runs in one process.
 test: lint demo-llm
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -n auto --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
