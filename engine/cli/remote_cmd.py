@@ -184,7 +184,7 @@ def _sender(target: Any) -> Callable[[Path], str]:
     """Sends a path to the host (engine/remote/window_host.py's FileSender: a file by its
     hash, a folder or a model with external data as its files, then the folder assembled
     there), saying what it did; returns the host's path."""
-    from engine.remote.window_host import FileSender, external_data_files
+    from engine.remote.window_host import FileSender
 
     shown = [False]
 
@@ -198,7 +198,7 @@ def _sender(target: Any) -> Callable[[Path], str]:
     def send(path: Path) -> str:
         shown[0] = False
         remote, sent = sender.send(str(path))
-        what = "and its files " if path.is_dir() or external_data_files(path) else ""
+        what = "and its files " if remote in sender.with_files else ""
         print(("\n" if shown[0] else "") + f"info: {path.name} {what}"
               + ("sent to the host" if sent else "already on the host (same content)"),
               file=sys.stderr)  # fmt: skip

@@ -127,6 +127,7 @@ class FileSender:
         self.cancelled = threading.Event()
         self.sessions: dict[int, tuple[str, str]] = {}  # job id -> (host's session, ours)
         self.local_of: dict[str, str] = {}  # a host's path -> the path it was sent from
+        self.with_files: set[str] = set()  # host paths sent as several files (a folder, data)
 
     def path(self, local: str) -> str:
         """The host's copy of `local` (see `send`)."""
@@ -149,9 +150,11 @@ class FileSender:
             if not files:
                 raise ConfigError(f"{local}: an empty folder")
             remote, sent = send_folder(self.target, p, files, self._tell)
+            self.with_files.add(remote)
         elif externals := external_data_files(p):
             folder, sent = send_folder(self.target, p.parent, [p, *externals], self._tell)
             remote = f"{folder}/{p.name}"
+            self.with_files.add(remote)
         else:
             remote, sent = send_file(self.target, p, lambda d, t: self._tell(p.name, d, t))
         self._sent[key] = remote

@@ -102,16 +102,7 @@ def checked_report(raw: dict[str, Any]) -> dict[str, Any]:
                 optional=True,
             ),
         },
-        "load": {
-            key: _num(load.get(key), f"load.{key}", SECONDS, optional=True)
-            for key in (
-                "read_s",
-                "variant_s",
-                "session_s",
-                "model_loading_s",
-                "session_initialization_s",
-            )
-        }
+        "load": {key: _num(load.get(key), f"load.{key}", SECONDS, optional=True) for key in LOAD}
         | {"variant_cached": bool(load.get("variant_cached"))},
     }
 
