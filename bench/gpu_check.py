@@ -115,8 +115,10 @@ def provider_part(provider: str, seconds: float) -> Callable[[], list[str]]:
 
 def memory_and_graph_part() -> list[str]:
     """The memory job and the graph job on CUDA: device memory read by NVML at each stage,
-    and the graph as run with the provider each node ran on (CPU fallbacks counted)."""
+    the weights' copy to the device (bytes, time, GB/s), and the graph as run with the
+    provider each node ran on (CPU fallbacks counted)."""
     from engine.events import drive
+    from engine.model.sizes import device_copy_text
     from engine.run.graph_job import GraphRequest, graph_job
     from engine.run.memory_job import MemoryRequest, memory_job
 
@@ -130,6 +132,8 @@ def memory_and_graph_part() -> list[str]:
                 f"{name} memory: on {report.get('provider_used')}, device "
                 f"{device.get('scope') or 'not read'} {device.get('bytes')}"
             )
+            copied = device_copy_text(report["load"].get("weights_to_device"))
+            lines.append(f"{name} {copied or 'weights to the GPU: not measured (not on CUDA)'}")
             for precision in ("fp32", "int8-dynamic"):  # INT8 on CUDA: which ops fall back
                 graph = drive(
                     graph_job(

@@ -70,7 +70,7 @@ from engine.model.eval_data import check_data_file
 from engine.model.graph_view import Tensor
 from engine.model.info import ModelInfo
 from engine.model.model_explorer import export_overlay
-from engine.model.sizes import size_text
+from engine.model.sizes import device_copy_text, size_text
 from engine.remote.link import RemoteError
 from engine.remote.target import Target
 from engine.remote.window_host import FileSender, SshHost, finished_jobs, window_side
@@ -216,6 +216,7 @@ __all__ = [
     "cpu_name",
     "describe_exit",
     "describe_inputs",
+    "device_copy_text",
     "drive",
     "editable_dims",
     "escape_controls",

@@ -56,3 +56,19 @@ def test_gpu_sampler_and_peaks_on_a_real_gpu() -> None:
     assert values["gpu0_mem_used_mb"] > 0 and "gpu0_throttle_reasons" in values
     peaks = measure_gpu_peaks()
     assert peaks and peaks["memory_gbps"] > 100 and peaks["gflops"] > 1000
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_present(), reason="no NVIDIA GPU (NVML sees none)")
+def test_the_memory_report_on_cuda_has_device_memory_and_the_weights_copy() -> None:
+    from engine.config import RunConfig
+    from engine.events import drive
+    from engine.run.memory_job import MemoryRequest, memory_job
+
+    req = MemoryRequest(str(DEMO_CNN), RunConfig(provider="cuda"), runs=3)
+    report = drive(memory_job(req), lambda _: None)
+    assert report["provider_used"] == "CUDAExecutionProvider"
+    assert report["measured"]["device"]["bytes"]["steady"] > 0
+    copy = report["load"]["weights_to_device"]
+    assert copy["device"] == "cuda" and copy["bytes"] == report["weights_bytes"]["total"]
+    assert copy["seconds"] > 0 and copy["gb_s"] > 0

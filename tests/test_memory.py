@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from onnx import TensorProto, helper
@@ -34,6 +35,7 @@ def test_memory_of_the_demo_cnn_and_its_int8_drop(tmp_path: Path) -> None:
     assert m["measured"]["held_bytes"] == rss["steady"] - rss["before_session"]
     load = m["load"]
     assert load["session_s"] > 0 and load["session_initialization_s"] is not None
+    assert load["weights_to_device"] is None  # a CPU run copies no weights to a GPU
     assert "resident memory" in proc.stdout and "activations as run: peak" in proc.stdout
     out8 = tmp_path / "m8.json"
     proc = opscope("memory", DEMO_CNN, "--threads", "1", "--runs", "1",
@@ -71,6 +73,46 @@ def _recorded_and_reported(session: Path, m: dict[str, object], tmp_path: Path) 
         conn.execute("""UPDATE memory SET report = '{"weights_bytes": {"total": -5}}'""")
     proc = opscope("report", bad, "-o", tmp_path / "bad.html")
     assert proc.returncode == 2 and "memory report 1" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    _a_gpus_weight_copy_reads_back(session, m, tmp_path)
+
+
+def _a_gpus_weight_copy_reads_back(session: Path, m: dict[str, Any], tmp_path: Path) -> None:
+    """A report as a GPU run writes it (the weights' copy to the device, here measured to
+    host memory: the same steps and bytes) is recorded, read back field by field and shown
+    by the CLI's text, the Memory dock's lines and the HTML report; a hostile edit of the
+    copy's figures is one line naming the field."""
+    import io
+    import sqlite3
+
+    from engine.backends.ort.weight_copy import copy_to_device
+    from engine.cli.memory_cmd import print_memory
+    from engine.session.store import SessionStore, open_session_file
+    from widgets.models.memory_summary import summary_lines
+
+    copy = copy_to_device(str(DEMO_CNN), "cpu")
+    assert copy["bytes"] == m["weights_bytes"]["total"] and copy["tensors"] > 0
+    assert copy["seconds"] > 0 and copy["gb_s"] == copy["bytes"] / copy["seconds"] / 1e9
+    gpu = json.loads(json.dumps(m))
+    gpu["load"]["weights_to_device"] = copy | {"device": "cuda"}
+    with SessionStore.create_or_open(session) as store:
+        store.add_memory(model_path=str(DEMO_CNN), config={}, report=gpu)
+    with open_session_file(session) as reader:
+        back = reader.memory()[-1].report
+    assert back["load"]["weights_to_device"] == gpu["load"]["weights_to_device"]
+    text = io.StringIO()
+    print_memory(back, text)
+    said = f"weights to the GPU {copy['bytes'] / 1e6:,.1f} MB in"
+    assert said in text.getvalue(), text.getvalue()
+    assert any(line.startswith("Weights to the GPU") for line in summary_lines(back))
+    html = tmp_path / "gpu.html"
+    assert opscope("report", session, "-o", html).returncode == 0
+    assert said in html.read_text()
+    with sqlite3.connect(session) as conn:
+        conn.execute("UPDATE memory SET report = json_set(report, "
+                     "'$.load.weights_to_device.gb_s', 'fast') WHERE id = 2")  # fmt: skip
+    proc = opscope("session", "show", session)
+    assert proc.returncode == 2 and "load.weights_to_device.gb_s" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from engine.analysis.report_html import figure, num, section, table
 from engine.analysis.report_plots import _svg, label
-from engine.model.sizes import size_text
+from engine.model.sizes import device_copy_text, size_text
 from engine.session.memory_rows import MemoryRow
 
 if TYPE_CHECKING:
@@ -69,7 +69,8 @@ def _row(r: MemoryRow) -> list[object]:
         _peak(rep["activations"].get("as_loaded")),
         size_text(m["held_bytes"]),
         "-" if ratio is None else f"{ratio:.0%}",
-        f"read {num(load.get('read_s'), 3)} s, session {num(session, 3)} s",
+        f"read {num(load.get('read_s'), 3)} s, session {num(session, 3)} s"
+        + (f"; {copied}" if (copied := device_copy_text(load.get("weights_to_device"))) else ""),
     ]
 
 

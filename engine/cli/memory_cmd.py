@@ -18,7 +18,7 @@ from engine.cli.common import (
     write_json,
 )
 from engine.cli.remote_cmd import add_host_flag
-from engine.model.sizes import size_text
+from engine.model.sizes import device_copy_text, size_text
 
 
 def add_memory_parser(sub: Any, add_knobs: Any) -> None:
@@ -119,3 +119,6 @@ def print_memory(r: dict[str, Any], out: TextIO) -> None:
              if load.get(k + "_s") is not None]  # fmt: skip
     w(f"load       {', '.join(parts)}" + (f" (of which {', '.join(inner)})" if inner else "")
       + f"; provider {r.get('provider_used')}\n")  # fmt: skip
+    copied = device_copy_text(load.get("weights_to_device"))
+    if copied:
+        w(f"           {copied}\n")

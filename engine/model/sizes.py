@@ -56,3 +56,16 @@ def size_text(n: float) -> str:
             return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
         n /= 1000
     return f"{n:.1f} TB"
+
+
+def device_copy_text(copy: dict[str, Any] | None) -> str | None:
+    """A memory report's weights-to-the-GPU figure in words (None: not on a GPU)."""
+    if not copy:
+        return None
+    if copy.get("error"):
+        return f"weights to the GPU: not measured ({copy['error']})"
+    rate = f", {copy['gb_s']:.1f} GB/s" if copy.get("gb_s") else ""
+    return (
+        f"weights to the GPU {size_text(copy['bytes'])} in {copy['seconds'] * 1e3:.1f} ms"
+        f"{rate} ({copy['tensors']} tensors, the runtime's own copy from pageable memory)"
+    )

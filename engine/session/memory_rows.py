@@ -103,7 +103,27 @@ def checked_report(raw: dict[str, Any]) -> dict[str, Any]:
             ),
         },
         "load": {key: _num(load.get(key), f"load.{key}", SECONDS, optional=True) for key in LOAD}
-        | {"variant_cached": bool(load.get("variant_cached"))},
+        | {
+            "variant_cached": bool(load.get("variant_cached")),
+            "weights_to_device": _copy(load.get("weights_to_device")),
+        },
+    }
+
+
+def _copy(raw: object) -> dict[str, Any] | None:
+    """The weights' copy to a GPU (engine/backends/ort/weight_copy.py), or why it failed."""
+    if raw is None:
+        return None
+    what = "load.weights_to_device"
+    c = _obj(raw, what)
+    if "error" in c:
+        return {"error": _text(c["error"], f"{what}.error", 300)}
+    return {
+        "bytes": _num(c.get("bytes"), f"{what}.bytes", BYTES),
+        "seconds": _num(c.get("seconds"), f"{what}.seconds", SECONDS),
+        "gb_s": _num(c.get("gb_s"), f"{what}.gb_s", 1e6, optional=True),
+        "tensors": int(_num(c.get("tensors"), f"{what}.tensors", 1e9)),
+        "device": _text(c.get("device"), f"{what}.device", 64),
     }
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.api import size_text
+from engine.api import device_copy_text, size_text
 
 
 def summary_lines(r: dict[str, Any]) -> list[str]:
@@ -47,6 +47,9 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
         f"Load: read {load['read_s'] * 1e3:.0f} ms, variant {variant}, session "
         f"{(load.get('session_s') or 0) * 1e3:.0f} ms" + (f" ({inner})" if inner else "")
     )
+    copied = device_copy_text(load.get("weights_to_device"))
+    if copied:
+        lines.append(copied[0].upper() + copied[1:])
     return lines
 
 

@@ -26,6 +26,8 @@ from engine.events import Event, Progress
 from engine.measure.op_trace import NodeEvent, ProfileFormatError, parse_ort_profile
 from engine.model.graph_io import NodeIO, graph_nodes
 
+GPU_PROVIDERS = ("CUDAExecutionProvider", "TensorrtExecutionProvider")
+
 
 @dataclass
 class Probe:
@@ -40,6 +42,7 @@ class Probe:
     weights: frozenset[str] = frozenset()  # the optimized graph's initializers
     graph_outputs: set[str] = field(default_factory=set)
     device: dict[str, Any] = field(default_factory=dict)  # a GPU's memory, at the stages
+    weights_copy: dict[str, Any] | None = None  # the weights copied to the GPU (weight_copy)
 
 
 def _rss() -> int:
@@ -75,6 +78,7 @@ def probe_job(
         "as_run_nodes": len(p.as_run),
         "as_run_error": p.as_run_error,
         "device": p.device,
+        "weights_copy": p.weights_copy,
     }
 
 
@@ -85,9 +89,7 @@ def probe(path: str, config: RunConfig, feeds: Mapping[str, np.ndarray], runs: i
     with tempfile.TemporaryDirectory(prefix="opscope-mem-") as tmp:
         plan, optimized = saving_plan(config, tmp)
         so = build_options(plan)
-        on_gpu = any(
-            n in ("CUDAExecutionProvider", "TensorrtExecutionProvider") for n, _ in plan.providers
-        )
+        on_gpu = any(n in GPU_PROVIDERS for n, _ in plan.providers)
         device = DeviceMemory(on_gpu)
         device.read("before_session")
         rss = {"before_session": _rss()}
@@ -114,9 +116,20 @@ def probe(path: str, config: RunConfig, feeds: Mapping[str, np.ndarray], runs: i
         result = Probe(sess.get_providers()[0], session_s, None, None, rss)
         result.device = device.reading()
         device.close()
+        if result.provider_used in GPU_PROVIDERS:  # after every reading: its copies are its own
+            result.weights_copy = _weights_copy(path)
         _read_profile(profile_path, optimized, result)
         del sess
     return result
+
+
+def _weights_copy(path: str) -> dict[str, Any]:
+    from engine.backends.ort.weight_copy import copy_to_device
+
+    try:
+        return copy_to_device(path, "cuda")
+    except Exception as exc:  # measured beside the session: its failure is a line, not the run's
+        return {"error": one_line(exc)[:300]}
 
 
 def _read_profile(profile_path: str, optimized: str, result: Probe) -> None:
