@@ -6,6 +6,7 @@ GPU every part says it is unavailable and it exits 0.
 
 Written on a machine without a GPU: the GPU branches have been reviewed by reading only.
 Run:  .venv/bin/python bench/gpu_check.py [--seconds 2]
+On a lent GPU machine, bench/device/README.md carries what it needs and runs it.
 """
 
 from __future__ import annotations
