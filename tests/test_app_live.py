@@ -365,6 +365,15 @@ def test_traffic_dock_runs_load_with_slo_and_what_if(bench: Workbench, qtbot: Qt
         timeout=TIMEOUT_MS,
     )
     assert what_if.curves()["current"][1][0] == pytest.approx(low_load_p99, rel=0.5)
+    dock.stretches.setChecked(True)  # drawn from the calibrated slow-stretch process, said
+    qtbot.waitUntil(
+        lambda: (
+            "slow stretches as calibrated" in what_if.text.text()
+            or "no slow stretch in the calibration" in what_if.text.text()
+        ),
+        timeout=TIMEOUT_MS,
+    )
+    dock.stretches.setChecked(False)
 
     # Stop Load (the menu's Ctrl+Shift+L) is the load job's Cancel: sending stops, what
     # was sent is served, and the run is kept, cancelled; the dock is free again

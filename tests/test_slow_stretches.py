@@ -45,16 +45,46 @@ def test_too_few_or_uniform_batches_give_no_process() -> None:
     assert SlowStretches.fit([]) is None
 
 
+def test_a_one_off_disturbance_is_left_out_and_recurring_stretches_kept() -> None:
+    """A calibration whose batches hold one long disturbance (35 slow batches in a row, as
+    a build on the machine would make) beside the machine's recurring short stretches: the
+    windows the others do not agree with are left out, so the fitted share stays near the
+    recurring one, where fitting every batch takes the disturbance for the machine's
+    habit. Recurring stretches alone, and a machine slow half the time, lose nothing."""
+    share = SlowStretches.fit([chain(600, 0.015, 0.5, 20)]).slow_share  # type: ignore[union-attr]
+    runs = [chain(150, 0.015, 0.5, 20 + k) for k in range(4)]
+    assert SlowStretches.fit(runs).left_out == 0  # type: ignore[union-attr]
+    same, pooled = SlowStretches.fit(runs), SlowStretches.fit(runs, robust=False)
+    assert same is not None and pooled is not None and same.enter == pooled.enter
+    disturbed = [r.copy() for r in runs]
+    disturbed[2][40:75] = np.random.default_rng(0).uniform(1.6, 3.0, 35)
+    robust, every = SlowStretches.fit(disturbed), SlowStretches.fit(disturbed, robust=False)
+    assert robust is not None and every is not None
+    assert robust.left_out >= 1 and robust.windows == 20 and every.left_out == 0
+    assert abs(robust.slow_share - share) < 0.5 * abs(every.slow_share - share)
+    bursty = SlowStretches.fit([chain(150, 0.08, 0.1, k) for k in range(4)])
+    assert bursty is not None and bursty.left_out == 0 and bursty.slow_share > 0.3
+    from engine.serve.slow_stretches import stretches_text, summary
+
+    said = stretches_text(summary(robust))
+    assert f"{robust.left_out} of 20 windows of 32 batches left out" in said
+    assert stretches_text(None).startswith("no slow stretch")
+
+
 def test_json_round_trip_and_hostile_values() -> None:
     fitted = SlowStretches.fit([chain(5000, 0.02, 0.2, 0)])
     assert fitted is not None
     back = SlowStretches.from_json(fitted.to_json())
     assert back.enter == fitted.enter and back.slow.size == fitted.slow.size
+    older = {k: v for k, v in fitted.to_json().items() if k not in ("windows", "left_out")}
+    assert SlowStretches.from_json(older).left_out == 0  # a calibration cached before them
     for bad in (
         {**fitted.to_json(), "enter": 0},
         {**fitted.to_json(), "leave": 2},
         {**fitted.to_json(), "slow": [-1.0]},
         {**fitted.to_json(), "normal": []},
+        {**fitted.to_json(), "windows": 2, "left_out": 3},
+        {**fitted.to_json(), "left_out": -1},
     ):
         with pytest.raises(ValueError):
             SlowStretches.from_json(bad)
@@ -93,6 +123,8 @@ def test_what_if_answers_with_stretches_when_asked() -> None:
     alone = answer(Question(spec, policy, None), model)["prediction"]
     runs = answer(Question(spec, policy, None, slow_stretches=True), model)["prediction"]
     assert runs["latency_ms"]["p99"] > alone["latency_ms"]["p99"]
+    said = answer(Question(spec, policy, None, slow_stretches=True), model)["stretches"]
+    assert said.startswith("slow stretches as calibrated: ")  # the window shows it
 
 
 def test_simulate_with_slow_stretches_from_the_command_line(
@@ -114,6 +146,7 @@ def test_simulate_with_slow_stretches_from_the_command_line(
     assert r["slow_stretches"] is bool(st)
     if st:  # a machine whose batches never ran 1.3x their median has none
         assert 0 < st["slow_share"] < 1 and st["mean_batches"] >= 1
+        assert 0 <= st["left_out"] <= st["windows"] // 3 + 1
         assert "slow stretches as calibrated" in done.stdout
     else:
         assert "no slow stretch in the calibration" in done.stdout

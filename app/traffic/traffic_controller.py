@@ -355,6 +355,8 @@ class TrafficController(QObject):
             text += f" · max rate under the SLO {a['max_rate']:.0f}/s"
         if a["extrapolated"]:
             text += " · batches beyond the calibrated sizes are extrapolated"
+        if a.get("stretches"):
+            text += f" · {a['stretches']}"
         w.set_text(text)
         if self._pending:
             self.predict()

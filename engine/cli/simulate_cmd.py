@@ -40,6 +40,7 @@ from engine.serve.search import Workload, capacity_curve, max_rate, tune_batchin
 from engine.serve.service import ServiceModel
 from engine.serve.setup import Serving, check_batch_fits, prepare_serving
 from engine.serve.simulate import simulate
+from engine.serve.slow_stretches import stretches_text, summary
 from engine.serve.summary import ANSWER_KEYS, figures, hit_rate, serving_started
 from engine.serve.traffic import TrafficSpec, make_schedule
 from engine.session.recording import recording
@@ -250,13 +251,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.slow_stretches:
         st = result["calibration"]["slow_stretches"]
         result["slow_stretches"] = bool(st)
-        print(
-            f"service    slow stretches as calibrated: {st['slow_share']:.1%} of batches, "
-            f"{st['mean_batches']:.1f} in a row on average"
-            if st
-            else "service    no slow stretch in the calibration: times drawn one by one",
-            file=out,
-        )
+        print(f"service    {stretches_text(st)}", file=out)
     _print_replayed(result, out)
     _print_answers(result, out)
     if args.json:
@@ -333,14 +328,7 @@ def _calibration_json(service: ServiceModel) -> dict[str, Any]:
         "instances": ctx.get("instances"),
         "provider": ctx.get("provider"),
         "cpu": ctx.get("cpu"),
-        "slow_stretches": (
-            {
-                "slow_share": round(service.stretches.slow_share, 4),
-                "mean_batches": round(service.stretches.mean_stretch, 2),
-            }
-            if service.stretches
-            else None
-        ),
+        "slow_stretches": summary(service.stretches),
     }
 
 

@@ -10,10 +10,19 @@ median; the chance per batch of entering a stretch and of leaving it are counted
 sequences; each state keeps its batches' ratios to draw from. Drawn, the multipliers keep
 the measured spread (the same ratios) and add its memory: stretches as long, on average,
 as they were measured.
+
+Fitted on what the calibration's stretches of batches agree on: a few seconds of batches
+can hold one disturbance (a build, a backup) that this machine does not repeat, and a
+process fitted on it predicts that disturbance for every run (bench/results/serve_twin.md,
+run 2: p99 over-predicted 4x). The batches are cut into windows of WINDOW; a window whose
+share of slow batches stands out from every other window's (more than STANDOUT times the
+next one's) is left out, then the next one is checked, a third of the windows at most;
+what was left out is said.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +32,10 @@ import numpy as np
 SLOW = 1.3  # a batch over 1.3x its size's median is in a slow stretch
 MIN_BATCHES = 30  # fewer batches in all: no process (its chances cannot be counted)
 MAX_RATIOS = 4096  # ratios kept per state (a calibration file stays small)
+WINDOW = 32  # batches per window when the windows are checked against each other
+MIN_WINDOWS = 4  # fewer windows: all kept (nothing to agree with)
+STANDOUT = 2.0  # a window with more than twice the next one's slow share stands out
+MIN_SLOW = 4  # and holds this many slow batches at least
 
 
 @dataclass(frozen=True)
@@ -31,6 +44,8 @@ class SlowStretches:
     leave: float  # chance per batch of a slow batch being followed by a normal one
     normal: np.ndarray  # ratios to the size's median, of batches outside stretches
     slow: np.ndarray  # ratios of batches in stretches
+    windows: int = 0  # windows of WINDOW batches the fit looked at (0: not windowed)
+    left_out: int = 0  # of them, left out as a disturbance the others do not share
 
     @property
     def slow_share(self) -> float:
@@ -43,27 +58,32 @@ class SlowStretches:
         return 1.0 / self.leave if self.leave else float("inf")
 
     @classmethod
-    def fit(cls, runs: Sequence[np.ndarray]) -> SlowStretches | None:
+    def fit(cls, runs: Sequence[np.ndarray], robust: bool = True) -> SlowStretches | None:
         """From sequences of ratios (each batch's time over its size's median), each in the
         order the batches ran; None with fewer than MIN_BATCHES or no slow batch or no
-        normal one."""
+        normal one. `robust`: windows the others disagree with are left out (the module's
+        doc); False fits every batch."""
         runs = [np.asarray(r, dtype=float) for r in runs if len(r)]
+        if not robust:
+            return cls._fit(runs)
+        windows = _windows(runs)
+        if len(windows) < MIN_WINDOWS:
+            return cls._fit(runs)
+        out = _disturbed(windows)  # none: the sequences whole, each transition counted
+        fitted = cls._fit([w for i, w in enumerate(windows) if i not in out] if out else runs)
+        if fitted is None:
+            return None
+        return dataclasses.replace(fitted, windows=len(windows), left_out=len(out))
+
+    @classmethod
+    def _fit(cls, runs: list[np.ndarray]) -> SlowStretches | None:
         ratios = np.concatenate(runs) if runs else np.zeros(0)
         if ratios.size < MIN_BATCHES:
             return None
         slow = ratios > SLOW
         if not slow.any() or slow.all():
             return None
-        n_to_s = s_to_n = from_n = from_s = 0
-        for r in runs:
-            state = r > SLOW
-            prev, nxt = state[:-1], state[1:]
-            from_n += int((~prev).sum())
-            from_s += int(prev.sum())
-            n_to_s += int((~prev & nxt).sum())
-            s_to_n += int((prev & ~nxt).sum())
-        enter = n_to_s / from_n if from_n else 0.0
-        leave = s_to_n / from_s if from_s else 1.0
+        enter, leave = _chances(runs)
         if enter == 0.0:  # slow batches only at a sequence's start: count them as entered
             enter = float(slow.sum()) / ratios.size
         rng = np.random.default_rng(0)
@@ -102,6 +122,8 @@ class SlowStretches:
             "leave": self.leave,
             "normal": self.normal.round(5).tolist(),
             "slow": self.slow.round(5).tolist(),
+            "windows": self.windows,
+            "left_out": self.left_out,
         }
 
     @classmethod
@@ -115,4 +137,82 @@ class SlowStretches:
                 raise ValueError("slow stretches: ratios must be positive numbers")
         if not (0 < enter <= 1 and 0 < leave <= 1):
             raise ValueError("slow stretches: chances must lie in (0, 1]")
-        return cls(enter, leave, normal, slow)
+        windows, left_out = int(data.get("windows", 0)), int(data.get("left_out", 0))
+        if not 0 <= left_out <= windows <= 10**7:
+            raise ValueError("slow stretches: window counts out of range")
+        return cls(enter, leave, normal, slow, windows, left_out)
+
+
+def _windows(runs: list[np.ndarray]) -> list[np.ndarray]:
+    """Each sequence cut into windows of WINDOW batches in order; a tail shorter than half
+    a window joins the window before it."""
+    out: list[np.ndarray] = []
+    for r in runs:
+        cuts = list(range(WINDOW, r.size, WINDOW))
+        if cuts and r.size - cuts[-1] < WINDOW // 2:
+            cuts.pop()
+        out.extend(w for w in np.split(r, cuts) if w.size)
+    return out
+
+
+def _disturbed(windows: list[np.ndarray]) -> set[int]:
+    """The windows none of the others agree with: the window with the largest share of
+    slow batches is left out when that share is more than STANDOUT times the next
+    window's (and it holds at least MIN_SLOW slow batches); then the next is checked the
+    same way, a third of the windows at most. A machine whose stretches recur shows them
+    in many windows, and none stands out."""
+    share = [float((w > SLOW).mean()) for w in windows]
+    count = [int((w > SLOW).sum()) for w in windows]
+    order = sorted(range(len(windows)), key=lambda i: share[i], reverse=True)
+    out: set[int] = set()
+    for k, i in enumerate(order[: len(windows) // 3]):
+        nxt = share[order[k + 1]]
+        if count[i] < MIN_SLOW or share[i] <= STANDOUT * nxt + 1 / WINDOW:
+            break
+        out.add(i)
+    return out
+
+
+def _chances(runs: list[np.ndarray]) -> tuple[float, float]:
+    """(enter, leave): the chances per batch of a normal batch being followed by a slow one
+    and of a slow one by a normal one, counted over the sequences."""
+    n_to_s = s_to_n = from_n = from_s = 0
+    for r in runs:
+        state = r > SLOW
+        prev, nxt = state[:-1], state[1:]
+        from_n += int((~prev).sum())
+        from_s += int(prev.sum())
+        n_to_s += int((~prev & nxt).sum())
+        s_to_n += int((prev & ~nxt).sum())
+    enter = n_to_s / from_n if from_n else 0.0
+    leave = s_to_n / from_s if from_s else 1.0
+    return enter, leave
+
+
+def stretches_text(st: dict[str, Any] | None) -> str:
+    """The calibrated process in words, from its summary ({slow_share, mean_batches,
+    windows, left_out}: `summary`); None: times are drawn one by one."""
+    if not st:
+        return "no slow stretch in the calibration: times drawn one by one"
+    text = (
+        f"slow stretches as calibrated: {st['slow_share']:.1%} of batches, "
+        f"{st['mean_batches']:.1f} in a row on average"
+    )
+    if st.get("left_out"):
+        text += (
+            f"; {st['left_out']} of {st['windows']} windows of {WINDOW} batches left out as "
+            "a disturbance the others do not share"
+        )
+    return text
+
+
+def summary(st: SlowStretches | None) -> dict[str, Any] | None:
+    """What `stretches_text` says, as JSON (the CLI's `calibration.slow_stretches`)."""
+    if st is None:
+        return None
+    return {
+        "slow_share": round(st.slow_share, 4),
+        "mean_batches": round(st.mean_stretch, 2),
+        "windows": st.windows,
+        "left_out": st.left_out,
+    }

@@ -12,6 +12,7 @@ from typing import Any
 from engine.serve.batching import BatchPolicy
 from engine.serve.search import Workload, capacity_curve, curve_rates, max_rate
 from engine.serve.service import ServiceModel
+from engine.serve.slow_stretches import stretches_text, summary
 from engine.serve.traffic import TrafficSpec
 
 REQUESTS = 3000  # per simulated point: enough for a p99, fast enough for a slider
@@ -46,6 +47,8 @@ def answer(q: Question, service: ServiceModel) -> dict[str, Any]:
         "current": capacity_curve(work, q.current, service, rates=rates) if q.current else None,
         "max_rate": None,
         "extrapolated": q.proposed.max_batch > max(service.sizes),
+        # the process drawn from, in words (None: times drawn one by one, as asked)
+        "stretches": stretches_text(summary(service.stretches)) if q.slow_stretches else None,
     }
     if q.slo_ms:
         rate, _, _ = max_rate(work, q.proposed, service, q.slo_ms, steps=8)
