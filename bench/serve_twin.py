@@ -5,9 +5,11 @@ Each row serves one seeded schedule on the real serving loop twice and simulates
 calibration taken just before the row, in alternating order (even rows: real, simulated,
 real; odd rows: simulated, real, real). The simulator's error is against the first real
 run; beside it, the second real run's difference from the first: the machine's own repeat
-spread, measured in the same minute. The simulation is made twice: service times drawn one
-by one, and with the calibrated slow-stretch process (engine/serve/slow_stretches.py). The
-1-minute load average is recorded beside every row.
+spread, measured in the same minute. The simulation is made three times: service times
+drawn one by one; with the calibrated slow-stretch process (engine/serve/slow_stretches.py,
+fitted on the windows of batches that agree); and with the same process fitted on every
+batch (as before the windows: `pooled`), all from the same calibration. The 1-minute load
+average is recorded beside every row.
 
 Goals (issue 28): the simulator's median error over the rows no larger than the real loop's
 own median repeat difference; on a quiet machine, p50 within 5% and p99 within 10% in at
@@ -18,6 +20,7 @@ least 90% of rows. Run:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -38,11 +41,24 @@ from engine.serve.records import summarize  # noqa: E402
 from engine.serve.service import ServiceModel  # noqa: E402
 from engine.serve.setup import prepare_serving  # noqa: E402
 from engine.serve.simulate import simulate  # noqa: E402
+from engine.serve.slow_stretches import SlowStretches  # noqa: E402
 from engine.serve.traffic import make_schedule, parse_traffic  # noqa: E402
 
 MODELS = ("demo_cnn", "demo_transformer")
 LOADS = (0.5, 0.85)
 P50_GOAL, P99_GOAL = 0.05, 0.10
+
+
+FITTED: list[Any] = []  # the batch sequences the calibration's fit saw last
+_FIT = SlowStretches.fit.__func__  # type: ignore[attr-defined]
+
+
+def _seen_fit(cls: Any, runs: Any, robust: bool = True) -> Any:
+    FITTED[:] = [list(runs)]
+    return _FIT(cls, runs, robust)
+
+
+SlowStretches.fit = classmethod(_seen_fit)  # type: ignore[method-assign,assignment]
 
 
 def real_run(serving: Any, schedule: Any, policy: BatchPolicy) -> tuple[dict[str, float], float]:
@@ -73,14 +89,16 @@ def main() -> None:
         f"max batch {policy.max_batch}, queue delay {policy.delay_ms:g} ms, 1 instance; "
         f"{args.seconds:g} s of traffic per run (the first {WARMUP_S:g} s served, not "
         "counted). Latency from each request's scheduled time. `repeat`: the second real "
-        "run against the first; `sim`: service times drawn one by one; `sim+stretches`: "
-        "with the slow-stretch process; both against the first real run. `load`: the "
-        "1-minute load average at the row's start.",
+        "run against the first; `sim`: service times drawn one by one; `+stretches`: "
+        "with the slow-stretch process fitted on the windows that agree; `+pooled`: the "
+        "same process fitted on every batch; each against the first real run. `load`: "
+        "the 1-minute load average at the row's start.",
         "",
         "| model | pattern | load | order | loadavg | busy | real p50 | real p99 "
         "| repeat Δp50 | repeat Δp99 | sim Δp50 | sim Δp99 | +stretches Δp50 "
-        "| +stretches Δp99 | stretches (slow share, mean length) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| +stretches Δp99 | +pooled Δp50 | +pooled Δp99 "
+        "| stretches (slow share, mean length, windows left out) | pooled (share, length) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     rows: list[dict[str, float]] = []
     k = 0
@@ -102,26 +120,34 @@ def main() -> None:
                 order = ("real", "sim", "real") if k % 2 == 0 else ("sim", "real", "real")
                 reals: list[dict[str, float]] = []
                 busy: list[float] = []
-                sims: dict[bool, dict[str, float]] = {}
+                sims: dict[str, dict[str, float]] = {}
+                pooled = _FIT(SlowStretches, FITTED[0], False) if FITTED else None
+                variants = {
+                    "sim": (service, False),
+                    "str": (service, True),
+                    "pool": (dataclasses.replace(service, stretches=pooled), True),
+                }
                 for step in order:
                     if step == "real":
                         lat, b = real_run(serving, schedule, policy)
                         reals.append(lat)
                         busy.append(b)
                     else:
-                        for stretched in (False, True):
-                            rec = simulate(schedule, policy, service, seed=11,
+                        for key, (svc, stretched) in variants.items():
+                            rec = simulate(schedule, policy, svc, seed=11,
                                            slow_stretches=stretched)  # fmt: skip
-                            sims[stretched] = summarize(rec, WARMUP_S)["latency_ms"]
+                            sims[key] = summarize(rec, WARMUP_S)["latency_ms"]
                 first, second = reals
                 st = service.stretches
                 row = {
                     "rep50": err(second, first, "p50"),
                     "rep99": err(second, first, "p99"),
-                    "sim50": err(sims[False], first, "p50"),
-                    "sim99": err(sims[False], first, "p99"),
-                    "str50": err(sims[True], first, "p50"),
-                    "str99": err(sims[True], first, "p99"),
+                    "sim50": err(sims["sim"], first, "p50"),
+                    "sim99": err(sims["sim"], first, "p99"),
+                    "str50": err(sims["str"], first, "p50"),
+                    "str99": err(sims["str"], first, "p99"),
+                    "pool50": err(sims["pool"], first, "p50"),
+                    "pool99": err(sims["pool"], first, "p99"),
                     "loadavg": loadavg,
                 }
                 rows.append(row)
@@ -130,8 +156,18 @@ def main() -> None:
                     f"| {loadavg:.2f} | {statistics.mean(busy):.0%} | {first['p50']:.3f} "
                     f"| {first['p99']:.3f} | {row['rep50']:+.1%} | {row['rep99']:+.1%} "
                     f"| {row['sim50']:+.1%} | {row['sim99']:+.1%} | {row['str50']:+.1%} "
-                    f"| {row['str99']:+.1%} | "
-                    + (f"{st.slow_share:.1%}, {st.mean_stretch:.1f} batches |" if st else "none |")
+                    f"| {row['str99']:+.1%} | {row['pool50']:+.1%} | {row['pool99']:+.1%} | "
+                    + (
+                        f"{st.slow_share:.1%}, {st.mean_stretch:.1f}, {st.left_out} of "
+                        f"{st.windows} |"
+                        if st
+                        else "none |"
+                    )
+                    + (
+                        f" {pooled.slow_share:.1%}, {pooled.mean_stretch:.1f} |"
+                        if pooled
+                        else " none |"
+                    )
                 )
                 print(lines[-1], flush=True)
                 k += 1
@@ -154,6 +190,8 @@ def main() -> None:
         f"| {share('sim50', 'sim99')} |",
         f"| simulator, slow stretches | {med('str50'):.1%} | {med('str99'):.1%} "
         f"| {share('str50', 'str99')} |",
+        f"| simulator, slow stretches pooled (before) | {med('pool50'):.1%} "
+        f"| {med('pool99'):.1%} | {share('pool50', 'pool99')} |",
         "",
         f"Load average over the rows: {min(r['loadavg'] for r in rows):.2f} to "
         f"{max(r['loadavg'] for r in rows):.2f}. Took {time.time() - started:.0f} s.",
