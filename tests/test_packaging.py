@@ -52,6 +52,17 @@ def _debs() -> list[Path]:
 
 @pytest.fixture(scope="module")
 def deb() -> Path:
+    """The package, built once: `make test` runs a worker per core, and a worker that gets
+    some of this module's tests waits on the lock, then finds the package fresh."""
+    import fcntl
+
+    DIST.mkdir(exist_ok=True)
+    with (DIST / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _built()
+
+
+def _built() -> Path:
     debs = _debs()
     fresh = (
         len(debs) == 1

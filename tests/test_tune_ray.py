@@ -31,6 +31,17 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def ray_head() -> Iterator[str]:
+    """A local Ray head, one on the machine at a time: `make test` runs a worker per core,
+    and `ray stop --force` ends every Ray process here, so a second worker waits."""
+    import fcntl
+    import tempfile
+
+    with open(Path(tempfile.gettempdir()) / "opscope-tests-ray.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield from _head()
+
+
+def _head() -> Iterator[str]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     subprocess.run(
