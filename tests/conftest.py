@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,18 @@ from tests.model_zoo import ZOO
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_TRANSFORMER = ROOT / "resources" / "models" / "demo_transformer.onnx"
 DEMO_CNN = ROOT / "resources" / "models" / "demo_cnn.onnx"
+
+
+@contextmanager
+def one_at_a_time(lock_file: Path) -> Iterator[None]:
+    """Held by one test process at a time (`make test` runs a worker per core): for what
+    the workers share, as the installer build or the machine's one Ray head."""
+    import fcntl
+
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with lock_file.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)

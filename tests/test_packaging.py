@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import one_at_a_time
+
 ROOT = Path(__file__).resolve().parent.parent
 DIST = ROOT / "dist"
 SOURCES = ("engine", "app", "widgets", "resources", "packaging", "tools")
@@ -54,11 +56,7 @@ def _debs() -> list[Path]:
 def deb() -> Path:
     """The package, built once: `make test` runs a worker per core, and a worker that gets
     some of this module's tests waits on the lock, then finds the package fresh."""
-    import fcntl
-
-    DIST.mkdir(exist_ok=True)
-    with (DIST / ".build.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with one_at_a_time(DIST / ".build.lock"):
         return _built()
 
 

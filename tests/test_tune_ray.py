@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine.session.reader import SessionReader
-from tests.conftest import DEMO_CNN
+from tests.conftest import DEMO_CNN, one_at_a_time
 from tests.test_cli import opscope
 
 RAY = str(Path(sys.executable).with_name("ray"))
@@ -33,11 +33,9 @@ def _free_port() -> int:
 def ray_head() -> Iterator[str]:
     """A local Ray head, one on the machine at a time: `make test` runs a worker per core,
     and `ray stop --force` ends every Ray process here, so a second worker waits."""
-    import fcntl
     import tempfile
 
-    with open(Path(tempfile.gettempdir()) / "opscope-tests-ray.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with one_at_a_time(Path(tempfile.gettempdir()) / "opscope-tests-ray.lock"):
         yield from _head()
 
 

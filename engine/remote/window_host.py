@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import subprocess
 import tempfile
 import threading
@@ -239,9 +240,9 @@ class FileSender:
         named = getattr(type(value), "local_files", ())
         changes = {}
         for f in dataclasses.fields(value):
-            old = getattr(value, f.name)
             if not f.init:
                 continue
+            old = getattr(value, f.name)
             if f.name in named:
                 new = self.spec(f.name, old) if isinstance(old, str) and old else old
             else:
@@ -254,25 +255,33 @@ class FileSender:
 def external_data_files(model: Path) -> list[Path]:
     """The files an ONNX model's weights live in besides the model (none: []); one that is
     missing or outside the model's folder is a ConfigError naming it."""
-    if model.suffix.lower() != ".onnx":
+    if model.suffix.lower() != ".onnx" or not model.is_file():
         return []
-    import onnx
-
-    try:
-        m = onnx.load(str(model), load_external_data=False)
-    except Exception:
-        return []  # the host says what is wrong with it, as locally
-    names: set[str] = set()
-    for t in m.graph.initializer:
-        if t.data_location == onnx.TensorProto.EXTERNAL:
-            names.update(e.value for e in t.external_data if e.key == "location")
+    st = model.stat()
     found = []
-    for name in sorted(names):
+    for name in _external_names(str(model.resolve()), st.st_size, st.st_mtime_ns):
         f = (model.parent / name).resolve()
         if model.parent.resolve() not in f.parents or not f.is_file():
             raise ConfigError(f"{model}: its external data file {name!r} is missing")
         found.append(model.parent / name)
     return found
+
+
+@functools.lru_cache(maxsize=16)
+def _external_names(path: str, size: int, mtime_ns: int) -> tuple[str, ...]:
+    """The external data files a model's initializers name, read once per version of the
+    file (the CLI checks them before it connects, then sends them)."""
+    import onnx
+
+    try:
+        m = onnx.load(path, load_external_data=False)
+    except Exception:
+        return ()  # the host says what is wrong with it, as locally
+    names: set[str] = set()
+    for t in m.graph.initializer:
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            names.update(e.value for e in t.external_data if e.key == "location")
+    return tuple(sorted(names))
 
 
 def finished_jobs(batch: list[Any]) -> list[int]:

@@ -19,14 +19,16 @@ import numpy as np
 
 from engine.backends.ort.device_memory import DeviceMemory
 from engine.backends.ort.graph_as_run import saving_plan
-from engine.backends.ort.inference_session import build_options, create_session
+from engine.backends.ort.inference_session import (
+    GPU_PROVIDERS,
+    build_options,
+    create_session,
+)
 from engine.config import RunConfig
 from engine.errors import ModelError, one_line
 from engine.events import Event, Progress
 from engine.measure.op_trace import NodeEvent, ProfileFormatError, parse_ort_profile
 from engine.model.graph_io import NodeIO, graph_nodes
-
-GPU_PROVIDERS = ("CUDAExecutionProvider", "TensorrtExecutionProvider")
 
 
 @dataclass
