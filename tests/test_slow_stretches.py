@@ -48,7 +48,8 @@ def test_too_few_or_uniform_batches_give_no_process() -> None:
 def test_a_one_off_disturbance_is_left_out_and_recurring_stretches_kept() -> None:
     """A calibration whose batches hold one long disturbance (35 slow batches in a row, as
     a build on the machine would make) beside the machine's recurring short stretches: the
-    windows the others do not agree with are left out, so the fitted share stays near the
+    windows the others do not agree with are left out (also when it spans two windows,
+    which then agree with each other), so the fitted share stays near the
     recurring one, where fitting every batch takes the disturbance for the machine's
     habit. Recurring stretches alone, and a machine slow half the time, lose nothing."""
     share = SlowStretches.fit([chain(600, 0.015, 0.5, 20)]).slow_share  # type: ignore[union-attr]
@@ -62,6 +63,11 @@ def test_a_one_off_disturbance_is_left_out_and_recurring_stretches_kept() -> Non
     assert robust is not None and every is not None
     assert robust.left_out >= 1 and robust.windows == 20 and every.left_out == 0
     assert abs(robust.slow_share - share) < 0.5 * abs(every.slow_share - share)
+    across = [r.copy() for r in runs]  # the same disturbance across two windows (20-55)
+    across[2][20:55] = np.random.default_rng(0).uniform(1.6, 3.0, 35)
+    both = SlowStretches.fit(across)
+    assert both is not None and both.left_out >= 2
+    assert abs(both.slow_share - share) < 0.5 * abs(every.slow_share - share)
     bursty = SlowStretches.fit([chain(150, 0.08, 0.1, k) for k in range(4)])
     assert bursty is not None and bursty.left_out == 0 and bursty.slow_share > 0.3
     from engine.serve.slow_stretches import stretches_text, summary

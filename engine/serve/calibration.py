@@ -33,9 +33,10 @@ from engine.serve.service import (
 from engine.serve.setup import Serving
 from engine.serve.slow_stretches import SlowStretches
 
-VERSION = 12  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers;
+VERSION = 13  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers;
 # 10: no arrival costs (the loop's generator sleeps while every instance is busy);
-# 11: idle slowdowns from a short run of the real loop; 12: slow stretches
+# 11: idle slowdowns from a short run of the real loop; 12: slow stretches;
+# 13: slow stretches from back-to-back batches only
 
 
 ARRIVAL_RATE = 2000.0  # stand-in requests per second while batches are timed under traffic
@@ -157,10 +158,14 @@ def load_or_calibrate(
     assert model is not None
     for step in measure_idle_slowdown(serving, model):
         if isinstance(step, LoopRatios):
-            # slow stretches from the batches as they ran: back to back, each size's in
-            # order, and the real loop's busy batches
+            # slow stretches from the batches timed back to back, each size's in order. Not
+            # the short real runs' batches: those that start busy were often queued by a
+            # slow one, and those after idling run slow in runs of 5-7 (the idle slowdown,
+            # drawn apart; bench/results/serve_slow_batches.md, 30% load). Fitted, they
+            # made a busy server's batches slow in stretches of 5-8 (bench/results/
+            # serve_twin.md, runs 4 and 7: p50 over-predicted 3-11x at 85% load).
             ordered = [model.samples[n] / model.median(n) for n in model.sizes]
-            stretches = SlowStretches.fit([*ordered, *step.busy_runs])
+            stretches = SlowStretches.fit(ordered)
             model = dataclasses.replace(model, idle_slowdown=step.idle, stretches=stretches)
         else:
             yield step

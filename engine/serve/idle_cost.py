@@ -34,17 +34,14 @@ IdleSlowdown = dict[int, dict[float, np.ndarray]]
 
 @dataclass(frozen=True)
 class LoopRatios:
-    """What the short real runs showed: the slowdown after idle gaps, and, for the slow
-    stretches, each run's batches that started with the server busy, in the order they
-    ran, as ratios to their size's back-to-back median."""
+    """What the short real runs showed: the slowdown after idle gaps."""
 
     idle: IdleSlowdown
-    busy_runs: list[np.ndarray]
 
 
 def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Event | LoopRatios]:
     """Serve Poisson traffic on the real loop (HALF_S, then SLOW_S); yields progress,
-    then the ratios of both runs together (see `idle_ratios`, `busy_ratios`)."""
+    then the ratios of both runs together (see `idle_ratios`)."""
     top = min(serving.policy.max_batch, max(model.sizes))  # no batch larger than timed
     policy = dataclasses.replace(
         serving.policy,
@@ -54,7 +51,6 @@ def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Eve
     runs = [(HALF_S, 0.5 * model.capacity(policy.max_batch, policy.instances)),
             (SLOW_S, SLOW_RATE)]  # fmt: skip
     cells: dict[tuple[int, float], list[np.ndarray]] = {}
-    busy: list[np.ndarray] = []
     for k, (seconds, rate) in enumerate(runs):
         yield Progress("calibrate", k, len(runs), f"serving {rate:.0f}/s: batches after idling")
         schedule = make_schedule(parse_traffic(f"poisson:{rate:.3f}"), seconds, seed=3 + k)
@@ -62,7 +58,6 @@ def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Eve
         for _ in loop.run():
             pass
         rec = loop.records()
-        busy.append(busy_ratios(rec, model))
         for n, by in idle_ratios(rec, model, least=1).items():
             for gap, ratios in by.items():
                 cells.setdefault((n, gap), []).append(ratios)
@@ -71,18 +66,7 @@ def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Eve
         ratios = np.concatenate(parts)
         if ratios.size >= MIN_BATCHES:
             out.setdefault(n, {})[gap] = ratios
-    yield LoopRatios(out, busy)
-
-
-def busy_ratios(rec: ServeRecords, model: ServiceModel) -> np.ndarray:
-    """The batches after SKIP_S that started while the server was busy (an idle gap under
-    GAPS_S[0]), in start order: their durations over their size's back-to-back median."""
-    order = np.argsort(rec.batch_start, kind="stable")
-    start, end, size = rec.batch_start[order], rec.batch_end[order], rec.batch_size[order]
-    ended_before = np.maximum.accumulate(np.r_[-np.inf, end[:-1]])
-    keep = (start >= SKIP_S) & (start - ended_before < GAPS_S[0])
-    base = np.asarray([model.median(int(n)) for n in size[keep]])
-    return (end[keep] - start[keep]) / base if base.size else np.zeros(0)
+    yield LoopRatios(out)
 
 
 def idle_ratios(

@@ -15,9 +15,9 @@ Fitted on what the calibration's stretches of batches agree on: a few seconds of
 can hold one disturbance (a build, a backup) that this machine does not repeat, and a
 process fitted on it predicts that disturbance for every run (bench/results/serve_twin.md,
 run 2: p99 over-predicted 4x). The batches are cut into windows of WINDOW; a window whose
-share of slow batches stands out from every other window's (more than STANDOUT times the
-next one's) is left out, then the next one is checked, a third of the windows at most;
-what was left out is said.
+share of slow batches stands out from every other window's but its neighbours' (more than
+STANDOUT times the next one's) is left out, then the next one is checked, a third of the
+windows at most; what was left out is said.
 """
 
 from __future__ import annotations
@@ -156,18 +156,20 @@ def _windows(runs: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _disturbed(windows: list[np.ndarray]) -> set[int]:
-    """The windows none of the others agree with: the window with the largest share of
-    slow batches is left out when that share is more than STANDOUT times the next
-    window's (and it holds at least MIN_SLOW slow batches); then the next is checked the
-    same way, a third of the windows at most. A machine whose stretches recur shows them
-    in many windows, and none stands out."""
+    """The windows none of the others agree with, a third of them at most: in order of
+    slow share, a window is left out when its share is more than STANDOUT times (plus one
+    batch) the highest share among the windows neither left out nor next to it, and it
+    holds MIN_SLOW slow batches; the first that is not ends the search. Its neighbours are
+    no reference: a disturbance that spans two windows makes them agree with each other
+    (compared with the next window alone, both passed). A machine whose stretches recur
+    shows them in windows far apart, and none stands out."""
     share = [float((w > SLOW).mean()) for w in windows]
     count = [int((w > SLOW).sum()) for w in windows]
     order = sorted(range(len(windows)), key=lambda i: share[i], reverse=True)
     out: set[int] = set()
-    for k, i in enumerate(order[: len(windows) // 3]):
-        nxt = share[order[k + 1]]
-        if count[i] < MIN_SLOW or share[i] <= STANDOUT * nxt + 1 / WINDOW:
+    for i in order[: len(windows) // 3]:
+        others = [share[j] for j in order if j not in out and abs(j - i) > 1]
+        if not others or count[i] < MIN_SLOW or share[i] <= STANDOUT * others[0] + 1 / WINDOW:
             break
         out.add(i)
     return out
