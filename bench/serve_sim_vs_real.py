@@ -22,6 +22,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ from engine.serve.calibration import calibration_context, load_or_calibrate  # n
 from engine.serve.loop import ServingLoop  # noqa: E402
 from engine.serve.records import ServeRecords, summarize  # noqa: E402
 from engine.serve.service import ServiceModel  # noqa: E402
-from engine.serve.setup import prepare_serving  # noqa: E402
+from engine.serve.setup import Serving, prepare_serving  # noqa: E402
 from engine.serve.sim_open import fifo_loop  # noqa: E402
 from engine.serve.sim_service import DRAWS, ServiceDraws  # noqa: E402
 from engine.serve.simulate import simulate  # noqa: E402
@@ -61,6 +62,21 @@ def patterns(rate: float) -> dict[str, str]:
 def prepared_for(model: str):  # type: ignore[no-untyped-def]
     path = str(ROOT / f"resources/models/{model}.onnx")
     return backends.prepare(PrepareRequest(path, RunConfig(provider="cpu")))
+
+
+def serving_for(model: str, policy: BatchPolicy) -> tuple[Any, Serving, dict[str, Any]]:
+    """A bundled model prepared on the CPU, served with `policy` (one instance), and the
+    context its calibrations are keyed by."""
+    prepared = prepared_for(model)
+    serving = prepare_serving(prepared, policy, model)
+    context = calibration_context(model, prepared.config.to_json(), prepared.provider_used,
+                                  policy.max_batch, 1)  # fmt: skip
+    return prepared, serving, context
+
+
+def calibrated(serving: Serving, context: dict[str, Any]) -> ServiceModel:
+    """The batch times measured afresh (this machine's speed drifts over minutes)."""
+    return next(x for x in load_or_calibrate(serving, context, True) if isinstance(x, ServiceModel))
 
 
 def in_run_model(rec: ServeRecords, service: ServiceModel, least: int = 10) -> ServiceModel:
@@ -165,23 +181,14 @@ def main() -> None:
     in_run: list[bool] = []
     clocked_ok: list[bool] = []
     for model in MODELS:
-        prepared = prepared_for(model)
-        serving = prepare_serving(prepared, policy, model)
-        context = calibration_context(model, prepared.config.to_json(), prepared.provider_used,
-                                      policy.max_batch, 1)  # fmt: skip
-        service = next(
-            x for x in load_or_calibrate(serving, context, True) if isinstance(x, ServiceModel)
-        )
+        prepared, serving, context = serving_for(model, policy)
+        service = calibrated(serving, context)
         capacity = service.capacity(policy.max_batch)
         for load in LOADS:
             for name, spec in patterns(load * capacity).items():
                 # calibrated again just before its real runs: this machine's speed drifts
                 # by 10-20% over minutes, and a simulator is only as good as its calibration
-                service = next(
-                    x
-                    for x in load_or_calibrate(serving, context, True)
-                    if isinstance(x, ServiceModel)
-                )
+                service = calibrated(serving, context)
                 schedule = make_schedule(parse_traffic(spec), args.seconds, seed=11)
                 runs, oracles, busy, svc, clocked_runs = [], [], [], [], []
                 for _ in range(args.repeats):

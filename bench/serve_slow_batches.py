@@ -28,13 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from results_file import publish  # noqa: E402
-from serve_sim_vs_real import WARMUP_S, prepared_for  # noqa: E402
+from serve_sim_vs_real import WARMUP_S, calibrated, serving_for  # noqa: E402
 
 from engine.serve.batching import BatchPolicy  # noqa: E402
-from engine.serve.calibration import calibration_context, load_or_calibrate  # noqa: E402
 from engine.serve.loop import ServingLoop  # noqa: E402
-from engine.serve.service import ServiceModel  # noqa: E402
-from engine.serve.setup import prepare_serving  # noqa: E402
 from engine.serve.slow_stretches import SLOW  # noqa: E402
 from engine.serve.traffic import make_schedule, parse_traffic  # noqa: E402
 
@@ -81,13 +78,8 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for model in MODELS:
-        prepared = prepared_for(model)
-        serving = prepare_serving(prepared, policy, model)
-        context = calibration_context(model, prepared.config.to_json(), prepared.provider_used,
-                                      policy.max_batch, 1)  # fmt: skip
-        service = next(
-            x for x in load_or_calibrate(serving, context, True) if isinstance(x, ServiceModel)
-        )
+        prepared, serving, context = serving_for(model, policy)
+        service = calibrated(serving, context)
         for load in LOADS:
             for pattern in PATTERNS:
                 rate = load * service.capacity(policy.max_batch)

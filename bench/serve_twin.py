@@ -40,14 +40,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from results_file import publish  # noqa: E402
-from serve_sim_vs_real import WARMUP_S, busy_share, patterns, prepared_for  # noqa: E402
+from serve_sim_vs_real import (  # noqa: E402
+    WARMUP_S,
+    busy_share,
+    calibrated,
+    patterns,
+    serving_for,
+)
 
 from engine.serve.batching import BatchPolicy  # noqa: E402
-from engine.serve.calibration import calibration_context, load_or_calibrate  # noqa: E402
 from engine.serve.loop import ServingLoop  # noqa: E402
 from engine.serve.records import summarize  # noqa: E402
 from engine.serve.service import ServiceModel  # noqa: E402
-from engine.serve.setup import prepare_serving  # noqa: E402
 from engine.serve.simulate import simulate  # noqa: E402
 from engine.serve.slow_stretches import MAX_RATIOS  # noqa: E402
 from engine.serve.traffic import make_schedule, parse_traffic  # noqa: E402
@@ -125,17 +129,10 @@ def main() -> None:
     rows: list[dict[str, float]] = []
     k = 0
     for model in MODELS:
-        prepared = prepared_for(model)
-        serving = prepare_serving(prepared, policy, model)
-        context = calibration_context(model, prepared.config.to_json(), prepared.provider_used,
-                                      policy.max_batch, 1)  # fmt: skip
+        prepared, serving, context = serving_for(model, policy)
         for load in LOADS:
             for name, _ in patterns(1.0).items():
-                service = next(
-                    x
-                    for x in load_or_calibrate(serving, context, True)
-                    if isinstance(x, ServiceModel)
-                )
+                service = calibrated(serving, context)
                 spec = patterns(load * service.capacity(policy.max_batch))[name]
                 schedule = make_schedule(parse_traffic(spec), args.seconds, seed=11)
                 loadavg = os.getloadavg()[0]
