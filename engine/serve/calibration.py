@@ -163,7 +163,7 @@ def load_or_calibrate(
             # slow one, and those after idling run slow in runs of 5-7 (the idle slowdown,
             # drawn apart; bench/results/serve_slow_batches.md, 30% load). Fitted, they
             # made a busy server's batches slow in stretches of 5-8 (bench/results/
-            # serve_twin.md, runs 4 and 7: p50 over-predicted 3-11x at 85% load).
+            # serve_twin.md, runs 4 and 7: p50 over-predicted 4-11x at 85% load).
             ordered = [model.samples[n] / model.median(n) for n in model.sizes]
             stretches = SlowStretches.fit(ordered)
             model = dataclasses.replace(model, idle_slowdown=step.idle, stretches=stretches)

@@ -161,8 +161,9 @@ def _disturbed(windows: list[np.ndarray]) -> set[int]:
     batch) the highest share among the windows neither left out nor next to it, and it
     holds MIN_SLOW slow batches; the first that is not ends the search. Its neighbours are
     no reference: a disturbance that spans two windows makes them agree with each other
-    (compared with the next window alone, both passed). A machine whose stretches recur
-    shows them in windows far apart, and none stands out."""
+    (compared with the next window alone, both passed). Neighbours in the list: the last
+    window of one sequence and the first of the next count as such, one reference fewer.
+    A machine whose stretches recur shows them in windows far apart, and none stands out."""
     share = [float((w > SLOW).mean()) for w in windows]
     count = [int((w > SLOW).sum()) for w in windows]
     order = sorted(range(len(windows)), key=lambda i: share[i], reverse=True)
