@@ -11,8 +11,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-MAX_TENSORS = 1_000_000
-
 
 def copy_to_device(path: str, device: str = "cuda", device_id: int = 0) -> dict[str, Any]:
     """{bytes, seconds, gb_s, tensors, device} of copying `path`'s weights to `device`;
@@ -25,7 +23,7 @@ def copy_to_device(path: str, device: str = "cuda", device_id: int = 0) -> dict[
     total_bytes = 0
     seconds = 0.0
     tensors = 0
-    for t in model.graph.initializer[:MAX_TENSORS]:
+    for t in model.graph.initializer:
         arr = numpy_helper.to_array(t)
         if arr.nbytes == 0:
             continue
