@@ -70,3 +70,67 @@ def test_absurd_sizes_are_one_line_in_sweep_bench_and_inputs(tmp_path: Path) -> 
     np.savez(feed, input_ids=np.ones((1, 1_000_000), np.int64))
     proc = opscope("bench", DEMO_TRANSFORMER, "--inputs", feed, "--duration", "0.1")
     _one_line(proc, "inputs from long.npz: input_ids 1x1000000 and one inference")
+
+
+def _sliced_by_length() -> onnx.ModelProto:
+    """The chain exported BERTs use for token-type ids: a constant table [1, 512] sliced to
+    the input's length, Shape -> Gather -> Unsqueeze -> Slice. ONNX's inference (data
+    propagation on) cannot tell the slice's shape; ONNX Runtime's symbolic one can."""
+    c = h.make_tensor
+    nodes = [
+        h.make_node("Constant", [], ["table"], value=c("t", T.INT64, [1, 512], [0] * 512)),
+        h.make_node("Shape", ["x"], ["shape"]),
+        h.make_node("Constant", [], ["one"], value=c("o", T.INT64, [], [1])),
+        h.make_node("Gather", ["shape", "one"], ["length"], axis=0),
+        h.make_node("Constant", [], ["zero_axis"], value=c("z", T.INT64, [1], [0])),
+        h.make_node("Unsqueeze", ["length", "zero_axis"], ["end"]),
+        h.make_node("Constant", [], ["start"], value=c("s", T.INT64, [1], [0])),
+        h.make_node("Constant", [], ["axis"], value=c("a", T.INT64, [1], [1])),
+        h.make_node("Slice", ["table", "start", "end", "axis"], ["types"]),
+        h.make_node("Add", ["x", "types"], ["y"]),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "g",
+        [h.make_tensor_value_info("x", T.INT64, [1, "seq"])],
+        [h.make_tensor_value_info("y", T.INT64, [1, "seq"])],
+    )
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+
+
+def test_a_backends_symbolic_inference_tells_the_sizes_onnxs_cannot() -> None:
+    from engine import backends
+    from engine.model.graph_view import inferred
+    from engine.model.memory_need import sizes_at
+
+    model = _sliced_by_length()
+    refine = backends.shape_inference()
+    assert refine is not None
+    plain = sizes_at(model, {"x": (1, 128)})
+    assert "types" not in plain  # ONNX's own inference leaves it unknown (never 0)
+    told = sizes_at(model, {"x": (1, 128)}, refine)
+    assert told["types"] == told["y"] == 128 * 8
+    assert inferred(model, {"x": (1, 128)}, refine)["types"].shape == (1, 128)
+    assert refine(onnx.ModelProto()) is None  # no opset: nothing, and no file written
+
+
+def test_the_symbolic_inference_writes_nothing_where_it_cannot_finish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its own entry point saves `sym_shape_infer_temp.onnx` into the working folder when
+    a shape stays unknown; ours keeps what it told and writes nothing."""
+    from engine import backends
+
+    model = _sliced_by_length()
+    custom = h.make_node("Mystery", ["y"], ["z"], domain="com.example")
+    model.graph.node.append(custom)
+    model.graph.output[0].CopyFrom(h.make_tensor_value_info("z", T.INT64, None))
+    model.opset_import.append(h.make_opsetid("com.example", 1))
+    monkeypatch.chdir(tmp_path)
+    refine = backends.shape_inference()
+    assert refine is not None
+    from engine.model.memory_need import sizes_at
+
+    told = sizes_at(model, {"x": (1, 128)}, refine)
+    assert told.get("types") == 128 * 8 and "z" not in told
+    assert list(tmp_path.iterdir()) == []

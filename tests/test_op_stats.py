@@ -236,3 +236,32 @@ def test_prepacked_matmul_weights_are_counted() -> None:
     int8 = ev("MatMulIntegerToFloat", (("uint8", (1, 16, 64)),), (("float", (1, 16, 32)),))
     assert prepacked_weight_bytes(int8) == 64 * 32
     assert prepacked_weight_bytes(ev("Relu", (("float", (4,)),), (("float", (4,)),))) == 0
+
+
+def test_a_gather_reads_only_the_rows_it_outputs() -> None:
+    """An embedding Gather of 128 tokens from a 30522 x 384 table reads 128 rows, not the
+    47 MB table the profile lists as its parameter size (MiniLM read "492 GB/s, >roof")."""
+    from engine.measure.op_stats import node_bytes
+    from engine.measure.op_trace import NodeEvent
+
+    table, rows = 30522 * 384 * 4, 128 * 384 * 4
+    embed = NodeEvent(
+        0, "word_embeddings/Gather", "Gather", "CPUExecutionProvider", 0.0, 1.0,
+        (("float", (30522, 384)), ("int64", (1, 128))), (("float", (1, 128, 384)),),
+        128 * 8, table, rows,
+    )  # fmt: skip
+    assert node_bytes(embed) == 128 * 8 + rows + rows
+    # data from an activation (a Shape's output), index a constant: half the data read
+    shape = NodeEvent(
+        0, "Gather_1", "Gather", "CPUExecutionProvider", 0.0, 1.0,
+        (("int64", (2,)), ("int64", ())), (("int64", ()),), 16, 8, 8,
+    )  # fmt: skip
+    assert node_bytes(shape) == 8 + 8 + 8
+    # unknown shapes: the profile's sizes as they are
+    unknown = NodeEvent(0, "g", "Gather", "CPUExecutionProvider", 0.0, 1.0, (), (), 10, 20, 30)
+    assert node_bytes(unknown) == 60
+    relu = NodeEvent(
+        0, "r", "Relu", "CPUExecutionProvider", 0.0, 1.0,
+        (("float", (4,)),), (("float", (4,)),), 16, 0, 16,
+    )  # fmt: skip
+    assert node_bytes(relu) == 32

@@ -21,7 +21,7 @@ from engine.analysis.serving_trace import serving_trace_events
 from engine.errors import OpScopeError
 from engine.files import finite, write_atomic
 from engine.measure.flops import node_flops
-from engine.measure.op_stats import STAT_KEYS, prepacked_weight_bytes
+from engine.measure.op_stats import STAT_KEYS, node_bytes
 from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
 from engine.session.generation_rows import GenerationRun
 from engine.session.reader import SessionReader
@@ -94,7 +94,7 @@ def trace_events(run: RunRow, trace: ProfileTrace) -> list[dict[str, Any]]:
 def node_event(n: NodeEvent, pid: int, tid: int) -> dict[str, Any]:
     """One node execution as a complete ("X") event; args hold what the profile knew."""
     flops = node_flops(n.op_type, n.input_shapes, n.output_shapes)
-    nbytes = n.activation_bytes + n.parameter_bytes + n.output_bytes + prepacked_weight_bytes(n)
+    nbytes = node_bytes(n)
     args: dict[str, Any] = {
         "op_type": n.op_type,
         "provider": n.provider,

@@ -81,6 +81,18 @@ def graph_as_run(engine: str) -> Callable[..., Any] | None:
     return lent(engine, "GRAPH_AS_RUN")
 
 
+def shape_inference() -> Callable[[Any], Any] | None:
+    """A shape inference for ONNX models that some backend lends (`SHAPE_INFERENCE`: a model
+    in, the model with shapes it could tell or None out), or None: none does."""
+    for module in _packages():
+        target = getattr(module, "SHAPE_INFERENCE", None)
+        if target:
+            name, func = str(target).split(":")
+            fn: Callable[[Any], Any] = getattr(importlib.import_module(name), func)
+            return fn
+    return None
+
+
 def lent(engine: str, what: str) -> Callable[..., Any] | None:
     """The function the backend called `engine` lends as `what` ("module:function")."""
     for module in _packages():

@@ -10,6 +10,7 @@ tensor whose shape inference cannot tell is marked unknown, never given a size o
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -19,6 +20,8 @@ from engine.model.graph_io import outer_reads as body_reads
 
 if TYPE_CHECKING:
     import onnx
+
+    from engine.model.memory_need import Refine
 
 INPUT, OUTPUT = "Input", "Output"  # the op type of the graph's inputs and outputs as nodes
 ATTR_TEXT = 60  # an attribute's value is cut to this many characters
@@ -247,15 +250,28 @@ def declared(model: onnx.ModelProto) -> dict[str, Tensor]:
     return out
 
 
-def inferred(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[str, Tensor]:
-    """Dtypes and shapes at input `shapes` from ONNX shape inference (what it cannot tell
-    stays unknown; the model's own declarations where inference fails outright)."""
+def inferred(
+    model: onnx.ModelProto,
+    shapes: dict[str, tuple[int, ...]],
+    refine: Refine | None = None,
+) -> dict[str, Tensor]:
+    """Dtypes and shapes at input `shapes` from ONNX shape inference, then `refine` (a
+    backend's symbolic inference, engine/backends' shape_inference) where it tells more;
+    what neither can tell stays unknown (the model's own declarations where both fail)."""
     from onnx import shape_inference
 
     from engine.model.memory_need import at_shapes
 
-    try:
-        done = shape_inference.infer_shapes(at_shapes(model, shapes), data_prop=True)
-    except Exception:
-        return declared(model)
-    return {**declared(model), **declared(done)}
+    light = at_shapes(model, shapes)
+    out = declared(model)
+    with contextlib.suppress(Exception):  # onnx raises its own kinds
+        out.update(declared(shape_inference.infer_shapes(light, data_prop=True)))
+    unknown = any(o and not _concrete(out.get(o)) for n in light.graph.node for o in n.output)
+    better = refine(light) if refine is not None and unknown else None  # 1.6 s, 5,200 nodes
+    if better is not None:
+        out.update((k, t) for k, t in declared(better).items() if _concrete(t) or k not in out)
+    return out
+
+
+def _concrete(t: Tensor | None) -> bool:
+    return t is not None and t.shape is not None and all(isinstance(d, int) for d in t.shape)

@@ -72,7 +72,7 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
     model, info = load_model(req.model_path)
     plan = plan_inputs(info, config.batch, req.shapes, req.dims)
     try:
-        loaded = model_graph(model, inferred(model, plan.shapes))
+        loaded = model_graph(model, inferred(model, plan.shapes, backends.shape_inference()))
     except ModelError as exc:  # an invalid graph: the line names the file too
         raise ModelError(exc.message, info.path) from exc
     loaded_io = graph_nodes(model.graph)

@@ -71,7 +71,7 @@ def memory_job(req: MemoryRequest) -> Generator[Event, None, dict[str, Any]]:
     initializers = frozenset(t.name for t in model.graph.initializer)
     loaded = liveness(
         graph_nodes(model.graph),
-        sizes_at(model, plan.shapes),
+        sizes_at(model, plan.shapes, backends.shape_inference()),
         [v.name for v in info.inputs],
         [o.name for o in model.graph.output],
         weights=initializers,

@@ -128,7 +128,8 @@ def weight_bytes(
     facts: Mapping[str, Mapping[str, Any]],
     tensors: Mapping[str, tuple[str, list[int | str] | None]],
 ) -> dict[str, float | None]:
-    """Each node's weights read, in bytes (None where a weight's size is unknown)."""
+    """Each node's weights, in bytes (None where a weight's size is unknown): what it holds,
+    which an embedding gather reads only a few rows of."""
     return _summed(facts, tensors, "weights")
 
 

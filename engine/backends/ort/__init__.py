@@ -51,6 +51,8 @@ CAPABILITIES = Capabilities(
 MEMORY_PROBE = "engine.backends.ort.memory_probe:probe_job"
 # the graph it runs, after its fusion (engine/run/graph_job.py draws it)
 GRAPH_AS_RUN = "engine.backends.ort.graph_as_run:as_run"
+# shapes ONNX's inference cannot tell (engine/model/memory_need.py's sizes_at)
+SHAPE_INFERENCE = "engine.backends.ort.shape_infer:symbolic_shapes"
 
 
 class OrtBackend:
