@@ -37,7 +37,9 @@ RUNS: list[list[str | Path]] = [
 def session(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("serving") / "serving.opscope"
     for args in RUNS:
-        opscope(*args, "--session", path, check=True)
+        proc = opscope(*args, "--session", path, check=True)
+        said = proc.stdout + proc.stderr  # every recording command says where it went
+        assert f"recorded   {path}" in said, said
     with SessionReader.open(path) as reader:
         assert [r.kind for r in reader.runs()] == ["load", "simulate", "load", "bench"]
     return path

@@ -254,6 +254,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"service    {stretches_text(st)}", file=out)
     _print_replayed(result, out)
     _print_answers(result, out)
+    if args.session:
+        print(f"recorded   {args.session} (run kind simulate: every predicted request and "
+              "batch)", file=out)  # fmt: skip
     if args.json:
         write_json(args.json, result)
     return EXIT_OK
