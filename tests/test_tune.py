@@ -114,6 +114,7 @@ def test_tune_from_the_command_line(tmp_path: Path) -> None:
         "opscope bench "
     )
     assert "--threads 1" in data["best"]["command"] and "best       trial" in proc.stdout
+    assert f"recorded   {session} (a bench run per trial)" in proc.stdout
     show = opscope("session", "show", session, check=True).stdout
     assert show.count(" bench ") >= 4
     budget = opscope("tune", DEMO_CNN, "--budget", "2", "--duration", "0.2", "--threads", "1",

@@ -86,6 +86,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
             pool.close()
     data = result_json(result, goal, args)
     _summary(data, out)
+    if args.session:
+        print(f"recorded   {args.session} (a bench run per trial)", file=out)
     if args.json:
         write_json(args.json, data)
     return EXIT_OK
