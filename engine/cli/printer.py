@@ -33,9 +33,13 @@ class LivePrinter:
         self._batch = 1
         self._line_open = False
         self._last_progress = time.monotonic()
+        self._said: set[str] = set()  # info lines said once (a sweep's points repeat them)
 
     def feed(self, ev: Event) -> None:
         if isinstance(ev, Notice):
+            if ev.level == "info" and ev.message in self._said:
+                return
+            self._said.add(ev.message)
             self._clear()
             self.stream.write(f"{ev.level}: {ev.message}\n")
         elif isinstance(ev, Progress):

@@ -68,7 +68,14 @@ def growth_caveat(points: list[SweepPoint]) -> str | None:
     if len(points) < 2:
         return "no fit: fewer than two points"
     if used < 3:
-        return f"fitted from {used} points: a line through two always fits; a rough guide"
+        which = (
+            f"{used} points"
+            if used == len(points)
+            else (
+                f"the largest {used} of {len(points)} points (the upper half, where growth shows)"
+            )
+        )
+        return f"fitted from {which}: a line through two always fits; a rough guide"
     return None
 
 
