@@ -267,6 +267,20 @@ def test_gate_end_to_end(baseline: Path, tmp_path: Path) -> None:
         assert len(runs) == 2 and all(r.status == "ok" for r in runs)
 
 
+def test_a_baseline_with_default_threads_gates_a_candidate_with_default_threads(
+    tmp_path: Path,
+) -> None:
+    """As CI uses it: `bench --session base.opscope` then `gate base.opscope` with neither
+    naming threads. The run records the threads it used; the gate once compared that with
+    the candidate's unresolved 0 ("threads 2 vs 0") and found no baseline."""
+    base = tmp_path / "base.opscope"
+    proc = opscope("bench", DEMO_CNN, *QUICK, "--session", base)
+    assert proc.returncode == 0, proc.stderr
+    proc = opscope("gate", base, DEMO_CNN, "--runs", "1", "--duration", "0.2",
+                   "--warmup", "3", "--max-regression", "1000")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_gate_bad_input_exits_2(baseline: Path, tmp_path: Path) -> None:
     cases = [
         ([tmp_path / "missing.opscope", DEMO_CNN], "missing.opscope"),

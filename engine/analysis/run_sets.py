@@ -56,8 +56,9 @@ def setup_difference(a: dict[str, Any], b: dict[str, Any]) -> str:
 
 
 def config_facts(config: RunConfig) -> dict[str, Any]:
-    """The facts of a config about to be run (its input shapes are not known yet)."""
-    return dict(config.to_json())
+    """The facts of a config about to be run (its input shapes are not known yet), its
+    defaults made explicit as a run records them (threads 0 is this machine's default)."""
+    return dict(config.resolved().to_json())
 
 
 def _word(v: Any) -> str:
@@ -115,10 +116,13 @@ def baseline_runs(text: str, model_name: str, config: RunConfig) -> RunSet:
                 have = f" (it has runs of {', '.join(names)})" if names else ""
                 raise CompareError(f"no finished runs of {model_name}{have}", path)
             runs = [r for r in of_model if not _config_difference(wanted, r)]
-            if not runs:
+            if not runs:  # name the closest run, the last of those equally close
+                near = min(
+                    reversed(of_model), key=lambda r: _config_difference(wanted, r).count(";")
+                )
                 raise CompareError(
-                    f"no run of {model_name} has the candidate's config (run "
-                    f"{of_model[-1].id}: {_config_difference(wanted, of_model[-1])})",
+                    f"no run of {model_name} has the candidate's config (the closest, run "
+                    f"{near.id}: {_config_difference(wanted, near)})",
                     path,
                 )
         for r in runs:
