@@ -272,13 +272,19 @@ def test_a_baseline_with_default_threads_gates_a_candidate_with_default_threads(
 ) -> None:
     """As CI uses it: `bench --session base.opscope` then `gate base.opscope` with neither
     naming threads. The run records the threads it used; the gate once compared that with
-    the candidate's unresolved 0 ("threads 2 vs 0") and found no baseline."""
-    base = tmp_path / "base.opscope"
-    proc = opscope("bench", DEMO_CNN, *QUICK, "--session", base)
+    the candidate's unresolved 0 ("threads 2 vs 0") and found no baseline. And a baseline
+    file holding runs at other input shapes: only those at the candidate's are pooled (it
+    once failed: "runs 2 and 6 cannot be pooled")."""
+    base, out = tmp_path / "base.opscope", tmp_path / "g.json"
+    for dims in ([], ["--dim", "sequence=16"]):  # and a run at other shapes (a tune's, say)
+        proc = opscope("bench", DEMO_TRANSFORMER, *QUICK, *dims, "--session", base)
+        assert proc.returncode == 0, proc.stderr
+    proc = opscope("gate", base, DEMO_TRANSFORMER, "--runs", "1", "--duration", "0.2",
+                   "--warmup", "3", "--max-regression", "1000", "--json", out)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    proc = opscope("gate", base, DEMO_CNN, "--runs", "1", "--duration", "0.2",
-                   "--warmup", "3", "--max-regression", "1000")  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["baseline"] == f"{base}:1"  # the shapes it will run
+    proc = opscope("gate", base, DEMO_TRANSFORMER, "--dim", "sequence=48", "--runs", "1")
+    assert proc.returncode == 2 and "config and inputs (the closest, run 2:" in proc.stderr
 
 
 def test_gate_bad_input_exits_2(baseline: Path, tmp_path: Path) -> None:

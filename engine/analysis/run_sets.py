@@ -7,7 +7,7 @@ batch-8 run with a batch-1 run measures neither. What differs is worded once her
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -96,11 +96,19 @@ def open_run_set(text: str) -> RunSet:
         return read_run_set(reader, [reader.run(i) for i in ids])
 
 
-def baseline_runs(text: str, model_name: str, config: RunConfig) -> RunSet:
+def baseline_runs(
+    text: str,
+    model_name: str,
+    config: RunConfig,
+    inputs: Mapping[str, tuple[int, ...]] | None = None,
+) -> RunSet:
     """A gate's baseline: `FILE:1,2,3` as named, or every finished bench/profile run of
-    `model_name` in FILE with the candidate's config. Every run must have that config."""
+    `model_name` in FILE with the candidate's config, and its input shapes where they are
+    known before it runs (`inputs`). Every run must have that config (and those shapes)."""
     path, ids = resolve_run_refs(text)
     wanted = config_facts(config)
+    for name, shape in sorted((inputs or {}).items()):
+        wanted[f"input {name}"] = "x".join(str(d) for d in shape)
     with SessionReader.open(path) as reader:
         if ids is not None:
             runs = [reader.run(i) for i in ids]
@@ -117,11 +125,12 @@ def baseline_runs(text: str, model_name: str, config: RunConfig) -> RunSet:
                 raise CompareError(f"no finished runs of {model_name}{have}", path)
             runs = [r for r in of_model if not _config_difference(wanted, r)]
             if not runs:  # name the closest run, the last of those equally close
+                what = "config and inputs" if inputs else "config"
                 near = min(
                     reversed(of_model), key=lambda r: _config_difference(wanted, r).count(";")
                 )
                 raise CompareError(
-                    f"no run of {model_name} has the candidate's config (the closest, run "
+                    f"no run of {model_name} has the candidate's {what} (the closest, run "
                     f"{near.id}: {_config_difference(wanted, near)})",
                     path,
                 )
@@ -140,7 +149,7 @@ def baseline_runs(text: str, model_name: str, config: RunConfig) -> RunSet:
 
 
 def _config_difference(wanted: dict[str, Any], run: RunRow) -> str:
-    have = dict(run.config.to_json()) if run.config else {}
+    have = setup_facts(run)
     return setup_difference({k: have.get(k) for k in wanted}, wanted)
 
 
