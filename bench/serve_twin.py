@@ -61,22 +61,35 @@ LOADS = (0.5, 0.85)
 P50_GOAL, P99_GOAL = 0.05, 0.10
 
 
-def real_run(serving: Any, schedule: Any, policy: BatchPolicy) -> tuple[dict[str, float], float]:
+def real_run(
+    serving: Any, schedule: Any, policy: BatchPolicy, service: ServiceModel
+) -> tuple[dict[str, float], float, float]:
+    """The run's p50 and p99 (ms), its busy share, and its batches' time against the
+    calibration's means for their sizes (1.1: 10% slower than timed back to back)."""
     loop = ServingLoop(serving.run_batch, serving.request_feeds, schedule, policy)
     for _ in loop.run():
         pass
     rec = loop.records()
-    return summarize(rec, WARMUP_S)["latency_ms"], busy_share(rec, WARMUP_S)
+    keep = rec.batch_start >= WARMUP_S
+    sizes, counts = np.unique(rec.batch_size[keep], return_counts=True)
+    table = service.table(policy.max_batch)  # what the simulator draws from, by size
+    expected = sum(
+        float(np.mean(table[int(n)])) * int(c) for n, c in zip(sizes, counts, strict=True)
+    )
+    ratio = float(np.sum((rec.batch_end - rec.batch_start)[keep])) / expected
+    return summarize(rec, WARMUP_S)["latency_ms"], busy_share(rec, WARMUP_S), ratio
 
 
 def simulated(schedule: Any, policy: BatchPolicy, service: ServiceModel, draws: int,
               stretched: bool) -> dict[str, float]:  # fmt: skip
     """The p50 and p99 (ms) of the schedule simulated `draws` times (seeds 11, 12, ...):
-    the mean of each run's."""
+    the mean of each run's; `busy`, the mean busy share."""
     recs = [simulate(schedule, policy, service, seed=11 + k, slow_stretches=stretched)
             for k in range(draws)]  # fmt: skip
     runs = [summarize(rec, WARMUP_S)["latency_ms"] for rec in recs]
-    return {q: statistics.mean(r[q] for r in runs) for q in ("p50", "p99")}
+    out = {q: statistics.mean(r[q] for r in runs) for q in ("p50", "p99")}
+    out["busy"] = statistics.mean(busy_share(rec, WARMUP_S) for rec in recs)
+    return out
 
 
 def pooled_ratios(service: ServiceModel) -> ServiceModel:
@@ -118,13 +131,17 @@ def main() -> None:
         f"(seeds 11-{10 + args.draws}); `+stretches`: the same with the slow-stretch "
         "process; `pooled`: one by one from every size's ratios pooled; each against the "
         "first real run. `loadavg`: the 1-minute load average "
-        "at the row's start.",
+        "at the row's start. `busy`: the real runs' busy share (mean of two); `sim busy`: "
+        f"the mean of {args.draws} simulated runs'; `svc`: the real runs' batch times "
+        "against the row's calibration means for their sizes (mean of two; 1.10: 10% "
+        "slower than timed back to back).",
         "",
-        "| model | pattern | load | order | loadavg | busy | real p50 | real p99 "
+        "| model | pattern | load | order | loadavg | busy | sim busy | svc | real p50 "
+        "| real p99 "
         f"| repeat Δp50 | repeat Δp99 | sim 1 Δp50 | sim 1 Δp99 | sim {args.draws} Δp50 "
         f"| sim {args.draws} Δp99 | +stretches Δp50 | +stretches Δp99 | pooled Δp50 "
         "| pooled Δp99 | stretches (slow share, mean length, windows left out) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     rows: list[dict[str, float]] = []
     k = 0
@@ -139,15 +156,17 @@ def main() -> None:
                 order = ("real", "sim", "real") if k % 2 == 0 else ("sim", "real", "real")
                 reals: list[dict[str, float]] = []
                 busy: list[float] = []
+                ratios: list[float] = []
                 sims: dict[str, dict[str, float]] = {}
                 variants = {"one": (service, 1, False), "sim": (service, args.draws, False),
                             "str": (service, args.draws, True),
                             "pool": (pooled_ratios(service), args.draws, False)}  # fmt: skip
                 for step in order:
                     if step == "real":
-                        lat, b = real_run(serving, schedule, policy)
+                        lat, b, ratio = real_run(serving, schedule, policy, service)
                         reals.append(lat)
                         busy.append(b)
+                        ratios.append(ratio)
                     else:
                         for key, (svc, draws, stretched) in variants.items():
                             sims[key] = simulated(schedule, policy, svc, draws, stretched)
@@ -169,7 +188,8 @@ def main() -> None:
                 rows.append(row)
                 lines.append(
                     f"| {model} | {name} | {load:.0%} | {'R S R' if k % 2 == 0 else 'S R R'} "
-                    f"| {loadavg:.2f} | {statistics.mean(busy):.0%} | {first['p50']:.3f} "
+                    f"| {loadavg:.2f} | {statistics.mean(busy):.0%} | {sims['sim']['busy']:.0%} "
+                    f"| {statistics.mean(ratios):.3f} | {first['p50']:.3f} "
                     f"| {first['p99']:.3f} | {row['rep50']:+.1%} | {row['rep99']:+.1%} "
                     f"| {row['one50']:+.1%} | {row['one99']:+.1%} "
                     f"| {row['sim50']:+.1%} | {row['sim99']:+.1%} | {row['str50']:+.1%} "
