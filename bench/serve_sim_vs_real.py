@@ -59,15 +59,17 @@ def patterns(rate: float) -> dict[str, str]:
     }
 
 
-def prepared_for(model: str):  # type: ignore[no-untyped-def]
+def prepared_for(model: str, threads: int = 0):  # type: ignore[no-untyped-def]
     path = str(ROOT / f"resources/models/{model}.onnx")
-    return backends.prepare(PrepareRequest(path, RunConfig(provider="cpu")))
+    return backends.prepare(PrepareRequest(path, RunConfig(provider="cpu", threads=threads)))
 
 
-def serving_for(model: str, policy: BatchPolicy) -> tuple[Any, Serving, dict[str, Any]]:
-    """A bundled model prepared on the CPU, served with `policy` (one instance), and the
-    context its calibrations are keyed by."""
-    prepared = prepared_for(model)
+def serving_for(
+    model: str, policy: BatchPolicy, threads: int = 0
+) -> tuple[Any, Serving, dict[str, Any]]:
+    """A bundled model prepared on the CPU (`threads` intra-op threads, 0: the default),
+    served with `policy` (one instance), and the context its calibrations are keyed by."""
+    prepared = prepared_for(model, threads)
     serving = prepare_serving(prepared, policy, model)
     context = calibration_context(model, prepared.config.to_json(), prepared.provider_used,
                                   policy.max_batch, 1)  # fmt: skip

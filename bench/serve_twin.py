@@ -115,6 +115,9 @@ def main() -> None:
     ap.add_argument("--max-batch", type=int, default=8)
     ap.add_argument("--delay-ms", type=float, default=2.0)
     ap.add_argument("--draws", type=int, default=8, help="simulated runs averaged per row")
+    ap.add_argument(
+        "--threads", type=int, default=0, help="the engine's intra-op threads (0: one a core)"
+    )
     ap.add_argument("--out", default=str(ROOT / "bench/results/serve_twin.md"))
     args = ap.parse_args()
     policy = BatchPolicy(max_batch=args.max_batch, delay_ms=args.delay_ms)
@@ -123,7 +126,8 @@ def main() -> None:
         f"# Twin test: request-serving simulator against the real loop's repeat spread "
         f"({time.strftime('%Y-%m-%d')})",
         "",
-        f"max batch {policy.max_batch}, queue delay {policy.delay_ms:g} ms, 1 instance; "
+        f"max batch {policy.max_batch}, queue delay {policy.delay_ms:g} ms, 1 instance, "
+        f"{args.threads or 'default'} intra-op thread(s); "
         f"{args.seconds:g} s of traffic per run (the first {WARMUP_S:g} s served, not "
         "counted). Latency from each request's scheduled time. `repeat`: the second real "
         "run against the first; `sim 1`: service times drawn one by one, one simulated "
@@ -146,7 +150,7 @@ def main() -> None:
     rows: list[dict[str, float]] = []
     k = 0
     for model in MODELS:
-        prepared, serving, context = serving_for(model, policy)
+        prepared, serving, context = serving_for(model, policy, args.threads)
         for load in LOADS:
             for name, _ in patterns(1.0).items():
                 service = calibrated(serving, context)
