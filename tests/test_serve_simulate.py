@@ -194,3 +194,33 @@ def test_a_trickle_hours_in_ends(cache: int) -> None:
     policy = BatchPolicy(max_batch=4, delay_ms=1.0)
     rec = simulate(sched, policy, svc, cache_size=cache)
     assert summarize(rec)["requests"]["completed"] == 50
+
+
+def test_a_calibration_says_when_the_engines_speed_moved_while_it_was_timed() -> None:
+    """The first size is timed again at the end; a move beyond 10% is a warning (a 2-vCPU
+    VM's two-thread transformer switched between speeds 20% apart mid-calibration)."""
+    import time
+
+    from engine.events import Notice
+    from engine.serve.service import ServiceModel, calibrate
+
+    def events(slow_after: int | None) -> list[object]:
+        calls = [0]
+
+        def run(n: int) -> None:
+            calls[0] += 1
+            slow = slow_after is not None and calls[0] > slow_after
+            time.sleep(0.001 * n * (1.3 if slow else 1.0))
+
+        return list(calibrate(run, lambda n: n, [1, 2], {}, runs=5, min_s=0.0, warmup=0))
+
+    steady = events(None)
+    assert isinstance(steady[-1], ServiceModel)
+    assert not [e for e in steady if isinstance(e, Notice)]
+    moved = events(slow_after=12)  # size 1's 5 runs, size 2's 5, then slower from there on
+    (notice,) = [e for e in moved if isinstance(e, Notice)]
+    import re
+
+    assert notice.level == "warning", notice
+    assert re.search(r"speed moved \+[1-4]\d% while it was timed \(batches of 1", notice.message)
+    assert isinstance(moved[-1], ServiceModel)

@@ -102,3 +102,9 @@ def test_a_calibration_is_a_job_whose_result_feeds_the_what_if(qapp: Any) -> Non
     dock.calibrate_button.setEnabled.assert_called_with(True)
     kwargs["on_cancelled"]()
     assert "stopped" in dock.what_if.set_text.call_args.args[0]
+    # what the calibration says on the way reaches the window: a warning its banner
+    from engine.events import Notice, Progress
+
+    moved = "calibration: the engine's speed moved +21% while it was timed"
+    kwargs["on_events"]([Progress("calibrate", 1, 4, "timing"), Notice("warning", moved)])
+    view.show_notice.assert_called_once_with("warning", moved)

@@ -30,6 +30,7 @@ from engine.api import (
     CalibrateRequest,
     LoadRunRequest,
     ModelLoaded,
+    Notice,
     OpScopeError,
     Progress,
     Question,
@@ -109,8 +110,16 @@ class TrafficController(QObject):
             req,
             self._calibrated,
             self._calibrate_failed,
+            on_events=self._calibration_events,
             on_cancelled=self._calibrate_cancelled,
         )
+
+    def _calibration_events(self, batch: list[Any]) -> None:
+        """What the calibration says on the way (a cached one the engine no longer matches,
+        a speed that moved while it was timed): the window's banner or status bar."""
+        for ev in batch:
+            if isinstance(ev, Notice):
+                self.view.show_notice(ev.level, ev.message)
 
     def settings_changed(self) -> None:
         # the SLO is the load runs' (end-to-end request latency): the live plot draws it

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import OpScopeError
-from engine.events import Event, Progress
+from engine.events import Event, Notice, Progress
 from engine.serve.slow_stretches import SlowStretches
 
 
@@ -215,6 +215,29 @@ def time_batches(
     return np.asarray(times)
 
 
+LEVEL_MOVED = 0.10  # the first size timed again at the end: a warning beyond this change
+
+
+def level_notice(size: int, first: np.ndarray, again: np.ndarray) -> Notice | None:
+    """A warning when batches of `size` timed at the start and at the end of a calibration
+    differ by more than LEVEL_MOVED in median. With one thread per core, the demo
+    transformer on a shared 2-vCPU machine ran at one of two speeds 20% apart for seconds at
+    a time; a calibration that straddles both is off for either (bench/results/
+    serve_calibration_spread.md), and near capacity the prediction with it."""
+    if not first.size or not again.size:
+        return None
+    a, b = float(np.median(first)), float(np.median(again))
+    if a <= 0 or abs(b / a - 1) <= LEVEL_MOVED:
+        return None
+    return Notice(
+        "warning",
+        f"calibration: the engine's speed moved {b / a - 1:+.0%} while it was timed (batches "
+        f"of {size}: {a * 1e3:.2f} ms at the start, {b * 1e3:.2f} ms at the end); predictions "
+        "near capacity move with it. Recalibrate when the machine is quieter, or give the "
+        "engine fewer threads than cores (the serving loop's own threads need one)",
+    )
+
+
 def calibrate(
     run_batch: Callable[[Any], object],
     make_batch: Callable[[int], Any],
@@ -234,6 +257,11 @@ def calibrate(
     for k, n in enumerate(sizes):
         yield Progress("calibrate", k, len(sizes), f"timing batches of {n}")
         samples[n] = time_batches(run_batch, make_batch, n, runs, min_s, warmup, 20 * runs)
+    # the first size again: did the engine's speed move while the sizes were timed?
+    again = time_batches(run_batch, make_batch, sizes[0], runs, min_s, 0, 20 * runs)
+    notice = level_notice(sizes[0], samples[sizes[0]], again)
+    if notice is not None:
+        yield notice
     yield Progress("calibrate", len(sizes), len(sizes), "calibrated")
     late: list[float] = []
     if arrivals is not None:
