@@ -16,6 +16,10 @@ in time order, with `--threads N` (0: the engine's default), to see the speed mo
 levels over seconds.
     .venv/bin/python bench/serve_calibration_spread.py [--repeats 6] [--span 2]
     .venv/bin/python bench/serve_calibration_spread.py --levels demo_transformer --threads 1
+
+`--mixed MODEL` times the sizes size after size (60 batches each) and the same batches
+shuffled together, three times, and prints each size's median shuffled against in blocks.
+    .venv/bin/python bench/serve_calibration_spread.py --mixed demo_transformer --threads 1
 """
 
 from __future__ import annotations
@@ -92,6 +96,33 @@ def levels(model: str, repeats: int, threads: int) -> None:
     prepared.close()
 
 
+def mixed(model: str, repeats: int, threads: int) -> None:
+    policy = BatchPolicy(max_batch=8, delay_ms=2.0)
+    prepared, serving, _ = serving_for(model, policy, threads)
+    run, make = batch_runner(serving)
+    sizes = calibration_sizes(policy.max_batch)
+    rng = np.random.default_rng(0)
+
+    def timed(order: list[int]) -> dict[int, float]:
+        out: dict[int, list[float]] = {n: [] for n in sizes}
+        for n in order:
+            t0 = time.perf_counter()
+            run(make(n))
+            out[n].append(time.perf_counter() - t0)
+        return {n: float(np.median(v)) for n, v in out.items()}
+
+    for n in sizes:
+        for _ in range(5):
+            run(make(n))
+    print(f"{model}, {threads or 'default'} thread(s); median ms in blocks, and shuffled "
+          f"against it; load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+    for _ in range(repeats):
+        blocks = [n for n in sizes for _ in range(60)]
+        b, m = timed(blocks), timed([int(x) for x in rng.permutation(blocks)])
+        print("  " + "  ".join(f"{n}: {b[n] * 1e3:.3f} {m[n] / b[n] - 1:+.1%}" for n in sizes))
+    prepared.close()
+
+
 def spread(values: list[float]) -> float:
     """(max - min) / median over the repeats."""
     return (max(values) - min(values)) / statistics.median(values)
@@ -103,10 +134,14 @@ def main() -> None:
     ap.add_argument("--span", type=float, default=2.0, help="seconds of the interleaved one")
     ap.add_argument("--out", default=str(ROOT / "bench/results/serve_calibration_spread.md"))
     ap.add_argument("--levels", metavar="MODEL", help="medians by size over time, for MODEL")
-    ap.add_argument("--threads", type=int, default=0, help="with --levels (0: the default)")
+    ap.add_argument("--mixed", metavar="MODEL", help="sizes shuffled against in blocks")
+    ap.add_argument("--threads", type=int, default=0, help="with --levels, --mixed (0: default)")
     args = ap.parse_args()
     if args.levels:
         levels(args.levels, args.repeats, args.threads)
+        return
+    if args.mixed:
+        mixed(args.mixed, args.repeats, args.threads)
         return
     policy = BatchPolicy(max_batch=8, delay_ms=2.0)
     sizes = calibration_sizes(policy.max_batch)

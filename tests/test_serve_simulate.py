@@ -197,30 +197,45 @@ def test_a_trickle_hours_in_ends(cache: int) -> None:
 
 
 def test_a_calibration_says_when_the_engines_speed_moved_while_it_was_timed() -> None:
-    """The first size is timed again at the end; a move beyond 10% is a warning (a 2-vCPU
-    VM's two-thread transformer switched between speeds 20% apart mid-calibration)."""
+    """Its first and last thirds compared (every size's batches over their medians, in the
+    order they ran); a move beyond 10% is a warning (a 2-vCPU VM's two-thread transformer
+    switched between speeds 20% apart mid-calibration)."""
+    import re
     import time
 
     from engine.events import Notice
     from engine.serve.service import ServiceModel, calibrate
 
-    def events(slow_after: int | None) -> list[object]:
-        calls = [0]
+    def events(slow_after: int | None) -> tuple[list[object], list[int]]:
+        calls, seen = [0], []
 
         def run(n: int) -> None:
             calls[0] += 1
+            seen.append(n)
             slow = slow_after is not None and calls[0] > slow_after
             time.sleep(0.001 * n * (1.3 if slow else 1.0))
 
-        return list(calibrate(run, lambda n: n, [1, 2], {}, runs=5, min_s=0.0, warmup=0))
+        out = list(calibrate(run, lambda n: n, [1, 2], {}, runs=12, min_s=0.0, warmup=1))
+        return out, seen
 
-    steady = events(None)
-    assert isinstance(steady[-1], ServiceModel)
+    steady, seen = events(None)
+    model = steady[-1]
+    assert isinstance(model, ServiceModel) and model.samples[1].size == 12
     assert not [e for e in steady if isinstance(e, Notice)]
-    moved = events(slow_after=12)  # size 1's 5 runs, size 2's 5, then slower from there on
+    timed = seen[2:]  # after one warm-up of each size: the sizes shuffled together
+    assert sorted(timed) == [1] * 12 + [2] * 12 and timed != sorted(timed)
+    assert model.median(2) > 1.5 * model.median(1)
+    moved, _ = events(slow_after=2 + 12)  # half of the 24 timed, then 30% slower
     (notice,) = [e for e in moved if isinstance(e, Notice)]
-    import re
-
     assert notice.level == "warning", notice
-    assert re.search(r"speed moved \+[1-4]\d% while it was timed \(batches of 1", notice.message)
+    assert re.search(r"speed moved \+[1-4]\d% while it was timed", notice.message)
     assert isinstance(moved[-1], ServiceModel)
+
+
+def test_calibration_counts_keep_the_least_runs_and_seconds() -> None:
+    from engine.serve.service import FEW_RUNS, MAX_SIZE_S, calibration_counts
+
+    counts = calibration_counts({1: 0.001, 8: 0.01, 4096: 2.0}, 40, 0.25, 800)
+    assert counts[1] == 250 and counts[8] == 40  # 0.25 s of the quick size, 40 of the other
+    assert counts[4096] == max(FEW_RUNS, int(MAX_SIZE_S / 2.0))  # a slow size: a few runs
+    assert calibration_counts({1: 1e-6}, 40, 0.25, 800)[1] == 800  # at most `most`

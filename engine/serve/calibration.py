@@ -33,10 +33,10 @@ from engine.serve.service import (
 from engine.serve.setup import Serving
 from engine.serve.slow_stretches import SlowStretches
 
-VERSION = 13  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers;
+VERSION = 14  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers;
 # 10: no arrival costs (the loop's generator sleeps while every instance is busy);
 # 11: idle slowdowns from a short run of the real loop; 12: slow stretches;
-# 13: slow stretches from back-to-back batches only
+# 13: slow stretches from back-to-back batches only; 14: sizes timed shuffled together
 
 
 ARRIVAL_RATE = 2000.0  # stand-in requests per second while batches are timed under traffic

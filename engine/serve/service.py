@@ -13,6 +13,7 @@ request of one)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
@@ -215,27 +216,44 @@ def time_batches(
     return np.asarray(times)
 
 
-LEVEL_MOVED = 0.10  # the first size timed again at the end: a warning beyond this change
+LEVEL_MOVED = 0.10  # a warning when the calibration's first and last thirds differ more
 
 
-def level_notice(size: int, first: np.ndarray, again: np.ndarray) -> Notice | None:
-    """A warning when batches of `size` timed at the start and at the end of a calibration
-    differ by more than LEVEL_MOVED in median. With one thread per core, the demo
-    transformer on a shared 2-vCPU machine ran at one of two speeds 20% apart for seconds at
-    a time; a calibration that straddles both is off for either (bench/results/
-    serve_calibration_spread.md), and near capacity the prediction with it."""
-    if not first.size or not again.size:
+def level_notice(ratios: np.ndarray) -> Notice | None:
+    """A warning when the batches of the calibration's first third and last third (each
+    batch's time over its size's median, in the order they ran) differ by more than
+    LEVEL_MOVED in median. With one thread per core, the demo transformer on a shared
+    2-vCPU machine ran at one of two speeds 20% apart for seconds at a time; a calibration
+    that straddles both is off for either (bench/results/serve_calibration_spread.md), and
+    near capacity the prediction with it."""
+    third = ratios.size // 3
+    if third < 3:
         return None
-    a, b = float(np.median(first)), float(np.median(again))
+    a, b = float(np.median(ratios[:third])), float(np.median(ratios[-third:]))
     if a <= 0 or abs(b / a - 1) <= LEVEL_MOVED:
         return None
     return Notice(
         "warning",
-        f"calibration: the engine's speed moved {b / a - 1:+.0%} while it was timed (batches "
-        f"of {size}: {a * 1e3:.2f} ms at the start, {b * 1e3:.2f} ms at the end); predictions "
-        "near capacity move with it. Recalibrate when the machine is quieter, or give the "
-        "engine fewer threads than cores (the serving loop's own threads need one)",
+        f"calibration: the engine's speed moved {b / a - 1:+.0%} while it was timed (its "
+        "last batches against its first, every size); predictions near capacity move with "
+        "it. Recalibrate when the machine is quieter, or give the engine fewer threads than "
+        "cores (the serving loop's own threads need one)",
     )
+
+
+def calibration_counts(
+    estimates: dict[int, float], runs: int, min_s: float, most: int
+) -> dict[int, int]:
+    """How many batches of each size to time, from one batch's estimated seconds: at least
+    `runs` and `min_s` seconds' worth, at most `most`; a size whose runs take long gets
+    FEW_RUNS, or as many as fit in MAX_SIZE_S (40 runs of a batch of 4096 took minutes)."""
+    out: dict[int, int] = {}
+    for n, t in estimates.items():
+        want = max(runs, math.ceil(min_s / t) if t > 0 else runs)
+        if t * runs > MAX_SIZE_S:
+            want = max(FEW_RUNS, int(MAX_SIZE_S / t))
+        out[n] = min(want, most)
+    return out
 
 
 def calibrate(
@@ -248,24 +266,52 @@ def calibrate(
     warmup: int = 3,
     arrivals: Callable[[], AbstractContextManager[Arrivals]] | None = None,
 ) -> Iterator[Event | ServiceModel]:
-    """Time `run_batch(make_batch(n))` for each size back to back (warm-up discarded; at
-    least `runs` runs and `min_s` seconds each), then (with `arrivals`, a context that
-    sends stand-in requests) how late its sends are while the largest batches run; yields
-    progress, then the ServiceModel. A batch's time includes making it: the serving loop
-    stacks each batch anew, and an instance is busy while it does."""
-    samples: dict[int, np.ndarray] = {}
+    """Time `run_batch(make_batch(n))` for every size, the sizes shuffled together as a
+    server under variable traffic runs them (warm-up discarded; at least `runs` runs and
+    `min_s` seconds' worth of each), then (with `arrivals`, a context that sends stand-in
+    requests) how late its sends are while the largest batches run; yields progress, then
+    the ServiceModel. A batch's time includes making it: the serving loop stacks each batch
+    anew, and an instance is busy while it does. Shuffled, not size after size: batches of 1
+    shuffled among other sizes ran 4-9% slower than back to back, those of 2-8 up to 3%
+    (bench/results/serve_calibration_spread.md, one thread), as the serving loop's batches ran slower
+    than calibrated under variable traffic and not under constant (serve_twin.md, runs
+    19-20); and a change of the machine's speed meets every size alike."""
+    estimates: dict[int, float] = {}
     for k, n in enumerate(sizes):
-        yield Progress("calibrate", k, len(sizes), f"timing batches of {n}")
-        samples[n] = time_batches(run_batch, make_batch, n, runs, min_s, warmup, 20 * runs)
-    # the first size again: did the engine's speed move while the sizes were timed?
-    again = time_batches(run_batch, make_batch, sizes[0], runs, min_s, 0, 20 * runs)
-    notice = level_notice(sizes[0], samples[sizes[0]], again)
+        yield Progress("calibrate", k, len(sizes) + 1, f"warming up batches of {n}")
+        took = [MAX_SIZE_S]
+        start = time.perf_counter()
+        for _ in range(max(warmup, 1)):
+            t0 = time.perf_counter()
+            run_batch(make_batch(n))
+            took.append(time.perf_counter() - t0)
+            if time.perf_counter() - start > MAX_SIZE_S / 4:
+                break
+        estimates[n] = min(took)
+    counts = calibration_counts(estimates, runs, min_s, 20 * runs)
+    order = np.random.default_rng(0).permutation(np.repeat(sizes, [counts[n] for n in sizes]))
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    ratios_at: list[tuple[int, float]] = []
+    step = max(1, order.size // 10)
+    for i, n in enumerate(order.tolist()):
+        if i % step == 0:
+            said = f"timing batches of every size, shuffled: {i} of {order.size}"
+            yield Progress("calibrate", len(sizes), len(sizes) + 1, said)
+        t0 = time.perf_counter()
+        run_batch(make_batch(n))
+        t = time.perf_counter() - t0
+        times[n].append(t)
+        ratios_at.append((n, t))
+    samples = {n: np.asarray(v) for n, v in times.items()}
+    medians = {n: float(np.median(v)) for n, v in samples.items()}
+    ratios = np.asarray([t / medians[n] for n, t in ratios_at if medians[n] > 0])
+    notice = level_notice(ratios)
     if notice is not None:
         yield notice
-    yield Progress("calibrate", len(sizes), len(sizes), "calibrated")
+    yield Progress("calibrate", len(sizes) + 1, len(sizes) + 1, "calibrated")
     late: list[float] = []
     if arrivals is not None:
-        yield Progress("calibrate", len(sizes), len(sizes), "send lateness under traffic")
+        yield Progress("calibrate", len(sizes) + 1, len(sizes) + 1, "send lateness under traffic")
         with arrivals() as traffic:
             start, count = time.perf_counter(), 0
             while count < runs or time.perf_counter() - start < min_s:
