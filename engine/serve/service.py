@@ -271,11 +271,12 @@ def calibrate(
     `min_s` seconds' worth of each), then (with `arrivals`, a context that sends stand-in
     requests) how late its sends are while the largest batches run; yields progress, then
     the ServiceModel. A batch's time includes making it: the serving loop stacks each batch
-    anew, and an instance is busy while it does. Shuffled, not size after size: batches of 1
-    shuffled among other sizes ran 4-9% slower than back to back, those of 2-8 up to 3%
-    (bench/results/serve_calibration_spread.md, one thread), as the serving loop's batches ran slower
-    than calibrated under variable traffic and not under constant (serve_twin.md, runs
-    19-20); and a change of the machine's speed meets every size alike."""
+    anew, and an instance is busy while it does. Shuffled, not size after size: batches
+    of 1 shuffled among other sizes ran 4-9% slower than back to back, those of 2-8 up to
+    3% (bench/results/serve_calibration_spread.md, one thread), as the serving loop's
+    batches ran slower than calibrated under variable traffic and not under constant
+    (serve_twin.md, runs 19-20); and a change of the machine's speed meets every size
+    alike."""
     estimates: dict[int, float] = {}
     for k, n in enumerate(sizes):
         yield Progress("calibrate", k, len(sizes) + 1, f"warming up batches of {n}")
