@@ -127,9 +127,10 @@ class LLMServingDock(TraceDrops, QWidget):
             QSpinBox(minimum=0, maximum=1 << 26, value=d.prefix_blocks, suffix=" blocks"), "off"
         )
         self.prefix_blocks.setToolTip(
-            "A prefix cache of this many 16-token KV blocks per prefilling engine (LRU): a "
-            "prompt skips its cached leading blocks; simulated with and without, and served "
-            "with it by Run for real (0: off)"
+            "A prefix cache of this many KV blocks per prefilling engine (LRU), of 16 tokens "
+            "(a Mooncake trace's: its own 512, one per hash id): a prompt skips its cached "
+            "leading blocks; simulated with and without, and served with it by Run for real "
+            "(0: off)"
         )
 
         self.simulate_button = QPushButton("Simulate all layouts")
