@@ -87,9 +87,7 @@ def shape_inference() -> Callable[[Any], Any] | None:
     for module in _packages():
         target = getattr(module, "SHAPE_INFERENCE", None)
         if target:
-            name, func = str(target).split(":")
-            fn: Callable[[Any], Any] = getattr(importlib.import_module(name), func)
-            return fn
+            return _load(target)
     return None
 
 
@@ -99,10 +97,15 @@ def lent(engine: str, what: str) -> Callable[..., Any] | None:
         backend = getattr(module, "BACKEND", None)
         target = getattr(module, what, None)
         if backend is not None and backend.capabilities.name == engine and target:
-            name, func = str(target).split(":")
-            fn: Callable[..., Any] = getattr(importlib.import_module(name), func)
-            return fn
+            return _load(target)
     return None
+
+
+def _load(target: object) -> Callable[..., Any]:
+    """The function a "module:function" names, imported."""
+    name, func = str(target).split(":")
+    fn: Callable[..., Any] = getattr(importlib.import_module(name), func)
+    return fn
 
 
 def exporter_for(path: str) -> ToOnnx | None:

@@ -60,7 +60,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         raise ModelError("no such file", args.model)
     config = config_from_args(args)
     metrics = tuple(dict.fromkeys(args.metric or ["p50"]))
-    base = baseline_runs(args.baseline, Path(args.model).name, config, planned_inputs(args))
+    base = baseline_runs(args.baseline, Path(args.model).name, config, planned_inputs(args, config))
     session = session_path(args)
     if not session.parent.is_dir():  # before K runs, not after the first
         raise GateError(f"folder {session.parent} does not exist", session)
@@ -108,7 +108,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
     return EXIT_REGRESSION if report.regression else EXIT_OK
 
 
-def planned_inputs(args: argparse.Namespace) -> dict[str, tuple[int, ...]] | None:
+def planned_inputs(
+    args: argparse.Namespace, config: RunConfig
+) -> dict[str, tuple[int, ...]] | None:
     """The input shapes the candidate will run at, read from the model without running it
     (its --shape and --dim applied), or None where data files decide them (--inputs) or the
     model cannot tell: the baseline's runs are then matched on the config alone."""
@@ -120,9 +122,7 @@ def planned_inputs(args: argparse.Namespace) -> dict[str, tuple[int, ...]] | Non
     given = JobInputs.from_args(args)
     try:
         _, info = backends.describe_model(args.model)
-        return dict(
-            plan_inputs(info, config_from_args(args).batch, given.shapes, given.dims).shapes
-        )
+        return dict(plan_inputs(info, config.batch, given.shapes, given.dims).shapes)
     except OpScopeError:
         return None
 
