@@ -36,6 +36,7 @@ from engine.backends.base import PrepareRequest  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
 from engine.serve.batching import BatchPolicy  # noqa: E402
 from engine.serve.calibration import calibration_context, load_or_calibrate  # noqa: E402
+from engine.serve.lateness import Draw, states_at  # noqa: E402
 from engine.serve.loop import ServingLoop  # noqa: E402
 from engine.serve.records import ServeRecords, summarize  # noqa: E402
 from engine.serve.service import ServiceModel  # noqa: E402
@@ -94,7 +95,9 @@ def in_run_model(rec: ServeRecords, service: ServiceModel, least: int = 10) -> S
     }
     if not samples:
         return service
-    return ServiceModel(samples, service.context, {}, service.send_lateness)
+    return ServiceModel(
+        samples, service.context, {}, service.send_late, wake_late=service.wake_late
+    )
 
 
 def replay(schedule: Schedule, policy: BatchPolicy, service: ServiceModel,
@@ -120,7 +123,9 @@ def replay(schedule: Schedule, policy: BatchPolicy, service: ServiceModel,
     steps = np.column_stack([gaps, nominal]).ravel()  # full speed between batches
     work = np.cumsum(steps)
     rng = np.random.default_rng(11)
-    arrive = schedule.times + rng.choice(service.send_lateness, len(schedule))
+    late = Draw(service.send_late)  # by the real run's state at each send
+    states = states_at(schedule.times, rec.batch_start, rec.batch_end, policy.instances)
+    arrive = schedule.times + (late.many(rng, states) if late else 0.0)
     order = np.argsort(arrive, kind="stable")
     arrivals = Schedule(arrive[order], schedule.keys[order], None)
     svc = ServiceDraws(service, policy.max_batch, rng.random(DRAWS).tolist())

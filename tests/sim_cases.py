@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from engine.serve.batching import BatchPolicy
+from engine.serve.lateness import FULL, RUNNING
 from engine.serve.service import ServiceModel
 from engine.serve.traffic import Schedule, make_schedule, parse_traffic
 
@@ -36,7 +37,22 @@ def _service(calibrated: bool) -> ServiceModel:
     if not calibrated:
         return ServiceModel(samples, {})
     idle = {1: {1e-3: 1.0 + 0.5 * rng.random(30), 5e-3: 1.3 + rng.random(30)}}
-    return ServiceModel(samples, {}, idle, rng.gamma(2, 20e-6, 100))
+    return ServiceModel(samples, {}, idle, {RUNNING: rng.gamma(2, 20e-6, 100)})
+
+
+def late_service() -> ServiceModel:
+    """`_service(True)` with the lateness a calibration measures now: the sender's and the
+    batcher's wake-up, each by the server's state (none while every instance is busy)."""
+    rng = np.random.default_rng(4)
+    base = _service(True)
+    send = {
+        FULL: np.zeros(20),
+        RUNNING: rng.gamma(2, 15e-6, 60),
+        0.001: rng.gamma(2, 40e-6, 60),
+        0.005: rng.gamma(2, 70e-6, 60),
+    }
+    wake = {RUNNING: rng.gamma(3, 20e-6, 60), 1e-9: rng.gamma(3, 30e-6, 60)}
+    return ServiceModel(base.samples, {}, base.idle_slowdown, send, wake_late=wake)
 
 
 def cases() -> dict[str, Case]:
@@ -75,6 +91,25 @@ def cases() -> dict[str, Case]:
             BatchPolicy(instances=2),
             _service(False),
             {"seed": 8},
+        ),
+        # lateness by the server's state: the fast loop, the general one, a closed loop
+        "open_lateness_by_state": (
+            sched,
+            BatchPolicy(max_batch=8, delay_ms=2.0),
+            late_service(),
+            {"seed": 10},
+        ),
+        "queue_lateness_by_state": (
+            sched,
+            BatchPolicy(max_batch=8, preferred=(4,), delay_ms=1.0, queue_limit=30, instances=2),
+            late_service(),
+            {"cache_size": 100, "seed": 11},
+        ),
+        "closed_lateness_by_state": (
+            sched,
+            BatchPolicy(max_batch=4, delay_ms=1.0),
+            late_service(),
+            {"closed_clients": 6, "closed_requests": 800, "seed": 12},
         ),
         # a closed loop with a cache
         "closed_cache": (

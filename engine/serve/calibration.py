@@ -3,11 +3,8 @@ measured once per model, config, machine and instance count, and cached on disk.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import threading
-import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,9 +19,7 @@ from engine.serve.calibration_file import (
     write_calibration,
 )
 from engine.serve.idle_cost import LoopRatios, measure_idle_slowdown
-from engine.serve.loop import precise_timers
 from engine.serve.service import (
-    Arrivals,
     ServiceModel,
     calibrate,
     calibration_sizes,
@@ -33,47 +28,14 @@ from engine.serve.service import (
 from engine.serve.setup import Serving
 from engine.serve.slow_stretches import SlowStretches
 
-VERSION = 14  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers;
+VERSION = 15  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers;
 # 10: no arrival costs (the loop's generator sleeps while every instance is busy);
 # 11: idle slowdowns from a short run of the real loop; 12: slow stretches;
-# 13: slow stretches from back-to-back batches only; 14: sizes timed shuffled together
+# 13: slow stretches from back-to-back batches only; 14: sizes timed shuffled together;
+# 15: send and wake-up lateness by the server's state, from the real loop's runs
 
 
-ARRIVAL_RATE = 2000.0  # stand-in requests per second while batches are timed under traffic
 CHECK_S = 0.3  # a cached calibration is checked against the engine's speed now for this long
-
-
-@contextlib.contextmanager
-def arriving(rate: float = ARRIVAL_RATE) -> Iterator[Arrivals]:
-    """A thread that wakes at Poisson times and does what the traffic generator does for
-    each request (sleep until due, take the lock, queue it, notify), while the caller times
-    batches; it keeps how late each of its sends was."""
-    stop = threading.Event()
-    cond = threading.Condition()
-    queued: deque[int] = deque(maxlen=64)
-    arrivals = Arrivals(rate, [])
-
-    def tick() -> None:
-        precise_timers()
-        rng = np.random.default_rng(1)
-        due = time.perf_counter()
-        while not stop.is_set():
-            due += float(rng.exponential(1.0 / rate))
-            wait = due - time.perf_counter()
-            if wait > 0:
-                time.sleep(wait)
-            arrivals.lateness.append(max(0.0, time.perf_counter() - due))
-            with cond:
-                queued.append(0)
-                cond.notify()
-
-    thread = threading.Thread(target=tick, name="opscope-arrivals", daemon=True)
-    thread.start()
-    try:
-        yield arrivals
-    finally:
-        stop.set()
-        thread.join(1.0)
 
 
 def speed_now(
@@ -150,7 +112,7 @@ def load_or_calibrate(
             return
 
     model: ServiceModel | None = None
-    for item in calibrate(run, make, list(context["sizes"]), context, arrivals=arriving):
+    for item in calibrate(run, make, list(context["sizes"]), context):
         if isinstance(item, ServiceModel):
             model = item
         else:
@@ -166,7 +128,13 @@ def load_or_calibrate(
             # serve_twin.md, runs 4 and 7: p50 over-predicted 4-11x at 85% load).
             ordered = [model.samples[n] / model.median(n) for n in model.sizes]
             stretches = SlowStretches.fit(ordered)
-            model = dataclasses.replace(model, idle_slowdown=step.idle, stretches=stretches)
+            model = dataclasses.replace(
+                model,
+                idle_slowdown=step.idle,
+                stretches=stretches,
+                send_late=step.send_late,
+                wake_late=step.wake_late,
+            )
         else:
             yield step
     write_calibration(path, model.to_json())

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.events import Event, Progress
+from engine.serve.lateness import Lateness, bucketed, send_samples, wake_samples
 from engine.serve.loop import ServingLoop
 from engine.serve.records import ServeRecords
 from engine.serve.service import ServiceModel
@@ -27,6 +28,7 @@ HALF_S = 2.0  # seconds at half the calibrated capacity: idle gaps up to a few b
 SLOW_S, SLOW_RATE = 1.0, 40.0  # seconds at 40 requests a second: gaps of tens of ms
 GAPS_S = (0.0005, 0.001, 0.002, 0.005, 0.02)  # lower edges of the idle-gap buckets
 SKIP_S = 0.3  # a run's first batches are not steady state
+WAKE_DELAY_S = 0.001  # the least batcher delay in these runs (its expiries' lateness)
 MIN_BATCHES = 8  # fewer in a (size, gap) cell: no ratio for it
 
 IdleSlowdown = dict[int, dict[float, np.ndarray]]
@@ -34,20 +36,28 @@ IdleSlowdown = dict[int, dict[float, np.ndarray]]
 
 @dataclass(frozen=True)
 class LoopRatios:
-    """What the short real runs showed: the slowdown after idle gaps."""
+    """What the short real runs showed: the slowdown after idle gaps, and how late sends
+    and the batcher's delay expiries were, by the server's state (serve/lateness.py)."""
 
     idle: IdleSlowdown
+    send_late: Lateness
+    wake_late: Lateness
 
 
 def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Event | LoopRatios]:
     """Serve Poisson traffic on the real loop (HALF_S, then SLOW_S); yields progress,
-    then the ratios of both runs together (see `idle_ratios`)."""
+    then the ratios of both runs together (see `idle_ratios`) and their lateness. The
+    batcher's delay is at least WAKE_DELAY_S, so that its expiries are timed whatever the
+    policy (a calibration serves every delay)."""
     top = min(serving.policy.max_batch, max(model.sizes))  # no batch larger than timed
     policy = dataclasses.replace(
         serving.policy,
         max_batch=top,
         preferred=tuple(p for p in serving.policy.preferred if p <= top),
+        delay_ms=max(serving.policy.delay_ms, WAKE_DELAY_S * 1e3),
     )
+    send: list[tuple[np.ndarray, np.ndarray]] = []
+    wake: list[tuple[np.ndarray, np.ndarray]] = []
     runs = [(HALF_S, 0.5 * model.capacity(policy.max_batch, policy.instances)),
             (SLOW_S, SLOW_RATE)]  # fmt: skip
     cells: dict[tuple[int, float], list[np.ndarray]] = {}
@@ -58,6 +68,8 @@ def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Eve
         for _ in loop.run():
             pass
         rec = loop.records()
+        send.append(send_samples(rec, policy.instances))
+        wake.append(wake_samples(rec, policy.delay_s, policy.instances))
         for n, by in idle_ratios(rec, model, least=1).items():
             for gap, ratios in by.items():
                 cells.setdefault((n, gap), []).append(ratios)
@@ -66,7 +78,12 @@ def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Eve
         ratios = np.concatenate(parts)
         if ratios.size >= MIN_BATCHES:
             out.setdefault(n, {})[gap] = ratios
-    yield LoopRatios(out)
+    yield LoopRatios(out, pooled(send), pooled(wake))
+
+
+def pooled(parts: list[tuple[np.ndarray, np.ndarray]]) -> Lateness:
+    """(lateness, states) pairs of several runs, bucketed together."""
+    return bucketed(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
 
 
 def idle_ratios(

@@ -17,7 +17,6 @@ import math
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,15 +24,9 @@ import numpy as np
 
 from engine.errors import OpScopeError
 from engine.events import Event, Notice, Progress
+from engine.serve import lateness
+from engine.serve.lateness import Lateness
 from engine.serve.slow_stretches import SlowStretches
-
-
-@dataclass
-class Arrivals:
-    """Stand-in traffic during calibration: its rate, and how late each send was (s)."""
-
-    rate: float
-    lateness: list[float]
 
 
 @dataclass(frozen=True)
@@ -43,15 +36,16 @@ class ServiceModel:
     samples: dict[int, np.ndarray]  # back to back
     context: dict[str, Any]
     idle_slowdown: dict[int, dict[float, np.ndarray]] = dataclasses.field(default_factory=dict)
-    send_lateness: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0))
+    send_late: Lateness = dataclasses.field(default_factory=dict)
     stretches: SlowStretches | None = None  # slow stretches with memory (slow_stretches.py)
+    wake_late: Lateness = dataclasses.field(default_factory=dict)
     # idle_slowdown: batch size -> idle gap before it (s, a bucket's lower edge) -> how much
     # slower batches ran after such a gap in the real loop (ratios to the back-to-back
     # median: 1.5 = 50% slower; serve/idle_cost.py)
-    # send_lateness: how late a request reaches the server after its scheduled time (s):
-    # the sending thread's wake-up on this machine, measured while batches ran
-    # (no cost per arrival during a batch: the serving loop's generator sleeps while every
-    # instance is busy, so arrivals no longer take a core from a running batch)
+    # send_late: how late a request reaches the server after its scheduled time (s), and
+    # wake_late: how late the batcher starts after its delay expired, both by the server's
+    # state then (serve/lateness.py), from the real loop's own runs. An older calibration's
+    # single pool of send lateness is read as one state's, drawn for every request.
 
     @property
     def sizes(self) -> list[int]:
@@ -128,7 +122,8 @@ class ServiceModel:
             "sizes": self.sizes,
             "median_ms": {str(s): self.median(s) * 1e3 for s in self.sizes},
             "samples_ms": {str(s): (self.samples[s] * 1e3).round(6).tolist() for s in self.sizes},
-            "send_lateness_us": (self.send_lateness * 1e6).round(3).tolist(),
+            "send_late_us": lateness.to_json(self.send_late),
+            "wake_late_us": lateness.to_json(self.wake_late),
             "idle_slowdown": {
                 str(n): {f"{g * 1e3:g}": v.round(6).tolist() for g, v in sorted(by.items())}
                 for n, by in sorted(self.idle_slowdown.items())
@@ -152,7 +147,11 @@ class ServiceModel:
                 }
                 for n, by in (data.get("idle_slowdown") or {}).items()
             }
-            late = np.asarray([float(x) for x in data.get("send_lateness_us") or []]) / 1e6
+            send = lateness.from_json(data.get("send_late_us"), "send lateness")
+            wake = lateness.from_json(data.get("wake_late_us"), "wake lateness")
+            flat = data.get("send_lateness_us")  # before calibration version 15: one pool
+            if flat and not send:
+                send = lateness.from_json({"running": flat}, "send lateness")
             stretches_json = data.get("slow_stretches")
             stretches = SlowStretches.from_json(stretches_json) if stretches_json else None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -168,9 +167,7 @@ class ServiceModel:
             for g, v in by.items()
         ):
             raise OpScopeError("calibration data is malformed (idle penalties)")
-        if not np.all((late >= 0) & (late < 10)):
-            raise OpScopeError("calibration data is malformed (lateness)")
-        return cls(samples, context, idle, late, stretches)
+        return cls(samples, context, idle, send, stretches, wake)
 
 
 FEW_RUNS = 3  # runs of a slow batch size enough for its median
@@ -264,14 +261,12 @@ def calibrate(
     runs: int = 40,
     min_s: float = 0.25,
     warmup: int = 3,
-    arrivals: Callable[[], AbstractContextManager[Arrivals]] | None = None,
 ) -> Iterator[Event | ServiceModel]:
     """Time `run_batch(make_batch(n))` for every size, the sizes shuffled together as a
     server under variable traffic runs them (warm-up discarded; at least `runs` runs and
-    `min_s` seconds' worth of each), then (with `arrivals`, a context that sends stand-in
-    requests) how late its sends are while the largest batches run; yields progress, then
-    the ServiceModel. A batch's time includes making it: the serving loop stacks each batch
-    anew, and an instance is busy while it does. Shuffled, not size after size: batches
+    `min_s` seconds' worth of each); yields progress, then the ServiceModel. A batch's
+    time includes making it: the serving loop stacks each batch anew, and an instance is
+    busy while it does. Shuffled, not size after size: batches
     of 1 shuffled among other sizes ran 4-9% slower than back to back, those of 2-8 up to
     3% (bench/results/serve_calibration_spread.md, one thread), as the serving loop's
     batches ran slower than calibrated under variable traffic and not under constant
@@ -310,15 +305,4 @@ def calibrate(
     if notice is not None:
         yield notice
     yield Progress("calibrate", len(sizes) + 1, len(sizes) + 1, "calibrated")
-    late: list[float] = []
-    if arrivals is not None:
-        yield Progress("calibrate", len(sizes) + 1, len(sizes) + 1, "send lateness under traffic")
-        with arrivals() as traffic:
-            start, count = time.perf_counter(), 0
-            while count < runs or time.perf_counter() - start < min_s:
-                if count >= FEW_RUNS and time.perf_counter() - start > MAX_SIZE_S:
-                    break
-                run_batch(make_batch(sizes[-1]))
-                count += 1
-        late = traffic.lateness
-    yield ServiceModel(samples, context, {}, np.asarray(late))
+    yield ServiceModel(samples, context)

@@ -45,6 +45,7 @@ def closed_loop(
     timeout, limit, max_batch = policy.timeout_s, policy.queue_limit, policy.max_batch
     pick, delay, ripe = rule.pick, rule.delay, rule.ripe
     table, lens, draws, adjust = svc.table, svc.lens, svc.draws, svc.adjust
+    wake_late = svc.wake_late
     n_draws = len(draws)
     i = 0
     t = 0.0
@@ -114,6 +115,8 @@ def closed_loop(
                     # not move it (a trickle's arrivals hours in): then it is ripe now
                     if waited < ripe and t + (delay - waited) > t:
                         wake = t + (delay - waited)
+                        if wake_late is not None:  # the batcher's timed wait wakes late
+                            wake += wake_late(len(b_size), 0.0 if busy else wake - last_end)
                         break
                     k = queued
             b = len(b_size)

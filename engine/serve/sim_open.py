@@ -44,11 +44,13 @@ def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> Ser
     timeout, max_batch = policy.timeout_s, policy.max_batch
     pick, grow, delay, ripe = rule.pick, rule.grow, rule.delay, rule.ripe
     table, lens, draws, adjust = svc.table, svc.lens, svc.draws, svc.adjust
+    wake_late = svc.wake_late
     n_draws = len(draws)
     head = 0  # the queue is sched[head:tail], tail: the arrivals by t
     tail = bisect_right(sched, 0.0)
     t = 0.0
     wake = INF
+    t_ripe = INF  # waking late: the first arrival after the delay expired wakes the batcher
     last_end = -INF  # when the server last finished a batch
     heappop, heappush = heapq.heappop, heapq.heappush
     b_start, b_end, b_inst = trail.start.append, trail.end.append, trail.instance.append
@@ -66,13 +68,15 @@ def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> Ser
         t = t_c if t_c < wake else wake
         if t_fill < t:
             t = t_fill
+        if t_ripe < t:
+            t = t_ripe
         if t == INF:
             break
         if t == t_c:
             while busy and busy[0][0] <= t:
                 last_end, inst = heappop(busy)
                 free.append(inst)
-        wake = INF
+        wake = t_ripe = INF
         if not free:
             continue
         tail = bisect_right(sched, t, head)
@@ -97,6 +101,9 @@ def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> Ser
                     # not move it (a trickle's arrivals hours in): then it is ripe now
                     if waited < ripe and t + (delay - waited) > t:
                         wake = t + (delay - waited)
+                        if wake_late is not None:  # the batcher's timed wait wakes late
+                            wake += wake_late(len(b_size), 0.0 if busy else wake - last_end)
+                            t_ripe = first_ripe(sched, tail, sched[head], delay, ripe, wake)
                         break
                     k = queued
             b = len(b_size)
@@ -113,6 +120,26 @@ def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> Ser
             heappush(busy, (end, inst))
             head += k
     return trail.records(schedule.times, None)
+
+
+def first_ripe(
+    sched: list[float], tail: int, oldest: float, delay: float, ripe: float, wake: float
+) -> float:
+    """The first arrival from `tail` on that finds the oldest request (due at `oldest`)
+    ripe, if before `wake`: it is notified and takes the batch then (INF: none). The same
+    test as an arrival's in `queue_loop`, so the same instant."""
+    n = len(sched)
+    j = bisect_left(sched, oldest + ripe, tail)
+    while j > tail and ripe_at(sched[j - 1], oldest, delay, ripe):
+        j -= 1
+    while j < n and not ripe_at(sched[j], oldest, delay, ripe):
+        j += 1
+    return sched[j] if j < n and sched[j] < wake else INF
+
+
+def ripe_at(t: float, oldest: float, delay: float, ripe: float) -> bool:
+    waited = t - oldest
+    return waited >= ripe or t + (delay - waited) <= t
 
 
 def queue_loop(
@@ -134,6 +161,7 @@ def queue_loop(
     timeout, limit, max_batch = policy.timeout_s, policy.queue_limit, policy.max_batch
     pick, delay, ripe = rule.pick, rule.delay, rule.ripe
     table, lens, draws, adjust = svc.table, svc.lens, svc.draws, svc.adjust
+    wake_late = svc.wake_late
     n_draws = len(draws)
     i = 0  # the next arrival
     t = 0.0
@@ -199,6 +227,8 @@ def queue_loop(
                     decide = True
                     break
                 wake = t + (delay - waited)  # as the batcher below would
+                if wake_late is not None:
+                    wake += wake_late(len(b_size), 0.0 if busy else wake - last_end)
             if not decide:
                 continue
         else:
@@ -228,6 +258,8 @@ def queue_loop(
                     # not move it (a trickle's arrivals hours in): then it is ripe now
                     if waited < ripe and t + (delay - waited) > t:
                         wake = t + (delay - waited)
+                        if wake_late is not None:  # the batcher's timed wait wakes late
+                            wake += wake_late(len(b_size), 0.0 if busy else wake - last_end)
                         break
                     k = queued
             b = len(b_size)

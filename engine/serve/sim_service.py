@@ -7,13 +7,17 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 
+from engine.serve.lateness import Draw
 from engine.serve.service import ServiceModel
 
 DRAWS = 1 << 20  # uniform draws cycled through (a cycle of 1M batches)
 REACH = 7920  # batch k reads draws[k] and, for the idle slowdown, draws[k + REACH - 1]
+WAKE = REACH // 2  # and for the batcher's lateness before it, draws[k + WAKE]
 
 # (size, batch number, start time s, time drawn s, idle s) -> the batch's time s
 Adjust = Callable[[int, int, float, float, float], float]
+# (batch number, the server's state when the delay expires) -> how late the batcher wakes s
+WakeLate = Callable[[int, float], float]
 
 
 class ServiceDraws:
@@ -24,7 +28,11 @@ class ServiceDraws:
 
     `adjust`: a batch that starts after the server was idle for `idle` seconds (no batch
     running since the last one ended) is slowed by a ratio drawn for the longest
-    calibrated pause not longer than that."""
+    calibrated pause not longer than that.
+
+    `wake_late` (None when not calibrated): how late the batcher takes the `k`-th batch
+    after its oldest request's delay expired, drawn for the server's state then
+    (serve/lateness.py: RUNNING, or idle since how long)."""
 
     def __init__(
         self,
@@ -47,6 +55,16 @@ class ServiceDraws:
                 ratios = slow[bisect_right(gaps, idle) - 1]
                 took *= ratios[int(draws[(k + REACH - 1) % n] * len(ratios))]
             return took
+
+        wake = Draw(service.wake_late)
+        self.wake_late: WakeLate | None = None
+        if wake:
+            at = wake.at
+
+            def wake_late(k: int, state: float) -> float:
+                return at(draws[(k + WAKE) % n], state)
+
+            self.wake_late = wake_late
 
         calibrated = any(gaps for gaps, _ in slowdown)
         self.adjust: Adjust | None = adjust if calibrated else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.serve.batching import BatchPolicy
+from engine.serve.lateness import Draw, states_at
 from engine.serve.records import ServeRecords
 from engine.serve.service import ServiceModel
 from engine.serve.sim_closed import closed_loop
@@ -54,10 +55,30 @@ def simulate(
     svc = ServiceDraws(service, policy.max_batch, draws, stretches)
     if closed_clients:
         return closed_loop(schedule, policy, svc, cache_size, closed_clients, closed_requests)
+    late = Draw(service.send_late)
+    if not late or not len(schedule):
+        return open_loop(schedule, schedule.times, policy, svc, cache_size)
     due = schedule.times
-    if service.send_lateness.size and len(schedule):
-        # requests reach the server as late as the calibrated sender was: in arrival order
-        arrive = due + rng.choice(service.send_lateness, len(schedule))
+    pools = late.samples
+    if len(pools) == 1:  # one pool (an older calibration): every request draws from it
+        return open_loop(schedule, due + rng.choice(pools[0], len(due)), policy, svc, cache_size)
+    # how late a send is depends on the server's state when it was due (serve/lateness.py),
+    # which the run decides: a first run with sends drawn from every state's pool, then
+    # each drawn from its own state's in that run
+    everyone = np.concatenate([np.asarray(p) for p in pools])
+    first = open_loop(schedule, due + rng.choice(everyone, len(due)), policy, svc, cache_size)
+    states = states_at(due, first.batch_start, first.batch_end, policy.instances)
+    return open_loop(schedule, due + late.many(rng, states), policy, svc, cache_size)
+
+
+def open_loop(
+    schedule: Schedule, arrive: np.ndarray, policy: BatchPolicy, svc: ServiceDraws, cache_size: int
+) -> ServeRecords:
+    """Serve `schedule`'s requests reaching the server at `arrive` (their scheduled times,
+    or later: the sender's lateness); records in the schedule's order of scheduled times,
+    latency from them."""
+    due = schedule.times
+    if arrive is not due:  # in arrival order
         order = np.argsort(arrive, kind="stable")
         sizes = schedule.sizes[order] if schedule.sizes is not None else None
         schedule = Schedule(arrive[order], schedule.keys[order], sizes)

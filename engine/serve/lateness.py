@@ -1,0 +1,139 @@
+"""How late the serving loop's threads act on this machine, taken from the real loop's own
+records: a request's send after its scheduled time, and the batcher's start after its
+delay expired (its timed wait wakes late). Both depend on what the machine was doing: on a
+2-vCPU EPYC, one engine thread, a 2-ms delay, the demo CNN's sends were 31-47 us late after
+the server had idled under 1 ms and 68-160 us after 5 ms or more (its cores asleep), and
+none while every instance was busy (the generator is parked then and the instance that
+frees admits what came due, on time); the batcher started 50-100 us after its delay
+expired, whatever the load. A single pool of sends timed while batches ran (the
+calibration before) put 22-39 us on every request.
+
+So samples are kept by the state at the moment they were due: every instance busy, some
+busy, or idle since how long (`states_at`); the simulator draws each from its state's."""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from typing import Any
+
+import numpy as np
+
+from engine.errors import OpScopeError
+from engine.serve.records import ServeRecords
+
+FULL, RUNNING = -1.0, 0.0  # states: every instance runs a batch; some do
+IDLE_EDGES = (1e-9, 0.0005, 0.001, 0.002, 0.005, 0.02)  # idle since (s): lower edges
+EDGES = (FULL, RUNNING, *IDLE_EDGES)
+SKIP_S = 0.3  # a run's first requests are not steady state
+LEAST = 8  # fewer samples in a state: none kept for it (a nearby state's serve)
+MAX_S = 10.0  # a lateness beyond this is no measurement
+
+Lateness = dict[float, np.ndarray]  # a state's lower edge -> lateness samples (s)
+
+
+def states_at(times: np.ndarray, start: np.ndarray, end: np.ndarray, instances: int) -> np.ndarray:
+    """The server's state at each of `times`, given its batches' starts and ends: FULL when
+    every instance runs one, RUNNING when some do, else how long since the last ended
+    (at least 1e-9; inf before the first)."""
+    times = np.asarray(times, dtype=np.float64)
+    starts, ends = np.sort(start), np.sort(end)
+    started = np.searchsorted(starts, times, "left")  # a batch starting at t: not yet
+    ended = np.searchsorted(ends, times, "right")
+    running = started - ended
+    last = np.where(ended > 0, ends[np.maximum(ended - 1, 0)], -np.inf)
+    idle = np.maximum(times - last, 1e-9)
+    return np.where(running >= instances, FULL, np.where(running > 0, RUNNING, idle))
+
+
+def bucketed(late: np.ndarray, states: np.ndarray, least: int = LEAST) -> Lateness:
+    """The samples by state bucket, those with `least` samples or more."""
+    cell = np.searchsorted(EDGES, states, "right") - 1
+    out: Lateness = {}
+    for i, edge in enumerate(EDGES):
+        got = late[cell == i]
+        if got.size >= least:
+            out[edge] = got
+    return out
+
+
+def send_samples(rec: ServeRecords, instances: int) -> tuple[np.ndarray, np.ndarray]:
+    """A real open-loop run's sends after SKIP_S: (lateness, state at the scheduled time)."""
+    sent, due = rec.sent, rec.scheduled
+    keep = (due >= SKIP_S) & np.isfinite(sent)
+    states = states_at(due[keep], rec.batch_start, rec.batch_end, instances)
+    return np.maximum(sent[keep] - due[keep], 0.0), states
+
+
+def wake_samples(
+    rec: ServeRecords, delay_s: float, instances: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """A real run's batches taken when their oldest request's delay expired (started at or
+    after it, an instance free then): (start - expiry, state at the expiry)."""
+    if delay_s <= 0 or not len(rec.batch_start):
+        return np.empty(0), np.empty(0)
+    member = rec.batch >= 0
+    first = np.full(len(rec.batch_start), np.inf)
+    np.minimum.at(first, rec.batch[member], rec.sent[member])
+    due = first + delay_s
+    states = states_at(due, rec.batch_start, rec.batch_end, instances)
+    took = (rec.batch_start >= due - 1e-12) & (states != FULL) & (due >= SKIP_S)
+    return rec.batch_start[took] - due[took], states[took]
+
+
+class Draw:
+    """Lateness drawn by state: `at(u, state)` with u uniform in [0, 1) takes the samples
+    of the largest state edge not above `state` that has samples (of the smallest, below
+    them all)."""
+
+    def __init__(self, late: Lateness) -> None:
+        self.edges = sorted(late)
+        self.samples: list[list[float]] = [late[e].tolist() for e in self.edges]
+
+    def __bool__(self) -> bool:
+        return bool(self.edges)
+
+    def at(self, u: float, state: float) -> float:
+        pool = self.samples[max(bisect_right(self.edges, state) - 1, 0)]
+        return pool[int(u * len(pool))]
+
+    def many(self, rng: np.random.Generator, states: np.ndarray) -> np.ndarray:
+        """One draw for each state."""
+        idx = np.maximum(np.searchsorted(self.edges, states, "right") - 1, 0)
+        out = np.empty(len(states))
+        for i, pool in enumerate(self.samples):
+            mask = idx == i
+            if mask.any():
+                out[mask] = rng.choice(np.asarray(pool), int(mask.sum()))
+        return out
+
+
+def to_json(late: Lateness) -> dict[str, list[float]]:
+    """{"full" | "running" | idle-since ms: [us, ...]}."""
+    name = {FULL: "full", RUNNING: "running"}
+    return {
+        name.get(e, f"{e * 1e3:g}"): (v * 1e6).round(3).tolist() for e, v in sorted(late.items())
+    }
+
+
+def from_json(data: Any, what: str) -> Lateness:
+    """From untrusted JSON: known states, samples in [0, MAX_S)."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise OpScopeError(f"calibration data is malformed ({what}: not an object)")
+    out: Lateness = {}
+    for key, values in data.items():
+        try:
+            state = {"full": FULL, "running": RUNNING}.get(str(key))
+            if state is None:
+                state = float(key) / 1e3
+                if not (math.isfinite(state) and state > 0):
+                    raise ValueError(f"state {key!r}")
+            v = np.asarray([float(x) for x in values], dtype=np.float64) / 1e6
+        except (TypeError, ValueError) as exc:
+            raise OpScopeError(f"calibration data is malformed ({what}: {exc})") from exc
+        if v.size == 0 or not np.all((v >= 0) & (v < MAX_S)):
+            raise OpScopeError(f"calibration data is malformed ({what}: samples)")
+        out[state] = v
+    return out

@@ -1,0 +1,102 @@
+"""The loop's lateness by the server's state: states from batch intervals, samples taken
+from a real run's records, drawn back by state, and read back from untrusted JSON."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.errors import OpScopeError
+from engine.serve.lateness import (
+    FULL,
+    RUNNING,
+    Draw,
+    bucketed,
+    from_json,
+    send_samples,
+    states_at,
+    to_json,
+    wake_samples,
+)
+from engine.serve.records import ServeRecords
+from engine.serve.service import ServiceModel
+
+
+def test_states_from_batch_intervals() -> None:
+    """Two instances: batches [1, 2) and [1.5, 3). Before any batch: idle since ever; a
+    batch starting at t has not started at t; an end at t has ended."""
+    start, end = np.array([1.0, 1.5]), np.array([2.0, 3.0])
+    times = np.array([0.5, 1.0, 1.2, 1.5, 1.7, 2.0, 3.0, 3.25])
+    got = states_at(times, start, end, instances=2)
+    assert got[0] == np.inf
+    assert got[1] > 0 and got[1] == np.inf  # the first batch starts at 1.0: none ran before
+    assert got[2] == RUNNING and got[3] == RUNNING  # one of two instances busy
+    assert got[4] == FULL
+    assert got[5] == RUNNING and got[6] == 1e-9  # both ended by 3.0: idle since just now
+    assert got[7] == pytest.approx(0.25)
+    assert np.all(states_at(times, start, end, instances=1)[[2, 4]] == FULL)
+
+
+def records(sent_late: float) -> ServeRecords:
+    """One instance, a 2-ms delay: requests alone, 10 ms apart, each sent `sent_late`
+    after its time and taken 2.07 ms after it was sent; one batch of 2 taken on an
+    arrival (before its delay expired) and one while the other ran."""
+    n = 40
+    rec = ServeRecords.empty(n)
+    rec.scheduled = 0.5 + np.arange(n) * 0.01
+    rec.sent = rec.scheduled + sent_late
+    start = rec.sent + 0.00207
+    rec.batch = np.arange(n)
+    rec.batch_start, rec.batch_end = start, start + 0.001
+    rec.batch_size = np.ones(n, np.int64)
+    return rec
+
+
+def test_a_runs_lateness_by_state() -> None:
+    rec = records(50e-6)
+    late, states = send_samples(rec, instances=1)
+    assert np.allclose(late, 50e-6)
+    assert np.all(states > 0.005)  # each came ~7 ms after the last batch ended
+    woke, at = wake_samples(rec, 0.002, instances=1)
+    assert woke.size == 40 and np.allclose(woke, 70e-6) and np.all(at > 0)
+    # a batch whose start came before its oldest request's delay expired is no expiry
+    rec.batch_start[3] = rec.sent[3] + 0.0005
+    rec.batch_end[3] = rec.batch_start[3] + 0.001
+    assert wake_samples(rec, 0.002, instances=1)[0].size == 39
+    # no delay: nothing timed
+    assert wake_samples(rec, 0.0, instances=1)[0].size == 0
+
+
+def test_drawn_by_state_falls_back_to_the_nearest_below() -> None:
+    late = bucketed(
+        np.r_[np.zeros(10), np.full(10, 1e-4), np.full(3, 9.0)],
+        np.r_[np.full(10, FULL), np.full(10, 0.006), np.full(3, 0.03)],  # 3: too few
+    )
+    assert sorted(late) == [FULL, 0.005]
+    draw = Draw(late)
+    rng = np.random.default_rng(0)
+    got = draw.many(rng, np.array([FULL, RUNNING, 0.001, 0.006, 0.03, np.inf]))
+    assert list(got) == [0.0, 0.0, 0.0, 1e-4, 1e-4, 1e-4]
+    assert draw.at(0.5, 0.01) == 1e-4 and draw.at(0.99, FULL) == 0.0
+    assert not Draw({})
+
+
+def test_lateness_read_back_and_checked() -> None:
+    late = {FULL: np.zeros(3), RUNNING: np.array([1e-5]), 0.0005: np.array([2e-5, 3e-5])}
+    back = from_json(to_json(late), "send lateness")
+    assert sorted(back) == sorted(late)
+    assert all(np.allclose(back[k], late[k]) for k in late)
+    for bad in ({"busy": [1]}, {"-2": [1]}, {"nan": [1]}, {"full": [-1]}, {"full": []}, [1]):
+        with pytest.raises(OpScopeError, match="calibration data is malformed"):
+            from_json(bad, "send lateness")
+
+
+def test_an_older_calibrations_one_pool_is_every_states() -> None:
+    """Calibration version 14 kept one pool of send lateness: read as one state's, it is
+    drawn for every request, as it was."""
+    old = {"samples_ms": {"1": [1.0, 1.1]}, "send_lateness_us": [20.0, 30.0]}
+    model = ServiceModel.from_json(old)
+    assert list(model.send_late) == [RUNNING] and not model.wake_late
+    assert np.allclose(model.send_late[RUNNING], [20e-6, 30e-6])
+    again = ServiceModel.from_json(model.to_json())
+    assert np.allclose(again.send_late[RUNNING], model.send_late[RUNNING])
