@@ -42,7 +42,8 @@ def _service(calibrated: bool) -> ServiceModel:
 
 def late_service() -> ServiceModel:
     """`_service(True)` with the lateness a calibration measures now: the sender's and the
-    batcher's wake-up, each by the server's state (none while every instance is busy)."""
+    batcher's wake-up, each by the server's state (none while every instance is busy),
+    and the instances' turnaround between batches."""
     rng = np.random.default_rng(4)
     base = _service(True)
     send = {
@@ -52,7 +53,10 @@ def late_service() -> ServiceModel:
         0.005: rng.gamma(2, 70e-6, 60),
     }
     wake = {RUNNING: rng.gamma(3, 20e-6, 60), 1e-9: rng.gamma(3, 30e-6, 60)}
-    return ServiceModel(base.samples, {}, base.idle_slowdown, send, wake_late=wake)
+    turn = {1: rng.gamma(4, 3e-6, 30), 2: rng.gamma(4, 5e-6, 30), 8: rng.gamma(8, 8e-6, 30)}
+    return ServiceModel(
+        base.samples, {}, base.idle_slowdown, send, wake_late=wake, turnaround=turn
+    )
 
 
 def cases() -> dict[str, Case]:

@@ -16,10 +16,12 @@ from engine.serve.lateness import (
     send_samples,
     states_at,
     to_json,
+    turnaround_samples,
     wake_samples,
 )
 from engine.serve.records import ServeRecords
 from engine.serve.service import ServiceModel
+from engine.serve.sim_service import ServiceDraws
 
 
 def test_states_from_batch_intervals() -> None:
@@ -100,3 +102,34 @@ def test_an_older_calibrations_one_pool_is_every_states() -> None:
     assert np.allclose(model.send_late[RUNNING], [20e-6, 30e-6])
     again = ServiceModel.from_json(model.to_json())
     assert np.allclose(again.send_late[RUNNING], model.send_late[RUNNING])
+
+
+def test_turnarounds_between_batches_an_instance_could_take_at_once() -> None:
+    """Batches of 2 (max 2) back to back, each started 30 us after the last ended: every
+    one a turnaround, after SKIP_S; one whose second request came after the end is not."""
+    n = 40
+    rec = ServeRecords.empty(2 * n)
+    rec.scheduled = rec.sent = np.repeat(0.2 + np.arange(n) * 0.001, 2)  # due in pairs
+    start = 0.25 + np.arange(n) * 0.00303
+    rec.batch = np.repeat(np.arange(n), 2)
+    rec.batch_start, rec.batch_end = start, start + 0.003
+    rec.batch_size, rec.batch_instance = np.full(n, 2, np.int64), np.zeros(n, np.int64)
+    sizes, turn = turnaround_samples(rec, max_batch=2, preferred=(), delay_s=0.002)
+    later = start[1:] >= 0.3
+    assert turn.size == later.sum() and np.allclose(turn, 30e-6) and set(sizes) == {2}
+    rec.sent[-1] = rec.batch_end[-2] + 1e-6  # came after the batch before it ended
+    assert turnaround_samples(rec, 2, (), 0.002)[1].size == later.sum() - 1
+    # on another instance: not this one's turnaround
+    rec.batch_instance[-1] = 1
+    assert turnaround_samples(rec, 2, (), 0.002)[1].size == later.sum() - 1
+
+
+def test_turnarounds_scale_with_the_size_and_read_back() -> None:
+    model = ServiceModel({1: np.full(3, 1e-3)}, {}, turnaround={2: np.full(5, 20e-6)})
+    draws = ServiceDraws(model, 8, [0.5] * 10)
+    assert draws.turn is not None
+    assert draws.turn[1][0] == pytest.approx(10e-6) and draws.turn[8][0] == pytest.approx(80e-6)
+    back = ServiceModel.from_json(model.to_json())
+    assert np.allclose(back.turnaround[2], 20e-6)
+    with pytest.raises(OpScopeError, match="turnaround"):
+        ServiceModel.from_json({**model.to_json(), "turnaround_us": {"0": [1.0]}})

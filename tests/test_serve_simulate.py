@@ -53,7 +53,7 @@ def test_md1_waits_match_pollaczek_khinchine() -> None:
 def test_both_event_loops_agree(late: bool) -> None:
     """The fast loop (no cache, no queue limit) and the general one on the same input; with
     the calibrated lateness too (the batcher woken late, or by the first arrival after its
-    delay expired, and sends drawn by the server's state)."""
+    delay expired, sends drawn by the server's state, instances' turnarounds)."""
     rng = np.random.default_rng(2)
     svc = ServiceModel(
         {1: rng.gamma(4, 0.25e-3, 500), 4: rng.gamma(4, 0.5e-3, 500), 8: rng.gamma(4, 0.8e-3, 500)},
@@ -62,7 +62,8 @@ def test_both_event_loops_agree(late: bool) -> None:
     if late:
         base = sim_cases.late_service()
         svc = ServiceModel(svc.samples, {}, base.idle_slowdown, base.send_late,
-                           wake_late={k: v * 20 for k, v in base.wake_late.items()})  # fmt: skip
+                           wake_late={k: v * 20 for k, v in base.wake_late.items()},
+                           turnaround=base.turnaround)  # fmt: skip
     sched = make_schedule(parse_traffic("bursts:500,4000,2,0.2"), 20.0, seed=5)
     for policy in (
         BatchPolicy(max_batch=8, delay_ms=1.0, instances=2),

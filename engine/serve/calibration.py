@@ -32,7 +32,7 @@ VERSION = 15  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept b
 # 10: no arrival costs (the loop's generator sleeps while every instance is busy);
 # 11: idle slowdowns from a short run of the real loop; 12: slow stretches;
 # 13: slow stretches from back-to-back batches only; 14: sizes timed shuffled together;
-# 15: send and wake-up lateness by the server's state, from the real loop's runs
+# 15: send and wake-up lateness by the server's state, turnarounds, from the loop's runs
 
 
 CHECK_S = 0.3  # a cached calibration is checked against the engine's speed now for this long
@@ -134,6 +134,7 @@ def load_or_calibrate(
                 stretches=stretches,
                 send_late=step.send_late,
                 wake_late=step.wake_late,
+                turnaround=step.turnaround,
             )
         else:
             yield step

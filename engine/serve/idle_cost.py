@@ -1,5 +1,7 @@
-"""What a batch costs after the server sat idle, taken from the real serving loop: two
-short runs (half the calibrated capacity; 40 requests a second), their batches grouped
+"""What a batch costs after the server sat idle, taken from the real serving loop: short
+runs (half the calibrated capacity; 40 requests a second; then over capacity, for the
+turnaround between back-to-back batches and the other lateness of serve/lateness.py, which
+these runs also keep), their batches grouped
 by size and by the idle gap before them (no batch running on any instance), as ratios to
 the size's back-to-back median. Timed in isolation instead (a sleep, then a batch), the
 demo CNN's batches of 2 ran 1.74-1.94x slower after any pause of 0.5-20 ms and the
@@ -17,7 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.events import Event, Progress
-from engine.serve.lateness import Lateness, bucketed, send_samples, wake_samples
+from engine.serve.lateness import (
+    Lateness,
+    bucketed,
+    by_size,
+    send_samples,
+    turnaround_samples,
+    wake_samples,
+)
 from engine.serve.loop import ServingLoop
 from engine.serve.records import ServeRecords
 from engine.serve.service import ServiceModel
@@ -26,6 +35,7 @@ from engine.serve.traffic import make_schedule, parse_traffic
 
 HALF_S = 2.0  # seconds at half the calibrated capacity: idle gaps up to a few batches
 SLOW_S, SLOW_RATE = 1.0, 40.0  # seconds at 40 requests a second: gaps of tens of ms
+FULL_S, OVER = 0.5, 1.2  # seconds at 1.2x the capacity: max-size batches back to back
 GAPS_S = (0.0005, 0.001, 0.002, 0.005, 0.02)  # lower edges of the idle-gap buckets
 SKIP_S = 0.3  # a run's first batches are not steady state
 WAKE_DELAY_S = 0.001  # the least batcher delay in these runs (its expiries' lateness)
@@ -42,11 +52,13 @@ class LoopRatios:
     idle: IdleSlowdown
     send_late: Lateness
     wake_late: Lateness
+    turnaround: dict[int, np.ndarray]  # by the ended batch's size (s)
 
 
 def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Event | LoopRatios]:
-    """Serve Poisson traffic on the real loop (HALF_S, then SLOW_S); yields progress,
-    then the ratios of both runs together (see `idle_ratios`) and their lateness. The
+    """Serve Poisson traffic on the real loop (HALF_S, SLOW_S, then FULL_S over capacity:
+    batches of the max size back to back); yields progress, then the ratios of the runs
+    together (see `idle_ratios`), their lateness and turnarounds. The
     batcher's delay is at least WAKE_DELAY_S, so that its expiries are timed whatever the
     policy (a calibration serves every delay)."""
     top = min(serving.policy.max_batch, max(model.sizes))  # no batch larger than timed
@@ -58,11 +70,13 @@ def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Eve
     )
     send: list[tuple[np.ndarray, np.ndarray]] = []
     wake: list[tuple[np.ndarray, np.ndarray]] = []
-    runs = [(HALF_S, 0.5 * model.capacity(policy.max_batch, policy.instances)),
-            (SLOW_S, SLOW_RATE)]  # fmt: skip
+    turn: list[tuple[np.ndarray, np.ndarray]] = []
+    capacity = model.capacity(policy.max_batch, policy.instances)
+    runs = [(HALF_S, 0.5 * capacity), (SLOW_S, SLOW_RATE), (FULL_S, OVER * capacity)]
     cells: dict[tuple[int, float], list[np.ndarray]] = {}
     for k, (seconds, rate) in enumerate(runs):
-        yield Progress("calibrate", k, len(runs), f"serving {rate:.0f}/s: batches after idling")
+        said = "batches after idling" if rate < capacity else "batches back to back"
+        yield Progress("calibrate", k, len(runs), f"serving {rate:.0f}/s: {said}")
         schedule = make_schedule(parse_traffic(f"poisson:{rate:.3f}"), seconds, seed=3 + k)
         loop = ServingLoop(serving.run_batch, serving.request_feeds, schedule, policy)
         for _ in loop.run():
@@ -70,6 +84,7 @@ def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Eve
         rec = loop.records()
         send.append(send_samples(rec, policy.instances))
         wake.append(wake_samples(rec, policy.delay_s, policy.instances))
+        turn.append(turnaround_samples(rec, policy.max_batch, policy.preferred, policy.delay_s))
         for n, by in idle_ratios(rec, model, least=1).items():
             for gap, ratios in by.items():
                 cells.setdefault((n, gap), []).append(ratios)
@@ -78,7 +93,7 @@ def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Eve
         ratios = np.concatenate(parts)
         if ratios.size >= MIN_BATCHES:
             out.setdefault(n, {})[gap] = ratios
-    yield LoopRatios(out, pooled(send), pooled(wake))
+    yield LoopRatios(out, pooled(send), pooled(wake), by_size(turn))
 
 
 def pooled(parts: list[tuple[np.ndarray, np.ndarray]]) -> Lateness:

@@ -81,6 +81,39 @@ def wake_samples(
     return rec.batch_start[took] - due[took], states[took]
 
 
+def turnaround_samples(
+    rec: ServeRecords, max_batch: int, preferred: tuple[int, ...], delay_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """A real run's turnarounds: an instance's next batch after SKIP_S that it could take
+    the moment its last one ended (every member sent by then, and a full, preferred or
+    ripe batch), from that end to its start: (the ended batch's size, seconds). The
+    instance's bookkeeping between batches (recording each member, the next pick): on the
+    demo CNN 10 us after a batch of 1, 27 after 2, 48 after 4, 64-68 after 8."""
+    start, end, size, inst = rec.batch_start, rec.batch_end, rec.batch_size, rec.batch_instance
+    if len(start) < 2:
+        return np.empty(0, np.int64), np.empty(0)
+    member = rec.batch >= 0
+    first = np.full(len(start), np.inf)
+    last = np.full(len(start), -np.inf)
+    np.minimum.at(first, rec.batch[member], rec.sent[member])
+    np.maximum.at(last, rec.batch[member], rec.sent[member])
+    order = np.lexsort((start, inst))
+    a, c = order[:-1], order[1:]  # each batch and the next on its instance
+    ended = end[a]
+    ready = (size[c] >= max_batch) | np.isin(size[c], preferred) | (first[c] + delay_s <= ended)
+    took = (inst[a] == inst[c]) & (last[c] <= ended) & ready & (start[c] >= ended)
+    took &= start[c] >= SKIP_S
+    return size[a][took].astype(np.int64), start[c][took] - ended[took]
+
+
+def by_size(parts: list[tuple[np.ndarray, np.ndarray]], least: int = 5) -> dict[int, np.ndarray]:
+    """(sizes, seconds) pairs of several runs: the seconds by size, sizes with `least`."""
+    sizes = np.concatenate([p[0] for p in parts])
+    secs = np.concatenate([p[1] for p in parts])
+    out = {int(n): secs[sizes == n] for n in np.unique(sizes)}
+    return {n: v for n, v in out.items() if v.size >= least}
+
+
 class Draw:
     """Lateness drawn by state: `at(u, state)` with u uniform in [0, 1) takes the samples
     of the largest state edge not above `state` that has samples (of the smallest, below
@@ -114,6 +147,29 @@ def to_json(late: Lateness) -> dict[str, list[float]]:
     return {
         name.get(e, f"{e * 1e3:g}"): (v * 1e6).round(3).tolist() for e, v in sorted(late.items())
     }
+
+
+def sizes_to_json(by: dict[int, np.ndarray]) -> dict[str, list[float]]:
+    return {str(n): (v * 1e6).round(3).tolist() for n, v in sorted(by.items())}
+
+
+def sizes_from_json(data: Any, what: str) -> dict[int, np.ndarray]:
+    """{batch size: [us, ...]} from untrusted JSON."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise OpScopeError(f"calibration data is malformed ({what}: not an object)")
+    out: dict[int, np.ndarray] = {}
+    for key, values in data.items():
+        try:
+            n = int(key)
+            v = np.asarray([float(x) for x in values], dtype=np.float64) / 1e6
+        except (TypeError, ValueError) as exc:
+            raise OpScopeError(f"calibration data is malformed ({what}: {exc})") from exc
+        if n < 1 or v.size == 0 or not np.all((v >= 0) & (v < MAX_S)):
+            raise OpScopeError(f"calibration data is malformed ({what}: size {key!r})")
+        out[n] = v
+    return out
 
 
 def from_json(data: Any, what: str) -> Lateness:

@@ -39,6 +39,7 @@ class ServiceModel:
     send_late: Lateness = dataclasses.field(default_factory=dict)
     stretches: SlowStretches | None = None  # slow stretches with memory (slow_stretches.py)
     wake_late: Lateness = dataclasses.field(default_factory=dict)
+    turnaround: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
     # idle_slowdown: batch size -> idle gap before it (s, a bucket's lower edge) -> how much
     # slower batches ran after such a gap in the real loop (ratios to the back-to-back
     # median: 1.5 = 50% slower; serve/idle_cost.py)
@@ -46,6 +47,8 @@ class ServiceModel:
     # wake_late: how late the batcher starts after its delay expired, both by the server's
     # state then (serve/lateness.py), from the real loop's own runs. An older calibration's
     # single pool of send lateness is read as one state's, drawn for every request.
+    # turnaround: by batch size, how long after a batch of that size ended its instance
+    # took the next one it could have taken at once (s): the loop's bookkeeping.
 
     @property
     def sizes(self) -> list[int]:
@@ -124,6 +127,7 @@ class ServiceModel:
             "samples_ms": {str(s): (self.samples[s] * 1e3).round(6).tolist() for s in self.sizes},
             "send_late_us": lateness.to_json(self.send_late),
             "wake_late_us": lateness.to_json(self.wake_late),
+            "turnaround_us": lateness.sizes_to_json(self.turnaround),
             "idle_slowdown": {
                 str(n): {f"{g * 1e3:g}": v.round(6).tolist() for g, v in sorted(by.items())}
                 for n, by in sorted(self.idle_slowdown.items())
@@ -149,6 +153,7 @@ class ServiceModel:
             }
             send = lateness.from_json(data.get("send_late_us"), "send lateness")
             wake = lateness.from_json(data.get("wake_late_us"), "wake lateness")
+            turn = lateness.sizes_from_json(data.get("turnaround_us"), "turnaround")
             flat = data.get("send_lateness_us")  # before calibration version 15: one pool
             if flat and not send:
                 send = lateness.from_json({"running": flat}, "send lateness")
@@ -167,7 +172,7 @@ class ServiceModel:
             for g, v in by.items()
         ):
             raise OpScopeError("calibration data is malformed (idle penalties)")
-        return cls(samples, context, idle, send, stretches, wake)
+        return cls(samples, context, idle, send, stretches, wake, turn)
 
 
 FEW_RUNS = 3  # runs of a slow batch size enough for its median

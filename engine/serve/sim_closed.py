@@ -13,7 +13,7 @@ from engine.serve.batching import BatchPolicy, BatchRule
 from engine.serve.cache import ResponseCache
 from engine.serve.records import ServeRecords
 from engine.serve.sim_records import Trail
-from engine.serve.sim_service import ServiceDraws
+from engine.serve.sim_service import TURN, ServiceDraws
 from engine.serve.traffic import Schedule
 
 INF = math.inf
@@ -40,12 +40,12 @@ def closed_loop(
     joined_keys: list[int] = []  # and their keys (the cache stores a batch's on completion)
     head = 0  # the queue is joined[head:]
     free = list(range(policy.instances - 1, -1, -1))
-    busy: list[tuple[float, int, int]] = []  # (end, instance, batch)
+    busy: list[tuple[float, int, int]] = []  # (free again, instance, batch)
     sends: list[float] = [0.0] * min(clients, n)  # a heap: when each client sends next
     timeout, limit, max_batch = policy.timeout_s, policy.queue_limit, policy.max_batch
     pick, delay, ripe = rule.pick, rule.delay, rule.ripe
     table, lens, draws, adjust = svc.table, svc.lens, svc.draws, svc.adjust
-    wake_late = svc.wake_late
+    wake_late, turn, turn_lens = svc.wake_late, svc.turn, svc.turn_lens
     n_draws = len(draws)
     i = 0
     t = 0.0
@@ -62,7 +62,8 @@ def closed_loop(
         if t == INF:
             break
         if t_c <= t_arr and t_c <= wake:
-            last_end, inst, b = heappop(busy)
+            _, inst, b = heappop(busy)
+            last_end = trail.end[b]
             free.append(inst)
             if cache_size:
                 p = b_first[b]
@@ -130,6 +131,9 @@ def closed_loop(
             b_size.append(k)
             trail.instance.append(inst)
             b_first.append(head)
-            heappush(busy, (end, inst, b))
+            free_at = end
+            if turn is not None:  # the instance's bookkeeping before it takes the next
+                free_at += turn[k][int(draws[(b + TURN) % n_draws] * turn_lens[k])]
+            heappush(busy, (free_at, inst, b))
             head += k
     return trail.records(np.asarray(sched[:i], np.float64), np.asarray(joined, np.int64))

@@ -27,7 +27,7 @@ from engine.serve.batching import BatchPolicy, BatchRule
 from engine.serve.cache import ResponseCache
 from engine.serve.records import ServeRecords
 from engine.serve.sim_records import Trail
-from engine.serve.sim_service import ServiceDraws
+from engine.serve.sim_service import TURN, ServiceDraws
 from engine.serve.traffic import Schedule
 
 INF = math.inf
@@ -40,11 +40,11 @@ def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> Ser
     trail = Trail()
     rule = BatchRule(policy)
     free = list(range(policy.instances - 1, -1, -1))  # idle instance ids (a stack)
-    busy: list[tuple[float, int]] = []  # (end, instance)
+    busy: list[tuple[float, int, float]] = []  # (free again, instance, end)
     timeout, max_batch = policy.timeout_s, policy.max_batch
     pick, grow, delay, ripe = rule.pick, rule.grow, rule.delay, rule.ripe
     table, lens, draws, adjust = svc.table, svc.lens, svc.draws, svc.adjust
-    wake_late = svc.wake_late
+    wake_late, turn, turn_lens = svc.wake_late, svc.turn, svc.turn_lens
     n_draws = len(draws)
     head = 0  # the queue is sched[head:tail], tail: the arrivals by t
     tail = bisect_right(sched, 0.0)
@@ -74,7 +74,7 @@ def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> Ser
             break
         if t == t_c:
             while busy and busy[0][0] <= t:
-                last_end, inst = heappop(busy)
+                _, inst, last_end = heappop(busy)
                 free.append(inst)
         wake = t_ripe = INF
         if not free:
@@ -117,7 +117,10 @@ def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> Ser
             b_size.append(k)
             b_inst(inst)
             b_first(head)
-            heappush(busy, (end, inst))
+            free_at = end
+            if turn is not None:  # the instance's bookkeeping before it takes the next
+                free_at += turn[k][int(draws[(b + TURN) % n_draws] * turn_lens[k])]
+            heappush(busy, (free_at, inst, end))
             head += k
     return trail.records(schedule.times, None)
 
@@ -157,11 +160,11 @@ def queue_loop(
     joined_keys: list[int] = []  # and their keys (the cache stores a batch's on completion)
     head = 0  # the queue is joined[head:]
     free = list(range(policy.instances - 1, -1, -1))
-    busy: list[tuple[float, int, int]] = []  # (end, instance, batch)
+    busy: list[tuple[float, int, int]] = []  # (free again, instance, batch)
     timeout, limit, max_batch = policy.timeout_s, policy.queue_limit, policy.max_batch
     pick, delay, ripe = rule.pick, rule.delay, rule.ripe
     table, lens, draws, adjust = svc.table, svc.lens, svc.draws, svc.adjust
-    wake_late = svc.wake_late
+    wake_late, turn, turn_lens = svc.wake_late, svc.turn, svc.turn_lens
     n_draws = len(draws)
     i = 0  # the next arrival
     t = 0.0
@@ -171,7 +174,7 @@ def queue_loop(
     holds, lookup = cache.holds, cache.lookup
     store_all = cache.store_all
     b_start, b_end, b_inst = trail.start.append, trail.end.append, trail.instance.append
-    b_size, b_first = trail.size, trail.first
+    b_size, b_first, ends = trail.size, trail.first, trail.end
     hits, rejected = trail.hits.append, trail.rejected.append
     join, join_key = joined.append, joined_keys.append
     while True:
@@ -181,7 +184,8 @@ def queue_loop(
             if t_c == INF:
                 break
             t = t_c
-            last_end, inst, b = heappop(busy)
+            _, inst, b = heappop(busy)
+            last_end = ends[b]
             free.append(inst)
             if cache_size:
                 p = b_first[b]
@@ -273,6 +277,9 @@ def queue_loop(
             b_size.append(k)
             b_inst(inst)
             b_first.append(head)
-            heappush(busy, (end, inst, b))
+            free_at = end
+            if turn is not None:  # the instance's bookkeeping before it takes the next
+                free_at += turn[k][int(draws[(b + TURN) % n_draws] * turn_lens[k])]
+            heappush(busy, (free_at, inst, b))
             head += k
     return trail.records(schedule.times, np.asarray(joined, np.int64))

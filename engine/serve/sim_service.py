@@ -13,6 +13,7 @@ from engine.serve.service import ServiceModel
 DRAWS = 1 << 20  # uniform draws cycled through (a cycle of 1M batches)
 REACH = 7920  # batch k reads draws[k] and, for the idle slowdown, draws[k + REACH - 1]
 WAKE = REACH // 2  # and for the batcher's lateness before it, draws[k + WAKE]
+TURN = REACH // 4  # and for its instance's turnaround after it, draws[k + TURN]
 
 # (size, batch number, start time s, time drawn s, idle s) -> the batch's time s
 Adjust = Callable[[int, int, float, float, float], float]
@@ -32,7 +33,13 @@ class ServiceDraws:
 
     `wake_late` (None when not calibrated): how late the batcher takes the `k`-th batch
     after its oldest request's delay expired, drawn for the server's state then
-    (serve/lateness.py: RUNNING, or idle since how long)."""
+    (serve/lateness.py: RUNNING, or idle since how long).
+
+    `turn` (None when not calibrated): for each size, the instance's turnarounds after a
+    batch of that size (its bookkeeping before it can take the next): the samples of the
+    nearest measured size below (above, for sizes below them all), scaled in proportion
+    to the size (the bookkeeping is per request: 10 us after 1 on the demo CNN, 64-68
+    after 8); the k-th batch's is `turn[size][int(draws[k + TURN] * turn_lens[size])]`."""
 
     def __init__(
         self,
@@ -56,6 +63,15 @@ class ServiceDraws:
                 took *= ratios[int(draws[(k + REACH - 1) % n] * len(ratios))]
             return took
 
+        self.turn: list[list[float]] | None = None
+        self.turn_lens: list[int] = []
+        if service.turnaround:
+            measured = sorted(service.turnaround)
+            self.turn = [[0.0]]
+            for size in range(1, max_batch + 1):
+                base = measured[max(bisect_right(measured, size) - 1, 0)]
+                self.turn.append((service.turnaround[base] * (size / base)).tolist())
+            self.turn_lens = [len(t) for t in self.turn]
         wake = Draw(service.wake_late)
         self.wake_late: WakeLate | None = None
         if wake:
