@@ -43,7 +43,7 @@ def _service(calibrated: bool) -> ServiceModel:
 def late_service() -> ServiceModel:
     """`_service(True)` with the lateness a calibration measures now: the sender's and the
     batcher's wake-up, each by the server's state (none while every instance is busy),
-    and the instances' turnaround between batches."""
+    the instances' turnaround between batches, and batch times by the batch before."""
     rng = np.random.default_rng(4)
     base = _service(True)
     send = {
@@ -54,8 +54,17 @@ def late_service() -> ServiceModel:
     }
     wake = {RUNNING: rng.gamma(3, 20e-6, 60), 1e-9: rng.gamma(3, 30e-6, 60)}
     turn = {1: rng.gamma(4, 3e-6, 30), 2: rng.gamma(4, 5e-6, 30), 8: rng.gamma(8, 8e-6, 30)}
+    larger = {n: v * 1.05 for n, v in base.samples.items() if n < 8}  # slower after larger
+    same = {n: v * 0.99 for n, v in base.samples.items()}
     return ServiceModel(
-        base.samples, {}, base.idle_slowdown, send, wake_late=wake, turnaround=turn
+        base.samples,
+        {},
+        base.idle_slowdown,
+        send,
+        wake_late=wake,
+        turnaround=turn,
+        after_larger=larger,
+        after_same=same,
     )
 
 

@@ -53,7 +53,8 @@ def test_md1_waits_match_pollaczek_khinchine() -> None:
 def test_both_event_loops_agree(late: bool) -> None:
     """The fast loop (no cache, no queue limit) and the general one on the same input; with
     the calibrated lateness too (the batcher woken late, or by the first arrival after its
-    delay expired, sends drawn by the server's state, instances' turnarounds)."""
+    delay expired, sends drawn by the server's state, instances' turnarounds, batch times
+    by the batch before)."""
     rng = np.random.default_rng(2)
     svc = ServiceModel(
         {1: rng.gamma(4, 0.25e-3, 500), 4: rng.gamma(4, 0.5e-3, 500), 8: rng.gamma(4, 0.8e-3, 500)},
@@ -63,7 +64,9 @@ def test_both_event_loops_agree(late: bool) -> None:
         base = sim_cases.late_service()
         svc = ServiceModel(svc.samples, {}, base.idle_slowdown, base.send_late,
                            wake_late={k: v * 20 for k, v in base.wake_late.items()},
-                           turnaround=base.turnaround)  # fmt: skip
+                           turnaround=base.turnaround,
+                           after_larger={n: v * 1.1 for n, v in svc.samples.items() if n < 8},
+                           after_same=svc.samples)  # fmt: skip
     sched = make_schedule(parse_traffic("bursts:500,4000,2,0.2"), 20.0, seed=5)
     for policy in (
         BatchPolicy(max_batch=8, delay_ms=1.0, instances=2),
@@ -247,3 +250,36 @@ def test_calibration_counts_keep_the_least_runs_and_seconds() -> None:
     assert counts[1] == 250 and counts[8] == 40  # 0.25 s of the quick size, 40 of the other
     assert counts[4096] == max(FEW_RUNS, int(MAX_SIZE_S / 2.0))  # a slow size: a few runs
     assert calibration_counts({1: 1e-6}, 40, 0.25, 800)[1] == 800  # at most `most`
+
+
+def test_the_calibration_times_each_size_after_larger_batches_and_after_its_own() -> None:
+    """Sizes in short runs shuffled together: each size both right after a larger batch and
+    after its own; an engine whose small batches run slower after a larger one (as the
+    demo CNN's batches of 1 did, 5-7%) shows it in the split."""
+    import itertools
+    import time
+
+    from engine.serve.service import calibrate, calibration_order
+
+    order = calibration_order({1: 60, 2: 60, 4: 60}, np.random.default_rng(0))
+    assert sorted(order.tolist()) == [1] * 60 + [2] * 60 + [4] * 60
+    pairs = list(itertools.pairwise(order.tolist()))
+    for n, least in ((1, 15), (2, 5)):  # 1 follows two larger sizes' runs, 2 one
+        after_larger = sum(1 for a, b in pairs if b == n and a > n)
+        after_own = sum(1 for a, b in pairs if b == n and a == n)
+        assert after_larger >= least and after_own >= 15, (n, after_larger, after_own)
+
+    last = [0]
+
+    def run(n: int) -> None:
+        time.sleep(0.001 * n * (1.5 if last[0] > n else 1.0))
+        last[0] = n
+
+    model = list(calibrate(run, lambda n: n, [1, 2, 4], {}, runs=30, min_s=0.0, warmup=1))[-1]
+    assert isinstance(model, ServiceModel)
+    for n in (1, 2):
+        ratio = np.median(model.after_larger[n]) / np.median(model.after_same[n])
+        assert ratio > 1.3, (n, ratio)
+    assert 4 not in model.after_larger  # nothing is larger than the largest
+    back = ServiceModel.from_json(model.to_json())
+    assert np.allclose(back.after_larger[1], model.after_larger[1], rtol=1e-5)

@@ -29,14 +29,14 @@ from engine.serve.lateness import (
 )
 from engine.serve.loop import ServingLoop
 from engine.serve.records import ServeRecords
-from engine.serve.service import ServiceModel
+from engine.serve.service import IDLE_FROM_S, ServiceModel
 from engine.serve.setup import Serving
 from engine.serve.traffic import make_schedule, parse_traffic
 
 HALF_S = 2.0  # seconds at half the calibrated capacity: idle gaps up to a few batches
 SLOW_S, SLOW_RATE = 1.0, 40.0  # seconds at 40 requests a second: gaps of tens of ms
 FULL_S, OVER = 0.5, 1.2  # seconds at 1.2x the capacity: max-size batches back to back
-GAPS_S = (0.0005, 0.001, 0.002, 0.005, 0.02)  # lower edges of the idle-gap buckets
+GAPS_S = (IDLE_FROM_S, 0.001, 0.002, 0.005, 0.02)  # lower edges of the idle-gap buckets
 SKIP_S = 0.3  # a run's first batches are not steady state
 WAKE_DELAY_S = 0.001  # the least batcher delay in these runs (its expiries' lateness)
 MIN_BATCHES = 8  # fewer in a (size, gap) cell: no ratio for it

@@ -13,6 +13,7 @@ request of one)."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import time
 from bisect import bisect_right
@@ -40,6 +41,8 @@ class ServiceModel:
     stretches: SlowStretches | None = None  # slow stretches with memory (slow_stretches.py)
     wake_late: Lateness = dataclasses.field(default_factory=dict)
     turnaround: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
+    after_larger: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
+    after_same: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
     # idle_slowdown: batch size -> idle gap before it (s, a bucket's lower edge) -> how much
     # slower batches ran after such a gap in the real loop (ratios to the back-to-back
     # median: 1.5 = 50% slower; serve/idle_cost.py)
@@ -49,6 +52,9 @@ class ServiceModel:
     # single pool of send lateness is read as one state's, drawn for every request.
     # turnaround: by batch size, how long after a batch of that size ended its instance
     # took the next one it could have taken at once (s): the loop's bookkeeping.
+    # after_larger, after_same: the samples of each size split by the batch timed just
+    # before it, larger, or the same size or smaller (see `calibrate`); empty before
+    # calibration version 15.
 
     @property
     def sizes(self) -> list[int]:
@@ -76,20 +82,26 @@ class ServiceModel:
             return meds[-1] + slope * (n - sizes[-1])
         return float(np.interp(n, sizes, meds))
 
-    def table(self, max_batch: int) -> list[list[float]]:
+    def table(self, max_batch: int, after: str = "") -> list[list[float]]:
         """For each size 0..max_batch, the service times to draw from: the measured samples
         of that size, or of the nearest measured size below rescaled to the interpolated
-        median (every sample, so the draws keep the measured distribution exactly)."""
-        tables: dict[int, list[list[float]]] = self.__dict__.setdefault("_tables", {})
-        if max_batch in tables:  # every simulated trial of a search draws from one table
-            return tables[max_batch]
+        median (every sample, so the draws keep the measured distribution exactly).
+        `after` "larger" or "same": those timed after a larger batch, or after one of the
+        same size or smaller, where a size has POOL_LEAST of them (else all its samples)."""
+        tables: dict[tuple[int, str], list[list[float]]] = self.__dict__.setdefault("_tables", {})
+        if (max_batch, after) in tables:  # every simulated trial of a search draws from one
+            return tables[max_batch, after]
+        pool = {"larger": self.after_larger, "same": self.after_same}.get(after, {})
         out: list[list[float]] = [[0.0]]
         sizes, meds = self.sizes, self._medians()
         for n in range(1, max_batch + 1):
             i = max(bisect_right(sizes, n) - 1, 0)  # the nearest measured size below
             scale = self.median(n) / meds[i] if meds[i] > 0 else 1.0
-            out.append((self.samples[sizes[i]] * scale).tolist())
-        tables[max_batch] = out
+            got = pool.get(sizes[i])
+            if got is None or got.size < POOL_LEAST:
+                got = self.samples[sizes[i]]
+            out.append((got * scale).tolist())
+        tables[max_batch, after] = out
         return out
 
     def slowdown_table(self, max_batch: int) -> list[tuple[list[float], list[list[float]]]]:
@@ -128,6 +140,12 @@ class ServiceModel:
             "send_late_us": lateness.to_json(self.send_late),
             "wake_late_us": lateness.to_json(self.wake_late),
             "turnaround_us": lateness.sizes_to_json(self.turnaround),
+            "after_larger_ms": {
+                str(n): (v * 1e3).round(6).tolist() for n, v in sorted(self.after_larger.items())
+            },
+            "after_same_ms": {
+                str(n): (v * 1e3).round(6).tolist() for n, v in sorted(self.after_same.items())
+            },
             "idle_slowdown": {
                 str(n): {f"{g * 1e3:g}": v.round(6).tolist() for g, v in sorted(by.items())}
                 for n, by in sorted(self.idle_slowdown.items())
@@ -154,6 +172,13 @@ class ServiceModel:
             send = lateness.from_json(data.get("send_late_us"), "send lateness")
             wake = lateness.from_json(data.get("wake_late_us"), "wake lateness")
             turn = lateness.sizes_from_json(data.get("turnaround_us"), "turnaround")
+            larger, same = (
+                {
+                    int(k): np.asarray([float(x) for x in v], dtype=np.float64) / 1e3
+                    for k, v in (data.get(key) or {}).items()
+                }
+                for key in ("after_larger_ms", "after_same_ms")
+            )
             flat = data.get("send_lateness_us")  # before calibration version 15: one pool
             if flat and not send:
                 send = lateness.from_json({"running": flat}, "send lateness")
@@ -172,10 +197,19 @@ class ServiceModel:
             for g, v in by.items()
         ):
             raise OpScopeError("calibration data is malformed (idle penalties)")
-        return cls(samples, context, idle, send, stretches, wake, turn)
+        if any(
+            n not in samples or v.size == 0 or not np.all(np.isfinite(v)) or np.any(v <= 0)
+            for pool in (larger, same)
+            for n, v in pool.items()
+        ):
+            raise OpScopeError("calibration data is malformed (times by the batch before)")
+        return cls(samples, context, idle, send, stretches, wake, turn, larger, same)
 
 
 FEW_RUNS = 3  # runs of a slow batch size enough for its median
+IDLE_FROM_S = 0.0005  # a batch after an idle gap this long or longer: after idling
+POOL_LEAST = 8  # samples of a size after a larger batch (or not) enough to draw from
+RUN_MEAN = 2.0  # the calibration times each size in runs this long on average
 MAX_SIZE_S = 3.0  # seconds of timing one batch size takes at most, past FEW_RUNS
 
 
@@ -267,15 +301,16 @@ def calibrate(
     min_s: float = 0.25,
     warmup: int = 3,
 ) -> Iterator[Event | ServiceModel]:
-    """Time `run_batch(make_batch(n))` for every size, the sizes shuffled together as a
-    server under variable traffic runs them (warm-up discarded; at least `runs` runs and
-    `min_s` seconds' worth of each); yields progress, then the ServiceModel. A batch's
-    time includes making it: the serving loop stacks each batch anew, and an instance is
-    busy while it does. Shuffled, not size after size: batches
-    of 1 shuffled among other sizes ran 4-9% slower than back to back, those of 2-8 up to
-    3% (bench/results/serve_calibration_spread.md, one thread), as the serving loop's
-    batches ran slower than calibrated under variable traffic and not under constant
-    (serve_twin.md, runs 19-20); and a change of the machine's speed meets every size
+    """Time `run_batch(make_batch(n))` for every size, the sizes in short runs shuffled
+    together (`calibration_order`) as a server under variable traffic runs them (warm-up
+    discarded; at least `runs` runs and `min_s` seconds' worth of each); yields progress,
+    then the ServiceModel, its samples also split by the batch before each (larger, or
+    not). A batch's time includes making it: the serving loop stacks each batch anew, and
+    an instance is busy while it does. Not size after size: batches of 1 shuffled among
+    other sizes ran 4-9% slower than back to back, those of 2-8 up to 3%
+    (bench/results/serve_calibration_spread.md, one thread), as the serving loop's batches
+    ran slower than calibrated under variable traffic and faster under constant
+    (serve_twin.md, runs 19-24); and a change of the machine's speed meets every size
     alike."""
     estimates: dict[int, float] = {}
     for k, n in enumerate(sizes):
@@ -290,7 +325,7 @@ def calibrate(
                 break
         estimates[n] = min(took)
     counts = calibration_counts(estimates, runs, min_s, 20 * runs)
-    order = np.random.default_rng(0).permutation(np.repeat(sizes, [counts[n] for n in sizes]))
+    order = calibration_order(counts, np.random.default_rng(0))
     times: dict[int, list[float]] = {n: [] for n in sizes}
     ratios_at: list[tuple[int, float]] = []
     step = max(1, order.size // 10)
@@ -304,10 +339,36 @@ def calibrate(
         times[n].append(t)
         ratios_at.append((n, t))
     samples = {n: np.asarray(v) for n, v in times.items()}
+    larger: dict[int, list[float]] = {n: [] for n in sizes}
+    same: dict[int, list[float]] = {n: [] for n in sizes}
+    for (prev, _), (n, t) in itertools.pairwise(ratios_at):
+        (larger if prev > n else same)[n].append(t)
     medians = {n: float(np.median(v)) for n, v in samples.items()}
     ratios = np.asarray([t / medians[n] for n, t in ratios_at if medians[n] > 0])
     notice = level_notice(ratios)
     if notice is not None:
         yield notice
     yield Progress("calibrate", len(sizes) + 1, len(sizes) + 1, "calibrated")
-    yield ServiceModel(samples, context)
+    yield ServiceModel(
+        samples,
+        context,
+        after_larger={n: np.asarray(v) for n, v in larger.items() if v},
+        after_same={n: np.asarray(v) for n, v in same.items() if v},
+    )
+
+
+def calibration_order(counts: dict[int, int], rng: np.random.Generator) -> np.ndarray:
+    """Every size `counts[n]` times, in runs of one size (geometric lengths, RUN_MEAN on
+    average) shuffled together: a batch's time depends on the one before it (the demo
+    CNN's batches of 1 ran 5-7% slower after a batch of 4-8 than after another of 1, of 2
+    2-4%; of 3-8 within 2%), so the calibration times each size after larger batches and
+    after its own, both often enough to draw from."""
+    runs: list[list[int]] = []
+    for n, count in counts.items():
+        left = count
+        while left > 0:
+            length = min(int(rng.geometric(1 / RUN_MEAN)), left)
+            runs.append([n] * length)
+            left -= length
+    order = rng.permutation(len(runs))
+    return np.asarray([n for i in order for n in runs[i]], dtype=np.int64)

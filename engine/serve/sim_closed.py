@@ -46,6 +46,8 @@ def closed_loop(
     pick, delay, ripe = rule.pick, rule.delay, rule.ripe
     table, lens, draws, adjust = svc.table, svc.lens, svc.draws, svc.adjust
     wake_late, turn, turn_lens = svc.wake_late, svc.turn, svc.turn_lens
+    by_before = svc.pick
+    before = [0] * policy.instances  # each instance's last batch size
     n_draws = len(draws)
     i = 0
     t = 0.0
@@ -121,11 +123,15 @@ def closed_loop(
                         break
                     k = queued
             b = len(b_size)
-            took = table[k][int(draws[b % n_draws] * lens[k])]
+            inst = free.pop()
+            if by_before is None:
+                took = table[k][int(draws[b % n_draws] * lens[k])]
+            else:  # drawn by the size of this instance's batch before
+                took = by_before(k, b, before[inst], 0.0 if busy else t - last_end)
+                before[inst] = k
             if adjust is not None:
                 took = adjust(k, b, t, took, 0.0 if busy else t - last_end)
             end = t + (took if took > 1e-7 else 1e-7)
-            inst = free.pop()
             trail.start.append(t)
             trail.end.append(end)
             b_size.append(k)

@@ -45,6 +45,8 @@ def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> Ser
     pick, grow, delay, ripe = rule.pick, rule.grow, rule.delay, rule.ripe
     table, lens, draws, adjust = svc.table, svc.lens, svc.draws, svc.adjust
     wake_late, turn, turn_lens = svc.wake_late, svc.turn, svc.turn_lens
+    by_before = svc.pick
+    before = [0] * policy.instances  # each instance's last batch size
     n_draws = len(draws)
     head = 0  # the queue is sched[head:tail], tail: the arrivals by t
     tail = bisect_right(sched, 0.0)
@@ -107,11 +109,15 @@ def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> Ser
                         break
                     k = queued
             b = len(b_size)
-            took = table[k][int(draws[b % n_draws] * lens[k])]
+            inst = free.pop()
+            if by_before is None:
+                took = table[k][int(draws[b % n_draws] * lens[k])]
+            else:  # drawn by the size of this instance's batch before
+                took = by_before(k, b, before[inst], 0.0 if busy else t - last_end)
+                before[inst] = k
             if adjust is not None:
                 took = adjust(k, b, t, took, 0.0 if busy else t - last_end)
             end = t + (took if took > 1e-7 else 1e-7)
-            inst = free.pop()
             b_start(t)
             b_end(end)
             b_size.append(k)
@@ -165,6 +171,8 @@ def queue_loop(
     pick, delay, ripe = rule.pick, rule.delay, rule.ripe
     table, lens, draws, adjust = svc.table, svc.lens, svc.draws, svc.adjust
     wake_late, turn, turn_lens = svc.wake_late, svc.turn, svc.turn_lens
+    by_before = svc.pick
+    before = [0] * policy.instances  # each instance's last batch size
     n_draws = len(draws)
     i = 0  # the next arrival
     t = 0.0
@@ -267,11 +275,15 @@ def queue_loop(
                         break
                     k = queued
             b = len(b_size)
-            took = table[k][int(draws[b % n_draws] * lens[k])]
+            inst = free.pop()
+            if by_before is None:
+                took = table[k][int(draws[b % n_draws] * lens[k])]
+            else:  # drawn by the size of this instance's batch before
+                took = by_before(k, b, before[inst], 0.0 if busy else t - last_end)
+                before[inst] = k
             if adjust is not None:
                 took = adjust(k, b, t, took, 0.0 if busy else t - last_end)
             end = t + (took if took > 1e-7 else 1e-7)
-            inst = free.pop()
             b_start(t)
             b_end(end)
             b_size.append(k)

@@ -8,7 +8,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 
 from engine.serve.lateness import Draw
-from engine.serve.service import ServiceModel
+from engine.serve.service import IDLE_FROM_S, ServiceModel
 
 DRAWS = 1 << 20  # uniform draws cycled through (a cycle of 1M batches)
 REACH = 7920  # batch k reads draws[k] and, for the idle slowdown, draws[k + REACH - 1]
@@ -19,6 +19,8 @@ TURN = REACH // 4  # and for its instance's turnaround after it, draws[k + TURN]
 Adjust = Callable[[int, int, float, float, float], float]
 # (batch number, the server's state when the delay expires) -> how late the batcher wakes s
 WakeLate = Callable[[int, float], float]
+# (size, batch number, the size of its instance's batch before, idle s) -> its time s
+Pick = Callable[[int, int, int, float], float]
 
 
 class ServiceDraws:
@@ -34,6 +36,12 @@ class ServiceDraws:
     `wake_late` (None when not calibrated): how late the batcher takes the `k`-th batch
     after its oldest request's delay expired, drawn for the server's state then
     (serve/lateness.py: RUNNING, or idle since how long).
+
+    `pick` (None when not calibrated, or with `stretches`): the k-th batch's time drawn by
+    the size of its instance's batch before: a batch right after a larger one draws from
+    the samples timed after a larger one, else from those after one of its size or
+    smaller; one after the server idled IDLE_FROM_S or more, from all its size's (the idle
+    slowdown's ratios are to those). The loops keep each instance's last size.
 
     `turn` (None when not calibrated): for each size, the instance's turnarounds after a
     batch of that size (its bookkeeping before it can take the next): the samples of the
@@ -63,6 +71,19 @@ class ServiceDraws:
                 took *= ratios[int(draws[(k + REACH - 1) % n] * len(ratios))]
             return took
 
+        self.pick: Pick | None = None
+        if stretches is None and service.after_larger and service.after_same:
+            table, larger = self.table, service.table(max_batch, "larger")
+            same = service.table(max_batch, "same")
+
+            def pick(size: int, k: int, before: int, idle: float) -> float:
+                if idle >= IDLE_FROM_S:
+                    row = table[size]
+                else:
+                    row = larger[size] if before > size else same[size]
+                return row[int(draws[k % n] * len(row))]
+
+            self.pick = pick
         self.turn: list[list[float]] | None = None
         self.turn_lens: list[int] = []
         if service.turnaround:
