@@ -57,7 +57,7 @@ def child(args: argparse.Namespace) -> int:
 
     sizes = [int(v) for v in args.sweep.split(",")]
     plan = afternoon.Plan(
-        Path(args.model), LLM, folder, size=args.size, sweep=(sizes[0], sizes[1]),
+        Path(args.model), LLM, folder, dim=args.dim, size=args.size, sweep=(sizes[0], sizes[1]),
         load_rate=args.rate, load_s=args.load_s, tune_s=args.tune_s,
         llm_requests=args.llm_requests, timeout_ms=int(args.timeout_s * 1000),
     )  # fmt: skip
@@ -84,6 +84,7 @@ def main() -> int:
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--folder", help=argparse.SUPPRESS)
     ap.add_argument("--model", default=str(MINILM if MINILM.is_file() else DEMO))
+    ap.add_argument("--dim", default="sequence", help="the input dimension --size sets")
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--sweep", default="128,256")
     ap.add_argument("--rate", type=float, default=60.0)
@@ -99,8 +100,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         argv = [sys.executable, __file__, "--child", "--folder", tmp]
-        for flag in ("model", "size", "sweep", "rate", "load_s", "tune_s", "llm_requests",
-                     "timeout_s"):  # fmt: skip
+        for flag in ("model", "dim", "size", "sweep", "rate", "load_s", "tune_s",
+                     "llm_requests", "timeout_s"):  # fmt: skip
             argv += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
         env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
         load = os.getloadavg()

@@ -69,7 +69,11 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
         return f"{wb.controller.samples} samples of {plan.model.name}"
 
     def change_shape() -> str:
-        w.inputs._boxes[plan.dim].setValue(plan.size)
+        box = w.inputs._boxes.get(plan.dim)
+        if box is None or box.value() == plan.size:  # no change would come: say so, not hang
+            dims = ", ".join(w.inputs._boxes)
+            raise ValueError(f"afternoon: cannot set {plan.dim} to {plan.size} (dims: {dims})")
+        box.setValue(plan.size)
         wait(lambda: f"x{plan.size}, size set" in w.model_label.text(), to)
         n = wb.controller.samples
         wait(lambda: wb.controller.samples > n + 10, to)
