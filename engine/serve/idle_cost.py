@@ -1,9 +1,8 @@
 """What a batch costs after the server sat idle, taken from the real serving loop: short
 runs (half the calibrated capacity; 40 requests a second; then over capacity, for the
-turnaround between back-to-back batches and the other lateness of serve/lateness.py, which
-these runs also keep), their batches grouped
-by size and by the idle gap before them (no batch running on any instance), as ratios to
-the size's back-to-back median. Timed in isolation instead (a sleep, then a batch), the
+turnaround between back-to-back batches; these runs also keep the lateness of
+serve/lateness.py), their batches grouped by size and by the idle gap before them (no
+batch running on any instance), as ratios to the size's back-to-back median. Timed in isolation instead (a sleep, then a batch), the
 demo CNN's batches of 2 ran 1.74-1.94x slower after any pause of 0.5-20 ms and the
 simulator charged that, while the loop's own batches after such gaps ran 1.01-1.05x: it
 predicted p50s 7-21% high. Long gaps are real: batches of 1 after 5-20 ms ran 1.8x, after
@@ -58,9 +57,9 @@ class LoopRatios:
 def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Event | LoopRatios]:
     """Serve Poisson traffic on the real loop (HALF_S, SLOW_S, then FULL_S over capacity:
     batches of the max size back to back); yields progress, then the ratios of the runs
-    together (see `idle_ratios`), their lateness and turnarounds. The
-    batcher's delay is at least WAKE_DELAY_S, so that its expiries are timed whatever the
-    policy (a calibration serves every delay)."""
+    together (see `idle_ratios`), their lateness and turnarounds. The batcher's delay is
+    at least WAKE_DELAY_S, so that its expiries are timed whatever the policy (a
+    calibration serves every delay)."""
     top = min(serving.policy.max_batch, max(model.sizes))  # no batch larger than timed
     policy = dataclasses.replace(
         serving.policy,

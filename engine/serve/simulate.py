@@ -75,8 +75,8 @@ def open_loop(
     schedule: Schedule, arrive: np.ndarray, policy: BatchPolicy, svc: ServiceDraws, cache_size: int
 ) -> ServeRecords:
     """Serve `schedule`'s requests reaching the server at `arrive` (their scheduled times,
-    or later: the sender's lateness); records in the schedule's order of scheduled times,
-    latency from them."""
+    or later: the sender's lateness); records in the order they reached it, latency from
+    their scheduled times."""
     due = schedule.times
     if arrive is not due:  # in arrival order
         order = np.argsort(arrive, kind="stable")
