@@ -12,7 +12,10 @@ out its delay, each one renews the wake-up as the batcher would (the same arithm
 the same float); only an arrival that lets it take a batch goes on to the batcher.
 
 Both follow the same order of events as the real loop: at one instant, completions free
-their instance first, then every arrival joins, then the batcher decides.
+their instance first, then every arrival joins, then the batcher decides. Calibrated, both
+also wake the batcher late when a delay expires (or at the first arrival after it, which
+notifies it), free an instance a turnaround after its batch ends, and draw a back-to-back
+batch's time by its instance's last size (`ServiceDraws`; serve/lateness.py).
 """
 
 from __future__ import annotations
