@@ -2,11 +2,12 @@
 runs (half the calibrated capacity; 40 requests a second; then over capacity, for the
 turnaround between back-to-back batches; these runs also keep the lateness of
 serve/lateness.py), their batches grouped by size and by the idle gap before them (no
-batch running on any instance), as ratios to the size's back-to-back median. Timed in isolation instead (a sleep, then a batch), the
-demo CNN's batches of 2 ran 1.74-1.94x slower after any pause of 0.5-20 ms and the
-simulator charged that, while the loop's own batches after such gaps ran 1.01-1.05x: it
-predicted p50s 7-21% high. Long gaps are real: batches of 1 after 5-20 ms ran 1.8x, after
-more than 20 ms 2.0x, in the loop as in isolation."""
+batch running on any instance), as ratios to the size's back-to-back median. Timed in
+isolation instead (a sleep, then a batch), the demo CNN's batches of 2 ran 1.74-1.94x
+slower after any pause of 0.5-20 ms and the simulator charged that, while the loop's own
+batches after such gaps ran 1.01-1.05x: it predicted p50s 7-21% high. Long gaps are real:
+batches of 1 after 5-20 ms ran 1.8x, after more than 20 ms 2.0x, in the loop as in
+isolation."""
 
 from __future__ import annotations
 
