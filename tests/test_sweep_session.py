@@ -54,7 +54,11 @@ def test_the_sweep_is_stored_as_one_row_with_its_runs(swept: Path) -> None:
         ]
         assert [p.size for p in s.points] == [32.0, 64.0, 128.0]
         assert all(p.op_types_ms and p.samples > 0 for p in s.points)
-        assert math.isfinite(s.growth_total) and 0.3 < s.growth_total < 2.5
+        # the stored growth is the fit of the stored points' medians over the upper half
+        # (64 and 128); not a band on its value, which two timed points on a shared
+        # machine move (k 2.86 once, with another test worker running)
+        p64, p128 = s.points[1].latency_ms, s.points[2].latency_ms
+        assert s.growth_total == pytest.approx(math.log(p128 / p64) / math.log(2), rel=1e-6)
         assert "Softmax" in s.growth and all(math.isfinite(k) for k in s.growth.values())
         assert s.config is not None and s.config.threads == 1
         assert s.model_path == str(DEMO_TRANSFORMER) and s.created_at
