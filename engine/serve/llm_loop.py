@@ -35,6 +35,7 @@ from engine.serve.loop import (
     precise_timers,
 )
 from engine.serve.prefix_kv import PrefixKV, shared_prompt
+from engine.serve.sched_slice import short_slice
 
 REAL_LAYOUTS = ("colocated", "chunked", "disaggregated")
 WARMUP_TOKENS = 32
@@ -231,6 +232,7 @@ class LLMServingLoop:
 
     def _sender(self) -> None:
         precise_timers()
+        short_slice()
         arrivals = self.work.arrivals
         for j in range(len(arrivals)):
             if self.stop.is_set():

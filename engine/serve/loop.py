@@ -48,6 +48,7 @@ from engine.serve.records import (
     served_requests,
     timing_done,
 )
+from engine.serve.sched_slice import short_slice
 from engine.serve.setup import stack_requests
 from engine.serve.traffic import Schedule
 
@@ -289,6 +290,7 @@ class ServingLoop:
     # ------------------------------------------------------------------ senders
     def _generator(self) -> None:
         precise_timers()
+        short_slice()
         sched = self.rec.scheduled
         t0, n, instances = self.t0, len(sched), self.policy.instances
         while not self.stop.is_set():
@@ -332,6 +334,7 @@ class ServingLoop:
 
     def _client(self, c: int) -> None:
         precise_timers()
+        short_slice()
         done = self._client_events[c]
         while not self.stop.is_set():
             with self._next_lock:
