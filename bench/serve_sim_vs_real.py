@@ -36,7 +36,14 @@ from engine.backends.base import PrepareRequest  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
 from engine.serve.batching import BatchPolicy  # noqa: E402
 from engine.serve.calibration import calibration_context, load_or_calibrate  # noqa: E402
-from engine.serve.lateness import Draw, states_at  # noqa: E402
+from engine.serve.lateness import (  # noqa: E402
+    LOOK_S,
+    PARKED,
+    Draw,
+    send_states,
+    states_at,
+    taken_at_once,
+)
 from engine.serve.loop import ServingLoop  # noqa: E402
 from engine.serve.records import ServeRecords, summarize  # noqa: E402
 from engine.serve.service import ServiceModel  # noqa: E402
@@ -125,6 +132,12 @@ def replay(schedule: Schedule, policy: BatchPolicy, service: ServiceModel,
     rng = np.random.default_rng(11)
     late = Draw(service.send_late)  # by the real run's state at each send
     states = states_at(schedule.times, rec.batch_start, rec.batch_end, policy.instances)
+    if PARKED in service.send_late:  # the generator's looks in the real run
+        due, sent = rec.scheduled, rec.sent
+        look = np.where(sent > due, sent, due + LOOK_S)
+        at_once = taken_at_once(rec, policy.max_batch, policy.preferred, policy.delay_s)
+        by_record = send_states(due, look, rec, policy.instances, at_once)
+        states = by_record[np.argsort(due, kind="stable")]  # the schedule's order
     arrive = schedule.times + (late.many(rng, states) if late else 0.0)
     order = np.argsort(arrive, kind="stable")
     arrivals = Schedule(arrive[order], schedule.keys[order], None)

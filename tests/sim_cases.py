@@ -4,12 +4,13 @@ bit-identical records on them."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
 from engine.serve.batching import BatchPolicy
-from engine.serve.lateness import FULL, RUNNING
+from engine.serve.lateness import ANY, FULL, PARKED, RUNNING
 from engine.serve.service import ServiceModel
 from engine.serve.traffic import Schedule, make_schedule, parse_traffic
 
@@ -68,6 +69,17 @@ def late_service() -> ServiceModel:
     )
 
 
+def parked_service() -> ServiceModel:
+    """`late_service()` as calibration version 16 measures it: sends parked (none late)
+    apart from those due while every instance runs with the generator awake, and the
+    batcher's wake-up one pool for every state."""
+    base = late_service()
+    rng = np.random.default_rng(5)
+    send = {**base.send_late, PARKED: np.zeros(20), FULL: rng.gamma(2, 20e-6, 60)}
+    wake = {ANY: np.concatenate(list(base.wake_late.values()))}
+    return dataclasses.replace(base, send_late=send, wake_late=wake)
+
+
 def cases() -> dict[str, Case]:
     bursts = parse_traffic("bursts:1500,9000,0.2,0.3")
     sched = make_schedule(bursts, 0, seed=11, repeat=0.4, requests=1000)
@@ -123,6 +135,19 @@ def cases() -> dict[str, Case]:
             BatchPolicy(max_batch=4, delay_ms=1.0),
             late_service(),
             {"closed_clients": 6, "closed_requests": 800, "seed": 12},
+        ),
+        # the generator parked only when every instance ran since it last looked
+        "open_parked_by_last_look": (
+            sched,
+            BatchPolicy(max_batch=8, delay_ms=2.0),
+            parked_service(),
+            {"seed": 13},
+        ),
+        "queue_parked_by_last_look": (
+            sched,
+            BatchPolicy(max_batch=8, preferred=(4,), delay_ms=1.0, queue_limit=30, instances=2),
+            parked_service(),
+            {"cache_size": 100, "seed": 14},
         ),
         # a closed loop with a cache
         "closed_cache": (

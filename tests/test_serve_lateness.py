@@ -8,13 +8,19 @@ import pytest
 
 from engine.errors import OpScopeError
 from engine.serve.lateness import (
+    ANY,
     FULL,
+    LOOK_S,
+    PARKED,
     RUNNING,
     Draw,
     bucketed,
     from_json,
+    one_pool,
     send_samples,
+    send_states,
     states_at,
+    taken_at_once,
     to_json,
     turnaround_samples,
     wake_samples,
@@ -51,12 +57,13 @@ def records(sent_late: float) -> ServeRecords:
     rec.batch = np.arange(n)
     rec.batch_start, rec.batch_end = start, start + 0.001
     rec.batch_size = np.ones(n, np.int64)
+    rec.batch_instance = np.zeros(n, np.int64)
     return rec
 
 
 def test_a_runs_lateness_by_state() -> None:
     rec = records(50e-6)
-    late, states = send_samples(rec, instances=1)
+    late, states = send_samples(rec, 1, max_batch=8, preferred=(), delay_s=0.002)
     assert np.allclose(late, 50e-6)
     assert np.all(states > 0.005)  # each came ~7 ms after the last batch ended
     woke, at = wake_samples(rec, 0.002, instances=1)
@@ -67,6 +74,37 @@ def test_a_runs_lateness_by_state() -> None:
     assert wake_samples(rec, 0.002, instances=1)[0].size == 39
     # no delay: nothing timed
     assert wake_samples(rec, 0.0, instances=1)[0].size == 0
+
+
+def test_a_send_is_parked_when_every_instance_ran_since_the_generator_last_looked() -> None:
+    """One instance, a 2-ms delay. Request 1 is due while batch 0 runs, but the generator
+    last looked before that batch started: awake, it sends late (FULL). It then looks and
+    parks: 2 and 3, due while batches ran back to back (a turnaround between them), are
+    admitted at their times (PARKED). 4 comes after an idle 8 ms; 5 is due while its batch
+    runs, the generator having looked before it started (FULL again)."""
+    rec = ServeRecords.empty(6)
+    rec.scheduled = np.array([0.990, 0.995, 0.998, 1.005, 1.030, 1.035])
+    rec.sent = rec.scheduled + np.array([40e-6, 45e-6, 0.0, 0.0, 50e-6, 30e-6])
+    rec.batch = np.array([0, 1, 1, 2, 3, 4])
+    rec.batch_start = np.array([0.992, 1.00203, 1.01205, 1.03205, 1.042])
+    rec.batch_end = np.array([1.002, 1.012, 1.022, 1.042, 1.052])
+    rec.batch_size = np.array([1, 2, 1, 1, 1])
+    rec.batch_instance = np.zeros(5, np.int64)
+    at_once = taken_at_once(rec, 8, (), 0.002)
+    assert at_once[0].tolist() == [0, 1, 3] and at_once[1].tolist() == [1, 2, 4]
+    late, states = send_samples(rec, 1, max_batch=8, preferred=(), delay_s=0.002)
+    assert np.allclose(late, [40e-6, 45e-6, 0, 0, 50e-6, 30e-6])
+    assert states[0] == np.inf and states[4] == pytest.approx(0.008)
+    assert states[[1, 2, 3, 5]].tolist() == [FULL, PARKED, PARKED, FULL]
+    # due in the turnaround between batches 0 and 1: still parked (the instance never
+    # waited for work); due after the stretch the generator parked in: not
+    due = np.r_[rec.scheduled, 1.00201, 1.0221]
+    look = np.r_[np.where(rec.sent > rec.scheduled, rec.sent, rec.scheduled + LOOK_S), due[6:]]
+    got = send_states(due, look, rec, 1, at_once)
+    assert np.array_equal(got[:6], states)
+    assert got[6] == PARKED and got[7] == pytest.approx(1e-4)
+    # taken by the state at the due time alone, 1 and 5 would be parked too
+    assert np.all(states_at(rec.scheduled[[1, 5]], rec.batch_start, rec.batch_end, 1) == FULL)
 
 
 def test_drawn_by_state_falls_back_to_the_nearest_below() -> None:
@@ -81,6 +119,18 @@ def test_drawn_by_state_falls_back_to_the_nearest_below() -> None:
     assert list(got) == [0.0, 0.0, 0.0, 1e-4, 1e-4, 1e-4]
     assert draw.at(0.5, 0.01) == 1e-4 and draw.at(0.99, FULL) == 0.0
     assert not Draw({})
+
+
+def test_the_batchers_lateness_is_one_pool_drawn_in_every_state() -> None:
+    parts = [(np.full(5, 1e-4), np.full(5, 0.0001)), (np.full(4, 2e-4), np.full(4, 0.006))]
+    late = one_pool(parts)
+    assert list(late) == [ANY] and late[ANY].size == 9  # 5 and 4: each too few by state
+    draw = Draw(late)
+    assert {draw.at(0.0, s) for s in (FULL, RUNNING, 1e-9, 0.01, np.inf)} == {1e-4}
+    assert not one_pool(parts[:1]) and not one_pool([])
+    back = from_json(to_json(late), "wake lateness")
+    assert list(back) == [ANY] and np.allclose(back[ANY], late[ANY])
+    assert list(to_json(late)) == ["any"]
 
 
 def test_lateness_read_back_and_checked() -> None:

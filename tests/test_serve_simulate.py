@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.errors import OpScopeError
 from engine.serve.batching import BatchPolicy
 from engine.serve.records import OK, REJECTED, TIMED_OUT, summarize
 from engine.serve.service import ServiceModel
@@ -49,19 +50,20 @@ def test_md1_waits_match_pollaczek_khinchine() -> None:
     assert s["latency_ms"]["mean"] == pytest.approx(2.0 + wait_ms, rel=0.05)
 
 
-@pytest.mark.parametrize("late", [False, True], ids=["on_time", "late_by_state"])
-def test_both_event_loops_agree(late: bool) -> None:
+@pytest.mark.parametrize("late", ["", "by_state", "parked"])
+def test_both_event_loops_agree(late: str) -> None:
     """The fast loop (no cache, no queue limit) and the general one on the same input; with
     the calibrated lateness too (the batcher woken late, or by the first arrival after its
     delay expired, sends drawn by the server's state, instances' turnarounds, batch times
-    by the batch before)."""
+    by the batch before), and as calibration version 16 keeps it (sends parked by the
+    generator's last look, one pool of wake-ups)."""
     rng = np.random.default_rng(2)
     svc = ServiceModel(
         {1: rng.gamma(4, 0.25e-3, 500), 4: rng.gamma(4, 0.5e-3, 500), 8: rng.gamma(4, 0.8e-3, 500)},
         {},
     )
     if late:
-        base = sim_cases.late_service()
+        base = sim_cases.parked_service() if late == "parked" else sim_cases.late_service()
         svc = ServiceModel(svc.samples, {}, base.idle_slowdown, base.send_late,
                            wake_late={k: v * 20 for k, v in base.wake_late.items()},
                            turnaround=base.turnaround,
@@ -283,3 +285,10 @@ def test_the_calibration_times_each_size_after_larger_batches_and_after_its_own(
     assert 4 not in model.after_larger  # nothing is larger than the largest
     back = ServiceModel.from_json(model.to_json())
     assert np.allclose(back.after_larger[1], model.after_larger[1], rtol=1e-5)
+    assert np.allclose(back.after_same[2], model.after_same[2], rtol=1e-5)
+    data = model.to_json()
+    slow = {**data, "after_same_ms": {"1": [20_000.0]}}  # a 20-s batch: slow, not malformed
+    assert ServiceModel.from_json(slow).after_same[1][0] == pytest.approx(20.0)
+    for bad in ({"1": [-1.0]}, {"0": [1.0]}, {"1": ["x"]}, {"1": []}, [1.0], {"9": [1.0]}):
+        with pytest.raises(OpScopeError, match="calibration data is malformed"):
+            ServiceModel.from_json({**data, "after_larger_ms": bad})

@@ -28,11 +28,12 @@ from engine.serve.service import (
 from engine.serve.setup import Serving
 from engine.serve.slow_stretches import SlowStretches
 
-VERSION = 15  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers;
+VERSION = 16  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers;
 # 10: no arrival costs (the loop's generator sleeps while every instance is busy);
 # 11: idle slowdowns from a short run of the real loop; 12: slow stretches;
 # 13: slow stretches from back-to-back batches only; 14: sizes timed shuffled together;
-# 15: send and wake-up lateness by the server's state, turnarounds, from the loop's runs
+# 15: send and wake-up lateness by the server's state, turnarounds, from the loop's runs;
+# 16: the wake-up lateness one pool for every state
 
 
 CHECK_S = 0.3  # a cached calibration is checked against the engine's speed now for this long

@@ -23,6 +23,7 @@ from engine.serve.lateness import (
     Lateness,
     bucketed,
     by_size,
+    one_pool,
     send_samples,
     turnaround_samples,
     wake_samples,
@@ -46,8 +47,9 @@ IdleSlowdown = dict[int, dict[float, np.ndarray]]
 
 @dataclass(frozen=True)
 class LoopRatios:
-    """What the short real runs showed: the slowdown after idle gaps, and how late sends
-    and the batcher's delay expiries were, by the server's state (serve/lateness.py)."""
+    """What the short real runs showed: the slowdown after idle gaps, how late sends were
+    by the server's state, and how late the batcher's delay expiries were, one pool
+    (serve/lateness.py)."""
 
     idle: IdleSlowdown
     send_late: Lateness
@@ -82,7 +84,8 @@ def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Eve
         for _ in loop.run():
             pass
         rec = loop.records()
-        send.append(send_samples(rec, policy.instances))
+        send.append(send_samples(rec, policy.instances, policy.max_batch, policy.preferred,
+                                 policy.delay_s))  # fmt: skip
         wake.append(wake_samples(rec, policy.delay_s, policy.instances))
         turn.append(turnaround_samples(rec, policy.max_batch, policy.preferred, policy.delay_s))
         for n, by in idle_ratios(rec, model, least=1).items():
@@ -93,7 +96,7 @@ def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Eve
         ratios = np.concatenate(parts)
         if ratios.size >= MIN_BATCHES:
             out.setdefault(n, {})[gap] = ratios
-    yield LoopRatios(out, pooled(send), pooled(wake), by_size(turn))
+    yield LoopRatios(out, pooled(send), one_pool(wake), by_size(turn))
 
 
 def pooled(parts: list[tuple[np.ndarray, np.ndarray]]) -> Lateness:

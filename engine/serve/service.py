@@ -46,9 +46,10 @@ class ServiceModel:
     # idle_slowdown: batch size -> idle gap before it (s, a bucket's lower edge) -> how much
     # slower batches ran after such a gap in the real loop (ratios to the back-to-back
     # median: 1.5 = 50% slower; serve/idle_cost.py)
-    # send_late: how late a request reaches the server after its scheduled time (s), and
-    # wake_late: how late the batcher starts after its delay expired, both by the server's
-    # state then (serve/lateness.py), from the real loop's own runs. An older calibration's
+    # send_late: how late a request reaches the server after its scheduled time (s), by
+    # the server's state then, and wake_late: how late the batcher starts after its delay
+    # expired (one pool since calibration version 16; by state in 15), both from the real
+    # loop's own runs (serve/lateness.py). An older calibration's
     # single pool of send lateness is read as one state's, drawn for every request.
     # turnaround: by batch size, how long after a batch of that size ended its instance
     # took the next one it could have taken at once (s): the loop's bookkeeping.
@@ -140,12 +141,8 @@ class ServiceModel:
             "send_late_us": lateness.to_json(self.send_late),
             "wake_late_us": lateness.to_json(self.wake_late),
             "turnaround_us": lateness.sizes_to_json(self.turnaround),
-            "after_larger_ms": {
-                str(n): (v * 1e3).round(6).tolist() for n, v in sorted(self.after_larger.items())
-            },
-            "after_same_ms": {
-                str(n): (v * 1e3).round(6).tolist() for n, v in sorted(self.after_same.items())
-            },
+            "after_larger_ms": lateness.sizes_to_json(self.after_larger, "ms"),
+            "after_same_ms": lateness.sizes_to_json(self.after_same, "ms"),
             "idle_slowdown": {
                 str(n): {f"{g * 1e3:g}": v.round(6).tolist() for g, v in sorted(by.items())}
                 for n, by in sorted(self.idle_slowdown.items())
@@ -173,10 +170,7 @@ class ServiceModel:
             wake = lateness.from_json(data.get("wake_late_us"), "wake lateness")
             turn = lateness.sizes_from_json(data.get("turnaround_us"), "turnaround")
             larger, same = (
-                {
-                    int(k): np.asarray([float(x) for x in v], dtype=np.float64) / 1e3
-                    for k, v in (data.get(key) or {}).items()
-                }
+                lateness.sizes_from_json(data.get(key), "times by the batch before", "ms", math.inf)
                 for key in ("after_larger_ms", "after_same_ms")
             )
             flat = data.get("send_lateness_us")  # before calibration version 15: one pool

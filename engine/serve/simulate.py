@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.serve.batching import BatchPolicy
-from engine.serve.lateness import Draw, states_at
+from engine.serve.lateness import PARKED, Draw, send_states, states_at, taken_at_once
 from engine.serve.records import ServeRecords
 from engine.serve.service import ServiceModel
 from engine.serve.sim_closed import closed_loop
@@ -66,8 +66,13 @@ def simulate(
     # which the run decides: a first run with sends drawn from every state's pool, then
     # each drawn from its own state's in that run
     everyone = np.concatenate([np.asarray(p) for p in pools])
-    first = open_loop(schedule, due + rng.choice(everyone, len(due)), policy, svc, cache_size)
-    states = states_at(due, first.batch_start, first.batch_end, policy.instances)
+    look = due + rng.choice(everyone, len(due))
+    first = open_loop(schedule, look, policy, svc, cache_size)
+    if PARKED in service.send_late:  # calibration version 16: the generator's last look
+        at_once = taken_at_once(first, policy.max_batch, policy.preferred, policy.delay_s)
+        states = send_states(due, look, first, policy.instances, at_once)
+    else:  # before: the state at the due time (a session's older prediction stays)
+        states = states_at(due, first.batch_start, first.batch_end, policy.instances)
     return open_loop(schedule, due + late.many(rng, states), policy, svc, cache_size)
 
 
