@@ -100,6 +100,26 @@ def test_decode_steps_after_a_prefill_pay_the_calibrated_extra() -> None:
     assert both.done[0] == pytest.approx((PREFILL_MS + sum(a_steps)) / 1e3)
 
 
+def test_every_iteration_pays_the_loops_own_work() -> None:
+    """By hand: 1 ms of the loop's own work in each iteration, the prefill-only one and
+    each decode step (a stretch advanced in closed form pays it per step too)."""
+    cost = dataclasses.replace(LLMCost.constant(PREFILL_MS, STEP_MS), iteration_ms=1.0)
+    book = simulate_llm(work([0.0], prompt=100, output=6), Layout("colocated"), cost)
+    assert book.first[0] == pytest.approx((PREFILL_MS + 1.0) / 1e3)
+    assert book.done[0] == pytest.approx((PREFILL_MS + 1.0 + 5 * (STEP_MS + 1.0)) / 1e3)
+    # a mixed iteration pays it once: B's prompt prefilled while A decodes
+    both = simulate_llm(work([0.0, 0.0615], prompt=100, output=6), Layout("colocated"), cost)
+    a_steps = [STEP_MS + 1.0, PREFILL_MS + STEP_MS + 1.0, *[STEP_MS + 1.0] * 3]
+    assert both.done[0] == pytest.approx((PREFILL_MS + 1.0 + sum(a_steps)) / 1e3)
+    back = LLMCost.from_json(json.loads(json.dumps(cost.to_json())))
+    assert back.iteration_ms == 1.0
+    old = cost.to_json()
+    del old["iteration_ms"]  # calibration version 4: none charged
+    assert LLMCost.from_json(old).iteration_ms == 0.0
+    with pytest.raises(ValueError, match="iteration_ms"):
+        LLMCost.from_json({**cost.to_json(), "iteration_ms": -1.0})
+
+
 def test_the_first_passes_after_an_idle_pause_pay_the_calibrated_extra() -> None:
     """By hand: after a pause of at least 1 ms the first passes cost 1, 0.5 ms more, after
     10 ms or more 4, 2, 1 ms. A prefill pass pays step 0's extra and warms the engine
@@ -261,6 +281,8 @@ def test_simulate_llm_side_by_side_from_the_command_line(llm: Path, tmp_path: Pa
     assert idle["pauses_ms"] == [1.0, 5.0, 20.0] and len(idle["extra_ms"]) == 3
     rows = np.asarray(idle["extra_ms"])
     assert (rows >= 0).all() and (np.diff(rows, axis=0) >= 0).all()
+    # the loop's own work per iteration, timed on its engine: tens of us, under a step
+    assert 0 < cal["iteration_ms"] < cal["decode"]["step_ms"]["4"], cal["iteration_ms"]
     again = opscope(*args[:-2], "--layout", "chunked", "--json", out, check=True)
     assert "LLM calibration from the cache" in again.stderr
     one = json.loads(out.read_text())

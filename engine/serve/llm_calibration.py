@@ -1,18 +1,21 @@
 """Calibrating the LLM serving simulator on the real engine: prefill passes timed at a few
 prompt lengths (fitted as a + b*L + c*L^2), decode steps timed at batch 1, 2, 4, 8 and at
-several contexts (a cost per context token); cached on disk per model, config and
+several contexts (a cost per context token), and the serving loop's own work in each
+iteration (its engine run for a few steps); cached on disk per model, config and
 machine like the batching simulator's calibration. Rounds are interleaved across the
 lengths and sizes so a slow minute on a shared machine hits them all alike."""
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Generator
 from typing import Any
 
 import numpy as np
 
 from engine.backends.genai.model import OpenedLLM, open_llm, read_config
+from engine.backends.genai.slots import SlotCache
 from engine.config import RunConfig
 from engine.events import Event, Progress
 from engine.hostinfo import machine_key
@@ -25,8 +28,11 @@ from engine.serve.calibration_file import (
     write_calibration,
 )
 from engine.serve.llm_cost import LLMCost
+from engine.serve.llm_instance import Book
+from engine.serve.llm_iteration import IterationEngine
 
-VERSION = 4  # 2: prefill passes are per prompt; 3: decode steps after a prefill; 4: after idle
+VERSION = 5  # 2: prefill passes are per prompt; 3: decode steps after a prefill; 4: after idle
+# 5: the serving loop's own work per iteration
 PROMPT_LENGTHS = (16, 64, 256, 512, 1024)
 DECODE_BATCHES = (1, 2, 4, 8)
 REF_CONTEXT = 64  # each sequence's context while the batch sizes are timed
@@ -38,6 +44,7 @@ AFTER_STEPS = 10  # decode steps timed after each such pass
 AFTER_BATCH = 2
 AFTER_ROUNDS = 9
 AFTER_PAUSES_MS = (1.0, 5.0, 20.0)  # idle pauses after which decode steps are timed
+OWN_BATCH = 4  # sequences in the iterations whose own work is timed (each round)
 
 
 def llm_calibration_context(model_path: str, config: RunConfig, provider: str) -> dict[str, Any]:
@@ -136,6 +143,11 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
         for bt, cx in cases:
             steps[(bt, cx)].extend(_steps(llm, bt, cx, ids))
     step_ms = {k: float(np.median(v)) for k, v in steps.items()}
+    own: list[float] = []
+    for r in range(ROUNDS):
+        yield Progress("calibration", r, ROUNDS, "the serving loop's own work per iteration")
+        own.extend(_own_work(llm, ids))
+    own_ms = max(0.0, float(np.median(own)))
     after_lengths = list(context.get("after_prefill", [0, 0, []])[2])
     pauses = list(context.get("after_idle", [0, 0, []])[2])
     after: dict[int, list[list[float]]] = {n: [] for n in after_lengths}
@@ -171,6 +183,7 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
         decode_slope_ms=slope,
         kv_bytes_per_token=llm.kv_bytes_per_token,
         prefill_pass_per_prompt=True,  # the serving loop prefills each prompt on its slot
+        iteration_ms=own_ms,
         after_prefill_lengths=tuple(after_lengths),
         after_prefill_ms=after_ms,
         after_idle_pauses_ms=tuple(pauses),
@@ -180,6 +193,7 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
             "prefill_ms": {str(n): pre_ms[n] for n in lengths},
             "decode_ms": {f"{bt}x{cx}": v for (bt, cx), v in step_ms.items()},
             "after_prefill_tight_ms": tight_ms,
+            "iteration_own_ms": own_ms,
             "rounds": ROUNDS,
             "steps_per_round": STEPS,
         },
@@ -193,6 +207,43 @@ def _steps(llm: OpenedLLM, batch: int, context: int, ids: Any) -> list[float]:
     token = decoder.prefill(ids(batch, context)).argmax(axis=-1)
     token = decoder.step(token).argmax(axis=-1)  # one untimed step: the first after prefill
     return _timed_steps(decoder, token, STEPS)[0]
+
+
+def _own_work(llm: OpenedLLM, ids: Any) -> list[float]:
+    """The serving loop's own work in each decode iteration, ms: OWN_BATCH sequences
+    prefilled, then STEPS iterations planned and run by the loop's engine
+    (llm_iteration.IterationEngine), each one's time less its decode pass's. On the demo
+    LLM in the real loop: 41 us a decode-only iteration (3.5% of one); the simulator had
+    charged none of it."""
+    length = REF_CONTEXT + STEPS + 4
+    slots = SlotCache(llm.session, llm.shape, OWN_BATCH, length)
+    n = OWN_BATCH
+    book = Book([0.0] * n, [REF_CONTEXT] * n, [STEPS + 4] * n)
+    prompts = {rid: ids(1, REF_CONTEXT)[0] for rid in range(n)}
+    engine = IterationEngine(
+        slots, book, prompts.__getitem__, time.perf_counter, budget=n * REF_CONTEXT,
+        split=False, max_seqs=n, kv_tokens=n * length,
+    )  # fmt: skip
+    passes: list[float] = []
+    decode = slots.decode
+
+    def timed(tokens: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        t0 = time.perf_counter()
+        out = decode(tokens, lengths)
+        passes.append(time.perf_counter() - t0)
+        return out
+
+    slots.decode = timed  # type: ignore[method-assign]
+    engine.plan(deque(range(n)))
+    engine.iterate()  # the prompts' passes
+    out = []
+    for k in range(STEPS + 1):
+        t0 = time.perf_counter()
+        engine.plan(deque())
+        engine.iterate()
+        if k:  # the first decode step after the prefills is not a plain one
+            out.append((time.perf_counter() - t0 - passes[-1]) * 1e3)
+    return out
 
 
 def _after_prefill(llm: OpenedLLM, length: int, ids: Any) -> tuple[list[float], list[float]]:

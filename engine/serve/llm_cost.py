@@ -3,8 +3,8 @@ pass over prompt chunks (a + b*tokens + c*attention scores + the cached tokens r
 quadratic fitted on whole prompts) and a decode step over B sequences (a per-batch-size
 base, interpolated between measured sizes, plus a cost per token of context the step
 attends to, summed over the sequences), plus the extra time of the first decode steps
-after a prefill pass, and of the first passes after the engine sat idle.
-Deterministic medians: the simulator draws no spread."""
+after a prefill pass, and of the first passes after the engine sat idle, and the serving
+loop's own work in each iteration. Deterministic medians: the simulator draws no spread."""
 
 from __future__ import annotations
 
@@ -40,6 +40,9 @@ class LLMCost:
     # True: every prompt (or chunk) is its own pass, each paying `a` (this engine: the real
     # loop prefills a prompt as batch 1 on its KV slot); False: one pass holds them all
     prefill_pass_per_prompt: bool = False
+    # the serving loop's own work in each iteration beyond the engine's passes (planning
+    # it, packing the batch, the tokens chosen and stamped), ms
+    iteration_ms: float = 0.0
     context: dict[str, Any] = field(default_factory=dict)  # what it was measured on
     points: dict[str, Any] = field(default_factory=dict)  # the raw medians behind the fits
 
@@ -154,6 +157,7 @@ class LLMCost:
             },
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "prefill_pass_per_prompt": self.prefill_pass_per_prompt,
+            "iteration_ms": self.iteration_ms,
             "points": self.points,
             "context": self.context,
         }
@@ -167,6 +171,9 @@ class LLMCost:
         idle_ms = tuple(tuple(float(x) for x in row) for row in idle.get("extra_ms", []))
         if len(pauses) != len(idle_ms) or list(pauses) != sorted(pauses):
             raise ValueError("after_idle: one row of extras per pause, pauses ascending")
+        iteration_ms = float(data.get("iteration_ms", 0.0))  # before version 5: none
+        if not 0.0 <= iteration_ms < 1e3:
+            raise ValueError(f"iteration_ms {iteration_ms!r}: not a time per iteration")
         return cls(
             prefill_a_ms=float(fit["a_ms"]),
             prefill_b_ms=float(fit["b_ms_per_token"]),
@@ -182,6 +189,7 @@ class LLMCost:
             after_idle_pauses_ms=pauses,
             after_idle_ms=idle_ms,
             prefill_pass_per_prompt=bool(data.get("prefill_pass_per_prompt", False)),
+            iteration_ms=iteration_ms,
             context=dict(data.get("context") or {}),
             points=dict(data.get("points") or {}),
         )

@@ -98,6 +98,7 @@ class Instance:
         self.max_seqs, self.kv_tokens = max_seqs, kv_tokens
         self.base = [ms / 1e3 for ms in cost.base_table(max_seqs)]  # seconds, as all times here
         self.slope = cost.decode_slope_ms / 1e3
+        self.own = cost.iteration_ms / 1e3  # the loop's own work in every iteration
         self.it = 0  # iterations run
         self.batch = 0  # sequences decoding
         self.ctx = 0  # their contexts summed (what the next step attends to)
@@ -161,7 +162,7 @@ class Instance:
         if self.idle_from is not None:  # the first pass after a pause pays for it
             self._idle = ((t - self.idle_from) * 1e3, 0)
             self.idle_from = None
-        d0 = self.base[self.batch] + self.slope * self.ctx if self.batch else 0.0
+        d0 = self.base[self.batch] + self.slope * self.ctx + self.own if self.batch else 0.0
         cost = self.cost
         idle_ms, idle_step = self._idle
         if chunks:
@@ -169,7 +170,8 @@ class Instance:
             tokens = sum(k for _, k in chunks)
             extra = cost.after_prefill_extra_ms(tokens, 0) / 1e3 if self.batch else 0.0
             extra += cost.after_idle_extra_ms(idle_ms, idle_step) / 1e3
-            self._first, self._m, self._dd = pre / 1e3 + d0 + extra, 1, 0.0
+            own = 0.0 if self.batch else self.own  # in d0 when a decode step runs too
+            self._first, self._m, self._dd = pre / 1e3 + d0 + own + extra, 1, 0.0
             self._after = (tokens, 1 if self.batch else 0)  # the next decode step's index
             self._idle = (0.0, 1 << 30)  # the prefill pass warmed the caches again
         elif self._after[1] < cost.after_prefill_steps or idle_step < cost.after_idle_steps:
