@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -82,7 +83,8 @@ def main() -> int:
                 + f" | {again} |"
             )
     lines += ["", f"Load average after: {os.getloadavg()[0]:.2f}."]
-    slug = "".join(c if c.isalnum() else "_" for c in cpu_model().lower()).strip("_")[:40]
+    name = re.sub(r"\((r|tm)\)", "", cpu_model().lower())  # "Intel(R) Xeon(R)" -> intel_xeon
+    slug = re.sub(r"[^a-z0-9]+", "_", name).strip("_").removesuffix("_processor")[:40]
     publish("\n".join(lines), ROOT / "bench" / "results" / f"roofline_check_{slug}.md")
     return 0
 
