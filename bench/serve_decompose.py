@@ -1,5 +1,5 @@
 """One twin-test row taken apart request by request: where the real serving loop's latency
-goes against the simulator's, part by part (median and mean over the requests after the
+goes against the simulator's, part by part (median, mean, p90 and p99 over the requests after the
 first second): how late the send was, the wait in the queue (the batcher's delay), from
 leaving the queue to the batch's start, the batch, and from the batch's end to the response.
 The real run and four simulated runs (seeds 11-14) of one seeded schedule, from a
@@ -33,7 +33,8 @@ PARTS = ("late", "wait", "to start", "batch", "after", "total")
 
 
 def parts(rec: ServeRecords) -> tuple[dict[str, tuple[float, float]], float]:
-    """Each part's (median, mean) in ms, and the mean batch size the requests saw."""
+    """Each part's (median, mean, p90, p99) in ms, and the mean batch size the requests
+    saw."""
     ok = (rec.scheduled >= WARMUP_S) & np.isfinite(rec.done)
     b = rec.batch[ok]
     start, end = rec.batch_start[b], rec.batch_end[b]
@@ -45,7 +46,11 @@ def parts(rec: ServeRecords) -> tuple[dict[str, tuple[float, float]], float]:
         "after": rec.done[ok] - end,
         "total": rec.done[ok] - rec.scheduled[ok],
     }
-    out = {k: (float(np.median(v)) * 1e3, float(np.mean(v)) * 1e3) for k, v in got.items()}
+    out = {
+        k: (float(np.median(v)) * 1e3, float(np.mean(v)) * 1e3,
+            float(np.percentile(v, 90)) * 1e3, float(np.percentile(v, 99)) * 1e3)
+        for k, v in got.items()
+    }  # fmt: skip
     return out, float(np.mean(rec.batch_size[b]))
 
 
@@ -68,7 +73,7 @@ def main() -> None:
     real, real_size = parts(loop.records())
     sims = [parts(simulate(schedule, policy, service, seed=11 + k)) for k in range(4)]
     prepared.close()
-    sim = {p: tuple(float(np.mean([s[0][p][i] for s in sims])) for i in (0, 1)) for p in PARTS}
+    sim = {p: tuple(float(np.mean([s[0][p][i] for s in sims])) for i in range(4)) for p in PARTS}
     lines = [
         f"## {args.model}, {args.threads or 'default'} thread(s), {args.pattern} at "
         f"{args.load:.0%} ({time.strftime('%Y-%m-%d %H:%M')} UTC, load average "
@@ -77,10 +82,11 @@ def main() -> None:
         f"Mean batch size the requests saw: real {real_size:.2f}, simulated "
         f"{np.mean([s[1] for s in sims]):.2f}. Milliseconds; simulated: the mean of 4 runs.",
         "",
-        "| part | real median | simulated median | real mean | simulated mean |",
-        "|---|---|---|---|---|",
+        "| part | real median | simulated median | real mean | simulated mean | real p90 "
+        "| simulated p90 | real p99 | simulated p99 |",
+        "|---|---|---|---|---|---|---|---|---|",
         *(
-            f"| {p} | {real[p][0]:.3f} | {sim[p][0]:.3f} | {real[p][1]:.3f} | {sim[p][1]:.3f} |"
+            f"| {p} | " + " | ".join(f"{real[p][i]:.3f} | {sim[p][i]:.3f}" for i in range(4)) + " |"
             for p in PARTS
         ),
         "",
