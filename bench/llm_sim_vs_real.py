@@ -113,12 +113,29 @@ def iteration_check(engines: Any, cost: LLMCost) -> dict[str, float]:
     # each engine's iterations in its time order (the extras are per engine)
     it = np.asarray([i for e in engines for i in e.iterations], np.float64)
     owner = np.concatenate([np.full(len(e.iterations), k) for k, e in enumerate(engines)])
-    start, end, batch, ctx, tokens, passes, scores, past = it.T
+    start, end, batch, ctx, tokens, passes, scores, past, l_pass, l_tok, l_sco = it.T
     took = (end - start) * 1e3
     npre = passes - (batch > 0)
+    if cost.continuing is not None and cost.prefill_pass_per_prompt:  # calibration 6
+        a, b, c, d = cost.continuing  # the passes that continue a prompt, from their fit;
+        prefill = (
+            cost.prefill_a_ms * (npre - l_pass)
+            + cost.prefill_b_ms * (tokens - l_tok)
+            + cost.prefill_c_ms * (scores - l_sco)  # the first chunks, whole-prompt
+            + a * l_pass
+            + b * l_tok
+            + c * l_sco
+            + d * past
+        )
+    else:
+        prefill = (
+            cost.prefill_a_ms * npre
+            + cost.prefill_b_ms * tokens
+            + cost.prefill_c_ms * scores
+            + cost.decode_slope_ms * past
+        )
     model = (
-        cost.prefill_a_ms * npre + cost.prefill_b_ms * tokens + cost.prefill_c_ms * scores
-        + cost.decode_slope_ms * past
+        prefill
         + np.asarray([cost.decode_step_ms(int(b), int(c)) for b, c in zip(batch, ctx, strict=True)])
         + np.concatenate([extras(cost, start[owner == k], end[owner == k], batch[owner == k],
                                  tokens[owner == k]) for k in range(len(engines))])
@@ -190,7 +207,13 @@ def report(rates: Any, works: Any, reals: Any, sims: Any, checks: Any, costs: li
         f"Loads are shares of the capacity the simulator predicts (400 requests at once). "
         f"{ROUNDS} rounds, interleaved; each round recalibrates the simulator (first round: "
         f"prefill ~ {c.prefill_a_ms:.3f} + {c.prefill_b_ms:.5f}*L + {c.prefill_c_ms:.3e}*L^2 "
-        f"ms; decode step ms by batch {steps}, + {c.decode_slope_ms * 1e3:.3f} us per context "
+        + (
+            f"ms; a pass continuing a prompt, k tokens after d: {c.continuing[0]:.3f} + "
+            f"{c.continuing[1]:.5f}*k + {c.continuing[2]:.3e}*k*(d+k) + {c.continuing[3]:.2e}*d "
+            if c.continuing
+            else ""
+        )
+        + f"ms; decode step ms by batch {steps}, + {c.decode_slope_ms * 1e3:.3f} us per context "
         f"token; the first decode steps after an idle pause of "
         f"{', '.join(f'{ms:g}' for ms in c.after_idle_pauses_ms)} ms: "
         f"{'; '.join(', '.join(f'+{x:.3f}' for x in row[:3]) for row in c.after_idle_ms)} ms "

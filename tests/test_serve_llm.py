@@ -180,6 +180,52 @@ def test_a_chunk_pays_its_scores_against_every_token_so_far_and_reads_the_past()
     assert chunks < whole + c.decode_slope_ms * (256 + 512 + 768) + 1e-9
 
 
+def test_a_pass_that_continues_a_prompt_costs_what_its_own_fit_says() -> None:
+    """Calibration 6: a later chunk (done > 0) costs a + b*k + c*k*(done + k) + d*done
+    from the continuing passes' fit, each pass its own; a first chunk still costs the
+    whole-prompt fit's; without the fit (older calibrations) nothing changes; the fit goes
+    through JSON, and a bad one is refused."""
+    per_pass = dataclasses.replace(MEASURED, prefill_pass_per_prompt=True)
+    fit = (0.4, 0.06, 6e-5, 2e-3)
+    c = dataclasses.replace(per_pass, continuing=fit)
+    first = per_pass.prefill_a_ms + per_pass.prefill_chunk_ms(0, 64)
+    later = 0.4 + 0.06 * 64 + 6e-5 * 64 * (192 + 64) + 2e-3 * 192
+    assert c.prefill_pass_ms([(0, 64)]) == pytest.approx(first)
+    assert c.prefill_pass_ms([(192, 64)]) == pytest.approx(later)
+    assert c.prefill_pass_ms([(0, 64), (192, 64)]) == pytest.approx(first + later)
+    assert per_pass.prefill_pass_ms([(192, 64)]) == pytest.approx(
+        per_pass.prefill_a_ms + per_pass.prefill_chunk_ms(192, 64)
+    )
+    # the simulator charges it: a 256-token prompt in chunks of 64, alone
+    alone = work([0.0], prompt=256, output=1)
+    chunked = Layout("chunked", chunk_tokens=64)
+    got = simulate_llm(alone, chunked, c).first[0] * 1e3
+    want = first + sum(c.continuing_ms(d, 64) for d in (64, 128, 192))
+    assert got == pytest.approx(want)
+    old = first + sum(
+        per_pass.prefill_a_ms + per_pass.prefill_chunk_ms(d, 64) for d in (64, 128, 192)
+    )
+    assert simulate_llm(alone, chunked, per_pass).first[0] * 1e3 == pytest.approx(old)
+    back = LLMCost.from_json(json.loads(json.dumps(c.to_json())))
+    assert back.continuing == pytest.approx(fit)
+    assert LLMCost.from_json(per_pass.to_json()).continuing is None  # before calibration 6
+    for bad in ({"a_ms": 1.0}, {**c.to_json()["continuing_fit"], "d_ms_per_cached_token": -1}):
+        with pytest.raises(ValueError, match="continuing_fit"):
+            LLMCost.from_json({**c.to_json(), "continuing_fit": bad})
+
+
+def test_the_continuing_fit_finds_its_terms_and_keeps_them_non_negative() -> None:
+    from engine.measure.fits import fit_continuing
+
+    k = np.asarray([16.0, 32, 64, 128, 256] * 3)
+    done = np.repeat([64.0, 256, 512], 5)
+    ms = 0.44 + 0.058 * k + 6e-5 * k * (done + k) + 2e-3 * done
+    assert fit_continuing(k, done, ms) == pytest.approx((0.44, 0.058, 6e-5, 2e-3), rel=1e-6)
+    # no cost from the cached tokens: that term is 0, not negative
+    a, b, c, d = fit_continuing(k, done, 0.44 + 0.058 * k - 1e-4 * done + 0.06)
+    assert min(a, b, c, d) >= 0
+
+
 def test_chunked_prefill_bounds_the_stall_that_colocated_suffers() -> None:
     load = seeded(rate=12.0, requests=1500)
     ref = {n: summarize_llm(simulate_llm(load, Layout(n, chunk_tokens=256), MEASURED))
@@ -283,6 +329,10 @@ def test_simulate_llm_side_by_side_from_the_command_line(llm: Path, tmp_path: Pa
     assert (rows >= 0).all() and (np.diff(rows, axis=0) >= 0).all()
     # the loop's own work per iteration, timed on its engine: tens of us, under a step
     assert 0 < cal["iteration_ms"] < cal["decode"]["step_ms"]["4"], cal["iteration_ms"]
+    # passes that continue a prompt, timed on the loop's slots and fitted (calibration 6)
+    assert set(cal["continuing_fit"]) == {"a_ms", "b_ms_per_token", "c_ms_per_score",
+                                          "d_ms_per_cached_token"}  # fmt: skip
+    assert cal["points"]["continuing_ms"] and min(cal["points"]["continuing_ms"].values()) > 0
     again = opscope(*args[:-2], "--layout", "chunked", "--json", out, check=True)
     assert "LLM calibration from the cache" in again.stderr
     one = json.loads(out.read_text())

@@ -1,9 +1,11 @@
 """Calibrating the LLM serving simulator on the real engine: prefill passes timed at a few
-prompt lengths (fitted as a + b*L + c*L^2), decode steps timed at batch 1, 2, 4, 8 and at
-several contexts (a cost per context token), and the serving loop's own work in each
-iteration (its engine run for a few steps); cached on disk per model, config and
-machine like the batching simulator's calibration. Rounds are interleaved across the
-lengths and sizes so a slow minute on a shared machine hits them all alike."""
+prompt lengths (fitted as a + b*L + c*L^2), passes that continue a prompt (a later chunk:
+k tokens after `done` cached, on the serving loop's slots) at a few k and done, decode
+steps timed at batch 1, 2, 4, 8 and at several contexts (a cost per context token), and
+the serving loop's own work in each iteration (its engine run for a few steps); cached on
+disk per model, config and machine like the batching simulator's calibration. Rounds are
+interleaved across the lengths and sizes so a slow minute on a shared machine hits them
+all alike."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from engine.backends.genai.slots import SlotCache
 from engine.config import RunConfig
 from engine.events import Event, Progress
 from engine.hostinfo import machine_key
-from engine.measure.fits import fit_prefill, fit_slope
+from engine.measure.fits import fit_continuing, fit_prefill, fit_slope
 from engine.model.info import files_sha256
 from engine.serve.calibration_file import (
     calibration_path,
@@ -31,9 +33,11 @@ from engine.serve.llm_cost import LLMCost
 from engine.serve.llm_instance import Book
 from engine.serve.llm_iteration import IterationEngine
 
-VERSION = 5  # 2: prefill passes are per prompt; 3: decode steps after a prefill; 4: after idle
-# 5: the serving loop's own work per iteration
+VERSION = 6  # 2: prefill passes are per prompt; 3: decode steps after a prefill; 4: after idle
+# 5: the serving loop's own work per iteration; 6: passes that continue a prompt
 PROMPT_LENGTHS = (16, 64, 256, 512, 1024)
+CHUNK_TOKENS = (16, 32, 64, 128, 256)  # a continuing pass's new tokens (chunk sizes)
+CHUNK_DONE = (64, 256, 512)  # the tokens cached before it
 DECODE_BATCHES = (1, 2, 4, 8)
 REF_CONTEXT = 64  # each sequence's context while the batch sizes are timed
 SLOPE_CONTEXTS = (64, 512, 1024)
@@ -57,6 +61,7 @@ def llm_calibration_context(model_path: str, config: RunConfig, provider: str) -
         "config": config.to_json(),
         "provider": provider,
         "prompt_lengths": _lengths(llm.context_length),
+        "continuing": _continuing_cases(llm.context_length),
         "decode_batches": list(DECODE_BATCHES),
         "slope_contexts": _contexts(llm.context_length),
         "after_prefill": [AFTER_BATCH, AFTER_STEPS, _after_lengths(llm.context_length)],
@@ -67,6 +72,11 @@ def llm_calibration_context(model_path: str, config: RunConfig, provider: str) -
 
 def _lengths(context_length: int) -> list[int]:
     return [n for n in PROMPT_LENGTHS if n + 1 < context_length] or [max(1, context_length // 2)]
+
+
+def _continuing_cases(context_length: int) -> list[list[int]]:
+    """[tokens, done] of the continuing passes timed: those that fit the context."""
+    return [[k, d] for k in CHUNK_TOKENS for d in CHUNK_DONE if d + k + 1 < context_length]
 
 
 def _after_lengths(context_length: int) -> list[int]:
@@ -134,6 +144,14 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
     pre_ms = {n: float(np.median(v)) for n, v in prefill.items()}
     lens = np.asarray(lengths, np.float64)
     a, b, c = fit_prefill(lens, np.asarray([pre_ms[n] for n in lengths]))
+    cases_c = [(int(k), int(d)) for k, d in context.get("continuing", [])]
+    cont_ms: dict[tuple[int, int], float] = {}
+    continuing = None
+    if cases_c:
+        times_c = yield from _continuing_passes(llm, cases_c, ids)
+        cont_ms = {kd: float(np.median(v)) for kd, v in times_c.items()}
+        ks, ds = (np.asarray(x, np.float64) for x in zip(*cases_c, strict=True))
+        continuing = fit_continuing(ks, ds, np.asarray([cont_ms[kd] for kd in cases_c]))
 
     cases = [(bt, REF_CONTEXT) for bt in DECODE_BATCHES] + [(1, cx) for cx in contexts]
     cases = list(dict.fromkeys(cases))
@@ -184,6 +202,7 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
         kv_bytes_per_token=llm.kv_bytes_per_token,
         prefill_pass_per_prompt=True,  # the serving loop prefills each prompt on its slot
         iteration_ms=own_ms,
+        continuing=continuing,
         after_prefill_lengths=tuple(after_lengths),
         after_prefill_ms=after_ms,
         after_idle_pauses_ms=tuple(pauses),
@@ -191,6 +210,7 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
         context=context,
         points={
             "prefill_ms": {str(n): pre_ms[n] for n in lengths},
+            "continuing_ms": {f"{k}@{d}": v for (k, d), v in cont_ms.items()},
             "decode_ms": {f"{bt}x{cx}": v for (bt, cx), v in step_ms.items()},
             "after_prefill_tight_ms": tight_ms,
             "iteration_own_ms": own_ms,
@@ -198,6 +218,27 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
             "steps_per_round": STEPS,
         },
     )
+
+
+def _continuing_passes(
+    llm: OpenedLLM, cases: list[tuple[int, int]], ids: Any
+) -> Generator[Event, None, dict[tuple[int, int], list[float]]]:
+    """Passes of k tokens after `done` cached, on the serving loop's slots (`SlotCache`,
+    as it prefills a later chunk), ms each: ROUNDS rounds over the cases after one
+    discarded; each case's `done` tokens prefilled untimed first."""
+    most = max(k + d for k, d in cases) + 1
+    slots = SlotCache(llm.session, llm.shape, 1, most)
+    out: dict[tuple[int, int], list[float]] = {kd: [] for kd in cases}
+    for r in range(ROUNDS + 1):
+        yield Progress("calibration", r, ROUNDS + 1, f"{len(cases)} passes that continue a prompt")
+        for k, d in cases:
+            prompt = ids(1, d + k)[0]
+            slots.prefill(0, prompt[:d], 0)
+            t0 = time.perf_counter()
+            slots.prefill(0, prompt[d:], d)
+            if r:
+                out[(k, d)].append((time.perf_counter() - t0) * 1e3)
+    return out
 
 
 def _steps(llm: OpenedLLM, batch: int, context: int, ids: Any) -> list[float]:

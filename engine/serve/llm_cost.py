@@ -1,6 +1,7 @@
 """What an LLM engine iteration costs, from times measured on the real engine: a prefill
 pass over prompt chunks (a + b*tokens + c*attention scores + the cached tokens read, the
-quadratic fitted on whole prompts) and a decode step over B sequences (a per-batch-size
+quadratic fitted on whole prompts, and a later chunk from passes that continue a prompt,
+timed as such) and a decode step over B sequences (a per-batch-size
 base, interpolated between measured sizes, plus a cost per token of context the step
 attends to, summed over the sequences), plus the extra time of the first decode steps
 after a prefill pass, and of the first passes after the engine sat idle, and the serving
@@ -13,6 +14,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+CONTINUING_KEYS = ("a_ms", "b_ms_per_token", "c_ms_per_score", "d_ms_per_cached_token")
+
+
+def _continuing(data: Any) -> tuple[float, float, float, float] | None:
+    """The continuing passes' fit from JSON (absent before calibration 6: None)."""
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) != set(CONTINUING_KEYS):
+        raise ValueError(f"continuing_fit: wants exactly {', '.join(CONTINUING_KEYS)}")
+    a, b, c, d = (float(data[k]) for k in CONTINUING_KEYS)
+    if not all(0.0 <= x < 1e6 for x in (a, b, c, d)):  # NaN fails too
+        raise ValueError("continuing_fit: every term a non-negative time")
+    return a, b, c, d
 
 
 @dataclass(frozen=True)
@@ -43,6 +58,10 @@ class LLMCost:
     # the serving loop's own work in each iteration beyond the engine's passes (planning
     # it, packing the batch, the tokens chosen and stamped), ms
     iteration_ms: float = 0.0
+    # a pass that continues a prompt (a later chunk), timed as such: (a, b, c, d), k more
+    # tokens after `done` cost a + b*k + c*k*(done + k) + d*done ms; None: charged from
+    # the whole-prompt fit (`prefill_chunk_ms`), as before calibration 6
+    continuing: tuple[float, float, float, float] | None = None
     context: dict[str, Any] = field(default_factory=dict)  # what it was measured on
     points: dict[str, Any] = field(default_factory=dict)  # the raw medians behind the fits
 
@@ -66,11 +85,28 @@ class LLMCost:
         """One iteration's prefill of whole prompts (none: 0)."""
         return self.prefill_pass_ms([(0, n) for n in lengths])
 
+    def continuing_ms(self, done: int, tokens: int) -> float:
+        """A pass of `tokens` more of a prompt `done` tokens in, from its own fit. On the
+        demo LLM (Intel Xeon, one thread) such passes took 0.62-0.97 of what the
+        whole-prompt fit charged (its fixed cost 1.76 ms, theirs 0.44): the whole-prompt
+        passes' superlinear term is more than the attention a chunk computes."""
+        assert self.continuing is not None
+        a, b, c, d = self.continuing
+        return a + b * tokens + c * tokens * (done + tokens) + d * done
+
     def prefill_pass_ms(self, chunks: list[tuple[int, int]]) -> float:
         """One iteration's prefill of (tokens done, tokens now) chunks (none: 0): the fixed
-        cost once, or once per chunk when each is its own pass."""
+        cost once, or once per chunk when each is its own pass; with a fit of its own
+        (`continuing`), each pass that continues a prompt costs what it says."""
         if not chunks:
             return 0.0
+        if self.prefill_pass_per_prompt and self.continuing is not None:
+            return sum(
+                self.continuing_ms(done, k)
+                if done
+                else self.prefill_a_ms + self.prefill_chunk_ms(0, k)
+                for done, k in chunks
+            )
         fixed = self.prefill_a_ms * (len(chunks) if self.prefill_pass_per_prompt else 1)
         return fixed + sum(self.prefill_chunk_ms(done, k) for done, k in chunks)
 
@@ -158,6 +194,11 @@ class LLMCost:
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "prefill_pass_per_prompt": self.prefill_pass_per_prompt,
             "iteration_ms": self.iteration_ms,
+            **(
+                {}
+                if self.continuing is None
+                else {"continuing_fit": dict(zip(CONTINUING_KEYS, self.continuing, strict=True))}
+            ),
             "points": self.points,
             "context": self.context,
         }
@@ -175,6 +216,7 @@ class LLMCost:
         if not 0.0 <= iteration_ms < 1e3:
             raise ValueError(f"iteration_ms {iteration_ms!r}: not a time per iteration")
         return cls(
+            continuing=_continuing(data.get("continuing_fit")),
             prefill_a_ms=float(fit["a_ms"]),
             prefill_b_ms=float(fit["b_ms_per_token"]),
             prefill_c_ms=float(fit["c_ms_per_token2"]),

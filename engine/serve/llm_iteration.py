@@ -75,9 +75,10 @@ class IterationEngine:
         self.prev_end = 0.0
         self.moves = 0  # rows copied to keep the decode batch packed
         # per iteration: start, end, decode batch, context summed, prompt tokens, passes,
-        # the attention scores the prompt tokens compute (sum of k x end over the chunks)
-        # and the cached prompt tokens their passes read (sum of done)
-        self.iterations: list[tuple[float, float, int, int, int, int, int, int]] = []
+        # the attention scores the prompt tokens compute (sum of k x end over the chunks),
+        # the cached prompt tokens their passes read (sum of done); and of those, the
+        # passes that continue a prompt (done > 0): their count, tokens and scores
+        self.iterations: list[tuple[float, float, int, int, int, int, int, int, int, int, int]] = []
 
     # admission (the simulator's rules) ---------------------------------------------
     def _need(self, rid: int) -> int:
@@ -125,6 +126,7 @@ class IterationEngine:
         book, slots = self.book, self.slots
         firsts: list[int] = []
         tokens = scores = past = 0
+        l_passes = l_tokens = l_scores = 0  # the passes that continue a prompt
         for entry, k in self.chunks:
             rid, done = entry
             ids = self._ids.get(rid)
@@ -139,6 +141,8 @@ class IterationEngine:
             tokens += k
             scores += k * entry[1]
             past += done
+            if done:
+                l_passes, l_tokens, l_scores = l_passes + 1, l_tokens + k, l_scores + k * entry[1]
             self.length[slot] = entry[1]
             if entry[1] == book.prompt[rid]:
                 self.tokens[rid].append(int(logits.argmax()))
@@ -171,7 +175,9 @@ class IterationEngine:
             else:
                 self.joining.append(rid)
         passes = len(self.chunks) + (1 if n else 0)
-        self.iterations.append((start, t, n, ctx, tokens, passes, scores, past))
+        self.iterations.append(
+            (start, t, n, ctx, tokens, passes, scores, past, l_passes, l_tokens, l_scores)
+        )
         self.prev_end = t
 
     def _record_decode(self, t: float, owners: list[int], chosen: np.ndarray) -> None:
