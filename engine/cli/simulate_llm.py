@@ -236,12 +236,23 @@ def prefix_effect(
     }
 
 
+def _continuing_line(cost: LLMCost) -> str:
+    """The later chunks' own fit (calibration 6), or nothing."""
+    if cost.continuing is None:
+        return ""
+    a, b, c, d = cost.continuing
+    return (f"a later chunk of k after d cached ~ {a:.3f} + {b * 1e3:.2f}e-3*k + "
+            f"{c * 1e6:.3f}e-6*k*(d+k) + {d * 1e3:.3f}e-3*d ms; ")  # fmt: skip
+
+
 def _cal_line(cost: LLMCost) -> str:
     steps = sorted(cost.decode_ms.items())
     lo, hi = steps[0], steps[-1]
     return (
         f"prefill ~ {cost.prefill_a_ms:.3f} + {cost.prefill_b_ms * 1e3:.2f}e-3*L + "
-        f"{cost.prefill_c_ms * 1e6:.3f}e-6*L^2 ms; decode step {lo[1]:.3f} ms ({lo[0]} seq) to "
+        f"{cost.prefill_c_ms * 1e6:.3f}e-6*L^2 ms; "
+        + _continuing_line(cost)
+        + f"decode step {lo[1]:.3f} ms ({lo[0]} seq) to "
         f"{hi[1]:.3f} ms ({hi[0]} seqs) + {cost.decode_slope_ms * 1e3:.3f} us per context token; "
         f"KV {cost.kv_bytes_per_token / 1024:.1f} KiB/token"
     )
