@@ -3,9 +3,9 @@ pass over prompt chunks (a + b*tokens + c*attention scores + the cached tokens r
 quadratic fitted on whole prompts; a later chunk from passes that continue a prompt, timed
 as such) and a decode step over B sequences (a per-batch-size base, interpolated between
 measured sizes, plus a cost per token of context the step attends to, summed over the
-sequences), plus the extra time of the first decode steps
-after a prefill pass, and of the first passes after the engine sat idle, and the serving
-loop's own work in each iteration. Deterministic medians: the simulator draws no spread."""
+sequences), plus the extra time of the first decode steps after a prefill pass, and of the
+first passes after the engine sat idle, and the serving loop's own work in each iteration.
+Deterministic medians: the simulator draws no spread."""
 
 from __future__ import annotations
 
@@ -88,8 +88,8 @@ class LLMCost:
     def continuing_ms(self, done: int, tokens: int) -> float:
         """A pass of `tokens` more of a prompt `done` tokens in, from its own fit. On the
         demo LLM (Intel Xeon, one thread) such passes took 0.62-0.97 of what the
-        whole-prompt fit charged (its fixed cost 1.76 ms, theirs 0.44-1.14): the whole-prompt
-        passes' superlinear term is more than the attention a chunk computes."""
+        whole-prompt fit charged (its fixed cost 1.76 ms, theirs 0.44-1.14; and its L^2
+        term, fitted up to 1,024 tokens, charges a chunk more than the passes took)."""
         assert self.continuing is not None
         a, b, c, d = self.continuing
         return a + b * tokens + c * tokens * (done + tokens) + d * done
