@@ -167,9 +167,16 @@ def test_bundled_app_runs_live_and_screenshots(unpacked: Path, tmp_path: Path) -
     exe = unpacked / "opt" / "opscope" / "opscope"
     shot = tmp_path / "shot.png"
     env = _clean_env(tmp_path)
+    # A first launch measures the machine's peaks before timing starts (5-6 s on a 2-vCPU
+    # Xeon whose OS reports a 480 MiB L3, longer beside another test worker): measured here
+    # first by the bundled CLI into the same cache, so the window's 15 s are the app's and
+    # its engine host's (8 s with the peaks inside them failed once on a busy CI machine)
+    peaks = subprocess.run([str(exe), "system"], env=env, capture_output=True, text=True,
+                           timeout=300)  # fmt: skip
+    assert peaks.returncode == 0, peaks.stdout + peaks.stderr
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [str(exe), "--screenshot", str(shot), "--quit-after", "8"],
+        [str(exe), "--screenshot", str(shot), "--quit-after", "15"],
         env=env,
         cwd=tmp_path,
         capture_output=True,
@@ -178,7 +185,7 @@ def test_bundled_app_runs_live_and_screenshots(unpacked: Path, tmp_path: Path) -
     )
     wall = time.perf_counter() - t0
     first = [ln for ln in proc.stderr.splitlines() if "first latency point" in ln]
-    print(f"\nbundled app --quit-after 8: {wall:.1f} s; {first}")
+    print(f"\nbundled app --quit-after 15: {wall:.1f} s; {first}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # The engine host (a spawn child of the frozen executable) really ran: the app logged its
