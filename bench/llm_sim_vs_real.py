@@ -76,23 +76,25 @@ def real(llm: OpenedLLM, w: LLMWorkload, layout: Layout) -> tuple[dict[str, Any]
 
 
 def extras(cost: LLMCost, start: np.ndarray, end: np.ndarray, batch: np.ndarray,
-           tokens: np.ndarray) -> np.ndarray:  # fmt: skip
+           tokens: np.ndarray, prompts: np.ndarray, split: bool) -> np.ndarray:  # fmt: skip
     """The calibrated extras of each iteration, counted as the simulator counts them (one
     engine's iterations, in time order): after a prefill pass, the decode steps' extra;
-    after the engine sat idle (a gap between iterations), the first passes' extra (a
-    prefill pass pays step 0's and warms the engine again; decode steps the larger)."""
+    after the engine sat idle (a gap between iterations), the first passes' extra (the
+    `prompts` prompt passes of an iteration each their own in a `split` engine; decode
+    steps the larger)."""
     out = np.zeros(len(batch))
     last, step = 0, 1 << 30
     idle, istep = 0.0, 1 << 30
     prev_end = -np.inf
-    for i, (b, t) in enumerate(zip(batch.astype(int), tokens.astype(int), strict=True)):
+    for i, (b, t, n) in enumerate(
+        zip(batch.astype(int), tokens.astype(int), prompts.astype(int), strict=True)
+    ):
         gap_ms = (start[i] - prev_end) * 1e3
         prev_end = end[i]
         if gap_ms >= (cost.after_idle_pauses_ms or (np.inf,))[0]:
             idle, istep = gap_ms, 0
         if t > 0:
-            out[i] = cost.after_idle_extra_ms(idle, istep)
-            idle, istep = 0.0, 1 << 30
+            out[i], istep = cost.after_idle_prompt_passes_ms(idle, istep, n, split)
             last, step = t, 0
             if b > 0:
                 out[i] += cost.after_prefill_extra_ms(last, step)
@@ -116,29 +118,19 @@ def iteration_check(engines: Any, cost: LLMCost) -> dict[str, float]:
     start, end, batch, ctx, tokens, passes, scores, past, l_pass, l_tok, l_sco = it.T
     took = (end - start) * 1e3
     npre = passes - (batch > 0)
-    if cost.continuing is not None and cost.prefill_pass_per_prompt:  # calibration 6
-        a, b, c, d = cost.continuing  # the passes that continue a prompt, from their fit;
-        prefill = (
-            cost.prefill_a_ms * (npre - l_pass)
-            + cost.prefill_b_ms * (tokens - l_tok)
-            + cost.prefill_c_ms * (scores - l_sco)  # the first chunks, whole-prompt
-            + a * l_pass
-            + b * l_tok
-            + c * l_sco
-            + d * past
-        )
-    else:
-        prefill = (
-            cost.prefill_a_ms * npre
-            + cost.prefill_b_ms * tokens
-            + cost.prefill_c_ms * scores
-            + cost.decode_slope_ms * past
-        )
+    chunked = np.concatenate([np.full(len(e.iterations), e.split) for e in engines])
+    later = (l_pass, l_tok, l_sco)  # the passes that continue a prompt (calibration 6)
+    prefill = np.where(
+        chunked,
+        cost.prefill_sums_ms(npre, tokens, scores, past, later, split=True),
+        cost.prefill_sums_ms(npre, tokens, scores, past, later, split=False),
+    )
     model = (
         prefill
         + np.asarray([cost.decode_step_ms(int(b), int(c)) for b, c in zip(batch, ctx, strict=True)])
         + np.concatenate([extras(cost, start[owner == k], end[owner == k], batch[owner == k],
-                                 tokens[owner == k]) for k in range(len(engines))])
+                                 tokens[owner == k], npre[owner == k], e.split)
+                          for k, e in enumerate(engines)])
         + cost.iteration_ms  # the loop's own work in each iteration (calibration 5)
     )  # fmt: skip
     kinds = {"decode": (tokens == 0), "prefill": (tokens > 0) & (batch == 0),
@@ -194,6 +186,10 @@ def report(rates: Any, works: Any, reals: Any, sims: Any, checks: Any, costs: li
            load: float, wall: float) -> str:  # fmt: skip
     c = costs[0]
     steps = ", ".join(f"{b}: {ms:.3f}" for b, ms in sorted(c.decode_ms.items()))
+
+    def rows(extras: tuple[tuple[float, ...], ...]) -> str:  # the first three of each row
+        return "; ".join(", ".join(f"+{x:.3f}" for x in row[:3]) for row in extras)
+
     lines = [
         f"# LLM serving: simulator against the real loop ({time.strftime('%Y-%m-%d')})",
         "",
@@ -216,8 +212,11 @@ def report(rates: Any, works: Any, reals: Any, sims: Any, checks: Any, costs: li
         + f"ms; decode step ms by batch {steps}, + {c.decode_slope_ms * 1e3:.3f} us per context "
         f"token; the first decode steps after an idle pause of "
         f"{', '.join(f'{ms:g}' for ms in c.after_idle_pauses_ms)} ms: "
-        f"{'; '.join(', '.join(f'+{x:.3f}' for x in row[:3]) for row in c.after_idle_ms)} ms "
-        f"(steps 0-2)). Real: median of the rounds' p50 [min-max]; simulated: median of the "
+        f"{rows(c.after_idle_ms)} ms "
+        f"(steps 0-2); 64-token prompt passes after them: "
+        f"{rows(c.after_idle_prompt_ms) or 'not timed'} "
+        "ms (passes 0-2)). "
+        "Real: median of the rounds' p50 [min-max]; simulated: median of the "
         f"rounds' p50 [min-max]. Within {TOLERANCE:.0%}: |real/sim - 1| <= {TOLERANCE:g} on "
         "the medians.",
         "",

@@ -148,6 +148,29 @@ def test_the_first_passes_after_an_idle_pause_pay_the_calibrated_extra() -> None
     assert disagg.done[0] == pytest.approx(1.054 + sum(steps) / 1e3)
     busy = simulate_llm(work([0.0005], prompt=100, output=6), Layout("colocated"), cost)
     assert busy.first[0] == pytest.approx(0.0005 + PREFILL_MS / 1e3)  # 0.5 ms: no extra
+    # calibration 7: the prompt passes after a pause have extras of their own, pass by
+    # pass since the pause (3, 1 ms after 1 ms idle; 7, 2 after 10); decode steps as before
+    own = dataclasses.replace(cost, after_idle_prompt_ms=((3.0, 1.0), (7.0, 2.0)))
+    assert own.after_idle_prompt_passes_ms(50.0, 0, 1, True) == (7.0, 1)
+    assert own.after_idle_prompt_passes_ms(50.0, 0, 3, True) == (9.0, 3)  # 7 + 2 + 0
+    assert own.after_idle_prompt_passes_ms(5.0, 1, 1, True) == (1.0, 2)
+    assert own.after_idle_prompt_passes_ms(0.5, 0, 2, True) == (0.0, 2)
+    assert cost.after_idle_prompt_passes_ms(50.0, 0, 2, True) == (4.0, 1 << 30)  # older
+    assert own.after_idle_prompt_passes_ms(50.0, 0, 2, split=False) == (4.0, 1 << 30)  # whole
+    colocated = simulate_llm(one, Layout("colocated"), own)  # a whole prompt: as before
+    assert colocated.first[0] == pytest.approx(1.0 + (PREFILL_MS + 4.0) / 1e3)
+    chunked = simulate_llm(one, Layout("chunked", chunk_tokens=50), own)  # two chunks
+    assert chunked.first[0] == pytest.approx(1.0 + (2 * PREFILL_MS + 7.0 + 2.0) / 1e3)
+    # its decode steps: the third iteration since the pause pays the decode row's step 2
+    steps = [STEP_MS + 1.0, STEP_MS, STEP_MS, STEP_MS, STEP_MS]
+    assert chunked.done[0] == pytest.approx(chunked.first[0] + sum(steps) / 1e3)
+    back = LLMCost.from_json(json.loads(json.dumps(own.to_json())))
+    assert back.after_idle_prompt_ms == ((3.0, 1.0), (7.0, 2.0))
+    for bad in ([[1.0]], [[1.0], [-2.0]]):
+        data = own.to_json()
+        data["after_idle"]["prompt_extra_ms"] = bad
+        with pytest.raises(ValueError, match="prompt_extra_ms"):
+            LLMCost.from_json(data)
 
 
 def test_a_prompt_arriving_mid_decode_stalls_the_running_sequence() -> None:
@@ -182,9 +205,10 @@ def test_a_chunk_pays_its_scores_against_every_token_so_far_and_reads_the_past()
 
 def test_a_pass_that_continues_a_prompt_costs_what_its_own_fit_says() -> None:
     """Calibration 6: a later chunk (done > 0) costs a + b*k + c*k*(done + k) + d*done
-    from the continuing passes' fit, each pass its own; a first chunk still costs the
-    whole-prompt fit's; without the fit (older calibrations) nothing changes; the fit goes
-    through JSON, and a bad one is refused."""
+    from the continuing passes' fit, each pass its own; a whole prompt still costs the
+    whole-prompt fit's, and in a chunked engine (calibration 7) a first chunk costs the
+    continuing fit's at done 0; without the fit (older calibrations) nothing changes; the
+    fit goes through JSON, and a bad one is refused."""
     per_pass = dataclasses.replace(MEASURED, prefill_pass_per_prompt=True)
     fit = (0.4, 0.06, 6e-5, 2e-3)
     c = dataclasses.replace(per_pass, continuing=fit)
@@ -196,12 +220,17 @@ def test_a_pass_that_continues_a_prompt_costs_what_its_own_fit_says() -> None:
     assert per_pass.prefill_pass_ms([(192, 64)]) == pytest.approx(
         per_pass.prefill_a_ms + per_pass.prefill_chunk_ms(192, 64)
     )
+    split_first = 0.4 + 0.06 * 64 + 6e-5 * 64 * 64
+    assert c.prefill_pass_ms([(0, 64), (192, 64)], split=True) == pytest.approx(split_first + later)
+    assert per_pass.prefill_pass_ms([(0, 64)], split=True) == pytest.approx(first)
     # the simulator charges it: a 256-token prompt in chunks of 64, alone
     alone = work([0.0], prompt=256, output=1)
     chunked = Layout("chunked", chunk_tokens=64)
     got = simulate_llm(alone, chunked, c).first[0] * 1e3
-    want = first + sum(c.continuing_ms(d, 64) for d in (64, 128, 192))
+    want = sum(c.continuing_ms(d, 64) for d in (0, 64, 128, 192))
     assert got == pytest.approx(want)
+    whole = simulate_llm(alone, Layout("colocated"), c).first[0] * 1e3  # not chunked
+    assert whole == pytest.approx(per_pass.prefill_a_ms + per_pass.prefill_chunk_ms(0, 256))
     old = first + sum(
         per_pass.prefill_a_ms + per_pass.prefill_chunk_ms(d, 64) for d in (64, 128, 192)
     )
@@ -212,6 +241,28 @@ def test_a_pass_that_continues_a_prompt_costs_what_its_own_fit_says() -> None:
     for bad in ({"a_ms": 1.0}, {**c.to_json()["continuing_fit"], "d_ms_per_cached_token": -1}):
         with pytest.raises(ValueError, match="continuing_fit"):
             LLMCost.from_json({**c.to_json(), "continuing_fit": bad})
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_an_iterations_sums_cost_what_its_passes_cost(split: bool) -> None:
+    """`prefill_sums_ms`, which charges the real loop's logged iterations from their sums
+    (the bench's check), charges what `prefill_pass_ms` charges the same passes, for every
+    kind of calibration: one pass for all, a pass each, and with the continuing fit."""
+    per_pass = dataclasses.replace(MEASURED, prefill_pass_per_prompt=True)
+    costs = (MEASURED, per_pass, dataclasses.replace(per_pass, continuing=(0.4, 0.06, 6e-5, 2e-3)))
+    rng = np.random.default_rng(3)
+    for cost in costs:
+        for _ in range(20):
+            chunks = [(int(rng.choice([0, 64, 300])), int(rng.integers(1, 200)))
+                      for _ in range(int(rng.integers(1, 4)))]  # fmt: skip
+            later = [(d, k) for d, k in chunks if d]
+            got = cost.prefill_sums_ms(
+                len(chunks), sum(k for _, k in chunks), sum(k * (d + k) for d, k in chunks),
+                sum(d for d, _ in chunks),
+                (len(later), sum(k for _, k in later), sum(k * (d + k) for d, k in later)),
+                split,
+            )  # fmt: skip
+            assert got == pytest.approx(cost.prefill_pass_ms(chunks, split)), (cost, chunks)
 
 
 def test_the_continuing_fit_finds_its_terms_and_keeps_them_non_negative() -> None:
@@ -324,15 +375,20 @@ def test_simulate_llm_side_by_side_from_the_command_line(llm: Path, tmp_path: Pa
     assert set(cal["decode"]["step_ms"]) == {"1", "2", "4", "8"}
     assert cal["prefill_fit"]["b_ms_per_token"] + cal["prefill_fit"]["c_ms_per_token2"] > 0
     idle = cal["after_idle"]  # extras after pauses: never negative, never less after longer
-    assert idle["pauses_ms"] == [1.0, 5.0, 20.0] and len(idle["extra_ms"]) == 3
+    assert idle["pauses_ms"] == [1.0, 5.0, 20.0, 50.0] and len(idle["extra_ms"]) == 4
     rows = np.asarray(idle["extra_ms"])
     assert (rows >= 0).all() and (np.diff(rows, axis=0) >= 0).all()
+    prompt = np.asarray(idle["prompt_extra_ms"])  # prompt passes' own (calibration 7)
+    assert prompt.shape == (4, 4) and (prompt >= 0).all() and (np.diff(prompt, axis=0) >= 0).all()
+    assert (np.diff(prompt, axis=1) <= 0).all()  # never growing with the passes since
     # the loop's own work per iteration, timed on its engine: tens of us, under a step
     assert 0 < cal["iteration_ms"] < cal["decode"]["step_ms"]["4"], cal["iteration_ms"]
-    # passes that continue a prompt, timed on the loop's slots and fitted (calibration 6)
+    # passes that continue a prompt, timed on the loop's slots and fitted (calibration 6),
+    # first chunks (done 0) among them (calibration 7)
     assert set(cal["continuing_fit"]) == {"a_ms", "b_ms_per_token", "c_ms_per_score",
                                           "d_ms_per_cached_token"}  # fmt: skip
     assert cal["points"]["continuing_ms"] and min(cal["points"]["continuing_ms"].values()) > 0
+    assert "16@0" in cal["points"]["continuing_ms"]
     again = opscope(*args[:-2], "--layout", "chunked", "--json", out, check=True)
     assert "LLM calibration from the cache" in again.stderr
     one = json.loads(out.read_text())

@@ -237,11 +237,12 @@ def prefix_effect(
 
 
 def _continuing_line(cost: LLMCost) -> str:
-    """The later chunks' own fit (calibration 6), or nothing."""
+    """A chunked engine's passes' own fit (calibration 6: later chunks; 7: every chunk),
+    or nothing."""
     if cost.continuing is None:
         return ""
     a, b, c, d = cost.continuing
-    return (f"a later chunk of k after d cached ~ {a:.3f} + {b * 1e3:.2f}e-3*k + "
+    return (f"a chunk of k after d cached ~ {a:.3f} + {b * 1e3:.2f}e-3*k + "
             f"{c * 1e6:.3f}e-6*k*(d+k) + {d * 1e3:.3f}e-3*d ms; ")  # fmt: skip
 
 

@@ -1,11 +1,11 @@
 """Calibrating the LLM serving simulator on the real engine: prefill passes timed at a few
-prompt lengths (fitted as a + b*L + c*L^2), passes that continue a prompt (a later chunk:
-k tokens after `done` cached, on the serving loop's slots) at a few k and done, decode
-steps timed at batch 1, 2, 4, 8 and at several contexts (a cost per context token), and
-the serving loop's own work in each iteration (its engine run for a few steps); cached on
-disk per model, config and machine like the batching simulator's calibration. Rounds are
-interleaved across the lengths and sizes so a slow minute on a shared machine hits them
-all alike."""
+prompt lengths (fitted as a + b*L + c*L^2), a chunked engine's passes (k tokens after `done`
+cached, on the serving loop's slots, in its order) at a few k and done, decode steps timed
+at batch 1, 2, 4, 8 and at several contexts (a cost per context token), the first decode
+steps and prompt pass after a pause, and the serving loop's own work in each iteration (its
+engine run for a few steps); cached on disk per model, config and machine like the batching
+simulator's calibration. Rounds are interleaved across the lengths and sizes so a slow
+minute on a shared machine hits them all alike."""
 
 from __future__ import annotations
 
@@ -33,11 +33,13 @@ from engine.serve.llm_cost import LLMCost
 from engine.serve.llm_instance import Book
 from engine.serve.llm_iteration import IterationEngine
 
-VERSION = 6  # 2: prefill passes are per prompt; 3: decode steps after a prefill; 4: after idle
-# 5: the serving loop's own work per iteration; 6: passes that continue a prompt
+VERSION = 7  # 2: prefill passes are per prompt; 3: decode steps after a prefill; 4: after idle
+# 5: the serving loop's own work per iteration; 6: passes that continue a prompt; 7: those
+# passes timed in the loop's order (after passes of their own size, first chunks too)
 PROMPT_LENGTHS = (16, 64, 256, 512, 1024)
 CHUNK_TOKENS = (16, 32, 64, 128, 256)  # a continuing pass's new tokens (chunk sizes)
-CHUNK_DONE = (64, 256, 512)  # the tokens cached before it
+CHUNK_DONE = (0, 64, 256, 512)  # the tokens cached before it (0: a chunked prompt's first)
+SETTLE_PASSES = 4  # untimed passes of the smallest chunk before each round
 DECODE_BATCHES = (1, 2, 4, 8)
 REF_CONTEXT = 64  # each sequence's context while the batch sizes are timed
 SLOPE_CONTEXTS = (64, 512, 1024)
@@ -47,7 +49,9 @@ AFTER_LENGTHS = (16, 64, 256)  # prefill passes before which decode steps are ti
 AFTER_STEPS = 10  # decode steps timed after each such pass
 AFTER_BATCH = 2
 AFTER_ROUNDS = 9
-AFTER_PAUSES_MS = (1.0, 5.0, 20.0)  # idle pauses after which decode steps are timed
+AFTER_PAUSES_MS = (1.0, 5.0, 20.0, 50.0)  # idle pauses after which decode steps are timed
+IDLE_PROMPT_TOKENS = 64  # and prompt passes of this many tokens,
+IDLE_PROMPT_PASSES = 4  # this many
 OWN_BATCH = 4  # sequences in the iterations whose own work is timed (each round)
 
 
@@ -171,8 +175,10 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
     after: dict[int, list[list[float]]] = {n: [] for n in after_lengths}
     idle: dict[float, list[list[float]]] = {ms: [] for ms in pauses}
     tight: list[float] = []
+    prompt_idle: dict[float, list[list[float]]] = {ms: [] for ms in pauses}
+    prompt_tight: list[float] = []
     for r in range(AFTER_ROUNDS):
-        yield Progress("calibration", r, AFTER_ROUNDS, "decode steps after a prefill or a pause")
+        yield Progress("calibration", r, AFTER_ROUNDS, "passes after a prefill or a pause")
         for n in after_lengths:
             times, base = _after_prefill(llm, n, ids)
             after[n].append(times)
@@ -181,13 +187,23 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
             times, base = _after_pause(llm, ms / 1e3, ids)
             idle[ms].append(times)
             tight.extend(base)
+            times, base = _prompt_after_pause(llm, ms / 1e3, ids)
+            prompt_idle[ms].append(times)
+            prompt_tight.extend(base)
     tight_ms = float(np.median(tight)) if tight else 0.0
+    prompt_base = float(np.median(prompt_tight)) if prompt_tight else 0.0
 
     def extras(rows: list[list[float]]) -> tuple[float, ...]:
         return _settling([float(np.median(col)) - tight_ms for col in zip(*rows, strict=True)])
 
     after_ms = tuple(extras(after[n]) for n in after_lengths)
     idle_ms = tuple(extras(idle[ms]) for ms in pauses)
+    prompt_ms = tuple(
+        _settling(
+            [float(np.median(col)) - prompt_base for col in zip(*prompt_idle[ms], strict=True)]
+        )
+        for ms in pauses
+    )
     slope, _ = fit_slope(
         np.asarray([float(cx) for cx in contexts]),
         np.asarray([step_ms[(1, cx)] for cx in contexts]),
@@ -207,6 +223,7 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
         after_prefill_ms=after_ms,
         after_idle_pauses_ms=tuple(pauses),
         after_idle_ms=_growing(idle_ms),
+        after_idle_prompt_ms=_growing(prompt_ms),
         context=context,
         points={
             "prefill_ms": {str(n): pre_ms[n] for n in lengths},
@@ -223,17 +240,28 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
 def _continuing_passes(
     llm: OpenedLLM, cases: list[tuple[int, int]], ids: Any
 ) -> Generator[Event, None, dict[tuple[int, int], list[float]]]:
-    """Passes of k tokens after `done` cached, on the serving loop's slots (`SlotCache`,
-    as it prefills a later chunk), ms each: ROUNDS rounds over the cases after one
-    discarded; each case's `done` tokens prefilled untimed first."""
+    """Passes of k tokens after `done` cached, on the serving loop's slots (`SlotCache`),
+    ms each, in the order a chunked loop runs them: each case's `done` tokens prefilled
+    untimed in passes of k (as the loop's chunks build a prompt), a first chunk (done 0)
+    after one untimed pass of its size, the cases by k ascending, and SETTLE_PASSES
+    passes of the smallest k before each round; ROUNDS rounds after one discarded.
+    A pass runs slower for a few passes after a much longer one (on the demo LLM, Intel
+    Xeon: 16 tokens took 2.65, 2.13, 1.49 then 1.25 ms after a 768-token pass, and 1.25
+    from the first after 64), so timed after the previous case's longest passes, as
+    calibration 6 did, a short pass took 1.5-1.7x what it takes in the loop."""
     most = max(k + d for k, d in cases) + 1
     slots = SlotCache(llm.session, llm.shape, 1, most)
     out: dict[tuple[int, int], list[float]] = {kd: [] for kd in cases}
+    order = sorted(cases)
+    smallest = order[0][0]
     for r in range(ROUNDS + 1):
         yield Progress("calibration", r, ROUNDS + 1, f"{len(cases)} passes that continue a prompt")
-        for k, d in cases:
+        for _ in range(SETTLE_PASSES):
+            slots.prefill(0, ids(1, smallest)[0], 0)
+        for k, d in order:
             prompt = ids(1, d + k)[0]
-            slots.prefill(0, prompt[:d], 0)
+            for s in range(0, d, k) if d else (0,):
+                slots.prefill(0, prompt[s : min(s + k, d)] if d else prompt, s)
             t0 = time.perf_counter()
             slots.prefill(0, prompt[d:], d)
             if r:
@@ -300,6 +328,32 @@ def _after_pause(llm: OpenedLLM, pause_s: float, ids: Any) -> tuple[list[float],
     engine sat idle for `pause_s` (a serving engine's thread waiting for work); then as
     many steps back to back, the baseline."""
     return _steps_after(llm, ids, lambda: time.sleep(pause_s))
+
+
+def _prompt_after_pause(
+    llm: OpenedLLM, pause_s: float, ids: Any
+) -> tuple[list[float], list[float]]:
+    """IDLE_PROMPT_PASSES prompt passes of IDLE_PROMPT_TOKENS on the serving loop's slots
+    timed right after the engine sat idle for `pause_s`, and as many right after passes of
+    their size (the baseline), ms each. On the demo LLM (Intel Xeon) in the real loop, the
+    passes (4-4.8 ms) after 50-100 ms idle took 1.35, 0.73, 0.41 ms more, after 20-50 ms
+    0.97, 0.53, 0.30; a decode step 0.6 after 50."""
+    n = IDLE_PROMPT_TOKENS
+    slots = SlotCache(llm.session, llm.shape, 1, n + 1)
+
+    def passes() -> list[float]:
+        out = []
+        for _ in range(IDLE_PROMPT_PASSES):
+            prompt = ids(1, n)[0]
+            t0 = time.perf_counter()
+            slots.prefill(0, prompt, 0)
+            out.append((time.perf_counter() - t0) * 1e3)
+        return out
+
+    passes()  # warm: the passes before the baseline are of its size
+    base = passes()
+    time.sleep(pause_s)
+    return passes(), base
 
 
 def _steps_after(

@@ -4,7 +4,8 @@ quadratic fitted on whole prompts; a later chunk from passes that continue a pro
 as such) and a decode step over B sequences (a per-batch-size base, interpolated between
 measured sizes, plus a cost per token of context the step attends to, summed over the
 sequences), plus the extra time of the first decode steps after a prefill pass, and of the
-first passes after the engine sat idle, and the serving loop's own work in each iteration.
+first passes (decode steps, a prompt pass) after the engine sat idle, and the serving loop's
+own work in each iteration.
 Deterministic medians: the simulator draws no spread."""
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ class LLMCost:
     # after_idle_pauses_ms[i] ms, after_idle_ms[i][j] (the longest pause not longer applies)
     after_idle_pauses_ms: tuple[float, ...] = ()
     after_idle_ms: tuple[tuple[float, ...], ...] = ()
+    # and the first prompt passes after such a pause: extra ms of the j-th pass since the
+    # pause, after_idle_prompt_ms[i][j] (calibration 7: passes of 64 tokens; empty before:
+    # the first prompt pass paid the decode steps' step-0 extra and warmed the engine)
+    after_idle_prompt_ms: tuple[tuple[float, ...], ...] = ()
     # True: every prompt (or chunk) is its own pass, each paying `a` (this engine: the real
     # loop prefills a prompt as batch 1 on its KV slot); False: one pass holds them all
     prefill_pass_per_prompt: bool = False
@@ -86,20 +91,29 @@ class LLMCost:
         return self.prefill_pass_ms([(0, n) for n in lengths])
 
     def continuing_ms(self, done: int, tokens: int) -> float:
-        """A pass of `tokens` more of a prompt `done` tokens in, from its own fit. On the
-        demo LLM (Intel Xeon, one thread) such passes took 0.62-0.97 of what the
-        whole-prompt fit charged (its fixed cost 1.76 ms, theirs 0.44-1.14; and its L^2
-        term, fitted up to 1,024 tokens, charges a chunk more than the passes took)."""
+        """A pass of `tokens` more of a prompt `done` tokens in (done 0: a chunked prompt's
+        first chunk), from its own fit, timed on the loop's slots in the loop's order. On
+        the demo LLM (Intel Xeon, one thread) such passes took 0.5-0.9 of what the
+        whole-prompt fit charged (its fixed cost 1.9 ms, theirs about 1; and its L^2 term,
+        fitted up to 1,024 tokens, charges a chunk more than the passes took)."""
         assert self.continuing is not None
         a, b, c, d = self.continuing
         return a + b * tokens + c * tokens * (done + tokens) + d * done
 
-    def prefill_pass_ms(self, chunks: list[tuple[int, int]]) -> float:
+    def _chunked_fit(self, split: bool) -> bool:
+        """Whether a prompt's first pass is charged from the continuing fit too: in a
+        chunked engine (`split`) whose every pass is its own, with that fit measured."""
+        return split and self.prefill_pass_per_prompt and self.continuing is not None
+
+    def prefill_pass_ms(self, chunks: list[tuple[int, int]], split: bool = False) -> float:
         """One iteration's prefill of (tokens done, tokens now) chunks (none: 0): the fixed
         cost once, or once per chunk when each is its own pass; with a fit of its own
-        (`continuing`), each pass that continues a prompt costs what it says."""
+        (`continuing`), each pass that continues a prompt costs what it says, and in a
+        chunked engine (`split`) every pass does, a first chunk too."""
         if not chunks:
             return 0.0
+        if self._chunked_fit(split):
+            return sum(self.continuing_ms(done, k) for done, k in chunks)
         if self.prefill_pass_per_prompt and self.continuing is not None:
             return sum(
                 self.continuing_ms(done, k)
@@ -109,6 +123,36 @@ class LLMCost:
             )
         fixed = self.prefill_a_ms * (len(chunks) if self.prefill_pass_per_prompt else 1)
         return fixed + sum(self.prefill_chunk_ms(done, k) for done, k in chunks)
+
+    def prefill_sums_ms(self, passes: Any, tokens: Any, scores: Any, past: Any,
+                        later: tuple[Any, Any, Any], split: bool = False) -> Any:  # fmt: skip
+        """What `prefill_pass_ms` charges an iteration, from its sums over the passes: their
+        count, new tokens, attention scores (each pass's k x (done + k)) and cached tokens
+        read (done), and `later`, the same count, tokens and scores of the passes that
+        continue a prompt (done > 0); numbers or numpy arrays (one per iteration, as the
+        real loop logs them)."""
+        if self._chunked_fit(split):
+            a, b, c, d = self.continuing  # type: ignore[misc]
+            return a * passes + b * tokens + c * scores + d * past
+        if self.prefill_pass_per_prompt and self.continuing is not None:
+            a, b, c, d = self.continuing
+            l_pass, l_tok, l_sco = later
+            return (
+                self.prefill_a_ms * (passes - l_pass)
+                + self.prefill_b_ms * (tokens - l_tok)
+                + self.prefill_c_ms * (scores - l_sco)  # the first passes, whole-prompt
+                + a * l_pass
+                + b * l_tok
+                + c * l_sco
+                + d * past
+            )
+        fixed = self.prefill_a_ms * (passes if self.prefill_pass_per_prompt else passes > 0)
+        return (
+            fixed
+            + self.prefill_b_ms * tokens
+            + self.prefill_c_ms * scores
+            + self.decode_slope_ms * past
+        )
 
     def base_ms(self, batch: int) -> float:
         """A decode step of `batch` sequences with no context, ms (0 for none)."""
@@ -171,6 +215,27 @@ class LLMCost:
             return 0.0
         return self.after_idle_ms[bisect.bisect_right(pauses, idle_ms) - 1][step]
 
+    def after_idle_prompt_passes_ms(
+        self, idle_ms: float, step: int, passes: int, split: bool
+    ) -> tuple[float, int]:
+        """The extra time of an iteration's `passes` prompt passes, the first of them pass
+        `step` since the engine sat idle for `idle_ms`, and the step the next iteration's
+        first pass is. A chunked engine's passes (`split`, charged from the continuing fit,
+        timed warm) each pay their own calibrated extra (on the demo LLM, Intel Xeon: a
+        64-token chunk after 50-100 ms idle took 1.35, 0.73, 0.41 ms more, passes 0-2; a
+        decode step 0.6). Whole prompts, and every pass of older calibrations, pay the
+        decode steps' extra at `step`, once, and the pass warms the engine: the whole-prompt
+        fit is timed in rotation after longer prompts and carries part of that cost already
+        (charged pass by pass, the colocated layout's prompt iterations came out 0.91-0.98
+        of the model, against 1.00-1.02)."""
+        if not (split and self.after_idle_prompt_ms):
+            return self.after_idle_extra_ms(idle_ms, step), 1 << 30
+        pauses = self.after_idle_pauses_ms
+        if idle_ms < pauses[0]:
+            return 0.0, step + passes
+        row = self.after_idle_prompt_ms[bisect.bisect_right(pauses, idle_ms) - 1]
+        return sum(row[step : step + passes]), step + passes
+
     def to_json(self) -> dict[str, Any]:
         return {
             "prefill_fit": {
@@ -190,6 +255,11 @@ class LLMCost:
             "after_idle": {
                 "pauses_ms": list(self.after_idle_pauses_ms),
                 "extra_ms": [list(row) for row in self.after_idle_ms],
+                **(
+                    {"prompt_extra_ms": [list(row) for row in self.after_idle_prompt_ms]}
+                    if self.after_idle_prompt_ms
+                    else {}
+                ),
             },
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "prefill_pass_per_prompt": self.prefill_pass_per_prompt,
@@ -212,6 +282,12 @@ class LLMCost:
         idle_ms = tuple(tuple(float(x) for x in row) for row in idle.get("extra_ms", []))
         if len(pauses) != len(idle_ms) or list(pauses) != sorted(pauses):
             raise ValueError("after_idle: one row of extras per pause, pauses ascending")
+        prompt_ms = tuple(tuple(float(x) for x in row) for row in idle.get("prompt_extra_ms", []))
+        bad = len(prompt_ms) != len(pauses) or not all(0 <= x < 1e3 for r in prompt_ms for x in r)
+        if prompt_ms and bad:
+            raise ValueError(
+                "after_idle: prompt_extra_ms wants a row of times (ms, >= 0) per pause"
+            )
         iteration_ms = float(data.get("iteration_ms", 0.0))  # before version 5: none
         if not 0.0 <= iteration_ms < 1e3:
             raise ValueError(f"iteration_ms {iteration_ms!r}: not a time per iteration")
@@ -230,6 +306,7 @@ class LLMCost:
             ),
             after_idle_pauses_ms=pauses,
             after_idle_ms=idle_ms,
+            after_idle_prompt_ms=prompt_ms,
             prefill_pass_per_prompt=bool(data.get("prefill_pass_per_prompt", False)),
             iteration_ms=iteration_ms,
             context=dict(data.get("context") or {}),

@@ -166,14 +166,17 @@ class Instance:
         cost = self.cost
         idle_ms, idle_step = self._idle
         if chunks:
-            pre = cost.prefill_pass_ms([(e[1], k) for e, k in chunks])
+            pre = cost.prefill_pass_ms([(e[1], k) for e, k in chunks], self.split)
             tokens = sum(k for _, k in chunks)
             extra = cost.after_prefill_extra_ms(tokens, 0) / 1e3 if self.batch else 0.0
-            extra += cost.after_idle_extra_ms(idle_ms, idle_step) / 1e3
+            idle_extra, idle_next = cost.after_idle_prompt_passes_ms(
+                idle_ms, idle_step, len(chunks), self.split
+            )
+            extra += idle_extra / 1e3
             own = 0.0 if self.batch else self.own  # in d0 when a decode step runs too
             self._first, self._m, self._dd = pre / 1e3 + d0 + own + extra, 1, 0.0
             self._after = (tokens, 1 if self.batch else 0)  # the next decode step's index
-            self._idle = (0.0, 1 << 30)  # the prefill pass warmed the caches again
+            self._idle = (idle_ms, idle_next)  # passes since the pause
         elif self._after[1] < cost.after_prefill_steps or idle_step < cost.after_idle_steps:
             tokens, step = self._after  # a step still paying for a prefill or a pause
             extra = max(cost.after_prefill_extra_ms(tokens, step),
