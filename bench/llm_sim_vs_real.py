@@ -215,7 +215,8 @@ def report(rates: Any, works: Any, reals: Any, sims: Any, checks: Any, costs: li
         f"{rows(c.after_idle_ms)} ms "
         f"(steps 0-2); 64-token prompt passes after them: "
         f"{rows(c.after_idle_prompt_ms) or 'not timed'} "
-        "ms (passes 0-2)). "
+        f"ms (passes 0-2); an idle engine starts a request {c.idle_start_ms:.3f} ms after it "
+        "is due). "
         "Real: median of the rounds' p50 [min-max]; simulated: median of the "
         f"rounds' p50 [min-max]. Within {TOLERANCE:.0%}: |real/sim - 1| <= {TOLERANCE:g} on "
         "the medians.",

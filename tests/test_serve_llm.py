@@ -120,6 +120,33 @@ def test_every_iteration_pays_the_loops_own_work() -> None:
         LLMCost.from_json({**cost.to_json(), "iteration_ms": -1.0})
 
 
+def test_an_idle_engine_starts_new_work_after_its_calibrated_delay() -> None:
+    """By hand: an engine that sat idle starts a request 2 ms after it arrives (calibration
+    7: the sender's lateness and the engine thread's wake-up), a busy one at its next
+    iteration boundary as before; a decode engine woken by a KV landing the same."""
+    cost = dataclasses.replace(LLMCost.constant(PREFILL_MS, STEP_MS), idle_start_ms=2.0)
+    book = simulate_llm(work([1.0], prompt=100, output=6), Layout("colocated"), cost)
+    assert book.first[0] == pytest.approx(1.0 + (2.0 + PREFILL_MS) / 1e3)
+    assert book.done[0] == pytest.approx(book.first[0] + 5 * STEP_MS / 1e3)
+    # B arrives while A's prompt runs: no delay of its own, it joins at the boundary
+    both = simulate_llm(work([1.0, 1.01], prompt=100, output=6), Layout("colocated"), cost)
+    assert both.first[1] == pytest.approx(both.first[0] + (PREFILL_MS + STEP_MS) / 1e3)
+    disagg = simulate_llm(work([1.0], prompt=100, output=6), Layout("disaggregated"), cost)
+    plain = simulate_llm(
+        work([1.0], prompt=100, output=6), Layout("disaggregated"),
+        dataclasses.replace(cost, idle_start_ms=0.0),
+    )  # fmt: skip
+    assert disagg.first[0] - plain.first[0] == pytest.approx(2.0 / 1e3)  # the prefill engine
+    assert disagg.done[0] - plain.done[0] == pytest.approx(2 * 2.0 / 1e3)  # and the decode
+    back = LLMCost.from_json(json.loads(json.dumps(cost.to_json())))
+    assert back.idle_start_ms == 2.0
+    old = cost.to_json()
+    del old["idle_start_ms"]  # before calibration 7: none charged
+    assert LLMCost.from_json(old).idle_start_ms == 0.0
+    with pytest.raises(ValueError, match="idle_start_ms"):
+        LLMCost.from_json({**cost.to_json(), "idle_start_ms": float("nan")})
+
+
 def test_the_first_passes_after_an_idle_pause_pay_the_calibrated_extra() -> None:
     """By hand: after a pause of at least 1 ms the first passes cost 1, 0.5 ms more, after
     10 ms or more 4, 2, 1 ms. A prefill pass pays step 0's extra and warms the engine
@@ -389,6 +416,8 @@ def test_simulate_llm_side_by_side_from_the_command_line(llm: Path, tmp_path: Pa
                                           "d_ms_per_cached_token"}  # fmt: skip
     assert cal["points"]["continuing_ms"] and min(cal["points"]["continuing_ms"].values()) > 0
     assert "16@0" in cal["points"]["continuing_ms"]
+    # how long the loop's idle engine takes to start a request: the loop itself, timed
+    assert 0 < cal["idle_start_ms"] < 50 and len(cal["points"]["idle_start_ms"]) >= 8
     again = opscope(*args[:-2], "--layout", "chunked", "--json", out, check=True)
     assert "LLM calibration from the cache" in again.stderr
     one = json.loads(out.read_text())

@@ -2,8 +2,9 @@
 prompt lengths (fitted as a + b*L + c*L^2), a chunked engine's passes (k tokens after `done`
 cached, on the serving loop's slots, in its order) at a few k and done, decode steps timed
 at batch 1, 2, 4, 8 and at several contexts (a cost per context token), the first decode
-steps and prompt pass after a pause, and the serving loop's own work in each iteration (its
-engine run for a few steps); cached on disk per model, config and machine like the batching
+steps and prompt passes after a pause, the serving loop's own work in each iteration (its
+engine run for a few steps) and how long its idle engine takes to start a request (the loop
+itself serving a few); cached on disk per model, config and machine like the batching
 simulator's calibration. Rounds are interleaved across the lengths and sizes so a slow
 minute on a shared machine hits them all alike."""
 
@@ -32,6 +33,9 @@ from engine.serve.calibration_file import (
 from engine.serve.llm_cost import LLMCost
 from engine.serve.llm_instance import Book
 from engine.serve.llm_iteration import IterationEngine
+from engine.serve.llm_loop import LLMServingLoop
+from engine.serve.llm_sim import Layout
+from engine.serve.llm_workload import LLMWorkload
 
 VERSION = 7  # 2: prefill passes are per prompt; 3: decode steps after a prefill; 4: after idle
 # 5: the serving loop's own work per iteration; 6: passes that continue a prompt; 7: those
@@ -53,6 +57,8 @@ AFTER_PAUSES_MS = (1.0, 5.0, 20.0, 50.0)  # idle pauses after which decode steps
 IDLE_PROMPT_TOKENS = 64  # and prompt passes of this many tokens,
 IDLE_PROMPT_PASSES = 4  # this many
 OWN_BATCH = 4  # sequences in the iterations whose own work is timed (each round)
+IDLE_START_REQUESTS = 16  # short requests the serving loop serves, one at a time,
+IDLE_START_GAP_S = 0.03  # this far apart: how long an idle engine takes to start one
 
 
 def llm_calibration_context(model_path: str, config: RunConfig, provider: str) -> dict[str, Any]:
@@ -170,6 +176,9 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
         yield Progress("calibration", r, ROUNDS, "the serving loop's own work per iteration")
         own.extend(_own_work(llm, ids))
     own_ms = max(0.0, float(np.median(own)))
+    yield Progress("calibration", 0, 1, "how long an idle engine takes to start a request")
+    idle_start = _idle_start(llm)
+    idle_start_ms = max(0.0, float(np.median(idle_start))) if idle_start else 0.0
     after_lengths = list(context.get("after_prefill", [0, 0, []])[2])
     pauses = list(context.get("after_idle", [0, 0, []])[2])
     after: dict[int, list[list[float]]] = {n: [] for n in after_lengths}
@@ -218,6 +227,7 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
         kv_bytes_per_token=llm.kv_bytes_per_token,
         prefill_pass_per_prompt=True,  # the serving loop prefills each prompt on its slot
         iteration_ms=own_ms,
+        idle_start_ms=idle_start_ms,
         continuing=continuing,
         after_prefill_lengths=tuple(after_lengths),
         after_prefill_ms=after_ms,
@@ -231,6 +241,7 @@ def measure(llm: OpenedLLM, context: dict[str, Any]) -> Generator[Event, None, L
             "decode_ms": {f"{bt}x{cx}": v for (bt, cx), v in step_ms.items()},
             "after_prefill_tight_ms": tight_ms,
             "iteration_own_ms": own_ms,
+            "idle_start_ms": [round(x, 4) for x in idle_start],
             "rounds": ROUNDS,
             "steps_per_round": STEPS,
         },
@@ -312,6 +323,31 @@ def _own_work(llm: OpenedLLM, ids: Any) -> list[float]:
         engine.iterate()
         if k:  # the first decode step after the prefills is not a plain one
             out.append((time.perf_counter() - t0 - passes[-1]) * 1e3)
+    return out
+
+
+def _idle_start(llm: OpenedLLM) -> list[float]:
+    """How long the serving loop's idle engine takes to start a request, ms from its
+    scheduled time to the start of the iteration that prefills it: the loop itself (its
+    sender and engine threads, as `load --llm` runs them) serving IDLE_START_REQUESTS
+    requests of 16 prompt tokens and 1 new one, IDLE_START_GAP_S apart, each on an idle
+    engine. On the demo LLM (Intel Xeon) in the real loop: 0.29-0.33 ms (the sender's
+    lateness 0.10, the engine thread's wake-up and plan 0.18), which the simulator had
+    not charged."""
+    n = IDLE_START_REQUESTS
+    arrivals = np.arange(n) * IDLE_START_GAP_S
+    work = LLMWorkload(arrivals, np.full(n, 16, np.int64), np.ones(n, np.int64))
+    loop = LLMServingLoop(llm, work, Layout("colocated", max_seqs=1), seed=0)
+    for _ in loop.run():
+        pass  # its progress is the calibration's
+    if loop.unfinished():
+        return []
+    it = np.asarray([row[:2] for row in loop.engine.iterations], np.float64)
+    out = []
+    for a in arrivals:
+        j = int(np.searchsorted(it[:, 0], a))
+        if j < len(it) and (j == 0 or it[j - 1, 1] < a):  # the engine sat idle at `a`
+            out.append(float(it[j, 0] - a) * 1e3)
     return out
 
 

@@ -63,6 +63,9 @@ class LLMCost:
     # the serving loop's own work in each iteration beyond the engine's passes (planning
     # it, packing the batch, the tokens chosen and stamped), ms
     iteration_ms: float = 0.0
+    # an idle engine's start of a request that arrives: from its scheduled time to the
+    # iteration's start (the sender's lateness, the engine thread's wake-up), ms
+    idle_start_ms: float = 0.0
     # a pass that continues a prompt (a later chunk), timed as such: (a, b, c, d), k more
     # tokens after `done` cost a + b*k + c*k*(done + k) + d*done ms; None: charged from
     # the whole-prompt fit (`prefill_chunk_ms`), as before calibration 6
@@ -264,6 +267,7 @@ class LLMCost:
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "prefill_pass_per_prompt": self.prefill_pass_per_prompt,
             "iteration_ms": self.iteration_ms,
+            "idle_start_ms": self.idle_start_ms,
             **(
                 {}
                 if self.continuing is None
@@ -291,6 +295,9 @@ class LLMCost:
         iteration_ms = float(data.get("iteration_ms", 0.0))  # before version 5: none
         if not 0.0 <= iteration_ms < 1e3:
             raise ValueError(f"iteration_ms {iteration_ms!r}: not a time per iteration")
+        idle_start_ms = float(data.get("idle_start_ms", 0.0))  # before version 7: none
+        if not 0.0 <= idle_start_ms < 1e3:
+            raise ValueError(f"idle_start_ms {idle_start_ms!r}: not a time to start")
         return cls(
             continuing=_continuing(data.get("continuing_fit")),
             prefill_a_ms=float(fit["a_ms"]),
@@ -309,6 +316,7 @@ class LLMCost:
             after_idle_prompt_ms=prompt_ms,
             prefill_pass_per_prompt=bool(data.get("prefill_pass_per_prompt", False)),
             iteration_ms=iteration_ms,
+            idle_start_ms=idle_start_ms,
             context=dict(data.get("context") or {}),
             points=dict(data.get("points") or {}),
         )

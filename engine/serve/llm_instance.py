@@ -99,6 +99,7 @@ class Instance:
         self.base = [ms / 1e3 for ms in cost.base_table(max_seqs)]  # seconds, as all times here
         self.slope = cost.decode_slope_ms / 1e3
         self.own = cost.iteration_ms / 1e3  # the loop's own work in every iteration
+        self.wake = cost.idle_start_ms / 1e3  # an idle engine's start of new work
         self.it = 0  # iterations run
         self.batch = 0  # sequences decoding
         self.ctx = 0  # their contexts summed (what the next step attends to)
@@ -162,6 +163,7 @@ class Instance:
         if self.idle_from is not None:  # the first pass after a pause pays for it
             self._idle = ((t - self.idle_from) * 1e3, 0)
             self.idle_from = None
+            t += self.wake  # and starts that much after what woke the engine
         d0 = self.base[self.batch] + self.slope * self.ctx + self.own if self.batch else 0.0
         cost = self.cost
         idle_ms, idle_step = self._idle
