@@ -111,13 +111,19 @@ def test_every_iteration_pays_the_loops_own_work() -> None:
     both = simulate_llm(work([0.0, 0.0615], prompt=100, output=6), Layout("colocated"), cost)
     a_steps = [STEP_MS + 1.0, PREFILL_MS + STEP_MS + 1.0, *[STEP_MS + 1.0] * 3]
     assert both.done[0] == pytest.approx((PREFILL_MS + 1.0 + sum(a_steps)) / 1e3)
+    check_json_time(cost, "iteration_ms", 1.0, -1.0)  # absent before calibration 5
+
+
+def check_json_time(cost: LLMCost, key: str, want: float, bad: float) -> None:
+    """A time `key` goes through JSON, is 0 where an older calibration lacks it (none
+    charged), and a bad value is refused naming it."""
     back = LLMCost.from_json(json.loads(json.dumps(cost.to_json())))
-    assert back.iteration_ms == 1.0
+    assert getattr(back, key) == want
     old = cost.to_json()
-    del old["iteration_ms"]  # calibration version 4: none charged
-    assert LLMCost.from_json(old).iteration_ms == 0.0
-    with pytest.raises(ValueError, match="iteration_ms"):
-        LLMCost.from_json({**cost.to_json(), "iteration_ms": -1.0})
+    del old[key]
+    assert getattr(LLMCost.from_json(old), key) == 0.0
+    with pytest.raises(ValueError, match=key):
+        LLMCost.from_json({**cost.to_json(), key: bad})
 
 
 def test_an_idle_engine_starts_new_work_after_its_calibrated_delay() -> None:
@@ -138,13 +144,7 @@ def test_an_idle_engine_starts_new_work_after_its_calibrated_delay() -> None:
     )  # fmt: skip
     assert disagg.first[0] - plain.first[0] == pytest.approx(2.0 / 1e3)  # the prefill engine
     assert disagg.done[0] - plain.done[0] == pytest.approx(2 * 2.0 / 1e3)  # and the decode
-    back = LLMCost.from_json(json.loads(json.dumps(cost.to_json())))
-    assert back.idle_start_ms == 2.0
-    old = cost.to_json()
-    del old["idle_start_ms"]  # before calibration 7: none charged
-    assert LLMCost.from_json(old).idle_start_ms == 0.0
-    with pytest.raises(ValueError, match="idle_start_ms"):
-        LLMCost.from_json({**cost.to_json(), "idle_start_ms": float("nan")})
+    check_json_time(cost, "idle_start_ms", 2.0, float("nan"))  # absent before calibration 7
 
 
 def test_the_first_passes_after_an_idle_pause_pay_the_calibrated_extra() -> None:

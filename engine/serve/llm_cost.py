@@ -1,12 +1,12 @@
 """What an LLM engine iteration costs, from times measured on the real engine: a prefill
 pass over prompt chunks (a + b*tokens + c*attention scores + the cached tokens read, the
-quadratic fitted on whole prompts; a later chunk from passes that continue a prompt, timed
-as such) and a decode step over B sequences (a per-batch-size base, interpolated between
-measured sizes, plus a cost per token of context the step attends to, summed over the
-sequences), plus the extra time of the first decode steps after a prefill pass, and of the
-first passes (decode steps, a prompt pass) after the engine sat idle, and the serving loop's
-own work in each iteration.
-Deterministic medians: the simulator draws no spread."""
+quadratic fitted on whole prompts; a chunked engine's passes, and a later chunk anywhere,
+from passes timed as such) and a decode step over B sequences (a per-batch-size base,
+interpolated between measured sizes, plus a cost per token of context the step attends
+to, summed over the sequences), plus the extra time of the first decode steps after a
+prefill pass, and of the first passes (decode steps, prompt passes) after the engine sat
+idle, an idle engine's start of new work, and the serving loop's own work in each
+iteration. Deterministic medians: the simulator draws no spread."""
 
 from __future__ import annotations
 
@@ -96,9 +96,10 @@ class LLMCost:
     def continuing_ms(self, done: int, tokens: int) -> float:
         """A pass of `tokens` more of a prompt `done` tokens in (done 0: a chunked prompt's
         first chunk), from its own fit, timed on the loop's slots in the loop's order. On
-        the demo LLM (Intel Xeon, one thread) such passes took 0.5-0.9 of what the
-        whole-prompt fit charged (its fixed cost 1.9 ms, theirs about 1; and its L^2 term,
-        fitted up to 1,024 tokens, charges a chunk more than the passes took)."""
+        the demo LLM (Intel Xeon, one thread) such passes took 0.45-1.0 of what the
+        whole-prompt fit charged (16 tokens 0.45, 64 after 64 cached 0.7, 256 whole 1.0: its
+        fixed cost is 1.7-2.1 ms, theirs 0.2-0.35; and its L^2 term, fitted up to 1,024
+        tokens, charges a chunk more than the passes took)."""
         assert self.continuing is not None
         a, b, c, d = self.continuing
         return a + b * tokens + c * tokens * (done + tokens) + d * done
