@@ -129,7 +129,7 @@ class LLMCost:
         return fixed + sum(self.prefill_chunk_ms(done, k) for done, k in chunks)
 
     def prefill_sums_ms(self, passes: Any, tokens: Any, scores: Any, past: Any,
-                        later: tuple[Any, Any, Any], split: bool = False) -> Any:  # fmt: skip
+                        later: tuple[Any, Any, Any], split: bool) -> Any:  # fmt: skip
         """What `prefill_pass_ms` charges an iteration, from its sums over the passes: their
         count, new tokens, attention scores (each pass's k x (done + k)) and cached tokens
         read (done), and `later`, the same count, tokens and scores of the passes that
