@@ -110,17 +110,27 @@ class _Gaps:
         self.batch = np.asarray(book.seg_batch, np.float64)
         gaps = np.asarray(book.first_gap) * 1e3
         self.own = np.sort(gaps[np.isfinite(gaps)])
+        # at_most's lookups: the firsts sorted with their weights summed (most stretches
+        # are one step long), the runs apart
+        order = np.argsort(self.first, kind="stable")
+        self._firsts = self.first[order]
+        self._first_w = np.cumsum(self.first_w[order])
+        run = self.runs > 0
+        self._d0, self._dd = self.d0[run], self.dd[run]
+        self._runs, self._batch = self.runs[run], self.batch[run]
 
     def total(self) -> float:
         return float(self.first_w.sum() + (self.runs * self.batch).sum() + self.own.size)
 
     def at_most(self, v: float) -> float:
         """How many gaps are <= v (ms)."""
-        n = float(self.first_w[self.first <= v].sum())
+        i = int(np.searchsorted(self._firsts, v, side="right"))
+        n = float(self._first_w[i - 1]) if i else 0.0
+        d0, dd = self._d0, self._dd
         with np.errstate(divide="ignore", invalid="ignore"):
-            k = np.where(self.dd > 0, np.floor((v - self.d0) / self.dd), np.inf)
-        k = np.where(self.d0 + self.dd <= v, k, 0.0)  # even the first of the run exceeds v
-        n += float((np.clip(k, 0.0, self.runs) * self.batch).sum())
+            k = np.where(dd > 0, np.floor((v - d0) / dd), np.inf)
+        k = np.where(d0 + dd <= v, k, 0.0)  # even the first of the run exceeds v
+        n += float((np.clip(k, 0.0, self._runs) * self._batch).sum())
         return n + float(np.searchsorted(self.own, v, side="right"))
 
     def bounds(self) -> tuple[float, float]:
