@@ -30,7 +30,7 @@ from engine.backends.genai.model import OpenedLLM, open_llm  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
 from engine.events import drive  # noqa: E402
 from engine.serve.llm_calibration import load_or_calibrate_llm  # noqa: E402
-from engine.serve.llm_cost import LLMCost  # noqa: E402
+from engine.serve.llm_cost import LLMCost, Warmth  # noqa: E402
 from engine.serve.llm_loop import LLMServingLoop  # noqa: E402
 from engine.serve.llm_sim import Layout, simulate_llm  # noqa: E402
 from engine.serve.llm_summary import summarize_llm  # noqa: E402
@@ -77,33 +77,23 @@ def real(llm: OpenedLLM, w: LLMWorkload, layout: Layout) -> tuple[dict[str, Any]
 
 def extras(cost: LLMCost, start: np.ndarray, end: np.ndarray, batch: np.ndarray,
            tokens: np.ndarray, prompts: np.ndarray, split: bool) -> np.ndarray:  # fmt: skip
-    """The calibrated extras of each iteration, counted as the simulator counts them (one
-    engine's iterations, in time order): after a prefill pass, the decode steps' extra;
-    after the engine sat idle (a gap between iterations), the first passes' extra (the
-    `prompts` prompt passes of an iteration each their own in a `split` engine; decode
-    steps the larger)."""
+    """The calibrated extras of each iteration of one engine (in time order), walked
+    through the states the simulator walks (`LLMCost.iteration_extra_ms`): after a prefill
+    pass, the decode steps' extra; after the engine sat idle, the first passes' extra. A
+    gap between iterations at least as long as the shortest calibrated pause is a pause
+    (the loop's own work between busy iterations takes about 0.02 ms)."""
     out = np.zeros(len(batch))
-    last, step = 0, 1 << 30
-    idle, istep = 0.0, 1 << 30
+    warm = Warmth()
+    shortest = (cost.after_idle_pauses_ms or (np.inf,))[0]
     prev_end = -np.inf
     for i, (b, t, n) in enumerate(
         zip(batch.astype(int), tokens.astype(int), prompts.astype(int), strict=True)
     ):
         gap_ms = (start[i] - prev_end) * 1e3
         prev_end = end[i]
-        if gap_ms >= (cost.after_idle_pauses_ms or (np.inf,))[0]:
-            idle, istep = gap_ms, 0
-        if t > 0:
-            out[i], istep = cost.after_idle_prompt_passes_ms(idle, istep, n, split)
-            last, step = t, 0
-            if b > 0:
-                out[i] += cost.after_prefill_extra_ms(last, step)
-                step += 1
-        elif b > 0:
-            out[i] = max(cost.after_prefill_extra_ms(last, step),
-                         cost.after_idle_extra_ms(idle, istep))  # fmt: skip
-            step += 1
-            istep += 1
+        if gap_ms >= shortest:
+            warm = warm.paused(gap_ms)
+        out[i], warm = cost.iteration_extra_ms(warm, n, t, b > 0, split)
     return out
 
 

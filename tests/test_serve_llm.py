@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from engine.errors import ConfigError
-from engine.serve.llm_cost import LLMCost
+from engine.serve.llm_cost import LLMCost, Warmth
 from engine.serve.llm_sim import LAYOUTS, Layout, simulate_llm
 from engine.serve.llm_summary import goodput, summarize_llm
 from engine.serve.llm_workload import LLMWorkload, make_workload, parse_length
@@ -98,6 +98,72 @@ def test_decode_steps_after_a_prefill_pay_the_calibrated_extra() -> None:
     both = simulate_llm(work([0.0, 0.0605], prompt=200, output=6), Layout("colocated"), cost)
     a_steps = [STEP_MS + 6.0, PREFILL_MS + STEP_MS + 6.0, STEP_MS + 3.0, STEP_MS + 1.5, STEP_MS]
     assert both.done[0] == pytest.approx((PREFILL_MS + sum(a_steps)) / 1e3)
+
+
+def test_the_extras_walk_from_a_pause_through_a_prefill_to_settled() -> None:
+    """By hand, the states the simulator and the bench's iteration check both walk: after
+    a 50 ms pause a chunked iteration of two prompt passes (150 tokens) and a decode step
+    pays the prompt passes' rows 0-1 (7 + 2) and the decode step's step 0 after a 150-token
+    prefill (4.5); the next decode-only step the larger of the two extras due; then
+    nothing: settled (a decode-only stretch advanced in closed form)."""
+    cost = dataclasses.replace(
+        LLMCost.constant(PREFILL_MS, STEP_MS),
+        after_prefill_lengths=(100, 200),
+        after_prefill_ms=((3.0, 1.0), (6.0, 2.0)),
+        after_idle_pauses_ms=(1.0, 10.0),
+        after_idle_ms=((1.0, 0.5, 0.0), (4.0, 2.0, 2.5)),
+        after_idle_prompt_ms=((3.0, 1.0), (7.0, 2.0)),
+    )
+    warm = Warmth()
+    assert cost.decode_extras_s(warm, 99) == ((), ())  # nothing due
+    warm = warm.paused(50.0)
+    assert cost.decode_extras_s(warm, 99)[0] == (0.004, 0.002, 0.0025)  # the pause's row
+    extra, warm = cost.iteration_extra_ms(warm, 2, 150, decode=True, split=True)
+    assert extra == pytest.approx(7.0 + 2.0 + 4.5)
+    extra, warm = cost.iteration_extra_ms(warm, 0, 0, decode=True, split=True)
+    assert extra == pytest.approx(2.5)  # idle pass 2 (2.5), not prefill step 1 (1.5)
+    assert cost.decode_extras_s(warm, 99) == ((), ())  # both rows paid to their ends
+    assert cost.iteration_extra_ms(warm, 0, 0, decode=True, split=True)[0] == 0.0
+    # a whole prompt after the pause pays the decode steps' step 0 once and warms it
+    extra, warm = cost.iteration_extra_ms(Warmth().paused(50.0), 1, 150, False, False)
+    assert extra == 4.0 and warm.step == 0 and warm.idle_step >= cost.after_idle_steps
+
+
+@pytest.mark.parametrize("name", LAYOUTS)
+def test_stretches_in_closed_form_equal_the_step_by_step_loop(name: str) -> None:
+    """Issue 28, item 5: a simulation that advances decode-only stretches in one event
+    (their extras after a prefill or a pause included) books what one that runs every
+    decode step as its own event books: each request's first and last token, and the
+    inter-token gaps' percentiles, on a seeded Poisson workload at three loads."""
+    cost = dataclasses.replace(
+        LLMCost.constant(2.0, 0.8),
+        prefill_b_ms=0.05,
+        prefill_c_ms=1e-4,
+        decode_ms={1: 0.8, 4: 0.9, 16: 1.6},
+        decode_slope_ms=3e-4,
+        kv_bytes_per_token=4096,
+        after_prefill_lengths=(16, 64, 256),
+        after_prefill_ms=((0.03, 0.01, 0.0), (0.06, 0.02, 0.01), (0.34, 0.22, 0.03)),
+        after_idle_pauses_ms=(1.0, 5.0, 20.0),
+        after_idle_ms=((0.02, 0.0, 0.0), (0.3, 0.26, 0.01), (0.88, 0.46, 0.11)),
+        after_idle_prompt_ms=((0.1, 0.0), (0.5, 0.3), (1.2, 0.8)),
+        continuing=(0.2, 0.06, 6e-5, 0.0),
+        iteration_ms=0.04,
+        idle_start_ms=0.2,
+    )
+    layout = Layout(name, max_seqs=16, chunk_tokens=64, kv_ms_per_mb=0.8)
+    for rate in (20.0, 60.0, 120.0):
+        schedule = make_schedule(parse_traffic(f"poisson:{rate:g}"), 0, 0, requests=300)
+        w = make_workload(schedule, parse_length("16-300", "p"), parse_length("1-40", "n"), 3)
+        fast = simulate_llm(w, layout, cost)
+        slow = simulate_llm(w, layout, cost, stepwise=True)
+        assert fast.first == pytest.approx(slow.first, rel=1e-12, abs=1e-12)
+        assert fast.done == pytest.approx(slow.done, rel=1e-12, abs=1e-12)
+        assert len(fast.seg_m) < len(slow.seg_m)  # fewer events: stretches were jumped
+        a, b = summarize_llm(fast)["itl_ms"], summarize_llm(slow)["itl_ms"]
+        assert a["count"] == b["count"]
+        for q in ("p50", "p90", "p99", "mean", "max"):
+            assert a[q] == pytest.approx(b[q], rel=1e-6)
 
 
 def test_every_iteration_pays_the_loops_own_work() -> None:

@@ -11,10 +11,35 @@ iteration. Deterministic medians: the simulator draws no spread."""
 from __future__ import annotations
 
 import bisect
+import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+
+SETTLED = 1 << 30  # a step index past every calibrated one: nothing left to pay
+
+
+class Warmth(NamedTuple):
+    """Where an engine stands in the extras that follow a prefill pass and an idle pause
+    (`LLMCost.iteration_extra_ms` and `decode_extras_ms` charge them): the last prefill's
+    prompt tokens and the decode steps since it, the pause's length (ms) and the passes
+    since it. The simulator's instances and the bench that checks the real loop's
+    iterations walk the same states."""
+
+    tokens: int = 0
+    step: int = SETTLED
+    idle_ms: float = 0.0
+    idle_step: int = SETTLED
+
+    def paused(self, idle_ms: float) -> Warmth:
+        """After the engine sat idle `idle_ms`: its next pass is the pause's first."""
+        return Warmth(self.tokens, self.step, idle_ms, 0)
+
+    def stepped(self, steps: int) -> Warmth:
+        """After `steps` decode-only steps."""
+        return Warmth(self.tokens, self.step + steps, self.idle_ms, self.idle_step + steps)
+
 
 CONTINUING_KEYS = ("a_ms", "b_ms_per_token", "c_ms_per_score", "d_ms_per_cached_token")
 
@@ -72,6 +97,12 @@ class LLMCost:
     continuing: tuple[float, float, float, float] | None = None
     context: dict[str, Any] = field(default_factory=dict)  # what it was measured on
     points: dict[str, Any] = field(default_factory=dict)  # the raw medians behind the fits
+    _extras_memo: dict[tuple[int, int, int, int], tuple[tuple[float, ...], ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )  # decode_extras_s, by state
+    _prefill_rows: dict[int, tuple[float, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )  # _after_prefill_row, by prompt tokens
 
     def prefill_chunk_ms(self, done: int, tokens: int) -> float:
         """The variable part of prefilling `tokens` more of a prompt `done` tokens in:
@@ -219,6 +250,61 @@ class LLMCost:
             return 0.0
         return self.after_idle_ms[bisect.bisect_right(pauses, idle_ms) - 1][step]
 
+    def iteration_extra_ms(
+        self, warmth: Warmth, prompt_passes: int, prompt_tokens: int, decode: bool, split: bool
+    ) -> tuple[float, Warmth]:
+        """The extras of an iteration with `prompt_passes` prompt passes of `prompt_tokens`
+        in all and (`decode`) a decode step, from `warmth`, and the warmth after it. A
+        prompt iteration: its decode step is step 0 after its own prefill, its prompt passes
+        pay the pause's extras (`after_idle_prompt_passes_ms`). A decode-only one: the
+        larger of the step's extras after the last prefill and after the pause."""
+        if prompt_passes:
+            row = self._after_prefill_row(prompt_tokens) if decode else ()
+            extra = row[0] if row else 0.0
+            idle_extra, idle_next = self.after_idle_prompt_passes_ms(
+                warmth.idle_ms, warmth.idle_step, prompt_passes, split
+            )
+            nxt = Warmth(prompt_tokens, 1 if decode else 0, warmth.idle_ms, idle_next)
+            return extra + idle_extra, nxt
+        after = self._after_prefill_row(warmth.tokens)
+        extra = max(after[warmth.step] if warmth.step < len(after) else 0.0,
+                    self.after_idle_extra_ms(warmth.idle_ms, warmth.idle_step))  # fmt: skip
+        return extra, warmth.stepped(1)
+
+    def decode_extras_s(self, warmth: Warmth, steps: int) -> tuple[tuple[float, ...], ...]:
+        """The extras of up to `steps` decode-only steps from `warmth` (each as
+        `iteration_extra_ms` charges one, in seconds), to the last that pays one, and their
+        running sums: the simulator advances a decode-only stretch in one event with them.
+        Remembered per state (a row paid to its end is left out of the state)."""
+        pauses = self.after_idle_pauses_ms
+        p_steps, i_steps = self.after_prefill_steps, self.after_idle_steps
+        tokens, step = (warmth.tokens, warmth.step) if warmth.step < p_steps else (0, SETTLED)
+        row, idle_step = -1, SETTLED
+        if warmth.idle_step < i_steps and pauses and warmth.idle_ms >= pauses[0]:
+            row = bisect.bisect_right(pauses, warmth.idle_ms) - 1
+            idle_step = warmth.idle_step
+        key = (tokens, step, row, idle_step)
+        got = self._extras_memo.get(key)
+        if got is None:
+            after = self._after_prefill_row(tokens)[step:] if step < p_steps else ()
+            idle = self.after_idle_ms[row][idle_step:] if row >= 0 else ()
+            extra = [max(a, b) / 1e3 for a, b in itertools.zip_longest(after, idle, fillvalue=0.0)]
+            while extra and extra[-1] == 0.0:
+                extra.pop()
+            got = self._extras_memo[key] = (tuple(extra), tuple(itertools.accumulate(extra)))
+        extra_s, cum_s = got
+        return (extra_s, cum_s) if steps >= len(extra_s) else (extra_s[:steps], cum_s[:steps])
+
+    def _after_prefill_row(self, tokens: int) -> tuple[float, ...]:
+        """after_prefill_extra_ms(tokens, j) for every calibrated step j, remembered."""
+        row = self._prefill_rows.get(tokens)
+        if row is None:
+            steps = range(self.after_prefill_steps)
+            row = self._prefill_rows[tokens] = tuple(
+                self.after_prefill_extra_ms(tokens, j) for j in steps
+            )
+        return row
+
     def after_idle_prompt_passes_ms(
         self, idle_ms: float, step: int, passes: int, split: bool
     ) -> tuple[float, int]:
@@ -233,7 +319,7 @@ class LLMCost:
         (charged pass by pass, the colocated layout's prompt iterations came out 0.91-0.98
         of the model, against 1.00-1.02)."""
         if not (split and self.after_idle_prompt_ms):
-            return self.after_idle_extra_ms(idle_ms, step), 1 << 30
+            return self.after_idle_extra_ms(idle_ms, step), SETTLED
         pauses = self.after_idle_pauses_ms
         if idle_ms < pauses[0]:
             return 0.0, step + passes

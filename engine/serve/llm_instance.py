@@ -5,21 +5,24 @@ decode step for every running sequence, its time the sum of the two passes (on t
 engine they are two passes; a fused kernel would overlap them).
 
 Decode-only stretches are advanced in closed form: with the batch fixed, each step's time
-grows by a constant (the context grows one token per sequence), so the instance jumps to
-the step where the next sequence finishes; a new arrival cuts the stretch short at the
-first step that ends after it. A simulation is then events per request, not per token."""
+grows by a constant (the context grows one token per sequence), and the first steps after
+a prefill pass or a pause add their calibrated extras, so the instance jumps to the step
+where the next sequence finishes; a new arrival cuts the stretch short at the first step
+that ends after it. A simulation is then events per request, not per token; `stepwise`
+makes every decode step its own event (the reference a test holds the jumps to)."""
 
 from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.serve.llm_cost import LLMCost
+from engine.serve.llm_cost import LLMCost, Warmth
 from engine.serve.prefix_cache import PrefixCache
 
 
@@ -35,12 +38,13 @@ class Book:
     first_gap: list[float] = field(default_factory=list)  # first token -> second token
     # stretches of iterations with decoders: the first gap and the sequences it counts for
     # (those not joining there), then m - 1 more gaps d0 + k*dd, each for `batch` sequences
-    seg_first: list[float] = field(default_factory=list)
-    seg_first_w: list[int] = field(default_factory=list)
-    seg_d0: list[float] = field(default_factory=list)
-    seg_dd: list[float] = field(default_factory=list)
-    seg_m: list[int] = field(default_factory=list)
-    seg_batch: list[int] = field(default_factory=list)
+    # (packed arrays: a simulation books millions, and Python floats in lists cost 4x)
+    seg_first: array[float] = field(default_factory=lambda: array("d"))
+    seg_first_w: array[int] = field(default_factory=lambda: array("q"))
+    seg_d0: array[float] = field(default_factory=lambda: array("d"))
+    seg_dd: array[float] = field(default_factory=lambda: array("d"))
+    seg_m: array[int] = field(default_factory=lambda: array("q"))
+    seg_batch: array[int] = field(default_factory=lambda: array("q"))
     cached: list[int] = field(default_factory=list)  # prompt tokens a prefix cache gave
     prefix_blocks: int = 0  # the prefix cache's size per instance (0: none)
 
@@ -90,6 +94,7 @@ class Instance:
         handoff: Callable[[int, float], None] | None = None,
         arrivals: deque[int] | None = None,
         prefix: PrefixUse | None = None,
+        stepwise: bool = False,
     ) -> None:
         self.book, self.cost, self.schedule = book, cost, schedule
         self.prefix = prefix
@@ -117,9 +122,12 @@ class Instance:
         self._m = 0
         self._chunks: list[tuple[list[int], int]] = []
         self._joined: list[int] = []
-        self._after = (0, 1 << 30)  # (tokens of the last prefill pass, decode steps since)
         self.idle_from: float | None = 0.0  # idle since then (None: busy or between passes)
-        self._idle = (0.0, 1 << 30)  # (ms idle before the last start, passes since)
+        self._warm = Warmth()  # the extras still due after a prefill pass or a pause
+        self._extra: tuple[float, ...] = ()  # a decode-only stretch's extras, step by step (s)
+        self._cum: tuple[float, ...] = ()  # and summed
+        self.stepwise = stepwise  # every decode step its own event (the reference)
+        self._stretch = False  # the work running now is decode-only steps in closed form
 
     # admission ---------------------------------------------------------------------
     def _need(self, rid: int) -> int:
@@ -161,37 +169,28 @@ class Instance:
                 self.idle_from = t
             return
         if self.idle_from is not None:  # the first pass after a pause pays for it
-            self._idle = ((t - self.idle_from) * 1e3, 0)
+            self._warm = self._warm.paused((t - self.idle_from) * 1e3)
             self.idle_from = None
             t += self.wake  # and starts that much after what woke the engine
         d0 = self.base[self.batch] + self.slope * self.ctx + self.own if self.batch else 0.0
         cost = self.cost
-        idle_ms, idle_step = self._idle
-        if chunks:
-            pre = cost.prefill_pass_ms([(e[1], k) for e, k in chunks], self.split)
+        self._stretch = not chunks and not self.stepwise
+        if not self._stretch:  # one iteration: prompt passes and/or a decode step
             tokens = sum(k for _, k in chunks)
-            extra = cost.after_prefill_extra_ms(tokens, 0) / 1e3 if self.batch else 0.0
-            idle_extra, idle_next = cost.after_idle_prompt_passes_ms(
-                idle_ms, idle_step, len(chunks), self.split
+            extra, self._warm = cost.iteration_extra_ms(
+                self._warm, len(chunks), tokens, self.batch > 0, self.split
             )
-            extra += idle_extra / 1e3
-            own = 0.0 if self.batch else self.own  # in d0 when a decode step runs too
-            self._first, self._m, self._dd = pre / 1e3 + d0 + own + extra, 1, 0.0
-            self._after = (tokens, 1 if self.batch else 0)  # the next decode step's index
-            self._idle = (idle_ms, idle_next)  # passes since the pause
-        elif self._after[1] < cost.after_prefill_steps or idle_step < cost.after_idle_steps:
-            tokens, step = self._after  # a step still paying for a prefill or a pause
-            extra = max(cost.after_prefill_extra_ms(tokens, step),
-                        cost.after_idle_extra_ms(idle_ms, idle_step))  # fmt: skip
-            self._first, self._m, self._dd = d0 + extra / 1e3, 1, 0.0
-            self._after = (tokens, step + 1)
-            self._idle = (idle_ms, idle_step + 1)
-        else:
-            self._first, self._m, self._dd = (
-                d0,
-                self.finishes[0][0] - self.it,
-                self.slope * self.batch,
-            )
+            first = d0 + extra / 1e3
+            if chunks:
+                pre = cost.prefill_pass_ms([(e[1], k) for e, k in chunks], self.split)
+                own = 0.0 if self.batch else self.own  # in d0 when a decode step runs too
+                first += pre / 1e3 + own
+            self._first, self._m, self._dd = first, 1, 0.0
+            self._extra = self._cum = ()
+        else:  # decode-only steps to the next finish, in one event (closed form)
+            m = self.finishes[0][0] - self.it
+            self._extra, self._cum = cost.decode_extras_s(self._warm, m)
+            self._first, self._m, self._dd = d0, m, self.slope * self.batch
         self._t0, self._d0 = t, d0
         self._start(self._end_of(self._m))
 
@@ -208,7 +207,9 @@ class Instance:
         )  # fmt: skip
 
     def _end_of(self, k: int) -> float:
-        return self._t0 + self._first + (k - 1) * self._d0 + self._dd * (k * (k - 1) / 2)
+        end = self._t0 + self._first + (k - 1) * self._d0 + self._dd * (k * (k - 1) / 2)
+        cum = self._cum  # the extras of the stretch's first steps, summed
+        return end + cum[min(k, len(cum)) - 1] if cum else end
 
     def _start(self, end: float) -> None:
         self.busy = True
@@ -236,15 +237,12 @@ class Instance:
         """The stretch ended at `t`: tokens made, sequences finished, prompts prefilled."""
         book, m, batch = self.book, self._m, self.batch
         if batch:
-            book.seg_first.append(self._first)
-            book.seg_first_w.append(batch - len(self._joined))
-            book.seg_d0.append(self._d0)
-            book.seg_dd.append(self._dd)
-            book.seg_m.append(m)
-            book.seg_batch.append(batch)
-            first_end = self._t0 + self._first
+            self._segments(m, batch)
+            first_end = self._end_of(1)
             for rid in self._joined:
                 book.first_gap[rid] = first_end - book.first[rid]
+        if self._stretch:  # its steps' extras are paid
+            self._warm = self._warm.stepped(m)
         self.it += m
         self.ctx += m * batch
         fin = self.finishes
@@ -272,6 +270,33 @@ class Instance:
             else:
                 self.joining.append(rid)
         self.busy = False
+
+    def _segments(self, m: int, batch: int) -> None:
+        """The stretch's steps for the inter-token gaps (llm_summary): its first step (the
+        sequences that joined in it have their own first gap), each later one that paid an
+        extra, then the arithmetic run of the rest."""
+        book, d0, dd, extra = self.book, self._d0, self._dd, self._extra
+        paid = min(m, len(extra))
+        first = self._first + (extra[0] if paid else 0.0)
+        if paid > 1:  # steps 0..paid-2 one segment each; paid-1 starts the run below
+            book.seg_first.append(first)
+            book.seg_first_w.append(batch - len(self._joined))
+            book.seg_first.extend([d0 + j * dd + extra[j] for j in range(1, paid - 1)])
+            book.seg_first_w.extend([batch] * (paid - 2))
+            book.seg_d0.extend([d0] * (paid - 1))
+            book.seg_dd.extend([0.0] * (paid - 1))
+            book.seg_m.extend([1] * (paid - 1))
+            book.seg_batch.extend([batch] * (paid - 1))
+            first = d0 + (paid - 1) * dd + extra[paid - 1]
+            book.seg_first_w.append(batch)
+        else:
+            book.seg_first_w.append(batch - len(self._joined))
+        start = max(paid - 1, 0)  # the run from the last step that paid (or the first)
+        book.seg_first.append(first)
+        book.seg_d0.append(d0 + start * dd)
+        book.seg_dd.append(dd)
+        book.seg_m.append(m - start)
+        book.seg_batch.append(batch)
 
     def _release(self, rid: int) -> None:
         self.seats -= 1

@@ -94,11 +94,14 @@ def simulate_llm(
     cost: LLMCost,
     progress: Callable[[int, int], None] | None = None,
     prefix_blocks: int = 0,
+    stepwise: bool = False,
 ) -> Book:
     """Every request served to its last token; what each saw, in the returned Book.
     `progress(finished, total)`, when given, is called at most every PROGRESS_S of wall
     time (a million requests take tens of seconds). `prefix_blocks`: each instance that
-    prefills keeps a prefix cache of that many blocks (the workload's blocks)."""
+    prefills keeps a prefix cache of that many blocks (the workload's blocks). `stepwise`:
+    every decode step its own event, not stretches in closed form (the same results,
+    slower: the reference for tests)."""
     layout.check()
     book = Book(work.arrivals.tolist(), work.prompt.tolist(), work.output.tolist())
     if prefix_blocks and work.blocks is None:
@@ -129,7 +132,8 @@ def simulate_llm(
             cache = PrefixCache(prefix_blocks, work.block_tokens)
             kw["prefix"] = PrefixUse(cache, work.blocks, book)
         return Instance(book, cost, schedule, prompts=prompts, budget=budget, split=split,
-                        max_seqs=layout.max_seqs, kv_tokens=kv_tokens, **kw)  # fmt: skip
+                        max_seqs=layout.max_seqs, kv_tokens=kv_tokens, stepwise=stepwise,
+                        **kw)  # fmt: skip
 
     if layout.name == "disaggregated":
 
