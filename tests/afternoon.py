@@ -1,6 +1,7 @@
 """The seed's afternoon in one window and one session file, driven as a user drives it:
 open a model, change an input size, INT8 held to a target, a load run and the What-if, a
-tune, a sweep, the demo LLM and a serving study, Save As, Quit. Each step's outcome and
+tune, a sweep, the demo LLM and a serving study, a production trace dropped on it with a
+prefix cache, Save As, Quit. Each step's outcome and
 time is kept; `checks()` holds the file and the process to what the window showed.
 
 Shared by the suite (tests/test_afternoon.py: the demo transformer, short durations) and
@@ -8,6 +9,7 @@ bench/afternoon.py (a real-size model at real durations, results committed)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Callable
@@ -16,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
 
 from engine.session.store import open_session_file
 
@@ -172,6 +176,29 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
         wait(lambda: not c.busy, to)
         return f"{d.table.rowCount()} layouts: {d.status.text()[:80]}"
 
+    def llm_trace() -> str:
+        """A Mooncake trace dropped on the LLM Serving dock, replayed with a prefix cache:
+        its prompts share two of their three 512-token blocks."""
+        c = wb.llm_serving
+        d = c.dock
+        trace = plan.folder / "mooncake.jsonl"
+        rows = [{"timestamp": 250 * i, "input_length": 1100, "output_length": 4,
+                 "hash_ids": [7, 8, 100 + i]} for i in range(plan.llm_requests)]  # fmt: skip
+        trace.write_text("".join(json.dumps(x) + "\n" for x in rows))
+        mime = QMimeData()
+        mime.setUrls([QUrl.fromLocalFile(str(trace))])
+        drop = QDropEvent(QPointF(5, 5), Qt.DropAction.CopyAction, mime,
+                          Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)  # fmt: skip
+        d.dropEvent(drop)
+        d.prefix_blocks.setValue(16)
+        d.simulate_button.click()
+        wait(lambda: c.busy, 10_000)
+        wait(lambda: not c.busy, to)
+        col = [d.table.horizontalHeaderItem(k).text() for k in range(d.table.columnCount())]
+        cells = [d.table.item(r, col.index("Prefix cache")) for r in range(d.table.rowCount())]
+        return (f"dropped: {drop.isAccepted()}; {d.table.rowCount()} layouts; prefix cache: "
+                f"{cells[0].text() if cells and cells[0] else '-'}")  # fmt: skip
+
     def save_as() -> str:
         a.copy = plan.folder / "afternoon-copy.opscope"
         wb.recording.save_as(a.copy)  # File > Save As, past its dialog
@@ -200,6 +227,7 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
         ("memory", memory),
         ("graph", graph),
         ("demo LLM serving study", llm),
+        ("LLM trace with a prefix cache", llm_trace),
         ("Save As", save_as),
         ("Quit", quit_),
     ):
@@ -240,6 +268,9 @@ def checks(a: Afternoon) -> dict[str, Any]:
                 wrong.append(f"memory report {m.id}: {m.report['inputs']}")
         out["memory reports"] = len(reader.memory())
         out["LLM serving studies"] = [(s.kind, len(s.rows)) for s in reader.llm_studies()]
+        out["LLM studies' traffic and prefix cache"] = [
+            (s.plan.get("traffic", ""), s.plan.get("prefix_cache", 0)) for s in reader.llm_studies()
+        ]
         graph_sizes = {s[-1] for s in a.graph_inputs.values() if s}
         if a.graph_inputs and not graph_sizes & {want}:
             wrong.append(f"graph: {a.graph_inputs}")

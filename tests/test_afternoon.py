@@ -47,6 +47,8 @@ def test_an_afternoon_in_one_window_holds(
     assert "REAL run at poisson:100" in done["load run and What-if"]
     assert "best: trial" in done["tune 2 trials"]
     assert done["demo LLM serving study"].startswith("3 layouts")
+    assert done["LLM trace with a prefix cache"].startswith("dropped: True; 3 layouts"), done
+    assert "hit" in done["LLM trace with a prefix cache"], done
     assert done["memory"].startswith("measured on CPUExecutionProvider"), done["memory"]
     assert "nodes as run" in done["graph"] and done["graph"].endswith(
         "0 profiled node(s) missing; top node picked in the table: True"
@@ -59,5 +61,8 @@ def test_an_afternoon_in_one_window_holds(
     assert kinds.get("load", 0) == 1 and kinds.get("live", 0) >= 3, kinds
     assert c["runs at another shape than the window showed"] == []
     assert c["memory reports"] == 1
-    assert c["LLM serving studies"] == [("simulate", 3)]  # in the same file as the runs
+    # in the same file as the runs: the synthetic study, then the trace with a prefix cache
+    assert c["LLM serving studies"] == [("simulate", 3), ("simulate", 3)]
+    assert c["LLM studies' traffic and prefix cache"][1][0].startswith("trace:"), c
+    assert c["LLM studies' traffic and prefix cache"][1][1] == 16, c
     assert c["processes left after Quit"] == [] and c["engine hosts alive after Quit"] == []
