@@ -161,7 +161,7 @@ class Instance:
             self.kv += self._need(rid)
             self._join(rid)
         chunks = self._chunks = []
-        if self.prompts is not None:
+        if self.prefilling or self.prompts:  # prompts started, or waiting (a prefiller)
             self._plan_prefill(chunks)
         if not chunks and not self.batch:
             self.busy = False
@@ -222,13 +222,20 @@ class Instance:
         stretch at the first step that ends at or after `t`."""
         if not self.busy or self._m <= 1 or self._chunks:
             return
-        lo, hi = 1, self._m  # end_of is increasing in k: the smallest k with end_of(k) >= t
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._end_of(mid) >= t:
-                hi = mid
-            else:
-                lo = mid + 1
+        m, d0, dd = self._m, self._d0, self._dd
+        # end_of is increasing in k: the smallest k with end_of(k) >= t, from where the
+        # arithmetic part reaches t (dd/2 k^2 + (d0 - dd/2) k = t - t0 - first + d0)
+        rhs = t - self._t0 - self._first + d0
+        if dd > 0:
+            b = d0 - dd / 2
+            guess = (-b + math.sqrt(max(b * b + 2 * dd * rhs, 0.0))) / dd
+        else:
+            guess = rhs / d0 if d0 > 0 else 1.0
+        lo = min(max(math.ceil(guess), 1), m)
+        while lo > 1 and self._end_of(lo - 1) >= t:
+            lo -= 1
+        while lo < m and self._end_of(lo) < t:
+            lo += 1
         if lo < self._m:
             self._m = lo
             self._start(self._end_of(lo))
@@ -276,8 +283,16 @@ class Instance:
         sequences that joined in it have their own first gap), each later one that paid an
         extra, then the arithmetic run of the rest."""
         book, d0, dd, extra = self.book, self._d0, self._dd, self._extra
+        if not extra:  # no step paid an extra: one segment
+            book.seg_first.append(self._first)
+            book.seg_first_w.append(batch - len(self._joined))
+            book.seg_d0.append(d0)
+            book.seg_dd.append(dd)
+            book.seg_m.append(m)
+            book.seg_batch.append(batch)
+            return
         paid = min(m, len(extra))
-        first = self._first + (extra[0] if paid else 0.0)
+        first = self._first + extra[0]
         if paid > 1:  # steps 0..paid-2 one segment each; paid-1 starts the run below
             book.seg_first.append(first)
             book.seg_first_w.append(batch - len(self._joined))
@@ -291,7 +306,7 @@ class Instance:
             book.seg_first_w.append(batch)
         else:
             book.seg_first_w.append(batch - len(self._joined))
-        start = max(paid - 1, 0)  # the run from the last step that paid (or the first)
+        start = paid - 1  # the run from the last step that paid
         book.seg_first.append(first)
         book.seg_d0.append(d0 + start * dd)
         book.seg_dd.append(dd)
