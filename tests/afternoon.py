@@ -1,8 +1,8 @@
 """The seed's afternoon in one window and one session file, driven as a user drives it:
 open a model, change an input size, INT8 held to a target, a load run and the What-if, a
 tune, a sweep, the demo LLM and a serving study, a production trace dropped on it with a
-prefix cache, Save As, Quit. Each step's outcome and
-time is kept; `checks()` holds the file and the process to what the window showed.
+prefix cache, Save As, Quit. Each step's outcome and time is kept; `checks()` holds the
+file and the process to what the window showed.
 
 Shared by the suite (tests/test_afternoon.py: the demo transformer, short durations) and
 bench/afternoon.py (a real-size model at real durations, results committed)."""

@@ -22,7 +22,7 @@ SETTLED = 1 << 30  # a step index past every calibrated one: nothing left to pay
 
 class Warmth(NamedTuple):
     """Where an engine stands in the extras that follow a prefill pass and an idle pause
-    (`LLMCost.iteration_extra_ms` and `decode_extras_ms` charge them): the last prefill's
+    (`LLMCost.iteration_extra_ms` and `decode_extras_s` charge them): the last prefill's
     prompt tokens and the decode steps since it, the pause's length (ms) and the passes
     since it. The simulator's instances and the bench that checks the real loop's
     iterations walk the same states."""
