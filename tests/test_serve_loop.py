@@ -214,7 +214,10 @@ def test_a_cancelled_loop_stops_at_once_and_leaves_its_backlog_unserved() -> Non
     assert not any(t.name.startswith("opscope-instance") for t in threading.enumerate())
     assert s["requests"]["unserved"] == int((rec.outcome == UNSERVED).sum()) > 100
     assert s["requests"]["completed"] + s["requests"]["unserved"] == s["requests"]["sent"]
-    assert s["queue_depth"]["max"] >= s["requests"]["unserved"]  # the backlog is in the depth
+    # the backlog is in the depth: every unserved request still queued when the loop
+    # stopped (one taken into a batch the cancel then stopped has left the queue)
+    waiting = int(((rec.outcome == UNSERVED) & np.isnan(rec.dequeued)).sum())
+    assert s["queue_depth"]["max"] >= waiting > 100
 
 
 def test_a_backlog_past_the_drain_deadline_ends_unserved_and_says_so() -> None:
