@@ -245,9 +245,10 @@ class Instance:
         book, m, batch = self.book, self._m, self.batch
         if batch:
             self._segments(m, batch)
-            first_end = self._end_of(1)
-            for rid in self._joined:
-                book.first_gap[rid] = first_end - book.first[rid]
+            if self._joined:  # their first gap: to the end of the stretch's first step
+                first_end = self._end_of(1)
+                for rid in self._joined:
+                    book.first_gap[rid] = first_end - book.first[rid]
         if self._stretch:  # its steps' extras are paid
             self._warm = self._warm.stepped(m)
         self.it += m
