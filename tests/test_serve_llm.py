@@ -5,6 +5,7 @@ on the demo LLM."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 from pathlib import Path
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from engine.errors import ConfigError
-from engine.serve.llm_cost import LLMCost, Warmth
+from engine.serve.llm_cost import SETTLED, SETTLED_WARMTH, LLMCost, Warmth
 from engine.serve.llm_sim import LAYOUTS, Layout, simulate_llm
 from engine.serve.llm_summary import goodput, summarize_llm
 from engine.serve.llm_workload import LLMWorkload, make_workload, parse_length
@@ -129,12 +130,42 @@ def test_the_extras_walk_from_a_pause_through_a_prefill_to_settled() -> None:
     assert extra == 4.0 and warm.step == 0 and warm.idle_step >= cost.after_idle_steps
 
 
+def test_a_settled_state_charges_what_the_state_did() -> None:
+    """LLMCost.settle (the simulator keys its lookups on settled states): from every state
+    of a walk, the settled one charges the same decode-only extras and the same prompt
+    iterations, and states past every row, or after a pause shorter than any calibrated,
+    come to one."""
+    cost = dataclasses.replace(
+        LLMCost.constant(PREFILL_MS, STEP_MS),
+        after_prefill_lengths=(100, 200),
+        after_prefill_ms=((3.0, 1.0), (6.0, 2.0)),
+        after_idle_pauses_ms=(1.0, 10.0),
+        after_idle_ms=((1.0, 0.5, 0.0), (4.0, 2.0, 2.5)),
+        after_idle_prompt_ms=((3.0, 1.0, 0.5, 0.2), (7.0, 2.0, 1.0, 0.4)),
+    )
+    tokens, steps = (0, 150, 400), (0, 1, 2, 7, SETTLED)
+    pauses, passes_since = (0.5, 1.0, 3.0, 50.0), (0, 2, 3, 5, SETTLED)
+    states = [Warmth(*s) for s in itertools.product(tokens, steps, pauses, passes_since)]
+    iterations = list(itertools.product((0, 1, 2), (0, 64), (True, False), (True, False)))
+    for w in states:
+        got = cost.settle(w)
+        assert cost.decode_extras_s(got, 99) == cost.decode_extras_s(w, 99)
+        for it in iterations:
+            a, b = cost.iteration_extra_ms(w, *it), cost.iteration_extra_ms(got, *it)
+            assert a[0] == b[0] and cost.settle(a[1]) == cost.settle(b[1])
+    assert cost.settle(Warmth(150, 9, 50.0, 4)) == SETTLED_WARMTH
+    assert cost.settle(Warmth(150, 9, 0.5, 0)) == SETTLED_WARMTH  # shorter than any pause
+    assert cost.settle(Warmth(150, 9, 3.0, 3)) == Warmth(0, SETTLED, 1.0, 3)  # prompt row
+
+
 @pytest.mark.parametrize("name", LAYOUTS)
 def test_stretches_in_closed_form_equal_the_step_by_step_loop(name: str) -> None:
     """Issue 28, item 5: a simulation that advances decode-only stretches in one event
     (their extras after a prefill or a pause included) books what one that runs every
     decode step as its own event books: each request's first and last token, and the
-    inter-token gaps' percentiles, on a seeded Poisson workload at three loads."""
+    inter-token gaps' percentiles, on a seeded Poisson workload at three loads, with one
+    instance and with three (arrivals then cut one stretch, the one whose step ends first,
+    and what its boundary leaves is offered again)."""
     cost = dataclasses.replace(
         LLMCost.constant(2.0, 0.8),
         prefill_b_ms=0.05,
@@ -151,15 +182,16 @@ def test_stretches_in_closed_form_equal_the_step_by_step_loop(name: str) -> None
         iteration_ms=0.04,
         idle_start_ms=0.2,
     )
-    layout = Layout(name, max_seqs=16, chunk_tokens=64, kv_ms_per_mb=0.8)
-    for rate in (20.0, 60.0, 120.0):
+    one = Layout(name, max_seqs=16, chunk_tokens=64, kv_ms_per_mb=0.8)
+    three = dataclasses.replace(one, instances=3, prefill_instances=2, decode_instances=3)
+    for layout, rate in itertools.product((one, three), (20.0, 60.0, 120.0)):
         schedule = make_schedule(parse_traffic(f"poisson:{rate:g}"), 0, 0, requests=300)
         w = make_workload(schedule, parse_length("16-300", "p"), parse_length("1-40", "n"), 3)
         fast = simulate_llm(w, layout, cost)
         slow = simulate_llm(w, layout, cost, stepwise=True)
         assert fast.first == pytest.approx(slow.first, rel=1e-12, abs=1e-12)
         assert fast.done == pytest.approx(slow.done, rel=1e-12, abs=1e-12)
-        assert len(fast.seg_m) < len(slow.seg_m)  # fewer events: stretches were jumped
+        assert len(fast.segments()) < len(slow.segments())  # fewer events: stretches were jumped
         a, b = summarize_llm(fast)["itl_ms"], summarize_llm(slow)["itl_ms"]
         assert a["count"] == b["count"]
         for q in ("p50", "p90", "p99", "mean", "max"):
@@ -412,7 +444,7 @@ def test_every_request_is_served_within_its_limits() -> None:
         first, done = np.asarray(book.first), np.asarray(book.done)
         assert np.all(np.isfinite(done)) and np.all(done >= first)
         assert np.all(first >= load.arrivals)
-        assert max(book.seg_batch) <= 8  # each instance
+        assert book.segments()[:, 5].max() <= 8  # each instance
         # tokens/s comes to the tokens made over the span
         r = summarize_llm(book)
         assert r["throughput"]["tokens_per_s"] == pytest.approx(64 * 600 / r["span_s"])

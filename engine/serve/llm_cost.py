@@ -11,7 +11,9 @@ iteration. Deterministic medians: the simulator draws no spread."""
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -40,6 +42,8 @@ class Warmth(NamedTuple):
         """After `steps` decode-only steps."""
         return Warmth(self.tokens, self.step + steps, self.idle_ms, self.idle_step + steps)
 
+
+SETTLED_WARMTH = Warmth(0, SETTLED, -1.0, SETTLED)  # LLMCost.settle's: nothing left to pay
 
 CONTINUING_KEYS = ("a_ms", "b_ms_per_token", "c_ms_per_score", "d_ms_per_cached_token")
 
@@ -103,6 +107,9 @@ class LLMCost:
     _prefill_rows: dict[int, tuple[float, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )  # _after_prefill_row, by prompt tokens
+    _extras_by_state: dict[Warmth, tuple[tuple[float, ...], ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )  # decode_extras_s, by the state as given (settled states repeat)
 
     def prefill_chunk_ms(self, done: int, tokens: int) -> float:
         """The variable part of prefilling `tokens` more of a prompt `done` tokens in:
@@ -276,6 +283,14 @@ class LLMCost:
         `iteration_extra_ms` charges one, in seconds), to the last that pays one, and their
         running sums: the simulator advances a decode-only stretch in one event with them.
         Remembered per state (a row paid to its end is left out of the state)."""
+        got = self._extras_by_state.get(warmth)
+        if got is None:
+            got = self._extras_by_state[warmth] = self._extras_of(warmth)
+        extra_s, cum_s = got
+        return (extra_s, cum_s) if steps >= len(extra_s) else (extra_s[:steps], cum_s[:steps])
+
+    def _extras_of(self, warmth: Warmth) -> tuple[tuple[float, ...], ...]:
+        """decode_extras_s's whole rows from `warmth`, remembered per normalized state."""
         pauses = self.after_idle_pauses_ms
         p_steps, i_steps = self.after_prefill_steps, self.after_idle_steps
         tokens, step = (warmth.tokens, warmth.step) if warmth.step < p_steps else (0, SETTLED)
@@ -292,8 +307,32 @@ class LLMCost:
             while extra and extra[-1] == 0.0:
                 extra.pop()
             got = self._extras_memo[key] = (tuple(extra), tuple(itertools.accumulate(extra)))
-        extra_s, cum_s = got
-        return (extra_s, cum_s) if steps >= len(extra_s) else (extra_s[:steps], cum_s[:steps])
+        return got
+
+    @functools.cached_property
+    def _settle_limits(self) -> tuple[int, int, float]:
+        """settle's: the steps after a prefill that pay, the passes after a pause that pay
+        (decode steps or prompt passes), the shortest pause that does (none: infinite)."""
+        prompt_rows = len(self.after_idle_prompt_ms[0]) if self.after_idle_prompt_ms else 0
+        pauses = self.after_idle_pauses_ms
+        shortest = pauses[0] if pauses else math.inf
+        return self.after_prefill_steps, max(self.after_idle_steps, prompt_rows), shortest
+
+    def settle(self, warmth: Warmth) -> Warmth:
+        """The state `warmth` in a canonical form that charges the same: a row paid to its
+        end, or a pause shorter than any calibrated one, dropped (SETTLED), and the pause's
+        length as the calibrated pause whose row it pays. The simulator's instances walk
+        settled states, so that its lookups by state hit."""
+        tokens, step, idle_ms, idle_step = warmth
+        p_steps, idle_rows, shortest = self._settle_limits
+        if step >= p_steps:
+            tokens, step = 0, SETTLED
+        if idle_step >= idle_rows or idle_ms < shortest:
+            idle_ms, idle_step = -1.0, SETTLED
+        else:
+            pauses = self.after_idle_pauses_ms
+            idle_ms = pauses[bisect.bisect_right(pauses, idle_ms) - 1]
+        return Warmth(tokens, step, idle_ms, idle_step)
 
     def _after_prefill_row(self, tokens: int) -> tuple[float, ...]:
         """after_prefill_extra_ms(tokens, j) for every calibrated step j, remembered."""

@@ -8,8 +8,11 @@ Decode-only stretches are advanced in closed form: with the batch fixed, each st
 grows by a constant (the context grows one token per sequence), and the first steps after
 a prefill pass or a pause add their calibrated extras, so the instance jumps to the step
 where the next sequence finishes; a new arrival cuts the stretch short at the first step
-that ends after it. A simulation is then events per request, not per token; `stepwise`
-makes every decode step its own event (the reference a test holds the jumps to)."""
+that ends after it (of the one instance whose step ends first, llm_sim._Offer). A prompt
+iteration's cost is remembered by its passes and the engine's settled warmth
+(LLMCost.settle): fixed-length workloads repeat a few shapes. A simulation is then events
+per request, not per token; `stepwise` makes every decode step its own event (the
+reference a test holds the jumps to)."""
 
 from __future__ import annotations
 
@@ -22,8 +25,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.serve.llm_cost import LLMCost, Warmth
+from engine.serve.llm_cost import SETTLED_WARMTH, LLMCost, Warmth
 from engine.serve.prefix_cache import PrefixCache
+
+ITERATIONS_KEPT = 1 << 16  # prompt iterations remembered per instance (then forgotten)
+SEGMENT = 6  # numbers per booked stretch (Book.segs)
+_NONE: list[tuple[list[int], int]] = []  # no prompt work (never appended to)
 
 
 @dataclass
@@ -36,15 +43,11 @@ class Book:
     first: list[float] = field(default_factory=list)  # the first token (end of its prefill)
     done: list[float] = field(default_factory=list)  # the last token
     first_gap: list[float] = field(default_factory=list)  # first token -> second token
-    # stretches of iterations with decoders: the first gap and the sequences it counts for
-    # (those not joining there), then m - 1 more gaps d0 + k*dd, each for `batch` sequences
-    # (packed arrays: a simulation books millions, and Python floats in lists cost 4x)
-    seg_first: array[float] = field(default_factory=lambda: array("d"))
-    seg_first_w: array[int] = field(default_factory=lambda: array("q"))
-    seg_d0: array[float] = field(default_factory=lambda: array("d"))
-    seg_dd: array[float] = field(default_factory=lambda: array("d"))
-    seg_m: array[int] = field(default_factory=lambda: array("q"))
-    seg_batch: array[int] = field(default_factory=lambda: array("q"))
+    # stretches of iterations with decoders, SEGMENT numbers each: the first gap and the
+    # sequences it counts for (those not joining there), then m - 1 more gaps d0 + k*dd,
+    # each for `batch` sequences (one packed array: a simulation books millions, and one
+    # extend per stretch keeps a stretch's numbers together for a reader in another thread)
+    segs: array[float] = field(default_factory=lambda: array("d"))
     cached: list[int] = field(default_factory=list)  # prompt tokens a prefix cache gave
     prefix_blocks: int = 0  # the prefix cache's size per instance (0: none)
 
@@ -53,6 +56,16 @@ class Book:
         nan = math.nan
         self.first, self.done, self.first_gap = [nan] * n, [nan] * n, [nan] * n
         self.cached = [0] * n
+        self.held = [p + o for p, o in zip(self.prompt, self.output, strict=True)]
+
+    def segment(self, first: float, first_w: int, d0: float, dd: float, m: int, batch: int) -> None:
+        """Book a stretch: its first gap for `first_w` sequences, then `m` - 1 gaps
+        d0 + k*dd (k = 1..m-1) for `batch` each."""
+        self.segs.extend((first, first_w, d0, dd, m, batch))
+
+    def segments(self) -> np.ndarray:
+        """The stretches booked, one row each: first, first_w, d0, dd, m, batch."""
+        return np.array(self.segs, np.float64).reshape(-1, SEGMENT)
 
 
 @dataclass
@@ -115,27 +128,32 @@ class Instance:
         self.prefilling: list[list[int]] = []  # [request, tokens done], in admission order
         self.joining: list[int] = []
         self.busy = False
+        self.key = 0  # the simulation's index of this instance (its events carry it)
         self.version = 0
         self.end = 0.0
         # the stretch running now
         self._t0 = self._first = self._d0 = self._dd = 0.0
         self._m = 0
         self._chunks: list[tuple[list[int], int]] = []
-        self._joined: list[int] = []
+        self._joined: list[int] = []  # sequences whose first decode step is this stretch's
+        self._cached = prefix.start if prefix is not None else None
         self.idle_from: float | None = 0.0  # idle since then (None: busy or between passes)
-        self._warm = Warmth()  # the extras still due after a prefill pass or a pause
+        self._warm = SETTLED_WARMTH  # the extras still due after a prefill pass or a pause
+        # a prompt iteration's extras and prompt passes (s) and the warmth after it, by its
+        # warmth, its passes' (done, tokens) and whether a decode step rides along
+        self._iterations: dict[tuple[Warmth, tuple[tuple[int, int], ...], bool],
+                               tuple[float, float, Warmth]] = {}  # fmt: skip
         self._extra: tuple[float, ...] = ()  # a decode-only stretch's extras, step by step (s)
         self._cum: tuple[float, ...] = ()  # and summed
         self.stepwise = stepwise  # every decode step its own event (the reference)
+        # KV tokens a request reserves here: its prompt and output, or its prompt only
+        # when a decode instance takes it after its prefill
+        self._needs = book.prompt if handoff is not None else book.held
         self._stretch = False  # the work running now is decode-only steps in closed form
 
     # admission ---------------------------------------------------------------------
-    def _need(self, rid: int) -> int:
-        book = self.book
-        return book.prompt[rid] + (book.output[rid] if self.handoff is None else 0)
-
     def room(self, rid: int) -> bool:
-        return self.seats < self.max_seqs and self.kv + self._need(rid) <= self.kv_tokens
+        return self.seats < self.max_seqs and self.kv + self._needs[rid] <= self.kv_tokens
 
     def _join(self, rid: int) -> None:
         book = self.book
@@ -145,66 +163,80 @@ class Instance:
         out = book.output[rid]
         heapq.heappush(self.finishes, (self.it + out - 1, rid))  # decode steps it+1..
         self.exit_ctx[rid] = start + out - 1
-        self._joined.append(rid)
 
     # one stretch -------------------------------------------------------------------
     def plan(self, t: float) -> None:
         """At an iteration boundary (or idle, woken at `t`): choose the next stretch."""
-        self._joined = []
-        for rid in self.joining:
+        joined = self._joined = self.joining  # prefilled in the last iteration: decode now
+        self.joining = []
+        for rid in joined:
             self._join(rid)
-        self.joining.clear()
         src = self.arrivals
-        while src and self.room(src[0]):
-            rid = src.popleft()
-            self.seats += 1
-            self.kv += self._need(rid)
-            self._join(rid)
-        chunks = self._chunks = []
-        if self.prefilling or self.prompts:  # prompts started, or waiting (a prefiller)
-            self._plan_prefill(chunks)
-        if not chunks and not self.batch:
+        if src:  # a decode instance: sequences whose KV cache landed
+            while src and self.room(src[0]):
+                rid = src.popleft()
+                self.seats += 1
+                self.kv += self._needs[rid]
+                self._join(rid)
+                joined.append(rid)
+        chunks = self._chunks = _NONE
+        waiting = self.prompts  # a prefiller's: prompts started, or waiting
+        if waiting is not None and (self.prefilling or waiting):
+            chunks = self._chunks = plan_prompts(
+                self.prefilling, waiting, self.budget, self.book.prompt, self.split,
+                self.room, self._admit, self._cached,
+            )  # fmt: skip
+        batch = self.batch
+        if not chunks and not batch:
             self.busy = False
             if self.idle_from is None:
                 self.idle_from = t
             return
         if self.idle_from is not None:  # the first pass after a pause pays for it
-            self._warm = self._warm.paused((t - self.idle_from) * 1e3)
+            self._warm = self.cost.settle(self._warm.paused((t - self.idle_from) * 1e3))
             self.idle_from = None
             t += self.wake  # and starts that much after what woke the engine
-        d0 = self.base[self.batch] + self.slope * self.ctx + self.own if self.batch else 0.0
-        cost = self.cost
-        self._stretch = not chunks and not self.stepwise
-        if not self._stretch:  # one iteration: prompt passes and/or a decode step
-            tokens = sum(k for _, k in chunks)
-            extra, self._warm = cost.iteration_extra_ms(
-                self._warm, len(chunks), tokens, self.batch > 0, self.split
-            )
-            first = d0 + extra / 1e3
+        d0 = self.base[batch] + self.slope * self.ctx + self.own if batch else 0.0
+        self._t0, self._d0 = t, d0
+        self._stretch = stretch = not chunks and not self.stepwise
+        if not stretch:  # one iteration: prompt passes and/or a decode step
+            shape = tuple([(e[1], k) for e, k in chunks])
+            key = (self._warm, shape, batch > 0)
+            got = self._iterations.get(key)
+            if got is None:
+                got = self._iteration(*key)
+                if len(self._iterations) >= ITERATIONS_KEPT:
+                    self._iterations.clear()
+                self._iterations[key] = got
+            extra, pre, self._warm = got
+            first = d0 + extra
             if chunks:
-                pre = cost.prefill_pass_ms([(e[1], k) for e, k in chunks], self.split)
-                own = 0.0 if self.batch else self.own  # in d0 when a decode step runs too
-                first += pre / 1e3 + own
+                first += pre
             self._first, self._m, self._dd = first, 1, 0.0
             self._extra = self._cum = ()
-        else:  # decode-only steps to the next finish, in one event (closed form)
-            m = self.finishes[0][0] - self.it
-            self._extra, self._cum = cost.decode_extras_s(self._warm, m)
-            self._first, self._m, self._dd = d0, m, self.slope * self.batch
-        self._t0, self._d0 = t, d0
-        self._start(self._end_of(self._m))
+            self._start(t + first)
+            return
+        # decode-only steps to the next finish, in one event (closed form)
+        m = self.finishes[0][0] - self.it
+        self._extra, self._cum = self.cost.decode_extras_s(self._warm, m)
+        self._first, self._m, self._dd = d0, m, self.slope * batch
+        self._start(self._end_of(m))
 
-    def _plan_prefill(self, chunks: list[tuple[list[int], int]]) -> None:
-        assert self.prompts is not None  # an instance that prefills
+    def _iteration(
+        self, warm: Warmth, shape: tuple[tuple[int, int], ...], decode: bool
+    ) -> tuple[float, float, Warmth]:
+        """A prompt iteration's extras (s), its prompt passes with the loop's own work when
+        no decode step carries it (s), and the warmth after it."""
+        cost = self.cost
+        tokens = sum([k for _, k in shape])
+        extra, warm = cost.iteration_extra_ms(warm, len(shape), tokens, decode, self.split)
+        pre = cost.prefill_pass_ms(list(shape), self.split) / 1e3 + (0.0 if decode else self.own)
+        return extra / 1e3, pre, cost.settle(warm)
 
-        def admit(rid: int) -> None:
-            self.seats += 1
-            self.kv += self._need(rid)
-
-        chunks += plan_prompts(
-            self.prefilling, self.prompts, self.budget, self.book.prompt, self.split, self.room,
-            admit, self.prefix.start if self.prefix else None,
-        )  # fmt: skip
+    def _admit(self, rid: int) -> None:
+        """plan_prompts started prompt `rid` here: its seat and KV tokens."""
+        self.seats += 1
+        self.kv += self._needs[rid]
 
     def _end_of(self, k: int) -> float:
         end = self._t0 + self._first + (k - 1) * self._d0 + self._dd * (k * (k - 1) / 2)
@@ -217,12 +249,14 @@ class Instance:
         self.version += 1
         self.schedule(end, self)
 
-    def cut(self, t: float) -> None:
-        """Something arrived at `t` that this instance could take: end a decode-only
-        stretch at the first step that ends at or after `t`."""
-        if not self.busy or self._m <= 1 or self._chunks:
-            return
-        m, d0, dd = self._m, self._d0, self._dd
+    def boundary(self, t: float) -> tuple[float, int]:
+        """When a busy instance could next take new work that arrived at `t`: the end of
+        the first step of its stretch that ends at or after `t`, and that step's number
+        (the stretch's end when it runs one iteration)."""
+        m = self._m
+        if m <= 1 or self._chunks:
+            return self.end, m
+        d0, dd = self._d0, self._dd
         # end_of is increasing in k: the smallest k with end_of(k) >= t, from where the
         # arithmetic part reaches t (dd/2 k^2 + (d0 - dd/2) k = t - t0 - first + d0)
         rhs = t - self._t0 - self._first + d0
@@ -236,9 +270,13 @@ class Instance:
             lo -= 1
         while lo < m and self._end_of(lo) < t:
             lo += 1
-        if lo < self._m:
-            self._m = lo
-            self._start(self._end_of(lo))
+        return (self.end, m) if lo == m else (self._end_of(lo), lo)
+
+    def cut(self, end: float, k: int) -> None:
+        """End the decode-only stretch after its step `k` (at `end`, from `boundary`)."""
+        if k < self._m:
+            self._m = k
+            self._start(end)
 
     def complete(self, t: float) -> None:
         """The stretch ended at `t`: tokens made, sequences finished, prompts prefilled."""
@@ -249,8 +287,9 @@ class Instance:
                 first_end = self._end_of(1)
                 for rid in self._joined:
                     book.first_gap[rid] = first_end - book.first[rid]
-        if self._stretch:  # its steps' extras are paid
-            self._warm = self._warm.stepped(m)
+        if self._stretch and self._warm is not SETTLED_WARMTH:  # its steps' extras are paid
+            warm = self.cost.settle(self._warm.stepped(m))
+            self._warm = SETTLED_WARMTH if warm == SETTLED_WARMTH else warm
         self.it += m
         self.ctx += m * batch
         fin = self.finishes
@@ -282,41 +321,25 @@ class Instance:
     def _segments(self, m: int, batch: int) -> None:
         """The stretch's steps for the inter-token gaps (llm_summary): its first step (the
         sequences that joined in it have their own first gap), each later one that paid an
-        extra, then the arithmetic run of the rest."""
-        book, d0, dd, extra = self.book, self._d0, self._dd, self._extra
+        extra, then the arithmetic run of the rest (Book.segment's six numbers each)."""
+        d0, dd, extra = self._d0, self._dd, self._extra
+        w = batch - len(self._joined)
         if not extra:  # no step paid an extra: one segment
-            book.seg_first.append(self._first)
-            book.seg_first_w.append(batch - len(self._joined))
-            book.seg_d0.append(d0)
-            book.seg_dd.append(dd)
-            book.seg_m.append(m)
-            book.seg_batch.append(batch)
+            self.book.segs.extend((self._first, w, d0, dd, m, batch))
             return
         paid = min(m, len(extra))
         first = self._first + extra[0]
-        if paid > 1:  # steps 0..paid-2 one segment each; paid-1 starts the run below
-            book.seg_first.append(first)
-            book.seg_first_w.append(batch - len(self._joined))
-            book.seg_first.extend([d0 + j * dd + extra[j] for j in range(1, paid - 1)])
-            book.seg_first_w.extend([batch] * (paid - 2))
-            book.seg_d0.extend([d0] * (paid - 1))
-            book.seg_dd.extend([0.0] * (paid - 1))
-            book.seg_m.extend([1] * (paid - 1))
-            book.seg_batch.extend([batch] * (paid - 1))
-            first = d0 + (paid - 1) * dd + extra[paid - 1]
-            book.seg_first_w.append(batch)
-        else:
-            book.seg_first_w.append(batch - len(self._joined))
+        out: list[float] = []
+        for j in range(1, paid):  # steps 0..paid-2 one segment each; paid-1 starts the run
+            out += (first, w, d0, 0.0, 1, batch)
+            first, w = d0 + j * dd + extra[j], batch
         start = paid - 1  # the run from the last step that paid
-        book.seg_first.append(first)
-        book.seg_d0.append(d0 + start * dd)
-        book.seg_dd.append(dd)
-        book.seg_m.append(m - start)
-        book.seg_batch.append(batch)
+        out += (first, w, d0 + start * dd, dd, m - start, batch)
+        self.book.segs.extend(out)
 
     def _release(self, rid: int) -> None:
         self.seats -= 1
-        self.kv -= self._need(rid)
+        self.kv -= self._needs[rid]
 
 
 def plan_prompts(

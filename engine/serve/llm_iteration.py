@@ -183,13 +183,8 @@ class IterationEngine:
     def _record_decode(self, t: float, owners: list[int], chosen: np.ndarray) -> None:
         book, n = self.book, len(owners)
         gap = t - self.prev_end  # every decoder's previous token came at the last end
-        with self.book_lock:  # one stretch's entries stay aligned across the lists
-            book.seg_first.append(gap)
-            book.seg_first_w.append(n - len(self.joined))
-            book.seg_d0.append(gap)
-            book.seg_dd.append(0.0)
-            book.seg_m.append(1)
-            book.seg_batch.append(n)
+        with self.book_lock:  # one stretch's numbers together
+            book.segment(gap, n - len(self.joined), gap, 0.0, 1, n)
         for rid in self.joined:
             book.first_gap[rid] = t - book.first[rid]
         for i, rid in enumerate(owners):

@@ -19,6 +19,7 @@ its output when admitted, so none is ever preempted)."""
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import time
 from collections import deque
@@ -114,11 +115,11 @@ def simulate_llm(
         raise ConfigError(f"a request of {longest} tokens does not fit the KV budget of "
                           f"{kv_tokens} tokens (--kv-tokens)")  # fmt: skip
     events: list[tuple[float, int, int, int]] = []  # (time, order, instance or -1, version)
-    counter = [0]
+    order = itertools.count()  # ties in time: the order scheduled
+    push = heapq.heappush
 
     def schedule(t: float, inst: Instance) -> None:
-        counter[0] += 1
-        heapq.heappush(events, (t, counter[0], inst_ids[id(inst)], inst.version))
+        push(events, (t, next(order), inst.key, inst.version))
 
     waiting: deque[int] = deque()
     ready: deque[int] = deque()
@@ -142,8 +143,7 @@ def simulate_llm(
                 start = max(t, links[k])
                 links[k] = start + book.prompt[rid] * per_token_s
                 book.first[rid] = links[k]  # the first token travels with the KV cache
-                counter[0] += 1
-                heapq.heappush(events, (links[k], counter[0], -1, rid))
+                push(events, (links[k], next(order), -1, rid))
 
             return handoff
 
@@ -158,7 +158,9 @@ def simulate_llm(
         budget = layout.chunk_tokens if split else layout.prefill_tokens
         prefillers = [make(waiting, budget, split) for _ in range(layout.instances)]
     instances = prefillers + decoders
-    inst_ids = {id(inst): k for k, inst in enumerate(instances)}
+    for k, inst in enumerate(instances):
+        inst.key = k
+    offers = _Offer(prefillers, waiting), _Offer(decoders, ready)
     arrivals, n, i = book.arrival, len(book.arrival), 0
     inf = math.inf
     steps, said = 0, time.monotonic()
@@ -179,32 +181,60 @@ def simulate_llm(
             while i < n and arrivals[i] == ta:
                 waiting.append(i)
                 i += 1
-            _wake(prefillers, waiting, ta)
+            offers[0].wake(ta)
             continue
         t, _, k, tag = heapq.heappop(events)
         if k < 0:  # a KV transfer landed: the sequence can decode
             ready.append(tag)
-            _wake(decoders, ready, t)
+            offers[1].wake(t)
             continue
         inst = instances[k]
         if tag != inst.version or not inst.busy:
             continue  # a stretch that was cut short
+        offer = offers[inst.arrivals is not None]  # the queue it takes from
+        queue = offer.queue
+        head = queue[0] if queue else -1
         inst.complete(t)
         inst.plan(t)
-        if decoders and ready:
-            _wake(decoders, ready, t)
+        offer.after(inst, head, t)
     return book
 
 
-def _wake(instances: list[Instance], queue: deque[int], t: float) -> None:
-    """Offer the queue's head to each instance: an idle one starts, a busy one with room
-    ends its decode-only stretch at its next step."""
-    for inst in instances:
+class _Offer:
+    """A queue (prompts waiting, or sequences whose KV cache landed) and the instances that
+    take from it. `wake(t)`: idle instances with room start at once, then the busy one
+    with room whose next step ends first ends its decode-only stretch there (the
+    step-by-step loop's first boundary to take the head). Cutting only that one is exact:
+    the others have no boundary before it; `after` offers the queue again when a boundary
+    changed its head, or was that one's and left the head waiting."""
+
+    def __init__(self, instances: list[Instance], queue: deque[int]) -> None:
+        self.instances, self.queue = instances, queue
+        self.chosen: Instance | None = None
+
+    def wake(self, t: float, idle: bool = True) -> None:
+        """`idle`: start idle instances first (after a boundary there are none: an idle
+        instance has room for anything, so it took the head when it planned)."""
+        queue = self.queue
+        for inst in self.instances if idle else ():
+            if not queue:
+                return
+            if not inst.busy and inst.room(queue[0]):
+                inst.plan(t)
         if not queue:
             return
-        if not inst.room(queue[0]):
-            continue
-        if inst.busy:
-            inst.cut(t)
-        else:
-            inst.plan(t)
+        head, best, first = queue[0], None, (math.inf, 0)
+        for inst in self.instances:
+            if inst.busy and inst.room(head):
+                at = inst.boundary(t)
+                if at[0] < first[0]:
+                    best, first = inst, at
+        self.chosen = best
+        if best is not None:
+            best.cut(*first)
+
+    def after(self, inst: Instance, head: int, t: float) -> None:
+        """`inst` planned at its boundary `t`; the queue's head was `head` (-1: empty)."""
+        queue = self.queue
+        if queue and (inst is self.chosen or queue[0] != head):
+            self.wake(t, idle=False)

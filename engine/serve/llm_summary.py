@@ -90,10 +90,11 @@ def goodput(
 
 
 def _mean_batch(book: Book) -> float:
-    m = np.asarray(book.seg_m, np.float64)
+    seg = book.segments()
+    m = seg[:, 4]
     if not m.size:
         return float("nan")
-    return float(np.sum(m * np.asarray(book.seg_batch)) / m.sum())
+    return float(np.sum(m * seg[:, 5]) / m.sum())
 
 
 class _Gaps:
@@ -102,35 +103,42 @@ class _Gaps:
     and each sequence's first gap (its second token after its first)."""
 
     def __init__(self, book: Book) -> None:
-        self.first = np.asarray(book.seg_first) * 1e3
-        self.first_w = np.asarray(book.seg_first_w, np.float64)
-        self.d0 = np.asarray(book.seg_d0) * 1e3
-        self.dd = np.asarray(book.seg_dd) * 1e3
-        self.runs = np.asarray(book.seg_m, np.float64) - 1.0
-        self.batch = np.asarray(book.seg_batch, np.float64)
+        seg = book.segments()
+        self.first = seg[:, 0] * 1e3
+        self.first_w = seg[:, 1].copy()
+        self.d0 = seg[:, 2] * 1e3
+        self.dd = seg[:, 3] * 1e3
+        self.runs = seg[:, 4] - 1.0
+        self.batch = seg[:, 5].copy()
         gaps = np.asarray(book.first_gap) * 1e3
         self.own = np.sort(gaps[np.isfinite(gaps)])
         # at_most's lookups: the firsts sorted with their weights summed (most stretches
-        # are one step long), the runs apart
-        order = np.argsort(self.first, kind="stable")
+        # are one step long), the runs of equal gaps (dd 0) the same way, the growing runs
+        # apart
+        order = np.argsort(self.first)  # ties: any order sums the same
         self._firsts = self.first[order]
         self._first_w = np.cumsum(self.first_w[order])
-        run = self.runs > 0
-        self._d0, self._dd = self.d0[run], self.dd[run]
-        self._runs, self._batch = self.runs[run], self.batch[run]
+        flat = (self.runs > 0) & (self.dd <= 0)
+        order = np.argsort(self.d0[flat])
+        self._flat = self.d0[flat][order]
+        self._flat_w = np.cumsum((self.runs * self.batch)[flat][order])
+        grow = (self.runs > 0) & (self.dd > 0)
+        self._d0, self._dd = self.d0[grow], self.dd[grow]
+        self._runs, self._batch = self.runs[grow], self.batch[grow]
 
     def total(self) -> float:
         return float(self.first_w.sum() + (self.runs * self.batch).sum() + self.own.size)
 
     def at_most(self, v: float) -> float:
         """How many gaps are <= v (ms)."""
-        i = int(np.searchsorted(self._firsts, v, side="right"))
-        n = float(self._first_w[i - 1]) if i else 0.0
-        d0, dd = self._d0, self._dd
-        with np.errstate(divide="ignore", invalid="ignore"):
-            k = np.where(dd > 0, np.floor((v - d0) / dd), np.inf)
-        k = np.where(d0 + dd <= v, k, 0.0)  # even the first of the run exceeds v
-        n += float((np.clip(k, 0.0, self._runs) * self._batch).sum())
+        n = 0.0
+        for values, weights in ((self._firsts, self._first_w), (self._flat, self._flat_w)):
+            i = int(np.searchsorted(values, v, side="right"))
+            n += float(weights[i - 1]) if i else 0.0
+        # a growing run's gaps d0 + k*dd, k = 1..runs: those <= v, none when its first is not
+        k = np.floor((v - self._d0) / self._dd)
+        np.clip(k, 0.0, self._runs, out=k)
+        n += float(k @ self._batch)
         return n + float(np.searchsorted(self.own, v, side="right"))
 
     def bounds(self) -> tuple[float, float]:
