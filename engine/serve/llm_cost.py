@@ -283,11 +283,16 @@ class LLMCost:
         `iteration_extra_ms` charges one, in seconds), to the last that pays one, and their
         running sums: the simulator advances a decode-only stretch in one event with them.
         Remembered per state (a row paid to its end is left out of the state)."""
+        extra_s, cum_s = self.decode_extras_rows(warmth)
+        return (extra_s, cum_s) if steps >= len(extra_s) else (extra_s[:steps], cum_s[:steps])
+
+    def decode_extras_rows(self, warmth: Warmth) -> tuple[tuple[float, ...], ...]:
+        """decode_extras_s for as many steps as pay one: the same two tuples for the same
+        state (the simulator books a row once and refers to it)."""
         got = self._extras_by_state.get(warmth)
         if got is None:
             got = self._extras_by_state[warmth] = self._extras_of(warmth)
-        extra_s, cum_s = got
-        return (extra_s, cum_s) if steps >= len(extra_s) else (extra_s[:steps], cum_s[:steps])
+        return got
 
     def _extras_of(self, warmth: Warmth) -> tuple[tuple[float, ...], ...]:
         """decode_extras_s's whole rows from `warmth`, remembered per normalized state."""

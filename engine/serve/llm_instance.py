@@ -48,6 +48,12 @@ class Book:
     # each for `batch` sequences (one packed array: a simulation books millions, and one
     # extend per stretch keeps a stretch's numbers together for a reader in another thread)
     segs: array[float] = field(default_factory=lambda: array("d"))
+    # the stretches whose first steps paid extras (after a prefill, after a pause): pairs
+    # of the stretch's index and its row in `extra_rows`, whose k-th extra (s) its gap k
+    # adds (k = 1 .. the row's end or the stretch's, whichever is first; step 0's is in
+    # `first` already). The summary spreads them (numpy), not the simulation's loop
+    paid: array[int] = field(default_factory=lambda: array("q"))
+    extra_rows: list[tuple[float, ...]] = field(default_factory=list)
     cached: list[int] = field(default_factory=list)  # prompt tokens a prefix cache gave
     prefix_blocks: int = 0  # the prefix cache's size per instance (0: none)
 
@@ -57,6 +63,7 @@ class Book:
         self.first, self.done, self.first_gap = [nan] * n, [nan] * n, [nan] * n
         self.cached = [0] * n
         self.held = [p + o for p, o in zip(self.prompt, self.output, strict=True)]
+        self._rows: dict[int, int] = {}  # id of an extras row -> its index in extra_rows
 
     def segment(self, first: float, first_w: int, d0: float, dd: float, m: int, batch: int) -> None:
         """Book a stretch: its first gap for `first_w` sequences, then `m` - 1 gaps
@@ -66,6 +73,14 @@ class Book:
     def segments(self) -> np.ndarray:
         """The stretches booked, one row each: first, first_w, d0, dd, m, batch."""
         return np.array(self.segs, np.float64).reshape(-1, SEGMENT)
+
+    def row_of(self, extra: tuple[float, ...]) -> int:
+        """`extra`'s index in extra_rows (booked once: the cost model's rows are few)."""
+        got = self._rows.get(id(extra))
+        if got is None:
+            got = self._rows[id(extra)] = len(self.extra_rows)
+            self.extra_rows.append(extra)  # kept: its id stays its own
+        return got
 
 
 @dataclass
@@ -218,7 +233,7 @@ class Instance:
             return
         # decode-only steps to the next finish, in one event (closed form)
         m = self.finishes[0][0] - self.it
-        self._extra, self._cum = self.cost.decode_extras_s(self._warm, m)
+        self._extra, self._cum = self.cost.decode_extras_rows(self._warm)  # to their ends
         self._first, self._m, self._dd = d0, m, self.slope * batch
         self._start(self._end_of(m))
 
@@ -320,22 +335,13 @@ class Instance:
 
     def _segments(self, m: int, batch: int) -> None:
         """The stretch's steps for the inter-token gaps (llm_summary): its first step (the
-        sequences that joined in it have their own first gap), each later one that paid an
-        extra, then the arithmetic run of the rest (Book.segment's six numbers each)."""
-        d0, dd, extra = self._d0, self._dd, self._extra
-        w = batch - len(self._joined)
-        if not extra:  # no step paid an extra: one segment
-            self.book.segs.extend((self._first, w, d0, dd, m, batch))
-            return
-        paid = min(m, len(extra))
-        first = self._first + extra[0]
-        out: list[float] = []
-        for j in range(1, paid):  # steps 0..paid-2 one segment each; paid-1 starts the run
-            out += (first, w, d0, 0.0, 1, batch)
-            first, w = d0 + j * dd + extra[j], batch
-        start = paid - 1  # the run from the last step that paid
-        out += (first, w, d0 + start * dd, dd, m - start, batch)
-        self.book.segs.extend(out)
+        sequences that joined in it have their own first gap) and the arithmetic run of
+        the rest, with the row of extras its first steps paid (Book.paid)."""
+        extra, book = self._extra, self.book
+        first = self._first + extra[0] if extra else self._first
+        book.segs.extend((first, batch - len(self._joined), self._d0, self._dd, m, batch))
+        if m > 1 and len(extra) > 1:
+            book.paid.extend((len(book.segs) // SEGMENT - 1, book.row_of(extra)))
 
     def _release(self, rid: int) -> None:
         self.seats -= 1

@@ -110,6 +110,8 @@ class _Gaps:
         self.dd = seg[:, 3] * 1e3
         self.runs = seg[:, 4] - 1.0
         self.batch = seg[:, 5].copy()
+        if book.paid:
+            self._spread_extras(book)
         gaps = np.asarray(book.first_gap) * 1e3
         self.own = np.sort(gaps[np.isfinite(gaps)])
         # at_most's lookups: the firsts sorted with their weights summed (most stretches
@@ -125,6 +127,29 @@ class _Gaps:
         grow = (self.runs > 0) & (self.dd > 0)
         self._d0, self._dd = self.d0[grow], self.dd[grow]
         self._runs, self._batch = self.runs[grow], self.batch[grow]
+
+    def _spread_extras(self, book: Book) -> None:
+        """The stretches whose steps 1 .. paid - 1 paid an extra: those steps become gaps
+        of their own (d0 + k*dd + extra k, for `batch` sequences each, counted with the
+        firsts), the run the steps after them."""
+        pairs = np.asarray(book.paid, np.int64).reshape(-1, 2)
+        at, row = pairs[:, 0], pairs[:, 1]
+        width = max(len(r) for r in book.extra_rows)
+        rows = np.zeros((len(book.extra_rows), width))
+        lengths = np.zeros(len(book.extra_rows), np.int64)
+        for i, r in enumerate(book.extra_rows):
+            rows[i, : len(r)], lengths[i] = r, len(r)
+        paid = np.minimum(self.runs[at] + 1.0, lengths[row]).astype(np.int64)
+        k = np.arange(1, width)
+        mine = k[None, :] < paid[:, None]  # step k of each stretch paid its extra
+        d0, dd = self.d0[at], self.dd[at]
+        gaps = d0[:, None] + k[None, :] * dd[:, None] + rows[row, 1:] * 1e3
+        weights = np.broadcast_to(self.batch[at][:, None], gaps.shape)
+        self.first = np.concatenate([self.first, gaps[mine]])
+        self.first_w = np.concatenate([self.first_w, weights[mine]])
+        shift = paid - 1.0  # the run starts after the last step that paid
+        self.d0[at] = d0 + shift * dd
+        self.runs[at] -= shift
 
     def total(self) -> float:
         return float(self.first_w.sum() + (self.runs * self.batch).sum() + self.own.size)
