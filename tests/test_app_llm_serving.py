@@ -161,3 +161,47 @@ def test_cancel_stops_a_calibration_and_a_real_run(
         assert [s.status for s in studies] == (["partial"] if real else [])
     finally:
         wb.shutdown()
+
+
+def test_live_simulates_again_once_the_settings_settle(qtbot: QtBot, tmp_path: Path) -> None:
+    """Issue 28, item 5 in the window: with Live ticked, a change of any setting simulates
+    the layouts again half a second after the last change (a burst of changes is one
+    study), a change while a study runs is simulated after it, and unticked nothing runs
+    by itself. Each study is in the session."""
+    wb = Workbench(session_path=str(tmp_path / "live.opscope"), usable=["cpu"])
+    qtbot.addWidget(wb.window)
+    wb.window.show()
+    wb.start(str(DEMO_LLM))
+    c, dock = wb.llm_serving, wb.llm_serving.dock
+
+    def served(n: int) -> bool:
+        rows = c.table.rows
+        return not c.busy and len(rows) == 3 and all(r.requests == n for r in rows)
+
+    def studies() -> list[int]:
+        wb.recording.flush()
+        with open_session_file(wb.recording.path) as reader:
+            return [s.rows[0]["requests"]["count"] for s in reader.llm_studies()]
+
+    try:
+        qtbot.waitUntil(lambda: c.model is not None, timeout=TIMEOUT_MS)
+        _small(dock)
+        assert not c.busy and not c.table.rows  # nothing runs by itself yet
+        dock.live.setChecked(True)  # ticking it simulates what the dock shows
+        qtbot.waitUntil(lambda: served(8), timeout=TIMEOUT_MS)
+        for n in (9, 10, 11, 12):  # a burst of changes
+            dock.requests.setValue(n)
+        qtbot.waitUntil(lambda: served(12), timeout=TIMEOUT_MS)
+        assert studies() == [8, 12]
+        dock.requests.setValue(13)
+        qtbot.waitUntil(lambda: c.busy, timeout=TIMEOUT_MS)
+        dock.requests.setValue(14)  # while that study runs: simulated after it
+        qtbot.waitUntil(lambda: served(14), timeout=TIMEOUT_MS)
+        assert studies() == [8, 12, 13, 14]
+        dock.live.setChecked(False)
+        dock.requests.setValue(15)
+        qtbot.wait(1500)
+        assert not c.busy and studies() == [8, 12, 13, 14]
+        assert dock.status.text().startswith("simulated 14 requests"), dock.status.text()
+    finally:
+        wb.shutdown()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QDockWidget
 
 from app.llm.llm_serving_dock import LLMServingDock
@@ -34,6 +34,7 @@ from widgets.models.llm_serving_table import LLMServingTable
 
 SHORTCUT = "Ctrl+Shift+M"
 CONCERN = "llm-serving"
+LIVE_MS = 500  # Live: a simulation this long after the last change of a setting
 
 
 class LLMServingController(QObject):
@@ -53,6 +54,13 @@ class LLMServingController(QObject):
         self.warnings: list[str] = []  # the job's warnings, repeated in its last line
         self.cancelling = False  # Cancel was pressed for the study running
         self.notes: list[str] = []
+        self.live_timer = QTimer(self)
+        self.live_timer.setSingleShot(True)
+        self.live_timer.setInterval(LIVE_MS)
+        self.live_timer.timeout.connect(self._live_simulate)
+        self.live_pending = False  # Live: settings changed while a study ran
+        dock.settings_changed.connect(self._settings_changed)
+        dock.live.toggled.connect(self._live_toggled)
         dock.simulate_requested.connect(self.simulate)
         dock.real_requested.connect(self.run_real)
         dock.cancel_requested.connect(self.cancel)
@@ -103,6 +111,24 @@ class LLMServingController(QObject):
 
     def run_real(self) -> None:
         self._start("real")
+
+    # Live: simulate again as settings change ----------------------------------------------
+    def _settings_changed(self) -> None:
+        if self.dock.live.isChecked():
+            self.live_timer.start()  # restarted by every change: once they settle
+
+    def _live_toggled(self, on: bool) -> None:
+        self.live_pending = False
+        if on:
+            self.live_timer.start()
+        else:
+            self.live_timer.stop()
+
+    def _live_simulate(self) -> None:
+        if self.busy:  # after the study running now
+            self.live_pending = True
+        elif self.model is not None:
+            self.simulate()
 
     def _start(self, kind: str) -> None:
         if self.busy:
@@ -206,6 +232,9 @@ class LLMServingController(QObject):
     def _end(self) -> None:
         self.dock.set_running(False)
         self.wb.resume_after(CONCERN)
+        if self.live_pending and self.dock.live.isChecked():
+            self.live_pending = False
+            self.live_timer.start()
 
     def _show_table(self) -> None:
         """The rows, and the SLOs they were judged by (before any: the dock's)."""
@@ -217,6 +246,7 @@ class LLMServingController(QObject):
         self.dock.show_table(self.table, *slos)
 
     def shutdown(self) -> None:
+        self.live_timer.stop()
         self.jobs.forget(CONCERN)
 
 

@@ -44,9 +44,11 @@ LAYOUT_CHOICES = (
 
 
 class LLMServingDock(TraceDrops, QWidget):
-    """Emits `simulate_requested()`, `real_requested()` and `cancel_requested()`."""
+    """Emits `simulate_requested()`, `real_requested()`, `cancel_requested()`, and
+    `settings_changed()` when any value a simulation reads changes (Live)."""
 
     simulate_requested = Signal()
+    settings_changed = Signal()
     real_requested = Signal()
     cancel_requested = Signal()
 
@@ -143,6 +145,12 @@ class LLMServingDock(TraceDrops, QWidget):
             "Measure the calibration again for the next simulation or real run, instead of "
             "using the cached one (the machine's speed has moved since it was measured)"
         )
+        self.live = QCheckBox("Live")
+        self.live.setToolTip(
+            "Simulate again whenever a setting changes, half a second after the last change "
+            "(the calibration is cached, so a simulation takes a second or two even at "
+            "100,000 requests). Each one lands in the session like one you start"
+        )
         self.real_button = QPushButton("Run for real")
         self.real_button.setToolTip(
             "Serve the requests with the real loop in the chosen "
@@ -202,6 +210,7 @@ class LLMServingDock(TraceDrops, QWidget):
         buttons = QHBoxLayout()
         buttons.addWidget(self.simulate_button)
         buttons.addWidget(self.recalibrate)
+        buttons.addWidget(self.live)
         buttons.addSpacing(12)
         buttons.addWidget(self.real_button)
         buttons.addWidget(self.real_layout)
@@ -244,6 +253,26 @@ class LLMServingDock(TraceDrops, QWidget):
         self.simulate_button.clicked.connect(self.simulate_requested)
         self.real_button.clicked.connect(self.real_requested)
         self.cancel_button.clicked.connect(self.cancel_requested)
+        for box in (
+            self.rate,
+            self.seed,
+            self.requests,
+            self.max_seqs,
+            self.chunk_tokens,
+            self.instances,
+            self.prefill,
+            self.decode,
+            self.kv_gbps,
+            self.slo_ttft,
+            self.slo_tpot,
+            self.shared_groups,
+            self.shared_tokens,
+            self.prefix_blocks,
+        ):
+            box.valueChanged.connect(self.settings_changed)
+        for line in (self.spec, self.prompt_len, self.new_tokens):
+            line.textChanged.connect(self.settings_changed)  # typed, or a trace dropped
+        self.traffic_kind.currentIndexChanged.connect(self.settings_changed)  # fmt: skip
         self._kind_changed()
 
     # a trace dropped on the dock (TraceDrops): replayed, its own lengths unless the boxes
