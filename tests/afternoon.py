@@ -1,7 +1,7 @@
 """The seed's afternoon in one window and one session file, driven as a user drives it:
 open a model, change an input size, INT8 held to a target, a load run and the What-if, a
 tune, a sweep, the demo LLM and a serving study, a production trace dropped on it with a
-prefix cache, Save As, Quit. Each step's outcome and time is kept; `checks()` holds the
+prefix cache (Live), Save As, Quit. Each step's outcome and time is kept; `checks()` holds the
 file and the process to what the window showed.
 
 Shared by the suite (tests/test_afternoon.py: the demo transformer, short durations) and
@@ -178,7 +178,8 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
 
     def llm_trace() -> str:
         """A Mooncake trace dropped on the LLM Serving dock, replayed with a prefix cache:
-        its prompts share two of their three 512-token blocks."""
+        its prompts share two of their three 512-token blocks. Live is ticked first, so
+        the drop and the cache's size (one burst of changes) are one study by themselves."""
         c = wb.llm_serving
         d = c.dock
         trace = plan.folder / "mooncake.jsonl"
@@ -189,11 +190,12 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
         mime.setUrls([QUrl.fromLocalFile(str(trace))])
         drop = QDropEvent(QPointF(5, 5), Qt.DropAction.CopyAction, mime,
                           Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)  # fmt: skip
+        d.live.setChecked(True)
         d.dropEvent(drop)
         d.prefix_blocks.setValue(16)
-        d.simulate_button.click()
         wait(lambda: c.busy, 10_000)
         wait(lambda: not c.busy, to)
+        d.live.setChecked(False)
         col = [d.table.horizontalHeaderItem(k).text() for k in range(d.table.columnCount())]
         cells = [d.table.item(r, col.index("Prefix cache")) for r in range(d.table.rowCount())]
         return (f"dropped: {drop.isAccepted()}; {d.table.rowCount()} layouts; prefix cache: "
