@@ -178,15 +178,19 @@ def simulate_llm(
         if ta == inf and te == inf:
             break
         if ta <= te:  # every request arriving at this instant queues before any is taken
+            fresh = not waiting  # else its head was offered, and nothing has changed since
             while i < n and arrivals[i] == ta:
                 waiting.append(i)
                 i += 1
-            offers[0].wake(ta)
+            if fresh:
+                offers[0].wake(ta)
             continue
         t, _, k, tag = heapq.heappop(events)
         if k < 0:  # a KV transfer landed: the sequence can decode
+            fresh = not ready  # as for arrivals
             ready.append(tag)
-            offers[1].wake(t)
+            if fresh:
+                offers[1].wake(t)
             continue
         inst = instances[k]
         if tag != inst.version or not inst.busy:
