@@ -101,20 +101,26 @@ def test_decode_steps_after_a_prefill_pay_the_calibrated_extra() -> None:
     assert both.done[0] == pytest.approx((PREFILL_MS + sum(a_steps)) / 1e3)
 
 
+def _warming(prompt_rows: tuple[tuple[float, ...], ...]) -> LLMCost:
+    """Fixed passes, with extras after a prefill of 100 or 200 tokens (two steps), after a
+    pause of 1 or 10 ms (three decode steps; `prompt_rows`: the prompt passes')."""
+    return dataclasses.replace(
+        LLMCost.constant(PREFILL_MS, STEP_MS),
+        after_prefill_lengths=(100, 200),
+        after_prefill_ms=((3.0, 1.0), (6.0, 2.0)),
+        after_idle_pauses_ms=(1.0, 10.0),
+        after_idle_ms=((1.0, 0.5, 0.0), (4.0, 2.0, 2.5)),
+        after_idle_prompt_ms=prompt_rows,
+    )
+
+
 def test_the_extras_walk_from_a_pause_through_a_prefill_to_settled() -> None:
     """By hand, the states the simulator and the bench's iteration check both walk: after
     a 50 ms pause a chunked iteration of two prompt passes (150 tokens) and a decode step
     pays the prompt passes' rows 0-1 (7 + 2) and the decode step's step 0 after a 150-token
     prefill (4.5); the next decode-only step the larger of the two extras due; then
     nothing: settled (a decode-only stretch advanced in closed form)."""
-    cost = dataclasses.replace(
-        LLMCost.constant(PREFILL_MS, STEP_MS),
-        after_prefill_lengths=(100, 200),
-        after_prefill_ms=((3.0, 1.0), (6.0, 2.0)),
-        after_idle_pauses_ms=(1.0, 10.0),
-        after_idle_ms=((1.0, 0.5, 0.0), (4.0, 2.0, 2.5)),
-        after_idle_prompt_ms=((3.0, 1.0), (7.0, 2.0)),
-    )
+    cost = _warming(((3.0, 1.0), (7.0, 2.0)))
     warm = Warmth()
     assert cost.decode_extras_s(warm, 99) == ((), ())  # nothing due
     warm = warm.paused(50.0)
@@ -135,14 +141,7 @@ def test_a_settled_state_charges_what_the_state_did() -> None:
     of a walk, the settled one charges the same decode-only extras and the same prompt
     iterations, and states past every row, or after a pause shorter than any calibrated,
     come to one."""
-    cost = dataclasses.replace(
-        LLMCost.constant(PREFILL_MS, STEP_MS),
-        after_prefill_lengths=(100, 200),
-        after_prefill_ms=((3.0, 1.0), (6.0, 2.0)),
-        after_idle_pauses_ms=(1.0, 10.0),
-        after_idle_ms=((1.0, 0.5, 0.0), (4.0, 2.0, 2.5)),
-        after_idle_prompt_ms=((3.0, 1.0, 0.5, 0.2), (7.0, 2.0, 1.0, 0.4)),
-    )
+    cost = _warming(((3.0, 1.0, 0.5, 0.2), (7.0, 2.0, 1.0, 0.4)))
     tokens, steps = (0, 150, 400), (0, 1, 2, 7, SETTLED)
     pauses, passes_since = (0.5, 1.0, 3.0, 50.0), (0, 2, 3, 5, SETTLED)
     states = [Warmth(*s) for s in itertools.product(tokens, steps, pauses, passes_since)]
