@@ -218,3 +218,44 @@ def test_a_lock_held_when_the_run_starts_is_waited_for(tmp_path: Path) -> None:
     assert proc.wait(120) == 0 and lock.release.is_set(), "".join(said) + rest
     with open_session_file(session) as reader:
         assert [r.status for r in reader.runs()] == ["ok"]
+
+
+def test_a_study_written_while_another_connection_commits_is_kept(tmp_path: Path) -> None:
+    """A study's row (an LLM serving study, a memory report) written while another
+    connection commits between the write's first read and its insert: a deferred
+    transaction cannot take the write lock then (WAL's snapshot rule: SQLITE_BUSY at once,
+    no busy wait; the afternoon's demo LLM study failed so, 'database is locked'). The
+    write takes its lock first and waits for the other's."""
+    path = tmp_path / "race.opscope"
+    SessionStore.create_or_open(path).close()
+    store = SessionStore.create_or_open(path)
+    other = sqlite3.connect(path, isolation_level=None, timeout=0.2)
+    other.execute("PRAGMA journal_mode=WAL")
+    fired: list[str] = []
+    seen: list[str] = []
+
+    def between(statement: str) -> None:  # the other writes after the study's first read
+        seen.append(statement.lstrip().upper())
+        began = any(s.startswith("BEGIN") for s in seen)
+        read = began and any(s.startswith(("SELECT", "PRAGMA")) for s in seen[1:])
+        if not fired and read and statement.lstrip().upper().startswith(("SAVEPOINT", "INSERT")):
+            fired.append(statement)
+            try:
+                other.execute("INSERT INTO meta (key, value) VALUES ('other', 'x')")
+            except sqlite3.OperationalError as exc:  # the study holds the lock: it waits
+                fired.append(f"waited: {exc}")
+
+    store.db.conn.set_trace_callback(between)
+    try:
+        study = store.add_llm_study(model_path="m", kind="simulate", config={}, plan={},
+                                    rows=[{"layout": "colocated"}])  # fmt: skip
+    finally:
+        store.db.conn.set_trace_callback(None)
+        store.close()
+        other.close()
+    assert len(fired) == 2 and fired[1].startswith("waited"), fired  # the study held it
+    conn = sqlite3.connect(path)
+    try:
+        assert [r[0] for r in conn.execute("SELECT id FROM llm_studies")] == [study]
+    finally:
+        conn.close()

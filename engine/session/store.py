@@ -322,12 +322,29 @@ class SessionStore:
                              result=result, run_ids=run_ids,
                              status="partial" if partial else "complete")  # fmt: skip
 
+    @contextlib.contextmanager
+    def _immediate(self) -> Iterator[None]:
+        """A write transaction that holds the write lock from its start (BEGIN IMMEDIATE,
+        waiting up to the busy timeout for it). A deferred one, as sqlite-utils' `atomic`
+        begins, reads first and cannot take the lock once another connection has committed
+        since that read: in WAL mode that is SQLITE_BUSY at once, with no wait (a study
+        written while the window recorded failed so: 'database is locked')."""
+        conn = self.db.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
     def _add_row(self, name: str, **fields: Any) -> int:
         """A row of a table of rows of their own (not a run's), stamped `created_at`, its
         objects and lists stored as JSON; returns its id."""
         table = self.db.table(name)
         row = {k: json_text(v) if isinstance(v, dict | list) else v for k, v in fields.items()}
-        with self.db.atomic():
+        with self._immediate():
             table.insert({"created_at": utc_now(), **row})
         row_id = table.last_pk
         assert isinstance(row_id, int)
