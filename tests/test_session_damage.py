@@ -348,7 +348,7 @@ def test_sqlites_own_full_is_disk_full(tmp_path: Path, monkeypatch: pytest.Monke
     disk gives. Creating: no file left; recording: a SessionFileError, samples counted."""
     from engine.session import store as store_mod
 
-    real = store_mod._connect_for_writing
+    real = store_mod.connect_for_writing
     pages = {"max": 4}
 
     def capped(p: Path, busy_timeout_s: float) -> sqlite3.Connection:
@@ -356,7 +356,7 @@ def test_sqlites_own_full_is_disk_full(tmp_path: Path, monkeypatch: pytest.Monke
         conn.execute(f"PRAGMA max_page_count = {pages['max']}")
         return conn
 
-    monkeypatch.setattr(store_mod, "_connect_for_writing", capped)
+    monkeypatch.setattr(store_mod, "connect_for_writing", capped)
     new = tmp_path / "new.opscope"
     with pytest.raises(SessionFileError, match="disk full"):
         SessionStore.create_or_open(new)
