@@ -101,15 +101,12 @@ class LLMCost:
     continuing: tuple[float, float, float, float] | None = None
     context: dict[str, Any] = field(default_factory=dict)  # what it was measured on
     points: dict[str, Any] = field(default_factory=dict)  # the raw medians behind the fits
-    _extras_memo: dict[tuple[int, int, int, int], tuple[tuple[float, ...], ...]] = field(
+    _extras_memo: dict[Warmth, tuple[tuple[float, ...], ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
-    )  # decode_extras_s, by state
+    )  # decode_extras_rows, by state
     _prefill_rows: dict[int, tuple[float, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )  # _after_prefill_row, by prompt tokens
-    _extras_by_state: dict[Warmth, tuple[tuple[float, ...], ...]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )  # decode_extras_s, by the state as given (settled states repeat)
 
     def prefill_chunk_ms(self, done: int, tokens: int) -> float:
         """The variable part of prefilling `tokens` more of a prompt `done` tokens in:
@@ -288,31 +285,30 @@ class LLMCost:
 
     def decode_extras_rows(self, warmth: Warmth) -> tuple[tuple[float, ...], ...]:
         """decode_extras_s for as many steps as pay one: the same two tuples for the same
-        state (the simulator books a row once and refers to it)."""
-        got = self._extras_by_state.get(warmth)
+        state (the simulator books a row once and refers to it). Remembered by the state
+        as given and by its settled form (`settle`), which states that charge alike share."""
+        memo = self._extras_memo
+        got = memo.get(warmth)
         if got is None:
-            got = self._extras_by_state[warmth] = self._extras_of(warmth)
+            settled = self.settle(warmth)
+            got = memo.get(settled)
+            if got is None:
+                got = memo[settled] = self._extras_of(settled)
+            memo[warmth] = got
         return got
 
-    def _extras_of(self, warmth: Warmth) -> tuple[tuple[float, ...], ...]:
-        """decode_extras_s's whole rows from `warmth`, remembered per normalized state."""
-        pauses = self.after_idle_pauses_ms
-        p_steps, i_steps = self.after_prefill_steps, self.after_idle_steps
-        tokens, step = (warmth.tokens, warmth.step) if warmth.step < p_steps else (0, SETTLED)
-        row, idle_step = -1, SETTLED
-        if warmth.idle_step < i_steps and pauses and warmth.idle_ms >= pauses[0]:
-            row = bisect.bisect_right(pauses, warmth.idle_ms) - 1
-            idle_step = warmth.idle_step
-        key = (tokens, step, row, idle_step)
-        got = self._extras_memo.get(key)
-        if got is None:
-            after = self._after_prefill_row(tokens)[step:] if step < p_steps else ()
-            idle = self.after_idle_ms[row][idle_step:] if row >= 0 else ()
-            extra = [max(a, b) / 1e3 for a, b in itertools.zip_longest(after, idle, fillvalue=0.0)]
-            while extra and extra[-1] == 0.0:
-                extra.pop()
-            got = self._extras_memo[key] = (tuple(extra), tuple(itertools.accumulate(extra)))
-        return got
+    def _extras_of(self, settled: Warmth) -> tuple[tuple[float, ...], ...]:
+        """decode_extras_rows from a settled state (a pause's length is a calibrated one)."""
+        tokens, step, idle_ms, idle_step = settled
+        after = self._after_prefill_row(tokens)[step:] if step < self.after_prefill_steps else ()
+        idle: tuple[float, ...] = ()
+        if idle_step < self.after_idle_steps:
+            pauses = self.after_idle_pauses_ms
+            idle = self.after_idle_ms[bisect.bisect_right(pauses, idle_ms) - 1][idle_step:]
+        extra = [max(a, b) / 1e3 for a, b in itertools.zip_longest(after, idle, fillvalue=0.0)]
+        while extra and extra[-1] == 0.0:
+            extra.pop()
+        return tuple(extra), tuple(itertools.accumulate(extra))
 
     @functools.cached_property
     def _settle_limits(self) -> tuple[int, int, float]:
