@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
-from PySide6.QtGui import QDropEvent
 
 from engine.session.store import open_session_file
+from tests.file_drops import file_drop
 
 Wait = Callable[[Callable[[], bool], int], None]  # (condition, timeout ms): qtbot.waitUntil
 
@@ -186,10 +185,7 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
         rows = [{"timestamp": 250 * i, "input_length": 1100, "output_length": 4,
                  "hash_ids": [7, 8, 100 + i]} for i in range(plan.llm_requests)]  # fmt: skip
         trace.write_text("".join(json.dumps(x) + "\n" for x in rows))
-        mime = QMimeData()
-        mime.setUrls([QUrl.fromLocalFile(str(trace))])
-        drop = QDropEvent(QPointF(5, 5), Qt.DropAction.CopyAction, mime,
-                          Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)  # fmt: skip
+        drop = file_drop(trace)
         d.live.setChecked(True)
         d.dropEvent(drop)
         d.prefix_blocks.setValue(16)

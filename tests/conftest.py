@@ -16,6 +16,7 @@ from tests.model_zoo import ZOO
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_TRANSFORMER = ROOT / "resources" / "models" / "demo_transformer.onnx"
 DEMO_CNN = ROOT / "resources" / "models" / "demo_cnn.onnx"
+DEMO_LLM = ROOT / "resources" / "models" / "demo_llm"
 
 
 @contextmanager
@@ -65,6 +66,14 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Every model of tests/model_zoo.py, built once per test session."""
     out = tmp_path_factory.mktemp("zoo")
     return {name: build(out) for name, build in ZOO.items()}
+
+
+@pytest.fixture(scope="session")
+def llm() -> Path:
+    """The demo LLM's folder, which the README's set-up builds (a failure, not a skip)."""
+    if not (DEMO_LLM / "genai_config.json").is_file():
+        pytest.fail(f"{DEMO_LLM} is missing: the README's set-up builds it (make test)")
+    return DEMO_LLM
 
 
 @pytest.fixture(scope="module")

@@ -16,18 +16,9 @@ from engine.backends.genai.model import open_llm, read_config
 from engine.config import RunConfig
 from engine.errors import ConfigError, ModelError
 from engine.session.store import open_session_file
+from tests.conftest import DEMO_LLM, ROOT
 from tests.conftest import DEMO_TRANSFORMER as DEMO_TRANSFORMER_ONNX
-from tests.conftest import ROOT
 from tests.test_cli import opscope
-
-DEMO_LLM = ROOT / "resources" / "models" / "demo_llm"
-
-
-@pytest.fixture(scope="module")
-def llm() -> Path:
-    if not (DEMO_LLM / "genai_config.json").is_file():
-        pytest.fail(f"{DEMO_LLM} is missing: the README's set-up builds it (make test)")
-    return DEMO_LLM
 
 
 def _og_greedy(folder: Path, prompt: np.ndarray, n: int) -> list[int]:

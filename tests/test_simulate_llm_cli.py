@@ -12,17 +12,7 @@ import numpy as np
 import pytest
 
 from engine.serve.llm_sim import LAYOUTS
-from tests.conftest import ROOT
 from tests.test_cli import opscope
-
-DEMO_LLM = ROOT / "resources" / "models" / "demo_llm"
-
-
-@pytest.fixture(scope="module")
-def llm() -> Path:
-    if not (DEMO_LLM / "genai_config.json").is_file():
-        pytest.fail(f"{DEMO_LLM} is missing: the README's set-up builds it (make test)")
-    return DEMO_LLM
 
 
 def test_simulate_llm_side_by_side_from_the_command_line(llm: Path, tmp_path: Path) -> None:

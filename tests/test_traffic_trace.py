@@ -11,35 +11,18 @@ import numpy as np
 import pytest
 
 pytest.importorskip("PySide6")
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
-from PySide6.QtGui import QDropEvent
 
 from app.traffic.traffic_dock import TrafficDock
 from engine.serve.batching import BatchPolicy
 from engine.serve.service import ServiceModel
 from engine.serve.traffic import parse_traffic
 from engine.serve.what_if import Question, answer
+from tests.file_drops import file_drop
 
 AZURE = """TIMESTAMP,ContextTokens,GeneratedTokens
 2023-11-16 18:15:46.6805900,374,44
 2023-11-16 18:15:50.9951690,396,109
 """
-
-
-KEEP: list[QMimeData] = []  # a QDropEvent does not own its data: kept alive here
-
-
-def _drop(dock: TrafficDock, path: Path) -> QDropEvent:
-    mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(path))])
-    KEEP.append(mime)
-    return QDropEvent(
-        QPointF(5, 5),
-        Qt.DropAction.CopyAction,
-        mime,
-        Qt.MouseButton.NoButton,
-        Qt.KeyboardModifier.NoModifier,
-    )
 
 
 def test_a_trace_dropped_on_the_dock_is_replayed(qtbot: Any, tmp_path: Path) -> None:
@@ -48,7 +31,7 @@ def test_a_trace_dropped_on_the_dock_is_replayed(qtbot: Any, tmp_path: Path) -> 
     dock.show()
     trace = tmp_path / "azure.csv"
     trace.write_text(AZURE)
-    event = _drop(dock, trace)
+    event = file_drop(trace)
     dock.dropEvent(event)
     assert event.isAccepted()
     assert dock.pattern.currentData() == "trace" and dock.trace_path.isVisible()
@@ -59,7 +42,7 @@ def test_a_trace_dropped_on_the_dock_is_replayed(qtbot: Any, tmp_path: Path) -> 
     spec = parse_traffic(dock.traffic_spec())
     assert (spec.path, spec.speed, spec.start_s) == (str(trace), 2.0, 3.0)
     assert dock.command().traffic == dock.traffic_spec()
-    other = _drop(dock, tmp_path / "model.onnx")
+    other = file_drop(tmp_path / "model.onnx")
     dock.dropEvent(other)
     assert not other.isAccepted()  # not a trace: left to the window (it opens models)
 
@@ -90,7 +73,7 @@ def test_a_trace_dropped_on_the_llm_serving_dock_brings_its_lengths(
     qtbot.addWidget(dock)
     trace = tmp_path / "azure.csv"
     trace.write_text(AZURE)
-    event = _drop(dock, trace)  # type: ignore[arg-type]
+    event = file_drop(trace)
     dock.dropEvent(event)
     assert event.isAccepted() and dock.spec.text() == f"trace:{trace}"
     work = plan_workload(dock.form().plan(), 2048)
