@@ -137,6 +137,8 @@ def test_runs_of_two_models_and_sizes_read_apart_and_numbers_never_in_exponents(
     assert t.item(0, col["inputs"]).text() == "image 1x3x64x64"
     assert t.item(1, col["run p50 ms"]).text() == "8,516"
     assert t.item(1, col["run p99 ms"]).text() == "15,379"
+    assert t.item(1, col["run p50 ms"]).toolTip() == "whole run, n=90"  # over which samples
+    assert "whole run" in t.horizontalHeaderItem(col["run p99 ms"]).toolTip()
     assert all("e+" not in t.item(r, c).text() for r in range(2) for c in range(len(COLUMNS)))
 
 

@@ -30,6 +30,12 @@ COLUMNS = ("#", "model", "config", "inputs", "run p50 ms", "Δ p50", "run p99 ms
            "samples/s", "Δ samples/s", "cosine")  # fmt: skip
 TEXT_COLUMNS = tuple(COLUMNS.index(c) for c in ("model", "config", "inputs"))
 P50_DELTA = COLUMNS.index("Δ p50")
+_WHOLE_RUN = (
+    "over the whole run, every sample (n in each cell's tooltip; while a long run goes on, "
+    "its newest 50,000). The plot's header and the status bar: over its last samples"
+)
+HEADER_TIPS = {"run p50 ms": f"p50 {_WHOLE_RUN}", "run p99 ms": f"p99 {_WHOLE_RUN}"}
+RUN_FIGURES = (COLUMNS.index("run p50 ms"), COLUMNS.index("run p99 ms"))
 
 
 def _delta(value: float) -> str:
@@ -46,6 +52,10 @@ class RunsTable(QWidget):
         self.summary = summary
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
+        for name, tip in HEADER_TIPS.items():  # each figure says over which samples
+            head = QTableWidgetItem(name)
+            head.setToolTip(tip)
+            self.table.setHorizontalHeaderItem(COLUMNS.index(name), head)
         self.table.verticalHeader().hide()
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -145,6 +155,8 @@ class RunsTable(QWidget):
                     item.setText(text)
                     if c in TEXT_COLUMNS:
                         item.setToolTip(text)
+                if c in RUN_FIGURES:  # the count grows while the figure may not change
+                    item.setToolTip(f"whole run, n={r.count:,}")
                 item.setFont(bold if r.baseline else self.font())
                 good = goods[c]
                 if good is not None and math.isfinite(good) and abs(good) >= 2.0:
