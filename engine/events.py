@@ -16,6 +16,7 @@ from engine.config import RunConfig
 
 # AccuracyResult is measure/accuracy.py's result, sent as an event too.
 from engine.measure.accuracy import AccuracyResult as AccuracyResult
+from engine.measure.contention import Contention
 from engine.measure.stats import LatencyStats, Throughput
 from engine.model.info import ModelInfo
 
@@ -87,6 +88,16 @@ class TimingDone:
     stable: bool
     warmup_runs: int
     elapsed_s: float
+    contention: Contention | None = None  # how busy the machine was over the timed samples
+
+
+@dataclass(frozen=True, slots=True)
+class ContentionSample:
+    """How busy the machine was over the last window of a timing pass (about a second):
+    the live recording keeps one per window, the run's figure is their combination."""
+
+    t_ns: int  # time.perf_counter_ns() at the window's end
+    contention: Contention
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +264,7 @@ Event = (
     | Marker
     | CommandFailed
     | RunEnded
+    | ContentionSample
     | PeaksMeasured
     | ServingStarted
     | ServedRequests

@@ -73,9 +73,17 @@ def test_bench_json_contract(tmp_path: Path) -> None:
     assert cfg["threads"] >= 1  # as actually used, never the 0 placeholder
     assert data["provider_used"] == "CPUExecutionProvider"
     lat = data["latency_ms"]
-    assert set(lat) == {"count", "mean", "std", "min", "p50", "p90", "p95", "p99", "max"}
+    assert set(lat) == {
+        *("count", "mean", "std", "min", "p50", "p90", "p95", "p99", "max"),
+        *("p50_ci", "p99_ci"),
+    }
     assert lat["count"] >= 5
     assert lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p95"] <= lat["p99"] <= lat["max"]
+    if lat["p50_ci"] is not None:  # an interval from the raw samples, around the p50
+        assert lat["p50_ci"][0] <= lat["p50"] <= lat["p50_ci"][1]
+    busy = data["machine"]["contention"]  # how busy the machine was while timing
+    assert busy["verdict"] in ("quiet", "busy") and busy["cpus"] >= 1
+    assert busy["line"].startswith(busy["verdict"])
     tp = data["throughput"]
     assert tp["samples_per_s"] == pytest.approx(2 * tp["inferences_per_s"])
     assert data["variant"]["nodes_original"] > data["variant"]["nodes"]  # BatchNorm folded

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from engine.machine.contention import Contention, ContentionProbe, Window, combine
+from engine.measure.contention import Contention, ContentionProbe, Window, combine
 
 
 def _c(others: float, **kw: object) -> Contention:

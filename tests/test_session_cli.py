@@ -94,8 +94,11 @@ def test_show_json_shape(two_runs: Path, tmp_path: Path) -> None:
         "p95",
         "p99",
         "max",
+        "p50_ci",
+        "p99_ci",
     }
     assert first["latency_ms"]["count"] == first["samples"] >= 5
+    assert first["machine"]["contention"]["verdict"] in ("quiet", "busy")
     assert first["throughput"]["samples_per_s"] > 0 and first["accuracy"] is None
     assert data["runs"][1]["throughput"]["samples_per_s"] == pytest.approx(
         2 * data["runs"][1]["throughput"]["inferences_per_s"]

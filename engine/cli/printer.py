@@ -183,16 +183,23 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
         t = result.timing
         lat = t.latency
         w(
-            f"latency    p50 {lat.p50:.3f} ms  p90 {lat.p90:.3f}  p95 {lat.p95:.3f}  "
-            f"p99 {lat.p99:.3f}  (mean {lat.mean:.3f} ± {lat.std:.3f}, min {lat.min:.3f}, "
-            f"max {lat.max:.3f}; n={lat.count} after {t.warmup_runs} warm-up)\n"
+            f"latency    p50 {lat.p50:.3f} ms {interval_text(lat.p50_ci)} p90 {lat.p90:.3f}  "
+            f"p95 {lat.p95:.3f}  p99 {lat.p99:.3f} {interval_text(lat.p99_ci)} "
+            f"(mean {lat.mean:.3f} ± {lat.std:.3f}, min {lat.min:.3f}, "
+            f"max {lat.max:.3f}; n={lat.count} after {t.warmup_runs} warm-up; "
+            "[95% intervals of independent samples])\n"
         )
         w(
             f"throughput {t.throughput.inferences_per_s:.1f} inferences/s, "
-            f"{t.throughput.samples_per_s:.1f} samples/s   "
-            + ("stable" if t.stable else "UNSTABLE (windows differ by >10%; run longer)")
-            + "\n"
+            f"{t.throughput.samples_per_s:.1f} samples/s   {stability_text(t.stable, lat)}\n"
         )
+        if t.contention is not None:
+            w(f"machine    {t.contention.line()}\n")
+            if t.contention.busy:
+                w(
+                    "           these figures are the model's speed on a busy machine, not "
+                    "its own: measure again when the machine is quiet\n"
+                )
     if result.accuracy:
         a = result.accuracy
         top1 = f"  top-1 agreement {a.top1_agreement:.1%}" if a.top1_agreement is not None else ""
@@ -234,13 +241,7 @@ def print_ops(profile: Any, out: TextIO, top: int, machine: Roofs | None = None)
             else f"\nprofile    {profile.runs} profiled inferences"
         )
         + "; node time covers "
-        f"{profile.coverage:.1%} of model_run"
-        + (
-            f"; profiler overhead {profile.profile_overhead:+.0%}"
-            if profile.profile_overhead is not None
-            else ""
-        )
-        + "\n"
+        f"{profile.coverage:.1%} of model_run" + overhead_text(profile.profile_overhead) + "\n"
     )
     w(
         "providers  "
@@ -260,6 +261,34 @@ def print_ops(profile: Any, out: TextIO, top: int, machine: Roofs | None = None)
                 f"{_num(s.intensity, 7)}" + (_bound(s, machine) if machine else "") + "\n"
             )
         w("\n")
+
+
+def interval_text(ci: tuple[float, float] | None) -> str:
+    """'[1.201-1.254]' for a percentile's interval; '[n too small]' without one."""
+    return "[n too small] " if ci is None else f"[{ci[0]:.3f}-{ci[1]:.3f}] "
+
+
+def stability_text(stable: bool, lat: Any) -> str:
+    """What "stable" means here, said: the windows' medians agree; a heavy tail is named."""
+    tail = ""
+    if lat.p50 > 0 and lat.p99 / lat.p50 >= 3:
+        tail = f"; heavy tail: p99 is {lat.p99 / lat.p50:.0f}x p50, min {lat.min:.3f} ms"
+    if stable:
+        return f"stable medians (3 windows within 10%){tail}"
+    return f"UNSTABLE (the medians of 3 windows differ by >10%; run longer){tail}"
+
+
+def overhead_text(overhead: float | None) -> str:
+    """The profiler's cost against the timed pass; a negative one is not a cost but the
+    machine's speed changing between the two passes, and is said so."""
+    if overhead is None:
+        return ""
+    if overhead < -0.05:
+        return (
+            f"; profiler overhead not measurable (the profiled pass ran {-overhead:.0%} faster "
+            "than the timed one: the machine's load changed between them)"
+        )
+    return f"; profiler overhead {overhead:+.0%}"
 
 
 def _bound(s: Any, machine: Roofs) -> str:

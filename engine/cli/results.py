@@ -125,6 +125,8 @@ class RunResult:
             out["throughput"] = self.timing.throughput.to_json()
             out["stable"] = self.timing.stable
             out["warmup_runs"] = self.timing.warmup_runs
+            if self.timing.contention is not None:
+                out["machine"] = {"contention": self.timing.contention.to_json()}
         out["accuracy"] = self.accuracy.to_json() if self.accuracy else None
         if self.profile:
             p = self.profile
@@ -132,11 +134,13 @@ class RunResult:
             out["ops"] = [self._op_json(s) for s in ops]
             out["op_types"] = [self._op_json(s) for s in p.op_types]
             if self.machine:
-                out["machine"] = {
-                    "peak_gbps": self.machine.dram.gbps,
-                    "peak_gflops": self.machine.compute,
-                    "roofs": self.machine.to_json(),
-                }
+                out.setdefault("machine", {}).update(
+                    {
+                        "peak_gbps": self.machine.dram.gbps,
+                        "peak_gflops": self.machine.compute,
+                        "roofs": self.machine.to_json(),
+                    }
+                )
             out["profile"] = {
                 "runs": p.runs,
                 "coverage": p.coverage,

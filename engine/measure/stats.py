@@ -6,6 +6,7 @@ summary carries its sample count.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -28,6 +29,9 @@ class LatencyStats:
     p95: float
     p99: float
     max: float
+    # 95% intervals of p50 and p99 from the raw samples' order statistics (None: too few)
+    p50_ci: tuple[float, float] | None = None
+    p99_ci: tuple[float, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,7 +63,33 @@ def latency_stats(latencies_ns: np.ndarray) -> LatencyStats:
         p95=float(p95),
         p99=float(p99),
         max=float(ms.max()),
+        p50_ci=percentile_interval(ms, 50),
+        p99_ci=percentile_interval(ms, 99),
     )
+
+
+def percentile_interval(
+    values: np.ndarray, q: float, confidence: float = 0.95
+) -> tuple[float, float] | None:
+    """A distribution-free interval for the q-th percentile: the order statistics whose
+    ranks the binomial(n, q/100) puts the percentile between with `confidence` (normal
+    approximation). It assumes independent samples, so it is a lower bound on the real
+    uncertainty of a run on a machine whose speed drifts (compare's block bootstrap and
+    repeated runs see that). None when there are too few samples to bound it on both sides."""
+    n = int(values.size)
+    p = q / 100.0
+    if n < 2:
+        return None
+    z = float(_Z.get(confidence, 1.96))
+    half = z * math.sqrt(n * p * (1 - p))
+    lo, hi = math.floor(n * p - half), math.ceil(n * p + half)
+    if lo < 0 or hi > n - 1 or half < 0.5:
+        return None
+    ordered = np.partition(np.asarray(values, dtype=np.float64), (lo, hi))
+    return float(ordered[lo]), float(ordered[hi])
+
+
+_Z = {0.90: 1.6449, 0.95: 1.96, 0.99: 2.5758}
 
 
 def throughput(starts_ns: np.ndarray, latencies_ns: np.ndarray, batch: int) -> Throughput:

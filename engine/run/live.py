@@ -19,6 +19,7 @@ from engine.backends.base import Prepared, PrepareRequest
 from engine.config import RunConfig, oversubscribed
 from engine.events import (
     AccuracyResult,
+    ContentionSample,
     Event,
     GenerationStarted,
     LatencyBatch,
@@ -31,6 +32,7 @@ from engine.events import (
     TimingDone,
     VariantReady,
 )
+from engine.measure.contention import Contention, combine
 from engine.measure.stats import is_stable, latency_stats, throughput
 from engine.model.inputs import empty_inputs
 from engine.run.sample_log import MAX_SAMPLES, SampleLog
@@ -112,6 +114,7 @@ class Segment:
     samples: SampleLog = field(default_factory=SampleLog)
     warmup_runs: int = 0
     origin_ns: int = 0
+    load: list[Contention] = field(default_factory=list)  # the machine's, window by window
 
 
 class LiveRun:
@@ -150,6 +153,8 @@ class LiveRun:
             seg.origin_ns = ev.origin_ns
         elif isinstance(ev, Progress) and ev.stage == "warmup":
             seg.warmup_runs = int(ev.done)
+        elif isinstance(ev, ContentionSample):
+            seg.load.append(ev.contention)
         return ev
 
     def extra_events(self) -> list[Event]:
@@ -180,6 +185,7 @@ class LiveRun:
             is_stable(lats),
             seg.warmup_runs,
             float(elapsed),
+            combine(seg.load),
         )
         yield RunEnded(status, error)
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.events import LatencyBatch, Progress, TimingDone
+from engine.events import ContentionSample, LatencyBatch, Progress, TimingDone
+from engine.measure.contention import Contention, Window, combine
 from engine.measure.stats import is_stable, latency_stats, throughput
 
 Clock = Callable[[], int]
@@ -30,6 +31,7 @@ class TimingPlan:
     duration_s: float = 5.0  # float("inf") runs until the consumer stops
     batch_interval_s: float = 0.1
     max_runs: int | None = None
+    contention_interval_s: float = 1.0  # how often the machine's load is read (a window)
 
 
 @dataclass
@@ -46,8 +48,11 @@ def time_inferences(
     batch: int,
     clock: Clock = time.perf_counter_ns,
     samples: TimingSamples | None = None,
-) -> Iterator[Progress | LatencyBatch | TimingDone]:
-    """Run `run_once` repeatedly; yield progress, sample batches, and a final summary.
+    window: Window | None = None,
+) -> Iterator[Progress | LatencyBatch | ContentionSample | TimingDone]:
+    """Run `run_once` repeatedly; yield progress, sample batches, how busy the machine was
+    (a `ContentionSample` about every `plan.contention_interval_s`, read between samples,
+    never inside one) and a final summary carrying the whole pass's contention.
 
     If `samples` is given it is filled with every raw sample (for the caller's records).
     Closing the generator stops timing at the next batch boundary.
@@ -73,6 +78,10 @@ def time_inferences(
     kept: list[LatencyBatch] = []
     interval = int(plan.batch_interval_s * 1e9)
     origin = clock()
+    load = window or Window()
+    laps: list[Contention] = []
+    lap_every = int(plan.contention_interval_s * 1e9)
+    next_lap = origin + lap_every
     min_end = origin + int(plan.duration_s * 1e9) if plan.duration_s != float("inf") else None
     next_flush = origin + interval
     max_runs = plan.max_runs or 0
@@ -90,6 +99,12 @@ def time_inferences(
         if keep:
             kept.append(batch_ev)
         yield batch_ev
+        if t1 >= next_lap:
+            next_lap = t1 + lap_every
+            lap = load.lap()
+            if lap is not None:
+                laps.append(lap)
+                yield ContentionSample(t1, lap)
         if min_end is not None and t1 >= min_end and sent >= plan.min_runs:
             break
         if max_runs and sent >= max_runs:
@@ -98,6 +113,10 @@ def time_inferences(
         batch_ev = _batch(starts, lats, origin)
         kept.append(batch_ev)
         yield batch_ev
+    last = load.lap()
+    if last is not None:
+        laps.append(last)
+        yield ContentionSample(clock(), last)
     st = np.concatenate([b.starts_ns for b in kept]) if kept else np.empty(0, np.int64)
     lt = np.concatenate([b.latencies_ns for b in kept]) if kept else np.empty(0, np.int64)
     if samples is not None:
@@ -109,6 +128,7 @@ def time_inferences(
         stable=is_stable(lt),
         warmup_runs=warm,
         elapsed_s=(clock() - origin) / 1e9,
+        contention=combine(laps),
     )
 
 

@@ -30,6 +30,7 @@ from engine.errors import SessionFileError
 from engine.events import (
     AccuracyResult,
     CommandFailed,
+    ContentionSample,
     Event,
     GenerationStarted,
     GenerationSteps,
@@ -48,6 +49,7 @@ from engine.events import (
     TimingDone,
     VariantReady,
 )
+from engine.measure.contention import Contention, combine
 from engine.session.generation_rows import add_steps, set_generation_summary, start_generation
 from engine.session.store import SessionStore
 from engine.session.trust import json_text
@@ -96,6 +98,8 @@ class Recorder:
         self._starts: list[np.ndarray] = []
         self._lats: list[np.ndarray] = []
         self._telemetry: list[tuple[bool, int, str, float]] = []  # (in the run, ...)
+        self._load: list[Contention] = []  # the current run's windows of machine load
+        self._load_saved = False  # its summary came with TimingDone
         self._served: list[ServedRequests] = []
         self._serving = False  # the current run has a serving row
         self._steps: list[GenerationSteps] = []
@@ -136,6 +140,8 @@ class Recorder:
             wall = ev.t_ns + self._wall_offset
             active = self._active
             self._telemetry.extend((active, wall, k, float(v)) for k, v in ev.values.items())
+        elif isinstance(ev, ContentionSample):
+            self._contention(ev)
         elif isinstance(ev, ModelLoaded):
             self._expect_run = True
             info = ev.info
@@ -350,6 +356,8 @@ class Recorder:
         self._generating = False
         self._generations = 0
         self._steps.clear()
+        self._load = []
+        self._load_saved = False
         self._last_commit = self._clock()
 
     def _serving_fact(self, ev: ServingStarted | ServingSummary) -> None:
@@ -398,6 +406,9 @@ class Recorder:
             # failed before RunStarted: still a run, with what we know
             config = json_text(self.config.to_json()) if self.config else None
             self._open_run({"config": config})
+        load = combine(self._load) if not self._load_saved else None
+        if load is not None and self.writes.broken is None:
+            self._write(lambda: self.store.set_contention(self._require_run(), load))
         with contextlib.suppress(SessionFileError):  # said by whoever met it first
             self.flush()
         if self.writes.broken is not None:
@@ -426,6 +437,18 @@ class Recorder:
         mark = "marked" if self.marked_after_break else "could not be marked (it reads interrupted)"
         return f"kept {', '.join(parts)}; the run {mark}"
 
+    def _contention(self, ev: ContentionSample) -> None:
+        """A window of the machine's load: kept for the run's summary, and as telemetry
+        rows (`others_cpu`, `steal_cpu`, `clock_ratio`) on the recording's timeline."""
+        c = ev.contention
+        if self._active:
+            self._load.append(c)
+        wall = ev.t_ns + self._wall_offset
+        rows = [("others_cpu", c.others_cpu), ("steal_cpu", c.steal)]
+        if c.clock_ratio is not None:
+            rows.append(("clock_ratio", c.clock_ratio))
+        self._telemetry.extend((self._active, wall, k, float(v)) for k, v in rows)
+
     def _notice(self, ev: Notice) -> None:
         self._write(
             lambda: self.store.add_marker(self._require_run(), "notice", ev.level, ev.message)
@@ -447,6 +470,7 @@ class Recorder:
         self.flush()
         if isinstance(ev, TimingDone):
             done = ev
+            self._load_saved = done.contention is not None
             self._write(lambda: self.store.set_timing(self._require_run(), done))
         elif isinstance(ev, AccuracyResult):
             acc = ev

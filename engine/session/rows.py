@@ -11,6 +11,7 @@ from typing import Any
 from engine.config import RunConfig
 from engine.errors import ConfigError, SessionFileError
 from engine.events import AccuracyResult
+from engine.measure.contention import Contention
 from engine.measure.op_stats import STAT_KEYS
 from engine.measure.stats import LatencyStats, Throughput
 from engine.session import blobs
@@ -52,6 +53,7 @@ class RunRow:
     warmup_runs: int | None
     elapsed_s: float | None
     accuracy: AccuracyResult | None
+    contention: Contention | None = None  # how busy the machine was (None: not recorded)
 
     def to_json(self) -> dict[str, Any]:
         """The shape `opscope session show --json` writes (close to `bench --json`)."""
@@ -84,6 +86,7 @@ class RunRow:
             "timing_origin_ns": self.timing_origin_ns,
             "host": self.host,
             "app_version": self.app_version,
+            "machine": {"contention": self.contention.to_json() if self.contention else None},
         }
 
 
@@ -159,6 +162,8 @@ def run_row(r: sqlite3.Row, path: Path) -> RunRow:
             fn("p95_ms"),
             fn("p99_ms"),
             fn("max_ms"),
+            _interval(r, "p50"),
+            _interval(r, "p99"),
         )
         if timed
         else None,
@@ -167,7 +172,19 @@ def run_row(r: sqlite3.Row, path: Path) -> RunRow:
         warmup_runs=i("warmup_runs"),
         elapsed_s=f("elapsed_s"),
         accuracy=_accuracy(parse_json(r["accuracy"], dict, "runs.accuracy")),
+        contention=Contention.from_json(parse_json(r["contention"], dict, "runs.contention"))
+        if "contention" in r.keys()  # noqa: SIM118 (a sqlite3.Row: `in` tests its values)
+        else None,
     )
+
+
+def _interval(r: sqlite3.Row, q: str) -> tuple[float, float] | None:
+    """A percentile's stored interval (None: not stored, or a file from before v8)."""
+    if f"{q}_lo_ms" not in r.keys():  # noqa: SIM118 (a sqlite3.Row: `in` tests its values)
+        return None
+    lo = typed(r[f"{q}_lo_ms"], float, f"runs.{q}_lo_ms", nullable=True)
+    hi = typed(r[f"{q}_hi_ms"], float, f"runs.{q}_hi_ms", nullable=True)
+    return None if lo is None or hi is None else (lo, hi)
 
 
 def op_stat_row(r: tuple[Any, ...]) -> dict[str, Any]:

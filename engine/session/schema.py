@@ -380,6 +380,18 @@ def _v7_llm_studies(db: Database) -> None:
     )
 
 
+def _v8_contention(db: Database) -> None:
+    """Version 8: how busy the machine was while each run was measured (`runs.contention`,
+    JSON: engine/measure/contention.py's `Contention.to_json`: others_cpu, steal,
+    clock_ratio, verdict, ...); NULL for runs recorded before. The live recording's
+    windows are telemetry rows (`others_cpu`, `steal_cpu`). And the 95% intervals of p50
+    and p99 from the raw samples' order statistics (`p50_lo_ms` .. `p99_hi_ms`; NULL: too
+    few samples, or recorded before)."""
+    db.execute("ALTER TABLE runs ADD COLUMN contention TEXT")
+    for col in ("p50_lo_ms", "p50_hi_ms", "p99_lo_ms", "p99_hi_ms"):
+        db.execute(f"ALTER TABLE runs ADD COLUMN {col} REAL")
+
+
 def _insert_op_times(conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
     """Insert `rows` into op_times and empty the list."""
     conn.executemany(
@@ -398,6 +410,7 @@ MIGRATIONS: list[Migration] = [
     _v5_compact_op_events,
     _v6_memory,
     _v7_llm_studies,
+    _v8_contention,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -21,6 +21,7 @@ from sqlite_utils import Database
 
 from engine.errors import SessionFileError
 from engine.events import AccuracyResult, OpProfile, ServedRequests, ServingStarted, TimingDone
+from engine.measure.contention import Contention
 from engine.measure.op_trace import NodeEvent
 from engine.model.info import ModelInfo
 from engine.session import held, liveness, schema
@@ -191,8 +192,13 @@ class SessionStore:
                 "stable": int(done.stable),
                 "warmup_runs": done.warmup_runs,
                 "elapsed_s": done.elapsed_s,
+                **_contention_field(done),
             },
         )
+
+    def set_contention(self, run_id: int, contention: Contention) -> None:
+        """How busy the machine was over the run (a run that ended without a summary)."""
+        self.update_run(run_id, {"contention": json_text(contention.to_json())})
 
     def set_accuracy(self, run_id: int, acc: AccuracyResult) -> None:
         self.update_run(run_id, {"accuracy": json_text(acc.to_json())})
@@ -519,3 +525,14 @@ def _add_op_rows(
 def open_session_file(path: str | Path) -> SessionReader:
     """Open a session read-only and validate it (see `SessionReader.open`)."""
     return SessionReader.open(path)
+
+
+def _contention_field(done: TimingDone) -> dict[str, Any]:
+    """The run's contention column, when the timing pass measured it, and its percentiles'
+    intervals."""
+    out: dict[str, Any] = {}
+    for q, ci in (("p50", done.latency.p50_ci), ("p99", done.latency.p99_ci)):
+        out[f"{q}_lo_ms"], out[f"{q}_hi_ms"] = ci if ci else (None, None)
+    if done.contention is not None:
+        out["contention"] = json_text(done.contention.to_json())
+    return out
