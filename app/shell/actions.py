@@ -187,8 +187,9 @@ def build_menus(wb: Workbench) -> Menus:
         wb.set_yield_cpu,
         None,
         "Run the engine at lower CPU priority so the window stays smooth when "
-        "the engine uses every core (restarts the engine; off: priority as "
-        "`opscope bench`)",
+        "the engine uses every core (restarts the engine). Its timings then read "
+        "slower whenever other work runs, and each run measured so is marked "
+        "'deprioritised'; off (the default): priority as `opscope bench`",
     )
     yield_cpu.setCheckable(True)
     yield_cpu.setChecked(wb.client.nice > 0)
