@@ -19,9 +19,11 @@ from engine.backends.ort.inference_session import open_session, plan_session
 from engine.backends.ort.int8_loo import leave_one_out
 from engine.backends.ort.int8_sensitivity import node_errors
 from engine.backends.ort.int8_target import (
+    Attempt,
     Outcome,
     Search,
     meet_target,
+    speed_alternatives,
     starting_settings,
     summary,
 )
@@ -31,14 +33,17 @@ from engine.backends.ort.variants import (
     build_variant,
 )
 from engine.config import RunConfig
-from engine.events import Event, Notice, VariantReady, drive
+from engine.events import Event, Notice, Progress, VariantReady, drive
 from engine.hostinfo import cpu_isa, ort_version
 from engine.measure.accuracy import compare_outputs
+from engine.measure.interleave import Timed, honest_clock
+from engine.measure.interleave import rank as interleaved
 from engine.model.info import ModelInfo
 from engine.model.inputs import Feeds
 
-CHOICE_VERSION = 12  # 12: the faster search (another route, other choices)
+CHOICE_VERSION = 13  # 13: what meets the target is raced side by side (other choices)
 TIME_S = 0.3  # timing per attempt: enough to rank settings whose speeds differ by 10%+
+RACE_WINDOW_S = 0.25  # each variant's turn per interleaved round of the race
 # Up to this many quantizable nodes, each is tried alone in FP32 (int8_loo.py: one session
 # per node, no rebuild): on a MiniLM the node that matters (an FFN output fed by the [CLS]
 # token's outlier) is first by this measure and invisible to the activation comparison
@@ -128,6 +133,40 @@ def choose_int8(
         run = session(path).run
         return p50_ms(lambda: run(None, eval_feeds[0]))
 
+    fp32_plan = plan_session(dataclasses.replace(config, precision="fp32"), gpu_present=gpu)
+
+    def race(
+        pool: list[Attempt],
+    ) -> Generator[Event, None, tuple[int, list[float], float, dict[str, Any]]]:
+        """The variants that meet the target and FP32, in interleaved rounds (one session
+        each, open together): the fastest that separates from the rest, or on a tie the
+        most accurate (listed first)."""
+        last.clear()
+        feed = eval_feeds[0]
+        runs = [open_session(a.variant.path, plan).session for a in pool]
+        ref = open_session(info.path, fp32_plan).session
+        cands = [Timed(_label(a), _caller(r, feed)) for a, r in zip(pool, runs, strict=True)]
+        cands.append(Timed("fp32", _caller(ref, feed), reference=True))
+        clock, why = honest_clock([config.threads], [config.spinning])
+        ranking = interleaved(cands, clock=clock, window_s=RACE_WINDOW_S)
+        n = 0
+        while True:
+            try:
+                line = next(ranking)
+            except StopIteration as stop:
+                result = stop.value
+                break
+            n += 1
+            yield Progress("variant", n, n + 1, f"timing side by side: {line}")
+        runs.clear()
+        wall = [_wall(result.by_index(i), clock) for i in range(len(pool))]
+        out = result.to_json()
+        out["clock_why"] = why
+        speed, lo, hi = result.speedup(len(pool))
+        out["speedup_fp32"] = {"median": speed, "spread": [lo, hi], "clock": clock}
+        assert result.pick is not None
+        return result.pick, wall, _wall(result.by_index(len(pool)), clock), out
+
     types = VARIANT_PARAMS[precision].get("op_types")
     with tempfile.TemporaryDirectory(prefix="opscope-int8-") as tmp:
         reuse.append(Reuse(Path(tmp)))
@@ -186,6 +225,8 @@ def choose_int8(
             _quantizable(info.path, start.get("op_types", types)),
             info.path,
             start,
+            race=race,
+            alternatives=speed_alternatives(precision, isa),
         )
         outcome: Outcome = yield from meet_target(precision, config.min_cosine, isa, how)
         last.clear()
@@ -199,6 +240,8 @@ def choose_int8(
     staging = cache.Staging("int8-choice", key)
     staging.commit(details)
     yield Notice("info" if outcome.met else "warning", summary(details))
+    if outcome.ranking and outcome.ranking.get("line"):
+        yield Notice("info", f"INT8 {outcome.ranking['line']}")
     chosen = dataclasses.replace(
         outcome.chosen.variant, build_s=time.perf_counter() - t0, cached=False
     )
@@ -216,6 +259,21 @@ def p50_ms(run: Callable[[], object], budget_s: float = TIME_S) -> float:
         run()
         samples.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(samples)
+
+
+def _label(a: Attempt) -> str:
+    """An attempt as the race names it: its settings and the nodes it keeps in FP32."""
+    parts = [f"{k}={v}" for k, v in sorted(a.settings.items())] or ["defaults"]
+    return f"{', '.join(parts)}; {len(a.excluded)} in FP32"
+
+
+def _caller(session: Any, feed: Feeds) -> Callable[[], object]:
+    return lambda: session.run(None, feed)
+
+
+def _wall(s: Any, clock: str) -> float:
+    """A standing's wall-time median, whichever clock ranked it."""
+    return float(s.median if clock == "wall" else s.other_median)
 
 
 def _node_names(path: str, op_types: Sequence[str] | None) -> list[str]:
