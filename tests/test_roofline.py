@@ -39,13 +39,14 @@ def op(
     nbytes: int = 1000,
     op_type: str = "MatMul",
     calls: int = 1,
+    time_ms: float = 1.0,
 ) -> OpStat:
     return OpStat(
         name="n",
         op_type=op_type,
         provider="CPUExecutionProvider",
         calls=calls,
-        time_ms=1.0,
+        time_ms=time_ms,
         p50_ms=1.0,
         p99_ms=1.0,
         share=0.5,
@@ -144,11 +145,77 @@ def test_profile_json_has_roofline_and_bench_does_not(tmp_path: Path) -> None:
     levels = [m["name"] for m in machine["roofs"]["memory"]]
     assert levels[-1] == "DRAM"
     for row in data["ops"] + data["op_types"]:
-        assert row["bound"] in ("memory", "compute") and row["level"] in levels
+        assert row["bound"] in ("memory", "compute", "overhead") and row["level"] in levels
         if row["intensity"] is None:
-            assert row["bound"] == "memory"
+            assert row["bound"] in ("memory", "overhead")
+        if row["op_type"] in ("Reshape", "Flatten", "Shape"):  # they move no data
+            assert row["gbps"] is None and row["bound"] == "overhead"
     assert "bound" in proc.stdout and "roofline   " in proc.stdout and "DRAM" in proc.stdout
     bench = tmp_path / "b.json"
     proc = opscope("bench", DEMO_CNN, *FAST, "--json", bench)
     assert proc.returncode == 0, proc.stderr
     assert "machine" not in json.loads(bench.read_text())
+
+
+def test_shape_only_ops_are_overhead_with_no_fraction() -> None:
+    """A Reshape read 'L2 94%, 154 GB/s': its output shares its input's buffer, so the bytes
+    it 'moved' over its time is no bandwidth (a session recorded before still has a GB/s)."""
+    reshape = place(op(None, None, gbps=154.0, nbytes=32 * 1024, op_type="Reshape"), LEVELS)
+    assert reshape.bound == "overhead" and reshape.fraction is None
+    assert reshape.label == "overhead"
+    assert place(op(None, None, gbps=None, op_type="Gather"), LEVELS).label == "overhead"
+    assert roofline_fields(op(None, None, op_type="Unsqueeze"), LEVELS)["bound"] == "overhead"
+
+
+def test_tiny_ops_far_below_their_roof_are_overhead() -> None:
+    """SkipLayerNorm read 'compute 1-3%': an op the roof would finish within one fixed
+    per-op cost, taking at least twice that, is bound by the overhead, not by a roof."""
+    from engine.measure.roofline import FIXED_COST_US
+
+    # 2 us at 1% of L1: the roof would take 0.02 us: overhead, its fraction kept for sorting
+    tiny = place(op(None, None, gbps=2.0, nbytes=4096, time_ms=0.002), LEVELS)
+    assert tiny.bound == "overhead" and tiny.label == "overhead"
+    assert tiny.fraction == pytest.approx(0.01)
+    # the same rate over 10 ms: the roof's work is 100 us, far above any fixed cost: slow,
+    # and the table says how slow
+    slow = place(op(None, None, gbps=2.0, nbytes=4096, time_ms=10.0), LEVELS)
+    assert slow.bound == "memory" and slow.label == "L1 1%"
+    # small but close to its roof: the roof explains it
+    near = place(op(None, None, gbps=150.0, nbytes=4096, time_ms=0.002), LEVELS)
+    assert near.label == "L1 75%"
+    # compute: 1% of the fp32 roof for 3 us (roof time 0.03 us) vs for 5 ms
+    assert place(op(1.0, 64.0, nbytes=4096, time_ms=0.003), LEVELS).label == "overhead"
+    assert place(op(1.0, 64.0, nbytes=4096, time_ms=5.0), LEVELS).label == "compute 1%"
+    # per call: 100 calls of 3 us each are 100 small ops, not one 300 us op
+    many = op(None, None, gbps=2.0, nbytes=100 * 4096, calls=100, time_ms=0.3)
+    assert place(many, LEVELS).bound == "overhead"
+    # the edge: roof time just under the fixed cost, at just under half the roof
+    edge_ms = FIXED_COST_US * 0.99 / 0.49 / 1e3
+    assert place(op(None, None, gbps=98.0, nbytes=4096, time_ms=edge_ms), LEVELS).label == (
+        "overhead"
+    )
+
+
+def test_ops_that_move_no_data_carry_no_rates() -> None:
+    """op_stats gives a Reshape, and arithmetic on int64 shape vectors, no GB/s (nor FLOP
+    rate or intensity); the bytes stay (they are what the profile listed)."""
+    from engine.measure.op_stats import moves_no_data, node_stats
+    from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
+
+    def node(name: str, op_type: str, ins: Shapes, outs: Shapes) -> NodeEvent:
+        return NodeEvent(run_index=0, name=name, op_type=op_type,
+                         provider="CPUExecutionProvider", start_us=0.0, dur_us=10.0,
+                         input_shapes=ins, output_shapes=outs, activation_bytes=4096,
+                         parameter_bytes=0, output_bytes=4096)  # fmt: skip
+
+    f32: Shapes = (("float", (32, 32)),)
+    reshape = node("r", "Reshape", (*f32, ("int64", (2,))), f32)
+    gather = node("g", "Gather", (("int64", (4,)), ("int64", ())), (("int64", ()),))
+    add = node("a", "Add", (*f32, *f32), f32)
+    embed = node("e", "Gather", (("float", (1000, 32)), ("int64", (8,))), (("float", (8, 32)),))
+    assert moves_no_data(reshape) and moves_no_data(gather)
+    assert not moves_no_data(add) and not moves_no_data(embed)
+    trace = ProfileTrace(runs=(RunSpan(0, 0.0, 100.0),), nodes=(reshape, gather, add, embed))
+    stats = {s.name: s for s in node_stats(trace)}
+    assert stats["r"].gbps is None and stats["g"].gbps is None and stats["r"].bytes > 0
+    assert stats["a"].gbps is not None and stats["e"].gbps is not None

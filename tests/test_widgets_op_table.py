@@ -246,7 +246,24 @@ def test_bound_column_reads_the_roofs(table: OpTable) -> None:
     tip = cell.data(Qt.ItemDataRole.ToolTipRole)
     assert "below their ridge point" in tip and "streams from DRAM" in tip
     add = next(r for r in range(4) if table.proxy.index(r, 0).data() == "/layer.1/Add")
-    assert table.proxy.index(add, COL["bound"]).data() == "DRAM"  # no FLOPs, no GB/s
+    assert table.proxy.index(add, COL["bound"]).data() == "overhead"  # no FLOPs, no GB/s
+
+
+def test_ops_no_roof_explains_read_overhead() -> None:
+    """A Reshape moves no data and a 3 us op at 1% of its roof is fixed per-op cost: the
+    bound column says 'overhead', never 'L2 94%' or 'compute 2%', and the tip says why."""
+    from widgets.models.op_rows import bound_text, bound_tip
+
+    roofs = simple_roofs(10.0, 100.0)
+    reshape = stat("/r", "Reshape", 0.003, gbps=154.0, flops=None)
+    assert bound_text(reshape, roofs) == "overhead"
+    assert "moves no data" in bound_tip(reshape, roofs)
+    tiny = stat("/ln", "SkipLayerNormalization", 0.003, gbps=0.1, flops=None, nbytes=300)
+    assert bound_text(tiny, roofs) == "overhead"
+    tip = bound_tip(tiny, roofs)
+    assert "fixed cost" in tip and "3 µs" in tip and "1%" in tip
+    slow = stat("/big", "SkipLayerNormalization", 30.0, gbps=0.1, flops=None)
+    assert bound_text(slow, roofs) == "DRAM 1%"  # slow for 30 ms: a finding, not overhead
 
 
 def test_ops_above_their_roof_say_so() -> None:

@@ -221,6 +221,22 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 }
 _FAMILY_OF = {op: family for family, ops in FAMILIES.items() for op in ops}
 
+# Ops that change only a tensor's shape, or read it: their output is a view of (or shares
+# the buffer of) their input, so their bytes over their time is no bandwidth. Transpose,
+# Slice, Expand and Concat copy data in ONNX Runtime and are not here; aten's views are.
+SHAPE_ONLY = frozenset({
+    "Reshape", "Shape", "Size", "Squeeze", "Unsqueeze", "Flatten", "Identity",
+    "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::_reshape_alias",
+    "aten::flatten", "aten::unflatten", "aten::squeeze", "aten::unsqueeze", "aten::t",
+    "aten::transpose", "aten::permute", "aten::expand", "aten::select", "aten::slice",
+    "aten::detach", "aten::alias", "aten::as_strided", "aten::view_as", "aten::size",
+})  # fmt: skip
+
+
+def is_shape_only(op_type: str) -> bool:
+    """An op that moves no data (a reshape, a view, a shape read): no GB/s, no roof."""
+    return op_type in SHAPE_ONLY
+
 
 def op_family(op_type: str) -> str:
     """The family of an op type; an op in none keeps its own name."""

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.measure.flops import node_flops
+from engine.measure.op_families import is_shape_only
 from engine.measure.op_trace import NodeEvent, ProfileTrace
 from engine.model.weights import Shape, profile_key
 
@@ -54,6 +55,7 @@ class _Series:
     bytes_total: float = 0.0  # over all inferences
     flops_total: float | None = 0.0  # None once any execution has no FLOP model
     members: int = 1
+    moves_data: bool = False  # any execution did more than reshape or compute on shapes
 
 
 Weights = Mapping[str, Shape]  # convolution weight shapes by graph node name (model file)
@@ -82,6 +84,7 @@ def op_type_stats(trace: ProfileTrace, weights: Weights | None = None) -> list[O
                 counts=node.counts.copy(),
                 bytes_total=node.bytes_total,
                 flops_total=node.flops_total,
+                moves_data=node.moves_data,
             )
             continue
         group.providers |= node.providers
@@ -90,6 +93,7 @@ def op_type_stats(trace: ProfileTrace, weights: Weights | None = None) -> list[O
         group.bytes_total += node.bytes_total
         group.flops_total = _add(group.flops_total, node.flops_total)
         group.members += 1
+        group.moves_data = group.moves_data or node.moves_data
     return _finish(list(groups.values()), runs, calls_of=lambda s: s.members)
 
 
@@ -160,6 +164,7 @@ def _node_series(trace: ProfileTrace, weights: Weights | None = None) -> list[_S
         series.times_us[event.run_index] += event.self_us
         series.counts[event.run_index] += 1
         series.bytes_total += node_bytes(event)
+        series.moves_data = series.moves_data or not moves_no_data(event)
         weight = weights.get(profile_key(event.name)) if weights else None
         series.flops_total = _add(
             series.flops_total,
@@ -185,7 +190,7 @@ def _stat(s: _Series, runs: int, total_us: float, calls: int) -> OpStat:
     time_ms = mean_us / 1e3
     per_run_bytes = round(s.bytes_total / runs)
     flops = None if s.flops_total is None else round(s.flops_total / runs)
-    seconds = time_ms / 1e3
+    seconds = time_ms / 1e3 if s.moves_data else 0.0  # no data moved: no rates to give
     return OpStat(
         name=s.name,
         op_type=s.op_type,
@@ -199,7 +204,25 @@ def _stat(s: _Series, runs: int, total_us: float, calls: int) -> OpStat:
         gbps=per_run_bytes / seconds / 1e9 if seconds > 0 else None,
         flops=flops,
         gflops=flops / seconds / 1e9 if flops is not None and seconds > 0 else None,
-        intensity=flops / per_run_bytes if flops is not None and per_run_bytes > 0 else None,
+        intensity=(flops / per_run_bytes if flops is not None and per_run_bytes > 0
+                   and s.moves_data else None),
+    )  # fmt: skip
+
+
+SHAPE_DTYPES = ("int64", "int32")
+SHAPE_ELEMENTS = 16  # a shape vector has one element per dimension
+
+
+def moves_no_data(event: NodeEvent) -> bool:
+    """A node that only reshapes (`is_shape_only`) or computes on shapes (every input and
+    output a short int64/int32 vector or scalar: Gather, Concat, Unsqueeze on a Shape's
+    output); its bytes over its time is no bandwidth."""
+    if is_shape_only(event.op_type):
+        return True
+    tensors = [*event.input_shapes, *event.output_shapes]
+    return bool(tensors) and all(
+        dtype in SHAPE_DTYPES and len(shape) <= 1 and (not shape or 0 <= shape[0] <= SHAPE_ELEMENTS)
+        for dtype, shape in tensors
     )
 
 

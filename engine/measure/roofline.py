@@ -8,6 +8,13 @@ computes in integers (INT8 QLinear ops), the float one otherwise. Attainable rat
 arithmetic intensity I (FLOP/byte) is min(compute roof, I * level bandwidth); an op is
 memory-bound below that pair's ridge point. Its fraction is achieved / attainable; an op
 with no FLOP model is measured against its level's bandwidth alone ("memory").
+
+Some ops no roof explains; they are bound by "overhead" (no fraction shown): ops that only
+change a shape (Reshape, Squeeze, ...: `op_families.is_shape_only`, and shape arithmetic
+on int64 vectors) move no data, so bytes over time is no bandwidth; and ops whose work
+would take the roof less than one fixed per-op cost (FIXED_COST_US) while their time is
+at least twice that work: their time is mostly the kernel's fixed cost (dispatch,
+allocation, the profiler's own event), so "compute 2%" would blame a roof for it.
 """
 
 from __future__ import annotations
@@ -16,9 +23,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from engine.measure.op_families import is_shape_only
 from engine.measure.op_stats import OpStat
 
 ABOVE = 1.10  # an op this far above its roof says the roof was measured too low
+# An ORT CPU kernel's fixed cost as profiled: a 1-element Add's node time was 4-5 us, a
+# 16K-element one's 7 us (2-vCPU Xeon, ORT 1.31; bench/ none: measured once by hand).
+FIXED_COST_US = 5.0
+OVERHEAD_FRACTION = 0.5  # below half the roof: most of the op's time is not the roof's work
 INTEGER_OPS = frozenset({"MatMulInteger", "ConvInteger", "MatMulIntegerToFloat",
                          "DynamicQuantizeMatMul", "QGemm", "QAttention"})  # fmt: skip
 
@@ -39,6 +51,7 @@ class Roofs:
     compute: float
     int_compute: float | None = None
     theoretical: float | None = None  # float32 upper bound (engine/machine/theoretical.py)
+    caveat: str | None = None  # why these are not (yet) the machine's roofs: "measured busy"
 
     @property
     def dram(self) -> MemoryRoof:
@@ -66,7 +79,8 @@ class Roofs:
             compute += f", int8 {self.int_compute:.4g} GOP/s"
         if self.theoretical:
             compute += f" (theoretical fp32 at most {self.theoretical:.4g} GFLOP/s)"
-        return f"{levels}; {compute}"
+        provisional = f" [PROVISIONAL: {self.caveat}]" if self.caveat else ""
+        return f"{levels}; {compute}{provisional}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,6 +94,7 @@ class Roofs:
             ],
             "compute_gflops": self.compute,
             "int_gops": self.int_compute,
+            "provisional": self.caveat,
         }
 
 
@@ -104,13 +119,15 @@ class Placement:
     level: MemoryRoof  # the memory level whose bandwidth applies
     compute_name: str  # "fp32" or "int8"
     compute: float  # that compute roof
-    bound: str  # "memory" or "compute"
-    fraction: float | None  # achieved / attainable
+    bound: str  # "memory", "compute" or "overhead" (no roof explains its time)
+    fraction: float | None  # achieved / attainable (None for an op that moves no data)
 
     @property
     def label(self) -> str:
         """'L2 70%' (memory-bound, the level named), 'compute 40%', 'int8 40%'; 'L2 >roof'
-        beyond 110% of it (the roofs were measured low: see `above_roof`)."""
+        beyond 110% of it (the roofs were measured low: see `above_roof`); 'overhead'."""
+        if self.bound == "overhead":
+            return "overhead"
         where = self.level.name if self.bound == "memory" else (
             "int8" if self.compute_name == "int8" else "compute")  # fmt: skip
         if self.fraction is None:
@@ -130,12 +147,25 @@ def working_set(stat: OpStat) -> float:
 def place(stat: OpStat, roofs: Roofs) -> Placement:
     level = roofs.level_for(working_set(stat))
     name, compute = roofs.compute_for(stat.op_type)
+    if is_shape_only(stat.op_type) or (stat.gbps is None and stat.gflops is None):
+        return Placement(level, name, compute, "overhead", None)  # it moves no data
     if stat.gflops is not None and stat.intensity is not None and stat.intensity > 0:
         roof = attainable_gflops(stat.intensity, level.gbps, compute)
         bound = "compute" if stat.intensity >= compute / level.gbps else "memory"
-        return Placement(level, name, compute, bound, stat.gflops / roof if roof > 0 else None)
-    frac = stat.gbps / level.gbps if stat.gbps is not None and level.gbps > 0 else None
-    return Placement(level, name, compute, "memory", frac)
+        frac = stat.gflops / roof if roof > 0 else None
+    else:
+        bound = "memory"
+        frac = stat.gbps / level.gbps if stat.gbps is not None and level.gbps > 0 else None
+    if frac is not None and overhead_bound(stat, frac):
+        bound = "overhead"
+    return Placement(level, name, compute, bound, frac)
+
+
+def overhead_bound(stat: OpStat, fraction: float) -> bool:
+    """Whether the op's time is mostly fixed per-op cost: the roof would do its work (per
+    call) in less than FIXED_COST_US, and it reached less than OVERHEAD_FRACTION of it."""
+    roof_us = fraction * stat.time_ms * 1e3 / max(stat.calls, 1)
+    return fraction < OVERHEAD_FRACTION and roof_us < FIXED_COST_US
 
 
 def attainable_gflops(intensity: float, peak_gbps: float, peak_gflops: float) -> float:
@@ -157,7 +187,8 @@ def roofline_fields(stat: OpStat, roofs: Roofs) -> dict[str, Any]:
 def above_roof(stats: list[OpStat], roofs: Roofs, slack: float = ABOVE) -> list[OpStat]:
     """The ops that run faster than the roof placed above them allows, by more than `slack`:
     the roofs are too low (measured while the machine was busy, or on another machine)."""
-    return [s for s in stats if (f := place(s, roofs).fraction) is not None and f > slack]
+    return [s for s in stats if (p := place(s, roofs)).bound != "overhead"
+            and p.fraction is not None and p.fraction > slack]  # fmt: skip
 
 
 def roof_curve(

@@ -11,8 +11,8 @@ from engine.api import OpStat, Roofs, place
 
 def bound_text(stat: OpStat, roofs: Roofs | None) -> str:
     """'L2 34%', 'compute 71%' or 'int8 60%': the roof above the op (the memory level its
-    working set fits in, or the float or integer compute roof) and how close it gets; '–'
-    before the machine's roofs are measured."""
+    working set fits in, or the float or integer compute roof) and how close it gets;
+    'overhead' where no roof explains its time; '–' before the machine's roofs are measured."""
     if roofs is None:
         return "–"
     return place(stat, roofs).label
@@ -28,6 +28,8 @@ def bound_tip(stat: OpStat, roofs: Roofs | None) -> str:
     if roofs is None:
         return "The machine's peaks are being measured; the bound follows."
     p = place(stat, roofs)
+    if p.bound == "overhead":
+        return overhead_tip(stat, p.fraction)
     ws = working_set_text(stat.bytes / max(stat.calls, 1))
     level = (f"Its working set ({ws}) fits in {p.level.name}: {p.level.gbps:.1f} GB/s"
              if p.level.name != "DRAM" else f"Its working set ({ws}) streams from DRAM: "
@@ -49,6 +51,22 @@ def bound_tip(stat: OpStat, roofs: Roofs | None) -> str:
     return (
         f"{level}; {compute}. {stat.intensity:.2f} FLOP/B is {side} their ridge point "
         f"({p.ridge:.1f} FLOP/B): {p.bound}-bound.{reached}"
+    )
+
+
+def overhead_tip(stat: OpStat, fraction: float | None) -> str:
+    """Why no roof is named for an op: it moves no data, or its time is fixed cost."""
+    if fraction is None:
+        return (
+            f"{stat.op_type} only changes a shape or computes on shapes: it moves no data, so "
+            "no roof applies and no GB/s is given; its time is the kernel's fixed per-op cost."
+        )
+    per_call_us = stat.time_ms * 1e3 / max(stat.calls, 1)
+    return (
+        f"At its roof this op's work would take {fraction * per_call_us:.2g} µs per call, less "
+        f"than one kernel's fixed cost, yet it took {per_call_us:.3g} µs: its time is mostly "
+        f"fixed per-op cost (dispatch, allocation, profiling), not the roof ({fraction:.0%} of "
+        "it). Fewer, larger ops (fusion, batching) are what would help."
     )
 
 
