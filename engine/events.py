@@ -124,6 +124,14 @@ class Telemetry:
 
 
 @dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """The engine host is alive: beat `seq` since it started, sent every second from a thread
+    of its own (engine/run/heartbeat.py) whatever its main loop does; never recorded."""
+
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
 class Marker:
     """A labelled moment on the latency curve, e.g. a config change ("INT8 dynamic")."""
 
@@ -261,6 +269,7 @@ Event = (
     | AccuracyResult
     | OpProfile
     | Telemetry
+    | Heartbeat
     | Marker
     | CommandFailed
     | RunEnded

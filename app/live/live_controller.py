@@ -20,6 +20,7 @@ from app.live.run_notices import RunNotices
 from engine.api import (
     AccuracyResult,
     CommandFailed,
+    Heartbeat,
     LatencyBatch,
     Marker,
     ModelLoaded,
@@ -41,7 +42,9 @@ _PEAKS_NOTICE = (
     "Measuring this machine's peaks, once (a few seconds; timing pauses meanwhile). "
     "The roofline uses them; later launches reuse them."
 )
-HANG_AFTER_S = 30.0  # no engine event but telemetry for this long while running: a hang
+# no heartbeat (the host sends one a second from a thread of its own, even inside a long
+# profiling pass or calibration) for this long: the host is stopped or frozen whole
+HANG_AFTER_S = 30.0
 
 
 class LiveController(QObject):
@@ -67,9 +70,8 @@ class LiveController(QObject):
         self.run_started = False
         self.first_sample_s: float | None = None
         self.samples = 0
-        self.last_progress = time.monotonic()
+        self.last_beat: float | None = None  # clock s of the host's last batch (None: not yet)
         self.hang_reported = False
-        self.expect_events = False  # timing is running, so batches should keep coming
         self.last_profile: OpProfile | None = None
         self.roof_ops: list[Any] | None = None  # drawn instead of last_profile's (phases)
         self.serving = False  # a load run: samples are end-to-end latencies of requests
@@ -81,21 +83,25 @@ class LiveController(QObject):
         client.host_died.connect(self.on_host_died)
 
     def check_hang(self, now: float | None = None) -> bool:
-        """Called on a timer: a host that only sends telemetry (its sampler thread lives on)
-        while its main loop should be timing is stuck, e.g. inside a native call."""
-        now = time.monotonic() if now is None else now
-        if (
-            self.expect_events
-            and not self.hang_reported
-            and now - self.last_progress > HANG_AFTER_S
-        ):
-            self.hang_reported = True
-            self.view.host_hung(
-                f"the engine has not responded for {now - self.last_progress:.0f}"
-                " s (stuck in a native call?)"
-            )
-            return True
-        return False
+        """Called on a timer (`now`: seconds on `clock`): a host whose heartbeats stopped is
+        stopped or frozen whole; one busy in a long profile or calibration still beats.
+        Silent hosts are not judged before their first batch (a remote one may still be
+        receiving its model)."""
+        if self.last_beat is None or self.hang_reported:
+            return False
+        quiet = (self.clock() / 1e9 if now is None else now) - self.last_beat
+        if quiet <= HANG_AFTER_S:
+            return False
+        self.hang_reported = True
+        self.view.host_hung(
+            f"no heartbeat from the engine host for {quiet:.0f} s: it is stopped or frozen "
+            "(a long profile or calibration keeps beating)"
+        )
+        return True
+
+    def host_started(self) -> None:
+        """A new host: not judged until it is heard from."""
+        self.last_beat, self.hang_reported = None, False
 
     # view -> engine --------------------------------------------------------------------
     def apply(self, config: RunConfig) -> None:
@@ -134,15 +140,15 @@ class LiveController(QObject):
     def on_events(self, batch: list[Any]) -> None:
         lat_t: list[np.ndarray] = []
         lat_v: list[np.ndarray] = []
-        if any(not isinstance(ev, Telemetry) for ev in batch):
-            self.last_progress = time.monotonic()
-            if self.hang_reported:  # it answers again: the hang no longer applies
-                self.view.banner.clear("engine-hung")
+        self.last_beat = self.clock() / 1e9  # any batch says the host lives
+        if self.hang_reported:  # it beats again: the hang no longer applies
+            self.view.banner.clear("engine-hung")
             self.hang_reported = False
         for ev in batch:
+            if isinstance(ev, Heartbeat):
+                continue  # liveness only
             if isinstance(ev, LatencyBatch):
                 if ev.latencies_ns.size:
-                    self.expect_events = self.run_started  # timing again after a pause
                     t, v = self._points(ev)
                     lat_t.append(t)
                     lat_v.append(v)
@@ -192,8 +198,6 @@ class LiveController(QObject):
             elif ev.kind in ("profile", "pause"):  # timing waits (a profiling pass, or a
                 # build of the next config): shade the gap and say why
                 view.latency.add_pause((ev.t_ns - self.t0_ns) / 1e9, ev.label)
-                if ev.kind == "pause":  # a build may go quiet for a while: not a hang
-                    self.expect_events = False
         elif isinstance(ev, ServingStarted):
             self.serving = not ev.simulated
             self.batch = 1
@@ -206,7 +210,6 @@ class LiveController(QObject):
             self.provider = ev.provider_used
             self.requested = ev.provider_requested
             self.run_started = True
-            self.expect_events = True
             view.config_panel.hide_progress()
             view.config_panel.set_provider_used(ev.provider_used, ev.provider_requested)
             view.config_panel.set_config(
@@ -280,7 +283,7 @@ class LiveController(QObject):
 
     def on_host_died(self, why: str) -> None:
         self.run_started = False
-        self.expect_events = False
+        self.last_beat = None  # a dead host is not a hung one
         self.view.config_panel.hide_progress()
         self.view.host_died(why)
 

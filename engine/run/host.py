@@ -36,21 +36,20 @@ from engine.events import (
     OpProfile,
     PeaksMeasured,
     Progress,
-    RunStarted,
     Telemetry,
 )
-from engine.hostinfo import host_name
 from engine.machine.cpu_telemetry import CpuSampler, TelemetryThread
 from engine.machine.gpu_telemetry import ThrottleWatch
 from engine.run import commands as cmds
+from engine.run.heartbeat import HeartbeatThread
 from engine.run.host_jobs import HostJobs, ThreadJob
 from engine.run.jobs import on_loaded_model
 from engine.run.live import LiveRun, Staged, stage
+from engine.run.outbox import Outbox
 from engine.run.sample_log import MAX_SAMPLES
 from engine.run.serving_jobs import LoadedModel
 from engine.run.wire import Channel, as_channel
 
-SEND_INTERVAL_S = 0.05
 PROFILE_EVERY_S = 30.0  # the first background pass after a config's own
 CONTINUED = "timing continued"  # a run that reached its cap of samples goes on in a new one
 PROFILE_MAX_EVERY_S = 240.0  # passes of an unchanged config back off to this
@@ -61,38 +60,6 @@ def next_profile_interval(every_s: float) -> float:
     pauses timing for seconds (a 323-node detector: 5-7 s) and an unchanged config's op
     times change little; a config change or Profile Now profiles at once."""
     return min(2.0 * every_s, PROFILE_MAX_EVERY_S)
-
-
-class Outbox:
-    """Collects events from any thread and sends them as one list every ~50 ms."""
-
-    def __init__(self, conn: Channel) -> None:
-        self._conn = conn
-        self._items: list[Event] = []
-        self._lock = threading.Lock()
-        self._last = 0.0
-        self._facts_sent = False
-
-    def put(self, ev: Event) -> None:
-        if isinstance(ev, RunStarted) and ev.host is None:  # runs name their machine: the
-            ev = dataclasses.replace(ev, host=host_name())  # window may be on another one
-            if not self._facts_sent:  # and its facts, once: CPU, GPU, OS, versions
-                from engine.session.env import host_facts
-
-                self._facts_sent = True
-                ev = dataclasses.replace(ev, machine=host_facts())
-        with self._lock:
-            self._items.append(ev)
-
-    def flush(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last < SEND_INTERVAL_S:
-            return
-        with self._lock:
-            items, self._items = self._items, []
-        self._last = now
-        if items:
-            self._conn.send(items)
 
 
 class Builder:
@@ -231,7 +198,9 @@ def host_main(
     """The child process's loop: commands in, event batches out, until shutdown.
 
     Telemetry comes from `samplers` (default: CPU, and NVML when a GPU is present); GPU
-    throttling seen during a run is flagged on that run as soon as it appears.
+    throttling seen during a run is flagged on that run as soon as it appears. A heartbeat
+    goes out every second from a thread of its own, even while this loop is inside a long
+    profiling pass: the window calls the host hung only when those stop.
 
     `nice` > 0 runs the engine below the window's priority: when both want a core, the
     window gets it, so it stays responsive while the engine keeps every core busy; the
@@ -243,6 +212,8 @@ def host_main(
     conn = as_channel(pipe)  # data on the wire, never pickles (engine/run/wire.py)
     obtained = lower_priority(nice)
     out = Outbox(conn)
+    heartbeat = HeartbeatThread(out.beat)  # the window's hang alarm listens for these
+    heartbeat.start()
     if obtained > 0:
         out.put(
             Notice(
@@ -345,6 +316,7 @@ def host_main(
         print("opscope engine host: the window went away; stopping", file=sys.stderr)
     finally:
         telemetry.stop()
+        heartbeat.stop()
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the window gone
             out.flush(force=True)
 
