@@ -134,8 +134,11 @@ def test_corrupt_cache_is_ignored(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     assert peaks.cached_peaks() is None
 
 
-def test_roofs_for_provider() -> None:
+def test_roofs_for_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.machine import theoretical
     from engine.measure.roofline import MemoryRoof, Roofs, simple_roofs
+
+    monkeypatch.setattr(theoretical, "cpu_theoretical", lambda: None)  # no clock known
 
     data: dict[str, Any] = {
         "cpu": {"memory_gbps": 10.0, "gflops": 50.0},
@@ -147,12 +150,12 @@ def test_roofs_for_provider() -> None:
     levels = [{"name": "L1", "bytes": 65536, "gbps": 180.0}, {"name": "L2", "bytes": "x",
               "gbps": 120.0}, {"name": "L3", "gbps": -1}, {"name": "DRAM", "bytes": None,
               "gbps": 12.0}]  # fmt: skip
-    cpu = {**data["cpu"], "levels": levels, "int_gops": 400.0}
+    cpu = {**data["cpu"], "levels": levels, "int_gops": 120.0}
     assert peaks.roofs_for({**data, "cpu": cpu}, "CPUExecutionProvider") == Roofs(
         (MemoryRoof("L1", 65536, 180.0), MemoryRoof("L2", math.inf, 120.0),
          MemoryRoof("DRAM", math.inf, 12.0)),
         50.0,
-        400.0,
+        120.0,
     )  # fmt: skip
 
 
@@ -215,10 +218,14 @@ def test_cli_system_json() -> None:
         "gpus",
         "gpu_reason",
         "peaks",
+        "contention",
     ]
+    assert data["peaks"]["trust"]["status"] in ("quiet", "busy", "implausible", "unknown",
+                                                "legacy")  # fmt: skip
     assert data["cpu"]["model"] and data["cpu"]["cores"] >= 1
     assert "CPUExecutionProvider" in data["providers"]["usable"]
     assert data["peaks"]["cpu"]["memory_gbps"] > 0 and data["peaks"]["cpu"]["gflops"] > 0
     if not gpu_present():
         assert data["gpus"] == [] and data["gpu_reason"]
     assert "cpu roofs" in proc.stderr  # the summary goes to stderr when JSON is on stdout
+    assert "\npeaks      " in proc.stderr and "\nmachine    " in proc.stderr  # busy, in words

@@ -149,7 +149,26 @@ def test_controller_draws_profile_with_cached_peaks(
     ctl = controller_drawing_into(calls, monkeypatch)
     ctl.provider = "CPUExecutionProvider"  # type: ignore[attr-defined]
     ctl._one(PROFILE)
-    assert calls == [(4, ROOFS)]
+    ((count, roofs),) = calls
+    assert count == 4 and roofs is not None and roofs.caveat is None
+    assert (roofs.memory, roofs.compute) == (ROOFS.memory, ROOFS.compute)
+
+
+def test_provisional_roofs_say_so_over_the_plot(qtbot: QtBot) -> None:
+    """Roofs measured on a busy machine are drawn, and the caption says they are provisional
+    and why, with the numbers (the roofs' own figures are in the tooltip)."""
+    import dataclasses
+
+    plot = RooflinePlot()
+    qtbot.addWidget(plot)
+    plot.set_ops(OPS, ROOFS)
+    assert "provisional" not in plot.caption.text().lower()
+    why = "measured busy (other processes used 1.90 of 2 CPUs over 6.0 s)"
+    plot.set_ops(OPS, dataclasses.replace(ROOFS, caveat=why))
+    assert plot.roofs()  # still drawn
+    text = plot.caption.text()
+    assert "PROVISIONAL" in text and "1.90 of 2 CPUs" in text
+    assert "again when the machine is quiet" in plot.caption.toolTip()
 
 
 def test_late_peaks_after_window_closed_are_ignored(qtbot: QtBot) -> None:

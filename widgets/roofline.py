@@ -7,7 +7,7 @@ Points are sized by the op's share of run time and coloured by op type (the same
 for a type in every launch: widgets/models/op_colors.py), named in a legend; hovering shows
 the op, clicking emits `op_clicked(name)`, `select_op(name)` rings a point ("" clears it).
 Ops without a FLOP model (or with no FLOPs) cannot be placed on these axes and are counted
-in the caption.
+in the caption, and so is a roof measured on a busy machine ("roofs PROVISIONAL: ...").
 """
 
 from __future__ import annotations
@@ -164,7 +164,12 @@ class RooflinePlot(QWidget):
             levels = ", ".join(m.name for m in self._roofs.memory)
             kinds = "fp32, int8" if self._roofs.int_compute else "fp32"
             text += f"  |  roofs: {levels}; {kinds}"
-            self.caption.setToolTip(f"This machine's roofs: {self._roofs.describe()}")
+            tip = f"This machine's roofs: {self._roofs.describe()}"
+            if self._roofs.caveat:  # measured busy or implausible: said, not hidden
+                text += f"  |  roofs PROVISIONAL: {self._roofs.caveat}"
+                tip += ("\nThey are not cached as this machine's roofs: the engine measures "
+                        "them again when the machine is quiet.")  # fmt: skip
+            self.caption.setToolTip(tip)
         else:
             text += "  |  roofs: measuring the machine's peaks…"
             self.caption.setToolTip("")

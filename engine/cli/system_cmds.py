@@ -7,15 +7,22 @@ import sys
 from typing import Any, TextIO
 
 from engine.cli.common import EXIT_OK, write_json
+from engine.measure.contention import Contention
 
 
 def cmd_system(args: argparse.Namespace) -> int:
     from engine.machine.peaks import cached_peaks
+    from engine.machine.peaks_trust import judge
     from engine.machine.system import system_info
 
     out = sys.stdout if args.json != "-" else sys.stderr
-    if args.remeasure or cached_peaks() is None:
-        print("measuring peaks (a few seconds, cached afterwards)...", file=sys.stderr)
+    cached = cached_peaks()
+    if args.remeasure or cached is None:
+        print("measuring peaks (a few seconds; cached when the machine was quiet)...",
+              file=sys.stderr)  # fmt: skip
+    elif not judge(cached).trusted:
+        print("the cached peaks are provisional: measuring them again if the machine is "
+              "quiet now...", file=sys.stderr)  # fmt: skip
     info = system_info(remeasure=args.remeasure)
     print_system(info, out)
     if args.json:
@@ -47,15 +54,19 @@ def print_system(info: dict[str, Any], out: TextIO) -> None:
             )
     else:
         w(f"gpus       none: {info['gpu_reason']}\n")
+    import dataclasses
+
     from engine.machine.peaks import roofs_for
+    from engine.machine.peaks_trust import status_lines
 
     peaks = info["peaks"]
     c = peaks["cpu"]
     blas = c.get("blas") or {}
     ort_fp32, ort_int = c.get("ort_gflops"), c.get("ort_int_gops")
     roofs = roofs_for(peaks, "CPUExecutionProvider")
+    plain = dataclasses.replace(roofs, caveat=None).describe() if roofs else "?"  # said below
     w(
-        f"cpu roofs  {roofs.describe() if roofs else '?'}\n"
+        f"cpu roofs  {plain}\n"
         f"           memory: each cache level's working set, {c.get('threads', '?')} "
         f"thread(s); DRAM the better of that and a STREAM triad ({c.get('triad_gbps')} GB/s)\n"
         f"           compute: fp32 best of numpy {c.get('numpy_gflops')} and ORT MatMul"
@@ -66,15 +77,20 @@ def print_system(info: dict[str, Any], out: TextIO) -> None:
             if blas.get("openblas_coretype")
             else ""
         )
-        + (f"; load average {c['load']} when measured" if c.get("load") is not None else "")
         + "\n"
     )
+    for i, line in enumerate(status_lines(peaks)):
+        w(f"{'peaks' if i == 0 else '':<11}{line}\n")
     g = peaks.get("gpu")
     if isinstance(g, dict) and "memory_gbps" in g:
         w(f"gpu peaks  {g['memory_gbps']:.1f} GB/s  {g['gflops']:.1f} GFLOP/s (fp16 matmul)\n")
     elif isinstance(g, dict) and g.get("error"):
         w(f"gpu peaks  failed: {g['error']}\n")
     w(f"measured   {peaks.get('measured_at')} (cached; --remeasure to measure again)\n")
+    now = Contention.from_json(info.get("contention"))
+    if now is not None:
+        slow = ": timings taken now will read slow" if now.busy else ""
+        w(f"machine    {now.line()} while `opscope system` ran{slow}\n")
 
 
 def _at(rate: Any) -> str:

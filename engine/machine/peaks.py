@@ -6,13 +6,18 @@ host whose operators ran above the cached roofs (engine/run/host.py). CPU: a ban
 per memory level (engine/machine/level_bandwidth.py: L1, L2, L3 from the OS's cache sizes,
 and DRAM, with a STREAM-style triad beside it), float32 and integer MatMul roofs from ONNX
 Runtime's own kernels at several sizes (engine/machine/compute_roofs.py) and numpy's BLAS,
-best of several short measurements each, the machine's load average recorded beside them.
-GPU (CUDA provider only): ONNX Runtime sessions with IO binding. The GPU path has NOT been
-run on a GPU: it is written from the ONNX Runtime documentation and reviewed by reading.
+best of several short measurements each, with how busy the machine was meanwhile
+(`contention`: engine/measure/contention.py). A busy or physically implausible measurement
+is never cached as the machine's roofs (engine/machine/peaks_trust.py): the last trusted
+one stays, or, with none, it is used but marked provisional and measured again when the
+machine is quiet. GPU (CUDA provider only): ONNX Runtime sessions with IO binding. The GPU
+path has NOT been run on a GPU: it is written from the ONNX Runtime documentation and
+reviewed by reading.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -73,15 +78,17 @@ def measure_cpu_gflops(n: int = MATMUL_N, repeats: int = 3) -> float:
 
 
 def measure_cpu_peaks() -> dict[str, Any]:
-    """CPU peaks: {"memory_gbps" (DRAM), "gflops" (float32), "int_gops", "levels", "load",
-    "method", "blas", "seconds"}; the float roof is the better of numpy's BLAS and ONNX
-    Runtime's MLAS (the kernels profiled), at several sizes."""
+    """CPU peaks: {"memory_gbps" (DRAM), "gflops" (float32), "int_gops", "levels",
+    "contention", "method", "blas", "seconds"}; the float roof is the better of numpy's BLAS
+    and ONNX Runtime's MLAS (the kernels profiled), at several sizes. `contention`: how busy
+    the machine was over the measurement (None where the CPU counters are missing)."""
     from engine.machine.caches import cache_levels
     from engine.machine.compute_roofs import best_rate
     from engine.machine.level_bandwidth import level_roofs
+    from engine.measure.contention import Window
 
     t0 = time.perf_counter()
-    load = _load_average()
+    window = Window()
     threads = _engine_threads()
     triad = measure_memory_gbps()
     levels = level_roofs(cache_levels(), threads)
@@ -93,6 +100,7 @@ def measure_cpu_peaks() -> dict[str, Any]:
     except Exception:  # the numpy figure alone still gives a float roof
         ort_fp32 = ort_int = None
     gflops = max(numpy_gflops, ort_fp32["rate"] if ort_fp32 else 0.0)
+    contention = window.done()
     return {
         "memory_gbps": round(dram, 2),
         "gflops": round(gflops, 2),
@@ -106,7 +114,7 @@ def measure_cpu_peaks() -> dict[str, Any]:
         "ort_int_gops": ort_int,
         "triad_gbps": round(triad, 2),
         "threads": threads,
-        "load": load,
+        "contention": contention.to_json() if contention is not None else None,
         "method": f"levels: numpy stride-0 sum over working sets sized to each cache, "
         f"{threads} thread(s); DRAM: the better of that and a numpy triad "
         f"{TRIAD_ELEMENTS // 2**20}M float64 (24 B/element); compute: best of numpy and ORT "
@@ -124,14 +132,6 @@ def _engine_threads() -> int:
         return int(psutil.cpu_count(logical=False) or os.cpu_count() or 1)
     except Exception:
         return os.cpu_count() or 1
-
-
-def _load_average() -> float | None:
-    """The 1-minute load average when measured: a busy machine's roofs come out low."""
-    try:
-        return round(os.getloadavg()[0], 2)
-    except (OSError, AttributeError):
-        return None
 
 
 def blas_info() -> dict[str, Any]:
@@ -252,16 +252,24 @@ def peaks_job(req: PeaksRequest) -> Generator[Event, None, dict[str, Any]]:
 
 
 def load_peaks(remeasure: bool = False, gpu: bool | None = None) -> dict[str, Any]:
-    """{"cpu": {...}, "gpu": {...} | None, "key": {...}, "measured_at": ...}: cached, else
-    measured now (a few seconds) and cached. `gpu` None: measure the GPU when one is present."""
+    """{"cpu": {...}, "gpu": {...} | None, "key": {...}, "measured_at": ..., "provisional":
+    why | None}: cached, else measured now (a few seconds). `gpu` None: measure the GPU when
+    one is present. Cached peaks that are provisional are measured again when the machine
+    is quiet now (`peaks_trust.quiet_now`), else returned as they are; see `keep`."""
     from engine.backends.ort.inference_session import gpu_present
+    from engine.machine import peaks_trust
 
-    if not remeasure:
-        data = cached_peaks()
-        if data is not None and (
-            data.get("gpu") is not None or gpu is False or (gpu is None and not gpu_present())
-        ):
-            return data  # a cache without GPU peaks is re-measured when a GPU is wanted
+    cached = cached_peaks()
+    if (
+        not remeasure
+        and cached is not None
+        and (cached.get("gpu") is not None or gpu is False or (gpu is None and not gpu_present()))
+    ):  # a cache without GPU peaks is re-measured when a GPU is wanted
+        if peaks_trust.judge(cached).trusted:
+            return cached
+        now = peaks_trust.quiet_now()
+        if now is not None and now.busy:
+            return cached  # provisional, and still busy: measured again at a quieter moment
     gpu_peaks = None
     if gpu or (gpu is None and gpu_present()):
         try:
@@ -274,6 +282,34 @@ def load_peaks(remeasure: bool = False, gpu: bool | None = None) -> dict[str, An
         "key": peaks_key(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    return keep(data, cached)
+
+
+def keep(fresh: dict[str, Any], cached: dict[str, Any] | None) -> dict[str, Any]:
+    """What a new measurement leaves as the machine's peaks, cached and returned: itself when
+    it is trusted (quiet and plausible); else the cached ones when they are trusted (the
+    attempt said in their "rejected"); else itself, marked "provisional" with why."""
+    from engine.machine import peaks_trust
+
+    verdict = peaks_trust.judge(fresh)
+    if verdict.trusted:
+        _write({**fresh, "provisional": None})
+        return {**fresh, "provisional": None}
+    if cached is not None and peaks_trust.judge(cached).trusted:
+        cpu = fresh.get("cpu") or {}
+        rejected = {
+            "measured_at": fresh.get("measured_at"),
+            "why": verdict.why,
+            **{k: cpu.get(k) for k in ("memory_gbps", "gflops", "int_gops")},
+        }
+        gpu = cached.get("gpu") if cached.get("gpu") is not None else fresh.get("gpu")
+        return {**cached, "gpu": gpu, "rejected": rejected}
+    provisional = {**fresh, "provisional": verdict.why}
+    _write(provisional)
+    return provisional
+
+
+def _write(data: dict[str, Any]) -> None:
     path = peaks_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -282,7 +318,6 @@ def load_peaks(remeasure: bool = False, gpu: bool | None = None) -> dict[str, An
         os.replace(tmp, path)
     except OSError:
         pass  # an unwritable cache costs a re-measurement next time, nothing else
-    return data
 
 
 def on_gpu(provider: str | None) -> bool:
@@ -301,7 +336,8 @@ def roofs_for(peaks: dict[str, Any], provider: str | None) -> Roofs | None:
             and _positive(gpu.get("memory_gbps"))
             and _positive(gpu.get("gflops"))
         ):
-            return simple_roofs(float(gpu["memory_gbps"]), float(gpu["gflops"]))
+            roofs = simple_roofs(float(gpu["memory_gbps"]), float(gpu["gflops"]))
+            return dataclasses.replace(roofs, caveat=_caveat(peaks))
         return None
     cpu = peaks["cpu"]
     levels = []
@@ -319,7 +355,15 @@ def roofs_for(peaks: dict[str, Any], provider: str | None) -> Roofs | None:
     theory = cpu_theoretical()
     return Roofs(tuple(levels), float(cpu["gflops"]),
                  float(int_gops) if _positive(int_gops) else None,
-                 theory[0] if theory else None)  # fmt: skip
+                 theory[0] if theory else None, _caveat(peaks))  # fmt: skip
+
+
+def _caveat(peaks: dict[str, Any]) -> str | None:
+    """Why these peaks are not (yet) the machine's roofs, or None when they are."""
+    from engine.machine.peaks_trust import judge
+
+    verdict = judge(peaks)
+    return None if verdict.trusted else verdict.why
 
 
 def _positive(x: Any) -> bool:

@@ -119,12 +119,19 @@ def _text(value: Any) -> str | None:
 
 
 def system_info(remeasure: bool = False) -> dict[str, Any]:
-    """Everything `opscope system` reports, peaks included (cached; measured when missing)."""
+    """Everything `opscope system` reports, peaks included (cached; measured when missing),
+    and how busy the machine was while it looked (`contention`: timings taken now read
+    slow when it is busy)."""
     import psutil
 
+    from engine.machine.peaks_trust import judge
+    from engine.measure.contention import Window
+
+    window = Window()
     nvml = nvml_info()
     providers = providers_info()
     peaks = load_peaks(remeasure=remeasure, gpu="CUDAExecutionProvider" in providers["usable"])
+    now = window.done()
     return {
         "cpu": cpu_info(),
         "memory_gb": round(psutil.virtual_memory().total / 1e9, 2),
@@ -142,5 +149,9 @@ def system_info(remeasure: bool = False) -> dict[str, Any]:
             "cpu": peaks["cpu"],
             "gpu": peaks.get("gpu"),
             "measured_at": peaks.get("measured_at"),
+            "provisional": None if judge(peaks).trusted else judge(peaks).why,
+            "trust": judge(peaks).to_json(),
+            "rejected": peaks.get("rejected"),
         },
+        "contention": now.to_json() if now is not None else None,
     }
