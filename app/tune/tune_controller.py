@@ -145,10 +145,18 @@ class TuneController(QObject):
             return
         argv = bench_argv(self.model, best.config, self.inputs.argv())
         command = shlex.join(["opscope", *argv])
+        # the pick comes from the best trials re-checked side by side: the plot's star too
+        picked = f"\n{result.pick['line']}" if result.pick and result.pick.get("line") else ""
+        self.dock.plot.set_trials(
+            [(t.number, t.p50_ms, t.cosine) for t in self.trials if t.status == "ok"],
+            result.pareto_latency_accuracy,
+            best.number,
+        )
         self.dock.summary.setText(
             f"{len(result.trials)} trials ({result.searched}); best: trial {best.number}, "
             f"{best.config.short_label()}, p50 {best.p50_ms:.3f} ms, {best.samples_per_s:.1f} "
-            f"samples/s, cosine {best.cosine:.5f}. Double-click it to run it live.\n{command}"
+            f"samples/s, cosine {best.cosine:.5f}. Double-click it to run it live.{picked}"
+            f"\n{command}"
         )
 
     def _failed(self, message: str) -> None:

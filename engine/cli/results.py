@@ -118,6 +118,7 @@ class RunResult:
                         "settings": int8.get("settings"),
                         "excluded_nodes": int8.get("excluded_nodes"),
                         "attempts": int8.get("attempts"),
+                        "ranking": int8.get("ranking"),  # the race of what met it
                     }
                 )
         if self.timing:

@@ -43,6 +43,11 @@ def add_tune_parser(sub: Any, add_knobs: Callable[[argparse.ArgumentParser], Non
     add_session_flag(p, "record every trial's run in a session file")
     p.add_argument("--search-seed", type=seed, default=0, help="seed of the sampler")
     p.add_argument(
+        "--no-recheck", dest="recheck", action="store_false",
+        help="pick the best trial by its own timing (default: the best 3 feasible trials "
+        "are re-checked side by side, in interleaved rounds, before the pick)",
+    )  # fmt: skip
+    p.add_argument(
         "--ray", metavar="ADDRESS",
         help="run trials on a Ray cluster, one per node at a time (HOST:PORT from a node of "
         "the cluster, ray://HOST:10001 from elsewhere, or auto); needs opscope[ray]",

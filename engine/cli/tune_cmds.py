@@ -68,7 +68,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             if pool is not None
             else tune_job(
                 TuneRequest(args.model, space, base, goal, budget, args.duration, inputs,
-                            args.session, args.search_seed)
+                            args.session, args.search_seed, recheck=args.recheck)
             )
         )  # fmt: skip
         result: TuneResult = drive(searched, show)
@@ -102,6 +102,8 @@ def result_json(result: TuneResult, goal: Goal, args: argparse.Namespace) -> dic
         "slo_p99_ms": goal.slo_p99_ms,
         "searched": result.searched,
         "space_size": result.space_size,
+        "pick": result.pick
+        or {"line": "the best trial by its own timing" + _why_not_rechecked(result, args)},
         "trials": [t.to_json() for t in result.trials],
         "pareto": {
             "latency_accuracy": result.pareto_latency_accuracy,
@@ -115,6 +117,16 @@ def result_json(result: TuneResult, goal: Goal, args: argparse.Namespace) -> dic
             + shlex.join(bench_argv(args.model, best.config, trial_extra(args))),
         },
     }
+
+
+def _why_not_rechecked(result: TuneResult, args: argparse.Namespace) -> str:
+    if not getattr(args, "recheck", True):
+        return " (--no-recheck)"
+    if getattr(args, "ray", None):
+        return " (trials on Ray: not re-checked side by side)"
+    if result.best is None:
+        return ""
+    return " (fewer than two feasible trials to re-check)"
 
 
 def _header(args: argparse.Namespace, space: dict[str, list[Any]], out: TextIO) -> None:
@@ -166,5 +178,6 @@ def _summary(data: dict[str, Any], out: TextIO) -> None:
         f"best       trial {best['number']}: p50 {lat['p50']:.3f} ms, p99 {lat['p99']:.3f} ms, "
         f"{best['throughput']['samples_per_s']:.1f} samples/s, cosine "
         f"{'n/a' if cos is None or math.isnan(cos) else f'{cos:.5f}'}\n"
+        f"picked     {data['pick']['line'].removeprefix('picked ')}\n"
         f"command    {best['command']}\n"
     )

@@ -57,9 +57,15 @@ class TuneResult:
     pareto_throughput_p99: list[int]  # trial numbers: throughput up, p99 down
     searched: str  # "exhaustive" | "optuna TPE (S spread, R near the best), budget N of M"
     space_size: int
+    # how `best` was picked: the best trials re-checked side by side (recheck.py's JSON),
+    # or None (the best trial by its own timing: one feasible, or no re-check)
+    pick: dict[str, Any] | None = None
 
 
 RunTrial = Callable[[int, RunConfig], Trial]
+# the best feasible trials (best first) -> which one to pick (an index into them) and how
+# it was decided (JSON with "pick_index" and "line"), or None: keep the best by trial
+Recheck = Callable[[list[Trial], "Goal"], Generator[Event, None, dict[str, Any] | None]]
 
 
 class Trials(Protocol):
@@ -97,10 +103,12 @@ def tune(
     budget: int | None = None,
     seed: int = 0,
     design: Design | None = None,
+    recheck: Recheck | None = None,
 ) -> Generator[Event | Trial, None, TuneResult]:
     """Yields progress and each trial as it ends; returns the result. Without a budget (or
     with one that covers the space) every config runs, in order. `run` runs one trial, or
-    is a pool of `slots` places (a Ray cluster) that runs several at once."""
+    is a pool of `slots` places (a Ray cluster) that runs several at once. `recheck` times
+    the best few feasible trials side by side and picks among them."""
     trials_at: Trials = LocalTrials(run) if callable(run) else run
     configs = expand(space, base)
     n = len(configs)
@@ -117,7 +125,34 @@ def tune(
             how += f" ({spread} spread, {refine} near the best)"
         how += f", budget {budget} of {n}"
     trials.sort(key=lambda t: t.number)
-    return tune_result(trials, goal, how, size(space))
+    result = tune_result(trials, goal, how, size(space))
+    if recheck is not None:
+        yield from recheck_pick(result, goal, recheck)
+    return result
+
+
+def top_trials(trials: list[Trial], goal: Goal, n: int) -> list[Trial]:
+    """The `n` best feasible trials, best first (by their own timing)."""
+    feasible = [t for t in trials if t.status == "ok" and goal.feasible(t)]
+    return sorted(feasible, key=lambda t: (goal.loss(t), t.number))[:n]
+
+
+def recheck_pick(
+    result: TuneResult, goal: Goal, recheck: Recheck, n: int = 3
+) -> Generator[Event, None, None]:
+    """`result.best` from the best `n` feasible trials re-checked side by side (its line a
+    Notice); unchanged when fewer than two are feasible or the re-check gives no answer."""
+    top = top_trials(result.trials, goal, n)
+    if len(top) < 2:
+        return
+    said = yield from recheck(top, goal)
+    index = said.get("pick_index") if said else None
+    if said is None or not isinstance(index, int) or not 0 <= index < len(top):
+        return
+    result.best = top[index]
+    result.pick = said
+    if said.get("line"):
+        yield Notice("info", f"tune {said['line']}")
 
 
 def _every(

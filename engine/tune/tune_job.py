@@ -12,7 +12,8 @@ from typing import Any, ClassVar
 from engine.config import RunConfig
 from engine.events import Event
 from engine.run.job_inputs import JobInputs
-from engine.tune.search import Goal, TuneResult, tune
+from engine.tune.recheck import RecheckRequest, isolated_recheck
+from engine.tune.search import Goal, Recheck, TuneResult, tune
 from engine.tune.trial import Trial, run_trial
 
 
@@ -28,7 +29,25 @@ class TuneRequest:
     inputs: JobInputs = field(default_factory=JobInputs)  # every trial's shapes and data
     session: str | None = None  # where each trial's run is recorded
     seed: int = 0
+    recheck: bool = True  # the best trials re-checked side by side before the pick
     job_name: ClassVar[str] = "tune"
+
+
+def local_recheck(model: str, inputs: JobInputs, seed: int = 0) -> Recheck:
+    """The best trials re-checked on this machine, in a process of their own."""
+
+    def recheck(top: list[Trial], goal: Goal) -> Generator[Event, None, dict[str, Any] | None]:
+        req = RecheckRequest(
+            model,
+            tuple(t.config for t in top),
+            tuple(f"trial {t.number} ({t.config.short_label()})" for t in top),
+            goal.objective,
+            inputs,
+            seed=seed,
+        )
+        return (yield from isolated_recheck(req))
+
+    return recheck
 
 
 def tune_job(req: TuneRequest) -> Generator[Event | Trial, None, TuneResult]:
@@ -37,5 +56,8 @@ def tune_job(req: TuneRequest) -> Generator[Event | Trial, None, TuneResult]:
     def run(number: int, config: RunConfig) -> Trial:
         return run_trial(number, req.model, config, req.inputs, req.duration_s, req.session)
 
-    result = yield from tune(req.space, req.base, req.goal, run, req.budget, req.seed)
+    recheck = local_recheck(req.model, req.inputs) if req.recheck else None
+    result = yield from tune(
+        req.space, req.base, req.goal, run, req.budget, req.seed, recheck=recheck
+    )
     return result
