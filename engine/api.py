@@ -96,6 +96,7 @@ from engine.serve.records import OK, REJECTED, TIMED_OUT, UNSERVED
 from engine.serve.service import ServiceModel
 from engine.serve.traffic import parse_traffic, with_trace_window
 from engine.serve.what_if import Question, answer
+from engine.serve.what_if import headline as what_if_headline
 from engine.session import liveness
 from engine.session.columns import lacking_note
 from engine.session.compact import Compacted, compact_copy
@@ -258,6 +259,7 @@ __all__ = [
     "sweep_result_of",
     "throughput",
     "traceable_runs",
+    "what_if_headline",
     "window_side",
     "with_recorded_stats",
     "with_trace_window",

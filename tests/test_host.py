@@ -449,6 +449,13 @@ def test_a_load_run_in_the_host_is_recorded_as_its_own_run(host: Host, tmp_path:
         assert end_of(job_id, mark, timeout=120).kind == "done"
         said = [e.message for e in host.events[mark:] if isinstance(e, Notice)]
         assert any("from the cache" in m for m in said) is cached, said
+    assert cal.payload["contention"]["verdict"] in ("quiet", "busy")  # how busy, kept
+    # Cancel while it times: it stops between two batches and ends cancelled
+    mark = len(host.events)
+    host.send(cmds.RunJob(7, CalibrateRequest(max_batch=8, remeasure=True)))
+    host.wait_for(lambda e: isinstance(e, Progress) and e.stage == "calibrate", start=mark)
+    host.send(cmds.CancelJob(7))
+    assert end_of(7, mark, timeout=60).kind == "cancelled"
 
 
 def test_background_profiling_backs_off_for_an_unchanged_config() -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 
+from engine import interrupt
 from engine.cli.common import EXIT_OK, write_json
 from engine.cli.printer import LivePrinter
 from engine.cli.serve_cmds import (
@@ -23,8 +23,10 @@ from engine.cli.serve_cmds import (
     yield_model,
 )
 from engine.cli.serve_replay import Replay, fill_serving_args, is_session_ref, read_replay
+from engine.cli.simulate_print import print_answers, print_honesty, print_replayed
 from engine.errors import ConfigError
 from engine.events import Event, Notice, RunEnded, RunStarted, ServingSummary
+from engine.machine.contention import Window
 from engine.serve.batching import BatchPolicy
 from engine.serve.calibration import calibration_context, load_or_calibrate
 from engine.serve.loop import ServingLoop
@@ -36,13 +38,14 @@ from engine.serve.records import (
     summarize,
     timing_done,
 )
-from engine.serve.search import Workload, capacity_curve, max_rate, tune_batching
+from engine.serve.search import Workload, capacity_curve, max_rate_on, tune_batching
 from engine.serve.service import ServiceModel
-from engine.serve.setup import Serving, check_batch_fits, prepare_serving
+from engine.serve.setup import Serving, check_batch_fits, prepare_serving, warm, warmup_sizes
 from engine.serve.simulate import simulate
 from engine.serve.slow_stretches import stretches_text, summary
 from engine.serve.summary import ANSWER_KEYS, figures, hit_rate, serving_started
 from engine.serve.traffic import TrafficSpec, make_schedule
+from engine.serve.what_if_flags import calibration_line, flags, range_flags
 from engine.session.recording import recording
 
 SEARCH_REQUESTS = 20_000  # requests per simulated trial in --find, --tune-batching, --curve
@@ -94,6 +97,7 @@ class Calibrated:
             dataclasses.replace(policy, max_batch=top),
             args.model,
             timed_only=True,
+            warm_all=False,  # the calibration warms the sizes it times; --confirm the rest
         )
         for note in self.serving.notices:
             printer.feed(note)
@@ -125,9 +129,18 @@ class Calibrated:
                 self.timed,
                 instances,
             )
-            self.services[instances] = yield_model(
-                load_or_calibrate(self.serving, context, self.args.recalibrate), self.printer
-            )
+            with interrupt.deferred():  # Ctrl-C stops it between batches, threads joined
+                service = yield_model(
+                    load_or_calibrate(
+                        self.serving, context, self.args.recalibrate, interrupt.received.is_set
+                    ),
+                    self.printer,
+                )
+            if service is None:
+                stopped = "calibration stopped before it ended: nothing was cached"
+                self.printer.feed(Notice("warning", stopped))
+                raise KeyboardInterrupt(interrupt.signal_name or "SIGINT")
+            self.services[instances] = service
         return self.services[instances]
 
     def instance_choices(self) -> list[int]:
@@ -217,6 +230,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         result.update(summarize(rec, args.warmup_s, args.slo_p99))
         result["simulated"] = True
         result["calibration"] = _calibration_json(service)
+        if spec.closed:  # a closed loop never runs past capacity: its clients wait
+            result.update({"past_capacity": False, "utilisation": None,
+                           "flags": range_flags(service, policy)})  # fmt: skip
+        else:
+            result.update(flags(spec.mean_rate(), result, service, policy))
         if replay is not None:
             result["replayed"] = _replayed(replay)
         hit_rate(result)
@@ -224,10 +242,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             spec, args.requests or SEARCH_REQUESTS, args.seed, args.cache, args.repeat,
             args.warmup_s, args.slow_stretches,
         )  # fmt: skip
-        if args.find:
-            rate, found, steps = max_rate(work, policy, service, args.slo_p99)
+        curve = None
+        if args.curve or args.find:  # the max rate is read off the curve (the one printed)
+            points = 16 if args.curve else 12
+            curve = capacity_curve(work, policy, service, points, slo_ms=args.slo_p99)
+        if args.find and curve is not None:
+            got = max_rate_on(work, policy, service, args.slo_p99, curve)
+            curve, rate = got.curve, got.rate
             result["max_rate"] = rate
-            result["find"] = {"slo_p99_ms": args.slo_p99, "at_max_rate": found, "steps": steps}
+            result["find"] = {"slo_p99_ms": args.slo_p99, "at_max_rate": got.summary,
+                              "steps": got.tried, "beyond": got.beyond}  # fmt: skip
             if args.confirm and rate > 0 and source.serving is not None:
                 result["find"]["confirmed"] = _confirm(
                     service, source.serving, spec, policy, rate, args, printer
@@ -240,7 +264,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             )  # fmt: skip
             result.update(outcome)
         if args.curve:
-            result["curve"] = capacity_curve(work, policy, service)
+            result["curve"] = curve
         if args.session:  # a run of kind simulate: every predicted request and batch
             _record(args, source, rec, result, service)
         source.close()
@@ -248,12 +272,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         printer.close()
     out = sys.stdout if args.json != "-" else sys.stderr
     print_serving(result, out)
+    print_honesty(result, out)
     if args.slow_stretches:
         st = result["calibration"]["slow_stretches"]
         result["slow_stretches"] = bool(st)
         print(f"service    {stretches_text(st)}", file=out)
-    _print_replayed(result, out)
-    _print_answers(result, out)
+    print_replayed(result, out)
+    print_answers(result, out)
     if args.session:
         print(f"recorded   {args.session} (run kind simulate: every predicted request and "
               "batch)", file=out)  # fmt: skip
@@ -265,7 +290,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def _replayed(replay: Replay) -> dict[str, Any]:
     """The recorded run simulated again, with what it measured (or predicted)."""
     summary = replay.serving.summary or {}
+    machine = summary.get("machine") if isinstance(summary.get("machine"), dict) else {}
     return {
+        "contention": (machine or {}).get("contention"),
         "session": replay.ref,
         "run": replay.run.id,
         "kind": replay.run.kind,
@@ -273,34 +300,6 @@ def _replayed(replay: Replay) -> dict[str, Any]:
         "latency_ms": summary.get("latency_ms"),
         "throughput": summary.get("throughput"),
     }
-
-
-def _print_replayed(r: dict[str, Any], out: TextIO) -> None:
-    rep = r.get("replayed")
-    if not rep or not rep.get("latency_ms"):
-        return
-    m, p = rep["latency_ms"], r["latency_ms"]
-    what = "predicted" if rep["simulated"] else "measured"
-
-    def value(d: dict[str, Any], key: str) -> float:  # the file's figure may be anything
-        v = d.get(key) if isinstance(d, dict) else None
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-        return float(v) if ok else math.nan  # type: ignore[arg-type]
-
-    def shown(key: str) -> str:
-        v = value(m, key)
-        return f"{v:.3f} ms" if math.isfinite(v) else "- ms"
-
-    def delta(key: str) -> str:
-        mine, theirs = value(p, key), value(m, key)
-        if not (math.isfinite(mine) and math.isfinite(theirs)) or theirs == 0:
-            return ""
-        return f" ({(mine / theirs - 1) * 100:+.0f}% here)"
-
-    out.write(
-        f"recorded   run {rep['run']} ({rep['kind']}) {what} p50 {shown('p50')}"
-        f"{delta('p50')}  p99 {shown('p99')}{delta('p99')}\n"
-    )
 
 
 def _record(
@@ -332,6 +331,9 @@ def _calibration_json(service: ServiceModel) -> dict[str, Any]:
         "provider": ctx.get("provider"),
         "cpu": ctx.get("cpu"),
         "slow_stretches": summary(service.stretches),
+        # how busy the machine was while it was measured (None: before OpScope measured it)
+        "contention": service.contention.to_json() if service.contention else None,
+        "contention_line": calibration_line(service.contention),
     }
 
 
@@ -352,10 +354,13 @@ def _confirm(
     schedule = make_schedule(scaled, seconds + args.warmup_s, args.seed, args.repeat)
     check_batch_fits(serving, policy.max_batch, policy.instances, args.model)
     serving = dataclasses.replace(serving, policy=policy)
+    warm(serving, warmup_sizes(policy.max_batch), args.model)  # every shape the loop forms
     loop = ServingLoop(serving.run_batch, serving.request_feeds, schedule, policy,
                        cache_size=args.cache)  # fmt: skip
+    window = Window()
     for ev in loop.run():
         printer.feed(ev)
+    contention = window.done()
     measured = summarize(loop.records(), args.warmup_s)
     predicted = summarize(
         simulate(
@@ -378,42 +383,5 @@ def _confirm(
         "slo_p99_ms": args.slo_p99,
         "meets_slo": bool(p99 <= args.slo_p99),
         "service_ratio": service.speed_ratio(rec.batch_size, rec.batch_end - rec.batch_start),
+        "contention": contention.to_json() if contention else None,
     }
-
-
-def _print_answers(r: dict[str, Any], out: TextIO) -> None:
-    w = out.write
-    if "max_rate" in r:
-        find = r["find"]
-        w(f"max rate   {r['max_rate']:.1f} requests/s meets p99 <= {find['slo_p99_ms']:g} ms")
-        at = find["at_max_rate"]
-        w(f" (simulated p99 {at['latency_ms']['p99']:.3f} ms)\n" if at else " (none does)\n")
-        conf = find.get("confirmed")
-        if conf:
-            m, p = conf["measured"]["latency_ms"], conf["predicted"]["latency_ms"]
-            verdict = "meets" if conf["meets_slo"] else "MISSES"
-            w(
-                f"confirmed  {conf['seconds']:g} s served at {conf['rate']:.1f}/s: p50 "
-                f"{m['p50']:.3f} ms (predicted {p['p50']:.3f}), p99 {m['p99']:.3f} ms "
-                f"(predicted {p['p99']:.3f}): {verdict} the SLO of {conf['slo_p99_ms']:g} ms; "
-                f"its batches ran {conf['service_ratio']:.2f}x their calibrated times\n"
-            )
-            if not conf["meets_slo"]:
-                w(
-                    "           the engine was slower than calibrated, or stalled: leave "
-                    "headroom below the max rate, or --recalibrate on a quieter machine\n"
-                )
-    if r.get("trials"):
-        w("tuning     max batch x delay x instances, by capacity under the SLO:\n")
-        for trial in r["trials"][:8]:
-            w(
-                f"           max batch {trial['max_batch']:>3}  delay {trial['delay_ms']:>4g} ms  "
-                f"{trial['instances']} inst  ->  {trial['max_rate']:9.1f} requests/s  "
-                f"(p99 {trial['p99_ms']:.3f} ms)\n"
-            )
-    for point in r.get("curve", []):
-        w(
-            f"curve      offered {point['offered_per_s']:9.1f}/s  served "
-            f"{point['throughput_per_s']:9.1f}/s  p50 {point['p50_ms']:8.3f} ms  p99 "
-            f"{point['p99_ms']:9.3f} ms{'  <- knee' if point['knee'] else ''}\n"
-        )

@@ -177,10 +177,12 @@ def calibrate_job(
     req: CalibrateRequest, model: LoadedModel
 ) -> Generator[Event, None, dict[str, Any] | None]:
     """The calibration (or the cached one): returns `ServiceModel.to_json()`, None when
-    stopped."""
+    stopped (Cancel: it stops between two batches; nothing half-measured is cached)."""
     prepared = model.batch1()
     policy = BatchPolicy(max_batch=req.max_batch, instances=req.instances)
-    serving = prepare_serving(prepared, policy, model.model_path)
+    # the calibration warms each size it times: not every size up to the max here (for 32,
+    # 528 samples, 40% of a MiniLM calibration)
+    serving = prepare_serving(prepared, policy, model.model_path, warm_all=False)
     context = calibration_context(
         model.sha256,
         prepared.config.to_json(),
@@ -188,7 +190,7 @@ def calibrate_job(
         serving.policy.max_batch,
         req.instances,
     )
-    for item in load_or_calibrate(serving, context, req.remeasure):
+    for item in load_or_calibrate(serving, context, req.remeasure, model.stopping.is_set):
         if isinstance(item, ServiceModel):
             return item.to_json()
         yield item

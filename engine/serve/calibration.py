@@ -1,24 +1,29 @@
 """Calibrating the simulator on the real engine: batch service times for each size,
-measured once per model, config, machine and instance count, and cached on disk."""
+measured once per model, config, machine and instance count, and cached on disk, with how
+busy the machine was meanwhile (a calibration taken beside other work predicts that
+machine, not a quiet one). It says how far it is and about how long is left, and stops
+when asked (nothing half-measured is cached)."""
 
 from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
-from engine.events import Event
+from engine.events import Event, Notice, Progress
 from engine.hostinfo import machine_key
+from engine.machine.contention import Contention, Window
 from engine.serve.calibration_file import (
     calibration_path,
     drift_notice,
     read_calibration,
     write_calibration,
 )
-from engine.serve.idle_cost import LoopRatios, measure_idle_slowdown
+from engine.serve.idle_cost import HALF_S, SLOW_S, LoopRatios, measure_idle_slowdown
 from engine.serve.service import (
     ServiceModel,
     calibrate,
@@ -66,12 +71,38 @@ def calibration_context(
     }
 
 
+def time_left(elapsed_s: float, done: float, total: float, after_s: float = 0.0) -> float | None:
+    """Seconds left of a phase `done` of `total` (expected seconds) after `elapsed_s` of wall
+    time, at the pace so far, and `after_s` for what follows; None before any is done."""
+    if done <= 0 or total <= 0:
+        return None
+    return max(total - done, 0.0) * elapsed_s / done + after_s
+
+
+def _left_text(left: float | None) -> str:
+    if left is None:
+        return "estimating the time left"
+    return f"about {left:.0f} s left" if left >= 1.5 else "about a second left"
+
+
+def _never() -> bool:
+    return False
+
+
+IDLE_GUESS_S = HALF_S + SLOW_S + 1.0  # the short real runs, before the capacity is known
+
+
 def load_or_calibrate(
-    serving: Serving, context: dict[str, Any], remeasure: bool = False
+    serving: Serving,
+    context: dict[str, Any],
+    remeasure: bool = False,
+    should_stop: Callable[[], bool] = _never,
 ) -> Iterator[Event | ServiceModel]:
-    """The cached calibration for `context`, or a new one (progress events, then the
-    ServiceModel). With several instances, each size is timed with that many batches
-    running at once, as they do when the server is busy."""
+    """The cached calibration for `context`, or a new one (progress events with the time
+    left, then the ServiceModel with the machine's contention while it was measured). With
+    several instances, each size is timed with that many batches running at once, as they
+    do when the server is busy. `should_stop()` true: it ends without a ServiceModel, and
+    nothing is cached."""
     path = calibration_path(context)
     instances = int(context["instances"])
     rng = np.random.default_rng(0)
@@ -112,14 +143,25 @@ def load_or_calibrate(
             yield cached
             return
 
+    window = Window()  # how busy the machine was while it was measured
+    started = time.perf_counter()
     model: ServiceModel | None = None
-    for item in calibrate(run, make, list(context["sizes"]), context):
+    timing_t0: float | None = None
+    for item in calibrate(run, make, list(context["sizes"]), context, should_stop=should_stop):
         if isinstance(item, ServiceModel):
             model = item
+        elif isinstance(item, Progress) and item.total is not None:
+            timing_t0 = timing_t0 or time.perf_counter()
+            left = time_left(time.perf_counter() - timing_t0, item.done, item.total, IDLE_GUESS_S)
+            yield _progress(started, left, item.message)
+        elif isinstance(item, Progress):
+            yield _progress(started, None, item.message)
         else:
             yield item
-    assert model is not None
-    for step in measure_idle_slowdown(serving, model):
+    if model is None:  # stopped
+        return
+    idle_t0 = time.perf_counter()
+    for step in measure_idle_slowdown(serving, model, should_stop):
         if isinstance(step, LoopRatios):
             # slow stretches from the batches timed back to back, each size's in order. Not
             # the short real runs' batches: those that start busy were often queued by a
@@ -137,7 +179,38 @@ def load_or_calibrate(
                 wake_late=step.wake_late,
                 turnaround=step.turnaround,
             )
+        elif isinstance(step, Progress) and step.total:
+            left = max(step.total - step.done, 0.0)
+            yield _progress(started, left, step.message)
         else:
             yield step
+    if should_stop():
+        return
+    contention = window.done()
+    model = dataclasses.replace(model, contention=contention)
+    if contention is not None and contention.busy:
+        yield Notice("warning", busy_calibration(contention))
     write_calibration(path, model.to_json())
+    took = time.perf_counter() - started
+    idle = time.perf_counter() - idle_t0
+    yield Progress("calibrate", took, took, f"calibrated in {took:.0f} s ({idle:.0f} s of it "
+                   "serving on the real loop)")  # fmt: skip
     yield model
+
+
+def _progress(started: float, left: float | None, message: str) -> Progress:
+    """Progress in seconds: so far, and so far plus the estimate left (None: not yet known)."""
+    so_far = round(time.perf_counter() - started, 1)
+    return Progress(
+        "calibrate", so_far, None if left is None else round(so_far + left, 1),
+        f"{message}; {_left_text(left)}",
+    )  # fmt: skip
+
+
+def busy_calibration(contention: Contention) -> str:
+    """The warning for a calibration measured on a busy machine, with its numbers."""
+    why = "; ".join(contention.reasons())
+    return (
+        f"calibrated busy: {why} (over {contention.window_s:.0f} s) - predictions may be "
+        "off; recalibrate when the machine is quieter"
+    )

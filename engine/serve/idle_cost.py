@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +31,7 @@ from engine.serve.lateness import (
 )
 from engine.serve.loop import ServingLoop
 from engine.serve.records import ServeRecords
-from engine.serve.service import IDLE_FROM_S, ServiceModel
+from engine.serve.service import IDLE_FROM_S, PROGRESS_S, ServiceModel
 from engine.serve.setup import Serving
 from engine.serve.traffic import make_schedule, parse_traffic
 
@@ -57,12 +58,26 @@ class LoopRatios:
     turnaround: dict[int, np.ndarray]  # by the ended batch's size (s)
 
 
-def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Event | LoopRatios]:
+def loop_runs(capacity: float) -> list[tuple[float, float]]:
+    """(seconds, requests/s) of the short real runs, for a calibrated `capacity`."""
+    return [(HALF_S, 0.5 * capacity), (SLOW_S, SLOW_RATE), (FULL_S, OVER * capacity)]
+
+
+def expected_s(capacity: float) -> float:
+    """About how long the short real runs take: a run past capacity lasts until its
+    requests are served (SLOW_RATE is past it for a slow model)."""
+    return sum(s * max(1.0, r / capacity) for s, r in loop_runs(capacity)) if capacity > 0 else 0
+
+
+def measure_idle_slowdown(
+    serving: Serving, model: ServiceModel, should_stop: Callable[[], bool] = lambda: False
+) -> Iterator[Event | LoopRatios]:
     """Serve Poisson traffic on the real loop (HALF_S, SLOW_S, then FULL_S over capacity:
-    batches of the max size back to back); yields progress, then the ratios of the runs
-    together (see `idle_ratios`), their lateness and turnarounds. The batcher's delay is
-    at least WAKE_DELAY_S, so that its expiries are timed whatever the policy (a
-    calibration serves every delay)."""
+    batches of the max size back to back); yields progress (in expected seconds, as
+    `calibrate` does), then the ratios of the runs together (see `idle_ratios`), their
+    lateness and turnarounds. The batcher's delay is at least WAKE_DELAY_S, so that its
+    expiries are timed whatever the policy (a calibration serves every delay).
+    `should_stop()` true: the run stops at once and nothing is yielded after."""
     top = min(serving.policy.max_batch, max(model.sizes))  # no batch larger than timed
     policy = dataclasses.replace(
         serving.policy,
@@ -74,15 +89,27 @@ def measure_idle_slowdown(serving: Serving, model: ServiceModel) -> Iterator[Eve
     wake: list[tuple[np.ndarray, np.ndarray]] = []
     turn: list[tuple[np.ndarray, np.ndarray]] = []
     capacity = model.capacity(policy.max_batch, policy.instances)
-    runs = [(HALF_S, 0.5 * capacity), (SLOW_S, SLOW_RATE), (FULL_S, OVER * capacity)]
+    runs = loop_runs(capacity)
+    total, done = expected_s(capacity), 0.0
     cells: dict[tuple[int, float], list[np.ndarray]] = {}
     for k, (seconds, rate) in enumerate(runs):
         said = "batches after idling" if rate < capacity else "batches back to back"
-        yield Progress("calibrate", k, len(runs), f"serving {rate:.0f}/s: {said}")
+        said = f"serving {rate:.0f}/s on the real loop ({k + 1} of {len(runs)}): {said}"
+        expect = seconds * max(1.0, rate / capacity)
+        yield Progress("calibrate", done, total, said)
         schedule = make_schedule(parse_traffic(f"poisson:{rate:.3f}"), seconds, seed=3 + k)
         loop = ServingLoop(serving.run_batch, serving.request_feeds, schedule, policy)
+        t0 = last = time.perf_counter()
         for _ in loop.run():
-            pass
+            if should_stop():
+                loop.cancel()
+            elif time.perf_counter() - last >= PROGRESS_S:
+                last = time.perf_counter()
+                ran = min(last - t0, expect)
+                yield Progress("calibrate", done + ran, total, said)
+        if should_stop():
+            return
+        done += expect
         rec = loop.records()
         send.append(send_samples(rec, policy.instances, policy.max_batch, policy.preferred,
                                  policy.delay_s))  # fmt: skip

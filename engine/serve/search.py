@@ -17,8 +17,9 @@ from engine.serve.service import ServiceModel
 from engine.serve.simulate import simulate
 from engine.serve.traffic import TrafficSpec, make_schedule
 
-SEARCH_STEPS = 14  # bisection steps: the rate to within ~0.01% of the bracket
-TUNE_STEPS = 9  # per batching trial: within ~0.4%, plenty to rank the trials
+SEARCH_STEPS = 10  # bisection steps within a grid step: the rate to within ~0.01%
+TUNE_STEPS = 6  # per batching trial, within a grid step: ~0.5%, plenty to rank the trials
+TUNE_POINTS = 6  # rates on each trial's grid
 
 
 @dataclass(frozen=True)
@@ -48,18 +49,64 @@ def meets(summary: dict[str, Any], slo_ms: float) -> bool:
     return bool(req["rejected"] == 0 and req["timed_out"] == 0 and p99 <= slo_ms)
 
 
+GRID_POINTS = 16  # rates on the curve the max rate is read off when no curve is given
+
+
+@dataclass(frozen=True)
+class MaxRate:
+    """The largest rate under an SLO as read off a capacity curve: `curve` is that curve
+    with the max rate's own point in it (marked "max_rate"), so that every point at or
+    below `rate` meets the SLO and the next one above does not; `beyond`: every rate on the
+    curve met it (the max lies past its last point)."""
+
+    rate: float
+    summary: dict[str, Any] | None
+    tried: list[dict[str, float]]
+    curve: list[dict[str, Any]]
+    beyond: bool = False
+
+
 def max_rate(
     work: Workload,
     policy: BatchPolicy,
     service: ServiceModel,
     slo_ms: float,
     steps: int = SEARCH_STEPS,
+    points: int = GRID_POINTS,
 ) -> tuple[float, dict[str, Any] | None, list[dict[str, float]]]:
-    """The largest mean rate (requests/s) whose simulated p99 meets `slo_ms`: bisection
-    between 0 and twice the full-batch capacity (latency grows with load). Returns the
-    rate (0 if even a trickle misses), its summary, and every step tried."""
-    hi = 2.0 * service.capacity(policy.max_batch, policy.instances) / max(1.0 - work.repeat, 0.05)
-    lo, best = 0.0, None
+    """The largest mean rate (requests/s) whose simulated p99 meets `slo_ms`, read off a
+    capacity curve of `points` rates and refined (`max_rate_on`). Returns the rate (0 if
+    even the lightest misses), its summary, and every refining step tried."""
+    found = max_rate_on(work, policy, service, slo_ms, capacity_curve(work, policy, service,
+                        points, slo_ms=slo_ms), steps)  # fmt: skip
+    return found.rate, found.summary, found.tried
+
+
+def max_rate_on(
+    work: Workload,
+    policy: BatchPolicy,
+    service: ServiceModel,
+    slo_ms: float,
+    curve: list[dict[str, Any]],
+    steps: int = SEARCH_STEPS,
+) -> MaxRate:
+    """The max rate under `slo_ms` read off `curve` (points of `capacity_curve` for this
+    workload, policy and service): the rate just below the curve's first point that misses,
+    found by bisection between it and the point before (0 when none is before), on the
+    same simulation as the curve's points. A bisection of its own over 0-2x capacity said
+    "max rate 1/s" beside a curve whose 1.2/s point missed: p99 is not monotonic in the rate
+    (a server idle between requests runs slower), and a bisection finds any crossing."""
+    for p in curve:
+        if "meets" not in p:
+            p["meets"] = bool(p["p99_ms"] <= slo_ms)
+    miss = next((i for i, p in enumerate(curve) if not p["meets"]), None)
+    if miss is None:  # every rate on the curve meets the SLO
+        top = curve[-1]["offered_per_s"] if curve else 0.0
+        summary = work.run(top, policy, service) if curve else None
+        return MaxRate(top, summary, [], [dict(p) for p in curve], beyond=bool(curve))
+    lo = curve[miss - 1]["offered_per_s"] if miss else 0.0
+    hi = curve[miss]["offered_per_s"]
+    best = work.run(lo, policy, service) if miss else None
     tried: list[dict[str, float]] = []
     for _ in range(steps):
         rate = 0.5 * (lo + hi)
@@ -70,7 +117,12 @@ def max_rate(
             lo, best = rate, summary
         else:
             hi = rate
-    return lo, best, tried
+    out = [dict(p) for p in curve]
+    if best is not None and lo not in [p["offered_per_s"] for p in curve]:
+        out.insert(miss, {**curve_point(lo, best), "meets": True, "max_rate": True})
+    elif best is not None:
+        out[miss - 1]["max_rate"] = True
+    return MaxRate(lo, best, tried, out)
 
 
 def tune_batching(
@@ -105,7 +157,7 @@ def tune_batching(
             instances=k,
             preferred=tuple(p for p in base.preferred if p <= b),
         )
-        rate, summary, _ = max_rate(work, policy, service_for(k), slo_ms, TUNE_STEPS)
+        rate, summary, _ = max_rate(work, policy, service_for(k), slo_ms, TUNE_STEPS, TUNE_POINTS)
         trials.append(
             {
                 "max_batch": b,
@@ -127,26 +179,23 @@ def capacity_curve(
     service: ServiceModel,
     points: int = 16,
     rates: list[float] | None = None,
+    slo_ms: float | None = None,
 ) -> list[dict[str, Any]]:
     """Offered rate from 5% to 130% of the full-batch capacity (or `rates`) against p50,
     p99 and achieved throughput; the knee is the first rate where throughput falls 5%
-    short of the offered rate or p99 passes three times its value at the lightest load."""
+    short of the offered rate or p99 passes three times its value at the lightest load.
+    With `slo_ms`, each point says whether it meets it (`meets`: p99 within, nothing
+    rejected or timed out)."""
     if rates is None:
         cap = service.capacity(policy.max_batch, policy.instances)
         rates = curve_rates(cap, points)
     curve: list[dict[str, Any]] = []
     for rate in rates:
         s = work.run(rate, policy, service)
-        served = s["throughput"]["requests_per_s"]
-        curve.append(
-            {
-                "offered_per_s": rate,
-                "throughput_per_s": served,
-                "p50_ms": s["latency_ms"]["p50"],
-                "p99_ms": s["latency_ms"]["p99"],
-                "knee": False,
-            }
-        )
+        point = curve_point(rate, s)
+        if slo_ms is not None:
+            point["meets"] = meets(s, slo_ms)
+        curve.append(point)
     if not curve:
         return curve
     base_p99 = curve[0]["p99_ms"]
@@ -158,6 +207,17 @@ def capacity_curve(
             point["knee"] = True
             break
     return curve
+
+
+def curve_point(rate: float, s: dict[str, Any]) -> dict[str, Any]:
+    """One point of a capacity curve from its simulated summary."""
+    return {
+        "offered_per_s": rate,
+        "throughput_per_s": s["throughput"]["requests_per_s"],
+        "p50_ms": s["latency_ms"]["p50"],
+        "p99_ms": s["latency_ms"]["p99"],
+        "knee": False,
+    }
 
 
 def curve_rates(capacity: float, points: int = 16) -> list[float]:

@@ -25,6 +25,7 @@ import numpy as np
 
 from engine.errors import OpScopeError
 from engine.events import Event, Notice, Progress
+from engine.machine.contention import Contention
 from engine.serve import lateness
 from engine.serve.lateness import Lateness
 from engine.serve.slow_stretches import SlowStretches
@@ -43,6 +44,7 @@ class ServiceModel:
     turnaround: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
     after_larger: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
     after_same: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
+    contention: Contention | None = None  # how busy the machine was while it was measured
     # idle_slowdown: batch size -> idle gap before it (s, a bucket's lower edge) -> how much
     # slower batches ran after such a gap in the real loop (ratios to the back-to-back
     # median: 1.5 = 50% slower; serve/idle_cost.py)
@@ -148,6 +150,7 @@ class ServiceModel:
                 for n, by in sorted(self.idle_slowdown.items())
             },
             "slow_stretches": self.stretches.to_json() if self.stretches else None,
+            "contention": self.contention.to_json() if self.contention else None,
         }
 
     @classmethod
@@ -197,7 +200,8 @@ class ServiceModel:
             for n, v in pool.items()
         ):
             raise OpScopeError("calibration data is malformed (times by the batch before)")
-        return cls(samples, context, idle, send, stretches, wake, turn, larger, same)
+        contention = Contention.from_json(data.get("contention"))  # None: not measured
+        return cls(samples, context, idle, send, stretches, wake, turn, larger, same, contention)
 
 
 FEW_RUNS = 3  # runs of a slow batch size enough for its median
@@ -286,6 +290,13 @@ def calibration_counts(
     return out
 
 
+PROGRESS_S = 0.5  # the calibration says how far it is at most this often
+
+
+def _never() -> bool:
+    return False
+
+
 def calibrate(
     run_batch: Callable[[Any], object],
     make_batch: Callable[[int], Any],
@@ -294,6 +305,7 @@ def calibrate(
     runs: int = 40,
     min_s: float = 0.25,
     warmup: int = 3,
+    should_stop: Callable[[], bool] = _never,
 ) -> Iterator[Event | ServiceModel]:
     """Time `run_batch(make_batch(n))` for every size, the sizes in short runs shuffled
     together (`calibration_order`) as a server under variable traffic runs them (warm-up
@@ -305,33 +317,48 @@ def calibrate(
     (bench/results/serve_calibration_spread.md, one thread), as the serving loop's batches
     ran slower than calibrated under variable traffic and faster under constant
     (serve_twin.md, runs 19-24); and a change of the machine's speed meets every size
-    alike."""
+    alike.
+
+    Progress while timing is in expected seconds (`done` and `total`: the warm-up's
+    estimate of each batch, summed over those timed and those planned; None while warming
+    up), so a caller can turn it into time left. `should_stop()` is asked after every
+    batch: true, the calibration ends with no ServiceModel (nothing half-measured is kept)."""
     estimates: dict[int, float] = {}
     for k, n in enumerate(sizes):
-        yield Progress("calibrate", k, len(sizes) + 1, f"warming up batches of {n}")
+        yield Progress("calibrate", 0, None, f"warming up batches of {n} ({k + 1} of "
+                       f"{len(sizes)} sizes)")  # fmt: skip
         took = [MAX_SIZE_S]
         start = time.perf_counter()
         for _ in range(max(warmup, 1)):
             t0 = time.perf_counter()
             run_batch(make_batch(n))
             took.append(time.perf_counter() - t0)
+            if should_stop():
+                return
             if time.perf_counter() - start > MAX_SIZE_S / 4:
                 break
         estimates[n] = min(took)
     counts = calibration_counts(estimates, runs, min_s, 20 * runs)
     order = calibration_order(counts, np.random.default_rng(0))
+    total = sum(estimates[n] * c for n, c in counts.items())
     times: dict[int, list[float]] = {n: [] for n in sizes}
     ratios_at: list[tuple[int, float]] = []
-    step = max(1, order.size // 10)
-    for i, n in enumerate(order.tolist()):
-        if i % step == 0:
-            said = f"timing batches of every size, shuffled: {i} of {order.size}"
-            yield Progress("calibrate", len(sizes), len(sizes) + 1, said)
+    expected, said = 0.0, -math.inf
+    for n in order.tolist():
+        now = time.perf_counter()
+        if now - said >= PROGRESS_S:
+            said = now
+            yield Progress("calibrate", expected, total, f"timing batches of {sizes[0]}-"
+                           f"{sizes[-1]} shuffled: batch {n}, {len(times[n])} of {counts[n]} "
+                           "timed")  # fmt: skip
         t0 = time.perf_counter()
         run_batch(make_batch(n))
         t = time.perf_counter() - t0
         times[n].append(t)
         ratios_at.append((n, t))
+        expected += estimates[n]
+        if should_stop():
+            return
     samples = {n: np.asarray(v) for n, v in times.items()}
     larger: dict[int, list[float]] = {n: [] for n in sizes}
     same: dict[int, list[float]] = {n: [] for n in sizes}
@@ -342,7 +369,7 @@ def calibrate(
     notice = level_notice(ratios)
     if notice is not None:
         yield notice
-    yield Progress("calibrate", len(sizes) + 1, len(sizes) + 1, "calibrated")
+    yield Progress("calibrate", total, total, "batches timed")
     yield ServiceModel(
         samples,
         context,

@@ -7,6 +7,7 @@ from collections.abc import Generator
 from typing import Any
 
 from engine.events import Event, ServingStarted, ServingSummary
+from engine.machine.contention import Window
 from engine.serve.batching import BatchPolicy
 from engine.serve.loop import ServingLoop
 from engine.serve.records import summarize
@@ -14,7 +15,7 @@ from engine.serve.traffic import TrafficSpec
 
 SUMMARY_KEYS = (
     "requests", "warmup_s", "latency_ms", "queue_ms", "service_ms", "batch_size",
-    "throughput", "goodput", "queue_depth", "generator", "duration_s", "cache",
+    "throughput", "goodput", "queue_depth", "generator", "duration_s", "cache", "machine",
 )  # fmt: skip
 ANSWER_KEYS = ("max_rate", "find", "trials", "best", "curve")
 
@@ -69,10 +70,15 @@ def served(
 ) -> Generator[Event, None, dict[str, Any]]:
     """A real serving run as a session files it: ServingStarted, the loop's events (every
     request and batch as they end), ServingSummary; returns the figures with the set-up
-    (the CLI and the app's engine host both serve through this)."""
+    (the CLI and the app's engine host both serve through this), and how busy the machine
+    was meanwhile (`machine.contention`: a busy run explains a miss of its prediction)."""
     yield serving_started(setup, warmup_s)
+    window = Window()
     yield from loop.run()
+    contention = window.done()
     result = {**setup, **summarize(loop.records(), warmup_s, slo_ms)}
+    if contention is not None:
+        result["machine"] = {"contention": contention.to_json()}
     hit_rate(result)
     yield ServingSummary(figures(result))
     return result
