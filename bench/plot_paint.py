@@ -8,6 +8,8 @@ The latencies are gamma-distributed with a wide spread, a pessimistic case for d
 Then the same for one repaint of the telemetry strip (seven sparklines fed at 10 Hz).
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/plot_paint.py [--rate 300] [--frames 200]
+
+A rate below 20/s feeds a sample every 1/rate s (a slow run: each one a dot and a line).
 """
 
 from __future__ import annotations
@@ -40,15 +42,17 @@ def main() -> None:
     plot.show()
     app.processEvents()
     rng = np.random.default_rng(0)
-    per_batch = max(1, round(args.rate * 0.05))
     t = 0.0
+    sent = 0  # samples fed so far: sample k starts at k / rate
 
     def feed(seconds: float) -> None:
-        nonlocal t
+        nonlocal t, sent
         for _ in range(round(seconds / 0.05)):
-            ts = t + np.arange(per_batch) / args.rate
-            plot.append(ts, rng.gamma(8.0, 0.5, per_batch), 1)
             t += 0.05
+            due = int(t * args.rate)  # below 20/s, most batches are empty
+            if due > sent:
+                plot.append(np.arange(sent, due) / args.rate, rng.gamma(8.0, 0.5, due - sent), 1)
+                sent = due
 
     feed(plot.window_s * 1.3)  # a full followed window plus the margin
     plot.paint_now()
@@ -68,7 +72,7 @@ def main() -> None:
     tot = d + r
     n_pts = plot.samples()[0].size
     print(
-        f"latency plot, {args.rate:.0f} inf/s, {n_pts:,} points retained, "
+        f"latency plot, {args.rate:g} inf/s, {n_pts:,} points retained, "
         f"view {view.width()}x{view.height()} px, {args.frames} frames"
     )
     for name, a in (("paint_now", d), ("render", r), ("frame", tot)):

@@ -84,7 +84,7 @@ def test_the_window_fits_1024_by_700(wb: Workbench, qtbot: QtBot) -> None:
     w.set_status(
         "demo_cnn.onnx",
         "CPU on AMD EPYC",
-        "p50 1.161 ms · p99 69.722 ms (last 200 of 16,243 samples) · 132.0 samples/s",
+        "p50 1.161 ms · p99 69.722 ms over the last 200 inferences (1.52 s) · 132.0 samples/s",
         "session: /root/.local/share/opscope/sessions/session-20261130-212126.opscope",
     )
     w.resize(1024, 700)

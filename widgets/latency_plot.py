@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 
 from widgets import theme
 from widgets.corner_title import corner_title, title_font
-from widgets.lines_item import LinesItem, column_envelope, column_last, column_starts
+from widgets.lines_item import LinesItem
 from widgets.models.latency_series import (
     LAT,
     P50,
@@ -42,9 +42,10 @@ from widgets.models.latency_series import (
     T,
     calm_top,
     follow_range,
+    window_text,
 )
-from widgets.models.pauses import connect_mask, gap_threshold
 from widgets.models.ring_buffer import FloatArray
+from widgets.models.visible_samples import visible
 from widgets.numbers import figure
 from widgets.pause_bands import PauseBands
 from widgets.plot_export import check_format, export_layout
@@ -195,7 +196,7 @@ class LatencyPlot(QWidget):
         self.stats_label = theme.make_steady(
             QLabel("no samples yet"),
             "p50 888.8 ms · 88,888 samples/s · p90 888.8 ms · p99 888.8 ms\n"
-            "last 8,888 of 888,888,888 inferences since the config change",
+            "over the last 8,888 inferences (88.8 min) of 888,888,888 since the config change",
         )
         self._stats_at = 0.0  # monotonic time of the last stats text
         follow_button = QToolButton()
@@ -446,29 +447,24 @@ class LatencyPlot(QWidget):
             self._painting = False
 
     def _set_lines(self, x0: float, x1: float) -> None:
-        """The samples in [x0, x1] (and one beyond each edge), reduced to the pixel columns
-        when there are more of them than columns."""
+        """The samples in view: reduced to the pixel columns when there are more of them
+        than columns; else every one joined by a line and, when few, each one a dot (a run
+        below one inference per second drew nothing: no two samples were within 1 s)."""
         t = self._samples.view(T)
-        first = max(0, int(np.searchsorted(t, x0)) - 1)
-        last = min(t.size, int(np.searchsorted(t, x1, side="right")) + 1)
-        tv = t[first:last]
-        lat = self._samples.view(LAT)[first:last]
-        columns = max(64, int(self.latency_plot.vb.width()) // PX_PER_COLUMN)
-        gap = gap_threshold(x0, x1, columns)
-        if tv.size > 2 * columns:
-            starts = column_starts(tv, columns)
-            x, y = column_envelope(tv, lat, starts)
-            self.lines.set_line("latency", x, y, connect_mask(x, gap))
-            for name, col in (("p50", P50), ("p90", P90), ("p99", P99)):
-                x, y = column_last(tv, self._samples.view(col)[first:last], starts)
-                self.lines.set_line(name, x, y, connect_mask(x, gap))
-        else:
-            mask = connect_mask(tv, gap)
-            self.lines.set_line("latency", tv, lat, mask)
-            for name, col in (("p50", P50), ("p90", P90), ("p99", P99)):
-                self.lines.set_line(name, tv, self._samples.view(col)[first:last], mask)
-        all_lat = lat if self._following else self._samples.view(LAT)
-        self.lines.finish((float(t[0]), float(t[-1]), 0.0, float(all_lat.max())))
+        width = self.latency_plot.vb.width()
+        columns = max(64, int(width) // PX_PER_COLUMN)
+        pcts = {
+            name: self._samples.view(col)
+            for name, col in (("p50", P50), ("p90", P90), ("p99", P99))
+        }
+        breaks = [p.start_s for p in self.pauses.log.pauses]
+        shown = visible(t, self._samples.view(LAT), pcts, x0, x1, width, columns, breaks)
+        for name, (x, y, mask) in shown.lines.items():
+            self.lines.set_line(name, x, y, mask)
+        self.lines.set_dots("latency", *(shown.dots or (None, None)))
+        in_view = shown.lines["latency"][1]  # its envelope: the same max as the samples'
+        top = float((in_view if self._following else self._samples.view(LAT)).max())
+        self.lines.finish((float(t[0]), float(t[-1]), 0.0, top))
         bt, bv = self.throughput()
         j0 = max(0, int(np.searchsorted(bt, x0)) - 1)
         j1 = min(bt.size, int(np.searchsorted(bt, x1, side="right")) + 1)
@@ -495,14 +491,8 @@ class LatencyPlot(QWidget):
         ]
         rate = stats["samples_per_s"]
         parts.insert(1, f"{figure(rate, 4)} samples/s")
-        since = (
-            f"{stats['segment']:,} inferences since the config change"
-            if stats["segment"] < self._samples.total
-            else f"{self._samples.total:,} inferences"
-        )
-        text = (
-            " · ".join(parts) + f"<br>last {stats['count']:,} of {since}"
-        )  # two lines: fits 1024 px
+        window = window_text(stats, self._samples.total)  # two lines: fits 1024 px
+        text = " · ".join(parts) + f"<br>{window}"
         theme.set_text_if_changed(self.stats_label, text)
 
     def _apply_follow(self) -> tuple[float, float]:

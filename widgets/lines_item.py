@@ -6,8 +6,9 @@ several milliseconds a frame in Python alone (bounds over the data, clipping, pi
 vectors, its own downsampling); this item takes lines already reduced in numpy, keeps their
 QPainterPaths, reports bounds computed once per update and draws them all in one `paint`.
 
-`column_envelope` and `column_last` do the reduction: per pixel column, the min and max of
-the samples (every spike stays visible) or the last value (for already smoothed series).
+`column_envelope` and `column_last` (widgets/models/columns.py) do the reduction: per pixel
+column, the min and max of the samples (every spike stays visible) or the last value (for
+already smoothed series).
 """
 
 from __future__ import annotations
@@ -17,10 +18,17 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF
-from PySide6.QtGui import QPainter, QPainterPath, QPen
+import pyqtgraph.functions as fn
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QPainter, QPainterPath, QPen, QPolygonF
 
+from widgets.models.columns import column_envelope, column_last, column_starts
 from widgets.models.ring_buffer import FloatArray
+
+__all__ = ["LinesItem", "column_envelope", "column_last", "column_starts"]
+
+
+DOT_PX = 5  # a sample drawn as a dot: this wide, in screen pixels
 
 
 @dataclass
@@ -29,35 +37,7 @@ class _Line:
     x: FloatArray
     y: FloatArray
     path: QPainterPath
-
-
-def column_starts(t: FloatArray, columns: int) -> np.ndarray:
-    """Index of the first sample of each non-empty column when [t[0], t[-1]] is cut into
-    `columns` equal spans (t non-decreasing)."""
-    if t.size == 0:
-        return np.zeros(0, dtype=np.intp)
-    step = (float(t[-1]) - float(t[0])) / max(1, columns)
-    if step <= 0:
-        return np.zeros(1, dtype=np.intp)
-    starts = np.searchsorted(t, float(t[0]) + step * np.arange(columns))
-    return starts[np.r_[True, np.diff(starts) > 0]]
-
-
-def column_envelope(
-    t: FloatArray, y: FloatArray, starts: np.ndarray
-) -> tuple[FloatArray, FloatArray]:
-    """(x, y) visiting each column's min then max: the exact outline at that resolution."""
-    ends = np.r_[starts[1:], t.size] - 1
-    xs = np.empty(2 * starts.size)
-    ys = np.empty(2 * starts.size)
-    xs[0::2], xs[1::2] = t[starts], t[ends]
-    ys[0::2], ys[1::2] = np.minimum.reduceat(y, starts), np.maximum.reduceat(y, starts)
-    return xs, ys
-
-
-def column_last(t: FloatArray, y: FloatArray, starts: np.ndarray) -> tuple[FloatArray, FloatArray]:
-    ends = np.r_[starts[1:], t.size] - 1
-    return t[ends], y[ends]
+    dots: QPolygonF | None = None  # each sample as a dot too (few samples in view)
 
 
 class LinesItem(pg.GraphicsObject):
@@ -87,6 +67,17 @@ class LinesItem(pg.GraphicsObject):
         else:
             line.path = pg.arrayToQPath(x, y, connect="all" if connect is None else connect)
 
+    def set_dots(self, name: str, x: FloatArray | None, y: FloatArray | None = None) -> None:
+        """Draw these points of line `name` as dots of its colour too (None: no dots)."""
+        line = self._lines[name]
+        if x is None or y is None or not x.size:
+            line.dots = None
+            return
+        poly = fn.create_qpolygonf(x.size)
+        xy = fn.ndarray_from_qpolygonf(poly)
+        xy[:, 0], xy[:, 1] = x, y
+        line.dots = poly
+
     def set_pen(self, name: str, pen: QPen) -> None:
         pen = QPen(pen)
         pen.setCosmetic(True)
@@ -115,6 +106,7 @@ class LinesItem(pg.GraphicsObject):
     def clear(self) -> None:
         for name in self._lines:
             self.set_line(name, np.zeros(0), np.zeros(0))
+            self.set_dots(name, None)
         self.finish()
 
     # QGraphicsItem / pyqtgraph protocol ----------------------------------------------------
@@ -133,3 +125,9 @@ class LinesItem(pg.GraphicsObject):
             if not line.path.isEmpty():
                 p.setPen(line.pen)
                 p.drawPath(line.path)
+            if line.dots is not None:
+                dot = QPen(line.pen)
+                dot.setWidth(DOT_PX)
+                dot.setCapStyle(Qt.PenCapStyle.RoundCap)
+                p.setPen(dot)
+                p.drawPoints(line.dots)

@@ -170,14 +170,18 @@ class MainWindow(QMainWindow):
         self.status_model = QLabel()
         self.status_provider = QLabel()
         self.status_rate = QLabel()
+        self.status_rate.setToolTip(
+            "p50 and p99 over the running config's last inferences, the window the plot's "
+            "header shows; the Runs table's are over whole runs"
+        )
         self.status_session = ElidedLabel()  # gives way to the numbers in a narrow window
         for w in (self.status_model, self.status_provider):
             self.statusBar().addWidget(w)
         self.statusBar().addWidget(
             theme.make_steady(
                 self.status_rate,
-                "p50 888.888 ms · p99 888.888 ms (last 8,888 of 888,888,888 "
-                "samples) · 88,888.8 samples/s",
+                "p50 888.888 ms · p99 888.888 ms over the last 8,888 inferences "
+                "(88.8 min) · 88,888.8 samples/s",
             )
         )
         self.statusBar().addPermanentWidget(self.status_session)

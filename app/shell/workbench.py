@@ -24,6 +24,7 @@ from app.shell.pause_holds import PauseHolds
 from app.traffic.traffic_controller import TrafficController
 from app.tune.tune_controller import TuneController
 from engine.api import OpScopeError, Target, cpu_name, gpu_facts, provider_label
+from widgets.models.latency_series import window_text
 from widgets.numbers import figure
 
 STATUS_INTERVAL_MS = 500
@@ -190,10 +191,9 @@ class Workbench(QObject, PauseHolds):
         stats = self.window.latency.shown_stats  # the very figures the plot's header shows
         rate = ""
         if stats.get("count"):
-            rate = (
-                f"p50 {figure(stats['p50'])} ms · p99 {figure(stats['p99'])} ms (last "
-                f"{stats['count']:,} of {c.samples:,} samples) · "
-                f"{figure(stats['samples_per_s'], 4)} samples/s"
+            rate = (  # the header's window, said as the header says it (Runs: whole runs)
+                f"p50 {figure(stats['p50'])} ms · p99 {figure(stats['p99'])} ms "
+                f"{window_text(stats)} · {figure(stats['samples_per_s'], 4)} samples/s"
             )
         provider = provider_label(c.provider or "–")
         if c.provider and c.requested and c.provider != c.requested:

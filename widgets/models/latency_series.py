@@ -132,13 +132,14 @@ class LatencySeries:
 
     def latest_stats(self) -> dict[str, Any]:
         """count and p50/p90/p99 (ms) of the trailing window within the running config's
-        samples, `segment` (how many it has) and `samples_per_s` (batch x inferences per
-        second over the window); NaN values when empty."""
+        samples, `segment` (how many it has), `samples_per_s` (batch x inferences per
+        second over the window) and `span_s` (first to last sample of the window, s); NaN
+        values when empty."""
         segment = self.buffer.total - self._segment_total
         n = min(self.percentile_window, segment, len(self.buffer))
         if n <= 0:
             return {"count": 0, "p50": np.nan, "p90": np.nan, "p99": np.nan,
-                    "segment": 0, "samples_per_s": np.nan}  # fmt: skip
+                    "segment": 0, "samples_per_s": np.nan, "span_s": 0.0}  # fmt: skip
         lat = self.buffer.view(LAT)[-n:]
         t = self.buffer.view(T)[-n:]
         p50, p90, p99 = np.percentile(lat, QUANTILES)
@@ -151,6 +152,7 @@ class LatencySeries:
             "p99": float(p99),
             "segment": int(segment),
             "samples_per_s": float(rate),
+            "span_s": span,
         }
 
     def update_percentiles(self) -> None:
@@ -221,3 +223,33 @@ class LatencySeries:
             self._bins.append([centres, counts[:last] / BIN_S])
         self._open_bin += last
         self._open_sum = float(counts[last])
+
+
+def duration_text(seconds: float) -> str:
+    """A window's length as read at a glance: "850 ms", "41.2 s", "4.1 min"."""
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.0f} ms"
+    if seconds < 120.0:
+        return f"{seconds:.3g} s"
+    return f"{seconds / 60:.3g} min"
+
+
+def window_text(stats: dict[str, Any], total: int | None = None) -> str:
+    """Which samples `latest_stats`'s figures are over, said beside them: "over the last
+    200 inferences (41.2 s)", and with `total` (inferences retained) how many there are
+    since the config change. The Runs table's figures are over whole runs."""
+    count, segment = int(stats.get("count", 0)), int(stats.get("segment", 0))
+    if count <= 0:
+        return "no inference yet"
+    span = "" if count == 1 else f" ({duration_text(float(stats['span_s']))})"
+    if count == 1:
+        window = "the only inference" if segment <= 1 else "the last inference"
+    elif count >= segment:
+        window = f"all {count:,} inferences{span}"
+    else:
+        window = f"the last {count:,} inferences{span}"
+    if total is None:
+        return f"over {window}"
+    since = " since the config change" if segment < total else ""
+    of = f" of {segment:,}{since}" if count < segment else since
+    return f"over {window}{of}"

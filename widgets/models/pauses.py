@@ -6,13 +6,15 @@ Qt-free: the latency plot draws what these say.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from widgets.models.ring_buffer import FloatArray
 
-GAP_S = 1.0  # a line never joins samples further apart than this (nor a column's width x3)
+GAP_S = 1.0  # a line never joins samples further apart than this (nor a column's width x3),
+SPACINGS = 10.0  # unless the samples come further apart than that: then this many spacings
 MAX_PAUSES = 64
 
 
@@ -61,15 +63,22 @@ class PauseLog:
         self.pauses.clear()
 
 
-def gap_threshold(x0: float, x1: float, columns: int) -> float:
-    """Samples further apart than this are not joined: GAP_S, or three pixel columns
-    when zoomed out so far that a column is wider (a break there would be invisible)."""
-    return max(GAP_S, 3.0 * (x1 - x0) / max(1, columns))
+def gap_threshold(x0: float, x1: float, columns: int, spacing_s: float = 0.0) -> float:
+    """Samples further apart than this are not joined: GAP_S, three pixel columns when
+    zoomed out so far that a column is wider (a break there would be invisible), or
+    SPACINGS times the samples' own typical spacing `spacing_s` (at 0.8 inferences per
+    second every sample is more than GAP_S from the last, and a line must join them)."""
+    return max(GAP_S, 3.0 * (x1 - x0) / max(1, columns), SPACINGS * spacing_s)
 
 
-def connect_mask(x: FloatArray, gap_s: float) -> np.ndarray:
-    """pyqtgraph's `connect` array: 1 where point i joins point i + 1, 0 across a gap."""
+def connect_mask(x: FloatArray, gap_s: float, breaks: Sequence[float] = ()) -> np.ndarray:
+    """pyqtgraph's `connect` array: 1 where point i joins point i + 1, 0 across a gap wider
+    than `gap_s` or across a pause that began at one of `breaks` (seconds)."""
     mask = np.ones(x.size, dtype=np.int32)
     if x.size > 1:
         mask[:-1] = np.diff(x) <= gap_s
+        if len(breaks):
+            after = np.searchsorted(x, np.asarray(breaks, dtype=np.float64))
+            after = after[(after > 0) & (after < x.size)]
+            mask[after - 1] = 0
     return mask

@@ -1,0 +1,91 @@
+"""What the latency plot draws for the range in view (widgets/models/visible_samples.py) and
+how its figures say which samples they are over, without Qt: a run below one inference per
+second draws every inference as a dot joined by a line, broken only at pauses; a fast run
+is reduced to pixel columns as before."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from widgets.models.columns import column_envelope, column_starts
+from widgets.models.latency_series import LatencySeries, duration_text, window_text
+from widgets.models.pauses import connect_mask, gap_threshold
+from widgets.models.visible_samples import POINT_PX, visible
+
+WIDTH = 1000.0
+COLUMNS = 500
+
+
+def _pcts(n: int) -> dict[str, np.ndarray]:
+    return {q: np.full(n, v) for q, v in (("p50", 1266.0), ("p90", 1400.0), ("p99", 1500.0))}
+
+
+def test_below_one_inference_a_second_every_inference_is_a_dot_joined_by_a_line() -> None:
+    """Batch 8 under load: p50 1,266 ms, 0.8 inferences/s; the plot was empty (no two
+    samples within the 1 s join limit, and lines were all it drew)."""
+    rng = np.random.default_rng(0)
+    lat = rng.gamma(8.0, 160.0, 48)  # ms, p50 about 1.27 s
+    t = np.cumsum(lat / 1e3)  # a closed loop: the next starts when this one ends
+    shown = visible(t, lat, _pcts(t.size), t[-1] - 60.0, t[-1] + 0.6, WIDTH, COLUMNS)
+    assert shown.dots is not None
+    assert np.array_equal(shown.dots[0], t) and np.array_equal(shown.dots[1], lat)
+    x, y, mask = shown.lines["latency"]
+    assert np.array_equal(x, t) and np.array_equal(y, lat)
+    assert mask[:-1].all()  # one line through them all
+    assert all(shown.lines[q][2][:-1].all() for q in ("p50", "p90", "p99"))
+
+
+def test_sparse_lines_break_at_pauses_and_at_gaps_far_wider_than_their_spacing() -> None:
+    t = np.r_[np.arange(0.0, 30.0, 1.25), np.arange(45.0, 60.0, 1.25), 200.0]
+    lat = np.full(t.size, 1250.0)
+    shown = visible(t, lat, {}, 0.0, 201.0, WIDTH, COLUMNS, breaks=[30.1])
+    _, _, mask = shown.lines["latency"]
+    broken = np.flatnonzero(mask[:-1] == 0)
+    assert t[broken].tolist() == [28.75, 58.75]  # the profiling pass; 141 s of silence
+    assert shown.dots is not None  # the samples themselves still show
+
+
+def test_a_fast_run_is_reduced_to_pixel_columns_without_dots() -> None:
+    t = np.arange(0.0, 60.0, 1 / 300)  # 300 inferences/s
+    lat = np.random.default_rng(1).gamma(8.0, 0.5, t.size)
+    shown = visible(t, lat, _pcts(t.size), 0.0, 60.0, WIDTH, COLUMNS, breaks=[20.0])
+    assert shown.dots is None
+    x, y, mask = shown.lines["latency"]
+    ex, ey = column_envelope(t, lat, column_starts(t, COLUMNS))
+    assert np.array_equal(x, ex) and np.array_equal(y, ey)
+    assert (mask[:-1] == 0).sum() == 1  # the pause at 20 s, and nothing else
+
+
+def test_dots_only_where_they_can_be_told_apart() -> None:
+    for rate, dotted in ((1.0, True), (2.5, True), (10.0, False)):
+        t = np.arange(0.0, 60.0, 1 / rate)
+        shown = visible(t, np.ones(t.size), {}, 0.0, 60.0, WIDTH, COLUMNS)
+        assert (shown.dots is not None) is dotted, rate
+        assert (t.size * POINT_PX <= WIDTH) is dotted
+        assert shown.lines["latency"][2][:-1].all()  # joined at any rate
+
+
+def test_the_join_limit_follows_the_samples_own_spacing() -> None:
+    assert gap_threshold(0.0, 60.0, 500) == 1.0
+    assert gap_threshold(0.0, 60.0, 500, spacing_s=1.3) == 13.0
+    x = np.array([0.0, 1.0, 2.0, 3.0])
+    assert connect_mask(x, 5.0, breaks=[1.5, -1.0, 99.0]).tolist() == [1, 0, 1, 1]
+
+
+def test_the_figures_say_which_samples_they_are_over() -> None:
+    series = LatencySeries(percentile_window=200)
+    t = np.arange(0.0, 400 * 1.25, 1.25)
+    series.append(t, np.full(t.size, 1250.0), 8)
+    series.start_segment()
+    series.append(t[-1] + 1.25 * np.arange(1, 301), np.full(300, 1266.0), 8)
+    stats = series.latest_stats()
+    assert stats["count"] == 200 and stats["span_s"] == 199 * 1.25
+    assert window_text(stats) == "over the last 200 inferences (4.15 min)"
+    assert window_text(stats, series.total) == (
+        "over the last 200 inferences (4.15 min) of 300 since the config change"
+    )
+    fresh = LatencySeries(percentile_window=200)
+    fresh.append([0.0, 1.3, 2.6], [1.0, 1.0, 1.0], 1)
+    assert window_text(fresh.latest_stats(), fresh.total) == "over all 3 inferences (2.6 s)"
+    assert window_text({"count": 0}) == "no inference yet"
+    assert [duration_text(s) for s in (0.85, 41.2, 249.0)] == ["850 ms", "41.2 s", "4.15 min"]
