@@ -320,7 +320,11 @@ def test_cached_peaks_go_to_the_window_once_measured_nothing(
 
     monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))
     peaks_path().parent.mkdir(parents=True)
-    high = {"cpu": {"memory_gbps": 1e6, "gflops": 1e7}, "gpu": None}
+    from engine.machine.theoretical import cpu_ceiling
+
+    ceiling = cpu_ceiling()  # roofs no operator beats, yet physically possible (trusted)
+    high = {"cpu": {"memory_gbps": 1e6, "gflops": ceiling.gflops if ceiling else 1e7},
+            "gpu": None}  # fmt: skip
     peaks_path().write_text(json.dumps(high))
     host = Host()
     try:

@@ -251,11 +251,15 @@ def peaks_job(req: PeaksRequest) -> Generator[Event, None, dict[str, Any]]:
     return load_peaks(req.remeasure, req.gpu)
 
 
-def load_peaks(remeasure: bool = False, gpu: bool | None = None) -> dict[str, Any]:
+def load_peaks(
+    remeasure: bool = False, gpu: bool | None = None, beaten: bool = False
+) -> dict[str, Any]:
     """{"cpu": {...}, "gpu": {...} | None, "key": {...}, "measured_at": ..., "provisional":
     why | None}: cached, else measured now (a few seconds). `gpu` None: measure the GPU when
     one is present. Cached peaks that are provisional are measured again when the machine
-    is quiet now (`peaks_trust.quiet_now`), else returned as they are; see `keep`."""
+    is quiet now (`peaks_trust.quiet_now`), else returned as they are; see `keep`. `beaten`:
+    operators ran above the cached roofs, so they are known low and a new measurement
+    replaces them even when it is only provisional."""
     from engine.backends.ort.inference_session import gpu_present
     from engine.machine import peaks_trust
 
@@ -282,7 +286,7 @@ def load_peaks(remeasure: bool = False, gpu: bool | None = None) -> dict[str, An
         "key": peaks_key(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    return keep(data, cached)
+    return keep(data, None if beaten else cached)
 
 
 def keep(fresh: dict[str, Any], cached: dict[str, Any] | None) -> dict[str, Any]:
@@ -398,7 +402,7 @@ def machine_roofs(
                 say(f"note: {len(beaten)} operator(s) ran above the cached roofs "
                     f"({beaten[0].name}: {place(beaten[0], roofs).label}): they were measured "
                     "on a busier machine; measuring them again (a few seconds)")  # fmt: skip
-            roofs = roofs_for(load_peaks(remeasure=True), provider)
+            roofs = roofs_for(load_peaks(remeasure=True, beaten=True), provider)
         return roofs
     except Exception:
         return None

@@ -34,7 +34,6 @@ from engine.events import (
     Marker,
     Notice,
     OpProfile,
-    PeaksMeasured,
     Progress,
     Telemetry,
 )
@@ -43,6 +42,7 @@ from engine.machine.gpu_telemetry import ThrottleWatch
 from engine.run import commands as cmds
 from engine.run.heartbeat import HeartbeatThread
 from engine.run.host_jobs import HostJobs, ThreadJob
+from engine.run.host_peaks import peaks_if_missing
 from engine.run.jobs import on_loaded_model
 from engine.run.live import LiveRun, Staged, stage
 from engine.run.outbox import Outbox
@@ -147,6 +147,7 @@ class HostState:
     stopped: Staged | None = None  # the config that Stop ended, for Start to resume
     peaks_tried: bool = False
     peaks_sent: bool = False  # the window has this host's peaks
+    peaks_retry_at: float = 0.0  # provisional peaks: when to look for a quiet moment again
     throttle: ThrottleWatch = field(default_factory=ThrottleWatch)
     job: ThreadJob | None = None  # a load run or a calibration, timing paused meanwhile
     served: Staged | None = None  # the config it serves, resumed after it
@@ -309,7 +310,7 @@ def host_main(
                     state.profile_due = False
                     state.last_profile = now
                     ops = _profile(live, out)
-                    _peaks_if_missing(live, state, out, ops)
+                    peaks_if_missing(live, state, out, ops)
             out.flush()
     except (EOFError, BrokenPipeError, ConnectionResetError):  # the window is gone (killed)
         jobs.stop_all()  # a load run's threads leave the engine before this process ends
@@ -431,55 +432,6 @@ def _import_on_this_thread(config: RunConfig) -> None:
     if module:
         with contextlib.suppress(ImportError):  # the build reports it in one line
             importlib.import_module(module)
-
-
-def _peaks_if_missing(
-    live: LiveRun, state: HostState, out: Outbox, ops: list[Any] | None = None
-) -> None:
-    """The roofline needs this machine's peaks (and a GPU run the GPU's): measured here,
-    once per host, with timing paused, so the engine's own load cannot drag them down
-    (measured beside the running engine on 2 cores, the matmul peak came out at 78 instead
-    of 181 GFLOP/s). Cached roofs that the profiled operators beat by more than 10% were
-    measured on a busier machine: they are measured again, once, and the window is told.
-    `opscope system` measures and caches them the same way."""
-    from engine.machine.peaks import cached_peaks, load_peaks, on_gpu, roofs_for
-    from engine.measure.roofline import above_roof, place
-
-    provider = live.segment.staged.provider_used if live.segment else None
-    if state.peaks_tried or live.segment is None:
-        return
-    cached = cached_peaks()
-    gpu = on_gpu(provider)
-    roofs = roofs_for(cached, provider) if cached is not None else None
-    beaten = above_roof(ops or [], roofs) if roofs is not None else []
-    if cached is not None and roofs is not None and not beaten:  # known, unbeaten: the window
-        if not state.peaks_sent:  # gets this host's (it may be on another machine)
-            state.peaks_sent = True
-            out.put(PeaksMeasured(cached))
-        return
-    state.peaks_tried = True
-    if beaten and roofs is not None:
-        top = beaten[0]
-        why = (f"{len(beaten)} operator(s) ran above the cached roofs ({top.name}: "
-               f"{place(top, roofs).label}), so they were measured on a busier machine: "
-               "measuring them again")  # fmt: skip
-    else:
-        why = (f"measuring this machine's peak bandwidth and FLOP rate"
-               f"{' (CPU and GPU)' if gpu else ''} for the roofline: once")  # fmt: skip
-    out.put(Notice("info", f"{why}, timing pauses a few seconds"))
-    out.put(Progress("peaks", 0, 1, "measuring this machine's peaks, once"))
-    out.flush(force=True)
-    try:
-        peaks = load_peaks(remeasure=True, gpu=gpu)
-    except Exception as exc:  # the roofline then shows no roofs; the run goes on
-        out.put(Notice("warning", f"measuring the machine's peaks failed: {exc}"))
-        return
-    finally:
-        out.put(Progress("peaks", 1, 1, "peaks measured"))
-    gpu_peaks = peaks.get("gpu") or {}
-    if "error" in gpu_peaks:
-        out.put(Notice("warning", f"measuring the GPU's peaks failed: {gpu_peaks['error']}"))
-    out.put(PeaksMeasured(peaks))
 
 
 def _profile(live: LiveRun, out: Outbox) -> list[Any] | None:
