@@ -347,11 +347,16 @@ def test_traffic_dock_runs_load_with_slo_and_what_if(bench: Workbench, qtbot: Qt
 
     dock.slo.setValue(50)
     dock.calibrate_button.click()
+    assert dock.cancel_button.isVisibleTo(dock)  # Cancel while it calibrates
     what_if = dock.what_if
     qtbot.waitUntil(lambda: what_if.curves()["proposed"][0].size > 3, timeout=TIMEOUT_MS)
     assert what_if.curves()["current"][0].size > 3  # the batching of the load run
     assert dock.calibrate_button.text() == "Recalibrate What-if"  # measures again if asked
     qtbot.waitUntil(lambda: "SIMULATED" in what_if.text.text(), timeout=TIMEOUT_MS)
+    # how busy the machine was while it was calibrated, in words; no Cancel once it ended
+    said = what_if.text.text() + what_if.flags.text()
+    assert "calibrated quiet" in said or "calibrated busy" in said
+    assert not dock.cancel_button.isVisibleTo(dock)
     # the real run held against the prediction of its own traffic and batching
     qtbot.waitUntil(lambda: "predicted p50" in what_if.check.text(), timeout=TIMEOUT_MS)
     rc = bench.traffic.last_check

@@ -15,7 +15,7 @@ pytest.importorskip("PySide6")
 from app.host.job_runner import JobRunner
 from app.traffic.traffic_controller import CALIBRATE_BATCH, TrafficController
 from app.traffic.traffic_dock import TrafficDock
-from engine.events import RunEnded, ServingStarted
+from engine.events import RunEnded, ServingStarted, ServingSummary
 from engine.run.serving_jobs import CalibrateRequest, LoadRunRequest
 from engine.serve.batching import BatchPolicy
 
@@ -24,7 +24,9 @@ REQUEST = LoadRunRequest("poisson:50", BatchPolicy(max_batch=4).to_json(), durat
 
 def _controller() -> tuple[TrafficController, Any, Any, Any]:
     dock = MagicMock(spec=TrafficDock)
-    for name in ("what_if", "serving_plot", "views", "calibrate_button", "max_batch"):
+    for name in (
+        "what_if", "serving_plot", "views", "calibrate_button", "cancel_button", "max_batch",
+    ):  # fmt: skip
         setattr(dock, name, MagicMock())
     dock.instances = MagicMock()
     dock.max_batch.value.return_value = 8
@@ -91,7 +93,7 @@ def test_a_calibration_is_a_job_whose_result_feeds_the_what_if(qapp: Any) -> Non
     c.calibrate()
     request, (on_done, on_failed), kwargs = _started(jobs, "calibrate")
     assert request == CalibrateRequest(max(CALIBRATE_BATCH, 8), 2, remeasure=False)
-    dock.calibrate_button.setEnabled.assert_called_with(False)
+    dock.set_calibrating.assert_called_with(True)  # its progress and Cancel; no Run load
     on_done({"sizes": "not a calibration"})  # unreadable: said, nothing predicted
     assert c.service is None and "unreadable" in dock.what_if.set_text.call_args.args[0]
     c.calibrate()
@@ -108,3 +110,79 @@ def test_a_calibration_is_a_job_whose_result_feeds_the_what_if(qapp: Any) -> Non
     moved = "calibration: the engine's speed moved +21% while it was timed"
     kwargs["on_events"]([Progress("calibrate", 1, 4, "timing"), Notice("warning", moved)])
     view.show_notice.assert_called_once_with("warning", moved)
+
+
+def test_a_calibration_shows_its_time_left_and_cancel_stops_it(qapp: Any) -> None:
+    """4-5 minutes with no progress, no estimate and no Cancel: now its progress (with the
+    time left) is on the dock's bar, Cancel asks the job to stop, and a stopped one says
+    nothing of it was kept."""
+    from engine.events import Progress
+
+    c, dock, _view, jobs = _controller()
+    c.calibrate()
+    _request, _callbacks, kwargs = _started(jobs, "calibrate")
+    said = "timing batches of 1-32 shuffled: batch 16, 3 of 9 timed; about 25 s left"
+    kwargs["on_events"]([Progress("calibrate", 12.0, 37.0, said)])
+    dock.show_progress.assert_called_with(12.0, 37.0, said)
+    c.cancel_calibration()
+    jobs.cancel.assert_called_with("calibrate")
+    dock.cancel_button.setEnabled.assert_called_with(False)
+    kwargs["on_cancelled"]()
+    dock.set_calibrating.assert_called_with(False)
+    assert "nothing of it was kept" in dock.what_if.set_text.call_args.args[0]
+
+
+def test_an_answer_shows_its_flags_and_the_max_rate_read_off_its_curve(qapp: Any) -> None:
+    c, dock, _view, _jobs = _controller()
+    dock.traffic_spec.return_value = "poisson:3"
+    from engine.serve.what_if_flags import PAST_CAPACITY as past
+
+    c._answered(
+        {
+            "offered_rate": 3.0,
+            "prediction": {"latency_ms": {"p50": 900.0, "p99": 4000.0},
+                           "throughput": {"requests_per_s": 2.0}},
+            "current": None,
+            "proposed": [],
+            "max_rate": 1.43,
+            "max_rate_beyond": False,
+            "flags": [past],
+            "calibration": "calibrated quiet: others used 0.02 of 2 CPUs",
+        }
+    )  # fmt: skip
+    dock.what_if.set_flags.assert_called_with([past])
+    text = dock.what_if.set_text.call_args.args[0]
+    assert "max rate under the SLO 1.43/s" in text and "calibrated quiet" in text
+
+
+def test_a_real_run_is_held_against_the_spread_of_its_rows_earlier_runs(qapp: Any) -> None:
+    """The second real run of a row: its check gets the first as the real system's own
+    repeat, and the calibration's contention beside the run's."""
+    import numpy as np
+
+    from engine.machine.contention import Contention
+    from engine.serve.service import ServiceModel
+
+    c, _dock, _view, _jobs = _controller()
+    quiet = Contention(window_s=30.0, cpus=2, others_cpu=0.01, steal=0.0, own_cpu=1.9)
+    c.service = ServiceModel({1: np.full(9, 0.002), 4: np.full(9, 0.004)}, {"instances": 1},
+                             contention=quiet)  # fmt: skip
+    real_job = c.real_job = MagicMock()
+    c.job = MagicMock()  # the What-if's own prediction: not under test here
+
+    def run(p99: float) -> Any:
+        c.on_events([ServingStarted({"spec": "poisson:50"}, {"max_batch": 4}, {}, 0.0, False)])
+        c.on_events([ServingSummary({
+            "latency_ms": {"p50": p99 / 2, "p99": p99, "count": 90}, "requests": {
+                "rejected": 0, "timed_out": 0}, "throughput": {"requests_per_s": 50.0},
+            "batch_size": {"mean": 1.2}, "queue_depth": {"max": 3},
+        })])  # fmt: skip
+        work = real_job.submit.call_args.args[0]
+        return work()
+
+    first = run(10.0)
+    assert first.repeats == 1 and "run the same load again" in first.text()
+    assert first.calibration_contention == quiet
+    second = run(12.0)
+    assert second.repeats == 2 and second.repeat_spread == pytest.approx(2 / 11)
+    assert "the real runs' own spread of 18% (2 runs of this row)" in second.text()

@@ -1,7 +1,8 @@
 """The What-if view: the simulator's capacity curves (offered rate against p99 latency)
-for the batching now in use and the one the sliders propose, the SLO as a line, and the
-prediction at the chosen rate. It draws what it is given; the app computes it off the GUI
-thread."""
+for the batching now in use and the one the sliders propose, the SLO as a line, the
+prediction at the chosen rate, and what that prediction cannot promise (past capacity,
+beyond the calibration, calibrated busy) in words. It draws what it is given; the app
+computes it off the GUI thread."""
 
 from __future__ import annotations
 
@@ -20,13 +21,19 @@ MIN_PLOT_HEIGHT = 150  # px: the axis titles and the legend fit (90 px drew them
 
 class WhatIfPlot(QWidget):
     """`set_curves(current, proposed)` (lists of capacity-curve points), `set_slo(ms)`,
-    `set_rate(rate)`, `set_text(text)`."""
+    `set_rate(rate)`, `set_text(text)`, `set_flags(sentences)`."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.text = QLabel("What if: calibrate to predict (the simulator needs batch times)")
         self.text.setWordWrap(True)
         self.text.setTextFormat(Qt.TextFormat.PlainText)
+        # what the answer cannot promise, one sentence a line (hidden when nothing)
+        self.flags = QLabel("")
+        self.flags.setWordWrap(True)
+        self.flags.setTextFormat(Qt.TextFormat.PlainText)
+        self.flags.setStyleSheet(f"color: {theme.BAD}")
+        self.flags.hide()
         self.glw = pg.GraphicsLayoutWidget()
         self.glw.setBackground(theme.plot_background(self))
         fg = theme.plot_foreground(self)
@@ -77,6 +84,7 @@ class WhatIfPlot(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.text)
+        layout.addWidget(self.flags)
         layout.addWidget(self.check)
         layout.addWidget(self.glw, 1)
 
@@ -102,6 +110,12 @@ class WhatIfPlot(QWidget):
 
     def set_text(self, text: str) -> None:
         theme.set_text_if_changed(self.text, text)
+
+    def set_flags(self, sentences: list[str]) -> None:
+        """What the prediction cannot promise; an empty list hides the line."""
+        text = "\n".join(f"! {s}" for s in sentences)
+        theme.set_text_if_changed(self.flags, text)
+        self.flags.setVisible(bool(text))
 
     def set_real(self, offered: float | None, p99_ms: float | None, text: str = "") -> None:
         """The last real run's point (offered rate, its p99) and how it compares with the

@@ -3,9 +3,12 @@ Stop load, the live serving curves and tally, the SLO line and its crossings, an
 What-if view (the simulator, on a worker thread, from the host's calibration).
 
 A load run and a calibration are jobs on the loaded model through the window's one job
-runner (concerns "load" and "calibrate"): Stop load is their Cancel (what was sent is
-served and recorded), a failure or the host's death comes back in one line. The load run's
-own events (its requests and batches, its summary) come on the host's stream, as a run's."""
+runner (concerns "load" and "calibrate"): Stop load is a load run's Cancel (what was sent
+is served and recorded), Cancel a calibration's (it stops between two batches; nothing
+half-measured is kept); a calibration shows its progress with the time left; a failure or
+the host's death comes back in one line. The load run's own events (its requests and
+batches, its summary) come on the host's stream, as a run's. A real run is held against
+its prediction with the real runs' own repeat spread and both machines' contention."""
 
 from __future__ import annotations
 
@@ -43,10 +46,12 @@ from engine.api import (
     ServingSummary,
     answer,
     parse_traffic,
+    what_if_headline,
 )
 from engine.api import check_real_run as check
 
 CALIBRATE_BATCH = 32  # calibrated up to this batch (or the dock's max batch, if larger)
+KEEP_REPEATS = 5  # real runs of one row kept for its repeat spread
 
 
 class TrafficController(QObject):
@@ -69,9 +74,11 @@ class TrafficController(QObject):
         self._batches: list[tuple[Any, Any]] = []  # its batches' sizes and durations (s)
         self.last_check: RealCheck | None = None
         self._last_real: dict[str, Any] | None = None  # the last load run's summary
+        self._repeats: dict[str, list[dict[str, Any]]] = {}  # real runs by row (repeat spread)
         dock.run_requested.connect(self.run_load)
         dock.stop_requested.connect(self.stop_load)
         dock.calibrate_requested.connect(self.calibrate)
+        dock.cancel_calibration_requested.connect(self.cancel_calibration)
         dock.settings_changed.connect(self.settings_changed)
 
     # -- dock -> engine -----------------------------------------------------------------
@@ -98,7 +105,8 @@ class TrafficController(QObject):
 
     def calibrate(self) -> None:
         self.dock.what_if.set_text("calibrating: timing batches on the engine...")
-        self.dock.calibrate_button.setEnabled(False)
+        self.dock.set_calibrating(True)
+        self.dock.show_progress(0, None, "calibrating: preparing the model at batch 1")
         # calibrated already: the button says Recalibrate, and measures again
         req = CalibrateRequest(
             max(CALIBRATE_BATCH, self.dock.max_batch.value()),
@@ -114,12 +122,21 @@ class TrafficController(QObject):
             on_cancelled=self._calibrate_cancelled,
         )
 
+    def cancel_calibration(self) -> None:
+        """Stop the calibration between two batches (an earlier one stays)."""
+        self.jobs.cancel("calibrate")
+        self.dock.cancel_button.setEnabled(False)
+        self.dock.show_progress(0, None, "stopping the calibration after this batch")
+
     def _calibration_events(self, batch: list[Any]) -> None:
-        """What the calibration says on the way (a cached one the engine no longer matches,
-        a speed that moved while it was timed): the window's banner or status bar."""
+        """What the calibration says on the way: its progress with the time left on the
+        dock's bar; a cached one the engine no longer matches, a speed that moved while it
+        was timed, a busy machine: the window's banner or status bar."""
         for ev in batch:
             if isinstance(ev, Notice):
                 self.view.show_notice(ev.level, ev.message)
+            elif isinstance(ev, Progress) and ev.stage == "calibrate":
+                self.dock.show_progress(ev.done, ev.total, ev.message)
 
     def settings_changed(self) -> None:
         # the SLO is the load runs' (end-to-end request latency): the live plot draws it
@@ -183,13 +200,20 @@ class TrafficController(QObject):
         self.view.show_error("load run", message)
 
     def _calibrate_failed(self, message: str) -> None:
+        self.dock.set_calibrating(False)
         self.dock.calibrate_button.setEnabled(not self.serving)
         self.dock.what_if.set_text(f"calibration failed: {message}")
         self.view.show_error("calibration", message)
 
     def _calibrate_cancelled(self) -> None:
+        self.dock.set_calibrating(False)
         self.dock.calibrate_button.setEnabled(not self.serving)
-        self.dock.what_if.set_text("calibration stopped; Calibrate What-if measures again")
+        kept = " (the earlier calibration stays)" if self.service is not None else ""
+        self.dock.what_if.set_text(
+            f"calibration stopped: nothing of it was kept{kept}; Calibrate What-if measures again"
+        )
+        if self.service is not None:
+            self.predict()
 
     def _started(self, ev: ServingStarted) -> None:
         self.serving = True
@@ -240,13 +264,24 @@ class TrafficController(QObject):
             f"{s['queue_depth']['max']}"
         )
         self._last_real = s
-        self._check_real(s)
+        key = self._row_key()
+        runs = self._repeats.setdefault(key, [])
+        self._check_real(s, list(runs))
+        runs.append(s)
+        del runs[:-KEEP_REPEATS]
         self.predict()  # the "batching in use" curve is now this run's
 
-    def _check_real(self, real: dict[str, Any]) -> None:
-        """The run beside the What-if's prediction of the same traffic and batching, and
-        the likely cause when they differ (a prediction never stands silent beside a real
-        run that read otherwise)."""
+    def _row_key(self) -> str:
+        """The load run's row: its traffic, batching and cache (runs of one row repeat)."""
+        policy = self._run.get("policy")
+        return repr((self._run.get("traffic"), policy.to_json() if policy else None,
+                     self._run.get("cache")))  # fmt: skip
+
+    def _check_real(self, real: dict[str, Any], earlier: list[dict[str, Any]]) -> None:
+        """The run beside the What-if's prediction of the same traffic and batching, the
+        likely cause when they differ (a prediction never stands silent beside a real run
+        that read otherwise), its error against the earlier real runs of the same row, and
+        the real run's machine beside the calibration's."""
         spec_text = str((self._run.get("traffic") or {}).get("spec") or "")
         policy, service = self._run.get("policy"), self.service
         try:
@@ -284,7 +319,7 @@ class TrafficController(QObject):
                 if sizes
                 else math.nan
             )
-            return check(spec_text, real, predicted, ratio, offered)
+            return check(spec_text, real, predicted, ratio, offered, service.contention, earlier)
 
         def done(rc: RealCheck) -> None:
             self.last_check = rc
@@ -293,6 +328,7 @@ class TrafficController(QObject):
         self.real_job.submit(work, done, lambda msg: w.set_real(None, None, f"compare: {msg}"))
 
     def _calibrated(self, data: dict[str, Any]) -> None:
+        self.dock.set_calibrating(False)
         self.dock.calibrate_button.setEnabled(True)
         try:
             self.service = ServiceModel.from_json(data)
@@ -302,7 +338,8 @@ class TrafficController(QObject):
         self.dock.calibrate_button.setText("Recalibrate What-if")
         self.dock.views.setCurrentWidget(self.dock.what_if)
         if self._last_real is not None:  # held against the new calibration
-            self._check_real(self._last_real)
+            earlier = self._repeats.get(self._row_key(), [])
+            self._check_real(self._last_real, [r for r in earlier if r is not self._last_real])
         self.predict()
 
     def _model_changed(self, ev: ModelLoaded | RunStarted) -> None:
@@ -320,7 +357,9 @@ class TrafficController(QObject):
             self.dock.calibrate_button.setText("Calibrate What-if")
             self.dock.what_if.set_curves(None, None)
             self.dock.what_if.set_real(None, None)
+            self.dock.what_if.set_flags([])
             self._last_real = None
+            self._repeats.clear()
             self.dock.what_if.set_text("the model or config changed: calibrate again to predict")
 
     def predict(self) -> None:
@@ -354,19 +393,8 @@ class TrafficController(QObject):
         w = self.dock.what_if
         w.set_rate(a["offered_rate"])
         w.set_curves(a["current"], a["proposed"])
-        lat = a["prediction"]["latency_ms"]
-        text = (
-            f"SIMULATED at {self.dock.traffic_spec()}: p50 {lat['p50']:.2f} ms, p99 "
-            f"{lat['p99']:.2f} ms, {a['prediction']['throughput']['requests_per_s']:.0f}"
-            " requests/s"
-        )
-        if a["max_rate"] is not None:
-            text += f" · max rate under the SLO {a['max_rate']:.0f}/s"
-        if a["extrapolated"]:
-            text += " · batches beyond the calibrated sizes are extrapolated"
-        if a.get("stretches"):
-            text += f" · {a['stretches']}"
-        w.set_text(text)
+        w.set_text(what_if_headline(a, self.dock.traffic_spec()))
+        w.set_flags(list(a.get("flags") or []))
         if self._pending:
             self.predict()
 

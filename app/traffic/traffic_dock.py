@@ -48,12 +48,13 @@ MAX_RATE = 20_000
 
 
 class TrafficDock(TraceDrops, QWidget):
-    """Emits `run_requested(LoadRunRequest)`, `stop_requested()`, `calibrate_requested()` and,
-    debounced, `settings_changed()`."""
+    """Emits `run_requested(LoadRunRequest)`, `stop_requested()`, `calibrate_requested()`,
+    `cancel_calibration_requested()` and, debounced, `settings_changed()`."""
 
     run_requested = Signal(object)
     stop_requested = Signal()
     calibrate_requested = Signal()
+    cancel_calibration_requested = Signal()
     settings_changed = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -129,6 +130,12 @@ class TrafficDock(TraceDrops, QWidget):
             "per model, config and machine) so the simulator can predict; once calibrated, "
             "Recalibrate What-if measures again"
         )
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip(
+            "Stop the calibration between two batches; nothing half-measured is kept (an "
+            "earlier calibration stays)"
+        )
+        self.cancel_button.hide()
         self.progress = QProgressBar()
         self.progress.setTextVisible(True)
         self.progress.hide()
@@ -195,6 +202,7 @@ class TrafficDock(TraceDrops, QWidget):
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.stop_button)
         buttons.addWidget(self.calibrate_button)
+        buttons.addWidget(self.cancel_button)
         buttons.addStretch(1)
 
         self.serving_plot = ServingPlot()
@@ -246,6 +254,7 @@ class TrafficDock(TraceDrops, QWidget):
         self.run_button.clicked.connect(self._run)
         self.stop_button.clicked.connect(self.stop_requested)
         self.calibrate_button.clicked.connect(self.calibrate_requested)
+        self.cancel_button.clicked.connect(self.cancel_calibration_requested)
         QShortcut(
             QKeySequence("Ctrl+L"), self, self._run, context=Qt.ShortcutContext.WindowShortcut
         )
@@ -299,10 +308,21 @@ class TrafficDock(TraceDrops, QWidget):
         if running:
             self.progress.setRange(0, 0)
 
+    def set_calibrating(self, calibrating: bool) -> None:
+        """While a calibration runs: its progress and Cancel; Run load and Calibrate wait."""
+        self.run_button.setEnabled(not calibrating)
+        self.calibrate_button.setEnabled(not calibrating)
+        self.cancel_button.setVisible(calibrating)
+        self.cancel_button.setEnabled(calibrating)
+        self.progress.setVisible(calibrating)
+        if calibrating:
+            self.progress.setRange(0, 0)
+
     def show_progress(self, done: float, total: float | None, message: str) -> None:
+        """`done` of `total` (None: not known yet, a busy bar), and what is happening."""
         if total:
-            self.progress.setRange(0, int(total))
-            self.progress.setValue(int(done))
+            self.progress.setRange(0, max(int(total * 10), 1))  # tenths: seconds move it
+            self.progress.setValue(min(int(done * 10), int(total * 10)))
         self.progress.setFormat(message)
 
     # -- internals ----------------------------------------------------------------------
