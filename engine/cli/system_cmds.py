@@ -86,7 +86,8 @@ def print_system(info: dict[str, Any], out: TextIO) -> None:
         w(f"gpu peaks  {g['memory_gbps']:.1f} GB/s  {g['gflops']:.1f} GFLOP/s (fp16 matmul)\n")
     elif isinstance(g, dict) and g.get("error"):
         w(f"gpu peaks  failed: {g['error']}\n")
-    w(f"measured   {peaks.get('measured_at')} (cached; --remeasure to measure again)\n")
+    kept = "kept until the machine is quiet" if peaks.get("provisional") else "cached"
+    w(f"measured   {peaks.get('measured_at')} ({kept}; --remeasure to measure again)\n")
     now = Contention.from_json(info.get("contention"))
     if now is not None:
         slow = ": timings taken now will read slow" if now.busy else ""
