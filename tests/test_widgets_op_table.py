@@ -266,6 +266,18 @@ def test_ops_no_roof_explains_read_overhead() -> None:
     assert bound_text(slow, roofs) == "DRAM 1%"  # slow for 30 ms: a finding, not overhead
 
 
+def test_provisional_roofs_are_said_in_every_bound_tip() -> None:
+    import dataclasses
+
+    from widgets.models.op_rows import bound_tip
+
+    why = "measured busy (other processes used 1.90 of 2 CPUs over 6.0 s)"
+    roofs = dataclasses.replace(simple_roofs(10.0, 100.0), caveat=why)
+    tip = bound_tip(stat("/mm", "MatMul", 1.0), roofs)
+    assert tip.endswith(f"These roofs are PROVISIONAL: {why}.")
+    assert "PROVISIONAL" not in bound_tip(stat("/mm", "MatMul", 1.0), simple_roofs(10.0, 100.0))
+
+
 def test_ops_above_their_roof_say_so() -> None:
     """An op at 3x what the roofs allow: never 'DRAM 308%', and the tip says why."""
     from widgets.models.op_rows import bound_text, bound_tip

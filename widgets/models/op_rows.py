@@ -27,6 +27,13 @@ def bound_sort_key(stat: OpStat, roofs: Roofs | None) -> float:
 def bound_tip(stat: OpStat, roofs: Roofs | None) -> str:
     if roofs is None:
         return "The machine's peaks are being measured; the bound follows."
+    tip = _bound_tip(stat, roofs)
+    if roofs.caveat:  # measured busy or implausible: every fraction is against them
+        tip += f"\nThese roofs are PROVISIONAL: {roofs.caveat}."
+    return tip
+
+
+def _bound_tip(stat: OpStat, roofs: Roofs) -> str:
     p = place(stat, roofs)
     if p.bound == "overhead":
         return overhead_tip(stat, p.fraction)
