@@ -5,20 +5,28 @@ when cached ones are provisional and the machine is quiet (engine/machine/peaks_
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.events import Notice, PeaksMeasured, Progress
 
 if TYPE_CHECKING:
-    from engine.run.host import HostState
     from engine.run.live import LiveRun
     from engine.run.outbox import Outbox
+
+
+class PeaksState(Protocol):
+    """What the host remembers about its peaks (engine.run.host.HostState has these)."""
+
+    peaks_tried: bool
+    peaks_sent: bool
+    peaks_retry_at: float
+
 
 PEAKS_RETRY_S = 120.0  # provisional peaks: a quiet moment is looked for at most this often
 
 
 def peaks_if_missing(
-    live: LiveRun, state: HostState, out: Outbox, ops: list[Any] | None = None
+    live: LiveRun, state: PeaksState, out: Outbox, ops: list[Any] | None = None
 ) -> None:
     """The roofline needs this machine's peaks (and a GPU run the GPU's): measured here,
     once per host, with timing paused, so the engine's own load cannot drag them down
