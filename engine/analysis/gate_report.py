@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.analysis.gate_stats import METHOD, GateResult, spread_pct
+from engine.analysis.likeness import verdict as verdict_of
 
 # characters XML 1.0 cannot hold even escaped (a model name from a hostile file)
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -27,10 +28,22 @@ class GateReport:
     results: tuple[GateResult, ...]
     wall_s: float = 0.0  # seconds the candidate runs took
     notes: tuple[str, ...] = field(default_factory=tuple)
+    busy: tuple[str, ...] = ()  # each side measured on a busy machine, in words
+    baseline_busy: bool = False
+
+    @property
+    def status(self) -> str:
+        """ "regression", "ok" or "inconclusive" (a busy machine: `likeness.verdict`)."""
+        slower = any(r.regression for r in self.results)
+        return verdict_of(slower, [], list(self.busy), self.baseline_busy)
 
     @property
     def regression(self) -> bool:
-        return any(r.regression for r in self.results)
+        return self.status == "regression"
+
+    def failed(self, r: GateResult) -> bool:
+        """This metric fails the gate: it regressed, and the gate as a whole has a verdict."""
+        return r.regression and self.status == "regression"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -39,6 +52,8 @@ class GateReport:
             "baseline": self.baseline_ref,
             "candidate": self.candidate_ref,
             "regression": self.regression,
+            "verdict": self.status,
+            "busy": list(self.busy),
             "metrics": [r.to_json() for r in self.results],
             "wall_s": self.wall_s,
             "notes": list(self.notes),
@@ -82,6 +97,21 @@ def verdict(r: GateResult) -> str:
     )
 
 
+def inconclusive_line(report: GateReport) -> str:
+    """Why a busy machine leaves the gate without a verdict, in one line."""
+    return (
+        "INCONCLUSIVE: measured on a busy machine, so contention explains a difference as "
+        "well as a change would (" + "; ".join(report.busy) + "): run the gate again when "
+        "the machine is quiet"
+    )
+
+
+def _md_verdict(report: GateReport, r: GateResult) -> str:
+    if report.status == "inconclusive":
+        return "inconclusive"
+    return "**regression**" if report.failed(r) else "ok"
+
+
 def runs_text(r: GateResult) -> str:
     """'baseline 5 runs 4.98-5.31 ms (spread 6.5%); candidate 5 runs 5.02-5.44 ms (8.1%)'."""
     parts = []
@@ -107,7 +137,7 @@ def _xml_text(text: str) -> str:
 def junit_xml(report: GateReport) -> str:
     """<testsuites><testsuite name="opscope gate"> with one <testcase> per metric; a
     regression is a <failure>. Text from files is made XML-safe, then escaped by etree."""
-    failures = sum(r.regression for r in report.results)
+    failures = sum(report.failed(r) for r in report.results)
     suites = ET.Element(
         "testsuites",
         name="opscope gate",
@@ -123,7 +153,7 @@ def junit_xml(report: GateReport) -> str:
         tests=str(len(report.results)),
         failures=str(failures),
         errors="0",
-        skipped="0",
+        skipped=str(len(report.results) if report.status == "inconclusive" else 0),
         time=f"{report.wall_s:.3f}",
     )
     props = ET.SubElement(suite, "properties")
@@ -143,8 +173,11 @@ def junit_xml(report: GateReport) -> str:
             name=f"{r.metric} within {r.threshold_pct:g}%",
             time=f"{report.wall_s / max(1, len(report.results)):.3f}",
         )
-        details = "\n".join([verdict(r), runs_text(r), *r.notes, *report.notes])
-        if r.regression:
+        details = "\n".join([verdict(r), runs_text(r), *r.notes, *report.notes, *report.busy])
+        if report.status == "inconclusive":
+            skipped = ET.SubElement(case, "skipped", message=_xml_text(inconclusive_line(report)))
+            skipped.text = _xml_text(details)
+        elif report.failed(r):
             failure = ET.SubElement(
                 case, "failure", message=_xml_text(verdict(r)), type="PerformanceRegression"
             )
@@ -167,7 +200,10 @@ def _md(text: str) -> str:
 
 def markdown_summary(report: GateReport) -> str:
     """A heading with the verdict, a table of the metrics, each side's runs, the notes."""
-    head = "❌ Performance regression" if report.regression else "✅ No performance regression"
+    head = {
+        "regression": "❌ Performance regression",
+        "inconclusive": "⚠️ Inconclusive: measured on a busy machine",
+    }.get(report.status, "✅ No performance regression")
     lines = [
         f"## {head}: {_md(report.model)}",
         "",
@@ -183,13 +219,14 @@ def markdown_summary(report: GateReport) -> str:
             f"| {r.metric} | {value_text(r.baseline, r.unit)} | "
             f"{value_text(r.candidate, r.unit)} | {pct_text(change)} | "
             f"{pct_text(r.slowdown_bound_pct)} ({r.confidence:.0%}) | {r.threshold_pct:g}% | "
-            f"{'**regression**' if r.regression else 'ok'} |"
+            f"{_md_verdict(report, r)} |"
         )
     lines.append("")
     for r in report.results:
         lines.append(f"- {r.metric}: {_md(runs_text(r))}")
     notes = dict.fromkeys([*(n for r in report.results for n in r.notes), *report.notes])
     lines += [f"- note: {_md(n)}" for n in notes]
+    lines += [f"- machine: {_md(b)}" for b in report.busy]
     first = report.results[0] if report.results else None
     if first is not None:
         lines += [

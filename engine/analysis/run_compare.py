@@ -29,6 +29,9 @@ from engine.analysis.deltas import (
 )
 from engine.analysis.gate_stats import METHOD, pooled_metric_delta
 from engine.analysis.generation_compare import generation_deltas
+from engine.analysis.likeness import Side, busy, unlike, verdict
+from engine.analysis.run_summary import inputs_text
+from engine.measure.contention import Contention
 from engine.measure.op_families import group_by_family, is_quantized, op_family
 from engine.session.reader import SessionReader
 from engine.session.refs import open_run
@@ -84,13 +87,25 @@ class RunComparison:
     # op types grouped by family (conv, matmul, ...) on both sides: the runs' engines or
     # precisions differ, so one side's op types are not the other's (Conv vs QLinearConv)
     by_family: bool = False
+    # why the runs are not like for like (other inputs, batch or kind of latency: no
+    # verdict), and each side measured on a busy machine (engine/analysis/likeness.py)
+    unlike: list[str] = field(default_factory=list)
+    busy: list[str] = field(default_factory=list)
+    baseline_busy: bool = False
 
     @property
     def gate(self) -> MetricDelta:
         return self.metrics[self.metric]
 
     def regression(self, threshold_pct: float) -> bool:
-        return self.gate.regression(threshold_pct)
+        """A regression the data support: like for like, and not explained by a busy
+        machine (see `status`)."""
+        return self.status(threshold_pct) == "regression"
+
+    def status(self, threshold_pct: float) -> str:
+        """ "regression", "ok", "unlike" or "inconclusive" (`likeness.verdict`)."""
+        slower = self.gate.regression(threshold_pct)
+        return verdict(slower, self.unlike, self.busy, self.baseline_busy)
 
     def added(self, kind: str = "node") -> list[OpDiff]:
         return [d for d in (self.ops if kind == "node" else self.op_types) if d.status == "added"]
@@ -115,6 +130,9 @@ class RunComparison:
             "threshold_pct": threshold_pct,
             "significant": g.significant,
             "regression": self.regression(threshold_pct),
+            "verdict": self.status(threshold_pct),
+            "unlike": self.unlike,
+            "busy": self.busy,
             "metrics": {k: m.to_json() for k, m in self.metrics.items()},
             "bootstrap": {
                 "method": "circular block bootstrap of the relative difference"
@@ -177,6 +195,10 @@ def run_facts(run: RunRow) -> dict[str, Any]:
             "model_sha256": run.model_sha256,
             "provider_used": run.provider_used,
             "nodes": (run.variant or {}).get("nodes"),
+            "inputs": inputs_text(
+                {k: v.get("shape") for k, v in run.inputs.items() if isinstance(v, dict)},
+                most=64,
+            ),
         }
     )
     return facts
@@ -287,6 +309,7 @@ def compare_runs(
     kinds = (latency_kind(b), latency_kind(c))
     if by_family:  # aten vs ONNX ops, or Conv vs QLinearConv: compare families
         types_b, types_c = group_by_family(types_b), group_by_family(types_c)
+    sides = side_of(b), side_of(c)
     return RunComparison(
         baseline_ref=f"{rb.path}:{b.id}",
         candidate_ref=f"{rc.path}:{c.id}",
@@ -308,6 +331,21 @@ def compare_runs(
         load_diff=load_diff,
         latency_kind=kinds,
         by_family=by_family,
+        unlike=unlike(*sides, same_model=False),
+        busy=busy(*sides),
+        baseline_busy=bool(b.contention and b.contention.busy),
+    )
+
+
+def side_of(run: RunRow, contention: Contention | None = None) -> Side:
+    """The run's facts for `likeness` (`contention`: several pooled runs' combined)."""
+    return Side(
+        model=run.model_sha256 or run.model_name,
+        inputs=run.inputs or None,
+        batch=run.batch,
+        engine=engine_of(run),
+        contention=contention or run.contention,
+        kind=latency_kind(run),
     )
 
 
@@ -431,6 +469,7 @@ def _run_json(ref: str, run: RunRow, value: float) -> dict[str, Any]:
         "status": run.status,
         "samples": run.samples,
         "value": value,
+        "contention": run.contention.to_json() if run.contention else None,
     }
 
 

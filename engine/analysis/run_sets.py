@@ -12,8 +12,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.analysis.deltas import GENERATION_METRICS, METRICS, CompareError, Samples
-from engine.analysis.run_compare import RunComparison, compare_refs, compare_runs, run_samples
+from engine.analysis.likeness import busy
+from engine.analysis.run_compare import (
+    RunComparison,
+    compare_refs,
+    compare_runs,
+    run_samples,
+    side_of,
+)
 from engine.config import RunConfig
+from engine.measure.contention import combine
 from engine.session.reader import SessionReader
 from engine.session.refs import is_run_list, resolve_run_refs
 from engine.session.rows import RunRow
@@ -192,9 +200,13 @@ def compare_set_refs(
         "; ".join(pooled)
         + " (the first run named stands for its side in the config, accuracy and op comparison)"
     ]
+    loads = [combine(r.contention for r in s.runs if r.contention) for s in (sb, sc)]
+    judged = [side_of(s.runs[0], load) for s, load in zip((sb, sc), loads, strict=True)]
     return replace(
         comp,
         baseline_ref=sb.ref,
         candidate_ref=sc.ref,
         notes=[*notes, *comp.notes],
+        busy=busy(judged[0], judged[1]),
+        baseline_busy=bool(loads[0] and loads[0].busy),
     )

@@ -14,6 +14,8 @@ from engine.config import DEFAULT_MIN_COSINE, RunConfig
 EXIT_OK = 0
 EXIT_FAULT = 1
 EXIT_BAD_INPUT = 2
+EXIT_REGRESSION = 3  # compare, gate: a regression beyond the threshold
+EXIT_INCONCLUSIVE = 4  # compare, gate: no verdict (a busy machine, other shapes)
 EXIT_INTERRUPTED = 130
 
 

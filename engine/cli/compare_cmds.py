@@ -2,7 +2,10 @@
 with bootstrap confidence intervals, and a regression gate for CI scripts.
 
 Exit codes: 0 no significant regression beyond `--max-regression`; 3 a regression (the
-interval's lower bound of the slowdown exceeds the threshold); 2 bad input.
+interval's lower bound of the slowdown exceeds the threshold); 4 inconclusive: no verdict,
+because a side was measured on a busy machine (the candidate reads slower, or the baseline
+was busy and could hide a regression) or the runs are not like for like (other input
+shapes or batch, another kind of latency); 2 bad input.
 """
 
 from __future__ import annotations
@@ -17,11 +20,10 @@ from engine.analysis.deltas import METRICS, MetricDelta, OpDiff
 from engine.analysis.run_compare import PER_INFERENCE, RunComparison, load_changes
 from engine.analysis.run_sets import compare_set_refs
 from engine.analysis.run_summary import summarize
-from engine.cli.common import EXIT_OK, write_json
+from engine.cli.common import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION, write_json
 from engine.session.rows import RunRow
 from engine.session.trust import printable
 
-EXIT_REGRESSION = 3
 NAME_WIDTH = 36
 
 
@@ -31,7 +33,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print_comparison(comp, args.max_regression, out, top=args.top)
     if args.json:
         write_json(args.json, comp.to_json(args.max_regression))
-    return EXIT_REGRESSION if comp.regression(args.max_regression) else EXIT_OK
+    return EXIT_CODES[comp.status(args.max_regression)]
+
+
+EXIT_CODES = {
+    "ok": EXIT_OK,
+    "regression": EXIT_REGRESSION,
+    "inconclusive": EXIT_INCONCLUSIVE,
+    "unlike": EXIT_INCONCLUSIVE,
+}
 
 
 def print_comparison(comp: RunComparison, threshold: float, out: TextIO, top: int = 15) -> None:
@@ -45,7 +55,7 @@ def print_comparison(comp: RunComparison, threshold: float, out: TextIO, top: in
     changed = "; ".join(
         f"{printable(k)} {_fmt(a)} -> {_fmt(b)}" for k, (a, b) in comp.config_diff.items()
     )
-    out.write(f"{'changed':<10} {changed or 'nothing (same config, model and provider)'}\n")
+    out.write(f"{'changed':<10} {changed or 'nothing (same config, model, inputs and provider)'}\n")
     load = load_line(comp)
     if load:
         out.write(f"{'load':<10} {load}\n")
@@ -62,7 +72,27 @@ def print_comparison(comp: RunComparison, threshold: float, out: TextIO, top: in
         _print_ops(comp, out, top)
     for note in comp.notes:
         out.write(f"note: {printable(note)}\n")
-    out.write(verdict(comp.gate, threshold) + "\n")
+    for line in comp.busy:
+        out.write(f"{'machine':<10} {printable(line)}\n")
+    out.write(comparison_verdict(comp, threshold) + "\n")
+
+
+def comparison_verdict(comp: RunComparison, threshold: float) -> str:
+    """The verdict line: like for like and quiet, the statistics decide (`verdict`);
+    otherwise why there is none."""
+    status = comp.status(threshold)
+    if status == "unlike":
+        return (
+            f"NO VERDICT: not like for like ({printable('; '.join(comp.unlike))}); "
+            f"the {comp.metric} delta above compares different work"
+        )
+    if status == "inconclusive":
+        said = verdict(comp.gate, threshold).split(": ", 1)[-1]
+        return (
+            f"INCONCLUSIVE: {said}; measured on a busy machine, so contention explains a "
+            "difference as well as the change does: measure both again when it is quiet"
+        )
+    return verdict(comp.gate, threshold)
 
 
 def load_line(comp: RunComparison) -> str:

@@ -2,7 +2,9 @@
 process (so the spread between processes is in the data), record the runs into a session,
 and gate each metric with the hierarchical bootstrap of `engine.analysis.gate_stats`.
 
-Exit codes: 0 no regression beyond the threshold; 3 a regression; 2 bad input (the baseline,
+Exit codes: 0 no regression beyond the threshold; 3 a regression; 4 inconclusive (a side was
+measured on a busy machine and the candidate reads slower, or the baseline was busy); 2 bad
+input (the baseline,
 the model, a mismatched config, a failed candidate run); 130 interrupted (the child stopped,
 the runs recorded so far kept).
 """
@@ -16,10 +18,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from engine.analysis.gate_report import (
     GateReport,
+    inconclusive_line,
     junit_xml,
     markdown_summary,
     pct_text,
@@ -28,6 +31,8 @@ from engine.analysis.gate_report import (
     verdict,
 )
 from engine.analysis.gate_stats import gate_metric
+from engine.analysis.likeness import busy
+from engine.analysis.run_compare import side_of
 from engine.analysis.run_sets import (
     RunSet,
     baseline_runs,
@@ -36,10 +41,17 @@ from engine.analysis.run_sets import (
     setup_facts,
 )
 from engine.analysis.run_summary import summarize
-from engine.cli.common import EXIT_OK, config_from_args, write_json
+from engine.cli.common import (
+    EXIT_INCONCLUSIVE,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    config_from_args,
+    write_json,
+)
 from engine.config import RunConfig
 from engine.errors import ModelError, OpScopeError, one_line
 from engine.files import write_atomic
+from engine.measure.contention import combine
 from engine.run.child_job import describe_exit, run_isolated
 from engine.run.job_inputs import JobInputs
 from engine.run.timing import TimingPlan
@@ -47,7 +59,6 @@ from engine.session.reader import SessionReader
 from engine.session.trust import printable
 from engine.tune.trial import TrialRequest, trial_job
 
-EXIT_REGRESSION = 3
 STOP_WAIT_S = 15.0  # a child asked to stop has this long to record its run as cancelled
 
 
@@ -97,6 +108,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         results=results,
         wall_s=wall,
         notes=tuple(side_notes(base, cand)),
+        **set_load(base, cand),
     )
     print_report(report, out)
     if args.junit:
@@ -105,7 +117,19 @@ def cmd_gate(args: argparse.Namespace) -> int:
         write_text(args.summary, markdown_summary(report))
     if args.json:
         write_json(args.json, report.to_json())
-    return EXIT_REGRESSION if report.regression else EXIT_OK
+    return {"regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE}.get(
+        report.status, EXIT_OK
+    )
+
+
+def set_load(base: RunSet, cand: RunSet) -> dict[str, Any]:
+    """Each side's runs' contention combined, as the report's `busy` lines."""
+    loads = [combine(r.contention for r in s.runs if r.contention) for s in (base, cand)]
+    sides = [side_of(s.runs[0], load) for s, load in zip((base, cand), loads, strict=True)]
+    return {
+        "busy": tuple(busy(sides[0], sides[1])),
+        "baseline_busy": bool(loads[0] and loads[0].busy),
+    }
 
 
 def planned_inputs(
@@ -228,6 +252,11 @@ def print_report(report: GateReport, out: TextIO) -> None:
     notes = dict.fromkeys([*(n for r in report.results for n in r.notes), *report.notes])
     for note in notes:
         out.write(f"note: {printable(note)}\n")
+    for line in report.busy:
+        out.write(f"machine    {printable(line)}\n")
+    if report.status == "inconclusive":
+        out.write(printable(inconclusive_line(report)) + "\n")
+        return
     for r in report.results:
         out.write(verdict(r) + "\n")
 
