@@ -189,6 +189,13 @@ def test_tiny_ops_far_below_their_roof_are_overhead() -> None:
     # per call: 100 calls of 3 us each are 100 small ops, not one 300 us op
     many = op(None, None, gbps=2.0, nbytes=100 * 4096, calls=100, time_ms=0.3)
     assert place(many, LEVELS).bound == "overhead"
+    # small work, but 950 us for it (a preempted SkipLayerNorm on a busy machine): far past
+    # what a fixed cost explains, so it keeps its roof and its low fraction
+    slow_small = place(op(None, None, gbps=0.2, nbytes=193_500, time_ms=0.95), LEVELS)
+    assert slow_small.bound == "memory" and slow_small.label == "L2 0%"
+    # at 1% of L1: 12 us is within 3x of a fixed cost plus the work (15.4 us), 25 us is not
+    assert place(op(None, None, gbps=2.0, nbytes=4096, time_ms=0.012), LEVELS).label == ("overhead")
+    assert place(op(None, None, gbps=2.0, nbytes=4096, time_ms=0.025), LEVELS).label == "L1 1%"
     # the edge: roof time just under the fixed cost, at just under half the roof
     edge_ms = FIXED_COST_US * 0.99 / 0.49 / 1e3
     assert place(op(None, None, gbps=98.0, nbytes=4096, time_ms=edge_ms), LEVELS).label == (
