@@ -178,6 +178,26 @@ def test_roofs_the_operators_beat_give_way_even_to_a_busy_measurement(
     assert on_disk()["cpu"]["gflops"] == 40.0 and "rejected" not in got
 
 
+def test_the_peaks_job_says_what_it_does(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.events import Progress
+
+    monkeypatch.setattr(peaks, "measure_cpu_peaks", Fake((BUSY, 40.0), (BUSY, 41.0)))
+
+    def said(req: peaks.PeaksRequest) -> list[str]:
+        gen = peaks.peaks_job(req)
+        out: list[str] = []
+        try:
+            while True:
+                ev = next(gen)
+                assert isinstance(ev, Progress)
+                out.append(ev.message or "")
+        except StopIteration:
+            return out
+
+    assert said(peaks.PeaksRequest(gpu=False)) == ["measuring the machine's peaks"]
+    assert "provisional" in said(peaks.PeaksRequest(gpu=False))[0]
+
+
 def test_system_says_provisional_in_words(
     cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -246,8 +246,14 @@ class PeaksRequest:
 
 
 def peaks_job(req: PeaksRequest) -> Generator[Event, None, dict[str, Any]]:
-    if req.remeasure or cached_peaks() is None:
+    from engine.machine.peaks_trust import judge
+
+    cached = cached_peaks()
+    if req.remeasure or cached is None:
         yield Progress("peaks", 0, None, "measuring the machine's peaks")
+    elif not judge(cached).trusted:
+        yield Progress("peaks", 0, None, "the peaks are provisional: measuring them again if "
+                       "the machine is quiet")  # fmt: skip
     return load_peaks(req.remeasure, req.gpu)
 
 
