@@ -35,6 +35,24 @@ def test_load_json_contract(tmp_path: Path) -> None:
     steady = req["completed"] - req["warmup"]
     assert good["slo_ms"] == 1000 and good["count"] == steady
     assert good["requests_per_s"] == pytest.approx(r["throughput"]["requests_per_s"])
+    assert r["machine"]["contention"]["verdict"] in ("quiet", "busy")  # how busy, kept
+
+
+def test_simulate_says_how_busy_its_calibration_was_and_flags_past_capacity(
+    tmp_path: Path,
+) -> None:
+    """Offered far past what one instance serves: the answer is flagged in words and JSON,
+    and the calibration's machine is one line, quiet or busy."""
+    out = tmp_path / "sim.json"
+    proc = opscope("simulate", DEMO_CNN, "--traffic", "poisson:100000", "--requests", "3000",
+                   "--max-batch", "2", "--threads", "1", "--json", out, check=True)  # fmt: skip
+    r = json.loads(out.read_text())
+    assert r["past_capacity"] is True and r["utilisation"] > 1
+    assert "past capacity: the queue grows with the run's length" in " ".join(r["flags"])
+    assert "FLAG       past capacity" in proc.stdout
+    assert r["calibration"]["contention"]["verdict"] in ("quiet", "busy")
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("machine"))
+    assert "calibrated quiet" in line or "calibrated busy" in line
 
 
 def test_simulate_answers_and_reuses_its_calibration(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from engine.events import (
     Progress,
     drive,
 )
+from engine.machine.contention import Contention
 from engine.model.inputs import parse_dim_override, parse_shape_override
 from engine.run.jobs import run_job
 from engine.run.serving_jobs import LoadedModel, LoadRunRequest
@@ -240,6 +241,9 @@ def print_serving(r: dict[str, Any], out: TextIO) -> None:
     if good:
         w(f"goodput    {good['requests_per_s']:.1f} requests/s within {good['slo_ms']:g} ms "
           f"({good['share']:.1%} of the requests sent)\n")  # fmt: skip
+    served = Contention.from_json((r.get("machine") or {}).get("contention"))
+    if served is not None:  # a real run: how busy the machine was while it served
+        w(f"machine    {served.line()}\n")
 
 
 def yield_model(items: Iterator[Any], printer: LivePrinter) -> Any:
