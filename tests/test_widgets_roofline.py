@@ -154,6 +154,15 @@ def test_controller_draws_profile_with_cached_peaks(
     assert (roofs.memory, roofs.compute) == (ROOFS.memory, ROOFS.compute)
 
 
+def test_a_tiny_op_reads_overhead_in_its_tooltip(qtbot: QtBot) -> None:
+    plot = RooflinePlot()
+    qtbot.addWidget(plot)
+    tiny = op("tiny", "Add", 0.1, 0.001, 0.000002)  # 2 ns: its work is nothing beside a kernel's
+    plot.set_ops([*OPS, tiny], ROOFS)
+    assert "overhead: its time is a kernel's fixed cost" in plot._tip(0, 0, "tiny")
+    assert "compute-bound" in plot._tip(0, 0, "mm1")
+
+
 def test_provisional_roofs_say_so_over_the_plot(qtbot: QtBot) -> None:
     """Roofs measured on a busy machine are drawn, and the caption says they are provisional
     and why, with the numbers (the roofs' own figures are in the tooltip)."""

@@ -85,7 +85,8 @@ COLUMNS: tuple[Column, ...] = (
         str,
         "Which roof limits the op (memory below the ridge point, compute above it) and the "
         "share of that roof it reaches; ops without a FLOP model are measured against the "
-        "bandwidth roof",
+        "bandwidth roof; 'overhead': no roof explains its time (it only reshapes, or it is so "
+        "small that a kernel's fixed cost dominates)",
         numeric=False,
     ),
     Column(

@@ -305,8 +305,11 @@ class RooflinePlot(QWidget):
             from engine.api import place
 
             p = place(o, self._roofs)
-            lines.append(
-                f"{p.bound}-bound: {p.label}"
-                + (f" of its roof ({p.level.name}, {p.compute_name})" if p.fraction else "")
-            )
+            if p.bound == "overhead":
+                lines.append("overhead: its time is a kernel's fixed cost, not a roof")
+            else:
+                lines.append(
+                    f"{p.bound}-bound: {p.label}"
+                    + (f" of its roof ({p.level.name}, {p.compute_name})" if p.fraction else "")
+                )
         return "\n".join(lines)
