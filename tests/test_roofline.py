@@ -154,7 +154,8 @@ def test_profile_json_has_roofline_and_bench_does_not(tmp_path: Path) -> None:
     bench = tmp_path / "b.json"
     proc = opscope("bench", DEMO_CNN, *FAST, "--json", bench)
     assert proc.returncode == 0, proc.stderr
-    assert "machine" not in json.loads(bench.read_text())
+    machine = json.loads(bench.read_text()).get("machine", {})  # its contention, no roofs
+    assert "roofs" not in machine and "peak_gbps" not in machine
 
 
 def test_shape_only_ops_are_overhead_with_no_fraction() -> None:
