@@ -73,6 +73,28 @@ def test_no_clock_no_ceiling_check_and_it_says_so() -> None:
     assert not judge(data(cpu(QUIET, gflops=10.0, int_gops=1e4)), None, "vnni").trusted
 
 
+def test_peaks_are_checked_against_the_machine_that_measured_them() -> None:
+    """A window shows its engine host's peaks (maybe a 64-core server over SSH): they are
+    checked against the ceiling stored with them, not the window's own CPU."""
+    big = {"ceiling": {"gflops": 9000.0, "text": "64 cores x ...", "base_clock": False},
+           "isa": "amx", "cpus": 128}  # fmt: skip
+    server = data({**cpu(QUIET, gflops=5000.0, int_gops=60000.0), "machine": big})
+    server["key"] = {"host": "gpu-box"}
+    assert judge(server).status == "quiet"
+    small = {**big, "ceiling": {"gflops": 100.0, "text": "1 core", "base_clock": False}}
+    assert judge(data({**cpu(QUIET, gflops=500.0), "machine": small})).status == "implausible"
+    # an older host's cache from elsewhere: nothing stored to check against, and it says so
+    old = {"cpu": {"memory_gbps": 10.0, "gflops": 1e6, "load": 99.0}, "key": {"host": "x"}}
+    t = judge(old)
+    assert t.status == "legacy" and any("another machine" in n for n in t.notes)
+
+
+def test_measured_peaks_carry_their_machines_facts() -> None:
+    facts = peaks_trust.machine_facts()
+    assert facts["isa"] and facts["cpus"] >= 1
+    assert facts["ceiling"] is None or facts["ceiling"]["gflops"] > 0
+
+
 def test_no_counters_is_unknown_not_busy() -> None:
     t = judge(data(cpu(None)), CEILING, "vnni")
     assert t.status == "unknown" and t.trusted

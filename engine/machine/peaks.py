@@ -79,12 +79,14 @@ def measure_cpu_gflops(n: int = MATMUL_N, repeats: int = 3) -> float:
 
 def measure_cpu_peaks() -> dict[str, Any]:
     """CPU peaks: {"memory_gbps" (DRAM), "gflops" (float32), "int_gops", "levels",
-    "contention", "method", "blas", "seconds"}; the float roof is the better of numpy's BLAS
-    and ONNX Runtime's MLAS (the kernels profiled), at several sizes. `contention`: how busy
-    the machine was over the measurement (None where the CPU counters are missing)."""
+    "contention", "machine", "method", "blas", "seconds"}; the float roof is the better of
+    numpy's BLAS and ONNX Runtime's MLAS (the kernels profiled), at several sizes.
+    `contention`: how busy the machine was over the measurement (None where the CPU
+    counters are missing); `machine`: its CPU ceiling and ISA, for the physics check."""
     from engine.machine.caches import cache_levels
     from engine.machine.compute_roofs import best_rate
     from engine.machine.level_bandwidth import level_roofs
+    from engine.machine.peaks_trust import machine_facts
     from engine.measure.contention import Window
 
     t0 = time.perf_counter()
@@ -115,6 +117,7 @@ def measure_cpu_peaks() -> dict[str, Any]:
         "triad_gbps": round(triad, 2),
         "threads": threads,
         "contention": contention.to_json() if contention is not None else None,
+        "machine": machine_facts(),
         "method": f"levels: numpy stride-0 sum over working sets sized to each cache, "
         f"{threads} thread(s); DRAM: the better of that and a numpy triad "
         f"{TRIAD_ELEMENTS // 2**20}M float64 (24 B/element); compute: best of numpy and ORT "

@@ -83,19 +83,60 @@ def physics_problems(
     return problems, notes
 
 
+def machine_facts() -> dict[str, Any]:
+    """What the physics check needs of the machine measured, stored with its peaks: a
+    window judging a remote host's peaks checks them against that host, not itself."""
+    from engine.hostinfo import cpu_isa
+
+    c = cpu_ceiling()
+    ceiling = None if c is None else {"gflops": round(c.gflops, 1), "text": c.text,
+                                      "base_clock": c.base_clock}  # fmt: skip
+    return {"ceiling": ceiling, "isa": cpu_isa(), "cpus": os.cpu_count() or 1}
+
+
+def _stored_ceiling(facts: dict[str, Any]) -> Ceiling | None:
+    c = facts.get("ceiling")
+    if not isinstance(c, dict) or _num(c.get("gflops")) is None:
+        return None
+    return Ceiling(float(c["gflops"]), str(c.get("text", "")), bool(c.get("base_clock")),
+                   str(facts.get("isa", "other")))  # fmt: skip
+
+
+def _here(data: dict[str, Any]) -> bool:
+    """Whether `data` was measured on this machine (an older cache, or one without a key,
+    is taken as this machine's: the cache is per machine)."""
+    from engine.hostinfo import host_name
+
+    key = data.get("key")
+    return not isinstance(key, dict) or key.get("host") in (None, host_name())
+
+
 def judge(
-    data: dict[str, Any], ceiling: Ceiling | str | None = "this machine's", isa: str | None = None
+    data: dict[str, Any], ceiling: Ceiling | str | None = "as measured", isa: str | None = None
 ) -> Trust:
     """Whether `data` (load_peaks's dict) may stand as the machine's roofs, and why.
-    `ceiling` (None: no clock known) and `isa` default to this machine's."""
+    `ceiling` (None: no clock known) and `isa` default to the measured machine's: stored
+    with the peaks (`machine_facts`), else this machine's when the peaks are from here."""
     from engine.hostinfo import cpu_isa
 
     raw = data.get("cpu")
     cpu: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    known = cpu_ceiling() if isinstance(ceiling, str) else ceiling
-    problems, notes = physics_problems(cpu, known, isa or cpu_isa())
+    facts = cpu.get("machine")
+    notes: list[str] = []
+    if not isinstance(ceiling, str):
+        known, chip = ceiling, isa or cpu_isa()
+    elif isinstance(facts, dict):
+        known, chip = _stored_ceiling(facts), str(facts.get("isa", "other"))
+    elif _here(data):
+        known, chip = cpu_ceiling(), cpu_isa()
+    else:
+        known, chip = None, ""
+        notes.append("measured on another machine by an older OpScope: not checked against "
+                     "its CPU's ceiling")  # fmt: skip
+    problems, more = physics_problems(cpu, known, chip) if chip else ([], [])
+    notes.extend(more)
     if "contention" not in cpu:  # an older cache: only the load average was recorded
-        return _legacy(cpu, problems, notes)
+        return _legacy(cpu, problems, notes, here=_here(data))
     c = Contention.from_json(cpu.get("contention"))
     if c is not None and c.busy:
         why = f"measured busy ({'; '.join(c.reasons())} over {c.window_s:.1f} s)"
@@ -108,10 +149,10 @@ def judge(
     return Trust("quiet", f"measured {c.line()}", tuple(notes))
 
 
-def _legacy(cpu: dict[str, Any], problems: list[str], notes: list[str]) -> Trust:
+def _legacy(cpu: dict[str, Any], problems: list[str], notes: list[str], here: bool) -> Trust:
     load = _num(cpu.get("load"))
     cpus = os.cpu_count() or 1
-    if load is not None and load >= cpus:
+    if load is not None and load >= cpus and here:
         why = (f"measured busy (load average {load:g} on {cpus} CPUs, by an older OpScope "
                "that did not tell others' work from its own)")  # fmt: skip
         return Trust("busy", "; ".join([why, *problems]), tuple(notes))
