@@ -156,6 +156,13 @@ def test_busy_with_nothing_cached_is_used_but_provisional_and_remeasured_when_qu
     assert on_disk()["provisional"] == first["provisional"]  # cached, marked as such
     roofs = peaks.roofs_for(first, "CPUExecutionProvider")
     assert roofs is not None and roofs.caveat and "PROVISIONAL" in roofs.describe()
+    # within a minute, nobody even looks (many processes may ask: `opscope profile`, hosts)
+    monkeypatch.setattr(peaks_trust, "quiet_now", lambda seconds=0.5: pytest.fail("probed"))
+    assert peaks.load_peaks(gpu=False)["cpu"]["gflops"] == 40.0 and fake.calls == 1
+    assert on_disk()["retry_at"] > time.time() + peaks_trust.RETRY_S - 30
+    monkeypatch.setattr(peaks_trust, "RETRY_S", 0.0)
+    on_disk_now = {**on_disk(), "retry_at": 0.0}
+    peaks.peaks_path().write_text(json.dumps(on_disk_now))
     # still busy at the next chance: the provisional ones, nothing measured
     monkeypatch.setattr(peaks_trust, "quiet_now", lambda seconds=0.5: BUSY)
     assert peaks.load_peaks(gpu=False)["cpu"]["gflops"] == 40.0 and fake.calls == 1

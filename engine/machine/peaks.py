@@ -266,7 +266,8 @@ def load_peaks(
     """{"cpu": {...}, "gpu": {...} | None, "key": {...}, "measured_at": ..., "provisional":
     why | None}: cached, else measured now (a few seconds). `gpu` None: measure the GPU when
     one is present. Cached peaks that are provisional are measured again when the machine
-    is quiet now (`peaks_trust.quiet_now`), else returned as they are; see `keep`. `beaten`:
+    is quiet now (`peaks_trust.quiet_now`, looked at no more than once per RETRY_S across
+    processes: "retry_at" in the cache), else returned as they are; see `keep`. `beaten`:
     operators ran above the cached roofs, so they are known low and a new measurement
     replaces them even when it is only provisional."""
     from engine.backends.ort.inference_session import gpu_present
@@ -280,9 +281,13 @@ def load_peaks(
     ):  # a cache without GPU peaks is re-measured when a GPU is wanted
         if peaks_trust.judge(cached).trusted:
             return cached
+        retry_at = cached.get("retry_at")
+        if isinstance(retry_at, int | float) and time.time() < retry_at:
+            return cached  # provisional, and found busy less than a minute ago
         now = peaks_trust.quiet_now()
-        if now is not None and now.busy:
-            return cached  # provisional, and still busy: measured again at a quieter moment
+        if now is not None and now.busy:  # still busy: measured again at a quieter moment
+            _write({**cached, "retry_at": time.time() + peaks_trust.RETRY_S})
+            return cached
     gpu_peaks = None
     if gpu or (gpu is None and gpu_present()):
         try:
@@ -303,6 +308,7 @@ def keep(fresh: dict[str, Any], cached: dict[str, Any] | None) -> dict[str, Any]
     it is trusted (quiet and plausible); else the cached ones when they are trusted (the
     attempt said in their "rejected"); else itself, marked "provisional" with why."""
     from engine.machine import peaks_trust
+    from engine.machine.peaks_trust import RETRY_S
 
     verdict = peaks_trust.judge(fresh)
     if verdict.trusted:
@@ -317,7 +323,7 @@ def keep(fresh: dict[str, Any], cached: dict[str, Any] | None) -> dict[str, Any]
         }
         gpu = cached.get("gpu") if cached.get("gpu") is not None else fresh.get("gpu")
         return {**cached, "gpu": gpu, "rejected": rejected}
-    provisional = {**fresh, "provisional": verdict.why}
+    provisional = {**fresh, "provisional": verdict.why, "retry_at": time.time() + RETRY_S}
     _write(provisional)
     return provisional
 

@@ -25,6 +25,7 @@ from engine.measure.contention import Contention, Window
 PHYSICS_SLACK = 1.10  # above its ceiling by more than this: a timing error, not the CPU
 INT8_SLACK = 1.5  # float kernels reach a smaller share of their peak than integer ones
 QUIET_PROBE_S = 0.5  # how long `quiet_now` watches the machine before a re-measurement
+RETRY_S = 60.0  # provisional peaks found busy: the machine is looked at again after this
 TRUSTED = ("quiet", "unknown", "legacy")
 
 
