@@ -21,8 +21,9 @@ def cmd_system(args: argparse.Namespace) -> int:
         print("measuring peaks (a few seconds; cached when the machine was quiet)...",
               file=sys.stderr)  # fmt: skip
     elif not judge(cached).trusted:
-        print("the cached peaks are provisional: measuring them again if the machine is "
-              "quiet now...", file=sys.stderr)  # fmt: skip
+        print("the cached peaks are provisional: measured again if the machine is quiet "
+              "(it is looked at once a minute at most; --remeasure measures now)...",
+              file=sys.stderr)  # fmt: skip
     info = system_info(remeasure=args.remeasure)
     print_system(info, out)
     if args.json:
