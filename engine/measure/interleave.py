@@ -69,7 +69,7 @@ class Standing:
 
     @property
     def spread(self) -> tuple[float, float]:
-        return _spread(self.rounds)
+        return spread(self.rounds)
 
     @property
     def other_median(self) -> float:
@@ -113,7 +113,7 @@ class Ranking:
         if self.pick is None:
             return math.nan, math.nan, math.nan
         q = _paired(self.by_index(reference), self.by_index(self.pick))
-        lo, hi = _spread(q)
+        lo, hi = spread(q)
         return (statistics.median(q) if q else math.nan), lo, hi
 
     def line(self) -> str:
@@ -242,7 +242,7 @@ def rank(
         tied=sorted(close) if len(close) > 1 else [],
         next_name=None if next_i is None else stands[next_i].name,
         ratio=statistics.median(q) if q else math.nan,
-        ratio_spread=_spread(q),
+        ratio_spread=spread(q),
         rounds=len(stands[pick].rounds),
         rechecked=rechecked,
         clock=clock,
@@ -297,13 +297,13 @@ def _close(stands: list[Standing], pool: list[int], min_gain: float) -> list[int
         if i == lead:
             continue
         q = _paired(stands[i], stands[lead])
-        lo, _ = _spread(q)
+        lo, _ = spread(q)
         if not q or lo <= 1.0 or statistics.median(q) < 1.0 + min_gain:
             close.append(i)
     return sorted(close)
 
 
-def _spread(values: list[float]) -> tuple[float, float]:
+def spread(values: list[float]) -> tuple[float, float]:
     """The range of the rounds; from 6 rounds on, without the single lowest and highest
     (one burst of load does not make a whole comparison inconclusive)."""
     if not values:

@@ -275,10 +275,11 @@ def meet_target(
     how: Search,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Generator[Event, None, Outcome]:
-    """The first variant (`how.start`, usually the defaults) when it meets `target`
-    (nothing timed: no search); else the fastest candidate setting that meets it; else the
-    exclusion rounds; else the most accurate attempt, with a warning. An attempt that
-    misses in an exclusion round is not timed (nothing compares its speed)."""
+    """The fastest of what meets `target` first: the first variant (`how.start`, usually
+    the defaults), else the candidate settings, else the exclusion rounds' nodes under every
+    setting tried; each time with `how.alternatives` beside it (same nodes in FP32), timed
+    side by side by `how.race` (without one: the lowest single p50). None meets: the most
+    accurate attempt, with a warning. An attempt that misses is not timed."""
     attempts: list[Attempt] = []
     fp32_p50 = math.nan
     tries = [s for s in candidate_settings(precision, isa) if s != how.start]
