@@ -22,6 +22,7 @@ from engine.analysis import run_table
 from engine.analysis.deltas import OpDiff
 from engine.analysis.export import traceable_runs, write_trace
 from engine.analysis.export_job import ExportRequest
+from engine.analysis.likeness import Side, separated, unlike
 from engine.analysis.llm_studies import HEAD as LLM_STUDY_HEAD
 from engine.analysis.llm_studies import row_cells as llm_study_cells
 from engine.analysis.llm_studies import study_title as llm_study_title
@@ -56,6 +57,7 @@ from engine.events import (
     ServedRequests,
     ServingStarted,
     ServingSummary,
+    ContentionSample,
     Telemetry,
     TimingDone,
     VariantReady,
@@ -65,6 +67,7 @@ from engine.hostinfo import ort_version
 from engine.machine.peaks import PeaksRequest, cached_peaks, roofs_for
 from engine.measure.op_stats import OpStat
 from engine.measure.roofline import MemoryRoof, Placement, Roofs, place
+from engine.measure.contention import Contention, combine
 from engine.measure.stats import latency_stats, throughput
 from engine.model.dims import MAX_DIM, SymbolicDim, describe_inputs, editable_dims
 from engine.model.eval_data import check_data_file
@@ -198,6 +201,12 @@ __all__ = [
     "Telemetry",
     "Tensor",
     "TimingDone",
+    "ContentionSample",
+    "Contention",
+    "combine",
+    "Side",
+    "separated",
+    "unlike",
     "Trial",
     "TuneRequest",
     "TuneResult",

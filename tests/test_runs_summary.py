@@ -137,7 +137,7 @@ def test_runs_of_two_models_and_sizes_read_apart_and_numbers_never_in_exponents(
     assert t.item(0, col["inputs"]).text() == "image 1x3x64x64"
     assert t.item(1, col["run p50 ms"]).text() == "8,516"
     assert t.item(1, col["run p99 ms"]).text() == "15,379"
-    assert t.item(1, col["run p50 ms"]).toolTip() == "whole run, n=90"  # over which samples
+    assert t.item(1, col["run p50 ms"]).toolTip().startswith("whole run, n=90;")  # which samples
     assert "whole run" in t.horizontalHeaderItem(col["run p99 ms"]).toolTip()
     assert all("e+" not in t.item(r, c).text() for r in range(2) for c in range(len(COLUMNS)))
 
@@ -148,3 +148,48 @@ def test_figure_prints_three_digits_without_exponents() -> None:
     cases = {9630.4: "9,630", 999.6: "1,000", 96.34: "96.3", 0.9634: "0.963", 0.0: "0"}
     assert {v: figure(v) for v in cases} == cases
     assert figure(float("nan")) == figure(None) == "–"
+
+
+def _noisy(runs: RunsSummary, lat_ms: float, n: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    lat = rng.lognormal(0.0, 0.05, n) * lat_ms * 1e6
+    runs.add(np.cumsum(lat) - lat[0], lat)
+
+
+def test_a_delta_is_a_result_only_like_for_like_quiet_and_apart() -> None:
+    """Issue 49: noise painted green, a Δ against another model, a busy run's Δ: each now
+    says why it is no verdict, and only a separated quiet like-for-like Δ is judged."""
+    from engine.api import Contention
+
+    quiet, busy = Contention(2.0, 2, 0.01, 0.0, 1.0), Contention(2.0, 2, 1.8, 0.0, 1.0)
+    runs = RunsSummary()
+    runs.start("FP32 fusion=off", "x 1x128", 1, "minilm.onnx", "onnxruntime")
+    _noisy(runs, 10.0, 400, 1)
+    runs.add_load(quiet)
+    runs.start("FP32 fusion=all", "x 1x128", 1, "minilm.onnx", "onnxruntime")
+    _noisy(runs, 10.05, 400, 2)  # the same speed, within the noise
+    runs.add_load(quiet)
+    runs.start("INT8", "x 1x128", 1, "minilm.onnx", "onnxruntime")
+    _noisy(runs, 6.0, 400, 3)  # truly faster
+    runs.add_load(quiet)
+    runs.start("INT8", "x 1x128", 1, "minilm.onnx", "onnxruntime")
+    _noisy(runs, 6.0, 400, 4)
+    runs.add_load(busy)  # measured while other work ran
+    runs.start("FP32", "x 1x128", 1, "other.onnx", "onnxruntime")
+    _noisy(runs, 0.4, 400, 5)  # another model: -96%
+    runs.add_load(quiet)
+    runs.start("FP32", "x 1x512", 1, "minilm.onnx", "onnxruntime")
+    _noisy(runs, 40.0, 400, 6)
+    runs.add_load(quiet)
+    runs.pin(0)
+    rows = runs.rows()
+    assert rows[0].machine == "quiet" and rows[3].machine == "busy 1.8" and rows[3].busy
+    assert rows[3].machine_line.startswith("busy: other processes used 1.80 of 2 CPUs")
+    assert rows[1].judged == (False, False, False) and "within the noise" in rows[1].why_not
+    assert rows[2].judged[0] and rows[2].why_not in ("", rows[2].why_not)
+    assert rows[2].p50_ci is not None and rows[2].p50_ci[1] < rows[0].p50_ci[0]  # type: ignore[index]
+    assert rows[3].judged == (False, False, False)
+    assert "this run was measured busy" in rows[3].why_not
+    assert rows[4].judged == (False, False, False) and "other models" in rows[4].why_not
+    assert rows[4].d_p50 < -90  # still shown, not coloured
+    assert "other inputs (x 1x128 vs x 1x512)" in rows[5].why_not

@@ -27,19 +27,32 @@ from widgets.numbers import MISSING, figure
 
 # p50/p99 here are over every sample of the run (the plot's header: its last samples)
 COLUMNS = ("#", "model", "config", "inputs", "run p50 ms", "Δ p50", "run p99 ms", "Δ p99",
-           "samples/s", "Δ samples/s", "cosine")  # fmt: skip
+           "samples/s", "Δ samples/s", "cosine", "machine")  # fmt: skip
 TEXT_COLUMNS = tuple(COLUMNS.index(c) for c in ("model", "config", "inputs"))
 P50_DELTA = COLUMNS.index("Δ p50")
 _WHOLE_RUN = (
     "over the whole run, every sample (n in each cell's tooltip; while a long run goes on, "
     "its newest 50,000). The plot's header and the status bar: over its last samples"
 )
-HEADER_TIPS = {"run p50 ms": f"p50 {_WHOLE_RUN}", "run p99 ms": f"p99 {_WHOLE_RUN}"}
+HEADER_TIPS = {
+    "run p50 ms": f"p50 {_WHOLE_RUN}",
+    "run p99 ms": f"p99 {_WHOLE_RUN}",
+    "machine": "How busy the machine was while the run was measured: quiet, or busy with "
+    "the CPUs other processes took (hover a cell for the numbers). A busy run's figures "
+    "are the model's speed on a busy machine, and its Δ is no verdict",
+}
 RUN_FIGURES = (COLUMNS.index("run p50 ms"), COLUMNS.index("run p99 ms"))
+DELTAS = (COLUMNS.index("Δ p50"), COLUMNS.index("Δ p99"), COLUMNS.index("Δ samples/s"))
+MACHINE = COLUMNS.index("machine")
 
 
 def _delta(value: float) -> str:
     return f"{value:+.1f}%" if math.isfinite(value) else MISSING
+
+
+def interval(ci: tuple[float, float] | None) -> str:
+    """'1.21-1.25 ms', or why there is none."""
+    return "not known (too few samples)" if ci is None else f"{figure(ci[0])}-{figure(ci[1])} ms"
 
 
 class RunsTable(QWidget):
@@ -70,7 +83,9 @@ class RunsTable(QWidget):
             "Every run of this session: each model, config, input size or resumed timing is "
             "one. run p50/p99: over every sample of the run (the plot's header and the "
             "status bar: over its last samples). Δ columns: change against the pinned "
-            "baseline (right-click a run to pin it). "
+            "baseline (right-click a run to pin it), coloured only when it is a result: "
+            "the same model, inputs, batch and engine, neither run measured busy, and the "
+            "95% intervals apart (hover a Δ for why not). "
             "Lower p50/p99 is better; higher samples/s is better."
         )
         self.pin_button = QPushButton("Pin as baseline")
@@ -139,9 +154,11 @@ class RunsTable(QWidget):
                 figure(r.samples_per_s, 4),
                 _delta(r.d_samples_per_s),
                 cosine,
+                r.machine or MISSING,
             )
-            # lower latency and higher throughput are better
-            goods = (None,) * 5 + (-r.d_p50, None, -r.d_p99, None, r.d_samples_per_s, None)
+            # lower latency and higher throughput are better; coloured only when judged
+            goods = (None,) * 5 + (-r.d_p50, None, -r.d_p99, None, r.d_samples_per_s, None, None)
+            judged = dict(zip(DELTAS, r.judged, strict=True))
             for c, text in enumerate(texts):
                 item = self.table.item(r.index, c)
                 if item is None:
@@ -156,10 +173,17 @@ class RunsTable(QWidget):
                     if c in TEXT_COLUMNS:
                         item.setToolTip(text)
                 if c in RUN_FIGURES:  # the count grows while the figure may not change
-                    item.setToolTip(f"whole run, n={r.count:,}")
+                    ci = r.p50_ci if c == RUN_FIGURES[0] else r.p99_ci
+                    item.setToolTip(f"whole run, n={r.count:,}; 95% interval {interval(ci)}")
+                elif c in DELTAS:
+                    item.setToolTip(r.why_not or ("a result" if judged[c] else ""))
+                elif c == MACHINE:
+                    item.setToolTip(r.machine_line)
                 item.setFont(bold if r.baseline else self.font())
                 good = goods[c]
-                if good is not None and math.isfinite(good) and abs(good) >= 2.0:
+                if c == MACHINE and r.busy:
+                    item.setForeground(QColor(theme.WARN))
+                elif good is not None and judged.get(c) and math.isfinite(good):
                     item.setForeground(QColor(theme.GOOD if good > 0 else theme.BAD))
                 else:
                     item.setData(Qt.ItemDataRole.ForegroundRole, None)

@@ -11,6 +11,7 @@ from PySide6.QtCore import QObject, QTimer
 
 from engine.api import (
     AccuracyResult,
+    ContentionSample,
     LatencyBatch,
     ModelLoaded,
     RunEnded,
@@ -65,7 +66,10 @@ class RunsController(QObject):
                     inputs_text({k: shape for k, (shape, _) in ev.inputs.items()}),
                     ev.batch,
                     self._model,
+                    ev.config.engine,
                 )
+            elif isinstance(ev, ContentionSample):
+                s.add_load(ev.contention)
             elif isinstance(ev, AccuracyResult):
                 s.set_cosine(ev.cosine)
             elif isinstance(ev, TimingDone):
@@ -74,6 +78,8 @@ class RunsController(QObject):
                     ev.latency.p50,
                     ev.latency.p99,
                     ev.throughput.samples_per_s,
+                    (ev.latency.p50_ci, ev.latency.p99_ci),
+                    ev.contention,
                 )
             elif isinstance(ev, RunEnded):
                 s.end(failed=ev.status == "error")

@@ -1,6 +1,8 @@
 """The runs table's data, apart from its view: one row per run of the live session (each
-config, input size or resumed timing is a run), with p50, p99 and samples/s from its raw
-samples, its cosine to FP32, and the change against a run pinned as the baseline.
+config, input size or resumed timing is a run), with p50, p99 (and their intervals) and
+samples/s from its raw samples, its cosine to FP32, how busy the machine was, and the
+change against a run pinned as the baseline, with whether that change is a result: the
+runs are like for like and quiet, and the intervals separate (engine/analysis/likeness.py).
 Plain numpy, no Qt."""
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from engine.api import latency_stats, throughput
+from engine.api import Contention, Side, combine, latency_stats, separated, throughput, unlike
 
 MAX_SAMPLES = 50_000  # per run, the newest: enough for a p99 of a long run
+Interval = tuple[float, float] | None
 
 
 @dataclass
@@ -26,10 +29,18 @@ class _Run:
     lats: list[npt.NDArray[np.float64]] = field(default_factory=list)  # ns
     kept: int = 0  # samples held in starts/lats
     count: int = 0  # samples seen
+    engine: str = ""
     cosine: float | None = None
     final: tuple[int, float, float, float] | None = None  # count, p50, p99, samples/s
+    final_cis: tuple[Interval, Interval] = (None, None)  # p50's and p99's, with `final`
+    load: list[Contention] = field(default_factory=list)  # the machine's, window by window
+    final_load: Contention | None = None  # the engine's figure for the whole run
     running: bool = True
     failed: bool = False
+
+    @property
+    def contention(self) -> Contention | None:
+        return self.final_load or combine(self.load)
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,14 @@ class RunRow:
     d_p50: float  # % change of p50 against the baseline (NaN without one)
     d_p99: float
     d_samples_per_s: float
+    p50_ci: Interval = None  # 95% intervals from the raw samples
+    p99_ci: Interval = None
+    machine: str = ""  # "quiet", "busy 1.9", "" (not measured yet)
+    machine_line: str = ""  # the contention in one line, with its numbers
+    busy: bool = False
+    # each Δ (p50, p99, samples/s) is a result: like for like, both quiet, intervals apart
+    judged: tuple[bool, bool, bool] = (False, False, False)
+    why_not: str = ""  # why the Δ is no verdict ('' when it is one, or without a baseline)
 
 
 class RunsSummary:
@@ -63,11 +82,17 @@ class RunsSummary:
     def __len__(self) -> int:
         return len(self._runs)
 
-    def start(self, label: str, inputs: str, batch: int, model: str = "") -> int:
+    def start(self, label: str, inputs: str, batch: int, model: str = "", engine: str = "") -> int:
         """A run began (RunStarted); the previous one, if still open, ends."""
         self.end()
-        self._runs.append(_Run(label, inputs, max(int(batch), 1), model))
+        self._runs.append(_Run(label, inputs, max(int(batch), 1), model, engine=engine))
         return len(self._runs) - 1
+
+    def add_load(self, contention: Contention) -> None:
+        """A window of the machine's load during the running run (ContentionSample)."""
+        run = self._open()
+        if run is not None:
+            run.load.append(contention)
 
     def serving(self, label: str, inputs: str) -> int:
         """The open run serves load (ServingStarted after its RunStarted): relabelled, its
@@ -101,11 +126,22 @@ class RunsSummary:
         if run is not None:
             run.cosine = float(cosine)
 
-    def finish(self, count: int, p50_ms: float, p99_ms: float, samples_per_s: float) -> None:
-        """The engine's statistics over every raw sample of the run (TimingDone)."""
+    def finish(
+        self,
+        count: int,
+        p50_ms: float,
+        p99_ms: float,
+        samples_per_s: float,
+        cis: tuple[Interval, Interval] = (None, None),
+        contention: Contention | None = None,
+    ) -> None:
+        """The engine's statistics over every raw sample of the run (TimingDone): the
+        figures, p50's and p99's intervals, how busy the machine was."""
         run = self._open()
         if run is not None and count > 0:
             run.final = (int(count), float(p50_ms), float(p99_ms), float(samples_per_s))
+            run.final_cis = cis
+            run.final_load = contention
 
     def end(self, failed: bool = False) -> None:
         run = self._open()
@@ -121,14 +157,21 @@ class RunsSummary:
 
     def rows(self) -> list[RunRow]:
         figures = [self._figures(r) for r in self._runs]
-        base = figures[self.baseline] if self.baseline is not None else None
+        base_i = self.baseline
+        base = figures[base_i] if base_i is not None else None
         out = []
-        for i, (run, (count, p50, p99, rate)) in enumerate(zip(self._runs, figures, strict=True)):
+        for i, (run, (count, p50, p99, rate, cis)) in enumerate(
+            zip(self._runs, figures, strict=True)
+        ):
             d = (
-                tuple(_change(v, b) for v, b in zip((p50, p99, rate), base[1:], strict=True))
+                tuple(_change(v, b) for v, b in zip((p50, p99, rate), base[1:4], strict=True))
                 if base is not None
                 else (math.nan,) * 3
             )
+            load = run.contention
+            judged, why = (False, False, False), ""
+            if base is not None and base_i is not None and i != base_i:
+                judged, why = _judge(self._runs[base_i], base[4], run, cis)
             out.append(
                 RunRow(
                     i,
@@ -142,8 +185,17 @@ class RunsSummary:
                     run.cosine,
                     run.running,
                     run.failed,
-                    i == self.baseline,
-                    *d,
+                    i == base_i,
+                    d[0],
+                    d[1],
+                    d[2],
+                    p50_ci=cis[0],
+                    p99_ci=cis[1],
+                    machine=load.short() if load else "",
+                    machine_line=load.line() if load else "",
+                    busy=bool(load and load.busy),
+                    judged=judged,
+                    why_not=why,
                 )
             )
         return out
@@ -152,15 +204,39 @@ class RunsSummary:
         return self._runs[-1] if self._runs and self._runs[-1].running else None
 
     @staticmethod
-    def _figures(run: _Run) -> tuple[int, float, float, float]:
+    def _figures(run: _Run) -> tuple[int, float, float, float, tuple[Interval, Interval]]:
         if run.final is not None:
-            return run.final
+            return (*run.final, run.final_cis)
         if not run.kept:
-            return 0, math.nan, math.nan, math.nan
+            return 0, math.nan, math.nan, math.nan, (None, None)
         starts, lats = np.concatenate(run.starts), np.concatenate(run.lats)
         stats = latency_stats(lats.astype(np.int64))
         rate = throughput(starts.astype(np.int64), lats.astype(np.int64), run.batch)
-        return run.count, stats.p50, stats.p99, rate.samples_per_s
+        return run.count, stats.p50, stats.p99, rate.samples_per_s, (stats.p50_ci, stats.p99_ci)
+
+
+def _judge(
+    base: _Run, base_cis: tuple[Interval, Interval], run: _Run, cis: tuple[Interval, Interval]
+) -> tuple[tuple[bool, bool, bool], str]:
+    """Which of the run's Δs are results against the baseline, and why not the others:
+    other model, inputs, batch or engine; a busy machine; intervals that overlap."""
+    sides = [
+        Side(r.model or None, r.inputs, r.batch, r.engine or None, r.contention)
+        for r in (base, run)
+    ]
+    reasons = unlike(sides[0], sides[1])
+    for name, side in (("the baseline", sides[0]), ("this run", sides[1])):
+        if side.contention is not None and side.contention.busy:
+            reasons.append(f"{name} was measured busy ({side.contention.line()})")
+    if reasons:
+        return (False, False, False), "no verdict: " + "; ".join(reasons)
+    p50 = separated(base_cis[0], cis[0])
+    p99 = separated(base_cis[1], cis[1])
+    if p50 and p99:
+        return (True, True, True), ""
+    overlap = [q for q, ok in (("p50", p50), ("p99", p99)) if not ok]
+    why = f"{' and '.join(overlap)} intervals overlap (or too few samples): within the noise"
+    return (p50, p99, p50), why
 
 
 def _change(value: float, base: float) -> float:
