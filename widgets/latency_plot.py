@@ -198,6 +198,10 @@ class LatencyPlot(QWidget):
             "p50 888.8 ms · 88,888 samples/s · p90 888.8 ms · p99 888.8 ms\n"
             "over the last 8,888 inferences (88.8 min) of 888,888,888 since the config change",
         )
+        self.stats_label.setToolTip(
+            "p50/p90/p99 and samples/s over the running config's last inferences (the line "
+            "below says how many, over how long); the Runs table's are over whole runs"
+        )
         self._stats_at = 0.0  # monotonic time of the last stats text
         follow_button = QToolButton()
         follow_button.setDefaultAction(self.follow_action)
