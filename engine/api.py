@@ -40,6 +40,7 @@ from engine.errors import ConfigError, OpScopeError, SessionFileError, escape_co
 from engine.events import (
     AccuracyResult,
     CommandFailed,
+    ContentionSample,
     Event,
     GenerationStarted,
     GenerationSteps,
@@ -57,7 +58,6 @@ from engine.events import (
     ServedRequests,
     ServingStarted,
     ServingSummary,
-    ContentionSample,
     Telemetry,
     TimingDone,
     VariantReady,
@@ -65,9 +65,9 @@ from engine.events import (
 )
 from engine.hostinfo import ort_version
 from engine.machine.peaks import PeaksRequest, cached_peaks, roofs_for
+from engine.measure.contention import Contention, combine
 from engine.measure.op_stats import OpStat
 from engine.measure.roofline import MemoryRoof, Placement, Roofs, place
-from engine.measure.contention import Contention, combine
 from engine.measure.stats import latency_stats, throughput
 from engine.model.dims import MAX_DIM, SymbolicDim, describe_inputs, editable_dims
 from engine.model.eval_data import check_data_file
@@ -138,6 +138,8 @@ __all__ = [
     "CommandFailed",
     "Compacted",
     "ConfigError",
+    "Contention",
+    "ContentionSample",
     "Event",
     "ExportRequest",
     "FileSender",
@@ -191,6 +193,7 @@ __all__ = [
     "SessionFileError",
     "SessionReader",
     "SessionStore",
+    "Side",
     "SshHost",
     "StreamConnection",
     "SweepPoint",
@@ -201,12 +204,6 @@ __all__ = [
     "Telemetry",
     "Tensor",
     "TimingDone",
-    "ContentionSample",
-    "Contention",
-    "combine",
-    "Side",
-    "separated",
-    "unlike",
     "Trial",
     "TuneRequest",
     "TuneResult",
@@ -221,6 +218,7 @@ __all__ = [
     "check_data_file",
     "check_real_layout",
     "check_real_run",
+    "combine",
     "commands",
     "compact_copy",
     "compare_runs",
@@ -263,11 +261,13 @@ __all__ = [
     "remove_session_file",
     "roofs_for",
     "run_table",
+    "separated",
     "size_text",
     "summarize",
     "sweep_result_of",
     "throughput",
     "traceable_runs",
+    "unlike",
     "what_if_headline",
     "window_side",
     "with_recorded_stats",
