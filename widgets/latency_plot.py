@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 from widgets import theme
 from widgets.corner_title import corner_title, title_font
 from widgets.lines_item import LinesItem
+from widgets.machine_badge import MachineBadge
 from widgets.models.latency_series import (
     LAT,
     P50,
@@ -45,7 +46,7 @@ from widgets.models.latency_series import (
     window_text,
 )
 from widgets.models.ring_buffer import FloatArray
-from widgets.models.visible_samples import visible
+from widgets.models.visible_samples import smooth_rate, visible
 from widgets.numbers import figure
 from widgets.pause_bands import PauseBands
 from widgets.plot_export import check_format, export_layout
@@ -209,6 +210,8 @@ class LatencyPlot(QWidget):
         header = QHBoxLayout()
         header.setContentsMargins(6, 2, 6, 0)
         header.addWidget(self.stats_label)
+        self.machine = MachineBadge()  # how busy the machine was: beside the figures
+        header.addWidget(self.machine)
         header.addStretch(1)
         header.addWidget(follow_button)
         layout = QVBoxLayout()
@@ -473,9 +476,8 @@ class LatencyPlot(QWidget):
         j0 = max(0, int(np.searchsorted(bt, x0)) - 1)
         j1 = min(bt.size, int(np.searchsorted(bt, x1, side="right")) + 1)
         if self._following:
-            self.throughput_curve.setData(bt[j0:j1], bv[j0:j1])
-        else:
-            self.throughput_curve.setData(bt, bv)  # its auto-range sees every bin
+            bt, bv = bt[j0:j1], bv[j0:j1]  # else its auto-range sees every bin
+        self.throughput_curve.setData(bt, smooth_rate(bv, shown.spacing_s))
 
     def _set_stats_text(self) -> None:
         """The trailing-window numbers above the plot, at most STATS_HZ times a second

@@ -20,6 +20,8 @@ from app.live.run_notices import RunNotices
 from engine.api import (
     AccuracyResult,
     CommandFailed,
+    Contention,
+    ContentionSample,
     Heartbeat,
     LatencyBatch,
     Marker,
@@ -73,6 +75,7 @@ class LiveController(QObject):
         self.last_beat: float | None = None  # clock s of the host's last batch (None: not yet)
         self.hang_reported = False
         self.last_profile: OpProfile | None = None
+        self.contention: Contention | None = None  # the machine's load, its last second
         self.roof_ops: list[Any] | None = None  # drawn instead of last_profile's (phases)
         self.serving = False  # a load run: samples are end-to-end latencies of requests
         self._last_t = -np.inf
@@ -249,6 +252,9 @@ class LiveController(QObject):
         elif isinstance(ev, Notice):
             if ev.level != "warning" or self.notices.warning(ev.message):
                 view.show_notice(ev.level, ev.message)
+        elif isinstance(ev, ContentionSample):  # how busy the machine was, last second
+            self.contention = ev.contention
+            view.latency.machine.set_contention(ev.contention)
         elif isinstance(ev, PeaksMeasured):  # the host measured the machine's roofs
             self.peaks.peaks = ev.peaks
             self.show_roofline()

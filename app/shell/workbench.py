@@ -198,6 +198,8 @@ class Workbench(QObject, PauseHolds):
         provider = provider_label(c.provider or "–")
         if c.provider and c.requested and c.provider != c.requested:
             provider += f" (asked for {provider_label(c.requested)})"
+        if rate and c.contention is not None and c.contention.busy:
+            rate += f" · machine BUSY (others {c.contention.others_cpu:.1f} CPUs)"
         self.window.set_status(
             c.model_name or "no model",
             f"{provider} on {self.where()}",
