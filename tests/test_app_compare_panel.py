@@ -62,3 +62,36 @@ def test_accuracy_rows_say_what_each_run_measured() -> None:
     assert accuracy_rows({"baseline": None, "candidate": None}) == [
         ("accuracy", "not measured", "not measured", "–")
     ]
+
+
+def test_a_busy_or_unlike_pair_is_no_verdict_and_stays_uncoloured(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    """Issue 49: the window's Compare said "changed nothing" of 128 vs 512 and painted
+    +798% worse; now it names the inputs, says why there is no verdict, colours nothing."""
+    from tests.test_busy_verdicts import BUSY, QUIET, record
+
+    path = tmp_path / "pair.opscope"
+    record(path, 10.0, QUIET, seed=1)
+    record(path, 14.0, BUSY, seed=2)  # slower, and measured busy
+    record(path, 40.0, QUIET, batch=4, seed=3)  # other shapes
+    reader = open_session_file(path)
+    runs = reader.runs()
+    panel = ComparePanel(reader, runs)
+    qtbot.addWidget(panel)
+    panel.set_pair(runs[0].id, runs[1].id)
+    qtbot.waitUntil(lambda: panel.comparison is not None, timeout=60_000)
+    text = panel.summary.text()
+    assert text.startswith("No verdict: the candidate was measured busy (other processes used")
+    coloured = [
+        panel.metrics.item(r, 3).foreground().color().name()
+        for r in range(panel.metrics.rowCount())
+        if panel.metrics.item(r, 3) is not None
+    ]
+    assert all(c == coloured[0] for c in coloured)  # one default colour: nothing painted
+    panel.set_pair(runs[0].id, runs[2].id)
+    qtbot.waitUntil(lambda: panel.comparison is not None, timeout=60_000)
+    text = panel.summary.text()
+    assert text.startswith("No verdict: not like for like (other inputs (image 1x3x64x64 vs")
+    assert "inputs image 1x3x64x64 → image 4x3x64x64" in text
+    reader.close()

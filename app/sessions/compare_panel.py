@@ -116,7 +116,7 @@ class ComparePanel(QWidget):
         self.comparison = comp
         changed = "; ".join(f"{k} {v[0]} → {v[1]}" for k, v in comp.config_diff.items())
         notes = " ".join(comp.notes)
-        self.summary.setText(f"Changed: {changed or 'nothing'}. {notes}".strip())
+        self.summary.setText(f"{judgement(comp)} Changed: {changed or 'nothing'}. {notes}".strip())
         self._fill_metrics(comp)
         # matched by family (Conv -> QLinearConv): node names differ, the families tell more
         self._fill_ops(comp.op_types if comp.by_family or not comp.ops else comp.ops)
@@ -139,7 +139,8 @@ class ComparePanel(QWidget):
         self.metrics.setRowCount(len(comp.metrics) + len(acc))
         for row, (name, m) in enumerate(comp.metrics.items()):
             better = (m.delta_pct > 0) == m.higher_is_better
-            significant = m.ci_pct[0] > 0 or m.ci_pct[1] < 0
+            # coloured only where it is a result: like for like, neither side busy
+            significant = (m.ci_pct[0] > 0 or m.ci_pct[1] < 0) and not (comp.unlike or comp.busy)
             cells = [
                 f"{name} ({m.unit})",
                 f"{m.baseline:.3f}",
@@ -197,6 +198,19 @@ class _NumItem(QTableWidgetItem):
         if mine is not None and theirs is not None and not (math.isnan(mine) or math.isnan(theirs)):
             return bool(mine < theirs)
         return self.text() < other.text()
+
+
+def judgement(comp: RunComparison) -> str:
+    """Whether the deltas below are a result, first: no verdict for other shapes, none
+    when a side was measured on a busy machine (each with its numbers)."""
+    if comp.unlike:
+        return f"No verdict: not like for like ({'; '.join(comp.unlike)})."
+    if comp.busy:
+        return (
+            "No verdict: " + "; ".join(comp.busy) + ". Contention explains a difference as "
+            "well as the change does."
+        )
+    return "Like for like, both measured quiet (or not measured):"
 
 
 def _ms(x: float | None) -> str:
