@@ -10,7 +10,7 @@ import numpy as np
 from widgets.models.columns import column_envelope, column_starts
 from widgets.models.latency_series import LatencySeries, duration_text, window_text
 from widgets.models.pauses import connect_mask, gap_threshold
-from widgets.models.visible_samples import POINT_PX, visible
+from widgets.models.visible_samples import POINT_PX, smooth_rate, visible
 
 WIDTH = 1000.0
 COLUMNS = 500
@@ -89,3 +89,20 @@ def test_the_figures_say_which_samples_they_are_over() -> None:
     assert window_text(fresh.latest_stats(), fresh.total) == "over all 3 inferences (2.6 s)"
     assert window_text({"count": 0}) == "no inference yet"
     assert [duration_text(s) for s in (0.85, 41.2, 249.0)] == ["850 ms", "41.2 s", "4.15 min"]
+
+
+def test_a_slow_runs_throughput_reads_steady_not_as_stalls() -> None:
+    """0.8 inferences of batch 64 a second: the 0.5 s bins alternate 0 and 128 samples/s;
+    averaged over about four spacings they read near the run's 51 samples/s. A fast run's
+    bins are left as they are."""
+    t = np.arange(0.0, 60.0, 1.25)
+    series = LatencySeries()
+    series.append(t, np.full(t.size, 1250.0), 64)
+    _, rate = series.throughput()
+    assert set(np.unique(rate)) == {0.0, 128.0}
+    shown = visible(*series.samples(), {}, 0.0, 60.0, WIDTH, COLUMNS)
+    assert shown.spacing_s == 1.25
+    smooth = smooth_rate(rate, shown.spacing_s)
+    assert np.all(np.abs(smooth[6:-6] - 51.2) < 51.2 * 0.2)
+    fast = np.array([300.0, 0.0, 300.0])
+    assert smooth_rate(fast, 1 / 300) is fast
