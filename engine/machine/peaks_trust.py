@@ -179,7 +179,7 @@ def status_lines(peaks: dict[str, Any]) -> list[str]:
         out = [t.why]
     else:
         out = [
-            f"PROVISIONAL: {t.why}; not cached as this machine's roofs: they will be "
+            f"PROVISIONAL: {t.why}; not taken as this machine's roofs: they will be "
             "measured again when the machine is quiet (or `opscope system --remeasure`)"
         ]
     rejected = peaks.get("rejected")
