@@ -60,6 +60,10 @@ class WhatIfPlot(QWidget):
             pen=None, symbol="star", symbolSize=14, symbolBrush=REAL, symbolPen=REAL,
             name="real run",
         )  # fmt: skip
+        # the max rate under the SLO: a point of the proposed curve (read off it)
+        self.max_point = self.plot.plot(
+            pen=None, symbol="d", symbolSize=11, symbolBrush=PROPOSED, symbolPen=theme.BAD,
+        )  # fmt: skip
         self.legend.addItem(self.current, "batching in use")
         self.legend.addItem(self.proposed, "proposed")
         self.legend.addItem(self.real, "real run")
@@ -95,6 +99,8 @@ class WhatIfPlot(QWidget):
         for item, points in ((self.current, current), (self.proposed, proposed)):
             x, y = _xy(points or [])
             item.setData(x, y)
+        x, y = _xy([p for p in proposed or [] if p.get("max_rate")])
+        self.max_point.setData(x, y)
 
     def set_slo(self, ms: float | None) -> None:
         if ms and ms > 0:
