@@ -353,6 +353,9 @@ def test_traffic_dock_runs_load_with_slo_and_what_if(bench: Workbench, qtbot: Qt
     assert what_if.curves()["current"][0].size > 3  # the batching of the load run
     assert dock.calibrate_button.text() == "Recalibrate What-if"  # measures again if asked
     qtbot.waitUntil(lambda: "SIMULATED" in what_if.text.text(), timeout=TIMEOUT_MS)
+    # its progress said the time left (or, at the end, how long it took)
+    shown = dock.progress.format()
+    assert "s left" in shown or "calibrated in" in shown or "second left" in shown, shown
     # how busy the machine was while it was calibrated, in words; no Cancel once it ended
     said = what_if.text.text() + what_if.flags.text()
     assert "calibrated quiet" in said or "calibrated busy" in said

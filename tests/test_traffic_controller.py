@@ -124,12 +124,18 @@ def test_a_calibration_shows_its_time_left_and_cancel_stops_it(qapp: Any) -> Non
     said = "timing batches of 1-32 shuffled: batch 16, 3 of 9 timed; about 25 s left"
     kwargs["on_events"]([Progress("calibrate", 12.0, 37.0, said)])
     dock.show_progress.assert_called_with(12.0, 37.0, said)
+    # a job on the loaded model streams on the host's own stream, as a run does
+    c.on_events([Progress("calibrate", 14.0, 38.0, "about 24 s left")])
+    dock.show_progress.assert_called_with(14.0, 38.0, "about 24 s left")
     c.cancel_calibration()
     jobs.cancel.assert_called_with("calibrate")
     dock.cancel_button.setEnabled.assert_called_with(False)
     kwargs["on_cancelled"]()
     dock.set_calibrating.assert_called_with(False)
     assert "nothing of it was kept" in dock.what_if.set_text.call_args.args[0]
+    dock.show_progress.reset_mock()
+    c.on_events([Progress("calibrate", 15.0, 38.0, "late")])  # ended: not shown
+    dock.show_progress.assert_not_called()
 
 
 def test_an_answer_shows_its_flags_and_the_max_rate_read_off_its_curve(qapp: Any) -> None:

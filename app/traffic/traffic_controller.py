@@ -63,6 +63,7 @@ class TrafficController(QObject):
         self.dock, self.view, self.jobs = dock, view, jobs
         self.t0_ns = t0_ns
         self.serving = False
+        self.calibrating = False
         self.service: ServiceModel | None = None
         self.current: BatchPolicy | None = None  # the batching of the last load run
         self.slo_over = False
@@ -106,6 +107,7 @@ class TrafficController(QObject):
     def calibrate(self) -> None:
         self.dock.what_if.set_text("calibrating: timing batches on the engine...")
         self.dock.set_calibrating(True)
+        self.calibrating = True
         self.dock.show_progress(0, None, "calibrating: preparing the model at batch 1")
         # calibrated already: the button says Recalibrate, and measures again
         req = CalibrateRequest(
@@ -155,6 +157,9 @@ class TrafficController(QObject):
                 self._served(ev)
             elif isinstance(ev, Progress) and ev.stage == "serving" and self.serving:
                 self.dock.show_progress(ev.done, ev.total, ev.message)
+            elif isinstance(ev, Progress) and ev.stage == "calibrate" and self.calibrating:
+                # a job on the loaded model (a thread of the host) streams as a run does
+                self.dock.show_progress(ev.done, ev.total, ev.message)
             elif isinstance(ev, ServingSummary) and self.serving:
                 self._summary(ev.summary)
             elif isinstance(ev, RunEnded) and self.serving:
@@ -199,14 +204,18 @@ class TrafficController(QObject):
         self._load_ended()
         self.view.show_error("load run", message)
 
-    def _calibrate_failed(self, message: str) -> None:
+    def _calibration_ended(self) -> None:
+        self.calibrating = False
         self.dock.set_calibrating(False)
+
+    def _calibrate_failed(self, message: str) -> None:
+        self._calibration_ended()
         self.dock.calibrate_button.setEnabled(not self.serving)
         self.dock.what_if.set_text(f"calibration failed: {message}")
         self.view.show_error("calibration", message)
 
     def _calibrate_cancelled(self) -> None:
-        self.dock.set_calibrating(False)
+        self._calibration_ended()
         self.dock.calibrate_button.setEnabled(not self.serving)
         kept = " (the earlier calibration stays)" if self.service is not None else ""
         self.dock.what_if.set_text(
@@ -328,7 +337,7 @@ class TrafficController(QObject):
         self.real_job.submit(work, done, lambda msg: w.set_real(None, None, f"compare: {msg}"))
 
     def _calibrated(self, data: dict[str, Any]) -> None:
-        self.dock.set_calibrating(False)
+        self._calibration_ended()
         self.dock.calibrate_button.setEnabled(True)
         try:
             self.service = ServiceModel.from_json(data)
