@@ -9,7 +9,7 @@ import numpy as np
 
 from widgets.models.columns import column_envelope, column_starts
 from widgets.models.latency_series import LatencySeries, duration_text, window_text
-from widgets.models.pauses import connect_mask, gap_threshold
+from widgets.models.pauses import connect_mask
 from widgets.models.visible_samples import POINT_PX, smooth_rate, visible
 
 WIDTH = 1000.0
@@ -61,13 +61,35 @@ def test_dots_only_where_they_can_be_told_apart() -> None:
         t = np.arange(0.0, 60.0, 1 / rate)
         shown = visible(t, np.ones(t.size), {}, 0.0, 60.0, WIDTH, COLUMNS)
         assert (shown.dots is not None) is dotted, rate
-        assert (t.size * POINT_PX <= WIDTH) is dotted
         assert shown.lines["latency"][2][:-1].all()  # joined at any rate
+    assert POINT_PX * 60.0 / WIDTH < 0.4  # 2.5/s: 0.4 s apart, 6.7 px
 
 
-def test_the_join_limit_follows_the_samples_own_spacing() -> None:
-    assert gap_threshold(0.0, 60.0, 500) == 1.0
-    assert gap_threshold(0.0, 60.0, 500, spacing_s=1.3) == 13.0
+def test_a_slow_config_beside_a_fast_one_in_view_still_draws() -> None:
+    """The window a moment after batch 1 (3.7 ms) became batch 64 under load (1.27 s):
+    thousands of samples in view, so pixel columns; the slow ones are still joined and
+    each one a dot, and the config change's gap is not a break."""
+    fast = np.arange(0.0, 12.0, 0.0037)
+    slow = 12.0 + 1.27 * np.arange(1, 38)
+    t = np.r_[fast, slow]
+    lat = np.r_[np.full(fast.size, 3.7), np.full(slow.size, 1270.0)]
+    shown = visible(t, lat, _pcts(t.size), 0.0, 60.0, WIDTH, COLUMNS)
+    x, _, mask = shown.lines["latency"]
+    assert x.size < t.size  # reduced
+    assert mask[:-1].all()
+    assert shown.dots is not None and np.array_equal(shown.dots[0], slow)
+    assert shown.lines["p50"][2][:-1].all()
+
+
+def test_a_stall_far_longer_than_the_spacing_around_it_breaks_the_line() -> None:
+    """Unannounced gaps: 5 s in a 300/s run, 20 s in a 1.3 s run, break; a 3 s inference
+    among 1.3 s ones (its own latency) does not."""
+    fast = np.r_[np.arange(0.0, 10.0, 1 / 300), np.arange(15.0, 20.0, 1 / 300)]
+    _, _, mask = visible(fast, np.ones(fast.size), {}, 0.0, 20.0, WIDTH, COLUMNS).lines["latency"]
+    assert (mask[:-1] == 0).sum() == 1
+    slow = np.r_[1.3 * np.arange(10), 11.7 + 3.0, 14.7 + 1.3 * np.arange(1, 5), 40.0, 41.3]
+    _, _, mask = visible(slow, np.ones(slow.size), {}, 0.0, 42.0, WIDTH, COLUMNS).lines["latency"]
+    assert slow[np.flatnonzero(mask[:-1] == 0)].tolist() == [14.7 + 1.3 * 4]
     x = np.array([0.0, 1.0, 2.0, 3.0])
     assert connect_mask(x, 5.0, breaks=[1.5, -1.0, 99.0]).tolist() == [1, 0, 1, 1]
 

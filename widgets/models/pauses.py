@@ -13,8 +13,7 @@ import numpy as np
 
 from widgets.models.ring_buffer import FloatArray
 
-GAP_S = 1.0  # a line never joins samples further apart than this (nor a column's width x3),
-SPACINGS = 10.0  # unless the samples come further apart than that: then this many spacings
+GAP_S = 1.0  # a line joins samples this far apart (or a column's width x3) at least
 MAX_PAUSES = 64
 
 
@@ -63,12 +62,12 @@ class PauseLog:
         self.pauses.clear()
 
 
-def gap_threshold(x0: float, x1: float, columns: int, spacing_s: float = 0.0) -> float:
-    """Samples further apart than this are not joined: GAP_S, three pixel columns when
-    zoomed out so far that a column is wider (a break there would be invisible), or
-    SPACINGS times the samples' own typical spacing `spacing_s` (at 0.8 inferences per
-    second every sample is more than GAP_S from the last, and a line must join them)."""
-    return max(GAP_S, 3.0 * (x1 - x0) / max(1, columns), SPACINGS * spacing_s)
+def gap_threshold(x0: float, x1: float, columns: int) -> float:
+    """Samples further apart than this may not be joined: GAP_S, or three pixel columns
+    when zoomed out so far that a column is wider (a break there would be invisible). The
+    plot joins wider gaps too when the samples around them are as far apart
+    (widgets/models/visible_samples.py: at 0.8 inferences/s every gap is above 1 s)."""
+    return max(GAP_S, 3.0 * (x1 - x0) / max(1, columns))
 
 
 def connect_mask(x: FloatArray, gap_s: float, breaks: Sequence[float] = ()) -> np.ndarray:
@@ -77,8 +76,14 @@ def connect_mask(x: FloatArray, gap_s: float, breaks: Sequence[float] = ()) -> n
     mask = np.ones(x.size, dtype=np.int32)
     if x.size > 1:
         mask[:-1] = np.diff(x) <= gap_s
-        if len(breaks):
-            after = np.searchsorted(x, np.asarray(breaks, dtype=np.float64))
-            after = after[(after > 0) & (after < x.size)]
-            mask[after - 1] = 0
+    return break_at_pauses(x, mask, breaks)
+
+
+def break_at_pauses(x: FloatArray, mask: np.ndarray, breaks: Sequence[float]) -> np.ndarray:
+    """`mask` (a `connect` array over `x`) with 0 where a pause that began at one of
+    `breaks` lies between two points: a pause is never drawn across."""
+    if len(breaks) and x.size > 1:
+        after = np.searchsorted(x, np.asarray(breaks, dtype=np.float64))
+        after = after[(after > 0) & (after < x.size)]
+        mask[after - 1] = 0
     return mask
