@@ -100,6 +100,7 @@ from engine.serve.service import ServiceModel
 from engine.serve.traffic import parse_traffic, with_trace_window
 from engine.serve.what_if import Question, answer
 from engine.serve.what_if import headline as what_if_headline
+from engine.serve.what_if_flags import calibration_drift
 from engine.session import liveness
 from engine.session.columns import lacking_note
 from engine.session.compact import Compacted, compact_copy
@@ -215,6 +216,7 @@ __all__ = [
     "backends",
     "bench_argv",
     "cached_peaks",
+    "calibration_drift",
     "check_data_file",
     "check_real_layout",
     "check_real_run",

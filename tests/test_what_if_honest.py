@@ -104,3 +104,22 @@ def test_rates_keep_the_digits_that_matter() -> None:
     assert max_rate_text(0.0) == "no rate on the curve meets the SLO"
     assert max_rate_text(1.43) == "max rate under the SLO 1.43/s"
     assert "at least" in max_rate_text(2.6, beyond=True)
+
+
+def test_without_repeats_a_real_check_names_the_calibrations_own_drift() -> None:
+    """One real run: its error stands beside how far the calibration's own batch times
+    moved while it was timed (the last third against the first, per size)."""
+    from engine.serve.real_check import check
+    from engine.serve.what_if_flags import calibration_drift
+
+    steady = np.full(12, 0.01)
+    moved = np.r_[np.full(4, 0.01), np.full(4, 0.011), np.full(4, 0.011)]
+    svc = ServiceModel({1: steady * 0.5, 2: moved}, {"instances": 1})
+    assert calibration_drift(svc) == pytest.approx(0.05)  # sizes 0% and 10%: their median
+    assert np.isnan(calibration_drift(ServiceModel({1: np.full(5, 0.01)}, {})))
+
+    def summary(p99: float) -> dict[str, Any]:
+        return {"latency_ms": {"p50": p99 / 2, "p99": p99}, "throughput": {"requests_per_s": 5}}
+
+    rc = check("poisson:5", summary(30.0), summary(20.0), 1.0, 5.0, None, [], 0.05)
+    assert "calibration's own batch times moved 5% while it was timed" in rc.text()

@@ -45,6 +45,7 @@ from engine.api import (
     ServingStarted,
     ServingSummary,
     answer,
+    calibration_drift,
     parse_traffic,
     what_if_headline,
 )
@@ -328,7 +329,10 @@ class TrafficController(QObject):
                 if sizes
                 else math.nan
             )
-            return check(spec_text, real, predicted, ratio, offered, service.contention, earlier)
+            drift = calibration_drift(service)
+            return check(
+                spec_text, real, predicted, ratio, offered, service.contention, earlier, drift
+            )
 
         def done(rc: RealCheck) -> None:
             self.last_check = rc

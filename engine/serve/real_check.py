@@ -44,6 +44,7 @@ class RealCheck:
     calibration_contention: Contention | None = None  # the calibration's
     repeat_spread: float = math.nan  # the real runs of this row: (max - min) / median of p99
     repeats: int = 1  # real runs of this row the spread is from
+    calibration_drift: float = math.nan  # its batch times' move while it was timed
 
     @property
     def p99_ratio(self) -> float:
@@ -75,7 +76,13 @@ class RealCheck:
             return ""
         error = f"the prediction's p99 is off by {abs(r - 1):.0%}"
         if not math.isfinite(self.repeat_spread) or self.repeats < 2:
-            return f"{error}; run the same load again to see the real runs' own spread"
+            drift = self.calibration_drift
+            own = (
+                f" (the calibration's own batch times moved {drift:.0%} while it was timed)"
+                if math.isfinite(drift)
+                else ""
+            )
+            return f"{error}; run the same load again to see the real runs' own spread{own}"
         where = "within" if abs(r - 1) <= self.repeat_spread else "outside"
         return (
             f"{error}, {where} the real runs' own spread of {self.repeat_spread:.0%} "
@@ -157,10 +164,12 @@ def check(
     offered_rate: float,
     calibration: Contention | None = None,
     earlier: list[dict[str, Any]] | None = None,
+    drift: float = math.nan,
 ) -> RealCheck:
     """`real` and `predicted`: serving summaries (the load run's, the simulator's);
     `calibration`: how busy the machine was while it was calibrated; `earlier`: summaries
-    of earlier real runs of the same row (their p99s and this one's give the spread)."""
+    of earlier real runs of the same row (their p99s and this one's give the spread);
+    `drift`: how far the calibration's own batch times moved while it was timed."""
     p99s = [_get(r, "latency_ms", "p99") for r in [*(earlier or []), real]]
     p99s = [v for v in p99s if math.isfinite(v) and v > 0]
     machine = real.get("machine") if isinstance(real.get("machine"), dict) else None
@@ -181,6 +190,7 @@ def check(
         calibration_contention=calibration,
         repeat_spread=spread(p99s),
         repeats=len(p99s),
+        calibration_drift=float(drift),
     )
 
 

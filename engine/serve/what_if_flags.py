@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from engine.machine.contention import Contention
 from engine.serve.batching import BatchPolicy
 from engine.serve.service import ServiceModel
@@ -107,3 +109,19 @@ def max_rate_text(rate: float | None, beyond: bool = False) -> str:
     if beyond:
         return f"max rate under the SLO at least {rate_text(rate)} (every rate simulated meets it)"
     return f"max rate under the SLO {rate_text(rate)}"
+
+
+def calibration_drift(service: ServiceModel) -> float:
+    """How far the calibration's own batch times moved while it was timed: per size (in
+    the order its batches ran, 9 or more), the last third's median over the first third's,
+    less 1; the median over sizes of its size (0.08: 8%; NaN: too few batches). Without two
+    real runs of a row, the nearest thing to the real system's repeat spread."""
+    moves = []
+    for n in service.sizes:
+        v = service.samples[n]
+        third = v.size // 3
+        if third >= 3:
+            a, b = float(np.median(v[:third])), float(np.median(v[-third:]))
+            if a > 0:
+                moves.append(abs(b / a - 1))
+    return float(np.median(moves)) if moves else math.nan
