@@ -218,12 +218,10 @@ class TrafficController(QObject):
     def _calibrate_cancelled(self) -> None:
         self._calibration_ended()
         self.dock.calibrate_button.setEnabled(not self.serving)
-        kept = " (the earlier calibration stays)" if self.service is not None else ""
+        kept = " (the What-if keeps its earlier one)" if self.service is not None else ""
         self.dock.what_if.set_text(
             f"calibration stopped: nothing of it was kept{kept}; Calibrate What-if measures again"
         )
-        if self.service is not None:
-            self.predict()
 
     def _started(self, ev: ServingStarted) -> None:
         self.serving = True
