@@ -172,3 +172,19 @@ def test_likeness_rules() -> None:
     assert verdict(True, ["other inputs"], [], False) == "unlike"
     assert separated((1.0, 2.0), (2.5, 3.0)) and not separated((1.0, 2.6), (2.5, 3.0))
     assert not separated(None, (1.0, 2.0))
+
+
+def test_the_report_names_busy_runs_and_colours_no_delta_against_them(tmp_path: Path) -> None:
+    from engine.analysis.report import write_report
+
+    path = tmp_path / "s.opscope"
+    record(path, 10.0, QUIET, seed=1)
+    record(path, 13.0, BUSY, seed=2)
+    out = tmp_path / "r.html"
+    write_report(str(path), str(out))
+    html = out.read_text()
+    assert "1 of 2 runs were measured on a busy machine" in html
+    assert "run 2: busy: other processes used 1.90 of 2 CPUs" in html
+    assert "no verdict: the candidate was measured busy" in html
+    rows = html.split('id="comparison"')[1].split("<tbody>")[1].split("</table>")[0]
+    assert 'class="worse"' not in rows and 'class="same"' in rows

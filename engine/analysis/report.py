@@ -8,6 +8,7 @@ from it passes through `html.escape` (`Html` marks the few strings we built as m
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -164,7 +165,23 @@ def _runs_section(runs: Sequence[RunRow]) -> str:
         if runs
         else "<p>The session holds no runs.</p>"
     )
-    return _section("runs", "Runs", body)
+    return _section("runs", "Runs", _busy_note(runs) + body)
+
+
+def _busy_note(runs: Sequence[RunRow]) -> str:
+    """One paragraph naming the runs measured on a busy machine, each with its numbers:
+    their figures are the model's speed while other work ran, and no verdict is drawn."""
+    busy = [r for r in runs if r.contention is not None and r.contention.busy]
+    if not busy:
+        return ""
+    items = "; ".join(
+        f"run {r.id}: {html.escape(r.contention.line())}" for r in busy if r.contention
+    )
+    return (
+        f"<p class='warn'>{len(busy)} of {len(runs)} runs were measured on a busy machine "
+        "(the machine column): their figures are the model's speed while other work ran, "
+        f"and comparisons with them draw no verdict. {items}.</p>"
+    )
 
 
 def _latency_section(
@@ -318,6 +335,10 @@ def _compare_section(
             continue
         p50, tp = comp.metrics["p50"], comp.metrics["throughput"]
         acc = comp.accuracy_delta.get("cosine")
+        judged = not (comp.unlike or comp.busy)  # else shown plain, with why not
+        no_verdict = [f"no verdict: not like for like ({'; '.join(comp.unlike)})"] * bool(
+            comp.unlike
+        ) + [f"no verdict: {b}" for b in comp.busy]
         change = (
             ", ".join(
                 [
@@ -336,10 +357,10 @@ def _compare_section(
                 str(cand.id),
                 str(base.id),
                 change,
-                Html(_delta_html(p50)),
-                Html(_delta_html(tp)),
+                Html(_delta_html(p50, judged)),
+                Html(_delta_html(tp, judged)),
                 "-" if acc is None else f"{acc:+.5f}",
-                "; ".join(comp.notes),
+                "; ".join([*no_verdict, *comp.notes]),
             )
         )
         details.append(_diff_block(comp))
@@ -347,7 +368,8 @@ def _compare_section(
         "<p>Each run against the first timed run of the same model. Deltas are "
         "relative to that run; the interval is a 95% circular block-bootstrap interval "
         'of the difference. <span class="worse">Red</span>: significantly worse, '
-        '<span class="better">green</span>: significantly better.</p>'
+        '<span class="better">green</span>: significantly better; never coloured when '
+        "either run was measured busy or the inputs differ (the notes say why).</p>"
     )
     head = (
         "run",
@@ -400,8 +422,10 @@ def _samples(run: RunRow, samples: dict[int, tuple[np.ndarray, np.ndarray]]) -> 
     return Samples(*samples[run.id], batch=max(1, batch))
 
 
-def _delta_html(m: MetricDelta) -> str:
-    cls = "same" if not m.significant else ("worse" if m.slowdown_pct > 0 else "better")
+def _delta_html(m: MetricDelta, judged: bool = True) -> str:
+    """The delta and its interval, coloured only where it is a result (`judged`)."""
+    significant = m.significant and judged
+    cls = "same" if not significant else ("worse" if m.slowdown_pct > 0 else "better")
     lo, hi = m.ci_pct
     return (
         f'<span class="{cls}">{esc(_signed(m.delta_pct))}</span> '
@@ -502,7 +526,7 @@ white-space:nowrap;font-variant-numeric:tabular-nums}
 figure{margin:10px 0;background:#fff;border:1px solid #e5e7eb;padding:6px}
 figure svg{max-width:100%;height:auto}figcaption{font-size:12px;color:#4b5563}
 .small{font-size:12px;color:#4b5563}.worse{color:#b91c1c;font-weight:600}
-.better{color:#15803d;font-weight:600}.same{color:#374151}
+.better{color:#15803d;font-weight:600}.same{color:#374151}.warn{color:#b45309}
 .pair{display:flex;gap:24px;flex-wrap:wrap;align-items:flex-start}
 .badge{font-size:11px;font-weight:700;padding:1px 7px;border-radius:3px;color:#fff;
 vertical-align:middle}.sim{background:#b45309}.served{background:#1d4ed8}
@@ -516,5 +540,7 @@ FOOTER = (
     "20,000 samples per run) and cover the noise inside the runs, not a machine that was "
     "uniformly slower during one whole run. Per-op times come from a separate profiling "
     "pass (the profiler costs 8-22% latency) and are matched by node name; nodes renamed "
-    "by fusion or quantization show as removed and added."
+    "by fusion or quantization show as removed and added. The machine column says how busy "
+    "the machine was while each run was measured (the CPU time other processes took); a "
+    "comparison with a busy run, or between other input shapes, draws no verdict."
 )

@@ -43,6 +43,8 @@ class RunSummary:
     cosine: float | None
     status: str  # 'ok', or 'error: <why>'
     host: str = "-"  # the machine it ran on ('gpu-box': an engine host over SSH)
+    machine: str = "-"  # how busy it was: 'quiet', 'busy 1.9' ('-': not measured)
+    machine_line: str = ""  # the same in one line, with its numbers
 
     @property
     def label(self) -> str:
@@ -72,6 +74,8 @@ def summarize(run: RunRow) -> RunSummary:
         cosine=acc.cosine if acc else None,
         status=run.status + (f": {run.error}" if run.error else ""),
         host=run.host or "-",
+        machine=run.contention.short() if run.contention else "-",
+        machine_line=run.contention.line() if run.contention else "",
     )
 
 

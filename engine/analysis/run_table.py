@@ -45,6 +45,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("mean ± sd ms", _mean_sd, numeric=True, brief=False),
     Column("samples/s", lambda s: cell(s.samples_per_s, 1), numeric=True),
     Column("stable", _stable, brief=False),
+    Column("machine", lambda s: s.machine),
     Column("cosine", lambda s: cell(s.cosine, 5), numeric=True),
     Column("status", lambda s: s.status),
 )
