@@ -321,7 +321,8 @@ class TrafficController(QObject):
         durations = [d for _, d in self._batches]
 
         def work() -> RealCheck:
-            predicted = answer(q, service)["prediction"]
+            said = answer(q, service)
+            predicted = said["prediction"]
             ratio = (
                 service.speed_ratio(np.concatenate(sizes), np.concatenate(durations))
                 if sizes
@@ -329,8 +330,9 @@ class TrafficController(QObject):
             )
             drift = calibration_drift(service)
             return check(
-                spec_text, real, predicted, ratio, offered, service.contention, earlier, drift
-            )
+                spec_text, real, predicted, ratio, offered, service.contention, earlier, drift,
+                said.get("flags"),
+            )  # fmt: skip
 
         def done(rc: RealCheck) -> None:
             self.last_check = rc

@@ -45,6 +45,7 @@ class RealCheck:
     repeat_spread: float = math.nan  # the real runs of this row: (max - min) / median of p99
     repeats: int = 1  # real runs of this row the spread is from
     calibration_drift: float = math.nan  # its batch times' move while it was timed
+    prediction_flags: tuple[str, ...] = ()  # what the prediction itself could not promise
 
     @property
     def p99_ratio(self) -> float:
@@ -102,7 +103,7 @@ class RealCheck:
         """The likely reason they differ, in a sentence ('' when they agree)."""
         if self.agrees:
             return ""
-        why = []
+        why = [f"the prediction was flagged: {f}" for f in self.prediction_flags]
         real, cal = self.real_contention, self.calibration_contention
         if real is not None and cal is not None and real.busy != cal.busy:
             which = "real run" if real.busy else "calibration"
@@ -165,11 +166,13 @@ def check(
     calibration: Contention | None = None,
     earlier: list[dict[str, Any]] | None = None,
     drift: float = math.nan,
+    flags: list[str] | None = None,
 ) -> RealCheck:
     """`real` and `predicted`: serving summaries (the load run's, the simulator's);
     `calibration`: how busy the machine was while it was calibrated; `earlier`: summaries
     of earlier real runs of the same row (their p99s and this one's give the spread);
-    `drift`: how far the calibration's own batch times moved while it was timed."""
+    `drift`: how far the calibration's own batch times moved while it was timed; `flags`:
+    the prediction's own (past capacity, beyond the calibration), named first as causes."""
     p99s = [_get(r, "latency_ms", "p99") for r in [*(earlier or []), real]]
     p99s = [v for v in p99s if math.isfinite(v) and v > 0]
     machine = real.get("machine") if isinstance(real.get("machine"), dict) else None
@@ -191,6 +194,7 @@ def check(
         repeat_spread=spread(p99s),
         repeats=len(p99s),
         calibration_drift=float(drift),
+        prediction_flags=tuple(f for f in flags or [] if not f.startswith("calibrated busy")),
     )
 
 
