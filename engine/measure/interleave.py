@@ -123,7 +123,7 @@ class Ranking:
         name = self.by_index(self.pick).name
         how = f"{self.rounds} interleaved round{'s' if self.rounds != 1 else ''}"
         if self.rechecked:
-            how += " (re-checked: a close call)"
+            how += ", re-checked: a close call"
         where = f"{self.clock} time"
         if self.contention is not None:
             where += f"; {self.contention.verdict}"
