@@ -166,9 +166,10 @@ def test_load_runs_land_in_a_session(tmp_path: Path) -> None:
         assert np.all(np.diff(starts) >= 0) and runs[0].throughput is not None
     show = opscope("session", "show", path, check=True)
     assert show.stdout.splitlines()[2].split()[1] == "load"
-    # Exit 3 is compare's regression verdict: a run at twice the rate may well be slower.
+    # Exit 3 is compare's regression verdict: a run at twice the rate may well be slower;
+    # 4 its "no verdict" (other work, or a busy machine).
     compared = opscope("compare", f"{path}:1", f"{path}:2")
-    assert compared.returncode in (0, 3), compared.stderr
+    assert compared.returncode in (0, 3, 4), compared.stderr
     assert "p50 ms" in compared.stdout
     opscope("simulate", DEMO_CNN, "--traffic", "poisson:150", "--duration", "1.5",
             "--warmup-s", "0.5", "--threads", "1", "--session", path, check=True)  # fmt: skip
@@ -176,7 +177,7 @@ def test_load_runs_land_in_a_session(tmp_path: Path) -> None:
         simulated = reader.runs()[-1]
         assert simulated.kind == "simulate" and simulated.samples > 50
     against_proc = opscope("compare", f"{path}:1", f"{path}:3")
-    assert against_proc.returncode in (0, 3), against_proc.stderr
+    assert against_proc.returncode in (0, 3, 4), against_proc.stderr  # served vs simulated
     against = against_proc.stdout
     assert "[served under load]" in against and "[SIMULATED]" in against
 
