@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -176,11 +176,15 @@ def race(m: Models, cands: list[tuple[dict[str, Any], list[str]]], rounds: int) 
     timed = []
     for s, e in cands:
         sess = m.session(m.built[key(s, e)])
-        timed.append(Timed(label(s, e), (lambda r=sess: r.run(None, feed))))
+        timed.append(Timed(label(s, e), caller(sess, feed)))
     ref = m.session(m.info.path, fp32=True)
-    timed.append(Timed("fp32", lambda: ref.run(None, feed), reference=True))
+    timed.append(Timed("fp32", caller(ref, feed), reference=True))
     clock, _ = honest_clock([m.config.threads], [m.config.spinning])
     return drive(rank(timed, rounds=rounds, max_rounds=max(rounds, 9), clock=clock))
+
+
+def caller(session: Any, feed: dict[str, np.ndarray]) -> Callable[[], object]:
+    return lambda: session.run(None, feed)
 
 
 def paired(a: list[float], b: list[float]) -> list[float]:
@@ -253,8 +257,13 @@ def phase(
         "| x FP32 (wall) | rounds | pick |",
         "|---|---|---|---|---|---|---|---|---|",
     ]  # fmt: skip
-    cpu_of = (lambda s: s.rounds) if r.clock == "cpu" else (lambda s: s.other)
-    wall_of = (lambda s: s.other) if r.clock == "cpu" else (lambda s: s.rounds)
+
+    def cpu_of(s: Any) -> list[float]:
+        return list(s.rounds if r.clock == "cpu" else s.other)
+
+    def wall_of(s: Any) -> list[float]:
+        return list(s.other if r.clock == "cpu" else s.rounds)
+
     from engine.measure.interleave import spread
 
     def cell(v: list[float]) -> str:
@@ -299,7 +308,7 @@ def across(picks: dict[str, tuple[str, str, Models]], name: str, rounds: int) ->
     timed = []
     for precision, (label_, path, m) in picks.items():
         sess = m.session(path)
-        timed.append(Timed(f"{precision} ({label_})", (lambda r=sess, f=m.eval[0]: r.run(None, f))))
+        timed.append(Timed(f"{precision} ({label_})", caller(sess, m.eval[0])))
     m = next(iter(picks.values()))[2]
     ref = m.session(m.info.path, fp32=True)
     timed.append(Timed("fp32", lambda: ref.run(None, m.eval[0]), reference=True))

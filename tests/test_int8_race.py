@@ -148,3 +148,31 @@ def test_the_real_search_races_what_meets_and_says_how(
         assert _key(PER_TENSOR) in settings
     else:
         assert _key(PER_TENSOR) not in settings
+
+
+def test_the_benchmarks_check_passes_the_fastest_and_ties_and_fails_a_slower_pick() -> None:
+    """bench/int8_choice.py's judgement: the pick passes when it is the fastest that meets
+    the target, or when the fastest does not separate from it; not when it is slower
+    beyond the spread."""
+    import sys
+
+    from engine.measure.interleave import Ranking, Standing
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import int8_choice as bench
+
+    def ranking(*rounds: list[float]) -> Ranking:
+        stands = [
+            Standing(n, i, list(r))
+            for i, (n, r) in enumerate(zip("abc"[: len(rounds)], rounds, strict=True))
+        ]
+        stands.append(Standing("fp32", 3, [9.0, 9.0, 9.0]))
+        return Ranking(stands, 0, "clear", [], "b", 1.0, (1.0, 1.0), 3, False, "cpu")
+
+    fast, slow, close = [1.0, 1.1, 1.0], [1.5, 1.6, 1.5], [1.01, 1.05, 0.98]
+    assert bench.check(ranking(fast, slow), "a")[0]
+    ok, why = bench.check(ranking(slow, fast), "a")
+    assert not ok and "SLOWER beyond the spread" in why
+    ok, why = bench.check(ranking(close, fast), "a")
+    assert ok and "within the spread" in why
+    assert not bench.check(ranking(fast, slow), "z")[0]  # not among those that meet
