@@ -112,6 +112,7 @@ class OpProfile:
     trace: Any  # engine.measure.op_trace.ProfileTrace
     profile_overhead: float | None = None  # profiled mean run / timed mean - 1
     phase: str | None = None  # a generating model's: "prefill" or "decode" (else None)
+    contention: Contention | None = None  # how busy the machine was during the pass
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,3 +78,26 @@ def test_a_process_spinning_beside_us_reads_busy() -> None:
     assert c.others_cpu > 0.5, c.line()
     assert c.verdict == "busy"
     assert c.own_cpu < 0.2  # we slept
+
+
+def test_a_profiling_pass_says_how_busy_the_machine_was(tmp_path: object) -> None:
+    """Each OpProfile carries the load during its pass, kept in the session's profiles row
+    and said by the op table's note when busy."""
+    from pathlib import Path
+
+    from engine.session.store import open_session_file
+    from tests.session_material import record_demo_profile
+    from widgets.models.op_rows import overhead_note
+
+    path = Path(str(tmp_path)) / "p.opscope"
+    result = record_demo_profile(path)
+    assert result.profile is not None and result.profile.contention is not None
+    with open_session_file(path) as reader:
+        (run,) = reader.runs()
+        (prof,) = reader.profiles(run.id)
+    assert prof["contention"]["verdict"] == result.profile.contention.verdict
+    assert run.contention is not None  # and the timing pass's, on the run
+    busy = Contention(1.0, 2, 1.9, 0.0, 1.0)
+    note = overhead_note(result.profile.ops, 0.9, 0.1, busy)
+    assert note.startswith("profiled BUSY (others 1.9 of 2 CPUs)")
+    assert "faster than timed" in overhead_note(result.profile.ops, 0.9, -0.5)

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import OpStat, Roofs
+from engine.api import Contention, OpStat, Roofs
 from widgets.models.op_rows import overhead_note
 from widgets.op_table_model import (
     COL,
@@ -152,18 +152,20 @@ class OpTable(QWidget):
         op_types: list[OpStat],
         coverage: float | None = None,
         overhead: float | None = None,
+        contention: Contention | None = None,
     ) -> None:
         """New data (a profiling pass); keeps sort, filter, selection (by name, at the same
         height in the view) and both scroll positions. Held while frozen. `coverage` and
         `overhead` (an OpProfile's) let the header say how profiled time compares with
-        timed latency."""
+        timed latency; `contention`, that the pass ran on a busy machine."""
+        note = overhead_note(nodes, coverage, overhead, contention)
         if self.frozen:
             self._held = (list(nodes), list(op_types))
-            self._held_overhead = overhead_note(nodes, coverage, overhead)
+            self._held_overhead = note
             self._update_summary()
             return
         self._nodes, self._op_types = list(nodes), list(op_types)
-        self._overhead = overhead_note(nodes, coverage, overhead)
+        self._overhead = note
         self._show_mode()
 
     def resizeEvent(self, event: QResizeEvent) -> None:

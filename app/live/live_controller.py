@@ -235,7 +235,9 @@ class LiveController(QObject):
             view.accuracy.set_result(ev)
         elif isinstance(ev, OpProfile) and ev.phase is None:  # phases: GenerationController
             self.roof_ops = None
-            view.op_table.set_ops(ev.ops, ev.op_types, ev.coverage, ev.profile_overhead)
+            view.op_table.set_ops(
+                ev.ops, ev.op_types, ev.coverage, ev.profile_overhead, ev.contention
+            )
             view.profile_ready(ev)
             self.last_profile = ev
             self.show_roofline()

@@ -243,6 +243,9 @@ def print_ops(profile: Any, out: TextIO, top: int, machine: Roofs | None = None)
         + "; node time covers "
         f"{profile.coverage:.1%} of model_run" + overhead_text(profile.profile_overhead) + "\n"
     )
+    load = getattr(profile, "contention", None)
+    if load is not None:
+        w(f"machine    while profiling: {load.line()}\n")
     w(
         "providers  "
         + ", ".join(f"{k}: {v} nodes" for k, v in profile.provider_nodes.items())

@@ -148,6 +148,7 @@ class RunResult:
                 "provider_nodes": p.provider_nodes,
                 "overhead": p.profile_overhead,
                 "nodes_total": len(p.ops),
+                "contention": p.contention.to_json() if p.contention else None,
             }
             if self.phases:  # ops/op_types above are the last phase's; each phase here
                 out["phases"] = {

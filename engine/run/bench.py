@@ -16,6 +16,7 @@ from engine.config import RunConfig, oversubscribed
 from engine.events import Event, LatencyBatch, Notice, RunEnded
 from engine.model.inputs import empty_inputs
 from engine.run.job_inputs import JobInputs
+from engine.run.load_window import with_load
 from engine.run.timing import TimingPlan, TimingSamples, time_inferences
 
 
@@ -67,7 +68,7 @@ def run_bench(req: BenchRequest) -> Iterator[Event]:
         if req.profile:
             lats = samples.latencies_ns
             timed_mean = float(lats.mean() / 1e6) if lats.size else None
-            yield from prepared.profile(req.profile_runs, timed_mean)
+            yield from with_load(prepared.profile(req.profile_runs, timed_mean))
     finally:
         prepared.close()
     yield RunEnded("ok")

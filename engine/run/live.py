@@ -35,6 +35,7 @@ from engine.events import (
 from engine.measure.contention import Contention, combine
 from engine.measure.stats import is_stable, latency_stats, throughput
 from engine.model.inputs import empty_inputs
+from engine.run.load_window import with_load
 from engine.run.sample_log import MAX_SAMPLES, SampleLog
 from engine.run.timing import TimingPlan, time_inferences
 
@@ -196,4 +197,4 @@ class LiveRun:
             return
         mean = seg.samples.recent_mean_ms()
         yield Marker("profile", "profiling", time.perf_counter_ns())
-        yield from seg.staged.prepared.profile(runs, mean)
+        yield from with_load(seg.staged.prepared.profile(runs, mean))

@@ -314,8 +314,8 @@ class SessionReader:
     def profiles(self, run_id: int) -> list[dict[str, Any]]:
         """One summary per profiling pass: runs, coverage, overhead, nodes per provider."""
         rows = self._conn.execute(
-            "SELECT pass, runs, coverage, overhead, provider_nodes, nodes_total, recorded_at "
-            "FROM profiles WHERE run_id = ? ORDER BY pass",
+            "SELECT pass, runs, coverage, overhead, provider_nodes, nodes_total, recorded_at, "
+            "contention FROM profiles WHERE run_id = ? ORDER BY pass",
             [run_id],
         ).fetchall()
         return [
@@ -327,6 +327,7 @@ class SessionReader:
                 "provider_nodes": _int_map(parse_json(r[4], dict, "profiles.provider_nodes")),
                 "nodes_total": typed(r[5], int, "profiles.nodes_total", nullable=True),
                 "recorded_at": typed(r[6], str, "profiles.recorded_at", nullable=True),
+                "contention": parse_json(r[7], dict, "profiles.contention"),
             }
             for r in rows
         ]

@@ -390,6 +390,7 @@ def _v8_contention(db: Database) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN contention TEXT")
     for col in ("p50_lo_ms", "p50_hi_ms", "p99_lo_ms", "p99_hi_ms"):
         db.execute(f"ALTER TABLE runs ADD COLUMN {col} REAL")
+    db.execute("ALTER TABLE profiles ADD COLUMN contention TEXT")  # each pass's, likewise
 
 
 def _insert_op_times(conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:

@@ -440,6 +440,7 @@ class SessionStore:
                     "provider_nodes": json_text(prof.provider_nodes),
                     "nodes_total": len(prof.ops),
                     "recorded_at": utc_now(),
+                    "contention": json_text(prof.contention.to_json()) if prof.contention else None,
                 }
             )
             ops = [

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.api import OpStat, Roofs, place
+from engine.api import Contention, OpStat, Roofs, place
 
 
 def bound_text(stat: OpStat, roofs: Roofs | None) -> str:
@@ -89,15 +89,28 @@ def short_provider(provider: str) -> str:
     return ",".join(p.removesuffix("ExecutionProvider") for p in provider.split(",") if p)
 
 
-def overhead_note(nodes: Sequence[OpStat], coverage: float | None, overhead: float | None) -> str:
+def overhead_note(
+    nodes: Sequence[OpStat],
+    coverage: float | None,
+    overhead: float | None,
+    contention: Contention | None = None,
+) -> str:
     """'profiled total 19.9 ms vs timed mean 10.2 ms: the profiler adds per-op overhead'
-    when the pass says how its runs compare with the timed ones; '' otherwise.
+    when the pass says how its runs compare with the timed ones; '' otherwise. A pass
+    measured on a busy machine says so first: its times are the ops' on a busy machine.
 
     The timed mean comes out of the pass itself: the summed node time is `coverage` of the
     profiled run, and the profiled run is (1 + overhead) times the timed one."""
+    busy = ""
+    if contention is not None and contention.busy:
+        busy = f"profiled BUSY (others {contention.others_cpu:.1f} of {contention.cpus} CPUs)"
     total = sum(s.time_ms for s in nodes)
     if not nodes or not coverage or overhead is None or coverage <= 0 or overhead <= -1:
-        return ""
+        return busy
+    if busy:
+        return f"{busy} · profiled total {total:.3g} ms"
+    if overhead < -0.05:  # the timed pass ran slower: the machine's load changed between
+        return f"profiled total {total:.3g} ms (faster than timed: the load changed)"
     timed = total / coverage / (1.0 + overhead)
     if overhead < 0.05:
         return f"profiled total {total:.3g} ms vs timed mean {timed:.3g} ms"
