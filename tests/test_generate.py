@@ -294,7 +294,7 @@ def test_compare_two_generation_runs_on_ttft_and_tpot(llm: Path, tmp_path: Path)
     out = tmp_path / "c.json"
     proc = opscope("compare", f"{session}:1", f"{session}:2", "--metric", "tpot_p50",
                    "--json", out)  # fmt: skip
-    assert proc.returncode in (0, 3), proc.stderr
+    assert proc.returncode in (0, 3, 4), proc.stderr  # 4: measured busy, no verdict
     data = json.loads(out.read_text())
     assert data["metric"] == "tpot_p50" and data["latency_kind"]["baseline"].startswith("a whole")
     lines = proc.stdout.splitlines()

@@ -152,6 +152,8 @@ def _print(r: GenerateReport, out: TextIO) -> None:
         f"buffer {_mib(r.kv_buffer_bytes)}\n"
     )
     out.write(f"memory     peak RSS {_mib(r.peak_rss_bytes)}\n")
+    if r.contention is not None:
+        out.write(f"machine    {r.contention.line()}\n")
     if r.phases:
         for phase in r.phases.values():
             _phase_line(phase, out)

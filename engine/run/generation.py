@@ -33,6 +33,7 @@ from engine.events import (
     RunEnded,
     TimingDone,
 )
+from engine.measure.contention import Contention, Window
 from engine.measure.stats import LatencyStats, Throughput, latency_stats
 from engine.run.prompt_file import read_prompts
 
@@ -79,6 +80,7 @@ class GenerateReport:
     phases: dict[str, Phase] | None = None
     accuracy: Agreement | None = None  # a quantized model against FP32
     interrupted: bool = False  # a signal ended the timing early: figures of what was done
+    contention: Contention | None = None  # how busy the machine was while timing
 
     def to_json(self) -> dict[str, Any]:
         def pct(s: LatencyStats) -> dict[str, Any]:
@@ -114,6 +116,7 @@ class GenerateReport:
             "phases": None
             if self.phases is None
             else {k: p.to_json() for k, p in self.phases.items()},
+            "machine": {"contention": self.contention.to_json() if self.contention else None},
         }
 
 
@@ -169,6 +172,7 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
         once()
     turn = 0  # the timed generations start from the first prompt
     done: list[Generation] = []
+    load = Window()  # how busy the machine was over the timed generations
     origin = time.perf_counter_ns()
     end = time.perf_counter() + req.duration_s
     # a signal (Ctrl+C, SIGTERM) ends the timing after the generation under way: the
@@ -198,12 +202,14 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
     tpot = np.asarray([s for g in done for s in g.step_s]) * 1e9
     e2e = np.asarray([g.total_s for g in done]) * 1e9
     ttft_s, tpot_s, e2e_s = latency_stats(ttft), latency_stats(tpot), latency_stats(e2e)
+    contention = load.done()
     yield TimingDone(
         e2e_s,
         Throughput(len(done) / elapsed, len(done) * req.batch / elapsed),
         True,
         req.warmup,
         elapsed,
+        contention,
     )
     per_token = llm.kv_bytes_per_token
     last = done[-1].tokens
@@ -240,6 +246,7 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
         phases=phases,
         accuracy=accuracy,
         interrupted=interrupted,
+        contention=contention,
     )
     figures = report.to_json()
     figures.pop("tokens")

@@ -387,10 +387,14 @@ def _v8_contention(db: Database) -> None:
     windows are telemetry rows (`others_cpu`, `steal_cpu`). And the 95% intervals of p50
     and p99 from the raw samples' order statistics (`p50_lo_ms` .. `p99_hi_ms`; NULL: too
     few samples, or recorded before)."""
-    db.execute("ALTER TABLE runs ADD COLUMN contention TEXT")
-    for col in ("p50_lo_ms", "p50_hi_ms", "p99_lo_ms", "p99_hi_ms"):
-        db.execute(f"ALTER TABLE runs ADD COLUMN {col} REAL")
-    db.execute("ALTER TABLE profiles ADD COLUMN contention TEXT")  # each pass's, likewise
+    have = {(t, c) for t in ("runs", "profiles") for c in db.table(t).columns_dict}
+    for table, col, kind in (
+        ("runs", "contention", "TEXT"),
+        *(("runs", c, "REAL") for c in ("p50_lo_ms", "p50_hi_ms", "p99_lo_ms", "p99_hi_ms")),
+        ("profiles", "contention", "TEXT"),  # each pass's, likewise
+    ):
+        if (table, col) not in have:  # a file whose version was set back by hand has it
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {kind}")
 
 
 def _insert_op_times(conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
