@@ -102,6 +102,11 @@ def test_tune_says_how_it_picked(tmp_path: Path) -> None:
     proc = opscope("tune", DEMO_CNN, "--space", "fusion=basic,all", "--duration", "0.2",
                    "--threads", "1", "--json", out, check=True)  # fmt: skip
     data = json.loads(out.read_text())
+    for t in data["trials"]:  # how busy the machine was while each trial ran
+        assert t["machine"]["contention"]["verdict"] in ("quiet", "busy")
+        assert ("(busy machine)" in proc.stdout) >= (
+            t["machine"]["contention"]["verdict"] == "busy"
+        )
     pick = data["pick"]
     assert pick["rounds"] >= 3 and pick["clock"] == "cpu"
     assert data["best"]["number"] == int(pick["pick"].split()[1])
@@ -113,3 +118,12 @@ def test_tune_says_how_it_picked(tmp_path: Path) -> None:
                    "--threads", "1", "--no-recheck", "--json", out, check=True)  # fmt: skip
     assert "by its own timing (--no-recheck)" in proc.stdout
     assert json.loads(out.read_text())["pick"]["line"].endswith("(--no-recheck)")
+
+
+def test_a_trial_on_a_busy_machine_says_so() -> None:
+    from engine.tune.trial import trial_busy
+
+    t = Trial(1, RunConfig(), "ok", 1.0, 2.0, 1000.0, 1.0, 100)
+    assert trial_busy(t) is None
+    t.details["machine"] = {"contention": {"verdict": "busy", "line": "busy: others 1.5"}}
+    assert trial_busy(t) == "busy: others 1.5"

@@ -16,7 +16,7 @@ from engine.events import Notice, Progress, drive
 from engine.run.job_inputs import JobInputs
 from engine.tune.search import Goal, TuneResult, tune, tune_result
 from engine.tune.space import default_space, parse_space, size
-from engine.tune.trial import Trial, bench_argv
+from engine.tune.trial import Trial, bench_argv, trial_busy
 from engine.tune.tune_job import TuneRequest, tune_job
 
 if TYPE_CHECKING:
@@ -155,6 +155,8 @@ def _trial_line(t: Trial, goal: Goal, out: TextIO) -> None:
         out.write(f"trial {t.number:>3}  {label:<50} FAILED: {t.error}\n")
     else:
         mark = "" if goal.feasible(t) else "  (misses the floor)"
+        if trial_busy(t):
+            mark += "  (busy machine)"
         out.write(
             f"trial {t.number:>3}  {label:<50} p50 {t.p50_ms:8.3f} ms  p99 {t.p99_ms:8.3f} ms  "
             f"{t.samples_per_s:9.1f} samples/s  cos {t.cosine:.5f}{mark}\n"

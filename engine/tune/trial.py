@@ -116,6 +116,8 @@ def trial_job(req: TrialRequest) -> Generator[Event, None, dict[str, Any]]:
             elif isinstance(ev, TimingDone):
                 figures["latency_ms"] = ev.latency.to_json()
                 figures["samples_per_s"] = ev.throughput.samples_per_s
+                if ev.contention is not None:  # how busy the machine was while it ran
+                    figures["contention"] = ev.contention.to_json()
             elif isinstance(ev, AccuracyResult):
                 figures["cosine"] = ev.cosine
             elif isinstance(ev, RunStarted):
@@ -166,4 +168,12 @@ def run_trial(
     if data.get("excluded_nodes"):
         trial.details["excluded_nodes"] = data["excluded_nodes"]
     trial.details["provider_used"] = data.get("provider_used")
+    if data.get("contention"):
+        trial.details["machine"] = {"contention": data["contention"]}
     return trial
+
+
+def trial_busy(t: Trial) -> str | None:
+    """The trial's contention line when the machine was busy while it ran, else None."""
+    c = (t.details.get("machine") or {}).get("contention") or {}
+    return str(c.get("line")) if c.get("verdict") == "busy" else None
