@@ -11,7 +11,10 @@ a window and turns their difference into a `Contention`:
   another job), when the app named its root process (`OPSCOPE_ROOT_PID`);
 - `steal`: CPUs' worth of time the hypervisor gave to other guests;
 - `clock_ratio`: the cores' mean clock against their maximum, where the kernel says both;
-- `nice`: this process's niceness (above 0: it yielded the CPU to others by choice).
+- `nice`: this process's niceness (above 0: it yielded the CPU to others by choice);
+- on a GPU run (a `GpuLoad` given, engine/machine/gpu_contention.py): `gpu_others`, the
+  mean SM utilisation other processes had on the run's GPU (percent), and `gpu_throttle`,
+  the clock slowdowns NVML reported (power cap, thermal, ...; idle is not one).
 
 `verdict` is "busy" when others took a real share of the machine (`BUSY_OTHERS_CPU`, or a
 tenth of its CPUs on a big one), when steal or a lowered clock did the same, or when the
@@ -25,12 +28,13 @@ import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 BUSY_OTHERS_CPU = 0.25  # CPUs: a quarter of a core taken by others moves a 2-core timing
 BUSY_SHARE = 0.10  # ... or a tenth of a bigger machine's CPUs
 BUSY_STEAL_CPU = 0.10  # CPUs stolen by the hypervisor
 BUSY_CLOCK_RATIO = 0.80  # cores held below 80% of their maximum clock
+BUSY_GPU_OTHERS = 10.0  # percent of the GPU's SMs kept busy by other processes
 NICE_OTHERS_CPU = 0.05  # deprioritised and others wanted the CPU: starved, so busy
 ROOT_ENV = "OPSCOPE_ROOT_PID"  # the app's root process: its tree is "OpScope's own"
 
@@ -47,6 +51,8 @@ class Contention:
     app_cpu: float | None = None
     clock_ratio: float | None = None
     nice: int = 0
+    gpu_others: float | None = None  # other processes' SM utilisation, percent (GPU runs)
+    gpu_throttle: str | None = None  # NVML's clock slowdowns seen, in words
 
     @property
     def verdict(self) -> str:
@@ -69,6 +75,10 @@ class Contention:
             out.append(f"the hypervisor stole {self.steal:.2f} CPUs")
         if self.clock_ratio is not None and self.clock_ratio < BUSY_CLOCK_RATIO:
             out.append(f"the clock ran at {self.clock_ratio:.0%} of its maximum")
+        if self.gpu_others is not None and self.gpu_others >= BUSY_GPU_OTHERS:
+            out.append(f"other processes kept {self.gpu_others:.0f}% of the GPU busy")
+        if self.gpu_throttle:
+            out.append(f"the GPU's clocks were held down ({self.gpu_throttle})")
         if self.nice > 0 and self.others_cpu >= NICE_OTHERS_CPU and not out:
             out.append(
                 f"the measured process ran deprioritised (nice {self.nice}) while others "
@@ -102,6 +112,8 @@ class Contention:
             "cpus": self.cpus,
             "nice": self.nice,
             "window_s": round(self.window_s, 3),
+            "gpu_others": None if self.gpu_others is None else round(self.gpu_others, 1),
+            "gpu_throttle": self.gpu_throttle,
             "line": self.line(),
         }
 
@@ -113,6 +125,8 @@ class Contention:
         try:
             app = d.get("app_cpu")
             clock = d.get("clock_ratio")
+            gpu = d.get("gpu_others")
+            throttle = d.get("gpu_throttle")
             return cls(
                 window_s=float(d["window_s"]),
                 cpus=int(d["cpus"]),
@@ -122,6 +136,8 @@ class Contention:
                 app_cpu=None if app is None else float(app),
                 clock_ratio=None if clock is None else float(clock),
                 nice=int(d.get("nice") or 0),
+                gpu_others=None if gpu is None else float(gpu),
+                gpu_throttle=throttle if isinstance(throttle, str) else None,
             )
         except (KeyError, TypeError, ValueError):
             return None
@@ -139,6 +155,8 @@ def combine(parts: Iterable[Contention]) -> Contention | None:
 
     apps = [(p.app_cpu, p.window_s) for p in parts if p.app_cpu is not None]
     clocks = [(p.clock_ratio, p.window_s) for p in parts if p.clock_ratio is not None]
+    gpus = [(p.gpu_others, p.window_s) for p in parts if p.gpu_others is not None]
+    throttles = sorted({t for p in parts if p.gpu_throttle for t in p.gpu_throttle.split(", ")})
     return Contention(
         window_s=total,
         cpus=max(p.cpus for p in parts),
@@ -148,6 +166,8 @@ def combine(parts: Iterable[Contention]) -> Contention | None:
         app_cpu=mean(apps) if apps else None,
         clock_ratio=mean(clocks) if clocks else None,
         nice=max(p.nice for p in parts),
+        gpu_others=mean(gpus) if gpus else None,
+        gpu_throttle=", ".join(throttles) or None,
     )
 
 
@@ -161,6 +181,16 @@ class Counters:
     own_s: float
     app_s: float | None
     clock_ratio: float | None
+    gpu_mark: Any = None  # the GPU probe's own reading (a timestamp), when there is one
+
+
+class GpuLoad(Protocol):
+    """What the probe needs of a GPU's counters: a mark now, and since a mark the other
+    processes' mean SM utilisation (percent, None: not known) and the slowdowns seen."""
+
+    def mark(self) -> Any: ...
+
+    def since(self, mark: Any) -> tuple[float | None, str | None]: ...
 
 
 class ContentionProbe:
@@ -168,9 +198,10 @@ class ContentionProbe:
     costs about 0.05 ms (0.3-3 ms with an app tree to walk); take one per window, not one
     per inference."""
 
-    def __init__(self, root_pid: int | None = None) -> None:
+    def __init__(self, root_pid: int | None = None, gpu: GpuLoad | None = None) -> None:
         import psutil
 
+        self.gpu = gpu
         self._psutil = psutil
         self._proc = psutil.Process()
         self.cpus = psutil.cpu_count() or 1
@@ -194,7 +225,8 @@ class ContentionProbe:
         busy = sum(ct) - idle - steal - guest  # guest time is counted in user already
         own = self._proc.cpu_times()
         own_s = own.user + own.system
-        return Counters(t, busy, steal, own_s, self._app_seconds(), self._clock_ratio())
+        mark = self.gpu.mark() if self.gpu is not None else None
+        return Counters(t, busy, steal, own_s, self._app_seconds(), self._clock_ratio(), mark)
 
     def since(self, start: Counters, end: Counters | None = None) -> Contention:
         end = end or self.read()
@@ -205,6 +237,12 @@ class ContentionProbe:
         if end.app_s is not None and start.app_s is not None:
             app = min(max(end.app_s - start.app_s, 0.0) / dt, max(others, 0.0))
         clocks = [c for c in (start.clock_ratio, end.clock_ratio) if c is not None]
+        gpu_others, throttle = None, None
+        if self.gpu is not None and start.gpu_mark is not None:
+            try:
+                gpu_others, throttle = self.gpu.since(start.gpu_mark)
+            except Exception:  # a flaky NVML call says nothing rather than stop a run
+                gpu_others, throttle = None, None
         return Contention(
             window_s=dt,
             cpus=self.cpus,
@@ -214,6 +252,8 @@ class ContentionProbe:
             app_cpu=app,
             clock_ratio=min(clocks) if clocks else None,
             nice=_niceness(),
+            gpu_others=gpu_others,
+            gpu_throttle=throttle,
         )
 
     def _app_seconds(self) -> float | None:

@@ -14,6 +14,7 @@ from engine import backends
 from engine.backends.base import PrepareRequest
 from engine.config import RunConfig, oversubscribed
 from engine.events import Event, LatencyBatch, Notice, RunEnded
+from engine.machine.gpu_contention import window_for
 from engine.model.inputs import empty_inputs
 from engine.run.job_inputs import JobInputs
 from engine.run.load_window import with_load
@@ -59,7 +60,11 @@ def run_bench(req: BenchRequest) -> Iterator[Event]:
     try:
         samples = TimingSamples(np.empty(0, np.int64), np.empty(0, np.int64))
         drain = getattr(prepared, "drain_events", None)  # a generating model's passes
-        for ev in time_inferences(prepared.run_once, req.timing, prepared.batch, samples=samples):
+        load = window_for(prepared.provider_used)  # with the GPU's, on a GPU
+        timing = time_inferences(
+            prepared.run_once, req.timing, prepared.batch, samples=samples, window=load
+        )
+        for ev in timing:
             yield ev
             if drain is not None and isinstance(ev, LatencyBatch):
                 yield from drain(ev.origin_ns)

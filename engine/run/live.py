@@ -32,6 +32,7 @@ from engine.events import (
     TimingDone,
     VariantReady,
 )
+from engine.machine.gpu_contention import window_for
 from engine.measure.contention import Contention, combine
 from engine.measure.stats import is_stable, latency_stats, throughput
 from engine.model.inputs import empty_inputs
@@ -138,7 +139,8 @@ class LiveRun:
     def begin(self, staged: Staged) -> Iterator[Event]:
         """End the running segment (if any) and start `staged`."""
         yield from self.end()
-        timing = time_inferences(staged.prepared.run_once, LIVE_TIMING, staged.batch)
+        load = window_for(staged.prepared.provider_used)  # with the GPU's, on a GPU
+        timing = time_inferences(staged.prepared.run_once, LIVE_TIMING, staged.batch, window=load)
         self.segment = Segment(staged, timing, SampleLog(self.max_samples))
         yield from staged.facts
         yield Marker("config", staged.label, time.perf_counter_ns())
