@@ -123,3 +123,13 @@ def test_without_repeats_a_real_check_names_the_calibrations_own_drift() -> None
 
     rc = check("poisson:5", summary(30.0), summary(20.0), 1.0, 5.0, None, [], 0.05)
     assert "calibration's own batch times moved 5% while it was timed" in rc.text()
+
+
+def test_with_a_cache_the_curve_and_the_max_rate_reach_past_the_models_capacity() -> None:
+    """Hits skip the model: the grid the max rate is read off reaches 130% of the capacity
+    over the share that reaches the model (as the What-if's does), not 130% of it."""
+    from engine.serve.search import capacity_curve
+
+    work = Workload(parse_traffic("poisson:1"), 200, cache_size=1000, repeat=0.5)
+    curve = capacity_curve(work, BatchPolicy(max_batch=2), service(), points=4)
+    assert curve[-1]["offered_per_s"] == pytest.approx(1.3 * 2.0 / 0.5)
