@@ -326,12 +326,41 @@ def across(picks: dict[str, tuple[str, str, Models]], name: str, rounds: int) ->
     return [f"| {name} | {verdict} | {'; '.join(cells)} | {r.line()} |"]
 
 
+def tune_row(name: str) -> str:
+    """`opscope tune` over FP32 and both INT8s (fusion all, batch 8, 2 s a trial) as a user
+    runs it: each trial's p50 and machine, the best by trial time and the re-check's pick."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "tune.json"
+        proc = subprocess.run(
+            [sys.executable, "-m", "app.entry", "tune", str(MINILM / "model.onnx"),
+             "--space", "precision=fp32,int8-dynamic,int8-static", "--fusion", "all",
+             "--batch", str(BATCH), "--inputs", str(MINILM / "eval_inputs.npz"),
+             "--calibration", str(MINILM / "calib_inputs.npz"), "--duration", "2",
+             "--json", str(out)],
+            cwd=ROOT, capture_output=True, text=True, timeout=1800,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            return f"| {name} | error: {(proc.stderr.strip().splitlines() or ['?'])[-1]} | | | |"
+        data = json.loads(out.read_text())
+    cells = []
+    for t in data["trials"]:
+        c = (t.get("machine") or {}).get("contention") or {}
+        cells.append(f"{t['config']['precision']} {t['latency_ms']['p50']:.1f} ms "
+                     f"({c.get('verdict', '?')})")  # fmt: skip
+    ok = [t for t in data["trials"] if t["status"] == "ok" and t["accuracy"]["cosine"] >= TARGET]
+    by_trial = min(ok, key=lambda t: t["latency_ms"]["p50"])["config"]["precision"] if ok else "-"
+    best = (data.get("best") or {}).get("config", {}).get("precision", "-")
+    line = (data.get("pick") or {}).get("line", "")
+    return f"| {name} | {'; '.join(cells)} | {by_trial} | **{best}** | {line} |"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--precisions", default="int8-dynamic,int8-static")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--phases", default="quiet,1,2", help="quiet and busy processes per core")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--no-tune", dest="tune", action="store_false", help="skip the tune rows")
     args = ap.parse_args()
     if not (MINILM / "model.onnx").is_file():
         sys.exit(f"no {MINILM}/model.onnx: build it with bench/models/minilm_onnx.py")
@@ -347,6 +376,7 @@ def main() -> None:
     summary: list[str] = []
     picks: dict[str, tuple[str, str, Models]] = {}
     tune_view: list[str] = []
+    tune_rows: list[str] = []
 
     def named(ph: str, busy: list[Any]) -> str:
         if not busy:
@@ -371,6 +401,9 @@ def main() -> None:
                     time.sleep(1.0 if busy else 0.0)
                     tune_view += across(picks, named(ph, busy), args.rounds)
                     print(tune_view[-1], flush=True)
+                    if args.tune:
+                        tune_rows.append(tune_row(named(ph, busy)))
+                        print(tune_rows[-1], flush=True)
                 finally:
                     stop(busy)
     finally:
@@ -405,6 +438,14 @@ def main() -> None:
         "| phase | machine | x FP32 (CPU time, paired rounds) | the re-check's line |",
         "|---|---|---|---|",
         *tune_view,
+        "",
+        "`opscope tune` itself (FP32, INT8 dynamic, INT8 static; fusion all, batch 8, 2 s a "
+        "trial; the first row pays both INT8 searches, later rows find them cached):",
+        "",
+        "| phase | trials: p50 (machine while it ran) | best by trial time | picked "
+        "| the re-check's line |",
+        "|---|---|---|---|---|",
+        *tune_rows,
         "",
         "## Each precision's candidates",
         "",
