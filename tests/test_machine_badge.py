@@ -29,11 +29,11 @@ def test_the_controller_shows_each_window_of_load() -> None:
 def test_the_badge_says_busy_in_words(qtbot: QtBot) -> None:
     badge = MachineBadge()
     qtbot.addWidget(badge)
-    assert badge.text() == "machine: -"
+    assert badge.text() == "machine -"
     badge.set_contention(BUSY)
-    assert badge.text() == "machine BUSY: others 1.9 of 2 CPUs"
+    assert badge.text() == "BUSY 1.9/2 CPUs"
     assert badge.toolTip().startswith("busy: other processes used 1.90 of 2 CPUs")
     badge.set_contention(QUIET)
     assert badge.text() == "machine quiet" and "quiet: others used 0.02" in badge.toolTip()
     niced = Contention(1.0, 2, 0.1, 0.0, 1.0, nice=10)
-    assert badge_text(niced) == "machine BUSY: deprioritised (nice 10)"
+    assert badge_text(niced) == "BUSY: niced (10)"

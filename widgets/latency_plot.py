@@ -210,10 +210,14 @@ class LatencyPlot(QWidget):
         header = QHBoxLayout()
         header.setContentsMargins(6, 2, 6, 0)
         header.addWidget(self.stats_label)
-        self.machine = MachineBadge()  # how busy the machine was: beside the figures
-        header.addWidget(self.machine)
         header.addStretch(1)
-        header.addWidget(follow_button)
+        self.machine = MachineBadge()  # how busy the machine was: beside the figures
+        right = QVBoxLayout()  # stacked: the header stays as narrow as before
+        right.setContentsMargins(0, 0, 0, 0)
+        right.setSpacing(0)
+        right.addWidget(self.machine, 0, Qt.AlignmentFlag.AlignRight)
+        right.addWidget(follow_button, 0, Qt.AlignmentFlag.AlignRight)
+        header.addLayout(right)
         layout = QVBoxLayout()
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)

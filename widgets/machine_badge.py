@@ -1,5 +1,5 @@
 """How busy the machine is, beside the figures it colours: 'machine quiet' or, in the
-warning colour, 'machine BUSY: others 1.9 of 2 CPUs', the one-line reason on hover. Fed
+warning colour, "BUSY 1.9/2 CPUs" (others took 1.9 of 2), the reason on hover. Fed
 the engine's latest window of contention (a ContentionSample, about once a second)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QLabel, QWidget
 from engine.api import Contention
 from widgets import theme
 
-EMPTY = "machine: -"
+EMPTY = "machine -"
 
 
 def badge_text(c: Contention | None) -> str:
@@ -19,8 +19,8 @@ def badge_text(c: Contention | None) -> str:
     if not c.busy:
         return "machine quiet" + (f" (nice {c.nice})" if c.nice > 0 else "")
     if c.others_cpu >= 0.25 or not c.nice:
-        return f"machine BUSY: others {c.others_cpu:.1f} of {c.cpus} CPUs"
-    return f"machine BUSY: deprioritised (nice {c.nice})"
+        return f"BUSY {c.others_cpu:.1f}/{c.cpus} CPUs"
+    return f"BUSY: niced ({c.nice})"
 
 
 class MachineBadge(QLabel):
@@ -30,7 +30,7 @@ class MachineBadge(QLabel):
         super().__init__(EMPTY, parent)
         self.contention: Contention | None = None
         self.setToolTip("How busy the machine is while OpScope measures (updated each second)")
-        theme.make_steady(self, "machine BUSY: others 88.8 of 888 CPUs")
+        theme.make_steady(self, "BUSY 88.8/888 CPUs")
 
     def set_contention(self, c: Contention | None) -> None:
         self.contention = c

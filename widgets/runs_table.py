@@ -26,8 +26,8 @@ from widgets.models.runs_summary import RunRow, RunsSummary
 from widgets.numbers import MISSING, figure
 
 # p50/p99 here are over every sample of the run (the plot's header: its last samples)
-COLUMNS = ("#", "model", "config", "inputs", "run p50 ms", "Δ p50", "run p99 ms", "Δ p99",
-           "samples/s", "Δ samples/s", "cosine", "machine")  # fmt: skip
+COLUMNS = ("#", "model", "config", "inputs", "machine", "run p50 ms", "Δ p50", "run p99 ms",
+           "Δ p99", "samples/s", "Δ samples/s", "cosine")  # fmt: skip
 TEXT_COLUMNS = tuple(COLUMNS.index(c) for c in ("model", "config", "inputs"))
 P50_DELTA = COLUMNS.index("Δ p50")
 _WHOLE_RUN = (
@@ -147,6 +147,7 @@ class RunsTable(QWidget):
                 r.model or MISSING,
                 r.label + state,
                 r.inputs,
+                r.machine or MISSING,
                 figure(r.p50_ms),
                 _delta(r.d_p50),
                 figure(r.p99_ms),
@@ -154,10 +155,9 @@ class RunsTable(QWidget):
                 figure(r.samples_per_s, 4),
                 _delta(r.d_samples_per_s),
                 cosine,
-                r.machine or MISSING,
             )
             # lower latency and higher throughput are better; coloured only when judged
-            goods = (None,) * 5 + (-r.d_p50, None, -r.d_p99, None, r.d_samples_per_s, None, None)
+            goods = dict(zip(DELTAS, (-r.d_p50, -r.d_p99, r.d_samples_per_s), strict=True))
             judged = dict(zip(DELTAS, r.judged, strict=True))
             for c, text in enumerate(texts):
                 item = self.table.item(r.index, c)
@@ -180,7 +180,7 @@ class RunsTable(QWidget):
                 elif c == MACHINE:
                     item.setToolTip(r.machine_line)
                 item.setFont(bold if r.baseline else self.font())
-                good = goods[c]
+                good = goods.get(c)
                 if c == MACHINE and r.busy:
                     item.setForeground(QColor(theme.WARN))
                 elif good is not None and judged.get(c) and math.isfinite(good):
