@@ -123,7 +123,7 @@ def test_a_stopped_calibration_caches_nothing(
 
 
 def test_real_check_holds_the_error_against_the_real_runs_spread() -> None:
-    from engine.machine.contention import Contention
+    from engine.measure.contention import Contention
     from engine.serve.real_check import check
 
     def summary(p99: float, busy: float | None = None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from engine.events import (
     Progress,
     drive,
 )
-from engine.machine.contention import Contention
+from engine.measure.contention import Contention
 from engine.model.inputs import parse_dim_override, parse_shape_override
 from engine.run.jobs import run_job
 from engine.run.serving_jobs import LoadedModel, LoadRunRequest

@@ -26,7 +26,7 @@ from engine.cli.serve_replay import Replay, fill_serving_args, is_session_ref, r
 from engine.cli.simulate_print import print_answers, print_honesty, print_replayed
 from engine.errors import ConfigError
 from engine.events import Event, Notice, RunEnded, RunStarted, ServingSummary
-from engine.machine.contention import Window
+from engine.measure.contention import Window
 from engine.serve.batching import BatchPolicy
 from engine.serve.calibration import calibration_context, load_or_calibrate
 from engine.serve.loop import ServingLoop

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any, TextIO
 
-from engine.machine.contention import Contention
+from engine.measure.contention import Contention
 from engine.serve.what_if_flags import rate_text
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from engine.events import Event, Notice, Progress
 from engine.hostinfo import machine_key
-from engine.machine.contention import Contention, Window
+from engine.measure.contention import Contention, Window
 from engine.serve.calibration_file import (
     calibration_path,
     drift_notice,

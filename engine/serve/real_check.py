@@ -18,7 +18,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from engine.machine.contention import Contention
+from engine.measure.contention import Contention
 
 CLOSE = 0.15  # within this of each other: agreeing (a busy 2-core machine moves 13-25%)
 SPEED_OFF = 0.15  # the real batches' speed this far from the calibration's: a cause

@@ -25,7 +25,7 @@ import numpy as np
 
 from engine.errors import OpScopeError
 from engine.events import Event, Notice, Progress
-from engine.machine.contention import Contention
+from engine.measure.contention import Contention
 from engine.serve import lateness
 from engine.serve.lateness import Lateness
 from engine.serve.slow_stretches import SlowStretches

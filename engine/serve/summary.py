@@ -7,7 +7,7 @@ from collections.abc import Generator
 from typing import Any
 
 from engine.events import Event, ServingStarted, ServingSummary
-from engine.machine.contention import Window
+from engine.measure.contention import Window
 from engine.serve.batching import BatchPolicy
 from engine.serve.loop import ServingLoop
 from engine.serve.records import summarize

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.machine.contention import Contention
+from engine.measure.contention import Contention
 from engine.serve.batching import BatchPolicy
 from engine.serve.service import ServiceModel
 
