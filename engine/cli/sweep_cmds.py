@@ -65,8 +65,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def _point_line(p: SweepPoint, out: TextIO) -> None:
     top = sorted(p.op_types_ms.items(), key=lambda kv: -kv[1])[:3]
     ops = ", ".join(f"{k} {v:.3f}" for k, v in top)
+    busy = "  [BUSY]" if p.contention is not None and p.contention.busy else ""
     out.write(
-        f"point      {p.value!s:>8}: p50 {p.p50_ms:8.3f} ms (n={p.samples}); top ops ms: {ops}\n"
+        f"point      {p.value!s:>8}: p50 {p.p50_ms:8.3f} ms (n={p.samples}){busy}; "
+        f"top ops ms: {ops}\n"
     )
     out.flush()
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from engine.errors import ConfigError
 from engine.events import Event, Notice, OpProfile, Progress, TimingDone
+from engine.measure.contention import Contention
 from engine.model.info import ModelInfo
 from engine.model.inputs import plan_inputs
 from engine.run.bench import BenchRequest, run_bench
@@ -30,6 +31,7 @@ class SweepPoint:
     p50_ms: float
     samples: int
     op_types_ms: dict[str, float] = field(default_factory=dict)
+    contention: Contention | None = None  # how busy the machine was while it was timed
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -38,6 +40,7 @@ class SweepPoint:
             "latency_ms": self.p50_ms,
             "samples": self.samples,
             "op_types": self.op_types_ms,
+            "machine": {"contention": self.contention.to_json() if self.contention else None},
         }
 
 
@@ -63,10 +66,12 @@ class SweepResult:
 
 
 def growth_caveat(points: list[SweepPoint]) -> str | None:
-    """What a reader must know about exponents fitted from few points."""
+    """What a reader must know about exponents fitted from few points, or from points
+    timed on a busy machine."""
     used = len(upper_half(points))
     if len(points) < 2:
         return "no fit: fewer than two points"
+    said = []
     if used < 3:
         which = (
             f"{used} points"
@@ -75,8 +80,14 @@ def growth_caveat(points: list[SweepPoint]) -> str | None:
                 f"the largest {used} of {len(points)} points (the upper half, where growth shows)"
             )
         )
-        return f"fitted from {which}: a line through two always fits; a rough guide"
-    return None
+        said.append(f"fitted from {which}: a line through two always fits; a rough guide")
+    busy = [str(p.value) for p in points if p.contention is not None and p.contention.busy]
+    if busy:
+        said.append(
+            f"points {', '.join(busy)} were timed on a busy machine: their latency is the "
+            "model's while other work ran, and the exponents bend with it; sweep again quiet"
+        )
+    return "; ".join(said) or None
 
 
 def parse_vary(text: str) -> tuple[str, list[str]]:
@@ -150,6 +161,7 @@ def sweep(
         for ev in run_bench(run):
             if isinstance(ev, TimingDone):
                 point.p50_ms, point.samples = ev.latency.p50, ev.latency.count
+                point.contention = ev.contention
             elif isinstance(ev, OpProfile):
                 point.op_types_ms = {s.name: s.time_ms for s in ev.op_types}
             yield ev
