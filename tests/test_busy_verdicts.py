@@ -193,9 +193,10 @@ def test_the_report_names_busy_runs_and_colours_no_delta_against_them(tmp_path: 
 def test_a_sweep_says_which_points_were_timed_busy() -> None:
     from engine.tune.sweep import SweepPoint, growth_caveat
 
-    points = [SweepPoint(n, float(n), n / 10, 50, contention=QUIET) for n in (16, 32, 64, 128)]
+    sizes = (16, 32, 64, 128, 256, 512)
+    points = [SweepPoint(n, float(n), n / 10, 50, contention=QUIET) for n in sizes]
     assert growth_caveat(points) is None
-    points[2].contention = BUSY
+    points[4].contention = BUSY
     caveat = growth_caveat(points)
-    assert caveat is not None and caveat.startswith("points 64 were timed on a busy machine")
-    assert points[2].to_json()["machine"]["contention"]["verdict"] == "busy"
+    assert caveat is not None and caveat.startswith("points 256 were timed on a busy machine")
+    assert points[4].to_json()["machine"]["contention"]["verdict"] == "busy"
