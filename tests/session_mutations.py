@@ -329,11 +329,12 @@ class Outcome:
 
     def problem(self) -> str | None:
         """Why this is not a clean end (None: it is): exit 0 (3 for compare's regression
-        verdict), or exit 2 with one `opscope:` error line, and no traceback."""
+        verdict, 4 for its 'no verdict'), or exit 2 with one `opscope:` error line, and no
+        traceback."""
         text = self.stdout + self.stderr
         if "Traceback" in text or self.rc == 99:
             return f"traceback (rc {self.rc}): {self.stderr.strip().splitlines()[-1:]}"
-        if self.rc in (0, 3):  # 3: compare found a regression, a clean verdict
+        if self.rc in (0, 3, 4):  # 3, 4: compare's regression or no verdict, clean ends
             return None
         if self.rc != 2:
             return f"rc {self.rc}: {self.stderr.strip()[-300:]}"

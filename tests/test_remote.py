@@ -324,7 +324,7 @@ def test_tune_gate_and_generate_on_a_host(via: str, ssh_server: SSHHost, tmp_pat
     gate = opscope("gate", base, DEMO_CNN, "--host", via, "--threads", "1", "--runs", "2",
                    "--duration",
                    "0.2", "--min-runs", "5", "--max-regression", "900", "--json", out)  # fmt: skip
-    assert gate.returncode in (0, 3), gate.stderr  # the host's verdict, whichever it is
+    assert gate.returncode in (0, 3, 4), gate.stderr  # the host's verdict, whichever it is
     assert json.loads(out.read_text())["host"]["target"] == via
     refused = opscope("gate", base, DEMO_CNN, "--host", via, "--junit", tmp_path / "j.xml")
     assert refused.returncode == 2 and "--junit with --host" in refused.stderr

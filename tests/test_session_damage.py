@@ -294,7 +294,8 @@ def test_a_read_only_session_is_read_and_never_called_corrupt(
             with open_session_file(path) as reader:
                 assert len(reader.runs()) == 1 + (name == "killed.opscope")
             assert opscope("session", "show", path).returncode == 0
-            assert opscope("compare", f"{path}:1", f"{path}:1").returncode == 0
+            # 4: the run was measured busy (a worker per core), so no verdict: still clean
+            assert opscope("compare", f"{path}:1", f"{path}:1").returncode in (0, 4)
             assert opscope("export", path, "--csv", tmp_path / name).returncode == 0
             assert opscope("report", path, "-o", tmp_path / f"{name}.html").returncode == 0
             with pytest.raises(SessionFileError) as err:
