@@ -44,6 +44,7 @@ DEMO = ROOT / "resources/models/demo_transformer.onnx"
 MINILM = Path.home() / ".cache/opscope-bench/minilm/model.onnx"
 CPUS = os.cpu_count() or 1
 TOLERANCE = 0.15  # live p50 against bench's, when neither is flagged busy
+STEADY = 0.05  # identical quiet runs this close: the machine held its speed
 
 
 def cpu_name() -> str:
@@ -113,6 +114,11 @@ def gui(model: Path, seconds: float, env: dict[str, str]) -> dict[str, object]:
     return {"p50": p50, "verdict": c["verdict"], "line": c["line"], "n": n}
 
 
+def label(model: Path) -> str:
+    """The model as the table names it: MiniLM's file is model.onnx in its folder."""
+    return "all-MiniLM-L6-v2" if model == MINILM else model.name
+
+
 def phase_a(models: list[Path], env: dict[str, str], quick: bool) -> tuple[list[str], bool]:
     secs, gui_secs = (2.0, 12.0) if quick else (4.0, 20.0)
     lines = [
@@ -136,9 +142,9 @@ def phase_a(models: list[Path], env: dict[str, str], quick: bool) -> tuple[list[
             ok = verdicts_ok and close
             ok_all &= ok
             lines.append(
-                f"| {model.name} | {per_core}/core | {b1['p50']:.2f}, {b2['p50']:.2f} | "
+                f"| {label(model)} | {per_core}/core | {b1['p50']:.2f}, {b2['p50']:.2f} | "
                 f"{b1['verdict']}, {b2['verdict']} | {g['p50']:.2f} (n={g['n']}) | "
-                f"{g['verdict']}: {g['line']} | {off:+.0%}{' (flagged)' if flagged else ''} | "
+                f"{g['line']} | {off:+.0%}{' (flagged)' if flagged else ''} | "
                 f"{'yes' if ok else 'NO'} |"
             )
             print(lines[-1], flush=True)
@@ -208,33 +214,55 @@ def chain_model(path: Path, layers: int, width: int = 384) -> Path:
     return path
 
 
-def phase_c(env: dict[str, str]) -> tuple[list[str], bool]:
-    with tempfile.TemporaryDirectory() as tmp:
-        base_m = chain_model(Path(tmp) / "chain10.onnx", 10)
-        cand_m = chain_model(Path(tmp) / "chain12.onnx", 12)
-        session = Path(tmp) / "reg.opscope"
-        common = ("--duration", "2", "--warmup", "20", "--no-accuracy", "--no-live",
-                  "--batch", "16", "--threads", "1", "--session", session)  # fmt: skip
-        for _ in range(3):  # interleaved: base, cand, base, cand, ...
-            for m in (base_m, cand_m):
-                assert opscope("bench", m, *common, env=env).returncode == 0
-        c = opscope("compare", f"{session}:1,3,5", f"{session}:2,4,6", env=env)
-        g = opscope("gate", f"{session}:1,3,5", cand_m, "--runs", "3", "--duration", "2",
-                    "--warmup", "20", "--batch", "16", "--threads", "1",
-                    "--session", Path(tmp) / "gate.opscope", env=env)  # fmt: skip
-    verdict_c = next((ln for ln in c.stdout.splitlines() if ln.split(":")[0].isupper()), "")
-    verdict_g = next(
-        (ln for ln in g.stdout.splitlines() if ln.startswith(("REGRESSION", "OK", "INCONCLUSIVE"))),
-        "",
-    )
-    ok = c.returncode == 3 and g.returncode == 3
-    lines = [
-        f"- compare, 12 vs 10 MatMul layers, 3 runs a side, quiet: exit {c.returncode}: "
-        f"{verdict_c}",
-        f"- gate, the same: exit {g.returncode}: {verdict_g}",
-        f"- caught: {'yes' if ok else 'NO'}",
-    ]
-    print("\n".join(lines), flush=True)
+def phase_c(env: dict[str, str], tries: int = 3) -> tuple[list[str], bool]:
+    """A +20% measured on a steady machine. Quiet is not always steady here: a shared VM's
+    speed moves by tens of percent between runs minutes apart with no other process to
+    see (no steal, no clock reading on this VM), so a try whose identical runs differ by
+    more than STEADY is said, and retried (the tests' same-machine rule), up to `tries`."""
+    time.sleep(5.0)  # the busy phase's processes and files gone
+    lines: list[str] = []
+    ok = False
+    for attempt in range(1, tries + 1):
+        with tempfile.TemporaryDirectory() as tmp:
+            base_m = chain_model(Path(tmp) / "chain10.onnx", 10)
+            cand_m = chain_model(Path(tmp) / "chain12.onnx", 12)
+            session = Path(tmp) / "reg.opscope"
+            common = ("--duration", "2", "--warmup", "20", "--no-accuracy", "--no-live",
+                      "--batch", "16", "--threads", "1", "--session", session)  # fmt: skip
+            for _ in range(3):  # interleaved: base, cand, base, cand, ...
+                for m in (base_m, cand_m):
+                    assert opscope("bench", m, *common, env=env).returncode == 0
+            conn = sqlite3.connect(session)
+            runs = conn.execute(
+                "SELECT id, p50_ms, json_extract(contention, '$.verdict') FROM runs ORDER BY id"
+            ).fetchall()
+            conn.close()
+            c = opscope("compare", f"{session}:1,3,5", f"{session}:2,4,6", env=env)
+            g = opscope("gate", f"{session}:1,3,5", cand_m, "--runs", "3", "--duration", "2",
+                        "--warmup", "20", "--batch", "16", "--threads", "1",
+                        "--session", Path(tmp) / "gate.opscope", env=env)  # fmt: skip
+        base = [p50 for i, p50, _ in runs if i % 2]
+        moved = max(base) / min(base) - 1
+        quiet = all(v == "quiet" for _, _, v in runs)
+        verdict_c = next((ln for ln in c.stdout.splitlines() if ln.split(":")[0].isupper()), "")
+        verdict_g = next(
+            (ln for ln in g.stdout.splitlines() if ln.split(":")[0].isupper()),
+            f"exit {g.returncode}",
+        )
+        ok = c.returncode == 3 and g.returncode == 3
+        lines += [
+            f"- try {attempt}: the recorded runs (10, 12, 10, 12, ...): "
+            + ", ".join(f"{p50:.3f} ms {v}" for _, p50, v in runs)
+            + f"; the 10-layer runs moved {moved:.0%}"
+            + ("" if quiet else " (not all quiet)"),
+            f"  - compare, 3 runs a side: exit {c.returncode}: {verdict_c}",
+            f"  - gate, 3 candidate runs: exit {g.returncode}: {verdict_g}",
+        ]
+        print("\n".join(lines[-3:]), flush=True)
+        if moved <= STEADY and quiet:
+            break
+        lines.append(f"  - not steady (identical runs {moved:.0%} apart > {STEADY:.0%}): again")
+    lines.append(f"- caught on a steady quiet machine: {'yes' if ok else 'NO'}")
     return lines, ok
 
 
