@@ -166,7 +166,7 @@ def test_a_real_run_is_held_against_the_spread_of_its_rows_earlier_runs(qapp: An
     repeat, and the calibration's contention beside the run's."""
     import numpy as np
 
-    from engine.machine.contention import Contention
+    from engine.measure.contention import Contention
     from engine.serve.service import ServiceModel
 
     c, _dock, _view, _jobs = _controller()

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.machine.contention import Contention
+from engine.measure.contention import Contention
 from engine.serve.batching import BatchPolicy
 from engine.serve.search import Workload, max_rate
 from engine.serve.service import ServiceModel

@@ -3,7 +3,8 @@ warnings about the running config.
 
 Each message has a key; a message goes away when it no longer applies (its key cleared:
 a run's warnings when the next config starts, an apply error when one succeeds), or when
-dismissed. The newest is shown, with a count of the others behind it.
+dismissed. The newest of the most severe is shown (an error is never hidden behind a later
+warning or note), with a count of the others behind it.
 """
 
 from __future__ import annotations
@@ -73,15 +74,21 @@ class Banner(QFrame):
     def dismiss(self) -> None:
         """The shown message goes; the one behind it (if any) shows."""
         if self._items:
-            self._items.pop(next(reversed(self._items)))
+            self._items.pop(self._shown_key())
         self._show_newest()
+
+    def _shown_key(self) -> str:
+        """The newest message of the most severe level present."""
+        rank = {"error": 0, "warning": 1}
+        best = min(rank.get(level, 2) for level, _, _ in self._items.values())
+        return next(k for k in reversed(self._items) if rank.get(self._items[k][0], 2) == best)
 
     def _show_newest(self) -> None:
         if not self._items:
             self.text.clear()
             self.hide()
             return
-        level, message, action = self._items[next(reversed(self._items))]
+        level, message, action = self._items[self._shown_key()]
         self.setStyleSheet(f"QFrame#banner {{{STYLES.get(level, STYLES['info'])}}}")
         self.text.setText(message)
         others = len(self._items) - 1
