@@ -111,6 +111,10 @@ class WhatIfPlot(QWidget):
             self.slo_line.hide()
 
     def set_rate(self, rate: float) -> None:
+        import shiboken6
+
+        if not shiboken6.isValid(self.rate_line.label):  # the plot went (window closed)
+            return
         self.rate_line.setValue(float(rate))
         self.rate_line.label.setFormat(f"offered {rate:,.0f}/s")
 
