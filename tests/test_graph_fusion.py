@@ -104,3 +104,38 @@ def test_unchanged_nodes_replace_nothing_and_regions_stop_at_kept_nodes() -> Non
     assert removed(folded, loaded, fused_origins(folded, loaded, ["x"])) == ["b"]
     renamed = [NodeIO("a", "Relu", ("x",), ("p",)), NodeIO("bc", "NegExp", ("p_new",), ("y",))]
     assert fused_origins(renamed, loaded, ["x"]) == {"bc": ["b", "c"]}  # stops at kept a
+
+
+def test_an_nchwc_chain_splits_by_name_and_reorders_replace_nothing() -> None:
+    """What ONNX Runtime makes of Conv -> Sigmoid -> Mul blocks on CPU (issue #50): NCHWc
+    Convs and QuickGelus joined by blocked tensors only, reorders at the chain's ends, a
+    weight's Identity folded. Each QuickGelu replaced its own Sigmoid and Mul."""
+    from engine.model.graph_io import NodeIO
+
+    def block(b: str, x: str) -> list[NodeIO]:
+        return [NodeIO(f"/{b}/conv/Conv", "Conv", (x, f"{b}.w", "bias"), (f"/{b}/c",)),
+                NodeIO(f"/{b}/Sigmoid", "Sigmoid", (f"/{b}/c",), (f"/{b}/s",)),
+                NodeIO(f"/{b}/Mul", "Mul", (f"/{b}/c", f"/{b}/s"), (f"/{b}/m",))]  # fmt: skip
+
+    loaded = [NodeIO("Identity_0", "Identity", ("b0",), ("bias",)), *block("down", "x"),
+              *block("a", "/down/m"), *block("b", "/down/m"),
+              NodeIO("/Concat", "Concat", ("/a/m", "/b/m"), ("y",))]  # fmt: skip
+
+    def run_block(b: str, x: str, t: str) -> list[NodeIO]:
+        gelu = f"/{b}/Mul/QuickGeluFusion/"
+        return [NodeIO(f"/{b}/c_nchwc", "Conv", (x, f"r_{b}", "b0"), (f"{t}c",)),
+                NodeIO(gelu, "QuickGelu", (f"{t}c",), (f"{t}m",))]  # fmt: skip
+
+    run = [NodeIO("ReorderInput", "ReorderInput", ("x",), ("tx",)),
+           *run_block("down", "tx", "t1"), *run_block("a", "t1m", "t2"),
+           *run_block("b", "t1m", "t3"),
+           NodeIO("ReorderOutput", "ReorderOutput", ("t2m",), ("/a/m",)),
+           NodeIO("ReorderOutput_1", "ReorderOutput", ("t3m",), ("/b/m",)),
+           NodeIO("/Concat", "Concat", ("/a/m", "/b/m"), ("y",))]  # fmt: skip
+    weights = frozenset({"b0", "down.w", "a.w", "b.w"})
+    origins = fused_origins(run, loaded, ["x"], weights)
+    assert origins["ReorderInput"] == origins["ReorderOutput"] == []
+    for b in ("down", "a", "b"):
+        assert origins[f"/{b}/c_nchwc"] == [f"/{b}/conv/Conv"]
+        assert origins[f"/{b}/Mul/QuickGeluFusion/"] == [f"/{b}/Sigmoid", f"/{b}/Mul"]
+    assert removed(run, loaded, origins) == ["Identity_0"]  # folded into the weights

@@ -9,6 +9,16 @@ its outputs in the loaded graph, through every node whose inputs are not among t
 node's own inputs (nor graph inputs or weights), collects exactly the region. A run node
 whose name and op type the loaded graph has unchanged replaced nothing, and a region never
 takes in or walks past a node that still runs as it was.
+
+On a CNN run on CPU (issue #50) the borders are mostly new tensors: the NCHWc layout runs
+whole chains of Convs and QuickGelus (Conv -> Sigmoid -> Mul) on blocked tensors, with
+ReorderInput/ReorderOutput copies at the chain's ends. A reorder replaced nothing, and the
+tensor it copies stands for the loaded one at its other end, as a tensor a node that still
+runs reads or writes stands for the loaded one at the same place. What stays new inside a
+chain is told by the names ORT gives ('/down/Mul/QuickGeluFusion/' replaced /down/Mul and
+the Sigmoid before it; '/down/conv/Conv_output_0_nchwc' the Conv that wrote that tensor,
+with the BatchNormalization, HardSwish or Add folded after it), so each QuickGelu claims
+its own Sigmoid and Mul, not those of the three layers of its chain.
 """
 
 from __future__ import annotations
@@ -25,43 +35,100 @@ def fused_origins(
     weights: frozenset[str] = frozenset(),
 ) -> dict[str, list[str]]:
     """{run node: the loaded nodes it replaced, in file order} for every run node that is
-    not a loaded node as it was (a fusion, or a node the optimizer rewrote). Run nodes
-    joined by tensors the loaded graph never had (a MatMul+Add become Reshape, Gemm,
-    Reshape) are one group and share their region; a group whose outputs the loaded graph
-    never produced (a layout reorder, an inserted cast) maps to []."""
-    loaded = {n.name: n for n in as_loaded}
-    order = {n.name: i for i, n in enumerate(as_loaded)}
-    producer = {t: n.name for n in as_loaded for t in n.outputs if t}
-    known = set(producer) | set(loaded_inputs) | weights
-    known.update(t for n in as_loaded for t in n.inputs if t)
+    not a loaded node as it was (a fusion, or a node the optimizer rewrote). A run tensor
+    stands for a loaded one of its name, for the loaded tensor a node that still runs reads
+    or writes in its place, and for what a layout reorder (ReorderInput, ReorderOutput)
+    copies: a reorder replaced nothing. Run nodes joined by tensors that stand for none (a
+    MatMul+Add become Reshape, Gemm, Reshape; a chain of NCHWc Convs and QuickGelus) are one
+    group: it is split node by node where each is named after a node of the region
+    (`split`), and shares the region otherwise. Nodes that only compute constants (a
+    weight's Identity, a Constant) are folded, never part of a region."""
+    g = _Loaded(as_loaded, loaded_inputs, weights)
     # nodes that still run as they were: a region never takes them in, nor walks past them
     # (a run node reading a renamed tensor, a layout copy, must not claim the graph above it)
-    kept = {n.name for n in as_run if n.name in loaded and loaded[n.name].op_type == n.op_type}
-    changed = [n for n in as_run if n.name not in kept]
-    groups = _groups(changed, known)
-    out: dict[str, list[str]] = {}
-    for members in groups:
-        reads = {t for n in members for t in n.inputs if t in known}
-        writes = {t for n in members for t in n.outputs if t in producer}
-        stop = set(loaded_inputs) | weights | reads
+    kept = {n.name for n in as_run if n.name in g.nodes and g.nodes[n.name].op_type == n.op_type}
+    eq = _stands_for(as_run, g, kept)
+    out: dict[str, list[str]] = {
+        n.name: [] for n in as_run if n.name not in kept and n.op_type in LAYOUT
+    }
+    changed = [n for n in as_run if n.name not in kept and n.op_type not in LAYOUT]
+    for members in _groups(changed, eq):
+        reads = {eq[t] for n in members for t in n.inputs if t in eq}
+        writes = {eq[t] for n in members for t in n.outputs if t in eq}
+        region = g.walk(writes, reads, kept)
+        parts = split(members, region, eq, g, kept) if len(members) > 1 else None
+        for n in members:
+            out[n.name] = parts[n.name] if parts else g.ordered(region)
+    return {n.name: out[n.name] for n in as_run if n.name in out}
+
+
+LAYOUT = frozenset({"ReorderInput", "ReorderOutput"})
+
+
+class _Loaded:
+    """The loaded graph as the region walks read it."""
+
+    def __init__(self, nodes: Sequence[NodeIO], inputs: Sequence[str], weights: frozenset[str]):
+        self.nodes = {n.name: n for n in nodes}
+        self.order = {n.name: i for i, n in enumerate(nodes)}
+        self.producer = {t: n.name for n in nodes for t in n.outputs if t}
+        self.consumers: dict[str, list[str]] = {}
+        for n in nodes:
+            for t in n.inputs:
+                self.consumers.setdefault(t, []).append(n.name)
+        self.inputs = set(inputs)
+        self.const = set(weights)  # weights, and what only they (or nothing) compute
+        for n in nodes:
+            if all(not t or t in self.const for t in n.inputs):
+                self.const.update(n.outputs)
+        self.known = set(self.producer) | self.inputs | self.const | set(self.consumers)
+
+    def walk(self, starts: set[str], stop: set[str], kept: set[str]) -> set[str]:
+        """The nodes back from the producers of `starts` up to the tensors `stop`, graph
+        inputs and constants, never taking in a node of `kept`."""
         region: set[str] = set()
-        todo = [producer[t] for t in writes]
+        todo = [self.producer[t] for t in starts if t in self.producer]
         while todo:
             name = todo.pop()
             if name in region or name in kept:
                 continue
             region.add(name)
-            for t in loaded[name].inputs:
-                if t and t not in stop and t in producer:
-                    todo.append(producer[t])
-        ordered = sorted(region, key=lambda n: order[n])
-        for n in members:
-            out[n.name] = ordered
-    return out
+            for t in self.nodes[name].inputs:
+                if t and t not in stop and t not in self.inputs and t not in self.const:
+                    todo.extend([self.producer[t]] if t in self.producer else [])
+        return region
+
+    def ordered(self, names: set[str]) -> list[str]:
+        return sorted(names, key=lambda n: self.order[n])
 
 
-def _groups(changed: Sequence[NodeIO], known: set[str]) -> list[list[NodeIO]]:
-    """The changed run nodes, joined when one reads a new tensor another writes."""
+def _stands_for(as_run: Sequence[NodeIO], g: _Loaded, kept: set[str]) -> dict[str, str]:
+    """{run tensor: the loaded tensor it stands for}: its own name, the tensor a kept node
+    reads or writes at the same place, or the tensor a layout reorder copies."""
+    eq = {t: t for n in as_run for t in (*n.inputs, *n.outputs) if t in g.known}
+    grew = True
+    while grew:
+        grew = False
+        for n in as_run:
+            if n.name in kept:
+                src = g.nodes[n.name]
+                pairs = [*zip(n.inputs, src.inputs, strict=False),
+                         *zip(n.outputs, src.outputs, strict=False)]  # fmt: skip
+            elif n.op_type in LAYOUT and n.inputs and n.outputs:
+                a, b = n.inputs[0], n.outputs[0]
+                pairs = [(b, eq[a])] if a in eq else [(a, eq[b])] if b in eq else []
+            else:
+                continue
+            for r, loaded in pairs:
+                if r and loaded and r not in eq:
+                    eq[r] = loaded
+                    grew = True
+    return eq
+
+
+def _groups(changed: Sequence[NodeIO], eq: dict[str, str]) -> list[list[NodeIO]]:
+    """The changed run nodes, joined when one reads a tensor another writes that stands for
+    no loaded one."""
     parent = {n.name: n.name for n in changed}
 
     def root(x: str) -> str:
@@ -70,7 +137,7 @@ def _groups(changed: Sequence[NodeIO], known: set[str]) -> list[list[NodeIO]]:
             x = parent[x]
         return x
 
-    writer = {t: n.name for n in changed for t in n.outputs if t and t not in known}
+    writer = {t: n.name for n in changed for t in n.outputs if t and t not in eq}
     for n in changed:
         for t in n.inputs:
             if t in writer:
@@ -79,6 +146,107 @@ def _groups(changed: Sequence[NodeIO], known: set[str]) -> list[list[NodeIO]]:
     for n in changed:
         by_root.setdefault(root(n.name), []).append(n)
     return list(by_root.values())
+
+
+def split(
+    members: Sequence[NodeIO],
+    region: set[str],
+    eq: dict[str, str],
+    g: _Loaded,
+    kept: set[str],
+) -> dict[str, list[str]] | None:
+    """A group's region node by node, or None where it cannot be told. Each member is named
+    after a node of the region, its anchor (QuickGelu '/down/Mul/QuickGeluFusion/' after
+    /down/Mul; an NCHWc Conv '/down/conv/Conv_output_0_nchwc' after the producer of that
+    tensor). In run order each member takes the nodes back from what its outputs stand for
+    up to what its inputs do. An output that stands for nothing stands for its anchor's, or
+    for that of a node folded after the anchor (BatchNormalization, HardSwish, Add): the
+    furthest whose region passes on no tensor but that one (a Conv before a Sigmoid and Mul
+    passes its output to both: the QuickGelu takes them) and holds no other anchor. The
+    split holds only where every member takes some nodes and together they take them all."""
+    anchors: dict[str, str] = {}
+    for n in members:
+        a = anchor(n, g)
+        if a is not None and a in region and a not in anchors.values():
+            anchors[n.name] = a
+    eq = dict(eq)
+    written = {t for n in members for t in n.outputs}
+    claimed: set[str] = set()
+    parts: dict[str, list[str]] = {}
+    for n in members:
+        if any(t in written and t not in eq for t in n.inputs):
+            return None
+        reads = {eq[t] for t in n.inputs if t in eq}
+        outs = [t for t in n.outputs if t]
+        ends = {eq[t] for t in outs if t in eq}
+        open_ = [t for t in outs if t not in eq]
+        own = anchors.get(n.name)
+        if len(open_) > 1 or (open_ and own is None):
+            return None
+        others = set(anchors.values()) - {own}
+        best: tuple[str | None, set[str]] | None = None
+        for c in _ends(own, region, g) if open_ else [None]:
+            to = ends | {c} if c else ends
+            r = g.walk(to, reads, kept)
+            ok = r <= region - claimed and not r & others and (own is None or own in r)
+            if ok and _fits(r, reads, to, own, g) and (best is None or len(r) >= len(best[1])):
+                best = c, r
+        if best is None:
+            return None
+        if open_ and best[0] is not None:
+            eq[open_[0]] = best[0]
+        claimed |= best[1]
+        parts[n.name] = g.ordered(best[1])
+    return parts if claimed == region else None
+
+
+def _ends(own: str | None, region: set[str], g: _Loaded) -> list[str]:
+    """The tensors a member's output may stand for: its anchor's, and those of the nodes
+    folded after it, nearest first."""
+    if own is None:
+        return []
+    out, todo, seen = [], [own], {own}
+    while todo:
+        name = todo.pop(0)
+        out += [t for t in g.nodes[name].outputs if t]
+        for t in g.nodes[name].outputs:
+            for c in g.consumers.get(t, []):
+                if c in region and c not in seen and g.nodes[c].op_type in EPILOGUE:
+                    seen.add(c)
+                    todo.append(c)
+    return out
+
+
+def _fits(r: set[str], reads: set[str], ends: set[str], own: str | None, g: _Loaded) -> bool:
+    """Whether region `r` reads nothing but `reads` and constants, passes on nothing but
+    `ends`, and has after its anchor nothing but folded kinds."""
+    for x in r:
+        node = g.nodes[x]
+        for t in node.inputs:
+            if t and t not in reads and t not in g.const and g.producer.get(t) not in r:
+                return False
+        for t in node.outputs:
+            if t and t not in ends and any(c not in r for c in g.consumers.get(t, [])):
+                return False
+    after, todo = set(), [own] if own else []
+    while todo:
+        for t in g.nodes[todo.pop()].outputs:
+            for c in g.consumers.get(t, []):
+                if c in r and c not in after:
+                    after.add(c)
+                    todo.append(c)
+    return all(g.nodes[x].op_type in EPILOGUE for x in after)
+
+
+def anchor(n: NodeIO, g: _Loaded) -> str | None:
+    """The loaded node a run node is named after (`_named`), or whose name its own starts
+    with at a '/' ('/down/Mul/QuickGeluFusion/', '/fc1/MatMul/MatMulAddFusion')."""
+    hit = _named(n, g.nodes, g.producer)
+    cut = n.name.rstrip("/")
+    while hit is None and "/" in cut:
+        cut = cut.rsplit("/", 1)[0]
+        hit = cut if cut in g.nodes else None
+    return hit
 
 
 def removed(
@@ -107,6 +275,9 @@ QDQ = frozenset(
 FOLDS_INTO = frozenset(
     {"BatchNormalization", "Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "Tanh", "Add"}
 )
+# what ONNX Runtime folds into a Conv or MatMul after it, as run on CPU (an NCHWc Conv
+# takes a HardSwish, a residual Add)
+EPILOGUE = FOLDS_INTO | {"HardSwish", "Sum"}
 SUFFIXES = ("_QuantizeLinear_Output", "_DequantizeLinear_Output", "_quantized", "_output_0")
 
 
