@@ -65,6 +65,7 @@ from engine.events import (
 )
 from engine.hostinfo import ort_version
 from engine.machine.peaks import PeaksRequest, cached_peaks, roofs_for
+from engine.measure.accuracy import describe_check
 from engine.measure.contention import Contention, combine
 from engine.measure.op_stats import OpStat
 from engine.measure.roofline import MemoryRoof, Placement, Roofs, place
@@ -226,6 +227,7 @@ __all__ = [
     "compare_runs",
     "corrupt",
     "cpu_name",
+    "describe_check",
     "describe_exit",
     "describe_inputs",
     "device_copy_text",

@@ -12,8 +12,9 @@ from engine.errors import ConfigError
 
 # Every precision any backend offers; each backend's capabilities say which it runs.
 # int8-weights, int4-weights: weight-only (MatMulNBits), for generating models
+# int8: dynamic or static, whichever is fastest while it meets the accuracy target
 Precision = Literal[
-    "fp32", "fp16", "int8-dynamic", "int8-static", "bf16", "int8-weights", "int4-weights"
+    "fp32", "fp16", "int8", "int8-dynamic", "int8-static", "bf16", "int8-weights", "int4-weights"
 ]
 Fusion = Literal["off", "basic", "extended", "layout", "all"]
 Provider = Literal["auto", "cpu", "cuda", "tensorrt"]
@@ -41,6 +42,7 @@ def oversubscribed(threads: int) -> str | None:
 PRECISION_LABELS = {
     "fp32": "FP32",
     "fp16": "FP16",
+    "int8": "INT8 (fastest kind)",
     "int8-dynamic": "INT8 dynamic",
     "int8-static": "INT8 static",
     "bf16": "BF16",

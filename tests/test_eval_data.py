@@ -76,7 +76,7 @@ def test_bench_measures_accuracy_on_every_sample_with_labels(
                    "--calibration", data["cal"], "--duration", "0.3", "--warmup", "3",
                    "--no-live", "--json", out, check=True)  # fmt: skip
     acc = json.loads(out.read_text())["accuracy"]
-    assert acc["samples"] == 5  # 20 samples in batches of 4
+    assert acc["samples"] == 20  # 20 samples (in batches of 4): every one counted
     assert acc["baseline_label_top1"] == pytest.approx(0.75)
     assert acc["label_top1"] is not None and 0.5 <= acc["label_top1"] <= 0.9
     assert "accuracy on 20 samples with their labels from inputs" in proc.stderr

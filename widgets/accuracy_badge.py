@@ -13,7 +13,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
-from engine.api import AccuracyResult
+from engine.api import AccuracyResult, describe_check
 from widgets import theme
 
 STATES = {
@@ -39,6 +39,14 @@ def _pct(value: float) -> str:
     return f"{100 * value:.4g}%"
 
 
+def _short(check: dict[str, Any]) -> str:
+    """'output0 channels 4-83 cosine 0.9931' (the badge's line; the tooltip says more)."""
+    where = f"{check['output']} {check['part']}".strip()
+    value = float(check["worst"])
+    figure = f"{value:.4f}" if check["metric"] == "cosine" else _pct(value)
+    return f"{where} {check['metric']} {figure}"
+
+
 class AccuracyBadge(QLabel):
     """`set_result(None)` for the FP32 model itself, `set_pending()` while checking."""
 
@@ -49,6 +57,7 @@ class AccuracyBadge(QLabel):
         self._int8: dict[str, Any] | None = None  # how INT8 met its target (variant details)
         self._state = "baseline"
         self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setWordWrap(True)  # every line whole at the dock's width (issue #50)
         self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.set_result(None)
 
@@ -75,18 +84,20 @@ class AccuracyBadge(QLabel):
             self.set_result(self._result)
 
     def int8_text(self) -> str:
-        """'3 nodes kept in FP32 to meet cosine 0.99', or why the target was missed."""
+        """'int8-static; 3 nodes kept in FP32 to meet 0.99', or why the target was missed."""
         d = self._int8
         if not d:
             return ""
         kept = len(d.get("excluded_nodes") or [])
         target = d.get("min_cosine")
+        kind = (d.get("settings") or {}).get("precision")
+        said = f"{kind}; " if kind else ""
         if not d.get("met"):
-            return f"INT8 missed cosine {target:g} ({kept} nodes in FP32)"
+            return f"{said}INT8 missed {target:g} ({kept} nodes in FP32)"
         if kept:
-            return f"{kept} node{'s' if kept != 1 else ''} kept in FP32 to meet cosine {target:g}"
+            return f"{said}{kept} node{'s' if kept != 1 else ''} kept in FP32 to meet {target:g}"
         if d.get("settings"):
-            return f"settings chosen to meet cosine {target:g}"
+            return f"{said}settings chosen to meet {target:g}"
         return ""
 
     def set_pending(self) -> None:
@@ -103,20 +114,31 @@ class AccuracyBadge(QLabel):
             self.setToolTip("The reference model: other variants are compared with it")
             self._restyle()
             return
-        self._state = grade(result.cosine, self._min_cosine)
-        parts = [
-            "cos n/a" if math.isnan(result.cosine) else f"cos {result.cosine:.5f}",
-            f"max|Δ| {result.max_abs_err:.3g}",
-        ]
-        if result.top1_agreement is not None:
-            parts.append(f"top-1 {_pct(result.top1_agreement)}")
+        score = result.score
+        self._state = grade(score, self._min_cosine)
+        lines = [self._verdict(result, score)]
+        worst = result.worst
+        if worst is not None:
+            lines.append(f"worst: {_short(worst)}")
+        if result.top1_agreement is not None and not any(
+            c.get("metric") == "top-1 agreement" for c in result.checks
+        ):
+            lines.append(f"top-1 {_pct(result.top1_agreement)}")
         if getattr(result, "nonfinite", 0):
-            parts.insert(0, f"FAILED: {result.nonfinite:,} values NaN/inf")
+            lines.insert(0, f"FAILED: {result.nonfinite:,} values NaN/inf")
         if self.int8_text():
-            parts.append(self.int8_text())
-        self.setText(" · ".join(parts))
+            lines.append(self.int8_text())
+        if result.data:
+            lines.append(f"on {result.data.removeprefix('generated: ')}")
+        self.setText("\n".join(lines))
         self.setToolTip(self._tooltip(result))
         self._restyle()
+
+    def _verdict(self, r: AccuracyResult, score: float) -> str:
+        if math.isnan(score):
+            return "no comparable outputs"
+        verb = "meets" if score >= self._min_cosine else "misses"
+        return f"{verb} {self._min_cosine:g}: {score:.5f}"
 
     def _tooltip(self, r: AccuracyResult) -> str:
         verdict = {
@@ -128,17 +150,23 @@ class AccuracyBadge(QLabel):
             verdict = "no comparable outputs"
         top1 = "n/a (no class scores)" if r.top1_agreement is None else _pct(r.top1_agreement)
         rows = [
-            ("cosine similarity", f"{r.cosine:.8f} (tolerance ≥ {self._min_cosine:g})"),
+            ("judged", f"{r.score:.6f} (target ≥ {self._min_cosine:g} on every check)"),
+            ("worst sample's cosine", f"{r.cosine:.8f} (mean {r.mean_cosine:.6f})"),
             ("max |Δ|", f"{r.max_abs_err:.6g}"),
             ("mean |Δ|", f"{r.mean_abs_err:.6g}"),
             ("top-1 agreement", top1),
-            ("input batches", str(r.samples)),
+            ("samples", f"{r.samples}{f' ({r.data})' if r.data else ''}"),
         ]
+        for c in r.checks:
+            rows.append((f"{c['output']} {c['part']}".strip(), describe_check(c).split(": ", 1)[1]))
         if self._int8:
             d = self._int8
             settings = (d.get("settings") or {}).items()
             rows.append(("INT8 settings", ", ".join(f"{k}={v}" for k, v in settings) or "defaults"))
             rows.append(("kept in FP32", ", ".join(d.get("excluded_nodes") or []) or "none"))
+            heads = d.get("head_in_fp32") or []
+            if heads:
+                rows.append(("head kept in FP32", f"{len(heads)} node(s): mixed-scale output"))
             rows.append(("attempts", str(len(d.get("attempts") or []))))
         for name, m in r.per_output.items():
             cos, err = m.get("cosine"), m.get("max_abs_err")

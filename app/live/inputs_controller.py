@@ -108,7 +108,7 @@ class InputsController(QObject):
         if which == "calibration":
             self.calibration = path
             self.panel.calibration.set_path(path)
-            rebuilds = self.client.last_config.precision == "int8-static"
+            rebuilds = self.client.last_config.precision in ("int8", "int8-static")
         else:
             self.evaluation = path
             self.panel.evaluation.set_path(path)

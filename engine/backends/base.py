@@ -28,7 +28,7 @@ __all__ = ["Backend", "Capabilities", "Feeds", "PrepareRequest", "Prepared", "ba
 KNOBS = ("precision", "fusion", "provider")
 
 
-DATA_FILES = ("inputs_npz", "calibration_npz", "labels_npy")  # a request's data files
+DATA_FILES = ("inputs_npz", "calibration_npz", "labels_npy", "tokenizer")  # a request's data files
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,8 @@ class PrepareRequest:
     # build and check an INT8 variant at these shapes, not the run's: a sweep over sizes
     # builds one variant that serves all of them (None: at the run's own shapes)
     variant_shapes: dict[str, tuple[int, ...]] | None = None
+    # a tokenizer.json (or a folder with one) for generated texts; None: one beside the model
+    tokenizer: str | None = None
 
 
 @dataclass(frozen=True)

@@ -323,7 +323,13 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--calibration",
         metavar="FILE.npz|DIR",
-        help="calibration samples for int8-static (keys = input names; a file or folder)",
+        help="calibration samples for int8 and int8-static (keys = input names; a file or folder)",
+    )
+    g.add_argument(
+        "--tokenizer",
+        metavar="tokenizer.json|DIR",
+        help="the model's tokenizer: generated evaluation and calibration texts go through it "
+        "(default: a tokenizer.json beside the model or in its parent folder)",
     )
 
 

@@ -106,6 +106,8 @@ class RunResult:
                 "cached": self.variant.cached,
                 "path": self.variant.path,
             }
+            if "quantized" in self.variant.details:  # per op type: [quantized, of]
+                out["variant"]["quantized"] = self.variant.details["quantized"]
             if "torch_export" in self.variant.details:
                 out["variant"]["torch_export"] = self.variant.details["torch_export"]
             int8 = self.variant.details.get("int8")
@@ -119,6 +121,9 @@ class RunResult:
                         "excluded_nodes": int8.get("excluded_nodes"),
                         "attempts": int8.get("attempts"),
                         "ranking": int8.get("ranking"),  # the race of what met it
+                        "worst": int8.get("worst"),  # the check nearest to failing
+                        "data": int8.get("data"),  # what the attempts were judged on
+                        "head_in_fp32": int8.get("head_in_fp32") or [],
                     }
                 )
         if self.timing:

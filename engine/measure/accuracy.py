@@ -1,16 +1,31 @@
-"""Compare a variant's outputs with the FP32 model's on the same inputs."""
+"""Compare a variant's outputs with the FP32 model's on the same inputs: each output on
+its own, per sample, per part, by the metric its task calls for (output_parts.py,
+detections.py); the target is met only when every check meets it."""
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-ACCURACY_BATCHES = 4  # generated input batches compared (1 when the inputs are real data)
+from engine.measure.detections import kept, looks_like_detector
+from engine.measure.output_parts import (
+    argmax_agreement,
+    channel_groups,
+    cosine,
+    is_probabilities,
+    split_samples,
+    take_channels,
+)
+
+# generated samples compared with FP32 by default: enough for a worst sample to mean
+# something (the 4 used before let a MiniLM pass on random ids that 64 real texts fail)
+ACCURACY_SAMPLES = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +42,31 @@ class AccuracyResult:
     label_top1: float | None = None  # top-1 accuracy against the labels given
     baseline_label_top1: float | None = None  # the FP32 model's, on the same samples
     nonfinite: int = 0  # values NaN or infinite where FP32's are finite (or the reverse)
+    mean_cosine: float = float("nan")  # the mean sample's, of the output with the worst
+    # every check: output, part ("" or "channels 4-83"), metric ("cosine", "top-1
+    # agreement", "detections kept"), worst (the judged figure), mean, sample, samples
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    data: str = ""  # what the samples were ("generated: 64 texts through tokenizer.json")
+
+    @property
+    def score(self) -> float:
+        """The judged figure: the lowest of every check's (a target is met when this is at
+        least the target); the cosine when there are no checks (an older result)."""
+        judged = [float(c["worst"]) for c in self.checks if _finite(c.get("worst"))]
+        return min(judged) if judged else self.cosine
+
+    @property
+    def worst(self) -> dict[str, Any] | None:
+        """The check with the lowest figure."""
+        judged = [c for c in self.checks if _finite(c.get("worst"))]
+        return min(judged, key=lambda c: float(c["worst"])) if judged else None
+
+    def meets(self, target: float) -> bool:
+        return bool(self.score >= target) and not self.nonfinite
+
+    def worst_text(self) -> str:
+        """'output0 channels 4-83: cosine 0.0000 (sample 3 of 64)'."""
+        return describe_check(self.worst) if self.worst else ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -40,7 +80,27 @@ class AccuracyResult:
             "label_top1": self.label_top1,
             "baseline_label_top1": self.baseline_label_top1,
             "nonfinite": self.nonfinite,
+            "mean_cosine": self.mean_cosine,
+            "checks": self.checks,
+            "data": self.data,
         }
+
+
+def describe_check(c: dict[str, Any]) -> str:
+    """One check in a few words: 'output0 channels 4-83: cosine 0.0000 (sample 3 of 64)'."""
+    where = f"{c['output']} {c['part']}".strip()
+    value = float(c["worst"])
+    figure = f"{value:.4f}" if c["metric"] == "cosine" else f"{value:.1%}"
+    if c["metric"] == "cosine":
+        n = c.get("samples") or 0
+        said = f"worst of {n} samples, #{c.get('sample', 0)}; mean {float(c['mean']):.4f}"
+    else:
+        said = str(c.get("detail") or f"{c.get('samples', 0)} samples")
+    return f"{where}: {c['metric']} {figure} ({said})"
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
 
 
 def flatten_output(value: Any) -> np.ndarray | None:
@@ -89,11 +149,18 @@ def compare_outputs(
     candidate: Sequence[Sequence[Any]],
     labels: np.ndarray | None = None,
     vectors: AbstractSet[str] = frozenset(),
+    feeds: Sequence[Mapping[str, np.ndarray]] | None = None,
 ) -> AccuracyResult:
-    """`baseline[i][j]` is output j for input batch i. Errors are over all batches. With
-    `labels` (one class index per sample, in batch order), top-1 accuracy of both models
-    on the first output shaped like class scores. `vectors`: outputs known not to be."""
+    """`baseline[i][j]` is output j for input batch i (`feeds[i]`, when given: its rows are
+    the samples, its attention mask says which positions are padding). Each output is
+    judged on its own, per sample: its worst sample's cosine, per channel group where its
+    channels mix scales, with the task metric its shape and values call for (top-1
+    agreement for class scores, per position for a sequence of class probabilities,
+    detections kept for a YOLO-style detector). With `labels` (one class index per
+    sample), top-1 accuracy of both models on the first output shaped like class scores."""
     per_output: dict[str, dict[str, float | None]] = {}
+    checks: list[dict[str, Any]] = []
+    rows = [_rows_and_mask(f) for f in feeds] if feeds is not None else None
     all_ref: list[np.ndarray] = []
     all_got: list[np.ndarray] = []
     agree = total = nonfinite = 0
@@ -110,6 +177,7 @@ def compare_outputs(
                 "top1_agreement": None,
             }
             continue
+        tensors = all(isinstance(b[j], np.ndarray) for b in (*baseline, *candidate))
         out_agree = out_total = 0
         for b, c in zip(baseline, candidate, strict=True):
             if _looks_like_scores(b[j], name, vectors) and _looks_like_scores(c[j], name, vectors):
@@ -122,10 +190,18 @@ def compare_outputs(
         # a value that is not finite where FP32's is fails the check: counted, not dropped
         bad = int(np.count_nonzero(np.isfinite(ref) != np.isfinite(got)))
         nonfinite += bad
+        if tensors:
+            mine = _tensor_checks(name, [b[j] for b in baseline], [c[j] for c in candidate],
+                                  rows, vectors)  # fmt: skip
+        else:  # maps and sequences: one sample per batch
+            mine = [_cosine_check(name, "", refs, gots)]  # type: ignore[arg-type]
+        checks.extend(mine)
+        whole = next(c for c in mine if c["metric"] == "cosine" and not c["part"])
         per_output[name] = {
             "max_abs_err": float(diff.max()) if diff.size else 0.0,
             "mean_abs_err": float(diff.mean()) if diff.size else 0.0,
-            "cosine": 0.0 if bad else _cosine(ref, got),
+            "cosine": 0.0 if bad else whole["worst"],
+            "mean_cosine": whole["mean"],
             "top1_agreement": out_agree / out_total if out_total else None,
             "nonfinite": float(bad),
         }
@@ -137,11 +213,16 @@ def compare_outputs(
         diff = np.abs(ref - got)
         max_err = float(diff.max()) if diff.size else 0.0
         mean_err = float(diff.mean()) if diff.size else 0.0
-        # the headline is the worst output: a good logits output must not hide a broken
-        # embedding output concatenated with it
-        cos = min(float(v["cosine"]) for v in per_output.values() if v["cosine"] is not None)
+        cosines = [k for k in checks if k["metric"] == "cosine"]
+        for k in cosines:
+            if per_output[k["output"]].get("nonfinite"):
+                k["worst"] = 0.0
+        # the headline is the worst sample of the worst output or part: a good logits
+        # output must not hide a broken embedding output, boxes must not hide scores
+        worst = min(cosines, key=lambda c: c["worst"])
+        cos, mean_cos = float(worst["worst"]), float(worst["mean"])
     else:
-        max_err = mean_err = cos = float("nan")
+        max_err = mean_err = cos = mean_cos = float("nan")
     label_top1 = base_top1 = None
     if labels is not None:
         base_top1, label_top1 = _label_accuracy(names, baseline, candidate, labels, vectors)
@@ -151,12 +232,130 @@ def compare_outputs(
         mean_abs_err=mean_err,
         cosine=cos,
         top1_agreement=agree / total if total else None,
-        samples=len(baseline),
+        samples=_count_samples(baseline, rows),
         per_output=per_output,
         label_top1=label_top1,
         baseline_label_top1=base_top1,
         nonfinite=nonfinite,
+        mean_cosine=mean_cos,
+        checks=checks,
     )
+
+
+def _rows_and_mask(feed: Mapping[str, np.ndarray]) -> tuple[int | None, np.ndarray | None]:
+    """The batch's samples (rows) and its attention mask ([rows, length]), when it has one."""
+    for k, a in feed.items():
+        if "mask" in k.lower() and a.ndim == 2 and a.dtype.kind in "biu":
+            return a.shape[0], a
+    leads = {a.shape[0] for a in feed.values() if a.ndim >= 1}
+    return (leads.pop(), None) if len(leads) == 1 else (None, None)
+
+
+def _count_samples(
+    baseline: Sequence[Sequence[Any]], rows: list[tuple[int | None, Any]] | None
+) -> int:
+    if rows is None:
+        return len(baseline)
+    return sum(r or 1 for r, _ in rows)
+
+
+def _cosine_check(
+    name: str, part: str, refs: Sequence[np.ndarray], gots: Sequence[np.ndarray]
+) -> dict[str, Any]:
+    """The worst and mean per-sample cosine (`refs[k]`: sample k's values)."""
+    values = [cosine(r, g) if (np.isfinite(r) == np.isfinite(g)).all() else 0.0
+              for r, g in zip(refs, gots, strict=True)]  # fmt: skip
+    k = int(np.argmin(values)) if values else 0
+    return {
+        "output": name,
+        "part": part,
+        "metric": "cosine",
+        "worst": float(values[k]) if values else float("nan"),
+        "mean": float(np.mean(values)) if values else float("nan"),
+        "sample": k,
+        "samples": len(values),
+    }
+
+
+def _tensor_checks(
+    name: str,
+    refs: Sequence[np.ndarray],
+    gots: Sequence[np.ndarray],
+    rows: list[tuple[int | None, Any]] | None,
+    vectors: AbstractSet[str],
+) -> list[dict[str, Any]]:
+    """One output's checks: per-sample cosine of the whole, of each channel group, and
+    its task metric."""
+
+    def samples(values: Sequence[np.ndarray]) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        for i, v in enumerate(values):
+            n, mask = rows[i] if rows is not None else (None, None)
+            out.extend(split_samples(v, n, mask))
+        return out
+
+    checks = [_cosine_check(name, "", samples(refs), samples(gots))]
+    grouped = channel_groups(refs)
+    if grouped is not None:
+        axis, groups = grouped
+        for first, end in groups:
+            part = f"channels {first}-{end - 1}" if end - first > 1 else f"channel {first}"
+            r = [take_channels(v, axis, first, end) for v in refs]
+            g = [take_channels(v, axis, first, end) for v in gots]
+            checks.append(_cosine_check(name, part, samples(r), samples(g)))
+        if looks_like_detector(groups, refs, axis):
+            checks.append(_detections_check(name, refs, gots, axis))
+    if is_probabilities(refs) or (
+        all(_looks_like_scores(r, name, vectors) for r in refs) and _class_like(refs[0], name)
+    ):
+        agree, total, per_sample = argmax_agreement(refs, gots)
+        if total:
+            checks.append({
+                "output": name,
+                "part": "",
+                "metric": "top-1 agreement",
+                "worst": agree / total,
+                "mean": agree / total,
+                "sample": int(np.argmin(per_sample)),
+                "samples": len(per_sample),
+                "detail": f"{agree:,} of {total:,}" + (" positions" if refs[0].ndim == 3 else ""),
+            })  # fmt: skip
+    return checks
+
+
+CLASS_NAMES = re.compile(r"logit|score|prob|class|label|softmax", re.IGNORECASE)
+
+
+def _class_like(ref: np.ndarray, name: str) -> bool:
+    """Class scores whose arg-max is the answer (judged): ten classes or more, or named so
+    (a [batch, 2] regression output is not judged by its arg-max)."""
+    return ref.shape[-1] >= 10 or bool(CLASS_NAMES.search(name))
+
+
+def _detections_check(
+    name: str, refs: Sequence[np.ndarray], gots: Sequence[np.ndarray], axis: int
+) -> dict[str, Any]:
+    matched = reference = found = 0
+    shares: list[float] = []
+    for r, g in zip(refs, gots, strict=True):
+        for i in range(r.shape[0]):
+            k = kept(r[i], g[i], axis - 1)
+            matched += k.matched
+            reference += k.reference
+            found += k.candidate
+            shares.append(1.0 if k.share is None else k.share)
+    total = reference + found
+    share = 2.0 * matched / total if total else float("nan")
+    return {
+        "output": name,
+        "part": "",
+        "metric": "detections kept",
+        "worst": share,
+        "mean": share,
+        "sample": int(np.argmin(shares)) if shares else 0,
+        "samples": len(shares),
+        "detail": f"{matched} of FP32's {reference} matched, {found} found",
+    }
 
 
 def _label_accuracy(
@@ -176,14 +375,3 @@ def _label_accuracy(
             return None, None
         return float((ref == labels).mean()), float((got == labels).mean())
     return None, None
-
-
-def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    finite = np.isfinite(a) & np.isfinite(b)
-    a, b = a[finite], b[finite]
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    if na == 0.0 and nb == 0.0:
-        return 1.0
-    if na == 0.0 or nb == 0.0:
-        return 0.0
-    return float(np.dot(a, b) / (na * nb))

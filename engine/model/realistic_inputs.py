@@ -325,6 +325,8 @@ def _zipf_rows(
     rng: np.random.Generator, n: int, length: int, vocab: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rows of ids by a Zipf law over ranks, each its own length, padded with 0."""
+    if length < 1:  # an empty sequence (--shape input_ids=1x0): nothing to draw
+        return np.zeros((n, 0), dtype=np.int64), np.zeros(n, dtype=np.int64)
     low = RESERVED_IDS if vocab > 5000 else min(1, vocab - 1)
     ranks = np.arange(1, min(vocab - low, ZIPF_RANGE) + 1, dtype=np.float64)
     weights = 1.0 / (ranks + 2.7) ** 1.07

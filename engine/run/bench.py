@@ -44,6 +44,7 @@ class BenchRequest(PrepareRequest):
             inputs_npz=inputs.inputs_npz,
             calibration_npz=inputs.calibration_npz,
             labels_npy=inputs.labels_npy,
+            tokenizer=inputs.tokenizer,
             **rest,
         )
 

@@ -53,6 +53,7 @@ class GraphRequest:
     inputs_npz: str | None = None
     calibration_npz: str | None = None
     labels_npy: str | None = None
+    tokenizer: str | None = None
     expand: bool = False  # lay out every node even beyond NODE_LIMIT
     as_run: bool = True  # False: the model as loaded only (no session is made)
     low_priority: bool = False  # beside live timing: one thread, below the host's priority

@@ -375,7 +375,10 @@ def _handle(
         changed = (
             cmd.dims != state.dims
             or cmd.inputs_npz != state.inputs
-            or (cmd.calibration_npz != state.calibration and config.precision == "int8-static")
+            or (
+                cmd.calibration_npz != state.calibration
+                and config.precision in ("int8", "int8-static")
+            )
         )
         state.dims, state.inputs = dict(cmd.dims), cmd.inputs_npz
         state.calibration = cmd.calibration_npz

@@ -19,6 +19,7 @@ class DataFiles(TypedDict):
     inputs_npz: str | None
     calibration_npz: str | None
     labels_npy: str | None
+    tokenizer: str | None
 
 
 class CarriesInputs(Protocol):
@@ -34,6 +35,8 @@ class CarriesInputs(Protocol):
     def calibration_npz(self) -> str | None: ...
     @property
     def labels_npy(self) -> str | None: ...
+    @property
+    def tokenizer(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -44,13 +47,15 @@ class JobInputs:
     inputs_npz: str | None = None  # evaluation data (a file or a folder)
     calibration_npz: str | None = None  # static INT8's samples
     labels_npy: str | None = None
+    tokenizer: str | None = None  # a tokenizer.json for generated texts (None: beside the model)
 
     @classmethod
     def of(cls, req: CarriesInputs) -> JobInputs:
         """A request's shapes, dims and data files."""
         return cls(
-            dict(req.shapes), dict(req.dims), req.inputs_npz, req.calibration_npz, req.labels_npy
-        )
+            dict(req.shapes), dict(req.dims), req.inputs_npz, req.calibration_npz, req.labels_npy,
+            req.tokenizer,
+        )  # fmt: skip
 
     def data_files(self) -> DataFiles:
         """The data files as a request's keyword arguments (inputs_npz=...)."""
@@ -58,6 +63,7 @@ class JobInputs:
             "inputs_npz": self.inputs_npz,
             "calibration_npz": self.calibration_npz,
             "labels_npy": self.labels_npy,
+            "tokenizer": self.tokenizer,
         }
 
     @classmethod
@@ -69,6 +75,7 @@ class JobInputs:
             inputs_npz=getattr(args, "inputs", None),
             calibration_npz=getattr(args, "calibration", None),
             labels_npy=getattr(args, "labels", None),
+            tokenizer=getattr(args, "tokenizer", None),
         )
 
     def argv(self, *, skip_dims: tuple[str, ...] = (), accuracy: bool = True) -> list[str]:
@@ -84,6 +91,7 @@ class JobInputs:
             ("--inputs", self.inputs_npz),
             ("--calibration", self.calibration_npz),
             ("--labels", self.labels_npy if accuracy else None),
+            ("--tokenizer", self.tokenizer),
         ):
             if value:
                 out += [flag, str(value)]

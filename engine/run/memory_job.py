@@ -49,6 +49,7 @@ class MemoryRequest:
     inputs_npz: str | None = None
     calibration_npz: str | None = None
     labels_npy: str | None = None
+    tokenizer: str | None = None
     runs: int = 10  # inferences after the first, for the steady-state resident memory
     session: str | None = None  # where the report is recorded
     job_name: ClassVar[str] = "memory"

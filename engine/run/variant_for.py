@@ -34,6 +34,7 @@ def variant_for(
             inputs_npz=inputs.inputs_npz,
             calibration_npz=inputs.calibration_npz,
             labels_npy=inputs.labels_npy,
+            tokenizer=inputs.tokenizer,
             seed=seed,
         )
     )

@@ -293,4 +293,38 @@ def _accuracy(value: dict[str, Any] | None) -> AccuracyResult | None:
         optional("label_top1"),
         optional("baseline_label_top1"),
         int(optional("nonfinite") or 0),
+        mean_cosine=num("mean_cosine"),
+        checks=_checks(value.get("checks")),
+        data=value["data"] if isinstance(value.get("data"), str) else "",
     )
+
+
+_CHECK_TEXT = ("output", "part", "metric")
+
+
+def _checks(value: object) -> list[dict[str, Any]]:
+    """A run's accuracy checks as a session file holds them (a teammate's file: each field
+    checked; an older file has none)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError("runs.accuracy.checks is not a list")
+    out = []
+    for c in value:
+        if not isinstance(c, dict) or not all(isinstance(c.get(k), str) for k in _CHECK_TEXT):
+            raise ValueError("runs.accuracy.checks holds a malformed check")
+        for k in ("worst", "mean"):
+            v = c.get(k)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                raise ValueError(f"runs.accuracy.checks.{k} is not a number")
+        out.append(
+            {
+                **{k: c[k] for k in _CHECK_TEXT},
+                "worst": NAN if c.get("worst") is None else float(c["worst"]),
+                "mean": NAN if c.get("mean") is None else float(c["mean"]),
+                "sample": int(c["sample"]) if isinstance(c.get("sample"), int) else 0,
+                "samples": int(c["samples"]) if isinstance(c.get("samples"), int) else 0,
+                "detail": str(c.get("detail", ""))[:200],
+            }
+        )
+    return out

@@ -25,7 +25,8 @@ from engine.model.info import files_sha256
 from engine.run.job_inputs import JobInputs
 from engine.tune.trial import TRIAL_TIMEOUT_S, Trial, run_trial
 
-DATA_FIELDS = ("inputs_npz", "labels_npy", "calibration_npz")  # JobInputs that name files
+# JobInputs that name files
+DATA_FIELDS = ("inputs_npz", "labels_npy", "calibration_npz", "tokenizer")
 CONNECT_TIMEOUT_S = 5.0
 START_TIMEOUT_S = 120.0  # every node's worker answers within this, or the tune stops
 
@@ -85,6 +86,7 @@ class NodeWorker:
                 inputs,
                 inputs_npz=here.get("inputs_npz", inputs.inputs_npz),
                 labels_npy=here.get("labels_npy", inputs.labels_npy),
+                tokenizer=here.get("tokenizer", inputs.tokenizer),
                 calibration_npz=here.get("calibration_npz", inputs.calibration_npz),
             )
             session = local / "trial.opscope" if record else None

@@ -30,6 +30,7 @@ CAPABILITIES = Capabilities(
     },
     fusion_marks={f: f"fusion {f}" for f in ("basic", "extended", "all")},
     nearest={
+        "int8": "int8-weights",
         "int8-dynamic": "int8-weights",
         "int8-static": "int8-weights",
         "bf16": "fp32",

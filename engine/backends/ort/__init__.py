@@ -25,7 +25,8 @@ CAPABILITIES = Capabilities(
     label="ONNX Runtime",
     suffixes=(".onnx",),
     file_kind="ONNX models",
-    precisions=("fp32", *VARIANT_PARAMS),  # each variant its module builds
+    # each variant its module builds, and "int8": the fastest INT8 kind that meets the target
+    precisions=("fp32", "fp16", "int8", *(p for p in VARIANT_PARAMS if p != "fp16")),
     fusions=("off", "basic", "extended", "layout", "all"),
     providers=("auto", "cpu", "cuda", "tensorrt"),
     fusion_labels={

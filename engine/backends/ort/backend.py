@@ -8,6 +8,7 @@ import tempfile
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,15 +29,19 @@ from engine.backends.ort.inference_session import (
 )
 from engine.backends.ort.int8_choice import choose_int8
 from engine.backends.ort.profiler import profile_pass
-from engine.backends.ort.variants import CALIBRATION_BATCHES, build_variant
+from engine.backends.ort.variants import build_variant
 from engine.config import RunConfig
 from engine.events import Event, ModelLoaded, Notice, Progress, RunStarted, VariantReady
-from engine.measure.accuracy import ACCURACY_BATCHES, compare_outputs
+from engine.measure.accuracy import ACCURACY_SAMPLES, compare_outputs
 from engine.model.eval_data import EvalData, npz_files, read_eval_data
 from engine.model.info import ModelInfo, count_nodes, files_sha256, load_model
-from engine.model.inputs import Feeds, load_npz, plan_inputs
+from engine.model.inputs import Feeds, InputPlan, load_npz, plan_inputs
 from engine.model.memory_need import check_need, run_shapes
+from engine.model.realistic_inputs import Realistic, find_tokenizer, realistic_samples
 from engine.model.sample_axis import Axes, batch_of, fit_batch, sample_axes
+
+if TYPE_CHECKING:
+    import onnx
 
 
 @dataclass
@@ -51,6 +56,9 @@ class OrtPrepared:
     gpu: bool
     feeds_for: Callable[[int], Feeds]
     eval_data: EvalData | None = None  # the user's samples (all of them), when given
+    # without them: generated samples that look like the model's inputs, and what they are
+    generated_eval: list[Feeds] = field(default_factory=list, repr=False)
+    eval_text: str = ""
     _run_once: Callable[[], object] | None = field(default=None, repr=False)
     # the variant's cache entry, held while this runs and profiles it (never evicted)
     lease: cache.Lease | None = field(default=None, repr=False)
@@ -85,8 +93,9 @@ class OrtPrepared:
         """Outputs of this variant vs the FP32 model (same fusion, same provider), on every
         sample the user gave (with their labels), else on generated batches."""
         data = self.eval_data
-        batches = data.batches if data else [self.make_feeds(i) for i in range(ACCURACY_BATCHES)]
-        yield Progress("accuracy", 0, len(batches), "comparing with the FP32 model")
+        batches = data.batches if data else self.generated_eval
+        said = f"comparing with the FP32 model on {self.eval_text}"
+        yield Progress("accuracy", 0, len(batches), said)
         base_cfg = dataclasses.replace(self.config, precision="fp32")
         base = open_session(self.info.path, plan_session(base_cfg, gpu_present=self.gpu))
         ref, got = [], []
@@ -97,7 +106,8 @@ class OrtPrepared:
                 yield Progress("accuracy", i + 1, len(batches), "comparing with the FP32 model")
         names = [o.name for o in self.opened.session.get_outputs()]
         labels = data.labels if data else None
-        yield compare_outputs(names, ref, got, labels, self.info.vector_outputs)
+        result = compare_outputs(names, ref, got, labels, self.info.vector_outputs, batches)
+        yield dataclasses.replace(result, data=self.eval_text)
 
     def profile(self, runs: int, timed_mean_ms: float | None) -> Iterator[Event]:
         """A separate session with ONNX Runtime's profiler on (timing never sees it)."""
@@ -164,14 +174,29 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
         feeds = generated.feeds(0)
         make_feeds = generated.feeds
 
-    variant_feeds = make_feeds  # what INT8 is calibrated and checked on
+    variant_plan = None if eval_data is not None else generated.plan  # INT8's shapes
     if req.variant_shapes is not None and eval_data is None and config.precision.startswith("int8"):
         at = GeneratedFeeds(
             model, info, plan_inputs(info, config.batch, req.variant_shapes), req.seed
         )
         at.fit(reference_session(req.model_path), config.batch, req.variant_shapes)
-        variant_feeds = at.feeds
-    calibration, cal_id, cal_count = _calibration_source(req, info, config, variant_feeds)
+        variant_plan = at.plan
+    tokenizer = find_tokenizer(req.model_path, req.tokenizer) if eval_data is None else None
+    realistic: Realistic | None = None
+    generated_eval: list[Feeds] = []
+    if eval_data is not None:
+        eval_text = f"your data: {_eval_note(eval_data, req.inputs_npz or '')[12:]}"
+    else:
+        assert variant_plan is not None
+        realistic = yield from _realistic(
+            model, info, variant_plan, config.batch, req, tokenizer, "evaluation"
+        )
+        generated_eval, eval_text = realistic.batches, realistic.description
+        if realistic.kind != "random":
+            yield Notice("info", f"accuracy on {eval_text}")
+    calibration, cal_id, cal_count = yield from _calibration_source(
+        req, info, config, model, variant_plan, tokenizer
+    )
     if config.precision == "int8-static" and req.calibration_npz is None:
         yield Notice(
             "warning",
@@ -182,14 +207,16 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
     variant: VariantReady | None = None
     if config.precision.startswith("int8"):  # one that meets config.min_cosine
         if eval_data is None:
-            eval_feeds = [variant_feeds(i) for i in range(ACCURACY_BATCHES)]
-            eval_id = f"generated:seed{req.seed}:{feed_shapes(eval_feeds[0])}"
+            assert realistic is not None
+            eval_feeds = generated_eval
+            eval_id = f"generated:seed{req.seed}:{_identity(realistic, tokenizer)}"
         else:  # the search scores each attempt on up to SEARCH_SAMPLES of them
             eval_feeds = _first_samples(eval_data, SEARCH_SAMPLES)
             eval_id = "npz:" + files_sha256(npz_files(str(req.inputs_npz)))
         variant = yield from choose_int8(
-            info, config, calibration, cal_id, cal_count, eval_feeds, eval_id, gpu
-        )
+            info, config, calibration, cal_id, cal_count, eval_feeds, eval_id, gpu,
+            time_feed=feeds, eval_text=eval_text,
+        )  # fmt: skip
     else:
         for ev in build_variant(info, config.precision, calibration, cal_id, cal_count):
             if isinstance(ev, VariantReady):
@@ -239,8 +266,9 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
     )
     lease = cache.lease(Path(variant.path).parent)
     return OrtPrepared(
-        info, config, feeds, variant, opened, gpu, make_feeds, eval_data, lease=lease
-    )
+        info, config, feeds, variant, opened, gpu, make_feeds, eval_data,
+        generated_eval=generated_eval, eval_text=eval_text, lease=lease,
+    )  # fmt: skip
 
 
 SEARCH_SAMPLES = 256  # samples each INT8 attempt is scored on (accuracy uses them all)
@@ -271,10 +299,18 @@ def _first_samples(data: EvalData, limit: int) -> list[Feeds]:
     return out
 
 
+CALIBRATION_SAMPLES = 64  # generated calibration samples (ranges from 64 texts, not 16 ids)
+
+
 def _calibration_source(
-    req: PrepareRequest, info: ModelInfo, config: RunConfig, make_feeds: Callable[[int], Feeds]
-) -> tuple[Callable[[], Iterator[Feeds]] | None, str, int]:
-    if config.precision != "int8-static":
+    req: PrepareRequest,
+    info: ModelInfo,
+    config: RunConfig,
+    model: onnx.ModelProto,
+    plan: InputPlan | None,
+    tokenizer: Path | None,
+) -> Generator[Event, None, tuple[Callable[[], Iterator[Feeds]] | None, str, int]]:
+    if config.precision not in ("int8", "int8-static"):
         return None, "", 0
     if req.calibration_npz:
         data = _eval_data(
@@ -286,9 +322,52 @@ def _calibration_source(
 
         sha = files_sha256(npz_files(req.calibration_npz))
         return from_file, f"npz:{sha}:batch{config.batch}", len(data.batches)
+    if plan is None:  # the user's evaluation data, no calibration data: plan from the model
+        plan = plan_inputs(info, config.batch, req.shapes, req.dims)
+    samples = yield from _realistic(model, info, plan, config.batch, req, tokenizer, "calibration")
 
     def generated() -> Iterator[Feeds]:
-        for i in range(CALIBRATION_BATCHES):
-            yield make_feeds(1000 + i)
+        yield from samples.batches
 
-    return generated, f"generated:seed{req.seed}:batch{config.batch}", CALIBRATION_BATCHES
+    cal_id = f"generated:seed{req.seed}:{_identity(samples, tokenizer)}"
+    return generated, cal_id, len(samples.batches)
+
+
+def _realistic(
+    model: onnx.ModelProto,
+    info: ModelInfo,
+    plan: InputPlan,
+    batch: int,
+    req: PrepareRequest,
+    tokenizer: Path | None,
+    purpose: str,
+) -> Generator[Event, None, Realistic]:
+    """Generated samples that look like the model's inputs (engine/model/realistic_inputs),
+    checked by running the first batch: a model that rejects them (a text shorter than it
+    accepts) gets the plain generated inputs of the run's plan instead, with a notice."""
+    count = ACCURACY_SAMPLES if purpose == "evaluation" else CALIBRATION_SAMPLES
+    yield Progress("inputs", 0, None, f"making {count} {purpose} samples")
+    made = realistic_samples(model, info, plan, count, batch, req.seed, purpose, tokenizer)
+    if made.kind == "random":
+        return made
+    why = rejection(reference_session(req.model_path), made.batches[0])
+    if why is None:
+        return made
+    plain = GeneratedFeeds(model, info, plan, req.seed)
+    batches = [plain.feeds(i + (0 if purpose == "evaluation" else 1000))
+               for i in range(max(1, count // max(batch, 1)))]  # fmt: skip
+    said = f"generated: {len(batches)} batch(es) of random inputs"
+    yield Notice("warning", f"the model rejected {made.description} ({why}): {purpose} on "
+                 f"{said[11:]} instead")  # fmt: skip
+    return Realistic(batches, len(batches) * batch, said, "random")
+
+
+def _identity(made: Realistic, tokenizer: Path | None) -> str:
+    """What makes generated samples what they are (a cache key's part): their description,
+    shapes and the tokenizer's content."""
+    shapes = ";".join(str(feed_shapes(b)) for b in made.batches[:1] + made.batches[-1:])
+    words = files_sha256([tokenizer])[:16] if tokenizer is not None and made.kind == "texts" else ""
+    return f"{REALISTIC_VERSION}:{made.kind}:{made.samples}:{shapes}:{words}:{made.description}"
+
+
+REALISTIC_VERSION = 1

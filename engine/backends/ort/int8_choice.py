@@ -22,11 +22,13 @@ from engine.backends.ort.int8_target import (
     Attempt,
     Outcome,
     Search,
+    kind_of,
     meet_target,
     speed_alternatives,
     starting_settings,
     summary,
 )
+from engine.backends.ort.mixed_heads import head_nodes
 from engine.backends.ort.variants import (
     VARIANT_PARAMS,
     Reuse,
@@ -35,13 +37,14 @@ from engine.backends.ort.variants import (
 from engine.config import RunConfig
 from engine.events import Event, Notice, Progress, VariantReady, drive
 from engine.hostinfo import cpu_isa, ort_version
-from engine.measure.accuracy import compare_outputs
+from engine.measure.accuracy import AccuracyResult, compare_outputs
 from engine.measure.interleave import Timed, honest_clock
 from engine.measure.interleave import rank as interleaved
+from engine.measure.output_parts import channel_groups
 from engine.model.info import ModelInfo
 from engine.model.inputs import Feeds
 
-CHOICE_VERSION = 13  # 13: what meets the target is raced side by side (other choices)
+CHOICE_VERSION = 14  # 14: judged per output, part and task metric; "int8" tries both kinds
 TIME_S = 0.3  # timing per attempt: enough to rank settings whose speeds differ by 10%+
 RACE_WINDOW_S = 0.25  # each variant's turn per interleaved round of the race
 # Up to this many quantizable nodes, each is tried alone in FP32 (int8_loo.py: one session
@@ -49,7 +52,7 @@ RACE_WINDOW_S = 0.25  # each variant's turn per interleaved round of the race
 # token's outlier) is first by this measure and invisible to the activation comparison
 ONE_BY_ONE_LIMIT = 64
 GAIN = 1e-4  # cosine gained by one node alone in FP32 that counts
-RANK_FEEDS = 1  # evaluation batches the node ranking runs on (MiniLM: 8 sentences)
+RANK_SAMPLES = 8  # evaluation samples the node ranking runs on (MiniLM: 8 sentences)
 
 
 def choose_int8(
@@ -61,9 +64,15 @@ def choose_int8(
     eval_feeds: Sequence[Feeds],
     eval_id: str,
     gpu: bool,
+    time_feed: Feeds | None = None,
+    eval_text: str = "",
 ) -> Generator[Event, None, VariantReady]:
-    """The INT8 variant that meets `config.min_cosine` (or the most accurate one, with a
-    warning); its `details["int8"]` says how it was chosen and keeps every attempt."""
+    """The INT8 variant that meets `config.min_cosine` on every check of every output
+    (engine/measure/accuracy.py: worst sample's cosine per output and channel group, top-1
+    agreement, detections kept), or the most accurate one, with a warning; its
+    `details["int8"]` says how it was chosen and keeps every attempt. `precision` "int8"
+    searches dynamic and static both. Timed on `time_feed` (the run's inputs; default the
+    first evaluation batch); `eval_text` says what the evaluation samples were."""
     t0 = time.perf_counter()  # "built in" is the whole search's time, not its last build's
     precision = config.precision
     isa = cpu_isa()
@@ -81,13 +90,18 @@ def choose_int8(
     )
 
     reuse: list[Reuse] = []  # the search's, while its folder lives
+    heads: list[str] = []  # nodes assembling mixed-scale outputs: FP32 under static INT8
 
     def build(
         settings: dict[str, Any], excluded: list[str]
     ) -> Generator[Event, None, VariantReady]:
         variant = None
+        settings = dict(settings)
+        kind = str(settings.pop("precision", precision))
+        if kind == "int8-static" and heads:
+            excluded = [*excluded, *(n for n in heads if n not in excluded)]
         for ev in build_variant(
-            info, precision, calibration, calibration_id, calibration_count, settings, excluded,
+            info, kind, calibration, calibration_id, calibration_count, settings, excluded,
             reuse[0] if reuse else None,
         ):  # fmt: skip
             if isinstance(ev, VariantReady):
@@ -115,6 +129,12 @@ def choose_int8(
     reference = [base.session.run(None, f) for f in eval_feeds]
     names_out = [o.name for o in base.session.get_outputs()]
     base.session = None
+    feed = time_feed if time_feed is not None else eval_feeds[0]
+    mixed = [
+        name for j, name in enumerate(names_out)
+        if all(hasattr(r[j], "shape") for r in reference)
+        and channel_groups([r[j] for r in reference]) is not None
+    ]  # fmt: skip
 
     last: dict[str, Any] = {}  # the last session opened, by path: scored, then timed
 
@@ -124,14 +144,20 @@ def choose_int8(
             last[path] = open_session(path, plan).session
         return last[path]
 
+    results: dict[str, AccuracyResult] = {}  # each attempt's, by its file
+
     def score(variant: VariantReady) -> float:
         run = session(variant.path).run
         got = [run(None, f) for f in eval_feeds]
-        return compare_outputs(names_out, reference, got).cosine
+        result = compare_outputs(
+            names_out, reference, got, vectors=info.vector_outputs, feeds=eval_feeds
+        )
+        results[variant.path] = result
+        return result.score
 
     def timed(path: str) -> float:
         run = session(path).run
-        return p50_ms(lambda: run(None, eval_feeds[0]))
+        return p50_ms(lambda: run(None, feed))
 
     fp32_plan = plan_session(dataclasses.replace(config, precision="fp32"), gpu_present=gpu)
 
@@ -142,7 +168,6 @@ def choose_int8(
         each, open together): the fastest that separates from the rest, or on a tie the
         most accurate (listed first)."""
         last.clear()
-        feed = eval_feeds[0]
         runs = [open_session(a.variant.path, plan).session for a in pool]
         ref = open_session(info.path, fp32_plan).session
         cands = [Timed(_label(a), _caller(r, feed)) for a, r in zip(pool, runs, strict=True)]
@@ -167,9 +192,16 @@ def choose_int8(
         assert result.pick is not None
         return result.pick, wall, _wall(result.by_index(len(pool)), clock), out
 
-    types = VARIANT_PARAMS[precision].get("op_types")
     with tempfile.TemporaryDirectory(prefix="opscope-int8-") as tmp:
         reuse.append(Reuse(Path(tmp)))
+        if mixed and precision in ("int8", "int8-static"):
+            source = yield from reuse[0].prepare(info)
+            heads.extend(head_nodes(str(source), mixed))
+            if heads:
+                yield Notice("info", f"static INT8 keeps {len(heads)} node(s) assembling "
+                             f"{', '.join(mixed)} in FP32: its channels mix scales (boxes "
+                             "beside scores), and one INT8 scale would round the small ones "
+                             "to 0")  # fmt: skip
         floats: list[str] = []
         one_by_one: list[tuple[list[str], float]] = []
 
@@ -181,20 +213,22 @@ def choose_int8(
                 if src is None:  # (every build so far was cached)
                     src = drive(reuse[0].prepare(info))
                 floats.append(str(src))
+            kind = kind_of(settings, precision)
+            types = VARIANT_PARAMS[kind].get("op_types")
             op_types = settings.get("op_types", types)  # the candidate's, if it narrows them
             names = _node_names(floats[0], op_types)
             if settings.get("activation_matmuls") is False:  # kept in FP32 already
                 fp32 = set(activation_matmuls(floats[0]))
                 names = [n for n in names if n not in fp32]
-            few = eval_feeds[:RANK_FEEDS]  # ranking orders; the attempts are scored on all
+            few = _first_rows(eval_feeds, RANK_SAMPLES)  # ranking orders; attempts use all
             one_by_one_fits = len(names) <= ONE_BY_ONE_LIMIT
             measured: list[tuple[list[str], float]] = []
-            if precision == "int8-static" or not one_by_one_fits:
+            if kind == "int8-static" or not one_by_one_fits:
                 # (dynamic INT8 folds nothing into a node: its units are single nodes, which
                 # leave-one-out measures directly)
                 measured = node_errors(
                     floats[0], variant.path, few, set(op_types) if op_types else None,
-                    with_producers=precision == "int8-static",
+                    with_producers=kind == "int8-static",
                 )  # fmt: skip
             if op_types:  # a unit's nodes the quantizer does not touch: nothing to gain
                 known = set(names)
@@ -206,7 +240,10 @@ def choose_int8(
                 one_by_one.extend(
                     (yield from leave_one_out(
                         floats[0], variant.path, names, few,
-                        lambda got: compare_outputs(names_out, reference[: len(got)], got).cosine,
+                        lambda got: compare_outputs(
+                            names_out, reference[: len(got)], got, vectors=info.vector_outputs,
+                            feeds=few,
+                        ).score,
                         Path(tmp) / "loo",
                     ))
                 )  # fmt: skip
@@ -216,22 +253,32 @@ def choose_int8(
             units = [u for u in one_by_one if u[1] > GAIN] + [u for u in measured if len(u[0]) > 1]
             return sorted(units, key=lambda u: -u[1])
 
-        start = starting_settings(precision, isa, info.op_types)
+        ops = {op.split(".")[-1] for op in info.op_types}  # "com.microsoft.X" -> "X"
+        start = starting_settings(precision, isa, ops)
+        start_types = VARIANT_PARAMS[kind_of(start, precision)].get("op_types")
         how = Search(
             build,
             score,
             timed,
             rank,
-            _quantizable(info.path, start.get("op_types", types)),
+            _quantizable(info.path, start.get("op_types", start_types)),
             info.path,
             start,
             race=race,
-            alternatives=speed_alternatives(precision, isa),
+            alternatives=speed_alternatives(precision, isa, ops),
+            op_types=ops,
         )
         outcome: Outcome = yield from meet_target(precision, config.min_cosine, isa, how)
         last.clear()
         shared = reuse.pop()
     details = outcome.details()
+    chosen_result = results.get(outcome.chosen.variant.path)
+    if chosen_result is not None:
+        details["worst"] = chosen_result.worst_text()
+        details["checks"] = chosen_result.checks
+    details["data"] = eval_text
+    details["head_in_fp32"] = heads if kind_of(outcome.chosen.settings, precision) == (
+        "int8-static") else []  # fmt: skip
     details["search"] = {
         "build_s": time.perf_counter() - t0,
         "preprocessed": shared.preprocessed,
@@ -259,6 +306,18 @@ def p50_ms(run: Callable[[], object], budget_s: float = TIME_S) -> float:
         run()
         samples.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(samples)
+
+
+def _first_rows(feeds: Sequence[Feeds], rows: int) -> list[Feeds]:
+    """The first batches holding at least `rows` samples (each batch's leading dim)."""
+    out: list[Feeds] = []
+    n = 0
+    for f in feeds:
+        if n >= rows:
+            break
+        out.append(f)
+        n += max((a.shape[0] for a in f.values() if a.ndim), default=1)
+    return out
 
 
 def _label(a: Attempt) -> str:

@@ -83,16 +83,54 @@ ALTERNATIVES: dict[tuple[str, str], list[dict[str, Any]]] = {
 }
 
 
-def speed_alternatives(precision: str, isa: str) -> list[dict[str, Any]]:
-    """The settings worth racing once a variant meets the target (none: the ones tried)."""
+KINDS = ("int8-dynamic", "int8-static")  # what "int8" searches: both, the fastest wins
+
+
+def kind_of(settings: dict[str, Any], precision: str) -> str:
+    """The INT8 kind an attempt builds: its settings' "precision" (an "int8" search tries
+    both kinds), else the search's own."""
+    return str(settings.get("precision", precision))
+
+
+def _tagged(kind: str, settings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"precision": kind, **s} for s in settings]
+
+
+def speed_alternatives(
+    precision: str, isa: str, op_types: Collection[str] = ()
+) -> list[dict[str, Any]]:
+    """The settings worth racing once a variant meets the target (none: the ones tried);
+    an "int8" search races the other kind's first pick too."""
     family = "fast" if isa in ("amx", "vnni") else "avx2"
+    if precision == "int8":
+        return [
+            *_tagged("int8-dynamic", speed_alternatives("int8-dynamic", isa)),
+            {"precision": "int8-static", **starting_settings("int8-static", isa, op_types)},
+            {"precision": "int8-dynamic", **starting_settings("int8-dynamic", isa, op_types)},
+        ]
     return [dict(s) for s in ALTERNATIVES.get((precision, family), [])]
 
 
 def candidate_settings(precision: str, isa: str) -> list[dict[str, Any]]:
-    """The settings to try on this instruction set ("amx", "vnni", "avx2", ...)."""
+    """The settings to try on this instruction set ("amx", "vnni", "avx2", ...); for
+    "int8", both kinds' (each tagged with its "precision")."""
+    if precision == "int8":
+        return [s for k in KINDS for s in _tagged(k, candidate_settings(k, isa))]
     family = "fast" if isa in ("amx", "vnni") else "avx2"
     return [dict(s) for s in CANDIDATES.get((precision, family), [])]
+
+
+def ordered_tries(
+    precision: str, isa: str, start: dict[str, Any], op_types: Collection[str]
+) -> list[dict[str, Any]]:
+    """What to try after `start`, in order: an "int8" search tries the other kind's first
+    pick first (the kinds differ more than any setting within one), then the rest."""
+    rest = [s for s in candidate_settings(precision, isa) if s != start]
+    if precision != "int8":
+        return rest
+    other = next(k for k in KINDS if k != kind_of(start, precision))
+    first = {"precision": other, **starting_settings(other, isa, op_types)}
+    return [first, *(s for s in rest if s != first)]
 
 
 def starting_settings(precision: str, isa: str, op_types: Collection[str]) -> dict[str, Any]:
@@ -102,7 +140,12 @@ def starting_settings(precision: str, isa: str, op_types: Collection[str]) -> di
     Quantizing every op there puts Q/DQ pairs around LayerNorm, Softmax and the residual
     Adds: the demo transformer ran 1.12x FP32 that way, 1.36x with its weights' MatMuls
     alone, both at cosine 0.9999; a CNN wants every op quantized (Conv -> Relu -> Conv
-    chains stay in INT8: 2.4x)."""
+    chains stay in INT8: 2.4x). "int8" (either kind) starts from static on a model with
+    convolutions (dynamic INT8 skips Conv), from dynamic otherwise."""
+    if precision == "int8":
+        convs = bool({"Conv", "ConvTranspose"} & set(op_types))
+        kind = "int8-static" if convs else "int8-dynamic"
+        return {"precision": kind, **starting_settings(kind, isa, op_types)}
     if precision == "int8-dynamic" and isa in ("amx", "vnni"):
         # the defaults are AVX2's (7-bit weights against VPMADDUBSW's saturation, which
         # VNNI does not have): reduce_range only costs accuracy here (MiniLM: 0.807 with
@@ -159,8 +202,8 @@ class Outcome:
 
 
 def summary(details: dict[str, Any]) -> str:
-    """One line: 'INT8 meets cosine 0.99 (0.99412; settings ...; 3 node(s) kept in FP32;
-    1.41x FP32; 6 attempt(s))'."""
+    """One line: 'INT8 meets 0.99 (0.99412 worst: last_hidden_state: cosine 0.9941 (...);
+    int8-static, settings ...; 3 node(s) kept in FP32; 1.41x FP32; 6 attempt(s))'."""
     p50, fp32 = _number(details.get("p50_ms")), _number(details.get("fp32_p50_ms"))
     ratio = fp32 / p50 if p50 > 0 else math.nan
     speed = f", {ratio:.2f}x FP32" if math.isfinite(ratio) else ""
@@ -171,9 +214,13 @@ def summary(details: dict[str, Any]) -> str:
     raced = ""
     if ranking.get("rounds"):
         raced = f", {ranking['rounds']} interleaved round(s) on {ranking.get('clock')} time"
+    worst = f" worst: {details['worst']}" if details.get("worst") else ""
+    settings = dict(details.get("settings") or {})
+    kind = settings.pop("precision", None)
+    kind_text = f"{kind}, " if kind else ""
     return (
-        f"INT8 {verb} cosine {details.get('min_cosine'):g} ({details.get('cosine', math.nan):.5f}; "
-        f"settings {_describe(details.get('settings') or {})}; {kept_text}{speed}{raced}; "
+        f"INT8 {verb} {details.get('min_cosine'):g} ({details.get('cosine', math.nan):.5f}"
+        f"{worst}; {kind_text}settings {_describe(settings)}; {kept_text}{speed}{raced}; "
         f"{len(details.get('attempts') or [])} attempt(s))"
     )
 
@@ -210,6 +257,7 @@ class Search:
     # None: each attempt timed once as it is built, the lowest p50 wins (no alternatives)
     race: Race | None = None
     alternatives: list[dict[str, Any]] = field(default_factory=list)  # raced when met
+    op_types: Collection[str] = ()  # the model's (an "int8" search's second kind's start)
 
 
 class _Plan:
@@ -282,7 +330,7 @@ def meet_target(
     accurate attempt, with a warning. An attempt that misses is not timed."""
     attempts: list[Attempt] = []
     fp32_p50 = math.nan
-    tries = [s for s in candidate_settings(precision, isa) if s != how.start]
+    tries = ordered_tries(precision, isa, how.start, how.op_types)
     # the most attempts: the first, each candidate, each exclusion round with the halving
     # of its units (log2 of the last round's), and the faster settings retried
     plan = _Plan(1 + 2 * len(tries) + MAX_ROUNDS + MAX_ROUNDS - 1, clock)
@@ -313,13 +361,16 @@ def meet_target(
         pool = list(met)
         excluded, scope = met[0].excluded, _scope(met[0])
         tried = {_key(a.settings, a.excluded) for a in attempts}
-        alts = [s for s in how.alternatives
-                if _scope_of(s) == scope and _key(s, excluded) not in tried]  # fmt: skip
+        # the same nodes in FP32 under settings that quantize the same nodes; a setting of
+        # another scope (the other INT8 kind) only when nothing is kept in FP32
+        alts = [(s, excluded if _scope_of(s) == scope else [])
+                for s in how.alternatives if _scope_of(s) == scope or not excluded]  # fmt: skip
+        alts = [(s, e) for s, e in alts if _key(s, e) not in tried]
         plan.plan(len(alts))
-        for s in alts:
-            yield say(f"met {target:g}: trying {_describe(s)} too, {len(excluded)} in FP32")
+        for s, e in alts:
+            yield say(f"met {target:g}: trying {_describe(s)} too, {len(e)} in FP32")
             try:
-                t = yield from attempt(s, excluded, timed=False)
+                t = yield from attempt(s, e, timed=False)
             except ModelError:
                 plan.finish()
                 continue
@@ -352,7 +403,9 @@ def meet_target(
     for i, settings in enumerate(tries):
         tried = attempts if how.start else attempts[1:]  # the CPU's first pick is in
         best_error = 1.0 - max(a.cosine for a in attempts)
-        if tried and best_error >= how.far * (1.0 - target):
+        kinds = {kind_of(a.settings, precision) for a in attempts}
+        new_kind = kind_of(settings, precision) not in kinds  # never skipped for settings
+        if tried and not new_kind and best_error >= how.far * (1.0 - target):
             # settings alone move cosine by less than this: straight to the nodes
             yield Notice("info", f"INT8 best cosine {1 - best_error:.4f} misses {target:g} by "
                          f"{best_error / (1 - target):.1f}x the allowed error: keeping "
@@ -443,13 +496,17 @@ def meet_target(
     return outcome(chosen, False)
 
 
-def _scope(a: Attempt) -> tuple[Any, Any]:
+def _scope(a: Attempt) -> tuple[Any, Any, Any]:
     """Which nodes a setting quantizes (its op types, whether activation MatMuls too)."""
     return _scope_of(a.settings)
 
 
-def _scope_of(settings: dict[str, Any]) -> tuple[Any, Any]:
-    return (settings.get("op_types"), settings.get("activation_matmuls", True))
+def _scope_of(settings: dict[str, Any]) -> tuple[Any, Any, Any]:
+    return (
+        settings.get("precision"),
+        settings.get("op_types"),
+        settings.get("activation_matmuls", True),
+    )
 
 
 def _key(settings: dict[str, Any], excluded: list[str]) -> tuple[str, tuple[str, ...]]:

@@ -23,6 +23,7 @@ CAPABILITIES = Capabilities(
     fusion_labels={"off": "Off (eager)", "all": "All (torch.compile)"},
     fusion_marks={"off": "eager", "all": "compiled"},
     nearest={
+        "int8": "int8-dynamic",
         "int8-static": "int8-dynamic",
         "basic": "all",
         "extended": "all",

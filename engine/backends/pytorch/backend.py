@@ -31,7 +31,7 @@ from engine.backends.pytorch.load import (
 from engine.config import RunConfig
 from engine.errors import ConfigError, InputError, ModelError, one_line
 from engine.events import Event, ModelLoaded, Notice, Progress, RunStarted, VariantReady
-from engine.measure.accuracy import ACCURACY_BATCHES, compare_outputs
+from engine.measure.accuracy import ACCURACY_SAMPLES, compare_outputs
 from engine.model.eval_data import EvalData, read_eval_data
 from engine.model.info import ModelInfo, ValueInfo, files_sha256
 from engine.model.inputs import Feeds, describe_feeds
@@ -78,15 +78,19 @@ class TorchPrepared:
     def accuracy(self, generated: bool) -> Iterator[Event]:
         """This config's outputs vs the FP32 eager module's, same inputs and device."""
         data = self.eval_data
-        batches = data.batches if data else [self.make_feeds(i) for i in range(ACCURACY_BATCHES)]
-        yield Progress("accuracy", 0, len(batches), "comparing with the FP32 eager model")
+        count = max(1, ACCURACY_SAMPLES // max(self.config.batch, 1))
+        batches = data.batches if data else [self.make_feeds(i) for i in range(count)]
+        said = "your data" if data else f"generated: {len(batches)} batch(es) of random inputs"
+        yield Progress(
+            "accuracy", 0, len(batches), f"comparing with the FP32 eager model on {said}"
+        )
         ref = [self.outputs(self.model.module, f, autocast=False) for f in batches]
         got = [self.outputs(self.fn, f, autocast=True) for f in batches]
         names = self.model.output_names or [f"output_{i}" for i in range(len(ref[0]))]
         if len(names) != len(ref[0]):
             names = [f"output_{i}" for i in range(len(ref[0]))]
-        result = compare_outputs(names, ref, got, data.labels if data else None)
-        yield dataclasses.replace(result, baseline="fp32 eager (torch)")
+        result = compare_outputs(names, ref, got, data.labels if data else None, feeds=batches)
+        yield dataclasses.replace(result, baseline="fp32 eager (torch)", data=said)
 
     def profile(self, runs: int, timed_mean_ms: float | None) -> Iterator[Event]:
         """A torch.profiler pass over `run_once` (timing never sees it)."""
