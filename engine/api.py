@@ -75,6 +75,7 @@ from engine.model.eval_data import check_data_file
 from engine.model.graph_view import Tensor
 from engine.model.info import ModelInfo
 from engine.model.model_explorer import export_overlay
+from engine.model.realistic_inputs import check_tokenizer
 from engine.model.sizes import device_copy_text, size_text
 from engine.remote.link import RemoteError
 from engine.remote.target import Target
@@ -221,6 +222,7 @@ __all__ = [
     "check_data_file",
     "check_real_layout",
     "check_real_run",
+    "check_tokenizer",
     "combine",
     "commands",
     "compact_copy",

@@ -203,7 +203,7 @@ def test_badge_baseline_and_pending(badge: AccuracyBadge) -> None:
 
 def test_badge_good_result_is_green(badge: AccuracyBadge) -> None:
     badge.set_result(result(0.99987))
-    assert badge.text() == "cos 0.99987 · max|Δ| 0.012 · top-1 100%"
+    assert badge.text() == "meets 0.999: 0.99987\ntop-1 100%"
     assert badge.state == "good" and theme.GOOD in badge.styleSheet()
     tip = badge.toolTip()
     assert "16" in tip and "0.99987000" in tip and "logits" in tip and "0.001" in tip
@@ -225,6 +225,33 @@ def test_badge_grades_against_the_tolerance(
     badge.set_result(result(cosine, top1=None))
     assert badge.state == state and color in badge.styleSheet()
     assert "top-1" not in badge.text()
+
+
+def test_badge_names_the_metric_and_the_worst_output_in_full(badge: AccuracyBadge) -> None:
+    """Issue #50: the judged figure, the check that set it and what the samples were, each
+    whole at the dock's width (the badge wraps rather than cutting "3 nodes kept in FP32")."""
+    checks = [
+        {"output": "output0", "part": "channels 0-3", "metric": "cosine", "worst": 0.99998,
+         "mean": 0.99999, "sample": 3, "samples": 64},
+        {"output": "output0", "part": "channels 4-83", "metric": "cosine", "worst": 0.0,
+         "mean": 0.0, "sample": 0, "samples": 64},
+        {"output": "output0", "part": "", "metric": "detections kept", "worst": 0.0,
+         "mean": 0.0, "sample": 0, "samples": 64, "detail": "0 of FP32's 41 matched, 0 found"},
+    ]  # fmt: skip
+    r = AccuracyResult("fp32", 2.0, 0.1, 0.0, None, 64, {}, checks=checks,
+                       data="generated: 64 natural-statistics images in [0,1]")  # fmt: skip
+    badge.set_int8({"min_cosine": 0.99, "met": False, "excluded_nodes": ["a", "b", "c"],
+                    "settings": {"precision": "int8-static"}})  # fmt: skip
+    badge.set_tolerance(0.99)
+    badge.set_result(r)
+    lines = badge.text().split("\n")
+    assert lines[0] == "misses 0.99: 0.00000" and badge.state == "bad"
+    assert lines[1] == "worst: output0 channels 4-83 cosine 0.0000"
+    assert "int8-static; INT8 missed 0.99 (3 nodes in FP32)" in lines
+    assert lines[-1] == "on 64 natural-statistics images in [0,1]"
+    badge.resize(260, 200)  # the dock's default width
+    assert badge.wordWrap()
+    assert "detections kept 0.0% (0 of FP32&#x27;s 41 matched, 0 found)" in badge.toolTip()
 
 
 def test_badge_regrades_when_the_tolerance_changes(badge: AccuracyBadge) -> None:

@@ -177,14 +177,17 @@ class EngineClient(QObject):
         config: RunConfig | None = None,
         dims: dict[str, int] | None = None,
         calibration: str | None = None,
+        tokenizer: str | None = None,
     ) -> None:
         """Load a model; with `config`, load it with that config (which becomes current);
-        `dims` sets symbolic input dims by name, `calibration` static INT8's samples."""
+        `dims` sets symbolic input dims by name, `calibration` static INT8's samples,
+        `tokenizer` the tokenizer.json generated texts go through (None: beside it)."""
         if config is not None:
             self.last_config = config
         load = cmds.Load(
-            str(path), dict(shapes or {}), inputs, config, dict(dims or {}), calibration
-        )
+            str(path), dict(shapes or {}), inputs, config, dict(dims or {}), calibration,
+            tokenizer,
+        )  # fmt: skip
         self.last_load = (str(path), dict(shapes or {}), inputs)
         self._load_cmd = dataclasses.replace(load, config=None)  # restart: last_config applies
         self._send(load)
@@ -195,19 +198,31 @@ class EngineClient(QObject):
         load = self._load_cmd
         if load is None:
             return JobInputs()
-        return JobInputs(dict(load.shapes), dict(load.dims), load.inputs_npz, load.calibration_npz)
+        return JobInputs(
+            dict(load.shapes), dict(load.dims), load.inputs_npz, load.calibration_npz,
+            tokenizer=load.tokenizer,
+        )  # fmt: skip
 
     def set_inputs(
-        self, dims: dict[str, int], inputs: str | None, calibration: str | None, label: str
+        self,
+        dims: dict[str, int],
+        inputs: str | None,
+        calibration: str | None,
+        label: str,
+        tokenizer: str | None = None,
     ) -> None:
         """The loaded model's input dims and data files (a new run, marked `label`, when
-        they change what runs)."""
+        they change what runs); `tokenizer`: the texts' tokenizer.json (None: beside it)."""
         if self._load_cmd is not None:
             self._load_cmd = dataclasses.replace(
-                self._load_cmd, dims=dict(dims), inputs_npz=inputs, calibration_npz=calibration
+                self._load_cmd,
+                dims=dict(dims),
+                inputs_npz=inputs,
+                calibration_npz=calibration,
+                tokenizer=tokenizer,
             )
             self.last_load = (self._load_cmd.path, self._load_cmd.shapes, inputs)
-        self._send(cmds.SetInputs(dict(dims), inputs, calibration, label))
+        self._send(cmds.SetInputs(dict(dims), inputs, calibration, label, tokenizer))
 
     def set_generation(self, prompt_len: int, new_tokens: int) -> None:
         """A generating model's prompt and output lengths (a new run, marked)."""

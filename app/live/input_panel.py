@@ -34,14 +34,21 @@ class _FileRow(QWidget):
 
     chosen = Signal(object)  # str path, or None when cleared
 
-    def __init__(self, title: str, help_text: str) -> None:
+    def __init__(
+        self,
+        title: str,
+        help_text: str,
+        filter_text: str = "NumPy archives (*.npz)",
+        default: str = "generated",
+    ) -> None:
         super().__init__()
         self.title = title
+        self.filter_text, self.default = filter_text, default
         self.path: str | None = None
         self.button = QPushButton(title + "…")
         self.button.setToolTip(help_text)
         self.button.clicked.connect(self.pick)
-        self.name = QLabel("generated")
+        self.name = QLabel(default)
         self.name.setToolTip(help_text)
         self.clear_button = QToolButton()
         self.clear_button.setText("×")
@@ -56,14 +63,14 @@ class _FileRow(QWidget):
 
     def pick(self) -> None:
         start = str(Path(self.path).parent) if self.path else str(Path.home())
-        path, _ = QFileDialog.getOpenFileName(self, self.title, start, "NumPy archives (*.npz)")
+        path, _ = QFileDialog.getOpenFileName(self, self.title, start, self.filter_text)
         if path:
             self.chosen.emit(path)
 
     def set_path(self, path: str | None) -> None:
         self.path = path
-        self.name.setText(Path(path).name if path else "generated")
-        self.name.setToolTip(path or "seeded random inputs")
+        self.name.setText(Path(path).name if path else self.default)
+        self.name.setToolTip(path or f"{self.default}: {self.button.toolTip()}")
         self.clear_button.setEnabled(path is not None)
 
 
@@ -73,6 +80,7 @@ class InputPanel(QGroupBox):
     dims_changed = Signal(dict)  # name -> value, the dims set away from their default
     calibration_chosen = Signal(object)  # path or None
     eval_chosen = Signal(object)  # path or None
+    tokenizer_chosen = Signal(object)  # path or None
     carry_toggled = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -88,16 +96,27 @@ class InputPanel(QGroupBox):
         self.dims_form.addRow("Size", self.no_dims)
         self.calibration = _FileRow(
             "Calibration data",
-            "Samples INT8 static calibrates on (.npz, one array per input, samples along "
-            "the batch axis); remembered for this model. Without them, generated data.",
+            "Samples static INT8 calibrates on (.npz, one array per input, samples along "
+            "the batch axis); remembered for this model. Without them, 64 generated samples "
+            "that look like the inputs (texts through the tokenizer, natural images).",
         )
         self.calibration.chosen.connect(self.calibration_chosen)
         self.evaluation = _FileRow(
             "Evaluation inputs",
             "Real inputs (.npz) timed and compared with FP32 for accuracy; remembered for "
-            "this model. Without them, seeded random inputs of the sizes above.",
+            "this model. Without them, accuracy on 64 generated samples that look like the "
+            "inputs, timing on seeded inputs of the sizes above.",
         )
         self.evaluation.chosen.connect(self.eval_chosen)
+        self.tokenizer = _FileRow(
+            "Tokenizer",
+            "The model's tokenizer.json: generated evaluation and calibration texts go "
+            "through it. Without one, a tokenizer.json beside the model (or in its parent "
+            "folder) is used, else token ids drawn as text uses them.",
+            "Tokenizers (tokenizer.json);;JSON files (*.json)",
+            "beside the model",
+        )
+        self.tokenizer.chosen.connect(self.tokenizer_chosen)
         self.carry = QCheckBox("Carry settings to a new model")
         self.carry.setToolTip(
             "Off: a newly opened model starts on FP32 defaults. On: it keeps the "
@@ -109,6 +128,7 @@ class InputPanel(QGroupBox):
         layout.addLayout(self.dims_form)
         layout.addWidget(self.calibration)
         layout.addWidget(self.evaluation)
+        layout.addWidget(self.tokenizer)
         layout.addWidget(self.carry)
         self.setLayout(layout)
 

@@ -23,6 +23,9 @@ from engine.api import (
 )
 
 CARRY_KEY = "models/carry_settings"
+TITLES = {"calibration": "calibration data", "inputs": "evaluation inputs",
+          "tokenizer": "tokenizer"}  # fmt: skip
+ATTRS = {"calibration": "calibration", "inputs": "evaluation", "tokenizer": "tokenizer"}
 DATA_ERROR_KEY = "data-file"  # the banner's key for a refused data file
 
 
@@ -49,11 +52,13 @@ class InputsController(QObject):
         self.editable: list[SymbolicDim] = []
         self.calibration: str | None = None
         self.evaluation: str | None = None
+        self.tokenizer: str | None = None
         self.panel.carry.setChecked(self.settings.value(CARRY_KEY, False, type=bool))
         self.panel.carry_toggled.connect(lambda on: self.settings.setValue(CARRY_KEY, bool(on)))
         self.panel.dims_changed.connect(self.set_dims)
         self.panel.calibration_chosen.connect(lambda p: self.set_file("calibration", p))
         self.panel.eval_chosen.connect(lambda p: self.set_file("inputs", p))
+        self.panel.tokenizer_chosen.connect(lambda p: self.set_file("tokenizer", p))
         client.events.connect(self.on_events)
 
     @property
@@ -65,11 +70,18 @@ class InputsController(QObject):
         self.model_path, self.dims, self.info = path, {}, None
         self.calibration = self._remembered(path, "calibration")
         self.evaluation = self._remembered(path, "inputs")
+        self.tokenizer = self._remembered(path, "tokenizer")
         self.panel.calibration.set_path(self.calibration)
         self.panel.evaluation.set_path(self.evaluation)
+        self.panel.tokenizer.set_path(self.tokenizer)
         self.panel.set_sizes_from_file(self.evaluation is not None)
         self.window.banner.clear(DATA_ERROR_KEY)
-        return {"dims": {}, "calibration": self.calibration, "inputs": self.evaluation}
+        return {
+            "dims": {},
+            "calibration": self.calibration,
+            "inputs": self.evaluation,
+            "tokenizer": self.tokenizer,
+        }
 
     def _remembered(self, model: str, which: str) -> str | None:
         value = self.settings.value(data_key(model, which))
@@ -90,15 +102,19 @@ class InputsController(QObject):
         self._send(label or "input size", rebuilds=True)
 
     def set_file(self, which: str, path: str | None) -> None:
-        """A calibration ('calibration') or evaluation ('inputs') file picked, or cleared."""
-        title = "calibration data" if which == "calibration" else "evaluation inputs"
-        if path == (self.calibration if which == "calibration" else self.evaluation):
+        """A calibration ('calibration'), evaluation ('inputs') or tokenizer ('tokenizer')
+        file picked, or cleared."""
+        title = TITLES[which]
+        if path == getattr(self, ATTRS[which]):
             return  # the same file again: nothing changes
         if path is not None and self.info is not None:
-            from engine.api import check_data_file
+            from engine.api import check_data_file, check_tokenizer
 
             try:
-                check_data_file(path, self.info)
+                if which == "tokenizer":
+                    check_tokenizer(path, self.info)
+                else:
+                    check_data_file(path, self.info)
             except OpScopeError as exc:
                 self.window.banner.show_message(
                     "error", f"{title} not used: {exc}", key=DATA_ERROR_KEY
@@ -109,6 +125,10 @@ class InputsController(QObject):
             self.calibration = path
             self.panel.calibration.set_path(path)
             rebuilds = self.client.last_config.precision in ("int8", "int8-static")
+        elif which == "tokenizer":
+            self.tokenizer = path
+            self.panel.tokenizer.set_path(path)
+            rebuilds = self.evaluation is None  # (the user's data need no tokenizer)
         else:
             self.evaluation = path
             self.panel.evaluation.set_path(path)
@@ -116,7 +136,8 @@ class InputsController(QObject):
             rebuilds = True
         if self.model_path is not None:
             self.settings.setValue(data_key(self.model_path, which), path or "")
-        name = Path(path).name if path else "generated"
+        name = Path(path).name if path else ("beside the model" if which == "tokenizer"
+                                             else "generated")  # fmt: skip
         self._send(f"{title}: {name}", rebuilds)
 
     def _send(self, label: str, rebuilds: bool) -> None:
@@ -124,7 +145,9 @@ class InputsController(QObject):
             return
         if rebuilds:
             self.live.build_started(label)
-        self.client.set_inputs(self.dims, self.evaluation, self.calibration, label)
+        self.client.set_inputs(
+            self.dims, self.evaluation, self.calibration, label, tokenizer=self.tokenizer
+        )
 
     # engine -> view ------------------------------------------------------------------
     def on_events(self, batch: list[Any]) -> None:

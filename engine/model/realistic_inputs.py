@@ -98,9 +98,12 @@ def realistic_samples(
     seed: int,
     purpose: str = "evaluation",
     tokenizer: Path | None = None,
+    uniform: bool = False,
 ) -> Realistic:
     """`count` samples in batches of `batch` rows (a fixed batch dim's own; the last batch
-    smaller only when the batch dim is dynamic). `tokenizer`: what the user pointed at."""
+    smaller only when the batch dim is dynamic). `tokenizer`: what the user pointed at.
+    `uniform`: every text batch padded to the longest text of all, not its own longest
+    (ORT's histogram calibration stacks every batch's activations: one shape for all)."""
     if purpose not in _PURPOSES:
         raise ValueError(f"purpose must be evaluation or calibration, not {purpose!r}")
     count = max(1, count)
@@ -123,6 +126,8 @@ def realistic_samples(
     roles = {v.name: _role(v, limits) for v in info.inputs}
     ids_v = next((v for v in info.inputs if roles[v.name] == "ids"), None)
     text = _text_maker(ids_v, info, plan, limits, sum(sizes), rng, purpose, tokenizer)
+    if text is not None:
+        text.uniform = uniform
     parts = [text.summary] if text is not None else []
     kinds = [text.kind] if text is not None else []
     images = {
@@ -242,11 +247,13 @@ class _Text:
     kind: str  # "texts" or "ids"
     summary: str  # the description's part
     done: int = 0
+    uniform: bool = False  # every batch as long as the longest sample of all
 
     def make(self, rows: int) -> dict[str, np.ndarray]:
         take = np.arange(self.done, self.done + rows) % len(self.ids)
         self.done += rows
-        length = self.fixed or max(1, int(self.lengths[take].max()))
+        longest = self.lengths if self.uniform else self.lengths[take]
+        length = self.fixed or max(1, int(longest.max()))
         ids = np.full((rows, length), self.pad, dtype=np.int64)
         width = min(length, self.ids.shape[1])
         ids[:, :width] = self.ids[take, :width]
@@ -340,3 +347,26 @@ def _zipf_rows(
         ids[np.arange(n), lengths - 1] = 102
     ids[np.arange(length)[None, :] >= lengths[:, None]] = 0
     return ids.astype(np.int64), lengths
+
+
+def check_tokenizer(given: str | Path, info: ModelInfo) -> Path:
+    """The tokenizer.json `given` names (a file, or a folder holding one), checked: readable,
+    and its ids within the model's embedding where the model says how many rows it holds.
+    A bad one raises InputError naming the file and the cause in one line."""
+    import onnx
+
+    path = find_tokenizer(info.path, given)
+    assert path is not None  # (a given path is found or refused)
+    tok = load_tokenizer(path)
+    model = onnx.load(info.path, load_external_data=False)
+    ids = {v.name for v in info.inputs if _role(v, index_limits(model, {v.name})) == "ids"}
+    limits = index_limits(model, ids)
+    limit = min(limits.values()) if limits else None
+    size = tok.get_vocab_size(with_added_tokens=True)
+    if limit is not None and size > limit:
+        raise InputError(
+            f"not this model's tokenizer (its vocabulary holds {size:,} ids, the model's "
+            f"embedding {limit:,} rows)",
+            path,
+        )
+    return path

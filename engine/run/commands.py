@@ -19,6 +19,7 @@ class Load:
     config: RunConfig | None = None
     dims: dict[str, int] = field(default_factory=dict)  # symbolic dims by name
     calibration_npz: str | None = None
+    tokenizer: str | None = None  # a tokenizer.json for generated texts (None: beside it)
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class SetInputs:
     inputs_npz: str | None
     calibration_npz: str | None
     label: str
+    tokenizer: str | None = None
 
 
 @dataclass(frozen=True)

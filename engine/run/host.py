@@ -139,6 +139,7 @@ class HostState:
     dims: dict[str, int] = field(default_factory=dict)
     inputs: str | None = None
     calibration: str | None = None
+    tokenizer: str | None = None
     config: RunConfig = field(default_factory=RunConfig)
     running: bool = True
     profile_due: bool = False
@@ -163,6 +164,7 @@ class HostState:
             dims=self.dims,
             inputs_npz=self.inputs,
             calibration_npz=self.calibration,
+            tokenizer=self.tokenizer,
             new_tokens=self.new_tokens,
         )
 
@@ -330,6 +332,7 @@ def _handle(
             state.config = cmd.config
         state.path, state.shapes, state.inputs = cmd.path, dict(cmd.shapes), cmd.inputs_npz
         state.dims, state.calibration = dict(cmd.dims), cmd.calibration_npz
+        state.tokenizer = cmd.tokenizer
         state.new_tokens = None
         _import_on_this_thread(state.config)
         builder.submit(state.request(state.config), f"load {Path(cmd.path).name}", "load")
@@ -375,6 +378,7 @@ def _handle(
         changed = (
             cmd.dims != state.dims
             or cmd.inputs_npz != state.inputs
+            or (cmd.tokenizer != state.tokenizer and cmd.inputs_npz is None)
             or (
                 cmd.calibration_npz != state.calibration
                 and config.precision in ("int8", "int8-static")
@@ -382,6 +386,7 @@ def _handle(
         )
         state.dims, state.inputs = dict(cmd.dims), cmd.inputs_npz
         state.calibration = cmd.calibration_npz
+        state.tokenizer = cmd.tokenizer
         if state.path is not None and changed:
             builder.submit(state.request(config), cmd.label, "apply")
     else:

@@ -325,6 +325,7 @@ def _calibration_source(
     if plan is None:  # the user's evaluation data, no calibration data: plan from the model
         plan = plan_inputs(info, config.batch, req.shapes, req.dims)
     samples = yield from _realistic(model, info, plan, config.batch, req, tokenizer, "calibration")
+    # (every calibration batch one shape: ORT's Percentile and Entropy stack them)
 
     def generated() -> Iterator[Feeds]:
         yield from samples.batches
@@ -347,7 +348,10 @@ def _realistic(
     accepts) gets the plain generated inputs of the run's plan instead, with a notice."""
     count = ACCURACY_SAMPLES if purpose == "evaluation" else CALIBRATION_SAMPLES
     yield Progress("inputs", 0, None, f"making {count} {purpose} samples")
-    made = realistic_samples(model, info, plan, count, batch, req.seed, purpose, tokenizer)
+    made = realistic_samples(
+        model, info, plan, count, batch, req.seed, purpose, tokenizer,
+        uniform=purpose == "calibration",
+    )  # fmt: skip
     if made.kind == "random":
         return made
     why = rejection(reference_session(req.model_path), made.batches[0])
