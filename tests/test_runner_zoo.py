@@ -37,23 +37,31 @@ def test_bench_and_profile_every_runnable_model(zoo: dict[str, Path], name: str)
     assert data["status"] == "ok" and data["ops"]
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "map_output",
-        "sequence_output",
-        "multi_output",
-        "constant_weights",
-        "qdq_quantized",
-        "int_inputs",
-    ],
-)
-def test_variants_of_unusual_models_report_accuracy(zoo: dict[str, Path], name: str) -> None:
-    r = _run(zoo[name], config=RunConfig(precision="int8-dynamic", batch=2))
+def test_variants_of_unusual_models_report_accuracy(zoo: dict[str, Path]) -> None:
+    r = _run(zoo["constant_weights"], config=RunConfig(precision="int8-dynamic", batch=2))
     assert r.accuracy is not None
     assert r.accuracy.samples >= 1
     assert math.isfinite(r.accuracy.max_abs_err)
     assert r.accuracy.cosine > 0.9
+    assert r.variant is not None and r.variant.details["quantized_nodes"] == 2  # (as Gemm)
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("map_output", "INT8 dynamic quantized nothing: this model has no node"),
+        ("sequence_output", "INT8 dynamic quantized nothing: this model has no node"),
+        ("multi_output", "INT8 dynamic quantized nothing: this model has no node"),
+        ("qdq_quantized", "this model is quantized already"),
+        ("int_inputs", "INT8 dynamic quantized nothing: this model has no node"),
+    ],
+)
+def test_int8_that_would_quantize_nothing_is_refused(
+    zoo: dict[str, Path], name: str, why: str
+) -> None:
+    """No INT8 that did nothing (#50): the run would be the FP32 model under the INT8 name."""
+    with pytest.raises(ModelError, match=why):
+        _run(zoo[name], config=RunConfig(precision="int8-dynamic", batch=2))
 
 
 def test_fixed_batch_model_keeps_its_shape(zoo: dict[str, Path]) -> None:

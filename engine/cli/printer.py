@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from engine.backends.ort.variants import quantized_summary
 from engine.cli.results import RunResult
 from engine.events import Event, LatencyBatch, Notice, Progress, RunStarted
 from engine.measure.roofline import Roofs
@@ -166,7 +167,8 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
             how = "the original model"
         else:
             how = f"{'cached; built' if v.cached else 'built'} in {v.build_s:.2f} s"
-        w(f"variant    {v.precision}: {nodes}; {how}\n")
+        quantized = quantized_summary(v.details) if v.precision.startswith("int8") else ""
+        w(f"variant    {v.precision}: {nodes}; {how}{f'; {quantized}' if quantized else ''}\n")
         int8 = v.details.get("int8")
         if int8:
             kept = int8.get("excluded_nodes") or []
