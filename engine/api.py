@@ -33,6 +33,7 @@ from engine.analysis.run_table import inputs_text
 from engine.backends import Capabilities, all_backends, model_suffixes
 from engine.backends.genai.hf_import import ImportRequest
 from engine.backends.genai.model import genai_folder, read_config
+from engine.backends.ort.variants import quantized_summary
 from engine.cli.arg_types import OneLineParser
 from engine.cli.common import EXIT_INTERRUPTED
 from engine.config import DEFAULT_MIN_COSINE, PRECISION_LABELS, RunConfig, provider_label
@@ -262,6 +263,7 @@ __all__ = [
     "plan_layouts",
     "plan_workload",
     "provider_label",
+    "quantized_summary",
     "read_config",
     "real_plan",
     "remove_session_file",

@@ -15,7 +15,7 @@ from app.shell.workbench import Workbench
 from tests.conftest import DEMO_TRANSFORMER
 
 TIMEOUT_MS = 120_000
-WORDS = "the a model runs fast slow on data text real and of to is it".split()
+WORDS = ["the", "a", "model", "runs", "fast", "slow", "on", "data", "text", "real", "of"]
 
 
 def _tokenizer(path: Path, words: int) -> Path:

@@ -186,8 +186,24 @@ def test_sensitive_nodes_are_kept_in_fp32_a_few_more_each_round() -> None:
     _, out = _run(meet_target("int8-dynamic", 0.99, "avx2", how))
     assert out.met and out.chosen.excluded == ["a", "b", "b_relu", "c"]
     # rounds of 1 then 2 more units; then the fewer of that round's units ("a" + unit b)
-    # tried, missing the target here
-    assert [b[1] for b in built[-3:]] == [("a",), ("a", "b", "b_relu", "c"), ("a", "b", "b_relu")]
+    # tried, missing the target here; then each node tried back in INT8 (all missing)
+    assert [b[1] for b in built[-7:-4]] == [
+        ("a",), ("a", "b", "b_relu", "c"), ("a", "b", "b_relu")
+    ]  # fmt: skip
+    assert [b[1] for b in built[-4:]] == [
+        ("b", "b_relu", "c"), ("a", "b_relu", "c"), ("a", "b", "c"), ("a", "b", "b_relu")
+    ]  # fmt: skip
+
+
+def test_a_node_the_target_does_not_need_goes_back_to_int8() -> None:
+    """Pruning: met with a, b, c in FP32 where b alone does the work; a and c go back."""
+    ranking = [(["a"], 0.3), (["b"], 0.2), (["c"], 0.1)]
+    best = json.dumps(candidate_settings("int8-dynamic", "avx2")[0], sort_keys=True)
+    cosine = {(best, ()): 0.9, (best, ("a", "b", "c")): 0.995, (best, ("b", "c")): 0.994,
+              (best, ("b",)): 0.993}  # fmt: skip
+    how, (built, _) = _fake(cosine, {}, ranking)
+    _, out = _run(meet_target("int8-dynamic", 0.99, "avx2", how))
+    assert out.met and out.chosen.excluded == ["b"]
 
 
 def test_the_fewest_units_of_the_round_that_met_the_target_are_kept() -> None:
@@ -200,4 +216,5 @@ def test_the_fewest_units_of_the_round_that_met_the_target_are_kept() -> None:
     # rounds: 1, 1+2, 3+2 (the budget: half of 10 quantizable) = 5 meets; then the round's
     # first unit alone: 4 meets too
     assert out.met and out.chosen.excluded == names[:4]
-    assert [len(b[1]) for b in built[-2:]] == [5, 4]
+    assert [len(b[1]) for b in built[-6:-4]] == [5, 4]
+    assert [len(b[1]) for b in built[-4:]] == [3, 3, 3, 3]  # each tried back in INT8

@@ -237,7 +237,8 @@ def test_bundled_cli_builds_int8_variant(unpacked: Path, tmp_path: Path) -> None
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "accuracy   vs fp32: cosine" in proc.stdout
+    assert "accuracy   vs fp32 on generated: " in proc.stdout
+    assert "worst sample's cosine" in proc.stdout
 
 
 def test_bundled_cli_generates_on_the_demo_llm(unpacked: Path, tmp_path: Path) -> None:

@@ -31,7 +31,14 @@ from app.sessions.compact import MODEL_KIND_DOCK, ElidedLabel, compact_pickers, 
 from app.shell.banner import Banner
 from app.traffic.traffic_dock import TrafficDock
 from app.tune.tune_dock import TuneDock
-from engine.api import DEFAULT_MIN_COSINE, ModelInfo, OpProfile, VariantReady, backends
+from engine.api import (
+    DEFAULT_MIN_COSINE,
+    ModelInfo,
+    OpProfile,
+    VariantReady,
+    backends,
+    quantized_summary,
+)
 from widgets import theme
 from widgets.accuracy_badge import AccuracyBadge
 from widgets.generation_panel import GenerationPanel
@@ -303,6 +310,8 @@ class MainWindow(QMainWindow):
         else:
             how = "cached" if ev.cached else f"built in {ev.build_s:.1f} s"
             text = f"{ev.precision}, {how}; {ev.nodes_original}{after} nodes"
+            if ev.precision.startswith("int8") and quantized_summary(ev.details):
+                text += f"; {quantized_summary(ev.details)}"  # what INT8 really quantized
         int8 = ev.details.get("int8") if ev.precision.startswith("int8") else None
         self.accuracy.set_int8(int8)
         self.op_table.set_fp32_nodes(list((int8 or {}).get("excluded_nodes") or []))

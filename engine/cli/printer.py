@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import numpy as np
@@ -12,6 +13,7 @@ import numpy as np
 from engine.backends.ort.variants import quantized_summary
 from engine.cli.results import RunResult
 from engine.events import Event, LatencyBatch, Notice, Progress, RunStarted
+from engine.measure.accuracy import describe_check
 from engine.measure.roofline import Roofs
 from engine.model.info import ModelInfo
 
@@ -174,9 +176,11 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
             kept = int8.get("excluded_nodes") or []
             settings = int8.get("settings") or {}
             said = ", ".join(f"{k}={val}" for k, val in settings.items()) or "defaults"
+            heads = int8.get("head_in_fp32") or []
+            head = f"; {len(heads)} head node(s) in FP32" if heads else ""
             w(
-                f"int8       target cosine {int8.get('min_cosine')}: "
-                f"{'met' if int8.get('met') else 'MISSED'} with {said}"
+                f"int8       target {int8.get('min_cosine')} on every check: "
+                f"{'met' if int8.get('met') else 'MISSED'} with {said}{head}"
                 f"{f'; {len(kept)} node(s) in FP32: ' + ', '.join(kept[:6]) if kept else ''}"
                 f"{' ...' if len(kept) > 6 else ''}; {len(int8.get('attempts') or [])} "
                 "attempt(s)\n"
@@ -204,15 +208,8 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
                 )
     if result.accuracy:
         a = result.accuracy
-        top1 = f"  top-1 agreement {a.top1_agreement:.1%}" if a.top1_agreement is not None else ""
-        worst = ""
-        if len(a.per_output) > 1:  # the headline is the worst output: say which
-            named = [(v["cosine"], k) for k, v in a.per_output.items() if v["cosine"] is not None]
-            worst = f" (worst of {len(a.per_output)} outputs: {min(named)[1]})" if named else ""
-        w(
-            f"accuracy   vs fp32: cosine {a.cosine:.6f}{worst}  max abs err {a.max_abs_err:.4g}  "
-            f"mean abs err {a.mean_abs_err:.4g}{top1}; {a.samples} batch(es)\n"
-        )
+        target = result.started.config.min_cosine if result.started else None
+        print_accuracy(a, w, target)
         if a.nonfinite:
             w(
                 f"           FAILED: {a.nonfinite:,} output values are NaN or infinite where "
@@ -225,6 +222,24 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
             )
     for profile in result.phases.values() or ([result.profile] if result.profile else []):
         print_ops(profile, out, top, machine=result.machine)
+
+
+def print_accuracy(a: Any, w: Callable[[str], object], target: float | None) -> None:
+    """The accuracy lines: the judged figure and what it was, then each check that fails
+    `target` (or the worst one), then the raw errors and what the samples were."""
+    top1 = f"  top-1 agreement {a.top1_agreement:.1%}" if a.top1_agreement is not None else ""
+    data = f" on {a.data}" if a.data else f" on {a.samples} sample(s)"
+    w(
+        f"accuracy   vs fp32{data}: worst sample's cosine {a.cosine:.6f} (mean "
+        f"{a.mean_cosine:.6f})  max abs err {a.max_abs_err:.4g}  mean abs err "
+        f"{a.mean_abs_err:.4g}{top1}\n"
+    )
+    judged = [c for c in a.checks if isinstance(c.get("worst"), int | float)]
+    failing = [c for c in judged if target is not None and c["worst"] < target]
+    shown = failing or ([a.worst] if a.worst and len(judged) > 1 else [])
+    for c in shown:
+        mark = "FAILS " if c in failing else "worst "
+        w(f"           {mark}{describe_check(c)}\n")
 
 
 def print_ops(profile: Any, out: TextIO, top: int, machine: Roofs | None = None) -> None:

@@ -308,7 +308,8 @@ def _tensor_checks(
     if is_probabilities(refs) or (
         all(_looks_like_scores(r, name, vectors) for r in refs) and _class_like(refs[0], name)
     ):
-        agree, total, per_sample = argmax_agreement(refs, gots)
+        agree, total, per_sample, ties = argmax_agreement(refs, gots)
+        tied = f"; {ties} FP32 near-tie(s) not counted" if ties else ""
         if total:
             checks.append({
                 "output": name,
@@ -318,7 +319,8 @@ def _tensor_checks(
                 "mean": agree / total,
                 "sample": int(np.argmin(per_sample)),
                 "samples": len(per_sample),
-                "detail": f"{agree:,} of {total:,}" + (" positions" if refs[0].ndim == 3 else ""),
+                "detail": f"{agree:,} of {total:,}" + (" positions" if refs[0].ndim == 3 else "")
+                + tied,
             })  # fmt: skip
     return checks
 

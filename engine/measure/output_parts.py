@@ -17,6 +17,9 @@ MAX_CHANNELS = 1024  # a channel axis is short...
 LONG_AXIS = 4  # ...beside an axis this many times longer (a detector's anchors)
 MIN_ANCHORS = 100  # and that long axis holds at least this many (not a short text's tokens)
 MAX_GROUPS = 4
+# A changed arg-max counts when FP32 itself scored its answer above the candidate's pick by
+# more than this share of the row's score range: closer than that, FP32 was at a tie
+TIE_SHARE = 0.01
 
 
 def split_samples(value: np.ndarray, rows: int | None, mask: np.ndarray | None) -> list[np.ndarray]:
@@ -110,16 +113,25 @@ def is_probabilities(values: Sequence[np.ndarray]) -> bool:
 
 def argmax_agreement(
     refs: Sequence[np.ndarray], gots: Sequence[np.ndarray]
-) -> tuple[int, int, list[float]]:
-    """(agreeing, total, per-sample share) of the arg-max over the last axis: a class per
-    sample ([batch, classes]) or per position ([batch, time, classes]). A candidate's
-    row with a NaN agrees with nothing."""
-    agree = total = 0
+) -> tuple[int, int, list[float], int]:
+    """(agreeing, total, per-sample share, ties) of the arg-max over the last axis: a class
+    per sample ([batch, classes]) or per position ([batch, time, classes]). A candidate's
+    row with a NaN agrees with nothing; a changed answer where FP32's own scores for the
+    two classes lie within TIE_SHARE of its row's range is a tie (`ties`), not counted
+    against the candidate."""
+    agree = total = ties = 0
     per_sample: list[float] = []
     for r, g in zip(refs, gots, strict=True):
-        r, g = np.asarray(r), np.asarray(g)
-        same = (r.argmax(-1) == g.argmax(-1)) & np.isfinite(g).all(-1)
+        r, g = np.asarray(r, dtype=np.float64), np.asarray(g)
+        mine, theirs = r.argmax(-1), g.argmax(-1)
+        same = (mine == theirs) & np.isfinite(g).all(-1)
+        top = np.take_along_axis(r, mine[..., None], -1)[..., 0]
+        at_theirs = np.take_along_axis(r, theirs[..., None], -1)[..., 0]
+        spread = r.max(-1) - r.min(-1)
+        tie = ~same & np.isfinite(g).all(-1) & (top - at_theirs <= TIE_SHARE * spread)
+        ties += int(tie.sum())
+        same |= tie
         agree += int(same.sum())
         total += int(same.size)
         per_sample.extend(float(s) for s in same.reshape(same.shape[0], -1).mean(1))
-    return agree, total, per_sample
+    return agree, total, per_sample, ties

@@ -197,11 +197,13 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
     calibration, cal_id, cal_count = yield from _calibration_source(
         req, info, config, model, variant_plan, tokenizer
     )
-    if config.precision == "int8-static" and req.calibration_npz is None:
+    if config.precision in ("int8", "int8-static") and req.calibration_npz is None:
+        plain = ":random:" in cal_id  # (random inputs, not samples that look like real ones)
         yield Notice(
-            "warning",
-            "INT8 static calibrated on generated data: give real samples (--calibration "
-            "FILE.npz, or Calibration data… in the window) for meaningful accuracy",
+            "warning" if plain else "info",
+            f"INT8 static calibrated on generated {'data' if plain else 'samples'}: give real "
+            "samples (--calibration FILE.npz, or Calibration data… in the window) for "
+            "ranges that fit your traffic",
         )
     gpu = config.provider != "cpu" and gpu_present()
     variant: VariantReady | None = None

@@ -145,14 +145,23 @@ def choose_int8(
         return last[path]
 
     results: dict[str, AccuracyResult] = {}  # each attempt's, by its file
+    # each attempt's figure per evaluation batch: the node ranking runs on its worst batches
+    # (the samples that miss the target; a MiniLM's worst text was not among the first 8)
+    per_batch: dict[str, list[float]] = {}
 
     def score(variant: VariantReady) -> float:
+        if variant.details.get("all_excluded"):  # every node in FP32: not INT8, never met
+            return 0.0
         run = session(variant.path).run
         got = [run(None, f) for f in eval_feeds]
         result = compare_outputs(
             names_out, reference, got, vectors=info.vector_outputs, feeds=eval_feeds
         )
         results[variant.path] = result
+        per_batch[variant.path] = [
+            compare_outputs(names_out, [r], [g], vectors=info.vector_outputs, feeds=[f]).score
+            for r, g, f in zip(reference, got, eval_feeds, strict=True)
+        ]
         return result.score
 
     def timed(path: str) -> float:
@@ -203,7 +212,7 @@ def choose_int8(
                              "beside scores), and one INT8 scale would round the small ones "
                              "to 0")  # fmt: skip
         floats: list[str] = []
-        one_by_one: list[tuple[list[str], float]] = []
+        one_by_one: dict[str, list[tuple[list[str], float]]] = {}  # per INT8 kind
 
         def rank(
             variant: VariantReady, settings: dict[str, Any], excluded: list[str]
@@ -220,7 +229,11 @@ def choose_int8(
             if settings.get("activation_matmuls") is False:  # kept in FP32 already
                 fp32 = set(activation_matmuls(floats[0]))
                 names = [n for n in names if n not in fp32]
-            few = _first_rows(eval_feeds, RANK_SAMPLES)  # ranking orders; attempts use all
+            # ranking orders (the attempts are scored on all): on the worst batches
+            order = _worst_first(per_batch.get(variant.path), len(eval_feeds))
+            picked = _first_rows([eval_feeds[i] for i in order], RANK_SAMPLES)
+            few = picked
+            few_ref = [reference[i] for i in order[: len(picked)]]
             one_by_one_fits = len(names) <= ONE_BY_ONE_LIMIT
             measured: list[tuple[list[str], float]] = []
             if kind == "int8-static" or not one_by_one_fits:
@@ -236,21 +249,20 @@ def choose_int8(
                 measured = [(u, e) for u, e in measured if u]
             if not one_by_one_fits:  # too many to try one by one
                 return measured
-            if not one_by_one:  # once: each node alone in FP32, the gain in cosine
-                one_by_one.extend(
-                    (yield from leave_one_out(
-                        floats[0], variant.path, names, few,
-                        lambda got: compare_outputs(
-                            names_out, reference[: len(got)], got, vectors=info.vector_outputs,
-                            feeds=few,
-                        ).score,
-                        Path(tmp) / "loo",
-                    ))
-                )  # fmt: skip
+            if kind not in one_by_one:  # once a kind: each node alone in FP32, the gain
+                one_by_one[kind] = (yield from leave_one_out(
+                    floats[0], variant.path, names, few,
+                    lambda got: compare_outputs(
+                        names_out, few_ref[: len(got)], got, vectors=info.vector_outputs,
+                        feeds=few[: len(got)],
+                    ).score,
+                    Path(tmp) / f"loo-{kind}",
+                ))  # fmt: skip
             # what helps alone, by its gain; and the groups the activations blame (a tensor
             # quantized at its producer needs producer and consumers kept together), by the
             # error they add; a single node that did not help alone is not tried again
-            units = [u for u in one_by_one if u[1] > GAIN] + [u for u in measured if len(u[0]) > 1]
+            alone = one_by_one[kind]
+            units = [u for u in alone if u[1] > GAIN] + [u for u in measured if len(u[0]) > 1]
             return sorted(units, key=lambda u: -u[1])
 
         ops = {op.split(".")[-1] for op in info.op_types}  # "com.microsoft.X" -> "X"
@@ -306,6 +318,13 @@ def p50_ms(run: Callable[[], object], budget_s: float = TIME_S) -> float:
         run()
         samples.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(samples)
+
+
+def _worst_first(scores: list[float] | None, n: int) -> list[int]:
+    """Batch indices, the lowest figure first (in order when there are no figures)."""
+    if not scores or len(scores) != n:
+        return list(range(n))
+    return sorted(range(n), key=lambda i: scores[i])
 
 
 def _first_rows(feeds: Sequence[Feeds], rows: int) -> list[Feeds]:

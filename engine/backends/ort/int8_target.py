@@ -27,6 +27,7 @@ MIN_EXCLUDED = 4  # (a small model may still keep this many)
 # MiniLM's cosine from 0.966 to 0.985 at best (0.99 needs a node in FP32 whatever the
 # setting), each a full build (bench/results/quant_minilm.md)
 FAR = 2.0
+PRUNE_MAX = 12  # nodes in FP32 tried back in INT8, one at a time, once the target is met
 
 # What to try after the default, per instruction set, most promising first. VNNI and AMX
 # multiply u8 x s8 without int16 saturation, so full-range and per-channel weights are
@@ -423,69 +424,106 @@ def meet_target(
     if meeting:
         return (yield from finish(meeting))
 
-    best = max(attempts, key=lambda a: a.cosine)
-    # the settings tried before, to retry with the nodes that made `best` meet the target:
-    # the most accurate setting is rarely the fastest (MiniLM: QUInt8 1.17x, QInt8 1.58x);
-    # only settings that quantize the same nodes (others lose accuracy elsewhere); with a
-    # race every one of them, without it those its one timing called faster
-    others = [
-        t for t in attempts
-        if not t.excluded and _scope(t) == _scope(best) and t.settings != best.settings
-        and (how.race is not None or t.p50_ms < best.p50_ms)
-    ]  # fmt: skip
-    faster_count = len(others)
-    plan.plan(MAX_ROUNDS + MAX_ROUNDS - 1 + faster_count)
-    excluded: list[str] = []
-    yield say(f"best cosine {best.cosine:.4f} < {target:g}: ranking nodes to keep in FP32")
-    ranking = yield from plan.relay(how.rank(best.variant, best.settings, excluded))
-    k = 1
-    for round_ in range(MAX_ROUNDS):
-        budget = max(MIN_EXCLUDED, int(how.quantizable * MAX_EXCLUDED_SHARE))
-        fresh: list[str] = []
-        units: list[list[str]] = []  # this round's, in rank order
-        for unit, _ in ranking:  # whole units, the worst first, within the budget
-            new = [n for n in unit if n not in excluded and n not in fresh]
-            if not new or len(units) >= k:
-                continue
-            if len(excluded) + len(fresh) + len(new) <= budget:
-                fresh += new
-                units.append(new)
-        if not fresh:
-            break
-        before = list(excluded)
-        excluded += fresh
-        left = MAX_ROUNDS - round_
-        plan.plan(left + max(left - 1, math.ceil(math.log2(max(len(units), 1)))) + faster_count)
-        yield say(
-            f"round {round_ + 1}: keeping {len(excluded)} sensitive node(s) in FP32 (best "
-            f"cosine so far {max(a.cosine for a in attempts):.4f})"
-        )
-        a = yield from attempt(best.settings, excluded, timed=False)
-        if a.cosine >= target:
-            # fewer of this round's units may do: halve until the fewest that meet it
-            lo, hi = 0, len(units)
-            plan.plan(math.ceil(math.log2(max(hi, 1))) + faster_count)
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                fewer = before + [n for u in units[:mid] for n in u]
-                yield say(f"met with {len(excluded)} node(s) in FP32: trying {len(fewer)}")
-                t = yield from attempt(best.settings, fewer, timed=False)
-                if t.cosine >= target:
-                    hi, a = mid, t
-                else:
-                    lo = mid
-            excluded = list(a.excluded)
-            met = [a]
-            plan.plan(len(others))
-            for t in others:
-                yield say(f"the same nodes in FP32 with {_describe(t.settings)}")
-                quick = yield from attempt(t.settings, excluded, timed=False)
-                if quick.cosine >= target:
-                    met.append(quick)
-            return (yield from finish(met))
-        yield say(f"cosine {a.cosine:.4f} < {target:g}: ranking the nodes again")
-        ranking = yield from plan.relay(how.rank(a.variant, best.settings, excluded))
-        k *= 2
+    def exclude(best: Attempt) -> Generator[Event, None, list[Attempt]]:
+        """Keep `best`'s most sensitive nodes in FP32, a few more each round, until it meets
+        the target (then the fewest of that round's that do, and the same nodes under the
+        other settings of its scope): what meets, or [] when nothing does."""
+        # the settings tried before, to retry with the nodes that made `best` meet the
+        # target: the most accurate setting is rarely the fastest (MiniLM: QUInt8 1.17x,
+        # QInt8 1.58x); only settings that quantize the same nodes (others lose accuracy
+        # elsewhere); with a race every one of them, without it those its timing called faster
+        others = [
+            t for t in attempts
+            if not t.excluded and _scope(t) == _scope(best) and t.settings != best.settings
+            and (how.race is not None or t.p50_ms < best.p50_ms)
+        ]  # fmt: skip
+        faster_count = len(others)
+        plan.plan(MAX_ROUNDS + MAX_ROUNDS - 1 + faster_count)
+        excluded: list[str] = []
+        kind = kind_of(best.settings, precision)
+        yield say(f"best {kind} {best.cosine:.4f} < {target:g}: ranking nodes to keep in FP32")
+        ranking = yield from plan.relay(how.rank(best.variant, best.settings, excluded))
+        k = 1
+        for round_ in range(MAX_ROUNDS):
+            budget = max(MIN_EXCLUDED, int(how.quantizable * MAX_EXCLUDED_SHARE))
+            fresh: list[str] = []
+            units: list[list[str]] = []  # this round's, in rank order
+            for unit, _ in ranking:  # whole units, the worst first, within the budget
+                new = [n for n in unit if n not in excluded and n not in fresh]
+                if not new or len(units) >= k:
+                    continue
+                if len(excluded) + len(fresh) + len(new) <= budget:
+                    fresh += new
+                    units.append(new)
+            if not fresh:
+                break
+            before = list(excluded)
+            excluded += fresh
+            left = MAX_ROUNDS - round_
+            plan.plan(left + max(left - 1, math.ceil(math.log2(max(len(units), 1)))) + faster_count)
+            yield say(
+                f"round {round_ + 1}: keeping {len(excluded)} sensitive node(s) in FP32 (best "
+                f"so far {max(a.cosine for a in attempts):.4f})"
+            )
+            a = yield from attempt(best.settings, excluded, timed=False)
+            if a.cosine >= target:
+                # fewer of this round's units may do: halve until the fewest that meet it
+                lo, hi = 0, len(units)
+                plan.plan(math.ceil(math.log2(max(hi, 1))) + faster_count)
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    fewer = before + [n for u in units[:mid] for n in u]
+                    yield say(f"met with {len(excluded)} node(s) in FP32: trying {len(fewer)}")
+                    t = yield from attempt(best.settings, fewer, timed=False)
+                    if t.cosine >= target:
+                        hi, a = mid, t
+                    else:
+                        lo = mid
+                a = yield from prune(best, a)
+                excluded = list(a.excluded)
+                met = [a]
+                plan.plan(len(others))
+                for t in others:
+                    yield say(f"the same nodes in FP32 with {_describe(t.settings)}")
+                    quick = yield from attempt(t.settings, excluded, timed=False)
+                    if quick.cosine >= target:
+                        met.append(quick)
+                return met
+            yield say(f"{a.cosine:.4f} < {target:g}: ranking the nodes again")
+            ranking = yield from plan.relay(how.rank(a.variant, best.settings, excluded))
+            k *= 2
+        return []
+
+    def prune(best: Attempt, met: Attempt) -> Generator[Event, None, Attempt]:
+        """`met` with each of its FP32 nodes tried back in INT8, the earliest ranked first
+        (a round's ranking is made with fewer nodes in FP32; a MiniLM met 0.99 with 8 nodes
+        of which the last one did the work): the fewest that still meet the target."""
+        kept = list(met.excluded)
+        if len(kept) < 2:
+            return met
+        plan.plan(min(len(kept), PRUNE_MAX))
+        for node in kept[:PRUNE_MAX]:
+            fewer = [n for n in met.excluded if n != node]
+            yield say(f"met with {len(met.excluded)} node(s) in FP32: trying {node} in INT8")
+            t = yield from attempt(best.settings, fewer, timed=False)
+            if t.cosine >= target:
+                met = t
+        return met
+
+    # the most accurate attempt of each kind (an "int8" search keeps nodes in FP32 under
+    # both: static with a few nodes in FP32 may beat dynamic with many), the best first
+    firsts: dict[str, Attempt] = {}
+    for a in sorted(attempts, key=lambda a: -a.cosine):
+        firsts.setdefault(kind_of(a.settings, precision), a)
+    met_all: list[Attempt] = []
+    for best in firsts.values():
+        try:
+            met_all += yield from exclude(best)
+        except ModelError as exc:  # a kind whose exclusions cannot build: the other one
+            yield Notice("info", f"INT8 {kind_of(best.settings, precision)}: {exc.message}")
+    if met_all:
+        met_all.sort(key=lambda a: -a.cosine)
+        return (yield from finish(met_all))
     chosen = max(attempts, key=lambda a: a.cosine)
     yield Notice(
         "warning",
