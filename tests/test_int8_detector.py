@@ -71,3 +71,13 @@ def test_static_int8_keeps_the_head_in_fp32_and_judges_scores_on_their_own(
     assert scores["worst"] > 0.9, scores  # not collapsed to 0
     assert "head node(s) in FP32" in proc.stdout
     assert data["accuracy"]["data"].startswith("generated: 64 natural-statistics images")
+
+
+def test_an_int8_slower_than_fp32_is_said() -> None:
+    from engine.backends.ort.int8_choice import slower_than_fp32
+
+    slow = {"speedup_fp32": {"median": 0.5, "spread": [0.47, 0.52], "clock": "cpu"}}
+    said = slower_than_fp32(slow)
+    assert said is not None and "0.50x FP32" in said and "FP32 is faster" in said
+    assert slower_than_fp32({"speedup_fp32": {"median": 0.98, "spread": [0.9, 1.05]}}) is None
+    assert slower_than_fp32(None) is None

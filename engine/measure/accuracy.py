@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.measure.detections import kept, looks_like_detector
+from engine.measure.detections import MIN_REFERENCE, kept, looks_like_detector
 from engine.measure.output_parts import (
     argmax_agreement,
     channel_groups,
@@ -94,6 +94,8 @@ def describe_check(c: dict[str, Any]) -> str:
     if c["metric"] == "cosine":
         n = c.get("samples") or 0
         said = f"worst of {n} samples, #{c.get('sample', 0)}; mean {float(c['mean']):.4f}"
+        if c.get("detail"):  # (a check over every sample together says so instead)
+            said = str(c["detail"])
     else:
         said = str(c.get("detail") or f"{c.get('samples', 0)} samples")
     return f"{where}: {c['metric']} {figure} ({said})"
@@ -277,6 +279,39 @@ def _cosine_check(
     }
 
 
+SCORE_ACTIVE = 0.05  # a detector's score that counts: a fifth of the usual 0.25 threshold
+
+
+def _scores_check(
+    name: str, part: str, refs: Sequence[np.ndarray], gots: Sequence[np.ndarray]
+) -> dict[str, Any]:
+    """A detector's class scores over the anchors where FP32 or the candidate scores
+    SCORE_ACTIVE or more, every sample's together (an image has a handful; a cosine of
+    one or two values says nothing): scores rounded to 0 fail (cosine 0), while the
+    thousands of near-zero scores of empty background, whose relative error is noise that
+    changes no detection, are left out. Not judged when no anchor scores that much."""
+    active_r: list[np.ndarray] = []
+    active_g: list[np.ndarray] = []
+    for r, g in zip(refs, gots, strict=True):
+        on = (r >= SCORE_ACTIVE) | (np.nan_to_num(g) >= SCORE_ACTIVE)
+        active_r.append(r[on])
+        active_g.append(g[on])
+    judged = sum(1 for a in active_r if a.size)
+    check = _cosine_check(name, part, [np.concatenate(active_r)], [np.concatenate(active_g)])
+    count = int(sum(a.size for a in active_r))
+    check.update(
+        metric="cosine",
+        sample=0,
+        samples=len(refs),
+        detail=f"over the {count:,} scores >= {SCORE_ACTIVE:g} of {judged} of {len(refs)} "
+        "samples, together",
+    )
+    if not count:
+        said = f"no score >= {SCORE_ACTIVE:g} in FP32 or INT8: not judged"
+        check.update(worst=float("nan"), mean=float("nan"), detail=said)
+    return check
+
+
 def _tensor_checks(
     name: str,
     refs: Sequence[np.ndarray],
@@ -298,12 +333,16 @@ def _tensor_checks(
     grouped = channel_groups(refs)
     if grouped is not None:
         axis, groups = grouped
+        detector = looks_like_detector(groups, refs, axis)
         for first, end in groups:
             part = f"channels {first}-{end - 1}" if end - first > 1 else f"channel {first}"
             r = [take_channels(v, axis, first, end) for v in refs]
             g = [take_channels(v, axis, first, end) for v in gots]
-            checks.append(_cosine_check(name, part, samples(r), samples(g)))
-        if looks_like_detector(groups, refs, axis):
+            if detector and first >= 4:  # a detector's scores: where a decision is near
+                checks.append(_scores_check(name, part, samples(r), samples(g)))
+            else:
+                checks.append(_cosine_check(name, part, samples(r), samples(g)))
+        if detector:
             checks.append(_detections_check(name, refs, gots, axis))
     if is_probabilities(refs) or (
         all(_looks_like_scores(r, name, vectors) for r in refs) and _class_like(refs[0], name)
@@ -337,7 +376,7 @@ def _class_like(ref: np.ndarray, name: str) -> bool:
 def _detections_check(
     name: str, refs: Sequence[np.ndarray], gots: Sequence[np.ndarray], axis: int
 ) -> dict[str, Any]:
-    matched = reference = found = 0
+    matched = reference = found = ties = 0
     shares: list[float] = []
     for r, g in zip(refs, gots, strict=True):
         for i in range(r.shape[0]):
@@ -345,9 +384,14 @@ def _detections_check(
             matched += k.matched
             reference += k.reference
             found += k.candidate
+            ties += k.ties
             shares.append(1.0 if k.share is None else k.share)
     total = reference + found
-    share = 2.0 * matched / total if total else float("nan")
+    judged = reference + ties >= MIN_REFERENCE  # too few for a share to mean anything
+    share = 2.0 * matched / total if total and judged else float("nan")
+    tied = f", {ties} near-tie(s) at the threshold not counted" if ties else ""
+    why = "" if judged else (f"; FP32 found fewer than {MIN_REFERENCE} on these samples: "
+                             "not judged (give real images)")  # fmt: skip
     return {
         "output": name,
         "part": "",
@@ -356,7 +400,7 @@ def _detections_check(
         "mean": share,
         "sample": int(np.argmin(shares)) if shares else 0,
         "samples": len(shares),
-        "detail": f"{matched} of FP32's {reference} matched, {found} found",
+        "detail": f"{matched} of FP32's {reference} matched, {found} found{tied}{why}",
     }
 
 

@@ -17,6 +17,10 @@ SCORE_MIN = 0.25  # ultralytics' default confidence
 IOU_NMS = 0.45  # ... and its default NMS overlap
 IOU_MATCH = 0.5  # a candidate's detection is FP32's when it overlaps this much, same class
 MAX_DETECTIONS = 300
+# a detection one side has and the other lacks is a near-tie, not counted, when the other
+# side scored that anchor and class within this much of the threshold
+TIE = 0.05
+MIN_REFERENCE = 5  # FP32 detections over all samples below which detections are not judged
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,7 @@ class Kept:
     matched: int
     reference: int  # FP32's detections
     candidate: int
+    ties: int = 0  # left out of both counts: the other side scored them at the threshold
 
     @property
     def share(self) -> float | None:
@@ -43,20 +48,24 @@ def looks_like_detector(groups: Sequence[tuple[int, int]], values: Sequence[np.n
     return True
 
 
-def decode(sample: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(boxes [k, 4] as x1 y1 x2 y2, class [k], score [k]) of one image's output (2-D, its
-    channels along `axis`), after the threshold and class-wise NMS."""
-    rows = np.asarray(sample, dtype=np.float64)
-    rows = rows.T if axis == 0 else rows  # -> [anchors, 4 + classes]
+def decode(sample: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(boxes [k, 4] as x1 y1 x2 y2, class [k], score [k], anchor [k]) of one image's
+    output (2-D, its channels along `axis`), after the threshold and class-wise NMS."""
+    rows = _anchors(sample, axis)
     scores = np.nan_to_num(rows[:, 4:], nan=0.0)
     cls = scores.argmax(1)
     best = scores[np.arange(len(cls)), cls]
     keep = best >= SCORE_MIN
     cx, cy, w, h = (rows[keep, i] for i in range(4))
     boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], 1)
-    cls, best = cls[keep], best[keep]
+    cls, best, anchor = cls[keep], best[keep], np.flatnonzero(keep)
     chosen = _nms(boxes, best, cls)
-    return boxes[chosen], cls[chosen], best[chosen]
+    return boxes[chosen], cls[chosen], best[chosen], anchor[chosen]
+
+
+def _anchors(sample: np.ndarray, axis: int) -> np.ndarray:
+    rows = np.asarray(sample, dtype=np.float64)
+    return rows.T if axis == 0 else rows  # -> [anchors, 4 + classes]
 
 
 def _iou(box: np.ndarray, others: np.ndarray) -> np.ndarray:
@@ -86,14 +95,15 @@ def _nms(boxes: np.ndarray, scores: np.ndarray, cls: np.ndarray) -> list[int]:
 
 
 def kept(reference: np.ndarray, candidate: np.ndarray, axis: int) -> Kept:
-    """FP32's detections against the candidate's, one image (2-D outputs)."""
-    rb, rc, _ = decode(reference, axis)
-    gb, gc, _ = decode(candidate, axis)
+    """FP32's detections against the candidate's, one image (2-D outputs). A detection
+    only one side has, where the other side scored the same anchor and class within TIE of
+    the threshold, is a near-tie: left out of both counts."""
+    rb, rc, _, ra = decode(reference, axis)
+    gb, gc, _, ga = decode(candidate, axis)
     free = np.ones(len(gb), dtype=bool)
+    lost = np.ones(len(rb), dtype=bool)
     matched = 0
-    for box, c in zip(rb, rc, strict=True):
-        if not free.any():
-            break
+    for i, (box, c) in enumerate(zip(rb, rc, strict=True)):
         cand = np.flatnonzero(free & (gc == c))
         if not cand.size:
             continue
@@ -101,5 +111,11 @@ def kept(reference: np.ndarray, candidate: np.ndarray, axis: int) -> Kept:
         best = int(iou.argmax())
         if iou[best] >= IOU_MATCH:
             free[cand[best]] = False
+            lost[i] = False
             matched += 1
-    return Kept(matched, len(rb), len(gb))
+    r_rows = np.nan_to_num(_anchors(reference, axis)[:, 4:])
+    g_rows = np.nan_to_num(_anchors(candidate, axis)[:, 4:])
+    near = SCORE_MIN - TIE
+    tied_lost = int(sum(g_rows[a, c] >= near for a, c in zip(ra[lost], rc[lost], strict=True)))
+    tied_new = int(sum(r_rows[a, c] >= near for a, c in zip(ga[free], gc[free], strict=True)))
+    return Kept(matched, len(rb) - tied_lost, len(gb) - tied_new, tied_lost + tied_new)

@@ -301,10 +301,28 @@ def choose_int8(
     yield Notice("info" if outcome.met else "warning", summary(details))
     if outcome.ranking and outcome.ranking.get("line"):
         yield Notice("info", f"INT8 {outcome.ranking['line']}")
+    slower = slower_than_fp32(outcome.ranking)
+    if slower:
+        yield Notice("warning", slower)
     chosen = dataclasses.replace(
         outcome.chosen.variant, build_s=time.perf_counter() - t0, cached=False
     )
     return _with_details(chosen, details)
+
+
+def slower_than_fp32(ranking: dict[str, Any] | None) -> str | None:
+    """A warning when the INT8 picked runs slower than FP32 beyond the race's spread (a
+    small CNN whose Q/DQ overhead outweighs its integer kernels): INT8 buys nothing here."""
+    speed = (ranking or {}).get("speedup_fp32") or {}
+    spread = speed.get("spread") or [None, None]
+    high = spread[1] if len(spread) == 2 else None
+    if not isinstance(high, int | float) or high >= 1.0:
+        return None
+    return (
+        f"the fastest INT8 that meets the target runs {speed.get('median', high):.2f}x FP32 "
+        f"([{spread[0]:.2f}-{high:.2f}] over the race's rounds): FP32 is faster on this model "
+        "and this CPU"
+    )
 
 
 def p50_ms(run: Callable[[], object], budget_s: float = TIME_S) -> float:
