@@ -39,6 +39,9 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["OPSCOPE_SESSION_DIR"] = str(tmp_path_factory.mktemp("opscope-sessions"))
     os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    # 16 generated samples for accuracy and calibration, not the product's 64: the suite's
+    # speed (test_int8_detector.py runs the default)
+    os.environ.setdefault("OPSCOPE_GENERATED_SAMPLES", "16")
 
 
 @pytest.fixture(autouse=True)

@@ -13,28 +13,14 @@ from pytestqt.qtbot import QtBot
 
 from app.shell.workbench import Workbench
 from tests.conftest import DEMO_TRANSFORMER
+from tests.tiny_tokenizer import tiny_tokenizer
 
 TIMEOUT_MS = 120_000
 WORDS = ["the", "a", "model", "runs", "fast", "slow", "on", "data", "text", "real", "of"]
 
 
 def _tokenizer(path: Path, words: int) -> Path:
-    """A WordLevel tokenizer of `words` entries: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, ..."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-
-    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3}
-    for w in WORDS:
-        vocab.setdefault(w, len(vocab))
-    while len(vocab) < words:
-        vocab[f"w{len(vocab)}"] = len(vocab)
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tok.save(str(path))
-    return path
+    return tiny_tokenizer(path, WORDS, words)
 
 
 def test_int8_in_the_window_says_its_metric_data_and_takes_a_tokenizer(

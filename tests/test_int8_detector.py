@@ -6,6 +6,7 @@ scores on their own."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -54,11 +55,12 @@ def test_static_int8_keeps_the_head_in_fp32_and_judges_scores_on_their_own(
     model = tmp_path / "tiny_yolo.onnx"
     _export(model)
     out = tmp_path / "run.json"
+    env = {k: v for k, v in os.environ.items() if k != "OPSCOPE_GENERATED_SAMPLES"}
     proc = subprocess.run(
         [sys.executable, "-m", "engine.cli.main", "bench", str(model), "--precision",
          "int8-static", "--duration", "0.2", "--min-runs", "5", "--warmup", "2", "--no-live",
          "--json", str(out)],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
+        capture_output=True, text=True, cwd=ROOT, timeout=300, env=env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())

@@ -16,6 +16,7 @@ from engine.model.info import load_model
 from engine.model.inputs import plan_inputs
 from engine.model.natural_images import IMAGENET_MEAN, IMAGENET_STD, natural_images
 from engine.model.realistic_inputs import eval_texts, find_tokenizer, realistic_samples
+from tests.tiny_tokenizer import tiny_tokenizer
 
 WORDS = """the a quick brown fox jumps over lazy dog how do i reset my password city council
 approved new budget on tuesday preheat oven to degrees this blender is loud but it crushes
@@ -24,19 +25,7 @@ ice what difference between virus and bacterium we stopped at small café""".spl
 
 def _tokenizer(path: Path) -> Path:
     """A WordLevel tokenizer: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, then the words."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-
-    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3}
-    for w in WORDS:
-        vocab.setdefault(w, len(vocab))
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tok.save(str(path))
-    return path
+    return tiny_tokenizer(path, WORDS)
 
 
 def _text_model(

@@ -151,7 +151,11 @@ class AccuracyBadge(QLabel):
         top1 = "n/a (no class scores)" if r.top1_agreement is None else _pct(r.top1_agreement)
         rows = [
             ("judged", f"{r.score:.6f} (target ≥ {self._min_cosine:g} on every check)"),
-            ("worst sample's cosine", f"{r.cosine:.8f} (mean {r.mean_cosine:.6f})"),
+            (
+                "worst sample's cosine",
+                f"{r.cosine:.8f}"
+                + ("" if r.mean_cosine is None else f" (mean {r.mean_cosine:.6f})"),
+            ),
             ("max |Δ|", f"{r.max_abs_err:.6g}"),
             ("mean |Δ|", f"{r.mean_abs_err:.6g}"),
             ("top-1 agreement", top1),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections import deque
@@ -229,10 +230,10 @@ def print_accuracy(a: Any, w: Callable[[str], object], target: float | None) -> 
     `target` (or the worst one), then the raw errors and what the samples were."""
     top1 = f"  top-1 agreement {a.top1_agreement:.1%}" if a.top1_agreement is not None else ""
     data = f" on {a.data}" if a.data else f" on {a.samples} sample(s)"
+    mean = a.mean_cosine if a.mean_cosine is not None else math.nan
     w(
-        f"accuracy   vs fp32{data}: worst sample's cosine {a.cosine:.6f} (mean "
-        f"{a.mean_cosine:.6f})  max abs err {a.max_abs_err:.4g}  mean abs err "
-        f"{a.mean_abs_err:.4g}{top1}\n"
+        f"accuracy   vs fp32{data}: worst sample's cosine {a.cosine:.6f} (mean {mean:.6f})  "
+        f"max abs err {a.max_abs_err:.4g}  mean abs err {a.mean_abs_err:.4g}{top1}\n"
     )
     judged = [c for c in a.checks if isinstance(c.get("worst"), int | float)]
     failing = [c for c in judged if target is not None and c["worst"] < target]

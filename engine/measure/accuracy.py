@@ -5,6 +5,7 @@ detections.py); the target is met only when every check meets it."""
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -26,6 +27,16 @@ from engine.measure.output_parts import (
 # generated samples compared with FP32 by default: enough for a worst sample to mean
 # something (the 4 used before let a MiniLM pass on random ids that 64 real texts fail)
 ACCURACY_SAMPLES = 64
+SAMPLES_ENV = "OPSCOPE_GENERATED_SAMPLES"  # another count (the test suite's, for its speed)
+
+
+def generated_samples() -> int:
+    """How many samples to generate for accuracy (and static INT8's calibration):
+    ACCURACY_SAMPLES, or $OPSCOPE_GENERATED_SAMPLES (at least 8)."""
+    try:
+        return max(8, int(os.environ.get(SAMPLES_ENV, ACCURACY_SAMPLES)))
+    except ValueError:
+        return ACCURACY_SAMPLES
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +53,7 @@ class AccuracyResult:
     label_top1: float | None = None  # top-1 accuracy against the labels given
     baseline_label_top1: float | None = None  # the FP32 model's, on the same samples
     nonfinite: int = 0  # values NaN or infinite where FP32's are finite (or the reverse)
-    mean_cosine: float = float("nan")  # the mean sample's, of the output with the worst
+    mean_cosine: float | None = None  # the mean sample's, of the output with the worst
     # every check: output, part ("" or "channels 4-83"), metric ("cosine", "top-1
     # agreement", "detections kept"), worst (the judged figure), mean, sample, samples
     checks: list[dict[str, Any]] = field(default_factory=list)
@@ -239,7 +250,7 @@ def compare_outputs(
         label_top1=label_top1,
         baseline_label_top1=base_top1,
         nonfinite=nonfinite,
-        mean_cosine=mean_cos,
+        mean_cosine=mean_cos if math.isfinite(mean_cos) else None,
         checks=checks,
     )
 

@@ -24,6 +24,7 @@ measured process ran deprioritised while others wanted the CPU; "quiet" otherwis
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Iterable
@@ -101,6 +102,18 @@ class Contention:
         """A few characters for a table cell: "quiet", "busy 1.9"."""
         return f"busy {self.others_cpu:.1f}" if self.busy else "quiet"
 
+    def _rounded(self) -> Contention:
+        """Itself with the numbers as its JSON keeps them (3 decimals)."""
+
+        def r3(v: float | None) -> float | None:
+            return None if v is None else round(v, 3)
+
+        return dataclasses.replace(
+            self, others_cpu=round(self.others_cpu, 3), steal=round(self.steal, 3),
+            clock_ratio=r3(self.clock_ratio), own_cpu=round(self.own_cpu, 3),
+            app_cpu=r3(self.app_cpu), window_s=round(self.window_s, 3),
+        )  # fmt: skip
+
     def to_json(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
@@ -114,7 +127,7 @@ class Contention:
             "window_s": round(self.window_s, 3),
             "gpu_others": None if self.gpu_others is None else round(self.gpu_others, 1),
             "gpu_throttle": self.gpu_throttle,
-            "line": self.line(),
+            "line": self._rounded().line(),  # as the file's numbers say it, read back alike
         }
 
     @classmethod

@@ -293,7 +293,7 @@ def _accuracy(value: dict[str, Any] | None) -> AccuracyResult | None:
         optional("label_top1"),
         optional("baseline_label_top1"),
         int(optional("nonfinite") or 0),
-        mean_cosine=num("mean_cosine"),
+        mean_cosine=optional("mean_cosine"),
         checks=_checks(value.get("checks")),
         data=value["data"] if isinstance(value.get("data"), str) else "",
     )

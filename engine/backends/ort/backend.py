@@ -32,7 +32,7 @@ from engine.backends.ort.profiler import profile_pass
 from engine.backends.ort.variants import build_variant
 from engine.config import RunConfig
 from engine.events import Event, ModelLoaded, Notice, Progress, RunStarted, VariantReady
-from engine.measure.accuracy import ACCURACY_SAMPLES, compare_outputs
+from engine.measure.accuracy import compare_outputs, generated_samples
 from engine.model.eval_data import EvalData, npz_files, read_eval_data
 from engine.model.info import ModelInfo, count_nodes, files_sha256, load_model
 from engine.model.inputs import Feeds, InputPlan, load_npz, plan_inputs
@@ -301,9 +301,6 @@ def _first_samples(data: EvalData, limit: int) -> list[Feeds]:
     return out
 
 
-CALIBRATION_SAMPLES = 64  # generated calibration samples (ranges from 64 texts, not 16 ids)
-
-
 def _calibration_source(
     req: PrepareRequest,
     info: ModelInfo,
@@ -348,7 +345,7 @@ def _realistic(
     """Generated samples that look like the model's inputs (engine/model/realistic_inputs),
     checked by running the first batch: a model that rejects them (a text shorter than it
     accepts) gets the plain generated inputs of the run's plan instead, with a notice."""
-    count = ACCURACY_SAMPLES if purpose == "evaluation" else CALIBRATION_SAMPLES
+    count = generated_samples()  # (calibration: as many other samples; 64 by default)
     yield Progress("inputs", 0, None, f"making {count} {purpose} samples")
     made = realistic_samples(
         model, info, plan, count, batch, req.seed, purpose, tokenizer,

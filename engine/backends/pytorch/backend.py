@@ -31,7 +31,7 @@ from engine.backends.pytorch.load import (
 from engine.config import RunConfig
 from engine.errors import ConfigError, InputError, ModelError, one_line
 from engine.events import Event, ModelLoaded, Notice, Progress, RunStarted, VariantReady
-from engine.measure.accuracy import ACCURACY_SAMPLES, compare_outputs
+from engine.measure.accuracy import compare_outputs, generated_samples
 from engine.model.eval_data import EvalData, read_eval_data
 from engine.model.info import ModelInfo, ValueInfo, files_sha256
 from engine.model.inputs import Feeds, describe_feeds
@@ -78,7 +78,7 @@ class TorchPrepared:
     def accuracy(self, generated: bool) -> Iterator[Event]:
         """This config's outputs vs the FP32 eager module's, same inputs and device."""
         data = self.eval_data
-        count = max(1, ACCURACY_SAMPLES // max(self.config.batch, 1))
+        count = max(1, generated_samples() // max(self.config.batch, 1))
         batches = data.batches if data else [self.make_feeds(i) for i in range(count)]
         said = "your data" if data else f"generated: {len(batches)} batch(es) of random inputs"
         yield Progress(
