@@ -44,7 +44,7 @@ from engine.measure.output_parts import channel_groups
 from engine.model.info import ModelInfo
 from engine.model.inputs import Feeds
 
-CHOICE_VERSION = 14  # 14: judged per output, part and task metric; "int8" tries both kinds
+CHOICE_VERSION = 15  # 14: judged per output, part and task; "int8" tries both kinds; 15: pruning
 TIME_S = 0.3  # timing per attempt: enough to rank settings whose speeds differ by 10%+
 RACE_WINDOW_S = 0.25  # each variant's turn per interleaved round of the race
 # Up to this many quantizable nodes, each is tried alone in FP32 (int8_loo.py: one session
