@@ -299,3 +299,26 @@ def test_every_node_kept_in_fp32_on_purpose_is_not_refused(tmp_path: Path, own_c
     assert ready.details["quantized"]["MatMul"] == [0, 3]
     assert not [e for e in events if isinstance(e, Notice) and e.level == "warning"]
     assert _ready(_events(info, "int8-dynamic", exclude=every)).cached
+
+
+def test_an_opset_11_model_is_quantized_per_channel_after_conversion(
+    tmp_path: Path, own_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PaddleOCR export is opset 11: per-channel weights need DequantizeLinear's axis
+    (opset 13), and static INT8 wrote a model ONNX Runtime refused to load. The source is
+    converted first (and when it cannot be, the weights go per tensor)."""
+    path = _convs(tmp_path / "old.onnx")
+    model = onnx.load(str(path))
+    del model.opset_import[:]
+    model.opset_import.extend([helper.make_opsetid("", 11)])
+    onnx.save(model, str(path))
+    _no_preprocessing(monkeypatch)  # (as the recognizer's: ORT's pre-processing gave up)
+    _, info = load_model(str(path))
+    rng = np.random.default_rng(0)
+    feeds = [{"image": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)} for _ in range(4)]
+    events = _events(info, "int8-static", lambda: iter(feeds), "t", len(feeds))
+    said = [e.message for e in events if isinstance(e, Notice)]
+    assert any("opset 11 converted to 13" in m for m in said), said
+    ready = _ready(events)
+    assert _run(ready.path, feeds[0]).shape == (1, 4, 16, 16)  # ONNX Runtime loads it
+    assert ready.details["quantized"]["Conv"] == [3, 3]

@@ -91,6 +91,7 @@ def choose_int8(
 
     reuse: list[Reuse] = []  # the search's, while its folder lives
     heads: list[str] = []  # nodes assembling mixed-scale outputs: FP32 under static INT8
+    said: set[str] = set()  # the builds' notices so far
 
     def build(
         settings: dict[str, Any], excluded: list[str]
@@ -106,6 +107,10 @@ def choose_int8(
         ):  # fmt: skip
             if isinstance(ev, VariantReady):
                 variant = ev
+            elif isinstance(ev, Notice):
+                if ev.message not in said:  # each attempt's build says the same: once
+                    said.add(ev.message)
+                    yield ev
             else:
                 yield ev
         assert variant is not None

@@ -515,7 +515,45 @@ def _preprocess(info: ModelInfo, folder: Path) -> Generator[Progress | Notice, N
             f"{folded} Constant weight{'s' if folded > 1 else ''} folded into initializers "
             "so they can be quantized",
         )
+    upgraded = _at_least_opset_13(dst)
+    if upgraded:
+        yield Notice("info", upgraded)
     return dst
+
+
+PER_CHANNEL_OPSET = 13  # DequantizeLinear's `axis` (per-channel weights) came in opset 13
+
+
+def _at_least_opset_13(path: Path) -> str | None:
+    """The file the quantizer reads converted to opset 13 when it is older (ONNX's version
+    converter): per-channel weights need DequantizeLinear's `axis`, which an opset-11 model
+    (a PaddleOCR export) cannot hold; without it the quantizer writes a model ONNX Runtime
+    refuses. Says what it did, or why it could not (then per-channel is left out)."""
+    import onnx
+    from onnx import version_converter
+
+    model = onnx.load(str(path), load_external_data=False)
+    old = _opset(model)
+    if old >= PER_CHANNEL_OPSET:
+        return None
+    try:
+        converted = version_converter.convert_version(model, PER_CHANNEL_OPSET)
+        onnx.checker.check_model(converted)
+    except Exception as exc:
+        return (f"opset {old} kept (ONNX's converter to {PER_CHANNEL_OPSET} failed: "
+                f"{one_line(exc)}): weights quantized per tensor")  # fmt: skip
+    onnx.save(converted, str(path))
+    return f"opset {old} converted to {PER_CHANNEL_OPSET} so weights can be quantized per channel"
+
+
+def _source_opset(path: Path) -> int:
+    import onnx
+
+    return _opset(onnx.load(str(path), load_external_data=False))
+
+
+def _opset(model: Any) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
 def _fold_constant_weights(path: Path) -> int:
@@ -593,6 +631,9 @@ def _build_int8_static(
 
     seen: queue.Queue[int] = queue.Queue()
     stop = threading.Event()
+    # per channel needs opset 13 (the source was converted when it could be; if not, the
+    # weights go per tensor rather than into a model ONNX Runtime refuses to load)
+    per_channel = bool(p["per_channel"]) and _source_opset(src) >= PER_CHANNEL_OPSET
     calibrate = ranges is None or not ranges.is_file()
 
     class Reader(CalibrationDataReader):  # type: ignore[misc]
@@ -624,7 +665,7 @@ def _build_int8_static(
                     quant_format=QuantFormat[p["format"]],
                     activation_type=QuantType[p["activation_type"]],
                     weight_type=QuantType[p["weight_type"]],
-                    per_channel=p["per_channel"],
+                    per_channel=per_channel,
                     reduce_range=p["reduce_range"],
                     op_types_to_quantize=p["op_types"],
                     calibrate_method=CalibrationMethod[p["method"]],
