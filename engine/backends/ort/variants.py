@@ -32,8 +32,9 @@ from engine.events import Notice, Progress, VariantReady
 from engine.model.info import ModelInfo
 from engine.model.inputs import Feeds
 
-BUILDER_VERSION = 5  # 3: meta counts the quantized nodes; 4: static keeps float paths;
-# 5: counts per op type, no build that quantized nothing, Constant weights folded
+BUILDER_VERSION = 6  # 3: meta counts the quantized nodes; 4: static keeps float paths;
+# 5: counts per op type, no build that quantized nothing, Constant weights folded; 6: an
+# opset-11 source converted to 13 (per-channel weights)
 CALIBRATION_BATCHES = 16
 
 # Parameters that define each variant (they are part of the cache key).
