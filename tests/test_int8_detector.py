@@ -73,6 +73,17 @@ def test_static_int8_keeps_the_head_in_fp32_and_judges_scores_on_their_own(
     assert scores["worst"] > 0.9, scores  # not collapsed to 0
     assert "head node(s) in FP32" in proc.stdout
     assert data["accuracy"]["data"].startswith("generated: 64 natural-statistics images")
+    # the choice from the cache builds the same variant: the head in FP32 again
+    again = subprocess.run(
+        [sys.executable, "-m", "engine.cli.main", "bench", str(model), "--precision",
+         "int8-static", "--duration", "0.2", "--min-runs", "5", "--warmup", "2", "--no-live",
+         "--json", str(out)],
+        capture_output=True, text=True, cwd=ROOT, timeout=300, env=env,
+    )  # fmt: skip
+    assert "chosen earlier on this machine" in again.stderr + again.stdout
+    cached = json.loads(out.read_text())
+    assert cached["variant"]["path"] == data["variant"]["path"]
+    assert cached["accuracy"]["cosine"] == data["accuracy"]["cosine"]
 
 
 def test_an_int8_slower_than_fp32_is_said() -> None:

@@ -96,9 +96,12 @@ class AccuracyBadge(QLabel):
             return f"{said}INT8 missed {target:g} ({kept} nodes in FP32)"
         if kept:
             return f"{said}{kept} node{'s' if kept != 1 else ''} kept in FP32 to meet {target:g}"
-        if d.get("settings"):
+        if set(d.get("settings") or {}) - {"precision"}:
             return f"{said}settings chosen to meet {target:g}"
-        return ""
+        heads = len(d.get("head_in_fp32") or [])
+        if heads:
+            return f"{said}the output's head ({heads} nodes) in FP32"
+        return f"{kind}, every node in INT8" if kind else ""
 
     def set_pending(self) -> None:
         self._state = "pending"

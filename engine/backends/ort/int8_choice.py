@@ -120,9 +120,11 @@ def choose_int8(
     if hit is not None:
         meta = cache.read_meta(hit)
         try:
+            # the head the choice kept in FP32 (a static detector's), as it was chosen
+            heads.extend(str(n) for n in meta.get("head_in_fp32") or [])
             variant = yield from build(dict(meta["settings"]), list(meta["excluded_nodes"]))
         except (KeyError, TypeError, ValueError):
-            pass  # a damaged entry: choose again
+            heads.clear()  # a damaged entry: choose again
         else:
             level = "info" if meta.get("met") else "warning"
             yield Notice(level, f"{summary(meta)} (chosen earlier on this machine)")
