@@ -49,6 +49,16 @@ def _export(path: Path) -> None:
         )  # fmt: skip
 
 
+def _bench(model: Path, out: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`opscope bench MODEL --precision int8-static`, briefly, its JSON to `out`."""
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli.main", "bench", str(model), "--precision",
+         "int8-static", "--duration", "0.2", "--min-runs", "5", "--warmup", "2", "--no-live",
+         "--json", str(out)],
+        capture_output=True, text=True, cwd=ROOT, timeout=300, env=env,
+    )  # fmt: skip
+
+
 def test_static_int8_keeps_the_head_in_fp32_and_judges_scores_on_their_own(
     tmp_path: Path,
 ) -> None:
@@ -56,12 +66,7 @@ def test_static_int8_keeps_the_head_in_fp32_and_judges_scores_on_their_own(
     _export(model)
     out = tmp_path / "run.json"
     env = {k: v for k, v in os.environ.items() if k != "OPSCOPE_GENERATED_SAMPLES"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "engine.cli.main", "bench", str(model), "--precision",
-         "int8-static", "--duration", "0.2", "--min-runs", "5", "--warmup", "2", "--no-live",
-         "--json", str(out)],
-        capture_output=True, text=True, cwd=ROOT, timeout=300, env=env,
-    )  # fmt: skip
+    proc = _bench(model, out, env)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     int8 = data["variant"]
@@ -74,12 +79,7 @@ def test_static_int8_keeps_the_head_in_fp32_and_judges_scores_on_their_own(
     assert "head node(s) in FP32" in proc.stdout
     assert data["accuracy"]["data"].startswith("generated: 64 natural-statistics images")
     # the choice from the cache builds the same variant: the head in FP32 again
-    again = subprocess.run(
-        [sys.executable, "-m", "engine.cli.main", "bench", str(model), "--precision",
-         "int8-static", "--duration", "0.2", "--min-runs", "5", "--warmup", "2", "--no-live",
-         "--json", str(out)],
-        capture_output=True, text=True, cwd=ROOT, timeout=300, env=env,
-    )  # fmt: skip
+    again = _bench(model, out, env)
     assert "chosen earlier on this machine" in again.stderr + again.stdout
     cached = json.loads(out.read_text())
     assert cached["variant"]["path"] == data["variant"]["path"]
