@@ -17,6 +17,7 @@ from engine.cli.common import (
     config_from_args,
     write_json,
 )
+from engine.cli.generate_args import MAX_TOKENS
 from engine.cli.remote_cmd import add_host_flag
 from engine.model.sizes import device_copy_text, size_text
 
@@ -27,11 +28,23 @@ def add_memory_parser(sub: Any, add_knobs: Any) -> None:
         help="where one inference's memory goes (weights, activation peak, who holds it), "
         "what a session holds, and where load time goes",
     )
-    p.add_argument("model", help="an .onnx file")
+    p.add_argument(
+        "model", help="an .onnx file, or a generating model's folder (genai_config.json)"
+    )
     add_knobs(p)
     p.add_argument(
         "--runs", type=int_in(1, 10_000), default=10, metavar="N",
         help="inferences after the first, for the steady-state resident memory (default 10)",
+    )  # fmt: skip
+    p.add_argument(
+        "--prompt-len", type=int_in(1, MAX_TOKENS), metavar="L",
+        help="a generating model (or a decoder ONNX with past_key_values inputs): the prompt's "
+        "tokens, prefilled from an empty cache (default: --shape input_ids=BxL's, else 128)",
+    )  # fmt: skip
+    p.add_argument(
+        "--new-tokens", type=int_in(1, MAX_TOKENS), metavar="N",
+        help="a generating model: tokens generated after the prompt, for the KV cache per "
+        "sequence (default 32)",
     )  # fmt: skip
     add_seed_flag(p, "seed for generated inputs")
     add_host_flag(p)
@@ -52,6 +65,7 @@ def _cmd_memory(args: argparse.Namespace) -> int:
     inputs = JobInputs.from_args(args)
     req = MemoryRequest(args.model, config_from_args(args), inputs.shapes, inputs.dims,
                         seed=args.seed, runs=args.runs, session=args.session,
+                        prompt_len=args.prompt_len, new_tokens=args.new_tokens,
                         **inputs.data_files())  # fmt: skip
     report: dict[str, Any] = run_printed(req)
     out = sys.stdout if args.json != "-" else sys.stderr
@@ -81,8 +95,11 @@ def print_memory(r: dict[str, Any], out: TextIO) -> None:
     if abs(loaded_total - weights["total"]) > 1:
         w(f"; the model file's: {size_text(loaded_total)}")
     w("\n")
-    acts = r["activations"]
-    for label, live in (("as loaded", acts["as_loaded"]), ("as run", acts["as_run"])):
+    llm = r.get("llm")
+    if llm:
+        print_llm(llm, w)
+    acts = r["activations"] if not llm else {}
+    for label, live in (("as loaded", acts.get("as_loaded")), ("as run", acts.get("as_run"))):
         if not live:
             continue
         unknown = live["unknown_tensors"]
@@ -96,7 +113,8 @@ def print_memory(r: dict[str, Any], out: TextIO) -> None:
     stages = " -> ".join(f"{k.replace('_', ' ')} {size_text(v)}" for k, v in rss.items())
     w(f"measured   resident memory: {stages}\n")
     ratio = m["estimate_over_measured"]
-    w(f"           the session holds {size_text(m['held_bytes'])}; weights + activation peak "
+    what = "weights + the run's KV cache + activation peak" if llm else "weights + activation peak"
+    w(f"           the session holds {size_text(m['held_bytes'])}; {what} "
       f"estimate {size_text(m['estimate_bytes'])}"
       + (f" ({ratio:.0%} of it: the rest is the runtime's own: arenas, thread pools, "
          "pre-packed weights, code)" if ratio is not None and ratio < 0.9 else
@@ -122,3 +140,35 @@ def print_memory(r: dict[str, Any], out: TextIO) -> None:
     copied = device_copy_text(load.get("weights_to_device"))
     if copied:
         w(f"           {copied}\n")
+
+
+def print_llm(llm: dict[str, Any], w: Any) -> None:
+    """A generating model's KV cache (per token, per sequence, full context, per batch) and
+    its prefill's and decode step's activation peaks and resident growth."""
+    kv = llm["kv_cache"]
+    item = int(kv["bytes_per_token"]) // max(
+        2 * kv.get("layers", 1) * kv.get("kv_heads", 1) * kv.get("head_size", 1), 1
+    )
+    layout = (
+        f" = {kv['layers']} layers x {kv['kv_heads']} KV heads x {kv['head_size']} x 2 (K, V) "
+        f"x {item} bytes" if "layers" in kv else ""
+    )  # fmt: skip
+    run, context = f"{kv['run_tokens']:,}", f"{llm['context_length']:,}"
+    w(f"kv cache   {kv['dtype']}: {kv['bytes_per_token']:,} bytes per token{layout}; a "
+      f"sequence of {llm['prompt_len']} prompt + {llm['new_tokens']} new = {run} tokens, "
+      f"full context {context}\n")  # fmt: skip
+    for row in kv["by_batch"]:
+        w(f"           batch {row['batch']}: {size_text(row['per_token'])} per token, "
+          f"{size_text(row['per_sequence'])} at {run} tokens, "
+          f"{size_text(row['full_context'])} at full context ({context})\n")  # fmt: skip
+    for name, p in llm["phases"].items():
+        tokens = f"{p['tokens']:,} token{'s' if p['tokens'] != 1 else ''} x batch {p['batch']}"
+        peak = p.get("activation_peak_bytes")
+        acts = f"activation peak {size_text(peak)} at {p['at_node']}" if peak else (
+            "activation peak unknown")  # fmt: skip
+        grew = p.get("rss_growth_bytes")
+        top = p.get("rss_peak_growth_bytes")
+        rss = "" if grew is None else f"; resident +{size_text(max(grew, 0))}" + (
+            f" (peak +{size_text(max(top, 0))})" if top is not None else "")  # fmt: skip
+        w(f"{name:<10} {tokens}: {acts}{rss}\n")
+    w(f"           ({llm['measured_by']})\n")

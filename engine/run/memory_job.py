@@ -21,6 +21,8 @@ from typing import Any, ClassVar
 
 from engine import backends
 from engine.backends.base import DATA_FILES
+from engine.backends.genai.kv_dims import decoder_shapes
+from engine.backends.genai.model import genai_folder
 from engine.config import RunConfig
 from engine.errors import ConfigError, OpScopeError
 from engine.events import Event, Notice, Progress, VariantReady
@@ -51,6 +53,11 @@ class MemoryRequest:
     labels_npy: str | None = None
     tokenizer: str | None = None
     runs: int = 10  # inferences after the first, for the steady-state resident memory
+    # a generating model: the prompt's tokens and the tokens generated after it (None: the
+    # --shape input_ids=BxL given, else the genai engine's defaults); a decoder ONNX's past
+    # KV inputs are sized for a prefill of prompt_len tokens
+    prompt_len: int | None = None
+    new_tokens: int | None = None
     session: str | None = None  # where the report is recorded
     job_name: ClassVar[str] = "memory"
 
@@ -61,13 +68,23 @@ def memory_job(req: MemoryRequest) -> Generator[Event, None, dict[str, Any]]:
     if probe is None:
         raise ConfigError(f"memory: the {config.engine} engine has no memory probe yet "
                           "(ONNX Runtime has)")  # fmt: skip
+    if genai_folder(req.model_path) is not None:
+        from engine.run.llm_memory import llm_memory_job
+
+        llm_report: dict[str, Any] = yield from llm_memory_job(req, config, probe)
+        return llm_report
     yield Progress("memory", 0, 3, "reading the model")
     import onnx  # noqa: F401  (imported before the clock starts: the read is the file's)
 
     t0 = time.perf_counter()
     model, info = load_model(req.model_path)
     read_s = time.perf_counter() - t0
-    plan = plan_inputs(info, config.batch, req.shapes, req.dims)
+    # a decoder's past KV inputs sized from the config beside it (a prefill from 0 past)
+    from engine.backends.genai.backend import DEFAULT_PROMPT
+
+    prompt = req.prompt_len or DEFAULT_PROMPT
+    dims, shapes = decoder_shapes(info, config.batch, prompt, req.dims, req.shapes)
+    plan = plan_inputs(info, config.batch, shapes, dims)
     feeds = generate_inputs(model, info, plan, req.seed)
     initializers = frozenset(t.name for t in model.graph.initializer)
     loaded = liveness(
@@ -95,7 +112,20 @@ def memory_job(req: MemoryRequest) -> Generator[Event, None, dict[str, Any]]:
             pass
 
     yield Progress("memory", 2, 3, "measuring a session in a process of its own")
-    ended = run_isolated(probe, (variant_path, config, feeds, req.runs), PROBE_TIMEOUT_S)
+    measured = measured_apart(probe, (variant_path, config, feeds, req.runs))
+    yield Progress("memory", 3, 3, "done")
+    if measured.get("as_run_error"):
+        yield Notice("info", f"memory: as run: {measured['as_run_error']}")
+    report = _report(req, info.path, read_s, variant, loaded, weights_loaded, run_weights, measured)
+    report["inputs"] = {k: list(v) for k, v in plan.shapes.items()}  # the shapes measured at
+    if req.session:
+        record(req, report)
+    return report
+
+
+def measured_apart(probe: Any, args: tuple[Any, ...]) -> dict[str, Any]:
+    """The probe's result, run in a process of its own; its failure is one line."""
+    ended = run_isolated(probe, args, PROBE_TIMEOUT_S)
     if ended.status != "done":
         if ended.status == "cancelled":
             raise KeyboardInterrupt
@@ -106,17 +136,10 @@ def memory_job(req: MemoryRequest) -> Generator[Event, None, dict[str, Any]]:
         }[ended.status]
         raise OpScopeError(f"memory: {why}")
     measured: dict[str, Any] = ended.result
-    yield Progress("memory", 3, 3, "done")
-    if measured.get("as_run_error"):
-        yield Notice("info", f"memory: as run: {measured['as_run_error']}")
-    report = _report(req, info.path, read_s, variant, loaded, weights_loaded, run_weights, measured)
-    report["inputs"] = {k: list(v) for k, v in plan.shapes.items()}  # the shapes measured at
-    if req.session:
-        _record(req, report)
-    return report
+    return measured
 
 
-def _record(req: MemoryRequest, report: dict[str, Any]) -> None:
+def record(req: MemoryRequest, report: dict[str, Any]) -> None:
     """The report into the session file (opened, or created, for this one write)."""
     from engine.session.write_queue import open_waiting
 

@@ -44,6 +44,9 @@ CAPABILITIES = Capabilities(
     fusion_help="ONNX Runtime graph optimization level of the decoder.",
 )
 
+# a prefill and a decode step measured, in a process of its own (engine/run/llm_memory.py)
+MEMORY_PROBE = "engine.backends.genai.memory:probe_job"
+
 
 class GenaiBackend:
     capabilities = CAPABILITIES

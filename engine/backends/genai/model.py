@@ -149,8 +149,14 @@ class OpenedLLM:
         return Decoder(self.session, self.config.shape, batch, max_length, self.vocab_size)
 
 
-def open_llm(path: str | Path, config: RunConfig, profile_prefix: str | None = None) -> OpenedLLM:
-    """Open for timing, or with the profiler on when `profile_prefix` is given."""
+def open_llm(
+    path: str | Path,
+    config: RunConfig,
+    profile_prefix: str | None = None,
+    optimized_model_path: str | None = None,
+) -> OpenedLLM:
+    """Open for timing, or with the profiler on when `profile_prefix` is given (and the
+    graph ONNX Runtime runs saved to `optimized_model_path`: the memory probe's)."""
     from engine.backends.ort.inference_session import gpu_present, open_session, plan_session
 
     llm = read_config(path)
@@ -160,6 +166,7 @@ def open_llm(path: str | Path, config: RunConfig, profile_prefix: str | None = N
         gpu_present=gpu_present(),
         profiling=profile_prefix is not None,
         profile_prefix=profile_prefix,
+        optimized_model_path=optimized_model_path,
     )
     opened = open_session(llm.model_file, plan)
     tokenizer = None
