@@ -100,9 +100,14 @@ def load_model(path: str | Path) -> tuple[onnx.ModelProto, ModelInfo]:
     """Read, validate and describe `path`. Weights stay external (not loaded into memory)."""
     import onnx
 
+    from engine.model.llm_sources import import_hint
+
     p = Path(path)
     if not p.exists():
         raise ModelError("file not found", p)
+    hint = import_hint(p)
+    if hint is not None:
+        raise ModelError(hint, p)
     if p.is_dir():
         raise ModelError("is a folder, not an .onnx file", p)
     try:

@@ -30,6 +30,13 @@ class DecoderShape:
     present_key: str = "present.%d.key"
     present_value: str = "present.%d.value"
     logits: str = "logits"
+    # a sliding-window model's attention (Gemma 3's local layers) needs a cache of at least
+    # its window, however short the sequences: ORT's GroupQueryAttention refuses a smaller one
+    min_cache: int = 0
+
+    def capacity(self, max_length: int) -> int:
+        """The tokens a cache for sequences of `max_length` holds."""
+        return max(max_length, self.min_cache)
 
     def kv_bytes_per_token(self, itemsize: int = 4) -> int:
         """Cache bytes one token of one sequence takes: keys and values, every layer."""
@@ -76,6 +83,7 @@ class Decoder:
     ) -> None:  # fmt: skip
         import onnxruntime as ort
 
+        max_length = shape.capacity(max_length)
         self.session, self.shape, self.batch, self.max_length = session, shape, batch, max_length
         self.vocab = vocab  # known: a prefill's logits are estimated before they are made
         dtype = kv_dtype(session, shape)

@@ -45,7 +45,10 @@ class LLMConfig:
 def read_config(path: str | Path) -> LLMConfig:
     folder = genai_folder(path)
     if folder is None:
-        raise ModelError(f"not a generating model folder (no {CONFIG_FILE})", str(path))
+        from engine.model.llm_sources import import_hint
+
+        hint = import_hint(path)
+        raise ModelError(hint or f"not a generating model folder (no {CONFIG_FILE})", str(path))
     cfg_path = folder / CONFIG_FILE
     data = read_json(cfg_path, MAX_CONFIG_BYTES, ModelError)
     try:
@@ -63,6 +66,7 @@ def read_config(path: str | Path) -> LLMConfig:
             present_key=str(outs.get("present_key_names", "present.%d.key")),
             present_value=str(outs.get("present_value_names", "present.%d.value")),
             logits=str(outs.get("logits", "logits")),
+            min_cache=_window(dec.get("sliding_window")),
         )
         eos_raw = model.get("eos_token_id", [])
         eos = tuple(int(e) for e in (eos_raw if isinstance(eos_raw, list) else [eos_raw]))
@@ -88,6 +92,13 @@ def read_config(path: str | Path) -> LLMConfig:
     if not config.model_file.is_file():
         raise ModelError(f"the decoder file {config.model_file.name} is missing", str(folder))
     return config
+
+
+def _window(sliding: Any) -> int:
+    """The attention window a cache must hold (0: no sliding window)."""
+    if not isinstance(sliding, dict) or sliding.get("window_size") is None:
+        return 0
+    return _positive(sliding["window_size"], "sliding_window.window_size")
 
 
 def _positive(value: Any, name: str) -> int:

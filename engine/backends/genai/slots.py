@@ -34,6 +34,7 @@ class SlotCache:
         import onnxruntime as ort
 
         dtype = kv_dtype(session, shape)  # refuses a model without the past input
+        max_length = shape.capacity(max_length)
         self.session, self.shape, self.slots, self.max_length = session, shape, slots, max_length
         check_cache_fits(shape, dtype, slots, max_length, "slots (--max-seqs)")
         self.cache = [
