@@ -117,6 +117,10 @@ def smooth_rate(rate: FloatArray, spacing_s: float) -> FloatArray:
     if spacing_s <= BIN_S or rate.size < 2:
         return rate
     k = 4 * int(np.ceil(spacing_s / BIN_S)) + 1  # odd: centred on its bin
+    # never wider than the bins (odd too): np.convolve's "same" returns the longer of
+    # its inputs, and a curve with more rates than times raised at every paint (one
+    # generation every 4 s, its first 16 s)
+    k = min(k, rate.size - 1 + rate.size % 2)
     kernel = np.ones(k)
     sums = np.convolve(rate, kernel, mode="same")
     counts = np.convolve(np.ones(rate.size), kernel, mode="same")  # fewer at the ends
