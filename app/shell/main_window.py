@@ -29,6 +29,7 @@ from app.live.config_panel import ConfigPanel
 from app.live.input_panel import InputPanel
 from app.sessions.compact import MODEL_KIND_DOCK, ElidedLabel, compact_pickers, scrolled
 from app.shell.banner import Banner
+from app.shell.model_line import inputs_line, kv_layer
 from app.traffic.traffic_dock import TrafficDock
 from app.tune.tune_dock import TuneDock
 from engine.api import (
@@ -61,6 +62,8 @@ class MainWindow(QMainWindow):
     def __init__(self, usable_providers: list[str]) -> None:
         super().__init__()
         self._model_name: str | None = None
+        self._model_path = ""
+        self._input_names: list[str] = []  # the loaded model's, in its order
         self._host: str | None = None  # where the engine runs, when not on this machine
         self.setWindowTitle("OpScope")
         self.setAcceptDrops(True)
@@ -266,9 +269,11 @@ class MainWindow(QMainWindow):
         self.runs_dock.raise_()
 
     def show_inputs(self, lines: list[str]) -> None:
-        """The concrete shape of each input of the running config."""
+        """The concrete shape of each input of the running config (in the model's order;
+        a generating model's KV cache inputs as one item, each in the tooltip)."""
         head = self.model_label.text().split("\n")[:2]
-        self.model_label.setText("\n".join([*head, ", ".join(_collapsed(lines))]))
+        self.model_label.setText("\n".join([*head, inputs_line(self._input_names, lines)]))
+        self._inputs_tip(lines)
 
     def show_plot_notice(self, text: str | None) -> None:
         self.plot_notice.say(text)
@@ -283,13 +288,24 @@ class MainWindow(QMainWindow):
         for dock in ("scaling", "memory", "graph"):
             if hasattr(self, dock):
                 getattr(self, dock).model_loaded(info)
-        inputs = ", ".join(_collapsed([v.name + " " + v.type_text() for v in info.inputs]))
+        self._input_names = [v.name for v in info.inputs]
+        described = [v.name + " " + v.type_text() for v in info.inputs]
+        inputs = inputs_line(self._input_names, described)
         self.model_label.setText(
             f"{info.name}\n{info.nodes} nodes, {info.params:,} params\n{inputs}"
         )
-        self.model_label.setToolTip(info.path)
+        self._model_path = info.path
+        self._inputs_tip(described)
         self._model_name = info.name
         self._set_title()
+
+    def _inputs_tip(self, described: list[str]) -> None:
+        """The model's path, and every input when the line shows a KV cache as one item."""
+        names = self._input_names
+        lines = [self._model_path]
+        if sum(kv_layer(n) is not None for n in names) > 1 and len(described) == len(names):
+            lines += ["", "Inputs:", *described]
+        self.model_label.setToolTip("\n".join(lines))
 
     def show_host(self, host: str | None) -> None:
         """The engine's host in the title ("on gpu-box"); None: this machine."""
@@ -440,17 +456,6 @@ class MainWindow(QMainWindow):
         super().closeEvent(event)
         if event.isAccepted():
             self.on_closed()
-
-
-def _collapsed(items: list[str]) -> list[str]:
-    """Inputs that differ only by their numbers (a decoder's past_key_values.0.key,
-    past_key_values.1.key, ...) shown once: 'past_key_values.*.key float32[...] (x4)'."""
-    import re
-
-    groups: dict[str, list[str]] = {}
-    for item in items:
-        groups.setdefault(re.sub(r"\.\d+\.", ".*.", item, count=1), []).append(item)
-    return [v[0] if len(v) == 1 else f"{k} (x{len(v)})" for k, v in groups.items()]
 
 
 def _file_name(text: str) -> str:
