@@ -32,7 +32,15 @@ from PySide6.QtWidgets import (
 
 from widgets import theme
 from widgets.corner_title import corner_title, title_font
+from widgets.generation_layer import (
+    GENERATION_TEMPLATE,
+    NAMES,
+    TPOT_COLOR,
+    TTFT_COLOR,
+    GenerationLayer,
+)
 from widgets.lines_item import LinesItem
+from widgets.log_axis import LatencyAxis
 from widgets.machine_badge import MachineBadge
 from widgets.models.latency_series import (
     LAT,
@@ -70,7 +78,11 @@ class _TimedView(pg.GraphicsLayoutWidget):
         self.last_paint_s = time.thread_time() - start
 
 
-_LABEL_LEVELS = (0.97, 0.86, 0.75)  # marker label heights, staggered when markers crowd
+_LABEL_LEVELS = (0.97, 0.86, 0.75)
+_STATS_TEMPLATE = (  # the longest header text: its label's fixed size
+    "p50 888.8 ms · 88,888 samples/s · p90 888.8 ms · p99 888.8 ms\n"
+    "over the last 8,888 inferences (88.8 min) of 888,888,888 since the config change"
+)  # marker label heights, staggered when markers crowd
 
 
 @dataclass
@@ -105,6 +117,8 @@ class LatencyPlot(QWidget):
         super().__init__(parent)
         self.window_s = float(window_s)
         self.series = LatencySeries(capacity, percentile_window, throughput_capacity)
+        # a generating model's TTFT, TPOT and tokens/s per generation (off: an encoder's)
+        self.generation = GenerationLayer(throughput_capacity, percentile_window)
         self._samples = self.series.buffer  # read by the view: t, latency, p50, p90, p99
         self._dirty = False
         self._following = True
@@ -123,7 +137,10 @@ class LatencyPlot(QWidget):
         self.legend = pg.LegendItem(colCount=4, verSpacing=-6)
         self._header = self._glw.ci.addLayout(row=0, col=0)  # the latency title, the legend
         self._header.setContentsMargins(0, 0, 0, 0)
-        self.latency_plot: pg.PlotItem = self._glw.addPlot(row=1, col=0)
+        self.axis = LatencyAxis(orientation="left")  # log ms for a generating model
+        self.latency_plot: pg.PlotItem = self._glw.addPlot(
+            row=1, col=0, axisItems={"left": self.axis}
+        )
         self.throughput_plot: pg.PlotItem = self._glw.addPlot(row=2, col=0)
         self._glw.ci.setContentsMargins(4, 0, 10, 4)
         self._glw.setMinimumHeight(MIN_PLOT_HEIGHT)  # shorter, the two axis titles collide
@@ -165,20 +182,24 @@ class LatencyPlot(QWidget):
         self.lines.add_line("latency", pg.mkPen(theme.raw_latency_color(self), width=1))
         for key, color in (("p50", theme.P50), ("p90", theme.P90), ("p99", theme.P99)):
             self.lines.add_line(key, pg.mkPen(color, width=1))
+        for key, color in (("ttft", TTFT_COLOR), ("tpot", TPOT_COLOR)):  # generations only
+            self.lines.add_line(key, pg.mkPen(color, width=1))
         # Legend entries only (never added to a plot): the legend draws their pens.
         self._legend_items = {
             "latency": pg.PlotDataItem(name="per inference"),
             "p50": pg.PlotDataItem(name="p50", pen=pg.mkPen(theme.P50, width=1)),
             "p90": pg.PlotDataItem(name="p90", pen=pg.mkPen(theme.P90, width=1)),
             "p99": pg.PlotDataItem(name="p99", pen=pg.mkPen(theme.P99, width=1)),
+            "ttft": pg.PlotDataItem(name=NAMES["ttft"], pen=pg.mkPen(TTFT_COLOR, width=2)),
+            "tpot": pg.PlotDataItem(name=NAMES["tpot"], pen=pg.mkPen(TPOT_COLOR, width=2)),
         }
-        for item in self._legend_items.values():
-            self.legend.addItem(item, item.name())
-        hint = self.legend.layout.effectiveSizeHint(Qt.SizeHint.PreferredSize)
-        self.legend.setFixedWidth(hint.width())
-        self.legend.setFixedHeight(hint.height())
+        self._fill_legend()
         self.throughput_curve: pg.PlotDataItem = self.throughput_plot.plot(
-            pen=pg.mkPen(theme.THROUGHPUT, width=1), skipFiniteCheck=True
+            pen=pg.mkPen(theme.THROUGHPUT, width=1),
+            skipFiniteCheck=True,
+            symbolSize=5,
+            symbolPen=None,
+            symbolBrush=theme.THROUGHPUT,  # symbols: a generating model's
         )
         self.latency_plot.vb.sigXRangeChanged.connect(self._on_x_range)
         # timing pauses (profiling passes): shaded and labelled, lines broken across them
@@ -194,11 +215,7 @@ class LatencyPlot(QWidget):
             plot.vb.menu.addAction(self.follow_action)
         self._glw.scene().sigMouseClicked.connect(self._on_click)
 
-        self.stats_label = theme.make_steady(
-            QLabel("no samples yet"),
-            "p50 888.8 ms · 88,888 samples/s · p90 888.8 ms · p99 888.8 ms\n"
-            "over the last 8,888 inferences (88.8 min) of 888,888,888 since the config change",
-        )
+        self.stats_label = theme.make_steady(QLabel("no samples yet"), _STATS_TEMPLATE)
         self.stats_label.setToolTip(
             "p50/p90/p99 and samples/s over the running config's last inferences (the line "
             "below says how many, over how long); the Runs table's are over whole runs"
@@ -249,7 +266,41 @@ class LatencyPlot(QWidget):
     def start_segment(self) -> None:
         """A config change: the numbers above the plot restart from its first sample."""
         self.series.start_segment()
+        self.generation.series.start_segment()
         self._stats_at = 0.0
+
+    def set_generation(self, on: bool) -> None:
+        """A generating model runs (on) or another model (off). On: its generations'
+        TTFT and TPOT join the end-to-end points `append` gives, on a log latency axis,
+        and the plot below reads tokens/s per generation instead of samples/s."""
+        if on == self.generation.on:
+            return
+        self.generation.on = on
+        self.axis.set_log(on)
+        self.titles[0].setText("latency (ms, log scale)" if on else "latency (ms)")
+        self._above.setMinimumSize(self.titles[0].boundingRect().width() + 70, 14)
+        self.titles[1].setText("tokens/s, each generation" if on else "samples/s")
+        self.throughput_curve.setSymbol("o" if on else None)
+        theme.make_steady(self.stats_label, GENERATION_TEMPLATE if on else _STATS_TEMPLATE)
+        if not on:  # an encoder's bins again; the generations' lines go
+            self.throughput_curve.setData([], [], connect="all")
+            for name in ("ttft", "tpot"):
+                self.lines.set_line(name, np.zeros(0), np.zeros(0))
+                self.lines.set_dots(name, None)
+        self._fill_legend()
+        self.set_slo(self.slo_ms)  # its height in the axis's units
+        self._y_tops = [0.0, 0.0]
+        self.latency_plot.vb.setYRange(*self.generation.y_range(1.0, 1e3, (0.0, 0.0)) if on
+                                       else (0.0, 1.0), padding=0)  # fmt: skip
+        self._stats_at = 0.0
+        self._dirty = True
+
+    def append_generation(self, t_s: float, steps_ms: npt.ArrayLike, batch: int) -> None:
+        """One generation of a generating model: its start (s on the plot's clock, as
+        `append`'s) and its passes in ms (the first to the first token, then each decode
+        step's); `batch` sequences at once."""
+        self.generation.append(t_s, steps_ms, batch)
+        self._dirty = True
 
     def add_marker(self, t_s: float, label: str) -> None:
         """A labelled vertical line at a config change; dropped with the data it precedes."""
@@ -297,7 +348,7 @@ class LatencyPlot(QWidget):
             )
             self.latency_plot.addItem(self._slo_line, ignoreBounds=True)
         if ms and ms > 0:
-            self._slo_line.setValue(float(ms))
+            self._slo_line.setValue(float(self.generation.y(float(ms))))
             self._slo_line.label.setFormat(f"SLO p99 {ms:g} ms")
             self._slo_line.show()
         else:
@@ -307,6 +358,7 @@ class LatencyPlot(QWidget):
     def clear(self) -> None:
         """Forget all samples, bins and markers (a new session); resume following."""
         self.series.clear()
+        self.generation.series.clear()
         self._y_tops = [0.0, 0.0]
         self._marker_level = 0
         for marker in self._markers:
@@ -340,8 +392,9 @@ class LatencyPlot(QWidget):
         return self.series.throughput()
 
     def drawn(self, name: str) -> tuple[FloatArray, FloatArray]:
-        """(x, y) last handed to the view for "latency", "p50", "p90", "p99" (reduced to
-        the pixel columns when there are more points than columns) or "throughput"."""
+        """(x, y) last handed to the view for "latency", "p50", "p90", "p99", a generating
+        model's "ttft" and "tpot" (reduced to the pixel columns when there are more points
+        than columns; log10(ms) while a generating model runs) or "throughput"."""
         if name == "throughput":
             x, y = self.throughput_curve.getData()
             return (np.zeros(0), np.zeros(0)) if x is None else (x, y)
@@ -470,11 +523,16 @@ class LatencyPlot(QWidget):
         }
         breaks = [p.start_s for p in self.pauses.log.pauses]
         shown = visible(t, self._samples.view(LAT), pcts, x0, x1, width, columns, breaks)
-        for name, (x, y, mask) in shown.lines.items():
-            self.lines.set_line(name, x, y, mask)
-        self.lines.set_dots("latency", *(shown.dots or (None, None)))
+        y = self.generation.y  # log10 for a generating model, else as it is
+        for name, (x, v, mask) in shown.lines.items():
+            self.lines.set_line(name, x, y(v), mask)
+        dots = shown.dots
+        self.lines.set_dots("latency", *((dots[0], y(dots[1])) if dots else (None, None)))
         in_view = shown.lines["latency"][1]  # its envelope: the same max as the samples'
         top = float((in_view if self._following else self._samples.view(LAT)).max())
+        if self.generation.on:
+            self._set_generation_lines(x0, x1, width, columns, breaks)
+            return
         self.lines.finish((float(t[0]), float(t[-1]), 0.0, top))
         bt, bv = self.throughput()
         j0 = max(0, int(np.searchsorted(bt, x0)) - 1)
@@ -482,6 +540,19 @@ class LatencyPlot(QWidget):
         if self._following:
             bt, bv = bt[j0:j1], bv[j0:j1]  # else its auto-range sees every bin
         self.throughput_curve.setData(bt, smooth_rate(bv, shown.spacing_s))
+
+    def _set_generation_lines(
+        self, x0: float, x1: float, width: float, columns: int, breaks: list[float]
+    ) -> None:
+        """A generating model's TTFT and TPOT (each generation a point) beside the end to
+        end `_set_lines` drew, and tokens/s per generation below (joined, broken at pauses)."""
+        gen = self.generation
+        for name, (x, y, mask, dots) in gen.lines(x0, x1, width, columns, breaks).items():
+            self.lines.set_line(name, x, y, mask)
+            self.lines.set_dots(name, *(dots or (None, None)))
+        self.lines.finish(gen.extent(self._samples.view(T), self._samples.view(LAT)))
+        rt, rate, connect = gen.rates_shown(x0, x1, self._following, breaks)
+        self.throughput_curve.setData(rt, rate, connect=connect)
 
     def _set_stats_text(self) -> None:
         """The trailing-window numbers above the plot, at most STATS_HZ times a second
@@ -493,6 +564,11 @@ class LatencyPlot(QWidget):
         self._stats_at = now
         stats = self.latest_stats()
         if not stats["count"]:
+            return
+        if self.generation.on:
+            self.shown_stats = self.generation.stats(stats)
+            text = self.generation.header(stats, self._samples.total)
+            theme.set_text_if_changed(self.stats_label, text)
             return
         self.shown_stats = stats
         parts = [
@@ -520,6 +596,8 @@ class LatencyPlot(QWidget):
             float(t[0]), float(t[-1]), self.window_s, (vx0, vx1), self.stepped_follow
         )
         i0 = int(np.searchsorted(t, x0))
+        if self.generation.on:
+            return self._follow_generation(x0, x1, lat[i0:])
         y1 = float(lat[i0:].max()) if i0 < t.size else 1.0
         self._y_tops[0] = calm_top(self._y_tops[0], max(y1, 1e-3))
         if (x0, x1, self._y_tops[0]) != (vx0, vx1, vy1):  # unchanged: no axis redraw
@@ -531,6 +609,36 @@ class LatencyPlot(QWidget):
         if self.throughput_plot.vb.viewRange()[1] != [0.0, self._y_tops[1]]:
             self.throughput_plot.vb.setYRange(0.0, self._y_tops[1], padding=0)
         return x0, x1
+
+    def _follow_generation(self, x0: float, x1: float, e2e: FloatArray) -> tuple[float, float]:
+        """`_apply_follow` for a generating model: y over every series in view on the log
+        axis, tokens/s per generation below."""
+        vb = self.latency_plot.vb
+        (vx0, vx1), (vy0, vy1) = vb.viewRange()
+        y0, y1 = self.generation.y_range(*self.generation.in_view(x0, x1, e2e), (vy0, vy1))
+        if (x0, x1, y0, y1) != (vx0, vx1, vy0, vy1):  # unchanged: no axis redraw
+            vb.setRange(xRange=(x0, x1), yRange=(y0, y1), padding=0)
+        self._y_tops[1] = calm_top(self._y_tops[1], self.generation.rate_top(x0))
+        if self.throughput_plot.vb.viewRange()[1] != [0.0, self._y_tops[1]]:
+            self.throughput_plot.vb.setYRange(0.0, self._y_tops[1], padding=0)
+        return x0, x1
+
+    def _fill_legend(self) -> None:
+        """The legend's entries: an encoder's (per inference, p50, p90, p99) or a generating
+        model's (end to end, TTFT, TPOT, and the end to end's percentiles)."""
+        on = self.generation.on
+        self.legend.clear()
+        self.legend.setColumnCount(6 if on else 4)
+        keys = ("latency", "ttft", "tpot", "p50", "p90", "p99") if on else (
+            "latency", "p50", "p90", "p99")  # fmt: skip
+        names = {"latency": "end to end"} if on else {}
+        for key in keys:
+            item = self._legend_items[key]
+            self.legend.addItem(item, names.get(key, item.name()))
+        hint = self.legend.layout.effectiveSizeHint(Qt.SizeHint.PreferredSize)
+        self.legend.setFixedWidth(hint.width())
+        self.legend.setFixedHeight(hint.height())
+        self.legend.setLabelTextColor(theme.plot_foreground(self))
 
     def _remove_marker_items(self, marker: _Marker) -> None:
         self.latency_plot.removeItem(marker.lines[0])

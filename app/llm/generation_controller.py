@@ -1,5 +1,6 @@
 """A generating model in the window: its live TTFT/TPOT figures in the Generation dock,
-and its two profiled phases: the op table shows the phase picked, the roofline both at
+each generation's TTFT, TPOT and end to end as points on the latency plot, and its two
+profiled phases: the op table shows the phase picked, the roofline both at
 once (prefill's ops near the compute roof, decode's on the memory slope)."""
 
 from __future__ import annotations
@@ -30,10 +31,15 @@ class GenerationController(QObject):
         for ev in batch:
             if isinstance(ev, GenerationSteps):
                 self.stats.add(ev.steps_ns)
+                # one point per generation on the latency plot, at its start on the
+                # plot's clock (as its end-to-end sample from the LatencyBatch)
+                t_s = (ev.origin_ns + ev.start_ns - self.live.t0_ns) / 1e9
+                self.view.latency.append_generation(t_s, ev.steps_ns / 1e6, self.stats.batch)
                 fresh = True
             elif isinstance(ev, GenerationStarted):
                 self.stats.reset(ev.prompt_len, ev.batch)
                 self.view.show_generation(True)
+                self.view.latency.set_generation(True)
                 self.view.generation.set_shape(
                     ev.prompt_len, ev.new_tokens, ev.batch, ev.kv_bytes_per_token,
                     ev.context_length,
@@ -43,6 +49,7 @@ class GenerationController(QObject):
                 self.phases.clear()
                 self.view.op_table.set_phases([])
                 self.view.show_generation(False)
+                self.view.latency.set_generation(False)
             elif isinstance(ev, OpProfile) and ev.phase is not None:
                 self.phases[ev.phase] = ev
                 self.view.op_table.set_phases(list(self.phases))

@@ -191,9 +191,14 @@ class Workbench(QObject, PauseHolds):
         stats = self.window.latency.shown_stats  # the very figures the plot's header shows
         rate = ""
         if stats.get("count"):
+            per_s = (  # a generating model's: tokens over its generations' time
+                f"{figure(stats['tokens_per_s'], 4)} tokens/s"
+                if "tokens_per_s" in stats
+                else f"{figure(stats['samples_per_s'], 4)} samples/s"
+            )
             rate = (  # the header's window, said as the header says it (Runs: whole runs)
                 f"p50 {figure(stats['p50'])} ms · p99 {figure(stats['p99'])} ms "
-                f"{window_text(stats)} · {figure(stats['samples_per_s'], 4)} samples/s"
+                f"{window_text(stats)} · {per_s}"
             )
         provider = provider_label(c.provider or "–")
         if c.provider and c.requested and c.provider != c.requested:

@@ -237,17 +237,19 @@ def duration_text(seconds: float) -> str:
 def window_text(stats: dict[str, Any], total: int | None = None) -> str:
     """Which samples `latest_stats`'s figures are over, said beside them: "over the last
     200 inferences (41.2 s)", and with `total` (inferences retained) how many there are
-    since the config change. The Runs table's figures are over whole runs."""
+    since the config change. The Runs table's figures are over whole runs. A generating
+    model's stats say `unit` "generation": "over the last 12 generations (66 s)"."""
     count, segment = int(stats.get("count", 0)), int(stats.get("segment", 0))
+    unit = str(stats.get("unit", "inference"))
     if count <= 0:
-        return "no inference yet"
+        return f"no {unit} yet"
     span = "" if count == 1 else f" ({duration_text(float(stats['span_s']))})"
     if count == 1:
-        window = "the only inference" if segment <= 1 else "the last inference"
+        window = f"the only {unit}" if segment <= 1 else f"the last {unit}"
     elif count >= segment:
-        window = f"all {count:,} inferences{span}"
+        window = f"all {count:,} {unit}s{span}"
     else:
-        window = f"the last {count:,} inferences{span}"
+        window = f"the last {count:,} {unit}s{span}"
     if total is None:
         return f"over {window}"
     since = " since the config change" if segment < total else ""
