@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from engine.api import MemoryRequest, ModelInfo, Notice, Progress
+from engine.api import MemoryRequest, ModelInfo, Notice, Progress, genai_folder
 from widgets.memory_view import MemoryView
+from widgets.models.llm_memory_rows import llm_lines
 
 CONCERN = "memory"
 NO_MODEL = "load a model, then Measure: weights, the activation peak, what a session holds"
@@ -31,6 +33,12 @@ class MemoryDock(QWidget):
         self.status = QLabel(NO_MODEL)
         self.status.setWordWrap(True)
         self.view = MemoryView()
+        # a generating model's KV cache and its prefill's and decode's peaks (hidden otherwise)
+        self.llm = QLabel("")
+        self.llm.setTextFormat(Qt.TextFormat.PlainText)
+        self.llm.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.llm.setWordWrap(True)
+        self.llm.hide()
         row = QHBoxLayout()
         row.addWidget(self.measure_button)
         row.addWidget(self.cancel_button)
@@ -38,6 +46,7 @@ class MemoryDock(QWidget):
         layout = QVBoxLayout()  # set once filled (tests/test_widget_items.py)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(row)
+        layout.addWidget(self.llm)
         layout.addWidget(self.view, 1)
         self.setLayout(layout)
         self.model: str | None = None
@@ -55,6 +64,7 @@ class MemoryDock(QWidget):
             return
         self.model = info.path
         self.view.set_report(None)
+        self._show_llm(None)
         self.status.setText(f"{info.name}: Measure for its memory at the shapes shown")
 
     def measure(self) -> None:
@@ -64,9 +74,14 @@ class MemoryDock(QWidget):
             return
         inputs = self.wb.client.job_inputs()
         self.wb.recording.flush()
+        # a generating model: at the prompt and new tokens the Generation dock shows
+        panel = self.wb.window.generation
+        generating = genai_folder(load[0]) is not None
         request = MemoryRequest(load[0], self.wb.window.config_panel.config(),
                                 dict(inputs.shapes), dict(inputs.dims),
                                 session=str(self.wb.recording.path),
+                                prompt_len=panel.prompt_len.value() if generating else None,
+                                new_tokens=panel.new_tokens.value() if generating else None,
                                 **inputs.data_files())  # fmt: skip
         self.wb.pause_for(CONCERN, "paused: measuring memory")  # the probe gets the cores
         self.measure_button.setEnabled(False)
@@ -90,6 +105,7 @@ class MemoryDock(QWidget):
 
     def _done(self, report: dict[str, Any]) -> None:
         self.view.set_report(report)
+        self._show_llm(report)
         self._end(f"measured on {report.get('provider_used')}, resident memory in a process "
                   "of its own; the report is in the session")  # fmt: skip
 
@@ -98,3 +114,8 @@ class MemoryDock(QWidget):
         self.cancel_button.setEnabled(False)
         self.status.setText(text)
         self.wb.resume_after(CONCERN)
+
+    def _show_llm(self, report: dict[str, Any] | None) -> None:
+        lines = llm_lines(report)
+        self.llm.setText("\n".join(lines))
+        self.llm.setVisible(bool(lines))
