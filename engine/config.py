@@ -25,6 +25,7 @@ PROVIDERS: tuple[str, ...] = get_args(Provider)
 ENGINE_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
 DEFAULT_MIN_COSINE = 0.99
+DEFAULT_MIN_TOKEN_AGREEMENT = 0.90
 MAX_THREADS = 1024  # intra-op threads; more than the largest machines have
 
 
@@ -84,6 +85,9 @@ class RunConfig:
     # INT8 must keep cosine >= this against FP32 (worst output): the quantization settings
     # that suit the CPU are searched, and sensitive nodes kept in FP32, until it does
     min_cosine: float = DEFAULT_MIN_COSINE
+    # a generating model's weights (fp16, int8/int4-weights) must keep this share of FP32's
+    # next tokens, teacher-forced, and min_cosine on the worst position's logits
+    min_token_agreement: float = DEFAULT_MIN_TOKEN_AGREEMENT
 
     def __post_init__(self) -> None:
         if not isinstance(self.engine, str) or not ENGINE_NAME.fullmatch(self.engine):
@@ -106,6 +110,14 @@ class RunConfig:
             or not 0.0 < float(self.min_cosine) <= 1.0
         ):
             raise ConfigError(f"min cosine must be within (0, 1], got {self.min_cosine!r}")
+        if (
+            not isinstance(self.min_token_agreement, int | float)
+            or isinstance(self.min_token_agreement, bool)
+            or not 0.0 < float(self.min_token_agreement) <= 1.0
+        ):
+            raise ConfigError(
+                f"min token agreement must be within (0, 1], got {self.min_token_agreement!r}"
+            )
 
     def resolved(self) -> RunConfig:
         """The same config with defaults made explicit (threads as actually used)."""

@@ -249,7 +249,7 @@ def test_weight_only_int4_and_int8_are_checked_against_fp32(llm: Path, tmp_path:
                    check=True)  # fmt: skip
     data = json.loads(out.read_text())
     acc = data["accuracy"]
-    assert data["config"]["precision"] == "int4-weights" and acc["positions"] == 64
+    assert data["config"]["precision"] == "int4-weights" and acc["positions"] == 128
     assert acc["token_agreement"] >= 0.9 and acc["logit_cosine"]["min"] > 0.95
     assert "INT4 weights" in proc.stdout and "accuracy   vs FP32" in proc.stdout
     fp32 = opscope("generate", llm, "--prompt-len", "8", "--new-tokens", "2", "--duration",

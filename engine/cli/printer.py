@@ -14,7 +14,7 @@ import numpy as np
 from engine.backends.ort.variants import quantized_summary
 from engine.cli.results import RunResult
 from engine.events import Event, LatencyBatch, Notice, Progress, RunStarted
-from engine.measure.accuracy import describe_check
+from engine.measure.accuracy import check_target, describe_check
 from engine.measure.roofline import Roofs
 from engine.model.info import ModelInfo
 
@@ -236,7 +236,7 @@ def print_accuracy(a: Any, w: Callable[[str], object], target: float | None) -> 
         f"max abs err {a.max_abs_err:.4g}  mean abs err {a.mean_abs_err:.4g}{top1}\n"
     )
     judged = [c for c in a.checks if isinstance(c.get("worst"), int | float)]
-    failing = [c for c in judged if target is not None and c["worst"] < target]
+    failing = [c for c in judged if target is not None and c["worst"] < check_target(c, target)]
     shown = failing or ([a.worst] if a.worst and len(judged) > 1 else [])
     for c in shown:
         mark = "FAILS " if c in failing else "worst "

@@ -73,7 +73,14 @@ class AccuracyResult:
         return min(judged, key=lambda c: float(c["worst"])) if judged else None
 
     def meets(self, target: float) -> bool:
-        return bool(self.score >= target) and not self.nonfinite
+        """Every check at least its own target where it carries one (a generating model's
+        token agreement and logit cosine), the others at least `target`."""
+        if self.nonfinite:
+            return False
+        judged = [c for c in self.checks if _finite(c.get("worst"))]
+        if not any(_finite(c.get("target")) for c in judged):
+            return bool(self.score >= target)
+        return all(float(c["worst"]) >= check_target(c, target) for c in judged)
 
     def worst_text(self) -> str:
         """'output0 channels 4-83: cosine 0.0000 (sample 3 of 64)'."""
@@ -95,6 +102,12 @@ class AccuracyResult:
             "checks": self.checks,
             "data": self.data,
         }
+
+
+def check_target(c: dict[str, Any], target: float) -> float:
+    """The figure a check must reach: its own target when it has one, else `target`."""
+    own = c.get("target")
+    return float(own) if isinstance(own, int | float) and math.isfinite(own) else target
 
 
 def describe_check(c: dict[str, Any]) -> str:

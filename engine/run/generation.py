@@ -216,7 +216,7 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
     accuracy = None
     if precision != "fp32" and not interrupted:  # after the timing, never inside it
         yield Progress("accuracy", 0, None, f"{precision} against FP32, token by token")
-        accuracy = agreement(open_llm(original.folder, req.config), llm)
+        accuracy = agreement(open_llm(original.folder, req.config), llm, req.config)
     phases = None
     if req.profile and not interrupted:  # its own session: the timing never ran with it
         for item in profile_phases(str(folder), req.config, prompt, req.new_tokens):

@@ -90,7 +90,8 @@ class GenPrepared:
             return
         yield Progress("accuracy", 0, None, "comparing with the FP32 model, token by token")
         fp32 = open_llm(self.original, dataclasses.replace(self.config, precision="fp32"))
-        a = agreement(fp32, self.llm)
+        a = agreement(fp32, self.llm, self.config)
+        assert a.verdict is not None
         yield AccuracyResult(
             baseline="fp32",
             max_abs_err=float("nan"),
@@ -99,6 +100,9 @@ class GenPrepared:
             top1_agreement=a.token_agreement,
             samples=a.positions,
             per_output={"logits": {"cosine": a.cosine_mean, "top1_agreement": a.token_agreement}},
+            mean_cosine=a.cosine_mean,
+            checks=a.verdict.checks(a.positions, a.cosine_mean, a.perplexity_text()),
+            data=a.data,
         )
 
     def profile(self, runs: int, timed_mean_ms: float | None) -> Iterator[Event]:
