@@ -6,9 +6,10 @@ import argparse
 from typing import Any
 
 from engine.backends.genai import CAPABILITIES as GENAI
-from engine.cli.arg_types import float_in, int_in, nonneg_int, seconds
+from engine.cli.arg_types import float_in, int_in, nonneg_int, seconds, unit_interval
 from engine.cli.common import add_json_flag, add_seed_flag, add_session_flag
 from engine.cli.remote_cmd import add_host_flag
+from engine.config import DEFAULT_MIN_COSINE, DEFAULT_MIN_TOKEN_AGREEMENT
 
 SHORT = {"int8": "int8-weights", "int4": "int4-weights"}  # the weight-only precisions' short names
 
@@ -53,8 +54,20 @@ def add_generate_parser(sub: Any) -> None:
         "--precision", type=_precision, choices=GENAI.precisions, default="fp32",
         metavar="{" + ",".join(GENAI.precisions) + "}",
         help="fp16: weights, activations and KV cache (pays on a GPU); int8-weights, "
-        "int4-weights (or int8, int4): weight-only (MatMulNBits, blocks of 32); each checked "
-        "against FP32 token by token after the timing",
+        "int4-weights (or int8, int4): weight-only (MatMulNBits), the cheapest build (block "
+        "size, accuracy level, MatMuls kept at a higher precision) that meets the accuracy "
+        "target (--token-agreement, --min-cosine); each judged against FP32 token by token",
+    )  # fmt: skip
+    p.add_argument(
+        "--token-agreement", type=unit_interval, default=DEFAULT_MIN_TOKEN_AGREEMENT,
+        metavar="X",
+        help="weights other than FP32 keep FP32's next token at >= X of the positions, "
+        f"teacher-forced (default {DEFAULT_MIN_TOKEN_AGREEMENT:g})",
+    )  # fmt: skip
+    p.add_argument(
+        "--min-cosine", type=unit_interval, default=DEFAULT_MIN_COSINE, metavar="X",
+        help="... and logit cosine >= X against FP32 at the worst position (default "
+        f"{DEFAULT_MIN_COSINE:g}, the encoders' target too)",
     )  # fmt: skip
     p.add_argument("--fusion", choices=GENAI.fusions, default="all")
     p.add_argument(

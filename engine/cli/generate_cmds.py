@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from engine.backends.genai.generate import Sampling
 from engine.backends.genai.phases import Phase
@@ -13,7 +13,7 @@ from engine.cli.common import EXIT_INTERRUPTED, EXIT_OK, write_json
 from engine.cli.printer import LivePrinter
 from engine.config import PRECISION_LABELS, RunConfig
 from engine.errors import ConfigError
-from engine.events import Notice, Progress, drive
+from engine.events import Notice, Progress, VariantReady, drive
 from engine.measure.stats import LatencyStats
 from engine.run.generation import GenerateReport, GenerateRequest, run_generate
 from engine.run.jobs import run_job
@@ -29,6 +29,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         threads=args.threads,
         spinning=args.spinning == "on",
         provider=args.provider,
+        min_cosine=args.min_cosine,
+        min_token_agreement=args.token_agreement,
     )
     req = GenerateRequest(
         model_path=args.model,
@@ -48,17 +50,23 @@ def cmd_generate(args: argparse.Namespace) -> int:
     out = sys.stdout if args.json != "-" else sys.stderr
 
     lengths = _lengths(args.sweep_prompt) if args.sweep_prompt else None
+    weights: dict[str, Any] | None = None  # the weight search's, from the VariantReady
     try:
         with recording(args.session, model_path=args.model, kind="generate") as record:
 
             def show(item: object) -> None:
+                nonlocal weights
                 if isinstance(item, Progress | Notice):
                     printer.feed(item)
                 else:
+                    if isinstance(item, VariantReady):
+                        weights = item.details.get("weights")
                     record(item)  # type: ignore[arg-type]
 
             report: GenerateReport = drive(run_generate(req), show)
         _print(report, out)
+        if weights:
+            _print_weights(weights, out)
         swept = None
         if lengths and not report.interrupted:
 
@@ -81,11 +89,32 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.json:
         data = report.to_json()
         data["sweep"] = swept.to_json() if swept is not None else None
+        data["weights"] = weights  # the weight search (None: fp32, fp16)
         write_json(args.json, data)
     if report.interrupted:  # its figures above, then the news (the run: cancelled)
         print("opscope: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def _print_weights(w: dict[str, Any], out: TextIO) -> None:
+    """The weight search: what it chose, then each build's figures."""
+    cached = " (the choice cached)" if w.get("cached") else ""
+    out.write(f"weights    {w.get('summary', '')}{cached}\n")
+    for i, a in enumerate(w.get("attempts") or []):
+        s = a.get("settings") or {}
+        kept = [f"{len(s[k])} MatMul(s) in {k.split('_')[0].upper()}"
+                for k in ("int8_nodes", "fp32_nodes") if s.get(k)]  # fmt: skip
+        what = ", ".join([f"INT{s.get('bits')} blocks of {s.get('block_size')}",
+                          f"accuracy level {s.get('accuracy_level')}", *kept])  # fmt: skip
+        ppl = a.get("perplexity")
+        mark = "*" if i == w.get("chosen") else " "
+        out.write(
+            f"         {mark} {what}: {a['token_agreement']:.1%} token agreement, logit cosine "
+            f"min {a['cosine_min']:.4f}, {a['bytes'] / 1e6:.1f} MB"
+            + (f", perplexity {ppl:.3f}" if isinstance(ppl, int | float) else "")
+            + "\n"
+        )
 
 
 def _lengths(text: str) -> list[int]:
@@ -170,6 +199,12 @@ def _print(r: GenerateReport, out: TextIO) -> None:
             f"positions; logit cosine mean {a.cosine_mean:.5f}, min {a.cosine_min:.5f} "
             "(teacher-forced)\n"
         )
+        if a.verdict is not None:
+            out.write(f"verdict    {a.verdict.line()}\n")
+        if a.perplexity_text():
+            out.write(f"perplexity {a.perplexity_text().removeprefix('perplexity ')}\n")
+        if a.data:
+            out.write(f"data       {a.data}\n")
     if r.text is not None:
         sample = " ".join(r.text[0].split())[:160]
         out.write(f"output     {sample!r}\n")

@@ -9,7 +9,7 @@ from collections.abc import Generator
 from pathlib import Path
 
 from engine.backends.genai.model import LLMConfig, OpenedLLM, open_llm, read_config
-from engine.backends.genai.weights import llm_variant
+from engine.backends.genai.weight_choice import choose_weights
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import (
@@ -35,7 +35,7 @@ def open_variant(
     yield ModelLoaded(dataclasses.replace(info, path=str(original.folder)))
     if config.precision != "fp32":
         yield Progress("variant", 0, None, f"building the {config.precision} model")
-    folder, built = llm_variant(original, config.precision)
+    folder, built = yield from choose_weights(original, config)
     yield VariantReady(config.precision, str(folder), float(built.get("build_s", 0.0)),
                        bool(built.get("cached")), info.nodes, details=built)  # fmt: skip
     llm = open_llm(folder, config)
