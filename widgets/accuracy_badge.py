@@ -2,6 +2,10 @@
 
 Green when the cosine similarity meets the user's tolerance, amber within ten times the
 tolerance's gap to 1, red below; amber too when nothing could be compared (NaN cosine).
+A generating model's weights carry checks with targets of their own (token agreement and
+the worst position's logit cosine): green when both are met, red when the token agreement
+misses, amber when only the cosine does; the first line is the engine's verdict ("INT4: 55%
+token agreement, below the 90% target").
 """
 
 from __future__ import annotations
@@ -33,6 +37,34 @@ def grade(cosine: float, min_cosine: float) -> str:
         return "good"
     gap = 1.0 - min_cosine
     return "warn" if 1.0 - cosine <= 10.0 * gap else "bad"
+
+
+def own_targets(result: AccuracyResult) -> list[dict[str, Any]]:
+    """The checks that carry a target of their own (a generating model's weights)."""
+    return [c for c in result.checks if isinstance(c.get("target"), int | float)]
+
+
+def grade_checks(checks: list[dict[str, Any]]) -> str:
+    """ "good" when every check meets its own target; "bad" when a token agreement misses
+    (greedy output changes), else "warn" (only the logits' cosine misses)."""
+    missed = [c for c in checks if not float(c["worst"]) >= float(c["target"])]
+    if not missed:
+        return "good"
+    return "bad" if any(c["metric"] != "cosine" for c in missed) else "warn"
+
+
+def checks_line(checks: list[dict[str, Any]]) -> str:
+    """The engine's verdict when the checks carry it, else one said from the figures."""
+    said = next((str(c["verdict"]) for c in checks if c.get("verdict")), "")
+    if said:
+        return said
+    parts = []
+    for c in checks:
+        value = float(c["worst"])
+        figure = f"{value:.4f}" if c["metric"] == "cosine" else _pct(value)
+        verb = "meets" if value >= float(c["target"]) else "misses"
+        parts.append(f"{c['metric']} {figure} {verb} {float(c['target']):g}")
+    return "; ".join(parts)
 
 
 def _pct(value: float) -> str:
@@ -118,13 +150,20 @@ class AccuracyBadge(QLabel):
             self._restyle()
             return
         score = result.score
-        self._state = grade(score, self._min_cosine)
-        lines = [self._verdict(result, score)]
+        targeted = own_targets(result)
+        if targeted:  # a generating model's weights: each check has its own target
+            self._state = grade_checks(targeted)
+            lines = [checks_line(targeted)]
+        else:
+            self._state = grade(score, self._min_cosine)
+            lines = [self._verdict(result, score)]
         worst = result.worst
-        if worst is not None:
+        if worst is not None and not targeted:
             lines.append(f"worst: {_short(worst)}")
-        if result.top1_agreement is not None and not any(
-            c.get("metric") == "top-1 agreement" for c in result.checks
+        if (
+            result.top1_agreement is not None
+            and not targeted
+            and not any(c.get("metric") == "top-1 agreement" for c in result.checks)
         ):
             lines.append(f"top-1 {_pct(result.top1_agreement)}")
         if getattr(result, "nonfinite", 0):
@@ -152,8 +191,14 @@ class AccuracyBadge(QLabel):
         if math.isnan(r.cosine):
             verdict = "no comparable outputs"
         top1 = "n/a (no class scores)" if r.top1_agreement is None else _pct(r.top1_agreement)
+        targeted = own_targets(r)
+        judged = (
+            checks_line(targeted)
+            if targeted
+            else f"{r.score:.6f} (target ≥ {self._min_cosine:g} on every check)"
+        )
         rows = [
-            ("judged", f"{r.score:.6f} (target ≥ {self._min_cosine:g} on every check)"),
+            ("judged", judged),
             (
                 "worst sample's cosine",
                 f"{r.cosine:.8f}"

@@ -1,0 +1,43 @@
+"""The window's Accuracy badge on a generating model's weights: each check judged at its own
+target, the engine's verdict as its first line (issue #51, item 2)."""
+
+from __future__ import annotations
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from engine.api import AccuracyResult
+from widgets.accuracy_badge import AccuracyBadge
+
+
+def _result(agree: float, cos: float) -> AccuracyResult:
+    from engine.backends.genai.weight_target import Verdict, WeightTarget
+
+    v = Verdict("INT4", agree, cos, WeightTarget(0.90, 0.98))
+    return AccuracyResult("fp32", float("nan"), float("nan"), cos, agree, 128,
+                          checks=v.checks(128, 0.99, "perplexity 50.3 (FP32 38.9)"),
+                          data="8 texts of resources/eval_texts.txt")  # fmt: skip
+
+
+@pytest.fixture
+def badge(qtbot: QtBot) -> AccuracyBadge:
+    widget = AccuracyBadge()
+    qtbot.addWidget(widget)
+    widget.set_tolerance(0.99)  # the encoders' min cosine: not what judges these checks
+    return widget
+
+
+def test_a_missed_token_agreement_is_red_and_says_the_target(badge: AccuracyBadge) -> None:
+    badge.set_result(_result(0.55, 0.951))
+    first = badge.text().splitlines()[0]
+    assert first.startswith("INT4: 55% token agreement, below the 90% target")
+    assert badge.state == "bad" and "on 8 texts" in badge.text()
+    assert "below the 90% target" in badge.toolTip()
+
+
+def test_met_targets_are_green_though_below_the_encoders_cosine(badge: AccuracyBadge) -> None:
+    badge.set_result(_result(0.953, 0.985))  # 0.985 < 0.99, yet its own target is 0.98
+    assert badge.state == "good"
+    assert badge.text().startswith("INT4 meets the target: 95% token agreement (>= 90%)")
+    badge.set_result(_result(0.95, 0.97))  # only the cosine misses: amber
+    assert badge.state == "warn" and "logit cosine min 0.9700, below the 0.98" in badge.text()
