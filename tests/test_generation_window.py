@@ -96,9 +96,12 @@ def test_generation_series_figures_from_raw_generations() -> None:
     assert series.latest_stats()["count"] == 1
 
 
-def test_log_ticks_are_1_2_5_values() -> None:
-    major, _ = log_ticks(math.log10(20), math.log10(5000))
+def test_log_ticks_are_1_2_5_values_or_decades_on_a_short_axis() -> None:
+    major, _ = log_ticks(math.log10(20), math.log10(5000), size_px=300)
     assert [round(10**v) for v in major] == [20, 50, 100, 200, 500, 1000, 2000, 5000]
+    major, minor = log_ticks(math.log10(20), math.log10(5000), size_px=80)  # a short plot
+    assert [round(10**v) for v in major] == [100, 1000]  # decades: labels that fit
+    assert [round(10**v) for v in minor] == [20, 50, 200, 500, 2000, 5000]
 
 
 # ------------------------------------------------------------------------------ the window

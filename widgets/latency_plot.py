@@ -281,6 +281,13 @@ class LatencyPlot(QWidget):
         self._above.setMinimumSize(self.titles[0].boundingRect().width() + 70, 14)
         self.titles[1].setText("tokens/s, each generation" if on else "samples/s")
         self.throughput_curve.setSymbol("o" if on else None)
+        # the end to end's percentiles dashed beside three series of points (the p90's
+        # amber beside TTFT's orange read as one more series)
+        style = Qt.PenStyle.DashLine if on else Qt.PenStyle.SolidLine
+        for key, color in (("p50", theme.P50), ("p90", theme.P90), ("p99", theme.P99)):
+            pen = pg.mkPen(color, width=1, style=style)
+            self.lines.set_pen(key, pen)
+            self._legend_items[key].setPen(pen)
         theme.make_steady(self.stats_label, GENERATION_TEMPLATE if on else _STATS_TEMPLATE)
         if not on:  # an encoder's bins again; the generations' lines go
             self.throughput_curve.setData([], [], connect="all")

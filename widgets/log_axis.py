@@ -3,8 +3,9 @@
 A generating model's time to first token, time per output token and end-to-end time
 differ by one or two orders of magnitude (67 ms, 514 ms, 2.7 s for a 135 M model): on a
 linear axis the time per token is a flat line on the floor. The plot hands log10(ms) to
-its items; this axis ticks them at 1, 2, 5, 10, 20, 50 ... and labels them in ms
-('5,000', not pyqtgraph's '5e+03'). With `log` off it is pyqtgraph's own axis."""
+its items; this axis ticks them at 1, 2, 5, 10, 20, 50 ... (at the decades on a short
+axis) and labels them in ms ('5,000', not pyqtgraph's '5e+03'). With `log` off it is
+pyqtgraph's own axis."""
 
 from __future__ import annotations
 
@@ -17,12 +18,13 @@ import pyqtgraph as pg
 from widgets.numbers import figure
 
 _STEPS = (1.0, 2.0, 5.0)
+MIN_TICK_PX = 18  # labelled ticks closer than this on the axis run into each other
 
 
-def log_ticks(lo: float, hi: float) -> tuple[list[float], list[float]]:
-    """(major, minor) tick positions in log10 units within [lo, hi] (log10 values): the
-    1-2-5 values as major ticks, or only the decades with their 2 and 5 as minor ones when
-    the range spans more than four decades."""
+def log_ticks(lo: float, hi: float, size_px: float = 1e9) -> tuple[list[float], list[float]]:
+    """(major, minor) tick positions in log10 units within [lo, hi] (log10 values) on an
+    axis `size_px` long: the 1-2-5 values where a decade has room for three labels, else
+    the decades (every other one when even those crowd), with the 2 and 5 as minor ticks."""
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
         return [], []
     values = [
@@ -30,9 +32,11 @@ def log_ticks(lo: float, hi: float) -> tuple[list[float], list[float]]:
     ]
     logs = [math.log10(v) for v in values]
     inside = [x for x in logs if lo - 1e-9 <= x <= hi + 1e-9]
-    if hi - lo <= 4.0:
+    per_decade = size_px / (hi - lo)
+    if per_decade >= 3 * MIN_TICK_PX:
         return inside, []
-    major = [x for x in inside if abs(x - round(x)) < 1e-9]
+    every = 1 if per_decade >= MIN_TICK_PX else 2
+    major = [x for x in inside if abs(x - round(x)) < 1e-9 and round(x) % every == 0]
     return major, [x for x in inside if x not in major]
 
 
@@ -51,7 +55,7 @@ class LatencyAxis(pg.AxisItem):
     def tickValues(self, minVal: float, maxVal: float, size: float) -> Any:
         if not self.log:
             return super().tickValues(minVal, maxVal, size)
-        major, minor = log_ticks(minVal, maxVal)
+        major, minor = log_ticks(minVal, maxVal, size)
         return [(1.0, major), (0.5, minor)]
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
