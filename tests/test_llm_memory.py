@@ -29,14 +29,22 @@ PROMPT, NEW, BATCH = 16, 8, 2
 
 
 @pytest.fixture(scope="module")
-def report(llm: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """`opscope memory FOLDER --json` on the demo LLM, once for the module."""
+def measured(llm: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    """`opscope memory FOLDER --json --session` on the demo LLM, once for the module: the
+    JSON's report and the session file."""
     out = tmp_path_factory.mktemp("llm-memory") / "memory.json"
+    session = out.with_suffix(".opscope")
     argv = ["memory", str(llm), "--batch", str(BATCH), "--prompt-len", str(PROMPT),
-            "--new-tokens", str(NEW), "--threads", "1", "--json", str(out)]  # fmt: skip
+            "--new-tokens", str(NEW), "--threads", "1", "--json", str(out),
+            "--session", str(session)]  # fmt: skip
     assert main(argv) == 0
     memory: dict[str, Any] = json.loads(out.read_text())["memory"]
-    return memory
+    return memory, session
+
+
+@pytest.fixture(scope="module")
+def report(measured: tuple[dict[str, Any], Path]) -> dict[str, Any]:
+    return measured[0]
 
 
 def _decoder(llm: Path) -> dict[str, Any]:
@@ -81,6 +89,23 @@ def test_weights_and_the_prefill_and_decode_peaks_measured(
     assert report["activations"]["as_run"]["peak_bytes"] == prefill["activation_peak_bytes"]
     assert report["inputs"] == {"input_ids": [BATCH, PROMPT]}
     checked_report(report)  # a session file takes it as every memory report
+
+
+def test_the_session_keeps_the_kv_cache_and_the_report_shows_it(
+    measured: tuple[dict[str, Any], Path],
+) -> None:
+    from engine.analysis.memory_report import memory_section
+    from engine.session.store import open_session_file
+
+    with open_session_file(measured[1]) as reader:
+        (row,) = reader.memory()
+    kept = row.report["llm"]
+    assert kept["kv_cache"]["bytes_per_token"] == 2048 and kept["context_length"] == 2048
+    assert kept["kv_cache"]["by_batch"][1]["full_context"] == BATCH * 2048 * 2048
+    assert kept["phases"]["prefill"]["tokens"] == PROMPT
+    html = memory_section([row])
+    assert "KV cache (batch 1)" in html
+    assert "2.0 KB/token; 49.2 KB at 24 tokens; 4.2 MB at 2,048 (full context)" in html
 
 
 def test_the_report_in_words(report: dict[str, Any]) -> None:

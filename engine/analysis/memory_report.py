@@ -35,7 +35,14 @@ def memory_section(rows: Sequence[MemoryRow]) -> str:
     )
     head = ["#", "model", "config", "weights", "peak as run", "peak as loaded", "session holds",
             "estimate / held", "load"]  # fmt: skip
-    body = table(head, [_row(r) for r in rows], right={0, 3, 4, 5, 6, 7})
+    if any(r.report.get("llm") for r in rows):  # a generating model's: its KV cache
+        head.append("KV cache (batch 1)")
+        intro += (
+            "<p>For a generating model, the peak as run is its prefill's (the prompt in one "
+            "pass) and the KV cache is counted apart: per token of one sequence, at the run's "
+            "prompt + new tokens and at the model's full context.</p>"
+        )
+    body = table(head, [_row(r)[: len(head)] for r in rows], right={0, 3, 4, 5, 6, 7})
     charts = "".join(_chart(r) for r in rows[-CHARTS:] if _live(r) is not None)
     return section("memory", "Memory", intro + body + charts)
 
@@ -71,7 +78,24 @@ def _row(r: MemoryRow) -> list[object]:
         "-" if ratio is None else f"{ratio:.0%}",
         f"read {num(load.get('read_s'), 3)} s, session {num(session, 3)} s"
         + (f"; {copied}" if (copied := device_copy_text(load.get("weights_to_device"))) else ""),
+        _kv(rep.get("llm")),
     ]
+
+
+def _kv(llm: dict[str, Any] | None) -> str:
+    """A generating model's KV cache for one sequence: per token, at the run's length and
+    at full context ("-" for another model)."""
+    if not llm:
+        return "-"
+    kv = llm["kv_cache"]
+    one = next((r for r in kv["by_batch"] if r["batch"] == 1), None)
+    if one is None:
+        return "-"
+    return (
+        f"{size_text(one['per_token'])}/token; {size_text(one['per_sequence'])} at "
+        f"{kv['run_tokens']:,} tokens; {size_text(one['full_context'])} at "
+        f"{llm['context_length']:,} (full context)"
+    )
 
 
 def _chart(r: MemoryRow) -> str:

@@ -161,14 +161,16 @@ def print_llm(llm: dict[str, Any], w: Any) -> None:
         w(f"           batch {row['batch']}: {size_text(row['per_token'])} per token, "
           f"{size_text(row['per_sequence'])} at {run} tokens, "
           f"{size_text(row['full_context'])} at full context ({context})\n")  # fmt: skip
-    for name, p in llm["phases"].items():
-        tokens = f"{p['tokens']:,} token{'s' if p['tokens'] != 1 else ''} x batch {p['batch']}"
+    for name, p in llm["phases"].items():  # (a session's copy keeps fewer fields)
+        tokens = f"{p['tokens']:,} token{'s' if p['tokens'] != 1 else ''}" + (
+            f" x batch {p['batch']}" if p.get("batch") else "")  # fmt: skip
         peak = p.get("activation_peak_bytes")
-        acts = f"activation peak {size_text(peak)} at {p['at_node']}" if peak else (
-            "activation peak unknown")  # fmt: skip
+        at = f" at {p['at_node']}" if p.get("at_node") else ""
+        acts = f"activation peak {size_text(peak)}{at}" if peak else "activation peak unknown"
         grew = p.get("rss_growth_bytes")
         top = p.get("rss_peak_growth_bytes")
         rss = "" if grew is None else f"; resident +{size_text(max(grew, 0))}" + (
             f" (peak +{size_text(max(top, 0))})" if top is not None else "")  # fmt: skip
         w(f"{name:<10} {tokens}: {acts}{rss}\n")
-    w(f"           ({llm['measured_by']})\n")
+    if llm.get("measured_by"):
+        w(f"           ({llm['measured_by']})\n")

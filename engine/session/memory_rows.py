@@ -107,6 +107,50 @@ def checked_report(raw: dict[str, Any]) -> dict[str, Any]:
             "variant_cached": bool(load.get("variant_cached")),
             "weights_to_device": _copy(load.get("weights_to_device")),
         },
+        "llm": _llm(raw.get("llm")),
+    }
+
+
+def _llm(raw: object) -> dict[str, Any] | None:
+    """A generating model's KV cache and phases (engine/run/llm_memory.py), or None."""
+    if raw is None:
+        return None
+    what = "llm"
+    llm, kv = _obj(raw, what), _obj(_obj(raw, what).get("kv_cache"), f"{what}.kv_cache")
+    tokens = {k: int(_num(llm.get(k), f"{what}.{k}", 2**31)) for k in
+              ("prompt_len", "new_tokens", "context_length")}  # fmt: skip
+    rows = [
+        {k: _num(_obj(r, f"{what}.kv_cache.by_batch").get(k), f"{what}.kv_cache.{k}", BYTES)
+         for k in ("batch", "per_token", "per_sequence", "full_context")}
+        for r in _list(kv.get("by_batch"), f"{what}.kv_cache.by_batch", 16)
+    ]  # fmt: skip
+    phases = {
+        _text(name, f"{what}.phases", 16): {
+            "tokens": _num(_obj(p, name).get("tokens"), f"{what}.{name}.tokens", 2**31),
+            "activation_peak_bytes": _num(
+                _obj(p, name).get("activation_peak_bytes"),
+                f"{what}.{name}.peak",
+                BYTES,
+                optional=True,
+            ),
+            "rss_growth_bytes": _num(
+                _obj(p, name).get("rss_growth_bytes"),
+                f"{what}.{name}.rss",
+                BYTES,
+                lo=-BYTES,
+                optional=True,
+            ),
+        }
+        for name, p in list(_obj(llm.get("phases", {}), f"{what}.phases").items())[:4]
+    }
+    return tokens | {
+        "kv_cache": {
+            "dtype": _text(kv.get("dtype"), f"{what}.kv_cache.dtype", 32, optional=True),
+            "bytes_per_token": _num(kv.get("bytes_per_token"), f"{what}.kv_cache", BYTES),
+            "run_tokens": int(_num(kv.get("run_tokens"), f"{what}.kv_cache.run", 2**31)),
+            "by_batch": rows,
+        },
+        "phases": phases,
     }
 
 

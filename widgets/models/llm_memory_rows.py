@@ -34,9 +34,11 @@ def llm_lines(report: dict[str, Any] | None) -> list[str]:
         )
     for name, p in llm["phases"].items():
         peak = p.get("activation_peak_bytes")
-        acts = f"activations {size_text(peak)} at {p['at_node']}" if peak else "activations ?"
+        at = f" at {p['at_node']}" if p.get("at_node") else ""
+        acts = f"activations {size_text(peak)}{at}" if peak else "activations ?"
         grew = p.get("rss_growth_bytes")
         rss = "" if grew is None else f", resident +{size_text(max(grew, 0))}"
         tokens = f"{p['tokens']:,} token{'s' if p['tokens'] != 1 else ''}"
-        lines.append(f"{name.capitalize()} ({tokens} x batch {p['batch']}): {acts}{rss}")
+        batch = f" x batch {p['batch']}" if p.get("batch") else ""
+        lines.append(f"{name.capitalize()} ({tokens}{batch}): {acts}{rss}")
     return lines
