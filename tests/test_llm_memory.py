@@ -145,6 +145,37 @@ def test_the_memory_dock_shows_the_llm_rows(report: dict[str, Any], qtbot: Any) 
     assert wb.resumed == "memory"
 
 
+def test_the_memory_dock_asks_at_the_generation_docks_lengths(llm: Path, qtbot: Any) -> None:
+    pytest.importorskip("PySide6")
+    from types import SimpleNamespace
+
+    from app.model.memory_dock import MemoryDock
+    from engine.api import JobInputs, RunConfig
+
+    started: list[Any] = []
+    panel = SimpleNamespace(prompt_len=SimpleNamespace(value=lambda: 48),
+                            new_tokens=SimpleNamespace(value=lambda: 12))  # fmt: skip
+    config = RunConfig(engine="genai", batch=3)
+    wb = SimpleNamespace(
+        client=SimpleNamespace(last_load=(str(llm), {}, None), job_inputs=JobInputs),
+        recording=SimpleNamespace(flush=lambda: None, path="s.opscope"),
+        window=SimpleNamespace(config_panel=SimpleNamespace(config=lambda: config),
+                               generation=panel),
+        jobs=SimpleNamespace(busy=lambda concern: False,
+                             start=lambda concern, request, **_: started.append(request)),
+        pause_for=lambda concern, why: None,
+    )  # fmt: skip
+    dock = MemoryDock(wb)
+    qtbot.addWidget(dock)
+    dock.measure()
+    (req,) = started
+    assert (req.model_path, req.prompt_len, req.new_tokens) == (str(llm), 48, 12)
+    assert req.config.batch == 3
+    wb.client.last_load = (str(llm / "model.onnx"), {}, None)  # an ONNX model: no lengths
+    dock.measure()
+    assert (started[1].prompt_len, started[1].new_tokens) == (None, None)
+
+
 def _matmul_nbits(bits: int) -> onnx.ModelProto:
     """A MatMul of a [64, 32] weight as ONNX Runtime's quantizer writes it: packed uint8
     blocks of 32, a scale per block, and a float bias beside it."""
