@@ -41,3 +41,34 @@ def test_met_targets_are_green_though_below_the_encoders_cosine(badge: AccuracyB
     assert badge.text().startswith("INT4 meets the target: 95% token agreement (>= 90%)")
     badge.set_result(_result(0.95, 0.97))  # only the cosine misses: amber
     assert badge.state == "warn" and "logit cosine min 0.9700, below the 0.98" in badge.text()
+
+
+def test_the_configuration_sets_the_token_agreement_and_rebuilds_llm_weights(
+    qtbot: QtBot,
+) -> None:
+    from app.live.config_panel import ConfigPanel
+    from engine.api import RunConfig
+
+    panel = ConfigPanel(["cpu"])
+    qtbot.addWidget(panel)
+    panel.set_model_kind("/models/demo_llm/genai_config.json")
+    panel.set_config(RunConfig(engine="genai", precision="int4-weights"))
+    with qtbot.waitSignal(panel.config_changed, timeout=2000) as changed:
+        panel.set_min_token_agreement(0.8)  # weights searched for it: a rebuild
+    assert changed.args[0].min_token_agreement == 0.8
+    with qtbot.waitSignal(panel.config_changed, timeout=2000) as changed:
+        panel.set_min_cosine(0.95)
+    assert (changed.args[0].min_cosine, changed.args[0].min_token_agreement) == (0.95, 0.8)
+    panel.set_config(RunConfig(engine="genai", precision="fp32"))
+    with qtbot.assertNotEmitted(panel.config_changed, wait=300):
+        panel.set_min_token_agreement(0.7)  # carried, nothing to rebuild
+    assert panel.config().min_token_agreement == 0.7
+
+
+def test_a_new_model_keeps_the_token_agreement_target() -> None:
+    from app.live.model_switch import config_for_new_model
+    from engine.api import RunConfig
+
+    current = RunConfig(engine="genai", precision="int4-weights", min_token_agreement=0.8)
+    config, _ = config_for_new_model(current, False, "/models/other.onnx")
+    assert config.precision == "fp32" and config.min_token_agreement == 0.8

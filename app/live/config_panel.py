@@ -58,6 +58,7 @@ class ConfigPanel(QWidget):
         super().__init__(parent)
         self._config = RunConfig()
         self._min_cosine = self._config.min_cosine
+        self._min_token_agreement = self._config.min_token_agreement
         self._debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
         self._debounce.timeout.connect(self._emit)
 
@@ -153,12 +154,14 @@ class ConfigPanel(QWidget):
             threads=self.threads.value(),
             spinning=self.spinning.isChecked(),
             min_cosine=self._min_cosine,
+            min_token_agreement=self._min_token_agreement,
         )
 
     def set_config(self, config: RunConfig) -> None:
         """Show `config` without emitting a change."""
         self._config = config
         self._min_cosine = config.min_cosine
+        self._min_token_agreement = config.min_token_agreement
         widgets = (
             self.engine,
             self.provider,
@@ -280,10 +283,19 @@ class ConfigPanel(QWidget):
         """The accuracy INT8 must keep (the window's Min cosine box): a change rebuilds
         an INT8 config to meet it; other precisions just carry it."""
         self._min_cosine = float(value)
-        if self._config.precision.startswith("int8"):
+        if self._config.precision.startswith("int8") or _weights(self._config):
             self._changed()  # rebuilt to meet it (a no-op when it did not change)
         else:
             self._config = dataclasses.replace(self._config, min_cosine=self._min_cosine)
+
+    def set_min_token_agreement(self, value: float) -> None:
+        """The share of FP32's next tokens a generating model's weights must keep (the
+        window's Min token agreement box): a change rebuilds int8/int4 weights to meet it."""
+        self._min_token_agreement = float(value)
+        if _weights(self._config):
+            self._changed()
+        else:
+            self._config = dataclasses.replace(self._config, min_token_agreement=float(value))
 
     def _changed(self) -> None:
         self._debounce.start()
@@ -314,3 +326,8 @@ def _items(combo: QComboBox) -> QStandardItemModel:
     model = combo.model()
     assert isinstance(model, QStandardItemModel)  # what QComboBox makes for itself
     return model
+
+
+def _weights(config: RunConfig) -> bool:
+    """A generating model's weight-only precision: searched to meet the accuracy target."""
+    return config.precision.endswith("-weights")

@@ -12,9 +12,13 @@ from engine.api import RunConfig, backends
 
 def config_for_new_model(current: RunConfig, carry: bool, path: str) -> tuple[RunConfig, str]:
     """The config to load `path` with, and what to tell the user ('' when nothing to say).
-    The accuracy target (the window's Min cosine) always stays; the engine moves to one
-    that opens the file when the current one cannot."""
-    default = dataclasses.replace(RunConfig(), min_cosine=current.min_cosine)
+    The accuracy targets (the window's Min cosine and Min token agreement) always stay; the
+    engine moves to one that opens the file when the current one cannot."""
+    default = dataclasses.replace(
+        RunConfig(),
+        min_cosine=current.min_cosine,
+        min_token_agreement=current.min_token_agreement,
+    )
     config = current if carry else default
     if not backends.get(config.engine).opens(path):
         runs = next((b for b in backends.all_backends() if b.opens(path)), None)

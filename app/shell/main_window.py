@@ -36,6 +36,7 @@ from engine.api import (
     DEFAULT_MIN_COSINE,
     ModelInfo,
     OpProfile,
+    RunConfig,
     VariantReady,
     backends,
     quantized_summary,
@@ -106,6 +107,19 @@ class MainWindow(QMainWindow):
         self.tolerance.valueChanged.connect(self._tolerance_changed)
         self.accuracy.set_tolerance(self.tolerance.value())
         self.config_panel.set_min_cosine(self.tolerance.value())
+        default_agreement = RunConfig().min_token_agreement
+        self.token_agreement = QDoubleSpinBox(decimals=3, minimum=0.5, maximum=1.0, singleStep=0.01)
+        self.token_agreement.setValue(
+            float(str(self.settings.value("accuracy/min_token_agreement", default_agreement)))
+        )
+        self.token_agreement.setToolTip(
+            "A generating model's weights (INT8, INT4, FP16) keep FP32's next token at least "
+            "this share of the positions, teacher-forced, and Min cosine on the worst "
+            "position's logits. INT8 and INT4 weights are built to meet both: block size, "
+            "accuracy level, then MatMuls kept at a higher precision."
+        )
+        self.token_agreement.valueChanged.connect(self._token_agreement_changed)
+        self.config_panel.set_min_token_agreement(self.token_agreement.value())
         self.latency.set_stepped_follow(bool(self.settings.value(STEPPED_KEY, True, type=bool)))
         self.model_label = QLabel("–")
         self.model_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -124,6 +138,7 @@ class MainWindow(QMainWindow):
         acc_form = QFormLayout()
         acc_form.addRow("Accuracy", self.accuracy)
         acc_form.addRow("Min cosine", self.tolerance)
+        acc_form.addRow("Min token agreement", self.token_agreement)
         side_layout.addLayout(acc_form)
         side_layout.addStretch(1)
         side.setLayout(side_layout)
@@ -432,6 +447,10 @@ class MainWindow(QMainWindow):
         self.accuracy.set_tolerance(value)
         self.config_panel.set_min_cosine(value)
         self.settings.setValue("accuracy/min_cosine", value)
+
+    def _token_agreement_changed(self, value: float) -> None:
+        self.config_panel.set_min_token_agreement(value)
+        self.settings.setValue("accuracy/min_token_agreement", value)
 
     def restore_layout(self) -> None:
         """The saved geometry and dock layout, once every dock exists (the workbench calls
