@@ -32,6 +32,13 @@ GENERATION_TEMPLATE = (  # the longest header text: its label's fixed size
     "TTFT p50 8,888 p90 8,888 p99 8,888 ms · TPOT p50 888.8 p90 888.8 p99 888.8 ms\n"
     "over the last 200 generations (88.8 min) of 88,888 since the config change"
 )
+GENERATION_TIP = (
+    "Over the running config's last generations (the third line says how many, over how "
+    "long), from each generation's own values: end to end (the dashed lines on the plot), "
+    "TTFT (time to first token: the prompt's prefill), TPOT (a generation's mean time per "
+    "output token after the first), and tokens/s (the generations' tokens over their "
+    "summed end-to-end time). The Runs table's are over whole runs."
+)
 _NICE = (1.0, 2.0, 5.0)
 _EMPTY = np.zeros(0)
 Dots = tuple[FloatArray, FloatArray]

@@ -34,6 +34,7 @@ from widgets import theme
 from widgets.corner_title import corner_title, title_font
 from widgets.generation_layer import (
     GENERATION_TEMPLATE,
+    GENERATION_TIP,
     NAMES,
     TPOT_COLOR,
     TTFT_COLOR,
@@ -78,11 +79,15 @@ class _TimedView(pg.GraphicsLayoutWidget):
         self.last_paint_s = time.thread_time() - start
 
 
-_LABEL_LEVELS = (0.97, 0.86, 0.75)
+_LABEL_LEVELS = (0.97, 0.86, 0.75)  # marker label heights, staggered when markers crowd
 _STATS_TEMPLATE = (  # the longest header text: its label's fixed size
     "p50 888.8 ms · 88,888 samples/s · p90 888.8 ms · p99 888.8 ms\n"
     "over the last 8,888 inferences (88.8 min) of 888,888,888 since the config change"
-)  # marker label heights, staggered when markers crowd
+)
+_STATS_TIP = (
+    "p50/p90/p99 and samples/s over the running config's last inferences (the line "
+    "below says how many, over how long); the Runs table's are over whole runs"
+)
 
 
 @dataclass
@@ -216,10 +221,7 @@ class LatencyPlot(QWidget):
         self._glw.scene().sigMouseClicked.connect(self._on_click)
 
         self.stats_label = theme.make_steady(QLabel("no samples yet"), _STATS_TEMPLATE)
-        self.stats_label.setToolTip(
-            "p50/p90/p99 and samples/s over the running config's last inferences (the line "
-            "below says how many, over how long); the Runs table's are over whole runs"
-        )
+        self.stats_label.setToolTip(_STATS_TIP)
         self._stats_at = 0.0  # monotonic time of the last stats text
         follow_button = QToolButton()
         follow_button.setDefaultAction(self.follow_action)
@@ -289,6 +291,7 @@ class LatencyPlot(QWidget):
             self.lines.set_pen(key, pen)
             self._legend_items[key].setPen(pen)
         theme.make_steady(self.stats_label, GENERATION_TEMPLATE if on else _STATS_TEMPLATE)
+        self.stats_label.setToolTip(GENERATION_TIP if on else _STATS_TIP)
         if not on:  # an encoder's bins again; the generations' lines go
             self.throughput_curve.setData([], [], connect="all")
             for name in ("ttft", "tpot"):
