@@ -75,6 +75,7 @@ from engine.model.dims import MAX_DIM, SymbolicDim, describe_inputs, editable_di
 from engine.model.eval_data import check_data_file
 from engine.model.graph_view import Tensor
 from engine.model.info import ModelInfo
+from engine.model.llm_sources import source_kind
 from engine.model.model_explorer import export_overlay
 from engine.model.realistic_inputs import check_tokenizer
 from engine.model.sizes import device_copy_text, size_text
@@ -271,6 +272,7 @@ __all__ = [
     "run_table",
     "separated",
     "size_text",
+    "source_kind",
     "summarize",
     "sweep_result_of",
     "throughput",

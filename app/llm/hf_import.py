@@ -1,7 +1,9 @@
 """File > Import Hugging Face Model…: a model folder built into a genai folder by
 onnxruntime-genai's builder (engine/backends/genai/hf_import.py) as a job in the engine host
 (app/host/job_runner.py), with a progress dialog that cancels it (the builder process is
-killed, nothing is left behind), then opened like any model."""
+killed, nothing is left behind), then opened like any model. A GGUF file or a Hugging Face
+folder opened directly (File > Open, `opscope MODEL`, a recent file) is imported the same
+way into OpScope's cache, and reused from there the next time."""
 
 from __future__ import annotations
 
@@ -84,8 +86,19 @@ def import_interactively(parent: QWidget, runner: Any, open_model: object) -> Im
         return None
     out = free_folder(Path(folder))
     job = ImportJob(runner, folder, str(out), precision, parent)
-    dialog = QProgressDialog(f"Building {out.name}…", "Cancel", 0, 0, parent)
-    dialog.setWindowTitle("Import Hugging Face Model")
+    return _run_with_dialog(parent, job, f"Building {out.name}…", open_model)
+
+
+def import_and_open(parent: QWidget, runner: Any, source: str, open_model: object) -> ImportJob:
+    """A GGUF file or Hugging Face folder opened directly: imported at fp32 into the cache
+    (reused when it was imported before) under a progress dialog, then opened."""
+    job = ImportJob(runner, source, "", "fp32", parent)
+    return _run_with_dialog(parent, job, f"Importing {Path(source).name}…", open_model)
+
+
+def _run_with_dialog(parent: QWidget, job: ImportJob, label: str, open_model: object) -> ImportJob:
+    dialog = QProgressDialog(label, "Cancel", 0, 0, parent)
+    dialog.setWindowTitle("Import Language Model")
     dialog.setWindowModality(Qt.WindowModality.WindowModal)
     dialog.setMinimumDuration(0)
     dialog.canceled.connect(job.cancel)

@@ -48,7 +48,12 @@ class Workbench(Protocol):
     def quit(self) -> None: ...
 
 
-MODEL_FILTER = backends.file_filter()
+# a GGUF file is imported into a genai folder when opened (app/llm/hf_import.py)
+_KINDS = backends.file_filter().split(";;")
+MODEL_FILTER = ";;".join(
+    [_KINDS[0].replace(")", " *.gguf)", 1), *_KINDS[1:-1], "GGUF language models (*.gguf)",
+     _KINDS[-1]]
+)  # fmt: skip
 SESSION_FILTER = "OpScope sessions (*.opscope);;All files (*)"
 COMPACT_KEEP_PASSES = 4  # raw op rows of the last two minutes of live profiling per run
 

@@ -23,7 +23,7 @@ from app.shell.main_window import SESSION_SUFFIXES, MainWindow, add_recent
 from app.shell.pause_holds import PauseHolds
 from app.traffic.traffic_controller import TrafficController
 from app.tune.tune_controller import TuneController
-from engine.api import OpScopeError, Target, cpu_name, gpu_facts, provider_label
+from engine.api import OpScopeError, Target, cpu_name, gpu_facts, provider_label, source_kind
 from widgets.models.latency_series import window_text
 from widgets.numbers import figure
 
@@ -122,8 +122,16 @@ class Workbench(QObject, PauseHolds):
             self.open_model(path)
 
     def open_model(self, path: str) -> None:
-        self.controller.open_model(str(path), **self.inputs.for_new_model(str(path)))
         self.menus.set_recent(add_recent(self.window.settings, str(Path(path).resolve())))
+        if source_kind(path) is not None:  # a GGUF file or Hugging Face folder: import first
+            from app.llm.hf_import import import_and_open
+
+            import_and_open(self.window, self.jobs, str(path), self._open_imported)
+            return
+        self._open_imported(str(path))
+
+    def _open_imported(self, path: str) -> None:
+        self.controller.open_model(str(path), **self.inputs.for_new_model(str(path)))
 
     def open_session(self, path: str) -> None:
         from app.sessions.session_window import SessionWindow

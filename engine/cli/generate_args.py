@@ -120,11 +120,16 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 def add_import_parser(sub: Any) -> None:
     p = sub.add_parser(
         "import-hf",
-        help="build a genai-format folder from a Hugging Face model folder (offline, with "
-        "onnxruntime-genai's builder; needs the hf extra: torch and transformers)",
+        help="build a genai-format folder from a Hugging Face model folder or a GGUF file "
+        "(offline, with onnxruntime-genai's builder; a GGUF file is unpacked by transformers' "
+        "GGUF loader first; needs the hf extra: torch, transformers, gguf)",
     )
-    p.add_argument("source", metavar="HF_FOLDER", help="config.json and *.safetensors weights")
-    p.add_argument("output", metavar="OUT_FOLDER", help="the genai folder to write (new or empty)")
+    p.add_argument("source", metavar="SOURCE",
+                   help="a Hugging Face folder (config.json, *.safetensors, tokenizer) or a "
+                   "GGUF file")  # fmt: skip
+    p.add_argument("output", metavar="OUT_FOLDER", nargs="?", default="",
+                   help="the genai folder to write (new or empty); default: OpScope's cache, "
+                   "reused the next time the same source is imported or opened")  # fmt: skip
     p.add_argument(
         "--precision", choices=("fp32", "fp16", "int4"), default="fp32",
         help="weights as built (default fp32; fp16 for --provider cuda; int4: MatMulNBits). "
