@@ -16,8 +16,10 @@ from engine.cli.common import EXIT_OK, write_json
 from engine.cli.printer import LivePrinter
 from engine.config import RunConfig
 from engine.errors import ConfigError
-from engine.events import Progress, drive
+from engine.events import Notice, Progress, drive
 from engine.run.llm_study_job import plan_json, record_llm_study
+from engine.serve.llm_cal_fit import honesty_line
+from engine.serve.llm_cal_plan import needs_from
 from engine.serve.llm_cost import LLMCost
 from engine.serve.llm_plan import (
     DEFAULT_NEW,
@@ -147,7 +149,14 @@ def cmd_simulate_llm(args: argparse.Namespace) -> int:
     printer = LivePrinter()
     results = []
     try:
-        _, cost = drive(served_calibration(args.model, config, args.recalibrate), printer.feed)
+        needs = needs_from(work.prompt, layouts)
+        calibrating = served_calibration(args.model, config, needs, args.recalibrate)
+        try:
+            _, cost = drive(calibrating, printer.feed)
+        except KeyboardInterrupt as exc:  # what was measured is kept: say so, in one line
+            for note in getattr(exc, "__notes__", []):
+                printer.feed(Notice("warning", note))
+            raise
         if args.prefix_cache:
             check_prefix_fits(args.prefix_cache, work.block_tokens, cost.kv_bytes_per_token)
         for layout in layouts:
@@ -268,6 +277,9 @@ def print_llm(
     w(f"model      {r['model']['path']} (context {r['model']['context_length']})\n")
     if cost is not None:
         w(f"calibrated {_cal_line(cost)}\n")
+        trust = honesty_line(cost)
+        if trust:
+            w(f"           {trust}\n")
     kind = "simulated" if r["simulated"] else "real"
     w(f"traffic    {t['spec']}: {t['requests']} requests; prompt {wl['prompt_len']} tokens, "
       f"{wl['new_tokens']} new ({kind})\n")  # fmt: skip

@@ -49,6 +49,19 @@ def drift_notice(what: str, ratio: float, path: Path, app_remedy: str) -> Notice
     calibration's time) is off the calibration by more than DRIFT_WARN; else None. One line:
     by how much, how old the calibration is, what to do (on the command line, and
     `app_remedy` in the app)."""
+    text = drift_text(what, ratio, path)
+    if text is None:
+        return None
+    return Notice(
+        "warning",
+        f"{text}: predictions follow the calibration; measure again with --recalibrate "
+        f"({app_remedy} in the app)",
+    )
+
+
+def drift_text(what: str, ratio: float, path: Path) -> str | None:
+    """How far the engine's speed now is off the cached calibration, and how old that is,
+    when by more than DRIFT_WARN; else None."""
     if not abs(ratio - 1) > DRIFT_WARN:
         return None
     how = (
@@ -58,9 +71,4 @@ def drift_notice(what: str, ratio: float, path: Path, app_remedy: str) -> Notice
     )
     age_s = max(0.0, time.time() - path.stat().st_mtime) if path.exists() else 0.0
     age = f"{age_s / 3600:.1f} h" if age_s >= 3600 else f"{age_s / 60:.0f} min"
-    return Notice(
-        "warning",
-        f"{what} now {how} (calibrated {age} ago): "
-        f"predictions follow the calibration; measure again with --recalibrate ({app_remedy} "
-        "in the app)",
-    )
+    return f"{what} now {how} (calibrated {age} ago)"

@@ -19,6 +19,7 @@ from engine.backends.genai.weights import llm_variant
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import Event, Progress
+from engine.serve.llm_cal_plan import Needs, needs_from
 from engine.serve.llm_calibration import load_or_calibrate_llm
 from engine.serve.llm_cost import LLMCost
 from engine.serve.llm_loop import LLMServingLoop, check_real_layout
@@ -50,11 +51,16 @@ def served_folder(model: str, config: RunConfig) -> Generator[Event, None, str]:
 
 
 def served_calibration(
-    model: str, config: RunConfig, remeasure: bool = False
+    model: str,
+    config: RunConfig,
+    needs: Needs,
+    remeasure: bool = False,
+    remedy: str = "--recalibrate",
 ) -> Generator[Event, None, tuple[str, LLMCost]]:
-    """The folder served for `config` and its calibration (cached, or measured now)."""
+    """The folder served for `config` and its calibration of the points `needs` asks for
+    (reused from the cache, or measured now); `remedy`: how the user measures again."""
     folder = yield from served_folder(model, config)
-    cost = yield from load_or_calibrate_llm(folder, config, remeasure)
+    cost = yield from load_or_calibrate_llm(folder, config, remeasure, needs, remedy)
     return folder, cost
 
 
@@ -78,6 +84,7 @@ class LLMStudyRequest:
     what: tuple[str, str] = ("--prompt-len", "--new-tokens")  # the length knobs' names
     remeasure: bool = False  # calibrate again rather than use the cached calibration
     session: str | None = None  # where the study is recorded
+    remedy: str = "--recalibrate"  # how its user measures again (the window: its button)
     job_name: ClassVar[str] = "LLM serving study"
 
 
@@ -87,6 +94,7 @@ def simulate_plan(
     plan: LLMPlan,
     what: tuple[str, str] = ("--prompt-len", "--new-tokens"),
     remeasure: bool = False,
+    remedy: str = "--recalibrate",
 ) -> Generator[Event, None, Rows]:
     """Every layout of `plan` simulated on the same requests (calibrating first, or the
     calibration cached for this model, config and machine unless `remeasure`)."""
@@ -96,7 +104,8 @@ def simulate_plan(
     layouts = plan_layouts(plan, context)
     work = plan_workload(plan, context, what)
     _check_prefix(plan, work, llm.shape.kv_bytes_per_token(2))
-    _, cost = yield from served_calibration(model, config, remeasure)
+    needs = needs_from(work.prompt, layouts)
+    _, cost = yield from served_calibration(model, config, needs, remeasure, remedy)
     rows = []
     for k, layout in enumerate(layouts):
         yield Progress("simulation", k, len(layouts), f"simulating {layout.describe()}")
@@ -110,6 +119,7 @@ def serve_plan(
     plan: LLMPlan,
     what: tuple[str, str] = ("--prompt-len", "--new-tokens"),
     remeasure: bool = False,
+    remedy: str = "--recalibrate",
 ) -> Generator[Event, None, Rows]:
     """`plan`'s one layout served for real by the serving loop, after the simulator's
     answer for that layout and those requests: [simulated row, real row]."""
@@ -121,7 +131,8 @@ def serve_plan(
     check_real_layout(layout)
     work = plan_workload(plan, context, what)
     _check_prefix(plan, work, llm.shape.kv_bytes_per_token(2))
-    folder, cost = yield from served_calibration(model, config, remeasure)
+    needs = needs_from(work.prompt, [layout])
+    folder, cost = yield from served_calibration(model, config, needs, remeasure, remedy)
     simulated = _simulated(work, layout, cost, plan)
     yield Progress("serving", 0, len(work), f"opening the model for {layout.describe()}")
     loop = LLMServingLoop(open_llm(folder, config), work, layout, seed=plan.seed,
