@@ -184,3 +184,17 @@ def test_generate_says_the_verdict_and_each_build_of_the_search(tmp_path: Path) 
     events: list[Event] = []
     _, again = drive(choose_weights(read_config(DEMO_LLM), config), events.append)
     assert again["weights"]["cached"] and not events  # no build, no reference
+
+
+def test_bench_lines_say_the_verdict_and_fail_only_what_misses_its_own_target() -> None:
+    from engine.cli.printer import print_accuracy
+
+    v = Verdict("INT4", 0.95, 0.97, TARGET)
+    result = AccuracyResult("fp32", float("nan"), float("nan"), 0.97, 0.95, 128,
+                            checks=v.checks(128, 0.99))  # fmt: skip
+    lines: list[str] = []
+    print_accuracy(result, lines.append, 0.99)
+    text = "".join(lines)
+    assert "verdict    INT4: logit cosine min 0.9700, below the 0.98 target" in text
+    fails = [line for line in lines if "FAILS" in line]
+    assert len(fails) == 1 and "cosine" in fails[0]  # 95% agreement meets its 90%

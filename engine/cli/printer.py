@@ -172,6 +172,9 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
             how = f"{'cached; built' if v.cached else 'built'} in {v.build_s:.2f} s"
         quantized = quantized_summary(v.details) if v.precision.startswith("int8") else ""
         w(f"variant    {v.precision}: {nodes}; {how}{f'; {quantized}' if quantized else ''}\n")
+        weights = v.details.get("weights")  # a generating model's weight search
+        if isinstance(weights, dict) and weights.get("summary"):
+            w(f"weights    {weights['summary']}\n")
         int8 = v.details.get("int8")
         if int8:
             kept = int8.get("excluded_nodes") or []
@@ -235,6 +238,9 @@ def print_accuracy(a: Any, w: Callable[[str], object], target: float | None) -> 
         f"accuracy   vs fp32{data}: worst sample's cosine {a.cosine:.6f} (mean {mean:.6f})  "
         f"max abs err {a.max_abs_err:.4g}  mean abs err {a.mean_abs_err:.4g}{top1}\n"
     )
+    verdict = next((str(c["verdict"]) for c in a.checks if c.get("verdict")), "")
+    if verdict:  # a generating model's weights: the checks' own targets, said in a line
+        w(f"verdict    {verdict}\n")
     judged = [c for c in a.checks if isinstance(c.get("worst"), int | float)]
     failing = [c for c in judged if target is not None and c["worst"] < check_target(c, target)]
     shown = failing or ([a.worst] if a.worst and len(judged) > 1 else [])
