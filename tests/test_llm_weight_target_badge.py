@@ -72,3 +72,17 @@ def test_a_new_model_keeps_the_token_agreement_target() -> None:
     current = RunConfig(engine="genai", precision="int4-weights", min_token_agreement=0.8)
     config, _ = config_for_new_model(current, False, "/models/other.onnx")
     assert config.precision == "fp32" and config.min_token_agreement == 0.8
+
+
+def test_the_window_has_the_target_box_and_says_the_weight_search(qtbot: QtBot) -> None:
+    from app.shell.main_window import MainWindow
+    from engine.api import VariantReady
+
+    win = MainWindow(["cpu"])
+    qtbot.addWidget(win)
+    win.token_agreement.setValue(0.85)
+    assert win.config_panel.config().min_token_agreement == 0.85
+    summary = "INT4 weights: none of 7 build(s) meets token agreement >= 90%"
+    win.variant_ready(VariantReady("int4-weights", "/v", 1.0, False, 61,
+                                   details={"weights": {"summary": summary}}))  # fmt: skip
+    assert win.variant_label.text().endswith(summary)

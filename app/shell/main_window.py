@@ -343,6 +343,9 @@ class MainWindow(QMainWindow):
             text = f"{ev.precision}, {how}; {ev.nodes_original}{after} nodes"
             if ev.precision.startswith("int8") and quantized_summary(ev.details):
                 text += f"; {quantized_summary(ev.details)}"  # what INT8 really quantized
+            weights = ev.details.get("weights")  # a generating model's weight search
+            if isinstance(weights, dict) and weights.get("summary"):
+                text += f"; {weights['summary']}"
         int8 = ev.details.get("int8") if ev.precision.startswith("int8") else None
         self.accuracy.set_int8(int8)
         self.op_table.set_fp32_nodes(list((int8 or {}).get("excluded_nodes") or []))
