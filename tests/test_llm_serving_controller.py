@@ -51,8 +51,7 @@ class Bench(PauseHolds):
 def _controller(form: ServingForm, precision: str = "fp32") -> tuple[Any, Any, Bench]:
     dock = MagicMock(spec=LLMServingDock)
     dock.form.return_value = form
-    dock.recalibrate, dock.live = MagicMock(), MagicMock()  # made in __init__: not in spec
-    dock.recalibrate.isChecked.return_value = False
+    dock.live = MagicMock()  # made in __init__: not in spec
     dock.live.isChecked.return_value = False
     wb = Bench(precision)
     c = LLMServingController(dock, MagicMock(spec=QDockWidget), wb)

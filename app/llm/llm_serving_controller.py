@@ -35,6 +35,7 @@ from widgets.models.llm_serving_table import LLMServingTable
 SHORTCUT = "Ctrl+Shift+M"
 CONCERN = "llm-serving"
 LIVE_MS = 500  # Live: a simulation this long after the last change of a setting
+REMEDY = "the Measure again button"  # how the dock's user measures the calibration again
 
 
 class LLMServingController(QObject):
@@ -53,6 +54,7 @@ class LLMServingController(QObject):
         self.t0 = 0.0
         self.warnings: list[str] = []  # the job's warnings, repeated in its last line
         self.cancelling = False  # Cancel was pressed for the study running
+        self.stage = ""  # the stage of the running study's last progress ("calibration", ...)
         self.notes: list[str] = []
         self.live_timer = QTimer(self)
         self.live_timer.setSingleShot(True)
@@ -62,6 +64,7 @@ class LLMServingController(QObject):
         dock.settings_changed.connect(self._settings_changed)
         dock.live.toggled.connect(self._live_toggled)
         dock.simulate_requested.connect(self.simulate)
+        dock.remeasure_requested.connect(self.measure_again)
         dock.real_requested.connect(self.run_real)
         dock.cancel_requested.connect(self.cancel)
         wb.client.events.connect(self.on_events)
@@ -109,6 +112,10 @@ class LLMServingController(QObject):
     def simulate(self) -> None:
         self._start("simulate")
 
+    def measure_again(self) -> None:
+        """Measure the calibration anew (the kept one is set aside), then simulate."""
+        self._start("simulate", remeasure=True)
+
     def run_real(self) -> None:
         self._start("real")
 
@@ -130,7 +137,7 @@ class LLMServingController(QObject):
         elif self.model is not None:
             self.simulate()
 
-    def _start(self, kind: str) -> None:
+    def _start(self, kind: str, remeasure: bool = False) -> None:
         if self.busy:
             return
         if self.model is None:
@@ -158,20 +165,22 @@ class LLMServingController(QObject):
         ]
         self.kind, self.plan, self.t0 = kind, plan, time.perf_counter()
         self.cancelling = False
+        self.stage = ""
         self.wb.pause_for(CONCERN, "paused: LLM serving")  # the study gets the cores
         self.dock.set_running(True)
         what = (
-            "calibrating (cached after the first time), then simulating"
+            "measuring the calibration again, then simulating"
+            if remeasure
+            else "calibrating (kept, and reused next time), then simulating"
             if kind == "simulate"
             else f"serving {plan.layout} for real"
         )
         self.dock.show_progress(0, None, "starting")
         self.dock.set_status(f"{what}: live timing is paused")
-        remeasure = self.dock.recalibrate.isChecked()
-        self.dock.recalibrate.setChecked(False)  # once: the new calibration is cached
         self.wb.recording.flush()  # the study is recorded beside the live runs
         request = LLMStudyRequest(kind, self.model, config, plan, LENGTH_NAMES, remeasure,
-                                  session=str(self.wb.recording.path))  # fmt: skip
+                                  session=str(self.wb.recording.path),
+                                  remedy=REMEDY)  # fmt: skip
         self.jobs.start(
             CONCERN,
             request,
@@ -185,16 +194,20 @@ class LLMServingController(QObject):
     def _events(self, batch: list[Any]) -> None:
         for ev in batch:
             if isinstance(ev, Progress):
+                self.stage = ev.stage
                 self.dock.show_progress(ev.done, ev.total, f"{ev.stage}: {ev.message}")
             elif isinstance(ev, Notice) and ev.level == "warning":
                 self.warnings.append(ev.message)  # kept for the final line
                 self.dock.set_status(ev.message, "warning")
             elif isinstance(ev, Notice) and ev.level == "info":
+                if ev.message.startswith("LLM calibration"):  # reused or measured: said last
+                    self.notes.append(ev.message)
                 self.dock.set_status(ev.message)
 
     def cancel(self) -> None:
         """Stop the study as Ctrl+C would: a real run stops sending and ends with what it
-        served (kept, and said to be cancelled); a calibration or simulation is dropped."""
+        served (kept, and said to be cancelled); a calibration keeps the rounds it measured
+        (the next continues from them); a simulation is dropped."""
         self.cancelling = True
         self.jobs.cancel(CONCERN)
 
@@ -224,7 +237,11 @@ class LLMServingController(QObject):
 
     def _cancelled(self) -> None:
         self._end()
-        self.dock.set_status(f"{self._name()} cancelled")
+        if self.stage == "calibration":
+            self.dock.set_status("calibration cancelled: the rounds it measured are kept, and "
+                                 "the next simulation continues from them")  # fmt: skip
+        else:
+            self.dock.set_status(f"{self._name()} cancelled")
 
     def _name(self) -> str:
         return "simulation" if self.kind == "simulate" else "real run"

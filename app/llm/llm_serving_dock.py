@@ -44,10 +44,12 @@ LAYOUT_CHOICES = (
 
 
 class LLMServingDock(TraceDrops, QWidget):
-    """Emits `simulate_requested()`, `real_requested()`, `cancel_requested()`, and
+    """Emits `simulate_requested()`, `remeasure_requested()` (Measure again: a new
+    calibration, then the simulation), `real_requested()`, `cancel_requested()`, and
     `settings_changed()` when any value a simulation reads changes (Live)."""
 
     simulate_requested = Signal()
+    remeasure_requested = Signal()
     settings_changed = Signal()
     real_requested = Signal()
     cancel_requested = Signal()
@@ -137,13 +139,14 @@ class LLMServingDock(TraceDrops, QWidget):
 
         self.simulate_button = QPushButton("Simulate all layouts")
         self.simulate_button.setToolTip(
-            "Calibrate the model once (cached per model, config and machine; live timing "
-            "pauses meanwhile), then simulate the three layouts on the same requests"
+            "Calibrate the points the simulation needs (kept per model, precision, threads "
+            "and machine: reused next time; live timing pauses meanwhile), then simulate the "
+            "three layouts on the same requests"
         )
-        self.recalibrate = QCheckBox("Recalibrate")
-        self.recalibrate.setToolTip(
-            "Measure the calibration again for the next simulation or real run, instead of "
-            "using the cached one (the machine's speed has moved since it was measured)"
+        self.measure_again = QPushButton("Measure again")
+        self.measure_again.setToolTip(
+            "Measure the calibration anew, then simulate: when the machine's speed has moved "
+            "since the kept calibration was measured (its date is in the status line)"
         )
         self.live = QCheckBox("&Live")
         self.live.setToolTip(
@@ -209,7 +212,7 @@ class LLMServingDock(TraceDrops, QWidget):
                 col += 2 * span
         buttons = QHBoxLayout()
         buttons.addWidget(self.simulate_button)
-        buttons.addWidget(self.recalibrate)
+        buttons.addWidget(self.measure_again)
         buttons.addWidget(self.live)
         buttons.addSpacing(12)
         buttons.addWidget(self.real_button)
@@ -251,6 +254,7 @@ class LLMServingDock(TraceDrops, QWidget):
         self.traffic_kind.currentIndexChanged.connect(self._kind_changed)
         self.setAcceptDrops(True)
         self.simulate_button.clicked.connect(self.simulate_requested)
+        self.measure_again.clicked.connect(self.remeasure_requested)
         self.real_button.clicked.connect(self.real_requested)
         self.cancel_button.clicked.connect(self.cancel_requested)
         for box in (
@@ -313,6 +317,7 @@ class LLMServingDock(TraceDrops, QWidget):
 
     def set_running(self, running: bool) -> None:
         self.simulate_button.setEnabled(not running)
+        self.measure_again.setEnabled(not running)
         self.real_button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
         self.progress.setVisible(running)
@@ -320,6 +325,8 @@ class LLMServingDock(TraceDrops, QWidget):
             self.progress.setRange(0, 0)
 
     def show_progress(self, done: float, total: float | None, message: str) -> None:
+        """A bar of `done` out of `total` (a calibration's: seconds, with the time left in
+        `message`), or busy when the total is unknown."""
         if total:
             self.progress.setRange(0, 1000)
             self.progress.setValue(int(1000 * min(done / total, 1.0)))
