@@ -31,6 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         or first in GUI_COMMANDS
         or first.lower().endswith(_gui_files())
         or _a_model_folder(first)
+        or _a_shared_llm(first)
         or first.split("=", 1)[0] in GUI_OPTIONS
     ):
         from app.shell.launch import main as gui_main
@@ -46,6 +47,13 @@ def _gui_files() -> tuple[str, ...]:
     from engine.backends import model_suffixes
 
     return (".opscope", *model_suffixes())
+
+
+def _a_shared_llm(arg: str) -> bool:
+    """`opscope FILE.gguf` or `opscope HF_FOLDER`: the window imports it, then opens it."""
+    from engine.model.llm_sources import source_kind
+
+    return bool(arg) and arg not in ("info", "bench") and source_kind(arg) is not None
 
 
 def _a_model_folder(arg: str) -> bool:

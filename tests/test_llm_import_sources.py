@@ -81,7 +81,7 @@ def test_a_gguf_file_imports_into_the_cache_and_generates_transformers_tokens(
         and "built" in proc.stdout + proc.stderr
     )
     folder = imported_path(proc.stdout)
-    assert (folder / "genai_config.json").is_file()
+    assert (folder / "genai_config.json").is_file() and folder.name == "tiny-llama"
     unpack = GgufConfig(dequantize=True)
     reference = AutoModelForCausalLM.from_pretrained(
         str(tiny_gguf.parent), gguf_file=tiny_gguf.name, quantization_config=unpack
@@ -151,6 +151,9 @@ def test_bad_sources_get_one_line(tmp_path: Path, tiny_gguf: Path) -> None:
     # any other command handed such a source says how to run it, in one line
     with pytest.raises(OpScopeError, match="a GGUF file: import it first"):
         load_model(tiny_gguf)
+    from app.entry import _a_shared_llm
+
+    assert _a_shared_llm(str(tiny_gguf)) and not _a_shared_llm("info")  # `opscope X.gguf`: window
     proc = opscope("import-hf", cut)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert str(cut) in proc.stderr and "Traceback" not in proc.stderr

@@ -31,7 +31,7 @@ from engine.errors import ConfigError, ModelError
 from engine.events import Event, Notice, Progress
 
 HERE = Path(__file__).parent
-IMPORTER_VERSION = 1  # bump when what an import writes changes: cached imports are rebuilt
+IMPORTER_VERSION = 2  # bump when what an import writes changes: cached imports are rebuilt
 
 PRECISIONS = ("fp32", "fp16", "int4")
 NEEDS = ("onnxruntime_genai", "torch", "transformers")
@@ -119,9 +119,17 @@ def import_key(req: ImportRequest) -> str:
 def imported(req: ImportRequest) -> Path | None:
     """The cached import of `req`'s source, when it was built before."""
     try:
-        return cache.cached_entry("llm-imports", import_key(req))
+        return _entry_folder(cache.cached_entry("llm-imports", import_key(req)))
     except (OSError, ImportError):
         return None
+
+
+def _entry_folder(entry: Path | None) -> Path | None:
+    """The genai folder inside a cache entry (named for its source)."""
+    if entry is None:
+        return None
+    folder = entry / str(cache.read_meta(entry).get("folder", ""))
+    return folder if (folder / "genai_config.json").is_file() else None
 
 
 def import_hf(req: ImportRequest) -> Generator[Event, None, Path]:
@@ -131,7 +139,7 @@ def import_hf(req: ImportRequest) -> Generator[Event, None, Path]:
     staging = None
     if out is None:
         key = import_key(req)
-        hit = cache.cached_entry("llm-imports", key)
+        hit = _entry_folder(cache.cached_entry("llm-imports", key))
         if hit is not None:
             yield Notice("info", f"imported before: {hit} ({req.precision}), reused")
             return hit
@@ -157,12 +165,13 @@ def import_hf(req: ImportRequest) -> Generator[Event, None, Path]:
         )  # fmt: skip
         if not (staged / "genai_config.json").is_file():
             raise ModelError("the onnxruntime-genai builder wrote no genai_config.json", src)
-        if staging is not None:
-            for f in staged.iterdir():
-                shutil.move(str(f), str(staging.path / f.name))
-            result = staging.commit({"source": str(src.resolve()), "precision": req.precision,
-                                     "provider": req.provider})  # fmt: skip
+        if staging is not None:  # named for the source: the window and runs show that name
+            name = src.stem if src.is_file() else src.name
+            shutil.move(str(staged), str(staging.path / name))
+            entry = staging.commit({"source": str(src.resolve()), "precision": req.precision,
+                                    "provider": req.provider, "folder": name})  # fmt: skip
             staging = None
+            result = entry / name
         else:
             assert out is not None
             out.parent.mkdir(parents=True, exist_ok=True)
