@@ -198,3 +198,9 @@ def test_bench_lines_say_the_verdict_and_fail_only_what_misses_its_own_target() 
     assert "verdict    INT4: logit cosine min 0.9700, below the 0.98 target" in text
     fails = [line for line in lines if "FAILS" in line]
     assert len(fails) == 1 and "cosine" in fails[0]  # 95% agreement meets its 90%
+
+
+def test_figures_near_the_target_are_not_rounded_onto_it() -> None:
+    assert "logit cosine min 0.99998 (>= 0.98)" in Verdict("FP16", 1.0, 0.99998, TARGET).line()
+    line = Verdict("INT8", 0.95, 0.97996, WeightTarget(0.9, 0.98)).line()
+    assert line == "INT8: logit cosine min 0.97996, below the 0.98 target"

@@ -55,6 +55,15 @@ def _pct(value: float, beside: float | None = None) -> str:
     return text
 
 
+def _cos(value: float, beside: float) -> str:
+    """'0.9510'; more digits where four would read as `beside` or as 1 (0.99998 is not 1)."""
+    for digits in (4, 5, 6):
+        text = f"{value:.{digits}f}"
+        if value == beside or (text != f"{beside:.{digits}f}" and text != f"{1:.{digits}f}"):
+            break
+    return text
+
+
 @dataclass(frozen=True)
 class Verdict:
     label: str  # the variant as people read it: "INT4"
@@ -80,7 +89,7 @@ class Verdict:
         0.9934 (>= 0.98)'."""
         t = self.target
         agree = f"{_pct(self.token_agreement, t.token_agreement)} token agreement"
-        cosine = f"logit cosine min {self.cosine_min:.4f}"
+        cosine = f"logit cosine min {_cos(self.cosine_min, t.min_cosine)}"
         if self.met:
             return (
                 f"{self.label} meets the target: {agree} (>= {_pct(t.token_agreement)}), "
