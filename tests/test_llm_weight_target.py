@@ -15,7 +15,7 @@ from engine.backends.genai.weight_target import Verdict, WeightTarget
 from engine.backends.genai.weights import WeightSettings
 from engine.config import RunConfig
 from engine.errors import ConfigError
-from engine.events import Event, Notice, drive
+from engine.events import Event, Notice, Progress, drive
 from engine.measure.accuracy import AccuracyResult
 from tests.conftest import DEMO_LLM
 from tests.test_cli import opscope
@@ -110,8 +110,12 @@ def test_a_miss_tries_finer_settings_then_keeps_units_at_int8() -> None:
 def test_when_nothing_meets_the_most_accurate_runs_and_one_line_says_so() -> None:
     events: list[Event] = []
     _, evaluate = _model({(16, 4, 0): (0.6, 0.6), (16, 4, 1): (0.8, 0.7)})
+    ticks = iter(range(100))  # a fake clock: 1 s per reading
     choice = drive(search_weights(WeightSettings(8), TARGET, "INT8", [["/lm_head/MatMul"]],
-                                  evaluate), events.append)  # type: ignore[arg-type]  # fmt: skip
+                                  evaluate, lambda: next(ticks)), events.append)  # type: ignore[arg-type]  # fmt: skip
+    said = [e.message for e in events if isinstance(e, Progress)]
+    assert said[0].startswith("INT8 build 1 of at most 4: INT8 blocks of 32")
+    assert said[1].startswith("INT8 build 2 of at most 4, about 3 s left at most")
     assert not choice.met and choice.chosen.settings.fp32_nodes == ("/lm_head/MatMul",)
     warnings = [e.message for e in events if isinstance(e, Notice) and e.level == "warning"]
     assert len(warnings) == 1 and "INT8 weights cannot meet token agreement >= 90%" in warnings[0]

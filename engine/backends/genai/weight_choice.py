@@ -24,6 +24,7 @@ from engine.backends.genai.weights import (
 )
 from engine.config import RunConfig
 from engine.events import Event, Progress
+from engine.hostinfo import cpu_isa
 from engine.model.info import files_sha256
 
 CHOICE_VERSION = 1
@@ -43,9 +44,11 @@ def choose_weights(
     t0 = time.perf_counter()
     target = WeightTarget.of(config)
     digest = files_sha256([original.model_file])
+    # the figures hang on the kernels too (accuracy level 4 quantizes activations in the
+    # CPU's own way): the choice is remade on another instruction set or provider
     key = cache.cache_key({"model": digest, "precision": precision, "target": target.to_json(),
-                           "data": data_id(), "ort": onnxruntime.__version__,
-                           "version": CHOICE_VERSION})  # fmt: skip
+                           "data": data_id(), "ort": onnxruntime.__version__, "isa": cpu_isa(),
+                           "provider": config.provider, "version": CHOICE_VERSION})  # fmt: skip
     hit = cache.cached_entry("llm-weight-choice", key)
     if hit is not None:
         weights = cache.read_meta(hit).get("weights")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,18 +139,27 @@ def search_weights(
     label: str,
     model_units: list[list[str]],
     evaluate: Evaluate,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Generator[Event, None, WeightChoice]:
     """The cheapest of the builds tried that meets `target` (see the module's order)."""
     attempts: list[WeightAttempt] = []
     tried: set[str] = set()
+    # at most: the default, two more settings, a round per unit count the model has
+    rounds = sorted({min(n, len(model_units)) for n in UNIT_ROUNDS if model_units})
+    most = 3 + len(rounds)
+    t0 = clock()
 
     def attempt(s: WeightSettings, why: str) -> Generator[Event, None, WeightAttempt | None]:
         key = repr(s.params())
         if key in tried:
             return None
         tried.add(key)
-        yield Progress("variant", len(attempts), None,
-                       f"{label} build {len(attempts) + 1}: {s.describe()} ({why})")  # fmt: skip
+        n = len(attempts)
+        left = ""
+        if n:
+            left = f", about {(clock() - t0) / n * (most - n):.0f} s left at most"
+        said = f"{label} build {n + 1} of at most {most}{left}: {s.describe()} ({why})"
+        yield Progress("variant", n, most, said)
         a = yield from evaluate(s)
         attempts.append(a)
         verdict = "meets" if a.meets(target) else "misses"
