@@ -106,7 +106,9 @@ def test_a_cancelled_calibration_keeps_what_it_measured(llm: Path) -> None:
     events, _ = run(llm)
     plan = [p.key for p in plan_points(SMALL, 2048, 1)]
     assert measured(events) == plan[5:]
-    assert f"reused for 5 of {len(plan)} points; measuring {len(plan) - 5}" in said(events)
+    assert f"reused for 5 of {len(plan)} points (5 rounds kept); measuring {len(plan) - 5}" in (
+        said(events)
+    )
 
 
 def test_a_reused_calibration_off_the_engine_now_says_how_to_measure_again(llm: Path) -> None:

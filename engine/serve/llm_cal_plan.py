@@ -97,20 +97,20 @@ def plan_points(needs: Needs, context_length: int, fixed_rounds: int = 0) -> lis
     def rounds(lo: int, most: int) -> tuple[int, int]:
         return (fixed_rounds, fixed_rounds) if fixed_rounds else (lo, most)
 
-    out = [Point(f"prefill {n}", "prefill", (n,), *rounds(3, 6)) for n in lengths]
-    out += [Point(f"decode {b}x{REF_CONTEXT}", "decode", (b, REF_CONTEXT, 0), *rounds(3, 6))
+    out = [Point(f"prefill {n}", "prefill", (n,), *rounds(3, 5)) for n in lengths]
+    out += [Point(f"decode {b}x{REF_CONTEXT}", "decode", (b, REF_CONTEXT, 0), *rounds(3, 5))
             for b in batches]  # fmt: skip
-    out += [Point(f"decode 1x{c}", "decode", (1, c, 1), *rounds(3, 6)) for c in contexts]
+    out += [Point(f"decode 1x{c}", "decode", (1, c, 1), *rounds(3, 5)) for c in contexts]
     if needs.chunk:
         chunk = max(SMALL_CHUNK, min(needs.chunk, hi))
         span = max(chunk, (hi // chunk) * chunk)
-        out.append(Point(f"chunks {chunk} to {span}", "chunks", (chunk, span), *rounds(2, 4)))
+        out.append(Point(f"chunks {chunk} to {span}", "chunks", (chunk, span), *rounds(2, 3)))
     after = tuple(n for n in AFTER_LENGTHS if n <= hi)
     pauses = tuple(int(ms) for ms in AFTER_PAUSES_MS)
-    out.append(Point("after prefills", "after", after, *rounds(3, 5)))
-    out.append(Point("after pauses", "pause", pauses, *rounds(3, 5)))
-    out.append(Point("prompts after pauses", "prompt_pause", pauses, *rounds(3, 5)))
-    out.append(Point("own work", "own", (), *rounds(2, 4)))
+    out.append(Point("after prefills", "after", after, *rounds(3, 4)))
+    out.append(Point("after pauses", "pause", pauses, *rounds(3, 4)))
+    out.append(Point("prompts after pauses", "prompt_pause", pauses, *rounds(3, 4)))
+    out.append(Point("own work", "own", (), *rounds(2, 3)))
     out.append(Point("idle start", "idle", (), 1, 1))
     return out
 

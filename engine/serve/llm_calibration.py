@@ -114,9 +114,10 @@ def load_or_calibrate_llm(
                                     f"again with {remedy}")  # fmt: skip
         return cost
     if kept:
+        n_rounds = sum(len(rounds[p.key]) for p in kept)
         yield Notice("info", f"LLM calibration from {_when(store, kept)}, reused for "
-                             f"{len(points) - len(todo)} of {len(points)} points; measuring "
-                             f"{len(todo)}")  # fmt: skip
+                             f"{len(points) - len(todo)} of {len(points)} points ({n_rounds} "
+                             f"rounds kept); measuring {len(todo)}")  # fmt: skip
     probe = ContentionProbe()
     start = probe.read()
     t0 = time.perf_counter()
