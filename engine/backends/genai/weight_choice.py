@@ -77,9 +77,9 @@ def choose_weights(
     import onnx
 
     model = onnx.load(str(original.model_file), load_external_data=False)
-    weights = {t.name for t in model.graph.initializer}
+    constants = {t.name for t in model.graph.initializer}
     names = [n.name for n in model.graph.node  # the MatMuls of a constant weight
-             if n.op_type == "MatMul" and len(n.input) > 1 and n.input[1] in weights]  # fmt: skip
+             if n.op_type == "MatMul" and len(n.input) > 1 and n.input[1] in constants]  # fmt: skip
     choice = yield from search_weights(start, target, label, units(names), evaluate)
     details = {**choice.details(), "data": ref.data, "search_s": time.perf_counter() - t0}
     staging = cache.Staging("llm-weight-choice", key)
