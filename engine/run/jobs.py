@@ -32,7 +32,7 @@ JOBS: dict[str, str] = {
     "engine.backends.genai.hf_import.ImportRequest": "engine.backends.genai.hf_import:import_hf",
     "engine.machine.peaks.PeaksRequest": "engine.machine.peaks:peaks_job",
     "engine.analysis.export_job.ExportRequest": "engine.analysis.export_job:export_job",
-    "engine.run.memory_job.MemoryRequest": "engine.run.memory_job:memory_job",
+    "engine.run.memory_request.MemoryRequest": "engine.run.memory_job:memory_job",
     "engine.run.graph_job.GraphRequest": "engine.run.graph_job:graph_job",
 }
 

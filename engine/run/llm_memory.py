@@ -24,7 +24,7 @@ from engine.errors import ConfigError, OpScopeError
 from engine.events import Event, Notice, Progress, VariantReady
 from engine.measure.liveness import weights_by_dtype
 from engine.model.info import load_model
-from engine.run.memory_job import MemoryRequest, measured_apart, record
+from engine.run.memory_request import MemoryRequest, measured_apart, record
 
 MEASURED_BY = (
     "activation peaks: ONNX Runtime's profiler, each output's size over the graph it ran, "
