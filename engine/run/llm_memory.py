@@ -18,7 +18,7 @@ from typing import Any
 from engine.backends.genai.backend import DEFAULT_NEW_TOKENS, DEFAULT_PROMPT
 from engine.backends.genai.memory import llm_weights
 from engine.backends.genai.model import read_config
-from engine.backends.genai.weights import llm_variant
+from engine.backends.genai.weight_choice import choose_weights
 from engine.config import RunConfig
 from engine.errors import ConfigError, OpScopeError
 from engine.events import Event, Notice, Progress, VariantReady
@@ -53,7 +53,7 @@ def llm_memory_job(
         )
 
     yield Progress("memory", 1, 3, f"the {config.precision} weights")
-    folder, built = llm_variant(llm, config.precision)
+    folder, built = yield from choose_weights(llm, config)  # the build a run of it runs
     variant = VariantReady(config.precision, str(folder), float(built.get("build_s", 0.0)),
                            bool(built.get("cached")), info.nodes, details=built)  # fmt: skip
     yield variant

@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from engine.backends.genai.model import open_llm, read_config
+from engine.backends.genai.weight_choice import choose_weights
 from engine.backends.genai.weights import PRECISIONS as SERVED_PRECISIONS
-from engine.backends.genai.weights import llm_variant
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import Event, Progress
@@ -46,7 +46,9 @@ def served_folder(model: str, config: RunConfig) -> Generator[Event, None, str]:
     llm = read_config(model)
     if config.precision != "fp32":
         yield Progress("variant", 0, None, f"building the {config.precision} model (cached)")
-    folder, _ = llm_variant(llm, config.precision)
+    # the build a weight-only precision's search picked to meet the accuracy target, as a
+    # generation runs it (cached: the search runs once per model, precision and target)
+    folder, _ = yield from choose_weights(llm, config)
     return str(folder)
 
 
