@@ -208,3 +208,23 @@ def test_figures_near_the_target_are_not_rounded_onto_it() -> None:
     assert "logit cosine min 0.99998 (>= 0.98)" in Verdict("FP16", 1.0, 0.99998, TARGET).line()
     line = Verdict("INT8", 0.95, 0.97996, WeightTarget(0.9, 0.98)).line()
     assert line == "INT8: logit cosine min 0.97996, below the 0.98 target"
+
+
+def test_a_session_keeps_each_checks_own_target() -> None:
+    """A generating model's run read back from a session file is judged on its token
+    agreement's own target (0.9), not the encoders' cosine target alone."""
+    import dataclasses
+
+    from engine.measure.accuracy import AccuracyResult
+    from engine.session.rows import _accuracy
+
+    checks = [
+        {"output": "logits", "part": "", "metric": "token agreement", "worst": 0.86,
+         "mean": 0.86, "sample": 0, "samples": 8, "detail": "", "target": 0.9},
+        {"output": "logits", "part": "", "metric": "logit cosine", "worst": 0.995,
+         "mean": 0.999, "sample": 0, "samples": 8, "detail": "", "target": 0.99},
+    ]  # fmt: skip
+    result = AccuracyResult("fp32", 0.1, 0.01, 0.995, None, 8, checks=checks)
+    back = _accuracy(dataclasses.asdict(result))
+    assert back is not None and [c.get("target") for c in back.checks] == [0.9, 0.99]
+    assert not back.meets(0.5) and result.meets(0.5) == back.meets(0.5)

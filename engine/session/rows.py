@@ -313,7 +313,7 @@ def _checks(value: object) -> list[dict[str, Any]]:
     for c in value:
         if not isinstance(c, dict) or not all(isinstance(c.get(k), str) for k in _CHECK_TEXT):
             raise ValueError("runs.accuracy.checks holds a malformed check")
-        for k in ("worst", "mean"):
+        for k in ("worst", "mean", "target"):
             v = c.get(k)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
                 raise ValueError(f"runs.accuracy.checks.{k} is not a number")
@@ -325,6 +325,8 @@ def _checks(value: object) -> list[dict[str, Any]]:
                 "sample": int(c["sample"]) if isinstance(c.get("sample"), int) else 0,
                 "samples": int(c["samples"]) if isinstance(c.get("samples"), int) else 0,
                 "detail": str(c.get("detail", ""))[:200],
+                # a generating model's check carries its own target (token agreement 0.9)
+                **({"target": float(c["target"])} if c.get("target") is not None else {}),
             }
         )
     return out
