@@ -63,3 +63,16 @@ def test_the_last_line_says_the_calibration_was_reused(qapp: Any) -> None:
     callbacks["on_events"]([Notice("info", reused)])
     callbacks["on_done"]([])
     assert reused in dock.set_status.call_args.args[0]
+
+
+def test_before_any_study_the_table_lists_each_layout_waiting(qtbot: Any) -> None:
+    """An empty table read as a broken one: each layout a study compares has its row."""
+    from widgets.models.llm_serving_table import LAYOUT_ORDER, LLMServingTable
+
+    dock = LLMServingDock()
+    qtbot.addWidget(dock)
+    dock.show_table(LLMServingTable(), None, None)
+    rows = dock.table.rowCount()
+    names = [dock.table.item(r, 0).text() for r in range(rows)]
+    assert names == list(LAYOUT_ORDER)
+    assert all(dock.table.item(r, 1).text() == "not yet" for r in range(rows))

@@ -68,6 +68,7 @@ class LLMServingController(QObject):
         dock.real_requested.connect(self.run_real)
         dock.cancel_requested.connect(self.cancel)
         wb.client.events.connect(self.on_events)
+        self._show_table()  # each layout waiting for a study
 
     @property
     def busy(self) -> bool:

@@ -345,6 +345,18 @@ class LLMServingDock(TraceDrops, QWidget):
         self, table: LLMServingTable, slo_ttft: float | None, slo_tpot: float | None
     ) -> None:
         cells = table.cells()
+        if not cells:  # each layout, waiting for Simulate all layouts
+            pending = table.pending_cells()
+            self.table.setRowCount(len(pending))
+            for r, values in enumerate(pending):
+                for c, text in enumerate(values):
+                    item = QTableWidgetItem(text)
+                    item.setForeground(QColor(theme.NEUTRAL))
+                    item.setToolTip("Simulate all layouts fills this row; Run for real adds a "
+                                    "measured row under it")  # fmt: skip
+                    self.table.setItem(r, c, item)
+            self.plot.set_data(table.chart(), slo_ttft, slo_tpot)
+            return
         self.table.setRowCount(len(cells))
         for r, (row, values) in enumerate(zip(table.rows, cells, strict=True)):
             for c, text in enumerate(values):

@@ -149,6 +149,12 @@ class LLMServingTable:
     def cells(self) -> list[list[str]]:
         return [r.cells() for r in self.rows]
 
+    def pending_cells(self) -> list[list[str]]:
+        """Before any study: one row per layout a study compares, each waiting for it (an
+        empty table read as a broken one)."""
+        wait = ["not yet", *["–"] * (len(HEADERS) - 2)]
+        return [[layout, *wait] for layout in LAYOUT_ORDER]
+
     def chart(self) -> ChartData:
         labels: list[str] = []
         for r in self.rows:
