@@ -37,8 +37,8 @@ def test_the_plan_measures_the_points_the_cost_model_fits_for_the_study() -> Non
         "decode 1x64", "decode 2x64", "decode 4x64", "decode 8x64",
         "decode 1x256", "decode 1x512"]  # fmt: skip
     assert "chunks 256 to 512" in k
-    assert k[-5:] == ["after prefills", "after pauses", "prompts after pauses", "own work",
-                      "idle start"]  # fmt: skip
+    assert k[-5:] == ["after prefills 16/64/256", "after pauses", "prompts after pauses",
+                      "own work", "idle start"]  # fmt: skip
     (after,) = [p for p in plan_points(Needs(512, 64, 256), 8192) if p.kind == "after"]
     assert after.args == (16, 64, 256)  # the prefill lengths before which steps are timed
     # 28 minutes measured five prefill lengths to 1,024 and 20 continuing cases: no longer
@@ -104,3 +104,17 @@ def test_the_estimate_of_the_time_left_comes_from_the_rounds_own_times() -> None
     assert (ev.stage, ev.done, ev.total) == ("calibration", 12.0, 107.0)
     assert ev.message == "prefill 512, round 2; about 95 s left"
     assert calibration_progress(a, 0, 0.0, None).total is None
+
+
+def test_a_points_key_names_all_it_measures() -> None:
+    """Rounds are kept by key and reused by another study's plan: one key, one set of
+    numbers (a longer study's 'after prefills' at 256 read rounds of 16 and 64: KeyError)."""
+    from itertools import combinations
+
+    plans = [plan_points(Needs(p, b, c), 2048) for p in (32, 100, 300, 1100)
+             for b in (1, 4, 8) for c in (0, 64)]  # fmt: skip
+    for one, other in combinations(plans, 2):
+        for a in one:
+            for b in other:
+                if a.key == b.key:
+                    assert (a.kind, a.args) == (b.kind, b.args), a.key

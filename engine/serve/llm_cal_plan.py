@@ -107,7 +107,10 @@ def plan_points(needs: Needs, context_length: int, fixed_rounds: int = 0) -> lis
         out.append(Point(f"chunks {chunk} to {span}", "chunks", (chunk, span), *rounds(2, 3)))
     after = tuple(n for n in AFTER_LENGTHS if n <= hi)
     pauses = tuple(int(ms) for ms in AFTER_PAUSES_MS)
-    out.append(Point("after prefills", "after", after, *rounds(3, 4)))
+    # the key names the lengths: a longer study's plan has more, and rounds kept from a
+    # shorter one hold none of the new length's steps
+    out.append(Point(f"after prefills {'/'.join(map(str, after))}", "after", after,
+                     *rounds(3, 4)))  # fmt: skip
     out.append(Point("after pauses", "pause", pauses, *rounds(3, 4)))
     out.append(Point("prompts after pauses", "prompt_pause", pauses, *rounds(3, 4)))
     out.append(Point("own work", "own", (), *rounds(2, 3)))
