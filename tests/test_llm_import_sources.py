@@ -5,8 +5,6 @@ without an output folder lands in the cache and is reused; bad sources get one l
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,28 +13,17 @@ import pytest
 from engine.backends.genai.generate import generate
 from engine.backends.genai.model import open_llm
 from engine.config import RunConfig
-from tests.conftest import ROOT
 
 pytest.importorskip("transformers", reason="the hf extra is not installed")
 pytest.importorskip("onnxruntime_genai", reason="the genai extra is not installed")
 pytest.importorskip("gguf", reason="the hf extra is not installed")
 torch = pytest.importorskip("torch")
 
-PROMPT = [5, 17, 300, 42, 7, 99]
-NEW = 10
-
-
-def opscope(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app.entry", *map(str, args)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
+from tests.test_hf_import import NEW, PROMPT, opscope, tokenizer_for  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def tokenizer_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.test_hf_import import tokenizer_for
-
     folder = tmp_path_factory.mktemp("tok")
     tokenizer_for(512).save_pretrained(folder)
     return folder
