@@ -228,3 +228,13 @@ def test_a_session_keeps_each_checks_own_target() -> None:
     back = _accuracy(dataclasses.asdict(result))
     assert back is not None and [c.get("target") for c in back.checks] == [0.9, 0.99]
     assert not back.meets(0.5) and result.meets(0.5) == back.meets(0.5)
+
+
+def test_logits_that_are_not_finite_say_so() -> None:
+    """Gemma 3's FP16 logits were all NaN on a CPU: the verdict names that, not 'nan'."""
+    from engine.backends.genai.weight_target import Verdict, WeightTarget
+
+    line = Verdict("FP16", 0.0, float("nan"), WeightTarget(0.9, 0.99)).line()
+    assert line.startswith("FP16: 0% token agreement, below the 90% target")
+    assert "logits not finite (NaN or inf): the model's activations overflow FP16" in line
+    assert "nan" not in line

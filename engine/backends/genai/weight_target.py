@@ -12,6 +12,7 @@ does not."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +91,10 @@ class Verdict:
         t = self.target
         agree = f"{_pct(self.token_agreement, t.token_agreement)} token agreement"
         cosine = f"logit cosine min {_cos(self.cosine_min, t.min_cosine)}"
+        if not math.isfinite(self.cosine_min):  # Gemma 3 in FP16: every logit NaN on a CPU
+            cosine = "logits not finite (NaN or inf)" + (
+                ": the model's activations overflow FP16's range" if self.label == "FP16" else ""
+            )
         if self.met:
             return (
                 f"{self.label} meets the target: {agree} (>= {_pct(t.token_agreement)}), "
@@ -98,7 +103,9 @@ class Verdict:
         missed = []
         if not self.agreement_met:
             missed.append(f"{agree}, below the {_pct(t.token_agreement)} target")
-        if not self.cosine_met:
+        if not math.isfinite(self.cosine_min):
+            missed.append(cosine)
+        elif not self.cosine_met:
             missed.append(f"{cosine}, below the {t.min_cosine:g} target")
         return f"{self.label}: " + "; ".join(missed)
 
