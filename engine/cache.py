@@ -23,6 +23,7 @@ from typing import Any
 LEASES = ".leases"  # inside an entry: one file per process using it (see Lease)
 DEFAULT_MAX_GB = 4.0
 STALE_STAGING_S = 24 * 3600.0  # a scratch folder this old was left by a killed build
+KEPT_LONGEST = ("llm-imports",)  # evicted only once nothing else is left to evict
 RECENT_S = 60.0  # entries used this recently are not evicted (another process may be loading one)
 
 
@@ -186,7 +187,9 @@ def trim(
     limit = max_bytes() if limit is None else limit
     recent_s = RECENT_S if recent_s is None else recent_s
     _clear_stale_staging()
-    listed = entries()
+    # imported models last: an import (a builder run of minutes) is what every variant of
+    # it is built from, and a variant rebuilds from it in seconds
+    listed = sorted(entries(), key=lambda e: e.kind in KEPT_LONGEST)
     total = sum(e.bytes for e in listed)
     now = time.time()
     evicted = []

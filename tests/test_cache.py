@@ -42,6 +42,17 @@ def test_commit_past_the_cap_evicts_least_recently_used(
     assert not any(p.name.startswith(".") for p in (root / "variants").iterdir())
 
 
+def test_an_imported_model_goes_after_every_variant(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import (minutes of a builder) outlives the variants built from it (seconds)."""
+    monkeypatch.setenv("OPSCOPE_CACHE_MAX_GB", str(2500 / 1e9))
+    imported = _entry("llm-imports", "gguf", 1000, age_s=3000)  # the oldest
+    variant = _entry("llm-variants", "int4", 1000, age_s=2000)
+    _entry("llm-variants", "int8", 1000, age_s=0)  # crosses the cap
+    assert imported.exists() and not variant.exists()
+
+
 def test_a_hit_counts_as_use(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPSCOPE_CACHE_MAX_GB", str(2500 / 1e9))
     old = _entry("variants", "old", 1000, age_s=3000)
