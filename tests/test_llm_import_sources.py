@@ -63,10 +63,8 @@ def test_a_gguf_file_imports_into_the_cache_and_generates_transformers_tokens(
 
     proc = opscope("import-hf", tiny_gguf)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert (
-        "reading the GGUF metadata" in proc.stderr + proc.stdout
-        and "built" in proc.stdout + proc.stderr
-    )
+    # (which progress lines show depends on the printer's pace: the outcome is asserted)
+    assert f"from {tiny_gguf} (fp32, cpu)" in proc.stderr, proc.stderr
     folder = imported_path(proc.stdout)
     assert (folder / "genai_config.json").is_file() and folder.name == "tiny-llama"
     unpack = GgufConfig(dequantize=True)
