@@ -29,16 +29,18 @@ def _when(part: dict[str, Any]) -> str:
     )
 
 
+def _first_part(models: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """The first model's result of part `name` that did not fail (its settings are said once)."""
+    return next(
+        (m["parts"][name] for m in models
+         if name in m["parts"] and "error" not in m["parts"][name]),
+        None,
+    )  # fmt: skip
+
+
 def speed(models: list[dict[str, Any]]) -> list[str]:
     lines = ["## 1. Speed: tokens/s, interleaved", ""]
-    first = next(
-        (
-            m["parts"]["speed"]
-            for m in models
-            if "speed" in m["parts"] and "error" not in m["parts"]["speed"]
-        ),
-        None,
-    )
+    first = _first_part(models, "speed")
     if first is not None:
         lines += [
             f"fp32, batch 1, greedy; {first['threads']} intra-op threads in every engine (ORT "
@@ -127,14 +129,7 @@ def speed(models: list[dict[str, Any]]) -> list[str]:
 
 def accuracy(models: list[dict[str, Any]]) -> list[str]:
     lines = ["## 2. Accuracy: OpScope's weight precisions against transformers' FP32 logits", ""]
-    first = next(
-        (
-            m["parts"]["accuracy"]
-            for m in models
-            if "accuracy" in m["parts"] and "error" not in m["parts"]["accuracy"]
-        ),
-        None,
-    )
+    first = _first_part(models, "accuracy")
     if first is not None:
         lines += [
             f"The first {first['texts']} lines of resources/eval_texts.txt of at least 10 "
