@@ -95,29 +95,22 @@ class MainWindow(QMainWindow):
 
         self.config_panel = ConfigPanel(usable_providers)
         self.accuracy = AccuracyBadge()
-        self.tolerance = QDoubleSpinBox(decimals=5, minimum=0.9, maximum=1.0, singleStep=0.0005)
-        self.tolerance.setValue(
-            float(str(self.settings.value("accuracy/min_cosine", DEFAULT_MIN_COSINE)))
-        )
-        self.tolerance.setToolTip(
+        self.tolerance = self._target_box(
+            "accuracy/min_cosine", DEFAULT_MIN_COSINE, 5, 0.9, 0.0005,
             "Minimum cosine similarity to FP32 (worst output) that counts as accurate. "
             "INT8 is built to meet it: settings that suit this CPU are tried, then the "
-            "most sensitive nodes kept in FP32."
-        )
+            "most sensitive nodes kept in FP32.",
+        )  # fmt: skip
         self.tolerance.valueChanged.connect(self._tolerance_changed)
         self.accuracy.set_tolerance(self.tolerance.value())
         self.config_panel.set_min_cosine(self.tolerance.value())
-        default_agreement = RunConfig().min_token_agreement
-        self.token_agreement = QDoubleSpinBox(decimals=3, minimum=0.5, maximum=1.0, singleStep=0.01)
-        self.token_agreement.setValue(
-            float(str(self.settings.value("accuracy/min_token_agreement", default_agreement)))
-        )
-        self.token_agreement.setToolTip(
+        self.token_agreement = self._target_box(
+            "accuracy/min_token_agreement", RunConfig().min_token_agreement, 3, 0.5, 0.01,
             "A generating model's weights (INT8, INT4, FP16) keep FP32's next token at least "
             "this share of the positions, teacher-forced, and Min cosine on the worst "
             "position's logits. INT8 and INT4 weights are built to meet both: block size, "
-            "accuracy level, then MatMuls kept at a higher precision."
-        )
+            "accuracy level, then MatMuls kept at a higher precision.",
+        )  # fmt: skip
         self.token_agreement.valueChanged.connect(self._token_agreement_changed)
         self.config_panel.set_min_token_agreement(self.token_agreement.value())
         self.latency.set_stepped_follow(bool(self.settings.value(STEPPED_KEY, True, type=bool)))
@@ -445,6 +438,15 @@ class MainWindow(QMainWindow):
                 self.on_open_path(path)
                 event.acceptProposedAction()
                 return
+
+    def _target_box(
+        self, key: str, default: float, decimals: int, minimum: float, step: float, tip: str
+    ) -> QDoubleSpinBox:
+        """An accuracy target's box, its value remembered in the settings under `key`."""
+        box = QDoubleSpinBox(decimals=decimals, minimum=minimum, maximum=1.0, singleStep=step)
+        box.setValue(float(str(self.settings.value(key, default))))
+        box.setToolTip(tip)
+        return box
 
     def _tolerance_changed(self, value: float) -> None:
         self.accuracy.set_tolerance(value)
