@@ -53,7 +53,7 @@ def _a_shared_llm(arg: str) -> bool:
     """`opscope FILE.gguf` or `opscope HF_FOLDER`: the window imports it, then opens it."""
     from engine.model.llm_sources import source_kind
 
-    return bool(arg) and arg not in ("info", "bench") and source_kind(arg) is not None
+    return bool(arg) and source_kind(arg) is not None
 
 
 def _a_model_folder(arg: str) -> bool:
