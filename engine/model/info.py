@@ -105,15 +105,13 @@ def load_model(path: str | Path) -> tuple[onnx.ModelProto, ModelInfo]:
     p = Path(path)
     if not p.exists():
         raise ModelError("file not found", p)
-    hint = import_hint(p)
-    if hint is not None:
-        raise ModelError(hint, p)
-    if p.is_dir():
-        raise ModelError("is a folder, not an .onnx file", p)
+    if p.is_dir() or p.suffix.lower() == ".gguf":  # said before a GGUF's gigabytes are read
+        raise ModelError(import_hint(p) or "is a folder, not an .onnx file", p)
     try:
         model = onnx.load(str(p), load_external_data=False)
-    except Exception as exc:  # protobuf DecodeError and friends
-        raise ModelError(f"not a valid ONNX file (cannot parse: {_first_line(exc)})", p) from exc
+    except Exception as exc:  # protobuf DecodeError and friends; a GGUF file says how to import it
+        why = import_hint(p) or f"not a valid ONNX file (cannot parse: {_first_line(exc)})"
+        raise ModelError(why, p) from exc
     if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
         raise ModelError("not a valid ONNX file (no graph)", p)
     external = _check_external_data(model, p)
