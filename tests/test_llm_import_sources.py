@@ -167,7 +167,7 @@ def test_the_window_opens_a_gguf_file_by_importing_it(qtbot, tiny_gguf: Path) ->
     pytest.importorskip("PySide6")
     from app.host.engine_client import EngineClient
     from app.host.job_runner import JobRunner
-    from app.llm.hf_import import import_and_open
+    from app.llm.hf_import import ImportJob, import_and_open
 
     client = EngineClient()
     runner = JobRunner(client)
@@ -179,5 +179,12 @@ def test_the_window_opens_a_gguf_file_by_importing_it(qtbot, tiny_gguf: Path) ->
             pass
         assert blocker.args[0] is True, blocker.args
         assert opened and (Path(opened[0]) / "genai_config.json").is_file()
+        cut = tiny_gguf.with_name("cut-in-the-window.gguf")  # a bad file: one line, no crash
+        cut.write_bytes(tiny_gguf.read_bytes()[:4096])
+        job = ImportJob(runner, str(cut), "")
+        with qtbot.waitSignal(job.finished, timeout=60_000) as blocker:
+            job.start()
+        ok, why = blocker.args
+        assert not ok and "truncated" in why and str(cut) in why and "\n" not in why, why
     finally:
         client.shutdown()
