@@ -94,20 +94,20 @@ from engine.run.memory_job import MemoryRequest
 from engine.run.serving_jobs import CalibrateRequest, LoadRunRequest
 from engine.run.wire import Channel, PipeConnection, StreamConnection, WireError
 from engine.serve.batching import BatchPolicy
-from engine.serve.llm_loop import check_real_layout
-from engine.serve.llm_plan import DEFAULT_NEW, LLMPlan, kv_ms_per_mb, plan_layouts, plan_workload
-from engine.serve.llm_study import LLMStudyRequest, llm_serving_config, real_plan
-from engine.serve.real_check import RealCheck
-from engine.serve.real_check import check as check_real_run
+from engine.serve.llm.real_loop import check_real_layout
+from engine.serve.llm.plan import DEFAULT_NEW, LLMPlan, kv_ms_per_mb, plan_layouts, plan_workload
+from engine.serve.llm.study import LLMStudyRequest, llm_serving_config, real_plan
+from engine.serve.sim.real_check import RealCheck
+from engine.serve.sim.real_check import check as check_real_run
 from engine.serve.records import OK, REJECTED, TIMED_OUT, UNSERVED
-from engine.serve.service import ServiceModel
-from engine.serve.traffic import parse_traffic, with_trace_window
-from engine.serve.what_if import Question, answer
-from engine.serve.what_if import headline as what_if_headline
-from engine.serve.what_if_flags import calibration_drift
-from engine.session import liveness
+from engine.serve.sim.service import ServiceModel
+from engine.serve.traffic.schedule import parse_traffic, with_trace_window
+from engine.serve.sim.what_if import Question, answer
+from engine.serve.sim.what_if import headline as what_if_headline
+from engine.serve.sim.what_if_flags import calibration_drift
+from engine.session import writer_liveness
 from engine.session.columns import lacking_note
-from engine.session.compact import Compacted, compact_copy
+from engine.session.compact_copy import Compacted, compact_copy
 from engine.session.env import cpu_name, gpu_facts
 from engine.session.reader import SessionReader
 from engine.session.recorder import Recorder
@@ -249,7 +249,6 @@ __all__ = [
     "kv_ms_per_mb",
     "lacking_note",
     "latency_stats",
-    "liveness",
     "llm_serving_config",
     "llm_study_cells",
     "llm_study_title",
@@ -284,4 +283,5 @@ __all__ = [
     "with_trace_window",
     "write_report",
     "write_trace",
+    "writer_liveness",
 ]  # fmt: skip

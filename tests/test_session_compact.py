@@ -17,7 +17,7 @@ from engine.events import OpProfile, RunEnded
 from engine.measure.op_stats import coverage, node_stats, op_type_stats
 from engine.measure.op_trace import ProfileTrace, parse_ort_profile
 from engine.session import SCHEMA_VERSION, SessionStore, open_session_file, schema
-from engine.session.compact import compact_copy
+from engine.session.compact_copy import compact_copy
 from engine.session.trust import json_text
 
 FIXTURES = Path(__file__).parent / "fixtures"

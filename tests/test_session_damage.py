@@ -214,25 +214,25 @@ def test_a_writers_liveness(tmp_path: Path) -> None:
 
     import psutil
 
-    from engine.session import liveness
+    from engine.session import writer_liveness
 
     path = tmp_path / "x.opscope"
     path.write_bytes(b"SQLite format 3\x00" + b"\x00" * 84)  # not WAL mode
-    me = json.loads(liveness.this_writer())
+    me = json.loads(writer_liveness.this_writer())
     assert me["pid"] == os.getpid()
-    liveness.opened(path, 1)
-    assert liveness.writer_alive(json.dumps(me), path, 1, False) is True
-    liveness.closed(path)
-    assert liveness.writer_alive(json.dumps(me), path, 1, False) is False  # closed, not ended
+    writer_liveness.opened(path, 1)
+    assert writer_liveness.writer_alive(json.dumps(me), path, 1, False) is True
+    writer_liveness.closed(path)
+    assert writer_liveness.writer_alive(json.dumps(me), path, 1, False) is False  # closed
     parent = {**me, "pid": os.getppid(), "started": psutil.Process(os.getppid()).create_time()}
-    assert liveness.writer_alive(json.dumps(parent), path, 1, False) is True
+    assert writer_liveness.writer_alive(json.dumps(parent), path, 1, False) is True
     reused = {**parent, "started": parent["started"] - 3600}  # that pid, another process
-    assert liveness.writer_alive(json.dumps(reused), path, 1, False) is False
+    assert writer_liveness.writer_alive(json.dumps(reused), path, 1, False) is False
     elsewhere = {**parent, "host": socket.gethostname() + "-other"}
-    assert liveness.writer_alive(json.dumps(elsewhere), path, 1, False) is None
-    assert liveness.writer_alive("not json", path, 1, False) is None
-    assert liveness.writer_alive(None, path, 1, False) is False  # no row, not WAL: nobody writes
-    assert liveness.writer_alive(None, path, 1, True) is None  # WAL: a writer may have it
+    assert writer_liveness.writer_alive(json.dumps(elsewhere), path, 1, False) is None
+    assert writer_liveness.writer_alive("not json", path, 1, False) is None
+    assert writer_liveness.writer_alive(None, path, 1, False) is False  # no row, not WAL
+    assert writer_liveness.writer_alive(None, path, 1, True) is None  # WAL: a writer may have it
 
 
 @contextlib.contextmanager

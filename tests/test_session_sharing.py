@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine.session import SessionStore, held, open_session_file
-from engine.session.compact import compact_copy
+from engine.session.compact_copy import compact_copy
 from engine.session.trust import check_file
 from tests.conftest import ROOT
 

@@ -20,8 +20,8 @@ from engine.api import (
     SessionStore,
     compact_copy,
     corrupt,
-    liveness,
     remove_session_file,
+    writer_liveness,
 )
 
 CLOSE_GRACE_S = 5.0  # quitting waits this long for a lock another process holds
@@ -97,7 +97,7 @@ class Recording:
             self.recorder.store = self.store
             self.recorder.writes.path = dest
             if self.recorder.active and self.recorder.run_id is not None:
-                liveness.opened(dest, self.recorder.run_id)  # its run goes on, written there
+                writer_liveness.opened(dest, self.recorder.run_id)  # its run goes on, written there
             old.close()
             self.path = dest
         return dest

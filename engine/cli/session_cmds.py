@@ -67,7 +67,7 @@ def cmd_session_show(args: argparse.Namespace) -> int:
 
 
 def cmd_session_compact(args: argparse.Namespace) -> int:
-    from engine.session.compact import compact_copy
+    from engine.session.compact_copy import compact_copy
 
     done = compact_copy(args.src, args.dest, args.keep_passes)
     dropped = (

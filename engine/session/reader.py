@@ -22,7 +22,7 @@ from sqlite_utils import Database
 
 from engine.errors import SessionFileError
 from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
-from engine.session import columns, held, liveness, schema
+from engine.session import columns, held, schema, writer_liveness
 from engine.session.env import MACHINE_PREFIX
 from engine.session.generation_rows import GenerationRun, read_generation
 from engine.session.llm_study_rows import LLMStudyRow, read_llm_studies
@@ -143,7 +143,7 @@ class SessionReader:
         out: dict[str, str | None] = {}
         for key, value in self._conn.execute("SELECT key, value FROM meta ORDER BY key"):
             name = req(key, str, "meta.key")
-            if not name.startswith((liveness.KEY_PREFIX, MACHINE_PREFIX)):  # the file's
+            if not name.startswith((writer_liveness.KEY_PREFIX, MACHINE_PREFIX)):  # the file's
                 out[name] = None if value is None else str(value)
         return out
 
@@ -205,10 +205,10 @@ class SessionReader:
         if run.status != "running":
             return run
         row = self._conn.execute(
-            "SELECT value FROM meta WHERE key = ?", [liveness.key(run.id)]
+            "SELECT value FROM meta WHERE key = ?", [writer_liveness.key(run.id)]
         ).fetchone()
         text = typed(row[0], str, "meta.value", nullable=True) if row else None
-        if liveness.writer_alive(text, self.path, run.id, self._wal_mode) is not False:
+        if writer_liveness.writer_alive(text, self.path, run.id, self._wal_mode) is not False:
             return run
         why = "its recording process is gone (killed or crashed)"
         return dataclasses.replace(run, status="interrupted", error=run.error or why)

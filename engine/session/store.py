@@ -24,7 +24,7 @@ from engine.events import AccuracyResult, OpProfile, ServedRequests, ServingStar
 from engine.measure.contention import Contention
 from engine.measure.op_trace import NodeEvent
 from engine.model.info import ModelInfo
-from engine.session import held, liveness, schema
+from engine.session import held, schema, writer_liveness
 from engine.session.env import MACHINE_PREFIX
 from engine.session.reader import SessionReader
 from engine.session.trust import check_file, json_text
@@ -90,7 +90,7 @@ class SessionStore:
     def close(self) -> None:
         """Checkpoint and leave a single self-contained file (rollback-journal mode), so it
         can be copied and read anywhere; stays in WAL mode if a reader holds it open."""
-        liveness.closed(self.path)  # a run left open here is no longer being written
+        writer_liveness.closed(self.path)  # a run left open here is no longer being written
         with contextlib.suppress(sqlite3.Error):
             self.db.execute("PRAGMA busy_timeout = 0")  # never stall on a reader's lock
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -148,9 +148,9 @@ class SessionStore:
             assert isinstance(run_id, int)
             self.db.execute(  # who records it, so a reader can tell it was killed
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                [liveness.key(run_id), liveness.this_writer()],
+                [writer_liveness.key(run_id), writer_liveness.this_writer()],
             )
-        liveness.opened(self.path, run_id)
+        writer_liveness.opened(self.path, run_id)
         return run_id
 
     def note_machine(self, name: str, facts: dict[str, str | None]) -> None:
@@ -170,8 +170,8 @@ class SessionStore:
     def end_run(self, run_id: int, status: str, error: str | None = None) -> None:
         with self.db.atomic():
             self.update_run(run_id, {"status": status, "error": error, "ended_at": utc_now()})
-            self.db.execute("DELETE FROM meta WHERE key = ?", [liveness.key(run_id)])
-        liveness.closed(self.path, run_id)
+            self.db.execute("DELETE FROM meta WHERE key = ?", [writer_liveness.key(run_id)])
+        writer_liveness.closed(self.path, run_id)
 
     def set_timing(self, run_id: int, done: TimingDone) -> None:
         lat, tp = done.latency, done.throughput
@@ -364,7 +364,7 @@ class SessionStore:
         rows: list[dict[str, Any]],
         partial: bool = False,
     ) -> int:
-        """One LLM serving study (engine/serve/llm_study.py's rows); returns its id."""
+        """One LLM serving study (engine/serve/llm/study.py's rows); returns its id."""
         return self._add_row("llm_studies", model_path=model_path, kind=kind, config=config,
                              plan=plan, rows=rows,
                              status="partial" if partial else "complete")  # fmt: skip
