@@ -29,13 +29,13 @@ from results_file import publish  # noqa: E402
 from engine.backends.genai.model import OpenedLLM, open_llm  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
 from engine.events import drive  # noqa: E402
-from engine.serve.llm_calibration import load_or_calibrate_llm  # noqa: E402
-from engine.serve.llm_cost import LLMCost, Warmth  # noqa: E402
-from engine.serve.llm_loop import LLMServingLoop  # noqa: E402
-from engine.serve.llm_sim import Layout, simulate_llm  # noqa: E402
-from engine.serve.llm_summary import summarize_llm  # noqa: E402
-from engine.serve.llm_workload import LLMWorkload, make_workload, parse_length  # noqa: E402
-from engine.serve.traffic import make_schedule, parse_traffic  # noqa: E402
+from engine.serve.llm.calibrate import load_or_calibrate_llm  # noqa: E402
+from engine.serve.llm.cost import LLMCost, Warmth  # noqa: E402
+from engine.serve.llm.metrics import summarize_llm  # noqa: E402
+from engine.serve.llm.real_loop import LLMServingLoop  # noqa: E402
+from engine.serve.llm.sim import Layout, simulate_llm  # noqa: E402
+from engine.serve.llm.workload import LLMWorkload, make_workload, parse_length  # noqa: E402
+from engine.serve.traffic.schedule import make_schedule, parse_traffic  # noqa: E402
 
 MODEL = ROOT / "resources" / "models" / "demo_llm"
 PROMPT, NEW = "32-256", "32"

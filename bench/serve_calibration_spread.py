@@ -4,7 +4,7 @@ the row's `svc`, the real runs' batch times against the calibration taken just b
 row, which ranged 0.78-1.17 while the two real runs agreed within a few percent. So the
 calibration, not the queue model, is what a row's prediction rests on.
 
-Each repeat times every calibrated size the way a calibration does (engine/serve/service.py:
+Each repeat times every calibrated size the way a calibration does (engine/serve/sim/service.py:
 back to back, at least 40 runs and 0.25 s a size, one size after another), then the same
 sizes interleaved in rounds over a longer span (a round: a few batches of each size, the
 sizes' samples gathered across the span). Reported per size: the spread over the repeats of
@@ -42,7 +42,7 @@ from results_file import publish  # noqa: E402
 from serve_sim_vs_real import serving_for  # noqa: E402
 
 from engine.serve.batching import BatchPolicy  # noqa: E402
-from engine.serve.service import calibration_sizes, time_batches  # noqa: E402
+from engine.serve.sim.service import calibration_sizes, time_batches  # noqa: E402
 
 MODELS = ("demo_cnn", "demo_transformer")
 

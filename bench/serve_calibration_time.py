@@ -31,9 +31,9 @@ from engine.backends.base import PrepareRequest  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
 from engine.events import Progress  # noqa: E402
 from engine.serve.batching import BatchPolicy  # noqa: E402
-from engine.serve.calibration import calibration_context, load_or_calibrate  # noqa: E402
-from engine.serve.service import ServiceModel  # noqa: E402
 from engine.serve.setup import prepare_serving  # noqa: E402
+from engine.serve.sim.calibration import calibration_context, load_or_calibrate  # noqa: E402
+from engine.serve.sim.service import ServiceModel  # noqa: E402
 from engine.session.env import cpu_name  # noqa: E402
 
 SPIN = "while True: pass"

@@ -26,8 +26,8 @@ from serve_sim_vs_real import WARMUP_S, calibrated, patterns, serving_for  # noq
 from engine.serve.batching import BatchPolicy  # noqa: E402
 from engine.serve.loop import ServingLoop  # noqa: E402
 from engine.serve.records import ServeRecords  # noqa: E402
-from engine.serve.simulate import simulate  # noqa: E402
-from engine.serve.traffic import make_schedule, parse_traffic  # noqa: E402
+from engine.serve.sim.simulate import simulate  # noqa: E402
+from engine.serve.traffic.schedule import make_schedule, parse_traffic  # noqa: E402
 
 PARTS = ("late", "wait", "to start", "batch", "after", "total")
 

@@ -35,8 +35,11 @@ from engine import backends  # noqa: E402
 from engine.backends.base import PrepareRequest  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
 from engine.serve.batching import BatchPolicy  # noqa: E402
-from engine.serve.calibration import calibration_context, load_or_calibrate  # noqa: E402
-from engine.serve.lateness import (  # noqa: E402
+from engine.serve.loop import ServingLoop  # noqa: E402
+from engine.serve.records import ServeRecords, summarize  # noqa: E402
+from engine.serve.setup import Serving, prepare_serving  # noqa: E402
+from engine.serve.sim.calibration import calibration_context, load_or_calibrate  # noqa: E402
+from engine.serve.sim.lateness import (  # noqa: E402
     LOOK_S,
     PARKED,
     Draw,
@@ -44,14 +47,11 @@ from engine.serve.lateness import (  # noqa: E402
     states_at,
     taken_at_once,
 )
-from engine.serve.loop import ServingLoop  # noqa: E402
-from engine.serve.records import ServeRecords, summarize  # noqa: E402
-from engine.serve.service import ServiceModel  # noqa: E402
-from engine.serve.setup import Serving, prepare_serving  # noqa: E402
-from engine.serve.sim_open import fifo_loop  # noqa: E402
-from engine.serve.sim_service import DRAWS, ServiceDraws  # noqa: E402
-from engine.serve.simulate import simulate  # noqa: E402
-from engine.serve.traffic import Schedule, make_schedule, parse_traffic  # noqa: E402
+from engine.serve.sim.open_loop import fifo_loop  # noqa: E402
+from engine.serve.sim.service import ServiceModel  # noqa: E402
+from engine.serve.sim.service_draws import DRAWS, ServiceDraws  # noqa: E402
+from engine.serve.sim.simulate import simulate  # noqa: E402
+from engine.serve.traffic.schedule import Schedule, make_schedule, parse_traffic  # noqa: E402
 
 MODELS = ("demo_cnn", "demo_transformer")
 LOADS = (0.5, 0.7, 0.85)

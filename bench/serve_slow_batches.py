@@ -1,6 +1,6 @@
 """Do the real serving loop's slow batches come in runs of batches, or in stretches of time?
 
-The slow-stretch process (engine/serve/slow_stretches.py) counts stretches in batches: a
+The slow-stretch process (engine/serve/sim/slow_stretches.py) counts stretches in batches: a
 chance per batch of entering one and of leaving it. A disturbance on a machine lasts some
 milliseconds, so counting in time looked the more physical model: a stretch of 7 small
 batches (1.3 ms each) would then cover one or two large ones (10 ms), not 7. This bench asks
@@ -32,8 +32,8 @@ from serve_sim_vs_real import WARMUP_S, calibrated, serving_for  # noqa: E402
 
 from engine.serve.batching import BatchPolicy  # noqa: E402
 from engine.serve.loop import ServingLoop  # noqa: E402
-from engine.serve.slow_stretches import SLOW  # noqa: E402
-from engine.serve.traffic import make_schedule, parse_traffic  # noqa: E402
+from engine.serve.sim.slow_stretches import SLOW  # noqa: E402
+from engine.serve.traffic.schedule import make_schedule, parse_traffic  # noqa: E402
 
 MODELS = ("demo_cnn", "demo_transformer")
 LOADS = (0.3, 0.5, 0.7, 0.85, 0.95)

@@ -32,10 +32,10 @@ from engine.run.timing import TimingPlan, time_inferences  # noqa: E402
 from engine.serve.batching import BatchPolicy  # noqa: E402
 from engine.serve.loop import ServingLoop  # noqa: E402
 from engine.serve.records import summarize  # noqa: E402
-from engine.serve.service import ServiceModel  # noqa: E402
 from engine.serve.setup import prepare_serving  # noqa: E402
-from engine.serve.simulate import simulate  # noqa: E402
-from engine.serve.traffic import make_schedule, parse_traffic  # noqa: E402
+from engine.serve.sim.service import ServiceModel  # noqa: E402
+from engine.serve.sim.simulate import simulate  # noqa: E402
+from engine.serve.traffic.schedule import make_schedule, parse_traffic  # noqa: E402
 
 
 def cpu_model() -> str:

@@ -8,7 +8,7 @@ run; beside it, the second real run's difference from the first: the machine's o
 spread, measured in the same minute. The simulation is made three times: service times
 drawn one by one, once (seed 11, as runs 1-4 did); drawn one by one `--draws` times (seeds
 11, 12, ...), the p50 and p99 the mean of theirs; and with the calibrated slow-stretch
-process (engine/serve/slow_stretches.py), also the mean of `--draws`; and (`pooled`) one by
+process (engine/serve/sim/slow_stretches.py), also the mean of `--draws`; and (`pooled`) one by
 one from one pool of ratios to each size's median, every size's batches together, also the
 mean of `--draws`. One simulated run of
 the row's 8 s is as noisy as one real run (its p99 rests on some 20 requests): against a
@@ -51,10 +51,10 @@ from serve_sim_vs_real import (  # noqa: E402
 from engine.serve.batching import BatchPolicy  # noqa: E402
 from engine.serve.loop import ServingLoop  # noqa: E402
 from engine.serve.records import summarize  # noqa: E402
-from engine.serve.service import ServiceModel  # noqa: E402
-from engine.serve.simulate import simulate  # noqa: E402
-from engine.serve.slow_stretches import MAX_RATIOS  # noqa: E402
-from engine.serve.traffic import make_schedule, parse_traffic  # noqa: E402
+from engine.serve.sim.service import ServiceModel  # noqa: E402
+from engine.serve.sim.simulate import simulate  # noqa: E402
+from engine.serve.sim.slow_stretches import MAX_RATIOS  # noqa: E402
+from engine.serve.traffic.schedule import make_schedule, parse_traffic  # noqa: E402
 
 MODELS = ("demo_cnn", "demo_transformer")
 LOADS = (0.5, 0.85)

@@ -24,7 +24,7 @@ MEMORY_REPORT: dict[str, Any] = {
 }  # fmt: skip
 
 
-# one summary row of an LLM serving study, as engine/serve/llm_study.py records it
+# one summary row of an LLM serving study, as engine/serve/llm/study.py records it
 LLM_ROW = {
     "layout": "chunked",
     "layout_config": {"name": "chunked", "label": "chunked 256", "instances": 1},

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from engine.serve.batching import BatchPolicy
-from engine.serve.lateness import ANY, FULL, PARKED, RUNNING
-from engine.serve.service import ServiceModel
-from engine.serve.traffic import Schedule, make_schedule, parse_traffic
+from engine.serve.sim.lateness import ANY, FULL, PARKED, RUNNING
+from engine.serve.sim.service import ServiceModel
+from engine.serve.traffic.schedule import Schedule, make_schedule, parse_traffic
 
 FIELDS = (
     "scheduled",

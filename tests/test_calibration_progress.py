@@ -14,9 +14,9 @@ import pytest
 
 from engine.events import Notice, Progress
 from engine.serve.batching import BatchPolicy
-from engine.serve.calibration import calibration_context, load_or_calibrate, time_left
-from engine.serve.service import ServiceModel, calibrate
 from engine.serve.setup import Serving, prepare_serving
+from engine.serve.sim.calibration import calibration_context, load_or_calibrate, time_left
+from engine.serve.sim.service import ServiceModel, calibrate
 
 
 class FakePrepared:
@@ -124,7 +124,7 @@ def test_a_stopped_calibration_caches_nothing(
 
 def test_real_check_holds_the_error_against_the_real_runs_spread() -> None:
     from engine.measure.contention import Contention
-    from engine.serve.real_check import check
+    from engine.serve.sim.real_check import check
 
     def summary(p99: float, busy: float | None = None) -> dict[str, Any]:
         s: dict[str, Any] = {

@@ -95,10 +95,10 @@ def test_the_bounded_types() -> None:
 def test_the_cli_bounds_agree_with_the_engines() -> None:
     """The engine checks the same bounds, for the app (which has no argparse)."""
     from engine.cli import serve_args
-    from engine.serve import llm_sim
+    from engine.serve.llm import sim as llm_sim
 
     assert serve_args.MAX_SEQS == llm_sim.MAX_SEQS and serve_args.MAX_TOKENS == llm_sim.MAX_TOKENS
     from engine.cli.arg_types import MAX_INSTANCES, MAX_REQUESTS
-    from engine.serve.traffic import MAX_REQUESTS as SCHEDULE_MAX
+    from engine.serve.traffic.schedule import MAX_REQUESTS as SCHEDULE_MAX
 
     assert MAX_INSTANCES == llm_sim.MAX_INSTANCES and MAX_REQUESTS == SCHEDULE_MAX

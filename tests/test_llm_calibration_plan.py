@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.serve.llm_cal_plan import (
+from engine.serve.llm.cal_plan import (
     Estimate,
     Needs,
     Point,
@@ -18,8 +18,8 @@ from engine.serve.llm_cal_plan import (
     needs_from,
     plan_points,
 )
-from engine.serve.llm_calibration import calibration_progress
-from engine.serve.llm_sim import Layout
+from engine.serve.llm.calibrate import calibration_progress
+from engine.serve.llm.sim import Layout
 
 
 def keys(needs: Needs, context: int = 8192) -> list[str]:

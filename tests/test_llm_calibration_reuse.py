@@ -13,11 +13,11 @@ import pytest
 from engine.cache import cache_root
 from engine.config import RunConfig
 from engine.events import Notice, Progress
-from engine.serve import llm_calibration
-from engine.serve.calibration_file import calibration_path
-from engine.serve.llm_cal_plan import Needs, plan_points
-from engine.serve.llm_calibration import llm_calibration_context, load_or_calibrate_llm
-from engine.serve.llm_cost import LLMCost
+from engine.serve.llm import calibrate as llm_calibration
+from engine.serve.llm.cal_plan import Needs, plan_points
+from engine.serve.llm.calibrate import llm_calibration_context, load_or_calibrate_llm
+from engine.serve.llm.cost import LLMCost
+from engine.serve.sim.calibration_file import calibration_path
 
 SMALL = Needs(64, 2, 0)  # a short study: the demo LLM's points take a few seconds
 

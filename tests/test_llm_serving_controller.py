@@ -21,7 +21,7 @@ from app.llm.llm_serving_dock import LLMServingDock
 from app.shell.pause_holds import PauseHolds
 from engine.config import RunConfig
 from engine.events import Notice, Progress
-from engine.serve.llm_study import LLMStudyRequest
+from engine.serve.llm.study import LLMStudyRequest
 from tests.conftest import ROOT
 from widgets.models.llm_serving_form import ServingForm
 

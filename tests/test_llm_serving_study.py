@@ -19,9 +19,9 @@ from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import Event, Progress, drive
 from engine.run.child_job import child_main
-from engine.serve.llm_cost import LLMCost
-from engine.serve.llm_plan import plan_layouts, plan_workload
-from engine.serve.llm_study import llm_serving_config, real_plan, simulate_plan
+from engine.serve.llm.cost import LLMCost
+from engine.serve.llm.plan import plan_layouts, plan_workload
+from engine.serve.llm.study import llm_serving_config, real_plan, simulate_plan
 from tests.conftest import ROOT
 from tests.test_serve_llm import MEASURED
 from widgets.models.llm_serving_form import LENGTH_NAMES, ServingForm, checked_plan
@@ -194,8 +194,8 @@ def test_the_child_driver_sends_events_then_the_result_or_one_line() -> None:
 
 def test_a_simulated_summary_reads_into_a_row_of_finite_numbers() -> None:
     """A summary made by the simulator reads into a row with every number finite."""
-    from engine.serve.llm_sim import simulate_llm
-    from engine.serve.llm_summary import summarize_llm
+    from engine.serve.llm.metrics import summarize_llm
+    from engine.serve.llm.sim import simulate_llm
 
     cost = LLMCost(0.8, 0.041, 3.0e-5, {1: 0.47, 2: 0.5, 4: 0.7, 8: 1.2}, 72, 0.0004, 2048)
     plan = checked_plan(ServingForm(requests=30), CONTEXT)
@@ -221,8 +221,8 @@ def test_the_window_asks_for_a_prefix_cache_and_shows_its_effect() -> None:
     """The dock's shared prefixes and prefix cache become the plan `simulate --llm
     --shared-prefix --prefix-cache` builds; a study row shows the hit rate and the TTFT
     without; a cache without shared prefixes is refused in one line."""
-    from engine.serve.llm_study import _simulated
-    from engine.serve.llm_workload import SharedPrefix
+    from engine.serve.llm.study import _simulated
+    from engine.serve.llm.workload import SharedPrefix
 
     form = ServingForm(requests=60, prompt_len="100-200", shared_groups=2, shared_tokens=64,
                        prefix_blocks=32)  # fmt: skip

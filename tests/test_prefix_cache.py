@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 
 from engine.errors import ConfigError
-from engine.serve.llm_sim import Layout, simulate_llm
-from engine.serve.llm_summary import summarize_llm
-from engine.serve.llm_workload import (
+from engine.serve.llm.metrics import summarize_llm
+from engine.serve.llm.prefix_cache import PrefixCache
+from engine.serve.llm.sim import Layout, simulate_llm
+from engine.serve.llm.workload import (
     SHARED_BASE,
     LLMWorkload,
     SharedPrefix,
     make_workload,
     parse_length,
 )
-from engine.serve.prefix_cache import PrefixCache
-from engine.serve.traffic import make_schedule, parse_traffic
+from engine.serve.traffic.schedule import make_schedule, parse_traffic
 from engine.session import open_session_file
 from tests.test_cli import opscope
 from tests.test_serve_llm import DEMO_LLM, MEASURED
@@ -133,7 +133,7 @@ def test_simulate_with_a_prefix_cache_from_the_command_line(tmp_path: Path) -> N
 
 
 def test_block_keys_chain_the_blocks_before() -> None:
-    from engine.serve.prefix_kv import block_keys
+    from engine.serve.llm.prefix_kv import block_keys
 
     a = np.arange(64, dtype=np.int64)
     b = a.copy()
@@ -150,7 +150,7 @@ def test_restored_rows_give_the_same_logits_as_a_full_prefill() -> None:
     from engine.backends.genai.model import open_llm
     from engine.backends.genai.slots import SlotCache
     from engine.config import RunConfig
-    from engine.serve.prefix_kv import PrefixKV
+    from engine.serve.llm.prefix_kv import PrefixKV
 
     llm = open_llm(DEMO_LLM, RunConfig(threads=1))
     slots = SlotCache(llm.session, llm.shape, 3, 128)

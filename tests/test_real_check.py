@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.serve.real_check import check
-from engine.serve.service import ServiceModel
+from engine.serve.sim.real_check import check
+from engine.serve.sim.service import ServiceModel
 
 
 def _summary(

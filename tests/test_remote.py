@@ -391,13 +391,14 @@ def test_every_job_request_names_the_files_it_reads() -> None:
 def test_a_job_sent_to_a_host_carries_the_hosts_copies_of_its_files(tmp_path: Path) -> None:
     """Every file field, nested or not, and a trace spec's file are replaced by the host's
     copy; other text (a Poisson spec, a session) is left alone."""
+    from engine.run.job_inputs import JobInputs
+
     from engine.remote.window_host import FileSender
     from engine.run import commands as cmds
     from engine.run.bench import BenchRequest
-    from engine.run.job_inputs import JobInputs
     from engine.run.serving_jobs import LoadRunRequest
-    from engine.serve.llm_plan import LLMPlan
-    from engine.serve.llm_study import LLMStudyRequest
+    from engine.serve.llm.plan import LLMPlan
+    from engine.serve.llm.study import LLMStudyRequest
     from engine.tune.search import Goal
     from engine.tune.sweep_job import SweepRequest
     from engine.tune.tune_job import TuneRequest

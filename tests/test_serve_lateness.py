@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from engine.errors import OpScopeError
-from engine.serve.lateness import (
+from engine.serve.records import ServeRecords
+from engine.serve.sim.lateness import (
     ANY,
     FULL,
     LOOK_S,
@@ -25,9 +26,8 @@ from engine.serve.lateness import (
     turnaround_samples,
     wake_samples,
 )
-from engine.serve.records import ServeRecords
-from engine.serve.service import ServiceModel
-from engine.serve.sim_service import ServiceDraws
+from engine.serve.sim.service import ServiceModel
+from engine.serve.sim.service_draws import ServiceDraws
 
 
 def test_states_from_batch_intervals() -> None:

@@ -83,7 +83,7 @@ def test_a_warmup_that_keeps_every_request_out_is_refused_or_dropped(
 
     from engine.cli.serve_cmds import check_warmup
     from engine.errors import ConfigError
-    from engine.serve.traffic import Schedule
+    from engine.serve.traffic.schedule import Schedule
 
     schedule = Schedule(np.linspace(0.0, 0.8, 40), np.zeros(40, np.int64))
     assert check_warmup(schedule, 0.5) == 0.5  # some requests stay in the figures

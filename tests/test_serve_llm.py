@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from engine.errors import ConfigError
-from engine.serve.llm_cost import SETTLED, SETTLED_WARMTH, LLMCost, Warmth
-from engine.serve.llm_sim import LAYOUTS, Layout, simulate_llm
-from engine.serve.llm_summary import goodput, summarize_llm
-from engine.serve.llm_workload import LLMWorkload, make_workload, parse_length
-from engine.serve.traffic import make_schedule, parse_traffic
+from engine.serve.llm.cost import SETTLED, SETTLED_WARMTH, LLMCost, Warmth
+from engine.serve.llm.metrics import goodput, summarize_llm
+from engine.serve.llm.sim import LAYOUTS, Layout, simulate_llm
+from engine.serve.llm.workload import LLMWorkload, make_workload, parse_length
+from engine.serve.traffic.schedule import make_schedule, parse_traffic
 from tests.conftest import ROOT
 
 DEMO_LLM = ROOT / "resources" / "models" / "demo_llm"
@@ -472,7 +472,7 @@ def test_lengths_are_seeded_and_checked() -> None:
 def test_a_long_simulation_says_how_far_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
     """A million requests take tens of seconds: the loop reports finished requests as it
     goes (here every 64 events), never more than there are, never going back."""
-    import engine.serve.llm_sim as llm_sim
+    import engine.serve.llm.sim as llm_sim
 
     monkeypatch.setattr(llm_sim, "PROGRESS_S", 0.0)
     monkeypatch.setattr(llm_sim, "PROGRESS_EVERY", 64)

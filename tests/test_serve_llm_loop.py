@@ -19,11 +19,11 @@ from engine.backends.genai.slots import SlotCache
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import drive
-from engine.serve.llm_iteration import prompt_ids
-from engine.serve.llm_loop import LLMServingLoop
-from engine.serve.llm_sim import Layout
-from engine.serve.llm_summary import summarize_llm
-from engine.serve.llm_workload import LLMWorkload
+from engine.serve.llm.iteration import prompt_ids
+from engine.serve.llm.metrics import summarize_llm
+from engine.serve.llm.real_loop import LLMServingLoop
+from engine.serve.llm.sim import Layout
+from engine.serve.llm.workload import LLMWorkload
 from tests.conftest import ROOT
 from tests.test_cli import opscope
 

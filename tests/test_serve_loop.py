@@ -18,7 +18,7 @@ from engine.serve.batching import BatchPolicy
 from engine.serve.loop import ServingLoop
 from engine.serve.records import OK, summarize
 from engine.serve.setup import prepare_serving
-from engine.serve.traffic import Schedule, make_schedule, parse_traffic
+from engine.serve.traffic.schedule import Schedule, make_schedule, parse_traffic
 from tests.conftest import DEMO_CNN
 
 FEEDS = {"x": np.zeros((1, 4), np.float32)}

@@ -11,9 +11,9 @@ import pytest
 from engine.errors import OpScopeError
 from engine.serve.batching import BatchPolicy
 from engine.serve.records import OK, REJECTED, TIMED_OUT, summarize
-from engine.serve.service import ServiceModel
-from engine.serve.simulate import simulate
-from engine.serve.traffic import Schedule, make_schedule, parse_traffic
+from engine.serve.sim.service import ServiceModel
+from engine.serve.sim.simulate import simulate
+from engine.serve.traffic.schedule import Schedule, make_schedule, parse_traffic
 from tests import sim_cases
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -142,7 +142,7 @@ def test_records_match_the_stored_ones(name: str) -> None:
 
 
 def test_a_damaged_calibration_file_is_measured_again_never_fatal(tmp_path: Path) -> None:
-    from engine.serve.calibration_file import read_calibration, write_calibration
+    from engine.serve.sim.calibration_file import read_calibration, write_calibration
 
     path = tmp_path / "calibration" / "x.json"
     assert read_calibration(path, ServiceModel.from_json, "calibration") == (None, None)
@@ -162,8 +162,8 @@ def test_a_damaged_calibration_file_is_measured_again_never_fatal(tmp_path: Path
 def test_idle_slowdowns_come_from_the_loops_own_batches() -> None:
     """Batches grouped by size and by the idle gap before them (across instances), as
     ratios to the size's back-to-back median; thin cells and the first SKIP_S left out."""
-    from engine.serve.idle_cost import MIN_BATCHES, SKIP_S, idle_ratios
     from engine.serve.records import ServeRecords
+    from engine.serve.sim.idle_cost import MIN_BATCHES, SKIP_S, idle_ratios
 
     model = ServiceModel({1: np.full(5, 1e-3), 2: np.full(5, 2e-3)}, {})
     starts, ends, sizes = [], [], []
@@ -217,7 +217,7 @@ def test_a_calibration_says_when_the_engines_speed_moved_while_it_was_timed() ->
     import time
 
     from engine.events import Notice
-    from engine.serve.service import ServiceModel, calibrate
+    from engine.serve.sim.service import ServiceModel, calibrate
 
     def events(slow_after: int | None) -> tuple[list[object], list[int]]:
         calls, seen = [0], []
@@ -246,7 +246,7 @@ def test_a_calibration_says_when_the_engines_speed_moved_while_it_was_timed() ->
 
 
 def test_calibration_counts_keep_the_least_runs_and_seconds() -> None:
-    from engine.serve.service import FEW_RUNS, MAX_SIZE_S, calibration_counts
+    from engine.serve.sim.service import FEW_RUNS, MAX_SIZE_S, calibration_counts
 
     counts = calibration_counts({1: 0.001, 8: 0.01, 4096: 2.0}, 40, 0.25, 800)
     assert counts[1] == 250 and counts[8] == 40  # 0.25 s of the quick size, 40 of the other
@@ -261,7 +261,7 @@ def test_the_calibration_times_each_size_after_larger_batches_and_after_its_own(
     import itertools
     import time
 
-    from engine.serve.service import calibrate, calibration_order
+    from engine.serve.sim.service import calibrate, calibration_order
 
     order = calibration_order({1: 60, 2: 60, 4: 60}, np.random.default_rng(0))
     assert sorted(order.tolist()) == [1] * 60 + [2] * 60 + [4] * 60

@@ -9,8 +9,8 @@ import pytest
 
 from engine.errors import ConfigError, InputError
 from engine.serve.batching import BatchPolicy, BatchRule, take
-from engine.serve.cache import ResponseCache
-from engine.serve.traffic import make_schedule, parse_traffic, repeat_keys
+from engine.serve.response_cache import ResponseCache
+from engine.serve.traffic.schedule import make_schedule, parse_traffic, repeat_keys
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.serve.llm_sim import LAYOUTS
+from engine.serve.llm.sim import LAYOUTS
 from tests.test_cli import opscope
 
 

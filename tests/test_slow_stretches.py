@@ -9,10 +9,10 @@ import pytest
 
 from engine.serve.batching import BatchPolicy
 from engine.serve.records import summarize
-from engine.serve.service import ServiceModel
-from engine.serve.simulate import simulate
-from engine.serve.slow_stretches import SLOW, SlowStretches
-from engine.serve.traffic import make_schedule, parse_traffic
+from engine.serve.sim.service import ServiceModel
+from engine.serve.sim.simulate import simulate
+from engine.serve.sim.slow_stretches import SLOW, SlowStretches
+from engine.serve.traffic.schedule import make_schedule, parse_traffic
 
 
 def chain(n: int, enter: float, leave: float, seed: int) -> np.ndarray:
@@ -70,7 +70,7 @@ def test_a_one_off_disturbance_is_left_out_and_recurring_stretches_kept() -> Non
     assert abs(both.slow_share - share) < 0.5 * abs(every.slow_share - share)
     bursty = SlowStretches.fit([chain(150, 0.08, 0.1, k) for k in range(4)])
     assert bursty is not None and bursty.left_out == 0 and bursty.slow_share > 0.3
-    from engine.serve.slow_stretches import stretches_text, summary
+    from engine.serve.sim.slow_stretches import stretches_text, summary
 
     said = stretches_text(summary(robust))
     assert f"{robust.left_out} of 20 windows of 32 batches left out" in said
@@ -119,7 +119,7 @@ def test_stretches_raise_the_p99_that_one_by_one_draws_spread_out() -> None:
 
 
 def test_what_if_answers_with_stretches_when_asked() -> None:
-    from engine.serve.what_if import Question, answer
+    from engine.serve.sim.what_if import Question, answer
 
     fitted = SlowStretches.fit([chain(40_000, 0.004, 0.05, 3)])
     samples = {n: 0.001 * n**0.8 * chain(4000, 0.004, 0.05, 4) for n in (1, 2, 4, 8)}

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from engine.errors import InputError
-from engine.serve import trace_file
-from engine.serve.trace_file import read_trace
+from engine.serve.traffic import trace_file
+from engine.serve.traffic.trace_file import read_trace
 
 
 def write(tmp_path: Path, text: str, name: str = "t.csv") -> str:

@@ -1,4 +1,4 @@
-"""Production traces (engine/serve/trace_formats.py): Azure LLM inference, BurstGPT and
+"""Production traces (engine/serve/traffic/trace_formats.py): Azure LLM inference, BurstGPT and
 Mooncake files, small ones written here in each format, detected from their first line;
 a window of them replayed faster (`@speed=X,start=S`, --trace-speed, --trace-start); their
 token counts driving LLM serving; and bad files refused in one line naming the line."""
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from engine.errors import ConfigError, InputError
-from engine.serve.llm_plan import LLMPlan, plan_workload
-from engine.serve.trace_formats import read_any_trace, sniff
-from engine.serve.traffic import make_schedule, parse_traffic, with_trace_window
+from engine.serve.llm.plan import LLMPlan, plan_workload
+from engine.serve.traffic.schedule import make_schedule, parse_traffic, with_trace_window
+from engine.serve.traffic.trace_formats import read_any_trace, sniff
 
 AZURE = """TIMESTAMP,ContextTokens,GeneratedTokens
 2023-11-16 18:15:46.6805900,374,44

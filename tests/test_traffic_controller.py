@@ -141,7 +141,7 @@ def test_a_calibration_shows_its_time_left_and_cancel_stops_it(qapp: Any) -> Non
 def test_an_answer_shows_its_flags_and_the_max_rate_read_off_its_curve(qapp: Any) -> None:
     c, dock, _view, _jobs = _controller()
     dock.traffic_spec.return_value = "poisson:3"
-    from engine.serve.what_if_flags import PAST_CAPACITY as past
+    from engine.serve.sim.what_if_flags import PAST_CAPACITY as past
 
     c._answered(
         {
@@ -167,7 +167,7 @@ def test_a_real_run_is_held_against_the_spread_of_its_rows_earlier_runs(qapp: An
     import numpy as np
 
     from engine.measure.contention import Contention
-    from engine.serve.service import ServiceModel
+    from engine.serve.sim.service import ServiceModel
 
     c, _dock, _view, _jobs = _controller()
     quiet = Contention(window_s=30.0, cpus=2, others_cpu=0.01, steal=0.0, own_cpu=1.9)

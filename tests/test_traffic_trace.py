@@ -14,9 +14,9 @@ pytest.importorskip("PySide6")
 
 from app.traffic.traffic_dock import TrafficDock
 from engine.serve.batching import BatchPolicy
-from engine.serve.service import ServiceModel
-from engine.serve.traffic import parse_traffic
-from engine.serve.what_if import Question, answer
+from engine.serve.sim.service import ServiceModel
+from engine.serve.sim.what_if import Question, answer
+from engine.serve.traffic.schedule import parse_traffic
 from tests.file_drops import file_drop
 
 AZURE = """TIMESTAMP,ContextTokens,GeneratedTokens
@@ -67,7 +67,7 @@ def test_a_trace_dropped_on_the_llm_serving_dock_brings_its_lengths(
     qtbot: Any, tmp_path: Path
 ) -> None:
     from app.llm.llm_serving_dock import LLMServingDock
-    from engine.serve.llm_plan import plan_workload
+    from engine.serve.llm.plan import plan_workload
 
     dock = LLMServingDock()
     qtbot.addWidget(dock)

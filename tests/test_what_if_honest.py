@@ -11,11 +11,11 @@ import pytest
 
 from engine.measure.contention import Contention
 from engine.serve.batching import BatchPolicy
-from engine.serve.search import Workload, max_rate
-from engine.serve.service import ServiceModel
-from engine.serve.traffic import parse_traffic
-from engine.serve.what_if import Question, answer
-from engine.serve.what_if_flags import PAST_CAPACITY, calibration_line, max_rate_text, rate_text
+from engine.serve.sim.capacity_search import Workload, max_rate
+from engine.serve.sim.service import ServiceModel
+from engine.serve.sim.what_if import Question, answer
+from engine.serve.sim.what_if_flags import PAST_CAPACITY, calibration_line, max_rate_text, rate_text
+from engine.serve.traffic.schedule import parse_traffic
 
 BUSY = Contention(window_s=40.0, cpus=2, others_cpu=1.4, steal=0.0, own_cpu=1.0)
 QUIET = Contention(window_s=40.0, cpus=2, others_cpu=0.02, steal=0.0, own_cpu=1.9)
@@ -109,8 +109,8 @@ def test_rates_keep_the_digits_that_matter() -> None:
 def test_without_repeats_a_real_check_names_the_calibrations_own_drift() -> None:
     """One real run: its error stands beside how far the calibration's own batch times
     moved while it was timed (the last third against the first, per size)."""
-    from engine.serve.real_check import check
-    from engine.serve.what_if_flags import calibration_drift
+    from engine.serve.sim.real_check import check
+    from engine.serve.sim.what_if_flags import calibration_drift
 
     steady = np.full(12, 0.01)
     moved = np.r_[np.full(4, 0.01), np.full(4, 0.011), np.full(4, 0.011)]
@@ -128,7 +128,7 @@ def test_without_repeats_a_real_check_names_the_calibrations_own_drift() -> None
 def test_with_a_cache_the_curve_and_the_max_rate_reach_past_the_models_capacity() -> None:
     """Hits skip the model: the grid the max rate is read off reaches 130% of the capacity
     over the share that reaches the model (as the What-if's does), not 130% of it."""
-    from engine.serve.search import capacity_curve
+    from engine.serve.sim.capacity_search import capacity_curve
 
     work = Workload(parse_traffic("poisson:1"), 200, cache_size=1000, repeat=0.5)
     curve = capacity_curve(work, BatchPolicy(max_batch=2), service(), points=4)

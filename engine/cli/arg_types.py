@@ -15,7 +15,7 @@ MAX_INT = 2**31 - 1  # the largest count any flag takes (C ints downstream)
 MAX_SEED = 2**32 - 1  # numpy's seeds: 0 to 2**32 - 1
 MAX_SECONDS = 7 * 86_400.0  # a week: longer runs are not meant
 MAX_MS = 3_600_000.0  # an hour, in ms: delays, timeouts and latency targets
-MAX_REQUESTS = 50_000_000  # requests a schedule holds (engine.serve.traffic's limit)
+MAX_REQUESTS = 50_000_000  # requests a schedule holds (engine.serve.traffic.schedule's limit)
 MAX_BATCH = 1 << 20  # samples in a batch (the memory estimate refuses most before this)
 MAX_INSTANCES = 256  # model instances, or LLM prefill and decode instances
 

@@ -25,12 +25,12 @@ from engine.cli.simulate_llm import (
 )
 from engine.errors import ConfigError
 from engine.events import drive
-from engine.serve.llm_loop import LLMServingLoop, check_real_layout
-from engine.serve.llm_study import served_folder
-from engine.serve.llm_summary import summarize_llm
+from engine.serve.llm.metrics import summarize_llm
+from engine.serve.llm.prefix_cache import check_prefix_fits
+from engine.serve.llm.real_loop import LLMServingLoop, check_real_layout
+from engine.serve.llm.study import served_folder
 from engine.serve.loop import drain_deadline
-from engine.serve.prefix_cache import check_prefix_fits
-from engine.serve.traffic import parse_traffic
+from engine.serve.traffic.schedule import parse_traffic
 
 NOT_FOR_REAL = (*NOT_FOR_LLM, "warmup_s", "repeat")
 

@@ -490,7 +490,7 @@ def _trace_window(args: argparse.Namespace) -> None:
     so that everything downstream that reads the spec replays the same window."""
     speed, start = getattr(args, "trace_speed", None), getattr(args, "trace_start", None)
     if (speed is not None or start is not None) and getattr(args, "traffic", None):
-        from engine.serve.traffic import with_trace_window
+        from engine.serve.traffic.schedule import with_trace_window
 
         args.traffic = with_trace_window(args.traffic, speed, start)
     elif speed is not None or start is not None:

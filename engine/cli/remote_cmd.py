@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.cli.common import EXIT_OK, write_json
 from engine.errors import ConfigError, ModelError, OpScopeError
-from engine.serve.traffic import with_trace_file
+from engine.serve.traffic.schedule import with_trace_file
 
 DATA_FLAGS = ("--inputs", "--calibration", "--labels", "--prompts")
 

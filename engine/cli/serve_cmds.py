@@ -29,7 +29,7 @@ from engine.run.jobs import run_job
 from engine.run.serving_jobs import LoadedModel, LoadRunRequest
 from engine.serve.batching import BatchPolicy
 from engine.serve.summary import describe_setup
-from engine.serve.traffic import Schedule, TrafficSpec, make_schedule, parse_traffic
+from engine.serve.traffic.schedule import Schedule, TrafficSpec, make_schedule, parse_traffic
 from engine.session.recording import recording
 
 

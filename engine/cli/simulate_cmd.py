@@ -28,7 +28,6 @@ from engine.errors import ConfigError
 from engine.events import Event, Notice, RunEnded, RunStarted, ServingSummary
 from engine.measure.contention import Window
 from engine.serve.batching import BatchPolicy
-from engine.serve.calibration import calibration_context, load_or_calibrate
 from engine.serve.loop import ServingLoop
 from engine.serve.records import (
     ServeRecords,
@@ -38,14 +37,15 @@ from engine.serve.records import (
     summarize,
     timing_done,
 )
-from engine.serve.search import Workload, capacity_curve, max_rate_on, tune_batching
-from engine.serve.service import ServiceModel
 from engine.serve.setup import Serving, check_batch_fits, prepare_serving, warm, warmup_sizes
-from engine.serve.simulate import simulate
-from engine.serve.slow_stretches import stretches_text, summary
+from engine.serve.sim.calibration import calibration_context, load_or_calibrate
+from engine.serve.sim.capacity_search import Workload, capacity_curve, max_rate_on, tune_batching
+from engine.serve.sim.service import ServiceModel
+from engine.serve.sim.simulate import simulate
+from engine.serve.sim.slow_stretches import stretches_text, summary
+from engine.serve.sim.what_if_flags import calibration_line, flags, range_flags
 from engine.serve.summary import ANSWER_KEYS, figures, hit_rate, serving_started
-from engine.serve.traffic import TrafficSpec, make_schedule
-from engine.serve.what_if_flags import calibration_line, flags, range_flags
+from engine.serve.traffic.schedule import TrafficSpec, make_schedule
 from engine.session.recording import recording
 
 SEARCH_REQUESTS = 20_000  # requests per simulated trial in --find, --tune-batching, --curve

@@ -18,10 +18,11 @@ from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import Notice, Progress, drive
 from engine.run.llm_study_job import plan_json, record_llm_study
-from engine.serve.llm_cal_fit import honesty_line
-from engine.serve.llm_cal_plan import needs_from
-from engine.serve.llm_cost import LLMCost
-from engine.serve.llm_plan import (
+from engine.serve.llm.cal_fit import honesty_line
+from engine.serve.llm.cal_plan import needs_from
+from engine.serve.llm.cost import LLMCost
+from engine.serve.llm.metrics import summarize_llm
+from engine.serve.llm.plan import (
     DEFAULT_NEW,
     KV_GBPS,
     LLMPlan,
@@ -29,12 +30,11 @@ from engine.serve.llm_plan import (
     plan_layouts,
     plan_workload,
 )
-from engine.serve.llm_sim import Layout, simulate_llm
-from engine.serve.llm_study import served_calibration
-from engine.serve.llm_summary import summarize_llm
-from engine.serve.llm_workload import LLMWorkload
-from engine.serve.prefix_cache import check_prefix_fits
-from engine.serve.traffic import parse_traffic
+from engine.serve.llm.prefix_cache import check_prefix_fits
+from engine.serve.llm.sim import Layout, simulate_llm
+from engine.serve.llm.study import served_calibration
+from engine.serve.llm.workload import LLMWorkload
+from engine.serve.traffic.schedule import parse_traffic
 
 DURATION_S = 60.0
 NOT_FOR_LLM = ("find", "tune_batching", "curve", "confirm", "max_batch", "preferred",
@@ -59,7 +59,7 @@ def _from_llm_trace(args: argparse.Namespace) -> bool:
     spec = parse_traffic(args.traffic) if args.traffic else None
     if spec is None or spec.kind != "trace" or spec.path is None:
         return False
-    from engine.serve.trace_formats import sniff
+    from engine.serve.traffic.trace_formats import sniff
 
     return sniff(spec.path) in ("azure", "burstgpt", "mooncake")
 

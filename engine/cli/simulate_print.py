@@ -8,7 +8,7 @@ import math
 from typing import Any, TextIO
 
 from engine.measure.contention import Contention
-from engine.serve.what_if_flags import rate_text
+from engine.serve.sim.what_if_flags import rate_text
 
 
 def print_honesty(r: dict[str, Any], out: TextIO) -> None:

@@ -24,7 +24,7 @@ from engine.remote.link import RemoteError, hello, send_file, send_folder
 from engine.remote.target import Target
 from engine.run import commands as cmds
 from engine.run.wire import StreamConnection
-from engine.serve.traffic import with_trace_file
+from engine.serve.traffic.schedule import with_trace_file
 
 # Jobs on the window's own files (an export reads the session here, an import writes a
 # model folder here): they run on this machine even when the engine is on a host.

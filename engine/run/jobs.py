@@ -28,7 +28,7 @@ JOBS: dict[str, str] = {
     "engine.tune.sweep_job.SweepRequest": "engine.tune.sweep_job:sweep_job",
     "engine.tune.tune_job.TuneRequest": "engine.tune.tune_job:tune_job",
     "engine.tune.prompt_sweep.PromptSweepRequest": "engine.tune.prompt_sweep:prompt_sweep_job",
-    "engine.serve.llm_study.LLMStudyRequest": "engine.run.llm_study_job:llm_study_job",
+    "engine.serve.llm.study.LLMStudyRequest": "engine.run.llm_study_job:llm_study_job",
     "engine.backends.genai.hf_import.ImportRequest": "engine.backends.genai.hf_import:import_hf",
     "engine.machine.peaks.PeaksRequest": "engine.machine.peaks:peaks_job",
     "engine.analysis.export_job.ExportRequest": "engine.analysis.export_job:export_job",

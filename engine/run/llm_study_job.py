@@ -1,6 +1,6 @@
 """The LLM serving study as a job (engine/run/jobs.py): the window's LLM Serving dock runs
 it, and `opscope simulate --llm` / `load --llm` record their studies the same way. The
-study itself is engine/serve/llm_study.py's; this adds the recording into a session file
+study itself is engine/serve/llm/study.py's; this adds the recording into a session file
 (the session room sits above the serving room, so the serving code never writes one)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import Event
-from engine.serve.llm_plan import LLMPlan
-from engine.serve.llm_study import LLMStudyRequest, Rows, serve_plan, simulate_plan
+from engine.serve.llm.plan import LLMPlan
+from engine.serve.llm.study import LLMStudyRequest, Rows, serve_plan, simulate_plan
 
 
 def llm_study_job(req: LLMStudyRequest) -> Generator[Event, None, Rows]:

@@ -22,12 +22,12 @@ from engine.backends.base import Prepared, PrepareRequest
 from engine.errors import ConfigError
 from engine.events import Event, Marker, ModelLoaded, Notice, Progress, RunEnded
 from engine.serve.batching import BatchPolicy
-from engine.serve.calibration import calibration_context, load_or_calibrate
 from engine.serve.loop import ServingLoop, drain_deadline
-from engine.serve.service import ServiceModel
 from engine.serve.setup import prepare_serving
+from engine.serve.sim.calibration import calibration_context, load_or_calibrate
+from engine.serve.sim.service import ServiceModel
 from engine.serve.summary import describe_setup, served
-from engine.serve.traffic import make_schedule, parse_traffic
+from engine.serve.traffic.schedule import make_schedule, parse_traffic
 
 
 @dataclass(frozen=True)

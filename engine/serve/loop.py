@@ -37,7 +37,6 @@ from engine import interrupt
 from engine.backends.base import Feeds
 from engine.events import Event, Notice, Progress
 from engine.serve.batching import BatchPolicy, take
-from engine.serve.cache import ResponseCache
 from engine.serve.records import (
     OK,
     REJECTED,
@@ -48,9 +47,10 @@ from engine.serve.records import (
     served_requests,
     timing_done,
 )
+from engine.serve.response_cache import ResponseCache
 from engine.serve.sched_slice import short_slice
 from engine.serve.setup import stack_requests
-from engine.serve.traffic import Schedule
+from engine.serve.traffic.schedule import Schedule
 
 LEAD_S = 0.05  # the schedule starts this long after the threads do
 PROGRESS_S = 0.25  # a report, and with it the requests a session commits, this often

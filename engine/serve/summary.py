@@ -11,7 +11,7 @@ from engine.measure.contention import Window
 from engine.serve.batching import BatchPolicy
 from engine.serve.loop import ServingLoop
 from engine.serve.records import summarize
-from engine.serve.traffic import TrafficSpec
+from engine.serve.traffic.schedule import TrafficSpec
 
 SUMMARY_KEYS = (
     "requests", "warmup_s", "latency_ms", "queue_ms", "service_ms", "batch_size",

@@ -361,7 +361,7 @@ def _v7_llm_studies(db: Database) -> None:
     --session`, the window's LLM Serving dock), one row each: the model, kind ("simulate":
     every layout simulated; "real": one layout served for real, with the simulator's answer
     for the same requests), the run config and the plan (JSON: traffic, lengths, layout,
-    prefix cache, SLOs), the summary rows (JSON list, engine/serve/llm_summary.py's dicts
+    prefix cache, SLOs), the summary rows (JSON list, engine/serve/llm/metrics.py's dicts
     with `layout`, `layout_config`, `simulated`; with a prefix cache, the same requests
     without it) and whether it finished ("complete") or was interrupted ("partial")."""
     db.table("llm_studies").create(

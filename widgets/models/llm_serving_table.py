@@ -86,7 +86,7 @@ class ServingRow:
 
 
 def row_from_summary(r: dict[str, Any]) -> ServingRow:
-    """A row from `engine.serve.llm_study`'s summary dict."""
+    """A row from `engine.serve.llm.study`'s summary dict."""
     c = r["layout_config"]
     name = str(r["layout"])
     insts = (

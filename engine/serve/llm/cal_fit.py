@@ -1,4 +1,4 @@
-"""An LLM calibration's rounds turned into the simulator's cost model (llm_cost.LLMCost),
+"""An LLM calibration's rounds turned into the simulator's cost model (cost.LLMCost),
 with how far to trust it: each point's repeat spread (interquartile range over median of
 its rounds) and each fit's residual (root mean square, relative to the times fitted).
 Pure: the same rounds give the same model, measured now or read back from the cache."""
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from engine.measure.fits import fit_continuing, fit_prefill, fit_slope
-from engine.serve.llm_cal_plan import REF_CONTEXT, Point, round_value, spread
-from engine.serve.llm_cost import LLMCost
+from engine.serve.llm.cal_plan import REF_CONTEXT, Point, round_value, spread
+from engine.serve.llm.cost import LLMCost
 
 Rounds = dict[str, list[dict[str, Any]]]
 

@@ -4,7 +4,7 @@ layout's chunk), the rounds measured so far kept per point (a cancelled calibrat
 them, the next one continues from them), a repeat-spread stop, and the seconds left
 estimated from the rounds' own times.
 
-The cost model (llm_cost.py) fits: prefill a + b*L + c*L^2 (four lengths up to the longest
+The cost model (cost.py) fits: prefill a + b*L + c*L^2 (four lengths up to the longest
 prompt, rounded up to a grid so nearby workloads share points), decode steps at the batch
 sizes the layouts reach (up to 8, interpolated and extended beyond) and at two longer
 contexts (the per-token slope), a chunked engine's passes (its chunk size, built to the
@@ -179,7 +179,7 @@ class Estimate:
 
 
 def needs_from(prompts: Any, layouts: list[Any]) -> Needs:
-    """A study's needs from its requests' prompt lengths and its layouts (llm_sim.Layout)."""
+    """A study's needs from its requests' prompt lengths and its layouts (sim.Layout)."""
     longest = int(np.max(prompts)) if len(prompts) else 1
     batch = max((int(x.max_seqs) for x in layouts), default=1)
     chunk = max((int(x.chunk_tokens) for x in layouts if x.name == "chunked"), default=0)

@@ -1,5 +1,5 @@
 """Calibrating the LLM serving simulator on the real engine, measuring only the points the
-study's simulation reads (llm_cal_plan.plan_points: prefill at four lengths up to its
+study's simulation reads (cal_plan.plan_points: prefill at four lengths up to its
 longest prompt, decode steps at its batch sizes and two longer contexts, a chunked
 engine's passes, the extras after a prefill and a pause, the loop's own work and an idle
 engine's start), each in rounds until its repeats agree (or its most), the rounds
@@ -29,9 +29,8 @@ from engine.events import Event, Notice, Progress
 from engine.hostinfo import machine_key
 from engine.measure.contention import ContentionProbe
 from engine.model.info import files_sha256
-from engine.serve.calibration_file import calibration_path, drift_text, write_calibration
-from engine.serve.llm_cal_fit import cost_from_rounds, honesty_line
-from engine.serve.llm_cal_plan import (
+from engine.serve.llm.cal_fit import cost_from_rounds, honesty_line
+from engine.serve.llm.cal_plan import (
     REF_CONTEXT,
     SMALL_CHUNK,
     STEPS,
@@ -41,12 +40,13 @@ from engine.serve.llm_cal_plan import (
     is_done,
     plan_points,
 )
-from engine.serve.llm_cost import LLMCost
-from engine.serve.llm_instance import Book
-from engine.serve.llm_iteration import IterationEngine
-from engine.serve.llm_loop import LLMServingLoop
-from engine.serve.llm_sim import Layout
-from engine.serve.llm_workload import LLMWorkload
+from engine.serve.llm.cost import LLMCost
+from engine.serve.llm.instance import Book
+from engine.serve.llm.iteration import IterationEngine
+from engine.serve.llm.real_loop import LLMServingLoop
+from engine.serve.llm.sim import Layout
+from engine.serve.llm.workload import LLMWorkload
+from engine.serve.sim.calibration_file import calibration_path, drift_text, write_calibration
 
 VERSION = 8  # 2: prefill passes are per prompt; 3: decode steps after a prefill; 4: after idle
 # 5: the serving loop's own work per iteration; 6: passes that continue a prompt; 7: those
@@ -404,7 +404,7 @@ class Meter:
     def _own(self, p: Point) -> dict[str, Any]:
         """The serving loop's own work in each decode iteration, ms: OWN_BATCH sequences
         of OWN_PROMPT tokens prefilled, then STEPS iterations planned and run by the loop's engine
-        (llm_iteration.IterationEngine), each one's time less its decode pass's. On the
+        (iteration.IterationEngine), each one's time less its decode pass's. On the
         demo LLM in the real loop: 41 us a decode-only iteration (3.5% of one); the
         simulator had charged none of it."""
         llm = self.llm

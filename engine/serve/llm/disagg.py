@@ -1,7 +1,7 @@
 """Prefill and decode on separate engines, for real: prefill engines run whole prompts
 (IterationEngine with a handoff) and send each prefilled sequence's KV rows and first token
 to the decode engines, which run decode-only continuous batching, as the simulator's
-disaggregated layout schedules them (llm_sim.py).
+disaggregated layout schedules them (sim.py).
 
 On this one machine the engines are threads sharing the ONNX Runtime session (with one
 intra-op thread each, every pass runs on its own engine's thread). The KV cache really is
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.backends.genai.slots import SlotCache
-from engine.serve.llm_instance import Book
-from engine.serve.llm_iteration import IterationEngine
+from engine.serve.llm.instance import Book
+from engine.serve.llm.iteration import IterationEngine
 
 
 @dataclass(order=True)

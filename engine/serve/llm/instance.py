@@ -8,7 +8,7 @@ Decode-only stretches are advanced in closed form: with the batch fixed, each st
 grows by a constant (the context grows one token per sequence), and the first steps after
 a prefill pass or a pause add their calibrated extras, so the instance jumps to the step
 where the next sequence finishes; a new arrival cuts the stretch short at the first step
-that ends after it (of the one instance whose step ends first, llm_sim._Offer). A prompt
+that ends after it (of the one instance whose step ends first, sim._Offer). A prompt
 iteration's cost is remembered by its passes and the engine's settled warmth
 (LLMCost.settle): fixed-length workloads repeat a few shapes. A simulation is then events
 per request, not per token; `stepwise` makes every decode step its own event (the
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.serve.llm_cost import SETTLED_WARMTH, LLMCost, Warmth
-from engine.serve.prefix_cache import PrefixCache
+from engine.serve.llm.cost import SETTLED_WARMTH, LLMCost, Warmth
+from engine.serve.llm.prefix_cache import PrefixCache
 
 ITERATIONS_KEPT = 1 << 16  # prompt iterations remembered per instance (then forgotten)
 SEGMENT = 6  # numbers per booked stretch (Book.segs)
@@ -334,7 +334,7 @@ class Instance:
         self.busy = False
 
     def _segments(self, m: int, batch: int) -> None:
-        """The stretch's steps for the inter-token gaps (llm_summary): its first step (the
+        """The stretch's steps for the inter-token gaps (metrics): its first step (the
         sequences that joined in it have their own first gap) and the arithmetic run of
         the rest, with the row of extras its first steps paid (Book.paid)."""
         extra, book = self._extra, self.book

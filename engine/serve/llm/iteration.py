@@ -1,5 +1,5 @@
 """One LLM engine's iterations, scheduled exactly as the simulator's Instance schedules a
-colocated or chunked instance (llm_instance.py): at each iteration boundary the sequences
+colocated or chunked instance (instance.py): at each iteration boundary the sequences
 prefilled last iteration join the decode batch; waiting prompts are admitted in arrival
 order while a seat (max_seqs) and KV budget (prompt + output reserved) are free, up to
 `budget` prompt tokens per pass (whole prompts, or chunks when `split`); then the
@@ -20,8 +20,8 @@ from collections.abc import Callable
 import numpy as np
 
 from engine.backends.genai.slots import SlotCache
-from engine.serve.llm_instance import Book, plan_prompts
-from engine.serve.prefix_kv import PrefixKV
+from engine.serve.llm.instance import Book, plan_prompts
+from engine.serve.llm.prefix_kv import PrefixKV
 
 PROMPT_SALT = 0x9D0
 

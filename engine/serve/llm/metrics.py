@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from engine.measure.stats import latency_stats
-from engine.serve.llm_instance import Book
+from engine.serve.llm.instance import Book
 
 QUANTILES = (0.5, 0.9, 0.99)
 

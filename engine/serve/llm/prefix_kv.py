@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.backends.genai.slots import SlotCache
-from engine.serve.llm_workload import LLMWorkload
-from engine.serve.prefix_cache import PrefixCache
+from engine.serve.llm.prefix_cache import PrefixCache
+from engine.serve.llm.workload import LLMWorkload
 
 BLOCK_SALT = 0xB10C
 

@@ -4,7 +4,7 @@ continuous-batching iterations (IterationEngine: the simulator's colocated or ch
 rules) on one KV buffer of `max_seqs` slots. Times run from the schedule's start, so a
 request's TTFT counts from its scheduled arrival: one that arrives while the engine is
 busy waits for the iteration boundary, as in the simulator. What each request saw lands
-in the simulator's Book, summarized by the same code (llm_summary)."""
+in the simulator's Book, summarized by the same code (metrics)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,12 @@ from engine.backends.genai.model import OpenedLLM
 from engine.backends.genai.slots import SlotCache
 from engine.errors import ConfigError
 from engine.events import Event, Notice, Progress
-from engine.serve.llm_disagg import DecodeEngine, Links, prefill_handoff
-from engine.serve.llm_instance import Book
-from engine.serve.llm_iteration import IterationEngine, prompt_ids
-from engine.serve.llm_sim import Layout
-from engine.serve.llm_workload import LLMWorkload
+from engine.serve.llm.disagg import DecodeEngine, Links, prefill_handoff
+from engine.serve.llm.instance import Book
+from engine.serve.llm.iteration import IterationEngine, prompt_ids
+from engine.serve.llm.prefix_kv import PrefixKV, shared_prompt
+from engine.serve.llm.sim import Layout
+from engine.serve.llm.workload import LLMWorkload
 from engine.serve.loop import (
     LATE_WARN_MS,
     LEAD_S,
@@ -34,7 +35,6 @@ from engine.serve.loop import (
     SWITCH_S,
     precise_timers,
 )
-from engine.serve.prefix_kv import PrefixKV, shared_prompt
 from engine.serve.sched_slice import short_slice
 
 REAL_LAYOUTS = ("colocated", "chunked", "disaggregated")

@@ -28,10 +28,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from engine.errors import ConfigError
-from engine.serve.llm_cost import LLMCost
-from engine.serve.llm_instance import Book, Instance, PrefixUse
-from engine.serve.llm_workload import LLMWorkload
-from engine.serve.prefix_cache import PrefixCache
+from engine.serve.llm.cost import LLMCost
+from engine.serve.llm.instance import Book, Instance, PrefixUse
+from engine.serve.llm.prefix_cache import PrefixCache
+from engine.serve.llm.workload import LLMWorkload
 
 LAYOUTS = ("colocated", "chunked", "disaggregated")
 MAX_INSTANCES = 256  # instances of each kind

@@ -19,15 +19,15 @@ from engine.backends.genai.weights import PRECISIONS as SERVED_PRECISIONS
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import Event, Progress
-from engine.serve.llm_cal_plan import Needs, needs_from
-from engine.serve.llm_calibration import load_or_calibrate_llm
-from engine.serve.llm_cost import LLMCost
-from engine.serve.llm_loop import LLMServingLoop, check_real_layout
-from engine.serve.llm_plan import LLMPlan, plan_layouts, plan_workload
-from engine.serve.llm_sim import Layout, simulate_llm
-from engine.serve.llm_summary import summarize_llm
-from engine.serve.llm_workload import LLMWorkload
-from engine.serve.prefix_cache import check_prefix_fits
+from engine.serve.llm.cal_plan import Needs, needs_from
+from engine.serve.llm.calibrate import load_or_calibrate_llm
+from engine.serve.llm.cost import LLMCost
+from engine.serve.llm.metrics import summarize_llm
+from engine.serve.llm.plan import LLMPlan, plan_layouts, plan_workload
+from engine.serve.llm.prefix_cache import check_prefix_fits
+from engine.serve.llm.real_loop import LLMServingLoop, check_real_layout
+from engine.serve.llm.sim import Layout, simulate_llm
+from engine.serve.llm.workload import LLMWorkload
 
 Rows = list[dict[str, Any]]
 

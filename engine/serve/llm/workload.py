@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.errors import ConfigError
-from engine.serve.traffic import Schedule
+from engine.serve.traffic.schedule import Schedule
 
 
 @dataclass(frozen=True)

@@ -17,21 +17,21 @@ import numpy as np
 from engine.events import Event, Notice, Progress
 from engine.hostinfo import machine_key
 from engine.measure.contention import Contention, Window
-from engine.serve.calibration_file import (
+from engine.serve.setup import Serving
+from engine.serve.sim.calibration_file import (
     calibration_path,
     drift_notice,
     read_calibration,
     write_calibration,
 )
-from engine.serve.idle_cost import HALF_S, SLOW_S, LoopRatios, measure_idle_slowdown
-from engine.serve.service import (
+from engine.serve.sim.idle_cost import HALF_S, SLOW_S, LoopRatios, measure_idle_slowdown
+from engine.serve.sim.service import (
     ServiceModel,
     calibrate,
     calibration_sizes,
     time_batches,
 )
-from engine.serve.setup import Serving
-from engine.serve.slow_stretches import SlowStretches
+from engine.serve.sim.slow_stretches import SlowStretches
 
 VERSION = 16  # 6: stacking timed; 7: arrival costs; 8: send lateness; 9: kept buffers;
 # 10: no arrival costs (the loop's generator sleeps while every instance is busy);

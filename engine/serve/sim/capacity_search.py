@@ -13,9 +13,9 @@ from typing import Any
 from engine.events import Progress
 from engine.serve.batching import BatchPolicy
 from engine.serve.records import summarize
-from engine.serve.service import ServiceModel
-from engine.serve.simulate import simulate
-from engine.serve.traffic import TrafficSpec, make_schedule
+from engine.serve.sim.service import ServiceModel
+from engine.serve.sim.simulate import simulate
+from engine.serve.traffic.schedule import TrafficSpec, make_schedule
 
 SEARCH_STEPS = 10  # bisection steps within a grid step: the rate to within ~0.01%
 TUNE_STEPS = 6  # per batching trial, within a grid step: ~0.5%, plenty to rank the trials

@@ -20,7 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.events import Event, Progress
-from engine.serve.lateness import (
+from engine.serve.loop import ServingLoop
+from engine.serve.records import ServeRecords
+from engine.serve.setup import Serving
+from engine.serve.sim.lateness import (
     Lateness,
     bucketed,
     by_size,
@@ -29,11 +32,8 @@ from engine.serve.lateness import (
     turnaround_samples,
     wake_samples,
 )
-from engine.serve.loop import ServingLoop
-from engine.serve.records import ServeRecords
-from engine.serve.service import IDLE_FROM_S, PROGRESS_S, ServiceModel
-from engine.serve.setup import Serving
-from engine.serve.traffic import make_schedule, parse_traffic
+from engine.serve.sim.service import IDLE_FROM_S, PROGRESS_S, ServiceModel
+from engine.serve.traffic.schedule import make_schedule, parse_traffic
 
 HALF_S = 2.0  # seconds at half the calibrated capacity: idle gaps up to a few batches
 SLOW_S, SLOW_RATE = 1.0, 40.0  # seconds at 40 requests a second: gaps of tens of ms

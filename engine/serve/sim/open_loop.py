@@ -27,11 +27,11 @@ from bisect import bisect_left, bisect_right
 import numpy as np
 
 from engine.serve.batching import BatchPolicy, BatchRule
-from engine.serve.cache import ResponseCache
 from engine.serve.records import ServeRecords
-from engine.serve.sim_records import Trail
-from engine.serve.sim_service import TURN, ServiceDraws
-from engine.serve.traffic import Schedule
+from engine.serve.response_cache import ResponseCache
+from engine.serve.sim.service_draws import TURN, ServiceDraws
+from engine.serve.sim.trail import Trail
+from engine.serve.traffic.schedule import Schedule
 
 INF = math.inf
 

@@ -26,9 +26,9 @@ import numpy as np
 from engine.errors import OpScopeError
 from engine.events import Event, Notice, Progress
 from engine.measure.contention import Contention
-from engine.serve import lateness
-from engine.serve.lateness import Lateness
-from engine.serve.slow_stretches import SlowStretches
+from engine.serve.sim import lateness
+from engine.serve.sim.lateness import Lateness
+from engine.serve.sim.slow_stretches import SlowStretches
 
 
 @dataclass(frozen=True)

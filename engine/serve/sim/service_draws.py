@@ -7,8 +7,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 
-from engine.serve.lateness import Draw
-from engine.serve.service import IDLE_FROM_S, ServiceModel
+from engine.serve.sim.lateness import Draw
+from engine.serve.sim.service import IDLE_FROM_S, ServiceModel
 
 DRAWS = 1 << 20  # uniform draws cycled through (a cycle of 1M batches)
 REACH = 7920  # batch k reads draws[k] and, for the idle slowdown, draws[k + REACH - 1]

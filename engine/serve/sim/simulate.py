@@ -3,9 +3,9 @@ batcher rules (`batching.take`), the same response cache and the same statistics
 real loop; only the service model differs (batch times drawn from a calibration).
 
 Three event loops share the rules: for open-loop traffic, a fast one without cache or
-queue limit (`sim_open.fifo_loop`, where the FIFO queue is a range of the sorted arrivals)
-and one with them (`sim_open.queue_loop`); and one for closed-loop clients
-(`sim_closed.closed_loop`). Tests check the open ones agree, and that all give the records
+queue limit (`open_loop.fifo_loop`, where the FIFO queue is a range of the sorted arrivals)
+and one with them (`open_loop.queue_loop`); and one for closed-loop clients
+(`closed_loop.closed_loop`). Tests check the open ones agree, and that all give the records
 stored before they were sped up, bit for bit. They run a million events in pure Python, so
 they apply per event what is written once elsewhere, inline: the batcher's rule as tables
 (`BatchRule`), the service draw (`ServiceDraws`); records are assembled at the end with
@@ -17,13 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from engine.serve.batching import BatchPolicy
-from engine.serve.lateness import PARKED, Draw, send_states, states_at, taken_at_once
 from engine.serve.records import ServeRecords
-from engine.serve.service import ServiceModel
-from engine.serve.sim_closed import closed_loop
-from engine.serve.sim_open import fifo_loop, queue_loop
-from engine.serve.sim_service import DRAWS, REACH, ServiceDraws
-from engine.serve.traffic import Schedule
+from engine.serve.sim.closed_loop import closed_loop
+from engine.serve.sim.lateness import PARKED, Draw, send_states, states_at, taken_at_once
+from engine.serve.sim.open_loop import fifo_loop, queue_loop
+from engine.serve.sim.service import ServiceModel
+from engine.serve.sim.service_draws import DRAWS, REACH, ServiceDraws
+from engine.serve.traffic.schedule import Schedule
 
 
 def simulate(

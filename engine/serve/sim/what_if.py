@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.serve.batching import BatchPolicy
-from engine.serve.search import Workload, capacity_curve, curve_rates, max_rate_on
-from engine.serve.service import ServiceModel
-from engine.serve.slow_stretches import stretches_text, summary
-from engine.serve.traffic import TrafficSpec
-from engine.serve.what_if_flags import calibration_line, flags, max_rate_text
+from engine.serve.sim.capacity_search import Workload, capacity_curve, curve_rates, max_rate_on
+from engine.serve.sim.service import ServiceModel
+from engine.serve.sim.slow_stretches import stretches_text, summary
+from engine.serve.sim.what_if_flags import calibration_line, flags, max_rate_text
+from engine.serve.traffic.schedule import TrafficSpec
 
 REQUESTS = 3000  # per simulated point: enough for a p99, fast enough for a slider
 POINTS = 10

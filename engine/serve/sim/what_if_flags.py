@@ -13,7 +13,7 @@ import numpy as np
 
 from engine.measure.contention import Contention
 from engine.serve.batching import BatchPolicy
-from engine.serve.service import ServiceModel
+from engine.serve.sim.service import ServiceModel
 
 PAST_CAPACITY = (
     "past capacity: the queue grows with the run's length; these percentiles depend on its duration"

@@ -3,7 +3,7 @@
 Specs: `poisson:RATE`, `constant:RATE`, `bursts:BASE,PEAK,PERIOD_S,DUTY` (Poisson at BASE/s
 with PEAK/s for the first DUTY share of every PERIOD_S seconds), `ramp:FROM,TO` (Poisson
 whose rate moves linearly over the run: finds the knee), `trace:FILE` (a trace replayed, in
-any format of engine/serve/trace_formats.py; `trace:FILE@speed=X,start=S` replays a window
+any format of engine/serve/traffic/trace_formats.py; `trace:FILE@speed=X,start=S` replays a window
 of it faster) and `closed:N` (N clients, each sending when its last reply arrived: a closed
 loop, labelled as such, with no schedule).
 
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ConfigError
-from engine.serve.trace_file import MAX_REQUESTS
+from engine.serve.traffic.trace_file import MAX_REQUESTS
 
 KINDS = ("poisson", "constant", "bursts", "ramp", "trace", "closed")
 ZIPF_S = 1.2  # popularity exponent of repeated requests
@@ -167,7 +167,7 @@ class Schedule:
     sizes: np.ndarray | None = None  # int64, a trace's size column or prompt tokens
     outputs: np.ndarray | None = None  # int64, an LLM trace's output tokens
     hash_ids: tuple[tuple[int, ...], ...] | None = None  # Mooncake's prompt blocks
-    format: str = ""  # a trace's format (engine/serve/trace_formats.py)
+    format: str = ""  # a trace's format (engine/serve/traffic/trace_formats.py)
 
     def __len__(self) -> int:
         return int(self.times.size)
@@ -208,7 +208,7 @@ def make_schedule(
 
 def trace_rate(path: str, speed: float = 1.0, start_s: float = 0.0) -> float:
     """A trace's mean arrival rate over its window (requests/s, as replayed)."""
-    from engine.serve.trace_formats import read_cached
+    from engine.serve.traffic.trace_formats import read_cached
 
     times = read_cached(path).times
     window = times[int(np.searchsorted(times, start_s, side="left")) :]
@@ -227,7 +227,7 @@ def _trace_schedule(
     """A trace replayed from `start_s` into it, `speed` times faster, for `duration_s`
     (of replay) or its first `requests`."""
     from engine.errors import InputError
-    from engine.serve.trace_formats import read_cached
+    from engine.serve.traffic.trace_formats import read_cached
 
     assert spec.path is not None
     trace = read_cached(spec.path)

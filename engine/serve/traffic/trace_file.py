@@ -21,7 +21,7 @@ import numpy as np
 
 from engine.errors import InputError
 
-MAX_REQUESTS = 50_000_000  # rows a trace may hold (engine.serve.traffic's limit)
+MAX_REQUESTS = 50_000_000  # rows a trace may hold (engine.serve.traffic.schedule's limit)
 MAX_LINE = 65_536  # characters of one line
 MAX_TIME_S = 1e9  # |time| of an arrival, seconds (31 years)
 MAX_SIZE = 2**31 - 1  # a request's size (tokens, or elements of a dim)

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import InputError
-from engine.serve.trace_file import MAX_LINE, MAX_REQUESTS, read_trace
+from engine.serve.traffic.trace_file import MAX_LINE, MAX_REQUESTS, read_trace
 
 MAX_TOKENS = 10_000_000  # tokens of one prompt or output (no model's context is longer)
 MAX_HASHES = 100_000  # block hashes of one Mooncake prompt
