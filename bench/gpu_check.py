@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from engine.backends.ort.inference_session import gpu_present  # noqa: E402
 from engine.cli.results import RunResult  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
-from engine.run import commands as cmds  # noqa: E402
+from engine.run import host_commands as cmds  # noqa: E402
 from engine.run.bench import BenchRequest, run_bench  # noqa: E402
 from engine.run.timing import TimingPlan  # noqa: E402
 

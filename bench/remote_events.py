@@ -33,7 +33,7 @@ from sshd_server import sshd  # noqa: E402
 from engine.events import LatencyBatch, RunStarted  # noqa: E402
 from engine.remote.target import Target  # noqa: E402
 from engine.remote.window_host import FileSender, SshHost  # noqa: E402
-from engine.run import commands as cmds  # noqa: E402
+from engine.run import host_commands as cmds  # noqa: E402
 from engine.run.host import host_main  # noqa: E402
 from engine.run.wire import PipeConnection  # noqa: E402
 from tests.ssh_server import ssh_host  # noqa: E402

@@ -31,7 +31,7 @@ DEMO = ROOT / "resources" / "models" / "demo_transformer.onnx"
 def record_live(model: Path, session: Path, minutes: float) -> dict[str, float]:
     """Run the engine host on `model` for `minutes`, recording into `session`."""
     from engine.events import LatencyBatch, OpProfile
-    from engine.run import commands as cmds
+    from engine.run import host_commands as cmds
     from engine.run.host import host_main
     from engine.run.wire import PipeConnection
     from engine.session import Recorder, SessionStore

@@ -82,7 +82,7 @@ from engine.model.sizes import device_copy_text, size_text
 from engine.remote.link import RemoteError
 from engine.remote.target import Target
 from engine.remote.window_host import FileSender, SshHost, finished_jobs, window_side
-from engine.run import commands
+from engine.run import host_commands as commands
 from engine.run.child_job import describe_exit
 from engine.run.generation import GenerateRequest
 from engine.run.graph_job import GraphRequest

@@ -27,7 +27,7 @@ from engine.events import (
     Telemetry,
     TimingDone,
 )
-from engine.run import commands as cmds
+from engine.run import host_commands as cmds
 from engine.run.host import CONTINUED, host_main
 from engine.run.sample_log import MAX_SAMPLES
 from engine.run.wire import PipeConnection

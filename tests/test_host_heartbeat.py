@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from engine.events import Heartbeat, Notice, Telemetry
-from engine.run import commands as cmds
+from engine.run import host_commands as cmds
 from engine.run.heartbeat import HeartbeatThread
 from engine.run.outbox import Outbox
 from engine.run.wire import PipeConnection

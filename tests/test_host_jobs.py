@@ -21,7 +21,7 @@ import pytest
 
 from engine.config import RunConfig
 from engine.events import JobUpdate, Progress
-from engine.run import commands as cmds
+from engine.run import host_commands as cmds
 from engine.run.host import host_main
 from engine.run.job_inputs import JobInputs
 from engine.run.jobs import JOBS, job_for, job_name

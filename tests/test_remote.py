@@ -394,7 +394,7 @@ def test_a_job_sent_to_a_host_carries_the_hosts_copies_of_its_files(tmp_path: Pa
     from engine.run.job_inputs import JobInputs
 
     from engine.remote.window_host import FileSender
-    from engine.run import commands as cmds
+    from engine.run import host_commands as cmds
     from engine.run.bench import BenchRequest
     from engine.run.serving_jobs import LoadRunRequest
     from engine.serve.llm.plan import LLMPlan

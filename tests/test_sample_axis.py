@@ -22,7 +22,7 @@ from engine.events import RunStarted
 from engine.model.eval_data import check_data_file
 from engine.model.info import load_model
 from engine.model.sample_axis import count_samples, sample_axes
-from engine.run import commands as cmds
+from engine.run import host_commands as cmds
 from tests.test_cli import opscope
 
 

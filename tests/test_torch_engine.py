@@ -13,7 +13,7 @@ from engine.cli.results import RunResult
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import OpProfile, RunEnded, VariantReady
-from engine.run import commands as cmds
+from engine.run import host_commands as cmds
 from engine.run.bench import BenchRequest, run_bench
 from engine.run.timing import TimingPlan
 

@@ -13,7 +13,7 @@ import pytest
 
 from engine.config import RunConfig
 from engine.events import CommandFailed, JobUpdate, LatencyBatch, Notice, Progress, Telemetry
-from engine.run import commands as cmds
+from engine.run import host_commands as cmds
 from engine.run.job_inputs import JobInputs
 from engine.run.wire import (
     MAX_FRAME,

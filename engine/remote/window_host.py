@@ -22,7 +22,7 @@ from typing import Any
 from engine.errors import ConfigError, OpScopeError
 from engine.remote.link import RemoteError, hello, send_file, send_folder
 from engine.remote.target import Target
-from engine.run import commands as cmds
+from engine.run import host_commands as cmds
 from engine.run.wire import StreamConnection
 from engine.serve.traffic.schedule import with_trace_file
 

@@ -4,7 +4,7 @@ The GUI spawns it, sends small commands, and receives lists of events (tens per 
 A native crash, an out-of-memory or a hung quantization here cannot take the window down,
 and cancelling is killing. No Qt: the same loop can serve a remote client later.
 
-Commands are the dataclasses of engine/run/commands.py; the host's state is `HostState`.
+Commands are the dataclasses of engine/run/host_commands.py; the host's state is `HostState`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from engine.events import (
 )
 from engine.machine.cpu_telemetry import CpuSampler, TelemetryThread
 from engine.machine.gpu_telemetry import ThrottleWatch
-from engine.run import commands as cmds
+from engine.run import host_commands as cmds
 from engine.run.heartbeat import HeartbeatThread
 from engine.run.host_jobs import HostJobs, ThreadJob
 from engine.run.host_peaks import peaks_if_missing
