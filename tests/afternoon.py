@@ -141,9 +141,12 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
     def graph() -> str:
         """The Graph tab: the INT8 graph as run at the size shown, the live profile on it,
         its slowest node picked there and so in the op table."""
-        view = w.graph.view
-        w.graph_dock.raise_()
-        wait(lambda: view.result is not None and not w.graph.running, to)
+        from app.graph.controller import GraphController
+
+        graph = wb.room(GraphController)
+        view = graph.view.view
+        w.dock("Graph").raise_()
+        wait(lambda: view.result is not None and not graph.running, to)
         wait(lambda: wb.running, to)
         wait(lambda: bool(view.painted.colors), to)
         a.graph_inputs = dict(view.result["inputs"])

@@ -14,6 +14,7 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import QPointF, Qt
 from pytestqt.qtbot import QtBot
 
+from app.graph.controller import GraphController
 from app.shell.workbench import Workbench
 from tests.conftest import DEMO_TRANSFORMER
 
@@ -27,11 +28,12 @@ def test_the_graph_dock_draws_the_model_shown_with_its_live_figures(
     qtbot.addWidget(wb.window)
     wb.window.show()
     wb.start(str(DEMO_TRANSFORMER))
-    dock = wb.window.graph  # type: ignore[attr-defined]
+    graph = wb.room(GraphController)
+    dock = graph.view
     view = dock.view
     try:
         qtbot.waitUntil(lambda: wb.controller.samples > 20, timeout=TIMEOUT_MS)
-        wb.window.graph_dock.raise_()
+        wb.window.dock("Graph").raise_()
         qtbot.waitUntil(lambda: view.result is not None, timeout=TIMEOUT_MS)
         assert view.scene_ is not None and view.scene_.kind == "run"
         assert dock.status.text().endswith("on CPUExecutionProvider"), dock.status.text()
@@ -96,14 +98,14 @@ def test_the_graph_dock_draws_the_model_shown_with_its_live_figures(
 
         # exports, written whole
         svg, explorer = tmp_path / "g.svg", tmp_path / "g.json"
-        dock.save_image(str(svg))
+        graph.save_image(str(svg))
         assert svg.read_text().startswith("<?xml") and "</svg>" in svg.read_text()
         view.overlay_combo.setCurrentText("time share")
-        dock.save_explorer(str(explorer))
+        graph.save_explorer(str(explorer))
         data = json.loads(explorer.read_text())
-        (graph,) = data.values()
-        assert graph["results"] and all("value" in r for r in graph["results"].values())
-        assert "gradient" in graph
+        (laid,) = data.values()
+        assert laid["results"] and all("value" in r for r in laid["results"].values())
+        assert "gradient" in laid
         assert not list(tmp_path.glob(".*part*"))
 
         # FP32 against INT8: their graphs as run differ, so the change overlay compares
@@ -114,7 +116,7 @@ def test_the_graph_dock_draws_the_model_shown_with_its_live_figures(
             lambda: (
                 view.result is not None
                 and view.result["config"]["precision"] == "int8-dynamic"
-                and not dock.running
+                and not graph.running
             ),
             timeout=TIMEOUT_MS,
         )
@@ -130,12 +132,12 @@ def test_the_graph_dock_draws_the_model_shown_with_its_live_figures(
             ),
             timeout=TIMEOUT_MS,
         )
-        dock.refresh_runs()
+        graph.refresh_runs()
         fp32 = next(
             i for i in range(dock.compare.count()) if "fp32" in dock.compare.itemText(i).lower()
         )
         dock.compare.setCurrentIndex(fp32)
-        dock._compare_picked(fp32)
+        dock.compare.activated.emit(fp32)  # as the user's pick
         qtbot.waitUntil(
             lambda: dock.status.text().startswith("compared with run"), timeout=TIMEOUT_MS
         )

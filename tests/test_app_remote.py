@@ -276,8 +276,10 @@ def test_load_what_if_sweep_and_graph_from_a_connected_window(
         qtbot.waitUntil(lambda: scaling.run_button.isEnabled(), timeout=TIMEOUT_MS)
         assert "total ~ sequence^" in scaling.status.text(), scaling.status.text()
         qtbot.waitUntil(lambda: wb.running, timeout=TIMEOUT_MS)
-        wb.window.graph_dock.raise_()
-        view = wb.window.graph.view  # type: ignore[attr-defined]
+        from app.graph.controller import GraphController
+
+        wb.window.dock("Graph").raise_()
+        view = wb.room(GraphController).view.view
         qtbot.waitUntil(lambda: view.result is not None, timeout=TIMEOUT_MS)
         assert view.scene_ is not None and view.scene_.kind == "run"
         wb.recording.flush()

@@ -44,6 +44,10 @@ class EngineClient(QObject):
     events = Signal(list)  # list[Event], delivered in the GUI thread
     host_died = Signal(str)  # one line: what happened to the host
     host_started = Signal()
+    # what the window asked to run (the desk's workload follows them, app/desk/desk.py)
+    load_sent = Signal(str, object)  # the model's path, its JobInputs
+    inputs_sent = Signal(object)  # the loaded model's JobInputs, changed
+    generation_sent = Signal(int, int)  # a generating model's prompt and new tokens
 
     def __init__(
         self, sink: Sink | None = None, parent: QObject | None = None, nice: int = 0
@@ -56,7 +60,7 @@ class EngineClient(QObject):
         self._reader: threading.Thread | None = None
         self._closing = False
         self._generation = 0
-        self.last_load: tuple[str, dict[str, tuple[int, ...]], str | None] | None = None
+        self.model_path: str | None = None  # the model last sent to load
         self._load_cmd: cmds.Load | None = None  # what a restart sends again
         self.last_config = RunConfig()
         self.target: Target | None = None  # None: a host process on this machine
@@ -188,8 +192,9 @@ class EngineClient(QObject):
             str(path), dict(shapes or {}), inputs, config, dict(dims or {}), calibration,
             tokenizer,
         )  # fmt: skip
-        self.last_load = (str(path), dict(shapes or {}), inputs)
+        self.model_path = str(path)
         self._load_cmd = dataclasses.replace(load, config=None)  # restart: last_config applies
+        self.load_sent.emit(str(path), self.job_inputs())
         self._send(load)
 
     def job_inputs(self) -> JobInputs:
@@ -221,11 +226,12 @@ class EngineClient(QObject):
                 calibration_npz=calibration,
                 tokenizer=tokenizer,
             )
-            self.last_load = (self._load_cmd.path, self._load_cmd.shapes, inputs)
+            self.inputs_sent.emit(self.job_inputs())
         self._send(cmds.SetInputs(dict(dims), inputs, calibration, label, tokenizer))
 
     def set_generation(self, prompt_len: int, new_tokens: int) -> None:
         """A generating model's prompt and output lengths (a new run, marked)."""
+        self.generation_sent.emit(prompt_len, new_tokens)
         self._send(cmds.GenerationShape(prompt_len, new_tokens))
 
     def apply(self, config: RunConfig) -> None:

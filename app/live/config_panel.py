@@ -51,7 +51,8 @@ def _fusion_labels() -> dict[str, str]:
 class ConfigPanel(QWidget):
     """Edits a RunConfig; never talks to the engine itself."""
 
-    config_changed = Signal(object)  # RunConfig
+    config_changed = Signal(object)  # RunConfig: the user changed it (it is to run)
+    config_shown = Signal(object)  # RunConfig: what `config()` gives changed, by any way
     cancel_requested = Signal()
 
     def __init__(self, usable_providers: list[str], parent: QWidget | None = None) -> None:
@@ -181,6 +182,7 @@ class ConfigPanel(QWidget):
         self.spinning.setChecked(config.spinning)
         self._show_engine_choices(config.engine)
         del blockers
+        self.config_shown.emit(self.config())
 
     def set_model_kind(self, path: str) -> None:
         """The loaded model decides which engines can run it (each backend says); when the
@@ -287,6 +289,7 @@ class ConfigPanel(QWidget):
             self._changed()  # rebuilt to meet it (a no-op when it did not change)
         else:
             self._config = dataclasses.replace(self._config, min_cosine=self._min_cosine)
+            self.config_shown.emit(self.config())
 
     def set_min_token_agreement(self, value: float) -> None:
         """The share of FP32's next tokens a generating model's weights must keep (the
@@ -296,6 +299,7 @@ class ConfigPanel(QWidget):
             self._changed()
         else:
             self._config = dataclasses.replace(self._config, min_token_agreement=float(value))
+            self.config_shown.emit(self.config())
 
     def _changed(self) -> None:
         self._debounce.start()
@@ -305,6 +309,7 @@ class ConfigPanel(QWidget):
         if config != self._config:
             self._config = config
             self.config_changed.emit(config)
+            self.config_shown.emit(config)
 
 
 def _select(combo: QComboBox, key: str) -> None:

@@ -53,6 +53,8 @@ class LiveController(QObject):
     """Turns engine events into view updates; `view` is the main window (or a double)."""
 
     status_changed = Signal()
+    figures_ready = Signal(object, object)  # the live profile's OpStats, their roofs (or None)
+    variant_ready = Signal(object)  # VariantReady, once the window shows it
 
     def __init__(
         self,
@@ -231,6 +233,7 @@ class LiveController(QObject):
             self.status_changed.emit()
         elif isinstance(ev, VariantReady):
             view.variant_ready(ev)
+            self.variant_ready.emit(ev)
         elif isinstance(ev, AccuracyResult):
             view.accuracy.set_result(ev)
         elif isinstance(ev, OpProfile) and ev.phase is None:  # phases: GenerationController
@@ -285,9 +288,7 @@ class LiveController(QObject):
         table = getattr(self.view, "op_table", None)
         if table is not None:
             table.set_roofs(roofs)
-        graph = getattr(self.view, "graph", None)
-        if graph is not None:  # the graph view paints the same pass
-            graph.set_figures(ops, roofs)
+        self.figures_ready.emit(ops, roofs)  # the rooms that paint the same pass
 
     def on_host_died(self, why: str) -> None:
         self.run_started = False

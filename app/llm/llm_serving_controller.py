@@ -78,8 +78,7 @@ class LLMServingController(QObject):
     # the loaded model -------------------------------------------------------------------
     def on_events(self, batch: list[Any]) -> None:
         if any(isinstance(ev, ModelLoaded) for ev in batch):
-            load = self.wb.client.last_load
-            self.model_changed(load[0] if load else None)
+            self.model_changed(self.wb.client.model_path)
 
     def model_changed(self, path: str | None) -> None:
         """A generating model shows the dock (raised, the first time it is loaded); any
@@ -280,6 +279,7 @@ def install_llm_serving(wb: Any) -> LLMServingController:
     window.tabifyDockWidget(window.ops_dock, frame)
     frame.hide()
     frame.setProperty(MODEL_KIND_DOCK, True)  # a saved layout does not show it before one
+    frame.toggleViewAction().setShortcut(SHORTCUT)
     window.ops_dock.raise_()
     window.llm_serving_dock = frame
     return LLMServingController(widget, frame, wb)

@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QBoxLayout,
-    QDockWidget,
     QFileDialog,
     QInputDialog,
     QMenu,
     QMessageBox,
 )
 
+from app.desk.menus import MenuItem
 from app.host.background import Background
 from app.host.engine_client import EngineClient
 from app.host.job_runner import JobRunner
 from app.sessions.exports import ExportNotice, add_export_actions
 from app.sessions.recording import Recording
 from app.shell.help_dialogs import guide_dialog, shortcuts_dialog
+from app.shell.menu_bar import MenuBar
 from app.shell.main_window import STEPPED_KEY, MainWindow
 from engine.api import Compacted, OpScopeError, Target, backends
 
@@ -43,8 +45,6 @@ class Workbench(Protocol):
     def restart_engine(self) -> None: ...
     def connect_host(self, target: Target | None) -> None: ...
     def set_yield_cpu(self, on: bool) -> None: ...
-    def traffic_dock_run(self) -> None: ...
-    def stop_load(self) -> None: ...
     def quit(self) -> None: ...
 
 
@@ -63,6 +63,7 @@ class Menus:
     recent: QMenu
     pause: QAction
     workbench: Workbench
+    bar: MenuBar
 
     def set_recent(self, files: list[str]) -> None:
         self.recent.clear()
@@ -74,185 +75,86 @@ class Menus:
     def set_running(self, running: bool) -> None:
         self.pause.setText("Pause" if running else "Resume")
 
+    def add(self, items: Sequence[MenuItem]) -> None:
+        """A room's entries, added after the menus were built."""
+        self.bar.add(items)
 
-def build_menus(wb: Workbench) -> Menus:
+
+def shell_items(wb: Workbench, compacting: Background) -> tuple[list[MenuItem], list[MenuItem]]:
+    """The shell's own entries, as data: those before the session's exports in File, and
+    the rest."""
     from app.shell.demos import demo_models
+
+    w = wb.window
+    F, R, V, H = "&File", "&Run", "&View", "&Help"
+    head = [
+        MenuItem(F, "&Open Model…", lambda: _open_model(wb), "Open",
+                 "Load an ONNX model or a PyTorch program (.pt2, TorchScript .pt) into the engine"),
+        MenuItem(F, "Open &Session…", lambda: _open_session(wb), "Ctrl+Shift+O",
+                 "Open a recorded session read-only"),
+        *[MenuItem(F, label, lambda p=path: wb.open_model(p), tip=f"Open {path}",
+                   submenu="&Demo Models") for label, path in demo_models()],
+        MenuItem(F, "&Import Hugging Face Model…", lambda: _import_hf(wb), None,
+                 "Build a genai folder from a Hugging Face model folder (offline) and open it"),
+        MenuItem(F, "Connect to &Host…", lambda: _connect_host(wb), "Ctrl+Shift+H",
+                 "Run the engine on another machine over your own ssh; the session stays here"),
+        MenuItem(F, "Save Session &As…", wb.save_session_as, "Ctrl+Shift+S",
+                 "Copy the session file and keep recording into the copy", separator_before=True),
+        MenuItem(F, "Save &Compact Copy…", lambda: _save_compact(wb, compacting),
+                 tip="A smaller copy to hand on: every sample and statistic, the raw op rows of "
+                 f"the last {COMPACT_KEEP_PASSES} profiling passes of each run"),
+    ]  # fmt: skip
+    rest = [
+        MenuItem(F, "Save &Plot As…", lambda: _save_plot(wb), "Ctrl+Shift+P",
+                 "Save the latency plot as PNG or SVG"),
+        MenuItem(F, "&Quit", wb.quit, "Quit", separator_before=True),
+        MenuItem(R, "Pause", wb.toggle_running, "Ctrl+Space", "Pause or resume timing", key="pause"),
+        MenuItem(R, "Profile &Now", wb.client.profile_now, "Ctrl+Alt+P",
+                 "Run a profiling pass of the current config now"),
+        MenuItem(R, "&Restart Engine", wb.restart_engine, "Ctrl+Shift+R",
+                 "Start a fresh engine host with the same model and config"),
+        MenuItem(R, "&Yield CPU to the Window", wb.set_yield_cpu, None,
+                 "Run the engine at lower CPU priority so the window stays smooth when "
+                 "the engine uses every core (restarts the engine). Its timings then read "
+                 "slower whenever other work runs, and each run measured so is marked "
+                 "'deprioritised'; off (the default): priority as `opscope bench`",
+                 checkable=True, checked=wb.client.nice > 0, separator_before=True),
+        MenuItem(V, "&Follow Latest", lambda: w.latency.set_follow(True), "F",
+                 "Scroll the latency plot with new samples"),
+        MenuItem(V, "Scroll in &Steps", lambda on: _set_stepped(wb, on), None,
+                 "Move the followed latency plot forward in steps of 5% of its width: the axes "
+                 "hold still and each frame costs less CPU (taken from the engine). Off: scroll "
+                 "with every frame", checkable=True, checked=w.latency.stepped_follow),
+        MenuItem(H, "&How to Read This Window", lambda: guide_dialog(w).show(), "HelpContents",
+                 "What each plot, table and number shows"),
+        MenuItem(H, "&Keyboard Shortcuts", lambda: shortcuts_dialog(w).show(), "Ctrl+/",
+                 "Every shortcut of this window"),
+        MenuItem(H, "&About OpScope", lambda: _about(wb), separator_before=True),
+    ]  # fmt: skip
+    return head, rest
+
+
+def build_menus(wb: Workbench, rooms: Sequence[MenuItem] = ()) -> Menus:
+    """The menu bar: the shell's entries, the session's exports, then the rooms' (`rooms`),
+    then every dock's toggle in View."""
     from app.shell.main_window import recent_files
 
     w = wb.window
-    bar = w.menuBar()
+    bar = MenuBar(w)
     exports = _export_notice(w, wb.jobs)  # reports and traces are jobs (Cancel, in the host)
     compacting = Background("compact", w)  # so are compact copies
-
-    def act(
-        menu: QMenu,
-        text: str,
-        slot: object,
-        shortcut: str | QKeySequence | QKeySequence.StandardKey | None = None,
-        tip: str = "",
-    ) -> QAction:
-        action = menu.addAction(text)
-        action.triggered.connect(slot)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-        if tip:
-            action.setStatusTip(tip)
-        return action
-
-    file = bar.addMenu("&File")
-    act(
-        file,
-        "&Open Model…",
-        lambda: _open_model(wb),
-        QKeySequence.StandardKey.Open,
-        "Load an ONNX model or a PyTorch program (.pt2, TorchScript .pt) into the engine",
-    )
-    act(
-        file,
-        "Open &Session…",
-        lambda: _open_session(wb),
-        "Ctrl+Shift+O",
-        "Open a recorded session read-only",
-    )
+    head, rest = shell_items(wb, compacting)
+    file = bar.menu("&File")
+    bar.add(head[:2])
     recent = file.addMenu("Recent &Files")
-    demos = file.addMenu("&Demo Models")
-    for label, path in demo_models():
-        act(demos, label, lambda _=False, p=path: wb.open_model(p), tip=f"Open {path}")
-    act(
-        file,
-        "&Import Hugging Face Model…",
-        lambda: _import_hf(wb),
-        None,
-        "Build a genai folder from a Hugging Face model folder (offline) and open it",
-    )
-    act(
-        file,
-        "Connect to &Host…",
-        lambda: _connect_host(wb),
-        "Ctrl+Shift+H",
-        "Run the engine on another machine over your own ssh; the session stays here",
-    )
-    file.addSeparator()
-    act(
-        file,
-        "Save Session &As…",
-        wb.save_session_as,
-        "Ctrl+Shift+S",
-        "Copy the session file and keep recording into the copy",
-    )
-    act(
-        file,
-        "Save &Compact Copy…",
-        lambda: _save_compact(wb, compacting),
-        tip="A smaller copy to hand on: every sample and statistic, the raw op rows of the "
-        f"last {COMPACT_KEEP_PASSES} profiling passes of each run",
-    )
+    bar.add(head[2:])
     add_export_actions(  # this session's; a read-only session window exports its own
         w, file, lambda: str(wb.recording.path), exports, before=wb.recording.flush
     )
-    act(
-        file,
-        "Save &Plot As…",
-        lambda: _save_plot(wb),
-        "Ctrl+Shift+P",
-        "Save the latency plot as PNG or SVG",
-    )
-    file.addSeparator()
-    act(file, "&Quit", wb.quit, QKeySequence.StandardKey.Quit)
-
-    run = bar.addMenu("&Run")
-    pause = act(run, "Pause", wb.toggle_running, "Ctrl+Space", "Pause or resume timing")
-    act(
-        run,
-        "Profile &Now",
-        wb.client.profile_now,
-        "Ctrl+Alt+P",
-        "Run a profiling pass of the current config now",
-    )
-    act(
-        run,
-        "&Restart Engine",
-        wb.restart_engine,
-        "Ctrl+Shift+R",
-        "Start a fresh engine host with the same model and config",
-    )
-    run.addSeparator()
-    act(
-        run,
-        "Run &Load",
-        wb.traffic_dock_run,
-        None,  # Ctrl+L lives on the Traffic dock's button
-        "Serve the loaded model under the Traffic dock's traffic, batching and cache",
-    )
-    act(run, "S&top Load", wb.stop_load, "Ctrl+Shift+L", "Stop sending load")
-    run.addSeparator()
-    yield_cpu = act(
-        run,
-        "&Yield CPU to the Window",
-        wb.set_yield_cpu,
-        None,
-        "Run the engine at lower CPU priority so the window stays smooth when "
-        "the engine uses every core (restarts the engine). Its timings then read "
-        "slower whenever other work runs, and each run measured so is marked "
-        "'deprioritised'; off (the default): priority as `opscope bench`",
-    )
-    yield_cpu.setCheckable(True)
-    yield_cpu.setChecked(wb.client.nice > 0)
-
-    view = bar.addMenu("&View")
-    act(
-        view,
-        "&Follow Latest",
-        lambda: w.latency.set_follow(True),
-        "F",
-        "Scroll the latency plot with new samples",
-    )
-    stepped = act(
-        view,
-        "Scroll in &Steps",
-        lambda on: _set_stepped(wb, on),
-        None,
-        "Move the followed latency plot forward in steps of 5% of its width: the axes "
-        "hold still and each frame costs less CPU (taken from the engine). Off: scroll "
-        "with every frame",
-    )
-    stepped.setCheckable(True)
-    stepped.setChecked(w.latency.stepped_follow)
-    view.addSeparator()
-    # every panel, so a closed one comes back from here (not only from a dock title's
-    # context menu); in the order the window made them
-    shortcuts = {
-        w.traffic_dock: "Ctrl+Shift+F",
-        w.tune_dock: "Ctrl+Shift+U",
-        w.generation_dock: "Ctrl+Shift+G",
-        w.llm_serving_dock: "Ctrl+Shift+M",  # type: ignore[attr-defined]
-    }
-    for dock in w.findChildren(QDockWidget):
-        toggle = dock.toggleViewAction()
-        if dock in shortcuts:
-            toggle.setShortcut(shortcuts[dock])
-        toggle.setStatusTip(f"Show or hide the {dock.windowTitle().split(' — ')[0]} panel")
-        view.addAction(toggle)
-
-    helpm = bar.addMenu("&Help")
-    act(
-        helpm,
-        "&How to Read This Window",
-        lambda: guide_dialog(w).show(),
-        QKeySequence.StandardKey.HelpContents,
-        "What each plot, table and number shows",
-    )
-    act(
-        helpm,
-        "&Keyboard Shortcuts",
-        lambda: shortcuts_dialog(w).show(),
-        "Ctrl+/",
-        "Every shortcut of this window",
-    )
-    helpm.addSeparator()
-    act(helpm, "&About OpScope", lambda: _about(wb))
-
-    menus = Menus(recent, pause, wb)
+    bar.add(rest)
+    bar.add(rooms)
+    bar.add_dock_toggles()
+    menus = Menus(recent, bar.actions["pause"], wb, bar)
     menus.set_recent(recent_files(w.settings))
     return menus
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt
+from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.desk.menus import DockPlace
 from app.live.config_panel import ConfigPanel
 from app.live.input_panel import InputPanel
 from app.sessions.compact import MODEL_KIND_DOCK, ElidedLabel, compact_pickers, scrolled
@@ -59,6 +60,8 @@ LAYOUT_VERSION = 7
 
 class MainWindow(QMainWindow):
     """The window; `app.shell.workbench.Workbench` wires it to the engine client."""
+
+    node_shown = Signal(str)  # the op table or the roofline shows a node ("" none)
 
     def __init__(self, usable_providers: list[str]) -> None:
         super().__init__()
@@ -159,6 +162,7 @@ class MainWindow(QMainWindow):
         )
         self.splitDockWidget(self.config_dock, self.generation_dock, Qt.Orientation.Vertical)
         self.generation_dock.hide()  # shown while a generating model runs
+        self.generation_dock.toggleViewAction().setShortcut("Ctrl+Shift+G")
         self.generation_dock.setProperty(MODEL_KIND_DOCK, True)
 
         self.op_table = OpTable()
@@ -175,13 +179,17 @@ class MainWindow(QMainWindow):
             "Traffic", scrolled(self.traffic), Qt.DockWidgetArea.BottomDockWidgetArea
         )
         self.tabifyDockWidget(self.ops_dock, self.traffic_dock)
+        self.traffic_dock.toggleViewAction().setShortcut("Ctrl+Shift+F")
         self.tune = TuneDock()
         self.tune_dock = self._dock(
             "Tune", scrolled(self.tune), Qt.DockWidgetArea.BottomDockWidgetArea
         )
         self.tabifyDockWidget(self.traffic_dock, self.tune_dock)
+        self.tune_dock.toggleViewAction().setShortcut("Ctrl+Shift+U")
         self.ops_dock.raise_()
         self.op_table.selection_shown.connect(self.roofline.select_op)  # "" drops the ring
+        self.op_table.selection_shown.connect(self.node_shown)
+        self._bottom_height: int | None = None
         self.roofline.op_clicked.connect(self._roofline_clicked)
         self.profile_label = QLabel("")
 
@@ -212,44 +220,43 @@ class MainWindow(QMainWindow):
         self.addDockWidget(area, dock)
         return dock
 
-    # called by the controller -------------------------------------------------------
-    def add_scaling(self, scaling: QWidget) -> None:
-        """The Scaling dock (the workbench makes it: it runs sweeps)."""
-        self.scaling = scaling
-        self.scaling_dock = self._dock(
-            "Scaling", scrolled(scaling), Qt.DockWidgetArea.BottomDockWidgetArea
-        )
-        self.tabifyDockWidget(self.tune_dock, self.scaling_dock)
-        self.ops_dock.raise_()
+    # rooms' docks ------------------------------------------------------------------------
+    def add_room_dock(self, title: str, widget: QWidget, place: DockPlace) -> QDockWidget:
+        """A room's dock (app/desk/desk.py `add_dock`), placed as `place` says."""
+        area = {
+            "left": Qt.DockWidgetArea.LeftDockWidgetArea,
+            "bottom": Qt.DockWidgetArea.BottomDockWidgetArea,
+        }[place.area]
+        dock = self._dock(title, scrolled(widget) if place.scroll else widget, area)
+        docks = {d.windowTitle(): d for d in self.findChildren(QDockWidget)}
+        if place.below in docks:
+            self.splitDockWidget(docks[place.below], dock, Qt.Orientation.Vertical)
+        if place.tab_with in docks:
+            self.tabifyDockWidget(docks[place.tab_with], dock)
+        if place.shortcut:
+            dock.toggleViewAction().setShortcut(place.shortcut)
+        if place.model_kind:  # a saved layout does not show it before a model of its kind
+            dock.hide()
+            dock.setProperty(MODEL_KIND_DOCK, True)
+        if place.tall:
+            dock.visibilityChanged.connect(lambda on, d=dock: self._tall_shown(d, on))
+        raised = docks.get(place.raise_after or "") if place.raise_after != title else dock
+        if raised is not None:
+            raised.raise_()
+        return dock
 
-    def add_memory(self, memory: QWidget) -> None:
-        """The Memory dock (the workbench makes it: it runs the memory job)."""
-        self.memory = memory
-        self.memory_dock = self._dock(
-            "Memory", scrolled(memory), Qt.DockWidgetArea.BottomDockWidgetArea
-        )
-        self.tabifyDockWidget(self.scaling_dock, self.memory_dock)
-        self.ops_dock.raise_()
+    def dock(self, title: str) -> QDockWidget:
+        """The dock titled `title` (a room's, or one of the window's own)."""
+        found = next((d for d in self.findChildren(QDockWidget) if d.windowTitle() == title), None)
+        if found is None:
+            raise KeyError(title)
+        return found
 
-    def add_graph(self, graph: QWidget) -> None:
-        """The Graph dock (the workbench makes it: it runs the graph job), tabbed with the
-        roofline; its node picks and the op table's select each other."""
-        self.graph = graph
-        self.graph_dock = self._dock("Graph", graph, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.tabifyDockWidget(self.roofline_dock, self.graph_dock)
-        self.roofline_dock.raise_()
-        view = graph.view  # type: ignore[attr-defined]
-        view.node_selected.connect(self._graph_picked)
-        self.op_table.selection_shown.connect(view.select_node)
-        self.graph_dock.visibilityChanged.connect(graph.shown)  # type: ignore[attr-defined]
-        self.graph_dock.visibilityChanged.connect(self._graph_room)
-        self._bottom_height: int | None = None
-
-    def _graph_room(self, visible: bool) -> None:
-        """The Graph tab shown: the bottom docks grow to half the window (a graph needs
-        height); another tab shown: they go back to the height they had."""
-        dock = self.graph_dock
-        if self.dockWidgetArea(dock) != Qt.DockWidgetArea.BottomDockWidgetArea or dock.isFloating():
+    def _tall_shown(self, dock: QDockWidget, visible: bool) -> None:
+        """A tall dock's tab shown (the graph): the docks of its area grow to half the
+        window; another tab shown: they go back to the height they had."""
+        area = self.dockWidgetArea(dock)
+        if area != Qt.DockWidgetArea.BottomDockWidgetArea or dock.isFloating():
             return
         if visible:
             self._bottom_height = dock.height()
@@ -257,24 +264,20 @@ class MainWindow(QMainWindow):
             self.resizeDocks([dock], [want], Qt.Orientation.Vertical)
         elif self._bottom_height is not None:
             height, self._bottom_height = self._bottom_height, None
-            docks = (self.roofline_dock, getattr(self, "runs_dock", None))
-            others = [d for d in docks if d is not None and d.isVisible()]
+            others = [
+                d for d in self.findChildren(QDockWidget)
+                if d is not dock and d.isVisible() and self.dockWidgetArea(d) == area
+                and not d.isFloating()
+            ]  # fmt: skip
             if others:
                 self.resizeDocks(others[:1], [height], Qt.Orientation.Vertical)
 
-    def _graph_picked(self, name: str) -> None:
-        """A node picked in the graph: its op table row and roofline point."""
+    def show_node(self, name: str) -> None:
+        """A node picked elsewhere (the graph): its op table row and roofline point."""
         if not self.op_table.select_op(name):
             self.op_table.set_mode("per node")
             self.op_table.select_op(name)
         self.roofline.select_op(name)
-
-    def add_runs(self, runs: QWidget) -> None:
-        """The Runs dock (the workbench makes its controller)."""
-        self.runs = runs
-        self.runs_dock = self._dock("Runs", runs, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.tabifyDockWidget(self.roofline_dock, self.runs_dock)
-        self.runs_dock.raise_()
 
     def show_inputs(self, lines: list[str]) -> None:
         """The concrete shape of each input of the running config (in the model's order;
@@ -293,9 +296,6 @@ class MainWindow(QMainWindow):
             self.show_notice("warning", message)
 
     def model_loaded(self, info: ModelInfo) -> None:
-        for dock in ("scaling", "memory", "graph"):
-            if hasattr(self, dock):
-                getattr(self, dock).model_loaded(info)
         self._input_names = [v.name for v in info.inputs]
         described = [v.name + " " + v.type_text() for v in info.inputs]
         inputs = inputs_line(self._input_names, described)
@@ -343,8 +343,6 @@ class MainWindow(QMainWindow):
         self.accuracy.set_int8(int8)
         self.op_table.set_fp32_nodes(list((int8 or {}).get("excluded_nodes") or []))
         self.variant_label.setText(text)
-        if hasattr(self, "graph"):
-            self.graph.variant_changed()  # type: ignore[attr-defined]
 
     def profile_ready(self, ev: OpProfile) -> None:
         runs = (
@@ -372,8 +370,7 @@ class MainWindow(QMainWindow):
         if not self.op_table.select_op(name):
             self.op_table.set_mode("per node")
             self.op_table.select_op(name)
-        if hasattr(self, "graph"):
-            self.graph.view.select_node(name)  # type: ignore[attr-defined]
+        self.node_shown.emit(name)
 
     def show_error(self, command: str, message: str, running: bool = False) -> None:
         keeps = ""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
@@ -14,20 +16,30 @@ from app.live.live_controller import LiveController
 from app.live.runs_controller import RunsController
 from app.llm.generation_controller import GenerationController
 from app.llm.llm_serving_controller import install_llm_serving
-from app.model.graph_dock import GraphDock
 from app.model.memory_dock import MemoryDock
 from app.scaling.scaling_dock import ScalingDock
 from app.sessions.recording import Recording, new_autosave_path
 from app.shell.actions import build_menus
 from app.shell.main_window import SESSION_SUFFIXES, MainWindow, add_recent
 from app.shell.pause_holds import PauseHolds
+from app.shell.rooms import ROOMS
 from app.traffic.traffic_controller import TrafficController
 from app.tune.tune_controller import TuneController
-from engine.api import OpScopeError, Target, cpu_name, gpu_facts, provider_label, source_kind
+from app.desk import Desk, DockPlace, Level, MenuItem
+from engine.api import (
+    OpScopeError,
+    RunConfig,
+    Target,
+    cpu_name,
+    gpu_facts,
+    provider_label,
+    source_kind,
+)
 from widgets.models.latency_series import window_text
 from widgets.numbers import figure
 
 STATUS_INTERVAL_MS = 500
+T = TypeVar("T")
 ENGINE_NICE = 10  # the engine's priority below the window's when it yields (Run menu)
 YIELD_KEY = "engine/yield_cpu"
 
@@ -54,6 +66,7 @@ class Workbench(QObject, PauseHolds):
         self.window.show_host(None if host is None else str(host))
         self.jobs = JobRunner(self.client)  # every long job: load runs, tune, sweeps...
         self.controller = LiveController(self.window, self.client)
+        self.desk = self._desk()
         self.generation = GenerationController(self.window, self.controller, self.client)
         self.traffic = TrafficController(
             self.window.traffic, self.window, self.jobs, lambda: self.controller.t0_ns
@@ -61,14 +74,26 @@ class Workbench(QObject, PauseHolds):
         self.client.events.connect(self.traffic.on_events)
         self.client.events.connect(lambda _batch: self.traffic.check_slo())
         self.tuner = TuneController(self.window.tune, self)
-        self.window.add_scaling(ScalingDock(self))
-        self.window.add_memory(MemoryDock(self))
-        self.window.add_graph(GraphDock(self))
+        w0 = self.window
+        w0.scaling = ScalingDock(self)  # type: ignore[attr-defined]
+        w0.scaling_dock = w0.add_room_dock(  # type: ignore[attr-defined]
+            "Scaling", w0.scaling, DockPlace(tab_with="Tune", raise_after="Operators")  # type: ignore[attr-defined]
+        )
+        self.desk.model_loaded.connect(w0.scaling.model_loaded)  # type: ignore[attr-defined]
+        w0.memory = MemoryDock(self)  # type: ignore[attr-defined]
+        w0.memory_dock = w0.add_room_dock(  # type: ignore[attr-defined]
+            "Memory", w0.memory, DockPlace(tab_with="Scaling", raise_after="Operators")  # type: ignore[attr-defined]
+        )
+        self.desk.model_loaded.connect(w0.memory.model_loaded)  # type: ignore[attr-defined]
         self.runs = RunsController(self.client, self)
-        self.window.add_runs(self.runs.table)
+        self.window.runs_dock = self.window.add_room_dock(  # type: ignore[attr-defined]
+            "Runs", self.runs.table, DockPlace(tab_with="Roofline", raise_after="Runs", scroll=False)
+        )
         self.inputs = InputsController(self.window, self.client, self.controller)
         self.controller.carry_settings = lambda: self.inputs.carry
         self.llm_serving = install_llm_serving(self)  # shown for generating models
+        self.menu_items: list[MenuItem] = []
+        self.rooms = [install(self.desk) for install in ROOMS]  # their docks, their menus
         self.window.restore_layout()  # every dock exists now: one restore
         self.session_windows: list[QObject] = []
         gpu, _ = gpu_facts()
@@ -85,12 +110,74 @@ class Workbench(QObject, PauseHolds):
         self.client.host_died.connect(self.recording.host_died)
         self.client.host_started.connect(self.controller.host_started)
         self.controller.status_changed.connect(self.update_status)
-        self.menus = build_menus(self)
+        self.menus = build_menus(self, self.menu_items)
         self.status_timer = QTimer(self, interval=STATUS_INTERVAL_MS)
         self.status_timer.timeout.connect(self.update_status)
         self.status_timer.timeout.connect(self.controller.check_hang)
         self.status_timer.start()
         self.running = True
+
+    def _desk(self) -> Desk:
+        """The desk the rooms sit at, its workload kept from the host's events, the
+        client's inputs and the configuration's signal."""
+        w, client = self.window, self.client
+        desk = Desk(self, self.jobs, self.recording, w.settings, w.config_panel.config(), self)
+        client.events.connect(desk.on_events)
+        client.load_sent.connect(desk.loading)
+        client.inputs_sent.connect(desk.inputs_changed)
+        client.generation_sent.connect(desk.generation_changed)
+        w.config_panel.config_shown.connect(desk.config_changed)
+        w.node_shown.connect(desk.node_shown)
+        desk.node_picked.connect(w.show_node)
+        desk.node_memory.connect(w.op_table.set_node_memory)
+        self.controller.figures_ready.connect(desk.publish_figures)
+        self.controller.variant_ready.connect(desk.variant_ready)
+        return desk
+
+    def room(self, kind: type[T]) -> T:
+        """The installed room whose controller is a `kind` (tests, scripts)."""
+        found = next((r for r in self.rooms if isinstance(r, kind)), None)
+        if found is None:
+            raise KeyError(kind.__name__)
+        return found
+
+    # the desk's shell (app/desk/desk.py) ---------------------------------------------------
+    def notify(
+        self, level: Level, text: str, key: str | None = None, action: str | None = None
+    ) -> None:
+        if level == "info" and key is None and action is None:
+            self.window.statusBar().showMessage(text, 8000)
+        else:
+            self.window.banner.show_message(level, text, action=action, key=key)
+
+    def clear_notice(self, key: str) -> None:
+        self.window.banner.clear(key)
+
+    def add_dock(self, title: str, widget: Any, place: DockPlace) -> Any:
+        return self.window.add_room_dock(title, widget, place)
+
+    def add_actions(self, items: Sequence[MenuItem]) -> None:
+        self.menu_items.extend(items)
+        if hasattr(self, "menus"):  # the menus exist already: added to them
+            self.menus.add(items)
+
+    def apply_config(self, config: RunConfig) -> None:
+        self.window.config_panel.set_config(config)
+        self.controller.apply(config)
+        if not self.running:
+            self.toggle_running()
+
+    def plot_origin_ns(self) -> int:
+        return int(self.controller.t0_ns)
+
+    def mark_plot(self, t_s: float, label: str) -> None:
+        self.window.latency.add_marker(t_s, label)
+
+    def plot_stats(self) -> dict[str, Any]:
+        return dict(self.window.latency.latest_stats())
+
+    def set_slo(self, ms: float | None) -> None:
+        self.window.latency.set_slo(ms)
 
     def _open_recording(self, session_path: str | None) -> Recording:
         """The file asked for; when it cannot be written (read-only, locked, corrupt, not

@@ -1,0 +1,14 @@
+"""The rooms of the live window, in the order their docks are placed: each a feature
+folder whose `install(desk)` makes its dock, its controller and its menu entries. A new
+dock is one folder and one line here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from app import graph
+from app.desk import Desk
+
+ROOMS: tuple[Callable[[Desk], object], ...] = (
+    graph.install,
+)
