@@ -27,7 +27,15 @@ from PySide6.QtCore import QObject, QSettings, Signal
 from app.desk.menus import DockPlace, MenuItem
 from app.host.background import Background
 from app.host.job_runner import JobRunner
-from engine.api import CommandFailed, ModelInfo, ModelLoaded, OpScopeError, RunConfig, Workload
+from engine.api import (
+    CommandFailed,
+    GenerationStarted,
+    ModelInfo,
+    ModelLoaded,
+    OpScopeError,
+    RunConfig,
+    Workload,
+)
 
 Level = Literal["info", "warning", "error"]
 NO_MODEL = "load a model first"
@@ -93,14 +101,29 @@ class Desk(QObject):
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
-        self.shell, self.jobs, self.recording, self.settings = shell, jobs, recording, settings
+        self.shell, self._jobs, self._recording, self.settings = shell, jobs, recording, settings
         self._config = config
         self._model: str | None = None  # the model the host runs (its path on this machine)
         self._info: ModelInfo | None = None
         self._pending: str | None = None  # asked to load, not yet loaded
         self._inputs: Any = None  # JobInputs of the pending or loaded model
-        self.generation_shape: tuple[int, int] | None = None  # prompt, new tokens
+        self._generation: tuple[int, int] | None = None  # prompt, new tokens
         self.figures: Figures | None = None
+
+    # (properties, so that a room's test double, MagicMock(spec=Desk), has them too)
+    @property
+    def jobs(self) -> JobRunner:
+        return self._jobs
+
+    @property
+    def recording(self) -> Recording:
+        return self._recording
+
+    @property
+    def generation_shape(self) -> tuple[int, int] | None:
+        """A generating model's prompt and new tokens as last run or asked for (None: no
+        generation yet)."""
+        return self._generation
 
     # the workload -------------------------------------------------------------------------
     @property
@@ -132,7 +155,7 @@ class Desk(QObject):
             self._changed()
 
     def generation_changed(self, prompt_len: int, new_tokens: int) -> None:
-        self.generation_shape = (prompt_len, new_tokens)
+        self._generation = (prompt_len, new_tokens)
 
     def on_events(self, batch: list[Any]) -> None:
         """The host's events: a model loaded becomes the workload's (a failed load leaves
@@ -145,6 +168,8 @@ class Desk(QObject):
                 self._changed()
             elif isinstance(ev, CommandFailed) and ev.command == "load":
                 self._pending = self._model
+            elif isinstance(ev, GenerationStarted):  # the lengths the host runs now
+                self._generation = (ev.prompt_len, ev.new_tokens)
         self.events.emit(batch)
 
     def _changed(self) -> None:
