@@ -173,12 +173,13 @@ def test_the_window_opens_a_gguf_file_by_importing_it(qtbot, tiny_gguf: Path) ->
     runner = JobRunner(client)
     client.start()
     opened: list[str] = []
+    said: list[str] = []
     try:
-        job = import_and_open(None, runner, str(tiny_gguf), opened.append)  # type: ignore[arg-type]
+        job = import_and_open(None, runner, str(tiny_gguf), opened.append, said.append)  # type: ignore[arg-type]
         with qtbot.waitSignal(job.finished, timeout=240_000) as blocker:
             pass
         assert blocker.args[0] is True, blocker.args
-        assert opened and (Path(opened[0]) / "genai_config.json").is_file()
+        assert not said and opened and (Path(opened[0]) / "genai_config.json").is_file()
         cut = tiny_gguf.with_name("cut-in-the-window.gguf")  # a bad file: one line, no crash
         cut.write_bytes(tiny_gguf.read_bytes()[:4096])
         job = ImportJob(runner, str(cut), "")

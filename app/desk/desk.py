@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, QSettings, Signal
 
 from app.desk.menus import DockPlace, MenuItem
+from app.desk.notices import Level
 from app.host.background import Background
 from app.host.job_runner import JobRunner
 from engine.api import (
@@ -37,7 +38,6 @@ from engine.api import (
     Workload,
 )
 
-Level = Literal["info", "warning", "error"]
 NO_MODEL = "load a model first"
 
 

@@ -14,7 +14,9 @@ def install(desk: Desk) -> GraphController:
     panel = GraphPanel()
     # tall: the bottom docks grow to half the window while it is the tab shown
     dock = desk.add_dock(
-        TITLE, panel, DockPlace(tab_with="Roofline", scroll=False, raise_after="Roofline", tall=True)
+        TITLE,
+        panel,
+        DockPlace(tab_with="Roofline", scroll=False, raise_after="Roofline", tall=True),
     )
     controller = GraphController(desk, panel)
     dock.visibilityChanged.connect(controller.shown)

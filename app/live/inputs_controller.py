@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QSettings
+
+if TYPE_CHECKING:
+    from app.host.engine_client import EngineClient
+    from app.live.live_controller import LiveController
+    from app.shell.main_window import MainWindow
 
 from engine.api import (
     GenerationStarted,
@@ -39,7 +44,7 @@ def data_key(path: str, which: str) -> str:
 class InputsController(QObject):
     """Wires `window.inputs` (an InputPanel) to the engine client."""
 
-    def __init__(self, window: Any, client: Any, live: Any) -> None:
+    def __init__(self, window: MainWindow, client: EngineClient, live: LiveController) -> None:
         super().__init__()
         self.window = window
         self.client = client
@@ -53,7 +58,7 @@ class InputsController(QObject):
         self.calibration: str | None = None
         self.evaluation: str | None = None
         self.tokenizer: str | None = None
-        self.panel.carry.setChecked(self.settings.value(CARRY_KEY, False, type=bool))
+        self.panel.carry.setChecked(bool(self.settings.value(CARRY_KEY, False, type=bool)))
         self.panel.carry_toggled.connect(lambda on: self.settings.setValue(CARRY_KEY, bool(on)))
         self.panel.dims_changed.connect(self.set_dims)
         self.panel.calibration_chosen.connect(lambda p: self.set_file("calibration", p))
@@ -75,7 +80,7 @@ class InputsController(QObject):
         self.panel.evaluation.set_path(self.evaluation)
         self.panel.tokenizer.set_path(self.tokenizer)
         self.panel.set_sizes_from_file(self.evaluation is not None)
-        self.window.banner.clear(DATA_ERROR_KEY)
+        self.window.notices.clear(DATA_ERROR_KEY)
         return {
             "dims": {},
             "calibration": self.calibration,
@@ -116,11 +121,9 @@ class InputsController(QObject):
                 else:
                     check_data_file(path, self.info)
             except OpScopeError as exc:
-                self.window.banner.show_message(
-                    "error", f"{title} not used: {exc}", key=DATA_ERROR_KEY
-                )
+                self.window.notify("error", f"{title} not used: {exc}", key=DATA_ERROR_KEY)
                 return
-        self.window.banner.clear(DATA_ERROR_KEY)
+        self.window.notices.clear(DATA_ERROR_KEY)
         if which == "calibration":
             self.calibration = path
             self.panel.calibration.set_path(path)

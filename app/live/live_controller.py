@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PySide6.QtCore import QObject, Signal
@@ -38,6 +38,10 @@ from engine.api import (
     VariantReady,
 )
 
+if TYPE_CHECKING:
+    from app.host.engine_client import EngineClient
+    from app.shell.main_window import MainWindow
+
 PER_CORE = re.compile(r"cpu\d+_percent$")  # recorded in the session, too many to draw
 BUILD_STAGES = {"upload", "load", "variant", "calibration", "session", "accuracy"}
 _PEAKS_NOTICE = (
@@ -58,8 +62,8 @@ class LiveController(QObject):
 
     def __init__(
         self,
-        view: Any,
-        client: Any,
+        view: MainWindow,
+        client: EngineClient,
         clock: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
         super().__init__()
@@ -134,9 +138,9 @@ class LiveController(QObject):
         config, said = config_for_new_model(before, self.carry_settings(), path)
         if config != before:
             panel.set_config(config)
-        self.view.banner.clear("new-model")
+        self.view.notices.clear("new-model")
         if said:
-            self.view.banner.show_message("info", said[:1].upper() + said[1:], key="new-model")
+            self.view.notify("info", said[:1].upper() + said[1:], key="new-model")
         panel.show_progress(f"loading {path}", 0, None)
         self.notices.build_started()
         self.client.load(path, config=config if config != before else None, **load)
@@ -147,7 +151,7 @@ class LiveController(QObject):
         lat_v: list[np.ndarray] = []
         self.last_beat = self.clock() / 1e9  # any batch says the host lives
         if self.hang_reported:  # it beats again: the hang no longer applies
-            self.view.banner.clear("engine-hung")
+            self.view.notices.clear("engine-hung")
             self.hang_reported = False
         for ev in batch:
             if isinstance(ev, Heartbeat):

@@ -6,16 +6,21 @@ once (prefill's ops near the compute roof, decode's on the memory slope)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject
 
 from engine.api import GenerationStarted, GenerationSteps, ModelLoaded, OpProfile
 from widgets.models.generation_stats import GenerationStats
 
+if TYPE_CHECKING:
+    from app.host.engine_client import EngineClient
+    from app.live.live_controller import LiveController
+    from app.shell.main_window import MainWindow
+
 
 class GenerationController(QObject):
-    def __init__(self, view: Any, live: Any, client: Any) -> None:
+    def __init__(self, view: MainWindow, live: LiveController, client: EngineClient) -> None:
         super().__init__()
         self.view = view
         self.live = live  # the LiveController: it draws the roofline with the peaks

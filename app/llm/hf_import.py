@@ -7,15 +7,19 @@ way into OpScope's cache, and reused from there the next time."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QProgressDialog, QWidget
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QProgressDialog, QWidget
 
+from app.host.job_runner import JobRunner
 from engine.api import ImportRequest, Progress
 
 CONCERN = "import"
+
+Say = Callable[[str], None]  # one line to the user, as an error
 
 
 class ImportJob(QObject):
@@ -27,7 +31,7 @@ class ImportJob(QObject):
 
     def __init__(
         self,
-        runner: Any,
+        runner: JobRunner,
         source: str,
         output: str,
         precision: str = "fp32",
@@ -71,7 +75,9 @@ def free_folder(source: Path) -> Path:
     return out
 
 
-def import_interactively(parent: QWidget, runner: Any, open_model: object) -> ImportJob | None:
+def import_interactively(
+    parent: QWidget, runner: JobRunner, open_model: Callable[[str], None], say: Say
+) -> ImportJob | None:
     """Ask for the folder and precision, run the import under a progress dialog, and open
     the result with `open_model(path)`. Returns the running job (None when cancelled)."""
     folder = QFileDialog.getExistingDirectory(
@@ -86,17 +92,21 @@ def import_interactively(parent: QWidget, runner: Any, open_model: object) -> Im
         return None
     out = free_folder(Path(folder))
     job = ImportJob(runner, folder, str(out), precision, parent)
-    return _run_with_dialog(parent, job, f"Building {out.name}…", open_model)
+    return _run_with_dialog(parent, job, f"Building {out.name}…", open_model, say)
 
 
-def import_and_open(parent: QWidget, runner: Any, source: str, open_model: object) -> ImportJob:
+def import_and_open(
+    parent: QWidget, runner: JobRunner, source: str, open_model: Callable[[str], None], say: Say
+) -> ImportJob:
     """A GGUF file or Hugging Face folder opened directly: imported at fp32 into the cache
     (reused when it was imported before) under a progress dialog, then opened."""
     job = ImportJob(runner, source, "", "fp32", parent)
-    return _run_with_dialog(parent, job, f"Importing {Path(source).name}…", open_model)
+    return _run_with_dialog(parent, job, f"Importing {Path(source).name}…", open_model, say)
 
 
-def _run_with_dialog(parent: QWidget, job: ImportJob, label: str, open_model: object) -> ImportJob:
+def _run_with_dialog(
+    parent: QWidget, job: ImportJob, label: str, open_model: Callable[[str], None], say: Say
+) -> ImportJob:
     dialog = QProgressDialog(label, "Cancel", 0, 0, parent)
     dialog.setWindowTitle("Import Language Model")
     dialog.setWindowModality(Qt.WindowModality.WindowModal)
@@ -111,9 +121,9 @@ def _run_with_dialog(parent: QWidget, job: ImportJob, label: str, open_model: ob
     def finished(ok: bool, result: str) -> None:
         dialog.reset()
         if ok:
-            open_model(result)  # type: ignore[operator]
+            open_model(result)
         elif result != "cancelled":
-            QMessageBox.warning(parent, "Cannot import the model", result)
+            say(f"Cannot import the model: {result}")
 
     job.progress.connect(progress)
     job.finished.connect(finished)

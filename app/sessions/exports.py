@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QInputDialog,
     QLabel,
     QMenu,
-    QMessageBox,
     QProgressBar,
     QPushButton,
     QWidget,
@@ -41,21 +40,19 @@ def trace_choices(session_path: str) -> list[tuple[str, int | None]]:
 
 
 def pick_trace_run(
-    parent: QWidget, session_path: str, selected: Sequence[int] = ()
+    parent: QWidget, session_path: str, say: Callable[[str], None], selected: Sequence[int] = ()
 ) -> tuple[bool, int | None]:
     """Ask which run to trace (the selected one first, else the newest); (False, None)
-    when cancelled or there is none (said in a message)."""
+    when cancelled or there is none (`say` says why)."""
     try:
         choices = trace_choices(session_path)
     except (OpScopeError, OSError) as exc:
-        QMessageBox.warning(parent, "Cannot export a trace", str(exc))
+        say(f"Cannot export a trace: {exc}")
         return False, None
     if not choices:
-        QMessageBox.information(
-            parent,
-            "Nothing to trace",
-            f"{Path(session_path).name}: no run has a profile, a serving or a generation "
-            "record (profile a model, run load or generate first)",
+        say(
+            f"Nothing to trace: in {Path(session_path).name} no run has a profile, a serving "
+            "or a generation record (profile a model, run load or generate first)"
         )
         return False, None
     labels = [label for label, _ in choices]
@@ -77,7 +74,7 @@ def ask_and_export(
     """Export's menu action: the run (a trace), the output file, then the notice."""
     run_id = None
     if kind == "trace":
-        ok, run_id = pick_trace_run(parent, session_path, selected)
+        ok, run_id = pick_trace_run(parent, session_path, notice.say, selected)
         if not ok:
             return
     report = kind == "report"
@@ -215,9 +212,14 @@ class ExportNotice(QFrame):
         self.dismiss.show()
 
     def _failed(self, error: str) -> None:
+        self.say(f"Cannot export {self._what}: {error}")
+
+    def say(self, text: str) -> None:
+        """Why nothing is exported, in the strip (the window's place for its exports)."""
         self._tick.stop()
         self.setStyleSheet(FAILED)
-        self.text.setText(f"Cannot export {self._what}: {error}")
+        self.text.setText(text)
+        self.show()
         self.bar.hide()
         self.cancel_button.hide()
         self.open_button.hide()

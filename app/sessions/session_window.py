@@ -21,16 +21,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.desk.notices import Notices
 from app.host.job_runner import JobRunner
 from app.sessions.compare_panel import ComparePanel
 from app.sessions.exports import ExportNotice, add_export_actions
 from app.sessions.recorded_studies import studies_tab
 from engine.api import (
     GraphRequest,
+    JobInputs,
     OpScopeError,
     OpStat,
     RunRow,
     SessionReader,
+    Workload,
     escape_controls,
     lacking_note,
     machine_text,
@@ -137,6 +140,7 @@ class SessionWindow(QMainWindow):
         )  # fmt: skip
         file_menu.addAction("&Close", self.close, "Ctrl+W")
         self.setCentralWidget(central)
+        self.notify = Notices(None, self.statusBar()).notify  # no banner: the status bar
         self.resize(1300, 850)
         if self.runs:
             self.table.selectRow(len(self.runs) - 1)
@@ -162,15 +166,15 @@ class SessionWindow(QMainWindow):
         try:
             self._show_runs(runs)
         except OpScopeError as exc:  # a damaged part of the file: one line, the rest stays
-            self.statusBar().showMessage(escape_controls(str(exc)))
+            self.notify("error", escape_controls(str(exc)))
         else:
             self.statusBar().clearMessage()
 
     def _show_runs(self, runs: list[RunRow]) -> None:
         self._show_latency(runs)
         last = runs[-1]
-        nodes = [OpStat(**d) for d in self.reader.ops(last.id, "node")]
-        types = [OpStat(**d) for d in self.reader.ops(last.id, "op_type")]
+        nodes = self.reader.ops(last.id, "node")
+        types = self.reader.ops(last.id, "op_type")
         self.ops.set_ops(nodes, types)
         if len(runs) >= 2:
             self.compare.set_pair(runs[0].id, runs[-1].id)
@@ -196,7 +200,9 @@ class SessionWindow(QMainWindow):
                                       "machine, so its graph cannot be drawn")  # fmt: skip
             return
         shapes = {k: tuple(v["shape"]) for k, v in run.inputs.items() if v.get("shape")}
-        request = GraphRequest(run.model_path, run.config, shapes, low_priority=True)
+        request = GraphRequest(
+            Workload(run.model_path, run.config, JobInputs(shapes=shapes)), low_priority=True
+        )
         self.graph_status.setText(f"run {run.id}: laying out its graph")
         nodes = list(self.nodes)
 

@@ -13,7 +13,7 @@ from app.desk.menus import MENUS, MenuItem
 
 
 def key_sequence(shortcut: str) -> QKeySequence:
-    """"Ctrl+Shift+O", or a StandardKey's name ("Open", "Quit", "HelpContents")."""
+    """A shortcut as "Ctrl+Shift+O", or a StandardKey's name ("Open", "HelpContents")."""
     standard = getattr(QKeySequence.StandardKey, shortcut, None)
     return QKeySequence(standard) if standard is not None else QKeySequence(shortcut)
 
