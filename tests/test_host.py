@@ -28,7 +28,8 @@ from engine.events import (
     TimingDone,
 )
 from engine.run import host_commands as cmds
-from engine.run.host import CONTINUED, host_main
+from engine.run.host import host_main
+from engine.run.live_job import CONTINUED
 from engine.run.sample_log import MAX_SAMPLES
 from engine.run.wire import PipeConnection
 from tests.conftest import DEMO_CNN
@@ -463,7 +464,11 @@ def test_a_load_run_in_the_host_is_recorded_as_its_own_run(host: Host, tmp_path:
 
 
 def test_background_profiling_backs_off_for_an_unchanged_config() -> None:
-    from engine.run.host import PROFILE_EVERY_S, PROFILE_MAX_EVERY_S, next_profile_interval
+    from engine.run.host_profiler import (
+        PROFILE_EVERY_S,
+        PROFILE_MAX_EVERY_S,
+        next_profile_interval,
+    )
 
     every, seen = PROFILE_EVERY_S, []
     for _ in range(6):

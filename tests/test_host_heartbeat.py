@@ -10,6 +10,7 @@ import multiprocessing as mp
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,15 +83,14 @@ def _host_with_a_long_profile(conn: Any) -> None:
     """host_main whose profiling pass is one long call that releases the GIL, said before
     and after (the spawned child imports this module and runs this)."""
     import engine.run.host as host
+    import engine.run.host_profiler as profiler
 
-    def long_profile(live: Any, out: Any) -> None:
-        out.put(Notice("info", "long call begins"))
-        out.flush(force=True)
+    def long_profile(run: Any) -> Iterator[Any]:
+        yield Notice("info", "long call begins")  # sent at once: the pass goes step by step
         time.sleep(LONG_CALL_S)  # no flush, no telemetry sent: only the heartbeat thread
-        out.put(Notice("info", "long call ends"))
-        return None
+        yield Notice("info", "long call ends")
 
-    host._profile = long_profile
+    profiler.profile_events = long_profile
     host.host_main(conn, 0.1)
 
 

@@ -11,17 +11,22 @@ sends the older's cancel first; here every job id is independent).
 A job on the loaded model (a load run, a calibration) runs on a thread of the host instead,
 `ThreadJob`: its events join the host's stream as the live loop's do (they are a run of the
 session, drawn on the live plot), its end comes as the same JobUpdate, and cancel is its
-model's `stop` (stop sending: what was sent is served and recorded)."""
+model's `stop` (stop sending: what was sent is served and recorded).
+
+The engine host's own jobs run beside them in the same table: the live loop
+(engine/run/live_job.py) and the profiling passes (engine/run/host_profiler.py) are
+`Stepped` jobs, each advanced by one small step per round of the host's loop (`step`), and
+ended with the rest when the host ends (`stop_all`)."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import Any, Protocol
 
 from engine.errors import OpScopeError
 from engine.events import Event, JobUpdate
@@ -134,12 +139,39 @@ class ThreadJob:
             self.done.set()
 
 
-class HostJobs:
-    """The jobs running in this host, by id."""
+class Stepped(Protocol):
+    """A job of the host's main loop: one small step at a time, never blocking for long."""
 
-    def __init__(self, put: Callable[[Event], None]) -> None:
+    @property
+    def busy(self) -> bool:
+        """It has a step to take at once (the loop waits for no command meanwhile)."""
+        ...
+
+    def step(self) -> None: ...
+
+    def end(self) -> None:
+        """The host ends."""
+        ...
+
+
+class HostJobs:
+    """The jobs running in this host: the window's, by id, and the host's own `stepped`
+    ones (stepped in their order)."""
+
+    def __init__(self, put: Callable[[Event], None], stepped: Sequence[Stepped] = ()) -> None:
         self._put = put
         self._jobs: dict[int, HostJob | ThreadJob] = {}
+        self._stepped = list(stepped)
+
+    @property
+    def busy(self) -> bool:
+        """One of the host's own jobs has a step to take at once."""
+        return any(job.busy for job in self._stepped)
+
+    def step(self) -> None:
+        """One step of each of the host's own jobs (the others run on their own)."""
+        for job in self._stepped:
+            job.step()
 
     def start(self, job_id: int, request: Any, model: LoadedModel | None = None) -> None:
         """Run `request`'s job: in a child process, or on `model` on a thread here."""
@@ -161,11 +193,14 @@ class HostJobs:
             job.cancel()
 
     def stop_all(self, wait_s: float = STOP_GRACE_S) -> None:
-        """The host ends: every job cancelled, given `wait_s` to keep what it measured."""
+        """The host ends: every job cancelled, given `wait_s` to keep what it measured;
+        then the host's own ones ended."""
         for job in self._jobs.values():
             job.abort()
         for job in self._jobs.values():
             job.done.wait(wait_s)
+        for stepped in self._stepped:
+            stepped.end()
 
     @property
     def running(self) -> int:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 class PeaksState(Protocol):
-    """What the host remembers about its peaks (engine.run.host.HostState has these)."""
+    """What the host remembers about its peaks (engine.run.host_profiler.PeaksMemo)."""
 
     peaks_tried: bool
     peaks_sent: bool

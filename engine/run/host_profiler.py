@@ -1,0 +1,114 @@
+"""The engine host's profiling passes, a job of the host's table: when a pass is due (a new
+config, Profile Now, or the background schedule), the running config is profiled with its
+timing paused, one event a step, then the machine's peaks are looked after
+(engine/run/host_peaks.py). Commands that come meanwhile wait for the pass to end
+(engine/run/host_phases.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from engine.errors import OpScopeError
+from engine.events import CommandFailed, Event, OpProfile
+from engine.run.host_peaks import peaks_if_missing
+from engine.run.host_phases import HostMachine, Phase, Signal
+from engine.run.live import LiveRun
+from engine.run.outbox import Outbox
+
+PROFILE_EVERY_S = 30.0  # the first background pass after a config's own
+PROFILE_MAX_EVERY_S = 240.0  # passes of an unchanged config back off to this
+
+
+def next_profile_interval(every_s: float) -> float:
+    """Background passes of one config come at 30, 60, 120, 240 s, then every 240 s: each
+    pauses timing for seconds (a 323-node detector: 5-7 s) and an unchanged config's op
+    times change little; a config change or Profile Now profiles at once."""
+    return min(2.0 * every_s, PROFILE_MAX_EVERY_S)
+
+
+@dataclass
+class PeaksMemo:
+    """What the host remembers about the machine's peaks (engine/run/host_peaks.py)."""
+
+    peaks_tried: bool = False
+    peaks_sent: bool = False  # the window has this host's peaks
+    peaks_retry_at: float = 0.0  # provisional peaks: when to look for a quiet moment again
+
+
+def profile_events(run: LiveRun) -> Iterator[Event]:
+    """One profiling pass of the running config: its events, the per-node stats among them."""
+    return run.profile()
+
+
+class Profiler:
+    """Schedules the profiling passes of the running config and steps the one going."""
+
+    def __init__(self, machine: HostMachine, run: LiveRun, out: Outbox) -> None:
+        self._machine, self._run, self._out = machine, run, out
+        self.due = False  # a pass at the next timing step
+        self.last = 0.0  # when the last pass began (time.monotonic)
+        self.every = PROFILE_EVERY_S
+        self.peaks = PeaksMemo()
+        self._pass: Iterator[Event] | None = None
+        self._ops: list[Any] | None = None  # the pass's per-node stats
+
+    def now(self) -> None:
+        """Profile Now."""
+        self.due = True
+
+    def renew(self) -> None:
+        """A new config runs: profiled at once, then on the schedule from its start."""
+        self.due = True
+        self.every = PROFILE_EVERY_S
+
+    @property
+    def busy(self) -> bool:
+        return self._pass is not None
+
+    def step(self) -> None:
+        if self._pass is not None:
+            self._advance(self._pass)
+            return
+        if self._machine.phase is not Phase.TIMING or self._run.segment is None:
+            return
+        now = time.monotonic()
+        if not self.due and now - self.last <= self.every:
+            return
+        if not self.due:  # a background pass: the next comes later
+            self.every = next_profile_interval(self.every)
+        self.due = False
+        self.last = now
+        self._machine.signal(Signal.PROFILE_DUE)
+        self._pass, self._ops = profile_events(self._run), None
+        self._advance(self._pass)
+
+    def end(self) -> None:
+        """The host ends: a pass going is dropped."""
+        if self._pass is not None:
+            close = getattr(self._pass, "close", None)
+            if close is not None:
+                close()
+            self._pass = None
+
+    def _advance(self, events: Iterator[Event]) -> None:
+        try:
+            ev = next(events)
+        except StopIteration:
+            self._finish()
+            return
+        except OpScopeError as exc:
+            self._out.put(CommandFailed("profile", str(exc)))
+            self._finish()
+            return
+        if isinstance(ev, OpProfile):
+            self._ops = ev.ops
+        self._out.put(ev)
+        self._out.flush(force=True)  # the window sees the pass as it goes
+
+    def _finish(self) -> None:
+        self._pass = None
+        peaks_if_missing(self._run, self.peaks, self._out, self._ops)
+        self._machine.signal(Signal.PROFILED)
