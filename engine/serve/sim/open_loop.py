@@ -29,7 +29,8 @@ import numpy as np
 from engine.serve.batching import BatchPolicy, BatchRule
 from engine.serve.records import ServeRecords
 from engine.serve.response_cache import ResponseCache
-from engine.serve.sim.service_draws import TURN, ServiceDraws
+from engine.serve.sim.batcher import Busy, batch_starter, queue_batcher
+from engine.serve.sim.service_draws import ServiceDraws
 from engine.serve.sim.trail import Trail
 from engine.serve.traffic.schedule import Schedule
 
@@ -43,23 +44,19 @@ def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> Ser
     trail = Trail()
     rule = BatchRule(policy)
     free = list(range(policy.instances - 1, -1, -1))  # idle instance ids (a stack)
-    busy: list[tuple[float, int, float]] = []  # (free again, instance, end)
+    busy: Busy = []  # (free again, instance, batch)
     timeout, max_batch = policy.timeout_s, policy.max_batch
     pick, grow, delay, ripe = rule.pick, rule.grow, rule.delay, rule.ripe
-    table, lens, draws, adjust = svc.table, svc.lens, svc.draws, svc.adjust
-    wake_late, turn, turn_lens = svc.wake_late, svc.turn, svc.turn_lens
-    by_before = svc.pick
-    before = [0] * policy.instances  # each instance's last batch size
-    n_draws = len(draws)
+    wake_late = svc.wake_late
+    start = batch_starter(policy, svc, trail, free, busy)
     head = 0  # the queue is sched[head:tail], tail: the arrivals by t
     tail = bisect_right(sched, 0.0)
     t = 0.0
     wake = INF
     t_ripe = INF  # waking late: the first arrival after the delay expired wakes the batcher
     last_end = -INF  # when the server last finished a batch
-    heappop, heappush = heapq.heappop, heapq.heappush
-    b_start, b_end, b_inst = trail.start.append, trail.end.append, trail.instance.append
-    b_size, b_first = trail.size, trail.first.append
+    heappop = heapq.heappop
+    b_size, ends = trail.size, trail.end
     while True:
         t_c = busy[0][0] if busy else INF
         if free:  # tail is up to date: the batcher ran at t
@@ -79,7 +76,8 @@ def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> Ser
             break
         if t == t_c:
             while busy and busy[0][0] <= t:
-                _, inst, last_end = heappop(busy)
+                _, inst, b = heappop(busy)
+                last_end = ends[b]
                 free.append(inst)
         wake = t_ripe = INF
         if not free:
@@ -111,25 +109,7 @@ def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> Ser
                             t_ripe = first_ripe(sched, tail, sched[head], delay, ripe, wake)
                         break
                     k = queued
-            b = len(b_size)
-            inst = free.pop()
-            if by_before is None:
-                took = table[k][int(draws[b % n_draws] * lens[k])]
-            else:  # drawn by the size of this instance's batch before
-                took = by_before(k, b, before[inst], 0.0 if busy else t - last_end)
-                before[inst] = k
-            if adjust is not None:
-                took = adjust(k, b, t, took, 0.0 if busy else t - last_end)
-            end = t + (took if took > 1e-7 else 1e-7)
-            b_start(t)
-            b_end(end)
-            b_size.append(k)
-            b_inst(inst)
-            b_first(head)
-            free_at = end
-            if turn is not None:  # the instance's bookkeeping before it takes the next
-                free_at += turn[k][int(draws[(b + TURN) % n_draws] * turn_lens[k])]
-            heappush(busy, (free_at, inst, end))
+            start(t, k, head, last_end)
             head += k
     return trail.records(schedule.times, None)
 
@@ -169,22 +149,18 @@ def queue_loop(
     joined_keys: list[int] = []  # and their keys (the cache stores a batch's on completion)
     head = 0  # the queue is joined[head:]
     free = list(range(policy.instances - 1, -1, -1))
-    busy: list[tuple[float, int, int]] = []  # (free again, instance, batch)
+    busy: Busy = []  # (free again, instance, batch)
     timeout, limit, max_batch = policy.timeout_s, policy.queue_limit, policy.max_batch
     pick, delay, ripe = rule.pick, rule.delay, rule.ripe
-    table, lens, draws, adjust = svc.table, svc.lens, svc.draws, svc.adjust
-    wake_late, turn, turn_lens = svc.wake_late, svc.turn, svc.turn_lens
-    by_before = svc.pick
-    before = [0] * policy.instances  # each instance's last batch size
-    n_draws = len(draws)
+    wake_late = svc.wake_late
+    decide_at = queue_batcher(policy, svc, trail, free, busy, sched, joined)
     i = 0  # the next arrival
     t = 0.0
     wake = INF  # when the batcher asks again (INF whenever no instance is free)
     last_end = -INF
-    heappop, heappush = heapq.heappop, heapq.heappush
+    heappop = heapq.heappop
     holds, lookup = cache.holds, cache.lookup
     store_all = cache.store_all
-    b_start, b_end, b_inst = trail.start.append, trail.end.append, trail.instance.append
     b_size, b_first, ends = trail.size, trail.first, trail.end
     hits, rejected = trail.hits.append, trail.rejected.append
     join, join_key = joined.append, joined_keys.append
@@ -249,52 +225,5 @@ def queue_loop(
         else:
             t = wake
             wake = INF
-        tail = len(joined)
-        while free and head < tail:
-            if timeout < INF:
-                gone = head
-                while gone < tail and t - sched[joined[gone]] > timeout:
-                    gone += 1
-                if gone > head:
-                    trail.drop_first.append(head)
-                    trail.drop_count.append(gone - head)
-                    trail.drop_time.append(t)
-                    head = gone
-                    if head == tail:
-                        break
-            queued = tail - head
-            if queued >= max_batch:
-                k = max_batch
-            else:
-                k = pick[queued]
-                if not k:
-                    waited = t - sched[joined[head]]
-                    # not ripe yet, unless t is so large that the rest of the delay does
-                    # not move it (a trickle's arrivals hours in): then it is ripe now
-                    if waited < ripe and t + (delay - waited) > t:
-                        wake = t + (delay - waited)
-                        if wake_late is not None:  # the batcher's timed wait wakes late
-                            wake += wake_late(len(b_size), 0.0 if busy else wake - last_end)
-                        break
-                    k = queued
-            b = len(b_size)
-            inst = free.pop()
-            if by_before is None:
-                took = table[k][int(draws[b % n_draws] * lens[k])]
-            else:  # drawn by the size of this instance's batch before
-                took = by_before(k, b, before[inst], 0.0 if busy else t - last_end)
-                before[inst] = k
-            if adjust is not None:
-                took = adjust(k, b, t, took, 0.0 if busy else t - last_end)
-            end = t + (took if took > 1e-7 else 1e-7)
-            b_start(t)
-            b_end(end)
-            b_size.append(k)
-            b_inst(inst)
-            b_first.append(head)
-            free_at = end
-            if turn is not None:  # the instance's bookkeeping before it takes the next
-                free_at += turn[k][int(draws[(b + TURN) % n_draws] * turn_lens[k])]
-            heappush(busy, (free_at, inst, b))
-            head += k
+        head, wake, _ = decide_at(t, head, last_end)
     return trail.records(schedule.times, np.asarray(joined, np.int64))
