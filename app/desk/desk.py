@@ -90,6 +90,7 @@ class Desk(QObject):
     node_picked = Signal(str)  # a room picked a node: the op table and roofline show it
     node_shown = Signal(str)  # the op table or roofline shows a node ("" none): rooms follow
     node_memory = Signal(dict)  # a room measured each node's memory: the op table shows it
+    said = Signal(str, str)  # level, text: every message the window told the user
 
     def __init__(
         self,

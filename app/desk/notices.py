@@ -6,6 +6,7 @@ session window) says everything in its status bar, errors until the next message
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, Protocol
 
 from PySide6.QtWidgets import QStatusBar
@@ -26,6 +27,7 @@ class Banner(Protocol):
 class Notices:
     def __init__(self, banner: Banner | None, status: QStatusBar) -> None:
         self.banner, self.status = banner, status
+        self.listeners: list[Callable[[Level, str], None]] = []  # hear every message said
 
     def notify(
         self, level: Level, text: str, key: str | None = None, action: str | None = None
@@ -34,6 +36,8 @@ class Notices:
             self.banner.show_message(level, text, action=action, key=key)
         else:
             self.status.showMessage(text, INFO_MS if level == "info" else 0)
+        for hear in self.listeners:
+            hear(level, text)
 
     def clear(self, key: str) -> None:
         if self.banner is not None:
