@@ -121,7 +121,9 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
         return dock.summary.text().split("\n")[0]
 
     def sweep() -> str:
-        dock = w.scaling
+        from app.scaling.controller import ScalingController
+
+        dock = wb.room(ScalingController).view
         dock.dim.setCurrentText(plan.dim)
         dock.values.setText(",".join(map(str, plan.sweep)))
         dock.run_button.click()
@@ -131,7 +133,9 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
         return dock.status.text()
 
     def memory() -> str:
-        dock = w.memory
+        from app.memory.controller import MemoryController
+
+        dock = wb.room(MemoryController).view
         dock.measure_button.click()
         wait(lambda: not dock.measure_button.isEnabled(), 10_000)
         wait(lambda: dock.measure_button.isEnabled(), to)

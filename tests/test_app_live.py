@@ -480,7 +480,9 @@ def test_scaling_dock_sweeps_the_loaded_model(qtbot: QtBot, tmp_path: Path) -> N
     wb.start(str(DEMO_TRANSFORMER))
     try:
         qtbot.waitUntil(lambda: wb.controller.samples > 5, timeout=TIMEOUT_MS)
-        dock = wb.window.scaling
+        from app.scaling.controller import ScalingController
+
+        dock = wb.room(ScalingController).view
         assert dock.dim.currentText() == "sequence"  # the model's own dims, batch last
         dock.values.setText("16,32,64")
         dock.run_button.click()

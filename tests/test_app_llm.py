@@ -95,16 +95,16 @@ def test_the_scaling_dock_sweeps_a_generating_models_prompt(
     job (as `opscope generate --sweep-prompt`) runs through the one runner with live timing
     paused, draws TTFT and TPOT against the prompt with TTFT's quadratic fit, and records
     each length's generation run; Cancel keeps the lengths done."""
-    from app.scaling import scaling_dock
-    from app.scaling.scaling_dock import PROMPT_DIM
+    from app.scaling import controller as scaling
+    from app.scaling.controller import PROMPT_DIM, ScalingController
 
-    monkeypatch.setattr(scaling_dock, "POINT_S", 0.5)  # whole generations: 0.5 s a length
+    monkeypatch.setattr(scaling, "POINT_S", 0.5)  # whole generations: 0.5 s a length
 
     wb = Workbench(session_path=str(tmp_path / "llm.opscope"), usable=["cpu"])
     qtbot.addWidget(wb.window)
     wb.window.show()
     wb.start(str(DEMO_LLM))
-    dock = wb.window.scaling
+    dock = wb.room(ScalingController).view
     try:
         qtbot.waitUntil(lambda: wb.generation.stats.total > 3, timeout=TIMEOUT_MS)
         assert dock.dim.currentText() == PROMPT_DIM

@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("PySide6")
 from pytestqt.qtbot import QtBot
 
+from app.memory.controller import MemoryController
 from app.shell.workbench import Workbench
 from engine.session.store import open_session_file
 from tests.conftest import DEMO_CNN
@@ -47,7 +48,7 @@ def test_the_memory_dock_measures_the_model_shown(qtbot: QtBot, tmp_path: Path) 
     qtbot.addWidget(wb.window)
     wb.window.show()
     wb.start(str(DEMO_CNN))
-    dock = wb.window.memory  # type: ignore[attr-defined]
+    dock = wb.room(MemoryController).view
     try:
         qtbot.waitUntil(lambda: wb.controller.samples > 20, timeout=TIMEOUT_MS)
         assert "demo_cnn" in dock.status.text()

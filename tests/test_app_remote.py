@@ -158,7 +158,9 @@ def test_jobs_from_a_connected_window_run_where_their_files_are(
     from app.sessions.exports import ExportNotice
 
     wb = _bench(qtbot, tmp_path, target)
-    dock = wb.window.memory  # type: ignore[attr-defined]
+    from app.memory.controller import MemoryController
+
+    dock = wb.room(MemoryController).view
     try:
         qtbot.waitUntil(lambda: wb.controller.samples > 20, timeout=TIMEOUT_MS)
         dock.measure_button.click()
@@ -269,7 +271,9 @@ def test_load_what_if_sweep_and_graph_from_a_connected_window(
         qtbot.waitUntil(lambda: traffic.what_if.curves()["proposed"][0].size > 3,
                         timeout=TIMEOUT_MS)  # fmt: skip
         qtbot.waitUntil(lambda: wb.running, timeout=TIMEOUT_MS)
-        scaling = wb.window.scaling
+        from app.scaling.controller import ScalingController
+
+        scaling = wb.room(ScalingController).view
         scaling.values.setText("16,32")
         scaling.run_button.click()
         qtbot.waitUntil(lambda: not wb.running, timeout=5_000)

@@ -120,7 +120,11 @@ def test_the_report_in_words(report: dict[str, Any]) -> None:
 
 def test_the_memory_dock_shows_the_llm_rows(report: dict[str, Any], qtbot: Any) -> None:
     pytest.importorskip("PySide6")
-    from app.model.memory_dock import MemoryDock
+    from unittest.mock import MagicMock
+
+    from app.desk import Desk
+    from app.memory.controller import MemoryController
+    from app.memory.view import MemoryPanel
     from widgets.models.llm_memory_rows import llm_lines
 
     lines = llm_lines(report)
@@ -132,48 +136,36 @@ def test_the_memory_dock_shows_the_llm_rows(report: dict[str, Any], qtbot: Any) 
     assert lines[4].startswith(f"Decode (1 token x batch {BATCH}): activations ")
     assert llm_lines({"weights_bytes": {}}) == []
 
-    class Workbench:  # what the dock reaches when a report comes back
-        def resume_after(self, concern: str) -> None:
-            self.resumed = concern
-
-    wb = Workbench()
-    dock = MemoryDock(wb)
+    dock = MemoryPanel()  # what the view shows when a report comes back
     qtbot.addWidget(dock)
-    dock._done(report)
+    MemoryController(MagicMock(spec=Desk), dock)._done(report)
     assert not dock.llm.isHidden() and dock.llm.text().split("\n") == lines
     assert dock.view.summary.text().startswith("Weights 19.6 MB (float32")
-    assert wb.resumed == "memory"
+    assert dock.measure_button.isEnabled() and not dock.cancel_button.isEnabled()
 
 
-def test_the_memory_dock_asks_at_the_generation_docks_lengths(llm: Path, qtbot: Any) -> None:
+def test_the_memory_dock_asks_at_the_generation_docks_lengths(llm: Path, qapp: Any) -> None:
     pytest.importorskip("PySide6")
-    from types import SimpleNamespace
+    from unittest.mock import MagicMock, PropertyMock
 
-    from app.model.memory_dock import MemoryDock
-    from engine.api import JobInputs, RunConfig
+    from app.desk import Desk
+    from app.memory.controller import MemoryController
+    from app.memory.port import MemoryViewPort
+    from engine.api import RunConfig, Workload
 
-    started: list[Any] = []
-    panel = SimpleNamespace(prompt_len=SimpleNamespace(value=lambda: 48),
-                            new_tokens=SimpleNamespace(value=lambda: 12))  # fmt: skip
+    desk = MagicMock(spec=Desk)
+    type(desk).generation_shape = PropertyMock(return_value=(48, 12))  # the Generation dock's
+    type(desk).session_path = PropertyMock(return_value="s.opscope")
+    desk.jobs.busy.return_value = False
+    MemoryController(desk, MagicMock(spec=MemoryViewPort)).measure()
+    (concern, make), kwargs = desk.run_on_workload.call_args
+    assert concern == "memory" and kwargs["pause"] == "paused: measuring memory"
     config = RunConfig(engine="genai", batch=3)
-    wb = SimpleNamespace(
-        client=SimpleNamespace(last_load=(str(llm), {}, None), job_inputs=JobInputs),
-        recording=SimpleNamespace(flush=lambda: None, path="s.opscope"),
-        window=SimpleNamespace(config_panel=SimpleNamespace(config=lambda: config),
-                               generation=panel),
-        jobs=SimpleNamespace(busy=lambda concern: False,
-                             start=lambda concern, request, **_: started.append(request)),
-        pause_for=lambda concern, why: None,
-    )  # fmt: skip
-    dock = MemoryDock(wb)
-    qtbot.addWidget(dock)
-    dock.measure()
-    (req,) = started
-    assert (req.model_path, req.prompt_len, req.new_tokens) == (str(llm), 48, 12)
-    assert req.config.batch == 3
-    wb.client.last_load = (str(llm / "model.onnx"), {}, None)  # an ONNX model: no lengths
-    dock.measure()
-    assert (started[1].prompt_len, started[1].new_tokens) == (None, None)
+    req = make(Workload(str(llm), config))
+    assert (req.workload.model, req.prompt_len, req.new_tokens) == (str(llm), 48, 12)
+    assert req.workload.config.batch == 3 and req.session == "s.opscope"
+    onnx_model = make(Workload(str(llm / "model.onnx"), config))  # an ONNX model: no lengths
+    assert (onnx_model.prompt_len, onnx_model.new_tokens) == (None, None)
 
 
 def _matmul_nbits(bits: int) -> onnx.ModelProto:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from app import graph
+from app import graph, memory, scaling
 from app.desk import Desk
 
 ROOMS: tuple[Callable[[Desk], object], ...] = (
+    scaling.install,
+    memory.install,
     graph.install,
 )

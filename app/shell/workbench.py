@@ -16,8 +16,6 @@ from app.live.live_controller import LiveController
 from app.live.runs_controller import RunsController
 from app.llm.generation_controller import GenerationController
 from app.llm.llm_serving_controller import install_llm_serving
-from app.model.memory_dock import MemoryDock
-from app.scaling.scaling_dock import ScalingDock
 from app.sessions.recording import Recording, new_autosave_path
 from app.shell.actions import build_menus
 from app.shell.main_window import SESSION_SUFFIXES, MainWindow, add_recent
@@ -74,17 +72,6 @@ class Workbench(QObject, PauseHolds):
         self.client.events.connect(self.traffic.on_events)
         self.client.events.connect(lambda _batch: self.traffic.check_slo())
         self.tuner = TuneController(self.window.tune, self)
-        w0 = self.window
-        w0.scaling = ScalingDock(self)  # type: ignore[attr-defined]
-        w0.scaling_dock = w0.add_room_dock(  # type: ignore[attr-defined]
-            "Scaling", w0.scaling, DockPlace(tab_with="Tune", raise_after="Operators")  # type: ignore[attr-defined]
-        )
-        self.desk.model_loaded.connect(w0.scaling.model_loaded)  # type: ignore[attr-defined]
-        w0.memory = MemoryDock(self)  # type: ignore[attr-defined]
-        w0.memory_dock = w0.add_room_dock(  # type: ignore[attr-defined]
-            "Memory", w0.memory, DockPlace(tab_with="Scaling", raise_after="Operators")  # type: ignore[attr-defined]
-        )
-        self.desk.model_loaded.connect(w0.memory.model_loaded)  # type: ignore[attr-defined]
         self.runs = RunsController(self.client, self)
         self.window.runs_dock = self.window.add_room_dock(  # type: ignore[attr-defined]
             "Runs", self.runs.table, DockPlace(tab_with="Roofline", raise_after="Runs", scroll=False)

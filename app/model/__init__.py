@@ -1,1 +1,0 @@
-"""The model, seen: where its memory goes (the Memory dock); its graph will join it."""
