@@ -26,10 +26,11 @@ from engine.events import (
 from engine.measure.contention import Contention
 from engine.model.inputs import parse_dim_override, parse_shape_override
 from engine.run.jobs import run_job
-from engine.run.serving_jobs import LoadedModel, LoadRunRequest
+from engine.run.serving_jobs import LoadedModel, LoadRunRequest, load_schedule
 from engine.serve.batching import BatchPolicy
 from engine.serve.summary import describe_setup
-from engine.serve.traffic.schedule import Schedule, TrafficSpec, make_schedule, parse_traffic
+from engine.serve.traffic.plan import plan_traffic
+from engine.serve.traffic.schedule import Schedule, TrafficSpec
 from engine.session.recording import recording
 
 
@@ -49,20 +50,37 @@ def policy_from_args(args: argparse.Namespace) -> BatchPolicy:
 
 
 def traffic_from_args(args: argparse.Namespace) -> tuple[TrafficSpec, Schedule]:
-    spec = parse_traffic(args.traffic)
-    if args.repeat >= 1:
-        raise ConfigError(f"--repeat must be below 1, got {args.repeat:g}")
-    if spec.closed:
-        schedule = make_schedule(parse_traffic("constant:1"), 0, args.seed, args.repeat,
-                                 requests=args.closed_requests)  # fmt: skip
-    else:
-        schedule = make_schedule(
-            spec, args.duration, args.seed, args.repeat, requests=getattr(args, "requests", None)
-        )
+    """`opscope simulate`'s traffic and schedule (the warm-up fitted to it)."""
+    spec, schedule = plan_traffic(
+        args.traffic, args.duration, args.seed, args.repeat, getattr(args, "requests", None),
+        args.closed_requests, "--repeat",
+    )  # fmt: skip
+    fit_warmup(args, spec, schedule)
+    return spec, schedule
+
+
+def fit_warmup(args: argparse.Namespace, spec: TrafficSpec, schedule: Schedule) -> None:
+    """An open loop's warm-up, checked against its schedule's span (check_warmup)."""
+    if not spec.closed:
         args.warmup_s = check_warmup(
             schedule, args.warmup_s, getattr(args, "warmup_default", False)
         )
-    return spec, schedule
+
+
+def plan_load(args: argparse.Namespace) -> tuple[LoadRunRequest, Schedule]:
+    """The load run's request from the flags, and the schedule its job will serve, planned
+    by the job's own planning (load_schedule) from that request: the flags checked in their
+    words and the warm-up fitted before anything is prepared."""
+    req = LoadRunRequest(
+        traffic=args.traffic, batching={}, duration_s=args.duration, cache=args.cache,
+        repeat=args.repeat, warmup_s=args.warmup_s, seed=args.seed,
+        requests=getattr(args, "requests", None), closed_requests=args.closed_requests,
+        slo_ms=getattr(args, "slo_p99", None),
+    )  # fmt: skip
+    spec, schedule = load_schedule(req, "--repeat")
+    fit_warmup(args, spec, schedule)
+    policy = policy_from_args(args)
+    return dataclasses.replace(req, batching=policy.to_json(), warmup_s=args.warmup_s), schedule
 
 
 def check_warmup(schedule: Schedule, warmup_s: float, default: bool = False) -> float:
@@ -140,14 +158,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     """The load run job (engine/run/serving_jobs.py), as the app's Traffic dock runs it, on
     the model prepared here."""
     fill_serving_args(args, None)
-    traffic_from_args(args)  # checked here, in the flags' words (and the warm-up fitted)
-    policy = policy_from_args(args)
-    req = LoadRunRequest(
-        args.traffic, policy.to_json(), duration_s=args.duration, cache=args.cache,
-        repeat=args.repeat, warmup_s=args.warmup_s, seed=args.seed,
-        requests=getattr(args, "requests", None), closed_requests=args.closed_requests,
-        slo_ms=getattr(args, "slo_p99", None),
-    )  # fmt: skip
+    req, _ = plan_load(args)  # checked here, in the flags' words (and the warm-up fitted)
     printer = LivePrinter()
     try:
         with recording(args.session, model_path=args.model, kind="load") as record:

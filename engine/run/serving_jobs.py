@@ -19,7 +19,6 @@ from typing import Any, ClassVar
 
 from engine import backends, interrupt
 from engine.backends.base import Prepared, PrepareRequest
-from engine.errors import ConfigError
 from engine.events import Event, Marker, ModelLoaded, Notice, Progress, RunEnded
 from engine.serve.batching import BatchPolicy
 from engine.serve.loop import ServingLoop, drain_deadline
@@ -27,7 +26,8 @@ from engine.serve.setup import prepare_serving
 from engine.serve.sim.calibration import calibration_context, load_or_calibrate
 from engine.serve.sim.service import ServiceModel
 from engine.serve.summary import describe_setup, served
-from engine.serve.traffic.schedule import make_schedule, parse_traffic
+from engine.serve.traffic.plan import plan_traffic
+from engine.serve.traffic.schedule import Schedule, TrafficSpec
 
 
 @dataclass(frozen=True)
@@ -129,16 +129,8 @@ def load_run_job(
     """The load run: its facts, ServingStarted, every request and batch as they end,
     ServingSummary, RunEnded; returns the figures with the set-up (None when stopped
     before it served)."""
-    spec = parse_traffic(req.traffic)
-    if req.repeat >= 1:
-        raise ConfigError(f"repeat must be below 1, got {req.repeat:g}")
+    spec, schedule = load_schedule(req)
     policy = BatchPolicy.from_json(req.batching)
-    if spec.closed:
-        schedule = make_schedule(parse_traffic("constant:1"), 0, req.seed, req.repeat,
-                                 requests=req.closed_requests)  # fmt: skip
-    else:
-        schedule = make_schedule(spec, req.duration_s, req.seed, req.repeat,
-                                 requests=req.requests)  # fmt: skip
     serving = prepare_serving(model.batch1(), policy, model.model_path)
     if model.stopping.is_set():
         return None
@@ -171,6 +163,16 @@ def load_run_job(
     else:
         yield RunEnded("ok")
     return figures
+
+
+def load_schedule(req: LoadRunRequest, repeat_name: str = "repeat") -> tuple[TrafficSpec, Schedule]:
+    """The load run's traffic and the schedule it serves, planned here only: the job serves
+    this, and `opscope load` checks its flags and fits the warm-up on it, from the request
+    it sends the job, before it sends it."""
+    return plan_traffic(
+        req.traffic, req.duration_s, req.seed, req.repeat, req.requests, req.closed_requests,
+        repeat_name,
+    )  # fmt: skip
 
 
 def calibrate_job(
