@@ -27,6 +27,11 @@ Start = Callable[[float, int, int, float], None]
 Decide = Callable[[float, int, float], tuple[int, float, int]]
 
 
+def instances(policy: BatchPolicy) -> tuple[list[int], Busy]:
+    """The policy's instances at the start: all idle (their ids, a stack), none busy."""
+    return list(range(policy.instances - 1, -1, -1)), []
+
+
 def batch_starter(
     policy: BatchPolicy, svc: ServiceDraws, trail: Trail, free: list[int], busy: Busy
 ) -> Start:

@@ -12,7 +12,7 @@ import numpy as np
 from engine.serve.batching import BatchPolicy
 from engine.serve.records import ServeRecords
 from engine.serve.response_cache import ResponseCache
-from engine.serve.sim.batcher import Busy, queue_batcher
+from engine.serve.sim.batcher import instances, queue_batcher
 from engine.serve.sim.service_draws import ServiceDraws
 from engine.serve.sim.trail import Trail
 from engine.serve.traffic.schedule import Schedule
@@ -39,8 +39,7 @@ def closed_loop(
     joined: list[int] = []  # requests in the order they joined the queue
     joined_keys: list[int] = []  # and their keys (the cache stores a batch's on completion)
     head = 0  # the queue is joined[head:]
-    free = list(range(policy.instances - 1, -1, -1))
-    busy: Busy = []  # (free again, instance, batch)
+    free, busy = instances(policy)  # idle instance ids (a stack); (free again, instance, batch)
     sends: list[float] = [0.0] * min(clients, n)  # a heap: when each client sends next
     limit = policy.queue_limit
     decide = queue_batcher(policy, svc, trail, free, busy, sched, joined)

@@ -29,7 +29,7 @@ import numpy as np
 from engine.serve.batching import BatchPolicy, BatchRule
 from engine.serve.records import ServeRecords
 from engine.serve.response_cache import ResponseCache
-from engine.serve.sim.batcher import Busy, batch_starter, queue_batcher
+from engine.serve.sim.batcher import batch_starter, instances, queue_batcher
 from engine.serve.sim.service_draws import ServiceDraws
 from engine.serve.sim.trail import Trail
 from engine.serve.traffic.schedule import Schedule
@@ -43,8 +43,7 @@ def fifo_loop(schedule: Schedule, policy: BatchPolicy, svc: ServiceDraws) -> Ser
     n = len(sched)
     trail = Trail()
     rule = BatchRule(policy)
-    free = list(range(policy.instances - 1, -1, -1))  # idle instance ids (a stack)
-    busy: Busy = []  # (free again, instance, batch)
+    free, busy = instances(policy)  # idle instance ids (a stack); (free again, instance, batch)
     timeout, max_batch = policy.timeout_s, policy.max_batch
     pick, grow, delay, ripe = rule.pick, rule.grow, rule.delay, rule.ripe
     wake_late = svc.wake_late
@@ -148,8 +147,7 @@ def queue_loop(
     joined: list[int] = []  # requests in the order they joined the queue
     joined_keys: list[int] = []  # and their keys (the cache stores a batch's on completion)
     head = 0  # the queue is joined[head:]
-    free = list(range(policy.instances - 1, -1, -1))
-    busy: Busy = []  # (free again, instance, batch)
+    free, busy = instances(policy)  # idle instance ids (a stack); (free again, instance, batch)
     timeout, limit, max_batch = policy.timeout_s, policy.queue_limit, policy.max_batch
     pick, delay, ripe = rule.pick, rule.delay, rule.ripe
     wake_late = svc.wake_late
