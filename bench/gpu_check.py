@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from engine.backends.ort.inference_session import gpu_present  # noqa: E402
 from engine.cli.results import RunResult  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
+from engine.model.workload import Workload  # noqa: E402
 from engine.run import host_commands as cmds  # noqa: E402
 from engine.run.bench import BenchRequest, run_bench  # noqa: E402
 from engine.run.timing import TimingPlan  # noqa: E402
@@ -84,8 +85,7 @@ def provider_part(provider: str, seconds: float) -> Callable[[], list[str]]:
         for name, path in MODELS.items():
             for precision in ("fp32", "fp16", "int8-dynamic"):
                 req = BenchRequest(
-                    model_path=str(path),
-                    config=RunConfig(precision=precision, provider=provider),
+                    Workload(str(path), RunConfig(precision=precision, provider=provider)),
                     timing=TimingPlan(
                         warmup_runs=10, warmup_s=0.5, min_runs=50, duration_s=seconds
                     ),
@@ -127,7 +127,9 @@ def memory_and_graph_part() -> list[str]:
     for name, path in MODELS.items():
         config = RunConfig(provider="cuda")
         try:
-            report = drive(memory_job(MemoryRequest(str(path), config, runs=5)), lambda _: None)
+            report = drive(
+                memory_job(MemoryRequest(Workload(str(path), config), runs=5)), lambda _: None
+            )
             device = report["measured"].get("device") or {}
             lines.append(
                 f"{name} memory: on {report.get('provider_used')}, device "
@@ -138,7 +140,9 @@ def memory_and_graph_part() -> list[str]:
             for precision in ("fp32", "int8-dynamic"):  # INT8 on CUDA: which ops fall back
                 graph = drive(
                     graph_job(
-                        GraphRequest(str(path), RunConfig(provider="cuda", precision=precision))
+                        GraphRequest(
+                            Workload(str(path), RunConfig(provider="cuda", precision=precision))
+                        )
                     ),
                     lambda _: None,
                 )
@@ -208,11 +212,9 @@ def torch_cuda_part() -> list[str]:
             ("off", "fp16"),
             ("all", "fp32"),
         ):
+            config = RunConfig(engine="torch", provider="cuda", fusion=fusion, precision=precision)  # type: ignore[arg-type]
             req = BenchRequest(
-                model_path=str(path),
-                config=RunConfig(
-                    engine="torch", provider="cuda", fusion=fusion, precision=precision
-                ),  # type: ignore[arg-type]
+                Workload(str(path), config),
                 timing=TimingPlan(warmup_runs=10, warmup_s=0.3, min_runs=50, duration_s=1.0),
                 profile=fusion == "off" and precision == "fp32",
                 profile_runs=10,

@@ -188,8 +188,8 @@ def draw(result: dict[str, Any]) -> dict[str, float]:
 
 
 def real(path: str) -> tuple[dict[str, Any], float]:
-    from engine.config import RunConfig
     from engine.events import drive
+    from engine.model.workload import Workload
     from engine.run.graph_job import GraphRequest, graph_job
 
     os.environ["OPSCOPE_CACHE_DIR"] = "/tmp/opscope-graph-bench-cache"  # no cached layout
@@ -197,7 +197,7 @@ def real(path: str) -> tuple[dict[str, Any], float]:
 
     shutil.rmtree("/tmp/opscope-graph-bench-cache/layouts", ignore_errors=True)
     t0 = time.perf_counter()
-    r = drive(graph_job(GraphRequest(path, RunConfig())), lambda _: None)
+    r = drive(graph_job(GraphRequest(Workload(path))), lambda _: None)
     return r, time.perf_counter() - t0
 
 

@@ -20,6 +20,7 @@ from engine import backends  # noqa: E402
 from engine.backends.base import PrepareRequest  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
 from engine.events import TimingDone  # noqa: E402
+from engine.model.workload import Workload  # noqa: E402
 from engine.run.timing import TimingPlan, time_inferences  # noqa: E402
 
 
@@ -50,7 +51,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=2.0)
     args = ap.parse_args()
     # the backend's own preparation: load, inputs, variant, session
-    prepared = backends.prepare(PrepareRequest(args.model, RunConfig(provider="cpu")))
+    prepared = backends.prepare(PrepareRequest(Workload(args.model, RunConfig(provider="cpu"))))
     sess, feeds = prepared.opened.session, prepared.feeds  # the same ORT session, bare
 
     def run() -> None:

@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.backends.base import PrepareRequest
 from engine.config import RunConfig
 from engine.events import Progress
+from engine.model.workload import JobInputs, Workload
 from engine.run.live import stage
 
 M = Path.home() / ".cache/opscope-bench/minilm"
@@ -27,12 +28,10 @@ for precision, at in [
     ("int8-dynamic", 12.0),
 ]:
     os.environ["OPSCOPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="opscope-cancel-")  # cold
-    req = PrepareRequest(
-        str(M / "model.onnx"),
-        RunConfig(precision=precision, min_cosine=0.99, batch=8),
-        inputs_npz=str(M / "eval_inputs.npz"),
-        calibration_npz=str(M / "calib_inputs.npz"),
-    )
+    given = JobInputs(inputs_npz=str(M / "eval_inputs.npz"),
+                      calibration_npz=str(M / "calib_inputs.npz"))  # fmt: skip
+    config = RunConfig(precision=precision, min_cosine=0.99, batch=8)
+    req = PrepareRequest(Workload(str(M / "model.onnx"), config, given))
     events = stage(req, "x")
     t0 = time.perf_counter()
     cancel_at = None

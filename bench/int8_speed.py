@@ -41,6 +41,7 @@ from engine import backends
 from engine.backends.base import PrepareRequest
 from engine.config import RunConfig
 from engine.events import Progress, VariantReady
+from engine.model.workload import JobInputs, Workload
 model, precision, inputs, calib = sys.argv[1:5]
 t0 = time.perf_counter()
 timeline, ready = [], []
@@ -50,8 +51,9 @@ def on(ev):
         timeline.append((t, ev.message))
     elif isinstance(ev, VariantReady):
         ready.append((t, ev))
-req = PrepareRequest(model, RunConfig(precision=precision, min_cosine=0.99, batch=8),
-                     inputs_npz=inputs, calibration_npz=calib)
+given = JobInputs(inputs_npz=inputs, calibration_npz=calib)
+config = RunConfig(precision=precision, min_cosine=0.99, batch=8)
+req = PrepareRequest(Workload(model, config, given))
 prepared = backends.prepare(req, on)
 t_ready, v = ready[-1]
 int8 = v.details.get("int8") or {}

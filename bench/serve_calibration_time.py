@@ -30,6 +30,7 @@ from engine import backends  # noqa: E402
 from engine.backends.base import PrepareRequest  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
 from engine.events import Progress  # noqa: E402
+from engine.model.workload import Workload  # noqa: E402
 from engine.serve.batching import BatchPolicy  # noqa: E402
 from engine.serve.setup import prepare_serving  # noqa: E402
 from engine.serve.sim.calibration import calibration_context, load_or_calibrate  # noqa: E402
@@ -73,7 +74,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "bench/results/serve_calibration_time.md"))
     args = ap.parse_args()
     os.environ.setdefault("OPSCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="opscope-caltime-"))
-    prepared = backends.prepare(PrepareRequest(args.model, RunConfig(provider="cpu")))
+    prepared = backends.prepare(PrepareRequest(Workload(args.model, RunConfig(provider="cpu"))))
     started = time.perf_counter()
     rows = []
     for busy in (0, args.busy):

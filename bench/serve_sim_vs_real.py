@@ -34,6 +34,7 @@ from results_file import publish  # noqa: E402
 from engine import backends  # noqa: E402
 from engine.backends.base import PrepareRequest  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
+from engine.model.workload import Workload  # noqa: E402
 from engine.serve.batching import BatchPolicy  # noqa: E402
 from engine.serve.loop import ServingLoop  # noqa: E402
 from engine.serve.records import ServeRecords, summarize  # noqa: E402
@@ -69,7 +70,9 @@ def patterns(rate: float) -> dict[str, str]:
 
 def prepared_for(model: str, threads: int = 0):  # type: ignore[no-untyped-def]
     path = str(ROOT / f"resources/models/{model}.onnx")
-    return backends.prepare(PrepareRequest(path, RunConfig(provider="cpu", threads=threads)))
+    return backends.prepare(
+        PrepareRequest(Workload(path, RunConfig(provider="cpu", threads=threads)))
+    )
 
 
 def serving_for(

@@ -28,6 +28,7 @@ from engine import backends  # noqa: E402
 from engine.backends.base import PrepareRequest  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
 from engine.events import TimingDone  # noqa: E402
+from engine.model.workload import Workload  # noqa: E402
 from engine.run.timing import TimingPlan, time_inferences  # noqa: E402
 from engine.serve.batching import BatchPolicy  # noqa: E402
 from engine.serve.loop import ServingLoop  # noqa: E402
@@ -118,7 +119,9 @@ def loop_overhead(lines: list[str], rounds: int, seconds: float) -> None:
               "| ratio |",
               "|---|---|---|---|---|---|---|"]  # fmt: skip
     prepared = backends.prepare(
-        PrepareRequest(str(ROOT / "resources/models/demo_cnn.onnx"), RunConfig(provider="cpu"))
+        PrepareRequest(
+            Workload(str(ROOT / "resources/models/demo_cnn.onnx"), RunConfig(provider="cpu"))
+        )
     )
     for batch in (1, 8):
         serving = prepare_serving(prepared, BatchPolicy(max_batch=batch), "demo_cnn")

@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine.cli.results import RunResult  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
+from engine.model.workload import JobInputs, Workload  # noqa: E402
 from engine.run.bench import BenchRequest, run_bench  # noqa: E402
 from engine.run.timing import TimingPlan  # noqa: E402
 
@@ -64,9 +65,7 @@ def build_pt2(out: Path) -> Path:
 def run_cell(path: Path, cfg: RunConfig, seconds: float) -> tuple[RunResult, float]:
     result = RunResult()
     req = BenchRequest(
-        str(path),
-        config=cfg,
-        shapes={"input_ids": (1, 128)},
+        Workload(str(path), cfg, JobInputs(shapes={"input_ids": (1, 128)})),
         timing=TimingPlan(warmup_runs=10, warmup_s=0.5, min_runs=50, duration_s=seconds),
     )
     t0 = time.perf_counter()

@@ -33,7 +33,7 @@ from results_file import publish  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
 from engine.events import drive  # noqa: E402
 from engine.hostinfo import cpu_isa, cpu_model  # noqa: E402
-from engine.run.job_inputs import JobInputs  # noqa: E402
+from engine.model.workload import Workload  # noqa: E402
 from engine.tune.design import Design  # noqa: E402
 from engine.tune.search import Goal, tune  # noqa: E402
 from engine.tune.space import Space, size  # noqa: E402
@@ -86,7 +86,7 @@ def measure(name: str, seconds: float) -> Measured:
     measured: Measured = {}
 
     def real(number: int, config: RunConfig) -> Trial:
-        t = run_trial(number, model, config, JobInputs(), seconds, None)
+        t = run_trial(number, Workload(model, config), seconds, None)
         measured[key(SPACE, config)] = t
         print(f"  {name} {config.short_label()}: {t.samples_per_s:.1f}/s cos {t.cosine:.4f}",
               flush=True)  # fmt: skip

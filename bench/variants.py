@@ -21,6 +21,7 @@ from results_file import publish  # noqa: E402
 
 from engine.cli.results import RunResult  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
+from engine.model.workload import Workload  # noqa: E402
 from engine.run.bench import BenchRequest, run_bench  # noqa: E402
 from engine.run.timing import TimingPlan  # noqa: E402
 
@@ -35,8 +36,7 @@ FUSIONS = ["off", "all"]
 def run_cell(path: Path, cfg: RunConfig, seconds: float) -> RunResult:
     result = RunResult()
     req = BenchRequest(
-        str(path),
-        config=cfg,
+        Workload(str(path), cfg),
         timing=TimingPlan(warmup_runs=10, warmup_s=0.5, min_runs=50, duration_s=seconds),
     )
     for ev in run_bench(req):

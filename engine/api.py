@@ -79,6 +79,7 @@ from engine.model.llm_sources import source_kind
 from engine.model.model_explorer import export_overlay
 from engine.model.realistic_inputs import check_tokenizer
 from engine.model.sizes import device_copy_text, size_text
+from engine.model.workload import JobInputs, Workload
 from engine.remote.link import RemoteError
 from engine.remote.target import Target
 from engine.remote.window_host import FileSender, SshHost, finished_jobs, window_side
@@ -88,23 +89,22 @@ from engine.run.generation import GenerateRequest
 from engine.run.graph_job import GraphRequest
 from engine.run.host import host_main
 from engine.run.host_jobs import HostJobs
-from engine.run.job_inputs import JobInputs
 from engine.run.jobs import job_name
 from engine.run.memory_job import MemoryRequest
 from engine.run.serving_jobs import CalibrateRequest, LoadRunRequest
 from engine.run.wire import Channel, PipeConnection, StreamConnection, WireError
 from engine.serve.batching import BatchPolicy
-from engine.serve.llm.real_loop import check_real_layout
 from engine.serve.llm.plan import DEFAULT_NEW, LLMPlan, kv_ms_per_mb, plan_layouts, plan_workload
+from engine.serve.llm.real_loop import check_real_layout
 from engine.serve.llm.study import LLMStudyRequest, llm_serving_config, real_plan
+from engine.serve.records import OK, REJECTED, TIMED_OUT, UNSERVED
 from engine.serve.sim.real_check import RealCheck
 from engine.serve.sim.real_check import check as check_real_run
-from engine.serve.records import OK, REJECTED, TIMED_OUT, UNSERVED
 from engine.serve.sim.service import ServiceModel
-from engine.serve.traffic.schedule import parse_traffic, with_trace_window
 from engine.serve.sim.what_if import Question, answer
 from engine.serve.sim.what_if import headline as what_if_headline
 from engine.serve.sim.what_if_flags import calibration_drift
+from engine.serve.traffic.schedule import parse_traffic, with_trace_window
 from engine.session import writer_liveness
 from engine.session.columns import lacking_note
 from engine.session.compact_copy import Compacted, compact_copy
@@ -214,6 +214,7 @@ __all__ = [
     "TuneResult",
     "VariantReady",
     "WireError",
+    "Workload",
     "__version__",
     "all_backends",
     "answer",

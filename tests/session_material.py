@@ -26,6 +26,7 @@ from engine.events import (
 )
 from engine.measure.stats import is_stable, latency_stats, throughput
 from engine.model.info import ModelInfo
+from engine.model.workload import Workload
 from engine.run.bench import BenchRequest, run_bench
 from engine.run.timing import TimingPlan
 from engine.session import SCHEMA_VERSION, Recorder, SessionStore
@@ -37,9 +38,9 @@ SHORT = TimingPlan(warmup_runs=2, warmup_s=0.0, min_runs=5, duration_s=0.3)
 def record_demo_profile(path: Path) -> RunResult:
     """A real profile run of the demo CNN, recorded to `path` and folded into a RunResult."""
     result = RunResult()
-    req = BenchRequest(str(DEMO_CNN), timing=SHORT, profile=True, profile_runs=5)
+    req = BenchRequest(Workload(str(DEMO_CNN)), timing=SHORT, profile=True, profile_runs=5)
     with SessionStore.create_or_open(path) as store:
-        rec = Recorder(store, model_path=str(DEMO_CNN), kind="profile", config=req.config)
+        rec = Recorder(store, model_path=str(DEMO_CNN), kind="profile", config=req.workload.config)
         for ev in run_bench(req):
             result.feed(ev)
             rec.feed(ev)

@@ -16,6 +16,7 @@ from engine.backends.base import Prepared, PrepareRequest
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import AccuracyResult, Event, OpProfile, RunStarted
+from engine.model.workload import Workload
 from tests.conftest import DEMO_CNN
 from tests.conftest import ROOT as _ROOT
 
@@ -122,12 +123,12 @@ def check_prepared(prepared: Prepared, events: list[Event]) -> None:
 
 
 def test_onnxruntime_prepared_runs_one_request_or_a_stack() -> None:
-    prepared, events = prepare(PrepareRequest(str(DEMO_CNN), RunConfig(threads=1)))
+    prepared, events = prepare(PrepareRequest(Workload(str(DEMO_CNN), RunConfig(threads=1))))
     check_prepared(prepared, events)
 
 
 def test_onnxruntime_accuracy_of_a_variant() -> None:
-    req = PrepareRequest(str(DEMO_CNN), RunConfig(precision="int8-dynamic", threads=1))
+    req = PrepareRequest(Workload(str(DEMO_CNN), RunConfig(precision="int8-dynamic", threads=1)))
     prepared, _ = prepare(req)
     result = [e for e in prepared.accuracy(True) if isinstance(e, AccuracyResult)]
     assert len(result) == 1 and 0.9 < result[0].cosine <= 1.0 + 1e-9
@@ -143,7 +144,7 @@ def test_torch_prepared_runs_one_request_or_a_stack(tmp_path: Path) -> None:
 
     path = save_pt2(mlp(), torch.randn(2, 16), tmp_path / "mlp.pt2")
     config = RunConfig(engine="torch", fusion="off", threads=1)
-    prepared, events = prepare(PrepareRequest(str(path), config))
+    prepared, events = prepare(PrepareRequest(Workload(str(path), config)))
     check_prepared(prepared, events)
 
 

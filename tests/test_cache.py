@@ -100,10 +100,11 @@ def test_the_engine_holds_the_variant_it_runs(root: Path) -> None:
     from engine.backends.base import PrepareRequest
     from engine.config import RunConfig
     from engine.events import drive
+    from engine.model.workload import Workload
     from tests.conftest import DEMO_CNN
 
-    req = PrepareRequest(str(DEMO_CNN), RunConfig(precision="fp16", threads=1))
-    prepared = drive(backends.backend_for(req.config).prepare(req), lambda ev: None)
+    req = PrepareRequest(Workload(str(DEMO_CNN), RunConfig(precision="fp16", threads=1)))
+    prepared = drive(backends.backend_for(req.workload.config).prepare(req), lambda ev: None)
     folder = Path(prepared.variant.path).parent
     assert cache.trim(limit=0, recent_s=0) == [] and folder.exists()
     prepared.close()

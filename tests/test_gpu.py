@@ -29,12 +29,12 @@ def test_gpu_check_script_exits_0() -> None:
 def test_cuda_bench_uses_io_binding() -> None:
     from engine.cli.results import RunResult
     from engine.config import RunConfig
+    from engine.model.workload import Workload
     from engine.run.bench import BenchRequest, run_bench
     from engine.run.timing import TimingPlan
 
     req = BenchRequest(
-        model_path=str(DEMO_CNN),
-        config=RunConfig(provider="cuda"),
+        Workload(str(DEMO_CNN), RunConfig(provider="cuda")),
         timing=TimingPlan(warmup_runs=5, warmup_s=0.1, min_runs=20, duration_s=0.3),
     )
     result = RunResult()
@@ -63,9 +63,10 @@ def test_gpu_sampler_and_peaks_on_a_real_gpu() -> None:
 def test_the_memory_report_on_cuda_has_device_memory_and_the_weights_copy() -> None:
     from engine.config import RunConfig
     from engine.events import drive
+    from engine.model.workload import Workload
     from engine.run.memory_job import MemoryRequest, memory_job
 
-    req = MemoryRequest(str(DEMO_CNN), RunConfig(provider="cuda"), runs=3)
+    req = MemoryRequest(Workload(str(DEMO_CNN), RunConfig(provider="cuda")), runs=3)
     report = drive(memory_job(req), lambda _: None)
     assert report["provider_used"] == "CUDAExecutionProvider"
     assert report["measured"]["device"]["bytes"]["steady"] > 0

@@ -23,6 +23,7 @@ from engine.model.graph_collapse import collapse
 from engine.model.graph_layout import Box, lay_out
 from engine.model.graph_precision import precisions
 from engine.model.graph_view import INPUT, OUTPUT, inferred, model_graph
+from engine.model.workload import Workload
 from engine.run.graph_job import GraphRequest, graph_job
 from tests.conftest import DEMO_CNN, DEMO_TRANSFORMER
 from widgets.models.graph_overlay import FASTER, HEAT, ONLY, SLOWER, NodeFigures, paint
@@ -176,7 +177,7 @@ def test_precision_labels_int8_qdq_kept_and_float() -> None:
 
 
 def test_the_job_draws_the_demo_transformer_as_loaded_and_as_run_with_its_fusions() -> None:
-    r = drive(graph_job(GraphRequest(str(DEMO_TRANSFORMER), RunConfig())), lambda _: None)
+    r = drive(graph_job(GraphRequest(Workload(str(DEMO_TRANSFORMER)))), lambda _: None)
     loaded, run = r["views"]["loaded"], r["views"]["run"]
     assert len(run["nodes"]) < len(loaded["nodes"])  # fusion took nodes away
     assert loaded["layout"] and run["layout"]
@@ -198,7 +199,7 @@ def test_a_graph_over_the_node_limit_opens_collapsed_and_says_why(
     import engine.run.graph_job as graph_job_mod
 
     monkeypatch.setattr(graph_job_mod, "NODE_LIMIT", 50)
-    req = GraphRequest(str(DEMO_TRANSFORMER), RunConfig(), as_run=False)
+    req = GraphRequest(Workload(str(DEMO_TRANSFORMER)), as_run=False)
     r = drive(graph_job(req), lambda _: None)
     loaded = r["views"]["loaded"]
     assert loaded["layout"] is None and loaded["collapsed"]["layout"]["boxes"]
@@ -206,7 +207,7 @@ def test_a_graph_over_the_node_limit_opens_collapsed_and_says_why(
     assert len(loaded["collapsed"]["blocks"]) == 4  # the demo transformer's 4 layers
     assert "run" not in r["views"]
     full = drive(
-        graph_job(GraphRequest(str(DEMO_TRANSFORMER), RunConfig(), as_run=False, expand=True)),
+        graph_job(GraphRequest(Workload(str(DEMO_TRANSFORMER)), as_run=False, expand=True)),
         lambda _: None,
     )
     assert full["views"]["loaded"]["layout"]["boxes"]
@@ -217,7 +218,8 @@ def test_a_graph_over_the_node_limit_opens_collapsed_and_says_why(
 
 def test_the_job_on_an_int8_variant_marks_the_integer_kernels_and_maps_them_by_name() -> None:
     r = drive(
-        graph_job(GraphRequest(str(DEMO_CNN), RunConfig(precision="int8-static"))), lambda _: None
+        graph_job(GraphRequest(Workload(str(DEMO_CNN), RunConfig(precision="int8-static")))),
+        lambda _: None,
     )
     run = r["views"]["run"]
     assert {"INT8", "Q/DQ"} <= set(run["precision"].values())

@@ -21,9 +21,9 @@ import pytest
 
 from engine.config import RunConfig
 from engine.events import JobUpdate, Progress
+from engine.model.workload import Workload
 from engine.run import host_commands as cmds
 from engine.run.host import host_main
-from engine.run.job_inputs import JobInputs
 from engine.run.jobs import JOBS, job_for, job_name
 from engine.run.wire import PipeConnection
 from engine.session import open_session_file
@@ -72,7 +72,7 @@ def _items(updates: list[JobUpdate]) -> list[Any]:
 
 def _sweep(tmp_path: Path, values: list[str], dim: str = "sequence") -> SweepRequest:
     return SweepRequest.of(
-        str(DEMO_TRANSFORMER), RunConfig(threads=1), JobInputs(), dim, values,
+        Workload(str(DEMO_TRANSFORMER), RunConfig(threads=1)), dim, values,
         str(tmp_path / "jobs.opscope"), duration_s=0.3, profile_runs=2,
     )  # fmt: skip
 

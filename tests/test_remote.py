@@ -391,8 +391,7 @@ def test_every_job_request_names_the_files_it_reads() -> None:
 def test_a_job_sent_to_a_host_carries_the_hosts_copies_of_its_files(tmp_path: Path) -> None:
     """Every file field, nested or not, and a trace spec's file are replaced by the host's
     copy; other text (a Poisson spec, a session) is left alone."""
-    from engine.run.job_inputs import JobInputs
-
+    from engine.model.workload import JobInputs, Workload
     from engine.remote.window_host import FileSender
     from engine.run import host_commands as cmds
     from engine.run.bench import BenchRequest
@@ -409,16 +408,18 @@ def test_a_job_sent_to_a_host_carries_the_hosts_copies_of_its_files(tmp_path: Pa
     def sent(request: Any) -> Any:
         return sender.command(cmds.RunJob(1, request)).request
 
-    sweep = sent(SweepRequest(BenchRequest("/me/m.onnx", calibration_npz="/me/c.npz"), "batch",
-                              ("1", "2")))  # fmt: skip
-    assert (sweep.bench.model_path, sweep.bench.calibration_npz) == ("/host/m.onnx", "/host/c.npz")
-    assert sweep.bench.inputs_npz is None
-    tune = sent(TuneRequest("/me/m.onnx", {}, RunConfig(), Goal("p50", 0.99),
-                            inputs=JobInputs(labels_npy="/me/l.npy")))  # fmt: skip
-    assert (tune.model, tune.inputs.labels_npy) == ("/host/m.onnx", "/host/l.npy")
-    study = sent(LLMStudyRequest("real", "/me/llm", RunConfig(),
+    work = Workload("/me/m.onnx", RunConfig(), JobInputs(calibration_npz="/me/c.npz"))
+    sweep = sent(SweepRequest(BenchRequest(work), "batch", ("1", "2")))
+    there = sweep.bench.workload
+    assert (there.model, there.inputs.calibration_npz) == ("/host/m.onnx", "/host/c.npz")
+    assert there.inputs.inputs_npz is None and there.config == RunConfig()
+    tune = sent(TuneRequest(Workload("/me/m.onnx", inputs=JobInputs(labels_npy="/me/l.npy")),
+                            {}, Goal("p50", 0.99)))  # fmt: skip
+    assert (tune.workload.model, tune.workload.inputs.labels_npy) == ("/host/m.onnx", "/host/l.npy")
+    study = sent(LLMStudyRequest("real", Workload("/me/llm"),
                                  LLMPlan("trace:/me/t.csv@speed=2,start=5")))  # fmt: skip
-    assert study.model == "/host/llm" and study.plan.traffic == "trace:/host/t.csv@speed=2,start=5"
+    assert study.workload.model == "/host/llm"
+    assert study.plan.traffic == "trace:/host/t.csv@speed=2,start=5"
     load = sent(LoadRunRequest("poisson:5", {}))
     assert load.traffic == "poisson:5"
     assert sent(LoadRunRequest("Trace:/me/a b.csv", {})).traffic == "trace:/host/a b.csv"

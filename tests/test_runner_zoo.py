@@ -11,6 +11,7 @@ import pytest
 from engine.cli.results import RunResult
 from engine.config import RunConfig
 from engine.errors import InputError, ModelError
+from engine.model.workload import Workload
 from engine.run.bench import BenchRequest, run_bench
 from engine.run.timing import TimingPlan
 from tests.model_zoo import RUNNABLE
@@ -18,9 +19,10 @@ from tests.model_zoo import RUNNABLE
 QUICK = TimingPlan(warmup_runs=2, warmup_s=0.0, min_runs=5, duration_s=0.05)
 
 
-def _run(path: Path, **kwargs: object) -> RunResult:
+def _run(path: Path, config: RunConfig | None = None, **kwargs: object) -> RunResult:
     result = RunResult()
-    for ev in run_bench(BenchRequest(str(path), timing=QUICK, **kwargs)):  # type: ignore[arg-type]
+    work = Workload(str(path), config or RunConfig())
+    for ev in run_bench(BenchRequest(work, timing=QUICK, **kwargs)):  # type: ignore[arg-type]
         result.feed(ev)
     return result
 

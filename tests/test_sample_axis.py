@@ -22,6 +22,7 @@ from engine.events import RunStarted
 from engine.model.eval_data import check_data_file
 from engine.model.info import load_model
 from engine.model.sample_axis import count_samples, sample_axes
+from engine.model.workload import JobInputs, Workload
 from engine.run import host_commands as cmds
 from tests.test_cli import opscope
 
@@ -99,22 +100,28 @@ def _prepared(req: PrepareRequest) -> tuple[OrtPrepared, RunStarted]:
 
 def test_exact_feeds_run_cut_along_their_axes_and_calibrate(models: dict[str, Path]) -> None:
     root = models["root"]
-    p, started = _prepared(PrepareRequest(str(models["state"]), RunConfig(batch=2),
-                                          inputs_npz=str(root / "state4.npz")))  # fmt: skip
+    given = JobInputs(inputs_npz=str(root / "state4.npz"))
+    p, started = _prepared(
+        PrepareRequest(Workload(str(models["state"]), RunConfig(batch=2), given))
+    )
     assert p.eval_data is not None and p.eval_data.samples == 4
     assert [b["state"].shape for b in p.eval_data.batches] == [(2, 2, 8), (2, 2, 8)]
     assert started.inputs["state"][0] == (2, 2, 8) and started.batch == 2 == p.batch
     p.close()
-    p, started = _prepared(PrepareRequest(str(models["voice"]), RunConfig(batch=3),
-                                          inputs_npz=str(root / "voice.npz")))  # fmt: skip
+    given = JobInputs(inputs_npz=str(root / "voice.npz"))
+    p, started = _prepared(
+        PrepareRequest(Workload(str(models["voice"]), RunConfig(batch=3), given))
+    )
     assert started.inputs["state"][0] == (2, 3, 128) and started.inputs["rate"][0] == ()
     p.close()
     cfg = RunConfig(precision="int8-static", min_cosine=0.9)
     # the exact feeds calibrate (no error on their shapes); the model has no node INT8 can
     # quantize, so the build is refused in one line rather than run as FP32 labelled INT8
     with pytest.raises(ModelError, match="INT8 static quantized nothing"):
-        _prepared(PrepareRequest(str(models["fixed"]), cfg, inputs_npz=str(
-            root / "fixed.npz"), calibration_npz=str(root / "fixed.npz")))  # fmt: skip
+        both = JobInputs(
+            inputs_npz=str(root / "fixed.npz"), calibration_npz=str(root / "fixed.npz")
+        )
+        _prepared(PrepareRequest(Workload(str(models["fixed"]), cfg, both)))
 
 
 def test_the_cli_takes_exact_feeds_and_one_line_names_a_true_disagreement(

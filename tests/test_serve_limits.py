@@ -12,6 +12,7 @@ from engine import backends
 from engine.backends.base import Prepared, PrepareRequest
 from engine.config import RunConfig
 from engine.errors import InputError
+from engine.model.workload import Workload
 from engine.serve import setup
 from engine.serve.batching import BatchPolicy
 from engine.serve.setup import prepare_serving
@@ -19,7 +20,7 @@ from tests.conftest import DEMO_CNN
 
 
 def prepare(path: Path) -> Prepared:
-    return backends.prepare(PrepareRequest(str(path), RunConfig(threads=1)))
+    return backends.prepare(PrepareRequest(Workload(str(path), RunConfig(threads=1))))
 
 
 def recording(prepared: Prepared) -> list[int]:

@@ -14,6 +14,7 @@ import pytest
 from engine import backends
 from engine.backends.base import Prepared, PrepareRequest
 from engine.config import RunConfig
+from engine.model.workload import Workload
 from engine.serve.batching import BatchPolicy
 from engine.serve.loop import ServingLoop
 from engine.serve.records import OK, summarize
@@ -142,7 +143,7 @@ def test_closed_loop_keeps_n_requests_in_flight() -> None:
 
 
 def prepare(path: Path) -> Prepared:
-    return backends.prepare(PrepareRequest(str(path), RunConfig(threads=1)))
+    return backends.prepare(PrepareRequest(Workload(str(path), RunConfig(threads=1))))
 
 
 def test_real_engine_serves_stacked_batches() -> None:

@@ -13,6 +13,7 @@ from engine.cli.results import RunResult
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import OpProfile, RunEnded, VariantReady
+from engine.model.workload import JobInputs, Workload
 from engine.run import host_commands as cmds
 from engine.run.bench import BenchRequest, run_bench
 from engine.run.timing import TimingPlan
@@ -56,14 +57,9 @@ def run(
     **cfg: object,
 ) -> RunResult:
     result = RunResult()
-    req = BenchRequest(
-        str(path),
-        RunConfig(**cfg),
-        timing=QUICK,
-        shapes=shapes or {},  # type: ignore[arg-type]
-        profile=profile,
-        profile_runs=5,
-    )
+    inputs = JobInputs(shapes=shapes or {})
+    work = Workload(str(path), RunConfig(**cfg), inputs)  # type: ignore[arg-type]
+    req = BenchRequest(work, timing=QUICK, profile=profile, profile_runs=5)
     for ev in run_bench(req):
         result.feed(ev)
     return result
@@ -255,7 +251,9 @@ def test_a_fixed_batch_program_says_it_cannot_change_batch(tmp_path: Path) -> No
         events = list(
             run_bench(
                 BenchRequest(
-                    str(path), RunConfig(engine=engine, batch=4), timing=QUICK, check_accuracy=False
+                    Workload(str(path), RunConfig(engine=engine, batch=4)),
+                    timing=QUICK,
+                    check_accuracy=False,
                 )
             )
         )

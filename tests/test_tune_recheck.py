@@ -10,7 +10,7 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.events import Event, Notice, Progress, drive
-from engine.run.job_inputs import JobInputs
+from engine.model.workload import Workload
 from engine.tune.recheck import RecheckRequest, recheck_job
 from engine.tune.search import Goal, top_trials, tune
 from engine.tune.space import default_space
@@ -85,7 +85,7 @@ def test_top_trials_are_feasible_best_first() -> None:
 
 def test_the_recheck_job_times_real_configs_side_by_side() -> None:
     configs = (RunConfig(fusion="basic", threads=1), RunConfig(fusion="all", threads=1))
-    req = RecheckRequest(str(DEMO_CNN), configs, ("basic", "all"), "throughput", JobInputs(),
+    req = RecheckRequest(Workload(str(DEMO_CNN)), configs, ("basic", "all"), "throughput",
                          window_s=0.05)  # fmt: skip
     events: list[Any] = []
     out = drive(recheck_job(req), events.append)

@@ -13,8 +13,8 @@ import pytest
 
 from engine.config import RunConfig
 from engine.events import CommandFailed, JobUpdate, LatencyBatch, Notice, Progress, Telemetry
+from engine.model.workload import JobInputs, Workload
 from engine.run import host_commands as cmds
-from engine.run.job_inputs import JobInputs
 from engine.run.wire import (
     MAX_FRAME,
     WIRE_VERSION,
@@ -46,6 +46,8 @@ def test_commands_and_events_come_back_equal() -> None:
     assert got.latencies_ns.dtype == np.int64 and got.latencies_ns.tolist() == [7, 8, 9]
     job = cmds.RunJob(3, JobInputs({"x": (1, 3)}, {}, "/d.npz"))
     assert _roundtrip(job) == job
+    work = Workload("/m.onnx", RunConfig(batch=2), JobInputs({"x": (1, 3)}, {"seq": 8}))
+    assert _roundtrip(cmds.RunJob(4, work)) == cmds.RunJob(4, work)
     update = JobUpdate(3, "done", {1: (2, 3), "a": {4, 5}, "$x": b"\x00"})
     assert _roundtrip(update) == update
 

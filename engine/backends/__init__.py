@@ -144,7 +144,7 @@ def engine_for(path: str, asked: str) -> str:
 def prepare(req: PrepareRequest, on_event: Callable[[Event], object] | None = None) -> Prepared:
     """Prepare `req` on its backend at once, handing each event (progress, model facts,
     notices) to `on_event`: for callers that need no cancellation point."""
-    prepared: Prepared = drive(backend_for(req.config).prepare(req), on_event)
+    prepared: Prepared = drive(backend_for(req.workload.config).prepare(req), on_event)
     return prepared
 
 

@@ -13,7 +13,7 @@ import dataclasses
 import importlib.util
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -23,34 +23,22 @@ from engine.events import Event
 from engine.model.info import ModelInfo
 from engine.model.inputs import Feeds
 from engine.model.sample_axis import batch_of
+from engine.model.workload import Workload
 
 __all__ = ["Backend", "Capabilities", "Feeds", "PrepareRequest", "Prepared", "batch_of"]
 KNOBS = ("precision", "fusion", "provider")
 
 
-DATA_FILES = ("inputs_npz", "calibration_npz", "labels_npy", "tokenizer")  # a request's data files
-
-
 @dataclass(frozen=True)
 class PrepareRequest:
-    """What to prepare: the model, the config, and where its inputs come from."""
+    """What to prepare: the workload (the model, the config, where its inputs come from)."""
 
-    # the fields that name files on this machine (a window on a host sends them first)
-    local_files: ClassVar[tuple[str, ...]] = ("model_path", *DATA_FILES)
-    model_path: str
-    config: RunConfig = field(default_factory=RunConfig)
-    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    dims: dict[str, int] = field(default_factory=dict)  # symbolic dims by name: height=320
-    inputs_npz: str | None = None  # a file, or a folder of .npz files: accuracy uses them all
-    calibration_npz: str | None = None  # likewise, for static INT8
+    workload: Workload
     seed: int = 0
-    labels_npy: str | None = None  # class indices of the inputs' samples, for top-1 accuracy
     new_tokens: int | None = None  # a generating model: tokens per timed generation
     # build and check an INT8 variant at these shapes, not the run's: a sweep over sizes
     # builds one variant that serves all of them (None: at the run's own shapes)
     variant_shapes: dict[str, tuple[int, ...]] | None = None
-    # a tokenizer.json (or a folder with one) for generated texts; None: one beside the model
-    tokenizer: str | None = None
 
 
 @dataclass(frozen=True)

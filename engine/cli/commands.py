@@ -6,11 +6,10 @@ import argparse
 import sys
 
 from engine import backends
-from engine.cli.common import EXIT_OK, config_from_args, write_json
+from engine.cli.common import EXIT_OK, workload_from_args, write_json
 from engine.cli.printer import LivePrinter, print_info, print_summary
 from engine.cli.results import RunResult
 from engine.run.bench import BenchRequest, run_bench
-from engine.run.job_inputs import JobInputs
 from engine.run.timing import TimingPlan
 from engine.session.recording import recording
 
@@ -30,10 +29,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         min_runs=args.min_runs,
         duration_s=args.duration,
     )
-    req = BenchRequest.of(
-        args.model, config_from_args(args), timing, JobInputs.from_args(args),
-        profile=args.profile, profile_runs=getattr(args, "runs", 20),
-        check_accuracy=not args.no_accuracy, seed=args.seed,
+    req = BenchRequest(
+        workload_from_args(args), seed=args.seed, timing=timing, profile=args.profile,
+        profile_runs=getattr(args, "runs", 20), check_accuracy=not args.no_accuracy,
     )  # fmt: skip
     result = RunResult()
     printer = LivePrinter(live=args.live)
@@ -42,7 +40,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         with recording(
             args.session,
             model_path=args.model,
-            config=req.config,
+            config=req.workload.config,
             kind="profile" if args.profile else "bench",
         ) as record:
             events = run_bench(req)

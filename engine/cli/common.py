@@ -10,6 +10,7 @@ from typing import Any
 from engine import backends
 from engine.cli.arg_types import seed
 from engine.config import DEFAULT_MIN_COSINE, RunConfig
+from engine.model.workload import Workload
 
 EXIT_OK = 0
 EXIT_FAULT = 1
@@ -32,6 +33,12 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         provider=args.provider,
         min_cosine=getattr(args, "min_cosine", DEFAULT_MIN_COSINE),
     )
+
+
+def workload_from_args(args: argparse.Namespace, config: RunConfig | None = None) -> Workload:
+    """The command's model at `config` (None: the knobs') on its inputs (--shape, --dim,
+    --inputs, --calibration, --labels, --tokenizer): what its job request carries."""
+    return Workload.from_args(args.model, config or config_from_args(args), args)
 
 
 def add_json_flag(p: argparse._ActionsContainer, what: str = "the result") -> None:

@@ -46,14 +46,15 @@ from engine.cli.common import (
     EXIT_OK,
     EXIT_REGRESSION,
     config_from_args,
+    workload_from_args,
     write_json,
 )
 from engine.config import RunConfig
 from engine.errors import ModelError, OpScopeError, one_line
 from engine.files import write_atomic
 from engine.measure.contention import combine
+from engine.model.workload import JobInputs
 from engine.run.child_job import describe_exit, run_isolated
-from engine.run.job_inputs import JobInputs
 from engine.run.timing import TimingPlan
 from engine.session.reader import SessionReader
 from engine.session.trust import printable
@@ -172,7 +173,7 @@ def candidate_request(args: argparse.Namespace, config: RunConfig, session: Path
     gate's job), recorded in `session`."""
     timing = TimingPlan(warmup_runs=args.warmup, min_runs=args.min_runs, duration_s=args.duration)
     return TrialRequest(
-        args.model, config, JobInputs.from_args(args), args.duration, str(session),
+        workload_from_args(args, config), args.duration, str(session),
         timing=timing, seed=args.seed, accuracy=False,
     )  # fmt: skip
 

@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 from engine.backends.genai.generate import Sampling
 from engine.backends.genai.phases import Phase
-from engine.cli.common import EXIT_INTERRUPTED, EXIT_OK, write_json
+from engine.cli.common import EXIT_INTERRUPTED, EXIT_OK, workload_from_args, write_json
 from engine.cli.printer import LivePrinter
 from engine.config import PRECISION_LABELS, RunConfig
 from engine.errors import ConfigError
@@ -33,8 +33,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         min_token_agreement=args.token_agreement,
     )
     req = GenerateRequest(
-        model_path=args.model,
-        config=config,
+        workload_from_args(args, config),
         prompt_len=args.prompt_len,
         prompt_text=args.prompt,
         prompts_file=args.prompts,

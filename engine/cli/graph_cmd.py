@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 from typing import Any, TextIO
 
-from engine.cli.common import EXIT_OK, add_json_flag, add_seed_flag, config_from_args, write_json
+from engine.cli.common import EXIT_OK, add_json_flag, add_seed_flag, workload_from_args, write_json
 from engine.cli.remote_cmd import add_host_flag
 
 SHOWN_FUSIONS = 8
@@ -47,18 +47,8 @@ def _cmd_graph(args: argparse.Namespace) -> int:
         return cmd_remote(args)
     from engine.cli.printer import run_printed
     from engine.run.graph_job import GraphRequest
-    from engine.run.job_inputs import JobInputs
 
-    inputs = JobInputs.from_args(args)
-    req = GraphRequest(
-        args.model,
-        config_from_args(args),
-        inputs.shapes,
-        inputs.dims,
-        seed=args.seed,
-        expand=args.expand,
-        **inputs.data_files(),
-    )
+    req = GraphRequest(workload_from_args(args), seed=args.seed, expand=args.expand)
     result: dict[str, Any] = run_printed(req)
     out = sys.stdout if args.json != "-" else sys.stderr
     print_graph(result, out)

@@ -14,7 +14,7 @@ from engine.cli.common import (
     add_json_flag,
     add_seed_flag,
     add_session_flag,
-    config_from_args,
+    workload_from_args,
     write_json,
 )
 from engine.cli.generate_args import MAX_TOKENS
@@ -59,14 +59,11 @@ def _cmd_memory(args: argparse.Namespace) -> int:
 
         return cmd_remote(args)
     from engine.cli.printer import run_printed
-    from engine.run.job_inputs import JobInputs
     from engine.run.memory_job import MemoryRequest
 
-    inputs = JobInputs.from_args(args)
-    req = MemoryRequest(args.model, config_from_args(args), inputs.shapes, inputs.dims,
-                        seed=args.seed, runs=args.runs, session=args.session,
-                        prompt_len=args.prompt_len, new_tokens=args.new_tokens,
-                        **inputs.data_files())  # fmt: skip
+    req = MemoryRequest(workload_from_args(args), seed=args.seed, runs=args.runs,
+                        session=args.session, prompt_len=args.prompt_len,
+                        new_tokens=args.new_tokens)  # fmt: skip
     report: dict[str, Any] = run_printed(req)
     out = sys.stdout if args.json != "-" else sys.stderr
     print_memory(report, out)

@@ -27,6 +27,7 @@ def run_self_test() -> str:
     """Run the check; returns the summary line. Raises on any failure."""
     from engine.config import RunConfig
     from engine.events import RunEnded, RunStarted, TimingDone
+    from engine.model.workload import Workload
     from engine.run.bench import BenchRequest, run_bench
     from engine.run.timing import TimingPlan
     from engine.session.recording import recording
@@ -45,7 +46,7 @@ def run_self_test() -> str:
         max_runs=RUNS,
     )
     config = RunConfig()
-    req = BenchRequest(model_path=model, config=config, timing=plan, check_accuracy=False)
+    req = BenchRequest(Workload(model, config), timing=plan, check_accuracy=False)
     started: RunStarted | None = None
     done: TimingDone | None = None
     ended: RunEnded | None = None

@@ -10,7 +10,13 @@ from typing import Any, TextIO
 
 from engine import backends
 from engine.backends.base import Prepared, PrepareRequest
-from engine.cli.common import EXIT_INTERRUPTED, EXIT_OK, config_from_args, write_json
+from engine.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    config_from_args,
+    workload_from_args,
+    write_json,
+)
 from engine.cli.printer import LivePrinter
 from engine.cli.results import RunResult
 from engine.cli.serve_replay import fill_serving_args
@@ -24,7 +30,6 @@ from engine.events import (
     drive,
 )
 from engine.measure.contention import Contention
-from engine.model.inputs import parse_dim_override, parse_shape_override
 from engine.run.jobs import run_job
 from engine.run.serving_jobs import LoadedModel, LoadRunRequest, load_schedule
 from engine.serve.batching import BatchPolicy
@@ -120,14 +125,7 @@ class Prepare:
         if config.batch != 1:
             printer.feed(Notice("info", "each request is one sample; batching is --max-batch"))
             config = dataclasses.replace(config, batch=1)
-        req = PrepareRequest(
-            args.model,
-            config,
-            shapes=dict(parse_shape_override(s) for s in args.shape),
-            dims=dict(parse_dim_override(d) for d in getattr(args, "dim", [])),
-            inputs_npz=args.inputs,
-            seed=args.seed,
-        )
+        req = PrepareRequest(workload_from_args(args, config), seed=args.seed)
         self.printer = printer
         self.record = record
         self.result = RunResult()  # the run's facts, folded as bench folds them

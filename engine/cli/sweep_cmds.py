@@ -9,10 +9,9 @@ import sys
 from typing import TextIO
 
 from engine import backends
-from engine.cli.common import EXIT_OK, config_from_args, write_json
+from engine.cli.common import EXIT_OK, workload_from_args, write_json
 from engine.cli.printer import LivePrinter
 from engine.events import Notice, Progress, drive
-from engine.run.job_inputs import JobInputs
 from engine.tune.sweep import (
     SweepPoint,
     SweepResult,
@@ -27,9 +26,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     name, values = parse_vary(args.vary)
     backends.describe_model(args.model)  # a bad model: one line, before the header
     job = SweepRequest.of(
-        args.model, config_from_args(args), JobInputs.from_args(args), name, values,
-        args.session, args.duration, args.runs, args.seed,
-    )  # fmt: skip
+        workload_from_args(args), name, values, args.session, args.duration, args.runs, args.seed
+    )
     printer = LivePrinter(live=False)
     out = sys.stdout if args.json != "-" else sys.stderr
     out.write(f"sweep      {name} over {', '.join(values)} ({args.duration:g} s per point)\n")

@@ -9,11 +9,11 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from engine import backends
-from engine.cli.common import EXIT_OK, config_from_args, write_json
+from engine.cli.common import EXIT_OK, config_from_args, workload_from_args, write_json
 from engine.cli.printer import LivePrinter
 from engine.errors import ConfigError
 from engine.events import Notice, Progress, drive
-from engine.run.job_inputs import JobInputs
+from engine.model.workload import JobInputs
 from engine.tune.search import Goal, TuneResult, tune, tune_result
 from engine.tune.space import default_space, parse_space, size
 from engine.tune.trial import Trial, bench_argv, trial_busy
@@ -35,7 +35,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if size(space) > 4096:
         raise ConfigError(f"--space has {size(space):,} configs: narrow it, or set --budget")
     goal = Goal(args.objective, base.min_cosine, args.slo_p99)
-    inputs = JobInputs.from_args(args)
+    workload = workload_from_args(args, base)
     if args.ray:  # an address nothing listens at: one line before anything runs
         from engine.tune.ray_trials import check_address
 
@@ -48,7 +48,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.ray:
         from engine.tune.ray_trials import RayTrials
 
-        pool = RayTrials(args.ray, args.model, inputs, args.duration, args.session)
+        pool = RayTrials(args.ray, workload, args.duration, args.session)
         hosts = ", ".join(f"{host} ({cpus} CPUs)" for host, cpus in pool.nodes)
         out.write(f"ray        {len(pool.nodes)} node(s), one trial each at a time: {hosts}\n")
 
@@ -67,8 +67,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
             tune(space, base, goal, pool, budget, args.search_seed)
             if pool is not None
             else tune_job(
-                TuneRequest(args.model, space, base, goal, budget, args.duration, inputs,
-                            args.session, args.search_seed, recheck=args.recheck)
+                TuneRequest(workload, space, goal, budget, args.duration, args.session,
+                            args.search_seed, recheck=args.recheck)
             )
         )  # fmt: skip
         result: TuneResult = drive(searched, show)

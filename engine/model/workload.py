@@ -1,70 +1,35 @@
-"""The inputs a job runs on (what the window's Inputs panel shows), as the CLI takes them.
+"""What a job runs (a Workload): the model file, the config it runs at, and its inputs
+(what the window's Inputs panel shows), as the CLI takes them.
 
-Every job started from the window (a tune trial, a sweep, a gate candidate) and every
-command it prints to reproduce a result carries these, so a trial never measures
-another shape than the one on screen.
+Every job request (a bench, a graph, a memory probe, a sweep, a tune and its trials, a gate
+candidate, a generation, an LLM study) carries one Workload, and every command printed to
+reproduce a result is made from it, so a trial never measures another shape than the one
+on screen.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, TypedDict
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
-from engine.backends.base import DATA_FILES
+from engine.config import RunConfig
 from engine.model.inputs import parse_dim_override, parse_shape_override
 
-
-class DataFiles(TypedDict):
-    inputs_npz: str | None
-    calibration_npz: str | None
-    labels_npy: str | None
-    tokenizer: str | None
-
-
-class CarriesInputs(Protocol):
-    """A job request that names its inputs as JobInputs does (the graph and memory jobs)."""
-
-    @property
-    def shapes(self) -> dict[str, tuple[int, ...]]: ...
-    @property
-    def dims(self) -> dict[str, int]: ...
-    @property
-    def inputs_npz(self) -> str | None: ...
-    @property
-    def calibration_npz(self) -> str | None: ...
-    @property
-    def labels_npy(self) -> str | None: ...
-    @property
-    def tokenizer(self) -> str | None: ...
+DATA_FILES = ("inputs_npz", "calibration_npz", "labels_npy", "tokenizer")  # the inputs' files
 
 
 @dataclass(frozen=True)
 class JobInputs:
-    local_files: ClassVar[tuple[str, ...]] = DATA_FILES
+    """The inputs a job runs on: shapes and dims, and the data files that give them."""
+
+    local_files: ClassVar[tuple[str, ...]] = DATA_FILES  # names files on this machine
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # whole input shapes
     dims: dict[str, int] = field(default_factory=dict)  # symbolic dims by name: sequence=256
     inputs_npz: str | None = None  # evaluation data (a file or a folder)
     calibration_npz: str | None = None  # static INT8's samples
     labels_npy: str | None = None
     tokenizer: str | None = None  # a tokenizer.json for generated texts (None: beside the model)
-
-    @classmethod
-    def of(cls, req: CarriesInputs) -> JobInputs:
-        """A request's shapes, dims and data files."""
-        return cls(
-            dict(req.shapes), dict(req.dims), req.inputs_npz, req.calibration_npz, req.labels_npy,
-            req.tokenizer,
-        )  # fmt: skip
-
-    def data_files(self) -> DataFiles:
-        """The data files as a request's keyword arguments (inputs_npz=...)."""
-        return {
-            "inputs_npz": self.inputs_npz,
-            "calibration_npz": self.calibration_npz,
-            "labels_npy": self.labels_npy,
-            "tokenizer": self.tokenizer,
-        }
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> JobInputs:
@@ -96,3 +61,28 @@ class JobInputs:
             if value:
                 out += [flag, str(value)]
         return out
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a job runs: the model file, the config it runs at, and its inputs."""
+
+    # the fields that name files on this machine (a window on a host sends them first; the
+    # inputs name their own)
+    local_files: ClassVar[tuple[str, ...]] = ("model",)
+    model: str
+    config: RunConfig = field(default_factory=RunConfig)
+    inputs: JobInputs = field(default_factory=JobInputs)
+
+    @classmethod
+    def from_args(cls, model: str, config: RunConfig, args: argparse.Namespace) -> Workload:
+        """`model` at `config` on the CLI's inputs (--shape, --dim, --inputs, ...)."""
+        return cls(model, config, JobInputs.from_args(args))
+
+    def with_config(self, config: RunConfig) -> Workload:
+        """The same model and inputs at another config."""
+        return replace(self, config=config)
+
+    def with_inputs(self, inputs: JobInputs) -> Workload:
+        """The same model and config on other inputs."""
+        return replace(self, inputs=inputs)

@@ -233,8 +233,8 @@ class FileSender:
 
     def _files_in(self, value: Any) -> Any:
         """A request with each field its class names in `local_files` (a path, or a trace
-        spec) sent and replaced by the host's copy; nested requests (a sweep's bench, a
-        tune's inputs, a study's plan) likewise."""
+        spec) sent and replaced by the host's copy; nested values (a request's workload and
+        its inputs, a sweep's bench, a study's plan) likewise."""
         if not dataclasses.is_dataclass(value) or isinstance(value, type):
             return value
         named = getattr(type(value), "local_files", ())

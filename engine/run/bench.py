@@ -6,55 +6,35 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from engine import backends
 from engine.backends.base import PrepareRequest
-from engine.config import RunConfig, oversubscribed
+from engine.config import oversubscribed
 from engine.events import Event, LatencyBatch, Notice, RunEnded
 from engine.machine.gpu_contention import window_for
 from engine.model.inputs import empty_inputs
-from engine.run.job_inputs import JobInputs
 from engine.run.load_window import with_load
 from engine.run.timing import TimingPlan, TimingSamples, time_inferences
 
 
 @dataclass(frozen=True)
 class BenchRequest(PrepareRequest):
-    """What to run: the model, the config and how long; `profile` adds a profiling pass."""
+    """What to run: the workload and how long; `profile` adds a profiling pass."""
 
     timing: TimingPlan = field(default_factory=TimingPlan)
     profile: bool = False
     profile_runs: int = 20
     check_accuracy: bool = True
 
-    @classmethod
-    def of(
-        cls, model: str, config: RunConfig, timing: TimingPlan, inputs: JobInputs, **rest: Any
-    ) -> BenchRequest:
-        """A run of `model` on `inputs` (the shapes, dims and data files a job carries)."""
-        return cls(
-            model_path=model,
-            config=config,
-            timing=timing,
-            shapes=inputs.shapes,
-            dims=inputs.dims,
-            inputs_npz=inputs.inputs_npz,
-            calibration_npz=inputs.calibration_npz,
-            labels_npy=inputs.labels_npy,
-            tokenizer=inputs.tokenizer,
-            **rest,
-        )
-
 
 def run_bench(req: BenchRequest) -> Iterator[Event]:
     """The whole run. Raises `OpScopeError` for problems the user can fix."""
-    crowded = oversubscribed(req.config.threads)
+    crowded = oversubscribed(req.workload.config.threads)
     if crowded:
         yield Notice("warning", crowded)
-    prepared = yield from backends.backend_for(req.config).prepare(req)
+    prepared = yield from backends.backend_for(req.workload.config).prepare(req)
     empty = empty_inputs(prepared.feeds)
     if empty:
         yield Notice("warning", empty)
@@ -70,7 +50,7 @@ def run_bench(req: BenchRequest) -> Iterator[Event]:
             if drain is not None and isinstance(ev, LatencyBatch):
                 yield from drain(ev.origin_ns)
         if req.check_accuracy and prepared.config.precision != "fp32":
-            yield from prepared.accuracy(req.inputs_npz is None)
+            yield from prepared.accuracy(req.workload.inputs.inputs_npz is None)
         if req.profile:
             lats = samples.latencies_ns
             timed_mean = float(lats.mean() / 1e6) if lats.size else None

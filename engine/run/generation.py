@@ -35,14 +35,14 @@ from engine.events import (
 )
 from engine.measure.contention import Contention, Window
 from engine.measure.stats import LatencyStats, Throughput, latency_stats
+from engine.model.workload import Workload
 from engine.run.prompt_file import read_prompts
 
 
 @dataclass(frozen=True)
 class GenerateRequest:
-    local_files: ClassVar[tuple[str, ...]] = ("model_path", "prompts_file")
-    model_path: str
-    config: RunConfig = field(default_factory=RunConfig)
+    local_files: ClassVar[tuple[str, ...]] = ("prompts_file",)  # and the workload's model
+    workload: Workload  # the model folder and the config it runs at
     prompt_len: int = 128
     prompt_text: str | None = None
     prompts_file: str | None = None  # JSONL: each timed generation takes the next prompt
@@ -142,8 +142,8 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
     returns the report."""
     if req.new_tokens < 1:
         raise ConfigError("--new-tokens must be at least 1")
-    llm, original, folder = yield from open_variant(req.model_path, req.config)
-    precision = req.config.precision
+    llm, original, folder = yield from open_variant(req.workload.model, req.workload.config)
+    precision = req.workload.config.precision
     prompts = _prompts(req, llm)
     lengths = [int(p.shape[1]) for p in prompts]
     prompt = prompts[0]
@@ -157,7 +157,7 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
     decoder = llm.decoder(req.batch, length)
     for note in llm.notes:
         yield Notice("info", note)
-    config = req.config.resolved()
+    config = req.workload.config.resolved()
     yield from run_facts(llm, config, req.batch, mean_len, req.new_tokens, req.sampling.describe())
 
     turn = 0
@@ -216,16 +216,17 @@ def run_generate(req: GenerateRequest) -> Generator[Event, None, GenerateReport]
     accuracy = None
     if precision != "fp32" and not interrupted:  # after the timing, never inside it
         yield Progress("accuracy", 0, None, f"{precision} against FP32, token by token")
-        accuracy = agreement(open_llm(original.folder, req.config), llm, req.config)
+        asked = req.workload.config
+        accuracy = agreement(open_llm(original.folder, asked), llm, asked)
     phases = None
     if req.profile and not interrupted:  # its own session: the timing never ran with it
-        for item in profile_phases(str(folder), req.config, prompt, req.new_tokens):
+        for item in profile_phases(str(folder), req.workload.config, prompt, req.new_tokens):
             if isinstance(item, dict):
                 phases = item
             else:
                 yield item
     report = GenerateReport(
-        model=req.model_path,
+        model=req.workload.model,
         config=config,
         provider_used=llm.provider_used,
         prompt_len=mean_len,

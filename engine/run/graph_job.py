@@ -16,13 +16,11 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from engine import backends
-from engine.backends.base import DATA_FILES
 from engine.cache import cache_root
-from engine.config import RunConfig
 from engine.errors import ModelError, OpScopeError
 from engine.events import Event, Notice, Progress
 from engine.model.graph_collapse import collapse
@@ -33,7 +31,7 @@ from engine.model.graph_precision import precisions
 from engine.model.graph_view import INPUT, OUTPUT, ModelGraph, inferred, model_graph
 from engine.model.info import load_model
 from engine.model.inputs import generate_inputs, plan_inputs
-from engine.run.job_inputs import JobInputs
+from engine.model.workload import Workload
 from engine.run.variant_for import variant_for
 
 NODE_LIMIT = 2000  # beyond this many nodes a view opens collapsed (5,000 lay out in ~3 s)
@@ -42,18 +40,10 @@ STAGES = 4
 
 @dataclass(frozen=True)
 class GraphRequest:
-    local_files: ClassVar[tuple[str, ...]] = ("model_path", *DATA_FILES)
-    model_path: str
-    config: RunConfig = field(default_factory=RunConfig)
-    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    dims: dict[str, int] = field(default_factory=dict)
+    # the workload's data files are the window's Inputs panel's (or --inputs/--calibration/
+    # --labels): an INT8 variant is built, or taken from the cache, from the run's samples
+    workload: Workload
     seed: int = 0
-    # the data files the window's Inputs panel names (or --inputs/--calibration/--labels):
-    # an INT8 variant is built, or taken from the cache, from the same samples as the run's
-    inputs_npz: str | None = None
-    calibration_npz: str | None = None
-    labels_npy: str | None = None
-    tokenizer: str | None = None
     expand: bool = False  # lay out every node even beyond NODE_LIMIT
     as_run: bool = True  # False: the model as loaded only (no session is made)
     low_priority: bool = False  # beside live timing: one thread, below the host's priority
@@ -61,7 +51,7 @@ class GraphRequest:
 
 
 def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
-    config = req.config.resolved()
+    config = req.workload.config.resolved()
     if req.low_priority:  # the window's live timing goes on meanwhile: take little of it
         import contextlib
         import os
@@ -70,8 +60,8 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
             os.nice(10)
         config = dataclasses.replace(config, threads=1)  # fusion does not depend on it
     yield Progress("graph", 0, STAGES, "reading the model")
-    model, info = load_model(req.model_path)
-    plan = plan_inputs(info, config.batch, req.shapes, req.dims)
+    model, info = load_model(req.workload.model)
+    plan = plan_inputs(info, config.batch, req.workload.inputs.shapes, req.workload.inputs.dims)
     try:
         loaded = model_graph(model, inferred(model, plan.shapes, backends.shape_inference()))
     except ModelError as exc:  # an invalid graph: the line names the file too
@@ -104,13 +94,11 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
         result["as_run_error"] = f"the {config.engine} engine does not show its graph as run"
     elif lend is not None:
         yield Progress("graph", 2, STAGES, f"the {config.precision} variant, as run")
-        variant = yield from variant_for(
-            req.model_path, config, plan.shapes, JobInputs.of(req), req.seed
-        )
+        variant = yield from variant_for(req.workload.with_config(config), plan.shapes, req.seed)
         if variant is not None:
             int8 = variant.details.get("int8") or {}
             kept = [str(x) for x in int8.get("excluded_nodes") or []]
-        ran = lend(variant.path if variant else req.model_path, config, feeds)
+        ran = lend(variant.path if variant else req.workload.model, config, feeds)
         result["provider_used"] = ran.provider_used
         result["as_run_error"] = ran.error
         if ran.model is not None:

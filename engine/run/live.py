@@ -75,8 +75,8 @@ def stage(
     """Prepare a config. Progress and notices are yielded now; run facts are kept for the
     moment the segment starts, so a recorder sees them after the previous run ended."""
     facts: list[Event] = []
-    backend = backends.backend_for(req.config)
-    crowded = oversubscribed(req.config.threads)
+    backend = backends.backend_for(req.workload.config)
+    crowded = oversubscribed(req.workload.config.threads)
     if crowded:
         yield Notice("warning", crowded)
     prepared: Prepared = yield from _keep_facts(backend.prepare(req), facts)
@@ -84,7 +84,7 @@ def stage(
     if empty:
         yield Notice("warning", empty)
     if check_accuracy and prepared.config.precision != "fp32":
-        yield from _keep_facts(prepared.accuracy(req.inputs_npz is None), facts)
+        yield from _keep_facts(prepared.accuracy(req.workload.inputs.inputs_npz is None), facts)
     return Staged(prepared, facts, label)
 
 

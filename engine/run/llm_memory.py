@@ -40,7 +40,7 @@ def llm_memory_job(
     import onnx  # noqa: F401  (imported before the clock starts: the read is the file's)
 
     t0 = time.perf_counter()
-    llm = read_config(req.model_path)
+    llm = read_config(req.workload.model)
     model, info = load_model(llm.model_file)
     read_s = time.perf_counter() - t0
     weights_loaded = llm_weights(model)
@@ -81,7 +81,7 @@ def llm_memory_job(
 def _lengths(req: MemoryRequest, input_ids: str) -> tuple[int, int]:
     """The prompt's length (asked, or --shape input_ids=BxL's, or the default) and the new
     tokens'."""
-    shape = req.shapes.get(input_ids)
+    shape = req.workload.inputs.shapes.get(input_ids)
     if req.prompt_len is not None:
         prompt = req.prompt_len
     elif shape is not None:

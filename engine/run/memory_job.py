@@ -28,7 +28,6 @@ from engine.model.graph_io import graph_nodes, weights
 from engine.model.info import load_model
 from engine.model.inputs import generate_inputs, plan_inputs
 from engine.model.memory_need import sizes_at
-from engine.run.job_inputs import JobInputs
 from engine.run.memory_request import MemoryRequest, measured_apart, record
 from engine.run.variant_for import variant_for
 
@@ -36,12 +35,12 @@ __all__ = ["MemoryRequest", "memory_job"]
 
 
 def memory_job(req: MemoryRequest) -> Generator[Event, None, dict[str, Any]]:
-    config = req.config.resolved()
+    config = req.workload.config.resolved()
     probe = backends.memory_probe(config.engine)
     if probe is None:
         raise ConfigError(f"memory: the {config.engine} engine has no memory probe yet "
                           "(ONNX Runtime has)")  # fmt: skip
-    if genai_folder(req.model_path) is not None:
+    if genai_folder(req.workload.model) is not None:
         from engine.run.llm_memory import llm_memory_job
 
         llm_report: dict[str, Any] = yield from llm_memory_job(req, config, probe)
@@ -50,13 +49,14 @@ def memory_job(req: MemoryRequest) -> Generator[Event, None, dict[str, Any]]:
     import onnx  # noqa: F401  (imported before the clock starts: the read is the file's)
 
     t0 = time.perf_counter()
-    model, info = load_model(req.model_path)
+    model, info = load_model(req.workload.model)
     read_s = time.perf_counter() - t0
     # a decoder's past KV inputs sized from the config beside it (a prefill from 0 past)
     from engine.backends.genai.backend import DEFAULT_PROMPT
 
     prompt = req.prompt_len or DEFAULT_PROMPT
-    dims, shapes = decoder_shapes(info, config.batch, prompt, req.dims, req.shapes)
+    given = req.workload.inputs
+    dims, shapes = decoder_shapes(info, config.batch, prompt, given.dims, given.shapes)
     plan = plan_inputs(info, config.batch, shapes, dims)
     feeds = generate_inputs(model, info, plan, req.seed)
     initializers = frozenset(t.name for t in model.graph.initializer)
@@ -71,12 +71,10 @@ def memory_job(req: MemoryRequest) -> Generator[Event, None, dict[str, Any]]:
     del model
 
     yield Progress("memory", 1, 3, f"the {config.precision} variant")
-    variant = yield from variant_for(
-        req.model_path, config, plan.shapes, JobInputs.of(req), req.seed
-    )
-    variant_path = variant.path if variant is not None else req.model_path
+    variant = yield from variant_for(req.workload.with_config(config), plan.shapes, req.seed)
+    variant_path = variant.path if variant is not None else req.workload.model
     run_weights = weights_loaded
-    if variant_path != req.model_path:
+    if variant_path != req.workload.model:
         try:
             run_model, _ = load_model(variant_path)
             run_weights = weights(run_model)
@@ -115,7 +113,7 @@ def _report(
     estimate = w_total + peak
     return {
         "model": path,
-        "config": req.config.resolved().to_json(),
+        "config": req.workload.config.resolved().to_json(),
         "provider_used": measured.get("provider_used"),
         "weights_bytes": {
             "total": w_total,

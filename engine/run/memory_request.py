@@ -5,12 +5,11 @@ engine/run/llm_memory.py for generating models) so neither imports the other."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from engine.backends.base import DATA_FILES
-from engine.config import RunConfig
 from engine.errors import OpScopeError
+from engine.model.workload import Workload
 from engine.run.child_job import describe_exit, run_isolated
 
 PROBE_TIMEOUT_S = 600.0
@@ -18,18 +17,10 @@ PROBE_TIMEOUT_S = 600.0
 
 @dataclass(frozen=True)
 class MemoryRequest:
-    local_files: ClassVar[tuple[str, ...]] = ("model_path", *DATA_FILES)
-    model_path: str
-    config: RunConfig = field(default_factory=RunConfig)
-    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    dims: dict[str, int] = field(default_factory=dict)
+    # the workload's data files are the window's Inputs panel's (or --inputs/--calibration/
+    # --labels): an INT8 variant is built, or taken from the cache, from the run's samples
+    workload: Workload
     seed: int = 0
-    # the data files the window's Inputs panel names (or --inputs/--calibration/--labels):
-    # an INT8 variant is built, or taken from the cache, from the same samples as the run's
-    inputs_npz: str | None = None
-    calibration_npz: str | None = None
-    labels_npy: str | None = None
-    tokenizer: str | None = None
     runs: int = 10  # inferences after the first, for the steady-state resident memory
     # a generating model: the prompt's tokens and the tokens generated after it (None: the
     # --shape input_ids=BxL given, else the genai engine's defaults); a decoder ONNX's past
@@ -63,7 +54,9 @@ def record(req: MemoryRequest, report: dict[str, Any]) -> None:
     store = open_waiting(req.session or "", _say)
     try:
         store.add_memory(
-            model_path=req.model_path, config=req.config.resolved().to_json(), report=report
+            model_path=req.workload.model,
+            config=req.workload.config.resolved().to_json(),
+            report=report,
         )
     finally:
         store.close()

@@ -103,7 +103,8 @@ class LoadedModel:
             self.emit(Notice("info", "serving prepares the model at batch 1: one request is "
                              "one sample; batching is the Traffic dock's max batch"))  # fmt: skip
             config = dataclasses.replace(self.prepared.config, batch=1)
-            req = dataclasses.replace(self.request, config=config)
+            work = self.request.workload.with_config(config)
+            req = dataclasses.replace(self.request, workload=work)
             self._own = backends.prepare(req, self._progress_only)
         return self._own
 

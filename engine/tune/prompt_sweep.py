@@ -69,7 +69,7 @@ class PromptSweep:
 
 @dataclass(frozen=True)
 class PromptSweepRequest:
-    generate: GenerateRequest  # the model, config, new tokens and batch of every point
+    generate: GenerateRequest  # the workload, new tokens and batch of every point
     lengths: tuple[int, ...]  # prompt lengths, three different ones or more
     session: str | None = None  # where each point's generation run is recorded
     job_name: ClassVar[str] = "prompt sweep"
@@ -89,7 +89,7 @@ def prompt_sweep_job(req: PromptSweepRequest) -> Generator[Event | PromptPoint, 
     with the interruption: the points done stay in the session."""
     lengths = check_lengths(req.lengths)
     said: set[str] = set()  # a note each point's run repeats ("seeded prompt ...") said once
-    with recorder_at(req.session, model_path=req.generate.model_path, kind="generate") as rec:
+    with recorder_at(req.session, model_path=req.generate.workload.model, kind="generate") as rec:
         gen = sweep_prompt(req.generate, lengths)
         while True:
             try:
@@ -116,8 +116,9 @@ def sweep_prompt(
     """Times `base` at each prompt length (its duration split between them), each point's
     run's events yielded for a recorder before its `PromptPoint`."""
     lengths = check_lengths(lengths)
-    if genai_folder(base.model_path) is not None:  # every length fits, before any is timed
-        window = read_config(base.model_path).context_length
+    model = base.workload.model
+    if genai_folder(model) is not None:  # every length fits, before any is timed
+        window = read_config(model).context_length
         if lengths[-1] + base.new_tokens > window:
             raise ConfigError(
                 f"--sweep-prompt: {lengths[-1]} prompt + {base.new_tokens} new tokens exceed "

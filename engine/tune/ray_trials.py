@@ -22,11 +22,9 @@ from engine.config import RunConfig
 from engine.errors import ConfigError, one_line
 from engine.hostinfo import host_name
 from engine.model.info import files_sha256
-from engine.run.job_inputs import JobInputs
+from engine.model.workload import DATA_FILES, JobInputs, Workload
 from engine.tune.trial import TRIAL_TIMEOUT_S, Trial, run_trial
 
-# JobInputs that name files
-DATA_FIELDS = ("inputs_npz", "labels_npy", "calibration_npz", "tokenizer")
 CONNECT_TIMEOUT_S = 5.0
 START_TIMEOUT_S = 120.0  # every node's worker answers within this, or the tune stops
 
@@ -79,7 +77,7 @@ class NodeWorker:
             model_path = _materialize(model, local / "model")
             here = {
                 name: _materialize(files[name], local / f"data{i}")
-                for i, name in enumerate(DATA_FIELDS)
+                for i, name in enumerate(DATA_FILES)
                 if name in files
             }
             args = dataclasses.replace(
@@ -91,8 +89,8 @@ class NodeWorker:
             )
             session = local / "trial.opscope" if record else None
             trial = run_trial(
-                number, model_path, config, args, duration_s, str(session) if session else None,
-                timeout_s,
+                number, Workload(model_path, config, args), duration_s,
+                str(session) if session else None, timeout_s,
             )  # fmt: skip
             trial.details["node"] = host_name() or ""
             data = session.read_bytes() if session is not None and session.is_file() else None
@@ -146,12 +144,12 @@ class RayTrials:
     def __init__(
         self,
         address: str,
-        model: str,
-        inputs: JobInputs,
+        workload: Workload,
         duration_s: float,
         session: str | None,
         timeout_s: float = TRIAL_TIMEOUT_S,
     ) -> None:
+        """Trials of `workload` (its model on its inputs; each trial at its own config)."""
         check_address(address)
         try:
             import ray
@@ -171,7 +169,7 @@ class RayTrials:
                 f"--ray {address}: cannot join the cluster ({one_line(exc)})"
             ) from exc
         try:
-            self._start(model, inputs, duration_s, session, timeout_s)
+            self._start(workload.model, workload.inputs, duration_s, session, timeout_s)
         except BaseException:
             ray.shutdown()
             raise
@@ -209,7 +207,7 @@ class RayTrials:
             ) from exc
         self._model_path = model
         self._model = _ship(model)
-        self._files = {name: _ship(path) for name in DATA_FIELDS if (path := getattr(inputs, name))}
+        self._files = {name: _ship(path) for name in DATA_FILES if (path := getattr(inputs, name))}
         self._inputs, self._duration, self._timeout = inputs, duration_s, timeout_s
         self._session = session
         self._idle = list(self._workers)

@@ -18,7 +18,7 @@ import numpy as np
 from engine.config import RunConfig
 from engine.events import Event, Notice, Progress
 from engine.measure.interleave import Ranking, Timed, honest_clock, rank
-from engine.run.job_inputs import JobInputs
+from engine.model.workload import Workload
 
 TOP = 3  # the best feasible trials re-checked
 WINDOW_S = 0.5  # each candidate's turn per round
@@ -27,13 +27,13 @@ RECHECK_TIMEOUT_S = 900.0
 
 @dataclass(frozen=True)
 class RecheckRequest:
-    """The configs to time side by side, best trial first (a tie goes to it)."""
+    """The configs to time side by side, best trial first (a tie goes to it), each on the
+    workload's model and inputs."""
 
-    model: str
+    workload: Workload
     configs: tuple[RunConfig, ...]
     labels: tuple[str, ...]
     objective: str  # p50 | p99 | throughput
-    inputs: JobInputs
     window_s: float = WINDOW_S
     seed: int = 0
 
@@ -60,8 +60,8 @@ def recheck_job(req: RecheckRequest) -> Generator[Event, None, dict[str, Any]]:
     try:
         for config, label in zip(req.configs, req.labels, strict=True):
             yield Progress("tune", len(prepared), len(req.configs), f"re-check: opening {label}")
-            bench = BenchRequest.of(req.model, config, TimingPlan(), req.inputs,
-                                    check_accuracy=False, seed=req.seed)  # fmt: skip
+            work = req.workload.with_config(config)
+            bench = BenchRequest(work, seed=req.seed, timing=TimingPlan(), check_accuracy=False)
             prepared.append((yield from backends.backend_for(config).prepare(bench)))
         per_sample = req.objective == "throughput"
         cands = [

@@ -142,22 +142,24 @@ def sweep(
 ) -> Generator[Event | SweepPoint, None, SweepResult]:
     """Time and profile the model at each value (events pass through); then fit."""
     points: list[SweepPoint] = []
-    dims = {k: v for k, v in req.dims.items() if k != name}
-    sized = [shapes_at(info, req.config.batch, dict(req.shapes), name, v, dims) for v in values]
+    config, given = req.workload.config, req.workload.inputs
+    dims = {k: v for k, v in given.dims.items() if k != name}
+    sized = [shapes_at(info, config.batch, dict(given.shapes), name, v, dims) for v in values]
     check_points(info, name, values, [shapes for shapes, _ in sized])
-    if req.config.precision.startswith("int8") and req.variant_shapes is None:
+    if config.precision.startswith("int8") and req.variant_shapes is None:
         # one variant serves every size (its quantization does not depend on them): built
         # and checked against the accuracy target once, at the shapes the sweep started from
-        at = plan_inputs(info, req.config.batch, dict(req.shapes), dict(req.dims)).shapes
+        at = plan_inputs(info, config.batch, dict(given.shapes), dict(given.dims)).shapes
         req = dataclasses.replace(req, variant_shapes=dict(at))
         shown = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in at.items())
-        yield Notice("info", f"{req.config.precision}: one variant for every {name}, "
+        yield Notice("info", f"{config.precision}: one variant for every {name}, "
                      f"calibrated and checked at {shown}")  # fmt: skip
     for i, (value, (shapes, size)) in enumerate(zip(values, sized, strict=True)):
         yield Progress("sweep", i, len(values), f"{name} = {value}")
         point = SweepPoint(value if name in {v.name for v in info.inputs} else int(value), size,
                            math.nan, 0)  # fmt: skip
-        run = dataclasses.replace(req, shapes=shapes, dims=dims, profile=True, check_accuracy=False)
+        at_point = req.workload.with_inputs(dataclasses.replace(given, shapes=shapes, dims=dims))
+        run = dataclasses.replace(req, workload=at_point, profile=True, check_accuracy=False)
         for ev in run_bench(run):
             if isinstance(ev, TimingDone):
                 point.p50_ms, point.samples = ev.latency.p50, ev.latency.count

@@ -11,10 +11,9 @@ from collections.abc import Generator
 from typing import Any, ClassVar
 
 from engine import backends, interrupt
-from engine.config import RunConfig
 from engine.events import Event, Notice, Progress
+from engine.model.workload import Workload
 from engine.run.bench import BenchRequest
-from engine.run.job_inputs import JobInputs
 from engine.run.timing import TimingPlan
 from engine.session.recorder import Recorder
 from engine.session.recording import recorder_at
@@ -26,7 +25,7 @@ PROFILE_RUNS = 10  # profiled inferences per point
 
 @dataclasses.dataclass(frozen=True)
 class SweepRequest:
-    bench: BenchRequest  # the model, config, timing and inputs every point starts from
+    bench: BenchRequest  # the workload and timing every point starts from
     dim: str
     values: tuple[str, ...]
     session: str | None = None  # where the points and the sweep are recorded
@@ -35,9 +34,7 @@ class SweepRequest:
     @classmethod
     def of(
         cls,
-        model: str,
-        config: RunConfig,
-        inputs: JobInputs,
+        workload: Workload,
         dim: str,
         values: list[str],
         session: str | None = None,
@@ -45,15 +42,13 @@ class SweepRequest:
         profile_runs: int = PROFILE_RUNS,
         seed: int = 0,
     ) -> SweepRequest:
-        """A sweep of `model` over `dim`'s `values`, every point timed `duration_s` after
+        """A sweep of `workload` over `dim`'s `values`, every point timed `duration_s` after
         its warm-up and profiled over `profile_runs` inferences (the CLI's and the window's
         one way to ask for one)."""
         timing = TimingPlan(warmup_runs=5, warmup_s=0.2, min_runs=20, duration_s=duration_s)
         # labels stay out: a sweep point checks no accuracy
-        bench = BenchRequest.of(
-            model, config, timing, dataclasses.replace(inputs, labels_npy=None),
-            seed=seed, profile_runs=profile_runs,
-        )  # fmt: skip
+        work = workload.with_inputs(dataclasses.replace(workload.inputs, labels_npy=None))
+        bench = BenchRequest(work, seed=seed, timing=timing, profile_runs=profile_runs)
         return cls(bench, dim, tuple(values), session)
 
 
@@ -70,10 +65,10 @@ class SweepStored:
 def sweep_job(req: SweepRequest) -> Generator[Event | SweepPoint | SweepStored, None, SweepResult]:
     """Progress, notices and points as they end (each point's run is recorded here, its raw
     samples not passed on), `SweepStored`, then the fitted result."""
-    _, info = backends.describe_model(req.bench.model_path)
+    model = req.bench.workload.model
+    _, info = backends.describe_model(model)
     points: list[SweepPoint] = []
     run_ids: list[int] = []
-    model = req.bench.model_path
     with recorder_at(req.session, model_path=model, kind="profile") as rec:
         gen = sweep(req.bench, info, req.dim, list(req.values))
         try:
@@ -126,9 +121,9 @@ def _store(
     rec: Recorder, req: SweepRequest, result: SweepResult, run_ids: list[int], partial: bool
 ) -> int:
     rec.settle()
-    config: dict[str, Any] = req.bench.config.to_json()
+    config: dict[str, Any] = req.bench.workload.config.to_json()
     return rec.store.add_sweep(
-        model_path=req.bench.model_path,
+        model_path=req.bench.workload.model,
         dim=result.dim,
         config=config,
         result=result.to_json(),

@@ -19,8 +19,8 @@ from engine.events import (
     TimingDone,
     VariantReady,
 )
+from engine.model.workload import Workload
 from engine.run.child_job import describe_exit, run_isolated
-from engine.run.job_inputs import JobInputs
 from engine.run.timing import TimingPlan
 
 TRIAL_TIMEOUT_S = 1800.0  # a hung trial (a quantizer that never returns) ends here
@@ -81,11 +81,10 @@ def bench_argv(model: str, config: RunConfig, extra: list[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class TrialRequest:
-    """One trial, as the job in its own process receives it."""
+    """One trial (its workload at the trial's config), as the job in its own process
+    receives it."""
 
-    model: str
-    config: RunConfig
-    inputs: JobInputs
+    workload: Workload
     duration_s: float
     session: str | None
     timing: TimingPlan | None = None  # None: TimingPlan(duration_s=duration_s)
@@ -101,11 +100,10 @@ def trial_job(req: TrialRequest) -> Generator[Event, None, dict[str, Any]]:
     from engine.session.recording import recording
 
     timing = req.timing or TimingPlan(duration_s=req.duration_s)
-    bench = BenchRequest.of(
-        req.model, req.config, timing, req.inputs, check_accuracy=req.accuracy, seed=req.seed
-    )
+    bench = BenchRequest(req.workload, seed=req.seed, timing=timing, check_accuracy=req.accuracy)
+    work = req.workload
     figures: dict[str, Any] = {}
-    with recording(req.session, model_path=req.model, config=req.config, kind="bench") as record:
+    with recording(req.session, model_path=work.model, config=work.config, kind="bench") as record:
         events = run_bench(bench)
         if req.session:
             events = RunTelemetry().interleave(events)
@@ -130,20 +128,20 @@ def trial_job(req: TrialRequest) -> Generator[Event, None, dict[str, Any]]:
 
 def run_trial(
     number: int,
-    model: str,
-    config: RunConfig,
-    inputs: JobInputs,
+    workload: Workload,
     duration_s: float,
     session: str | None,
     timeout_s: float = TRIAL_TIMEOUT_S,
 ) -> Trial:
-    """Run the trial to its end, as a job in its own process (a crash in the engine ends
-    that trial only); a failure (bad config, crash, timeout) is a failed trial."""
+    """Run the trial (the workload at the trial's config) to its end, as a job in its own
+    process (a crash in the engine ends that trial only); a failure (bad config, crash,
+    timeout) is a failed trial."""
     import time
 
+    config = workload.config
     trial = Trial(number, config)
     t0 = time.perf_counter()
-    req = TrialRequest(model, config, inputs, duration_s, session)
+    req = TrialRequest(workload, duration_s, session)
     try:
         ended = run_isolated(trial_job, (req,), timeout_s)
     finally:

@@ -6,12 +6,12 @@ end, and an interruption stops the trial running (its run marked cancelled)."""
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from engine.config import RunConfig
 from engine.events import Event
-from engine.run.job_inputs import JobInputs
+from engine.model.workload import Workload
 from engine.tune.recheck import RecheckRequest, isolated_recheck
 from engine.tune.search import Goal, Recheck, TuneResult, tune
 from engine.tune.trial import Trial, run_trial
@@ -19,30 +19,28 @@ from engine.tune.trial import Trial, run_trial
 
 @dataclass(frozen=True)
 class TuneRequest:
-    local_files: ClassVar[tuple[str, ...]] = ("model",)  # and its inputs' data files
-    model: str
+    # the workload's config is the tune's base; its inputs are every trial's shapes and data
+    workload: Workload
     space: dict[str, list[Any]]  # knob -> values (engine.tune.space.parse_space)
-    base: RunConfig
     goal: Goal
     budget: int | None = None  # None: every config, in order
     duration_s: float = 1.0  # each trial's timing
-    inputs: JobInputs = field(default_factory=JobInputs)  # every trial's shapes and data
     session: str | None = None  # where each trial's run is recorded
     seed: int = 0
     recheck: bool = True  # the best trials re-checked side by side before the pick
     job_name: ClassVar[str] = "tune"
 
 
-def local_recheck(model: str, inputs: JobInputs, seed: int = 0) -> Recheck:
-    """The best trials re-checked on this machine, in a process of their own."""
+def local_recheck(workload: Workload, seed: int = 0) -> Recheck:
+    """The best trials re-checked on this machine, in a process of their own, on the
+    workload's model and inputs."""
 
     def recheck(top: list[Trial], goal: Goal) -> Generator[Event, None, dict[str, Any] | None]:
         req = RecheckRequest(
-            model,
+            workload,
             tuple(t.config for t in top),
             tuple(f"trial {t.number} ({t.config.short_label()})" for t in top),
             goal.objective,
-            inputs,
             seed=seed,
         )
         return (yield from isolated_recheck(req))
@@ -54,10 +52,10 @@ def tune_job(req: TuneRequest) -> Generator[Event | Trial, None, TuneResult]:
     """Progress and each trial as it ends; then the result."""
 
     def run(number: int, config: RunConfig) -> Trial:
-        return run_trial(number, req.model, config, req.inputs, req.duration_s, req.session)
+        work = req.workload.with_config(config)
+        return run_trial(number, work, req.duration_s, req.session)
 
-    recheck = local_recheck(req.model, req.inputs) if req.recheck else None
-    result = yield from tune(
-        req.space, req.base, req.goal, run, req.budget, req.seed, recheck=recheck
-    )
+    recheck = local_recheck(req.workload) if req.recheck else None
+    base = req.workload.config
+    result = yield from tune(req.space, base, req.goal, run, req.budget, req.seed, recheck=recheck)
     return result

@@ -123,11 +123,11 @@ class GenPrepared:
 
 
 def prepare(req: Any) -> Generator[Event, None, GenPrepared]:
-    config = req.config.resolved()
-    llm, original, folder = yield from open_variant(req.model_path, config)
+    config = req.workload.config.resolved()
+    llm, original, folder = yield from open_variant(req.workload.model, config)
     for note in llm.notes:
         yield Notice("info", note)
-    asked = req.shapes.get(llm.shape.input_ids, (config.batch, DEFAULT_PROMPT))
+    asked = req.workload.inputs.shapes.get(llm.shape.input_ids, (config.batch, DEFAULT_PROMPT))
     if len(asked) != 2 or min(asked) < 1:
         raise ConfigError(f"--shape {llm.shape.input_ids}: BATCHxLENGTH, got {asked}")
     shape = (config.batch, int(asked[1]))  # the batch knob decides the sequences at once

@@ -133,14 +133,14 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
     exported: dict[str, object] = {}
     from engine.backends import exporter_for  # the registry, which imports this package
 
-    exporter = exporter_for(req.model_path)
+    work, given = req.workload, req.workload.inputs
+    path = work.model  # the ONNX file run
+    exporter = exporter_for(path)
     if exporter is not None:  # another backend's file (PyTorch): exported once (cached)
-        onnx_path, exported = yield from exporter.export(
-            req.model_path, req.config.batch, req.shapes
-        )
-        req = dataclasses.replace(req, model_path=onnx_path)
-    yield Progress("load", 0, None, f"loading {Path(req.model_path).name}")
-    model, info = load_model(req.model_path)
+        path, exported = yield from exporter.export(path, work.config.batch, given.shapes)
+        req = dataclasses.replace(req, workload=dataclasses.replace(work, model=path))
+    yield Progress("load", 0, None, f"loading {Path(path).name}")
+    model, info = load_model(path)
     if exported:  # consumers see the PyTorch file; the engine keeps running the ONNX one
         yield ModelLoaded(
             dataclasses.replace(
@@ -151,24 +151,24 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
         yield ModelLoaded(info)
     if info.checker_warning:
         yield Notice("warning", f"onnx checker: {info.checker_warning}")
-    config = req.config.resolved()
+    config = work.config.resolved()
 
     eval_data: EvalData | None = None
-    if req.inputs_npz:
-        eval_data = _eval_data(req, req.inputs_npz, info, config.batch)
+    if given.inputs_npz:
+        eval_data = _eval_data(given.inputs_npz, given.labels_npy, info, config.batch)
         feeds = fit_batch(eval_data.batches[0], info, config.batch, eval_data.axes)
-        check_need(model, info, run_shapes(feeds), f"inputs from {Path(req.inputs_npz).name}")
-        yield Notice("info", _eval_note(eval_data, req.inputs_npz))
+        check_need(model, info, run_shapes(feeds), f"inputs from {Path(given.inputs_npz).name}")
+        yield Notice("info", _eval_note(eval_data, given.inputs_npz))
 
         def make_feeds(i: int) -> Feeds:
             return feeds
     else:
-        plan = plan_inputs(info, config.batch, req.shapes, req.dims)
+        plan = plan_inputs(info, config.batch, given.shapes, given.dims)
         for note in plan.notes:
             yield Notice("info", f"input dim {note}")
         generated = GeneratedFeeds(model, info, plan, req.seed)
         if config.precision.startswith("int8"):  # its search runs them before the session
-            grown = generated.fit(reference_session(req.model_path), config.batch, req.shapes)
+            grown = generated.fit(reference_session(path), config.batch, given.shapes)
             if grown:
                 yield Notice("warning", grown)
         feeds = generated.feeds(0)
@@ -179,13 +179,13 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
         at = GeneratedFeeds(
             model, info, plan_inputs(info, config.batch, req.variant_shapes), req.seed
         )
-        at.fit(reference_session(req.model_path), config.batch, req.variant_shapes)
+        at.fit(reference_session(path), config.batch, req.variant_shapes)
         variant_plan = at.plan
-    tokenizer = find_tokenizer(req.model_path, req.tokenizer) if eval_data is None else None
+    tokenizer = find_tokenizer(path, given.tokenizer) if eval_data is None else None
     realistic: Realistic | None = None
     generated_eval: list[Feeds] = []
     if eval_data is not None:
-        eval_text = f"your data: {_eval_note(eval_data, req.inputs_npz or '')[12:]}"
+        eval_text = f"your data: {_eval_note(eval_data, given.inputs_npz or '')[12:]}"
     else:
         assert variant_plan is not None
         realistic = yield from _realistic(
@@ -197,7 +197,7 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
     calibration, cal_id, cal_count = yield from _calibration_source(
         req, info, config, model, variant_plan, tokenizer
     )
-    if config.precision in ("int8", "int8-static") and req.calibration_npz is None:
+    if config.precision in ("int8", "int8-static") and given.calibration_npz is None:
         plain = ":random:" in cal_id  # (random inputs, not samples that look like real ones)
         yield Notice(
             "warning" if plain else "info",
@@ -214,7 +214,7 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
             eval_id = f"generated:seed{req.seed}:{_identity(realistic, tokenizer)}"
         else:  # the search scores each attempt on up to SEARCH_SAMPLES of them
             eval_feeds = _first_samples(eval_data, SEARCH_SAMPLES)
-            eval_id = "npz:" + files_sha256(npz_files(str(req.inputs_npz)))
+            eval_id = "npz:" + files_sha256(npz_files(str(given.inputs_npz)))
         variant = yield from choose_int8(
             info, config, calibration, cal_id, cal_count, eval_feeds, eval_id, gpu,
             time_feed=feeds, eval_text=eval_text,
@@ -249,7 +249,7 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
             + (f": {opened.fallback_reason}" if opened.fallback_reason else ""),
         )
     if eval_data is None:
-        grown = generated.fit(opened.session, config.batch, req.shapes)
+        grown = generated.fit(opened.session, config.batch, given.shapes)
         if grown:
             yield Notice("warning", grown)
             feeds = generated.feeds(0)
@@ -276,10 +276,10 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
 SEARCH_SAMPLES = 256  # samples each INT8 attempt is scored on (accuracy uses them all)
 
 
-def _eval_data(req: PrepareRequest, path: str, info: ModelInfo, batch: int) -> EvalData:
-    """The samples of a file or folder, in batches of the run's batch (a model with a fixed
-    batch takes its own), along each input's sample axis."""
-    return read_eval_data(path, lambda f: load_npz(f, info), info, batch, req.labels_npy)
+def _eval_data(path: str, labels: str | None, info: ModelInfo, batch: int) -> EvalData:
+    """The samples of a file or folder (and their `labels`), in batches of the run's batch
+    (a model with a fixed batch takes its own), along each input's sample axis."""
+    return read_eval_data(path, lambda f: load_npz(f, info), info, batch, labels)
 
 
 def _eval_note(data: EvalData, path: str) -> str:
@@ -311,18 +311,17 @@ def _calibration_source(
 ) -> Generator[Event, None, tuple[Callable[[], Iterator[Feeds]] | None, str, int]]:
     if config.precision not in ("int8", "int8-static"):
         return None, "", 0
-    if req.calibration_npz:
-        data = _eval_data(
-            dataclasses.replace(req, labels_npy=None), req.calibration_npz, info, config.batch
-        )
+    given = req.workload.inputs
+    if given.calibration_npz:
+        data = _eval_data(given.calibration_npz, None, info, config.batch)
 
         def from_file() -> Iterator[Feeds]:
             yield from data.batches
 
-        sha = files_sha256(npz_files(req.calibration_npz))
+        sha = files_sha256(npz_files(given.calibration_npz))
         return from_file, f"npz:{sha}:batch{config.batch}", len(data.batches)
     if plan is None:  # the user's evaluation data, no calibration data: plan from the model
-        plan = plan_inputs(info, config.batch, req.shapes, req.dims)
+        plan = plan_inputs(info, config.batch, given.shapes, given.dims)
     samples = yield from _realistic(model, info, plan, config.batch, req, tokenizer, "calibration")
     # (every calibration batch one shape: ORT's Percentile and Entropy stack them)
 
@@ -353,7 +352,7 @@ def _realistic(
     )  # fmt: skip
     if made.kind == "random":
         return made
-    why = rejection(reference_session(req.model_path), made.batches[0])
+    why = rejection(reference_session(req.workload.model), made.batches[0])
     if why is None:
         return made
     plain = GeneratedFeeds(model, info, plan, req.seed)

@@ -133,33 +133,35 @@ class TorchPrepared:
 
 def prepare_torch(req: PrepareRequest) -> Generator[Event, None, TorchPrepared]:
     """Load, pick the device, make inputs, quantize / compile, check one inference."""
-    if Path(req.model_path).suffix.lower() == ".onnx":
+    path, given = req.workload.model, req.workload.inputs
+    if Path(path).suffix.lower() == ".onnx":
         raise ModelError(
             "is an ONNX model; the torch engine runs PyTorch files (.pt2, .pt, "
             ".pth): run it on ONNX Runtime",
-            req.model_path,
+            path,
         )
     torch = import_torch()
-    config = req.config.resolved()
-    yield Progress("load", 0, None, f"loading {Path(req.model_path).name} (PyTorch)")
+    config = req.workload.config.resolved()
+    yield Progress("load", 0, None, f"loading {Path(path).name} (PyTorch)")
     t0 = time.perf_counter()
-    model = load_torch(req.model_path)
+    model = load_torch(path)
     load_s = time.perf_counter() - t0
     info = describe_torch(model)
     yield ModelLoaded(info)
     device = _device(torch, config)
     torch.set_num_threads(config.threads)
     eval_data: EvalData | None = None
-    if req.inputs_npz:
+    if given.inputs_npz:
+        npz, labels = given.inputs_npz, given.labels_npy
         eval_data = read_eval_data(
-            req.inputs_npz, lambda f: _load_npz(str(f), model), info, config.batch, req.labels_npy
+            npz, lambda f: _load_npz(str(f), model), info, config.batch, labels
         )
         feeds = eval_data.batches[0]
 
         def make_feeds(i: int) -> Feeds:
             return feeds
     else:
-        shapes = input_shapes(model, config.batch, req.shapes)
+        shapes = input_shapes(model, config.batch, given.shapes)
         note = fixed_batch_note(model, config.batch, shapes)
         if note is not None:
             yield note

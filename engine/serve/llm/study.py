@@ -19,6 +19,7 @@ from engine.backends.genai.weights import PRECISIONS as SERVED_PRECISIONS
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import Event, Progress
+from engine.model.workload import Workload
 from engine.serve.llm.cal_plan import Needs, needs_from
 from engine.serve.llm.calibrate import load_or_calibrate_llm
 from engine.serve.llm.cost import LLMCost
@@ -78,11 +79,9 @@ class LLMStudyRequest:
     """The window's LLM Serving study as a job: every layout simulated ("simulate"), or the
     plan's one layout served for real after the simulator's answer ("real")."""
 
-    local_files: ClassVar[tuple[str, ...]] = ("model",)  # and its plan's trace
     kind: str  # simulate | real
-    model: str
-    config: RunConfig
-    plan: LLMPlan
+    workload: Workload  # the model folder and the config it is served at
+    plan: LLMPlan  # (its trace a file of this machine too)
     what: tuple[str, str] = ("--prompt-len", "--new-tokens")  # the length knobs' names
     remeasure: bool = False  # calibrate again rather than use the cached calibration
     session: str | None = None  # where the study is recorded
