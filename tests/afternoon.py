@@ -169,9 +169,11 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
     def llm() -> str:
         a.host_pids.append(wb.client.pid)
         wb.open_model(str(plan.llm))
-        c = wb.llm_serving
-        wait(lambda: c.model is not None and w.llm_serving_dock.isVisible(), to)
-        d = c.dock
+        from app.llm_serving.controller import LLMServingController
+
+        c = wb.room(LLMServingController)
+        wait(lambda: c.model is not None and w.dock("LLM Serving").isVisible(), to)
+        d = c.view
         d.requests.setValue(plan.llm_requests)
         d.rate.setValue(20)
         d.prompt_len.setText("16-48")
@@ -186,8 +188,10 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
         """A Mooncake trace dropped on the LLM Serving dock, replayed with a prefix cache:
         its prompts share two of their three 512-token blocks. Live is ticked first, so
         the drop and the cache's size (one burst of changes) are one study by themselves."""
-        c = wb.llm_serving
-        d = c.dock
+        from app.llm_serving.controller import LLMServingController
+
+        c = wb.room(LLMServingController)
+        d = c.view
         trace = plan.folder / "mooncake.jsonl"
         rows = [{"timestamp": 250 * i, "input_length": 1100, "output_length": 4,
                  "hash_ids": [7, 8, 100 + i]} for i in range(plan.llm_requests)]  # fmt: skip
@@ -287,7 +291,9 @@ def checks(a: Afternoon) -> dict[str, Any]:
 
 
 def _last_label(wb: Any) -> str:
-    rows = wb.runs.summary.rows()
+    from app.runs.controller import RunsController
+
+    rows = wb.room(RunsController).summary.rows()
     return rows[-1].label if rows else ""
 
 

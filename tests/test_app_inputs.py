@@ -54,7 +54,10 @@ def test_sequence_length_applies_live_and_the_runs_table_compares(
         assert 0 < stats["count"] <= stats["segment"] < w.latency.series.total
         assert np.isfinite(stats["samples_per_s"])
 
-        runs = wb.runs.summary
+        from app.runs.controller import RunsController
+
+        runs = wb.room(RunsController).summary
+        table = wb.window.dock("Runs").widget()
         assert [r.inputs for r in runs.rows()] == ["input_ids 1x128", "input_ids 1x32"]
         wb.recording.flush()  # the session records each run's shapes
         reader = open_session_file(tmp_path / "live.opscope")
@@ -63,8 +66,8 @@ def test_sequence_length_applies_live_and_the_runs_table_compares(
         finally:
             reader.close()
         assert [tuple(r["shape"]) for r in recorded] == [(1, 128), (1, 32)]
-        wb.runs.table.table.selectRow(0)
-        wb.runs.table.pin_button.click()
+        table.table.selectRow(0)
+        table.pin_button.click()
         # the dock recomputes its figures on a 1 s timer: wait for one after the new samples
         qtbot.waitUntil(lambda: np.isfinite(runs.rows()[1].d_p50), timeout=TIMEOUT_MS)
         rows = runs.rows()
@@ -72,12 +75,12 @@ def test_sequence_length_applies_live_and_the_runs_table_compares(
         assert np.isfinite(rows[1].d_p50) and np.isfinite(rows[1].d_samples_per_s)
         # the table draws the figures on its own refresh, after they are computed
         qtbot.waitUntil(
-            lambda: wb.runs.table.table.item(1, P50_DELTA).text().endswith("%"),
+            lambda: table.table.item(1, P50_DELTA).text().endswith("%"),
             timeout=TIMEOUT_MS,
         )
-        cell = wb.runs.table.table.item(1, P50_DELTA).text()
+        cell = table.table.item(1, P50_DELTA).text()
         assert cell.endswith("%") and cell[0] in "+-"
-        assert "Δ against run 1" in wb.runs.table.note.text()
+        assert "Δ against run 1" in table.note.text()
 
         # a bad evaluation file: one line in the banner, nothing else changes
         bad = tmp_path / "bad.npz"

@@ -157,7 +157,7 @@ def test_a_restored_layout_hides_a_generating_models_docks(qtbot: QtBot, tmp_pat
     w = wb.window
     try:
         w.show()
-        docks = (w.generation_dock, w.llm_serving_dock)  # type: ignore[attr-defined]
+        docks = (w.generation_dock, w.dock("LLM Serving"))
         for dock in docks:
             dock.show()
         assert all(d.isVisible() for d in docks)

@@ -16,8 +16,11 @@ pytest.importorskip("PySide6")
 from PySide6.QtWidgets import QTableWidget
 from pytestqt.qtbot import QtBot
 
+from app.llm_serving.controller import LLMServingController
 from app.sessions.session_window import SessionWindow
 from app.shell.workbench import Workbench
+from engine.events import ModelLoaded
+from engine.model.info import ModelInfo
 from engine.session import open_session_file
 from tests.conftest import ROOT
 
@@ -40,8 +43,8 @@ def test_the_dock_simulates_three_layouts_then_serves_one_for_real(
     qtbot.addWidget(wb.window)
     wb.window.show()
     wb.start(str(DEMO_LLM))
-    c, frame = wb.llm_serving, wb.window.llm_serving_dock
-    dock = c.dock
+    c, frame = wb.room(LLMServingController), wb.window.dock("LLM Serving")
+    dock = c.view
     try:
         qtbot.waitUntil(lambda: c.model is not None and frame.isVisible(), timeout=TIMEOUT_MS)
         assert frame.toggleViewAction().shortcut().toString() == "Ctrl+Shift+M"
@@ -80,8 +83,17 @@ def test_the_dock_simulates_three_layouts_then_serves_one_for_real(
         assert "real colocated ×1: p99 " in dock.status.text()
         assert wb.running
 
-        panel = wb.window.config_panel  # the live precision, when weight-only, is served
+        # the live run resumed (its RunStarted shows its config in the panel), then the live
+        # precision, when weight-only, is served: the desk's workload has the panel's edit
+        # once it settles (debounced)
+        n = wb.generation.stats.total
+        qtbot.waitUntil(lambda: wb.generation.stats.total > n, timeout=TIMEOUT_MS)
+        panel = wb.window.config_panel
         panel.precision.setCurrentIndex(panel.precision.findData("int4-weights"))
+        qtbot.waitUntil(
+            lambda: wb.desk.workload.config.precision == "int4-weights",  # type: ignore[union-attr]
+            timeout=5_000,
+        )
         dock.simulate_button.click()
         qtbot.waitUntil(lambda: not c.busy, timeout=TIMEOUT_MS)
         assert "served in int4-weights" in dock.status.text(), dock.status.text()
@@ -109,6 +121,14 @@ def test_the_dock_simulates_three_layouts_then_serves_one_for_real(
         wb.shutdown()
 
 
+def _as_loaded(wb: Workbench, path: str) -> None:
+    """The desk hears that the host loaded `path` (a study runs on the desk's workload; the
+    host need not run the model for it)."""
+    wb.desk.loading(path, None)
+    info = ModelInfo(path, "", 0, 0, "", {}, (), (), 0, 0, {}, 0, 0)
+    wb.desk.on_events([ModelLoaded(info)])
+
+
 def _job_processes(wb: Workbench) -> list[psutil.Process]:
     """The engine host's job processes (not multiprocessing's resource tracker)."""
     assert wb.client.pid is not None
@@ -122,11 +142,12 @@ def test_cancel_stops_a_calibration_and_a_real_run(
     monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path / "cache"))  # a cold cache: the
     wb = Workbench(session_path=str(tmp_path / "cancel.opscope"), usable=["cpu"])  # job calibrates
     qtbot.addWidget(wb.window)
-    c = wb.llm_serving
-    dock = c.dock
+    c = wb.room(LLMServingController)
+    dock = c.view
     wb.client.start()  # the engine host runs the study (no model loaded in it: none needed)
     try:
-        c.model_changed(str(DEMO_LLM))
+        _as_loaded(wb, str(DEMO_LLM))
+        assert c.model == str(DEMO_LLM)
         dock.simulate_button.click()
         qtbot.waitUntil(lambda: bool(_job_processes(wb)), timeout=TIMEOUT_MS)
         (proc,) = _job_processes(wb)
@@ -174,7 +195,8 @@ def test_live_simulates_again_once_the_settings_settle(qtbot: QtBot, tmp_path: P
     qtbot.addWidget(wb.window)
     wb.window.show()
     wb.start(str(DEMO_LLM))
-    c, dock = wb.llm_serving, wb.llm_serving.dock
+    c = wb.room(LLMServingController)
+    dock = c.view
 
     def served(n: int) -> bool:
         rows = c.table.rows

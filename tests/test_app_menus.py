@@ -117,13 +117,15 @@ def test_the_demo_llm_keeps_the_window_at_1024_by_700(wb: Workbench, qtbot: QtBo
     w.show()
     qtbot.waitUntil(lambda: w.isVisible())
     w.show_generation(True)
-    wb.llm_serving.model_changed(str(Path(llm[0]).parent))
+    from app.llm_serving.controller import LLMServingController
+
+    wb.room(LLMServingController).model_changed(str(Path(llm[0]).parent))
     w.traffic_dock.show()
     qtbot.wait(200)
     hint = w.minimumSizeHint()
     assert hint.width() <= 1024 and hint.height() <= 700, (hint, ROOT)
     assert (w.width(), w.height()) == (1024, 700)
-    serving, runs = w.llm_serving_dock, w.runs_dock  # type: ignore[attr-defined]
+    serving, runs = w.dock("LLM Serving"), w.dock("Runs")
     assert serving.isVisible()
     if runs.isVisible() and not w.tabifiedDockWidgets(runs).count(serving):
         assert not serving.geometry().intersects(runs.geometry())

@@ -196,19 +196,22 @@ def test_a_generating_model_and_its_serving_study_run_on_the_host(
     qtbot.addWidget(wb.window)
     wb.window.show()
     wb.start(str(demo_llm))
-    c = wb.llm_serving
+    from app.llm_serving.controller import LLMServingController
+
+    c = wb.room(LLMServingController)
     try:
         qtbot.waitUntil(lambda: wb.generation.stats.total > 3, timeout=TIMEOUT_MS)
         (folder,) = (ssh_server.cache / "remote" / "files" / "folders").glob("*/demo_llm")
         assert (folder / "genai_config.json").is_file()
-        _small(c.dock)  # an LLM serving study on the host: three layouts, then one for real
-        c.dock.simulate_button.click()
+        dock = c.view
+        _small(dock)  # an LLM serving study on the host: three layouts, then one for real
+        dock.simulate_button.click()
         qtbot.waitUntil(lambda: not c.busy, timeout=TIMEOUT_MS)
-        assert c.dock.table.rowCount() == 3, c.dock.status.text()
-        c.dock.real_layout.setCurrentIndex(c.dock.real_layout.findData("colocated"))
-        c.dock.real_button.click()
+        assert dock.table.rowCount() == 3, dock.status.text()
+        dock.real_layout.setCurrentIndex(dock.real_layout.findData("colocated"))
+        dock.real_button.click()
         qtbot.waitUntil(lambda: not c.busy, timeout=TIMEOUT_MS)
-        assert sum(not r.simulated for r in c.table.rows) == 1, c.dock.status.text()
+        assert sum(not r.simulated for r in c.table.rows) == 1, dock.status.text()
         # both studies recorded on the host, merged into the window's session, the model
         # named as it is here
         with open_session_file(wb.recording.path) as reader:

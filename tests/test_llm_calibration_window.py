@@ -11,17 +11,17 @@ import pytest
 pytest.importorskip("PySide6")
 from PySide6.QtWidgets import QCheckBox, QPushButton
 
-from app.llm.llm_serving_controller import REMEDY
-from app.llm.llm_serving_dock import LLMServingDock
+from app.llm_serving.controller import REMEDY
+from app.llm_serving.view import LLMServingPanel
 from engine.events import Notice, Progress
-from tests.test_llm_serving_controller import _controller
+from tests.test_llm_serving_controller import _controller, started
 from widgets.models.llm_serving_form import ServingForm
 
 FORM = ServingForm(requests=8, prompt_len="16-48", new_tokens="6")
 
 
 def test_the_dock_measures_again_with_its_own_button(qtbot: Any) -> None:
-    dock = LLMServingDock()
+    dock = LLMServingPanel()
     qtbot.addWidget(dock)
     texts = [b.text() for b in dock.findChildren(QPushButton)]
     assert "Measure again" in texts
@@ -35,14 +35,14 @@ def test_the_dock_measures_again_with_its_own_button(qtbot: Any) -> None:
 
 
 def test_measure_again_asks_for_a_new_calibration_in_the_windows_words(qapp: Any) -> None:
-    c, dock, wb = _controller(FORM)
+    c, dock, desk = _controller(FORM)
     c.simulate()
-    (_, request), _ = wb.jobs.start.call_args
+    request, _ = started(desk)
     assert request.remeasure is False and request.remedy == REMEDY
     assert "--" not in REMEDY and "Measure again" in REMEDY
     c._cancelled()
     c.measure_again()
-    (_, request), callbacks = wb.jobs.start.call_args
+    request, callbacks = started(desk)
     assert request.kind == "simulate" and request.remeasure is True
     callbacks["on_events"]([
         Progress("calibration", 30.0, 120.0, "prefill 512, round 2; about 90 s left"),
@@ -56,9 +56,9 @@ def test_measure_again_asks_for_a_new_calibration_in_the_windows_words(qapp: Any
 
 
 def test_the_last_line_says_the_calibration_was_reused(qapp: Any) -> None:
-    c, dock, wb = _controller(FORM)
+    c, dock, desk = _controller(FORM)
     c.simulate()
-    _, callbacks = wb.jobs.start.call_args
+    _, callbacks = started(desk)
     reused = "LLM calibration from 2026-12-06 12:40, reused (24 points)"
     callbacks["on_events"]([Notice("info", reused)])
     callbacks["on_done"]([])
@@ -69,7 +69,7 @@ def test_before_any_study_the_table_lists_each_layout_waiting(qtbot: Any) -> Non
     """An empty table read as a broken one: each layout a study compares has its row."""
     from widgets.models.llm_serving_table import LAYOUT_ORDER, LLMServingTable
 
-    dock = LLMServingDock()
+    dock = LLMServingPanel()
     qtbot.addWidget(dock)
     dock.show_table(LLMServingTable(), None, None)
     rows = dock.table.rowCount()

@@ -62,17 +62,9 @@ def test_the_engines_final_statistics_replace_the_live_ones() -> None:
 def test_a_load_run_gets_its_own_row_with_its_end_to_end_figures(qtbot) -> None:  # type: ignore[no-untyped-def]
     """The app's Runs table: a load run is a row of its own (not an empty timing row), with
     the serving run's end-to-end p50/p99 and requests/s once it is done."""
-    from app.live.runs_controller import RunsController
     from engine.events import RunEnded, ServingStarted, ServingSummary
 
-    class Client:
-        class events:  # stands in for a Qt signal
-            @staticmethod
-            def connect(_slot: object) -> None:
-                pass
-
-    ctl = RunsController(Client())
-    qtbot.addWidget(ctl.table)
+    ctl = _room(qtbot)
     ctl.summary.start("FP32 batch=1", "image 1x3x64x64", 1)
     _feed(ctl.summary, 1.0, 100)
     traffic = {"kind": "bursts", "spec": "bursts:500,2000,4,0.25"}
@@ -91,6 +83,24 @@ def test_a_load_run_gets_its_own_row_with_its_end_to_end_figures(qtbot) -> None:
     assert not row.running
 
 
+def _room(qtbot):  # type: ignore[no-untyped-def]
+    """The Runs room installed at a spec'd double of the desk: its controller, its table
+    the real one."""
+    from unittest.mock import MagicMock
+
+    from app import runs
+    from app.desk import Desk
+
+    desk = MagicMock(spec=Desk)
+    ctl = runs.install(desk)
+    (title, table, _place), _ = desk.add_dock.call_args
+    assert title == "Runs" and table is ctl.view
+    (feed,) = desk.events.connect.call_args.args  # the host's events reach it
+    assert feed == ctl.on_events
+    qtbot.addWidget(table)
+    return ctl
+
+
 def _started():  # type: ignore[no-untyped-def]
     from engine.config import RunConfig
     from engine.events import RunStarted
@@ -103,22 +113,14 @@ def test_runs_of_two_models_and_sizes_read_apart_and_numbers_never_in_exponents(
     """The afternoon's Runs dock: the demo, MiniLM at 128 and at 256 all read 'FP32
     fusion=all batch=1 threads=2'. Each row now names its model and inputs beside the
     config, and 9,630 ms prints as that, not '9.63e+03'."""
-    from app.live.runs_controller import RunsController
     from engine.events import ModelLoaded, RunEnded, ServingStarted, ServingSummary
-    from widgets.runs_table import COLUMNS
-
-    class Client:
-        class events:  # stands in for a Qt signal
-            @staticmethod
-            def connect(_slot: object) -> None:
-                pass
+    from widgets.runs_table import COLUMNS, RunsTable
 
     class Info:
         def __init__(self, path: str) -> None:
             self.path = path
 
-    ctl = RunsController(Client())
-    qtbot.addWidget(ctl.table)
+    ctl = _room(qtbot)
     ctl.on_events([ModelLoaded(Info("/models/demo_transformer.onnx")), _started()])  # type: ignore[arg-type]
     _feed(ctl.summary, 1.0, 50)
     ctl.on_events([ModelLoaded(Info("/m/minilm/model.onnx")), _started()])  # type: ignore[arg-type]
@@ -127,9 +129,11 @@ def test_runs_of_two_models_and_sizes_read_apart_and_numbers_never_in_exponents(
     summary = {"latency_ms": {"count": 90, "p50": 8516.2, "p99": 15379.4},
                "throughput": {"requests_per_s": 27.2}}  # fmt: skip
     ctl.on_events([ServingSummary(summary), RunEnded("ok")])
-    ctl.table.show()
-    ctl.table.refresh()
-    t = ctl.table.table
+    table = ctl.view
+    assert isinstance(table, RunsTable)
+    table.show()
+    table.refresh()
+    t = table.table
     col = {name: i for i, name in enumerate(COLUMNS)}
     assert COLUMNS.index("model") < COLUMNS.index("config") < COLUMNS.index("inputs")
     assert t.item(0, col["model"]).text() == "demo_transformer.onnx"
@@ -193,3 +197,20 @@ def test_a_delta_is_a_result_only_like_for_like_quiet_and_apart() -> None:
     assert rows[4].judged == (False, False, False) and "other models" in rows[4].why_not
     assert rows[4].d_p50 < -90  # still shown, not coloured
     assert "other inputs (x 1x128 vs x 1x512)" in rows[5].why_not
+
+
+def test_the_runs_table_repaints_only_while_it_shows(qapp) -> None:  # type: ignore[no-untyped-def]
+    from unittest.mock import MagicMock
+
+    from app.desk import Desk
+    from app.runs.controller import RunsController
+    from app.runs.port import RunsViewPort
+
+    view = MagicMock(spec=RunsViewPort)
+    view.isVisible.return_value = False
+    ctl = RunsController(MagicMock(spec=Desk), view, RunsSummary())
+    ctl.refresh()  # the timer's tick, the dock's tab not shown
+    view.refresh.assert_not_called()
+    view.isVisible.return_value = True
+    ctl.refresh()
+    view.refresh.assert_called_once_with()

@@ -66,10 +66,10 @@ def test_the_what_if_replays_a_trace_faster_to_scale_it(tmp_path: Path) -> None:
 def test_a_trace_dropped_on_the_llm_serving_dock_brings_its_lengths(
     qtbot: Any, tmp_path: Path
 ) -> None:
-    from app.llm.llm_serving_dock import LLMServingDock
+    from app.llm_serving.view import LLMServingPanel
     from engine.serve.llm.plan import plan_workload
 
-    dock = LLMServingDock()
+    dock = LLMServingPanel()
     qtbot.addWidget(dock)
     trace = tmp_path / "azure.csv"
     trace.write_text(AZURE)

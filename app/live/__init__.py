@@ -1,1 +1,1 @@
-"""The live run: config and inputs panels, their controllers, the Runs dock."""
+"""The live run: config and inputs panels and their controllers."""

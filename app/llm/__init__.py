@@ -1,1 +1,1 @@
-"""Generation and LLM serving: the generation panel, the LLM Serving dock, HF import."""
+"""Generation: the generation panel's controller, Hugging Face and GGUF import."""

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from app import graph, memory, scaling
+from app import graph, llm_serving, memory, runs, scaling
 from app.desk import Desk
 
 ROOMS: tuple[Callable[[Desk], object], ...] = (
     scaling.install,
     memory.install,
     graph.install,
+    runs.install,
+    llm_serving.install,
 )

@@ -13,9 +13,7 @@ from app.host.engine_client import EngineClient
 from app.host.job_runner import JobRunner
 from app.live.inputs_controller import InputsController
 from app.live.live_controller import LiveController
-from app.live.runs_controller import RunsController
 from app.llm.generation_controller import GenerationController
-from app.llm.llm_serving_controller import install_llm_serving
 from app.sessions.recording import Recording, new_autosave_path
 from app.shell.actions import build_menus
 from app.shell.main_window import SESSION_SUFFIXES, MainWindow, add_recent
@@ -72,13 +70,8 @@ class Workbench(QObject, PauseHolds):
         self.client.events.connect(self.traffic.on_events)
         self.client.events.connect(lambda _batch: self.traffic.check_slo())
         self.tuner = TuneController(self.window.tune, self)
-        self.runs = RunsController(self.client, self)
-        self.window.runs_dock = self.window.add_room_dock(  # type: ignore[attr-defined]
-            "Runs", self.runs.table, DockPlace(tab_with="Roofline", raise_after="Runs", scroll=False)
-        )
         self.inputs = InputsController(self.window, self.client, self.controller)
         self.controller.carry_settings = lambda: self.inputs.carry
-        self.llm_serving = install_llm_serving(self)  # shown for generating models
         self.menu_items: list[MenuItem] = []
         self.rooms = [install(self.desk) for install in ROOMS]  # their docks, their menus
         self.window.restore_layout()  # every dock exists now: one restore

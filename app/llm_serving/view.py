@@ -1,9 +1,10 @@
-"""The LLM Serving dock: traffic, request lengths, layout settings and SLOs for a
+"""The LLM Serving room's view: traffic, request lengths, layout settings and SLOs for a
 generating model; "Simulate all layouts" (colocated, chunked prefill, disaggregated side
 by side) and "Run for real" (one layout, the real serving loop), a table of both and a
 bar chart of their p99s against the SLOs.
 
-Widgets and their values only; app/llm/llm_serving_controller.py runs the work."""
+Widgets, signals and setters only (app/llm_serving/port.py); app/llm_serving/controller.py
+runs the work."""
 
 from __future__ import annotations
 
@@ -29,12 +30,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.traffic.trace_drop import TraceDrops
 from widgets import theme
 from widgets.llm_serving_plot import LLMServingPlot
 from widgets.models.llm_serving_form import ServingForm
 from widgets.models.llm_serving_table import HEADERS, LLMServingTable
 from widgets.spin_boxes import special
+from widgets.trace_drop import TraceDrops
 
 LAYOUT_CHOICES = (
     ("colocated", "Colocated"),
@@ -43,16 +44,18 @@ LAYOUT_CHOICES = (
 )
 
 
-class LLMServingDock(TraceDrops, QWidget):
+class LLMServingPanel(TraceDrops, QWidget):
     """Emits `simulate_requested()`, `remeasure_requested()` (Measure again: a new
-    calibration, then the simulation), `real_requested()`, `cancel_requested()`, and
-    `settings_changed()` when any value a simulation reads changes (Live)."""
+    calibration, then the simulation), `real_requested()`, `cancel_requested()`,
+    `settings_changed()` when any value a simulation reads changes, and `live_toggled(bool)`
+    (Live: simulate again as the settings change)."""
 
     simulate_requested = Signal()
     remeasure_requested = Signal()
     settings_changed = Signal()
     real_requested = Signal()
     cancel_requested = Signal()
+    live_toggled = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -257,6 +260,7 @@ class LLMServingDock(TraceDrops, QWidget):
         self.measure_again.clicked.connect(self.remeasure_requested)
         self.real_button.clicked.connect(self.real_requested)
         self.cancel_button.clicked.connect(self.cancel_requested)
+        self.live.toggled.connect(self.live_toggled)
         for box in (
             self.rate,
             self.seed,
@@ -314,6 +318,10 @@ class LLMServingDock(TraceDrops, QWidget):
             shared_tokens=self.shared_tokens.value(),
             prefix_blocks=self.prefix_blocks.value(),
         )
+
+    def live_on(self) -> bool:
+        """Live is ticked: a change of a setting simulates again."""
+        return self.live.isChecked()
 
     def set_running(self, running: bool) -> None:
         self.simulate_button.setEnabled(not running)

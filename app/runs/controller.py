@@ -1,5 +1,6 @@
-"""Feeds the runs table from the engine's events (the runs the session records) and
-repaints it once a second."""
+"""The Runs room's controller: the runs the session records, fed from the engine host's
+events (the desk's `events`) into the summary the view paints, repainted once a second
+while it shows."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer
 
+from app.desk import Desk
+from app.runs.port import RunsViewPort
 from engine.api import (
     AccuracyResult,
     ContentionSample,
@@ -22,7 +25,6 @@ from engine.api import (
     inputs_text,
 )
 from widgets.models.runs_summary import RunsSummary
-from widgets.runs_table import RunsTable
 
 REFRESH_MS = 1000
 
@@ -38,17 +40,23 @@ def load_label(traffic: dict[str, Any], batching: dict[str, Any]) -> str:
 
 
 class RunsController(QObject):
-    """Runs of the live session into `summary`; `table` paints it."""
+    """Runs of the live session into `summary`; `view` paints it. `parent`: the view's
+    widget, so that the repaint timer goes with it."""
 
-    def __init__(self, client: Any, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        desk: Desk,
+        view: RunsViewPort,
+        summary: RunsSummary,
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
-        self.summary = RunsSummary()
-        self.table = RunsTable(self.summary)
+        self.view, self.summary = view, summary
         self._serving = False
         self._model = ""  # the loaded model's file name, for each run's row
-        client.events.connect(self.on_events)
-        self._timer = QTimer(self.table, interval=REFRESH_MS)  # goes with the table
-        self._timer.timeout.connect(self._refresh)
+        desk.events.connect(self.on_events)
+        self._timer = QTimer(self, interval=REFRESH_MS)
+        self._timer.timeout.connect(self.refresh)
         self._timer.start()
 
     def on_events(self, batch: list[Any]) -> None:
@@ -99,6 +107,7 @@ class RunsController(QObject):
                     float(rate),
                 )
 
-    def _refresh(self) -> None:
-        if self.table.isVisible():
-            self.table.refresh()
+    def refresh(self) -> None:
+        """The view repainted from the summary, when it shows."""
+        if self.view.isVisible():
+            self.view.refresh()

@@ -1,27 +1,28 @@
-"""Runs the LLM Serving dock's studies on the loaded generating model: "Simulate all
-layouts" (calibration, cached, then the simulator) and "Run for real" (the real serving
-loop, with the simulator's answer for that layout beside it), each a job the engine host
-runs in a process of its own (app/host/job_runner.py), with live timing paused meanwhile so
-that neither fights the live run for the cores; Cancel stops it as Ctrl+C would. Bad values
-are refused in one line before any work starts."""
+"""The LLM Serving room's controller: the studies of its view on the generating model the
+host runs (the desk's workload), "Simulate all layouts" (calibration, cached, then the
+simulator) and "Run for real" (the real serving loop, with the simulator's answer for that
+layout beside it), each a job the engine host runs in a process of its own
+(app/host/job_runner.py) through the desk's recipe (`run_on_workload`), with live timing
+paused meanwhile so that neither fights the live run for the cores; Cancel stops it as
+Ctrl+C would. Bad values are refused in one line before any work starts."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, QTimer
-from PySide6.QtWidgets import QDockWidget
+from PySide6.QtCore import QObject, QTimer
 
-from app.llm.llm_serving_dock import LLMServingDock
-from app.sessions.compact import MODEL_KIND_DOCK, scrolled
+from app.desk import Desk
+from app.llm_serving.port import DockFrame, LLMServingViewPort
 from engine.api import (
     LLMPlan,
     LLMStudyRequest,
-    ModelLoaded,
+    ModelInfo,
     Notice,
     OpScopeError,
     Progress,
+    Workload,
     check_real_layout,
     genai_folder,
     llm_serving_config,
@@ -32,21 +33,19 @@ from engine.api import (
 from widgets.models.llm_serving_form import LENGTH_NAMES, checked_plan
 from widgets.models.llm_serving_table import LLMServingTable
 
-SHORTCUT = "Ctrl+Shift+M"
 CONCERN = "llm-serving"
+PAUSE = "paused: LLM serving"  # the mark on the live plot while a study has the cores
 LIVE_MS = 500  # Live: a simulation this long after the last change of a setting
 REMEDY = "the Measure again button"  # how the dock's user measures the calibration again
 
 
 class LLMServingController(QObject):
-    """`dock` is the dock's widget, `frame` its QDockWidget; `wb` the workbench (its
-    client's loaded model, its config panel, live timing's pause and resume)."""
+    """`view` is the room's view, `frame` its dock (shown while a generating model runs)."""
 
-    def __init__(self, dock: LLMServingDock, frame: QDockWidget, wb: Any) -> None:
+    def __init__(self, desk: Desk, view: LLMServingViewPort, frame: DockFrame) -> None:
         super().__init__()
-        self.dock, self.frame, self.wb = dock, frame, wb
+        self.desk, self.view, self.frame = desk, view, frame
         self.table = LLMServingTable()
-        self.jobs = wb.jobs
         self.model: str | None = None  # the generating model's folder
         self.context = 0
         self.kind = ""  # "simulate" | "real" while a job runs
@@ -61,24 +60,25 @@ class LLMServingController(QObject):
         self.live_timer.setInterval(LIVE_MS)
         self.live_timer.timeout.connect(self._live_simulate)
         self.live_pending = False  # Live: settings changed while a study ran
-        dock.settings_changed.connect(self._settings_changed)
-        dock.live.toggled.connect(self._live_toggled)
-        dock.simulate_requested.connect(self.simulate)
-        dock.remeasure_requested.connect(self.measure_again)
-        dock.real_requested.connect(self.run_real)
-        dock.cancel_requested.connect(self.cancel)
-        wb.client.events.connect(self.on_events)
+        view.settings_changed.connect(self._settings_changed)
+        view.live_toggled.connect(self._live_toggled)
+        view.simulate_requested.connect(self.simulate)
+        view.remeasure_requested.connect(self.measure_again)
+        view.real_requested.connect(self.run_real)
+        view.cancel_requested.connect(self.cancel)
+        desk.model_loaded.connect(self.model_loaded)
         self._show_table()  # each layout waiting for a study
 
     @property
     def busy(self) -> bool:
         """A study is running."""
-        return bool(self.jobs.busy(CONCERN))
+        return bool(self.desk.jobs.busy(CONCERN))
 
     # the loaded model -------------------------------------------------------------------
-    def on_events(self, batch: list[Any]) -> None:
-        if any(isinstance(ev, ModelLoaded) for ev in batch):
-            self.model_changed(self.wb.client.model_path)
+    def model_loaded(self, info: ModelInfo) -> None:
+        """The host loaded a model: the workload's (its path on this machine)."""
+        workload = self.desk.workload
+        self.model_changed(workload.model if workload is not None else info.path)
 
     def model_changed(self, path: str | None) -> None:
         """A generating model shows the dock (raised, the first time it is loaded); any
@@ -92,7 +92,7 @@ class LLMServingController(QObject):
             self.model = None
             self.frame.hide()
             if not self.busy:
-                self.dock.set_status("open a generating model (a genai folder) to compare layouts")
+                self.view.set_status("open a generating model (a genai folder) to compare layouts")
             return
         if str(folder) == self.model:
             return
@@ -100,7 +100,7 @@ class LLMServingController(QObject):
         self.table.clear()
         self._show_table()
         if not self.busy:
-            self.dock.set_status(
+            self.view.set_status(
                 f"{folder.name}: context {context} tokens, served in the Configuration "
                 "panel's precision (FP32, FP16, INT8 or INT4 weights). Simulate the three "
                 "layouts, then run one for real to see how they agree"
@@ -121,7 +121,7 @@ class LLMServingController(QObject):
 
     # Live: simulate again as settings change ----------------------------------------------
     def _settings_changed(self) -> None:
-        if self.dock.live.isChecked():
+        if self.view.live_on():
             self.live_timer.start()  # restarted by every change: once they settle
 
     def _live_toggled(self, on: bool) -> None:
@@ -141,11 +141,11 @@ class LLMServingController(QObject):
         if self.busy:
             return
         if self.model is None:
-            self.dock.set_status(
+            self.view.set_status(
                 "open a generating model first (File > Demo Models > Demo LLM)", "error"
             )
             return
-        form = self.dock.form()
+        form = self.view.form()
         try:
             if kind == "simulate":
                 plan = checked_plan(form, self.context)
@@ -153,21 +153,13 @@ class LLMServingController(QObject):
                 plan = real_plan(checked_plan(form, self.context, form.real_layout))
                 check_real_layout(plan_layouts(plan, self.context)[0])
         except OpScopeError as exc:
-            self.dock.set_status(str(exc), "error")
+            self.view.set_status(str(exc), "error")
             return
-        live = self.wb.window.config_panel.config()
-        config = llm_serving_config(live)
         self.warnings = []
-        self.notes = [
-            f"served in {config.precision}"
-            if live.precision == config.precision
-            else f"served in fp32 (the live {live.precision} is not one it serves)"
-        ]
         self.kind, self.plan, self.t0 = kind, plan, time.perf_counter()
         self.cancelling = False
         self.stage = ""
-        self.wb.pause_for(CONCERN, "paused: LLM serving")  # the study gets the cores
-        self.dock.set_running(True)
+        self.view.set_running(True)
         what = (
             "measuring the calibration again, then simulating"
             if remeasure
@@ -175,41 +167,54 @@ class LLMServingController(QObject):
             if kind == "simulate"
             else f"serving {plan.layout} for real"
         )
-        self.dock.show_progress(0, None, "starting")
-        self.dock.set_status(f"{what}: live timing is paused")
-        self.wb.recording.flush()  # the study is recorded beside the live runs
-        request = LLMStudyRequest(kind, self.model, config, plan, LENGTH_NAMES, remeasure,
-                                  session=str(self.wb.recording.path),
-                                  remedy=REMEDY)  # fmt: skip
-        self.jobs.start(
+        self.view.show_progress(0, None, "starting")
+        self.view.set_status(f"{what}: live timing is paused")
+        model = self.model
+        # the study gets the cores (live timing paused) and is recorded beside the live runs
+        self.desk.run_on_workload(
             CONCERN,
-            request,
+            lambda w: self._request(w, model, kind, plan, remeasure),
             on_done=self._done,
             on_failed=self._failed,
             on_events=self._events,
             on_cancelled=self._cancelled,
+            pause=PAUSE,
         )
+
+    def _request(
+        self, live: Workload, model: str, kind: str, plan: LLMPlan, remeasure: bool
+    ) -> LLMStudyRequest:
+        """The study of the generating model's folder `model` at the live config, fitted
+        for serving (its precision when it is one a study serves, else FP32; batch 1)."""
+        config = llm_serving_config(live.config)
+        self.notes = [
+            f"served in {config.precision}"
+            if live.config.precision == config.precision
+            else f"served in fp32 (the live {live.config.precision} is not one it serves)"
+        ]
+        return LLMStudyRequest(kind, Workload(model, config), plan, LENGTH_NAMES, remeasure,
+                               session=self.desk.session_path, remedy=REMEDY)  # fmt: skip
 
     # the job's answers ------------------------------------------------------------------
     def _events(self, batch: list[Any]) -> None:
         for ev in batch:
             if isinstance(ev, Progress):
                 self.stage = ev.stage
-                self.dock.show_progress(ev.done, ev.total, f"{ev.stage}: {ev.message}")
+                self.view.show_progress(ev.done, ev.total, f"{ev.stage}: {ev.message}")
             elif isinstance(ev, Notice) and ev.level == "warning":
                 self.warnings.append(ev.message)  # kept for the final line
-                self.dock.set_status(ev.message, "warning")
+                self.view.set_status(ev.message, "warning")
             elif isinstance(ev, Notice) and ev.level == "info":
                 if ev.message.startswith("LLM calibration"):  # reused or measured: said last
                     self.notes.append(ev.message)
-                self.dock.set_status(ev.message)
+                self.view.set_status(ev.message)
 
     def cancel(self) -> None:
         """Stop the study as Ctrl+C would: a real run stops sending and ends with what it
         served (kept, and said to be cancelled); a calibration keeps the rounds it measured
         (the next continues from them); a simulation is dropped."""
         self.cancelling = True
-        self.jobs.cancel(CONCERN)
+        self.desk.jobs.cancel(CONCERN)
 
     def _done(self, rows: list[dict[str, Any]]) -> None:
         took = time.perf_counter() - self.t0
@@ -227,29 +232,29 @@ class LLMServingController(QObject):
             f"in {took:.1f} s"
         )
         parts = [head, self.table.verdict(), *self.notes, *self.warnings]
-        self.dock.set_status(
+        self.view.set_status(
             " · ".join(p for p in parts if p), "warning" if self.warnings else "info"
         )
 
     def _failed(self, message: str) -> None:
         self._end()
-        self.dock.set_status(f"{self._name()} failed: {message}", "error")
+        self.view.set_status(f"{self._name()} failed: {message}", "error")
 
     def _cancelled(self) -> None:
         self._end()
         if self.stage == "calibration":
-            self.dock.set_status("calibration cancelled: the rounds it measured are kept, and "
+            self.view.set_status("calibration cancelled: the rounds it measured are kept, and "
                                  "the next simulation continues from them")  # fmt: skip
         else:
-            self.dock.set_status(f"{self._name()} cancelled")
+            self.view.set_status(f"{self._name()} cancelled")
 
     def _name(self) -> str:
         return "simulation" if self.kind == "simulate" else "real run"
 
     def _end(self) -> None:
-        self.dock.set_running(False)
-        self.wb.resume_after(CONCERN)
-        if self.live_pending and self.dock.live.isChecked():
+        """The study ended (the desk resumed live timing)."""
+        self.view.set_running(False)
+        if self.live_pending and self.view.live_on():
             self.live_pending = False
             self.live_timer.start()
 
@@ -258,28 +263,10 @@ class LLMServingController(QObject):
         if self.plan is not None:
             slos = (self.plan.slo_ttft_ms, self.plan.slo_tpot_ms)
         else:
-            form = self.dock.form()
+            form = self.view.form()
             slos = (form.slo_ttft_ms or None, form.slo_tpot_ms or None)
-        self.dock.show_table(self.table, *slos)
+        self.view.show_table(self.table, *slos)
 
     def shutdown(self) -> None:
         self.live_timer.stop()
-        self.jobs.forget(CONCERN)
-
-
-def install_llm_serving(wb: Any) -> LLMServingController:
-    """The dock, tabbed with the bottom docks and hidden until a generating model opens;
-    the window keeps it as `llm_serving_dock` (View menu)."""
-    window = wb.window
-    widget = LLMServingDock()
-    frame = QDockWidget("LLM Serving", window)
-    frame.setObjectName("llm serving")
-    frame.setWidget(scrolled(widget))  # its form must not widen a 1024 px window
-    window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, frame)
-    window.tabifyDockWidget(window.ops_dock, frame)
-    frame.hide()
-    frame.setProperty(MODEL_KIND_DOCK, True)  # a saved layout does not show it before one
-    frame.toggleViewAction().setShortcut(SHORTCUT)
-    window.ops_dock.raise_()
-    window.llm_serving_dock = frame
-    return LLMServingController(widget, frame, wb)
+        self.desk.jobs.forget(CONCERN)
