@@ -11,7 +11,7 @@ import pytest
 
 from engine.measure.contention import Contention
 from engine.serve.batching import BatchPolicy
-from engine.serve.sim.capacity_search import Workload, max_rate
+from engine.serve.sim.capacity_search import Scenario, max_rate
 from engine.serve.sim.service import ServiceModel
 from engine.serve.sim.what_if import Question, answer
 from engine.serve.sim.what_if_flags import PAST_CAPACITY, calibration_line, max_rate_text, rate_text
@@ -28,7 +28,7 @@ def service(contention: Contention | None = None, instances: int = 1) -> Service
     )
 
 
-def bumpy(self: Workload, rate: float, policy: BatchPolicy, svc: ServiceModel) -> dict[str, Any]:
+def bumpy(self: Scenario, rate: float, policy: BatchPolicy, svc: ServiceModel) -> dict[str, Any]:
     """A p99 that is not monotonic in the rate (as a server idling between requests runs
     slower): within 100 ms below 1.1/s and again from 1.3 to 1.9/s."""
     p99 = 50.0 if rate < 1.1 or 1.3 <= rate < 1.9 else 500.0
@@ -43,7 +43,7 @@ def test_the_max_rate_under_the_slo_agrees_with_the_curve(monkeypatch: pytest.Mo
     """A bisection of its own over 0-2x capacity found 1.9/s while the curve's 1.2/s point
     sat above the SLO line; read off the curve, every point at or below the max meets the
     SLO, the next one misses, and the max's own point is on the curve."""
-    monkeypatch.setattr(Workload, "run", bumpy)
+    monkeypatch.setattr(Scenario, "run", bumpy)
     q = Question(parse_traffic("poisson:0.5"), BatchPolicy(max_batch=2), None, slo_ms=100.0)
     a = answer(q, service())
     rate, curve = a["max_rate"], a["proposed"]
@@ -54,7 +54,7 @@ def test_the_max_rate_under_the_slo_agrees_with_the_curve(monkeypatch: pytest.Mo
     assert above[0]["p99_ms"] > 100.0
     assert [p["offered_per_s"] for p in curve if p.get("max_rate")] == [rate]
     # the CLI's --find reads it off its own curve the same way
-    work = Workload(parse_traffic("poisson:0.5"), 100)
+    work = Scenario(parse_traffic("poisson:0.5"), 100)
     found, _, _ = max_rate(work, BatchPolicy(max_batch=2), service(), 100.0)
     assert found < 1.1
 
@@ -130,6 +130,6 @@ def test_with_a_cache_the_curve_and_the_max_rate_reach_past_the_models_capacity(
     over the share that reaches the model (as the What-if's does), not 130% of it."""
     from engine.serve.sim.capacity_search import capacity_curve
 
-    work = Workload(parse_traffic("poisson:1"), 200, cache_size=1000, repeat=0.5)
+    work = Scenario(parse_traffic("poisson:1"), 200, cache_size=1000, repeat=0.5)
     curve = capacity_curve(work, BatchPolicy(max_batch=2), service(), points=4)
     assert curve[-1]["offered_per_s"] == pytest.approx(1.3 * 2.0 / 0.5)

@@ -39,7 +39,7 @@ from engine.serve.records import (
 )
 from engine.serve.setup import Serving, check_batch_fits, prepare_serving, warm, warmup_sizes
 from engine.serve.sim.calibration import calibration_context, load_or_calibrate
-from engine.serve.sim.capacity_search import Workload, capacity_curve, max_rate_on, tune_batching
+from engine.serve.sim.capacity_search import Scenario, capacity_curve, max_rate_on, tune_batching
 from engine.serve.sim.service import ServiceModel
 from engine.serve.sim.simulate import simulate
 from engine.serve.sim.slow_stretches import stretches_text, summary
@@ -238,7 +238,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if replay is not None:
             result["replayed"] = _replayed(replay)
         hit_rate(result)
-        work = Workload(
+        work = Scenario(
             spec, args.requests or SEARCH_REQUESTS, args.seed, args.cache, args.repeat,
             args.warmup_s, args.slow_stretches,
         )  # fmt: skip

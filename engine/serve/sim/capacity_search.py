@@ -23,8 +23,9 @@ TUNE_POINTS = 6  # rates on each trial's grid
 
 
 @dataclass(frozen=True)
-class Workload:
-    """Everything about a simulated run but the rate: the traffic's shape, the cache."""
+class Scenario:
+    """A simulated run but its rate: the traffic's shape, the cache (the rate is what the
+    searches vary)."""
 
     spec: TrafficSpec
     requests: int
@@ -67,7 +68,7 @@ class MaxRate:
 
 
 def max_rate(
-    work: Workload,
+    work: Scenario,
     policy: BatchPolicy,
     service: ServiceModel,
     slo_ms: float,
@@ -83,7 +84,7 @@ def max_rate(
 
 
 def max_rate_on(
-    work: Workload,
+    work: Scenario,
     policy: BatchPolicy,
     service: ServiceModel,
     slo_ms: float,
@@ -126,7 +127,7 @@ def max_rate_on(
 
 
 def tune_batching(
-    work: Workload,
+    work: Scenario,
     base: BatchPolicy,
     service_for: Callable[[int], ServiceModel],
     slo_ms: float,
@@ -174,7 +175,7 @@ def tune_batching(
 
 
 def capacity_curve(
-    work: Workload,
+    work: Scenario,
     policy: BatchPolicy,
     service: ServiceModel,
     points: int = 16,

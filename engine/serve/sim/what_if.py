@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.serve.batching import BatchPolicy
-from engine.serve.sim.capacity_search import Workload, capacity_curve, curve_rates, max_rate_on
+from engine.serve.sim.capacity_search import Scenario, capacity_curve, curve_rates, max_rate_on
 from engine.serve.sim.service import ServiceModel
 from engine.serve.sim.slow_stretches import stretches_text, summary
 from engine.serve.sim.what_if_flags import calibration_line, flags, max_rate_text
@@ -41,7 +41,7 @@ def answer(q: Question, service: ServiceModel) -> dict[str, Any]:
     "proposed" (`max_rate_beyond`: every rate on it met the SLO), "past_capacity",
     "utilisation" and "flags" (sentences: what the answer cannot promise), "calibration":
     how busy the machine was while it was calibrated}."""
-    work = Workload(q.spec, REQUESTS, q.seed, q.cache, q.repeat, slow_stretches=q.slow_stretches)
+    work = Scenario(q.spec, REQUESTS, q.seed, q.cache, q.repeat, slow_stretches=q.slow_stretches)
     offered = q.spec.mean_rate()  # a trace's, read here (off the GUI thread)
     prediction = work.run(offered, q.proposed, service)
     policies = [q.proposed] + ([q.current] if q.current is not None else [])
