@@ -104,17 +104,17 @@ def test_a_workload_names_its_model_and_its_inputs_name_their_files() -> None:
 
 
 def test_the_cli_builds_a_commands_workload_from_its_flags() -> None:
-    from engine.cli.common import workload_from_args
+    from engine.cli.common import workload_of
     from engine.cli.main import build_parser
 
     args = build_parser().parse_args(
         ["bench", "m.onnx", "--batch", "2", "--shape", "x=1x3", "--dim", "seq=16",
          "--inputs", "d.npz", "--calibration", "c.npz", "--labels", "l.npy"]
     )  # fmt: skip
-    work = workload_from_args(args)
+    work = workload_of(args)
     assert (work.model, work.config.batch) == ("m.onnx", 2)
     assert work.inputs == JobInputs({"x": (1, 3)}, {"seq": 16}, "d.npz", "c.npz", "l.npy")
-    assert workload_from_args(args, RunConfig(threads=3)).config == RunConfig(threads=3)
+    assert workload_of(args, RunConfig(threads=3)).config == RunConfig(threads=3)
     assert work.inputs.argv() == [
         "--shape", "x=1x3", "--dim", "seq=16", "--inputs", "d.npz", "--calibration", "c.npz",
         "--labels", "l.npy",

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from engine import backends
-from engine.cli.common import EXIT_OK, workload_from_args, write_json
+from engine.cli.common import EXIT_OK, workload_of, write_json
 from engine.cli.printer import LivePrinter, print_info, print_summary
 from engine.cli.results import RunResult
 from engine.run.bench import BenchRequest, run_bench
@@ -30,7 +30,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         duration_s=args.duration,
     )
     req = BenchRequest(
-        workload_from_args(args), seed=args.seed, timing=timing, profile=args.profile,
+        workload_of(args), seed=args.seed, timing=timing, profile=args.profile,
         profile_runs=getattr(args, "runs", 20), check_accuracy=not args.no_accuracy,
     )  # fmt: skip
     result = RunResult()

@@ -35,7 +35,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     )
 
 
-def workload_from_args(args: argparse.Namespace, config: RunConfig | None = None) -> Workload:
+def workload_of(args: argparse.Namespace, config: RunConfig | None = None) -> Workload:
     """The command's model at `config` (None: the knobs') on its inputs (--shape, --dim,
     --inputs, --calibration, --labels, --tokenizer): what its job request carries."""
     return Workload.from_args(args.model, config or config_from_args(args), args)

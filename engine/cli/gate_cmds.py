@@ -46,7 +46,7 @@ from engine.cli.common import (
     EXIT_OK,
     EXIT_REGRESSION,
     config_from_args,
-    workload_from_args,
+    workload_of,
     write_json,
 )
 from engine.config import RunConfig
@@ -173,7 +173,7 @@ def candidate_request(args: argparse.Namespace, config: RunConfig, session: Path
     gate's job), recorded in `session`."""
     timing = TimingPlan(warmup_runs=args.warmup, min_runs=args.min_runs, duration_s=args.duration)
     return TrialRequest(
-        workload_from_args(args, config), args.duration, str(session),
+        workload_of(args, config), args.duration, str(session),
         timing=timing, seed=args.seed, accuracy=False,
     )  # fmt: skip
 

@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 from engine.backends.genai.generate import Sampling
 from engine.backends.genai.phases import Phase
-from engine.cli.common import EXIT_INTERRUPTED, EXIT_OK, workload_from_args, write_json
+from engine.cli.common import EXIT_INTERRUPTED, EXIT_OK, workload_of, write_json
 from engine.cli.printer import LivePrinter
 from engine.config import PRECISION_LABELS, RunConfig
 from engine.errors import ConfigError
@@ -33,7 +33,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         min_token_agreement=args.token_agreement,
     )
     req = GenerateRequest(
-        workload_from_args(args, config),
+        workload_of(args, config),
         prompt_len=args.prompt_len,
         prompt_text=args.prompt,
         prompts_file=args.prompts,

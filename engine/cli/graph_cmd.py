@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 from typing import Any, TextIO
 
-from engine.cli.common import EXIT_OK, add_json_flag, add_seed_flag, workload_from_args, write_json
+from engine.cli.common import EXIT_OK, add_json_flag, add_seed_flag, workload_of, write_json
 from engine.cli.remote_cmd import add_host_flag
 
 SHOWN_FUSIONS = 8
@@ -48,7 +48,7 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     from engine.cli.printer import run_printed
     from engine.run.graph_job import GraphRequest
 
-    req = GraphRequest(workload_from_args(args), seed=args.seed, expand=args.expand)
+    req = GraphRequest(workload_of(args), seed=args.seed, expand=args.expand)
     result: dict[str, Any] = run_printed(req)
     out = sys.stdout if args.json != "-" else sys.stderr
     print_graph(result, out)

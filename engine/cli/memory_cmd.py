@@ -14,7 +14,7 @@ from engine.cli.common import (
     add_json_flag,
     add_seed_flag,
     add_session_flag,
-    workload_from_args,
+    workload_of,
     write_json,
 )
 from engine.cli.generate_args import MAX_TOKENS
@@ -61,7 +61,7 @@ def _cmd_memory(args: argparse.Namespace) -> int:
     from engine.cli.printer import run_printed
     from engine.run.memory_job import MemoryRequest
 
-    req = MemoryRequest(workload_from_args(args), seed=args.seed, runs=args.runs,
+    req = MemoryRequest(workload_of(args), seed=args.seed, runs=args.runs,
                         session=args.session, prompt_len=args.prompt_len,
                         new_tokens=args.new_tokens)  # fmt: skip
     report: dict[str, Any] = run_printed(req)

@@ -14,7 +14,7 @@ from engine.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     config_from_args,
-    workload_from_args,
+    workload_of,
     write_json,
 )
 from engine.cli.printer import LivePrinter
@@ -125,7 +125,7 @@ class Prepare:
         if config.batch != 1:
             printer.feed(Notice("info", "each request is one sample; batching is --max-batch"))
             config = dataclasses.replace(config, batch=1)
-        req = PrepareRequest(workload_from_args(args, config), seed=args.seed)
+        req = PrepareRequest(workload_of(args, config), seed=args.seed)
         self.printer = printer
         self.record = record
         self.result = RunResult()  # the run's facts, folded as bench folds them

@@ -9,7 +9,7 @@ import sys
 from typing import TextIO
 
 from engine import backends
-from engine.cli.common import EXIT_OK, workload_from_args, write_json
+from engine.cli.common import EXIT_OK, workload_of, write_json
 from engine.cli.printer import LivePrinter
 from engine.events import Notice, Progress, drive
 from engine.tune.sweep import (
@@ -26,7 +26,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     name, values = parse_vary(args.vary)
     backends.describe_model(args.model)  # a bad model: one line, before the header
     job = SweepRequest.of(
-        workload_from_args(args), name, values, args.session, args.duration, args.runs, args.seed
+        workload_of(args), name, values, args.session, args.duration, args.runs, args.seed
     )
     printer = LivePrinter(live=False)
     out = sys.stdout if args.json != "-" else sys.stderr

@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from engine import backends
-from engine.cli.common import EXIT_OK, config_from_args, workload_from_args, write_json
+from engine.cli.common import EXIT_OK, config_from_args, workload_of, write_json
 from engine.cli.printer import LivePrinter
 from engine.errors import ConfigError
 from engine.events import Notice, Progress, drive
@@ -35,7 +35,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if size(space) > 4096:
         raise ConfigError(f"--space has {size(space):,} configs: narrow it, or set --budget")
     goal = Goal(args.objective, base.min_cosine, args.slo_p99)
-    workload = workload_from_args(args, base)
+    workload = workload_of(args, base)
     if args.ray:  # an address nothing listens at: one line before anything runs
         from engine.tune.ray_trials import check_address
 
