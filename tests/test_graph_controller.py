@@ -90,3 +90,16 @@ def test_exports_say_when_there_is_nothing_to_export(tmp_path: Path) -> None:
     graph.save_image(str(tmp_path / "g.svg"))
     assert (tmp_path / "g.svg").read_text() == "<svg/>"
     assert not list(tmp_path.glob(".*part*"))
+
+
+def test_a_job_refused_at_once_leaves_the_view_not_running() -> None:
+    graph, view, desk = _room()
+
+    def refuse(_concern: str, _make: object, **kw: Any) -> bool:
+        kw["on_failed"]("the engine host is not running")
+        return False
+
+    desk.run_on_workload.side_effect = refuse
+    graph.lay_out(force=True)
+    view.set_running.assert_called_with(False)
+    view.set_status.assert_called_with("graph failed: the engine host is not running")

@@ -103,8 +103,12 @@ class GraphController(QObject):
         if not (force or self.visible):
             self.wanted = True
             return
-        key = self._key()
-        started = self.desk.run_on_workload(
+        # running first: a job refused at once (no engine host) ends it within the call
+        self.wanted = False
+        self.drawn = self._key()
+        self.view.set_running(True)
+        self.view.set_status("laying out the graph (one thread, at low priority)")
+        self.desk.run_on_workload(
             CONCERN,
             lambda w: GraphRequest(w, expand=self.expand, low_priority=True),
             on_done=self._done,
@@ -112,11 +116,6 @@ class GraphController(QObject):
             on_events=self._events,
             on_cancelled=lambda: self._end("graph cancelled", failed=True),
         )
-        if started:
-            self.wanted = False
-            self.drawn = key
-            self.view.set_running(True)
-            self.view.set_status("laying out the graph (one thread, at low priority)")
 
     def _expand(self) -> None:
         self.expand = True

@@ -49,10 +49,11 @@ class MessagesPanel(QWidget):
         top.addWidget(self.level)
         top.addWidget(self.summary, 1)
         top.addWidget(self.clear_button)
-        lay = QVBoxLayout(self)
+        lay = QVBoxLayout()  # filled, then set (tests/test_widget_items.py)
         lay.setContentsMargins(2, 2, 2, 2)
         lay.addLayout(top)
         lay.addWidget(self.table, 1)
+        self.setLayout(lay)
         self.clear_button.clicked.connect(self.clear_requested)
         self.level.currentIndexChanged.connect(
             lambda _i: self.level_picked.emit(self.level.currentData())
