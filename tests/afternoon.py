@@ -95,7 +95,9 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
         return f"{w.accuracy.state}: {w.accuracy.text()}"
 
     def load_and_what_if() -> str:
-        dock = w.traffic
+        from app.traffic.controller import TrafficController
+
+        dock = wb.room(TrafficController).view
         dock.rate.setValue(plan.load_rate)
         dock.duration.setValue(plan.load_s)
         dock.max_batch.setValue(4)
@@ -107,7 +109,9 @@ def run(wb: Any, wait: Wait, plan: Plan, quit_app: Callable[[], None]) -> Aftern
         return dock.what_if.check.text()
 
     def tune() -> str:
-        dock = w.tune
+        from app.tune.controller import TuneController
+
+        dock = wb.room(TuneController).view
         for p, box in dock.precisions.items():
             box.setChecked(p in ("fp32", "int8-dynamic"))
         for f, box in dock.fusions.items():

@@ -314,8 +314,11 @@ def test_traffic_dock_runs_load_with_slo_and_what_if(bench: Workbench, qtbot: Qt
     warning; the run is a load run in the session, and live timing resumes. Calibrate:
     the What-if view draws the current and proposed capacity curves and moves with the
     sliders."""
+    from app.traffic.controller import TrafficController
+
     qtbot.waitUntil(lambda: _samples_after(bench, 10), timeout=TIMEOUT_MS)
-    dock = bench.window.traffic
+    traffic = bench.room(TrafficController)
+    dock = traffic.view
     dock.rate.setValue(150)
     dock.duration.setValue(3)
     dock.max_batch.setValue(4)
@@ -365,7 +368,7 @@ def test_traffic_dock_runs_load_with_slo_and_what_if(bench: Workbench, qtbot: Qt
     assert not dock.cancel_button.isVisibleTo(dock)
     # the real run held against the prediction of its own traffic and batching
     qtbot.waitUntil(lambda: "predicted p50" in what_if.check.text(), timeout=TIMEOUT_MS)
-    rc = bench.traffic.last_check
+    rc = traffic.last_check
     assert rc is not None and rc.traffic == "poisson:150" and rc.real_p99 > 0
     assert math.isfinite(rc.speed_ratio) and rc.speed_ratio > 0  # its batches were timed
     assert ("agree" in what_if.check.text()) == rc.agrees
@@ -393,9 +396,11 @@ def test_traffic_dock_runs_load_with_slo_and_what_if(bench: Workbench, qtbot: Qt
     # was sent is served, and the run is kept, cancelled; the dock is free again
     dock.duration.setValue(60)
     dock.run_button.click()
-    qtbot.waitUntil(lambda: bench.traffic.serving, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: traffic.serving, timeout=TIMEOUT_MS)
     qtbot.waitUntil(lambda: dock.serving_plot.data()["t"].size >= 2, timeout=TIMEOUT_MS)
-    bench.stop_load()
+    stop = next(a for a in bench.window.findChildren(QAction) if a.text() == "S&top Load")
+    assert stop.shortcut().toString() == "Ctrl+Shift+L"
+    stop.trigger()
     qtbot.waitUntil(lambda: dock.run_button.isEnabled(), timeout=20_000)
     assert not bench.jobs.busy("load")
     bench.recording.flush()
@@ -449,8 +454,10 @@ def test_tune_dock_runs_trials_and_applies_one(bench: Workbench, qtbot: QtBot) -
     """Start a small tune from the Tune dock: live timing pauses, the trials fill the table
     and the scatter (front and best), the summary gives the command; double-clicking a
     trial applies its config live and timing resumes."""
+    from app.tune.controller import TuneController
+
     qtbot.waitUntil(lambda: _samples_after(bench, 5), timeout=TIMEOUT_MS)
-    dock = bench.window.tune
+    dock = bench.room(TuneController).view
     two_trials(dock)
     dock.start_button.click()
     qtbot.waitUntil(lambda: not bench.running, timeout=5_000)  # timing paused

@@ -120,7 +120,7 @@ def test_the_demo_llm_keeps_the_window_at_1024_by_700(wb: Workbench, qtbot: QtBo
     from app.llm_serving.controller import LLMServingController
 
     wb.room(LLMServingController).model_changed(str(Path(llm[0]).parent))
-    w.traffic_dock.show()
+    w.dock("Traffic").show()
     qtbot.wait(200)
     hint = w.minimumSizeHint()
     assert hint.width() <= 1024 and hint.height() <= 700, (hint, ROOT)
@@ -129,7 +129,9 @@ def test_the_demo_llm_keeps_the_window_at_1024_by_700(wb: Workbench, qtbot: QtBo
     assert serving.isVisible()
     if runs.isVisible() and not w.tabifiedDockWidgets(runs).count(serving):
         assert not serving.geometry().intersects(runs.geometry())
-    plot = w.traffic.serving_plot
+    from app.traffic.controller import TrafficController
+
+    plot = wb.room(TrafficController).view.serving_plot
     assert plot.glw.minimumHeight() >= 150  # each of its two plots has room for its labels
 
 

@@ -174,7 +174,9 @@ def test_jobs_from_a_connected_window_run_where_their_files_are(
         qtbot.waitUntil(lambda: not notice.busy, timeout=TIMEOUT_MS)
         assert "<svg" in (tmp_path / "r.html").read_text()
         qtbot.waitUntil(lambda: wb.running, timeout=10_000)
-        tune = wb.window.tune
+        from app.tune.controller import TuneController
+
+        tune = wb.room(TuneController).view
         two_trials(tune)
         tune.start_button.click()
         qtbot.waitUntil(lambda: tune.table.rowCount() == 2, timeout=TIMEOUT_MS)
@@ -261,7 +263,9 @@ def test_load_what_if_sweep_and_graph_from_a_connected_window(
     wb.start(str(DEMO_TRANSFORMER))
     try:
         qtbot.waitUntil(lambda: wb.controller.samples > 10, timeout=TIMEOUT_MS)
-        traffic = wb.window.traffic
+        from app.traffic.controller import TrafficController
+
+        traffic = wb.room(TrafficController).view
         trace = tmp_path / "arrivals.csv"
         trace.write_text("time_s\n" + "".join(f"{i * 0.01:.3f}\n" for i in range(150)))
         traffic.set_trace(str(trace))

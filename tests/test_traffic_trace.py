@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from app.traffic.traffic_dock import TrafficDock
+from app.traffic.view import TrafficDock
 from engine.serve.batching import BatchPolicy
 from engine.serve.sim.service import ServiceModel
 from engine.serve.sim.what_if import Question, answer

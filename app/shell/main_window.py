@@ -31,8 +31,6 @@ from app.live.input_panel import InputPanel
 from app.sessions.compact import MODEL_KIND_DOCK, ElidedLabel, compact_pickers, scrolled
 from app.shell.banner import Banner
 from app.shell.model_line import inputs_line, kv_layer
-from app.traffic.traffic_dock import TrafficDock
-from app.tune.tune_dock import TuneDock
 from engine.api import (
     DEFAULT_MIN_COSINE,
     ModelInfo,
@@ -174,18 +172,6 @@ class MainWindow(QMainWindow):
             "Roofline", self.roofline, Qt.DockWidgetArea.BottomDockWidgetArea
         )
         self.splitDockWidget(self.ops_dock, self.roofline_dock, Qt.Orientation.Horizontal)
-        self.traffic = TrafficDock()
-        self.traffic_dock = self._dock(
-            "Traffic", scrolled(self.traffic), Qt.DockWidgetArea.BottomDockWidgetArea
-        )
-        self.tabifyDockWidget(self.ops_dock, self.traffic_dock)
-        self.traffic_dock.toggleViewAction().setShortcut("Ctrl+Shift+F")
-        self.tune = TuneDock()
-        self.tune_dock = self._dock(
-            "Tune", scrolled(self.tune), Qt.DockWidgetArea.BottomDockWidgetArea
-        )
-        self.tabifyDockWidget(self.traffic_dock, self.tune_dock)
-        self.tune_dock.toggleViewAction().setShortcut("Ctrl+Shift+U")
         self.ops_dock.raise_()
         self.op_table.selection_shown.connect(self.roofline.select_op)  # "" drops the ring
         self.op_table.selection_shown.connect(self.node_shown)

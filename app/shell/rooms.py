@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from app import graph, llm_serving, memory, runs, scaling
+from app import graph, llm_serving, memory, runs, scaling, traffic, tune
 from app.desk import Desk
 
 ROOMS: tuple[Callable[[Desk], object], ...] = (
+    traffic.install,
+    tune.install,
     scaling.install,
     memory.install,
     graph.install,

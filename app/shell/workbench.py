@@ -19,8 +19,6 @@ from app.shell.actions import build_menus
 from app.shell.main_window import SESSION_SUFFIXES, MainWindow, add_recent
 from app.shell.pause_holds import PauseHolds
 from app.shell.rooms import ROOMS
-from app.traffic.traffic_controller import TrafficController
-from app.tune.tune_controller import TuneController
 from app.desk import Desk, DockPlace, Level, MenuItem
 from engine.api import (
     OpScopeError,
@@ -64,12 +62,6 @@ class Workbench(QObject, PauseHolds):
         self.controller = LiveController(self.window, self.client)
         self.desk = self._desk()
         self.generation = GenerationController(self.window, self.controller, self.client)
-        self.traffic = TrafficController(
-            self.window.traffic, self.window, self.jobs, lambda: self.controller.t0_ns
-        )
-        self.client.events.connect(self.traffic.on_events)
-        self.client.events.connect(lambda _batch: self.traffic.check_slo())
-        self.tuner = TuneController(self.window.tune, self)
         self.inputs = InputsController(self.window, self.client, self.controller)
         self.controller.carry_settings = lambda: self.inputs.carry
         self.menu_items: list[MenuItem] = []
@@ -239,15 +231,6 @@ class Workbench(QObject, PauseHolds):
             self.client.stop_timing()
             self.controller.timing_paused(reason)
         self.menus.set_running(self.running)
-
-    def stop_load(self) -> None:
-        self.traffic.stop_load()
-
-    def traffic_dock_run(self) -> None:
-        """Run load with the Traffic dock's settings (showing the dock)."""
-        self.window.traffic_dock.show()
-        self.window.traffic_dock.raise_()
-        self.window.traffic.run_button.click()
 
     def restart_engine(self) -> None:
         self.window.banner.clear_all()

@@ -2,9 +2,12 @@
 the loaded model with ("Run load": the real serving loop in the engine host), the serving
 run's own curves, and the What-if view the simulator draws as the sliders move.
 
-Widgets and their values only; app/traffic/traffic_controller.py talks to the engine."""
+Widgets, signals and setters only (app/traffic/port.py says which); app/traffic/controller.py
+talks to the engine."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
@@ -30,10 +33,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.traffic.trace_drop import TraceDrops
 from engine.api import BatchPolicy, LoadRunRequest, with_trace_window
 from widgets.serving_plot import ServingPlot
 from widgets.spin_boxes import special
+from widgets.trace_drop import TraceDrops
 from widgets.what_if import WhatIfPlot
 
 DEBOUNCE_MS = 300
@@ -251,13 +254,11 @@ class TrafficDock(TraceDrops, QWidget):
         self.stretches.toggled.connect(self._changed)
         self.trace_browse.clicked.connect(self._browse_trace)
         self.setAcceptDrops(True)
-        self.run_button.clicked.connect(self._run)
+        self.run_button.clicked.connect(self.run)
         self.stop_button.clicked.connect(self.stop_requested)
         self.calibrate_button.clicked.connect(self.calibrate_requested)
         self.cancel_button.clicked.connect(self.cancel_calibration_requested)
-        QShortcut(
-            QKeySequence("Ctrl+L"), self, self._run, context=Qt.ShortcutContext.WindowShortcut
-        )
+        QShortcut(QKeySequence("Ctrl+L"), self, self.run, context=Qt.ShortcutContext.WindowShortcut)
         self._pattern_changed()
 
     # -- values -------------------------------------------------------------------------
@@ -299,6 +300,23 @@ class TrafficDock(TraceDrops, QWidget):
             slo_ms=self.slo_ms(),
         )
 
+    def calibrate_sizes(self) -> tuple[int, int]:
+        """The max batch and the instances a calibration times."""
+        return self.max_batch.value(), self.instances.value()
+
+    def cache_settings(self) -> tuple[int, float]:
+        """The response cache's size and the share of requests repeating an earlier one."""
+        return self.cache.value(), self.repeat.value()
+
+    def slow_stretches(self) -> bool:
+        return self.stretches.isChecked()
+
+    def alive(self) -> bool:
+        """The What-if's widgets still exist (an answer can come after the window closed)."""
+        import shiboken6
+
+        return bool(shiboken6.isValid(self.what_if))
+
     # -- state --------------------------------------------------------------------------
     def set_running(self, running: bool) -> None:
         self.run_button.setEnabled(not running)
@@ -325,8 +343,57 @@ class TrafficDock(TraceDrops, QWidget):
             self.progress.setValue(min(int(done * 10), int(total * 10)))
         self.progress.setFormat(message)
 
+    def set_calibrate_enabled(self, enabled: bool) -> None:
+        self.calibrate_button.setEnabled(enabled)
+
+    def set_calibrated(self, calibrated: bool) -> None:
+        """Once calibrated, the button measures again."""
+        self.calibrate_button.setText("Recalibrate What-if" if calibrated else "Calibrate What-if")
+
+    def set_cancel_enabled(self, enabled: bool) -> None:
+        self.cancel_button.setEnabled(enabled)
+
+    # -- the serving run -----------------------------------------------------------------
+    def show_serving(self) -> None:
+        self.views.setCurrentWidget(self.serving_plot)
+
+    def clear_serving(self) -> None:
+        self.serving_plot.clear()
+
+    def append_serving(self, t_s: float, queued: int, peak: int, mean_batch: float) -> None:
+        self.serving_plot.append(t_s, queued, peak, mean_batch)
+
+    def set_tally(self, text: str) -> None:
+        self.serving_plot.set_tally(text)
+
+    # -- the What-if view ----------------------------------------------------------------
+    def show_what_if(self) -> None:
+        self.views.setCurrentWidget(self.what_if)
+
+    def set_what_if_text(self, text: str) -> None:
+        self.what_if.set_text(text)
+
+    def set_what_if_slo(self, ms: float | None) -> None:
+        self.what_if.set_slo(ms)
+
+    def set_what_if_rate(self, rate: float) -> None:
+        self.what_if.set_rate(rate)
+
+    def set_what_if_curves(
+        self, current: list[dict[str, Any]] | None, proposed: list[dict[str, Any]] | None
+    ) -> None:
+        self.what_if.set_curves(current, proposed)
+
+    def set_what_if_flags(self, sentences: list[str]) -> None:
+        self.what_if.set_flags(sentences)
+
+    def set_what_if_real(self, offered: float | None, p99_ms: float | None, text: str = "") -> None:
+        self.what_if.set_real(offered, p99_ms, text)
+
     # -- internals ----------------------------------------------------------------------
-    def _run(self) -> None:
+    def run(self) -> None:
+        """Run load with the dock's settings (its button, Ctrl+L, Run > Run Load): nothing
+        while a load run or a calibration goes on."""
         if self.run_button.isEnabled():
             self.run_requested.emit(self.command())
 

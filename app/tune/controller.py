@@ -1,7 +1,7 @@
 """Runs a tune from the Tune dock as a job in the engine host (app/host/job_runner.py; each
-trial its own isolated job, recorded in the window's session), with live timing paused;
-trials reach the dock as they end; double-clicking one applies its config to the running
-engine."""
+trial its own isolated job, recorded in the window's session) on the desk's workload (its
+config the base, its inputs every trial's), with live timing paused; trials reach the dock
+as they end; double-clicking one applies its config to the running engine."""
 
 from __future__ import annotations
 
@@ -11,16 +11,17 @@ from typing import Any
 
 from PySide6.QtCore import QObject
 
-from app.tune.tune_dock import TuneDock
+from app.desk import Desk
+from app.tune.port import TuneViewPort
 from engine.api import (
     Goal,
     JobInputs,
     OpScopeError,
     Progress,
-    RunConfig,
     Trial,
     TuneRequest,
     TuneResult,
+    Workload,
     bench_argv,
     front,
     parse_space,
@@ -30,62 +31,59 @@ CONCERN = "tune"
 
 
 class TuneController(QObject):
-    def __init__(self, dock: TuneDock, workbench: Any) -> None:
+    def __init__(self, desk: Desk, view: TuneViewPort) -> None:
         super().__init__()
-        self.dock, self.wb = dock, workbench
+        self.desk, self.view = desk, view
         self.trials: list[Trial] = []
         self.goal = Goal("p50", 0.99)
         self.model = ""
         self.inputs = JobInputs()  # every trial's inputs: the shapes and data on screen
-        dock.start_requested.connect(self.start)
-        dock.cancel_requested.connect(lambda: self.wb.jobs.cancel(CONCERN))
-        dock.trial_chosen.connect(self.apply_trial)
+        self._begun = False  # a tune was started (not refused before it began)
+        view.start_requested.connect(self.start)
+        view.cancel_requested.connect(lambda: desk.jobs.cancel(CONCERN))
+        view.trial_chosen.connect(self.apply_trial)
 
     @property
     def running(self) -> bool:
-        return bool(self.wb.jobs.busy(CONCERN))
+        return bool(self.desk.jobs.busy(CONCERN))
 
     def start(self) -> None:
-        window = self.wb.window
-        load = self.wb.client.last_load
-        if not load:
-            window.show_error("tune", "load a model first")
-            return
         if self.running:
             return
         try:
-            space = parse_space(self.dock.space_items())
+            space = parse_space(self.view.space_items())
         except OpScopeError as exc:
-            window.show_error("tune", str(exc))
+            self._error(str(exc))
             return
-        base: RunConfig = window.config_panel.config()
-        self.goal = Goal(self.dock.objective.currentData(), base.min_cosine)
-        self.model = load[0]
-        self.trials = []
-        self.dock.clear()
-        self.dock.plot.set_floor(base.min_cosine)
-        self.dock.set_running(True)
-        self.dock.summary.setText("tuning: live timing is paused")
-        self.wb.pause_for(CONCERN, "paused: tuning")  # the trials get the cores
-        self.wb.recording.flush()
-        self.inputs = self.wb.client.job_inputs()  # the shapes and data on screen
-        request = TuneRequest(
-            model=self.model,
-            space=space,
-            base=base,
-            goal=self.goal,
-            budget=self.dock.budget.value() or None,
-            duration_s=self.dock.duration.value(),
-            inputs=self.inputs,
-            session=str(self.wb.recording.path),
-        )
-        self.wb.jobs.start(
+        self.desk.run_on_workload(  # the trials get the cores: live timing pauses
             CONCERN,
-            request,
+            lambda workload: self._begin(workload, space),
             on_done=self._finished,
             on_failed=self._failed,
             on_events=self._events,
             on_cancelled=lambda: self._finished(None),
+            pause="paused: tuning",
+        )
+
+    def _begin(self, workload: Workload, space: dict[str, list[Any]]) -> TuneRequest:
+        """The tune of `space` on the workload that runs: its config the base (and its Min
+        cosine the floor), its model and inputs every trial's."""
+        base = workload.config
+        self.goal = Goal(self.view.objective_key(), base.min_cosine)
+        self.model, self.inputs = workload.model, workload.inputs  # the best one's command
+        self.trials = []
+        self._begun = True
+        self.view.clear()
+        self.view.set_floor(base.min_cosine)
+        self.view.set_running(True)
+        self.view.set_summary("tuning: live timing is paused")
+        return TuneRequest(
+            workload,
+            space,
+            self.goal,
+            budget=self.view.budget_trials(),
+            duration_s=self.view.trial_seconds(),
+            session=self.desk.session_path,
         )
 
     def _events(self, batch: list[Any]) -> None:
@@ -93,23 +91,19 @@ class TuneController(QObject):
             if isinstance(item, Trial):
                 self._trial(item)
             elif isinstance(item, Progress):
-                self.dock.show_progress(item.done, item.total or 0, item.message)
+                self.view.show_progress(item.done, item.total or 0, item.message)
 
     def apply_trial(self, number: int) -> None:
         trial = next((t for t in self.trials if t.number == number), None)
         if trial is None or trial.status != "ok":
             return
-        panel = self.wb.window.config_panel
-        panel.set_config(trial.config)
-        self.wb.controller.apply(trial.config)
-        if not self.wb.running:
-            self.wb.toggle_running()
+        self.desk.apply_config(trial.config)  # shown, run live, timing resumed
 
     # -- results --------------------------------------------------------------------------
     def _trial(self, t: Trial) -> None:
         self.trials.append(t)
         ok = t.status == "ok"
-        self.dock.add_trial(
+        self.view.add_trial(
             {
                 "#": t.number,
                 "config": t.config.short_label(),
@@ -128,18 +122,18 @@ class TuneController(QObject):
         on_front = [ok[i].number for i in front([(t.p50_ms, t.cosine) for t in ok], [False, True])]
         feasible = [t for t in ok if self.goal.feasible(t)]
         best = min(feasible, key=self.goal.loss).number if feasible else None
-        self.dock.plot.set_trials([(t.number, t.p50_ms, t.cosine) for t in ok], on_front, best)
+        self.view.set_trials([(t.number, t.p50_ms, t.cosine) for t in ok], on_front, best)
 
     def _finished(self, result: TuneResult | None) -> None:
         self._end()
         if result is None:
-            self.dock.summary.setText(
+            self.view.set_summary(
                 f"cancelled after {len(self.trials)} trial(s); they are in the session"
             )
             return
         best = result.best
         if best is None:
-            self.dock.summary.setText(
+            self.view.set_summary(
                 f"{len(result.trials)} trials ({result.searched}); none meets the floor"
             )
             return
@@ -147,12 +141,12 @@ class TuneController(QObject):
         command = shlex.join(["opscope", *argv])
         # the pick comes from the best trials re-checked side by side: the plot's star too
         picked = f"\n{result.pick['line']}" if result.pick and result.pick.get("line") else ""
-        self.dock.plot.set_trials(
+        self.view.set_trials(
             [(t.number, t.p50_ms, t.cosine) for t in self.trials if t.status == "ok"],
             result.pareto_latency_accuracy,
             best.number,
         )
-        self.dock.summary.setText(
+        self.view.set_summary(
             f"{len(result.trials)} trials ({result.searched}); best: trial {best.number}, "
             f"{best.config.short_label()}, p50 {best.p50_ms:.3f} ms, {best.samples_per_s:.1f} "
             f"samples/s, cosine {best.cosine:.5f}. Double-click it to run it live.{picked}"
@@ -160,11 +154,17 @@ class TuneController(QObject):
         )
 
     def _failed(self, message: str) -> None:
-        self._end()
-        self.dock.summary.setText(f"tune failed: {message}")
-        self.wb.window.show_error("tune", message)
+        """The tune failed, or was refused before it began (no model: the banner only)."""
+        if self._begun:
+            self._end()
+            self.view.set_summary(f"tune failed: {message}")
+        self._error(message)
+
+    def _error(self, message: str) -> None:
+        self.desk.notify("error", f"tune failed: {message}.", key="error:tune")
 
     def _end(self) -> None:
-        self.dock.set_running(False)
+        """The tune's end (live timing resumes with it: the desk's recipe)."""
+        self._begun = False
+        self.view.set_running(False)
         self._draw()
-        self.wb.resume_after(CONCERN)

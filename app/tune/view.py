@@ -1,7 +1,8 @@
 """The Tune dock: a space to search (precisions, fusions, batches, threads), an objective
 and a budget; Start and Cancel with progress; the trials as they end, in a table and on a
 scatter with the Pareto front. Double-clicking a trial applies its config to the running
-engine. Widgets and values only; app/tune/tune_controller.py runs the search."""
+engine. Widgets, signals and setters only (app/tune/port.py says which);
+app/tune/controller.py runs the search."""
 
 from __future__ import annotations
 
@@ -145,6 +146,16 @@ class TuneDock(QWidget):
         ]
         return [i for i in items if not i.endswith("=")]
 
+    def objective_key(self) -> str:
+        return str(self.objective.currentData())
+
+    def budget_trials(self) -> int | None:
+        """At most this many trials (None: every config of the space)."""
+        return self.budget.value() or None
+
+    def trial_seconds(self) -> float:
+        return self.duration.value()
+
     def set_running(self, running: bool) -> None:
         self.start_button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
@@ -155,6 +166,19 @@ class TuneDock(QWidget):
             self.progress.setRange(0, int(total))
             self.progress.setValue(int(done))
         self.progress.setFormat(message)
+
+    def set_summary(self, text: str) -> None:
+        self.summary.setText(text)
+
+    def set_floor(self, cosine: float) -> None:
+        self.plot.set_floor(cosine)
+
+    def set_trials(
+        self, points: list[tuple[int, float, float]], front: list[int], best: int | None
+    ) -> None:
+        """(number, p50 ms, cosine) of the trials that ran, the front and the best on the
+        scatter."""
+        self.plot.set_trials(points, front, best)
 
     def clear(self) -> None:
         self.table.setRowCount(0)

@@ -7,23 +7,23 @@ runner (concerns "load" and "calibrate"): Stop load is a load run's Cancel (what
 is served and recorded), Cancel a calibration's (it stops between two batches; nothing
 half-measured is kept); a calibration shows its progress with the time left; a failure or
 the host's death comes back in one line. The load run's own events (its requests and
-batches, its summary) come on the host's stream, as a run's. A real run is held against
-its prediction with the real runs' own repeat spread and both machines' contention."""
+batches, its summary) come on the desk's events, as a run's. A real run is held against
+its prediction with the real runs' own repeat spread and both machines' contention. The
+dock is reached through its setters (app/traffic/port.py), the window through the desk
+(the live plot's SLO line, markers and figures; the banner and the status bar)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QObject
 
-from app.host.background import Background
-from app.host.job_runner import JobRunner
-from app.traffic.traffic_dock import TrafficDock
+from app.desk import Desk
+from app.traffic.port import TrafficViewPort
 from engine.api import (
     OK,
     REJECTED,
@@ -56,43 +56,54 @@ KEEP_REPEATS = 5  # real runs of one row kept for its repeat spread
 
 
 class TrafficController(QObject):
-    """`dock` is the Traffic dock; `view` the main window (latency plot, status bar);
-    `jobs` the window's job runner; `t0_ns` the latency plot's time origin."""
-
-    def __init__(self, dock: TrafficDock, view: Any, jobs: JobRunner, t0_ns: Callable[[], int]):
+    def __init__(self, desk: Desk, view: TrafficViewPort) -> None:
         super().__init__()
-        self.dock, self.view, self.jobs = dock, view, jobs
-        self.t0_ns = t0_ns
+        self.desk, self.view = desk, view
         self.serving = False
         self.calibrating = False
         self.service: ServiceModel | None = None
         self.current: BatchPolicy | None = None  # the batching of the last load run
         self.slo_over = False
         self.tally = {"sent": 0, "ok": 0, "rejected": 0, "timed_out": 0, "hits": 0}
-        self.job = Background("what-if", self)
-        self.real_job = Background("real-vs-what-if", self)  # its own: sliders never drop it
+        self.job = desk.background("what-if")
+        self.real_job = desk.background("real-vs-what-if")  # its own: sliders never drop it
         self._pending = False
         self._run: dict[str, Any] = {}  # the running load run's traffic, batching, cache
         self._batches: list[tuple[Any, Any]] = []  # its batches' sizes and durations (s)
         self.last_check: RealCheck | None = None
         self._last_real: dict[str, Any] | None = None  # the last load run's summary
         self._repeats: dict[str, list[dict[str, Any]]] = {}  # real runs by row (repeat spread)
-        dock.run_requested.connect(self.run_load)
-        dock.stop_requested.connect(self.stop_load)
-        dock.calibrate_requested.connect(self.calibrate)
-        dock.cancel_calibration_requested.connect(self.cancel_calibration)
-        dock.settings_changed.connect(self.settings_changed)
+        view.run_requested.connect(self.run_load)
+        view.stop_requested.connect(self.stop_load)
+        view.calibrate_requested.connect(self.calibrate)
+        view.cancel_calibration_requested.connect(self.cancel_calibration)
+        view.settings_changed.connect(self.settings_changed)
+        desk.events.connect(self.on_events)
+        desk.events.connect(lambda _batch: self.check_slo())  # after the plot's new samples
+
+    # -- telling the user ------------------------------------------------------------------
+    def _error(self, command: str, message: str) -> None:
+        """A failure in the banner, one per command (a later one replaces it)."""
+        self.desk.notify("error", f"{command} failed: {message}.", key=f"error:{command}")
+
+    def _notice(self, level: str, message: str) -> None:
+        """What a job said on the way: a warning in the banner (until another config runs),
+        information in the status bar; a note is for the session file only."""
+        if level == "warning":
+            self.desk.notify("warning", message, key=f"run:{message}")
+        elif level != "note":
+            self.desk.notify("info", message)
 
     # -- dock -> engine -----------------------------------------------------------------
     def run_load(self, req: LoadRunRequest) -> None:
         try:
             parse_traffic(req.traffic)
         except OpScopeError as exc:
-            self.view.show_error("load run", str(exc))
+            self._error("load run", str(exc))
             return
-        self.dock.set_running(True)
-        self.dock.show_progress(0, None, "preparing the serving loop")
-        self.jobs.start(
+        self.view.set_running(True)
+        self.view.show_progress(0, None, "preparing the serving loop")
+        self.desk.jobs.start(
             "load",
             req,
             lambda _figures: self._job_ended(),
@@ -102,21 +113,18 @@ class TrafficController(QObject):
 
     def stop_load(self) -> None:
         """Stop sending: the requests already sent are served and the run is recorded."""
-        self.jobs.cancel("load")
-        self.jobs.cancel("calibrate")
+        self.desk.jobs.cancel("load")
+        self.desk.jobs.cancel("calibrate")
 
     def calibrate(self) -> None:
-        self.dock.what_if.set_text("calibrating: timing batches on the engine...")
-        self.dock.set_calibrating(True)
+        self.view.set_what_if_text("calibrating: timing batches on the engine...")
+        self.view.set_calibrating(True)
         self.calibrating = True
-        self.dock.show_progress(0, None, "calibrating: preparing the model at batch 1")
+        self.view.show_progress(0, None, "calibrating: preparing the model at batch 1")
         # calibrated already: the button says Recalibrate, and measures again
-        req = CalibrateRequest(
-            max(CALIBRATE_BATCH, self.dock.max_batch.value()),
-            self.dock.instances.value(),
-            self.service is not None,
-        )
-        self.jobs.start(
+        max_batch, instances = self.view.calibrate_sizes()
+        req = CalibrateRequest(max(CALIBRATE_BATCH, max_batch), instances, self.service is not None)
+        self.desk.jobs.start(
             "calibrate",
             req,
             self._calibrated,
@@ -127,9 +135,9 @@ class TrafficController(QObject):
 
     def cancel_calibration(self) -> None:
         """Stop the calibration between two batches (an earlier one stays)."""
-        self.jobs.cancel("calibrate")
-        self.dock.cancel_button.setEnabled(False)
-        self.dock.show_progress(0, None, "stopping the calibration after this batch")
+        self.desk.jobs.cancel("calibrate")
+        self.view.set_cancel_enabled(False)
+        self.view.show_progress(0, None, "stopping the calibration after this batch")
 
     def _calibration_events(self, batch: list[Any]) -> None:
         """What the calibration says on the way: its progress with the time left on the
@@ -137,15 +145,15 @@ class TrafficController(QObject):
         was timed, a busy machine: the window's banner or status bar."""
         for ev in batch:
             if isinstance(ev, Notice):
-                self.view.show_notice(ev.level, ev.message)
+                self._notice(ev.level, ev.message)
             elif isinstance(ev, Progress) and ev.stage == "calibrate":
-                self.dock.show_progress(ev.done, ev.total, ev.message)
+                self.view.show_progress(ev.done, ev.total, ev.message)
 
     def settings_changed(self) -> None:
         # the SLO is the load runs' (end-to-end request latency): the live plot draws it
         # only while one runs, never over the per-inference timing loop's samples
-        self.view.latency.set_slo(self.dock.slo_ms() if self.serving else None)
-        self.dock.what_if.set_slo(self.dock.slo_ms())
+        self.desk.set_slo(self.view.slo_ms() if self.serving else None)
+        self.view.set_what_if_slo(self.view.slo_ms())
         self.slo_over = False
         self.predict()
 
@@ -157,10 +165,10 @@ class TrafficController(QObject):
             elif isinstance(ev, ServedRequests) and self.serving:
                 self._served(ev)
             elif isinstance(ev, Progress) and ev.stage == "serving" and self.serving:
-                self.dock.show_progress(ev.done, ev.total, ev.message)
+                self.view.show_progress(ev.done, ev.total, ev.message)
             elif isinstance(ev, Progress) and ev.stage == "calibrate" and self.calibrating:
                 # a job on the loaded model (a thread of the host) streams as a run does
-                self.dock.show_progress(ev.done, ev.total, ev.message)
+                self.view.show_progress(ev.done, ev.total, ev.message)
             elif isinstance(ev, ServingSummary) and self.serving:
                 self._summary(ev.summary)
             elif isinstance(ev, RunEnded) and self.serving:
@@ -172,17 +180,17 @@ class TrafficController(QObject):
         """After new latency samples of a load run: a rolling p99 above the SLO leaves a
         marker and a warning, once per crossing. The SLO applies to the load runs it was
         set for: the idle per-inference timing loop, or another model's, never trips it."""
-        slo = self.dock.slo_ms()
+        slo = self.view.slo_ms()
         if not slo or not self.serving:
             return
-        p99 = self.view.latency.latest_stats().get("p99", math.nan)
+        p99 = self.desk.plot_stats().get("p99", math.nan)
         if not math.isfinite(p99):
             return
         if p99 > slo and not self.slo_over:
             self.slo_over = True
-            t = (time.perf_counter_ns() - self.t0_ns()) / 1e9
-            self.view.latency.add_marker(t, f"p99 > SLO {slo:g} ms")
-            self.view.show_notice("warning", f"p99 {p99:.1f} ms crossed the SLO of {slo:g} ms")
+            t = (time.perf_counter_ns() - self.desk.plot_origin_ns()) / 1e9
+            self.desk.mark_plot(t, f"p99 > SLO {slo:g} ms")
+            self._notice("warning", f"p99 {p99:.1f} ms crossed the SLO of {slo:g} ms")
         elif p99 <= slo * 0.95:
             self.slo_over = False
 
@@ -191,8 +199,8 @@ class TrafficController(QObject):
         """The load run ended (its RunEnded, or its job's end when it never served)."""
         self.serving = False
         self.slo_over = False
-        self.view.latency.set_slo(None)  # timing resumes: not what the SLO is about
-        self.dock.set_running(False)
+        self.desk.set_slo(None)  # timing resumes: not what the SLO is about
+        self.view.set_running(False)
 
     def _job_ended(self) -> None:
         """The load job's end. A run that served ends with its own RunEnded, in the same
@@ -203,30 +211,30 @@ class TrafficController(QObject):
 
     def _load_failed(self, message: str) -> None:
         self._load_ended()
-        self.view.show_error("load run", message)
+        self._error("load run", message)
 
     def _calibration_ended(self) -> None:
         self.calibrating = False
-        self.dock.set_calibrating(False)
+        self.view.set_calibrating(False)
 
     def _calibrate_failed(self, message: str) -> None:
         self._calibration_ended()
-        self.dock.calibrate_button.setEnabled(not self.serving)
-        self.dock.what_if.set_text(f"calibration failed: {message}")
-        self.view.show_error("calibration", message)
+        self.view.set_calibrate_enabled(not self.serving)
+        self.view.set_what_if_text(f"calibration failed: {message}")
+        self._error("calibration", message)
 
     def _calibrate_cancelled(self) -> None:
         self._calibration_ended()
-        self.dock.calibrate_button.setEnabled(not self.serving)
+        self.view.set_calibrate_enabled(not self.serving)
         kept = " (the What-if keeps its earlier one)" if self.service is not None else ""
-        self.dock.what_if.set_text(
+        self.view.set_what_if_text(
             f"calibration stopped: nothing of it was kept{kept}; Calibrate What-if measures again"
         )
 
     def _started(self, ev: ServingStarted) -> None:
         self.serving = True
-        self.dock.set_running(True)
-        self.dock.serving_plot.clear()
+        self.view.set_running(True)
+        self.view.clear_serving()
         self.tally = dict.fromkeys(self.tally, 0)
         try:
             self.current = BatchPolicy.from_json(ev.batching)
@@ -234,9 +242,9 @@ class TrafficController(QObject):
             self.current = None
         self._run = {"traffic": ev.traffic, "policy": self.current, "cache": ev.cache}
         self.slo_over = False
-        self.view.latency.set_slo(self.dock.slo_ms())
+        self.desk.set_slo(self.view.slo_ms())
         self._batches = []
-        self.dock.views.setCurrentWidget(self.dock.serving_plot)
+        self.view.show_serving()
 
     def _served(self, ev: ServedRequests) -> None:
         t = self.tally
@@ -250,9 +258,9 @@ class TrafficController(QObject):
             self._batches.append((ev.batch_size, ev.batch_end - ev.batch_start))
         if math.isfinite(ev.at_s):
             mean = float(ev.batch_size.mean()) if ev.batch_size.size else math.nan
-            at = (ev.origin_ns - self.t0_ns()) / 1e9 + ev.at_s
-            self.dock.serving_plot.append(at, ev.queued, ev.queue_peak, mean)
-        self.dock.serving_plot.set_tally(
+            at = (ev.origin_ns - self.desk.plot_origin_ns()) / 1e9 + ev.at_s
+            self.view.append_serving(at, ev.queued, ev.queue_peak, mean)
+        self.view.set_tally(
             f"{t['sent']:,} ended: {t['ok']:,} ok ({t['hits']:,} from cache), "
             f"{t['rejected']:,} rejected, {t['timed_out']:,} timed out · "
             f"{ev.queued} waiting now"
@@ -264,7 +272,7 @@ class TrafficController(QObject):
         within = (
             f" (goodput {good['requests_per_s']:.0f} within {good['slo_ms']:g} ms)" if good else ""
         )
-        self.dock.serving_plot.set_tally(
+        self.view.set_tally(
             f"done: p50 {lat['p50']:.2f} ms, p99 {lat['p99']:.2f} ms end to end (n="
             f"{lat['count']:,}, after the warm-up) · {s['throughput']['requests_per_s']:.0f}"
             f" requests/s{within} · {req['rejected']:,} rejected, {req['timed_out']:,} timed "
@@ -296,10 +304,9 @@ class TrafficController(QObject):
             spec = parse_traffic(spec_text)
         except OpScopeError:
             return
-        w = self.dock.what_if
         offered = spec.mean_rate()
         if service is None or policy is None:
-            w.set_real(
+            self.view.set_what_if_real(
                 offered,
                 real["latency_ms"]["p99"],
                 (
@@ -336,20 +343,23 @@ class TrafficController(QObject):
 
         def done(rc: RealCheck) -> None:
             self.last_check = rc
-            self.dock.what_if.set_real(offered, rc.real_p99, rc.text())
+            self.view.set_what_if_real(offered, rc.real_p99, rc.text())
 
-        self.real_job.submit(work, done, lambda msg: w.set_real(None, None, f"compare: {msg}"))
+        def failed(message: str) -> None:
+            self.view.set_what_if_real(None, None, f"compare: {message}")
+
+        self.real_job.submit(work, done, failed)
 
     def _calibrated(self, data: dict[str, Any]) -> None:
         self._calibration_ended()
-        self.dock.calibrate_button.setEnabled(True)
+        self.view.set_calibrate_enabled(True)
         try:
             self.service = ServiceModel.from_json(data)
         except (OpScopeError, ValueError) as exc:
-            self.dock.what_if.set_text(f"calibration unreadable: {exc}")
+            self.view.set_what_if_text(f"calibration unreadable: {exc}")
             return
-        self.dock.calibrate_button.setText("Recalibrate What-if")
-        self.dock.views.setCurrentWidget(self.dock.what_if)
+        self.view.set_calibrated(True)
+        self.view.show_what_if()
         if self._last_real is not None:  # held against the new calibration
             earlier = self._repeats.get(self._row_key(), [])
             self._check_real(self._last_real, [r for r in earlier if r is not self._last_real])
@@ -367,13 +377,13 @@ class TrafficController(QObject):
             same = dataclasses.replace(ev.config, batch=1).to_json() == ctx.get("config")
         if not same:
             self.service = None
-            self.dock.calibrate_button.setText("Calibrate What-if")
-            self.dock.what_if.set_curves(None, None)
-            self.dock.what_if.set_real(None, None)
-            self.dock.what_if.set_flags([])
+            self.view.set_calibrated(False)
+            self.view.set_what_if_curves(None, None)
+            self.view.set_what_if_real(None, None)
+            self.view.set_what_if_flags([])
             self._last_real = None
             self._repeats.clear()
-            self.dock.what_if.set_text("the model or config changed: calibrate again to predict")
+            self.view.set_what_if_text("the model or config changed: calibrate again to predict")
 
     def predict(self) -> None:
         """The simulator's answer for the dock's settings, off the GUI thread; one at a
@@ -383,50 +393,41 @@ class TrafficController(QObject):
         if self.job.busy:
             self._pending = True
             return
+        cache, repeat = self.view.cache_settings()
         try:
             q = Question(
-                parse_traffic(self.dock.traffic_spec()),
-                self.dock.policy(),
+                parse_traffic(self.view.traffic_spec()),
+                self.view.policy(),
                 self.current,
-                cache=self.dock.cache.value(),
-                repeat=self.dock.repeat.value(),
-                slo_ms=self.dock.slo_ms(),
-                slow_stretches=self.dock.stretches.isChecked(),
+                cache=cache,
+                repeat=repeat,
+                slo_ms=self.view.slo_ms(),
+                slow_stretches=self.view.slow_stretches(),
             )
         except OpScopeError as exc:
-            self.dock.what_if.set_text(str(exc))
+            self.view.set_what_if_text(str(exc))
             return
         service = self.service
         self._pending = False
         if q.spec.kind != "trace":  # a trace's rate is read with it, off the GUI thread
-            self.dock.what_if.set_rate(q.spec.mean_rate())
+            self.view.set_what_if_rate(q.spec.mean_rate())
         self.job.submit(lambda: answer(q, service), self._answered, self._failed)
 
     def _answered(self, a: dict[str, Any]) -> None:
-        w = self.dock.what_if
-        if not _alive(w):  # an answer that came after its window closed: nowhere to go
+        v = self.view
+        if not v.alive():  # an answer that came after its window closed: nowhere to go
             return
-        w.set_rate(a["offered_rate"])
-        w.set_curves(a["current"], a["proposed"])
-        w.set_text(what_if_headline(a, self.dock.traffic_spec()))
-        w.set_flags(list(a.get("flags") or []))
+        v.set_what_if_rate(a["offered_rate"])
+        v.set_what_if_curves(a["current"], a["proposed"])
+        v.set_what_if_text(what_if_headline(a, v.traffic_spec()))
+        v.set_what_if_flags(list(a.get("flags") or []))
         if self._pending:
             self.predict()
 
     def _failed(self, message: str) -> None:
-        self.dock.what_if.set_text(f"What-if failed: {message}")
+        self.view.set_what_if_text(f"What-if failed: {message}")
         if self._pending:
             self.predict()
 
 
 __all__ = ["TrafficController"]
-
-
-def _alive(widget: Any) -> bool:
-    """The widget's C++ side still exists (a double in the tests always does)."""
-    import shiboken6
-
-    try:
-        return bool(shiboken6.isValid(widget))
-    except TypeError:  # not a Qt object: a test's double
-        return True
