@@ -303,6 +303,7 @@ class ConfigPanel(QWidget):
 
     def _changed(self) -> None:
         self._debounce.start()
+        self.config_shown.emit(self.config())  # at once: a job started now runs what is shown
 
     def _emit(self) -> None:
         config = self.config()
