@@ -1,7 +1,7 @@
 """What a batch costs after the server sat idle, taken from the real serving loop: short
 runs (half the calibrated capacity; 40 requests a second; then over capacity, for the
 turnaround between back-to-back batches; these runs also keep the lateness of
-serve/lateness.py), their batches grouped by size and by the idle gap before them (no
+sim/lateness.py), their batches grouped by size and by the idle gap before them (no
 batch running on any instance), as ratios to the size's back-to-back median. Timed in
 isolation instead (a sleep, then a batch), the demo CNN's batches of 2 ran 1.74-1.94x
 slower after any pause of 0.5-20 ms and the simulator charged that, while the loop's own
@@ -50,7 +50,7 @@ IdleSlowdown = dict[int, dict[float, np.ndarray]]
 class LoopRatios:
     """What the short real runs showed: the slowdown after idle gaps, how late sends were
     by the server's state, and how late the batcher's delay expiries were, one pool
-    (serve/lateness.py)."""
+    (sim/lateness.py)."""
 
     idle: IdleSlowdown
     send_late: Lateness

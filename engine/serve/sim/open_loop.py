@@ -15,7 +15,7 @@ Both follow the same order of events as the real loop: at one instant, completio
 their instance first, then every arrival joins, then the batcher decides. Calibrated, both
 also wake the batcher late when a delay expires (or at the first arrival after it, which
 notifies it), free an instance a turnaround after its batch ends, and draw a back-to-back
-batch's time by its instance's last size (`ServiceDraws`; serve/lateness.py).
+batch's time by its instance's last size (`ServiceDraws`; sim/lateness.py).
 """
 
 from __future__ import annotations

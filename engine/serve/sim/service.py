@@ -47,11 +47,11 @@ class ServiceModel:
     contention: Contention | None = None  # how busy the machine was while it was measured
     # idle_slowdown: batch size -> idle gap before it (s, a bucket's lower edge) -> how much
     # slower batches ran after such a gap in the real loop (ratios to the back-to-back
-    # median: 1.5 = 50% slower; serve/idle_cost.py)
+    # median: 1.5 = 50% slower; sim/idle_cost.py)
     # send_late: how late a request reaches the server after its scheduled time (s), by
     # the server's state then, and wake_late: how late the batcher starts after its delay
     # expired (one pool since calibration version 16; by state in 15), both from the real
-    # loop's own runs (serve/lateness.py). An older calibration's
+    # loop's own runs (sim/lateness.py). An older calibration's
     # single pool of send lateness is read as one state's, drawn for every request.
     # turnaround: by batch size, how long after a batch of that size ended its instance
     # took the next one it could have taken at once (s): the loop's bookkeeping.

@@ -35,7 +35,7 @@ class ServiceDraws:
 
     `wake_late` (None when not calibrated): how late the batcher takes the `k`-th batch
     after its oldest request's delay expired, drawn for the server's state then
-    (serve/lateness.py: RUNNING, or idle since how long).
+    (sim/lateness.py: RUNNING, or idle since how long).
 
     `pick` (None when not calibrated, or with `stretches`): the k-th batch's time drawn by
     the size of its instance's batch before: a batch right after a larger one draws from

@@ -62,7 +62,7 @@ def simulate(
     pools = late.samples
     if len(pools) == 1:  # one pool (an older calibration): every request draws from it
         return open_loop(schedule, due + rng.choice(pools[0], len(due)), policy, svc, cache_size)
-    # how late a send is depends on the server's state when it was due (serve/lateness.py),
+    # how late a send is depends on the server's state when it was due (sim/lateness.py),
     # which the run decides: a first run with sends drawn from every state's pool, then
     # each drawn from its own state's in that run
     everyone = np.concatenate([np.asarray(p) for p in pools])

@@ -4,7 +4,7 @@ traffic, the capacity curves of the batching in use and of the proposed one on o
 grid, and the largest rate that meets the SLO with the proposed batching, read off the
 proposed curve (its point is on it). What the answer cannot promise is said with it: past
 capacity, beyond the calibrated batching, calibrated on a busy machine
-(serve/what_if_flags.py)."""
+(what_if_flags.py)."""
 
 from __future__ import annotations
 
