@@ -24,8 +24,8 @@ from engine.config import RunConfig  # noqa: E402
 from engine.events import drive  # noqa: E402
 from engine.serve.llm.calibrate import load_or_calibrate_llm  # noqa: E402
 from engine.serve.llm.metrics import summarize_llm  # noqa: E402
+from engine.serve.llm.requests import LLMWorkload, make_workload, parse_length  # noqa: E402
 from engine.serve.llm.sim import LAYOUTS, Layout, simulate_llm  # noqa: E402
-from engine.serve.llm.workload import LLMWorkload, make_workload, parse_length  # noqa: E402
 from engine.serve.traffic.schedule import make_schedule, parse_traffic  # noqa: E402
 
 MODEL = ROOT / "resources" / "models" / "demo_llm"

@@ -33,8 +33,8 @@ from engine.serve.llm.calibrate import load_or_calibrate_llm  # noqa: E402
 from engine.serve.llm.cost import LLMCost, Warmth  # noqa: E402
 from engine.serve.llm.metrics import summarize_llm  # noqa: E402
 from engine.serve.llm.real_loop import LLMServingLoop  # noqa: E402
+from engine.serve.llm.requests import LLMWorkload, make_workload, parse_length  # noqa: E402
 from engine.serve.llm.sim import Layout, simulate_llm  # noqa: E402
-from engine.serve.llm.workload import LLMWorkload, make_workload, parse_length  # noqa: E402
 from engine.serve.traffic.schedule import make_schedule, parse_traffic  # noqa: E402
 
 MODEL = ROOT / "resources" / "models" / "demo_llm"

@@ -94,9 +94,15 @@ from engine.run.memory_job import MemoryRequest
 from engine.run.serving_jobs import CalibrateRequest, LoadRunRequest
 from engine.run.wire import Channel, PipeConnection, StreamConnection, WireError
 from engine.serve.batching import BatchPolicy
-from engine.serve.llm.plan import DEFAULT_NEW, LLMPlan, kv_ms_per_mb, plan_layouts, plan_workload
 from engine.serve.llm.real_loop import check_real_layout
 from engine.serve.llm.study import LLMStudyRequest, llm_serving_config, real_plan
+from engine.serve.llm.study_plan import (
+    DEFAULT_NEW,
+    LLMPlan,
+    kv_ms_per_mb,
+    plan_layouts,
+    plan_workload,
+)
 from engine.serve.records import OK, REJECTED, TIMED_OUT, UNSERVED
 from engine.serve.sim.real_check import RealCheck
 from engine.serve.sim.real_check import check as check_real_run

@@ -20,8 +20,8 @@ from engine.errors import ConfigError
 from engine.events import Event, Progress, drive
 from engine.run.child_job import child_main
 from engine.serve.llm.cost import LLMCost
-from engine.serve.llm.plan import plan_layouts, plan_workload
 from engine.serve.llm.study import llm_serving_config, real_plan, simulate_plan
+from engine.serve.llm.study_plan import plan_layouts, plan_workload
 from tests.conftest import ROOT
 from tests.test_serve_llm import MEASURED
 from widgets.models.llm_serving_form import LENGTH_NAMES, ServingForm, checked_plan
@@ -221,8 +221,8 @@ def test_the_window_asks_for_a_prefix_cache_and_shows_its_effect() -> None:
     """The dock's shared prefixes and prefix cache become the plan `simulate --llm
     --shared-prefix --prefix-cache` builds; a study row shows the hit rate and the TTFT
     without; a cache without shared prefixes is refused in one line."""
+    from engine.serve.llm.requests import SharedPrefix
     from engine.serve.llm.study import _simulated
-    from engine.serve.llm.workload import SharedPrefix
 
     form = ServingForm(requests=60, prompt_len="100-200", shared_groups=2, shared_tokens=64,
                        prefix_blocks=32)  # fmt: skip

@@ -12,14 +12,14 @@ import pytest
 from engine.errors import ConfigError
 from engine.serve.llm.metrics import summarize_llm
 from engine.serve.llm.prefix_cache import PrefixCache
-from engine.serve.llm.sim import Layout, simulate_llm
-from engine.serve.llm.workload import (
+from engine.serve.llm.requests import (
     SHARED_BASE,
     LLMWorkload,
     SharedPrefix,
     make_workload,
     parse_length,
 )
+from engine.serve.llm.sim import Layout, simulate_llm
 from engine.serve.traffic.schedule import make_schedule, parse_traffic
 from engine.session import open_session_file
 from tests.test_cli import opscope

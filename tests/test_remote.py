@@ -396,8 +396,8 @@ def test_a_job_sent_to_a_host_carries_the_hosts_copies_of_its_files(tmp_path: Pa
     from engine.run import host_commands as cmds
     from engine.run.bench import BenchRequest
     from engine.run.serving_jobs import LoadRunRequest
-    from engine.serve.llm.plan import LLMPlan
     from engine.serve.llm.study import LLMStudyRequest
+    from engine.serve.llm.study_plan import LLMPlan
     from engine.tune.search import Goal
     from engine.tune.sweep_job import SweepRequest
     from engine.tune.tune_job import TuneRequest

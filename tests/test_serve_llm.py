@@ -14,8 +14,8 @@ import pytest
 from engine.errors import ConfigError
 from engine.serve.llm.cost import SETTLED, SETTLED_WARMTH, LLMCost, Warmth
 from engine.serve.llm.metrics import goodput, summarize_llm
+from engine.serve.llm.requests import LLMWorkload, make_workload, parse_length
 from engine.serve.llm.sim import LAYOUTS, Layout, simulate_llm
-from engine.serve.llm.workload import LLMWorkload, make_workload, parse_length
 from engine.serve.traffic.schedule import make_schedule, parse_traffic
 from tests.conftest import ROOT
 

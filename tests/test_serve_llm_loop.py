@@ -22,8 +22,8 @@ from engine.events import drive
 from engine.serve.llm.iteration import prompt_ids
 from engine.serve.llm.metrics import summarize_llm
 from engine.serve.llm.real_loop import LLMServingLoop
+from engine.serve.llm.requests import LLMWorkload
 from engine.serve.llm.sim import Layout
-from engine.serve.llm.workload import LLMWorkload
 from tests.conftest import ROOT
 from tests.test_cli import opscope
 

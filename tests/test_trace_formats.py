@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import ConfigError, InputError
-from engine.serve.llm.plan import LLMPlan, plan_workload
+from engine.serve.llm.study_plan import LLMPlan, plan_workload
 from engine.serve.traffic.schedule import make_schedule, parse_traffic, with_trace_window
 from engine.serve.traffic.trace_formats import read_any_trace, sniff
 

@@ -67,7 +67,7 @@ def test_a_trace_dropped_on_the_llm_serving_dock_brings_its_lengths(
     qtbot: Any, tmp_path: Path
 ) -> None:
     from app.llm_serving.view import LLMServingPanel
-    from engine.serve.llm.plan import plan_workload
+    from engine.serve.llm.study_plan import plan_workload
 
     dock = LLMServingPanel()
     qtbot.addWidget(dock)

@@ -22,7 +22,11 @@ from engine.serve.llm.cal_fit import honesty_line
 from engine.serve.llm.cal_plan import needs_from
 from engine.serve.llm.cost import LLMCost
 from engine.serve.llm.metrics import summarize_llm
-from engine.serve.llm.plan import (
+from engine.serve.llm.prefix_cache import check_prefix_fits
+from engine.serve.llm.requests import LLMWorkload
+from engine.serve.llm.sim import Layout, simulate_llm
+from engine.serve.llm.study import served_calibration
+from engine.serve.llm.study_plan import (
     DEFAULT_NEW,
     KV_GBPS,
     LLMPlan,
@@ -30,10 +34,6 @@ from engine.serve.llm.plan import (
     plan_layouts,
     plan_workload,
 )
-from engine.serve.llm.prefix_cache import check_prefix_fits
-from engine.serve.llm.sim import Layout, simulate_llm
-from engine.serve.llm.study import served_calibration
-from engine.serve.llm.workload import LLMWorkload
 from engine.serve.traffic.schedule import parse_traffic
 
 DURATION_S = 60.0

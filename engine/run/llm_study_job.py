@@ -12,8 +12,8 @@ from typing import Any
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import Event
-from engine.serve.llm.plan import LLMPlan
 from engine.serve.llm.study import LLMStudyRequest, Rows, serve_plan, simulate_plan
+from engine.serve.llm.study_plan import LLMPlan
 
 
 def llm_study_job(req: LLMStudyRequest) -> Generator[Event, None, Rows]:

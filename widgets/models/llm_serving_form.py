@@ -1,5 +1,5 @@
 """The LLM Serving dock's values, without Qt, and the study they ask for: an
-`engine.serve.llm.plan.LLMPlan` (the plan `simulate --llm` and `load --llm` build from
+`engine.serve.llm.study_plan.LLMPlan` (the plan `simulate --llm` and `load --llm` build from
 their flags), checked against the model's context before any work starts."""
 
 from __future__ import annotations

@@ -44,8 +44,8 @@ from engine.serve.llm.cost import LLMCost
 from engine.serve.llm.instance import Book
 from engine.serve.llm.iteration import IterationEngine
 from engine.serve.llm.real_loop import LLMServingLoop
+from engine.serve.llm.requests import LLMWorkload
 from engine.serve.llm.sim import Layout
-from engine.serve.llm.workload import LLMWorkload
 from engine.serve.sim.calibration_file import calibration_path, drift_text, write_calibration
 
 VERSION = 8  # 2: prefill passes are per prompt; 3: decode steps after a prefill; 4: after idle

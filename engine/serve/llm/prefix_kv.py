@@ -18,7 +18,7 @@ import numpy as np
 
 from engine.backends.genai.slots import SlotCache
 from engine.serve.llm.prefix_cache import PrefixCache
-from engine.serve.llm.workload import LLMWorkload
+from engine.serve.llm.requests import LLMWorkload
 
 BLOCK_SALT = 0xB10C
 

@@ -25,8 +25,8 @@ from engine.serve.llm.disagg import DecodeEngine, Links, prefill_handoff
 from engine.serve.llm.instance import Book
 from engine.serve.llm.iteration import IterationEngine, prompt_ids
 from engine.serve.llm.prefix_kv import PrefixKV, shared_prompt
+from engine.serve.llm.requests import LLMWorkload
 from engine.serve.llm.sim import Layout
-from engine.serve.llm.workload import LLMWorkload
 from engine.serve.loop import (
     LATE_WARN_MS,
     LEAD_S,

@@ -31,7 +31,7 @@ from engine.errors import ConfigError
 from engine.serve.llm.cost import LLMCost
 from engine.serve.llm.instance import Book, Instance, PrefixUse
 from engine.serve.llm.prefix_cache import PrefixCache
-from engine.serve.llm.workload import LLMWorkload
+from engine.serve.llm.requests import LLMWorkload
 
 LAYOUTS = ("colocated", "chunked", "disaggregated")
 MAX_INSTANCES = 256  # instances of each kind

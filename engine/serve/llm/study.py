@@ -24,11 +24,11 @@ from engine.serve.llm.cal_plan import Needs, needs_from
 from engine.serve.llm.calibrate import load_or_calibrate_llm
 from engine.serve.llm.cost import LLMCost
 from engine.serve.llm.metrics import summarize_llm
-from engine.serve.llm.plan import LLMPlan, plan_layouts, plan_workload
 from engine.serve.llm.prefix_cache import check_prefix_fits
 from engine.serve.llm.real_loop import LLMServingLoop, check_real_layout
+from engine.serve.llm.requests import LLMWorkload
 from engine.serve.llm.sim import Layout, simulate_llm
-from engine.serve.llm.workload import LLMWorkload
+from engine.serve.llm.study_plan import LLMPlan, plan_layouts, plan_workload
 
 Rows = list[dict[str, Any]]
 

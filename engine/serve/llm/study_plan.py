@@ -12,8 +12,8 @@ from typing import ClassVar
 import numpy as np
 
 from engine.errors import ConfigError
+from engine.serve.llm.requests import LLMWorkload, SharedPrefix, make_workload, parse_length
 from engine.serve.llm.sim import LAYOUTS, Layout
-from engine.serve.llm.workload import LLMWorkload, SharedPrefix, make_workload, parse_length
 from engine.serve.traffic.schedule import make_schedule, parse_traffic
 
 KV_GBPS = 10.0  # the modelled link between prefill and decode instances
