@@ -121,3 +121,17 @@ def test_the_window_tells_the_user_things_one_way() -> None:
             if direct.search(line):
                 offenders.append(f"{rel}:{i}: {line.strip()}")
     assert offenders == []
+
+
+def test_the_import_contracts_name_every_room() -> None:
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"][
+        "contracts"
+    ]
+    rooms = {f"app.{r}" for r in _room_names()}
+    independent = next(c for c in contracts if c["type"] == "independence" and
+                       c["modules"][0].startswith("app."))  # fmt: skip
+    forbidden = next(c for c in contracts if "app.shell" in c.get("forbidden_modules", []))
+    assert set(independent["modules"]) == rooms
+    assert set(forbidden["source_modules"]) == rooms

@@ -213,7 +213,7 @@ class LiveController(QObject):
         elif isinstance(ev, RunEnded) and self.serving:
             self.serving = False
             if ev.status == "error":
-                view.show_error("load", ev.error or "the load run failed")
+                view.command_failed("load", ev.error or "the load run failed")
         elif isinstance(ev, RunStarted):
             self.batch = ev.batch
             self.provider = ev.provider_used
@@ -257,7 +257,7 @@ class LiveController(QObject):
             if ev.command in ("load", "apply"):
                 self.notices.build_failed()
             view.config_panel.hide_progress()
-            view.show_error(ev.command, ev.message, running=self.run_started)
+            view.command_failed(ev.command, ev.message, running=self.run_started)
         elif isinstance(ev, Notice):
             if ev.level != "warning" or self.notices.warning(ev.message):
                 view.show_notice(ev.level, ev.message)
@@ -268,7 +268,7 @@ class LiveController(QObject):
             self.peaks.peaks = ev.peaks
             self.show_roofline()
         elif isinstance(ev, RunEnded) and ev.status == "error":
-            view.show_error("run", ev.error or "the run failed")
+            view.command_failed("run", ev.error or "the run failed")
 
     def show_roofline(self) -> None:
         """Draw the last profile on the roofline, with roofs once the peaks are known."""

@@ -23,8 +23,8 @@ from app.host.job_runner import JobRunner
 from app.sessions.exports import ExportNotice, add_export_actions
 from app.sessions.recording import Recording
 from app.shell.help_dialogs import guide_dialog, shortcuts_dialog
-from app.shell.menu_bar import MenuBar
 from app.shell.main_window import STEPPED_KEY, MainWindow
+from app.shell.menu_bar import MenuBar
 from engine.api import Compacted, OpScopeError, Target, backends
 
 
@@ -108,7 +108,8 @@ def shell_items(wb: Workbench, compacting: Background) -> tuple[list[MenuItem], 
         MenuItem(F, "Save &Plot As…", lambda: _save_plot(wb), "Ctrl+Shift+P",
                  "Save the latency plot as PNG or SVG"),
         MenuItem(F, "&Quit", wb.quit, "Quit", separator_before=True),
-        MenuItem(R, "Pause", wb.toggle_running, "Ctrl+Space", "Pause or resume timing", key="pause"),
+        MenuItem(R, "Pause", wb.toggle_running, "Ctrl+Space", "Pause or resume timing",
+                 key="pause"),
         MenuItem(R, "Profile &Now", wb.client.profile_now, "Ctrl+Alt+P",
                  "Run a profiling pass of the current config now"),
         MenuItem(R, "&Restart Engine", wb.restart_engine, "Ctrl+Shift+R",
@@ -203,7 +204,7 @@ def _connect_host(wb: Workbench) -> None:
     try:
         target = Target.parse(text)
     except OpScopeError as exc:
-        wb.window.banner.show_message("error", str(exc))
+        wb.window.notify("error", str(exc))
         return
     add_recent_host(settings, str(target))
     wb.connect_host(target)
@@ -212,7 +213,9 @@ def _connect_host(wb: Workbench) -> None:
 def _import_hf(wb: Workbench) -> None:
     from app.llm.hf_import import import_interactively
 
-    import_interactively(wb.window, wb.jobs, wb.open_model)
+    import_interactively(
+        wb.window, wb.jobs, wb.open_model, lambda text: wb.window.notify("error", text)
+    )
 
 
 def _save_plot(wb: Workbench) -> None:
@@ -224,7 +227,7 @@ def _save_plot(wb: Workbench) -> None:
     try:
         wb.window.latency.export_image(path)
     except (ValueError, OSError) as exc:
-        QMessageBox.warning(wb.window, "Cannot save plot", f"{path}: {exc}")
+        wb.window.notify("error", f"Cannot save the plot as {path}: {exc}")
 
 
 def _export_notice(w: MainWindow, jobs: JobRunner) -> ExportNotice:
@@ -246,7 +249,7 @@ def _save_compact(wb: Workbench, job: Background) -> None:
         return
     if not path.endswith(".opscope"):
         path += ".opscope"
-    wb.window.statusBar().showMessage(f"writing a compact copy {path}…")
+    wb.window.notify("info", f"writing a compact copy {path}…")
 
     def done(result: object) -> None:
         sizes = (
@@ -254,11 +257,10 @@ def _save_compact(wb: Workbench, job: Background) -> None:
             if isinstance(result, Compacted)
             else ""
         )
-        wb.window.statusBar().showMessage(f"wrote {path}{sizes}", 8000)
+        wb.window.notify("info", f"wrote {path}{sizes}")
 
     def failed(error: str) -> None:
-        wb.window.statusBar().clearMessage()
-        QMessageBox.warning(wb.window, "Cannot save a compact copy", error)
+        wb.window.notify("error", f"Cannot save a compact copy {path}: {error}")
 
     job.submit(lambda: wb.recording.compact_copy(path, COMPACT_KEEP_PASSES), done, failed)
 

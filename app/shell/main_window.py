@@ -1,6 +1,6 @@
 """The live workbench window: config panel, latency plot, telemetry, per-op table.
 
-Layout only, plus small view methods the controller calls (`model_loaded`, `show_error`,
+Layout only, plus small view methods the controller calls (`model_loaded`, `command_failed`,
 ...). Menus live in app/shell/actions.py, event routing in app/live/live_controller.py.
 """
 
@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.desk.menus import DockPlace
+from app.desk.notices import Notices
 from app.live.config_panel import ConfigPanel
 from app.live.input_panel import InputPanel
 from app.sessions.compact import MODEL_KIND_DOCK, ElidedLabel, compact_pickers, scrolled
@@ -52,8 +53,9 @@ from widgets.telemetry_strip import TelemetryStrip
 SESSION_SUFFIXES = (".opscope",)
 STEPPED_KEY = "view/stepped_follow"  # the followed latency plot moves in steps
 # the docks: 1 config, operators, roofline; 2 + traffic, tune; 3 + scaling; 4 + generation;
-# 5 + runs; 6 the docks scroll inside their share (layouts saved grown are dropped); 7 + memory
-LAYOUT_VERSION = 7
+# 5 + runs; 6 the docks scroll inside their share (layouts saved grown are dropped); 7 + memory;
+# 8 + messages (the rooms place their own docks)
+LAYOUT_VERSION = 8
 
 
 class MainWindow(QMainWindow):
@@ -75,6 +77,8 @@ class MainWindow(QMainWindow):
         self.on_closed: Callable[[], None] = lambda: None
 
         self.banner = Banner()
+        self.notices = Notices(self.banner, self.statusBar())
+        self.notify = self.notices.notify  # the one way this window tells the user things
         self.latency = LatencyPlot()
         self.plot_notice = PlotNotice(self.latency)
         self.telemetry = TelemetryStrip(paint_hz=1.0)  # slow-changing: once a second, as top
@@ -358,7 +362,7 @@ class MainWindow(QMainWindow):
             self.op_table.select_op(name)
         self.node_shown.emit(name)
 
-    def show_error(self, command: str, message: str, running: bool = False) -> None:
+    def command_failed(self, command: str, message: str, running: bool = False) -> None:
         keeps = ""
         if command in ("load", "apply"):
             keeps = (
@@ -366,17 +370,15 @@ class MainWindow(QMainWindow):
                 if running
                 else " Open another model with File > Open Model (Ctrl+O)."
             )
-        self.banner.show_message(
-            "error", f"{command} failed: {message}.{keeps}", key=f"error:{command}"
-        )
+        self.notify("error", f"{command} failed: {message}.{keeps}", key=f"error:{command}")
 
     def show_notice(self, level: str, message: str) -> None:
         if level == "note":  # for the session file, not the user's attention
             return
         if level == "warning":
-            self.banner.show_message("warning", message, key=f"run:{message}")
+            self.notify("warning", message, key=f"run:{message}")
         else:
-            self.statusBar().showMessage(message, 8000)
+            self.notify("info", message)
 
     def host_died(self, why: str) -> None:
         saved = (  # the engine died: its samples were recorded; the recording failed: not
@@ -384,7 +386,7 @@ class MainWindow(QMainWindow):
             if why.startswith("recording failed")
             else "Everything measured so far is saved in the session"
         )
-        self.banner.show_message(
+        self.notify(
             "error",
             f"{why}. {saved}.",
             action="Reconnect" if self._host else "Restart engine",
@@ -392,7 +394,7 @@ class MainWindow(QMainWindow):
         )
 
     def host_hung(self, why: str) -> None:
-        self.banner.show_message(
+        self.notify(
             "warning",
             f"{why}. Restarting kills it; everything measured so far is saved.",
             action="Restart engine",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from app import graph, llm_serving, memory, runs, scaling, traffic, tune
+from app import graph, llm_serving, memory, messages, runs, scaling, traffic, tune
 from app.desk import Desk
 
 ROOMS: tuple[Callable[[Desk], object], ...] = (
@@ -16,5 +16,6 @@ ROOMS: tuple[Callable[[Desk], object], ...] = (
     memory.install,
     graph.install,
     runs.install,
+    messages.install,
     llm_serving.install,
 )

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, QTimer
-from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
+from PySide6.QtWidgets import QApplication, QFileDialog
 
+from app.desk import Desk, DockPlace, Level, MenuItem
 from app.host.engine_client import EngineClient
 from app.host.job_runner import JobRunner
 from app.live.inputs_controller import InputsController
@@ -19,7 +20,6 @@ from app.shell.actions import build_menus
 from app.shell.main_window import SESSION_SUFFIXES, MainWindow, add_recent
 from app.shell.pause_holds import PauseHolds
 from app.shell.rooms import ROOMS
-from app.desk import Desk, DockPlace, Level, MenuItem
 from engine.api import (
     OpScopeError,
     RunConfig,
@@ -102,6 +102,7 @@ class Workbench(QObject, PauseHolds):
         w.node_shown.connect(desk.node_shown)
         desk.node_picked.connect(w.show_node)
         desk.node_memory.connect(w.op_table.set_node_memory)
+        w.notices.listeners.append(desk.said.emit)  # every message, for the Messages room
         self.controller.figures_ready.connect(desk.publish_figures)
         self.controller.variant_ready.connect(desk.variant_ready)
         return desk
@@ -117,13 +118,10 @@ class Workbench(QObject, PauseHolds):
     def notify(
         self, level: Level, text: str, key: str | None = None, action: str | None = None
     ) -> None:
-        if level == "info" and key is None and action is None:
-            self.window.statusBar().showMessage(text, 8000)
-        else:
-            self.window.banner.show_message(level, text, action=action, key=key)
+        self.window.notify(level, text, key, action)
 
     def clear_notice(self, key: str) -> None:
-        self.window.banner.clear(key)
+        self.window.notices.clear(key)
 
     def add_dock(self, title: str, widget: Any, place: DockPlace) -> Any:
         return self.window.add_room_dock(title, widget, place)
@@ -161,7 +159,7 @@ class Workbench(QObject, PauseHolds):
             return Recording(session_path)
         except OpScopeError as exc:
             recording = Recording(new_autosave_path())
-            self.window.banner.show_message(
+            self.window.notify(
                 "error", f"Cannot record into {exc}. Recording into {recording.path} instead."
             )
             return recording
@@ -185,7 +183,10 @@ class Workbench(QObject, PauseHolds):
         if source_kind(path) is not None:  # a GGUF file or Hugging Face folder: import first
             from app.llm.hf_import import import_and_open
 
-            import_and_open(self.window, self.jobs, str(path), self._open_imported)
+            import_and_open(
+                self.window, self.jobs, str(path), self._open_imported,
+                lambda text: self.notify("error", text),
+            )  # fmt: skip
             return
         self._open_imported(str(path))
 
@@ -198,7 +199,7 @@ class Workbench(QObject, PauseHolds):
         try:
             window = SessionWindow(path, self.jobs)
         except OpScopeError as exc:  # the banner, not a modal: the app stays usable
-            self.window.banner.show_message("error", f"Cannot open session {exc}")
+            self.notify("error", f"Cannot open session {exc}")
             return
         window.show()
         self.session_windows.append(window)
@@ -218,7 +219,7 @@ class Workbench(QObject, PauseHolds):
         try:
             self.recording.save_as(dest)
         except (OSError, OpScopeError) as exc:
-            QMessageBox.warning(self.window, "Cannot save session", f"{dest}: {exc}")
+            self.notify("error", f"Cannot save the session as {dest}: {exc}")
             return
         self.update_status()
 
