@@ -18,9 +18,10 @@ from engine.cli.simulate_llm import layouts_from_args, workload_from_args
 from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.events import Event, Progress, drive
+from engine.model.workload import Workload
 from engine.run.child_job import child_main
 from engine.serve.llm.cost import LLMCost
-from engine.serve.llm.study import llm_serving_config, real_plan, simulate_plan
+from engine.serve.llm.study import LLMStudyRequest, llm_serving_config, real_plan, simulate_plan
 from engine.serve.llm.study_plan import plan_layouts, plan_workload
 from tests.conftest import ROOT
 from tests.test_serve_llm import MEASURED
@@ -162,7 +163,9 @@ def test_simulating_the_plan_on_the_demo_llm_gives_three_layouts() -> None:
     stages: list[str] = []
     config = llm_serving_config(RunConfig(threads=1))
     rows = drive(
-        simulate_plan(str(DEMO_LLM), config, plan, LENGTH_NAMES),
+        simulate_plan(
+            LLMStudyRequest("simulate", Workload(str(DEMO_LLM), config), plan, LENGTH_NAMES)
+        ),
         lambda ev: stages.append(getattr(ev, "stage", "")),
     )
     assert "simulation" in stages

@@ -22,7 +22,7 @@ def llm_study_job(req: LLMStudyRequest) -> Generator[Event, None, Rows]:
         raise ConfigError(f"an LLM study is 'simulate' or 'real', not {req.kind!r}")
     study = simulate_plan if req.kind == "simulate" else serve_plan
     model, config = req.workload.model, req.workload.config
-    rows = yield from study(model, config, req.plan, req.what, req.remeasure, req.remedy)
+    rows = yield from study(req)
     if req.session:  # an interrupted real run is kept, marked partial
         partial = any(row.get("unfinished") for row in rows)
         record_llm_study(req.session, model, req.kind, config, plan_json(req.plan), rows,

@@ -89,24 +89,12 @@ class LLMStudyRequest:
     job_name: ClassVar[str] = "LLM serving study"
 
 
-def simulate_plan(
-    model: str,
-    config: RunConfig,
-    plan: LLMPlan,
-    what: tuple[str, str] = ("--prompt-len", "--new-tokens"),
-    remeasure: bool = False,
-    remedy: str = "--recalibrate",
-) -> Generator[Event, None, Rows]:
-    """Every layout of `plan` simulated on the same requests (calibrating first, or the
-    calibration cached for this model, config and machine unless `remeasure`)."""
-    plan.check_slos()
-    llm = read_config(model)
-    context = llm.context_length
-    layouts = plan_layouts(plan, context)
-    work = plan_workload(plan, context, what)
-    _check_prefix(plan, work, llm.shape.kv_bytes_per_token(2))
-    needs = needs_from(work.prompt, layouts)
-    _, cost = yield from served_calibration(model, config, needs, remeasure, remedy)
+def simulate_plan(req: LLMStudyRequest) -> Generator[Event, None, Rows]:
+    """Every layout of the request's plan simulated on the same requests (calibrating first,
+    or the calibration cached for this model, config and machine unless `remeasure`)."""
+    plan = req.plan
+    work, layouts = _planned(req, plan, real=False)
+    _, cost = yield from _calibration(req, work, layouts)
     rows = []
     for k, layout in enumerate(layouts):
         yield Progress("simulation", k, len(layouts), f"simulating {layout.describe()}")
@@ -114,26 +102,13 @@ def simulate_plan(
     return rows
 
 
-def serve_plan(
-    model: str,
-    config: RunConfig,
-    plan: LLMPlan,
-    what: tuple[str, str] = ("--prompt-len", "--new-tokens"),
-    remeasure: bool = False,
-    remedy: str = "--recalibrate",
-) -> Generator[Event, None, Rows]:
-    """`plan`'s one layout served for real by the serving loop, after the simulator's
+def serve_plan(req: LLMStudyRequest) -> Generator[Event, None, Rows]:
+    """The plan's one layout served for real by the serving loop, after the simulator's
     answer for that layout and those requests: [simulated row, real row]."""
-    plan = real_plan(plan)
-    plan.check_slos()
-    llm = read_config(model)
-    context = llm.context_length
-    layout = plan_layouts(plan, context)[0]
-    check_real_layout(layout)
-    work = plan_workload(plan, context, what)
-    _check_prefix(plan, work, llm.shape.kv_bytes_per_token(2))
-    needs = needs_from(work.prompt, [layout])
-    folder, cost = yield from served_calibration(model, config, needs, remeasure, remedy)
+    plan = real_plan(req.plan)
+    work, (layout,) = _planned(req, plan, real=True)
+    folder, cost = yield from _calibration(req, work, [layout])
+    config = req.workload.config
     simulated = _simulated(work, layout, cost, plan)
     yield Progress("serving", 0, len(work), f"opening the model for {layout.describe()}")
     loop = LLMServingLoop(open_llm(folder, config), work, layout, seed=plan.seed,
@@ -148,6 +123,30 @@ def serve_plan(
         "unfinished": len(work) - int(np.isfinite(loop.book.done).sum()),
     }
     return [simulated, real]
+
+
+def _planned(req: LLMStudyRequest, plan: LLMPlan, real: bool) -> tuple[LLMWorkload, list[Layout]]:
+    """The plan's layouts (`real`: its one layout, which the real loop must serve) and its
+    requests, at the model's context; its SLOs and its prefix cache checked."""
+    plan.check_slos()
+    llm = read_config(req.workload.model)
+    context = llm.context_length
+    layouts = plan_layouts(plan, context)
+    if real:
+        layouts = layouts[:1]
+        check_real_layout(layouts[0])
+    work = plan_workload(plan, context, req.what)
+    _check_prefix(plan, work, llm.shape.kv_bytes_per_token(2))
+    return work, layouts
+
+
+def _calibration(
+    req: LLMStudyRequest, work: LLMWorkload, layouts: list[Layout]
+) -> Generator[Event, None, tuple[str, LLMCost]]:
+    """The served folder and its calibration of the points these layouts and requests read."""
+    needs = needs_from(work.prompt, layouts)
+    model, config = req.workload.model, req.workload.config
+    return (yield from served_calibration(model, config, needs, req.remeasure, req.remedy))
 
 
 def _simulated(work: LLMWorkload, layout: Layout, cost: LLMCost, plan: LLMPlan) -> dict[str, Any]:
