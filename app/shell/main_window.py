@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
@@ -245,6 +246,8 @@ class MainWindow(QMainWindow):
     def _tall_shown(self, dock: QDockWidget, visible: bool) -> None:
         """A tall dock's tab shown (the graph): the docks of its area grow to half the
         window; another tab shown: they go back to the height they had."""
+        if not (shiboken6.isValid(self) and shiboken6.isValid(dock)):
+            return  # the window is being deleted: its docks hide as it goes
         area = self.dockWidgetArea(dock)
         if area != Qt.DockWidgetArea.BottomDockWidgetArea or dock.isFloating():
             return
