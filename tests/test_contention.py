@@ -95,7 +95,8 @@ def test_a_profiling_pass_says_how_busy_the_machine_was(tmp_path: object) -> Non
     with open_session_file(path) as reader:
         (run,) = reader.runs()
         (prof,) = reader.profiles(run.id)
-    assert prof["contention"]["verdict"] == result.profile.contention.verdict
+    assert prof.contention is not None
+    assert prof.contention["verdict"] == result.profile.contention.verdict
     assert run.contention is not None  # and the timing pass's, on the run
     busy = Contention(1.0, 2, 1.9, 0.0, 1.0)
     note = overhead_note(result.profile.ops, 0.9, 0.1, busy)

@@ -131,7 +131,7 @@ def test_csv_tables(session: Path, tmp_path: Path) -> None:
         assert np.array_equal([int(r["start_ns"]) for r in mine], starts)
         assert {int(r["run_id"]) for r in ops} == PROFILED
         nodes = [r for r in ops if r["run_id"] == "1" and r["kind"] == "node"]
-        assert [r["name"] for r in nodes] == [o["name"] for o in reader.ops(1)]
+        assert [r["name"] for r in nodes] == [o.name for o in reader.ops(1)]
         assert {r["kind"] for r in ops} == {"node", "op_type"}
 
 

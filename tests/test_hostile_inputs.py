@@ -64,7 +64,7 @@ def test_nan_outputs_fail_the_accuracy_check() -> None:
     import numpy as np
 
     from engine.measure.accuracy import compare_outputs
-    from engine.session.rows import _accuracy
+    from engine.session.run_fields import accuracy as _accuracy
 
     ref = [[np.eye(3, dtype=np.float32)]]
     got = [[np.full((3, 3), np.nan, np.float32)]]

@@ -216,7 +216,7 @@ def test_a_session_keeps_each_checks_own_target() -> None:
     import dataclasses
 
     from engine.measure.accuracy import AccuracyResult
-    from engine.session.rows import _accuracy
+    from engine.session.run_fields import accuracy as _accuracy
 
     checks = [
         {"output": "logits", "part": "", "metric": "token agreement", "worst": 0.86,

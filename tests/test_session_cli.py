@@ -44,7 +44,7 @@ def test_bench_and_profile_append_runs(two_runs: Path, tmp_path: Path) -> None:
         ]
         assert all(r.samples >= 5 and r.latency and r.latency.count == r.samples for r in runs)
         assert reader.ops(1) == [] and len(reader.ops(2)) > 5
-        assert reader.op_events(2) and reader.profiles(2)[0]["runs"] == 5
+        assert reader.op_events(2) and reader.profiles(2)[0].runs == 5
     proc = opscope("session", "show", two_runs, check=True)
     lines = proc.stdout.splitlines()
     assert lines[0].startswith(f"session {two_runs}: 2 runs, format v{SCHEMA_VERSION}")

@@ -147,7 +147,7 @@ def test_passes_of_one_run_share_their_nodes(tmp_path: Path) -> None:
     with open_session_file(tmp_path / "s.opscope") as reader:
         assert [reader.profile_trace(run, p) for p in range(3)] == [mlp, loops, mlp]
         events = reader.op_events(run, 1)
-        assert [e["self_us"] for e in events] == [n.self_us for n in loops.nodes]
+        assert [e.self_us for e in events] == [n.self_us for n in loops.nodes]
 
 
 def test_compact_rows_take_a_fraction_of_the_space(tmp_path: Path) -> None:

@@ -86,7 +86,7 @@ def test_a_value_that_is_not_utf8_is_read_with_a_replacement(
     conn.close()
     with open_session_file(path) as reader:
         assert reader.runs()[0].model_name == "de\ufffdmo"
-        assert reader.models()[0]["name"] == "de\ufffdmo"
+        assert reader.models()[0].name == "de\ufffdmo"
     proc = opscope("session", "show", path)
     assert proc.returncode == 0 and "de\ufffdmo" in proc.stdout, proc.stderr
 

@@ -222,10 +222,10 @@ def test_a_lock_held_when_the_run_starts_is_waited_for(tmp_path: Path) -> None:
 
 def test_a_study_written_while_another_connection_commits_is_kept(tmp_path: Path) -> None:
     """A study's row (an LLM serving study, a memory report) written while another
-    connection commits between the write's first read and its insert: a deferred
-    transaction cannot take the write lock then (WAL's snapshot rule: SQLITE_BUSY at once,
-    no busy wait; the afternoon's demo LLM study failed so, 'database is locked'). The
-    write takes its lock first and waits for the other's."""
+    connection commits between the write's begin and its insert: a deferred transaction
+    that read first cannot take the write lock then (WAL's snapshot rule: SQLITE_BUSY at
+    once, no busy wait; the afternoon's demo LLM study failed so, 'database is locked'). The
+    write takes its lock at its begin, so the other waits for it."""
     path = tmp_path / "race.opscope"
     SessionStore.create_or_open(path).close()
     store = SessionStore.create_or_open(path)
@@ -234,11 +234,10 @@ def test_a_study_written_while_another_connection_commits_is_kept(tmp_path: Path
     fired: list[str] = []
     seen: list[str] = []
 
-    def between(statement: str) -> None:  # the other writes after the study's first read
+    def between(statement: str) -> None:  # the other writes once the study has begun
         seen.append(statement.lstrip().upper())
         began = any(s.startswith("BEGIN") for s in seen)
-        read = began and any(s.startswith(("SELECT", "PRAGMA")) for s in seen[1:])
-        if not fired and read and statement.lstrip().upper().startswith(("SAVEPOINT", "INSERT")):
+        if not fired and began and statement.lstrip().upper().startswith(("SAVEPOINT", "INSERT")):
             fired.append(statement)
             try:
                 other.execute("INSERT INTO meta (key, value) VALUES ('other', 'x')")

@@ -21,7 +21,7 @@ from engine.analysis.serving_trace import serving_trace_events
 from engine.errors import OpScopeError
 from engine.files import finite, write_atomic
 from engine.measure.flops import node_flops
-from engine.measure.op_stats import STAT_KEYS, node_bytes
+from engine.measure.op_stats import STAT_KEYS, node_bytes, stat_to_json
 from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan, Shapes
 from engine.session.generation_rows import GenerationRun
 from engine.session.reader import SessionReader
@@ -325,10 +325,11 @@ def op_records(reader: SessionReader, run: RunRow) -> Iterator[dict[str, Any]]:
     profiles = reader.profiles(run.id)
     if not profiles:
         return
-    last = profiles[-1]["pass"]
+    last = profiles[-1].pass_
     for kind in ("node", "op_type"):
-        for rank, row in enumerate(reader.ops(run.id, kind)):
-            yield {"run_id": run.id, "pass": last, "kind": kind, "rank": rank, **row}
+        for rank, stat in enumerate(reader.ops(run.id, kind)):
+            yield {"run_id": run.id, "pass": last, "kind": kind, "rank": rank,
+                   **stat_to_json(stat)}  # fmt: skip
 
 
 def sweep_records(s: SweepRow) -> Iterator[dict[str, Any]]:

@@ -37,6 +37,8 @@ from engine.analysis.serving_report import serving_section
 from engine.analysis.sweep_report import sweep_section
 from engine.config import PRECISION_LABELS, provider_label
 from engine.errors import OpScopeError
+from engine.measure.op_stats import stat_to_json
+from engine.session.model_rows import ModelRow
 from engine.session.reader import SessionReader
 from engine.session.rows import RunRow
 
@@ -131,7 +133,7 @@ def build_report(reader: SessionReader, source: str) -> str:
 
 def _env_section(
     meta: dict[str, str | None],
-    models: list[dict[str, Any]],
+    models: Sequence[ModelRow],
     machines: dict[str, dict[str, str]] | None = None,
 ) -> str:
     rows = [(k, v if v is not None else "-") for k, v in meta.items()]
@@ -144,11 +146,11 @@ def _env_section(
     if models:
         mrows = [
             (
-                m["name"] or "?",
-                str(m["sha256"])[:12],
-                _bytes(m["file_bytes"]),
-                ", ".join(_io(v) for v in m["inputs"]),
-                m["path"] or "-",
+                m.name or "?",
+                str(m.sha256)[:12],
+                _bytes(m.file_bytes),
+                ", ".join(_io(v) for v in m.inputs),
+                m.path or "-",
             )
             for m in models
         ]
@@ -159,7 +161,7 @@ def _env_section(
 def _runs_section(runs: Sequence[RunRow]) -> str:
     head = tuple(c.name for c in run_table.COLUMNS)
     rows = [tuple(run_table.cells(summarize(r), run_table.COLUMNS)) for r in runs]
-    rows = [(row[0], _kind(row[1]), *row[2:]) for row in rows]
+    rows = [(run_id, _kind(kind), *rest) for run_id, kind, *rest in rows]
     body = (
         _table(head, rows, right={i for i, c in enumerate(run_table.COLUMNS) if c.numeric})
         if runs
@@ -221,18 +223,18 @@ def _ops_section(reader: SessionReader, runs: Sequence[RunRow]) -> str:
             continue
         p = profiles[-1]
         providers = ", ".join(
-            f"{k.replace('ExecutionProvider', '')} {v}" for k, v in p["provider_nodes"].items()
+            f"{k.replace('ExecutionProvider', '')} {v}" for k, v in p.provider_nodes.items()
         )
         body.append(
             f'<h3>Run {r.id}: {esc(short_label(r))}</h3><p class="small">'
             f"{len(profiles)} profiling pass{'es' if len(profiles) > 1 else ''}; the "
-            f"last profiled {p['runs']} inferences; node time covers "
-            f"{_pct(p['coverage'])} of each inference; profiling overhead "
-            f"{_pct(p['overhead'])}; nodes per provider: {esc(providers or '-')}</p>"
+            f"last profiled {p.runs} inferences; node time covers "
+            f"{_pct(p.coverage)} of each inference; profiling overhead "
+            f"{_pct(p.overhead)}; nodes per provider: {esc(providers or '-')}</p>"
         )
         body.append(
             _figure(
-                report_plots.ops_bar_svg(r.id, nodes),
+                report_plots.ops_bar_svg(r.id, [stat_to_json(n) for n in nodes]),
                 f"The slowest nodes of run {r.id} (mean per inference).",
             )
         )
@@ -242,14 +244,14 @@ def _ops_section(reader: SessionReader, runs: Sequence[RunRow]) -> str:
                 head,
                 [
                     (
-                        n["name"],
-                        n["op_type"],
-                        provider_label(n["provider"]),
-                        _num(n["time_ms"]),
-                        _pct(n["share"]),
-                        _bytes(n["bytes"]),
-                        _num(n["gbps"], 2),
-                        _num(n["gflops"], 2),
+                        n.name,
+                        n.op_type,
+                        provider_label(n.provider),
+                        _num(n.time_ms),
+                        _pct(n.share),
+                        _bytes(n.bytes),
+                        _num(n.gbps, 2),
+                        _num(n.gflops, 2),
                     )
                     for n in nodes[:TOP_OPS]
                 ],
@@ -260,7 +262,7 @@ def _ops_section(reader: SessionReader, runs: Sequence[RunRow]) -> str:
             _table(
                 ("op type", "nodes", "ms", "share"),
                 [
-                    (t["op_type"], str(t["calls"]), _num(t["time_ms"]), _pct(t["share"]))
+                    (t.op_type, str(t.calls), _num(t.time_ms), _pct(t.share))
                     for t in types[:TOP_OPS]
                 ],
                 right={1, 2, 3},

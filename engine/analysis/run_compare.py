@@ -33,6 +33,7 @@ from engine.analysis.likeness import Side, busy, unlike, verdict
 from engine.analysis.run_summary import inputs_text
 from engine.measure.contention import Contention
 from engine.measure.op_families import group_by_family, is_quantized, op_family
+from engine.measure.op_stats import stat_to_json
 from engine.session.reader import SessionReader
 from engine.session.refs import open_run
 from engine.session.rows import RunRow
@@ -262,7 +263,9 @@ def latency_kind(run: RunRow) -> str:
 
 def node_rows(reader: SessionReader, run: RunRow, kind: str = "node") -> list[dict[str, Any]]:
     """The op rows of the run's last profiling pass ([] when it was never profiled)."""
-    return reader.ops(run.id, kind) if reader.profiles(run.id) else []
+    if not reader.profiles(run.id):
+        return []
+    return [stat_to_json(s) for s in reader.ops(run.id, kind)]
 
 
 def compare_runs(

@@ -11,10 +11,11 @@ from engine.session.reader import SessionReader
 from engine.session.recorder import Recorder
 from engine.session.recording import recording
 from engine.session.refs import open_run, resolve_run_ref
-from engine.session.rows import MarkerRow, RunRow
+from engine.session.rows import RunRow
 from engine.session.schema import MIGRATIONS, SCHEMA_VERSION
 from engine.session.store import SessionStore, open_session_file
 from engine.session.sweep_rows import SweepRow
+from engine.session.timeline_rows import MarkerRow
 
 __all__ = [
     "MIGRATIONS",

@@ -47,6 +47,7 @@ class Col:
     lo: float = -math.inf
     hi: float = math.inf
     chars: int = 4 * KB  # text and JSON only
+    since: int = 1  # the format version that added it to its table (a migration's ALTER)
 
 
 def _text(chars: int = 4 * KB, required: bool = False) -> Col:
@@ -63,6 +64,11 @@ def _real(lo: float = 0.0, hi: float = MS, required: bool = False) -> Col:
 
 def _req(col: Col) -> Col:
     return Col(col.kind, True, col.lo, col.hi, col.chars)
+
+
+def _v8(col: Col) -> Col:
+    """A column format v8 added to its table (schema.py's `_v8_contention`)."""
+    return Col(col.kind, col.required, col.lo, col.hi, col.chars, since=8)
 
 
 _MS_STATS = ("mean_ms", "std_ms", "min_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms")
@@ -108,6 +114,8 @@ COLUMNS: dict[str, dict[str, Col]] = {
         "warmup_runs": _int(0, COUNT),
         "elapsed_s": _real(0.0, SECONDS),
         "accuracy": _text(4 * MB, required=True),
+        "contention": _v8(_text(64 * KB)),
+        **{n: _v8(_real(0.0, MS)) for n in ("p50_lo_ms", "p50_hi_ms", "p99_lo_ms", "p99_hi_ms")},
     },
     "latency": {
         "run_id": _int(0, INT64, required=True),
@@ -124,6 +132,7 @@ COLUMNS: dict[str, dict[str, Col]] = {
         "provider_nodes": _text(64 * KB, required=True),
         "nodes_total": _int(0, COUNT),
         "recorded_at": _text(64),
+        "contention": _v8(_text(64 * KB)),
     },
     "profile_runs": {
         "run_id": _int(0, INT64, required=True),
@@ -307,11 +316,32 @@ def unreadable(table: str, name: str) -> str:
     return f"not an OpScope session this version can read ({table} table lacks column {name})"
 
 
+@dataclass(frozen=True, slots=True)
+class ColumnInfo:
+    """A column as SQLite's `PRAGMA table_info` describes it."""
+
+    name: str
+    type: str
+    pk: int  # its place in the primary key (0: not in it)
+
+
+def table_info(conn: sqlite3.Connection, table: str, schema: str = "") -> list[ColumnInfo]:
+    """The columns a file's `table` has (in `schema`: "main", an attached one; default:
+    as the connection resolves the name, TEMP views first)."""
+    prefix = f"{schema}." if schema else ""
+    return [
+        ColumnInfo(name, kind, pk)
+        for _cid, name, kind, _notnull, _default, pk in conn.execute(
+            f"PRAGMA {prefix}table_info({table})"
+        )
+    ]
+
+
 def missing_columns(conn: sqlite3.Connection) -> dict[str, list[str]]:
     """table -> declared columns the file's table lacks (tables it lacks: every column)."""
     out: dict[str, list[str]] = {}
     for table, cols in COLUMNS.items():
-        have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        have = {info.name for info in table_info(conn, table)}
         lacking = [c for c in cols if c not in have]
         if lacking:
             out[table] = lacking

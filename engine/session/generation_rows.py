@@ -11,34 +11,61 @@ from typing import Any
 import numpy as np
 
 from engine.events import GenerationStarted, GenerationSteps
-from engine.session.trust import json_text, parse_json, req, typed
+from engine.session.spec import Column, RecordSpec
+from engine.session.trust import json_text, req, typed
+
+GENERATION: RecordSpec[dict[str, Any]] = RecordSpec(
+    "generation",
+    (
+        Column("run_id", int),
+        *(Column(n, int) for n in ("prompt_len", "new_tokens", "batch")),
+        Column("sampling", str),
+        *(Column(n, int) for n in ("context_length", "kv_bytes_per_token")),
+        Column("summary", dict),  # `opscope generate --json`'s figures, once it ended
+    ),
+)
+# One row per pass of each timed generation: step 0 the prefill (with the generation's
+# start, ns from the timing origin), then each decode step
+STEPS: RecordSpec[dict[str, Any]] = RecordSpec(
+    "steps",
+    (
+        Column("run_id", int),
+        Column("generation", int),
+        Column("step", int),
+        Column("start_ns", int, nullable=True),
+        Column("dur_ns", int),
+    ),
+)
 
 
 def start_generation(conn: sqlite3.Connection, run_id: int, ev: GenerationStarted) -> None:
-    conn.execute(
-        "INSERT OR REPLACE INTO generation (run_id, prompt_len, new_tokens, batch, sampling, "
-        "context_length, kv_bytes_per_token) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [run_id, ev.prompt_len, ev.new_tokens, ev.batch, ev.sampling, ev.context_length,
-         ev.kv_bytes_per_token],
-    )  # fmt: skip
+    GENERATION.write(
+        conn,
+        "INSERT OR REPLACE",
+        run_id=run_id,
+        prompt_len=ev.prompt_len,
+        new_tokens=ev.new_tokens,
+        batch=ev.batch,
+        sampling=ev.sampling,
+        context_length=ev.context_length,
+        kv_bytes_per_token=ev.kv_bytes_per_token,
+    )
 
 
 def add_steps(conn: sqlite3.Connection, run_id: int, chunk: list[GenerationSteps]) -> int:
     """Append generations' passes; returns how many rows. Joins an open transaction."""
     rows = [
-        (run_id, g.index, step, g.start_ns if step == 0 else None, int(dur))
+        STEPS.row(run_id=run_id, generation=g.index, step=step,
+                  start_ns=g.start_ns if step == 0 else None, dur_ns=int(dur))
         for g in chunk
         for step, dur in enumerate(np.asarray(g.steps_ns, np.int64).tolist())
-    ]
-    conn.executemany(
-        "INSERT INTO steps (run_id, generation, step, start_ns, dur_ns) VALUES (?, ?, ?, ?, ?)",
-        rows,
-    )
+    ]  # fmt: skip
+    conn.executemany(STEPS.insert(), rows)
     return len(rows)
 
 
 def set_generation_summary(conn: sqlite3.Connection, run_id: int, summary: dict[str, Any]) -> None:
-    conn.execute("UPDATE generation SET summary = ? WHERE run_id = ?", [json_text(summary), run_id])
+    GENERATION.update(conn, {"run_id": run_id}, summary=json_text(summary))
 
 
 @dataclass(frozen=True)
@@ -75,18 +102,12 @@ class GenerationRun:
 
 def read_generation(conn: sqlite3.Connection, run_id: int) -> GenerationRun | None:
     """The generation run `run_id`, or None when the run is not one."""
-    row = conn.execute(
-        "SELECT prompt_len, new_tokens, batch, sampling, context_length, kv_bytes_per_token, "
-        "summary FROM generation WHERE run_id = ?",
-        [run_id],
-    ).fetchone()
+    row = conn.execute(GENERATION.select("WHERE run_id = ?"), [run_id]).fetchone()
     if row is None:
         return None
-    steps = conn.execute(
-        "SELECT generation, step, start_ns, dur_ns FROM steps WHERE run_id = ? "
-        "ORDER BY generation, step",
-        [run_id],
-    ).fetchall()
+    names = ("generation", "step", "start_ns", "dur_ns")
+    sql = STEPS.select("WHERE run_id = ?", "ORDER BY generation, step", names)
+    steps = conn.execute(sql, [run_id]).fetchall()
     ttft: list[int] = []
     tpot: list[int] = []
     starts: list[int] = []
@@ -108,14 +129,7 @@ def read_generation(conn: sqlite3.Connection, run_id: int) -> GenerationRun | No
         else:
             raise ValueError(f"steps: generation {gen} has decode steps but no first token")
     return GenerationRun(
-        run_id=run_id,
-        prompt_len=req(row[0], int, "generation.prompt_len"),
-        new_tokens=req(row[1], int, "generation.new_tokens"),
-        batch=req(row[2], int, "generation.batch"),
-        sampling=req(row[3], str, "generation.sampling"),
-        context_length=req(row[4], int, "generation.context_length"),
-        kv_bytes_per_token=req(row[5], int, "generation.kv_bytes_per_token"),
-        summary=parse_json(row[6], dict, "generation.summary"),
+        **GENERATION.values(row),
         ttft_ns=np.asarray(ttft, np.int64),
         tpot_ns=np.asarray(tpot, np.int64),
         starts_ns=np.asarray(starts, np.int64),

@@ -17,7 +17,7 @@ from engine.config import RunConfig
 from engine.session import blobs
 from engine.session.blobs import Flag, Num, Seq, Spec, Text
 from engine.session.columns import COUNT, SECONDS
-from engine.session.trust import parse_json, req
+from engine.session.spec import Column, RecordSpec
 
 KINDS = ("simulate", "real")
 MAX_ROWS = 64  # layouts of one study
@@ -119,38 +119,48 @@ class LLMStudyRow:
     status: str  # complete | partial
 
 
+LLM_STUDIES: RecordSpec[dict[str, Any]] = RecordSpec(
+    "llm_studies",
+    (
+        Column("id", int),
+        Column("created_at", str, nullable=True),
+        Column("model_path", str, nullable=True),
+        Column("kind", str),  # simulate | real
+        Column("config", str, nullable=True),  # checked as a RunConfig below
+        Column("plan", dict),
+        Column("rows", list),
+        Column("status", str),  # complete | partial
+    ),
+)
+
+
 def read_llm_studies(conn: sqlite3.Connection) -> list[LLMStudyRow]:
     """Every LLM serving study, oldest first."""
-    found = conn.execute(
-        "SELECT id, created_at, model_path, kind, config, plan, rows, status "
-        "FROM llm_studies ORDER BY id"
-    ).fetchall()
     out = []
-    for r in found:
-        study_id = req(r[0], int, "llm_studies.id")
+    for r in conn.execute(LLM_STUDIES.select(order="ORDER BY id")).fetchall():
+        study_id = LLM_STUDIES.value(r, "id")
         try:
-            out.append(_study(study_id, r))
+            out.append(_study(LLM_STUDIES.values(r)))
         except (ValueError, TypeError) as exc:
             raise ValueError(f"LLM serving study {study_id}: {exc}") from exc
     return out
 
 
-def _study(study_id: int, r: tuple[Any, ...]) -> LLMStudyRow:
-    kind = req(r[3], str, "llm_studies.kind")
+def _study(v: dict[str, Any]) -> LLMStudyRow:
+    kind = v["kind"]
     if kind not in KINDS:
         raise ValueError(f"llm_studies.kind is {kind[:20]!r}, not simulate or real")
-    status = req(r[7], str, "llm_studies.status")
+    status = v["status"]
     if status not in ("complete", "partial"):
         raise ValueError(f"llm_studies.status is {status[:20]!r}, not complete or partial")
-    config: RunConfig | None = blobs.stored_config(r[4], "llm_studies.config")
-    plan = _kept(parse_json(r[5], dict, "llm_studies.plan") or {}, PLAN, "plan")
-    rows = parse_json(r[6], list, "llm_studies.rows")
+    config: RunConfig | None = blobs.stored_config(v["config"], "llm_studies.config")
+    plan = _kept(v["plan"] or {}, PLAN, "plan")
+    rows = v["rows"]
     if rows is None or len(rows) > MAX_ROWS:
         raise ValueError(f"llm_studies.rows is missing or holds more than {MAX_ROWS} rows")
     checked = [checked_row(row, f"rows[{i}]") for i, row in enumerate(rows)]
-    created = r[1] if isinstance(r[1], str) else None
-    path = r[2] if isinstance(r[2], str) else None
-    return LLMStudyRow(study_id, created, path, kind, config, plan, checked, status)
+    return LLMStudyRow(v["id"], v["created_at"], v["model_path"], kind, config, plan, checked,
+                       status)  # fmt: skip
 
 
 def checked_row(raw: object, what: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.session import blobs
-from engine.session.trust import parse_json, req
+from engine.session.spec import Column, RecordSpec
 
 BYTES = 1e15
 SECONDS = 1e7
@@ -34,29 +34,35 @@ class MemoryRow:
     report: dict[str, Any]  # the checked fields of engine/run/memory_job.py's result
 
 
+MEMORY: RecordSpec[dict[str, Any]] = RecordSpec(
+    "memory",
+    (
+        Column("id", int),
+        Column("created_at", str, nullable=True),
+        Column("model_path", str, nullable=True),
+        Column("config", str, nullable=True),  # checked as a RunConfig below
+        Column("report", dict),  # engine/run/memory_job.py's result, checked below
+    ),
+)
+
+
 def read_memory(conn: sqlite3.Connection) -> list[MemoryRow]:
     """Every memory report, oldest first."""
-    rows = conn.execute(
-        "SELECT id, created_at, model_path, config, report FROM memory ORDER BY id"
-    ).fetchall()
     out = []
-    for r in rows:
-        memory_id = req(r[0], int, "memory.id")
+    for r in conn.execute(MEMORY.select(order="ORDER BY id")).fetchall():
+        memory_id = MEMORY.value(r, "id")
         try:
-            out.append(_row(memory_id, r))
+            out.append(_row(MEMORY.values(r)))
         except (ValueError, TypeError) as exc:
             raise ValueError(f"memory report {memory_id}: {exc}") from exc
     return out
 
 
-def _row(memory_id: int, r: tuple[Any, ...]) -> MemoryRow:
-    config: RunConfig | None = blobs.stored_config(r[3], "memory.config")
-    raw = parse_json(r[4], dict, "memory.report")
-    if raw is None:
+def _row(v: dict[str, Any]) -> MemoryRow:
+    config: RunConfig | None = blobs.stored_config(v["config"], "memory.config")
+    if v["report"] is None:
         raise ValueError("memory.report is missing or too long")
-    created = r[1] if isinstance(r[1], str) else None
-    path = r[2] if isinstance(r[2], str) else None
-    return MemoryRow(memory_id, created, path, config, checked_report(raw))
+    return MemoryRow(v["id"], v["created_at"], v["model_path"], config, checked_report(v["report"]))
 
 
 def checked_report(raw: dict[str, Any]) -> dict[str, Any]:

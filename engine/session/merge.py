@@ -12,6 +12,7 @@ from pathlib import Path
 
 from engine.errors import SessionFileError, one_line
 from engine.session import schema
+from engine.session.columns import table_info
 from engine.session.env import FACTS, MACHINE_PREFIX
 from engine.session.store import SessionStore
 from engine.session.trust import corrupt
@@ -52,14 +53,14 @@ def copy_runs(store: SessionStore, src: Path, paths: Mapping[str, str] | None = 
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
-    return [row[1] for row in conn.execute(f"PRAGMA main.table_info({table})")]
+    return [c.name for c in table_info(conn, table, "main")]
 
 
 def _own_key(conn: sqlite3.Connection, table: str) -> str | None:
     """A table's own row id (an INTEGER PRIMARY KEY alone: markers' id), given anew."""
-    keys = [(row[1], row[2]) for row in conn.execute(f"PRAGMA main.table_info({table})") if row[5]]
-    alone = len(keys) == 1 and keys[0][1].upper() == "INTEGER" and keys[0][0] != "run_id"
-    return keys[0][0] if alone else None
+    keys = [c for c in table_info(conn, table, "main") if c.pk]
+    alone = len(keys) == 1 and keys[0].type.upper() == "INTEGER" and keys[0].name != "run_id"
+    return keys[0].name if alone else None
 
 
 def _copy(conn: sqlite3.Connection, paths: dict[str, str]) -> list[int]:

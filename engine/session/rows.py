@@ -1,9 +1,9 @@
-"""Typed records read back from a session file, each built from a row with every value
-checked (see engine/session/trust.py): a run, a marker, an op statistic."""
+"""A run as recorded (`runs`, read as `RunRow`), declared once (engine/session/spec.py):
+config, provider obtained, variant facts, stored statistics, every value checked (see
+engine/session/trust.py and run_fields.py)."""
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,14 +12,11 @@ from engine.config import RunConfig
 from engine.errors import ConfigError, SessionFileError
 from engine.events import AccuracyResult
 from engine.measure.contention import Contention
-from engine.measure.op_stats import STAT_KEYS
 from engine.measure.stats import LatencyStats, Throughput
-from engine.session import blobs
-from engine.session.trust import parse_json, req, typed
+from engine.session import blobs, run_fields
+from engine.session.spec import Column, RecordSpec
 
 NAN = float("nan")
-MAX_RANK = 64  # dims of an input's shape
-MAX_DIM = 2**31  # one dim of an input's shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,243 +87,111 @@ class RunRow:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class MarkerRow:
-    """A note on a session's timeline: a config change, a user note, an engine notice."""
-
-    id: int
-    run_id: int | None
-    wall_ns: int  # epoch ns
-    t_ns: int | None  # relative to the run's timing origin, when known
-    kind: str  # "config", "note", "notice", ...
-    label: str
-    text: str
+_MS = ("mean_ms", "std_ms", "min_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms")
+_INTERVALS = ("p50_lo_ms", "p50_hi_ms", "p99_lo_ms", "p99_hi_ms")
 
 
-def run_row(r: sqlite3.Row, path: Path) -> RunRow:
-    """Build a RunRow from `SELECT runs.*, models.name AS model_name`, checking every value."""
-    run_id = req(r["id"], int, "runs.id")
+def _run(name: str, kind: type, then: Any = None, **kw: Any) -> Column:
+    """A column of `runs`, selected from the join with `models` (nullable unless said)."""
+    kw.setdefault("nullable", True)
+    return Column(name, kind, then=then, expr=f"r.{name}", **kw)
 
-    def s(key: str) -> str | None:
-        return typed(r[key], str, f"runs.{key}", nullable=True)
 
-    def i(key: str) -> int | None:
-        return typed(r[key], int, f"runs.{key}", nullable=True)
+def _or_zero(value: int | None) -> int:
+    return value or 0
 
-    def f(key: str) -> float | None:
-        return typed(r[key], float, f"runs.{key}", nullable=True)
+
+RUNS: RecordSpec[dict[str, Any]] = RecordSpec(
+    "runs",
+    (
+        _run("id", int, nullable=False),
+        _run("kind", str),
+        _run("model_sha256", str),
+        Column("model_name", str, nullable=True, expr="m.name", what="models.name"),
+        _run("model_path", str),
+        _run("config", dict),
+        _run("provider_requested", str),
+        _run("provider_used", str),
+        _run("providers", list, run_fields.strings),
+        _run("inputs", dict, run_fields.inputs),
+        _run("batch", int),
+        _run("session_create_s", float),
+        _run("variant", dict, run_fields.variant),
+        _run("status", str, nullable=False),
+        _run("error", str),
+        _run("started_at", str),
+        _run("ended_at", str),
+        _run("timing_origin_ns", int),
+        _run("host", str),
+        _run("app_version", str),
+        _run("samples", int, _or_zero),
+        *(_run(name, float) for name in (*_MS, *_INTERVALS)),
+        _run("inferences_per_s", float),
+        _run("samples_per_s", float),
+        _run("stable", int),
+        _run("warmup_runs", int),
+        _run("elapsed_s", float),
+        _run("accuracy", dict, run_fields.accuracy),
+        _run("contention", dict, Contention.from_json),
+    ),
+    source="runs r LEFT JOIN models m ON m.sha256 = r.model_sha256",
+)
+WRITTEN = tuple(n for n in RUNS.names if n != "model_name")  # the columns of `runs` itself
+
+
+def run_row(v: dict[str, Any], path: Path) -> RunRow:
+    """A RunRow from the checked values of a row of `RUNS.select()`, by name."""
 
     def fn(key: str) -> float:  # NaN was stored as NULL
-        value = f(key)
-        return NAN if value is None else value
+        value = v[key]
+        return NAN if value is None else float(value)
 
     config = None
-    raw = parse_json(r["config"], dict, "runs.config")
-    if raw is not None:
+    if v["config"] is not None:
         try:
-            config = RunConfig.from_json(blobs.checked(raw, blobs.CONFIG, "runs.config"))
+            config = RunConfig.from_json(blobs.checked(v["config"], blobs.CONFIG, "runs.config"))
         except (ConfigError, TypeError, ValueError) as exc:
-            raise SessionFileError(f"run {run_id} has an invalid config ({exc})", path) from exc
-    samples = i("samples") or 0
-    timed = r["stable"] is not None or r["p50_ms"] is not None  # the timing pass ended
+            raise SessionFileError(f"run {v['id']} has an invalid config ({exc})", path) from exc
+    samples = v["samples"]
+    timed = v["stable"] is not None or v["p50_ms"] is not None  # the timing pass ended
+    stats = {k.removesuffix("_ms"): fn(k) for k in _MS}  # mean, std, ..., max
     return RunRow(
-        id=run_id,
-        kind=s("kind") or "bench",
-        status=req(r["status"], str, "runs.status"),
-        error=s("error"),
-        model_sha256=s("model_sha256"),
-        model_name=typed(r["model_name"], str, "models.name", nullable=True)
-        or (Path(s("model_path") or "").name or None),
-        model_path=s("model_path"),
+        id=v["id"],
+        kind=v["kind"] or "bench",
+        status=v["status"],
+        error=v["error"],
+        model_sha256=v["model_sha256"],
+        model_name=v["model_name"] or (Path(v["model_path"] or "").name or None),
+        model_path=v["model_path"],
         config=config,
-        provider_requested=s("provider_requested"),
-        provider_used=s("provider_used"),
-        providers=tuple(_strings(parse_json(r["providers"], list, "runs.providers"))),
-        inputs=_inputs(parse_json(r["inputs"], dict, "runs.inputs")),
-        batch=i("batch"),
-        session_create_s=f("session_create_s"),
-        variant=_variant(parse_json(r["variant"], dict, "runs.variant")),
-        started_at=s("started_at"),
-        ended_at=s("ended_at"),
-        timing_origin_ns=i("timing_origin_ns"),
-        host=s("host"),
-        app_version=s("app_version"),
+        provider_requested=v["provider_requested"],
+        provider_used=v["provider_used"],
+        providers=tuple(v["providers"]),
+        inputs=v["inputs"],
+        batch=v["batch"],
+        session_create_s=v["session_create_s"],
+        variant=v["variant"],
+        started_at=v["started_at"],
+        ended_at=v["ended_at"],
+        timing_origin_ns=v["timing_origin_ns"],
+        host=v["host"],
+        app_version=v["app_version"],
         samples=samples,
         latency=LatencyStats(
-            samples,
-            fn("mean_ms"),
-            fn("std_ms"),
-            fn("min_ms"),
-            fn("p50_ms"),
-            fn("p90_ms"),
-            fn("p95_ms"),
-            fn("p99_ms"),
-            fn("max_ms"),
-            _interval(r, "p50"),
-            _interval(r, "p99"),
+            samples, **stats, p50_ci=_interval(v, "p50"), p99_ci=_interval(v, "p99")
         )
         if timed
         else None,
         throughput=Throughput(fn("inferences_per_s"), fn("samples_per_s")) if timed else None,
-        stable=None if i("stable") is None else bool(i("stable")),
-        warmup_runs=i("warmup_runs"),
-        elapsed_s=f("elapsed_s"),
-        accuracy=_accuracy(parse_json(r["accuracy"], dict, "runs.accuracy")),
-        contention=Contention.from_json(parse_json(r["contention"], dict, "runs.contention"))
-        if "contention" in r.keys()  # noqa: SIM118 (a sqlite3.Row: `in` tests its values)
-        else None,
+        stable=None if v["stable"] is None else bool(v["stable"]),
+        warmup_runs=v["warmup_runs"],
+        elapsed_s=v["elapsed_s"],
+        accuracy=v["accuracy"],
+        contention=v["contention"],
     )
 
 
-def _interval(r: sqlite3.Row, q: str) -> tuple[float, float] | None:
+def _interval(v: dict[str, Any], q: str) -> tuple[float, float] | None:
     """A percentile's stored interval (None: not stored, or a file from before v8)."""
-    if f"{q}_lo_ms" not in r.keys():  # noqa: SIM118 (a sqlite3.Row: `in` tests its values)
-        return None
-    lo = typed(r[f"{q}_lo_ms"], float, f"runs.{q}_lo_ms", nullable=True)
-    hi = typed(r[f"{q}_hi_ms"], float, f"runs.{q}_hi_ms", nullable=True)
+    lo, hi = v[f"{q}_lo_ms"], v[f"{q}_hi_ms"]
     return None if lo is None or hi is None else (lo, hi)
-
-
-def op_stat_row(r: tuple[Any, ...]) -> dict[str, Any]:
-    """A row of the STAT_KEYS columns, in order -> the dict `engine.measure.op_stats.stat_to_json`
-    makes."""
-    kinds: tuple[type, ...] = (
-        str,
-        str,
-        str,
-        int,
-        float,
-        float,
-        float,
-        float,
-        int,
-        float,
-        int,
-        float,
-        float,
-    )
-    out: dict[str, Any] = {}
-    for key, kind, value in zip(STAT_KEYS, kinds, r, strict=True):
-        nullable = key in ("gbps", "flops", "gflops", "intensity", "provider")
-        out[key] = typed(value, kind, f"ops.{key}", nullable=nullable)
-    if out["provider"] is None:
-        out["provider"] = ""
-    return out
-
-
-def _strings(values: list[Any] | None) -> list[str]:
-    out = values or []
-    if not all(isinstance(v, str) for v in out):
-        raise ValueError("runs.providers holds a non-text entry")
-    return out
-
-
-def _inputs(value: dict[str, Any] | None) -> dict[str, Any]:
-    out = value or {}
-    for spec in out.values():
-        if (
-            not isinstance(spec, dict)
-            or not isinstance(spec.get("dtype"), str)
-            or not isinstance(spec.get("shape"), list)
-            or len(spec["shape"]) > MAX_RANK
-            or not all(
-                isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIM
-                for d in spec["shape"]
-            )
-        ):
-            raise ValueError("runs.inputs holds a malformed input")
-    return out
-
-
-_VARIANT_KEYS: dict[str, tuple[type, ...]] = {
-    "precision": (str,),
-    "path": (str,),
-    "build_s": (int, float),
-    "cached": (bool,),
-    "nodes": (int, type(None)),
-    "nodes_original": (int,),
-    "details": (dict,),
-}
-
-
-def _variant(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    for key, kinds in _VARIANT_KEYS.items():
-        if key in value and not isinstance(value[key], kinds):
-            raise ValueError(f"runs.variant.{key} has the wrong type")
-    return value
-
-
-def _accuracy(value: dict[str, Any] | None) -> AccuracyResult | None:
-    if value is None:
-        return None
-
-    def num(key: str) -> float:
-        v = value.get(key)
-        if v is None:
-            return NAN
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            raise ValueError(f"runs.accuracy.{key} is not a number")
-        return float(v)
-
-    baseline, samples = value.get("baseline"), value.get("samples", 0)
-    per_output = value.get("per_output", {})
-    if (
-        not isinstance(baseline, str)
-        or not isinstance(samples, int)
-        or not isinstance(per_output, dict)
-    ):
-        raise ValueError("runs.accuracy is malformed")
-
-    def optional(key: str) -> float | None:
-        return None if value.get(key) is None else num(key)
-
-    return AccuracyResult(
-        baseline,
-        num("max_abs_err"),
-        num("mean_abs_err"),
-        num("cosine"),
-        optional("top1_agreement"),
-        samples,
-        per_output,
-        optional("label_top1"),
-        optional("baseline_label_top1"),
-        int(optional("nonfinite") or 0),
-        mean_cosine=optional("mean_cosine"),
-        checks=_checks(value.get("checks")),
-        data=value["data"] if isinstance(value.get("data"), str) else "",
-    )
-
-
-_CHECK_TEXT = ("output", "part", "metric")
-
-
-def _checks(value: object) -> list[dict[str, Any]]:
-    """A run's accuracy checks as a session file holds them (a teammate's file: each field
-    checked; an older file has none)."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ValueError("runs.accuracy.checks is not a list")
-    out = []
-    for c in value:
-        if not isinstance(c, dict) or not all(isinstance(c.get(k), str) for k in _CHECK_TEXT):
-            raise ValueError("runs.accuracy.checks holds a malformed check")
-        for k in ("worst", "mean", "target"):
-            v = c.get(k)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
-                raise ValueError(f"runs.accuracy.checks.{k} is not a number")
-        out.append(
-            {
-                **{k: c[k] for k in _CHECK_TEXT},
-                "worst": NAN if c.get("worst") is None else float(c["worst"]),
-                "mean": NAN if c.get("mean") is None else float(c["mean"]),
-                "sample": int(c["sample"]) if isinstance(c.get("sample"), int) else 0,
-                "samples": int(c["samples"]) if isinstance(c.get("samples"), int) else 0,
-                "detail": str(c.get("detail", ""))[:200],
-                # a generating model's check carries its own target (token agreement 0.9)
-                **({"target": float(c["target"])} if c.get("target") is not None else {}),
-            }
-        )
-    return out

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import time
-from collections.abc import Iterable, Iterator, Sequence
-from itertools import repeat
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +20,19 @@ from sqlite_utils import Database
 from engine.errors import SessionFileError
 from engine.events import AccuracyResult, OpProfile, ServedRequests, ServingStarted, TimingDone
 from engine.measure.contention import Contention
-from engine.measure.op_trace import NodeEvent
 from engine.model.info import ModelInfo
-from engine.session import held, schema, writer_liveness
+from engine.session import held, serving_rows, writer_liveness
 from engine.session.env import MACHINE_PREFIX
+from engine.session.latency_rows import add_latency
+from engine.session.llm_study_rows import LLM_STUDIES
+from engine.session.memory_rows import MEMORY
+from engine.session.model_rows import upsert_model
+from engine.session.profile_rows import add_profile
 from engine.session.reader import SessionReader
+from engine.session.rows import RUNS
+from engine.session.spec import RecordSpec
+from engine.session.sweep_rows import SWEEPS
+from engine.session.timeline_rows import add_marker, add_telemetry
 from engine.session.trust import check_file, json_text
 from engine.session.writable import (
     BUSY_TIMEOUT_S,
@@ -115,25 +121,8 @@ class SessionStore:
 
     def upsert_model(self, info: ModelInfo) -> str:
         """The model's row, keyed by the hash of its files; returns the sha256."""
-        models = self.db.table("models")
         with self.db.atomic():
-            models.upsert(
-                {
-                    "sha256": info.sha256,
-                    "name": info.name,
-                    "path": info.path,
-                    "file_bytes": info.file_bytes,
-                    "inputs": json_text([v.to_json() for v in info.inputs]),
-                    "outputs": json_text([v.to_json() for v in info.outputs]),
-                    "info": json_text(info.to_json()),
-                },
-                pk="sha256",
-            )
-            self.db.execute(
-                "UPDATE models SET first_seen = COALESCE(first_seen, ?) WHERE sha256 = ?",
-                [utc_now(), info.sha256],
-            )
-        return info.sha256
+            return upsert_model(self.db.conn, info)
 
     def start_run(self, fields: dict[str, Any]) -> int:
         """A new run row with status 'running'; returns its id."""
@@ -141,11 +130,8 @@ class SessionStore:
             "SELECT key, value FROM meta WHERE key IN ('host', 'app_version')"
         ).fetchall()
         row = {"status": "running", "started_at": utc_now(), "samples": 0, **dict(facts), **fields}
-        table = self.db.table("runs")
         with self.db.atomic():
-            table.insert(row)
-            run_id = table.last_pk
-            assert isinstance(run_id, int)
+            run_id = RUNS.write(self.db.conn, **row)
             self.db.execute(  # who records it, so a reader can tell it was killed
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                 [writer_liveness.key(run_id), writer_liveness.this_writer()],
@@ -156,8 +142,8 @@ class SessionStore:
     def note_machine(self, name: str, facts: dict[str, str | None]) -> None:
         """Another machine's facts (an engine host's over SSH: its runs name it in
         `runs.host`) as meta `machine:NAME`; none for the session's own machine."""
-        own = self.db.execute("SELECT value FROM meta WHERE key = 'host'").fetchone()
-        if own is not None and own[0] == name:
+        own = self.db.execute("SELECT value FROM meta WHERE key = 'host'").fetchall()
+        if any(host == name for (host,) in own):
             return
         self.db.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
@@ -165,7 +151,10 @@ class SessionStore:
         )
 
     def update_run(self, run_id: int, fields: dict[str, Any]) -> None:
-        self.db.table("runs").update(run_id, fields)
+        """Set the named columns of a run (committed, or joining the caller's transaction)."""
+        if fields:
+            with self.db.atomic():
+                RUNS.update(self.db.conn, {"id": run_id}, **fields)
 
     def end_run(self, run_id: int, status: str, error: str | None = None) -> None:
         with self.db.atomic():
@@ -209,97 +198,29 @@ class SessionStore:
         self, run_id: int, first_index: int, starts_ns: np.ndarray, latencies_ns: np.ndarray
     ) -> int:
         """Append raw samples numbered from `first_index`; returns the next index. Joins the
-        caller's transaction if one is open.
-
-        The hot path: the connection's own executemany over zipped `.tolist()` columns,
-        not sqlite-utils' insert_all (dict rows: 2-3x slower, see bench/store_insert.py)."""
-        n = int(latencies_ns.size)
-        if n != starts_ns.size:
-            raise ValueError(f"{starts_ns.size} starts for {n} latencies")
-        rows = zip(
-            repeat(run_id),
-            range(first_index, first_index + n),
-            starts_ns.tolist(),
-            latencies_ns.tolist(),
-            strict=False,
-        )
+        caller's transaction if one is open (the hot path: see latency_rows.py)."""
         with self.db.atomic():
-            self.db.conn.executemany(
-                "INSERT INTO latency (run_id, i, start_ns, latency_ns) VALUES (?, ?, ?, ?)", rows
-            )
-        return first_index + n
+            return add_latency(self.db.conn, run_id, first_index, starts_ns, latencies_ns)
 
     # -- serving runs ------------------------------------------------------------------
 
     def start_serving(self, run_id: int, ev: ServingStarted) -> None:
-        self.db.table("serving").upsert(
-            {
-                "run_id": run_id,
-                "simulated": int(ev.simulated),
-                "traffic": json_text(ev.traffic),
-                "batching": json_text(ev.batching),
-                "cache": json_text(ev.cache),
-                "warmup_s": ev.warmup_s,
-                "calibration": json_text(ev.calibration) if ev.calibration else None,
-            },
-            pk="run_id",
-        )
+        with self.db.atomic():
+            serving_rows.start_serving(self.db.conn, run_id, ev)
 
     def set_serving_origin(self, run_id: int, origin_wall_ns: int) -> None:
-        self.db.execute(
-            "UPDATE serving SET origin_ns = ? WHERE run_id = ?", [origin_wall_ns, run_id]
-        )
+        serving_rows.set_serving_origin(self.db.conn, run_id, origin_wall_ns)
 
     def set_serving_summary(
         self, run_id: int, summary: dict[str, Any], answers: dict[str, Any]
     ) -> None:
-        self.db.execute(
-            "UPDATE serving SET summary = ?, answers = ? WHERE run_id = ?",
-            [json_text(summary), json_text(answers) if answers else None, run_id],
-        )
+        serving_rows.set_serving_summary(self.db.conn, run_id, summary, answers)
 
     def add_served(self, run_id: int, chunk: ServedRequests) -> int:
         """Append a chunk of ended requests and the batches run since; returns the number of
         requests. Joins the caller's transaction if one is open."""
-        c = chunk
-
-        def ns(values: np.ndarray) -> list[int | None]:
-            out = np.round(np.asarray(values, np.float64) * 1e9)
-            return [None if v != v else int(v) for v in out.tolist()]
-
-        requests = zip(
-            repeat(run_id),
-            np.asarray(c.index, np.int64).tolist(),
-            ns(c.scheduled),
-            ns(c.sent),
-            ns(c.dequeued),
-            ns(c.done),
-            np.asarray(c.batch, np.int64).tolist(),
-            np.asarray(c.hit, np.int64).tolist(),
-            np.asarray(c.outcome, np.int64).tolist(),
-            strict=False,
-        )
-        batches = zip(
-            repeat(run_id),
-            np.asarray(c.batch_id, np.int64).tolist(),
-            ns(c.batch_start),
-            ns(c.batch_end),
-            np.asarray(c.batch_size, np.int64).tolist(),
-            np.asarray(c.batch_instance, np.int64).tolist(),
-            strict=False,
-        )
         with self.db.atomic():
-            self.db.conn.executemany(
-                "INSERT OR REPLACE INTO requests (run_id, i, scheduled_ns, sent_ns, "
-                "dequeued_ns, done_ns, batch, hit, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                requests,
-            )
-            self.db.conn.executemany(
-                "INSERT OR REPLACE INTO batches (run_id, id, start_ns, end_ns, size, instance) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                batches,
-            )
-        return int(np.asarray(c.index).size)
+            return serving_rows.add_served(self.db.conn, run_id, chunk)
 
     # -- sweeps ------------------------------------------------------------------------
 
@@ -314,7 +235,7 @@ class SessionStore:
         partial: bool = False,
     ) -> int:
         """One sweep as a whole (`SweepResult.to_json()` as `result`); returns its id."""
-        return self._add_row("sweeps", model_path=model_path, dim=dim, config=config,
+        return self._add_row(SWEEPS, model_path=model_path, dim=dim, config=config,
                              result=result, run_ids=run_ids,
                              status="partial" if partial else "complete")  # fmt: skip
 
@@ -335,22 +256,18 @@ class SessionStore:
             raise
         conn.execute("COMMIT")
 
-    def _add_row(self, name: str, **fields: Any) -> int:
+    def _add_row(self, spec: RecordSpec[Any], **fields: Any) -> int:
         """A row of a table of rows of their own (not a run's), stamped `created_at`, its
         objects and lists stored as JSON; returns its id."""
-        table = self.db.table(name)
         row = {k: json_text(v) if isinstance(v, dict | list) else v for k, v in fields.items()}
         with self._immediate():
-            table.insert({"created_at": utc_now(), **row})
-        row_id = table.last_pk
-        assert isinstance(row_id, int)
-        return row_id
+            return spec.write(self.db.conn, created_at=utc_now(), **row)
 
     # -- memory reports --------------------------------------------------------------
 
     def add_memory(self, *, model_path: str, config: dict[str, Any], report: dict[str, Any]) -> int:
         """One memory report (engine/run/memory_job.py's result); returns its id."""
-        return self._add_row("memory", model_path=model_path, config=config, report=report)
+        return self._add_row(MEMORY, model_path=model_path, config=config, report=report)
 
     # -- LLM serving studies -----------------------------------------------------------
 
@@ -365,7 +282,7 @@ class SessionStore:
         partial: bool = False,
     ) -> int:
         """One LLM serving study (engine/serve/llm/study.py's rows); returns its id."""
-        return self._add_row("llm_studies", model_path=model_path, kind=kind, config=config,
+        return self._add_row(LLM_STUDIES, model_path=model_path, kind=kind, config=config,
                              plan=plan, rows=rows,
                              status="partial" if partial else "complete")  # fmt: skip
 
@@ -375,12 +292,8 @@ class SessionStore:
 
     def add_telemetry_rows(self, rows: Iterable[tuple[int | None, int, str, float]]) -> int:
         """Append (run_id, wall_ns, name, value) rows; returns count."""
-        data = [(run_id, int(t), str(name), float(v)) for run_id, t, name, v in rows]
         with self.db.atomic():
-            self.db.conn.executemany(
-                "INSERT INTO telemetry (run_id, wall_ns, name, value) VALUES (?, ?, ?, ?)", data
-            )
-        return len(data)
+            return add_telemetry(self.db.conn, rows)
 
     def add_marker(
         self,
@@ -394,21 +307,8 @@ class SessionStore:
     ) -> int:
         """A note on the timeline (a config change, a user note, an engine notice).
         `t_ns` is relative to the run's timing origin when known; `wall_ns` defaults to now."""
-        table = self.db.table("markers")
         with self.db.atomic():
-            table.insert(
-                {
-                    "run_id": run_id,
-                    "wall_ns": time.time_ns() if wall_ns is None else wall_ns,
-                    "t_ns": t_ns,
-                    "kind": kind,
-                    "label": label,
-                    "text": text,
-                }
-            )
-        marker_id = table.last_pk
-        assert isinstance(marker_id, int)
-        return marker_id
+            return add_marker(self.db.conn, run_id, kind, label, text, t_ns, wall_ns)
 
     def set_marker_offsets(self, run_id: int, origin_wall_ns: int) -> None:
         """Fill `t_ns` (relative to the run's timing origin) of the run's markers that were
@@ -423,41 +323,8 @@ class SessionStore:
     def add_profile(self, run_id: int, prof: OpProfile) -> int:
         """One profiling pass: its summary, per-inference spans, per-node and per-op-type
         statistics, and every raw per-inference node row. Returns the pass number."""
-        from engine.measure.op_stats import stat_to_json
-
         with self.db.atomic():
-            (last,) = self.db.execute(
-                "SELECT MAX(pass) FROM profiles WHERE run_id = ?", [run_id]
-            ).fetchone()
-            pass_ = 0 if last is None else int(last) + 1
-            self.db.table("profiles").insert(
-                {
-                    "run_id": run_id,
-                    "pass": pass_,
-                    "runs": prof.runs,
-                    "coverage": prof.coverage,
-                    "overhead": prof.profile_overhead,
-                    "provider_nodes": json_text(prof.provider_nodes),
-                    "nodes_total": len(prof.ops),
-                    "recorded_at": utc_now(),
-                    "contention": json_text(prof.contention.to_json()) if prof.contention else None,
-                }
-            )
-            ops = [
-                {"run_id": run_id, "pass": pass_, "kind": kind, "rank": rank, **stat_to_json(stat)}
-                for kind, stats in (("node", prof.ops), ("op_type", prof.op_types))
-                for rank, stat in enumerate(stats)
-            ]
-            self.db.table("ops").insert_all(ops, batch_size=1000)
-            trace = prof.trace
-            conn = self.db.conn  # raw executemany: a pass can hold 10^5 node rows
-            conn.executemany(
-                "INSERT INTO profile_runs (run_id, pass, run_index, start_us, dur_us) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [(run_id, pass_, r.run_index, r.start_us, r.dur_us) for r in trace.runs],
-            )
-            _add_op_rows(conn, run_id, pass_, trace.nodes)
-        return pass_
+            return add_profile(self.db.conn, run_id, prof)
 
 
 SIDECARS = ("-wal", "-shm", "-journal")
@@ -470,57 +337,6 @@ def remove_session_file(p: Path) -> None:
         raise SessionFileError("is open in this window: close it first", p)
     for suffix in ("", *SIDECARS):
         Path(f"{p}{suffix}").unlink(missing_ok=True)
-
-
-def _add_op_rows(
-    conn: sqlite3.Connection, run_id: int, pass_: int, events: Sequence[NodeEvent]
-) -> None:
-    """A pass's per-inference node rows, compact: nodes not yet seen in this run go to
-    `op_nodes` once (ids in order of first appearance), every execution to `op_times`."""
-    cols = ", ".join(schema.OP_NODE_COLUMNS)
-    ids: dict[tuple[Any, ...], int] = {
-        tuple(key): node
-        for node, *key in conn.execute(
-            f"SELECT id, {cols} FROM op_nodes WHERE run_id = ?", [run_id]
-        )
-    }
-    shapes: dict[Any, str] = {}
-
-    def shape_json(value: Any) -> str:
-        text = shapes.get(value)
-        if text is None:
-            text = shapes[value] = json_text(value)
-        return text
-
-    new_nodes: list[tuple[Any, ...]] = []
-    times: list[tuple[Any, ...]] = []
-    for seq, n in enumerate(events):
-        key = (
-            n.name,
-            n.parent,
-            n.op_type,
-            n.provider,
-            n.node_index,
-            n.activation_bytes,
-            n.parameter_bytes,
-            n.output_bytes,
-            shape_json(n.input_shapes),
-            shape_json(n.output_shapes),
-        )
-        node = ids.get(key)
-        if node is None:
-            node = ids[key] = len(ids)
-            new_nodes.append((run_id, node, *key))
-        self_us = None if n.self_us == n.dur_us else n.self_us
-        times.append((run_id, pass_, seq, n.run_index, node, n.start_us, n.dur_us, self_us))
-    conn.executemany(
-        f"INSERT INTO op_nodes (run_id, id, {cols}) VALUES ({', '.join('?' * 12)})", new_nodes
-    )
-    conn.executemany(
-        "INSERT INTO op_times (run_id, pass, seq, run_index, node, start_us, dur_us, self_us) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        times,
-    )
 
 
 def open_session_file(path: str | Path) -> SessionReader:

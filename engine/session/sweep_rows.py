@@ -12,7 +12,7 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.session import blobs
-from engine.session.trust import parse_json, req, typed
+from engine.session.spec import Column, RecordSpec
 
 STATUSES = ("complete", "partial")
 MAX_POINTS = 10_000  # more than any real sweep; bounds the work on a hostile file
@@ -78,43 +78,54 @@ class SweepRow:
         }
 
 
+SWEEPS: RecordSpec[dict[str, Any]] = RecordSpec(
+    "sweeps",
+    (
+        Column("id", int),
+        Column("created_at", str, nullable=True),
+        Column("model_path", str, nullable=True),
+        Column("dim", str),
+        Column("config", str, nullable=True),  # checked as a RunConfig below
+        Column("result", dict),  # `SweepResult.to_json()`, checked below
+        Column("run_ids", list),
+        Column("status", str),
+    ),
+)
+
+
 def read_sweeps(conn: sqlite3.Connection) -> list[SweepRow]:
     """Every sweep, oldest first."""
-    rows = conn.execute(
-        "SELECT id, created_at, model_path, dim, config, result, run_ids, status "
-        "FROM sweeps ORDER BY id"
-    ).fetchall()
-    return [_sweep(r) for r in rows]
+    return [_sweep(r) for r in conn.execute(SWEEPS.select(order="ORDER BY id")).fetchall()]
 
 
 def _sweep(r: tuple[Any, ...]) -> SweepRow:
-    sweep_id = req(r[0], int, "sweeps.id")
+    sweep_id = SWEEPS.value(r, "id")
     try:
-        return _checked(sweep_id, r)
+        return _checked(SWEEPS.values(r))
     except (ValueError, TypeError) as exc:
         raise ValueError(f"sweep {sweep_id}: {exc}") from exc
 
 
-def _checked(sweep_id: int, r: tuple[Any, ...]) -> SweepRow:
-    config: RunConfig | None = blobs.stored_config(r[4], "sweeps.config")
-    status = req(r[7], str, "sweeps.status")
+def _checked(v: dict[str, Any]) -> SweepRow:
+    config: RunConfig | None = blobs.stored_config(v["config"], "sweeps.config")
+    status = v["status"]
     if status not in STATUSES:
         raise ValueError(f"sweeps.status {status!r} is not complete or partial")
-    result = parse_json(r[5], dict, "sweeps.result") or {}
+    result = v["result"] or {}
     points = result.get("points")
     if not isinstance(points, list) or len(points) > MAX_POINTS:
         raise ValueError("sweeps.result.points is not a list of points")
     growth = result.get("growth", {})
     if not isinstance(growth, dict):
         raise ValueError("sweeps.result.growth is not an object")
-    ids = parse_json(r[6], list, "sweeps.run_ids") or []
+    ids = v["run_ids"] or []
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         raise ValueError("sweeps.run_ids holds a value that is not a run id")
     return SweepRow(
-        id=sweep_id,
-        created_at=typed(r[1], str, "sweeps.created_at", nullable=True),
-        model_path=typed(r[2], str, "sweeps.model_path", nullable=True),
-        dim=req(r[3], str, "sweeps.dim"),
+        id=v["id"],
+        created_at=v["created_at"],
+        model_path=v["model_path"],
+        dim=v["dim"],
         config=config,
         status=status,
         points=tuple(_point(p, i) for i, p in enumerate(points)),

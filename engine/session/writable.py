@@ -92,7 +92,11 @@ def check_writable_columns(p: Path, conn: sqlite3.Connection, version: int) -> N
     at its first insert, with a run already added. A file of an older format may lack the
     tables later migrations add, never a column of a table it has."""
     tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
-    for table, lacking in columns.missing_columns(conn).items():
+    for table, missing in columns.missing_columns(conn).items():
+        # a column a migration still to run adds is not lacking
+        lacking = [c for c in missing if columns.COLUMNS[table][c].since <= version]
+        if not lacking:
+            continue
         if table not in tables and version < schema.SCHEMA_VERSION:
             continue  # added by a migration still to run
         if table in tables:
