@@ -20,10 +20,10 @@ from engine.session import (
     SessionStore,
     columns,
     open_session_file,
+    read_only,
     resolve_run_ref,
     schema,
 )
-from engine.session import reader as reader_mod
 from tests.conftest import DEMO_CNN
 from tests.session_material import BAD_KINDS, bad_file, live_events, record_demo_profile
 
@@ -182,7 +182,7 @@ def test_read_only_folder_fallbacks(
     path = _live_copy(tmp_path, info)
     if not with_wal:
         Path(f"{path}-wal").unlink()
-    real_probe = reader_mod._probe
+    real_probe = read_only._probe
     uris: list[str] = []
 
     def probe(conn: sqlite3.Connection) -> sqlite3.Connection:
@@ -193,7 +193,7 @@ def test_read_only_folder_fallbacks(
             raise sqlite3.OperationalError("unable to open database file")
         return real_probe(conn)
 
-    monkeypatch.setattr(reader_mod, "_probe", probe)
+    monkeypatch.setattr(read_only, "_probe", probe)
     if with_wal:
         reader = open_session_file(path)
         tmpdir = reader._tmpdir
