@@ -135,3 +135,16 @@ def test_the_import_contracts_name_every_room() -> None:
     forbidden = next(c for c in contracts if "app.shell" in c.get("forbidden_modules", []))
     assert set(independent["modules"]) == rooms
     assert set(forbidden["source_modules"]) == rooms
+
+
+def test_no_controller_test_sets_attributes_on_its_doubles() -> None:
+    """A room's view Protocol and the Desk are complete: a controller's test configures what
+    its doubles return, never hands them a child widget or a value by hand."""
+    assign = re.compile(r"^\s*(view|desk|dock|frame|panel)\.([\w.]+)\s*=[^=]")
+    offenders = []
+    for path in sorted((ROOT / "tests").glob("test_*controller*.py")):
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            m = assign.match(line)
+            if m and m.group(2).rsplit(".", 1)[-1] not in ("return_value", "side_effect"):
+                offenders.append(f"{path.name}:{i}: {line.strip()}")
+    assert offenders == []
