@@ -128,6 +128,7 @@ def test_a_report_made_mid_run_has_the_running_runs_percentiles(tmp_path: Path, 
     file held 17,391 of its samples; now they come from those samples, and it says so."""
     from engine.analysis.report import build_report
     from engine.events import LatencyBatch
+    from engine.model.workload import Workload
     from engine.run.bench import BenchRequest, run_bench
     from engine.session import Recorder, SessionStore
     from engine.session.store import open_session_file
@@ -135,9 +136,9 @@ def test_a_report_made_mid_run_has_the_running_runs_percentiles(tmp_path: Path, 
     from tests.session_material import SHORT
 
     path = tmp_path / "midrun.opscope"
-    req = BenchRequest(str(DEMO_CNN), timing=SHORT)
+    req = BenchRequest(Workload(str(DEMO_CNN)), timing=SHORT)
     with SessionStore.create_or_open(path) as store:
-        rec = Recorder(store, model_path=str(DEMO_CNN), kind="bench", config=req.config)
+        rec = Recorder(store, model_path=str(DEMO_CNN), kind="bench", config=req.workload.config)
         for ev in run_bench(req):
             rec.feed(ev)
             if isinstance(ev, LatencyBatch):
