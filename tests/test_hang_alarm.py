@@ -74,7 +74,7 @@ def test_heartbeats_that_stop_raise_the_alarm_and_beats_clear_it() -> None:
     assert why.startswith(f"no heartbeat from the engine host for {HANG_AFTER_S + 1:.0f} s")
     assert not c.check_hang()  # said once
     c.on_events([Heartbeat(2)])  # SIGCONT: it beats again
-    view.banner.clear.assert_called_with("engine-hung")
+    view.notices.clear.assert_called_with("engine-hung")
     assert not c.check_hang()
 
 
