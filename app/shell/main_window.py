@@ -209,7 +209,22 @@ class MainWindow(QMainWindow):
         dock.setObjectName(title.lower())
         dock.setWidget(widget)
         self.addDockWidget(area, dock)
+        toggle = dock.toggleViewAction()  # its shortcut and View entry raise a tab behind
+        toggle.triggered.disconnect()  # QDockWidget's own: hide whatever is open
+        toggle.triggered.connect(lambda _=False, d=dock: self.raise_or_toggle(d))
         return dock
+
+    def raise_or_toggle(self, dock: QDockWidget) -> None:
+        """A dock's toggle (its shortcut, its View entry): a closed dock opens in front, a
+        dock open behind another tab comes to the front, and only one in front closes."""
+        if dock.isHidden():
+            dock.show()
+            dock.raise_()
+        elif self.isVisible() and dock.visibleRegion().isEmpty():
+            dock.raise_()  # open, behind another tab
+        else:
+            dock.close()
+        dock.toggleViewAction().setChecked(not dock.isHidden())
 
     # rooms' docks ------------------------------------------------------------------------
     def add_room_dock(self, title: str, widget: QWidget, place: DockPlace) -> QDockWidget:
