@@ -5,6 +5,7 @@ started."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,10 @@ def wb(qtbot: QtBot, tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def in_front(dock: QDockWidget) -> bool:
     return dock.isVisible() and not dock.visibleRegion().isEmpty()
+
+
+def behind(dock: QDockWidget) -> bool:
+    return not in_front(dock)
 
 
 def shortcut_action(wb: Workbench, keys: str) -> QAction:
@@ -64,7 +69,7 @@ def test_every_docks_toggle_raises_a_background_tab(wb: Workbench, qtbot: QtBot)
         if dock.isHidden() or not others:
             continue
         others[0].raise_()
-        qtbot.waitUntil(lambda d=dock: not in_front(d))
+        qtbot.waitUntil(functools.partial(behind, dock))
         dock.toggleViewAction().trigger()
-        qtbot.waitUntil(lambda d=dock: in_front(d))
+        qtbot.waitUntil(functools.partial(in_front, dock))
         assert not dock.isHidden(), dock.windowTitle()
