@@ -139,6 +139,21 @@ def test_bad_runs_are_bad_input() -> None:
         gate_metric("p50", base, [], threshold_pct=5.0)
 
 
+@pytest.mark.parametrize("metric", ["p50", "p99", "mean", "throughput"])
+def test_an_all_zero_side_is_bad_input_never_a_pass(metric: str) -> None:
+    """An all-zero baseline (a hostile or broken file) made every ratio NaN, and the gate
+    said "OK: p50 nan% faster" and passed; `compare` (one run a side, and several) too."""
+    zeros = Samples(np.zeros(200, dtype=np.int64), np.zeros(200, dtype=np.int64))
+    real = runs_of(BASE_MEDIANS[:2], 1)
+    for base, cand, side in (([zeros], real, "baseline"), (real, [zeros, zeros], "candidate")):
+        with pytest.raises(CompareError, match=f"the {side}'s {metric} is"):
+            gate_metric(metric, base, cand, threshold_pct=5.0)
+        with pytest.raises(CompareError, match=f"the {side}'s {metric} is"):
+            pooled_metric_delta(metric, base, cand)
+        with pytest.raises(CompareError, match=f"the {side}'s {metric} is"):
+            compare_metric(metric, base[0], cand[0])
+
+
 def test_pooled_metric_delta_is_compares_two_sided_interval() -> None:
     base, cand = runs_of(BASE_MEDIANS, 1), runs_of(CAND_MEDIANS, 2)
     d = pooled_metric_delta("p50", base, cand)

@@ -131,8 +131,16 @@ def metric_values(metric: str, s: Samples) -> tuple[FloatArray, Stat, float]:
         # (exactly engine.measure.stats.throughput); the bootstrap resamples those intervals.
         ends = np.append(s.starts_ns[1:], s.starts_ns[-1] + s.latencies_ns[-1])
         intervals = (ends - s.starts_ns).astype(np.float64)
-        return intervals, lambda rows: 1e9 / rows.mean(axis=1, dtype=np.float64), float(s.batch)
+        return intervals, _per_second, float(s.batch)
     raise CompareError(f"unknown metric {metric!r} (choose from {', '.join(METRICS)})")
+
+
+def _per_second(rows: AnyFloats) -> FloatArray:
+    """Each row's rate from its mean interval (ns): inf for zero intervals, which
+    `checked_figure` refuses, without a RuntimeWarning on the way."""
+    with np.errstate(divide="ignore"):
+        out: FloatArray = 1e9 / rows.mean(axis=1, dtype=np.float64)
+    return out
 
 
 def row_quantile(rows: AnyFloats, q: float) -> FloatArray:
@@ -148,6 +156,19 @@ def row_quantile(rows: AnyFloats, q: float) -> FloatArray:
     high = part[:, lo + 1 :].min(axis=1)  # the next rank: the smallest value above `lo`
     out: FloatArray = low + (high - low).astype(np.float64) * (pos - lo)
     return out
+
+
+def checked_figure(side: str, metric: str, value: float) -> float:
+    """`value`, a side's figure for `metric`, when it can be compared: a finite number
+    above 0. An all-zero baseline made every ratio NaN, and a NaN slowdown never exceeds a
+    threshold, so the gate said "p50 nan% faster" and passed: such a side is bad input."""
+    if math.isfinite(value) and value > 0:
+        return value
+    unit = "samples/s" if metric == "throughput" else "ms"
+    raise CompareError(
+        f"the {side}'s {metric} is {value:g} {unit}: its samples are not real timings "
+        "(zero, negative or not a number), so nothing can be compared with it"
+    )
 
 
 def metric_value(metric: str, s: Samples) -> float:
@@ -214,9 +235,9 @@ def compare_metric(
     subset_points: list[float] = []
     boots: list[FloatArray] = []
     sizes: list[tuple[int, int, int]] = []
-    for s in (baseline, candidate):
+    for side, s in (("baseline", baseline), ("candidate", candidate)):
         values, stat, scale = metric_values(metric, s)
-        points.append(float(stat(values[None, :])[0]) * scale)
+        points.append(checked_figure(side, metric, float(stat(values[None, :])[0]) * scale))
         subset = capped_subset(values, max_samples, rng)
         subset_points.append(float(stat(subset[None, :])[0]) * scale)
         block = block_length(subset.size)

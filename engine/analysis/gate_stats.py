@@ -36,6 +36,7 @@ from engine.analysis.deltas import (
     Stat,
     block_length,
     capped_subset,
+    checked_figure,
     metric_values,
     relative_pct,
 )
@@ -227,9 +228,11 @@ def pooled_bootstrap(
     boots: list[FloatArray] = []
     each: list[tuple[float, ...]] = []
     sizes: list[tuple[int, int]] = []
-    for (values, stat, scale), capped in zip(sides, longest, strict=True):
+    for side, (values, stat, scale), capped in zip(
+        ("baseline", "candidate"), sides, longest, strict=True
+    ):
         everything = np.concatenate(values)
-        points.append(float(stat(everything[None, :])[0]) * scale)
+        points.append(checked_figure(side, metric, float(stat(everything[None, :])[0]) * scale))
         each.append(tuple(float(stat(v[None, :])[0]) * scale for v in values))
         boot, block = hierarchical_bootstrap(capped, stat, resamples, rng, m)
         boots.append(boot * scale)
@@ -275,8 +278,8 @@ def gate_metric(
     if slow.size and math.isfinite(slowdown):
         alpha = 1.0 - confidence
         bound, lo, hi = (float(v) for v in np.quantile(slow, [alpha, alpha / 2, 1 - alpha / 2]))
-    else:
-        bound = lo = hi = math.nan
+    else:  # a NaN bound never exceeds the threshold: it would pass without a result
+        raise CompareError(f"{metric}: the bootstrap gave no finite slowdown to gate on")
     notes = (ONE_RUN_NOTE,) if 1 in boot.runs else ()
     return GateResult(
         metric=metric,
