@@ -73,6 +73,12 @@ def _size(text: str) -> tuple[int, int]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     t_launch = time.perf_counter()
+    from app.shell.qt_platform import window_problem
+
+    problem = window_problem()  # one line, where Qt would abort with a core dump
+    if problem is not None:
+        print(f"opscope: {problem}", file=sys.stderr)
+        return 1
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication, QMessageBox
 
