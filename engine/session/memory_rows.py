@@ -66,7 +66,11 @@ def _row(v: dict[str, Any]) -> MemoryRow:
 
 
 def checked_report(raw: dict[str, Any]) -> dict[str, Any]:
-    """The report's fields, checked; what is not known is left out."""
+    """The report's fields, checked; what is not known is left out. OpScope writes null
+    for a number it lacks, so a NaN or Infinity literal anywhere (even in a field no
+    renderer reads) means the report was edited: refused, never taken silently."""
+    if (where := _non_finite(raw)) is not None:
+        raise ValueError(f"{where} holds a NaN or Infinity literal (OpScope writes null)")
     w = _obj(raw.get("weights_bytes"), "weights_bytes")
     acts = _obj(raw.get("activations"), "activations")
     m = _obj(raw.get("measured"), "measured")
@@ -110,7 +114,7 @@ def checked_report(raw: dict[str, Any]) -> dict[str, Any]:
         },
         "load": {key: _num(load.get(key), f"load.{key}", SECONDS, optional=True) for key in LOAD}
         | {
-            "variant_cached": bool(load.get("variant_cached")),
+            "variant_cached": _flag(load.get("variant_cached"), "load.variant_cached"),
             "weights_to_device": _copy(load.get("weights_to_device")),
         },
         "llm": _llm(raw.get("llm")),
@@ -203,6 +207,28 @@ def _liveness(raw: object, what: str) -> dict[str, Any] | None:
             for p in timeline
         ],
     }
+
+
+def _non_finite(value: object, where: str = "report") -> str | None:
+    """The path of the first NaN or infinity in a parsed JSON value (None: there is none).
+    Iterative: the nesting is bounded by the JSON parser, the size by the column."""
+    stack: list[tuple[object, str]] = [(value, where)]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return at
+        if isinstance(v, dict):
+            stack.extend((x, f"{at}.{k}") for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((x, f"{at}[{i}]") for i, x in enumerate(v))
+    return None
+
+
+def _flag(value: object, what: str) -> bool:
+    """A yes/no field: true, false or absent (a number there is not taken as yes)."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    raise ValueError(f"{what} is not true or false")
 
 
 def _obj(value: object, what: str) -> dict[str, Any]:

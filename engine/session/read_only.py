@@ -35,6 +35,7 @@ def connect_read_only(p: Path, header: bytes | None) -> tuple[sqlite3.Connection
     mode=ro fails (typically a WAL file in a read-only folder) the same two ways apply."""
     uri = p.resolve().as_uri() + "?mode=ro"
     wal, shm = Path(f"{p}-wal"), Path(f"{p}-shm")
+    check_companions(p)
     try:
         if header is not None and wal_header(header) and not (wal.exists() and shm.exists()):
             return _private_or_immutable(p, uri)
@@ -46,6 +47,19 @@ def connect_read_only(p: Path, header: bytes | None) -> tuple[sqlite3.Connection
             raise corrupt(p, first) from first
 
 
+def check_companions(p: Path) -> None:
+    """SQLite and the private copy below read FILE-wal and FILE-shm as files: a folder, a
+    pipe or a device there ended in IsADirectoryError (or a hang). One line instead."""
+    for side in (Path(f"{p}-wal"), Path(f"{p}-shm")):
+        try:
+            if not side.exists() or side.is_file():
+                continue
+            what = "a folder" if side.is_dir() else "not a regular file (a pipe, device or socket)"
+        except OSError as exc:
+            what = f"unreadable ({exc.strerror or exc})"
+        raise SessionFileError(f"its {side.name} is {what}, so its recent writes cannot be read", p)
+
+
 def _private_or_immutable(p: Path, uri: str) -> tuple[sqlite3.Connection, str | None]:
     """A private copy of the file and its -wal when there is one with content (and this
     process does not hold the file: reading it raw would drop our own locks, held.py);
@@ -55,8 +69,12 @@ def _private_or_immutable(p: Path, uri: str) -> tuple[sqlite3.Connection, str | 
     if wal.exists() and wal.stat().st_size > 0 and not held.is_held(p):
         tmpdir = tempfile.mkdtemp(prefix="opscope-session-")
         copy = Path(tmpdir) / "session.opscope"
-        shutil.copyfile(p, copy)
-        shutil.copyfile(wal, f"{copy}-wal")
+        try:
+            shutil.copyfile(p, copy)
+            shutil.copyfile(wal, f"{copy}-wal")
+        except OSError as exc:  # gone or changed since it was checked
+            shutil.rmtree(tmpdir, ignore_errors=True)
+            raise SessionFileError(f"cannot copy it to read ({exc.strerror or exc})", p) from exc
         try:
             return _probe(_connect(copy.as_uri() + "?mode=ro")), tmpdir
         except sqlite3.DatabaseError:
