@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QLabel,
@@ -52,7 +52,9 @@ NUMERIC = {i for i, c in enumerate(run_table.BRIEF) if c.numeric}
 
 class SessionWindow(QMainWindow):
     """Opens `path` read-only; raises SessionFileError (one line) for a bad file. Its exports
-    run as jobs through `jobs`, the window's one runner."""
+    run as jobs through `jobs`, the window's one runner; `closed` once it has closed."""
+
+    closed = Signal()
 
     def __init__(self, path: str | Path, jobs: JobRunner) -> None:
         super().__init__()
@@ -249,3 +251,4 @@ class SessionWindow(QMainWindow):
         self.exports.close_jobs()
         self.reader.close()
         super().closeEvent(event)
+        self.closed.emit()

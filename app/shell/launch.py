@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from app.shell.demos import demo_model_path
 from engine.api import OneLineParser
@@ -31,8 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
         "path",
         nargs="?",
         help="a model to run live (.onnx, or a PyTorch .pt2/.pt with the torch "
-        "extra) or an .opscope session to open (default: the bundled demo "
-        "transformer)",
+        "extra), or an .opscope session to open read-only in a window of its own (no "
+        "engine, nothing recorded) (default: the bundled demo transformer)",
     )
     p.add_argument(
         "--session",
@@ -97,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     app.setApplicationName("OpScope")
     app.setOrganizationName("OpScope")
     collector = gui_thread_gc()  # noqa: F841 (kept for the app's life)
+    if args.path and Path(args.path).suffix.lower() == ".opscope":
+        return view_session(args, app)
     try:
         wb = Workbench(session_path=args.session, host=target)
     except OpScopeError as exc:  # not even an autosave file can be written
@@ -107,12 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.size:
         wb.window.resize(*args.size)
     wb.window.show()
-    path = args.path
-    if path and Path(path).suffix.lower() == ".opscope":
-        wb.start(None)
-        wb.open_session(path)
-    else:
-        wb.start(path or demo_model_path())
+    wb.start(args.path or demo_model_path())
 
     first = {"logged": False}
 
@@ -141,18 +139,70 @@ def main(argv: Sequence[str] | None = None) -> int:
             app.quit()
 
         QTimer.singleShot(int(args.quit_after * 1000), finish)
-    # Ctrl-C in the terminal, `kill` (SIGTERM) and a closed terminal (SIGHUP) close the app
-    # as its window does: the run ended and recorded, the file checkpointed, the engine
-    # host stopped (Python handles signals between Qt events, hence the tick below).
+    app.aboutToQuit.connect(wb.shutdown)
+    return _run(app)
+
+
+def view_session(args: argparse.Namespace, app: Any) -> int:
+    """`opscope gui FILE.opscope`: the session's read-only window alone (no workbench, no
+    engine host, no autosave file); closing it ends the app. A file that cannot be opened
+    is one line (and a dialog, unless the run is scripted), exit 2."""
+    from PySide6.QtCore import QSettings, QTimer
+    from PySide6.QtWidgets import QMessageBox
+
+    from app.sessions.viewer import SessionViewer
+    from app.shell.main_window import add_recent
+    from engine.api import OpScopeError, escape_controls
+
+    for flag in ("session", "host"):
+        if getattr(args, flag):
+            print(
+                f"opscope gui: error: --{flag} is for a live workbench; a session file opens "
+                "read-only by itself",
+                file=sys.stderr,
+            )
+            return 2
+    try:
+        viewer = SessionViewer(args.path)
+    except OpScopeError as exc:
+        line = f"Cannot open session {exc}"
+        print(f"opscope: error: {escape_controls(line)}", file=sys.stderr)
+        if args.quit_after is None:
+            QMessageBox.critical(None, "OpScope", line)
+        return 2
+    window = viewer.window
+    add_recent(QSettings("OpScope", "OpScope"), str(Path(args.path).resolve()))
+    if args.size:
+        window.resize(*args.size)
+    window.show()
+    window.closed.connect(app.quit)
+    if args.quit_after is not None:
+
+        def finish() -> None:
+            if args.screenshot and not window.grab().save(args.screenshot):
+                print(f"opscope: error: cannot write screenshot {args.screenshot}", file=sys.stderr)
+            window.close()
+            app.quit()
+
+        QTimer.singleShot(int(args.quit_after * 1000), finish)
+    app.aboutToQuit.connect(viewer.shutdown)
+    return _run(app)
+
+
+def _run(app: Any) -> int:
+    """The event loop. Ctrl-C in the terminal, `kill` (SIGTERM) and a closed terminal
+    (SIGHUP) close the app as its window does: the run ended and recorded, the file
+    checkpointed, the engine host stopped (Python handles signals between Qt events, hence
+    the tick below)."""
+    from PySide6.QtCore import QTimer
+
     for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), lambda *_: app.quit())
     tick = QTimer(interval=200)
     tick.timeout.connect(lambda: None)
     tick.start()
-    app.aboutToQuit.connect(wb.shutdown)
-    code = app.exec()
-    return int(code)
+    return int(app.exec())
 
 
 def gui_thread_gc() -> object:
