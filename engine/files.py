@@ -140,3 +140,48 @@ def _write_in_place(
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+def check_model_file(path: str | Path, extra_bytes: int = 0) -> None:
+    """Refuse, before a byte is read, a model path that is not a regular file (a FIFO
+    would block, a device such as /dev/zero never ends, a socket cannot be read) or that
+    is larger than this machine's memory could hold (`extra_bytes`: its external data).
+    Raises `ModelError`, one line naming the file; a missing path or a folder is left to
+    the caller, which says what it expected there."""
+    import stat
+
+    from engine.errors import ModelError
+
+    try:
+        st = os.stat(path)  # follows links: what a read would reach
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ModelError(f"cannot read ({exc.strerror or exc})", path) from exc
+    mode = st.st_mode
+    if stat.S_ISDIR(mode):
+        return
+    if not stat.S_ISREG(mode):
+        kind = (
+            "a FIFO" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "not a plain file"
+        )  # fmt: skip
+        raise ModelError(f"is {kind}, not a model file: give a regular file", path)
+    total = st.st_size + extra_bytes
+    memory = machine_memory_bytes()
+    if memory and total > memory:
+        raise ModelError(
+            f"is {total / 2**30:.1f} GiB, more than this machine's memory "
+            f"({memory / 2**30:.1f} GiB) could hold",
+            path,
+        )
+
+
+def machine_memory_bytes() -> int:
+    """Physical memory of this machine in bytes (0 when the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return 0

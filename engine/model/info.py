@@ -100,9 +100,11 @@ def load_model(path: str | Path) -> tuple[onnx.ModelProto, ModelInfo]:
     """Read, validate and describe `path`. Weights stay external (not loaded into memory)."""
     import onnx
 
+    from engine.files import check_model_file
     from engine.model.llm_sources import import_hint
 
     p = Path(path)
+    check_model_file(p)  # a FIFO, a device, a socket or a file past memory: never read
     if not p.exists():
         raise ModelError("file not found", p)
     if p.is_dir() or p.suffix.lower() == ".gguf":  # said before a GGUF's gigabytes are read
@@ -115,6 +117,9 @@ def load_model(path: str | Path) -> tuple[onnx.ModelProto, ModelInfo]:
     if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
         raise ModelError("not a valid ONNX file (no graph)", p)
     external = _check_external_data(model, p)
+    if external:  # the weights a session would read, beside the graph
+        extra = sum((p.parent / e).stat().st_size for e in external)
+        check_model_file(p, extra_bytes=extra)
 
     def check() -> str | None:
         try:
@@ -314,6 +319,8 @@ def _check_external_data(model: onnx.ModelProto, path: Path) -> tuple[str, ...]:
     """The external data files a model references; each must exist beside it."""
     import onnx
 
+    from engine.files import check_model_file
+
     locations: dict[str, str] = {}
     for _, g in _graphs(model.graph):
         tensors = list(g.initializer)
@@ -325,12 +332,15 @@ def _check_external_data(model: onnx.ModelProto, path: Path) -> tuple[str, ...]:
             loc = next((e.value for e in t.external_data if e.key == "location"), "")
             if not loc:
                 raise ModelError(f"tensor {t.name!r} is external but names no file", path)
+            if "\x00" in loc:  # no file system holds such a name
+                raise ModelError(f"external data {loc!r} has a NUL byte in its name", path)
             locations.setdefault(loc, t.name)
     base = path.parent.resolve()
     for loc, tensor in locations.items():
         target = (path.parent / loc).resolve()
         if base not in target.parents and target != base:
             raise ModelError(f"external data {loc!r} points outside the model's folder", path)
+        check_model_file(target)  # a FIFO or a device named as the weights
         if not target.is_file():
             raise ModelError(
                 f"missing external data file {loc!r} (needed by tensor {tensor!r}); "

@@ -32,6 +32,7 @@ SPATIAL_DEFAULT = 224
 OTHER_DEFAULT = 16
 SEQ_WORDS = ("seq", "len", "token", "step", "time", "past", "sentence", "word")
 SPATIAL_WORDS = ("height", "width")
+MAX_RANK = 64  # the most axes a numpy array (and so an input we make or read) can have
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,12 @@ def plan_inputs(
             raise InputError(
                 f"input {v.name!r} is a {v.kind}; generated inputs need tensors — "
                 "pass real data with --inputs FILE.npz",
+                info.path,
+            )
+        rank = len(overrides[v.name]) if v.name in overrides else len(v.shape or ())
+        if rank > MAX_RANK:
+            raise InputError(
+                f"input {v.name!r} has rank {rank}: at most {MAX_RANK} axes can be made",
                 info.path,
             )
         if v.name in overrides:

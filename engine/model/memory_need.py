@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import InputError, one_line
+from engine.model.constant_sizes import check_constant_outputs
 from engine.model.info import ModelInfo
 from engine.model.sizes import check_memory, dtype_of, size_text
 
@@ -66,6 +67,7 @@ def _estimate(model: onnx.ModelProto, info: ModelInfo, shapes: Shapes) -> Need:
         for v in info.inputs
         if v.name in shapes
     )
+    check_constant_outputs(model, info.path)  # before shape inference materializes them
     light = at_shapes(model, shapes)
     conflict = None
     try:
@@ -145,6 +147,7 @@ def inferred_at(
     in full it took 1.6 s to tell nothing more)."""
     from onnx import shape_inference
 
+    check_constant_outputs(model, "")  # before shape inference materializes them
     light = at_shapes(model, shapes)
     plain = None
     with contextlib.suppress(Exception):  # onnx raises its own kinds
