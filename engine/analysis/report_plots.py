@@ -104,17 +104,32 @@ def binned(
     return centres, p50, p99
 
 
+LEGEND_COLUMNS = 2
+LEGEND_ROW_IN = 0.16  # inches per legend row below the plot
+STYLES = ("-", "--", ":", "-.")  # beyond ten runs the colours repeat: the line style does not
+
+
 def ecdf_svg(series: Sequence[tuple[str, FloatArray]]) -> str:
-    """Every timed run's latency ECDF on one axis (log x when they span over 20x)."""
-    return _svg(_ecdf, series, width=9.0, height=3.6, key="ecdf")
+    """Every timed run's latency ECDF on one axis (log x when they span over 20x), its
+    legend below the plot in columns, the figure as much taller as the legend needs: a
+    legend inside the axes covered the curves and the title, and with ~30 runs collapsed
+    the axes ("constrained_layout not applied")."""
+    width, height = ecdf_size(len(series))
+    return _svg(_ecdf, series, width=width, height=height, key="ecdf")
+
+
+def ecdf_size(curves: int) -> tuple[float, float]:
+    """The ECDF figure's (width, height) in inches: the plot, then a row per two runs."""
+    return 9.0, 3.2 + LEGEND_ROW_IN * -(-curves // LEGEND_COLUMNS)
 
 
 def _ecdf(fig: Figure, series: Sequence[tuple[str, FloatArray]]) -> None:
     ax = fig.add_subplot()
     lo, hi = np.inf, 0.0
-    for name, ms in series:
+    for i, (name, ms) in enumerate(series):
         x, p = ecdf_points(ms)
-        ax.step(x, p, where="post", linewidth=1.2, label=label(name, 60))
+        style = STYLES[(i // 10) % len(STYLES)]
+        ax.step(x, p, style, where="post", linewidth=1.2, label=label(name, 60))
         lo, hi = min(lo, float(x[0])), max(hi, float(x[-1]))
     if lo > 0 and hi / lo > 20:
         ax.set_xscale("log")
@@ -122,7 +137,9 @@ def _ecdf(fig: Figure, series: Sequence[tuple[str, FloatArray]]) -> None:
     ax.set_ylabel("fraction of inferences")
     ax.set_ylim(0, 1.02)
     ax.set_title("Latency distribution (ECDF)")
-    legend = ax.legend(loc="lower right", fontsize=7.5, frameon=False)
+    legend = fig.legend(
+        loc="outside lower center", ncols=LEGEND_COLUMNS, fontsize=7.5, frameon=False
+    )
     for text in legend.get_texts():
         text.set_parse_math(False)
 

@@ -1,0 +1,42 @@
+"""The report laid out for reading: the ECDF's legend covers nothing (and matplotlib never
+gives up on the layout), the runs table keeps a row to a line or two, a note repeated on
+every comparison row is said once, the memory rows name their input shapes."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from engine.analysis import report_plots
+
+
+@pytest.mark.parametrize("runs", [3, 12, 30, 60])
+def test_the_ecdf_legend_covers_neither_plot_nor_title(runs: int) -> None:
+    """Inside the axes (lower right) it covered the curves; ~30 runs collapsed the axes
+    ('constrained_layout not applied') and the legend ran over the title."""
+    rng = np.random.default_rng(0)
+    series = [
+        (
+            f"run {i}: all-MiniLM-L6-v2.onnx INT8 static b{i % 8 + 1} fusion all",
+            rng.lognormal(1, 0.2, 400),
+        )
+        for i in range(runs)
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the collapse is a UserWarning
+        with report_plots._figure(*report_plots.ecdf_size(runs), "test") as fig:
+            report_plots._ecdf(fig, series)
+            fig.canvas.draw()
+            renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+            (ax,) = fig.axes
+            legends = [*fig.legends, *filter(None, [ax.get_legend()])]
+            assert len(legends) == 1
+            box = legends[0].get_window_extent(renderer)
+            assert not box.overlaps(ax.get_window_extent(renderer))
+            assert not box.overlaps(ax.title.get_window_extent(renderer))
+            assert len(legends[0].get_texts()) == runs
+            assert ax.get_window_extent(renderer).height > 120  # pixels: a readable plot
+        svg = report_plots.ecdf_svg(series)
+    assert svg.startswith("<svg")
