@@ -45,14 +45,14 @@ class ServeRecords:
     @classmethod
     def empty(cls, n: int) -> ServeRecords:
         nan = np.full(n, np.nan)
-        return cls(
-            scheduled=np.zeros(n),
+        return cls(  # every array written now (np.full): a run's resident memory is
+            scheduled=np.full(n, 0.0),  # taken when it starts, not as it goes
             sent=nan.copy(),
             dequeued=nan.copy(),
             done=nan.copy(),
             batch=np.full(n, -1, np.int64),
-            hit=np.zeros(n, bool),
-            outcome=np.zeros(n, np.int8),
+            hit=np.full(n, False),
+            outcome=np.full(n, OK, np.int8),
         )
 
     def __len__(self) -> int:
@@ -225,13 +225,13 @@ def timing_done(r: ServeRecords, warmup_s: float) -> TimingDone:
 def served_requests(
     r: ServeRecords,
     idx: np.ndarray,
-    batches: list[tuple[float, float, int, int]] | None = None,
+    batches: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
     first_batch: int = 0,
     origin_ns: int = 0,
     queue: tuple[float, int, int] = (float("nan"), 0, 0),
     waiting: np.ndarray | None = None,
 ) -> ServedRequests:
-    """Requests `idx` (ended) and the batches (start, end, size, instance) numbered from
+    """Requests `idx` (ended) and the batches (arrays of start, end, size, instance) numbered from
     `first_batch`, as the event a session records them from. Without `batches`, every
     batch of `r` (a finished run, the simulator's). `waiting`: requests that arrived and
     wait in the queue, recorded now as UNSERVED (a kill keeps the backlog); a later event
@@ -245,11 +245,8 @@ def served_requests(
     if batches is None:
         start, end = r.batch_start, r.batch_end
         size, inst = r.batch_size, r.batch_instance
-    elif batches:
-        start, end, size, inst = (np.asarray(c) for c in zip(*batches, strict=True))
-    else:
-        start = end = np.empty(0)
-        size = inst = np.empty(0, np.int64)
+    else:  # copies: the loop's arrays are written on
+        start, end, size, inst = (np.array(c) for c in batches)
     return ServedRequests(
         index=idx,
         scheduled=r.scheduled[idx],
