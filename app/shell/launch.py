@@ -98,7 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     app.setApplicationName("OpScope")
     app.setOrganizationName("OpScope")
     collector = gui_thread_gc()  # noqa: F841 (kept for the app's life)
-    if args.path and Path(args.path).suffix.lower() == ".opscope":
+    shared = args.path if args.path and Path(args.path).suffix.lower() == ".opscope" else None
+    if shared and not (args.session or args.host):  # a teammate's file, by itself
         return view_session(args, app)
     try:
         wb = Workbench(session_path=args.session, host=target)
@@ -110,7 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.size:
         wb.window.resize(*args.size)
     wb.window.show()
-    wb.start(args.path or demo_model_path())
+    if shared:  # a workbench was asked for too (--session, --host): the file beside it
+        wb.start(None)
+        wb.open_session(shared)
+    else:
+        wb.start(args.path or demo_model_path())
 
     first = {"logged": False}
 
@@ -144,9 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def view_session(args: argparse.Namespace, app: Any) -> int:
-    """`opscope gui FILE.opscope`: the session's read-only window alone (no workbench, no
-    engine host, no autosave file); closing it ends the app. A file that cannot be opened
-    is one line (and a dialog, unless the run is scripted), exit 2."""
+    """`opscope gui FILE.opscope` (no --session, no --host): the session's read-only window
+    alone (no workbench, no engine host, no autosave file); closing it ends the app. A file
+    that cannot be opened is one line (and a dialog, unless the run is scripted), exit 2."""
     from PySide6.QtCore import QSettings, QTimer
     from PySide6.QtWidgets import QMessageBox
 
@@ -154,14 +159,6 @@ def view_session(args: argparse.Namespace, app: Any) -> int:
     from app.shell.main_window import add_recent
     from engine.api import OpScopeError, escape_controls
 
-    for flag in ("session", "host"):
-        if getattr(args, flag):
-            print(
-                f"opscope gui: error: --{flag} is for a live workbench; a session file opens "
-                "read-only by itself",
-                file=sys.stderr,
-            )
-            return 2
     try:
         viewer = SessionViewer(args.path)
     except OpScopeError as exc:
