@@ -26,15 +26,17 @@ from widgets.models.runs_summary import RunRow, RunsSummary
 from widgets.numbers import MISSING, figure
 
 # p50/p99 here are over every sample of the run (the plot's header: its last samples)
-COLUMNS = ("#", "model", "config", "inputs", "machine", "run p50 ms", "Δ p50", "run p99 ms",
-           "Δ p99", "samples/s", "Δ samples/s", "cosine")  # fmt: skip
-TEXT_COLUMNS = tuple(COLUMNS.index(c) for c in ("model", "config", "inputs"))
+COLUMNS = ("#", "kind", "model", "config", "inputs", "machine", "run p50 ms", "Δ p50",
+           "run p99 ms", "Δ p99", "samples/s", "Δ samples/s", "cosine")  # fmt: skip
+TEXT_COLUMNS = tuple(COLUMNS.index(c) for c in ("kind", "model", "config", "inputs"))
 P50_DELTA = COLUMNS.index("Δ p50")
 _WHOLE_RUN = (
     "over the whole run, every sample (n in each cell's tooltip; while a long run goes on, "
     "its newest 50,000). The plot's header and the status bar: over its last samples"
 )
 HEADER_TIPS = {
+    "#": "The run's id in the session file: the same number in Compare, the report and "
+    "`opscope session show` (a tune's or a sweep's runs take ids of their own between)",
     "run p50 ms": f"p50 {_WHOLE_RUN}",
     "run p99 ms": f"p99 {_WHOLE_RUN}",
     "machine": "How busy the machine was while the run was measured: quiet, or busy with "
@@ -106,6 +108,21 @@ class RunsTable(QWidget):
         layout.addWidget(self.table, 1)
         self.setLayout(layout)
         self._shown: list[RunRow] = []
+        self._ids: list[int | None] = []  # per summary row: its run id in the session file
+        self._kinds: list[str] = []
+        self._painted: tuple[list[RunRow], list[int | None], list[str]] | None = None
+
+    def set_runs(self, ids: list[int | None], kinds: list[str]) -> None:
+        """Each summary row's run id in the session file (None: not written yet, or not at
+        all) and its kind (live, load); shown from the next `refresh`."""
+        self._ids, self._kinds = list(ids), list(kinds)
+
+    def run_id(self, index: int) -> int | None:
+        return self._ids[index] if 0 <= index < len(self._ids) else None
+
+    def _name(self, index: int) -> str:
+        rid = self.run_id(index)
+        return f"run {rid}" if rid is not None else "this run"
 
     def pin(self, index: int | None) -> None:
         self.summary.pin(index)
@@ -114,36 +131,48 @@ class RunsTable(QWidget):
 
     def pin_selected(self) -> None:
         rows = self.table.selectionModel().selectedRows()
-        if rows:
-            self.pin(rows[0].row())
+        if rows and rows[0].row() < len(self._shown):
+            self.pin(self._shown[rows[0].row()].index)
 
     def _menu(self, pos: QPoint) -> None:
         item = self.table.itemAt(pos)
         if item is None:
             return
         menu = QMenu(self)
-        index = item.row()
-        pin = menu.addAction(f"Pin run {index + 1} as baseline")
+        index = self._shown[item.row()].index
+        pin = menu.addAction(f"Pin {self._name(index)} as baseline")
         pin.triggered.connect(lambda: self.pin(index))
         if self.summary.baseline is not None:
             menu.addAction("Unpin baseline").triggered.connect(lambda: self.pin(None))
         menu.exec(self.table.viewport().mapToGlobal(pos))
 
     def refresh(self) -> None:
-        """Repaint from the summary (cells whose text did not change are left alone)."""
-        rows = self.summary.rows()
-        if rows == self._shown:
+        """Repaint from the summary (cells whose text did not change are left alone). A run
+        that ended with nothing measured is not in the file, so not listed either."""
+        all_rows = self.summary.rows()
+        painted = (all_rows, list(self._ids), list(self._kinds))
+        if painted == self._painted:
             return
+        self._painted = painted
+        rows = [
+            r
+            for r in all_rows
+            if r.running or r.failed or r.count or self.run_id(r.index) is not None
+        ]
         self._shown = rows
         grew = self.table.rowCount() != len(rows)
         self.table.setRowCount(len(rows))
         bold = QFont(self.font())
         bold.setBold(True)
-        for r in rows:
+        for pos, r in enumerate(rows):
             cosine = MISSING if r.cosine is None else f"{r.cosine:.5f}"
             state = " (running)" if r.running else " (failed)" if r.failed else ""
+            rid = self.run_id(r.index)
+            kind = self._kinds[r.index] if r.index < len(self._kinds) else MISSING
             texts = (
-                f"{r.index + 1}{' ★' if r.baseline else ''}",
+                (str(rid) if rid is not None else "…" if r.running else MISSING)
+                + (" ★" if r.baseline else ""),
+                kind,
                 r.model or MISSING,
                 r.label + state,
                 r.inputs,
@@ -160,14 +189,14 @@ class RunsTable(QWidget):
             goods = dict(zip(DELTAS, (-r.d_p50, -r.d_p99, r.d_samples_per_s), strict=True))
             judged = dict(zip(DELTAS, r.judged, strict=True))
             for c, text in enumerate(texts):
-                item = self.table.item(r.index, c)
+                item = self.table.item(pos, c)
                 if item is None:
                     item = QTableWidgetItem()
                     if c not in TEXT_COLUMNS:
                         item.setTextAlignment(
                             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
                         )
-                    self.table.setItem(r.index, c, item)
+                    self.table.setItem(pos, c, item)
                 if item.text() != text:
                     item.setText(text)
                     if c in TEXT_COLUMNS:
@@ -188,7 +217,7 @@ class RunsTable(QWidget):
                 else:
                     item.setData(Qt.ItemDataRole.ForegroundRole, None)
         base = self.summary.baseline
-        self.note.setText("no baseline pinned" if base is None else f"Δ against run {base + 1}")
+        self.note.setText("no baseline pinned" if base is None else f"Δ against {self._name(base)}")
         self.unpin_button.setEnabled(base is not None)
         if grew:
             self.table.scrollToBottom()

@@ -57,6 +57,7 @@ class Recording(Protocol):
     def path(self) -> Any: ...
 
     def flush(self) -> None: ...
+    def run_id(self, started: int) -> int | None: ...  # the file's id of the nth run started
 
 
 class Shell(Protocol):

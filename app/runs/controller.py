@@ -51,8 +51,13 @@ class RunsController(QObject):
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
-        self.view, self.summary = view, summary
+        self.view, self.summary, self.desk = view, summary, desk
         self._serving = False
+        # per summary row: which RunStarted of the session began it (the recording's id of
+        # that run is the row's #), and its kind as the file has it (live, load)
+        self._started = 0
+        self._row_start: list[int | None] = []
+        self._kinds: list[str] = []
         self._model = ""  # the loaded model's file name, for each run's row
         desk.events.connect(self.on_events)
         self._timer = QTimer(self, interval=REFRESH_MS)
@@ -69,13 +74,15 @@ class RunsController(QObject):
                 self._model = Path(ev.info.path).name
             elif isinstance(ev, RunStarted):
                 self._serving = False
-                s.start(
+                row = s.start(
                     ev.config.short_label(),
                     inputs_text({k: shape for k, (shape, _) in ev.inputs.items()}),
                     ev.batch,
                     self._model,
                     ev.config.engine,
                 )
+                self._row(row, self._started, "live")
+                self._started += 1
             elif isinstance(ev, ContentionSample):
                 s.add_load(ev.contention)
             elif isinstance(ev, AccuracyResult):
@@ -96,7 +103,8 @@ class RunsController(QObject):
                 if ev.simulated:
                     s.end()
                 else:
-                    s.serving(load_label(ev.traffic, ev.batching), "end to end, requests/s")
+                    row = s.serving(load_label(ev.traffic, ev.batching), "end to end, requests/s")
+                    self._row(row, self._started - 1 if self._started else None, "load")
             elif isinstance(ev, ServingSummary) and self._serving:
                 lat = ev.summary.get("latency_ms") or {}
                 rate = (ev.summary.get("throughput") or {}).get("requests_per_s", math.nan)
@@ -107,7 +115,23 @@ class RunsController(QObject):
                     float(rate),
                 )
 
+    def _row(self, row: int, started: int | None, kind: str) -> None:
+        while len(self._row_start) <= row:
+            self._row_start.append(None)
+            self._kinds.append("live")
+        self._row_start[row], self._kinds[row] = started, kind
+
+    def run_ids(self) -> list[int | None]:
+        """Each row's run id in the session file (None: not written, or never: a run that
+        measured nothing is not recorded)."""
+        out: list[int | None] = []
+        for started in self._row_start:
+            rid = None if started is None else self.desk.recording.run_id(started)
+            out.append(rid if isinstance(rid, int) else None)
+        return out
+
     def refresh(self) -> None:
-        """The view repainted from the summary, when it shows."""
+        """The view repainted from the summary, when it shows, with the file's run ids."""
         if self.view.isVisible():
+            self.view.set_runs(self.run_ids(), list(self._kinds))
             self.view.refresh()

@@ -14,10 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from engine.api import (
+    AccuracyResult,
     Compacted,
+    ContentionSample,
+    GenerationStarted,
+    GenerationSteps,
+    LatencyBatch,
+    OpProfile,
     Recorder,
+    RunEnded,
+    RunStarted,
+    ServedRequests,
+    ServingStarted,
     SessionFileError,
     SessionStore,
+    TimingDone,
     compact_copy,
     corrupt,
     remove_session_file,
@@ -25,6 +36,20 @@ from engine.api import (
 )
 
 CLOSE_GRACE_S = 5.0  # quitting waits this long for a lock another process holds
+# a run's own facts, dropped with it when it ends with nothing measured
+_RUN_FACTS = (RunStarted, AccuracyResult, TimingDone, ContentionSample, LatencyBatch, RunEnded)
+# what makes a run worth its row: samples, a serving or generating run, a profile
+_MEASURED = (ServingStarted, ServedRequests, GenerationStarted, GenerationSteps, OpProfile)
+
+
+def _measured(ev: Any) -> bool:
+    if isinstance(ev, LatencyBatch):
+        return bool(ev.latencies_ns.size)
+    if isinstance(ev, TimingDone):
+        return ev.latency.count > 0
+    if isinstance(ev, RunEnded):
+        return ev.status == "error"  # a failure is kept, with its error
+    return isinstance(ev, _MEASURED)
 
 
 def autosave_dir() -> Path:
@@ -53,10 +78,47 @@ class Recording:
         self.store = SessionStore.create_or_open(path)
         self.recorder = Recorder(self.store, kind="live")
         self.path = Path(path)
+        # per RunStarted seen, in order: the recorder's number for its run (None while it
+        # is held, or for good once dropped); the file's id comes from that (`run_id`)
+        self._started: list[int | None] = []
+        # a run's events held from its RunStarted until it measures something: a config
+        # applied while timing is paused starts a run that may end with nothing, and is
+        # then never written (no empty run in the file, nor in the Runs dock)
+        self._held: list[Any] = []
 
     def sink(self, batch: list[Any]) -> None:
         with self._lock:
-            self.recorder.feed_many(batch)
+            for ev in batch:
+                self._feed(ev)
+
+    def run_id(self, started: int) -> int | None:
+        """The file's id of the run of the `started`-th RunStarted the engine sent (0 the
+        first), once it is written; None before, or for a run that measured nothing."""
+        with self._lock:
+            order = self._started[started] if 0 <= started < len(self._started) else None
+            return None if order is None else self.recorder.run_ids.get(order)
+
+    def _feed(self, ev: Any) -> None:
+        if isinstance(ev, RunStarted):
+            self._drop_held()
+            self._held = [ev]
+            self._started.append(None)
+        elif not self._held:
+            self.recorder.feed(ev)
+        elif _measured(ev):
+            self._started[-1] = self.recorder.opened
+            held, self._held = self._held, []
+            self.recorder.feed_many([*held, ev])
+        else:
+            self._held.append(ev)
+            if isinstance(ev, RunEnded):
+                self._drop_held()
+
+    def _drop_held(self) -> None:
+        """The held run measured nothing: what it carried besides its own facts (a model,
+        a variant, notices, markers, telemetry) is recorded, the run is not."""
+        held, self._held = self._held, []
+        self.recorder.feed_many(e for e in held if not isinstance(e, _RUN_FACTS))
 
     def flush(self) -> None:
         """Commit what is buffered (before exporting from the file)."""
@@ -64,8 +126,10 @@ class Recording:
             self.recorder.flush()
 
     def host_died(self, why: str) -> None:
-        """The engine died mid-run: keep its samples, mark the run as failed."""
+        """The engine died mid-run: keep its samples, mark the run as failed (a run that
+        had measured nothing yet is not recorded)."""
         with self._lock:
+            self._drop_held()
             if self.recorder.active:
                 self.recorder.fail(why)
             self.recorder.flush()
@@ -128,5 +192,6 @@ class Recording:
 
     def close(self) -> None:
         with self._lock:
+            self._drop_held()
             self.recorder.close(grace_s=CLOSE_GRACE_S)
             self.store.close()

@@ -87,6 +87,10 @@ class Recorder:
         self.kind = kind
         self.config = config  # as requested; RunStarted brings the resolved one
         self.run_id: int | None = None  # the current (or last) run
+        # the file's id of each run opened, by the order it was opened in (0, 1, ...),
+        # once its row is written (the window's Runs dock shows the file's ids)
+        self.opened = 0
+        self.run_ids: dict[int, int] = {}
         self._clock = clock
         self._wall_offset = time.time_ns() - time.perf_counter_ns()
         self._active = False  # a run row is open (started, not ended)
@@ -335,12 +339,13 @@ class Recorder:
 
         machine = (fields.get("host"), self._machine)
         self._machine = None
+        order, self.opened = self.opened, self.opened + 1
 
         def write() -> None:
             with self.store.transaction():
                 if machine[0] and machine[1]:
                     self.store.note_machine(machine[0], machine[1])
-                self.run_id = self.store.start_run(fields)
+                self.run_id = self.run_ids[order] = self.store.start_run(fields)
                 for notice in notices:
                     self.store.add_marker(self.run_id, "notice", notice.level, notice.message)
 
