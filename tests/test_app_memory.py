@@ -26,7 +26,8 @@ def test_the_report_in_words_and_series() -> None:
     assert lines[0] == "Weights 324.0 KB (int8 316.0 KB, float32 8.0 KB); the model file's 1.3 MB"
     assert lines[1] == "Activation peak as run: 258.0 KB at conv_2"
     assert (
-        lines[2] == "Activation peak as loaded: 1.1 MB at bn (2 tensor(s) of unknown size left out)"
+        lines[2] == "Activation peak as loaded: 1.1 MB or more at bn (2 tensors not sized at "
+        "these shapes, not counted)"
     )
     assert lines[3].startswith("The session holds 16.0 MB") and lines[3].endswith("4% of it")
     assert lines[4] == (
@@ -77,3 +78,41 @@ def test_the_memory_dock_measures_the_model_shown(qtbot: QtBot, tmp_path: Path) 
         qtbot.waitUntil(lambda: wb.running, timeout=5_000)
     finally:
         wb.shutdown()
+
+
+def test_the_dock_names_the_shapes_measured_for_and_marks_a_stale_report(qtbot: QtBot) -> None:
+    from app.memory.view import STALE_STYLE, MemoryPanel
+
+    panel = MemoryPanel()
+    qtbot.addWidget(panel)
+    shapes = {"input_ids": [1, 512], "attention_mask": [1, 512]}
+    report = {**REPORT, "inputs": shapes, "config": {"precision": "int8-static", "batch": 1}}
+    panel.set_report(report)
+    assert panel.header.text() == "For input_ids 1x512, attention_mask 1x512 · int8-static, batch 1"
+    assert not panel.stale and panel.view.isEnabled()
+    panel.set_stale("stale: measured for sequence 512 -> 128; Measure again")
+    assert panel.header.text().endswith("\nstale: measured for sequence 512 -> 128; Measure again")
+    assert panel.stale and panel.header.styleSheet() == STALE_STYLE and not panel.view.isEnabled()
+    panel.set_report(report)  # measured again: fresh
+    assert "stale" not in panel.header.text() and panel.view.isEnabled()
+    panel.set_report(None)
+    panel.set_stale("stale: x")  # nothing drawn: nothing to mark
+    assert not panel.stale and panel.header.isHidden()
+
+
+def test_a_peak_with_unsized_tensors_reads_as_a_floor_not_a_total(qtbot: QtBot) -> None:
+    """'2.4 MB (197 tensors of unknown size left out)' read as a wrong total: the peak is a
+    floor where some tensors were not sized, in the dock and under the graph alike."""
+    from widgets.memory_strip import MemoryStrip
+    from widgets.models.memory_summary import peak_text
+
+    live = {"peak_bytes": 2.4e6, "at_node": "Add", "unknown_tensors": 197,
+            "timeline": [{"node": "Add", "bytes": 2.4e6}]}  # fmt: skip
+    assert peak_text(live, "Add") == (
+        "2.4 MB or more at Add (197 tensors not sized at these shapes, not counted)"
+    )
+    assert peak_text({**live, "unknown_tensors": 0}) == "2.4 MB"
+    strip = MemoryStrip()
+    qtbot.addWidget(strip)
+    strip.set_memory(live)
+    assert strip.summary == f"activations: peak {peak_text(live, 'Add')}"

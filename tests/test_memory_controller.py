@@ -98,3 +98,39 @@ def test_another_model_clears_the_last_report(qapp: Any) -> None:
     desk.jobs.busy.return_value = True  # measuring: its report comes
     c.model_loaded(_info("/models/other.onnx"))
     assert view.set_report.call_count == 1
+
+
+def test_a_report_for_other_shapes_is_marked_stale_and_fresh_when_they_come_back(
+    qapp: Any,
+) -> None:
+    """Measured at sequence 512, the user goes back to 128: the report is marked stale,
+    naming what moved; back at 512 it is fresh again; another precision is stale too."""
+    c, desk, view = _controller()
+    ids = ValueInfo("input_ids", "tensor", "int64", ("batch", "sequence"))
+    info = ModelInfo("/m/enc.onnx", "0" * 64, 1, 8, "t", {"": 17}, (ids,), (ids,), 1, 0, {}, 0, 0)
+    type(desk).model_info = PropertyMock(return_value=info)
+    at_512 = Workload("/m/enc.onnx", RunConfig(), JobInputs(dims={"sequence": 512}))
+    desk.workload_changed.connect.assert_called_once_with(c.workload_changed)
+    c.measure()
+    _, make, kwargs = _asked(desk)
+    make(at_512)
+    type(desk).workload = PropertyMock(return_value=at_512)
+    kwargs["on_done"]({"provider_used": "CPUExecutionProvider"})
+    view.set_stale.assert_called_with(None)  # measured on what runs now: fresh
+    c.workload_changed(Workload("/m/enc.onnx", RunConfig(), JobInputs()))  # the default
+    view.set_stale.assert_called_with("stale: measured for sequence 512 -> 128; Measure again")
+    c.workload_changed(at_512)
+    view.set_stale.assert_called_with(None)
+    c.workload_changed(at_512.with_config(RunConfig(precision="fp16")))
+    view.set_stale.assert_called_with("stale: measured for precision fp32 -> fp16; Measure again")
+
+
+def test_a_report_measured_while_the_workload_moved_is_stale_at_once(qapp: Any) -> None:
+    c, desk, view = _controller()
+    type(desk).model_info = PropertyMock(return_value=None)
+    c.measure()
+    _, make, kwargs = _asked(desk)
+    make(Workload("/m/enc.onnx", RunConfig(), JobInputs(dims={"sequence": 512})))
+    type(desk).workload = PropertyMock(return_value=Workload("/m/enc.onnx", RunConfig()))
+    kwargs["on_done"]({"provider_used": "CPUExecutionProvider"})
+    view.set_stale.assert_called_with("stale: measured for sequence 512 -> -; Measure again")
