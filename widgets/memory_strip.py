@@ -11,7 +11,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QWidget
 
-from widgets.models.graph_overlay import size_label
+from widgets.models.memory_summary import peak_text
 
 HEIGHT = 74
 
@@ -65,12 +65,7 @@ class MemoryStrip(pg.PlotWidget):
         at = memory.get("at_node") if memory else None
         i = self.names.index(at) if at in self.names else int(np.argmax(self.values))
         self.peak.setData([i + 0.5], [self.values[i]])
-        unknown = (memory or {}).get("unknown_tensors") or 0
-        self.summary = (
-            f"activations: peak {size_label(float(memory['peak_bytes'] if memory else 0))}"
-            f" at {self.names[i]}"
-            + (f" ({unknown} tensor(s) of unknown size left out)" if unknown else "")
-        )
+        self.summary = f"activations: peak {peak_text(memory or {}, self.names[i])}"
         self.setToolTip(
             f"{self.summary}. Activation memory alive while each node runs, over "
             "one inference; click to pick a node"

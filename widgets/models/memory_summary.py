@@ -22,11 +22,7 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
     acts = r["activations"]
     for label, live in (("as run", acts.get("as_run")), ("as loaded", acts.get("as_loaded"))):
         if live:
-            unknown = live.get("unknown_tensors") or 0
-            lines.append(
-                f"Activation peak {label}: {size_text(live['peak_bytes'])} at {live['at_node']}"
-                + (f" ({unknown} tensor(s) of unknown size left out)" if unknown else "")
-            )
+            lines.append(f"Activation peak {label}: {peak_text(live, live['at_node'])}")
     m = r["measured"]
     ratio = m.get("estimate_over_measured")
     lines.append(
@@ -51,6 +47,19 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
     if copied:
         lines.append(copied[0].upper() + copied[1:])
     return lines
+
+
+def peak_text(live: dict[str, Any], where: str = "") -> str:
+    """A liveness pass's peak (at `where`) in words; where shape inference could not size
+    some tensors the peak is a floor, and says so: '2.4 MB or more at Add (197 tensors not
+    sized at these shapes, not counted)'."""
+    unknown = int(live.get("unknown_tensors") or 0)
+    text = size_text(float(live.get("peak_bytes") or 0.0)) + (" or more" if unknown else "")
+    text += f" at {where}" if where else ""
+    if unknown:
+        text += f" ({unknown} tensor{'s' if unknown > 1 else ''} not sized at these shapes, "
+        text += "not counted)"
+    return text
 
 
 def timeline(live: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray, list[str]]:
