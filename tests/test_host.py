@@ -208,7 +208,8 @@ def test_a_newer_request_supersedes_an_older_one(host: Host) -> None:
     started = host.wait_for(lambda e: isinstance(e, RunStarted) and e.config.batch != 1)
     assert started.config.batch == 3
     time.sleep(1.0)
-    host.conn.poll(0.5) and host.events.extend(host.conn.recv())
+    if host.conn.poll(0.5):
+        host.events.extend(host.conn.recv())
     assert not any(isinstance(e, RunStarted) and e.config.batch == 2 for e in host.events)
 
 
@@ -304,9 +305,40 @@ def test_missing_peaks_are_measured_by_the_host_with_timing_paused(
             lambda e: isinstance(e, LatencyBatch) and e.latencies_ns.size > 0,
             start=host.events.index(measured),
         )  # and timing goes on
+        first = next(i for i, e in enumerate(host.events) if _samples(e))
+        peaks = next(i for i, e in enumerate(host.events)
+                     if isinstance(e, Progress) and e.stage == "peaks")  # fmt: skip
+        assert first < peaks  # a first start shows its first points before measuring them
     finally:
         host.close()
     assert cached_peaks() == measured.peaks  # cached for every later window and CLI run
+
+
+def _samples(ev: Any) -> bool:
+    return isinstance(ev, LatencyBatch) and ev.latencies_ns.size > 0
+
+
+def test_the_first_latency_points_come_before_the_first_profiling_pass(host: Host) -> None:
+    """The first point took 18-28 s in the window: a new config was profiled (and the
+    peaks looked after) before it was timed at all. Its first points come first, after
+    its warm-up; its pass still comes, after its first second of timing; and the pass's
+    pause is no timing's: the run's throughput is that of its samples, not diluted."""
+    host.send(cmds.Load(str(DEMO_CNN)))
+    profile = host.wait_for(lambda e: isinstance(e, OpProfile))
+    at = host.events.index(profile)
+    marker = next(i for i, e in enumerate(host.events)
+                  if isinstance(e, Marker) and e.kind == "profile")  # fmt: skip
+    first = next((i for i, e in enumerate(host.events) if _samples(e)), len(host.events))
+    warm = [i for i, e in enumerate(host.events) if isinstance(e, Progress)
+            and e.stage == "warmup" and e.message.startswith("warm-up done")]  # fmt: skip
+    assert warm[0] < first < marker < at  # warm-up discarded, timed, then profiled
+    before = sum(e.latencies_ns.size for e in host.events[:marker] if _samples(e))
+    assert before > 0 and profile.ops and profile.profile_overhead is not None
+    host.wait_for(_samples, start=at)  # timing goes on after the pass
+    host.send(cmds.Stop())
+    done = host.wait_for(lambda e: isinstance(e, TimingDone), start=at)
+    per_s = 1000.0 / done.latency.mean  # back to back: what the samples alone give
+    assert done.throughput.inferences_per_s > 0.7 * per_s, (done.throughput, per_s)
 
 
 def test_cached_peaks_go_to_the_window_once_measured_nothing(
@@ -393,10 +425,11 @@ def test_a_load_run_in_the_host_is_recorded_as_its_own_run(host: Host, tmp_path:
     host.send(cmds.RunJob(1, LoadRunRequest("poisson:150", batching, 2.0, warmup_s=0.5)))
 
     def end_of(job_id: int, start: int = 0, timeout: float = 60) -> JobUpdate:
-        return host.wait_for(
+        ended: JobUpdate = host.wait_for(
             lambda e: isinstance(e, JobUpdate) and e.job_id == job_id and e.kind != "events",
             start=start, timeout=timeout,
         )  # fmt: skip
+        return ended
 
     def at(ev: Any) -> int:  # events compare by value: the run facts repeat
         return next(i for i, e in enumerate(host.events) if e is ev)

@@ -14,6 +14,8 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from engine import backends
 from engine.backends.base import Prepared, PrepareRequest
 from engine.config import RunConfig, oversubscribed
@@ -34,7 +36,7 @@ from engine.events import (
 )
 from engine.machine.gpu_contention import window_for
 from engine.measure.contention import Contention, combine
-from engine.measure.stats import is_stable, latency_stats, throughput
+from engine.measure.stats import Throughput, is_stable, latency_stats, throughput
 from engine.model.inputs import empty_inputs
 from engine.run.load_window import with_load
 from engine.run.sample_log import MAX_SAMPLES, SampleLog
@@ -117,6 +119,9 @@ class Segment:
     warmup_runs: int = 0
     origin_ns: int = 0
     load: list[Contention] = field(default_factory=list)  # the machine's, window by window
+    paused_ns: int = 0  # time between its samples spent on profiling passes (not timing)
+    pausing: bool = False  # a pass paused it: the gap before its next sample is a pause
+    last_end_ns: int = 0  # the end of its last sample (from the timing's origin)
 
 
 class LiveRun:
@@ -152,6 +157,11 @@ class LiveRun:
             return None
         ev = next(seg.timing)
         if isinstance(ev, LatencyBatch):
+            if ev.latencies_ns.size:
+                if seg.pausing and len(seg.samples):
+                    seg.paused_ns += max(0, int(ev.starts_ns[0]) - seg.last_end_ns)
+                seg.pausing = False
+                seg.last_end_ns = int(ev.starts_ns[-1] + ev.latencies_ns[-1])
             seg.samples.append(ev.starts_ns, ev.latencies_ns)
             seg.origin_ns = ev.origin_ns
         elif isinstance(ev, Progress) and ev.stage == "warmup":
@@ -184,7 +194,7 @@ class LiveRun:
         batch = seg.staged.batch
         yield TimingDone(
             latency_stats(lats),
-            throughput(starts, lats, batch),
+            _active_throughput(starts, lats, batch, seg.paused_ns),
             is_stable(lats),
             seg.warmup_runs,
             float(elapsed),
@@ -198,5 +208,22 @@ class LiveRun:
         if seg is None:
             return
         mean = seg.samples.recent_mean_ms()
+        seg.pausing = True  # its timing waits: the pass's time is no timing's
         yield Marker("profile", "profiling", time.perf_counter_ns())
         yield from with_load(seg.staged.prepared.profile(runs, mean))
+
+
+def _active_throughput(
+    starts: np.ndarray, lats: np.ndarray, batch: int, paused_ns: int
+) -> Throughput:
+    """Inferences per second of timing: from the first start to the last end, less the
+    time profiling passes paused it (a new config's pass comes after its first second
+    of timing, so a short run would otherwise read several times too slow)."""
+    whole = throughput(starts, lats, batch)
+    if not lats.size or paused_ns <= 0:
+        return whole
+    wall = float(starts[-1] + lats[-1] - starts[0])
+    active = wall - paused_ns
+    if active <= 0:
+        return whole
+    return Throughput(whole.inferences_per_s * wall / active, whole.samples_per_s * wall / active)
