@@ -66,7 +66,11 @@ def cmd_load_llm(args: argparse.Namespace) -> int:
     llm_config = read_config(args.model)
     layout = layouts_from_args(args, llm_config.context_length)[0]
     check_real_layout(layout)
-    work = workload_from_args(args, llm_config.context_length)
+    work, cut = workload_from_args(args, llm_config.context_length).within(
+        args.duration, f"traffic {args.traffic}"
+    )  # real time: nothing waits past --duration
+    if cut:
+        print(f"info: {cut}", file=sys.stderr)
     blocks = args.prefix_cache or 0
     if blocks and work.blocks is None:
         raise ConfigError("--prefix-cache: the prompts share no prefix; give --shared-prefix "

@@ -141,6 +141,8 @@ def load_run_job(
     )  # fmt: skip
     yield from model.facts  # the run's facts: same model, config and provider
     yield from serving.notices
+    if schedule.note:
+        yield Notice("info", schedule.note)
     yield Marker("load", f"load {spec.text}, {serving.policy.describe()}", time.perf_counter_ns())
     model.loop = loop = ServingLoop(
         serving.run_batch, serving.request_feeds, schedule, serving.policy,
@@ -169,11 +171,16 @@ def load_run_job(
 def load_schedule(req: LoadRunRequest, repeat_name: str = "repeat") -> tuple[TrafficSpec, Schedule]:
     """The load run's traffic and the schedule it serves, planned here only: the job serves
     this, and `opscope load` checks its flags and fits the warm-up on it, from the request
-    it sends the job, before it sends it."""
-    return plan_traffic(
+    it sends the job, before it sends it. An open loop serves in real time: what is due
+    past the duration (the first N requests of a trace can span centuries) is cut, said in
+    the schedule's note, before anything waits."""
+    spec, schedule = plan_traffic(
         req.traffic, req.duration_s, req.seed, req.repeat, req.requests, req.closed_requests,
         repeat_name,
     )  # fmt: skip
+    if not spec.closed:
+        schedule = schedule.within(req.duration_s, f"traffic {spec.text}")
+    return spec, schedule
 
 
 def calibrate_job(

@@ -35,6 +35,7 @@ import numpy as np
 
 from engine import interrupt
 from engine.backends.base import Feeds
+from engine.errors import OpScopeError
 from engine.events import Event, Notice, Progress
 from engine.serve.batching import BatchPolicy, take
 from engine.serve.records import (
@@ -58,6 +59,7 @@ LATE_WARN_MS = 2.0  # generator lateness p99 above this is reported as a warning
 PARK_S = 0.05  # a parked generator checks for a stop this often
 SWITCH_S = 0.0005  # GIL switch interval while serving (Python's default is 5 ms)
 PR_SET_TIMERSLACK = 29
+LONG_WAIT_S = 60.0  # a long gap to the next arrival is waited in steps of this
 DRAIN_MIN_S = 10.0  # the least time an open-loop run has, past its last arrival, to drain
 
 
@@ -315,6 +317,22 @@ class ServingLoop:
 
     # ------------------------------------------------------------------ senders
     def _generator(self) -> None:
+        """Sends on schedule; a failure is the run's error (never a traffic thread dead
+        while the run goes on and exits 0)."""
+        try:
+            self._send()
+        except BaseException as exc:
+            self.error = OpScopeError(f"the traffic generator stopped ({type(exc).__name__}: "
+                                      f"{exc}); the requests it sent are recorded")  # fmt: skip
+            self.stop.set()
+        finally:
+            with self.cond:
+                self.generator_done = True
+                if self.ended >= self.sent:
+                    self._drained.set()
+                self.cond.notify_all()
+
+    def _send(self) -> None:
         precise_timers()
         short_slice()
         sched = self.rec.scheduled
@@ -328,23 +346,26 @@ class ServingLoop:
                 j = self._next_send
             if j >= n:
                 break
-            wait = t0 + sched[j] - time.perf_counter()
-            if wait > PARK_S:  # a long gap: stoppable, then the last bit precisely
-                if self.stop.wait(wait - PARK_S):
-                    break
-                wait = t0 + sched[j] - time.perf_counter()
-            if wait > 0:
-                time.sleep(wait)
+            if not self._wait_until(t0 + float(sched[j])):
+                break
             with self.cond:
                 if self._next_send == j:  # nobody admitted it meanwhile
                     self._next_send = j + 1
                     self._arrive(j, time.perf_counter() - t0)
                     self.cond.notify_all()
-        with self.cond:
-            self.generator_done = True
-            if self.ended >= self.sent:
-                self._drained.set()
-            self.cond.notify_all()
+
+    def _wait_until(self, due: float) -> bool:
+        """Sleep until `due` (perf_counter): a long gap stoppable, in steps a timed wait
+        takes (one past threading.TIMEOUT_MAX raised OverflowError and killed the traffic
+        thread), then the last bit precisely. False when stopped."""
+        wait = due - time.perf_counter()
+        while wait > PARK_S:
+            if self.stop.wait(min(wait - PARK_S, LONG_WAIT_S)):
+                return False
+            wait = due - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        return True
 
     def _admit_due(self, now: float) -> bool:
         """Under the lock, open loop: every request due by `now` and not yet sent arrives,

@@ -30,6 +30,7 @@ from engine.serve.llm.sim import Layout
 from engine.serve.loop import (
     LATE_WARN_MS,
     LEAD_S,
+    LONG_WAIT_S,
     PARK_S,
     PROGRESS_S,
     SWITCH_S,
@@ -238,9 +239,12 @@ class LLMServingLoop:
             if self.stop.is_set():
                 break
             wait = self.t0 + float(arrivals[j]) - time.perf_counter()
-            if wait > PARK_S and self.stop.wait(wait - PARK_S):  # a long gap: stoppable
+            while wait > PARK_S:  # a long gap: stoppable, in steps a timed wait takes
+                if self.stop.wait(min(wait - PARK_S, LONG_WAIT_S)):
+                    break
+                wait = self.t0 + float(arrivals[j]) - time.perf_counter()
+            if self.stop.is_set():
                 break
-            wait = self.t0 + float(arrivals[j]) - time.perf_counter()
             if wait > 0:
                 time.sleep(wait)
             with self.cond:

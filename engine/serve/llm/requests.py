@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.errors import ConfigError
-from engine.serve.traffic.schedule import Schedule
+from engine.serve.traffic.schedule import Schedule, arrivals_within, cut_note
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,18 @@ class LLMWorkload:
 
     def __len__(self) -> int:
         return int(self.arrivals.size)
+
+    def within(self, duration_s: float, what: str) -> tuple[LLMWorkload, str]:
+        """The requests a real run serves: those due within `duration_s`, and the line that
+        says what was cut ('' when nothing was): a trace's first N requests can lie
+        centuries apart, and nothing may wait for them past --duration."""
+        n = arrivals_within(self.arrivals, duration_s, what)
+        if n == len(self):
+            return self, ""
+        blocks = self.blocks[:n] if self.blocks is not None else None
+        cut = LLMWorkload(self.arrivals[:n], self.prompt[:n], self.output[:n], blocks,
+                          self.block_tokens)  # fmt: skip
+        return cut, cut_note(self.arrivals, n, duration_s, what)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from engine.serve.traffic.trace_file import MAX_REQUESTS
 
 KINDS = ("poisson", "constant", "bursts", "ramp", "trace", "closed")
 ZIPF_S = 1.2  # popularity exponent of repeated requests
+MAX_DURATION_S = 7 * 86_400.0  # the longest --duration (engine/cli/arg_types.py)
 
 
 @dataclass(frozen=True)
@@ -168,9 +169,57 @@ class Schedule:
     outputs: np.ndarray | None = None  # int64, an LLM trace's output tokens
     hash_ids: tuple[tuple[int, ...], ...] | None = None  # Mooncake's prompt blocks
     format: str = ""  # a trace's format (engine/serve/traffic/trace_formats.py)
+    note: str = ""  # what planning it cut, in a line (`within`)
 
     def __len__(self) -> int:
         return int(self.times.size)
+
+    def within(self, duration_s: float, what: str) -> Schedule:
+        """The requests a run in real time serves: those due within `duration_s`, the cut
+        said in `note` (the first N requests of a trace or of a slow rate can lie hours or
+        centuries apart: nothing may wait for them past --duration)."""
+        n = arrivals_within(self.times, duration_s, what)
+        if n == len(self):
+            return self
+
+        def cut(a: np.ndarray | None) -> np.ndarray | None:
+            return None if a is None else a[:n]
+
+        return Schedule(
+            self.times[:n], self.keys[:n], cut(self.sizes), cut(self.outputs),
+            self.hash_ids[:n] if self.hash_ids is not None else None, self.format,
+            cut_note(self.times, n, duration_s, what),
+        )  # fmt: skip
+
+
+def arrivals_within(times: np.ndarray, duration_s: float, what: str) -> int:
+    """How many of `times` (sorted) are due within `duration_s`; a ConfigError in one line
+    when none is."""
+    n = int(np.searchsorted(times, duration_s, side="right"))
+    if n == 0 and times.size:
+        raise ConfigError(
+            f"{what}: the first request is due {span_words(float(times[0]))} in, past "
+            f"--duration {duration_s:g} s: nothing to serve"
+        )
+    return n
+
+
+def cut_note(times: np.ndarray, n: int, duration_s: float, what: str) -> str:
+    """The line that says `times` were cut to their first `n` at `duration_s`."""
+    last = float(times[-1])
+    return (
+        f"{what}: the {times.size:,} requests arrive over {span_words(last)}, past --duration "
+        f"{duration_s:g} s: serving the {n:,} due within it"
+        + (f" (--duration {math.ceil(last):d} serves them all)" if last <= MAX_DURATION_S else "")
+    )
+
+
+def span_words(seconds: float) -> str:
+    """A span in the unit that reads best: 42.5 s, 3.2 h, 12 days, 100 years."""
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400.0), ("h", 3600.0)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"
 
 
 def make_schedule(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -29,6 +30,10 @@ from engine.serve.traffic.trace_file import MAX_LINE, MAX_REQUESTS, read_trace
 
 MAX_TOKENS = 10_000_000  # tokens of one prompt or output (no model's context is longer)
 MAX_HASHES = 100_000  # block hashes of one Mooncake prompt
+MAX_STAMP_S = 1e11  # |timestamp| in seconds (3,000 years: an epoch time in s fits)
+# a numeric Azure timestamp's unit from its size: ns past 1e17, us past 1e14, ms past 1e11
+EPOCH_UNITS = ((1e17, 1e9), (1e14, 1e6), (1e11, 1e3))
+NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 FORMATS = ("azure", "burstgpt", "mooncake", "csv")
 
 
@@ -188,7 +193,7 @@ def _mooncake(p: Path, path: str) -> Trace:
                 for key in ("timestamp", "input_length", "output_length"):
                     if key not in row:
                         raise InputError(f"line {n}: no {key}", path)
-                times.append(_finite(row["timestamp"], n, "timestamp", path) / 1000.0)
+                times.append(_stamp_ms(row["timestamp"], n, path) / 1000.0)
                 inputs.append(_tokens(row["input_length"], n, "input_length", path))
                 outputs.append(_tokens(row["output_length"], n, "output_length", path))
                 ids = row.get("hash_ids", [])
@@ -218,7 +223,19 @@ def _mooncake(p: Path, path: str) -> Trace:
     )
 
 
+def _stamp_ms(value: object, n: int, path: str) -> float:
+    """A Mooncake timestamp (ms), within what a trace's times may be."""
+    ms = _finite(value, n, "timestamp", path)
+    if abs(ms) > MAX_STAMP_S * 1e3:
+        raise InputError(f"line {n}: timestamp {ms:g} ms is past {MAX_STAMP_S:g} s", path)
+    return ms
+
+
 def _azure_times(stamps: list[str], lines: list[int], path: str) -> np.ndarray:
+    """Dates (`2023-11-16 18:15:46.68`), or numbers: epoch times whose unit (s, ms, us,
+    ns) their size tells (numpy read a bare number as a year: 1-s gaps became 366 days)."""
+    if NUMBER.fullmatch(stamps[0].strip()):
+        return _epoch_seconds(stamps, lines, path)
     try:
         t = np.array(stamps, dtype="datetime64[ns]")
     except ValueError:
@@ -233,6 +250,26 @@ def _azure_times(stamps: list[str], lines: list[int], path: str) -> np.ndarray:
         raise InputError(f"line {n}: no timestamp", path)
     ns: np.ndarray = (t - t[0]).astype(np.int64)
     seconds: np.ndarray = ns.astype(np.float64) / 1e9
+    return seconds
+
+
+def _epoch_seconds(stamps: list[str], lines: list[int], path: str) -> np.ndarray:
+    """Numeric timestamps as seconds, the unit chosen by the first one's size: an epoch
+    time in seconds is about 1.7e9 today, in ms 1.7e12, in us 1.7e15, in ns 1.7e18 (a
+    relative time, small, reads as seconds)."""
+    raw = np.empty(len(stamps), np.float64)
+    for i, (s, n) in enumerate(zip(stamps, lines, strict=True)):
+        if not NUMBER.fullmatch(s.strip()):
+            raise InputError(f"line {n}: timestamp {s[:40]!r} is not a number like the "
+                             "first one's", path)  # fmt: skip
+        raw[i] = _finite(s, n, "timestamp", path)
+    first = abs(float(raw[0]))
+    scale = next((1.0 / f for limit, f in EPOCH_UNITS if first >= limit), 1.0)
+    seconds: np.ndarray = raw * scale
+    big = np.flatnonzero(np.abs(seconds) > MAX_STAMP_S)
+    if big.size:
+        n = lines[int(big[0])]
+        raise InputError(f"line {n}: timestamp {raw[big[0]]:g} is past {MAX_STAMP_S:g} s", path)
     return seconds
 
 
@@ -258,10 +295,15 @@ def _check_times(t: np.ndarray, lines: list[int], path: str) -> None:
 
 
 def _finite(value: object, n: int, what: str, path: str) -> float:
+    if isinstance(value, bool):  # JSON true/false: Python counts them 1 and 0
+        raise InputError(f"line {n}: {what} {str(value).lower()} is not a number", path)
     try:
         x = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise InputError(f"line {n}: {what} {str(value)[:40]!r} is not a number", path) from None
+    except OverflowError:  # a JSON integer past what a float holds
+        raise InputError(f"line {n}: {what} is too large ({len(str(value)):,} digits)",
+                         path) from None  # fmt: skip
     if not math.isfinite(x):
         raise InputError(f"line {n}: {what} must be finite", path)
     return x
