@@ -28,6 +28,7 @@ from engine.analysis.llm_studies import row_cells as llm_study_cells
 from engine.analysis.llm_studies import study_title as llm_study_title
 from engine.analysis.report import write_report
 from engine.analysis.run_compare import RunComparison, compare_runs
+from engine.analysis.run_pick import default_pair, run_label
 from engine.analysis.run_summary import machine_text, summarize, with_recorded_stats
 from engine.analysis.run_table import inputs_text
 from engine.backends import Capabilities, all_backends, model_suffixes
@@ -238,6 +239,7 @@ __all__ = [
     "compare_runs",
     "corrupt",
     "cpu_name",
+    "default_pair",
     "describe_check",
     "describe_exit",
     "describe_inputs",
@@ -275,6 +277,7 @@ __all__ = [
     "real_plan",
     "remove_session_file",
     "roofs_for",
+    "run_label",
     "run_table",
     "separated",
     "size_text",

@@ -117,7 +117,7 @@ def test_a_read_only_session_window_exports_its_own_file_and_picks_the_run(
     qtbot.waitUntil(lambda: window.exports.saved == str(out["trace"]), timeout=60_000)
     (items,) = asked
     assert items[-1] == ALL_RUNS and len(items) == 3  # run 2, run 1, all
-    assert items[0].startswith("run 2:")
+    assert items[0].startswith("run 2 · profile · demo_cnn.onnx · image 1x")
     trace = json.loads(out["trace"].read_text())
     pids = {e.get("args", {}).get("name", "") for e in trace["traceEvents"] if e.get("ph") == "M"}
     assert any("run 1" in p for p in pids) and not any("run 2" in p for p in pids), pids

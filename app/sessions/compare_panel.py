@@ -4,6 +4,7 @@ per-op differences (what fusion or quantization added, removed or sped up)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
@@ -25,13 +26,16 @@ from engine.api import (
     RunRow,
     SessionReader,
     compare_runs,
-    summarize,
+    default_pair,
+    run_label,
 )
 from widgets.models.compare_rows import accuracy_rows
 
 BETTER = QColor("#2e9d5b")
 WORSE = QColor("#d0453b")
 OP_COLUMNS = ["op", "op type", "status", "base ms", "cand ms", "Δ ms", "Δ %", "share", "bytes Δ"]
+NAME_SHARE = 0.3  # of the table's width, at most, for each name column (op, op type)
+NAME_MIN_PX = 120
 
 
 class ComparePanel(QWidget):
@@ -45,10 +49,16 @@ class ComparePanel(QWidget):
         self.runs = {r.id: r for r in runs}
         self.baseline = QComboBox()
         self.candidate = QComboBox()
-        for run in runs:
-            label = f"run {run.id}: {summarize(run).config}"
-            self.baseline.addItem(label, run.id)
-            self.candidate.addItem(label, run.id)
+        for run in runs:  # id, kind, model, inputs, config: twenty runs read apart
+            label = run_label(run)
+            for box in (self.baseline, self.candidate):
+                box.addItem(label, run.id)
+                box.setItemData(box.count() - 1, label, Qt.ItemDataRole.ToolTipRole)
+        for box in (self.baseline, self.candidate):
+            box.setSizeAdjustPolicy(
+                QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+            )
+            box.setMinimumContentsLength(24)  # a long label is cut, its whole text on hover
         self.baseline.setToolTip("The reference run")
         self.candidate.setToolTip("The run compared against the baseline")
         pick = QHBoxLayout()
@@ -65,6 +75,7 @@ class ComparePanel(QWidget):
         self.ops = QTableWidget(0, len(OP_COLUMNS))
         self.ops.setHorizontalHeaderLabels(OP_COLUMNS)
         self.ops.setSortingEnabled(True)
+        self.ops.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # long node names: both ends
         for table in (self.metrics, self.ops):
             table.verticalHeader().setVisible(False)
             table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
@@ -78,8 +89,11 @@ class ComparePanel(QWidget):
         self.candidate.currentIndexChanged.connect(self.refresh)
         self.comparison: RunComparison | None = None
         self.job = Background("compare", self)
-        if len(runs) >= 2:  # the first run against the latest: usually the question
-            self.set_pair(runs[0].id, runs[-1].id)
+        pair, why = default_pair(runs)  # the two latest like-for-like runs
+        if pair is not None:
+            self.set_pair(*pair)
+        else:
+            self.summary.setText(f"Pick two runs: {why}.")
 
     def set_pair(self, baseline_id: int, candidate_id: int) -> None:
         self.baseline.blockSignals(True)
@@ -178,12 +192,28 @@ class ComparePanel(QWidget):
             ]
             for col, (text, value) in enumerate(cells):
                 item = _NumItem(text, value)
+                if col < 2:
+                    item.setToolTip(text)
                 if col == 5 and abs(d.delta_time_ms) > 0:
                     item.setForeground(WORSE if d.delta_time_ms > 0 else BETTER)
                 self.ops.setItem(row, col, item)
         self.ops.setSortingEnabled(True)
         self.ops.sortItems(5, Qt.SortOrder.DescendingOrder)  # biggest slowdowns first
+        self.fit_op_columns()
+
+    def fit_op_columns(self) -> None:
+        """Figures at their width; each name column (op, op type) at most NAME_SHARE of
+        the table, its text elided in the middle and whole on hover."""
         self.ops.resizeColumnsToContents()
+        cap = max(NAME_MIN_PX, int(self.ops.viewport().width() * NAME_SHARE))
+        for col in (0, 1):
+            if self.ops.columnWidth(col) > cap:
+                self.ops.setColumnWidth(col, cap)
+
+    def resizeEvent(self, event: Any) -> None:
+        super().resizeEvent(event)
+        if self.ops.rowCount():
+            self.fit_op_columns()
 
 
 class _NumItem(QTableWidgetItem):

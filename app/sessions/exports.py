@@ -32,11 +32,15 @@ ALL_RUNS = "All traceable runs"
 
 
 def trace_choices(session_path: str) -> list[tuple[str, int | None]]:
-    """The run picker's entries: each traceable run (newest first), then all of them."""
-    from engine.api import traceable_runs
+    """The run picker's entries: each traceable run (newest first), named by its id, kind,
+    model, inputs and config, then all of them."""
+    from engine.api import open_session_file, run_label, traceable_runs
 
     runs = traceable_runs(session_path)
-    return [(label, rid) for rid, label in reversed(runs)] + ([(ALL_RUNS, None)] if runs else [])
+    with open_session_file(session_path) as reader:
+        rows = {r.id: r for r in reader.runs()}
+    labels = [(run_label(rows[rid]) if rid in rows else label, rid) for rid, label in runs]
+    return [*reversed(labels), *([(ALL_RUNS, None)] if runs else [])]
 
 
 def pick_trace_run(

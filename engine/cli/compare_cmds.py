@@ -105,11 +105,13 @@ def load_line(comp: RunComparison) -> str:
 
 
 def describe_run(run: RunRow) -> str:
-    """'demo_cnn.onnx  FP32 fusion=all batch=1 threads=2  CPU  224 samples'."""
+    """'profile · demo_cnn.onnx · image 1x3x64x64 · FP32 fusion=all batch=1 threads=2  CPU
+    224 samples': its kind, model and inputs first (runs of one config read apart)."""
     s = summarize(run)
     kind = {"load": "  [served under load]", "simulate": "  [SIMULATED]"}.get(s.kind, "")
     return (
-        f"{_clip(printable(s.model), NAME_WIDTH)}  {printable(s.config)}  "
+        f"{printable(s.kind)} · {_clip(printable(s.model), NAME_WIDTH)} · "
+        f"{printable(s.inputs)} · {printable(s.config)}  "
         f"{printable(s.provider)}  {s.samples} samples{kind}"
         + ("" if run.status == "ok" else f"  [{printable(run.status)}]")
     )
