@@ -509,3 +509,24 @@ def test_background_profiling_backs_off_for_an_unchanged_config() -> None:
         every = next_profile_interval(every)
     assert seen == [30.0, 60.0, 120.0, 240.0, 240.0, 240.0]
     assert PROFILE_MAX_EVERY_S == 240.0
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/PID/maps")
+def test_the_host_imports_onnx_before_a_model_is_chosen() -> None:
+    """The window starts its host before the user picks a model: the library every ONNX
+    build reads the model with (about 1 s of imports, 4 s on a busy machine) is imported
+    meanwhile, not after the Load, so the first latency point does not wait for it."""
+    host = Host()
+    try:
+        host.wait_for(lambda e: isinstance(e, Telemetry))  # up; no command sent
+
+        def onnx_mapped() -> bool:
+            maps = Path(f"/proc/{host.proc.pid}/maps").read_text()
+            return "onnx_cpp2py_export" in maps
+
+        end = time.monotonic() + 60
+        while not onnx_mapped() and time.monotonic() < end:
+            time.sleep(0.2)
+        assert onnx_mapped()
+    finally:
+        host.close()

@@ -14,7 +14,9 @@ jobs in host_jobs.py; builds run in host_builder.py's worker threads), events ou
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
+import threading
 from multiprocessing.connection import Connection
 
 from engine.events import Notice
@@ -31,6 +33,24 @@ from engine.run.sample_log import MAX_SAMPLES
 from engine.run.wire import Channel, as_channel
 
 IDLE_WAIT_S = 0.05  # how long the loop waits for a command when no job has a step to take
+# what every ONNX build reads its model with: about 1 s of imports (4 s on a busy machine)
+# that a first Load no longer waits for, since the window starts its host before a model
+# is chosen (issue 53: time to the first latency point)
+PRELOAD = ("onnx",)
+
+
+def preload(modules: tuple[str, ...] = PRELOAD) -> threading.Thread:
+    """Import `modules` on a thread of their own while the host waits for its first
+    command (a build that needs one meanwhile waits for that import, not twice)."""
+
+    def work() -> None:
+        for name in modules:
+            with contextlib.suppress(ImportError):  # a build reports it in one line
+                importlib.import_module(name)
+
+    thread = threading.Thread(target=work, name="opscope-preload", daemon=True)
+    thread.start()
+    return thread
 
 
 def lower_priority(nice: int) -> int:
@@ -81,6 +101,7 @@ def host_main(
     out = Outbox(conn)
     telemetry = HostTelemetry(out, samplers, telemetry_interval_s)
     telemetry.start_heartbeat()  # the window's hang alarm listens for these
+    preload()
     if obtained > 0:
         out.put(
             Notice(
