@@ -60,6 +60,10 @@ class LLMServingController(QObject):
         self.live_timer.setInterval(LIVE_MS)
         self.live_timer.timeout.connect(self._live_simulate)
         self.live_pending = False  # Live: settings changed while a study ran
+        # what the last simulation that ended studied (model, serving config, plan): Live
+        # does not study it again (the Simulate button does: the user asks)
+        self.last_study: tuple[Any, ...] | None = None
+        self._studying: tuple[Any, ...] | None = None
         view.settings_changed.connect(self._settings_changed)
         view.live_toggled.connect(self._live_toggled)
         view.simulate_requested.connect(self.simulate)
@@ -135,9 +139,16 @@ class LLMServingController(QObject):
         if self.busy:  # after the study running now
             self.live_pending = True
         elif self.model is not None:
-            self.simulate()
+            self._start("simulate", live=True)
 
-    def _start(self, kind: str, remeasure: bool = False) -> None:
+    def _study(self, kind: str, plan: LLMPlan) -> tuple[Any, ...]:
+        """What a study studies: its kind, the model, the config it is served in (from the
+        live workload) and the plan (workload and settings)."""
+        live = self.desk.workload
+        config = llm_serving_config(live.config) if isinstance(live, Workload) else None
+        return (kind, self.model, config, plan)
+
+    def _start(self, kind: str, remeasure: bool = False, live: bool = False) -> None:
         if self.busy:
             return
         if self.model is None:
@@ -155,6 +166,14 @@ class LLMServingController(QObject):
         except OpScopeError as exc:
             self.view.set_status(str(exc), "error")
             return
+        study = self._study(kind, plan)
+        if live and study == self.last_study:  # nothing changed: the same study again
+            self.view.set_status(
+                "Live: the workload and settings are those of the last simulation, so it "
+                "is not run (or recorded) again; Simulate runs it again"
+            )
+            return
+        self._studying = study
         self.warnings = []
         self.kind, self.plan, self.t0 = kind, plan, time.perf_counter()
         self.cancelling = False
@@ -220,6 +239,8 @@ class LLMServingController(QObject):
         took = time.perf_counter() - self.t0
         if self.kind == "simulate":
             self.table.set_simulated(rows)
+            if not self.cancelling:
+                self.last_study = self._studying
         else:
             self.table.add(rows)
         self._end()
