@@ -6,6 +6,7 @@ for past --duration."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from engine.run.serving_jobs import LoadRunRequest, load_schedule
 from engine.serve.batching import BatchPolicy
 from engine.serve.loop import ServingLoop
 from engine.serve.traffic.schedule import Schedule
+from engine.serve.traffic.trace_file import BLOCK
 from engine.serve.traffic.trace_formats import read_any_trace
 from tests.conftest import DEMO_LLM
 from tests.test_cli import opscope
@@ -136,3 +138,28 @@ def test_load_llm_serves_what_is_due_within_the_duration(tmp_path: Path) -> None
     assert r.returncode == 0, r.stderr
     assert "100 years, past --duration 3 s: serving the 2 due within it" in r.stderr
     assert json.loads(out.read_text())["traffic"]["requests"] == 2
+
+
+@pytest.mark.parametrize(
+    "head",
+    ["", "TIMESTAMP,ContextTokens,GeneratedTokens\n",
+     "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n",
+     _moon(), "time,size\n0,1\n"],
+    ids=["first line", "azure", "burstgpt", "mooncake", "csv"],
+)  # fmt: skip
+def test_a_huge_line_is_refused_while_read_in_bounded_memory(tmp_path: Path, head: str) -> None:
+    """A 64 MB line (a sparse file: no disk taken) in each format: refused naming its line,
+    with Python memory bounded by the read's block, whatever the line's length (a 1 GB
+    line took 2.1 GB to be refused)."""
+    path = tmp_path / "huge.trace"
+    path.write_text(head)
+    with path.open("r+b") as fh:
+        fh.truncate(len(head.encode()) + (64 << 20))  # NUL bytes, no newline
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError, match="longer than"):
+            read_any_trace(str(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * BLOCK, f"{peak / 1e6:.0f} MB to refuse it"

@@ -19,9 +19,11 @@ import csv
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -116,9 +118,7 @@ def _first_line(p: Path, path: str, skip: int = 0) -> str:
     """The first non-empty line after `skip` of them ('' past the end when skipping)."""
     try:
         with p.open("r", encoding="utf-8", errors="replace") as fh:
-            for n, line in enumerate(fh, start=1):
-                if len(line) > MAX_LINE:
-                    raise InputError(f"line {n}: longer than {MAX_LINE:,} characters", path)
+            for line in bounded_lines(fh, path, MAX_LINE):
                 if line.strip():
                     if not skip:
                         return line
@@ -128,6 +128,21 @@ def _first_line(p: Path, path: str, skip: int = 0) -> str:
     if skip:
         return ""
     raise InputError("the trace is empty", path)
+
+
+def bounded_lines(fh: TextIO, path: str, limit: int) -> Iterator[str]:
+    """The lines of `fh`, each read at most `limit` characters at a time: a longer one is
+    refused, naming it, before it is held (iterating a file reads a whole line: a trace of
+    one 1 GB line took 2.1 GB to be refused)."""
+    n = 0
+    while True:
+        line = fh.readline(limit + 1)
+        if not line:
+            return
+        n += 1
+        if len(line) > limit and not (len(line) == limit + 1 and line.endswith("\n")):
+            raise InputError(f"line {n}: longer than {limit:,} characters", path)
+        yield line
 
 
 def _token_csv(
@@ -144,7 +159,7 @@ def _token_csv(
     lines: list[int] = []
     try:
         with p.open("r", encoding="utf-8", errors="replace", newline="") as fh:
-            rows = csv.reader(fh)
+            rows = csv.reader(bounded_lines(fh, path, MAX_LINE))
             next(rows)  # the header
             for row in rows:
                 n = rows.line_num
@@ -179,9 +194,7 @@ def _mooncake(p: Path, path: str) -> Trace:
     lines: list[int] = []
     try:
         with p.open("r", encoding="utf-8", errors="replace") as fh:
-            for n, line in enumerate(fh, start=1):
-                if len(line) > MAX_LINE * 16:
-                    raise InputError(f"line {n}: longer than {MAX_LINE * 16:,} characters", path)
+            for n, line in enumerate(bounded_lines(fh, path, MAX_LINE * 16), start=1):
                 if not line.strip():
                     continue
                 try:
