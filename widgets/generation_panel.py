@@ -8,7 +8,7 @@ import math
 
 from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainter
-from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QSpinBox, QWidget
+from PySide6.QtWidgets import QFormLayout, QLabel, QSpinBox, QWidget
 
 from widgets.models.generation_stats import GenerationFigures
 
@@ -60,21 +60,19 @@ class GenerationPanel(QWidget):
         for box in (self.prompt_len, self.new_tokens):
             box.setKeyboardTracking(False)  # typed: applied on Enter or leaving the box
             box.valueChanged.connect(self._lengths)
-        lengths = QHBoxLayout()
-        lengths.addWidget(QLabel("prompt"))
-        lengths.addWidget(self.prompt_len, 1)
-        lengths.addWidget(QLabel("new"))
-        lengths.addWidget(self.new_tokens, 1)
         self._quiet = False
         self.shape = QLabel("–")
         self.ttft = QLabel("–")
         self.tpot = QLabel("–")
         self.rates = QLabel("–")
         self.split = SplitBar()
-        for label in (self.ttft, self.tpot, self.rates):
+        for label in (self.shape, self.ttft, self.tpot, self.rates):
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            label.setWordWrap(True)  # whole at the dock's width (cut on the right at 1600)
         form = QFormLayout(self)
-        form.addRow("Tokens", lengths)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.addRow("Prompt tokens", self.prompt_len)
+        form.addRow("New tokens", self.new_tokens)
         form.addRow("Generation", self.shape)
         form.addRow("TTFT", self.ttft)
         form.addRow("TPOT", self.tpot)

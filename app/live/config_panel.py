@@ -120,15 +120,21 @@ class ConfigPanel(QWidget):
         form.addRow("", self.spinning)
 
         self.progress = QProgressBar()
-        self.progress.setTextVisible(True)
+        self.progress.setTextVisible(False)  # a bar clips its text: the message is above it
+        self.progress_text = QLabel("")
+        self.progress_text.setWordWrap(True)
         self.cancel = QPushButton("Cancel")
         self.cancel.setToolTip("Stop building this variant; the running config continues.")
         self.cancel.clicked.connect(self.cancel_requested)
         row = QHBoxLayout()
         row.addWidget(self.progress, 1)
         row.addWidget(self.cancel)
+        column = QVBoxLayout()
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.progress_text)
+        column.addLayout(row)
         self.progress_row = QWidget()
-        self.progress_row.setLayout(row)
+        self.progress_row.setLayout(column)
         self.progress_row.setVisible(False)
 
         layout = QVBoxLayout()
@@ -276,7 +282,8 @@ class ConfigPanel(QWidget):
         else:
             self.progress.setRange(0, 0)  # busy indicator
         self.progress.setFormat(message or "working…")
-        self.progress.setToolTip(message)  # the whole line, when the bar cuts it
+        self.progress.setToolTip(message)
+        self.progress_text.setText(message or "working…")
 
     def hide_progress(self) -> None:
         self.progress_row.setVisible(False)

@@ -9,13 +9,13 @@ runs the work."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QBoxLayout,
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
-    QGridLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -34,6 +34,7 @@ from widgets import theme
 from widgets.llm_serving_plot import LLMServingPlot
 from widgets.models.llm_serving_form import ServingForm
 from widgets.models.llm_serving_table import HEADERS, LLMServingTable
+from widgets.reflow_grid import ReflowGrid, pairs
 from widgets.spin_boxes import special
 from widgets.trace_drop import TraceDrops
 
@@ -42,6 +43,7 @@ LAYOUT_CHOICES = (
     ("chunked", "Chunked prefill"),
     ("disaggregated", "Disaggregated"),
 )
+WIDE = 900  # px: from this width the settings and the results sit side by side
 
 
 class LLMServingPanel(TraceDrops, QWidget):
@@ -168,67 +170,54 @@ class LLMServingPanel(TraceDrops, QWidget):
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setEnabled(False)
         self.progress = QProgressBar()
-        self.progress.setTextVisible(True)
-        self.progress.setMaximumWidth(260)
+        self.progress.setTextVisible(False)  # a bar clips its text: the message is beside it
+        self.progress.setMaximumWidth(120)
         self.progress.hide()
         self.status = QLabel("open a generating model (a genai folder) to compare layouts")
         self.status.setWordWrap(True)
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
-        grid = QGridLayout()
-        grid.setHorizontalSpacing(6)
-        grid.setVerticalSpacing(3)
         traffic = QHBoxLayout()
+        traffic.addWidget(QLabel("Traffic"))
         traffic.addWidget(self.traffic_kind)
-        traffic.addWidget(self.rate)
+        traffic.addWidget(self.rate, 1)
         traffic.addWidget(self.spec, 1)
-        cells: list[list[tuple[str, QWidget | QHBoxLayout, int]]] = [
-            [("Traffic", traffic, 3), ("Seed", self.seed, 1), ("Requests", self.requests, 1)],
-            [
-                ("Prompt", self.prompt_len, 1),
-                ("New tokens", self.new_tokens, 1),
-                ("Max seqs", self.max_seqs, 1),
-                ("Chunk", self.chunk_tokens, 1),
-                ("Instances", self.instances, 1),
-            ],
-            [
-                ("Prefill inst", self.prefill, 1),
-                ("Decode inst", self.decode, 1),
-                ("KV link", self.kv_gbps, 1),
-                ("SLO TTFT", self.slo_ttft, 1),
-                ("SLO TPOT", self.slo_tpot, 1),
-            ],
-            [
-                ("Shared prefixes", self.shared_groups, 1),
-                ("Prefix tokens", self.shared_tokens, 1),
-                ("Prefix cache", self.prefix_blocks, 1),
-            ],
-        ]
-        for r, row in enumerate(cells):
-            col = 0
-            for label, widget, span in row:
-                grid.addWidget(QLabel(label), r, col, Qt.AlignmentFlag.AlignRight)
-                if isinstance(widget, QHBoxLayout):
-                    grid.addLayout(widget, r, col + 1, 1, 2 * span - 1)
-                else:
-                    grid.addWidget(widget, r, col + 1, 1, 2 * span - 1)
-                col += 2 * span
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.simulate_button)
-        buttons.addWidget(self.measure_again)
-        buttons.addWidget(self.live)
-        buttons.addSpacing(12)
-        buttons.addWidget(self.real_button)
-        buttons.addWidget(self.real_layout)
-        buttons.addWidget(self.cancel_button)
-        buttons.addSpacing(12)
-        buttons.addWidget(self.progress, 1)
-        buttons.addStretch(0)
+        # the fields in as many columns as the dock's width holds: never sideways scrolling
+        self.fields = ReflowGrid(pairs([
+            ("Seed", self.seed), ("Requests", self.requests), ("Prompt", self.prompt_len),
+            ("New tokens", self.new_tokens), ("Max seqs", self.max_seqs),
+            ("Chunk", self.chunk_tokens), ("Instances", self.instances),
+            ("Prefill inst", self.prefill), ("Decode inst", self.decode),
+            ("KV link", self.kv_gbps), ("SLO TTFT", self.slo_ttft), ("SLO TPOT", self.slo_tpot),
+            ("Shared prefixes", self.shared_groups), ("Prefix tokens", self.shared_tokens),
+            ("Prefix cache", self.prefix_blocks),
+        ], self))  # fmt: skip
+        for cell in self.fields.cells:  # narrow fields: three columns in a 700 px dock
+            for box in cell.findChildren(QDoubleSpinBox) + cell.findChildren(QSpinBox):
+                box.setMinimumWidth(80)
+        real = QWidget()
+        real_row = QHBoxLayout()
+        real_row.setContentsMargins(0, 0, 0, 0)
+        real_row.addWidget(self.real_button)
+        real_row.addWidget(self.real_layout, 1)
+        real.setLayout(real_row)
+        self.buttons = ReflowGrid(
+            [self.simulate_button, self.measure_again, self.live, real, self.cancel_button]
+        )
+        # the bar shows how far; its message beside it, wrapped (a bar clips its text)
+        self.progress_text = QLabel("")
+        self.progress_text.setWordWrap(True)
+        self.progress_text.hide()
+        progress = QHBoxLayout()
+        progress.addWidget(self.progress)
+        progress.addWidget(self.progress_text, 1)
 
         self.table = QTableWidget(0, len(HEADERS))
         self.table.setHorizontalHeaderLabels(list(HEADERS))
         self.table.verticalHeader().hide()
-        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+        row_height = self.fontMetrics().height() + 6
+        self.table.verticalHeader().setDefaultSectionSize(row_height)
+        self.table.setMinimumHeight(6 * row_height)  # its header and the three layouts
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
@@ -238,21 +227,29 @@ class LLMServingPanel(TraceDrops, QWidget):
             "goodput: requests per second within every SLO, and their share"
         )
         self.plot = LLMServingPlot()
-        split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self.table)
-        split.addWidget(self.plot)
-        split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 2)
-        split.setSizes([600, 400])
-        split.setChildrenCollapsible(False)
+        # side by side in a narrow dock, the chart was a sliver
+        self.results = QSplitter(Qt.Orientation.Vertical)  # the table above the chart
+        self.results.addWidget(self.table)
+        self.results.addWidget(self.plot)
+        self.results.setChildrenCollapsible(False)
 
-        layout = QVBoxLayout()  # set once filled (tests/test_widget_items.py)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addLayout(grid)
-        layout.addLayout(buttons)
-        layout.addWidget(self.status)
-        layout.addWidget(split, 1)
-        self.setLayout(layout)
+        self.controls = QWidget()
+        column = QVBoxLayout()  # each layout set once filled (tests/test_widget_items.py)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addLayout(traffic)
+        column.addWidget(self.fields)
+        column.addWidget(self.buttons)
+        column.addLayout(progress)
+        column.addWidget(self.status)
+        column.addStretch(1)
+        self.controls.setLayout(column)
+        # the settings beside the results in a wide dock (the table in view at the top),
+        # above them in a narrow one
+        self.sides = QBoxLayout(QBoxLayout.Direction.TopToBottom)
+        self.sides.setContentsMargins(4, 4, 4, 4)
+        self.sides.addWidget(self.controls)
+        self.sides.addWidget(self.results, 1)
+        self.setLayout(self.sides)
 
         self.traffic_kind.currentIndexChanged.connect(self._kind_changed)
         self.setAcceptDrops(True)
@@ -323,12 +320,21 @@ class LLMServingPanel(TraceDrops, QWidget):
         """Live is ticked: a change of a setting simulates again."""
         return self.live.isChecked()
 
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        wide = event.size().width() >= WIDE
+        self.sides.setDirection(
+            QBoxLayout.Direction.LeftToRight if wide else QBoxLayout.Direction.TopToBottom
+        )
+        self.sides.setStretch(0, 1 if wide else 0)  # narrow: the results take the height
+        super().resizeEvent(event)
+
     def set_running(self, running: bool) -> None:
         self.simulate_button.setEnabled(not running)
         self.measure_again.setEnabled(not running)
         self.real_button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
         self.progress.setVisible(running)
+        self.progress_text.setVisible(running)
         if running:
             self.progress.setRange(0, 0)
 
@@ -343,6 +349,7 @@ class LLMServingPanel(TraceDrops, QWidget):
         if message:
             self.progress.setFormat(message)
             self.progress.setToolTip(message)
+            self.progress_text.setText(message)
 
     def set_status(self, text: str, level: str = "info") -> None:
         color = {"error": theme.BAD, "warning": theme.WARN}.get(level)

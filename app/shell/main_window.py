@@ -11,8 +11,24 @@ from pathlib import Path
 from typing import Any
 
 import shiboken6
-from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
-from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
+from PySide6.QtCore import (
+    QByteArray,
+    QChildEvent,
+    QEvent,
+    QObject,
+    QSettings,
+    QSize,
+    Qt,
+    QTimer,
+    Signal,
+)
+from PySide6.QtGui import (
+    QCloseEvent,
+    QDragEnterEvent,
+    QDropEvent,
+    QGuiApplication,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QDockWidget,
     QDoubleSpinBox,
@@ -31,6 +47,7 @@ from app.desk.notices import Notices
 from app.live.config_panel import ConfigPanel
 from app.live.input_panel import InputPanel
 from app.sessions.compact import MODEL_KIND_DOCK, ElidedLabel, compact_pickers, scrolled
+from app.shell import dock_layout
 from app.shell.banner import Banner
 from app.shell.model_line import inputs_line, kv_layer
 from engine.api import (
@@ -55,8 +72,9 @@ SESSION_SUFFIXES = (".opscope",)
 STEPPED_KEY = "view/stepped_follow"  # the followed latency plot moves in steps
 # the docks: 1 config, operators, roofline; 2 + traffic, tune; 3 + scaling; 4 + generation;
 # 5 + runs; 6 the docks scroll inside their share (layouts saved grown are dropped); 7 + memory;
-# 8 + messages (the rooms place their own docks)
-LAYOUT_VERSION = 8
+# 8 + messages (the rooms place their own docks); 9 the first layout fits the screen (a
+# small one: the bottom docks in one tab group, the rooms' lesser docks closed)
+LAYOUT_VERSION = 9
 
 
 class MainWindow(QMainWindow):
@@ -135,7 +153,8 @@ class MainWindow(QMainWindow):
         self.inputs = InputPanel()
         side_layout.addWidget(self.inputs)
         acc_form = QFormLayout()
-        acc_form.addRow("Accuracy", self.accuracy)
+        acc_form.addRow(QLabel("Accuracy against FP32"))
+        acc_form.addRow(self.accuracy)  # the dock's whole width: its lines read whole
         acc_form.addRow("Min cosine", self.tolerance)
         acc_form.addRow("Min token agreement", self.token_agreement)
         side_layout.addLayout(acc_form)
@@ -165,6 +184,7 @@ class MainWindow(QMainWindow):
         )
         self.splitDockWidget(self.config_dock, self.generation_dock, Qt.Orientation.Vertical)
         self.generation_dock.hide()  # shown while a generating model runs
+        self.generation.installEventFilter(self)
         self.generation_dock.toggleViewAction().setShortcut("Ctrl+Shift+G")
         self.generation_dock.setProperty(MODEL_KIND_DOCK, True)
 
@@ -202,29 +222,29 @@ class MainWindow(QMainWindow):
             )
         )
         self.statusBar().addPermanentWidget(self.status_session)
-        self.resize(1400, 900)
+        self._first_start = False  # no saved layout: the first show lays the docks out
+        screen = QGuiApplication.primaryScreen()
+        room = screen.availableGeometry().size() if screen is not None else QSize(1400, 900)
+        self.resize(QSize(1400, 900).boundedTo(room))
+
+    def event(self, event: QEvent) -> bool:
+        if isinstance(event, QChildEvent) and event.type() == QEvent.Type.ChildPolished:
+            dock_layout.legible_tabs(event.child())  # a dock tab group's bar
+        return super().event(event)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if self._first_start:  # no saved layout: laid out for this size
+            self._first_start = False
+            dock_layout.first_layout(self, self.ops_dock, self.config_dock, self.size())
 
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
         dock.setObjectName(title.lower())
         dock.setWidget(widget)
         self.addDockWidget(area, dock)
-        toggle = dock.toggleViewAction()  # its shortcut and View entry raise a tab behind
-        toggle.triggered.disconnect()  # QDockWidget's own: hide whatever is open
-        toggle.triggered.connect(lambda _=False, d=dock: self.raise_or_toggle(d))
+        dock_layout.own_toggle(self, dock)  # raises a dock behind a tab, not hides it
         return dock
-
-    def raise_or_toggle(self, dock: QDockWidget) -> None:
-        """A dock's toggle (its shortcut, its View entry): a closed dock opens in front, a
-        dock open behind another tab comes to the front, and only one in front closes."""
-        if dock.isHidden():
-            dock.show()
-            dock.raise_()
-        elif self.isVisible() and dock.visibleRegion().isEmpty():
-            dock.raise_()  # open, behind another tab
-        else:
-            dock.close()
-        dock.toggleViewAction().setChecked(not dock.isHidden())
 
     # rooms' docks ------------------------------------------------------------------------
     def add_room_dock(self, title: str, widget: QWidget, place: DockPlace) -> QDockWidget:
@@ -366,6 +386,16 @@ class MainWindow(QMainWindow):
         self.generation_dock.setVisible(on)
         if on:
             self.generation.set_figures(None)
+            self._fit_generation()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.generation and event.type() == QEvent.Type.LayoutRequest:
+            QTimer.singleShot(0, self._fit_generation)  # laid out: every line still in view
+        return super().eventFilter(watched, event)
+
+    def _fit_generation(self) -> None:
+        """Every line of the Generation dock in view (it lost lines at 1024x700)."""
+        dock_layout.fit_lower(self, self.config_dock, self.generation_dock, self.generation)
 
     def _roofline_clicked(self, name: str) -> None:
         """A point clicked in the roofline selects its node in the op table (a generating
@@ -470,8 +500,8 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(geometry)
         # a saved layout from before a dock was added would put the new dock beside the
         # others and widen the window: saved layouts carry the version of the dock set
-        if isinstance(state, QByteArray):
-            self.restoreState(state, LAYOUT_VERSION)
+        restored = isinstance(state, QByteArray) and self.restoreState(state, LAYOUT_VERSION)
+        self._first_start = not restored  # none, or of another dock set: laid out anew
         # a layout saved while a generating model ran shows its docks: they wait for one
         for dock in self.findChildren(QDockWidget):
             if dock.property(MODEL_KIND_DOCK):

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QGridLayout,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QLineEdit,
     QProgressBar,
@@ -118,6 +119,12 @@ class TuneDock(QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
+        # the figures sized to their text, the config the rest (cut, whole in its tooltip):
+        # a long config pushed p50 out of view
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(COLUMNS.index("config"), QHeaderView.ResizeMode.Stretch)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.table.setToolTip("Double-click a trial to run its config live")
         self.plot = TunePlot()
         right = QSplitter(Qt.Orientation.Vertical)
@@ -191,8 +198,9 @@ class TuneDock(QWidget):
             item = QTableWidgetItem(str(row.get(key, "")))
             if key not in ("config", "status"):
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            if key == "config":
+                item.setToolTip(item.text())
             self.table.setItem(r, c, item)
-        self.table.resizeColumnsToContents()
 
     def _chosen(self, row: int, _column: int) -> None:
         item = self.table.item(row, 0)
