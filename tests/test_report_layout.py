@@ -55,3 +55,18 @@ def test_binned_percentiles_are_numpys_per_bin(n: int) -> None:
         chunk = y[edges[i] : edges[i + 1]]
         assert centres[i] == pytest.approx(x[edges[i] : edges[i + 1]].mean())
         assert [p50[i], p99[i]] == pytest.approx(np.percentile(chunk, [50, 99]))
+
+
+def test_the_memory_rows_name_their_input_shapes() -> None:
+    """The memory row had no input shapes: a report at sequence 512 read like one at 128."""
+    from engine.analysis.memory_report import memory_section
+    from engine.session.memory_rows import MemoryRow, checked_report
+    from tests.test_session_read_hostile import memory_report
+
+    raw = memory_report() | {"inputs": {"input_ids": [1, 512], "attention_mask": [1, 512]}}
+    row = MemoryRow(1, None, "/m/model.onnx", None, checked_report(raw))
+    page = memory_section([row])
+    head = page[page.index("<thead>") : page.index("</thead>")]
+    assert "<th>inputs</th>" in head
+    assert "<td>input_ids 1x512, attention_mask 1x512</td>" in page
+    assert "(inputs input_ids 1x512, attention_mask 1x512)" in page  # the chart's caption

@@ -14,6 +14,7 @@ import numpy as np
 
 from engine.analysis.report_html import figure, num, section, table
 from engine.analysis.report_plots import _svg, label
+from engine.analysis.run_summary import inputs_text
 from engine.model.sizes import device_copy_text, size_text
 from engine.session.memory_rows import MemoryRow
 
@@ -33,7 +34,7 @@ def memory_section(rows: Sequence[MemoryRow]) -> str:
         "(ONNX Runtime's optimized graph, in the order its profiler saw) and as loaded (the "
         "model file); resident memory of one session measured in a process of its own.</p>"
     )
-    head = ["#", "model", "config", "weights", "peak as run", "peak as loaded", "session holds",
+    head = ["#", "model", "inputs", "config", "weights", "peak as run", "peak as loaded", "session holds",
             "estimate / held", "load"]  # fmt: skip
     if any(r.report.get("llm") for r in rows):  # a generating model's: its KV cache
         head.append("KV cache (batch 1)")
@@ -42,7 +43,7 @@ def memory_section(rows: Sequence[MemoryRow]) -> str:
             "pass) and the KV cache is counted apart: per token of one sequence, at the run's "
             "prompt + new tokens and at the model's full context.</p>"
         )
-    body = table(head, [_row(r)[: len(head)] for r in rows], right={0, 3, 4, 5, 6, 7})
+    body = table(head, [_row(r)[: len(head)] for r in rows], right={0, 4, 5, 6, 7, 8})
     charts = "".join(_chart(r) for r in rows[-CHARTS:] if _live(r) is not None)
     return section("memory", "Memory", intro + body + charts)
 
@@ -70,6 +71,7 @@ def _row(r: MemoryRow) -> list[object]:
     return [
         r.id,
         (r.model_path or "-").rsplit("/", 1)[-1],
+        inputs_text(rep["inputs"], most=4),  # the shapes the figures are for
         config,
         f"{size_text(w['total'])} ({dtypes})",
         _peak(rep["activations"].get("as_run")),
@@ -104,7 +106,10 @@ def _chart(r: MemoryRow) -> str:
         return ""
     alive = ", ".join(f"{t['tensor']} {size_text(t['bytes'])}" for t in live["alive_at_peak"][:5])
     svg = _svg(_timeline, r, width=9.0, height=3.0, key=f"memory-{r.id}")
-    return figure(svg, f"Report {r.id}: activations alive per node; at the peak: {alive}")
+    shapes = inputs_text(r.report["inputs"], most=4)
+    return figure(
+        svg, f"Report {r.id} (inputs {shapes}): activations alive per node; at the peak: {alive}"
+    )
 
 
 def _timeline(fig: Figure, r: MemoryRow) -> None:
