@@ -34,8 +34,8 @@ def memory_section(rows: Sequence[MemoryRow]) -> str:
         "(ONNX Runtime's optimized graph, in the order its profiler saw) and as loaded (the "
         "model file); resident memory of one session measured in a process of its own.</p>"
     )
-    head = ["#", "model", "inputs", "config", "weights", "peak as run", "peak as loaded", "session holds",
-            "estimate / held", "load"]  # fmt: skip
+    head = ["#", "model", "inputs", "config", "weights", "peak as run", "peak as loaded",
+            "session holds", "estimate / held", "load"]  # fmt: skip
     if any(r.report.get("llm") for r in rows):  # a generating model's: its KV cache
         head.append("KV cache (batch 1)")
         intro += (
