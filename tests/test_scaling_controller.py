@@ -98,7 +98,8 @@ def test_a_sweep_runs_on_the_workload_and_draws_its_points(qapp: Any) -> None:
     view.set_running.assert_called_with(True)
     view.set_status.assert_called_with("sweeping: live timing is paused")
     assert make(WORKLOAD) == SweepRequest.of(WORKLOAD, "sequence", ["16", "32"], "s.opscope")
-    points = [SweepPoint(16, 16, 1.0, 30, {"MatMul": 0.5}), SweepPoint(32, 32, 2.1, 30)]
+    points = [SweepPoint(16, 16, 1.0, 30, {"MatMul": 0.5}, p50_rel_err=0.01),
+              SweepPoint(32, 32, 2.1, 30, p50_rel_err=0.01)]  # fmt: skip
     kwargs["on_events"]([Progress("sweep", 0, 2, "sequence=16")])
     view.set_status.assert_called_with("sweeping sequence=16 (1 of 2)")
     kwargs["on_events"]([points[0], Progress("sweep", 1, 2, "sequence=32")])
@@ -112,7 +113,9 @@ def test_a_sweep_runs_on_the_workload_and_draws_its_points(qapp: Any) -> None:
     view.set_sweep.assert_called_with(result.to_json())
     view.set_running.assert_called_with(False)
     said = view.set_status.call_args.args[0]
-    assert said.startswith("total ~ sequence^1.") and said.endswith("; the sweep is in the session")
+    # k = log2(2.1), its error bar from the two p50s' spread: sqrt(2) * 0.01 / ln 2
+    assert said.startswith("total ~ sequence^1.07 ± 0.02 (fitted over the upper half")
+    assert said.endswith("; the sweep is in the session")
 
 
 def test_a_cancelled_sweep_says_whether_its_points_are_kept(qapp: Any) -> None:
@@ -176,3 +179,34 @@ def test_a_prompt_sweep_times_whole_generations_at_the_new_tokens_shown(qapp: An
         "at 128 tokens; TPOT +2.500 us per token of context; each length's run is in the "
         "session"
     )
+
+
+def test_another_model_clears_the_last_ones_sweep_and_names_the_new_one(qapp: Any) -> None:
+    """The Scaling dock still named the previous model after another was opened."""
+    c, desk, view = _controller()
+    ids = ValueInfo("ids", "tensor", "int64", ("batch", "sequence"))
+    c.model_loaded(_info(ids))
+    c.run()
+    _, _, kwargs = _asked(desk)
+    kwargs["on_done"](sweep_result_of("sequence", [SweepPoint(16, 16, 1.0, 30),
+                                                   SweepPoint(32, 32, 2.0, 30)]))  # fmt: skip
+    assert view.set_status.call_args.args[0].startswith("total ~ sequence^1.00")
+    c.model_loaded(_info(ids))  # the same model re-announced (timing resumed): all stays
+    assert view.set_status.call_args.args[0].startswith("total ~ sequence^1.00")
+    view.set_sweep.reset_mock()
+    c.model_loaded(_info(ids, path="/models/other.onnx"))
+    view.set_sweep.assert_called_once_with({})
+    view.set_status.assert_called_with("other.onnx: pick a dim and sizes, then Run sweep")
+
+
+def test_a_doubtful_exponent_is_named_in_the_status_line(qapp: Any) -> None:
+    """Total equal at 128 and 256: the fit is flagged, in words, not just a k."""
+    c, desk, view = _controller()
+    c.run()
+    _, _, kwargs = _asked(desk)
+    points = [SweepPoint(n, n, t, 30, p50_rel_err=0.01)
+              for n, t in ((64, 1.0), (128, 2.0), (256, 2.0), (512, 4.0))]  # fmt: skip
+    kwargs["on_done"](sweep_result_of("sequence", points))
+    said = view.set_status.call_args.args[0]
+    assert said.startswith("total ~ sequence^1.00 ± 0.02")
+    assert said.endswith(". Doubtful (!): total (not monotonic: 2 at 128, 2 at 256)")

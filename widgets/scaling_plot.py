@@ -1,8 +1,10 @@
 """How a model's time grows with input size: per op type (the heaviest ones) and in total,
-on log-log axes, each line labelled with its fitted exponent k (time ~ size^k)."""
+on log-log axes ticked at the sizes measured (plain numbers), each line labelled with its
+fitted exponent k (time ~ size^k) and its error bar, a doubtful fit marked (!)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -11,6 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from widgets import theme
+from widgets.models.growth_text import flags_of, k_text
 
 COLORS = ("#4c8bf5", "#d1495b", "#2ca58d", "#e0a325", "#9b6bd3", "#8a8f98")
 TOP = 5
@@ -38,11 +41,21 @@ class ScalingPlot(QWidget):
         layout.addWidget(self.glw)
         self.lines: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
-    def set_sweep(self, data: dict[str, Any]) -> None:
-        """A `opscope sweep --json` result."""
+    def _clear(self) -> None:
         self.plot.clear()
         self.legend.clear()
         self.lines = {}
+        self.plot.getAxis("bottom").setTicks(None)
+
+    def _size_ticks(self, x: np.ndarray, labels: list[str]) -> None:
+        """The x axis ticked at the sizes measured, in plain numbers (pyqtgraph's own log
+        ticks read '10^2.1' and overlap)."""
+        ticks = [(math.log10(v), text) for v, text in zip(x, labels, strict=True) if v > 0]
+        self.plot.getAxis("bottom").setTicks([ticks, []])
+
+    def set_sweep(self, data: dict[str, Any]) -> None:
+        """A `opscope sweep --json` result."""
+        self._clear()
         points = data.get("points") or []
         if not points:
             return
@@ -51,7 +64,9 @@ class ScalingPlot(QWidget):
         self.plot.setLabel("bottom", dim)
         x = np.array([float(p["value"]) if isinstance(p["value"], int | float) else i + 1
                       for i, p in enumerate(points)])  # fmt: skip
+        self._size_ticks(x, [str(p["value"]) for p in points])
         growth = data.get("growth") or {}
+        fits = growth.get("fits") or {}
         last = points[-1]["op_types"]
         heavy = sorted(last, key=lambda k: -last[k])[:TOP]
         series = [("total", [p["latency_ms"] for p in points], growth.get("total"))]
@@ -64,8 +79,9 @@ class ScalingPlot(QWidget):
             pen = pg.mkPen(COLORS[i % len(COLORS)], width=2.5 if name == "total" else 1.5)
             item = self.plot.plot(x, y, pen=pen, symbol="o", symbolSize=5,
                                   symbolBrush=COLORS[i % len(COLORS)])  # fmt: skip
-            k_text = "" if k is None or k != k else f" k={k:.2f}"
-            self.legend.addItem(item, f"{name}{k_text}")
+            fit = fits.get(name)
+            said = "" if fit is None and (k is None or k != k) else f" k={k_text(fit, k)}"
+            self.legend.addItem(item, f"{name}{said}" + (" (!)" if flags_of(fit) else ""))
             self.lines[name] = (x, y)
 
     def set_prompt_sweep(
@@ -81,6 +97,7 @@ class ScalingPlot(QWidget):
         self.plot.setLabel("left", "p50 (ms): TTFT a generation, TPOT a token")
         self.plot.setLabel("bottom", "prompt tokens")
         x = np.array([float(p["prompt_len"]) for p in points])
+        self._size_ticks(x, [str(p["prompt_len"]) for p in points])
         series = [
             ("TTFT p50", [p["ttft_p50_ms"] for p in points]),
             ("TPOT p50", [p["tpot_p50_ms"] for p in points]),

@@ -4,7 +4,9 @@ as a whole recorded in the window's session), drawn point by point with each op 
 growth exponent. For a generating model, "prompt tokens" first: whole generations timed at
 each prompt length (the prompt sweep job, as `opscope generate --sweep-prompt`; each
 length's run recorded), TTFT fitted as a + b*L + c*L^2 to show attention's quadratic
-share, and TPOT against the context."""
+share, and TPOT against the context. Another model opened clears the last one's sweep; each
+exponent comes with its error bar, and a fit whose points did not grow or whose error spans a
+power is named in the status line."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from engine.api import (
     read_config,
     sweep_result_of,
 )
+from widgets.models.growth_text import flagged_text, k_text
 
 CONCERN = "sweep"
 PROMPT_DIM = "prompt tokens"  # a generating model's own sweep: whole generations
@@ -48,6 +51,7 @@ class ScalingController(QObject):
         self.prompt_points: list[PromptPoint] = []
         self.kept_partial = False  # the running sweep said it stored its points done
         self.said = False  # the status line says more than the view's first hint
+        self.model: str | None = None  # the model the dims and the sweep shown are of
         view.run_requested.connect(self.run)
         view.cancel_requested.connect(self.cancel)
         desk.model_loaded.connect(self.model_loaded)
@@ -61,6 +65,14 @@ class ScalingController(QObject):
         self.view.set_status(text)
 
     def model_loaded(self, info: ModelInfo) -> None:
+        """The model's dims to vary; another model (not the same one re-announced when
+        timing resumes) clears the last one's sweep and its words."""
+        other = self.model is not None and info.path != self.model and not self.running
+        if other or self.model is None:
+            self.model = info.path
+        if other:
+            self.points, self.prompt_points, self.said = [], [], False
+            self.view.set_sweep({})
         dims = sorted({d for v in info.inputs for d in (v.shape or ()) if isinstance(d, str)})
         dims = [d for d in dims if d != "batch"] + (["batch"] if "batch" in dims else [])
         lengths = self._prompt_lengths()
@@ -198,13 +210,17 @@ class ScalingController(QObject):
         data = result.to_json()
         self.view.set_sweep(data)
         g = data["growth"]
+        fits = g.get("fits") or {}
         soft = g["op_types"].get("Softmax")
+        last = data["points"][-1]["op_types"] if data["points"] else {}
+        flagged = flagged_text(g, sorted(last, key=lambda t: -last[t]))
         self._end(
-            f"total ~ {data['vary']['dim']}^{g['total']:.2f}"
-            + (f"; Softmax ~ ^{soft:.2f}" if soft is not None else "")
+            f"total ~ {data['vary']['dim']}^{k_text(fits.get('total'), g['total'])}"
+            + (f"; Softmax ~ ^{k_text(fits.get('Softmax'), soft)}" if soft is not None else "")
             + " (fitted over the upper half of the sizes"
             + (f"; {g['caveat']}" if g.get("caveat") else "")
             + "); the sweep is in the session"
+            + (f". Doubtful (!): {flagged}" if flagged else "")
         )
 
     def _prompt_done(self, s: PromptSweep) -> None:

@@ -72,10 +72,13 @@ def _point_line(p: SweepPoint, out: TextIO) -> None:
 
 
 def _growth(r: SweepResult, out: TextIO) -> None:
-    def k(v: float) -> str:
-        return "n/a" if math.isnan(v) else f"{v:.2f}"
+    def k(name: str, v: float) -> str:  # k +- its error bar, and what makes it doubtful
+        fit = r.fits.get(name)
+        if fit is None:
+            return "n/a" if math.isnan(v) else f"{v:.2f}"
+        return fit.text() + (f"  [{'; '.join(fit.flags)}]" if fit.flags else "")
 
-    out.write(f"growth     total ~ {r.dim}^{k(r.growth_total)}\n")
+    out.write(f"growth     total ~ {r.dim}^{k('total', r.growth_total)}\n")
     caveat = growth_caveat(r.points)
     if caveat:
         out.write(f"           ({caveat})\n")
@@ -83,4 +86,4 @@ def _growth(r: SweepResult, out: TextIO) -> None:
         r.growth.items(), key=lambda kv: -(kv[1] if not math.isnan(kv[1]) else -9)
     )
     for name, v in ranked:
-        out.write(f"           {name:<24} ~ {r.dim}^{k(v)}\n")
+        out.write(f"           {name:<24} ~ {r.dim}^{k(name, v)}\n")

@@ -1,7 +1,9 @@
 """Scaling with input size: the model timed and profiled at each value of one dim (a
 symbolic dim such as `sequence`, on every input that has it; or one input's whole shape),
 and how each op type's time grows fitted as time ~ size^k (least squares on log-log):
-attention's quadratic growth becomes a number."""
+attention's quadratic growth becomes a number, with its error bar (the fit's residuals and
+each point's spread over its repeats) and flags where the points did not grow or the error
+spans a power (engine/measure/fits.py's power_fit)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 from engine.errors import ConfigError
 from engine.events import Event, Notice, OpProfile, Progress, TimingDone
 from engine.measure.contention import Contention
+from engine.measure.fits import PowerFit, power_fit
 from engine.model.info import ModelInfo
 from engine.model.inputs import plan_inputs
 from engine.run.bench import BenchRequest, run_bench
@@ -32,6 +35,10 @@ class SweepPoint:
     samples: int
     op_types_ms: dict[str, float] = field(default_factory=dict)
     contention: Contention | None = None  # how busy the machine was while it was timed
+    # relative standard errors over repeats: of the p50 (its 95% interval) and of each op
+    # type's mean time over the profiled inferences (NaN: unknown)
+    p50_rel_err: float = math.nan
+    op_types_rel_err: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -40,8 +47,10 @@ class SweepPoint:
             "latency_ms": self.p50_ms,
             "samples": self.samples,
             "op_types": self.op_types_ms,
+            "rel_err": {"latency": _finite(self.p50_rel_err),
+                        "op_types": {k: _finite(v) for k, v in self.op_types_rel_err.items()}},
             "machine": {"contention": self.contention.to_json() if self.contention else None},
-        }
+        }  # fmt: skip
 
 
 @dataclass
@@ -50,6 +59,7 @@ class SweepResult:
     points: list[SweepPoint]
     growth_total: float
     growth: dict[str, float]  # op type -> k
+    fits: dict[str, PowerFit] = field(default_factory=dict)  # "total" and op types: k, err, flags
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,6 +71,7 @@ class SweepResult:
                 "fitted_over": "the upper half of the sizes (time ~ size^k, log-log)",
                 "points": len(upper_half(self.points)),
                 "caveat": growth_caveat(self.points),
+                "fits": {k: f.to_json() for k, f in self.fits.items()},
             },
         }
 
@@ -164,8 +175,10 @@ def sweep(
             if isinstance(ev, TimingDone):
                 point.p50_ms, point.samples = ev.latency.p50, ev.latency.count
                 point.contention = ev.contention
+                point.p50_rel_err = _p50_rel_err(ev.latency.p50_ci)
             elif isinstance(ev, OpProfile):
                 point.op_types_ms = {s.name: s.time_ms for s in ev.op_types}
+                point.op_types_rel_err = _op_types_rel_err(ev.trace)
             yield ev
         points.append(point)
         yield point
@@ -200,26 +213,66 @@ def result_of(name: str, points: list[SweepPoint]) -> SweepResult:
     nothing is fitted (k NaN)."""
     if len(points) < 2:
         return SweepResult(name, points, math.nan, {})
-    return SweepResult(name, points, *fit(points))
+    fits = growth_fits(points)
+    return SweepResult(name, points, *_exponents(fits), fits)
+
+
+TOTAL = "total"
 
 
 def fit(points: list[SweepPoint]) -> tuple[float, dict[str, float]]:
-    """k of time ~ size^k for the total and each op type that matters, fitted over the
-    upper half of the sizes: at small sizes fixed costs (thread dispatch, small kernels)
-    hide the growth (the demo transformer's Softmax: k 1.35 over 32..512, 1.61 over
-    128..512)."""
-    points = upper_half(points)
-    sizes = np.array([p.size for p in points])
-    total = _slope(sizes, np.array([p.p50_ms for p in points]))
+    """k of the total and of each op type that matters (`growth_fits`' exponents)."""
+    return _exponents(growth_fits(points))
+
+
+def _exponents(fits: dict[str, PowerFit]) -> tuple[float, dict[str, float]]:
+    return fits[TOTAL].k, {t: f.k for t, f in fits.items() if t != TOTAL}
+
+
+def growth_fits(points: list[SweepPoint]) -> dict[str, PowerFit]:
+    """k of time ~ size^k for the total and each op type that matters ("total" and the op
+    types' names), fitted over the upper half of the sizes: at small sizes fixed costs
+    (thread dispatch, small kernels) hide the growth (the demo transformer's Softmax: k
+    1.35 over 32..512, 1.61 over 128..512); every point is checked for growth."""
+    upper = {id(p) for p in upper_half(points)}
+    used = [id(p) in upper for p in points]
+    sizes = [p.size for p in points]
+    labels = [str(p.value) for p in points]
+    fits = {TOTAL: power_fit(sizes, [p.p50_ms for p in points],
+                             [p.p50_rel_err for p in points], used, labels)}  # fmt: skip
     types = sorted({t for p in points for t in p.op_types_ms})
-    growth: dict[str, float] = {}
+    sums = np.array([sum(p.op_types_ms.values()) or 1.0 for p in points])
     for t in types:
         times = np.array([p.op_types_ms.get(t, math.nan) for p in points])
-        sums = [sum(p.op_types_ms.values()) or 1.0 for p in points]
-        if np.nanmax(times / np.array(sums)) < MIN_SHARE:
+        if np.nanmax((times / sums)[used]) < MIN_SHARE:
             continue
-        growth[t] = _slope(sizes, times)
-    return total, growth
+        spread = [p.op_types_rel_err.get(t, math.nan) for p in points]
+        fits[t] = power_fit(sizes, times, spread, used, labels)
+    return fits
+
+
+def _p50_rel_err(ci: tuple[float, float] | None) -> float:
+    """The p50's relative standard error from its 95% interval (NaN: none)."""
+    if ci is None or ci[0] <= 0 or ci[1] <= 0:
+        return math.nan
+    return math.log(ci[1] / ci[0]) / (2 * 1.96)
+
+
+def _op_types_rel_err(trace: Any) -> dict[str, float]:
+    """Each op type's relative standard error of its mean time over the profiled
+    inferences (the repeats a profile holds)."""
+    runs = len(trace.runs) if trace is not None else 0
+    if runs < 2:
+        return {}
+    per_run: dict[str, np.ndarray] = {}
+    for n in trace.nodes:
+        per_run.setdefault(n.op_type, np.zeros(runs))[n.run_index] += n.self_us
+    return {t: float(np.std(v, ddof=1) / np.sqrt(runs) / np.mean(v))
+            for t, v in per_run.items() if np.mean(v) > 0}  # fmt: skip
+
+
+def _finite(v: float) -> float | None:
+    return v if math.isfinite(v) else None
 
 
 def upper_half(points: list[SweepPoint]) -> list[SweepPoint]:
@@ -228,11 +281,3 @@ def upper_half(points: list[SweepPoint]) -> list[SweepPoint]:
         return points
     middle = float(np.median([p.size for p in points]))
     return [p for p in points if p.size >= middle]
-
-
-def _slope(x: np.ndarray, y: np.ndarray) -> float:
-    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    if ok.sum() < 2 or np.unique(x[ok]).size < 2:
-        return math.nan
-    k, _ = np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)
-    return float(k)
