@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from engine.cli.common import EXIT_OK, add_json_flag, add_seed_flag, workload_of, write_json
 from engine.cli.remote_cmd import add_host_flag
+from engine.errors import escape_controls as safe
 
 SHOWN_FUSIONS = 8
 
@@ -58,7 +59,7 @@ def _cmd_graph(args: argparse.Namespace) -> int:
         precision = _loaded_precision(result)
         n = export_overlay(result["model"], precision, "OpScope precision as run", args.explorer)
         print(
-            f"explorer   {args.explorer}: precision of {n} nodes (Model Explorer node data)",
+            f"explorer   {safe(args.explorer)}: precision of {n} nodes (Model Explorer node data)",
             file=out,
         )
     if args.json:
@@ -88,7 +89,7 @@ def print_graph(r: dict[str, Any], out: TextIO) -> None:
         if not v:
             continue
         ops = Counter(n["op"] for n in v["nodes"] if n["op"] not in ("Input", "Output"))
-        common = ", ".join(f"{k} {c}" for k, c in ops.most_common(5))
+        common = ", ".join(f"{safe(k)} {c}" for k, c in ops.most_common(5))
         blocks = v.get("blocks") or []
         rep = (
             f"; {len(blocks)} repeated blocks of {len(blocks[0]['nodes'])} nodes" if blocks else ""
@@ -99,17 +100,20 @@ def print_graph(r: dict[str, Any], out: TextIO) -> None:
         how = "from the cache" if layout.get("seconds") is not None and v["layout_s"] < 0.05 else ""
         w(f"{'':<10} laid out {form} in {v['layout_s']:.2f} s {how}".rstrip() + "\n")
         if v.get("note"):
-            w(f"{'':<10} {v['note']}\n")
+            w(f"{'':<10} {safe(v['note'])}\n")
     if r.get("as_run_error"):
-        w(f"as run     not shown: {r['as_run_error']}\n")
+        w(f"as run     not shown: {safe(r['as_run_error'])}\n")
     fused = {k: v for k, v in r.get("fused", {}).items() if v}
     run_ops = {n["name"]: n["op"] for n in (views.get("run") or {}).get("nodes", [])}
     if fused:
         w(f"fusion     {len(fused)} run node(s) replaced loaded nodes:\n")
         for name, origins in sorted(fused.items(), key=lambda kv: -len(kv[1]))[:SHOWN_FUSIONS]:
             kinds = Counter(_op_of(views["loaded"], o) for o in origins)
-            made = ", ".join(f"{k} x{c}" if c > 1 else k for k, c in kinds.most_common())
-            w(f"{'':<10} {run_ops.get(name, '?')} {name}: {len(origins)} nodes ({made})\n")
+            made = ", ".join(
+                f"{safe(k)} x{c}" if c > 1 else safe(k) for k, c in kinds.most_common()
+            )
+            op = safe(run_ops.get(name, "?"))
+            w(f"{'':<10} {op} {safe(name)}: {len(origins)} nodes ({made})\n")
         if len(fused) > SHOWN_FUSIONS:
             w(f"{'':<10} ... {len(fused) - SHOWN_FUSIONS} more (--json lists them all)\n")
     if r.get("removed"):
@@ -120,7 +124,7 @@ def print_graph(r: dict[str, Any], out: TextIO) -> None:
     if r.get("kept_fp32"):
         w(f"kept FP32  {len(r['kept_fp32'])} node(s) kept in FP32 for the accuracy target\n")
     if r.get("provider_used"):
-        w(f"provider   {r['provider_used']}\n")
+        w(f"provider   {safe(r['provider_used'])}\n")
 
 
 def _op_of(view: dict[str, Any], name: str) -> str:

@@ -1,7 +1,9 @@
 """A model's graph as the liveness pass reads it (engine/measure/liveness.py): each node in
 file order (ONNX requires a topological one) with the tensors it reads and writes, control
 flow's subgraphs contributing the outer-scope tensors they read; and its weights by dtype.
-Unnamed nodes get stable names (`<OpType>_<index>`, as ONNX Runtime names them)."""
+Unnamed nodes get stable names (`<OpType>_<index>`, as ONNX Runtime names them); a name
+that an input or an earlier node already has (a hostile or careless exporter's duplicates)
+gets ` (2)`, ` (3)`... so that every node is one box, one key (`fresh_name`)."""
 
 from __future__ import annotations
 
@@ -24,10 +26,23 @@ class NodeIO:
 
 def graph_nodes(graph: onnx.GraphProto) -> list[NodeIO]:
     out = []
+    weights = {t.name for t in graph.initializer}
+    taken = {v.name for v in graph.input if v.name not in weights}
     for i, node in enumerate(graph.node):
         reads = [*node.input, *_outer_reads(node)]
-        out.append(NodeIO(node.name or f"{node.op_type}_{i}", node.op_type,
-                          tuple(dict.fromkeys(reads)), tuple(node.output)))  # fmt: skip
+        name = fresh_name(node.name or f"{node.op_type}_{i}", taken)
+        out.append(NodeIO(name, node.op_type, tuple(dict.fromkeys(reads)),
+                          tuple(node.output)))  # fmt: skip
+    return out
+
+
+def fresh_name(name: str, taken: set[str]) -> str:
+    """`name`, or `name (2)`, `name (3)`... the first that `taken` lacks; added to it."""
+    out, k = name, 1
+    while out in taken:
+        k += 1
+        out = f"{name} ({k})"
+    taken.add(out)
     return out
 
 

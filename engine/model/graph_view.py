@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from engine.errors import ModelError
+from engine.model.graph_io import fresh_name
 from engine.model.graph_io import outer_reads as body_reads
 
 if TYPE_CHECKING:
@@ -101,16 +102,18 @@ def model_graph(model: onnx.ModelProto, tensors: dict[str, Tensor] | None = None
     nodes: list[GraphNode] = []
     edges: list[tuple[str, str, str]] = []
     producer: dict[str, str] = {}
+    taken: set[str] = set()  # every box's name, made unique (graph_io.fresh_name)
     for v in g.input:
-        if v.name not in weights:
+        if v.name not in weights and v.name not in taken:
+            taken.add(v.name)
             nodes.append(GraphNode(v.name, INPUT, (), (v.name,)))
             producer[v.name] = v.name
-    _add_scope(g, None, "", nodes, edges, producer, weights, set(), facts)
-    names = {n.name for n in nodes}
+    _add_scope(g, None, "", nodes, edges, producer, weights, set(), facts, taken)
     for o in g.output:
         if o.name not in producer:
             raise ModelError(f"graph output {o.name!r} is produced by no node")
-        out_name = o.name if o.name not in names else f"{o.name} (output)"
+        out_name = o.name if o.name not in taken else fresh_name(f"{o.name} (output)", taken)
+        taken.add(out_name)
         nodes.append(GraphNode(out_name, OUTPUT, (o.name,), ()))
         edges.append((producer[o.name], out_name, o.name))
     return ModelGraph(nodes, edges, facts)
@@ -126,6 +129,7 @@ def _add_scope(
     weights: set[str],
     outer_local: set[str],
     facts: dict[str, Tensor],
+    taken: set[str],
 ) -> None:
     """One graph's nodes (a body's, under `parent`), checked in order: every tensor read is
     produced above it, a graph input, a weight, or (in a body) a tensor of an outer scope."""
@@ -138,7 +142,7 @@ def _add_scope(
         for v in g.input:
             local.add(v.name)
     for i, node in enumerate(g.node):
-        name = prefix + (node.name or f"{node.op_type}_{i}")
+        name = fresh_name(prefix + (node.name or f"{node.op_type}_{i}"), taken)
         reads, wts = [], []
         for t in node.input:
             if not t:
@@ -194,6 +198,7 @@ def _add_scope(
                 local_weights,
                 local | set(producer),
                 facts,
+                taken,
             )
         for o in gn.outputs:
             producer[o] = name

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from engine import backends
 from engine.cache import cache_root
-from engine.errors import ModelError, OpScopeError
+from engine.errors import ModelError, OpScopeError, one_line
 from engine.events import Event, Notice, Progress
 from engine.model.graph_collapse import collapse
 from engine.model.graph_fusion import by_name, fused_origins, removed
@@ -36,6 +36,19 @@ from engine.run.variant_for import variant_for
 
 NODE_LIMIT = 2000  # beyond this many nodes a view opens collapsed (5,000 lay out in ~3 s)
 STAGES = 4
+# beyond this many nodes no view is made: one line says so before anything else is read
+# (the runtime's session and shape inference on a 1,000,000-node chain take minutes in
+# native calls that Ctrl-C cannot stop); a 100,000-node chain is drawn by layers
+MAX_NODES = 100_000
+# ... and beyond this many the graph as run is not made: the runtime's optimizer took over
+# 6 minutes on a 100,000-node chain in one native call (20,000 fanned out: 13 s)
+AS_RUN_MAX_NODES = 20_000
+# Beside live timing the job runs one thread, at this niceness: none. Against busy
+# processes at 0 a niced one gets a small share of a CPU each (CFS weights: nice 10 is 110
+# against 1,024), and the window's MiniLM graph, 3-5 CPU-seconds, took 60 s to over 200 s
+# on a busy machine at nice 10 (bench/graph_speed.py). One thread for a few seconds is
+# what it takes from live timing, whose samples say how busy the machine was meanwhile.
+LOW_PRIORITY_NICE = 0
 
 
 @dataclass(frozen=True)
@@ -56,11 +69,20 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
         import contextlib
         import os
 
-        with contextlib.suppress(OSError, AttributeError):
-            os.nice(10)
+        if LOW_PRIORITY_NICE:
+            with contextlib.suppress(OSError, AttributeError):
+                os.nice(LOW_PRIORITY_NICE)
         config = dataclasses.replace(config, threads=1)  # fusion does not depend on it
     yield Progress("graph", 0, STAGES, "reading the model")
     model, info = load_model(req.workload.model)
+    total = info.nodes + info.subgraph_nodes
+    if total > MAX_NODES:
+        raise ModelError(
+            f"{total:,} nodes: more than the graph view lays out ({MAX_NODES:,}); "
+            "`opscope info` and `opscope profile` summarize it by op type, or cut out "
+            "a part of it (onnx.utils.extract_model) to see that part's graph",
+            info.path,
+        )
     plan = plan_inputs(info, config.batch, req.workload.inputs.shapes, req.workload.inputs.dims)
     try:
         loaded = model_graph(model, inferred(model, plan.shapes, backends.shape_inference()))
@@ -90,24 +112,39 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
     run_graph: ModelGraph | None = None
     kept: list[str] = []
     lend = backends.graph_as_run(config.engine) if req.as_run else None
-    if req.as_run and lend is None:
+    if req.as_run and total > AS_RUN_MAX_NODES:
+        lend = None
+        result["as_run_error"] = (
+            f"{total:,} nodes, more than {AS_RUN_MAX_NODES:,}: the runtime's optimized "
+            "graph of a model this large takes minutes to make (the graph as loaded is shown)"
+        )
+    elif req.as_run and lend is None:
         result["as_run_error"] = f"the {config.engine} engine does not show its graph as run"
     elif lend is not None:
         yield Progress("graph", 2, STAGES, f"the {config.precision} variant, as run")
-        variant = yield from variant_for(req.workload.with_config(config), plan.shapes, req.seed)
+        variant = None  # FP32 of an ONNX file runs the file itself: nothing to build
+        if config.precision != "fp32" or backends.exporter_for(req.workload.model) is not None:
+            variant = yield from variant_for(
+                req.workload.with_config(config), plan.shapes, req.seed
+            )
         if variant is not None:
             int8 = variant.details.get("int8") or {}
             kept = [str(x) for x in int8.get("excluded_nodes") or []]
-        ran = lend(variant.path if variant else req.workload.model, config, feeds)
-        result["provider_used"] = ran.provider_used
-        result["as_run_error"] = ran.error
-        if ran.model is not None:
+        try:  # the runtime refusing the model (duplicate node names...): as loaded only
+            ran = lend(variant.path if variant else req.workload.model, config, feeds)
+        except OpScopeError as exc:
+            ran = None
+            result["as_run_error"] = f"the runtime cannot run it: {one_line(exc)}"
+        if ran is not None:
+            result["provider_used"] = ran.provider_used
+            result["as_run_error"] = ran.error
+        if ran is not None and ran.model is not None:
             try:
                 known = {**inferred(ran.model, {}), **_inputs_of(loaded), **ran.tensors}
                 run_graph = model_graph(ran.model, known)
             except OpScopeError as exc:
                 result["as_run_error"] = f"the optimized graph: {exc}"
-        if run_graph is not None and ran.model is not None:
+        if run_graph is not None and ran is not None and ran.model is not None:
             run_io = graph_nodes(ran.model.graph)
             origins = by_name(fused_origins(run_io, loaded_io, inputs, weights), run_io, loaded_io)
             result["fused"] = origins
@@ -172,6 +209,7 @@ def _view(
     t0 = time.perf_counter()
     if graph.op_count <= NODE_LIMIT or expand:
         view["layout"] = lay_out(boxes, pairs, cache).to_json()
+        view["note"] = _layers_note(view["layout"], len(boxes))
     else:
         view["note"] = (
             f"{graph.op_count:,} nodes, more than {NODE_LIMIT:,}: opened with "
@@ -183,11 +221,28 @@ def _view(
             "layout": lay_out(c_boxes, c_edges, cache).to_json(),
             "blocks": {b.name: {"label": b.label, "members": list(b.members)} for b in made},
         }
-    elif view["layout"] is None:  # nothing repeats: all of it, however long it takes
-        view["layout"] = lay_out(boxes, pairs, cache).to_json()
-        view["note"] = f"{graph.op_count:,} nodes and no repeated block: laid out in full"
+    elif view["layout"] is None:  # nothing repeats: all of it (by layers when too large)
+        full = view["layout"] = lay_out(boxes, pairs, cache).to_json()
+        view["note"] = " ".join(
+            w
+            for w in (
+                f"{graph.op_count:,} nodes and no repeated block: laid out in full.",
+                _layers_note(full, len(boxes)),
+            )
+            if w
+        )
     view["layout_s"] = time.perf_counter() - t0
     return view
+
+
+def _layers_note(layout: dict[str, Any], n: int) -> str:
+    """What a layout too large for graphlay was drawn as, and why (graph_layout.py)."""
+    if layout.get("method") != "layers":
+        return ""
+    return (
+        f"{n:,} boxes: the layered layout would take about {layout['estimate_s']:,.0f} s, "
+        "so they are drawn by layers (wide layers wrapped, straight edges)"
+    )
 
 
 def _inputs_of(graph: ModelGraph) -> dict[str, Any]:
