@@ -8,7 +8,6 @@ from it passes through `html.escape` (`Html` marks the few strings we built as m
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from engine import __version__
-from engine.analysis import report_plots, run_table
+from engine.analysis import report_plots
 from engine.analysis.deltas import CompareError, MetricDelta, OpDiff, Samples
 from engine.analysis.export import write_text
 from engine.analysis.generation_report import generation_section
@@ -31,8 +30,9 @@ from engine.analysis.report_html import num as _num
 from engine.analysis.report_html import pct as _pct
 from engine.analysis.report_html import section as _section
 from engine.analysis.report_html import table as _table
-from engine.analysis.run_compare import LATENCY_KINDS, RunComparison, compare_runs, load_changes
-from engine.analysis.run_summary import machine_text, summarize, with_recorded_stats
+from engine.analysis.report_runs import runs_section
+from engine.analysis.run_compare import RunComparison, compare_runs, load_changes
+from engine.analysis.run_summary import machine_text, with_recorded_stats
 from engine.analysis.serving_report import serving_section
 from engine.analysis.sweep_report import sweep_section
 from engine.config import PRECISION_LABELS, provider_label
@@ -85,7 +85,7 @@ def build_report(reader: SessionReader, source: str) -> str:
     llm = llm_section(reader.llm_studies())
     parts = [
         _env_section(meta, reader.models(), reader.machines()),
-        _runs_section([with_recorded_stats(r, samples[r.id][1]) for r in runs]),
+        runs_section([with_recorded_stats(r, samples[r.id][1]) for r in runs]),
         _latency_section(timed, samples),
         serving,
         generation,
@@ -156,34 +156,6 @@ def _env_section(
         ]
         out += _table(("model", "sha256", "size", "inputs", "path"), mrows, right={2})
     return out
-
-
-def _runs_section(runs: Sequence[RunRow]) -> str:
-    head = tuple(c.name for c in run_table.COLUMNS)
-    rows = [tuple(run_table.cells(summarize(r), run_table.COLUMNS)) for r in runs]
-    rows = [(run_id, _kind(kind), *rest) for run_id, kind, *rest in rows]
-    body = (
-        _table(head, rows, right={i for i, c in enumerate(run_table.COLUMNS) if c.numeric})
-        if runs
-        else "<p>The session holds no runs.</p>"
-    )
-    return _section("runs", "Runs", _busy_note(runs) + body)
-
-
-def _busy_note(runs: Sequence[RunRow]) -> str:
-    """One paragraph naming the runs measured on a busy machine, each with its numbers:
-    their figures are the model's speed while other work ran, and no verdict is drawn."""
-    busy = [r for r in runs if r.contention is not None and r.contention.busy]
-    if not busy:
-        return ""
-    items = "; ".join(
-        f"run {r.id}: {html.escape(r.contention.line())}" for r in busy if r.contention
-    )
-    return (
-        f"<p class='warn'>{len(busy)} of {len(runs)} runs were measured on a busy machine "
-        "(the machine column): their figures are the model's speed while other work ran, "
-        f"and comparisons with them draw no verdict. {items}.</p>"
-    )
 
 
 def _latency_section(
@@ -333,7 +305,7 @@ def _compare_section(
                 samples=(_samples(base, samples), _samples(cand, samples)),
             )
         except CompareError as exc:
-            rows.append((str(cand.id), str(base.id), "-", "-", "-", "-", exc.message))
+            rows.append((str(cand.id), str(base.id), "-", "-", "-", "-", [exc.message]))
             continue
         p50, tp = comp.metrics["p50"], comp.metrics["throughput"]
         acc = comp.accuracy_delta.get("cosine")
@@ -362,10 +334,11 @@ def _compare_section(
                 Html(_delta_html(p50, judged)),
                 Html(_delta_html(tp, judged)),
                 "-" if acc is None else f"{acc:+.5f}",
-                "; ".join([*no_verdict, *comp.notes]),
+                [*no_verdict, *comp.notes],
             )
         )
         details.append(_diff_block(comp))
+    table_rows, footnotes = footnoted(rows)
     intro = (
         "<p>Each run against the first timed run of the same model. Deltas are "
         "relative to that run; the interval is a 95% circular block-bootstrap interval "
@@ -385,8 +358,33 @@ def _compare_section(
     return _section(
         "comparison",
         "Comparison",
-        intro + _table(head, rows, right={0, 1, 3, 4, 5}) + "".join(details),
+        intro + _table(head, table_rows, right={0, 1, 3, 4, 5}) + footnotes + "".join(details),
     )
+
+
+def footnoted(
+    rows: Sequence[tuple[object, ...]],
+) -> tuple[list[tuple[object, ...]], str]:
+    """Rows whose last cell is a list of notes, with a note found on more than one row
+    said once, below the table, and marked [n] on its rows (every row repeated "the
+    baseline run was flagged unstable (its windows differ by >10%)"); notes of one row
+    stay in it. Returns (the rows, the footnotes' HTML: "" when there are none)."""
+    seen: dict[str, int] = {}
+    for row in rows:
+        for note in dict.fromkeys(row[-1]):  # type: ignore[call-overload]
+            seen[note] = seen.get(note, 0) + 1
+    shared = [n for n, times in seen.items() if times > 1]
+    number = {n: i for i, n in enumerate(shared, 1)}
+    out = []
+    for row in rows:
+        notes: list[str] = list(dict.fromkeys(row[-1]))  # type: ignore[call-overload]
+        own = "; ".join(esc(n) for n in notes if n not in number)
+        marks = " ".join(f'<sup class="fn">[{number[n]}]</sup>' for n in notes if n in number)
+        out.append((*row[:-1], Html(" ".join(p for p in (own, marks) if p) or "-")))
+    if not shared:
+        return out, ""
+    items = "".join(f"<li>{esc(n)}</li>" for n in shared)
+    return out, f'<ol class="fn">{items}</ol>'
 
 
 def _markers_section(reader: SessionReader) -> str:
@@ -481,16 +479,6 @@ def _diff_row(d: OpDiff) -> tuple[str, ...]:
 # -- formatting ------------------------------------------------------------------------
 
 
-def _kind(kind: str) -> str:
-    """The kind, with what its latency measures when that is not one inference."""
-    meaning = LATENCY_KINDS.get(kind)
-    return (
-        Html(f'{esc(kind)} <span class="small">(latency: {esc(meaning)})</span>')
-        if meaning
-        else kind
-    )
-
-
 def short_label(r: RunRow) -> str:
     c = r.config
     config = f"{PRECISION_LABELS[c.precision]} b{c.batch} fusion {c.fusion}" if c else "?"
@@ -523,12 +511,14 @@ main{padding:4px 28px 28px;max-width:1200px}section{margin-top:26px}
 h2{border-bottom:2px solid #e5e7eb;padding-bottom:4px;font-size:18px}h3{font-size:15px}
 table{border-collapse:collapse;margin:8px 0 14px;font-size:12.5px;background:#fff}
 th,td{border:1px solid #e5e7eb;padding:3px 8px;text-align:left;vertical-align:top;
-max-width:420px;overflow-wrap:anywhere}th{background:#f3f4f6;white-space:nowrap}td.r{text-align:right;
+max-width:420px;overflow-wrap:break-word}th{background:#f3f4f6;white-space:nowrap}td.r{text-align:right;
 white-space:nowrap;font-variant-numeric:tabular-nums}
 figure{margin:10px 0;background:#fff;border:1px solid #e5e7eb;padding:6px}
 figure svg{max-width:100%;height:auto}figcaption{font-size:12px;color:#4b5563}
 .small{font-size:12px;color:#4b5563}.worse{color:#b91c1c;font-weight:600}
 .better{color:#15803d;font-weight:600}.same{color:#374151}.warn{color:#b45309}
+.tok{white-space:nowrap}.wide{overflow-x:auto}table.runs td{max-width:none}
+sup.fn{font-size:10px;color:#6b7280}ol.fn{font-size:12px;color:#4b5563;margin:0 0 14px}
 .pair{display:flex;gap:24px;flex-wrap:wrap;align-items:flex-start}
 .badge{font-size:11px;font-weight:700;padding:1px 7px;border-radius:3px;color:#fff;
 vertical-align:middle}.sim{background:#b45309}.served{background:#1d4ed8}
