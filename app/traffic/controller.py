@@ -10,7 +10,9 @@ the host's death comes back in one line. The load run's own events (its requests
 batches, its summary) come on the desk's events, as a run's. A real run is held against
 its prediction with the real runs' own repeat spread and both machines' contention. The
 dock is reached through its setters (app/traffic/port.py), the window through the desk
-(the live plot's SLO line, markers and figures; the banner and the status bar)."""
+(the live plot's SLO line, markers and figures; the banner and the status bar). The rate
+starts at a share of the model's measured capacity (app/traffic/default_rate.py: the
+calibration's, else the live throughput at the current batch), until the user sets one."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import numpy as np
 from PySide6.QtCore import QObject
 
 from app.desk import Desk
+from app.traffic.default_rate import from_calibration, from_live
 from app.traffic.port import TrafficViewPort
 from engine.api import (
     OK,
@@ -73,6 +76,7 @@ class TrafficController(QObject):
         self.last_check: RealCheck | None = None
         self._last_real: dict[str, Any] | None = None  # the last load run's summary
         self._repeats: dict[str, list[dict[str, Any]]] = {}  # real runs by row (repeat spread)
+        self._rate_of: object = None  # the (model, config) the suggested rate was measured on
         view.run_requested.connect(self.run_load)
         view.stop_requested.connect(self.stop_load)
         view.calibrate_requested.connect(self.calibrate)
@@ -80,6 +84,25 @@ class TrafficController(QObject):
         view.settings_changed.connect(self.settings_changed)
         desk.events.connect(self.on_events)
         desk.events.connect(lambda _batch: self.check_slo())  # after the plot's new samples
+        desk.events.connect(lambda _batch: self.suggest_rate())
+
+    def suggest_rate(self) -> None:
+        """The dock's rate from the model's measured capacity, once per model and config
+        (the calibration's when there is one, else the live throughput at the current
+        batch), until the user sets a rate of their own."""
+        workload = self.desk.workload
+        if self.serving or workload is None or self.view.rate_edited():
+            return
+        key = (workload.model, workload.config, self.service is not None)
+        if key == self._rate_of:
+            return
+        if self.service is not None:
+            got = from_calibration(self.service, *self.view.calibrate_sizes())
+        else:
+            got = from_live(self.desk.plot_stats(), workload.config.batch)
+        if got is not None:
+            self._rate_of = key
+            self.view.suggest_rate(*got)
 
     # -- telling the user ------------------------------------------------------------------
     def _error(self, command: str, message: str) -> None:
@@ -359,6 +382,7 @@ class TrafficController(QObject):
             self.view.set_what_if_text(f"calibration unreadable: {exc}")
             return
         self.view.set_calibrated(True)
+        self.suggest_rate()  # the calibration's capacity, now known
         self.view.show_what_if()
         if self._last_real is not None:  # held against the new calibration
             earlier = self._repeats.get(self._row_key(), [])

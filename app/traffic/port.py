@@ -31,6 +31,8 @@ class TrafficViewPort(Protocol):
     def cache_settings(self) -> tuple[int, float]: ...  # the cache's size, the repeat ratio
     def slow_stretches(self) -> bool: ...
     def alive(self) -> bool: ...  # its widgets still exist (the window not closed)
+    def rate_edited(self) -> bool: ...  # the user set the rate (typed or slid)
+    def suggest_rate(self, rate: int, why: str) -> None: ...  # the starting rate, and whence
 
     # the buttons and the progress bar
     def set_running(self, running: bool) -> None: ...

@@ -149,6 +149,13 @@ class TrafficDock(TraceDrops, QWidget):
         rate_row.addWidget(self.rate_slider, 1)
         rate_row.addWidget(self.rate)
         traffic.addRow("Rate", rate_row)
+        # where the starting rate came from (the model's measured capacity)
+        self.rate_note = QLabel("Rate: a placeholder until live timing measures the model")
+        self.rate_note.setWordWrap(True)
+        self.rate_note.setStyleSheet("color: palette(placeholder-text)")
+        self._suggesting = False  # a rate set by suggest_rate, not by the user
+        self._rate_edited = False
+        traffic.addRow("", self.rate_note)
         self.peak_label, self.period_label, self.duty_label = (
             QLabel("Peak"),
             QLabel("Period"),
@@ -401,7 +408,26 @@ class TrafficDock(TraceDrops, QWidget):
         if self.rate.value() != value:
             self.rate.setValue(value)
 
+    def suggest_rate(self, rate: int, why: str) -> None:
+        """The starting rate, from the model's measured capacity, and where it came from
+        (the user's own rate, once typed or slid, is left alone: see rate_edited)."""
+        self._suggesting = True
+        try:
+            self.rate.setValue(min(max(rate, 1), MAX_RATE))
+        finally:
+            self._suggesting = False
+        self.rate_note.setText(f"Rate: {why}")
+        self.rate_note.setToolTip("The starting rate; type or slide your own")
+        self.rate_note.show()
+
+    def rate_edited(self) -> bool:
+        """Whether the user set the rate (typed or slid) since the dock opened."""
+        return self._rate_edited
+
     def _rate_typed(self, value: int) -> None:
+        if not self._suggesting:
+            self._rate_edited = True
+            self.rate_note.hide()  # the user's own rate: no longer the suggested one
         if self.rate_slider.value() != value and value <= self.rate_slider.maximum():
             self.rate_slider.blockSignals(True)
             self.rate_slider.setValue(value)
