@@ -14,6 +14,7 @@ import numpy as np
 
 from engine import cache
 from engine.backends.base import PrepareRequest, feed_shapes
+from engine.backends.ort.fp16_cpu import fp16_cpu_warning, inserted_casts
 from engine.backends.ort.generated import (
     GeneratedFeeds,
     reference_session,
@@ -233,6 +234,8 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
         splan = plan_session(config, gpu_present=gpu, optimized_model_path=optimized)
         opened = open_session(variant.path, splan)
         nodes = count_nodes(optimized) if Path(optimized).exists() else None
+        fp16_cpu = fp16_cpu_warning(config, opened.provider_used, inserted_casts(optimized)
+                                    if config.precision == "fp16" else None)  # fmt: skip
     variant = dataclasses.replace(variant, nodes=nodes)
     if exported:
         variant = dataclasses.replace(
@@ -241,6 +244,8 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
     yield variant
     for note in splan.notes:
         yield Notice("info", note)
+    if fp16_cpu:
+        yield Notice("warning", fp16_cpu)
     if opened.fell_back:
         yield Notice(
             "warning",
