@@ -7,17 +7,34 @@ A loop whose threads sit inside a library (the serving loop's instances in ONNX 
 must not be torn out of its main thread by a KeyboardInterrupt: the interpreter would exit
 with them still running and the C++ runtime abort ("terminate called without an active
 exception"). Inside `deferred()` a signal only sets `received`; the loop polls it, stops
-its threads, joins them and ends with what it measured."""
+its threads, joins them and ends with what it measured.
+
+A native call holds the main thread where no Python signal handler runs: a session.run
+of a Loop of 10^12 iterations, a session made of a 1,000,000-node chain. `watch()` (the
+CLI) wakes a thread on every signal through the interpreter's wakeup fd, which calls the
+stops registered with `on_signal` (ONNX Runtime's `RunOptions.terminate`: a run ends
+between nodes, and inside a Loop); a call that cannot be stopped runs through `native()`,
+on a worker thread the main thread waits on, so the handler's KeyboardInterrupt still
+lands at once (the worker is left behind: `stray_native()` says so, and the CLI then exits
+without waiting on it)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
 
 received = threading.Event()
 signal_name = ""  # the signal that set `received` ("SIGINT", "SIGTERM", ...)
 _deferring = 0  # how many `deferred()` blocks are open (signals land on the main thread)
+_stops: list[Callable[[], None]] = []  # what a signal calls at once, from the watcher
+_watching = False  # whether `watch()` runs: native calls then go through a worker thread
+_native: set[threading.Thread] = set()  # native calls the main thread gave up waiting on
 
 
 def mark(name: str) -> None:
@@ -47,3 +64,79 @@ def reason() -> str:
     """The cancelled run's reason, naming the signal."""
     name = signal_name if signal_name not in ("", "SIGINT") else "Ctrl-C"
     return f"interrupted ({name})"
+
+
+def on_signal(stop: Callable[[], None]) -> None:
+    """Call `stop` as soon as a signal arrives (from the watcher thread, while the main
+    thread may sit in native code); not inside `deferred()`, whose loop stops itself."""
+    _stops.append(stop)
+
+
+def watch() -> None:
+    """Wake a thread on every signal whose Python handler is installed (the interpreter
+    writes its number to the wakeup fd at once, whatever the main thread is doing): it
+    marks the signal and calls the registered stops. Call from the main thread, once."""
+    global _watching
+    if _watching or threading.current_thread() is not threading.main_thread():
+        return
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    try:
+        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    except (ValueError, OSError):  # not the main interpreter: signals stay as they were
+        os.close(read_fd)
+        os.close(write_fd)
+        return
+    _watching = True
+
+    def wake() -> None:
+        while True:
+            try:
+                got = os.read(read_fd, 64)
+            except OSError:
+                return
+            if not got:
+                return
+            for signum in got:
+                with contextlib.suppress(ValueError):
+                    mark(signal.Signals(signum).name)
+            if not deferring():
+                for stop in list(_stops):
+                    with contextlib.suppress(Exception):  # a stop must never end the watch
+                        stop()
+
+    threading.Thread(target=wake, name="opscope-signal-watch", daemon=True).start()
+
+
+def native(call: Callable[[], T]) -> T:
+    """`call()` (a native call no flag can stop: making a session), with the main thread
+    free for the signal handler: on a worker thread while `watch()` runs and this is the
+    main thread, else directly. An interruption raises KeyboardInterrupt at once and
+    leaves the worker running (`stray_native()`)."""
+    if not _watching or threading.current_thread() is not threading.main_thread():
+        return call()
+    box: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the waiting thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="opscope-native", daemon=True)
+    _native.add(worker)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)  # the handler's KeyboardInterrupt lands here
+        if received.is_set() and not deferring():
+            raise KeyboardInterrupt(signal_name)
+    _native.discard(worker)
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]
+
+
+def stray_native() -> bool:
+    """Whether a native call is still running that an interruption stopped waiting on (the
+    process should then exit without waiting on it, or unwinding its library)."""
+    return any(t.is_alive() for t in _native)

@@ -404,6 +404,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     try:
+        return _interrupted_now(_run(args))
+    except KeyboardInterrupt:  # a second signal while the first one unwound
+        return _interrupted_now(EXIT_INTERRUPTED)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
         with _stops_like_ctrl_c(), _notes_on_stderr():
             if os.environ.get(STOP_ON_EOF) == "1":
                 _stop_when_stdin_closes()
@@ -421,6 +428,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+
+
+def _interrupted_now(code: int) -> int:
+    """`code`, unless a native call an interruption stopped waiting on still runs (a
+    session being made): then exit at once, streams flushed, without unwinding the
+    library under it (its teardown beside a running call aborts the process)."""
+    if interrupt_flag.stray_native():
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+    return code
 
 
 STOP_ON_EOF = "OPSCOPE_STOP_ON_EOF"  # set by --host on the command it runs on a host
@@ -478,6 +497,7 @@ def _stops_like_ctrl_c() -> Iterator[None]:
         yield
         return
     before = {s: signal.signal(s, interrupt) for s in sigs}
+    interrupt_flag.watch()  # a native call (a run, a session being made) stops too
     try:
         yield
     finally:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from engine.backends.ort.inference_session import explain_ort_error
+from engine.backends.ort.inference_session import explain_ort_error, stoppable_run_options
 from engine.errors import InputError
 from engine.model.info import ModelInfo
 from engine.model.input_growth import grow
@@ -54,10 +54,7 @@ class GeneratedFeeds:
 def rejection(session: Any, feeds: Feeds) -> str | None:
     """Why the model cannot run `feeds` (one inference, ONNX Runtime's log kept quiet);
     None when it ran."""
-    import onnxruntime as ort
-
-    quiet = ort.RunOptions()
-    quiet.log_severity_level = 4  # its message is folded into our line, never printed raw
+    quiet = stoppable_run_options()  # its message is folded into our line, never printed raw
     try:
         session.run(None, feeds, quiet)
     except Exception as exc:
