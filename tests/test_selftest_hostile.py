@@ -39,8 +39,8 @@ def test_stdout_on_a_full_disk_is_one_line(tmp_path: Path) -> None:
 def test_stdout_past_a_file_size_limit_is_one_line(tmp_path: Path) -> None:
     out = tmp_path / "out.txt"
     limit = 8 << 20  # room for the check's session file, none for the result line
-    with out.open("wb") as fh:
-        fh.truncate(limit + 10)  # stdout's file is already past the limit
+    with out.open("wb") as raw:
+        raw.truncate(limit + 10)  # stdout's file is already past the limit
 
     def limited() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
