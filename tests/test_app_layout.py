@@ -7,6 +7,7 @@ saved. No engine is started."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -228,3 +229,24 @@ def test_a_layout_of_another_dock_set_is_laid_out_anew(wb: Workbench, qtbot: QtB
     shown(wb, qtbot, SIZES[1])
     assert w.dock("Traffic").isHidden()  # the small screen's first layout
     assert isinstance(w.dock("Operators"), QDockWidget)
+
+
+def test_the_status_bar_fits_1024_px(wb: Workbench, qtbot: QtBot) -> None:
+    """At 1024x700 the rate ran under the session's name: the model and the provider give
+    way (elided, whole in their tooltips)."""
+    shown(wb, qtbot, SIZES[1])
+    w = wb.window
+    rate = "p50 3.14 ms · p99 3.7 ms over the last 200 inferences (634 ms) · 313.7 samples/s"
+    w.set_status(
+        "demo_transformer.onnx",
+        "CPU on Intel(R) Xeon(R) Processor",
+        rate,
+        "session: /root/.local/share/opscope/sessions/session-20261206-193710.opscope",
+    )
+    qtbot.wait(100)
+    labels = [w.status_model, w.status_provider, w.status_rate, w.status_session]
+    rects = [lab.geometry() for lab in labels if lab.isVisible()]
+    assert len(rects) == 4
+    for a, b in itertools.pairwise(rects):
+        assert a.right() < b.left(), (a, b)  # nothing overlaps
+    assert w.status_provider.toolTip() == w.status_provider.text()  # whole, when elided

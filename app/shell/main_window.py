@@ -204,8 +204,10 @@ class MainWindow(QMainWindow):
         self.roofline.op_clicked.connect(self._roofline_clicked)
         self.profile_label = QLabel("")
 
-        self.status_model = QLabel()
-        self.status_provider = QLabel()
+        # the model and the provider give way to the numbers in a narrow window (at 1024 px
+        # the rate ran under the session's name)
+        self.status_model = ElidedLabel()
+        self.status_provider = ElidedLabel()
         self.status_rate = QLabel()
         self.status_rate.setToolTip(
             "p50 and p99 over the running config's last inferences, the window the plot's "
@@ -458,6 +460,8 @@ class MainWindow(QMainWindow):
         ):
             theme.set_text_if_changed(label, text)
         self.status_session.setToolTip(session)  # the full path; the bar shows its name
+        self.status_model.setToolTip(model)
+        self.status_provider.setToolTip(provider)
 
     # desktop behaviour --------------------------------------------------------------
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
