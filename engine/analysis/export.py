@@ -9,6 +9,7 @@ atomically. Text cells in CSV that a spreadsheet would run as a formula are defu
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -139,7 +140,8 @@ def build_trace(
 ) -> dict[str, Any]:
     """The Chrome trace event format's JSON object form, one track per run: a profiled
     run's median inference, a serving run's batches, queue depth and failed requests, a
-    generation run's generations with their prefill and decode steps."""
+    generation run's generations with their prefill and decode steps (in memory: a whole
+    session's trace is written by `write_trace`, one run at a time)."""
     events = [e for run, trace in runs for e in trace_events(run, trace)]
     notes: list[str] = []
     for st in [serving_trace_events(r, s) for r, s in serving] + [
@@ -147,6 +149,12 @@ def build_trace(
     ]:
         events.extend(st.events)
         notes.extend(st.notes)
+    other = other_data(source, bool(serving), bool(generation), notes)
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
+
+
+def other_data(source: str, serving: bool, generation: bool, notes: list[str]) -> dict[str, Any]:
+    """The trace's `otherData`: what its tracks are, and what was cut."""
     other: dict[str, Any] = {
         "generator": "OpScope",
         "session": source,
@@ -167,7 +175,7 @@ def build_trace(
         )
     if notes:
         other["truncated"] = notes
-    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
+    return other
 
 
 def _profiled(reader: SessionReader, runs: Sequence[RunRow]) -> list[tuple[RunRow, ProfileTrace]]:
@@ -227,18 +235,64 @@ def generation_runs(
 
 def write_trace(session_path: str, out_path: str, run_id: int | None = None) -> list[str]:
     """Write the Chrome trace of a session file (every profiled, serving or generation run,
-    or one); returns what was cut to keep it bounded (one line each)."""
+    or one); returns what was cut to keep it bounded (one line each).
+
+    Streamed: one run's records are read, turned into events, written and dropped before
+    the next run's are read, so memory grows with the largest run, not with the session
+    (the whole trace as one object, copied twice into one string, took 5 GB for a 260 MB
+    session)."""
     with SessionReader.open(session_path) as reader:
         runs = [reader.run(run_id)] if run_id is not None else reader.runs()
-        profiled, serving = _profiled(reader, runs), serving_runs(reader, runs)
-        generation = generation_runs(reader, runs)
-        if not profiled and not serving and not generation:
+        profiled = [r for r in runs if reader.profiles(r.id)]
+        serving = [r for r in runs if r.kind in SERVING_KINDS]
+        generation = [r for r in runs if r.kind == "generate"]
+        notes: list[str] = []
+        kinds = {"serving": False, "generation": False}
+
+        def parts() -> Iterator[list[dict[str, Any]]]:
+            for r in profiled:
+                trace = reader.profile_trace(r.id)
+                if trace.runs:
+                    yield trace_events(r, trace)
+            for r in serving:
+                if (s := reader.serving(r.id)) is not None:
+                    kinds["serving"] = True
+                    st = serving_trace_events(r, s)
+                    notes.extend(st.notes)
+                    yield st.events
+            for r in generation:
+                if (g := reader.generation(r.id)) is not None:
+                    kinds["generation"] = True
+                    gt = generation_trace_events(r, g)
+                    notes.extend(gt.notes)
+                    yield gt.events
+
+        first = next(parts_iter := parts(), None)
+        if first is None:
             raise _nothing_to_trace(reader, run_id, serving=True)
-        data = build_trace(
-            profiled, source=Path(session_path).name, serving=serving, generation=generation
-        )
-    write_text(out_path, json.dumps(finite(data), separators=(",", ":")) + "\n")
-    return list(data["otherData"].get("truncated", []))
+
+        def fill(fh: TextIO) -> None:
+            fh.write('{"traceEvents":[')
+            sep = ""
+            for events in itertools.chain([first], parts_iter):
+                for chunk in range(0, len(events), EVENTS_PER_WRITE):
+                    text = json.dumps(finite(events[chunk : chunk + EVENTS_PER_WRITE]), **COMPACT)
+                    if len(text) > 2:  # not an empty list
+                        fh.write(sep + text[1:-1])
+                        sep = ","
+            other = other_data(
+                Path(session_path).name, kinds["serving"], kinds["generation"], notes
+            )
+            fh.write(
+                f'],"displayTimeUnit":"ms","otherData":{json.dumps(finite(other), **COMPACT)}}}\n'
+            )
+
+        _atomic(Path(out_path), fill)
+    return notes
+
+
+EVENTS_PER_WRITE = 5000  # events encoded at a time
+COMPACT: dict[str, Any] = {"separators": (",", ":")}
 
 
 # -- CSV -------------------------------------------------------------------------------
