@@ -213,8 +213,9 @@ def compare_outputs(
         agree += out_agree
         total += out_total
         diff = np.abs(ref - got)
-        # a value that is not finite where FP32's is fails the check: counted, not dropped
-        bad = int(np.count_nonzero(np.isfinite(ref) != np.isfinite(got)))
+        # a value that is not finite where FP32's is fails the check: counted, not dropped;
+        # so does a NaN in either (NaN inputs make NaN of both: nothing left to compare)
+        bad = int(np.count_nonzero(_unjudged(ref, got)))
         nonfinite += bad
         if tensors:
             mine = _tensor_checks(name, [b[j] for b in baseline], [c[j] for c in candidate],
@@ -285,11 +286,19 @@ def _count_samples(
     return sum(r or 1 for r, _ in rows)
 
 
+def _unjudged(ref: np.ndarray, got: np.ndarray) -> np.ndarray:
+    """Values no comparison can judge: finite in one model and not the other, or NaN in
+    either (two NaN outputs agree on nothing: never a cosine of 1)."""
+    out: np.ndarray = (np.isfinite(ref) != np.isfinite(got)) | np.isnan(ref) | np.isnan(got)
+    return out
+
+
 def _cosine_check(
     name: str, part: str, refs: Sequence[np.ndarray], gots: Sequence[np.ndarray]
 ) -> dict[str, Any]:
     """The worst and mean per-sample cosine (`refs[k]`: sample k's values)."""
-    values = [cosine(r, g) if (np.isfinite(r) == np.isfinite(g)).all() else 0.0
+    values = [cosine(r, g) if not _unjudged(np.asarray(r, np.float64),
+                                            np.asarray(g, np.float64)).any() else 0.0
               for r, g in zip(refs, gots, strict=True)]  # fmt: skip
     k = int(np.argmin(values)) if values else 0
     return {

@@ -57,6 +57,7 @@ def read_eval_data(
     used: Axes | None = None
     for file in npz_files(path):
         feeds = load(file)
+        check_finite(feeds, file)
         rows, axes = count_samples({k: a.shape for k, a in feeds.items()}, info, file)
         used = axes if used is None else used
         step = step_of(info, axes, batch) if rows > 1 else 1
@@ -69,6 +70,22 @@ def read_eval_data(
             total += stop - start
     y = _labels(labels, total + truncated)[:total] if labels else None
     return EvalData(batches, total, y, truncated, used or {})
+
+
+def check_finite(feeds: Feeds, file: Path) -> None:
+    """Refuse NaN and infinities in a file's float inputs: they make NaN outputs of both
+    models, which agree on nothing, and a check of them says nothing."""
+    for name, arr in feeds.items():
+        if arr.dtype.kind not in "fc" or arr.size == 0:
+            continue
+        bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
+        if bad:
+            nan = int(np.count_nonzero(np.isnan(arr)))
+            what = "NaN" if nan == bad else "infinite" if not nan else "NaN or infinite"
+            raise InputError(
+                f"input {name!r} holds {bad:,} {what} values (of {arr.size:,}): give finite data",
+                file,
+            )
 
 
 def _labels(path: str | Path, samples: int) -> np.ndarray:
