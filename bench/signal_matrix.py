@@ -1,6 +1,9 @@
 """Signals against every long-running command (#30): SIGINT, SIGTERM and SIGKILL x load
 (quiet and overloaded), load --llm, generate, tune, sweep and the app, each a real process
-sent a real signal a few seconds in.
+sent a real signal a few seconds in; and (#54) each command during its longest native
+step: `bench`, `memory` and `graph` inside a session.run of a Loop of 10^12 iterations,
+`memory` and `graph` while ONNX Runtime makes a session of a 100,000-node chain (graph's
+layout of it is the graph view's part), where no Python signal handler can run.
 
 Each cell records: the exit status, the time from the signal to the exit, whether the
 command's summary printed, the status of each run in its session file, `PRAGMA
@@ -47,6 +50,64 @@ class Cell:
     env: tuple[tuple[str, str], ...] = ()
 
 
+NATIVE = Path(tempfile.gettempdir()) / "opscope-signal-models"
+LOOP = str(NATIVE / "loop_1e12.onnx")
+CHAIN = str(NATIVE / "chain_100k.onnx")
+
+
+def native_models() -> None:
+    """The long-native-step models: a Loop of 10^12 iterations (one run of hours) and a
+    100,000-node Relu chain (ONNX Runtime takes 10-60 s to make its session)."""
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    NATIVE.mkdir(exist_ok=True)
+    if not Path(LOOP).exists():
+        body = h.make_graph(
+            [
+                h.make_node("Identity", ["c"], ["c_out"]),
+                h.make_node("Add", ["v", "one"], ["v_out"]),
+            ],
+            "body",
+            [
+                h.make_tensor_value_info("i", T.INT64, []),
+                h.make_tensor_value_info("c", T.BOOL, []),
+                h.make_tensor_value_info("v", T.FLOAT, [1]),
+            ],
+            [
+                h.make_tensor_value_info("c_out", T.BOOL, []),
+                h.make_tensor_value_info("v_out", T.FLOAT, [1]),
+            ],
+            initializer=[h.make_tensor("one", T.FLOAT, [1], [1.0])],
+        )
+        g = h.make_graph(
+            [h.make_node("Loop", ["M", "cond", "x"], ["y"], body=body)],
+            "g",
+            [h.make_tensor_value_info("x", T.FLOAT, [1])],
+            [h.make_tensor_value_info("y", T.FLOAT, [1])],
+            initializer=[
+                h.make_tensor("M", T.INT64, [], [10**12]),
+                h.make_tensor("cond", T.BOOL, [], [True]),
+            ],
+        )
+        m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+        m.ir_version = 8
+        onnx.save(m, LOOP)
+    if not Path(CHAIN).exists():
+        n = 100_000
+        nodes = [h.make_node("Relu", [f"t{i}"], [f"t{i + 1}"]) for i in range(n)]
+        g = h.make_graph(
+            nodes,
+            "g",
+            [h.make_tensor_value_info("t0", T.FLOAT, [1, 4])],
+            [h.make_tensor_value_info(f"t{n}", T.FLOAT, [1, 4])],
+        )
+        m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+        m.ir_version = 8
+        onnx.save(m, CHAIN)
+
+
 CELLS = [
     Cell("load quiet", [*CLI, "load", TRANSFORMER, "--traffic", "poisson:50", "--duration",
          "60", "--session", "{session}"], 4.0, "requests "),
@@ -62,6 +123,12 @@ CELLS = [
          "--duration", "4", "--session", "{session}"], 5.0, "growth "),
     Cell("app", [sys.executable, "-m", "app.entry", "gui", CNN, "--session", "{session}"],
          8.0, "", (("QT_QPA_PLATFORM", "offscreen"),)),
+    # the longest native step: signalled this long after the start (no session to watch)
+    Cell("bench Loop 1e12", [*CLI, "bench", LOOP, "--no-live"], 15.0, ""),
+    Cell("memory Loop 1e12", [*CLI, "memory", LOOP], 15.0, ""),
+    Cell("graph Loop 1e12", [*CLI, "graph", LOOP], 15.0, ""),
+    Cell("memory chain 100k (session)", [*CLI, "memory", CHAIN], 12.0, ""),
+    Cell("graph chain 100k", [*CLI, "graph", CHAIN], 12.0, ""),
 ]  # fmt: skip
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 
@@ -142,6 +209,7 @@ def run_cell(cell: Cell, sig: signal.Signals, folder: Path) -> dict[str, str]:
             time.sleep(0.2)
         time.sleep(cell.after_s)
         children = descendants(proc.pid)
+        busy = os.getloadavg()[0]  # others' work too: the machine is shared
         sent = time.monotonic()
         killed_wall = time.time_ns() if sig == signal.SIGKILL else None
         proc.send_signal(sig)
@@ -166,6 +234,7 @@ def run_cell(cell: Cell, sig: signal.Signals, folder: Path) -> dict[str, str]:
         "signal": sig.name,
         "rc": str(rc),
         "exit_s": f"{took:.2f}",
+        "load1": f"{busy:.1f}",
         "summary": ("yes" if summary else "no") if cell.summary else "-",
         "abort": "ABORT" if aborted else "no",
         "traceback": "yes" if "Traceback" in stderr else "no",
@@ -175,7 +244,7 @@ def run_cell(cell: Cell, sig: signal.Signals, folder: Path) -> dict[str, str]:
     }
 
 
-COLUMNS = ("cell", "signal", "rc", "exit_s", "summary", "abort", "traceback", "status",
+COLUMNS = ("cell", "signal", "rc", "exit_s", "load1", "summary", "abort", "traceback", "status",
            "integrity", "left", "survivors", "lag", "stderr")  # fmt: skip
 
 
@@ -214,6 +283,7 @@ def main() -> None:
         kill_lags(args.kills, args.out)
         return
     rows = []
+    native_models()
     with tempfile.TemporaryDirectory(prefix="opscope-signals-") as tmp:
         for cell in cells:
             for sig in SIGNALS:
@@ -223,7 +293,9 @@ def main() -> None:
     head = (
         "# Signal matrix (bench/signal_matrix.py)\n\n"
         f"{len(rows)} cells on {os.cpu_count()} CPUs (a shared machine). exit_s: signal to "
-        "exit. status: each run in the session file as a reader sees it (`interrupted`: "
+        "exit. load1: the 1-minute load average at the signal (above the "
+        "CPU count: other work waited). status: each run in the session file as a reader "
+        "sees it (`interrupted`: "
         "left `running` by a killed writer). left: -wal/-shm beside the file after the "
         "exit (a SIGKILLed writer leaves them; the next open checkpoints). survivors: the "
         "command's child processes alive 1 s after it exited. lag: for a killed load, how "
