@@ -83,6 +83,7 @@ def run(minutes: float, model: Path, every_s: float, trace: bool, skip_min: floa
     me = psutil.Process()
     t0 = time.monotonic()
     rows: list[tuple[float, float, float]] = []
+    busy: list[tuple[float, float]] = []  # (machine busy CPU-s, this app's CPU-s) per sample
     snaps: list[tracemalloc.Snapshot] = []
     maps: list[dict[str, dict[str, int]]] = []  # at the fit's start and at the end
     if trace:
@@ -93,6 +94,7 @@ def run(minutes: float, model: Path, every_s: float, trace: bool, skip_min: floa
         pid = wb.client.pid
         host = psutil.Process(pid).memory_info().rss / 1e6 if pid else float("nan")
         rows.append((t, me.memory_info().rss / 1e6, host))
+        busy.append(machine_and_app_cpu(me))
         if not maps and t >= skip_min * 60:
             maps.append({"window": smaps(me.pid), "host": smaps(pid) if pid else {}})
             if trace:
@@ -130,7 +132,39 @@ def run(minutes: float, model: Path, every_s: float, trace: bool, skip_min: floa
         "host_mb_min": slope_mb_per_min(arr[:, 0], arr[:, 2], skip_s),
         "samples": samples,
         "session_mb": session_mb,
+        "others_cpu": others_cpu(arr[:, 0], np.array(busy)),
     }
+
+
+def machine_and_app_cpu(me: object) -> tuple[float, float]:
+    """CPU-seconds the whole machine has been busy, and those of this app (the window and
+    every process under it: the engine host and its jobs)."""
+    import psutil
+
+    t = psutil.cpu_times()
+    total = sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0)
+    total -= getattr(t, "guest_nice", 0.0)
+    own = 0.0
+    procs = [me, *me.children(recursive=True)]  # type: ignore[attr-defined]
+    for proc in procs:
+        try:
+            c = proc.cpu_times()  # type: ignore[attr-defined]
+            own += c.user + c.system
+        except psutil.Error:
+            pass
+    return total, own
+
+
+def others_cpu(t_s: np.ndarray, busy: np.ndarray) -> tuple[float, float]:
+    """Other processes' CPU use (cores' worth): the mean over the soak and the busiest
+    minute's mean."""
+    if len(busy) < 2:
+        return float("nan"), float("nan")
+    others = busy[:, 0] - busy[:, 1]
+    mean = float((others[-1] - others[0]) / (t_s[-1] - t_s[0]))
+    step = max(1, round(60 / max(float(np.median(np.diff(t_s))), 1e-3)))
+    per_min = np.diff(others[::step]) / np.diff(t_s[::step]) if len(t_s) > step else []
+    return mean, float(np.max(per_min)) if len(per_min) else mean
 
 
 def cpu_model() -> str:
@@ -149,6 +183,8 @@ def report(out: dict, args: argparse.Namespace) -> str:
         "",
         f"CPU: {cpu_model()} ({os.cpu_count()} logical cores, shared with other work); "
         f"{out['samples']:,} latency samples; session file {out['session_mb']:.1f} MB.",
+        f"Other processes took {out['others_cpu'][0]:.2f} CPUs on average "
+        f"(busiest minute {out['others_cpu'][1]:.2f}) of {os.cpu_count()}.",
         f"Fit from minute {args.skip:g} on ({len(t) - first} RSS samples every {args.every:g} s).",
         "",
         "| process | RSS at fit start (MB) | RSS at end (MB) | growth (MB/min) |",
