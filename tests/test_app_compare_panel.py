@@ -27,7 +27,8 @@ def test_defaults_to_the_two_latest_and_clears_stale_results(qtbot: QtBot, tmp_p
         runs[2].id,
     )
     qtbot.waitUntil(lambda: panel.comparison is not None, timeout=60_000)
-    names = [panel.metrics.item(r, 0).text() for r in range(panel.metrics.rowCount())]
+    items = [panel.metrics.item(r, 0) for r in range(panel.metrics.rowCount())]
+    names = [i.text() for i in items if i is not None]
     assert any(n.startswith("throughput") for n in names)
     assert "cosine vs FP32" in names or "accuracy" in names  # the accuracy row is there
     # every row in view: no vertical scrolling needed
@@ -39,7 +40,8 @@ def test_defaults_to_the_two_latest_and_clears_stale_results(qtbot: QtBot, tmp_p
     panel.candidate.setCurrentIndex(panel.candidate.findData(runs[2].id))
     assert panel.metrics.rowCount() == 0  # cleared while the new pair is compared
     qtbot.waitUntil(lambda: panel.comparison is not None, timeout=60_000)
-    assert panel.comparison.candidate.id == runs[2].id
+    comp = panel.comparison
+    assert comp is not None and comp.candidate.id == runs[2].id
     reader.close()
 
 
@@ -81,11 +83,8 @@ def test_a_busy_or_unlike_pair_is_no_verdict_and_stays_uncoloured(
     qtbot.waitUntil(lambda: panel.comparison is not None, timeout=60_000)
     text = panel.summary.text()
     assert text.startswith("No verdict: the candidate was measured busy (other processes used")
-    coloured = [
-        panel.metrics.item(r, 3).foreground().color().name()
-        for r in range(panel.metrics.rowCount())
-        if panel.metrics.item(r, 3) is not None
-    ]
+    deltas = [panel.metrics.item(r, 3) for r in range(panel.metrics.rowCount())]
+    coloured = [d.foreground().color().name() for d in deltas if d is not None]
     assert all(c == coloured[0] for c in coloured)  # one default colour: nothing painted
     panel.set_pair(runs[0].id, runs[2].id)
     qtbot.waitUntil(lambda: panel.comparison is not None, timeout=60_000)
