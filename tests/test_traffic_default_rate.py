@@ -5,7 +5,7 @@ and never over the user's own rate."""
 from __future__ import annotations
 
 from typing import Any
-from unittest.mock import MagicMock, PropertyMock
+from unittest.mock import MagicMock
 
 import numpy as np
 import pytest
@@ -16,7 +16,7 @@ from app.desk import Desk
 from app.traffic.controller import TrafficController
 from app.traffic.default_rate import SHARE, from_calibration, from_live
 from app.traffic.port import TrafficViewPort
-from engine.api import JobInputs, RunConfig, Workload
+from engine.api import RunConfig, RunStarted
 from engine.serve.sim.service import ServiceModel
 
 LIVE = {"count": 40, "segment": 40, "p50": 100.0, "p99": 140.0}  # a model serving 10/s
@@ -47,25 +47,32 @@ def _controller(edited: bool = False) -> tuple[TrafficController, Any, Any]:
     view, desk = MagicMock(spec=TrafficViewPort), MagicMock(spec=Desk)
     view.rate_edited.return_value = edited
     view.calibrate_sizes.return_value = (8, 2)
-    type(desk).workload = PropertyMock(return_value=Workload("m.onnx", RunConfig(), JobInputs()))
     desk.plot_stats.return_value = LIVE
     return TrafficController(desk, view), view, desk
 
 
-def test_the_dock_takes_the_measured_rate_once_per_model_and_config(qapp: Any) -> None:
+def _run_started(c: TrafficController, config: RunConfig) -> None:
+    c.on_events([MagicMock(spec=RunStarted, config=config)])
+
+
+def test_the_dock_takes_the_measured_rate_once_per_live_run(qapp: Any) -> None:
     c, view, desk = _controller()
+    c.suggest_rate()  # no run yet
+    _run_started(c, RunConfig())
     desk.plot_stats.return_value = {**LIVE, "segment": 3}
     c.suggest_rate()  # timing has just started: nothing yet
     view.suggest_rate.assert_not_called()
     desk.plot_stats.return_value = LIVE
     c.suggest_rate()
     view.suggest_rate.assert_called_once_with(*from_live(LIVE, 1))  # type: ignore[misc]
-    c.suggest_rate()  # the same model and config: once
+    c.suggest_rate()  # the same run: once
     assert view.suggest_rate.call_count == 1
-    type(desk).workload = PropertyMock(
-        return_value=Workload("m.onnx", RunConfig(batch=4), JobInputs())
-    )
-    c.suggest_rate()  # another config: its own throughput
+    _run_started(c, RunConfig(batch=4))  # another config: nothing until its own samples
+    desk.plot_stats.return_value = {**LIVE, "segment": 3}
+    c.suggest_rate()
+    assert view.suggest_rate.call_count == 1
+    desk.plot_stats.return_value = LIVE
+    c.suggest_rate()  # its own throughput, at its batch
     view.suggest_rate.assert_called_with(*from_live(LIVE, 4))  # type: ignore[misc]
     c.service = SERVICE  # calibrated: the calibration's capacity
     c.suggest_rate()
@@ -74,6 +81,7 @@ def test_the_dock_takes_the_measured_rate_once_per_model_and_config(qapp: Any) -
 
 def test_the_users_own_rate_is_left_alone(qapp: Any) -> None:
     c, view, _desk = _controller(edited=True)
+    _run_started(c, RunConfig())
     c.suggest_rate()
     view.suggest_rate.assert_not_called()
 

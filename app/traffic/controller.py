@@ -76,7 +76,9 @@ class TrafficController(QObject):
         self.last_check: RealCheck | None = None
         self._last_real: dict[str, Any] | None = None  # the last load run's summary
         self._repeats: dict[str, list[dict[str, Any]]] = {}  # real runs by row (repeat spread)
-        self._rate_of: object = None  # the (model, config) the suggested rate was measured on
+        self._rate_of: object = None  # the live run (and calibration) the rate was taken from
+        self._runs = 0  # live runs started (a new config's run: its own samples, its batch)
+        self._run_batch = 1
         view.run_requested.connect(self.run_load)
         view.stop_requested.connect(self.stop_load)
         view.calibrate_requested.connect(self.calibrate)
@@ -87,19 +89,19 @@ class TrafficController(QObject):
         desk.events.connect(lambda _batch: self.suggest_rate())
 
     def suggest_rate(self) -> None:
-        """The dock's rate from the model's measured capacity, once per model and config
-        (the calibration's when there is one, else the live throughput at the current
+        """The dock's rate from the model's measured capacity, once per live run (a model
+        or config started: the plot's figures are that run's own) and once more when
+        calibrated (the calibration's capacity, else the live throughput at the running
         batch), until the user sets a rate of their own."""
-        workload = self.desk.workload
-        if self.serving or workload is None or self.view.rate_edited():
+        if self.serving or not self._runs or self.view.rate_edited():
             return
-        key = (workload.model, workload.config, self.service is not None)
+        key = (self._runs, self.service is not None)
         if key == self._rate_of:
             return
         if self.service is not None:
             got = from_calibration(self.service, *self.view.calibrate_sizes())
         else:
-            got = from_live(self.desk.plot_stats(), workload.config.batch)
+            got = from_live(self.desk.plot_stats(), self._run_batch)
         if got is not None:
             self._rate_of = key
             self.view.suggest_rate(*got)
@@ -197,6 +199,8 @@ class TrafficController(QObject):
             elif isinstance(ev, RunEnded) and self.serving:
                 self._load_ended()
             elif isinstance(ev, ModelLoaded | RunStarted) and not self.serving:
+                if isinstance(ev, RunStarted):  # the plot's figures are this run's from now
+                    self._runs, self._run_batch = self._runs + 1, ev.config.batch
                 self._model_changed(ev)
 
     def check_slo(self) -> None:
