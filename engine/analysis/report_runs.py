@@ -86,7 +86,7 @@ def _cell(column: str, text: str, day: str | None) -> str:
     if column == "kind":
         meaning = LATENCY_KINDS.get(text)
         extra = f' <span class="small">(latency: {esc(meaning)})</span>' if meaning else ""
-        return _tokens(text) + extra
+        return esc(text) + extra
     if column in TOKENS:
         sep = ", " if column == "inputs" else " "
         return _tokens(text, sep)
