@@ -44,15 +44,19 @@ def test_a_new_model_is_laid_out_once_its_dock_is_in_view() -> None:
     view.set_running.assert_called_with(True)
     # the job's result drawn, its node memory handed to the op table, the buttons back
     view.node_memory.return_value = {"n1": (1.0, 2.0)}
+    nodes = [{"op": "Input"}, {"op": "Relu"}, {"op": "Output"}]
     desk.run_on_workload.call_args.kwargs["on_done"](
-        {"views": {"run": {"nodes": [1, 2, 3], "layout_s": 0.5}}, "provider_used": "CPU"}
+        {"views": {"run": {"nodes": nodes, "layout_s": 0.5}}, "provider_used": "CPU"}
     )
     view.set_result.assert_called_with(
-        {"views": {"run": {"nodes": [1, 2, 3], "layout_s": 0.5}}, "provider_used": "CPU"}
+        {"views": {"run": {"nodes": nodes, "layout_s": 0.5}}, "provider_used": "CPU"}
     )
     desk.show_node_memory.assert_called_once_with({"n1": (1.0, 2.0)})
     view.set_running.assert_called_with(False)
-    view.set_status.assert_called_with("3 nodes as run; laid out in 0.50 s on CPU")
+    view.set_status.assert_called_with(
+        "1 nodes as run (as the config counts them; drawn besides: 2 input/output boxes); "
+        "laid out in 0.50 s on CPU"
+    )
     # the same workload again: nothing to lay out
     desk.run_on_workload.reset_mock()
     graph.variant_changed()

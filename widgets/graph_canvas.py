@@ -83,6 +83,53 @@ class NodeItem(QGraphicsItem):
         painter.drawText(self.box, Qt.AlignmentFlag.AlignCenter, text)
 
 
+class EdgeLabels(QGraphicsItem):
+    """Each edge's tensor shape, small, beside its middle: drawn only where in view and once
+    boxes are big enough to read (one item for all of them: thousands of edges)."""
+
+    def __init__(self, labels: list[tuple[float, float, str]], bounds: QRectF) -> None:
+        super().__init__()
+        self.labels = labels
+        self.bounds = bounds
+        self.setZValue(0.7)
+
+    def boundingRect(self) -> QRectF:
+        return self.bounds
+
+    def paint(
+        self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None
+    ) -> None:
+        if option.levelOfDetailFromTransform(painter.worldTransform()) < LABEL_LOD:
+            return
+        seen = option.exposedRect
+        font = QFont()
+        font.setPixelSize(9)
+        painter.setFont(font)
+        painter.setPen(QColor("#6a6a6a"))
+        for x, y, text in self.labels:
+            if seen.contains(x, y):
+                painter.drawText(QPointF(x + 4, y + 3), text)
+
+
+def edge_label_points(
+    edges: list[tuple[str, str, list[tuple[float, float]]]], shapes: dict[tuple[str, str], str]
+) -> list[tuple[float, float, str]]:
+    """Where each edge's shape goes: the middle of its route."""
+    out = []
+    for src, dst, pts in edges:
+        text = shapes.get((src, dst))
+        if text and pts:
+            if len(pts) >= 2:
+                (ax, ay), (bx, by) = (
+                    pts[(len(pts) - 1) // 2],
+                    pts[len(pts) // 2 if len(pts) > 2 else 1],
+                )
+                out.append(((ax + bx) / 2, (ay + by) / 2, text))
+            else:
+                out.append((pts[0][0], pts[0][1], text))
+    return out
+
+
 class GraphCanvas(QGraphicsView):
     picked = Signal(str)  # a node clicked ("" for the background)
 
@@ -97,14 +144,19 @@ class GraphCanvas(QGraphicsView):
         self.items_by_name: dict[str, NodeItem] = {}
         self.edges = QGraphicsPathItem()
         self.lit = QGraphicsPathItem()  # the picked node's edges
+        self.edge_labels: EdgeLabels | None = None
         self.tip_for: Callable[[str], str] = lambda name: name
         self.frame_ms: list[float] = []  # each paint's time, newest last (kept short)
         self._press: QPointF | None = None
         self.minimap = Minimap(self)
 
-    def show_scene(self, scene: Scene | None) -> None:
+    def show_scene(
+        self, scene: Scene | None, shapes: dict[tuple[str, str], str] | None = None
+    ) -> None:
+        """`scene` drawn; `shapes`: each edge's (src, dst) tensor shape, written beside it."""
         s = self.scene()
         s.clear()
+        self.edge_labels = None
         self.items_by_name = {}
         self.edges = QGraphicsPathItem()
         self.lit = QGraphicsPathItem()
@@ -134,6 +186,11 @@ class GraphCanvas(QGraphicsView):
             self.items_by_name[node.name] = item
         x, y, w, h = scene.bounds
         s.setSceneRect(QRectF(x - 40, y - 40, w + 80, h + 80))
+        if shapes:
+            self.edge_labels = EdgeLabels(
+                edge_label_points(scene.edges, shapes), QRectF(x - 40, y - 40, w + 200, h + 80)
+            )
+            s.addItem(self.edge_labels)
         self.minimap.show()
         self.minimap.fit()
 
@@ -146,22 +203,26 @@ class GraphCanvas(QGraphicsView):
                     path.lineTo(*p)
         self.lit.setPath(path)
 
-    def fit(self, readable: bool = False) -> None:
-        """The whole graph in view; with `readable`, a graph that would be drawn too small
-        to read opens at a readable size at its top (the minimap shows the rest)."""
+    def fit(self, readable: bool = True) -> None:
+        """The whole graph in view when it is readable so; else (a long graph, which fitted
+        whole was a thin column of unreadable boxes) its width, at a readable size at
+        least, from its top: scroll down it, or pan with the minimap. `readable` False:
+        the whole graph however small (an export, the benchmark's whole-graph frame)."""
         rect = self.scene().sceneRect()
         if rect.isEmpty():
             return
         self.fitInView(rect, Qt.AspectRatioMode.KeepAspectRatio)
         scale = self.transform().m11()
         if scale > 1.5 or (readable and scale < LABEL_LOD):
+            vp = self.viewport().rect()
+            by_width = (vp.width() - 4) / max(rect.width(), 1.0)
+            to = 1.5 if scale > 1.5 else min(max(by_width, 0.9), 1.5)
             self.resetTransform()
-            to = 1.5 if scale > 1.5 else 0.9
             self.scale(to, to)
             if scale > 1.5:
                 self.centerOn(rect.center())
             else:
-                seen = self.mapToScene(self.viewport().rect()).boundingRect()
+                seen = self.mapToScene(vp).boundingRect()
                 self.centerOn(rect.center().x(), rect.top() + seen.height() / 2)
         self.minimap.update()
 

@@ -18,7 +18,9 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QPlainTextEdit,
     QPushButton,
+    QSplitter,
     QVBoxLayout,
     QWidget,
 )
@@ -38,6 +40,13 @@ from widgets.models.graph_scene import (
 )
 
 VIEWS = {"as run": "run", "as loaded": "loaded"}
+DIM_CHARS = 8  # a symbolic dim longer than this is clipped on an edge
+
+
+def short_shape(shape: list[int | str]) -> str:
+    """A tensor shape as an edge shows it: 1×128×384; a long symbolic dim clipped."""
+    dims = [str(d) if len(str(d)) <= DIM_CHARS else str(d)[: DIM_CHARS - 1] + "…" for d in shape]
+    return "×".join(dims) or "scalar"
 
 
 class GraphView(QWidget):
@@ -86,6 +95,8 @@ class GraphView(QWidget):
         for w in (self.view_combo, self.collapse_box, QLabel("Overlay"), self.overlay_combo):
             bar.addWidget(w)
         bar.addWidget(self.search, 1)
+        self.find_note = QLabel("")  # how many matches, or none
+        bar.addWidget(self.find_note)
         bar.addWidget(self.expand_button)
         bar.addWidget(self.fit_button)
         self.canvas = GraphCanvas()
@@ -102,7 +113,19 @@ class GraphView(QWidget):
         lay = QVBoxLayout()  # set once filled (tests/test_widget_items.py)
         lay.setContentsMargins(2, 2, 2, 2)
         lay.addLayout(bar)
-        lay.addWidget(self.canvas, 1)
+        # the picked node's properties (as Netron's side panel): op, name, inputs and outputs
+        # with dtypes and shapes, weights, attributes, its time
+        self.props = QPlainTextEdit()
+        self.props.setReadOnly(True)
+        self.props.setPlaceholderText("pick a node: its inputs, outputs, weights, attributes")
+        self.props.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self.split = QSplitter(Qt.Orientation.Horizontal)
+        self.split.addWidget(self.canvas)
+        self.split.addWidget(self.props)
+        self.split.setStretchFactor(0, 4)
+        self.split.setStretchFactor(1, 1)
+        self.split.setSizes([800, 220])
+        lay.addWidget(self.split, 1)
         self.strip = MemoryStrip()
         self.strip.hide()
         lay.addWidget(self.strip)
@@ -114,7 +137,7 @@ class GraphView(QWidget):
         self.overlay_combo.currentTextChanged.connect(lambda _: self._repaint())
         self.search.textChanged.connect(self._find)
         self.search.returnPressed.connect(self._next_found)
-        self.fit_button.clicked.connect(self.canvas.fit)
+        self.fit_button.clicked.connect(lambda: self.canvas.fit())  # (not its `checked`)
         self.expand_button.clicked.connect(self.expand_requested)
         self.canvas.picked.connect(self._clicked)
         self.strip.picked.connect(self._strip_picked)
@@ -198,6 +221,7 @@ class GraphView(QWidget):
             item.update()
         self.canvas.light_edges(self.scene_, name)
         self.strip.show_node(name)
+        self.props.setPlainText(self._tip(name) if name else "")
 
     def _group(self, name: str) -> list[str]:
         """The nodes outlined with `name`: in the view as loaded, every node the same run
@@ -237,7 +261,7 @@ class GraphView(QWidget):
             self.canvas.transform(),
             self.canvas.mapToScene(self.canvas.viewport().rect().center()),
         )
-        self.canvas.show_scene(scene)
+        self.canvas.show_scene(scene, self._edge_shapes(scene, view))
         if same:
             self.canvas.setTransform(keep[0])
             self.canvas.centerOn(keep[1])
@@ -246,10 +270,10 @@ class GraphView(QWidget):
         self.strip.set_memory(view_data.get("memory") if scene is not None else None)
         self._repaint()
         self._pick(self.picked if self.picked in self.canvas.items_by_name else "")
-        if self.search.text():
-            self._find(self.search.text())
         if fit:
-            self.canvas.fit(readable=True)
+            self.canvas.fit()
+        if self.search.text():  # after the fit: a node found is centred on
+            self._find(self.search.text())
 
     def _figures(self) -> NodeFigures:
         scene = self.scene_
@@ -313,8 +337,42 @@ class GraphView(QWidget):
             self._clicked(target)
             self.canvas.centre_on(target)
 
+    def _edge_shapes(self, scene: Scene | None, view: dict[str, Any]) -> dict[tuple[str, str], str]:
+        """Each drawn edge's tensor shape, short (symbolic dims clipped), where known."""
+        if scene is None:
+            return {}
+        tensors = view.get("tensors") or {}
+        out: dict[tuple[str, str], str] = {}
+        for src, dst, tensor in view.get("edges") or []:
+            shape = (tensors.get(tensor) or [None, None])[1]
+            if shape is not None and (src, dst) not in out:
+                out[(src, dst)] = short_shape(shape)
+        return out
+
     def _find(self, text: str) -> None:
-        self.found = self.scene_.find(text) if self.scene_ else []
+        """Nodes whose name or op type holds `text`; in a collapsed view, matches inside
+        its blocks are shown: the view expanded when its full layout exists, else their
+        blocks marked. None found is said."""
+        scene = self.scene_
+        self.found = scene.find(text) if scene else []
+        t = text.strip().lower()
+        if scene is not None and scene.collapsed and t:
+            inside = [
+                name
+                for name, f in scene.facts.items()
+                if name not in self.canvas.items_by_name
+                and (t in name.lower() or t in str(f.get("op", "")).lower())
+            ]
+            view = ((self.result or {}).get("views") or {}).get(scene.kind) or {}
+            if inside and view.get("layout") is not None:
+                self.collapse_box.setChecked(False)  # its rebuild finds them again
+                return
+            blocks = [scene.block_of(n) for n in inside]
+            self.found += [b for b in dict.fromkeys(blocks) if b and b not in self.found]
+        n = len(self.found)
+        self.find_note.setText(
+            "" if not t else f"no match for {text.strip()!r}" if not n else f"{n} found"
+        )
         self._pick(self.picked)
         if self.found:
             self.canvas.centre_on(self.found[0])

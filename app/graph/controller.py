@@ -140,13 +140,9 @@ class GraphController(QObject):
             return
         self.desk.show_node_memory(self.view.node_memory())
         views = {k: v for k, v in (result.get("views") or {}).items() if v}
-        sizes = ", ".join(
-            f"{len(v['nodes'])} nodes {'as run' if k == 'run' else 'as loaded'}"
-            for k, v in views.items()
-        )
         took = sum(v.get("layout_s", 0.0) for v in views.values())
         self._end(
-            f"{sizes}; laid out in {took:.2f} s"
+            f"{node_counts(views)}; laid out in {took:.2f} s"
             + (f" on {result['provider_used']}" if result.get("provider_used") else "")
         )
 
@@ -280,3 +276,22 @@ class GraphController(QObject):
         self.view.set_status(
             f"exported the {overlay} overlay of {n} nodes for Model Explorer: {path}"
         )
+
+
+def node_counts(views: dict[str, Any]) -> str:
+    """The graph's node counts as the config line counts them (the model's own nodes, at
+    the top level), and what the view draws besides: input and output boxes, the nodes
+    inside If/Loop/Scan bodies."""
+    parts, boxes, inner = [], 0, 0
+    for key in ("loaded", "run"):
+        nodes = (views.get(key) or {}).get("nodes")
+        if nodes is None:
+            continue
+        ops = [n for n in nodes if n["op"] not in ("Input", "Output")]
+        top = sum(1 for n in ops if not n.get("parent"))
+        parts.append(f"{top} nodes {'as run' if key == 'run' else 'as loaded'}")
+        boxes, inner = max(boxes, len(nodes) - len(ops)), max(inner, len(ops) - top)
+    besides = [f"{boxes} input/output boxes"] if boxes else []
+    besides += [f"{inner} nodes inside bodies"] if inner else []
+    drawn = f" (as the config counts them; drawn besides: {', '.join(besides)})" if besides else ""
+    return " → ".join(parts) + drawn
