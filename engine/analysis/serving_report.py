@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.analysis import serving_plots
 from engine.analysis.export import serving_runs
-from engine.analysis.json_fields import mapping, number, whole
+from engine.analysis.json_fields import count_text, mapping, number, whole
 from engine.analysis.report_html import Html, esc, figure, num, pct, section, table
 from engine.serve.records import summarize
 from engine.session.reader import SessionReader
@@ -138,12 +138,13 @@ def figure_rows(summary: Mapping[str, Any], simulated: bool) -> list[tuple[str, 
     lat, sizes = mapping(summary, "latency_ms"), mapping(summary, "batch_size")
     depth, cache = mapping(summary, "queue_depth"), mapping(summary, "cache")
     tp = number(mapping(summary, "throughput").get("requests_per_s"))
-    hits = f"{req.get('cache_hits', 0)} (hit rate {pct(number(cache.get('hit_rate')))})"
+    hits = f"{count_text(req.get('cache_hits', 0))} (hit rate {pct(number(cache.get('hit_rate')))})"
+    sent, warm = count_text(req.get("sent")), count_text(req.get("warmup", 0))
     return [
-        ("requests sent", f"{req.get('sent', '-')} ({req.get('warmup', 0)} in the warm-up)"),
-        ("completed", str(req.get("completed", "-"))),
-        ("rejected", str(req.get("rejected", "-"))),
-        ("timed out", str(req.get("timed_out", "-"))),
+        ("requests sent", f"{sent} ({warm} in the warm-up)"),
+        ("completed", count_text(req.get("completed"))),
+        ("rejected", count_text(req.get("rejected"))),
+        ("timed out", count_text(req.get("timed_out"))),
         ("cache hits", hits),
         (
             "latency p50 / p90 / p99" + (" (predicted)" if simulated else ""),
