@@ -162,3 +162,23 @@ def test_an_exported_encoders_tensors_are_all_sized_at_the_shapes_run(sequence: 
     assert live.to_json()["unknown_tensors"] == 0
     # an attention score tensor (1 x 12 heads x L x L floats) alive at the peak
     assert live.peak_bytes > 12 * sequence * sequence * 4
+
+
+def test_a_node_the_symbolic_inference_trips_on_keeps_what_it_told_before() -> None:
+    """One node it cannot infer (a Concat whose other dims disagree at these shapes: its
+    own assertion) threw away every shape it had told: the tensors of the chain before it
+    came back unknown, and a peak left them out."""
+    from engine import backends
+    from engine.model.memory_need import sizes_at
+
+    model = _sliced_by_length()
+    odd = h.make_tensor("odd", T.INT64, [2, 5], [0] * 10)
+    model.graph.node.extend([
+        h.make_node("Constant", [], ["odd"], value=odd),
+        h.make_node("Concat", ["y", "odd"], ["z"], axis=1),
+    ])  # fmt: skip
+    model.graph.output[0].CopyFrom(h.make_tensor_value_info("z", T.INT64, None))
+    refine = backends.shape_inference()
+    assert refine is not None
+    told = sizes_at(model, {"x": (1, 128)}, refine)
+    assert told.get("types") == told.get("y") == 128 * 8
