@@ -19,6 +19,7 @@ from engine.cli.common import (
 )
 from engine.cli.generate_args import MAX_TOKENS
 from engine.cli.remote_cmd import add_host_flag
+from engine.errors import escape_controls as safe  # one escaping for every printer
 from engine.model.sizes import device_copy_text, size_text
 
 
@@ -68,7 +69,7 @@ def _cmd_memory(args: argparse.Namespace) -> int:
     out = sys.stdout if args.json != "-" else sys.stderr
     print_memory(report, out)
     if args.session:
-        print(f"recorded   {args.session} (memory report)", file=out)
+        print(f"recorded   {safe(args.session)} (memory report)", file=out)
     if args.json:
         write_json(args.json, {"memory": report})
     return EXIT_OK
@@ -102,9 +103,12 @@ def print_memory(r: dict[str, Any], out: TextIO) -> None:
         unknown = live["unknown_tensors"]
         left_out = f" ({unknown} tensor(s) of unknown size left out)" if unknown else ""
         peak = size_text(live["peak_bytes"])
-        w(f"activations {label}: peak {peak} at {live['at_node']}{left_out}\n")
+        w(f"activations {label}: peak {peak} at {safe(str(live['at_node']))}{left_out}\n")
         for t in live["alive_at_peak"][:5]:
-            w(f"             {size_text(t['bytes']):>10}  {t['tensor']} (from {t['producer']})\n")
+            w(
+                f"             {size_text(t['bytes']):>10}  {safe(str(t['tensor']))} "
+                f"(from {safe(str(t['producer']))})\n"
+            )
     m = r["measured"]
     rss = m["rss_bytes"]
     stages = " -> ".join(f"{k.replace('_', ' ')} {size_text(v)}" for k, v in rss.items())
@@ -133,7 +137,7 @@ def print_memory(r: dict[str, Any], out: TextIO) -> None:
     inner = [f"{k} {load[k + '_s']:.3f} s" for k in ("model_loading", "session_initialization")
              if load.get(k + "_s") is not None]  # fmt: skip
     w(f"load       {', '.join(parts)}" + (f" (of which {', '.join(inner)})" if inner else "")
-      + f"; provider {r.get('provider_used')}\n")  # fmt: skip
+      + f"; provider {safe(str(r.get('provider_used')))}\n")  # fmt: skip
     copied = device_copy_text(load.get("weights_to_device"))
     if copied:
         w(f"           {copied}\n")
@@ -162,12 +166,12 @@ def print_llm(llm: dict[str, Any], w: Any) -> None:
         tokens = f"{p['tokens']:,} token{'s' if p['tokens'] != 1 else ''}" + (
             f" x batch {p['batch']}" if p.get("batch") else "")  # fmt: skip
         peak = p.get("activation_peak_bytes")
-        at = f" at {p['at_node']}" if p.get("at_node") else ""
+        at = f" at {safe(str(p['at_node']))}" if p.get("at_node") else ""
         acts = f"activation peak {size_text(peak)}{at}" if peak else "activation peak unknown"
         grew = p.get("rss_growth_bytes")
         top = p.get("rss_peak_growth_bytes")
         rss = "" if grew is None else f"; resident +{size_text(max(grew, 0))}" + (
             f" (peak +{size_text(max(top, 0))})" if top is not None else "")  # fmt: skip
-        w(f"{name:<10} {tokens}: {acts}{rss}\n")
+        w(f"{safe(name):<10} {tokens}: {acts}{rss}\n")
     if llm.get("measured_by"):
-        w(f"           ({llm['measured_by']})\n")
+        w(f"           ({safe(str(llm['measured_by']))})\n")

@@ -13,6 +13,7 @@ import numpy as np
 
 from engine.backends.ort.variants import quantized_summary
 from engine.cli.results import RunResult
+from engine.errors import escape_controls as safe  # one escaping for every printer
 from engine.events import Event, LatencyBatch, Notice, Progress, RunStarted
 from engine.measure.accuracy import check_target, describe_check
 from engine.measure.roofline import Roofs
@@ -45,14 +46,16 @@ class LivePrinter:
                 return
             self._said.add(ev.message)
             self._clear()
-            self.stream.write(f"{ev.level}: {ev.message}\n")
+            self.stream.write(f"{ev.level}: {safe(ev.message)}\n")
         elif isinstance(ev, Progress):
             count = _count(ev.done) + (f"/{_count(ev.total)}" if ev.total else "")
             if self.tty:
-                self._status(f"[{ev.stage}] {ev.message or count}")
+                self._status(f"[{ev.stage}] {safe(ev.message) or count}")
             elif time.monotonic() - self._last_progress >= PIPE_PROGRESS_S:
                 self._last_progress = time.monotonic()
-                said = f"{count}: {ev.message}" if ev.message and ev.total else ev.message
+                said = (
+                    f"{count}: {safe(ev.message)}" if ev.message and ev.total else safe(ev.message)
+                )
                 self.stream.write(f"[{ev.stage}] {said or count}\n")
         elif isinstance(ev, RunStarted):
             self._batch = ev.batch
@@ -112,38 +115,38 @@ def run_printed(request: object) -> Any:
 
 def print_info(info: ModelInfo, out: TextIO) -> None:
     w = out.write
-    w(f"model      {info.path}\n")
+    w(f"model      {safe(info.path)}\n")
     w(f"sha256     {info.sha256}\n")
     w(
         f"size       {_bytes(info.file_bytes)}"
-        + (f" (external data: {', '.join(info.external_data)})" if info.external_data else "")
+        + (f" (external data: {safe(', '.join(info.external_data))})" if info.external_data else "")
         + "\n"
     )
     w(
-        f"producer   {info.producer or '-'}   ir {info.ir_version}   opset "
-        + ", ".join(f"{d} {v}" for d, v in info.opset.items())
+        f"producer   {safe(info.producer) or '-'}   ir {info.ir_version}   opset "
+        + ", ".join(f"{safe(d)} {v}" for d, v in info.opset.items())
         + "\n"
     )
     for label, values in (("inputs", info.inputs), ("outputs", info.outputs)):
         for i, v in enumerate(values):
-            w(f"{label if i == 0 else '':<10} {v.name}: {v.type_text()}\n")
+            w(f"{label if i == 0 else '':<10} {safe(v.name)}: {safe(v.type_text())}\n")
     w(
         f"nodes      {info.nodes}"
         + (f" (+{info.subgraph_nodes} in subgraphs)" if info.subgraph_nodes else "")
         + "\n"
     )
     w(f"params     {info.params:,} ({_bytes(info.param_bytes)})\n")
-    hist = ", ".join(f"{k} {v}" for k, v in list(info.op_types.items())[:12])
+    hist = ", ".join(f"{safe(k)} {v}" for k, v in list(info.op_types.items())[:12])
     more = len(info.op_types) - 12
     w(f"op types   {hist}{f', ... {more} more' if more > 0 else ''}\n")
     if info.checker_warning:
-        w(f"checker    {info.checker_warning}\n")
+        w(f"checker    {safe(info.checker_warning)}\n")
 
 
 def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
     w = out.write
     if result.model:
-        w(f"model      {result.model.info.name}  sha256 {result.model.info.sha256[:12]}\n")
+        w(f"model      {safe(result.model.info.name)}  sha256 {result.model.info.sha256[:12]}\n")
     if result.started:
         s = result.started
         w(f"config     {s.config.label()}\n")
@@ -158,7 +161,9 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
         )
         w(
             "inputs     "
-            + ", ".join(f"{k} {d}[{'x'.join(map(str, sh))}]" for k, (sh, d) in s.inputs.items())
+            + ", ".join(
+                f"{safe(k)} {d}[{'x'.join(map(str, sh))}]" for k, (sh, d) in s.inputs.items()
+            )
             + "\n"
         )
     if result.variant:
@@ -174,7 +179,7 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
         w(f"variant    {v.precision}: {nodes}; {how}{f'; {quantized}' if quantized else ''}\n")
         weights = v.details.get("weights")  # a generating model's weight search
         if isinstance(weights, dict) and weights.get("summary"):
-            w(f"weights    {weights['summary']}\n")
+            w(f"weights    {safe(str(weights['summary']))}\n")
         int8 = v.details.get("int8")
         if int8:
             kept = int8.get("excluded_nodes") or []
@@ -185,7 +190,7 @@ def print_summary(result: RunResult, out: TextIO, top: int = 15) -> None:
             w(
                 f"int8       target {int8.get('min_cosine')} on every check: "
                 f"{'met' if int8.get('met') else 'MISSED'} with {said}{head}"
-                f"{f'; {len(kept)} node(s) in FP32: ' + ', '.join(kept[:6]) if kept else ''}"
+                f"{f'; {len(kept)} node(s) in FP32: ' + safe(', '.join(kept[:6])) if kept else ''}"
                 f"{' ...' if len(kept) > 6 else ''}; {len(int8.get('attempts') or [])} "
                 "attempt(s)\n"
             )
@@ -232,7 +237,7 @@ def print_accuracy(a: Any, w: Callable[[str], object], target: float | None) -> 
     """The accuracy lines: the judged figure and what it was, then each check that fails
     `target` (or the worst one), then the raw errors and what the samples were."""
     top1 = f"  top-1 agreement {a.top1_agreement:.1%}" if a.top1_agreement is not None else ""
-    data = f" on {a.data}" if a.data else f" on {a.samples} sample(s)"
+    data = f" on {safe(a.data)}" if a.data else f" on {a.samples} sample(s)"
     mean = a.mean_cosine if a.mean_cosine is not None else math.nan
     w(
         f"accuracy   vs fp32{data}: worst sample's cosine {a.cosine:.6f} (mean {mean:.6f})  "
@@ -240,13 +245,13 @@ def print_accuracy(a: Any, w: Callable[[str], object], target: float | None) -> 
     )
     verdict = next((str(c["verdict"]) for c in a.checks if c.get("verdict")), "")
     if verdict:  # a generating model's weights: the checks' own targets, said in a line
-        w(f"verdict    {verdict}\n")
+        w(f"verdict    {safe(verdict)}\n")
     judged = [c for c in a.checks if isinstance(c.get("worst"), int | float)]
     failing = [c for c in judged if target is not None and c["worst"] < check_target(c, target)]
     shown = failing or ([a.worst] if a.worst and len(judged) > 1 else [])
     for c in shown:
         mark = "FAILS " if c in failing else "worst "
-        w(f"           {mark}{describe_check(c)}\n")
+        w(f"           {mark}{safe(describe_check(c))}\n")
 
 
 def print_ops(profile: Any, out: TextIO, top: int, machine: Roofs | None = None) -> None:
@@ -272,7 +277,7 @@ def print_ops(profile: Any, out: TextIO, top: int, machine: Roofs | None = None)
         w(f"machine    while profiling: {load.line()}\n")
     w(
         "providers  "
-        + ", ".join(f"{k}: {v} nodes" for k, v in profile.provider_nodes.items())
+        + ", ".join(f"{safe(k)}: {v} nodes" for k, v in profile.provider_nodes.items())
         + "\n\n"
     )
     header = (
@@ -283,7 +288,7 @@ def print_ops(profile: Any, out: TextIO, top: int, machine: Roofs | None = None)
         w(f"{title}\n{header}")
         for s in rows:
             w(
-                f"{_clip(s.name, 38):<38} {_clip(s.op_type, 20):<20} {s.time_ms:8.3f} "
+                f"{_clip(safe(s.name), 38):<38} {_clip(safe(s.op_type), 20):<20} {s.time_ms:8.3f} "
                 f"{s.share:6.1%} {_bytes(s.bytes):>9} {_num(s.gbps, 7)} {_num(s.gflops, 8)} "
                 f"{_num(s.intensity, 7)}" + (_bound(s, machine) if machine else "") + "\n"
             )
