@@ -16,7 +16,7 @@ from engine.session.recording import recording
 
 def cmd_info(args: argparse.Namespace) -> int:
     _, info = backends.describe_model(args.model)  # read without running code from it
-    print_info(info, sys.stdout)
+    print_info(info, sys.stdout, verbose=getattr(args, "verbose", False))
     if args.json:
         write_json(args.json, info.to_json())
     return EXIT_OK

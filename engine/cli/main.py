@@ -64,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("info", help="describe a model: inputs, outputs, ops, parameters")
     p.add_argument("model", help="an .onnx file")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="symbolic dims in full (an exporter's formula can run to hundreds of characters)",
+    )
     add_json_flag(p, "the description")
     p.set_defaults(handler=_cmd_info)
 

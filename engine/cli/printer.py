@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 import time
 from collections import deque
@@ -113,7 +114,33 @@ def run_printed(request: object) -> Any:
         printer.close()
 
 
-def print_info(info: ModelInfo, out: TextIO) -> None:
+LONG_DIM = 24  # a symbolic dim longer than this (an exporter's formula) is named, not shown
+_NOT_DIMS = frozenset({"floor", "ceil", "min", "max", "Mod", "mod", "Max", "Min", "sqrt"})
+
+
+def short_type(v: Any, notes: list[str]) -> str:
+    """`v`'s type with each long symbolic dim named N0, N1...; each name's note (what the
+    formula is of, and how long) added to `notes`."""
+    if v.kind != "tensor" or v.shape is None:
+        return str(v.type_text())
+    dims = []
+    for d in v.shape:
+        if isinstance(d, str) and len(d) > LONG_DIM:
+            name = f"N{len(notes)}"
+            of = sorted(set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", d)) - _NOT_DIMS)
+            notes.append(
+                f"{name} = a formula of {', '.join(of) or 'constants'} ({len(d):,} characters; "
+                "--verbose or --json shows it)"
+            )
+            dims.append(name)
+        else:
+            dims.append("?" if d is None else str(d))
+    return f"{v.dtype}[{', '.join(dims)}]"
+
+
+def print_info(info: ModelInfo, out: TextIO, verbose: bool = False) -> None:
+    """The model's facts; a long symbolic dim (a YOLO export's 500-character output
+    size) named, with its formula in full only when `verbose`."""
     w = out.write
     w(f"model      {safe(info.path)}\n")
     w(f"sha256     {info.sha256}\n")
@@ -129,7 +156,11 @@ def print_info(info: ModelInfo, out: TextIO) -> None:
     )
     for label, values in (("inputs", info.inputs), ("outputs", info.outputs)):
         for i, v in enumerate(values):
-            w(f"{label if i == 0 else '':<10} {safe(v.name)}: {safe(v.type_text())}\n")
+            notes: list[str] = []
+            kind = v.type_text() if verbose else short_type(v, notes)
+            w(f"{label if i == 0 else '':<10} {safe(v.name)}: {safe(kind)}\n")
+            for note in notes:
+                w(f"{'':<10}   {safe(note)}\n")
     w(
         f"nodes      {info.nodes}"
         + (f" (+{info.subgraph_nodes} in subgraphs)" if info.subgraph_nodes else "")
