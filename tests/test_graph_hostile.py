@@ -161,7 +161,10 @@ def test_the_job_says_when_a_graph_was_drawn_by_layers_and_refuses_one_over_the_
 ) -> None:
     model = _chain(60, tmp_path / "c.onnx")
     monkeypatch.setattr("engine.model.graph_layout.GRAPHLAY_BUDGET_S", 0.0)
-    r = drive(graph_job(GraphRequest(Workload(model), as_run=False)), lambda _: None)
+    said: list[object] = []
+    r = drive(graph_job(GraphRequest(Workload(model), as_run=False)), said.append)
+    assert any("60 nodes as loaded by layers (the layered layout would take about" in
+               str(getattr(e, "message", "")) for e in said)  # fmt: skip
     note = r["views"]["loaded"]["note"]
     assert "drawn by layers" in note and "would take about" in note
     monkeypatch.setattr(graph_job_mod, "AS_RUN_MAX_NODES", 50)  # no session is made

@@ -105,7 +105,7 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
         "as_run_error": None,
     }
     cache = cache_root() / "layouts"
-    yield Progress("graph", 1, STAGES, f"laying out {loaded.op_count} nodes as loaded")
+    yield Progress("graph", 1, STAGES, _laying_out(loaded, "as loaded", req.expand))
     result["views"]["loaded"] = _view(loaded, {}, req.expand, cache)
     result["views"]["loaded"]["memory"] = _memory(loaded)
 
@@ -149,7 +149,7 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
             origins = by_name(fused_origins(run_io, loaded_io, inputs, weights), run_io, loaded_io)
             result["fused"] = origins
             result["removed"] = removed(run_io, loaded_io, origins)
-            yield Progress("graph", 3, STAGES, f"laying out {run_graph.op_count} nodes as run")
+            yield Progress("graph", 3, STAGES, _laying_out(run_graph, "as run", req.expand))
             run_view = result["views"]["run"] = _view(
                 run_graph,
                 ran.providers,
@@ -233,6 +233,21 @@ def _view(
         )
     view["layout_s"] = time.perf_counter() - t0
     return view
+
+
+def _laying_out(graph: ModelGraph, title: str, expand: bool) -> str:
+    """The progress line before a view's layout, with what it will take when that is long
+    (graph_layout.estimate_s; beyond its budget, the linear layout's own few seconds)."""
+    from engine.model.graph_layout import GRAPHLAY_BUDGET_S, estimate_s, layers_of
+
+    text = f"laying out {graph.op_count:,} nodes {title}"
+    if graph.op_count > NODE_LIMIT and not expand:
+        return text + " (repeated blocks collapsed first)"
+    boxes = [Box(n.name, n.op_type) for n in graph.nodes]
+    guess = estimate_s(len(boxes), layers_of(boxes, [(s, d) for s, d, _ in graph.edges]))
+    if guess > GRAPHLAY_BUDGET_S:
+        return text + f" by layers (the layered layout would take about {guess:,.0f} s)"
+    return text + (f" (about {guess:.0f} s)" if guess >= 1 else "")
 
 
 def _layers_note(layout: dict[str, Any], n: int) -> str:
