@@ -71,6 +71,15 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
     assert str(exc) == f"{fifo}: is a FIFO, not a model file: give a regular file"
 
 
+def test_a_fifo_named_as_a_pytorch_model_is_refused(tmp_path: Path) -> None:
+    from engine.backends.pytorch.load import load_torch
+
+    fifo = tmp_path / "model.pt2"
+    os.mkfifo(fifo)
+    exc = _in_time(lambda: load_torch(fifo))
+    assert isinstance(exc, ModelError) and "is a FIFO, not a model file" in str(exc)
+
+
 def test_a_device_is_refused_before_a_byte_is_read() -> None:
     exc = _in_time(lambda: load_model("/dev/zero"))
     assert isinstance(exc, ModelError) and "is a device, not a model file" in str(exc)

@@ -98,7 +98,10 @@ class TorchModel:
 
 def load_torch(path: str | Path) -> TorchModel:
     """Load a .pt2 program or a TorchScript archive; refuse everything else clearly."""
+    from engine.files import check_model_file
+
     p = Path(path)
+    check_model_file(p)  # a FIFO, a device, a socket or a file past memory: never read
     if not p.exists():
         raise ModelError("file not found", p)
     if p.is_dir():
