@@ -200,6 +200,8 @@ def main_remote(action: str, rest: list[str]) -> int:
             manifest = json.loads(raw)
         except ValueError:
             raise ConfigError("remote folder: the manifest is not JSON") from None
+        except RecursionError:
+            raise ConfigError("remote folder: the manifest is nested too deeply") from None
         assemble(rest[0], manifest, sys.stdout)
         return 0
     if action == "take" and len(rest) == 1:

@@ -24,7 +24,7 @@ from engine.run.host_workload import HostWorkload
 from engine.run.jobs import on_loaded_model
 from engine.run.live_job import LiveJob
 from engine.run.outbox import Outbox
-from engine.run.wire import Channel
+from engine.run.wire import Channel, WireError
 
 BUILDS = (cmds.Load, cmds.Apply, cmds.SetInputs, cmds.GenerationShape)
 
@@ -72,7 +72,12 @@ class Dispatcher:
         while self.waiting and self._machine.accepts(signal_of(self.waiting[0])):
             self.dispatch(self.waiting.pop(0))
         if conn.poll(wait_s):
-            self.dispatch(conn.recv())
+            try:
+                cmd = conn.recv()
+            except WireError as exc:  # not OpScope's schema: told to the sender, serving on
+                self._out.put(CommandFailed("message", str(exc)))
+                return
+            self.dispatch(cmd)
 
     def dispatch(self, cmd: object) -> None:
         signal = signal_of(cmd)

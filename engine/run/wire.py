@@ -14,6 +14,7 @@ schema, or too big, is refused with one line (WireError)."""
 from __future__ import annotations
 
 import base64
+import collections.abc
 import contextlib
 import dataclasses
 import enum
@@ -24,6 +25,8 @@ import os
 import select
 import struct
 import threading
+import types
+import typing
 from pathlib import PurePath
 from typing import Any, Protocol
 
@@ -33,6 +36,9 @@ from engine.errors import OpScopeError
 
 WIRE_VERSION = 1  # bumped whenever a message's shape changes incompatibly
 MAX_FRAME = 512 * 1024 * 1024  # one message; a profile of a big model is tens of MB
+UNCHECKED = ("engine.events",)  # the host's answers: its own, not a sender's input
+MAX_DEPTH = 100  # containers within containers in one message
+MAX_DIMS = 32  # dims of an array on the wire (numpy's own limit is 64)
 _HEADER = struct.Struct(">I")
 
 # Whose dataclasses and enums may cross: OpScope's own engine types (the commands, the
@@ -148,15 +154,113 @@ def _array(spec: Any) -> np.ndarray:
         raise WireError(f"an array of unknown dtype {str(dtype_s)[:20]!r}") from exc
     if dtype.kind not in "biuf" or not isinstance(shape, list):
         raise WireError(f"an array of dtype {dtype} is not in the wire schema")
-    if not all(isinstance(n, int) and n >= 0 for n in shape) or not isinstance(data, str):
-        raise WireError("a malformed array")
-    raw = base64.b64decode(data, validate=True)
-    if len(raw) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+    if (  # booleans are ints to Python; a dim past int64 overflowed numpy's product
+        len(shape) > MAX_DIMS
+        or not all(type(n) is int and 0 <= n <= MAX_FRAME for n in shape)
+        or not isinstance(data, str)
+    ):
+        raise WireError("a malformed array (its shape: up to 32 whole numbers, no booleans)")
+    raw = _b64(data, "array")
+    count = math.prod(shape)  # Python ints: exact, whatever the dims
+    if count * dtype.itemsize != len(raw):
         raise WireError("an array whose bytes do not match its shape")
     return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
 
 
-def _dataclass(name: Any, fields: Any) -> Any:
+def _b64(data: Any, what: str) -> bytes:
+    if not isinstance(data, str):
+        raise WireError(f"a malformed {what}: its base64 is not text")
+    try:
+        return base64.b64decode(data, validate=True)
+    except ValueError:  # binascii.Error: not base64
+        raise WireError(f"a malformed {what}: not base64") from None
+
+
+_hint_cache: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """The class's field types, resolved: what a host is sent (commands, job requests,
+    configs, workloads) is checked field by field. None for the events a host sends
+    back, nor when they cannot be resolved: nothing checked."""
+    with _classes_lock:
+        found = _hint_cache.get(cls)
+    if found is None:
+        try:
+            found = {} if cls.__module__ in UNCHECKED else typing.get_type_hints(cls)
+        except Exception:  # a name only a type checker sees
+            found = {}
+        with _classes_lock:
+            _hint_cache[cls] = found
+    return found
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a decoded value can be what a field of type `hint` holds: its kind (text,
+    bytes, a number, a container, an array, one of the engine's dataclasses or enums),
+    not every detail. A hint it cannot judge passes."""
+    if hint is Any or hint is object or isinstance(hint, typing.TypeVar):
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_fits(value, a) for a in args)
+    if origin is typing.Literal:
+        return value in args
+    if origin is typing.ClassVar or origin is collections.abc.Callable:
+        return True
+    if origin is not None:
+        return _fits_container(value, origin, args)
+    if hint in (int, float, complex):
+        return isinstance(value, (int, float))
+    if hint is bool:
+        return isinstance(value, (bool, int))
+    if hint is str:
+        return isinstance(value, str)
+    if hint is bytes:
+        return isinstance(value, bytes)
+    if isinstance(hint, type) and issubclass(hint, PurePath):
+        return isinstance(value, (str, PurePath))  # a path crosses as text
+    if isinstance(hint, type) and (dataclasses.is_dataclass(hint) or issubclass(hint, enum.Enum)):
+        return isinstance(value, hint)
+    if hint is np.ndarray:
+        return isinstance(value, np.ndarray)
+    return True
+
+
+def _fits_container(value: Any, origin: Any, args: tuple[Any, ...]) -> bool:
+    if origin in (list, collections.abc.Sequence, collections.abc.Iterable):
+        if not isinstance(value, (list, tuple)):
+            return False
+        return not args or all(_fits(v, args[0]) for v in value)
+    if origin is tuple:
+        if not isinstance(value, (tuple, list)):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_fits(v, args[0]) for v in value)
+        return not args or (len(args) == len(value) and all(map(_fits, value, args)))
+    if origin in (dict, collections.abc.Mapping):
+        if not isinstance(value, dict):
+            return False
+        return len(args) != 2 or all(_fits(v, args[1]) for v in value.values())
+    if origin in (set, frozenset, collections.abc.Set):
+        return isinstance(value, (set, frozenset))
+    if origin is np.ndarray:
+        return isinstance(value, np.ndarray)
+    return True
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _hint_text(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")[:60]
+
+
+def _dataclass(name: Any, fields: Any, depth: int = 0) -> Any:
     cls = _cls(name, "dataclass")
     if not isinstance(fields, dict):
         raise WireError(f"{name}: fields that are not an object")
@@ -164,7 +268,12 @@ def _dataclass(name: Any, fields: Any) -> Any:
     unknown = set(fields) - set(declared)
     if unknown:
         raise WireError(f"{name}: unknown fields {sorted(unknown)[:3]}")
-    values = {k: from_data(v) for k, v in fields.items()}
+    values = {k: from_data(v, depth) for k, v in fields.items()}
+    hints = _hints(cls)
+    for k, v in values.items():
+        if k in hints and not _fits(v, hints[k]):
+            raise WireError(f"{name}: {k} is a {_kind(v)}, not what the field holds "
+                            f"({_hint_text(hints[k])})")  # fmt: skip
     init = {k: v for k, v in values.items() if declared[k].init}
     try:
         obj = cls(**init)
@@ -176,25 +285,29 @@ def _dataclass(name: Any, fields: Any) -> Any:
     return obj
 
 
-def from_data(data: Any) -> Any:
-    """The value `to_data` encoded (WireError for anything outside the schema)."""
+def from_data(data: Any, depth: int = 0) -> Any:
+    """The value `to_data` encoded (WireError for anything outside the schema, or nested
+    deeper than MAX_DEPTH: sent back, it would not encode)."""
+    if depth > MAX_DEPTH:
+        raise WireError("a message nested too deeply")
+    d = depth + 1
     if data is None or isinstance(data, (bool, int, float, str)):
         return data
     if isinstance(data, list):
-        return [from_data(x) for x in data]
+        return [from_data(x, d) for x in data]
     if not isinstance(data, dict):
         raise WireError(f"a {type(data).__name__} is not in the wire schema")
     if "$dc" in data:
-        return _dataclass(data["$dc"], data.get("f"))
+        return _dataclass(data["$dc"], data.get("f"), d)
     if "$nd" in data:
         return _array(data["$nd"])
     if "$t" in data:
-        return tuple(from_data(x) for x in _items(data["$t"]))
+        return tuple(from_data(x, d) for x in _items(data["$t"]))
     if "$map" in data:
         pairs = _items(data["$map"])
         if not all(isinstance(p, list) and len(p) == 2 for p in pairs):
             raise WireError("a malformed map")
-        return {_key(from_data(k)): from_data(v) for k, v in pairs}
+        return {_key(from_data(k, d)): from_data(v, d) for k, v in pairs}
     if "$f" in data:
         if data["$f"] not in ("nan", "inf", "-inf"):
             raise WireError("a malformed number")
@@ -202,16 +315,16 @@ def from_data(data: Any) -> Any:
     if "$enum" in data:
         cls = _cls(data["$enum"], "enum")
         try:
-            return cls(from_data(data.get("v")))
+            return cls(from_data(data.get("v"), d))
         except ValueError as exc:
             raise WireError(f"{data['$enum']}: {exc}") from None
     if "$set" in data:
-        return {_key(from_data(x)) for x in _items(data["$set"])}
+        return {_key(from_data(x, d)) for x in _items(data["$set"])}
     if "$b" in data:
-        return base64.b64decode(str(data["$b"]), validate=True)
+        return _b64(data["$b"], "byte string")
     if any(k.startswith("$") for k in data):
         raise WireError(f"an unknown tag {next(k for k in data if k.startswith('$'))[:20]!r}")
-    return {k: from_data(v) for k, v in data.items()}
+    return {k: from_data(v, d) for k, v in data.items()}
 
 
 def _items(x: Any) -> list[Any]:
@@ -246,6 +359,10 @@ def decode(raw: bytes) -> Any:
         return from_data(msg["m"])
     except RecursionError:
         raise WireError("a message nested too deeply") from None
+    except WireError:
+        raise
+    except Exception as exc:  # whatever else the schema missed: a protocol error still
+        raise WireError(f"a malformed message ({type(exc).__name__}: {str(exc)[:120]})") from None
 
 
 # connections ---------------------------------------------------------------------------
