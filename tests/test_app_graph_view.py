@@ -151,3 +151,11 @@ def test_screenshots_of_the_view_at_both_window_sizes(qtbot: QtBot, tmp_path: Pa
         assert view.canvas.transform().m11() >= LABEL_LOD
         assert view.props.width() > 0 and view.canvas.width() > view.props.width()
         view.close()
+
+
+def test_the_configuration_says_what_its_node_count_counts(qtbot: QtBot) -> None:
+    from app.shell.main_window import MainWindow
+
+    win = MainWindow(["cpu"])
+    qtbot.addWidget(win)
+    assert "input and output boxes" in win.variant_label.toolTip()

@@ -143,6 +143,10 @@ class MainWindow(QMainWindow):
         self.model_label.setWordWrap(True)
         self.variant_label = QLabel("–")
         self.variant_label.setWordWrap(True)
+        self.variant_label.setToolTip(  # the Graph dock counts the same, and says so (#53)
+            "Nodes of the model file → of the runtime's graph after fusion, at the top "
+            "level; the Graph dock draws input and output boxes besides these"
+        )
         side = QWidget()
         side_layout = QVBoxLayout()
         facts = QFormLayout()
