@@ -131,3 +131,40 @@ def test_the_report_as_written_reads_back(tmp_path: Path) -> None:
         (row,) = reader.memory()
     assert row.report["inputs"] == {"image": [1, 3, 64, 64]}
     assert row.report["load"]["variant_cached"] is True
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.recorded_sessions import QUICK, record
+
+    path = tmp_path_factory.mktemp("ops") / "profiled.opscope"
+    record(path, ["profile", DEMO_CNN, *QUICK, "--runs", "5"])
+    return path
+
+
+def without(src: Path, dst: Path, table: str, column: str) -> Path:
+    dst.write_bytes(src.read_bytes())
+    conn = sqlite3.connect(dst)
+    conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    conn.commit()
+    conn.close()
+    return dst
+
+
+@pytest.mark.parametrize("column", ["p50_ms", "p99_ms", "share"])
+def test_a_missing_optional_ops_column_shows_as_dash(
+    profiled: Path, tmp_path: Path, column: str
+) -> None:
+    """`report` said a missing ops column would show as "-", then refused the file."""
+    from tests.recorded_sessions import opscope
+
+    session = without(profiled, tmp_path / "s.opscope", "ops", column)
+    out = tmp_path / "s.html"
+    proc = opscope("report", session, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert f"lacks column ops.{column}" in proc.stderr and "show as -" in proc.stderr
+    with SessionReader.open(session) as reader:
+        ops = reader.ops(1)
+    assert ops and all(getattr(o, column) != getattr(o, column) for o in ops)  # NaN: "-"
+    if column == "share":
+        assert '<td class="r">-</td>' in out.read_text()

@@ -6,6 +6,7 @@ each declared once (engine/session/spec.py)."""
 from __future__ import annotations
 
 import functools
+import math
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,6 +81,8 @@ def _op_stat(run_id: int, pass_: int, kind: str, rank: int, **stat: Any) -> OpSt
 
 
 _NULLABLE_STATS = ("gbps", "flops", "gflops", "intensity")
+# optional in the file (columns.py): a file without them reads NaN, which tables show as "-"
+_NAN_STATS = ("p50_ms", "p99_ms", "share")
 _STAT_KINDS = {"name": str, "op_type": str, "provider": str, "calls": int, "bytes": int,
                "flops": int}  # fmt: skip
 
@@ -94,8 +97,8 @@ OPS: RecordSpec[OpStat] = RecordSpec(
             Column(
                 key,
                 _STAT_KINDS.get(key, float),
-                nullable=key in _NULLABLE_STATS or key == "provider",
-                default="" if key == "provider" else None,
+                nullable=key in (*_NULLABLE_STATS, *_NAN_STATS, "provider"),
+                default="" if key == "provider" else math.nan if key in _NAN_STATS else None,
             )
             for key in STAT_KEYS
         ),
