@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.genai.model import open_llm, read_config
-from engine.cli.common import EXIT_INTERRUPTED, EXIT_OK, write_json
+from engine.cli.common import EXIT_FAULT, EXIT_INTERRUPTED, EXIT_OK, write_json
 from engine.cli.printer import LivePrinter
 from engine.cli.simulate_llm import (
     NOT_FOR_LLM,
@@ -132,4 +132,12 @@ def cmd_load_llm(args: argparse.Namespace) -> int:
     if stopped:  # its figures, then
         print("opscope: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    if loop.timed_out and row["unfinished"]:  # a backlog it could not serve
+        unsent = int((~np.isfinite(loop.sent)).sum())
+        print(f"dropped    {row['unfinished']:,} of {len(work):,} requests unfinished at the "
+              f"drain deadline ({unsent:,} never sent): not served, not in the figures; "
+              "the study is recorded partial", file=out)  # fmt: skip
+        print(f"opscope: stopped at the drain deadline: {row['unfinished']:,} request(s) "
+              "not served", file=sys.stderr)  # fmt: skip
+        return EXIT_FAULT
     return EXIT_OK

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 from engine import backends
 from engine.backends.base import Prepared, PrepareRequest
 from engine.cli.common import (
+    EXIT_FAULT,
     EXIT_INTERRUPTED,
     EXIT_OK,
     config_from_args,
@@ -181,6 +182,11 @@ def cmd_load(args: argparse.Namespace) -> int:
     if model.loop is not None and model.loop.interrupted:
         print("opscope: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    if model.loop is not None and model.loop.timed_out:  # a backlog it could not serve
+        lost = model.loop.unserved + model.loop.dropped
+        print(f"opscope: stopped at the drain deadline: {lost:,} request(s) not served "
+              "(counted above as unserved and dropped)", file=sys.stderr)  # fmt: skip
+        return EXIT_FAULT
     return EXIT_OK
 
 
@@ -217,6 +223,7 @@ def print_serving(r: dict[str, Any], out: TextIO) -> None:
             if req.get("unserved")
             else ""
         )
+        + (f"; {req['dropped']:,} more never sent (dropped)" if req.get("dropped") else "")
         + "\n"
     )
     w(

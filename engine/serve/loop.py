@@ -156,6 +156,7 @@ class ServingLoop:
         self._abort = False  # stop serving too (a signal, the run's end): queued unserved
         self.interrupted = False  # a signal stopped the run (engine.interrupt)
         self.unserved = 0  # requests that still waited when it stopped
+        self.dropped = 0  # requests planned and never sent (a stop, the drain deadline)
         # requests in the order they arrived, and ended, since the last report: handed out
         # then and dropped (kept, they grew a load run by ~200 bytes a request: 0.6 MB a
         # minute at 50/s)
@@ -508,6 +509,7 @@ class ServingLoop:
             self.unserved = int(queued.size)
             self._ended_order.extend(queued[~self._reported_waiting[queued]].tolist())
         sent = np.isfinite(rec.sent)
+        self.dropped = int(sent.size - np.count_nonzero(sent))
         if not sent.all():
             for name in ("scheduled", "sent", "dequeued", "done", "batch", "hit", "outcome"):
                 setattr(rec, name, getattr(rec, name)[sent])

@@ -77,6 +77,8 @@ def served(
     yield from loop.run()
     contention = window.done()
     result = {**setup, **summarize(loop.records(), warmup_s, slo_ms)}
+    # planned and never sent (a stop, the drain deadline): counted, not silently gone
+    result["requests"]["dropped"] = loop.dropped
     if contention is not None:
         result["machine"] = {"contention": contention.to_json()}
     hit_rate(result)
