@@ -168,3 +168,11 @@ def test_a_missing_optional_ops_column_shows_as_dash(
     assert ops and all(getattr(o, column) != getattr(o, column) for o in ops)  # NaN: "-"
     if column == "share":
         assert '<td class="r">-</td>' in out.read_text()
+
+
+def test_a_writer_names_a_wal_folder(tmp_path: Path) -> None:
+    """Appending to such a file said only "cannot open (unable to open database file)"."""
+    session = wal_mode(session_with_memory(tmp_path / "s.opscope"))
+    Path(f"{session}-wal").mkdir()
+    with pytest.raises(SessionFileError, match=r"s\.opscope-wal is a folder"):
+        SessionStore.create_or_open(session).close()

@@ -21,7 +21,7 @@ from engine.errors import SessionFileError
 from engine.events import AccuracyResult, OpProfile, ServedRequests, ServingStarted, TimingDone
 from engine.measure.contention import Contention
 from engine.model.info import ModelInfo
-from engine.session import held, serving_rows, writer_liveness
+from engine.session import held, read_only, serving_rows, writer_liveness
 from engine.session.env import MACHINE_PREFIX
 from engine.session.latency_rows import add_latency
 from engine.session.llm_study_rows import LLM_STUDIES
@@ -65,6 +65,7 @@ class SessionStore:
             check_file(p, allow_empty=True)
         elif not p.parent.is_dir():
             raise SessionFileError(f"folder {p.parent} does not exist", p)
+        read_only.check_companions(p)  # a -wal folder: SQLite said only "unable to open"
         key = None if created else held.hold(p)  # before the connection takes its locks
         try:
             conn = connect_for_writing(p, busy_timeout_s)
