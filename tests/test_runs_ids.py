@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 from unittest.mock import MagicMock
 
 from pytestqt.qtbot import QtBot
@@ -14,7 +16,7 @@ from pytestqt.qtbot import QtBot
 from app.desk import Desk
 from app.runs.controller import RunsController
 from app.sessions.recording import Recording
-from engine.events import RunEnded
+from engine.events import GenerationStarted, GenerationSteps, RunEnded
 from engine.model.info import load_model
 from engine.session import Recorder, SessionStore
 from engine.session.store import open_session_file
@@ -66,18 +68,26 @@ def test_the_runs_docks_number_is_the_files_run_id_and_empty_runs_are_not_kept(
     _tune_records_runs(path, e, 3)  # file runs 2-4: the tune's
     live(_live_run(e, samples=False))  # applied during the pause: nothing measured
     live(_live_run(e))  # file run 5
+    # a generating model's live run paused by a study before its first generation: its
+    # shape alone is not a run (it read as a 0-sample run in the afternoon's file)
+    shape = GenerationStarted(16, 6, 1, "greedy", 2048, 4096)
+    live([e["started"], shape, RunEnded("ok")])
+    steps = GenerationSteps(0, 0, np.array([3_000_000, 1_000_000], np.int64), e["origin"])
+    live([e["started"], shape, steps, RunEnded("ok")])  # file run 6: one generation
     recording.close()
 
     with open_session_file(path) as reader:
         runs = reader.runs()
     assert [(r.id, r.kind) for r in runs] == [(1, "live"), (2, "tune"), (3, "tune"),
-                                              (4, "tune"), (5, "live")]  # fmt: skip
-    assert all(r.samples for r in runs)  # no run with 0 samples
+                                              (4, "tune"), (5, "live"), (6, "live")]  # fmt: skip
+    assert all(r.samples for r in runs[:5])  # no run with 0 samples
+    with open_session_file(path) as reader:
+        assert reader.generation(6) is not None
     table.show()
     ctl.refresh()
     t = table.table
     cells = [[t.item(i, c) for c in (0, COLUMNS.index("kind"))] for i in range(t.rowCount())]
     shown = [tuple(c.text() if c else "" for c in row) for row in cells]
-    assert shown == [("1", "live"), ("5", "live")]
+    assert shown == [("1", "live"), ("5", "live"), ("6", "live")]
     table.pin(ctl.summary.rows()[-1].index)
-    assert table.note.text() == "Δ against run 5"
+    assert table.note.text() == "Δ against run 6"

@@ -17,7 +17,6 @@ from engine.api import (
     AccuracyResult,
     Compacted,
     ContentionSample,
-    GenerationStarted,
     GenerationSteps,
     LatencyBatch,
     OpProfile,
@@ -38,8 +37,9 @@ from engine.api import (
 CLOSE_GRACE_S = 5.0  # quitting waits this long for a lock another process holds
 # a run's own facts, dropped with it when it ends with nothing measured
 _RUN_FACTS = (RunStarted, AccuracyResult, TimingDone, ContentionSample, LatencyBatch, RunEnded)
-# what makes a run worth its row: samples, a serving or generating run, a profile
-_MEASURED = (ServingStarted, ServedRequests, GenerationStarted, GenerationSteps, OpProfile)
+# what makes a run worth its row: samples, a serving run (asked for: kept even if it ends
+# at once), a timed generation (not its shape alone), a profile
+_MEASURED = (ServingStarted, ServedRequests, GenerationSteps, OpProfile)
 
 
 def _measured(ev: Any) -> bool:
