@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 from unittest.mock import MagicMock
 
+import numpy as np
 from pytestqt.qtbot import QtBot
 
 from app.desk import Desk
