@@ -39,7 +39,14 @@ from engine.serve.records import (
 )
 from engine.serve.setup import Serving, check_batch_fits, prepare_serving, warm, warmup_sizes
 from engine.serve.sim.calibration import calibration_context, load_or_calibrate
-from engine.serve.sim.capacity_search import Scenario, capacity_curve, max_rate_on, tune_batching
+from engine.serve.sim.capacity_search import (
+    Scenario,
+    capacity_curve,
+    check_reachable,
+    max_rate_on,
+    slo_floor_ms,
+    tune_batching,
+)
 from engine.serve.sim.service import ServiceModel
 from engine.serve.sim.simulate import simulate
 from engine.serve.sim.slow_stretches import stretches_text, summary
@@ -238,6 +245,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if replay is not None:
             result["replayed"] = _replayed(replay)
         hit_rate(result)
+        if args.find or args.tune_batching:  # before any search: one line, not no end
+            services = [service] + ([source.service_for(k) for k in source.instance_choices()]
+                                    if args.tune_batching else [])  # fmt: skip
+            repeat = args.repeat if args.cache else 0.0
+            check_reachable(args.slo_p99, min(slo_floor_ms(s, repeat) for s in services))
         work = Scenario(
             spec, args.requests or SEARCH_REQUESTS, args.seed, args.cache, args.repeat,
             args.warmup_s, args.slow_stretches,

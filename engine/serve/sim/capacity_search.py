@@ -10,6 +10,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from engine.errors import ConfigError
 from engine.events import Progress
 from engine.serve.batching import BatchPolicy
 from engine.serve.records import summarize
@@ -48,6 +51,26 @@ def meets(summary: dict[str, Any], slo_ms: float) -> bool:
     req = summary["requests"]
     p99 = summary["latency_ms"]["p99"]
     return bool(req["rejected"] == 0 and req["timed_out"] == 0 and p99 <= slo_ms)
+
+
+def slo_floor_ms(service: ServiceModel, repeat: float = 0.0) -> float:
+    """The least p99 any rate or batching can reach (ms): a request the model serves takes
+    at least the quickest batch ever measured, and unless cache hits could be 99% of the
+    requests (`repeat`, the share that repeat an earlier one), the p99 is such a request."""
+    if repeat >= 0.99:
+        return 0.0
+    quickest = [float(np.min(s)) for s in service.samples.values() if np.size(s)]
+    return 1e3 * min(quickest) if quickest else 0.0
+
+
+def check_reachable(slo_ms: float, floor_ms: float) -> None:
+    """A p99 target no setting can meet, refused in one line before any search (the
+    search for one ran with no end: ever-lower rates, each simulated in full)."""
+    if slo_ms < floor_ms:
+        raise ConfigError(
+            f"--slo-p99 {slo_ms:g} ms: below the quickest a request is served ({floor_ms:.3g} "
+            "ms, the fastest batch measured); no rate or batching meets it"
+        )
 
 
 GRID_POINTS = 16  # rates on the curve the max rate is read off when no curve is given
