@@ -8,9 +8,11 @@ import time
 
 import numpy as np
 
-from engine.events import ServingSummary, drive
+from engine import interrupt
+from engine.events import ServedRequests, ServingSummary, drive
 from engine.serve.batching import BatchPolicy
 from engine.serve.loop import ServingLoop
+from engine.serve.records import OK
 from engine.serve.summary import describe_setup, served
 from engine.serve.traffic.schedule import make_schedule, parse_traffic
 
@@ -32,3 +34,23 @@ def test_requests_past_the_drain_deadline_are_counted_not_gone() -> None:
     assert req["completed"] + req["unserved"] + req["rejected"] + req["timed_out"] == req["sent"]
     summary = next(ev for ev in kept if isinstance(ev, ServingSummary))
     assert summary.summary["requests"]["dropped"] == req["dropped"]  # what the session keeps
+
+
+def test_a_signal_while_the_samples_are_handed_out_is_not_swallowed() -> None:
+    """A signal that lands while the consumer writes the last samples (a million requests
+    due at once took 30 s to commit) and the run then finds everything served: it ended
+    as if never interrupted, and the command exited 0."""
+    schedule = make_schedule(parse_traffic("constant:1000"), 0.05)
+    loop = ServingLoop(lambda f: None, lambda k: FEEDS, schedule, BatchPolicy(max_batch=8),
+                       report_s=0.05)  # fmt: skip
+    served_ok = 0
+    try:
+        for ev in loop.run():
+            if isinstance(ev, ServedRequests):
+                served_ok += int((ev.outcome == OK).sum())
+                if served_ok == len(schedule):  # everything served: the run's last report
+                    interrupt.mark("SIGINT")
+        assert loop.interrupted
+    finally:
+        interrupt.received.clear()
+        interrupt.signal_name = ""

@@ -219,6 +219,9 @@ class ServingLoop:
                     )
                     if self.error is not None:
                         raise self.error
+                    if interrupt.received.is_set():  # while the samples were handed out (a
+                        self.interrupted = True  # million at once: a consumer's long write)
+                        break
                     if not any(th.is_alive() for th in senders) and self.ended >= self.sent:
                         break
                     if self.deadline_s is not None and self._elapsed() > self.deadline_s:
@@ -229,6 +232,8 @@ class ServingLoop:
                 sys.setswitchinterval(switch)
         self._drop_unsent()
         yield from self._new_samples()
+        if interrupt.received.is_set():  # while the last samples were written (a million
+            self.interrupted = True  # due at once took 30 s): kept, and the run says so
         if self.timed_out:
             yield Notice(
                 "warning",
