@@ -163,3 +163,24 @@ def test_a_huge_line_is_refused_while_read_in_bounded_memory(tmp_path: Path, hea
     finally:
         tracemalloc.stop()
     assert peak < 3 * BLOCK, f"{peak / 1e6:.0f} MB to refuse it"
+
+
+@pytest.mark.parametrize("fmt", ["mooncake", "azure"])
+def test_a_long_llm_trace_read_says_how_far_it_got(
+    tmp_path: Path, fmt: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ten-million-row trace was read for minutes without a word: rows read, on stderr."""
+    from engine.serve.traffic import trace_formats
+
+    monkeypatch.setattr(trace_formats, "PROGRESS_S", 0.0)
+    rows = trace_formats.PROGRESS_ROWS + 10
+    if fmt == "mooncake":
+        text = "".join(_moon(timestamp=k) for k in range(rows))
+    else:
+        text = "TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+            f"{1_700_000_000 + k},100,10\n" for k in range(rows)
+        )
+    trace = read_any_trace(_write(tmp_path, f"long.{fmt}", text))
+    assert len(trace) == rows
+    said = capsys.readouterr().err
+    assert f"{trace_formats.PROGRESS_ROWS:,} requests so far" in said

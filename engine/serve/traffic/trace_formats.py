@@ -19,6 +19,8 @@ import csv
 import json
 import math
 import re
+import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -28,10 +30,11 @@ from typing import TextIO
 import numpy as np
 
 from engine.errors import InputError
-from engine.serve.traffic.trace_file import MAX_LINE, MAX_REQUESTS, read_trace
+from engine.serve.traffic.trace_file import MAX_LINE, MAX_REQUESTS, PROGRESS_S, read_trace
 
 MAX_TOKENS = 10_000_000  # tokens of one prompt or output (no model's context is longer)
 MAX_HASHES = 100_000  # block hashes of one Mooncake prompt
+PROGRESS_ROWS = 50_000  # a read looks at the clock this often
 MAX_STAMP_S = 1e11  # |timestamp| in seconds (3,000 years: an epoch time in s fits)
 # a numeric Azure timestamp's unit from its size: ns past 1e17, us past 1e14, ms past 1e11
 EPOCH_UNITS = ((1e17, 1e9), (1e14, 1e6), (1e11, 1e3))
@@ -157,6 +160,7 @@ def _token_csv(
     inputs: list[int] = []
     outputs: list[int] = []
     lines: list[int] = []
+    said = time.monotonic()
     try:
         with p.open("r", encoding="utf-8", errors="replace", newline="") as fh:
             rows = csv.reader(bounded_lines(fh, path, MAX_LINE))
@@ -175,6 +179,8 @@ def _token_csv(
                 lines.append(n)
                 if len(lines) > MAX_REQUESTS:
                     raise InputError(f"more than {MAX_REQUESTS:,} requests", path)
+                if not len(lines) % PROGRESS_ROWS:
+                    said = _progress(path, len(lines), said)
     except (OSError, csv.Error) as exc:
         raise InputError(f"cannot read the trace ({exc})", path) from exc
     if not stamps:
@@ -192,6 +198,7 @@ def _mooncake(p: Path, path: str) -> Trace:
     outputs: list[int] = []
     hashes: list[tuple[int, ...]] = []
     lines: list[int] = []
+    said = time.monotonic()
     try:
         with p.open("r", encoding="utf-8", errors="replace") as fh:
             for n, line in enumerate(bounded_lines(fh, path, MAX_LINE * 16), start=1):
@@ -220,6 +227,8 @@ def _mooncake(p: Path, path: str) -> Trace:
                 lines.append(n)
                 if len(lines) > MAX_REQUESTS:
                     raise InputError(f"more than {MAX_REQUESTS:,} requests", path)
+                if not len(lines) % PROGRESS_ROWS:
+                    said = _progress(path, len(lines), said)
     except OSError as exc:
         raise InputError(f"cannot read the trace ({exc})", path) from exc
     if not times:
@@ -234,6 +243,16 @@ def _mooncake(p: Path, path: str) -> Trace:
         np.asarray(outputs, np.int64),
         tuple(hashes),
     )
+
+
+def _progress(path: str, rows: int, said: float) -> float:
+    """A long read says how far it got on stderr, every PROGRESS_S at most (a trace of
+    ten million rows read for minutes without a word); when it last said so."""
+    now = time.monotonic()
+    if now - said < PROGRESS_S:
+        return said
+    print(f"reading trace {path}: {rows:,} requests so far", file=sys.stderr, flush=True)
+    return now
 
 
 def _stamp_ms(value: object, n: int, path: str) -> float:
