@@ -1,6 +1,6 @@
 """The Graph room's controller: the graph job (engine/run/graph_job.py, as `opscope graph`)
 for the desk's workload when the dock is in view and the model or its variant changes (on
-one thread, at low priority, beside live timing); the live profile's per-node figures
+one thread, beside live timing); the live profile's per-node figures
 painted on it; a node picked here picked in the op table and on the roofline, and back;
 another run of the session to compare with; export of the view (SVG, PNG) and of the
 overlay as Model Explorer node data."""
@@ -107,7 +107,7 @@ class GraphController(QObject):
         self.wanted = False
         self.drawn = self._key()
         self.view.set_running(True)
-        self.view.set_status("laying out the graph (one thread, at low priority)")
+        self.view.set_status("laying out the graph (one thread, beside live timing)")
         self.desk.run_on_workload(
             CONCERN,
             lambda w: GraphRequest(w, expand=self.expand, low_priority=True),
