@@ -16,6 +16,7 @@ from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QDockWidget, QLabel, QScrollArea, QTabBar, QWidget
 from pytestqt.qtbot import QtBot
 
+from app.shell import main_window
 from app.shell.workbench import Workbench
 from engine.api import AccuracyResult
 from tests.conftest import DEMO_LLM
@@ -219,7 +220,6 @@ def test_a_large_screen_keeps_every_dock_and_a_saved_layout_restores(
 
 
 def test_a_layout_of_another_dock_set_is_laid_out_anew(wb: Workbench, qtbot: QtBot) -> None:
-    from app.shell import main_window
 
     w = wb.window
     QSettings("OpScope", "OpScope").setValue(
@@ -250,3 +250,37 @@ def test_the_status_bar_fits_1024_px(wb: Workbench, qtbot: QtBot) -> None:
     for a, b in itertools.pairwise(rects):
         assert a.right() < b.left(), (a, b)  # nothing overlaps
     assert w.status_provider.toolTip() == w.status_provider.text()  # whole, when elided
+
+
+def visible_bars_are_groups(w: QWidget) -> None:
+    """Every tab bar the window shows is the bar of a group of its open docks."""
+    assert isinstance(w, main_window.MainWindow)
+    groups = set()
+    for dock in w.findChildren(QDockWidget):
+        if not dock.isHidden():
+            mates = [d for d in w.tabifiedDockWidgets(dock) if not d.isHidden()]
+            groups.add(frozenset(d.windowTitle() for d in [dock, *mates]))
+    bars = [b for b in w.findChildren(QTabBar) if b.parentWidget() is w and b.isVisible()]
+    assert bars
+    for bar in bars:
+        titles = [bar.tabText(i) for i in range(bar.count())]
+        assert frozenset(titles) in groups, f"a tab bar left from an emptied group: {titles}"
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_no_tab_bar_is_left_from_a_group_that_emptied(
+    wb: Workbench, qtbot: QtBot, tmp_path: Path, size: tuple[int, int]
+) -> None:
+    """Regrouping the bottom docks (the first layout, then a saved layout restored) left
+    the emptied groups' tab bars shown, painted over the docks: "Operators Traffic Tune
+    Scaling Memory" above the Runs table."""
+    shown(wb, qtbot, size)
+    visible_bars_are_groups(wb.window)
+    wb.window.close()  # saves the layout
+    again = Workbench(session_path=str(tmp_path / "again.opscope"), usable=["cpu"])
+    qtbot.addWidget(again.window)
+    try:
+        shown(again, qtbot, size)
+        visible_bars_are_groups(again.window)
+    finally:
+        again.shutdown()

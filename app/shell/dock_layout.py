@@ -2,11 +2,11 @@
 first layout, chosen by the window's size at first start (a small screen: the bottom docks
 in one tab group, the lesser rooms closed, the plot 40% of the height or more); dock tabs
 whose names read whole; a dock's toggle that raises it from behind another tab; a dock
-grown to show every line of its content."""
+grown to show every line of its content; tab bars no group uses any more hidden."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, QSize, Qt
+from PySide6.QtCore import QObject, QSize, Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QScrollArea, QTabBar, QWidget
 
 SMALL = QSize(1400, 860)  # a window smaller either way at first start: the small layout
@@ -35,6 +35,24 @@ def first_layout(window: QMainWindow, ops: QDockWidget, left: QDockWidget, size:
         window.resizeDocks([ops], [width], Qt.Orientation.Horizontal)
     height = int(size.height() * BOTTOM_SHARE[small])
     window.resizeDocks([ops], [height], Qt.Orientation.Vertical)
+    QTimer.singleShot(0, window, lambda: hide_stale_tab_bars(window))  # once laid out
+
+
+def hide_stale_tab_bars(window: QMainWindow) -> None:
+    """Hide the window's dock tab bars that show no group of docks it has now. Regrouping
+    docks (tabifying them at first start, restoring a saved layout) leaves the bars of the
+    groups that emptied shown, painted over the docks: a ghost row of tabs under the real
+    ones ("Operators Traffic Tune" above the Runs table at 1024x700)."""
+    groups = set()
+    for dock in window.findChildren(QDockWidget):
+        if not dock.isHidden():
+            mates = [d for d in window.tabifiedDockWidgets(dock) if not d.isHidden()]
+            groups.add(frozenset(d.windowTitle() for d in [dock, *mates]))
+    for bar in window.findChildren(QTabBar):
+        if bar.parentWidget() is window and bar.isVisible():
+            titles = frozenset(bar.tabText(i) for i in range(bar.count()))
+            if titles not in groups:
+                bar.hide()
 
 
 def legible_tabs(child: QObject) -> None:

@@ -514,6 +514,7 @@ class MainWindow(QMainWindow):
         for dock in self.findChildren(QDockWidget):
             if dock.property(MODEL_KIND_DOCK):
                 dock.hide()
+        QTimer.singleShot(0, self, lambda: dock_layout.hide_stale_tab_bars(self))
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.settings.setValue("window/geometry", self.saveGeometry())
