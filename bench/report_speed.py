@@ -20,7 +20,6 @@ import argparse
 import cProfile
 import io
 import os
-import platform
 import pstats
 import resource
 import shutil
@@ -33,6 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results" / "report_speed.md"
+
+from engine.hostinfo import cpu_model  # noqa: E402
 
 CHILD = """
 import resource, sys, time
@@ -94,16 +95,6 @@ def profile_top(session: Path, html: Path, lines: int = 14) -> str:
     return "\n".join(keep[: lines + 1])
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--source", type=Path, required=True, help="a session recorded with the CLI")
@@ -127,7 +118,7 @@ def main() -> None:
     top = profile_top(session, work / "profiled.html")
     text = (
         f"\n## {args.label}: {time.strftime('%Y-%m-%d %H:%M')} UTC\n\n"
-        f"{cpu_name()}, {os.cpu_count()} CPUs; session {size:.1f} MB, {runs} runs "
+        f"{cpu_model()}, {os.cpu_count()} CPUs; session {size:.1f} MB, {runs} runs "
         f"(copies of {args.source.name}); peak RSS of this script "
         f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB\n\n"
         "| code | wall s | CPU s (report process) | HTML MB | machine during it |\n"

@@ -137,35 +137,30 @@ def test_external_data_larger_than_memory_is_refused(
         load_model(path)
 
 
-def test_external_data_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
+def _with_external_weight(tmp_path: Path, location: str) -> Path:
+    """A model adding a weight kept in an external-data file named `location`."""
     w = h.make_tensor("w", T.FLOAT, [1], [1.0])
     w.data_location = T.EXTERNAL
     del w.float_data[:]
     e = w.external_data.add()
-    e.key, e.value = "location", "w.bin"
+    e.key, e.value = "location", location
     g = h.make_graph(
         [h.make_node("Add", ["x", "w"], ["y"])], "g",
         [h.make_tensor_value_info("x", T.FLOAT, [1])],
         [h.make_tensor_value_info("y", T.FLOAT, [1])], initializer=[w],
     )  # fmt: skip
-    path = _save(g, tmp_path / "m.onnx")
+    return _save(g, tmp_path / "m.onnx")
+
+
+def test_external_data_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
+    path = _with_external_weight(tmp_path, "w.bin")
     os.mkfifo(tmp_path / "w.bin")
     exc = _in_time(lambda: load_model(path))
     assert isinstance(exc, ModelError) and "is a FIFO" in str(exc)
 
 
 def test_a_nul_byte_in_an_external_data_name_is_one_line(tmp_path: Path) -> None:
-    w = h.make_tensor("w", T.FLOAT, [1], [1.0])
-    w.data_location = T.EXTERNAL
-    del w.float_data[:]
-    e = w.external_data.add()
-    e.key, e.value = "location", "we\x00ights.bin"
-    g = h.make_graph(
-        [h.make_node("Add", ["x", "w"], ["y"])], "g",
-        [h.make_tensor_value_info("x", T.FLOAT, [1])],
-        [h.make_tensor_value_info("y", T.FLOAT, [1])], initializer=[w],
-    )  # fmt: skip
-    path = _save(g, tmp_path / "m.onnx")
+    path = _with_external_weight(tmp_path, "we\x00ights.bin")
     with pytest.raises(ModelError, match="has a NUL byte in its name"):
         load_model(path)
 
