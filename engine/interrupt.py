@@ -35,6 +35,9 @@ _deferring = 0  # how many `deferred()` blocks are open (signals land on the mai
 _stops: list[Callable[[], None]] = []  # what a signal calls at once, from the watcher
 _watching = False  # whether `watch()` runs: native calls then go through a worker thread
 _native: set[threading.Thread] = set()  # native calls the main thread gave up waiting on
+_undos: list[Callable[[], None]] = []  # what puts back a stop's change (`unwatch`)
+_wakeup: tuple[int, int] | None = None  # the watcher's write end, the wakeup fd before it
+STOPPING = frozenset({"SIGINT", "SIGTERM", "SIGHUP"})  # the signals that stop a command
 
 
 def mark(name: str) -> None:
@@ -66,10 +69,13 @@ def reason() -> str:
     return f"interrupted ({name})"
 
 
-def on_signal(stop: Callable[[], None]) -> None:
+def on_signal(stop: Callable[[], None], undo: Callable[[], None] | None = None) -> None:
     """Call `stop` as soon as a signal arrives (from the watcher thread, while the main
-    thread may sit in native code); not inside `deferred()`, whose loop stops itself."""
+    thread may sit in native code); not inside `deferred()`, whose loop stops itself.
+    `undo` puts back what `stop` changed when the command ends (`unwatch`)."""
     _stops.append(stop)
+    if undo is not None:
+        _undos.append(undo)
 
 
 def watch() -> None:
@@ -79,15 +85,16 @@ def watch() -> None:
     global _watching
     if _watching or threading.current_thread() is not threading.main_thread():
         return
+    global _wakeup
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
     try:
-        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        before = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
     except (ValueError, OSError):  # not the main interpreter: signals stay as they were
         os.close(read_fd)
         os.close(write_fd)
         return
-    _watching = True
+    _watching, _wakeup = True, (write_fd, before)
 
     def wake() -> None:
         while True:
@@ -95,17 +102,41 @@ def watch() -> None:
                 got = os.read(read_fd, 64)
             except OSError:
                 return
-            if not got:
+            if not got:  # `unwatch` closed the write end
+                os.close(read_fd)
                 return
-            for signum in got:
+            names = set()
+            for signum in got:  # a timer's SIGALRM or another handled signal stops nothing
                 with contextlib.suppress(ValueError):
-                    mark(signal.Signals(signum).name)
-            if not deferring():
+                    names.add(signal.Signals(signum).name)
+            for name in sorted(names & STOPPING):
+                mark(name)
+            if names & STOPPING and not deferring():
                 for stop in list(_stops):
                     with contextlib.suppress(Exception):  # a stop must never end the watch
                         stop()
 
     threading.Thread(target=wake, name="opscope-signal-watch", daemon=True).start()
+
+
+def unwatch() -> None:
+    """Undo `watch()` when the command ends (a command run inside another program: a
+    test, a caller): the wakeup fd as it was, the watcher thread ended, the interruption
+    forgotten and every stop's change put back (ONNX Runtime's `terminate` left set would
+    fail every later run of the process, and a `received` left set would stop its next
+    native call at once)."""
+    global _watching, _wakeup, signal_name
+    if _wakeup is not None and threading.current_thread() is threading.main_thread():
+        write_fd, before = _wakeup
+        with contextlib.suppress(ValueError, OSError):
+            signal.set_wakeup_fd(before)
+        os.close(write_fd)  # the watcher reads the end and closes its side
+        _wakeup, _watching = None, False
+    received.clear()
+    signal_name = ""
+    for undo in list(_undos):
+        with contextlib.suppress(Exception):
+            undo()
 
 
 def native(call: Callable[[], T]) -> T:

@@ -413,6 +413,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _interrupted_now(_run(args))
     except KeyboardInterrupt:  # a second signal while the first one unwound
         return _interrupted_now(EXIT_INTERRUPTED)
+    finally:  # run inside another program (a test, a caller): it goes on as it was
+        interrupt_flag.unwatch()
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -362,7 +362,8 @@ def stoppable_run_options() -> onnxruntime.RunOptions:
 
         options = ort.RunOptions()
         options.log_severity_level = 4
-        interrupt.on_signal(lambda: setattr(options, "terminate", True))
+        interrupt.on_signal(lambda: setattr(options, "terminate", True),
+                            lambda: setattr(options, "terminate", False))  # fmt: skip
         _run_options = options
     return _run_options
 
