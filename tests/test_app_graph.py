@@ -136,6 +136,8 @@ def test_the_graph_dock_draws_the_model_shown_with_its_live_figures(
         fp32 = next(
             i for i in range(dock.compare.count()) if "fp32" in dock.compare.itemText(i).lower()
         )
+        picked = dock.compare.itemText(fp32)  # as every run picker: id, kind, model, inputs
+        assert picked.startswith("run ") and " · live · " in picked and ".onnx" in picked
         dock.compare.setCurrentIndex(fp32)
         dock.compare.activated.emit(fp32)  # as the user's pick
         qtbot.waitUntil(

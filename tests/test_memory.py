@@ -105,6 +105,12 @@ def _a_gpus_weight_copy_reads_back(session: Path, m: dict[str, Any], tmp_path: P
     said = f"weights to the GPU {copy['bytes'] / 1e6:,.1f} MB in"
     assert said in text.getvalue(), text.getvalue()
     assert any(line.startswith("Weights to the GPU") for line in summary_lines(back))
+    floor = json.loads(json.dumps(back))  # tensors shape inference could not size
+    floor["activations"]["as_loaded"]["unknown_tensors"] = 197
+    text = io.StringIO()
+    print_memory(floor, text)  # a floor, as the dock says it: not a wrong total
+    assert " or more at " in text.getvalue(), text.getvalue()
+    assert "(197 tensor(s) not sized at these shapes, not counted)" in text.getvalue()
     html = tmp_path / "gpu.html"
     assert opscope("report", session, "-o", html).returncode == 0
     assert said in html.read_text()

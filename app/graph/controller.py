@@ -27,6 +27,7 @@ from engine.api import (
     SessionReader,
     Workload,
     export_overlay,
+    run_label,
 )
 
 CONCERN = "graph"
@@ -172,9 +173,7 @@ class GraphController(QObject):
             runs = [r for r in reader.runs() if reader.profiles(r.id)]
         finally:
             reader.close()
-        self.view.set_compare_runs(
-            [(f"run {r.id}: {r.config.label() if r.config else '?'}", r.id) for r in runs]
-        )
+        self.view.set_compare_runs([(run_label(r), r.id) for r in runs])  # as Compare's
 
     def compare_with(self, run_id: object) -> None:
         """Another run for the 'change' overlay. A run of another graph as run (FP32

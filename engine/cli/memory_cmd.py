@@ -100,9 +100,11 @@ def print_memory(r: dict[str, Any], out: TextIO) -> None:
     for label, live in (("as loaded", acts.get("as_loaded")), ("as run", acts.get("as_run"))):
         if not live:
             continue
-        unknown = live["unknown_tensors"]
-        left_out = f" ({unknown} tensor(s) of unknown size left out)" if unknown else ""
-        peak = size_text(live["peak_bytes"])
+        unknown = live["unknown_tensors"]  # then the peak is a floor, not a wrong total
+        peak = size_text(live["peak_bytes"]) + (" or more" if unknown else "")
+        left_out = (
+            f" ({unknown} tensor(s) not sized at these shapes, not counted)" if unknown else ""
+        )
         w(f"activations {label}: peak {peak} at {safe(str(live['at_node']))}{left_out}\n")
         for t in live["alive_at_peak"][:5]:
             w(
