@@ -80,7 +80,7 @@ def test_sequence_length_applies_live_and_the_runs_table_compares(
         )
         cell = table.table.item(1, P50_DELTA).text()
         assert cell.endswith("%") and cell[0] in "+-"
-        assert "Δ against run 1" in table.note.text()
+        qtbot.waitUntil(lambda: "Δ against run 1" in table.note.text(), timeout=TIMEOUT_MS)
 
         # a bad evaluation file: one line in the banner, nothing else changes
         bad = tmp_path / "bad.npz"

@@ -211,6 +211,7 @@ def test_the_runs_table_repaints_only_while_it_shows(qapp) -> None:  # type: ign
     ctl = RunsController(MagicMock(spec=Desk), view, RunsSummary())
     ctl.refresh()  # the timer's tick, the dock's tab not shown
     view.refresh.assert_not_called()
+    view.set_runs.assert_called_once_with([], [])  # ids even so: a pin names its run
     view.isVisible.return_value = True
     ctl.refresh()
     view.refresh.assert_called_once_with()

@@ -131,7 +131,8 @@ class RunsController(QObject):
         return out
 
     def refresh(self) -> None:
-        """The view repainted from the summary, when it shows, with the file's run ids."""
+        """The view given the file's run ids (always: a baseline pinned while the dock was a
+        background tab named its run "this run"), and repainted when it shows."""
+        self.view.set_runs(self.run_ids(), list(self._kinds))
         if self.view.isVisible():
-            self.view.set_runs(self.run_ids(), list(self._kinds))
             self.view.refresh()
