@@ -22,8 +22,12 @@ from tests.conftest import DEMO_CNN
 
 @pytest.fixture
 def clean() -> Iterator[None]:
+    """Ctrl+C as a terminal's process has it (a runner started in the background has it
+    ignored); what the test watched undone after it."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     interrupt.unwatch()
+    signal.signal(signal.SIGINT, before)
 
 
 def _run_demo() -> None:

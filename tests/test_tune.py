@@ -366,9 +366,15 @@ def test_an_interrupted_trial_is_stopped_with_sigterm_and_waited_for(tmp_path: P
             time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGINT)
 
-    threading.Thread(target=interrupt_when_up, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        run_isolated(marking_job, (str(mark),), 60)
+    # Ctrl+C as a terminal's process has it (a runner started in the background has it
+    # ignored, and the signal below would then do nothing)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt_when_up, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            run_isolated(marking_job, (str(mark),), 60)
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert mark.read_text() == "term"
 
 
