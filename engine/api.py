@@ -34,7 +34,7 @@ from engine.analysis.run_table import inputs_text
 from engine.backends import Capabilities, all_backends, model_suffixes
 from engine.backends.genai.hf_import import ImportRequest
 from engine.backends.genai.model import genai_folder, read_config
-from engine.backends.ort.variants import quantized_summary
+from engine.backends.ort.quant_counts import quantized_summary
 from engine.cli.arg_types import OneLineParser
 from engine.cli.common import EXIT_INTERRUPTED
 from engine.config import DEFAULT_MIN_COSINE, PRECISION_LABELS, RunConfig, provider_label

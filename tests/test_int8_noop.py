@@ -18,7 +18,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from engine.backends.ort import variants
 from engine.backends.ort.constant_weights import fold_constants
-from engine.backends.ort.variants import build_variant, quantized_summary
+from engine.backends.ort.quant_counts import quantized_summary
+from engine.backends.ort.variants import build_variant
 from engine.errors import ModelError
 from engine.events import Notice, VariantReady
 from engine.model.info import load_model

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from engine.backends.ort.variants import quantized_summary
+from engine.backends.ort.quant_counts import quantized_summary
 from engine.cli.results import RunResult
 from engine.errors import escape_controls as safe  # one escaping for every printer
 from engine.events import Event, LatencyBatch, Notice, Progress, RunStarted
