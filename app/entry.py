@@ -42,6 +42,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return cli_main(args)
 
 
+def run() -> None:
+    """The console script's entry: `main()`, then the end an interrupted command needs."""
+    from engine.cli.process_exit import end_process
+
+    end_process(main())
+
+
 def _gui_files() -> tuple[str, ...]:
     """`opscope FILE` opens the window for a session or any model a backend runs."""
     from engine.backends import model_suffixes
@@ -69,4 +76,4 @@ def _a_model_folder(arg: str) -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -528,4 +528,6 @@ def _trace_window(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from engine.cli.process_exit import end_process
+
+    end_process(main())
