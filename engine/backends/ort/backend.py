@@ -14,7 +14,7 @@ import numpy as np
 
 from engine import cache
 from engine.backends.base import PrepareRequest, feed_shapes
-from engine.backends.ort.fp16_cpu import fp16_cpu_warning, inserted_casts
+from engine.backends.ort.fp16_cpu import fp16_cpu_warning, optimized_graph
 from engine.backends.ort.generated import (
     GeneratedFeeds,
     reference_session,
@@ -35,7 +35,7 @@ from engine.config import RunConfig
 from engine.events import Event, ModelLoaded, Notice, Progress, RunStarted, VariantReady
 from engine.measure.accuracy import compare_outputs, generated_samples
 from engine.model.eval_data import EvalData, npz_files, read_eval_data
-from engine.model.info import ModelInfo, count_nodes, files_sha256, load_model
+from engine.model.info import ModelInfo, files_sha256, load_model
 from engine.model.inputs import Feeds, InputPlan, load_npz, plan_inputs
 from engine.model.memory_need import check_need, run_shapes
 from engine.model.realistic_inputs import Realistic, find_tokenizer, realistic_samples
@@ -233,9 +233,8 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
         optimized = str(Path(tmp) / "optimized.onnx")
         splan = plan_session(config, gpu_present=gpu, optimized_model_path=optimized)
         opened = open_session(variant.path, splan)
-        nodes = count_nodes(optimized) if Path(optimized).exists() else None
-        fp16_cpu = fp16_cpu_warning(config, opened.provider_used, inserted_casts(optimized)
-                                    if config.precision == "fp16" else None)  # fmt: skip
+        nodes, casts = optimized_graph(optimized, casts=config.precision == "fp16")
+        fp16_cpu = fp16_cpu_warning(config, opened.provider_used, casts)
     variant = dataclasses.replace(variant, nodes=nodes)
     if exported:
         variant = dataclasses.replace(
