@@ -28,6 +28,7 @@ from engine.run.host_profiler import Profiler
 from engine.run.host_telemetry import HostTelemetry, Sampler
 from engine.run.live import LiveRun
 from engine.run.live_job import LiveJob
+from engine.run.memory_trim import start_from_env as start_memory_trim
 from engine.run.outbox import Outbox
 from engine.run.sample_log import MAX_SAMPLES
 from engine.run.wire import Channel, as_channel
@@ -98,6 +99,7 @@ def host_main(
     the same config goes on in a new run (marked CONTINUED), so the host stays bounded."""
     conn = as_channel(pipe)  # data on the wire, never pickles (engine/run/wire.py)
     obtained = lower_priority(nice)  # before any thread starts: they inherit it
+    start_memory_trim()  # only when OPSCOPE_MALLOC_TRIM_S asks (engine/run/memory_trim.py)
     out = Outbox(conn)
     telemetry = HostTelemetry(out, samplers, telemetry_interval_s)
     telemetry.start_heartbeat()  # the window's hang alarm listens for these

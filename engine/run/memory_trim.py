@@ -1,0 +1,120 @@
+"""Hand the C allocator's free memory back to the OS at intervals (glibc's `malloc_trim`).
+
+A long live run frees as much as it allocates (numpy batches, Qt and pyqtgraph buffers,
+SQLite pages), but glibc keeps freed memory inside its heap and per-thread arenas, so a
+process's resident size can creep up over hours with nothing leaked. `malloc_trim(0)`
+returns every free page of every arena to the OS.
+
+Started only when asked: `OPSCOPE_MALLOC_TRIM_S` (seconds between trims) in the
+environment, read by the window and by its engine host (a spawned child inherits it).
+With `OPSCOPE_MALLOC_TRIM_LOG` naming a file, each trim appends one tab-separated line:
+pid, wall time, RSS before and after (bytes), and malloc_trim's result (1: memory given
+back). Where there is no glibc (macOS, Windows, musl) nothing starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+EVERY_ENV = "OPSCOPE_MALLOC_TRIM_S"
+LOG_ENV = "OPSCOPE_MALLOC_TRIM_LOG"
+
+TrimFn = Callable[[int], int]
+
+_started: Trimmer | None = None  # one trimmer per process
+_lock = threading.Lock()
+
+
+def glibc_malloc_trim() -> TrimFn | None:
+    """glibc's `malloc_trim`, or None where this process has no glibc."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.gnu_get_libc_version  # noqa: B018  (glibc only: musl lacks it)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim
+
+
+def resident_bytes() -> int:
+    """This process's resident set size in bytes (0 when unreadable)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class Trimmer:
+    """Calls `trim(0)` every `every_s` seconds on a daemon thread of its own."""
+
+    def __init__(self, trim: TrimFn, every_s: float, log_path: str | None = None) -> None:
+        self._trim = trim
+        self.every_s = every_s
+        self.log_path = log_path
+        self.trims = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="opscope-malloc-trim", daemon=True)
+
+    def trim_once(self) -> tuple[int, int, int]:
+        """Trim now; returns RSS before and after (bytes) and malloc_trim's result. A log
+        line is written and flushed as each trim ends (kept if the process is killed)."""
+        before = resident_bytes()
+        released = int(self._trim(0))
+        after = resident_bytes()
+        self.trims += 1
+        if self.log_path:
+            with contextlib.suppress(OSError), open(self.log_path, "a") as fh:
+                fh.write(f"{os.getpid()}\t{time.time():.3f}\t{before}\t{after}\t{released}\n")
+        return before, after, released
+
+    def start(self) -> Trimmer:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.trim_once()
+
+
+def every_from(environ: Mapping[str, str]) -> float:
+    """Seconds between trims asked for in `environ`; 0 when not asked (or not a number)."""
+    try:
+        every = float(environ.get(EVERY_ENV, "0") or "0")
+    except ValueError:
+        return 0.0
+    return every if every > 0 and every == every and every != float("inf") else 0.0
+
+
+def start_from_env(
+    environ: Mapping[str, str] | None = None,
+    find_trim: Callable[[], TrimFn | None] = glibc_malloc_trim,
+) -> Trimmer | None:
+    """Start this process's trimmer if `OPSCOPE_MALLOC_TRIM_S` asks for one and glibc is
+    here; the one already running otherwise (None: none runs)."""
+    global _started
+    env = os.environ if environ is None else environ
+    every = every_from(env)
+    with _lock:
+        if _started is not None or every <= 0:
+            return _started
+        trim = find_trim()
+        if trim is None:
+            return None
+        _started = Trimmer(trim, every, env.get(LOG_ENV) or None).start()
+        return _started
