@@ -24,12 +24,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.soak import cpu_model, others_cpu, slope_mb_per_min, smaps, smaps_growth  # noqa: E402
+from bench import rss  # noqa: E402  (RSS samples, their slope, others' CPU)
 
 RESULTS = ROOT / "bench" / "results" / "soak_load.md"
 DEMO_CNN = ROOT / "resources" / "models" / "demo_cnn.onnx"
@@ -46,24 +47,7 @@ def recorded_bytes(session: Path) -> int:
     return total
 
 
-def machine_and_proc_cpu(proc: object) -> tuple[float, float]:
-    """CPU-seconds the whole machine has been busy, and those of `proc` and its children."""
-    import psutil
-
-    t = psutil.cpu_times()
-    total = sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0)
-    total -= getattr(t, "guest_nice", 0.0)
-    own = 0.0
-    for p in [proc, *proc.children(recursive=True)]:  # type: ignore[attr-defined]
-        try:
-            c = p.cpu_times()
-            own += c.user + c.system
-        except psutil.Error:
-            pass
-    return total, own
-
-
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     import psutil
 
     tmp = Path(tempfile.mkdtemp(prefix="opscope-load-soak-"))
@@ -84,8 +68,8 @@ def run(args: argparse.Namespace) -> dict:
     while child.poll() is None:
         t = time.monotonic() - t0
         try:
-            rss = proc.memory_info().rss / 1e6
-            cpu = machine_and_proc_cpu(proc)
+            resident = proc.memory_info().rss / 1e6
+            cpu = rss.machine_and_proc_cpu(proc)
         except psutil.Error:
             break
         size = recorded_bytes(session)
@@ -93,10 +77,10 @@ def run(args: argparse.Namespace) -> dict:
             base = size
         elif serving_at is None and base >= 0 and size > base + SERVING_BYTES:
             serving_at = t
-        rows.append((t, rss))
+        rows.append((t, resident))
         busy.append(cpu)
         if serving_at is not None and t - serving_at >= args.skip * 60 and t - mapped_at >= 60:
-            maps[1:] = [smaps(child.pid)]
+            maps[1:] = [rss.smaps(child.pid)]
             if len(maps) == 1:
                 maps.insert(0, maps[0])
             mapped_at = t
@@ -110,24 +94,24 @@ def run(args: argparse.Namespace) -> dict:
         "t": arr[:, 0],
         "rss": arr[:, 1],
         "fit_from": start,
-        "mb_min": slope_mb_per_min(arr[:, 0], arr[:, 1], start),
-        "others_cpu": others_cpu(arr[:, 0], np.array(busy)),
+        "mb_min": rss.slope_mb_per_min(arr[:, 0], arr[:, 1], start),
+        "others_cpu": rss.others_cpu(arr[:, 0], np.array(busy)),
         "rc": rc,
         "tail": tail,
         "session_mb": session.stat().st_size / 1e6 if session.exists() else 0.0,
-        "growth": smaps_growth(maps[0], maps[-1]) if len(maps) == 2 else [],
+        "growth": rss.smaps_growth(maps[0], maps[-1]) if len(maps) == 2 else [],
     }
 
 
-def report(out: dict, args: argparse.Namespace) -> str:
-    t, rss = out["t"], out["rss"]
+def report(out: dict[str, Any], args: argparse.Namespace) -> str:
+    t, resident = out["t"], out["rss"]
     first = min(int(np.searchsorted(t, out["fit_from"])), len(t) - 1)
     sent = next((ln for ln in out["tail"] if ln.startswith("requests")), "requests ?")
     lines = [
         f"## {args.label}: `opscope load` {Path(args.model).name} at poisson:{args.rate:g}, "
         f"{args.minutes:g} min ({time.strftime('%Y-%m-%d %H:%M')})",
         "",
-        f"CPU: {cpu_model()} ({os.cpu_count()} logical cores, shared with other work). "
+        f"CPU: {rss.cpu_model()} ({os.cpu_count()} logical cores, shared with other work). "
         f"Other processes took {out['others_cpu'][0]:.2f} CPUs on average (busiest minute "
         f"{out['others_cpu'][1]:.2f}) of {os.cpu_count()}.",
         f"Exit status {out['rc']}; {sent.split(None, 1)[-1]}; session file "
@@ -137,7 +121,7 @@ def report(out: dict, args: argparse.Namespace) -> str:
         "",
         "| process | RSS at fit start (MB) | RSS at end (MB) | growth (MB/min) |",
         "|---|---:|---:|---:|",
-        f"| opscope load | {rss[first]:.1f} | {rss[-1]:.1f} | {out['mb_min']:+.3f} |",
+        f"| opscope load | {resident[first]:.1f} | {resident[-1]:.1f} | {out['mb_min']:+.3f} |",
     ]
     if out["growth"]:
         lines += ["", "Resident growth by mapping over the fit:", "", "```"]
@@ -158,16 +142,14 @@ def main() -> int:
     out = run(args)
     text = report(out, args)
     print(text)
-    path = Path(args.out)
-    if not path.exists():
-        path.write_text(
-            "# Soak: memory growth of `opscope load`\n\n"
-            "`python bench/load_soak.py --minutes N --rate R --label L`: `opscope load` on "
-            "the demo CNN under Poisson traffic, recorded to a session; growth is the "
-            "least-squares slope of its RSS from minute 2 of serving on.\n\n"
-        )
-    with path.open("a") as fh:
-        fh.write(text + "\n")
+    rss.append_section(
+        Path(args.out),
+        "# Soak: memory growth of `opscope load`\n\n"
+        "`python bench/load_soak.py --minutes N --rate R --label L`: `opscope load` on "
+        "the demo CNN under Poisson traffic, recorded to a session; growth is the "
+        "least-squares slope of its RSS from minute 2 of serving on.\n\n",
+        text,
+    )
     return 0
 
 

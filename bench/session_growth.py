@@ -24,6 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.rss import append_section  # noqa: E402
+
 RESULTS = ROOT / "bench" / "results" / "session_growth.md"
 DEMO = ROOT / "resources" / "models" / "demo_transformer.onnx"
 
@@ -149,14 +151,12 @@ def main() -> int:
     results = [measure(m, args.minutes, folder) for m in (DEMO, deep)]
     text = report(results, args.label)
     print(text)
-    path = Path(args.out)
-    if not path.exists():
-        path.write_text(
-            "# Session growth: MB per minute of live recording\n\n"
-            "`python bench/session_growth.py --minutes 3 --label L` (see its docstring).\n\n"
-        )
-    with path.open("a") as fh:
-        fh.write(text + "\n")
+    append_section(
+        Path(args.out),
+        "# Session growth: MB per minute of live recording\n\n"
+        "`python bench/session_growth.py --minutes 3 --label L` (see its docstring).\n\n",
+        text,
+    )
     return 0
 
 

@@ -13,6 +13,11 @@ RSS at the start of the fit and at the end), and prints which mappings of each p
 grew (Linux /proc/PID/smaps: the heap, anonymous arenas, files). `--trace` also takes
 tracemalloc snapshots in the window at minute `--skip` and at the end and prints the
 largest growths of Python allocations.
+
+`--trim S` has the window and its host call glibc's `malloc_trim(0)` every S seconds
+(`OPSCOPE_MALLOC_TRIM_S`, engine/run/memory_trim.py, read by both processes; the host
+inherits it) and log RSS before and after each trim; the report adds the slope of each
+series (after a trim: what the allocator could not give back).
 """
 
 from __future__ import annotations
@@ -24,51 +29,38 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench import rss  # noqa: E402  (RSS samples, their slope, others' CPU)
+
 RESULTS = ROOT / "bench" / "results" / "soak.md"
 DEMO = ROOT / "resources" / "models" / "demo_transformer.onnx"
 
 
-def slope_mb_per_min(t_s: np.ndarray, rss_mb: np.ndarray, skip_s: float) -> float:
-    """Least-squares slope of RSS against time (MB per minute) over samples at t >= skip_s."""
-    keep = t_s >= skip_s
-    if keep.sum() < 3:
-        return float("nan")
-    a, _ = np.polyfit(t_s[keep] / 60.0, rss_mb[keep], 1)
-    return float(a)
-
-
-def smaps(pid: int) -> dict[str, int]:
-    """Resident bytes per mapping of `pid` (Linux): '[heap]', a file, or 'anon@ADDR'."""
-    out: dict[str, int] = {}
-    name = ""
+def trim_log(path: Path, window_pid: int, t0_wall: float) -> dict[str, np.ndarray]:
+    """The trims logged by engine/run/memory_trim.py: per process ('window', 'host'), rows of
+    (seconds since the soak began, RSS before, RSS after in MB)."""
+    rows: dict[str, list[tuple[float, float, float]]] = {"window": [], "host": []}
     try:
-        with open(f"/proc/{pid}/smaps") as fh:
-            for line in fh:
-                head = line.split()
-                if not head:
-                    continue
-                if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
-                    name = head[5] if len(head) > 5 else f"anon@{head[0].split('-')[0]}"
-                elif head[0] == "Rss:":
-                    out[name] = out.get(name, 0) + int(head[1]) * 1024
+        text = path.read_text()
     except OSError:
-        pass
-    return out
+        text = ""
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) < 4:
+            continue
+        who = "window" if int(parts[0]) == window_pid else "host"
+        rows[who].append((float(parts[1]) - t0_wall, int(parts[2]) / 1e6, int(parts[3]) / 1e6))
+    return {k: np.array(v).reshape(-1, 3) for k, v in rows.items()}
 
 
-def smaps_growth(first: dict[str, int], last: dict[str, int], top: int = 8) -> list[str]:
-    """The mappings whose resident size grew most between two `smaps` readings."""
-    growth = {k: last.get(k, 0) - first.get(k, 0) for k in set(first) | set(last)}
-    ranked = sorted(growth.items(), key=lambda kv: -abs(kv[1]))[:top]
-    return [f"{v / 1e6:+8.2f} MB  {k}" for k, v in ranked if v]
-
-
-def run(minutes: float, model: Path, every_s: float, trace: bool, skip_min: float) -> dict:
+def run(
+    minutes: float, model: Path, every_s: float, trace: bool, skip_min: float, trim_s: float = 0
+) -> dict[str, Any]:
     import psutil
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
@@ -77,6 +69,11 @@ def run(minutes: float, model: Path, every_s: float, trace: bool, skip_min: floa
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     tmp = tempfile.mkdtemp(prefix="opscope-soak-")
+    trims = Path(tmp) / "trims.tsv"
+    if trim_s > 0:  # before the window starts its host: the host inherits the environment
+        os.environ["OPSCOPE_MALLOC_TRIM_S"] = f"{trim_s:g}"
+        os.environ["OPSCOPE_MALLOC_TRIM_LOG"] = str(trims)
+    t0_wall = time.time()
     wb = Workbench(session_path=str(Path(tmp) / "soak.opscope"), usable=["cpu"])
     wb.window.show()
     wb.start(str(model))
@@ -94,13 +91,13 @@ def run(minutes: float, model: Path, every_s: float, trace: bool, skip_min: floa
         pid = wb.client.pid
         host = psutil.Process(pid).memory_info().rss / 1e6 if pid else float("nan")
         rows.append((t, me.memory_info().rss / 1e6, host))
-        busy.append(machine_and_app_cpu(me))
+        busy.append(rss.machine_and_proc_cpu(me))  # the window and all under it
         if not maps and t >= skip_min * 60:
-            maps.append({"window": smaps(me.pid), "host": smaps(pid) if pid else {}})
+            maps.append({"window": rss.smaps(me.pid), "host": rss.smaps(pid) if pid else {}})
             if trace:
                 snaps.append(tracemalloc.take_snapshot())
         if t >= minutes * 60:
-            maps.append({"window": smaps(me.pid), "host": smaps(pid) if pid else {}})
+            maps.append({"window": rss.smaps(me.pid), "host": rss.smaps(pid) if pid else {}})
             app.quit()
 
     timer = QTimer(interval=int(every_s * 1000))
@@ -112,7 +109,7 @@ def run(minutes: float, model: Path, every_s: float, trace: bool, skip_min: floa
     if len(maps) == 2:
         for proc in ("window", "host"):
             print(f"resident growth by mapping, {proc}, from minute {skip_min:g} to the end:")
-            print("\n".join(smaps_growth(maps[0][proc], maps[1][proc])))
+            print("\n".join(rss.smaps_growth(maps[0][proc], maps[1][proc])))
     if trace and snaps:
         end = tracemalloc.take_snapshot()
         for stat in end.compare_to(snaps[0], "traceback")[:15]:
@@ -124,56 +121,28 @@ def run(minutes: float, model: Path, every_s: float, trace: bool, skip_min: floa
     session_mb = (Path(tmp) / "soak.opscope").stat().st_size / 1e6
     arr = np.array(rows)
     skip_s = skip_min * 60
+    logged = trim_log(trims, me.pid, t0_wall) if trim_s > 0 else {}
+    trim_slopes = {
+        f"{who}_{col}": rss.slope_mb_per_min(series[:, 0], series[:, i], skip_s)
+        for who, series in logged.items()
+        for i, col in ((1, "before"), (2, "after"))
+    }
     return {
+        "trim_s": trim_s,
+        "trims": logged,
+        "trim_slopes": trim_slopes,
         "t": arr[:, 0],
         "window": arr[:, 1],
         "host": arr[:, 2],
-        "window_mb_min": slope_mb_per_min(arr[:, 0], arr[:, 1], skip_s),
-        "host_mb_min": slope_mb_per_min(arr[:, 0], arr[:, 2], skip_s),
+        "window_mb_min": rss.slope_mb_per_min(arr[:, 0], arr[:, 1], skip_s),
+        "host_mb_min": rss.slope_mb_per_min(arr[:, 0], arr[:, 2], skip_s),
         "samples": samples,
         "session_mb": session_mb,
-        "others_cpu": others_cpu(arr[:, 0], np.array(busy)),
+        "others_cpu": rss.others_cpu(arr[:, 0], np.array(busy)),
     }
 
 
-def machine_and_app_cpu(me: object) -> tuple[float, float]:
-    """CPU-seconds the whole machine has been busy, and those of this app (the window and
-    every process under it: the engine host and its jobs)."""
-    import psutil
-
-    t = psutil.cpu_times()
-    total = sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0)
-    total -= getattr(t, "guest_nice", 0.0)
-    own = 0.0
-    procs = [me, *me.children(recursive=True)]  # type: ignore[attr-defined]
-    for proc in procs:
-        try:
-            c = proc.cpu_times()  # type: ignore[attr-defined]
-            own += c.user + c.system
-        except psutil.Error:
-            pass
-    return total, own
-
-
-def others_cpu(t_s: np.ndarray, busy: np.ndarray) -> tuple[float, float]:
-    """Other processes' CPU use (cores' worth): the mean over the soak and the busiest
-    minute's mean."""
-    if len(busy) < 2:
-        return float("nan"), float("nan")
-    others = busy[:, 0] - busy[:, 1]
-    mean = float((others[-1] - others[0]) / (t_s[-1] - t_s[0]))
-    step = max(1, round(60 / max(float(np.median(np.diff(t_s))), 1e-3)))
-    per_min = np.diff(others[::step]) / np.diff(t_s[::step]) if len(t_s) > step else []
-    return mean, float(np.max(per_min)) if len(per_min) else mean
-
-
-def cpu_model() -> str:
-    from engine.session.env import cpu_name
-
-    return cpu_name() or "unknown CPU"
-
-
-def report(out: dict, args: argparse.Namespace) -> str:
+def report(out: dict[str, Any], args: argparse.Namespace) -> str:
     t = out["t"]
     first = int(np.searchsorted(t, args.skip * 60))
     first = min(first, len(t) - 1)
@@ -181,7 +150,7 @@ def report(out: dict, args: argparse.Namespace) -> str:
         f"## {args.label}: {Path(args.model).name}, {args.minutes:g} min "
         f"({time.strftime('%Y-%m-%d %H:%M')})",
         "",
-        f"CPU: {cpu_model()} ({os.cpu_count()} logical cores, shared with other work); "
+        f"CPU: {rss.cpu_model()} ({os.cpu_count()} logical cores, shared with other work); "
         f"{out['samples']:,} latency samples; session file {out['session_mb']:.1f} MB.",
         f"Other processes took {out['others_cpu'][0]:.2f} CPUs on average "
         f"(busiest minute {out['others_cpu'][1]:.2f}) of {os.cpu_count()}.",
@@ -195,6 +164,25 @@ def report(out: dict, args: argparse.Namespace) -> str:
         lines.append(
             f"| {name} | {series[first]:.1f} | {series[-1]:.1f} | {out[name + '_mb_min']:+.3f} |"
         )
+    if out["trim_s"] > 0:
+        lines += [
+            "",
+            f"With `malloc_trim(0)` every {out['trim_s']:g} s in both processes: RSS "
+            "logged just before and just after each trim, fit from the same minute.",
+            "",
+            "| process | trims | given back per trim (MB, median) | before-trim slope (MB/min) "
+            "| after-trim slope (MB/min) | RSS after last trim (MB) |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for name in ("window", "host"):
+            tr = out["trims"].get(name, np.zeros((0, 3)))
+            freed = float(np.median(tr[:, 1] - tr[:, 2])) if len(tr) else float("nan")
+            last = float(tr[-1, 2]) if len(tr) else float("nan")
+            lines.append(
+                f"| {name} | {len(tr)} | {freed:.1f} | "
+                f"{out['trim_slopes'].get(name + '_before', float('nan')):+.3f} | "
+                f"{out['trim_slopes'].get(name + '_after', float('nan')):+.3f} | {last:.1f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -207,21 +195,22 @@ def main() -> int:
     parser.add_argument("--label", default="run")
     parser.add_argument("--trace", action="store_true", help="tracemalloc diff in the window")
     parser.add_argument("--out", default=str(RESULTS), help="markdown file to append to")
+    parser.add_argument(
+        "--trim", type=float, default=0.0, help="malloc_trim(0) every S seconds in both processes"
+    )
     args = parser.parse_args()
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    out = run(args.minutes, Path(args.model), args.every, args.trace, args.skip)
+    out = run(args.minutes, Path(args.model), args.every, args.trace, args.skip, args.trim)
     text = report(out, args)
     print(text)
-    path = Path(args.out)
-    if not path.exists():
-        path.write_text(
-            "# Soak: memory growth of the live app\n\n"
-            "`QT_QPA_PLATFORM=offscreen python bench/soak.py --minutes N --label L`: the "
-            "window (headless) and its engine host on the demo transformer; growth is the "
-            "least-squares slope of RSS from minute 2 on.\n\n"
-        )
-    with path.open("a") as fh:
-        fh.write(text + "\n")
+    rss.append_section(
+        Path(args.out),
+        "# Soak: memory growth of the live app\n\n"
+        "`QT_QPA_PLATFORM=offscreen python bench/soak.py --minutes N --label L`: the "
+        "window (headless) and its engine host on the demo transformer; growth is the "
+        "least-squares slope of RSS from minute 2 on.\n\n",
+        text,
+    )
     return 0
 
 

@@ -1,0 +1,94 @@
+"""What the soak benchmarks share: resident memory sampled over time and its slope, which
+mappings grew (/proc/PID/smaps), how busy the rest of the machine was meanwhile, the CPU's
+name, and a results section appended to a Markdown file.
+
+Used by bench/soak.py (the window and its engine host), bench/load_soak.py (`opscope
+load`) and bench/session_growth.py (its results file).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def slope_mb_per_min(t_s: np.ndarray, rss_mb: np.ndarray, skip_s: float) -> float:
+    """Least-squares slope of RSS against time (MB per minute) over samples at t >= skip_s."""
+    keep = t_s >= skip_s
+    if keep.sum() < 3:
+        return float("nan")
+    a, _ = np.polyfit(t_s[keep] / 60.0, rss_mb[keep], 1)
+    return float(a)
+
+
+def smaps(pid: int) -> dict[str, int]:
+    """Resident bytes per mapping of `pid` (Linux): '[heap]', a file, or 'anon@ADDR'."""
+    out: dict[str, int] = {}
+    name = ""
+    try:
+        with open(f"/proc/{pid}/smaps") as fh:
+            for line in fh:
+                head = line.split()
+                if not head:
+                    continue
+                if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+                    name = head[5] if len(head) > 5 else f"anon@{head[0].split('-')[0]}"
+                elif head[0] == "Rss:":
+                    out[name] = out.get(name, 0) + int(head[1]) * 1024
+    except OSError:
+        pass
+    return out
+
+
+def smaps_growth(first: dict[str, int], last: dict[str, int], top: int = 8) -> list[str]:
+    """The mappings whose resident size grew most between two `smaps` readings."""
+    growth = {k: last.get(k, 0) - first.get(k, 0) for k in set(first) | set(last)}
+    ranked = sorted(growth.items(), key=lambda kv: -abs(kv[1]))[:top]
+    return [f"{v / 1e6:+8.2f} MB  {k}" for k, v in ranked if v]
+
+
+def machine_and_proc_cpu(proc: Any) -> tuple[float, float]:
+    """CPU-seconds the whole machine has been busy, and those of `proc` (a psutil.Process)
+    and every process under it."""
+    import psutil
+
+    t = psutil.cpu_times()
+    total = sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0)
+    total -= getattr(t, "guest_nice", 0.0)
+    own = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            c = p.cpu_times()
+            own += c.user + c.system
+        except psutil.Error:
+            pass
+    return total, own
+
+
+def others_cpu(t_s: np.ndarray, busy: np.ndarray) -> tuple[float, float]:
+    """Other processes' CPU use (cores' worth) from `machine_and_proc_cpu` samples: the mean
+    over the soak and the busiest minute's mean."""
+    if len(busy) < 2:
+        return float("nan"), float("nan")
+    others = busy[:, 0] - busy[:, 1]
+    mean = float((others[-1] - others[0]) / (t_s[-1] - t_s[0]))
+    step = max(1, round(60 / max(float(np.median(np.diff(t_s))), 1e-3)))
+    per_min = np.diff(others[::step]) / np.diff(t_s[::step]) if len(t_s) > step else []
+    return mean, float(np.max(per_min)) if len(per_min) else mean
+
+
+def cpu_model() -> str:
+    from engine.session.env import cpu_name
+
+    return cpu_name() or "unknown CPU"
+
+
+def append_section(path: Path, header: str, text: str) -> None:
+    """Append `text` to the Markdown results file `path`, which starts with `header` when
+    this writes it first."""
+    if not path.exists():
+        path.write_text(header)
+    with path.open("a") as fh:
+        fh.write(text + "\n")
