@@ -37,6 +37,7 @@ _watching = False  # whether `watch()` runs: native calls then go through a work
 _native: set[threading.Thread] = set()  # native calls the main thread gave up waiting on
 _undos: list[Callable[[], None]] = []  # what puts back a stop's change (`unwatch`)
 _wakeup: tuple[int, int] | None = None  # the watcher's write end, the wakeup fd before it
+_kept: list[object] = []  # what an interrupted command does not tear down (`calling`)
 STOPPING = frozenset({"SIGINT", "SIGTERM", "SIGHUP"})  # the signals that stop a command
 
 
@@ -165,6 +166,33 @@ def native(call: Callable[[], T]) -> T:
     if "error" in box:
         raise box["error"]  # type: ignore[misc]
     return box["value"]  # type: ignore[return-value]
+
+
+def calling(thing: object) -> None:
+    """`thing` (a session) starts a native call a signal may stop. While a command runs
+    (`watch()`), it is held until `returned(thing)`; a call stopped by an interruption
+    never returns, and the thing stays held to the process's end, which for an interrupted
+    command is `os._exit` (engine/cli/process_exit.py): a profiled session stopped inside
+    a long run writes its whole profile when destroyed (11 s after 12 s of a Loop), and
+    the command's exit waited on it. Held from before the call, because the signal's
+    KeyboardInterrupt may land on any line after it. A caller that goes on after `main()`
+    (a test) lets go of what was held with `let_go_kept()`."""
+    if _watching:
+        _kept.append(thing)
+
+
+def returned(thing: object) -> None:
+    """`thing`'s native call ended without an interruption: no longer held."""
+    if _kept:
+        with contextlib.suppress(ValueError):
+            _kept.remove(thing)
+
+
+def let_go_kept() -> int:
+    """Drop what `calling` held (its teardown runs now); how many there were."""
+    n = len(_kept)
+    _kept.clear()
+    return n
 
 
 def stray_native() -> bool:

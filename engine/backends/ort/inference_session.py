@@ -378,7 +378,17 @@ def stoppable_session_class() -> type[onnxruntime.InferenceSession]:
 
         class StoppableSession(ort.InferenceSession):  # type: ignore[misc]
             def run(self, output_names: Any, input_feed: Any, run_options: Any = None) -> Any:
-                return super().run(output_names, input_feed, run_options or stoppable_run_options())
+                interrupt.calling(self)  # stopped: its teardown (a profile's write) not waited on
+                try:
+                    out = super().run(
+                        output_names, input_feed, run_options or stoppable_run_options()
+                    )
+                except Exception:
+                    if not interrupt.received.is_set():  # a failed run, not a stopped one
+                        interrupt.returned(self)
+                    raise
+                interrupt.returned(self)
+                return out
 
             def run_with_iobinding(self, iobinding: Any, run_options: Any = None) -> None:
                 super().run_with_iobinding(iobinding, run_options or stoppable_run_options())
