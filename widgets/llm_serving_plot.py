@@ -95,7 +95,7 @@ class LLMServingPlot(pg.GraphicsLayoutWidget):
         )
         self.ci.addItem(key, row=1, col=0, colspan=2)
         self.ci.layout.setRowStretchFactor(0, 1)
-        self.setMinimumSize(280, 170)
+        self.setMinimumSize(280, 150)  # beside the table in a 1024x700 window's bottom dock
 
     def set_data(self, data: ChartData, slo_ttft: float | None, slo_tpot: float | None) -> None:
         self.ttft.set(data.labels, data.ttft_sim, data.ttft_real, slo_ttft)

@@ -12,16 +12,17 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QBoxLayout,
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
+    QFrame,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QSplitter,
     QTableWidget,
@@ -32,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from widgets import theme
 from widgets.llm_serving_plot import LLMServingPlot
+from widgets.models.llm_serving_arrangement import FORM_MIN_HEIGHT, arrange
 from widgets.models.llm_serving_form import ServingForm
 from widgets.models.llm_serving_table import HEADERS, LLMServingTable
 from widgets.reflow_grid import ReflowGrid, pairs
@@ -43,7 +45,6 @@ LAYOUT_CHOICES = (
     ("chunked", "Chunked prefill"),
     ("disaggregated", "Disaggregated"),
 )
-WIDE = 900  # px: from this width the settings and the results sit side by side
 
 
 class LLMServingPanel(TraceDrops, QWidget):
@@ -227,29 +228,50 @@ class LLMServingPanel(TraceDrops, QWidget):
             "goodput: requests per second within every SLO, and their share"
         )
         self.plot = LLMServingPlot()
-        # side by side in a narrow dock, the chart was a sliver
-        self.results = QSplitter(Qt.Orientation.Vertical)  # the table above the chart
+        # the table and the chart: side by side where the results are short (a bottom dock
+        # at 1600x1000 or 1024x700: stacked, the chart sat below the visible area), the
+        # table above the chart where they are tall
+        self.results = QSplitter(Qt.Orientation.Vertical)
         self.results.addWidget(self.table)
         self.results.addWidget(self.plot)
         self.results.setChildrenCollapsible(False)
 
-        self.controls = QWidget()
+        self.controls = QWidget()  # what scrolls: the last study's word, then the settings
         column = QVBoxLayout()  # each layout set once filled (tests/test_widget_items.py)
-        column.setContentsMargins(0, 0, 0, 0)
+        column.setContentsMargins(0, 0, 4, 0)
+        column.addWidget(self.status)
         column.addLayout(traffic)
         column.addWidget(self.fields)
-        column.addWidget(self.buttons)
-        column.addLayout(progress)
-        column.addWidget(self.status)
         column.addStretch(1)
         self.controls.setLayout(column)
-        # the settings beside the results in a wide dock (the table in view at the top),
-        # above them in a narrow one
-        self.sides = QBoxLayout(QBoxLayout.Direction.TopToBottom)
-        self.sides.setContentsMargins(4, 4, 4, 4)
-        self.sides.addWidget(self.controls)
-        self.sides.addWidget(self.results, 1)
-        self.setLayout(self.sides)
+        # the form scrolls in its own share, so the results stay in view whatever it holds
+        self.form_area = QScrollArea()
+        self.form_area.setWidget(self.controls)
+        self.form_area.setWidgetResizable(True)
+        self.form_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.form_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.form_area.setMinimumHeight(FORM_MIN_HEIGHT)
+        # the buttons and the progress above it, never scrolled out of reach
+        self.form_side = QWidget()
+        side = QVBoxLayout()
+        side.setContentsMargins(0, 0, 0, 0)
+        side.addWidget(self.buttons)
+        side.addLayout(progress)
+        side.addWidget(self.form_area, 1)
+        self.form_side.setLayout(side)
+        # the form beside the results in a wide dock, above them in a narrow one; sizes
+        # follow the dock (widgets/models/llm_serving_arrangement.py) until the user drags a handle
+        self.sides = QSplitter(Qt.Orientation.Vertical)
+        self.sides.addWidget(self.form_side)
+        self.sides.addWidget(self.results)
+        self.sides.setChildrenCollapsible(False)
+        self.user_sized = False
+        for splitter in (self.sides, self.results):
+            splitter.splitterMoved.connect(self._handle_dragged)
+        self.outer = QVBoxLayout()
+        self.outer.setContentsMargins(4, 4, 4, 4)
+        self.outer.addWidget(self.sides)
+        self.setLayout(self.outer)
 
         self.traffic_kind.currentIndexChanged.connect(self._kind_changed)
         self.setAcceptDrops(True)
@@ -321,12 +343,42 @@ class LLMServingPanel(TraceDrops, QWidget):
         return self.live.isChecked()
 
     def resizeEvent(self, event: QResizeEvent) -> None:
-        wide = event.size().width() >= WIDE
-        self.sides.setDirection(
-            QBoxLayout.Direction.LeftToRight if wide else QBoxLayout.Direction.TopToBottom
-        )
-        self.sides.setStretch(0, 1 if wide else 0)  # narrow: the results take the height
         super().resizeEvent(event)
+        self._arrange(event.size().width() - 8, event.size().height() - 8)
+
+    def _handle_dragged(self, _pos: int, _index: int) -> None:
+        self.user_sized = True  # the user's sizes kept until the arrangement changes
+
+    def _arrange(self, width: int, height: int) -> None:
+        """The form and the results, the table and the chart, placed for a dock of
+        `width` x `height`; the user's dragged sizes kept while the orientations stay."""
+        # the form never narrower than its fields (it does not scroll sideways: the dock does)
+        bar = self.form_area.verticalScrollBar().sizeHint().width()
+        self.form_area.setMinimumWidth(self.controls.minimumSizeHint().width() + bar)
+        plan = arrange(
+            width,
+            height,
+            table_min=self.table.minimumHeight(),
+            chart_min=(self.plot.minimumWidth(), self.plot.minimumHeight()),
+            handle=self.sides.handleWidth(),
+            form_width=self.form_side.minimumSizeHint().width(),
+            form_min=self.form_side.minimumSizeHint().height(),
+        )
+        changed = plan.sides_vertical != (
+            self.sides.orientation() == Qt.Orientation.Vertical
+        ) or plan.results_vertical != (self.results.orientation() == Qt.Orientation.Vertical)
+        if changed:
+            self.user_sized = False
+        vertical, horizontal = Qt.Orientation.Vertical, Qt.Orientation.Horizontal
+        self.sides.setOrientation(vertical if plan.sides_vertical else horizontal)
+        self.results.setOrientation(vertical if plan.results_vertical else horizontal)
+        if changed:  # the minimum the dock's scroll area goes by moves with them
+            for splitter in (self.results, self.sides):
+                splitter.updateGeometry()
+            self.outer.invalidate()
+        if not self.user_sized:
+            self.sides.setSizes(list(plan.sides))
+            self.results.setSizes(list(plan.results))
 
     def set_running(self, running: bool) -> None:
         self.simulate_button.setEnabled(not running)
