@@ -128,7 +128,7 @@ def synthetic_ops(seed: int = 1) -> tuple[list[OpStat], list[OpStat]]:
     for op in sorted({n.op_type for n in nodes}):
         group = [n for n in nodes if n.op_type == op]
         ms = sum(n.time_ms for n in group)
-        nbytes = int(sum(n.bytes for n in group))
+        nbytes = int(sum(n.bytes or 0 for n in group))
         f = None if any(n.flops is None for n in group) else sum(n.flops or 0 for n in group)
         s = ms / 1e3
         types.append(

@@ -112,13 +112,13 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "bytes",
         lambda s: s.bytes,
-        human_bytes,
+        lambda v: MISSING if v is None else human_bytes(v),
         "Bytes moved per inference: inputs + weights + outputs",
     ),
     Column(
         "calls",
         lambda s: s.calls,
-        str,
+        _num("d"),
         "Executions per inference (per node) or nodes of this type (per op type)",
     ),
     Column(

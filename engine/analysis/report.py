@@ -234,7 +234,7 @@ def _ops_section(reader: SessionReader, runs: Sequence[RunRow]) -> str:
             _table(
                 ("op type", "nodes", "ms", "share"),
                 [
-                    (t.op_type, str(t.calls), _num(t.time_ms), _pct(t.share))
+                    (t.op_type, _count(t.calls), _num(t.time_ms), _pct(t.share))
                     for t in types[:TOP_OPS]
                 ],
                 right={1, 2, 3},
@@ -483,6 +483,10 @@ def short_label(r: RunRow) -> str:
     c = r.config
     config = f"{PRECISION_LABELS[c.precision]} b{c.batch} fusion {c.fusion}" if c else "?"
     return f"{r.model_name or '?'} {config}"
+
+
+def _count(n: int | None) -> str:
+    return "-" if n is None else str(n)
 
 
 def _io(v: Any) -> str:

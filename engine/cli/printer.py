@@ -375,7 +375,9 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else "…" + text[-(n - 1) :]
 
 
-def _bytes(n: float) -> str:
+def _bytes(n: float | None) -> str:
+    if n is None:  # a session file without the column
+        return "-"
     for unit in ("B", "KB", "MB", "GB"):
         if abs(n) < 1024 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -31,12 +31,13 @@ class OpStat:
     name: str
     op_type: str
     provider: str
-    calls: int  # executions per inference (1 for a node; for an op type, the node count)
+    calls: int | None  # executions per inference (1 for a node; an op type: its node count;
+    # None: a session file without the column, shown "-")
     time_ms: float  # mean time per inference
     p50_ms: float  # of the per-inference time distribution
     p99_ms: float
     share: float  # of the summed node time per inference (0..1)
-    bytes: int  # per inference: activation + parameter + output bytes
+    bytes: int | None  # per inference: activation + parameter + output bytes (None: as calls)
     gbps: float | None  # bytes / time
     flops: int | None  # per inference
     gflops: float | None

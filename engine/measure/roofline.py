@@ -144,8 +144,8 @@ class Placement:
 
 
 def working_set(stat: OpStat) -> float:
-    """Bytes one execution of the op reads and writes."""
-    return stat.bytes / max(stat.calls, 1)
+    """Bytes one execution of the op reads and writes (unknown: past every cache, DRAM)."""
+    return math.inf if stat.bytes is None else stat.bytes / max(stat.calls or 1, 1)
 
 
 def place(stat: OpStat, roofs: Roofs) -> Placement:
@@ -169,7 +169,7 @@ def overhead_bound(stat: OpStat, fraction: float) -> bool:
     """Whether the op's time is mostly fixed per-op cost: the roof would do its work (per
     call) in less than FIXED_COST_US, it reached less than OVERHEAD_FRACTION of it, and it
     took no longer than OVERHEAD_SLACK x (fixed cost + that work)."""
-    call_us = stat.time_ms * 1e3 / max(stat.calls, 1)
+    call_us = stat.time_ms * 1e3 / max(stat.calls or 1, 1)
     roof_us = fraction * call_us
     return (
         fraction < OVERHEAD_FRACTION

@@ -80,7 +80,7 @@ def _op_stat(run_id: int, pass_: int, kind: str, rank: int, **stat: Any) -> OpSt
     return OpStat(**stat)
 
 
-_NULLABLE_STATS = ("gbps", "flops", "gflops", "intensity")
+_NULLABLE_STATS = ("calls", "bytes", "gbps", "flops", "gflops", "intensity")
 # optional in the file (columns.py): a file without them reads NaN, which tables show as "-"
 _NAN_STATS = ("p50_ms", "p99_ms", "share")
 _STAT_KINDS = {"name": str, "op_type": str, "provider": str, "calls": int, "bytes": int,

@@ -37,7 +37,7 @@ def _bound_tip(stat: OpStat, roofs: Roofs) -> str:
     p = place(stat, roofs)
     if p.bound == "overhead":
         return overhead_tip(stat, p.fraction)
-    ws = working_set_text(stat.bytes / max(stat.calls, 1))
+    ws = "unknown" if stat.bytes is None else working_set_text(stat.bytes / max(stat.calls or 1, 1))
     level = (f"Its working set ({ws}) fits in {p.level.name}: {p.level.gbps:.1f} GB/s"
              if p.level.name != "DRAM" else f"Its working set ({ws}) streams from DRAM: "
              f"{p.level.gbps:.1f} GB/s")  # fmt: skip
@@ -68,7 +68,7 @@ def overhead_tip(stat: OpStat, fraction: float | None) -> str:
             f"{stat.op_type} only changes a shape or computes on shapes: it moves no data, so "
             "no roof applies and no GB/s is given; its time is the kernel's fixed per-op cost."
         )
-    per_call_us = stat.time_ms * 1e3 / max(stat.calls, 1)
+    per_call_us = stat.time_ms * 1e3 / max(stat.calls or 1, 1)
     return (
         f"At its roof this op's work would take {fraction * per_call_us:.2g} µs per call, less "
         f"than one kernel's fixed cost, yet it took {per_call_us:.3g} µs: its time is mostly "

@@ -84,7 +84,7 @@ def _phase(name: str, trace: ProfileTrace) -> Phase:
         len(trace.runs),
         time_ms,
         sum(s.flops or 0 for s in types),
-        sum(s.bytes for s in types),
+        sum(s.bytes or 0 for s in types),
         types,
         profile,
     )

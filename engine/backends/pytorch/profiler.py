@@ -151,7 +151,7 @@ def _with_flops(s: OpStat, flops: float | None) -> OpStat:
         s,
         flops=total,
         gflops=total / seconds / 1e9 if seconds > 0 else None,
-        intensity=total / s.bytes if s.bytes > 0 else None,
+        intensity=total / s.bytes if s.bytes else None,
     )
 
 
