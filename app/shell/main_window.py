@@ -6,7 +6,7 @@ Layout only, plus small view methods the controller calls (`model_loaded`, `comm
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +61,10 @@ from engine.api import (
 )
 from widgets import theme
 from widgets.accuracy_badge import AccuracyBadge
+from widgets.fitting_label import FittingLabel
 from widgets.generation_panel import GenerationPanel
 from widgets.latency_plot import LatencyPlot
+from widgets.models.status_rate import LONGEST, SHORTEST
 from widgets.op_table import OpTable
 from widgets.plot_notice import PlotNotice
 from widgets.roofline import RooflinePlot
@@ -212,21 +214,16 @@ class MainWindow(QMainWindow):
         # the rate ran under the session's name)
         self.status_model = ElidedLabel()
         self.status_provider = ElidedLabel()
-        self.status_rate = QLabel()
-        self.status_rate.setToolTip(
+        self.status_rate = FittingLabel(  # shorter wordings when narrow, whole on hover
+            SHORTEST,
+            LONGEST,
             "p50 and p99 over the running config's last inferences, the window the plot's "
-            "header shows; the Runs table's are over whole runs"
+            "header shows; the Runs table's are over whole runs",
         )
         self.status_session = ElidedLabel()  # gives way to the numbers in a narrow window
         for w in (self.status_model, self.status_provider):
             self.statusBar().addWidget(w)
-        self.statusBar().addWidget(
-            theme.make_steady(
-                self.status_rate,
-                "p50 888.888 ms · p99 888.888 ms over the last 8,888 inferences "
-                "(88.8 min) · 88,888.8 samples/s",
-            )
-        )
+        self.statusBar().addWidget(self.status_rate, 1)
         self.statusBar().addPermanentWidget(self.status_session)
         self._first_start = False  # no saved layout: the first show lays the docks out
         screen = QGuiApplication.primaryScreen()
@@ -455,14 +452,17 @@ class MainWindow(QMainWindow):
             key="engine-hung",
         )
 
-    def set_status(self, model: str, provider: str, rate: str, session: str) -> None:
+    def set_status(
+        self, model: str, provider: str, rate: str | Sequence[str], session: str
+    ) -> None:
+        """`rate`: one text, or its wordings longest first (the longest that fits shows)."""
         for label, text in (
             (self.status_model, model),
             (self.status_provider, provider),
-            (self.status_rate, rate),
             (self.status_session, _file_name(session)),
         ):
             theme.set_text_if_changed(label, text)
+        self.status_rate.set_wordings((rate,) if isinstance(rate, str) else rate)
         self.status_session.setToolTip(session)  # the full path; the bar shows its name
         self.status_model.setToolTip(model)
         self.status_provider.setToolTip(provider)

@@ -29,8 +29,7 @@ from engine.api import (
     provider_label,
     source_kind,
 )
-from widgets.models.latency_series import window_text
-from widgets.numbers import figure
+from widgets.models.status_rate import rate_wordings
 
 STATUS_INTERVAL_MS = 500
 T = TypeVar("T")
@@ -248,26 +247,13 @@ class Workbench(QObject, PauseHolds):
     def update_status(self) -> None:
         c = self.controller
         stats = self.window.latency.shown_stats  # the very figures the plot's header shows
-        rate = ""
-        if stats.get("count"):
-            per_s = (  # a generating model's: tokens over its generations' time
-                f"{figure(stats['tokens_per_s'], 4)} tokens/s"
-                if "tokens_per_s" in stats
-                else f"{figure(stats['samples_per_s'], 4)} samples/s"
-            )
-            rate = (  # the header's window, said as the header says it (Runs: whole runs)
-                f"p50 {figure(stats['p50'])} ms · p99 {figure(stats['p99'])} ms "
-                f"{window_text(stats)} · {per_s}"
-            )
         provider = provider_label(c.provider or "–")
         if c.provider and c.requested and c.provider != c.requested:
             provider += f" (asked for {provider_label(c.requested)})"
-        if rate and c.contention is not None and c.contention.busy:
-            rate += f" · machine BUSY (others {c.contention.others_cpu:.1f} CPUs)"
         self.window.set_status(
             c.model_name or "no model",
             f"{provider} on {self.where()}",
-            rate or "waiting for samples…",
+            rate_wordings(stats, c.contention),  # the header's window, said as it says it
             self.recording.status(),
         )
 
