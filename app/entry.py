@@ -44,9 +44,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> None:
     """The console script's entry: `main()`, then the end an interrupted command needs."""
+    _stop_until_taken_over()
     from engine.cli.process_exit import end_process
 
     end_process(main())
+
+
+def _stop_until_taken_over() -> None:
+    """Ctrl-C, SIGTERM or SIGHUP before a command installs its own handling (the second
+    of imports every start takes) ends the process as an interrupted command ends: one line,
+    exit 130. Nothing was measured yet; Python's default handling died by the signal
+    (SIGTERM: exit -15) or raised KeyboardInterrupt inside an import (a traceback, or
+    NumPy's "bad install" message and exit 1). A signal the caller ignores stays ignored;
+    each command's handlers replace these while it runs (engine/cli/main.py, the window's
+    launch, the self-test)."""
+    import os
+    import signal
+
+    def stop(_signum: int, _frame: object) -> None:
+        os.write(2, b"opscope: interrupted\n")
+        os._exit(130)
+
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, stop)
 
 
 def _gui_files() -> tuple[str, ...]:
