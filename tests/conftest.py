@@ -86,3 +86,6 @@ def ssh_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     with ssh_host(tmp_path_factory.mktemp("ssh")) as server:
         yield server
+
+
+from tests.in_process import cli  # noqa: E402, F401  (the fixture: `opscope` in this process)

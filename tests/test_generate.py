@@ -18,6 +18,7 @@ from engine.errors import ConfigError, ModelError
 from engine.session.store import open_session_file
 from tests.conftest import DEMO_LLM, ROOT
 from tests.conftest import DEMO_TRANSFORMER as DEMO_TRANSFORMER_ONNX
+from tests.in_process import Cli
 from tests.test_cli import opscope
 
 
@@ -84,9 +85,9 @@ def test_generate_from_the_command_line(llm: Path, tmp_path: Path) -> None:
     assert "output     " in text.stdout and json.loads(out.read_text())["text"]
 
 
-def test_bad_input_is_one_line(llm: Path, tmp_path: Path) -> None:
+def test_bad_input_is_one_line(llm: Path, tmp_path: Path, cli: Cli) -> None:
     def refused(*args: object, said: str) -> None:
-        proc = opscope("generate", *args, "--duration", "0.1")
+        proc = cli("generate", *args, "--duration", "0.1")
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2, proc.stderr
         assert said in lines[-1] and "Traceback" not in proc.stderr, proc.stderr
@@ -146,7 +147,7 @@ def test_the_prefill_fit_finds_the_quadratic_share() -> None:
     assert b >= 0 and c > 0
 
 
-def test_the_prompt_sweep_from_the_command_line(llm: Path, tmp_path: Path) -> None:
+def test_the_prompt_sweep_from_the_command_line(llm: Path, tmp_path: Path, cli: Cli) -> None:
     out = tmp_path / "s.json"
     proc = opscope("generate", llm, "--prompt-len", "32", "--new-tokens", "4", "--duration",
                    "0.6", "--threads", "1", "--warmup", "1", "--sweep-prompt", "16,64,256",
@@ -160,9 +161,9 @@ def test_the_prompt_sweep_from_the_command_line(llm: Path, tmp_path: Path) -> No
     assert points[2]["ttft_p50_ms"] > points[0]["ttft_p50_ms"]
     assert 0 <= sweep["prefill_fit"]["quadratic_share_at_longest"] <= 1
     assert "the quadratic term is" in proc.stdout
-    bad = opscope("generate", llm, "--sweep-prompt", "16,64")
+    bad = cli("generate", llm, "--sweep-prompt", "16,64")
     assert bad.returncode == 2 and "three different lengths" in bad.stderr
-    bad = opscope("generate", llm, "--sweep-prompt", "16,64,4000", "--new-tokens", "4")
+    bad = cli("generate", llm, "--sweep-prompt", "16,64,4000", "--new-tokens", "4")
     assert bad.returncode == 2 and "4000 prompt + 4 new tokens exceed" in bad.stderr
 
 
@@ -309,7 +310,7 @@ def test_compare_two_generation_runs_on_ttft_and_tpot(llm: Path, tmp_path: Path)
     assert bad.returncode == 2 and "compares two generation runs" in bad.stderr
 
 
-def test_prompts_from_a_jsonl_file(llm: Path, tmp_path: Path) -> None:
+def test_prompts_from_a_jsonl_file(llm: Path, tmp_path: Path, cli: Cli) -> None:
     """Each timed generation takes the next prompt; text goes through the tokenizer, token
     lists are checked against the vocabulary; a bad line is one line naming it."""
     good = tmp_path / "p.jsonl"
@@ -329,6 +330,6 @@ def test_prompts_from_a_jsonl_file(llm: Path, tmp_path: Path) -> None:
     ):
         bad = tmp_path / "bad.jsonl"
         bad.write_text(body)
-        proc = opscope("generate", llm, "--prompts", bad, "--duration", "0.1")
+        proc = cli("generate", llm, "--prompts", bad, "--duration", "0.1")
         assert proc.returncode == 2 and said in proc.stderr, (body, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1

@@ -13,10 +13,11 @@ from onnx import TensorProto, helper
 from engine.measure.liveness import liveness
 from engine.model.graph_io import graph_nodes, weights
 from tests.conftest import DEMO_CNN
+from tests.in_process import Cli
 from tests.test_cli import opscope
 
 
-def test_memory_of_the_demo_cnn_and_its_int8_drop(tmp_path: Path) -> None:
+def test_memory_of_the_demo_cnn_and_its_int8_drop(tmp_path: Path, cli: Cli) -> None:
     out = tmp_path / "m.json"
     session = tmp_path / "m.opscope"
     proc = opscope("memory", DEMO_CNN, "--threads", "1", "--runs", "3", "--json", out,
@@ -45,12 +46,13 @@ def test_memory_of_the_demo_cnn_and_its_int8_drop(tmp_path: Path) -> None:
     assert w8["by_dtype"].get("int8", 0) + w8["by_dtype"].get("uint8", 0) > 0
     assert w8["total"] < w["total"] / 2  # FP32 -> INT8: the weights drop
     assert w8["as_loaded"] == w["by_dtype"]  # the file's own, for comparison
-    _recorded_and_reported(session, m, tmp_path)
+    _recorded_and_reported(session, m, tmp_path, cli)
 
 
-def _recorded_and_reported(session: Path, m: dict[str, object], tmp_path: Path) -> None:
+def _recorded_and_reported(session: Path, m: dict[str, object], tmp_path: Path, cli: Cli) -> None:
     """The report in the session (its fields checked on reading), in the HTML report; a
-    hostile edit of it is one line naming the report, never a traceback."""
+    hostile edit of it is one line naming the report, never a traceback (the session tools
+    run in this process)."""
     import shutil
     import sqlite3
 
@@ -61,23 +63,25 @@ def _recorded_and_reported(session: Path, m: dict[str, object], tmp_path: Path) 
     assert row.id == 1 and row.config is not None and row.config.threads == 1
     assert row.report["weights_bytes"] == m["weights_bytes"]
     assert row.report["activations"]["as_run"] == m["activations"]["as_run"]  # type: ignore[index]
-    shown = opscope("session", "show", session)
+    shown = cli("session", "show", session)
     assert "1 memory report:" in shown.stdout and "weights 1.3 MB" in shown.stdout, shown.stdout
     html = tmp_path / "r.html"
-    assert opscope("report", session, "-o", html).returncode == 0
+    assert cli("report", session, "-o", html).returncode == 0
     page = html.read_text()
     assert 'id="memory"' in page and "activations alive per node" in page
     bad = tmp_path / "bad.opscope"
     shutil.copy(session, bad)
     with sqlite3.connect(bad) as conn:
         conn.execute("""UPDATE memory SET report = '{"weights_bytes": {"total": -5}}'""")
-    proc = opscope("report", bad, "-o", tmp_path / "bad.html")
+    proc = cli("report", bad, "-o", tmp_path / "bad.html")
     assert proc.returncode == 2 and "memory report 1" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-    _a_gpus_weight_copy_reads_back(session, m, tmp_path)
+    _a_gpus_weight_copy_reads_back(session, m, tmp_path, cli)
 
 
-def _a_gpus_weight_copy_reads_back(session: Path, m: dict[str, Any], tmp_path: Path) -> None:
+def _a_gpus_weight_copy_reads_back(
+    session: Path, m: dict[str, Any], tmp_path: Path, cli: Cli
+) -> None:
     """A report as a GPU run writes it (the weights' copy to the device, here measured to
     host memory: the same steps and bytes) is recorded, read back field by field and shown
     by the CLI's text, the Memory dock's lines and the HTML report; a hostile edit of the
@@ -112,18 +116,18 @@ def _a_gpus_weight_copy_reads_back(session: Path, m: dict[str, Any], tmp_path: P
     assert " or more at " in text.getvalue(), text.getvalue()
     assert "(197 tensor(s) not sized at these shapes, not counted)" in text.getvalue()
     html = tmp_path / "gpu.html"
-    assert opscope("report", session, "-o", html).returncode == 0
+    assert cli("report", session, "-o", html).returncode == 0
     assert said in html.read_text()
     with sqlite3.connect(session) as conn:
         conn.execute("UPDATE memory SET report = json_set(report, "
                      "'$.load.weights_to_device.gb_s', 'fast') WHERE id = 2")  # fmt: skip
-    proc = opscope("session", "show", session)
+    proc = cli("session", "show", session)
     assert proc.returncode == 2 and "load.weights_to_device.gb_s" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_memory_of_a_missing_model_is_one_line(tmp_path: Path) -> None:
-    proc = opscope("memory", tmp_path / "nope.onnx")
+def test_memory_of_a_missing_model_is_one_line(tmp_path: Path, cli: Cli) -> None:
+    proc = cli("memory", tmp_path / "nope.onnx")
     assert proc.returncode == 2 and "nope.onnx" in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
@@ -156,24 +160,30 @@ def test_a_subgraphs_outer_reads_keep_a_tensor_alive() -> None:
 
 
 def test_memory_and_graph_take_the_runs_int8_variant_built_from_its_calibration(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli
 ) -> None:
     """The live run's INT8 static variant was built from the Inputs panel's calibration
     file: the memory and graph jobs, given the same file, take that variant from the cache
-    rather than build another one from random samples (the gap the graph view had)."""
+    rather than build another one from random samples (the gap the graph view had). The
+    commands run in this process, as the window's engine host runs these jobs one after
+    another: what they share is the cache on disk."""
     import numpy as np
+
+    def ok(*args: object) -> str:
+        done = cli(*args)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stderr
 
     monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     cal = tmp_path / "cal.npz"
     rng = np.random.default_rng(1)
     np.savez(cal, image=rng.standard_normal((8, 3, 64, 64)).astype(np.float32))
     int8 = ["--precision", "int8-static", "--calibration", cal]
-    opscope("bench", DEMO_CNN, *int8, "--duration", "0.1", "--min-runs", "5", check=True)
+    ok("bench", DEMO_CNN, *int8, "--duration", "0.1", "--min-runs", "5")
     out = tmp_path / "m.json"
-    opscope("memory", DEMO_CNN, *int8, "--runs", "1", "--json", out, check=True)
+    ok("memory", DEMO_CNN, *int8, "--runs", "1", "--json", out)
     assert json.loads(out.read_text())["memory"]["load"]["variant_cached"] is True
-    graph = opscope("graph", DEMO_CNN, *int8, check=True)
-    assert "chosen earlier on this machine" in graph.stderr, graph.stderr  # the cached one
-    opscope("memory", DEMO_CNN, "--precision", "int8-static", "--runs", "1", "--json", out,
-            check=True)  # fmt: skip
+    said = ok("graph", DEMO_CNN, *int8)
+    assert "chosen earlier on this machine" in said, said  # the cached one
+    ok("memory", DEMO_CNN, "--precision", "int8-static", "--runs", "1", "--json", out)
     assert json.loads(out.read_text())["memory"]["load"]["variant_cached"] is False
