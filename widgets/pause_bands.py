@@ -29,6 +29,9 @@ class PauseBands:
         if not (relabel and self.log.pauses and self.log.pauses[-1].end_s is None):
             self._open_since = time.monotonic()
         self.log.begin(t_s, label, relabel)
+        kept = {id(p) for p in self.log.pauses}  # the log keeps its last MAX_PAUSES only:
+        for key in [k for k in self._items if k not in kept]:  # a dropped pause's band goes
+            self._remove_items(key)
 
     def update(self, first_t: float, last_t: float, y_bottom: float, x_left: float) -> None:
         """Place the bands; an open pause reaches to now (its end is not known yet)."""
@@ -82,7 +85,10 @@ class PauseBands:
         return items
 
     def _remove(self, pause: Pause) -> None:
-        items = self._items.pop(id(pause), None)
+        self._remove_items(id(pause))
+
+    def _remove_items(self, key: int) -> None:
+        items = self._items.pop(key, None)
         if items is None:
             return
         self._plots[0].removeItem(items[0])
