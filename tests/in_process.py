@@ -39,7 +39,7 @@ def _python_default_warnings() -> None:
 
 @pytest.fixture
 def cli(capfd: pytest.CaptureFixture[str]) -> Cli:
-    from engine.cli.main import main
+    import engine.cli.main as opscope_cli
 
     def run(*args: object) -> subprocess.CompletedProcess[str]:
         argv = [str(a) for a in args]
@@ -51,7 +51,7 @@ def cli(capfd: pytest.CaptureFixture[str]) -> Cli:
             with warnings.catch_warnings(record=True) as caught:
                 _python_default_warnings()
                 try:
-                    code = main(argv)
+                    code = opscope_cli.main(argv)
                 except SystemExit as exc:  # argparse's usage errors
                     code = exc.code if isinstance(exc.code, int) else 2
         finally:
