@@ -65,9 +65,11 @@ def run(
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
+    from app.shell.launch import gui_thread_gc
     from app.shell.workbench import Workbench
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    collector = gui_thread_gc()  # noqa: F841 (as the app collects: on the GUI thread, timed)
     tmp = tempfile.mkdtemp(prefix="opscope-soak-")
     trims = Path(tmp) / "trims.tsv"
     if trim_s > 0:  # before the window starts its host: the host inherits the environment
