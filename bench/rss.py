@@ -79,6 +79,28 @@ def others_cpu(t_s: np.ndarray, busy: np.ndarray) -> tuple[float, float]:
     return mean, float(np.max(per_min)) if len(per_min) else mean
 
 
+def malloc_in_use() -> int:
+    """Bytes glibc's malloc has handed out and not had back, over all arenas (mallinfo2's
+    uordblks + hblkhd; -1 without glibc 2.33+): grows with live C allocations, not with
+    free memory the allocator keeps."""
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (n, ctypes.c_size_t)
+            for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                      "uordblks", "fordblks", "keepcost")
+        ]  # fmt: skip
+
+    try:
+        fn = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        return -1
+    fn.restype = MallInfo2
+    info = fn()
+    return int(info.uordblks + info.hblkhd)
+
+
 def cpu_model() -> str:
     from engine.session.env import cpu_name
 

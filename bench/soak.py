@@ -12,7 +12,8 @@ appends a section to bench/results/soak.md (CPU, model, duration, MB/min per pro
 RSS at the start of the fit and at the end), and prints which mappings of each process
 grew (Linux /proc/PID/smaps: the heap, anonymous arenas, files). `--trace` also takes
 tracemalloc snapshots in the window at minute `--skip` and at the end and prints the
-largest growths of Python allocations.
+largest growths of Python allocations; `--census` prints what the window holds then and at
+the end (Python objects by type, graphics-scene items, QObjects, bytes malloc has out).
 
 `--trim S` has the window and its host call glibc's `malloc_trim(0)` every S seconds
 (`OPSCOPE_MALLOC_TRIM_S`, engine/run/memory_trim.py, read by both processes; the host
@@ -58,8 +59,41 @@ def trim_log(path: Path, window_pid: int, t0_wall: float) -> dict[str, np.ndarra
     return {k: np.array(v).reshape(-1, 3) for k, v in rows.items()}
 
 
+def census(app: Any) -> dict[str, int]:
+    """What the window holds: Python objects by type (after a collection), the items in
+    every graphics scene, QObjects under the windows, bytes malloc has out."""
+    import collections
+    import gc
+
+    from PySide6.QtCore import QObject
+    from PySide6.QtWidgets import QGraphicsView
+
+    gc.collect()
+    out = dict(collections.Counter(type(o).__name__ for o in gc.get_objects()))
+    widgets = app.allWidgets()
+    scenes = {id(w.scene()): w.scene() for w in widgets if isinstance(w, QGraphicsView)}
+    out["[scene items]"] = sum(len(s.items()) for s in scenes.values() if s is not None)
+    out["[QObjects under windows]"] = sum(
+        len(w.findChildren(QObject)) for w in app.topLevelWidgets()
+    )
+    out["[malloc in use, KB]"] = rss.malloc_in_use() // 1024
+    return out
+
+
+def census_growth(first: dict[str, int], last: dict[str, int], top: int = 15) -> list[str]:
+    growth = {k: last.get(k, 0) - first.get(k, 0) for k in set(first) | set(last)}
+    ranked = sorted(growth.items(), key=lambda kv: -abs(kv[1]))[:top]
+    return [f"{v:+9d}  {k}" for k, v in ranked if v]
+
+
 def run(
-    minutes: float, model: Path, every_s: float, trace: bool, skip_min: float, trim_s: float = 0
+    minutes: float,
+    model: Path,
+    every_s: float,
+    trace: bool,
+    skip_min: float,
+    trim_s: float = 0,
+    count: bool = False,
 ) -> dict[str, Any]:
     import psutil
     from PySide6.QtCore import QTimer
@@ -85,6 +119,7 @@ def run(
     busy: list[tuple[float, float]] = []  # (machine busy CPU-s, this app's CPU-s) per sample
     snaps: list[tracemalloc.Snapshot] = []
     maps: list[dict[str, dict[str, int]]] = []  # at the fit's start and at the end
+    counts: list[dict[str, int]] = []  # --census: the window's, at the same two times
     if trace:
         tracemalloc.start(6)
 
@@ -98,8 +133,12 @@ def run(
             maps.append({"window": rss.smaps(me.pid), "host": rss.smaps(pid) if pid else {}})
             if trace:
                 snaps.append(tracemalloc.take_snapshot())
+            if count:
+                counts.append(census(app))
         if t >= minutes * 60:
             maps.append({"window": rss.smaps(me.pid), "host": rss.smaps(pid) if pid else {}})
+            if count:
+                counts.append(census(app))
             app.quit()
 
     timer = QTimer(interval=int(every_s * 1000))
@@ -112,6 +151,9 @@ def run(
         for proc in ("window", "host"):
             print(f"resident growth by mapping, {proc}, from minute {skip_min:g} to the end:")
             print("\n".join(rss.smaps_growth(maps[0][proc], maps[1][proc])))
+    if len(counts) == 2:
+        print(f"what the window holds, from minute {skip_min:g} to the end:")
+        print("\n".join(census_growth(counts[0], counts[1])))
     if trace and snaps:
         end = tracemalloc.take_snapshot()
         for stat in end.compare_to(snaps[0], "traceback")[:15]:
@@ -197,12 +239,15 @@ def main() -> int:
     parser.add_argument("--label", default="run")
     parser.add_argument("--trace", action="store_true", help="tracemalloc diff in the window")
     parser.add_argument("--out", default=str(RESULTS), help="markdown file to append to")
+    parser.add_argument("--census", action="store_true", help="objects the window holds")
     parser.add_argument(
         "--trim", type=float, default=0.0, help="malloc_trim(0) every S seconds in both processes"
     )
     args = parser.parse_args()
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    out = run(args.minutes, Path(args.model), args.every, args.trace, args.skip, args.trim)
+    out = run(
+        args.minutes, Path(args.model), args.every, args.trace, args.skip, args.trim, args.census
+    )
     text = report(out, args)
     print(text)
     rss.append_section(
