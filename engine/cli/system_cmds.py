@@ -24,7 +24,13 @@ def cmd_system(args: argparse.Namespace) -> int:
         print("the cached peaks are provisional: measured again if the machine is quiet "
               "(it is looked at once a minute at most; --remeasure measures now)...",
               file=sys.stderr)  # fmt: skip
-    info = system_info(remeasure=args.remeasure)
+    from engine.machine.peaks import PROGRESS_HOOK
+
+    PROGRESS_HOOK[:] = [lambda text: print(f"[peaks] {text}", file=sys.stderr, flush=True)]
+    try:
+        info = system_info(remeasure=args.remeasure)
+    finally:
+        PROGRESS_HOOK.clear()
     print_system(info, out)
     if args.json:
         write_json(args.json, info)

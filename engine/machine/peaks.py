@@ -77,6 +77,17 @@ def measure_cpu_gflops(n: int = MATMUL_N, repeats: int = 3) -> float:
     return 2.0 * n**3 / best / 1e9
 
 
+# Who hears what a measurement is doing, one short phrase a phase (`opscope system` prints
+# them: on a busy machine the "few seconds" take a minute or more, and a command says it is
+# still at work). A list so that a caller sets and clears it, as engine/session's NOTE_HOOK.
+PROGRESS_HOOK: list[Callable[[str], None]] = []
+
+
+def _say(text: str) -> None:
+    for hear in PROGRESS_HOOK:
+        hear(text)
+
+
 def measure_cpu_peaks() -> dict[str, Any]:
     """CPU peaks: {"memory_gbps" (DRAM), "gflops" (float32), "int_gops", "levels",
     "contention", "machine", "method", "blas", "seconds"}; the float roof is the better of
@@ -92,12 +103,17 @@ def measure_cpu_peaks() -> dict[str, Any]:
     t0 = time.perf_counter()
     window = Window()
     threads = _engine_threads()
+    _say("1/5: memory bandwidth (a triad over DRAM)")
     triad = measure_memory_gbps()
+    _say("2/5: each cache level's bandwidth")
     levels = level_roofs(cache_levels(), threads)
     dram = max(triad, levels[-1].gbps)
+    _say("3/5: float32 matmul (numpy)")
     numpy_gflops = measure_cpu_gflops()
     try:
+        _say("4/5: float32 matmul (ONNX Runtime)")
         ort_fp32: dict[str, Any] | None = best_rate(integer=False)
+        _say("5/5: integer matmul (ONNX Runtime)")
         ort_int: dict[str, Any] | None = best_rate(integer=True)
     except Exception:  # the numpy figure alone still gives a float roof
         ort_fp32 = ort_int = None
