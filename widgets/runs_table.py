@@ -36,7 +36,8 @@ _WHOLE_RUN = (
 )
 HEADER_TIPS = {
     "#": "The run's id in the session file: the same number in Compare, the report and "
-    "`opscope session show` (a tune's or a sweep's runs take ids of their own between)",
+    "`opscope session show`; a tune's trials and a sweep's points are rows too, of the "
+    "kind the file gives them (bench, profile)",
     "run p50 ms": f"p50 {_WHOLE_RUN}",
     "run p99 ms": f"p99 {_WHOLE_RUN}",
     "machine": "How busy the machine was while the run was measured: quiet, or busy with "
@@ -159,6 +160,9 @@ class RunsTable(QWidget):
             for r in all_rows
             if r.running or r.failed or r.count or self.run_id(r.index) is not None
         ]
+        # in the file's order: a tune's trials, read back from the file, between the live
+        # runs before and after them (a run not written yet last)
+        rows.sort(key=lambda r: (self.run_id(r.index) is None, self.run_id(r.index) or 0, r.index))
         self._shown = rows
         grew = self.table.rowCount() != len(rows)
         self.table.setRowCount(len(rows))

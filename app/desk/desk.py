@@ -58,6 +58,7 @@ class Recording(Protocol):
 
     def flush(self) -> None: ...
     def run_id(self, started: int) -> int | None: ...  # the file's id of the nth run started
+    def own_run_ids(self) -> set[int]: ...  # the ids its own recorder wrote
 
 
 class Shell(Protocol):

@@ -1,6 +1,8 @@
-"""The Runs room: every run of the live session, a row each (its model, config, inputs and
-figures), fed from the host's events (app/runs/controller.py) and painted by the runs table
-(widgets/runs_table.py), in a dock tabbed with the roofline."""
+"""The Runs room: every run of the live session, a row each (its id and kind as the file
+has them, its model, config, inputs and figures), fed from the host's events and, for the
+runs a tune or a sweep records from a process of its own, read back from the session file
+(app/runs/controller.py); painted by the runs table (widgets/runs_table.py), in a dock
+tabbed with the roofline."""
 
 from __future__ import annotations
 

@@ -98,6 +98,12 @@ class Recording:
             order = self._started[started] if 0 <= started < len(self._started) else None
             return None if order is None else self.recorder.run_ids.get(order)
 
+    def own_run_ids(self) -> set[int]:
+        """The file's ids of the runs this window's recorder wrote (a job's, recorded by a
+        process of its own, are not among them)."""
+        with self._lock:
+            return set(self.recorder.run_ids.values())
+
     def _feed(self, ev: Any) -> None:
         if isinstance(ev, RunStarted):
             self._drop_held()

@@ -77,6 +77,7 @@ class RunsSummary:
 
     def __init__(self) -> None:
         self._runs: list[_Run] = []
+        self._live: int | None = None  # the run the engine's events feed (the latest started)
         self.baseline: int | None = None
 
     def __len__(self) -> int:
@@ -86,6 +87,33 @@ class RunsSummary:
         """A run began (RunStarted); the previous one, if still open, ends."""
         self.end()
         self._runs.append(_Run(label, inputs, max(int(batch), 1), model, engine=engine))
+        self._live = len(self._runs) - 1
+        return self._live
+
+    def recorded(
+        self,
+        label: str,
+        inputs: str,
+        model: str,
+        figures: tuple[int, float, float, float],
+        *,
+        batch: int = 1,
+        engine: str = "",
+        cosine: float | None = None,
+        contention: Contention | None = None,
+        failed: bool = False,
+    ) -> int:
+        """A run another process recorded in the session (a tune's trial, a sweep's
+        point), ended, with its figures as the file has them (count, p50, p99,
+        samples/s); the run the engine's events feed goes on."""
+        run = _Run(label, inputs, max(int(batch), 1), model, engine=engine, cosine=cosine)
+        run.running, run.failed = False, failed
+        count, p50, p99, rate = figures
+        run.count = int(count)
+        if run.count > 0:
+            run.final = (run.count, float(p50), float(p99), float(rate))
+            run.final_load = contention
+        self._runs.append(run)
         return len(self._runs) - 1
 
     def add_load(self, contention: Contention) -> None:
@@ -102,7 +130,7 @@ class RunsSummary:
         if run is None or run.count or run.final is not None:
             return self.start(label, inputs, 1, run.model if run is not None else "")
         run.label, run.inputs, run.batch = label, inputs, 1
-        return len(self._runs) - 1
+        return self._live if self._live is not None else len(self._runs) - 1  # the open one
 
     def add(self, starts_ns: npt.ArrayLike, latencies_ns: npt.ArrayLike) -> None:
         """Raw samples of the running run (absolute or relative starts, ns)."""
@@ -122,7 +150,7 @@ class RunsSummary:
             run.lats.pop(0)
 
     def set_cosine(self, cosine: float) -> None:
-        run = self._open() or (self._runs[-1] if self._runs else None)
+        run = self._open() or (self._runs[self._live] if self._live is not None else None)
         if run is not None:
             run.cosine = float(cosine)
 
@@ -201,7 +229,8 @@ class RunsSummary:
         return out
 
     def _open(self) -> _Run | None:
-        return self._runs[-1] if self._runs and self._runs[-1].running else None
+        run = self._runs[self._live] if self._live is not None else None
+        return run if run is not None and run.running else None
 
     @staticmethod
     def _figures(run: _Run) -> tuple[int, float, float, float, tuple[Interval, Interval]]:
