@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from engine.events import ServedRequests, ServingStarted
-from engine.serve.records import OUTCOMES, ServeRecords
+from engine.serve.records import OUTCOMES, UNSERVED, ServeRecords
 from engine.session import blobs, columns
 from engine.session.spec import Column, RecordSpec
 from engine.session.trust import json_text
@@ -109,38 +109,105 @@ def set_serving_summary(
 
 def add_served(conn: sqlite3.Connection, run_id: int, chunk: ServedRequests) -> int:
     """Append a chunk of ended requests and the batches run since; returns the number of
-    requests. Joins the caller's transaction."""
+    requests. Joins the caller's transaction. A backlog recorded as it arrives (requests
+    waiting, sent at their scheduled times, one after another: a million due at once) is
+    written a run of them per statement (`_backlog_runs`); a row at a time, a million
+    took 30 s and the exit of an interrupted load waited on it."""
     c = chunk
-
-    def ns(values: np.ndarray) -> list[int | None]:
-        out = np.round(np.asarray(values, np.float64) * 1e9)
-        return [None if v != v else int(v) for v in out.tolist()]
-
-    def ints(values: np.ndarray) -> list[int]:
-        return list(np.asarray(values, np.int64).tolist())
-
+    bulk, rest = _backlog_runs(conn, c)
+    for first, scheduled_ns in bulk:
+        conn.execute(_BACKLOG_INSERT, [run_id, first, scheduled_ns])
     requests = REQUESTS.rows(
         run_id=repeat(run_id),
-        i=ints(c.index),
-        scheduled_ns=ns(c.scheduled),
-        sent_ns=ns(c.sent),
-        dequeued_ns=ns(c.dequeued),
-        done_ns=ns(c.done),
-        batch=ints(c.batch),
-        hit=ints(c.hit),
-        outcome=ints(c.outcome),
+        i=_ints(c.index[rest]),
+        scheduled_ns=_ns(c.scheduled[rest]),
+        sent_ns=_ns(c.sent[rest]),
+        dequeued_ns=_ns(c.dequeued[rest]),
+        done_ns=_ns(c.done[rest]),
+        batch=_ints(c.batch[rest]),
+        hit=_ints(c.hit[rest]),
+        outcome=_ints(c.outcome[rest]),
     )
     batches = BATCHES.rows(
         run_id=repeat(run_id),
-        id=ints(c.batch_id),
-        start_ns=ns(c.batch_start),
-        end_ns=ns(c.batch_end),
-        size=ints(c.batch_size),
-        instance=ints(c.batch_instance),
+        id=_ints(c.batch_id),
+        start_ns=_ns(c.batch_start),
+        end_ns=_ns(c.batch_end),
+        size=_ints(c.batch_size),
+        instance=_ints(c.batch_instance),
     )
     conn.executemany(REQUESTS.insert("INSERT OR REPLACE"), requests)
     conn.executemany(BATCHES.insert("INSERT OR REPLACE"), batches)
     return int(np.asarray(c.index).size)
+
+
+BACKLOG_RUN = 64  # waiting requests in a row that make one statement (fewer: row by row)
+# a run of waiting requests numbered from ?2, sent at their scheduled times (?3: a JSON
+# array of ns), parsed and inserted by SQLite itself: no Python per row
+_BACKLOG_INSERT = (
+    "INSERT OR REPLACE INTO requests (run_id, i, scheduled_ns, sent_ns, dequeued_ns, done_ns, "
+    f"batch, hit, outcome) SELECT ?1, ?2 + key, value, value, NULL, NULL, -1, 0, {UNSERVED} "
+    "FROM json_each(?3)"
+)
+_json_each: bool | None = None  # whether this SQLite has json_each (3.38 on: built in)
+
+
+def _backlog_runs(
+    conn: sqlite3.Connection, c: ServedRequests
+) -> tuple[list[tuple[int, str]], np.ndarray]:
+    """The chunk's waiting requests (no dequeue, no end, no batch, not a hit) sent at their
+    scheduled times, in runs of BACKLOG_RUN or more consecutive numbers: each run's first
+    number and its scheduled times (JSON); and the positions of every other row."""
+    global _json_each
+    idx = np.asarray(c.index, np.int64)
+    scheduled = np.asarray(c.scheduled, np.float64)
+    waiting = (
+        (np.asarray(c.outcome) == UNSERVED)
+        & (np.asarray(c.sent, np.float64) == scheduled)
+        & np.isnan(np.asarray(c.dequeued, np.float64))
+        & np.isnan(np.asarray(c.done, np.float64))
+        & (np.asarray(c.batch) == -1)
+        & ~np.asarray(c.hit, bool)
+    )
+    if np.count_nonzero(waiting) < BACKLOG_RUN:
+        return [], np.arange(idx.size)
+    if _json_each is None:
+        try:
+            conn.execute("SELECT count(*) FROM json_each('[1]')").fetchone()
+            _json_each = True
+        except sqlite3.OperationalError:  # an SQLite without JSON: row by row
+            _json_each = False
+    if not _json_each:
+        return [], np.arange(idx.size)
+    # runs: a break wherever a row is not waiting or does not follow the last number
+    breaks = np.flatnonzero(~waiting[1:] | ~waiting[:-1] | (np.diff(idx) != 1)) + 1
+    bounds = np.concatenate([[0], breaks, [idx.size]])
+    taken = np.zeros(idx.size, bool)
+    bulk: list[tuple[int, str]] = []
+    ns = np.round(scheduled * 1e9)
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        if b - a >= BACKLOG_RUN and waiting[a]:
+            bulk.append(
+                (int(idx[a]), "[" + ",".join(map(str, ns[a:b].astype(np.int64).tolist())) + "]")
+            )
+            taken[a:b] = True
+    return bulk, np.flatnonzero(~taken)
+
+
+def _ns(values: np.ndarray) -> list[int | None]:
+    """Seconds as ns integers; NaN as NULL."""
+    out = np.round(np.asarray(values, np.float64) * 1e9)
+    nan = np.isnan(out)
+    if not nan.any():
+        return list(out.astype(np.int64).tolist())
+    mixed = out.astype(object)
+    mixed[~nan] = out[~nan].astype(np.int64).tolist()
+    mixed[nan] = None
+    return list(mixed.tolist())
+
+
+def _ints(values: np.ndarray) -> list[int]:
+    return list(np.asarray(values, np.int64).tolist())
 
 
 def _records(conn: sqlite3.Connection, run_id: int) -> ServeRecords:
