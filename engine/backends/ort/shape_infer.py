@@ -8,12 +8,13 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import onnx
 
-_LOGGER = "onnxruntime.tools.symbolic_shape_infer"
+_MODULE = "onnxruntime.tools.symbolic_shape_infer"
+_LOGGER = _MODULE  # its logger is named for it
 
 
 def symbolic_shapes(model: onnx.ModelProto) -> onnx.ModelProto | None:
@@ -23,8 +24,8 @@ def symbolic_shapes(model: onnx.ModelProto) -> onnx.ModelProto | None:
     before it: on an OCR recognizer 124 of 140 shapes ONNX's left unknown, not none). None
     where it cannot read the model."""
     try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-    except ImportError:
+        SymbolicShapeInference = _symbolic_module().SymbolicShapeInference
+    except (ImportError, OSError, AttributeError):
         return None
     opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
     if not opsets or opsets[0] < 7:
@@ -44,6 +45,34 @@ def symbolic_shapes(model: onnx.ModelProto) -> onnx.ModelProto | None:
         pass  # disagree): the shapes it told before that node stand, not none of them
     out: onnx.ModelProto = infer.out_mp_
     return out
+
+
+def _symbolic_module() -> Any:
+    """onnxruntime.tools.symbolic_shape_infer, read from its file without its package's
+    __init__, which imports PyTorch wherever it is installed (for a helper this never uses:
+    1.4 of its 1.7 CPU-seconds before the first shape, the graph job's largest step
+    on a busy machine, issue 53)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if _MODULE in sys.modules:
+        return sys.modules[_MODULE]
+    ort = importlib.util.find_spec("onnxruntime")  # finds the package, imports nothing
+    if ort is None or not ort.submodule_search_locations:
+        raise ImportError("onnxruntime is not installed")
+    path = Path(next(iter(ort.submodule_search_locations))) / "tools" / "symbolic_shape_infer.py"
+    spec = importlib.util.spec_from_file_location(_MODULE, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} cannot be read")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[_MODULE] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[_MODULE]
+        raise
+    return module
 
 
 @contextlib.contextmanager
