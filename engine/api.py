@@ -87,7 +87,7 @@ from engine.remote.window_host import FileSender, SshHost, finished_jobs, window
 from engine.run import host_commands as commands
 from engine.run.child_job import describe_exit
 from engine.run.generation import GenerateRequest
-from engine.run.graph_job import GraphRequest
+from engine.run.graph_job import GraphRequest, GraphSoFar
 from engine.run.host import host_main
 from engine.run.host_jobs import HostJobs
 from engine.run.jobs import job_name
@@ -161,6 +161,7 @@ __all__ = [
     "GenerationSteps",
     "Goal",
     "GraphRequest",
+    "GraphSoFar",
     "Heartbeat",
     "HostJobs",
     "ImportRequest",

@@ -251,6 +251,8 @@ class GraphView(QWidget):
         self.expand_button.setVisible(bool(view) and view.get("layout") is None)
         if scene is not None:
             note = scene.note
+        elif result and kind == "run" and result.get("pending"):  # the job goes on
+            note = "the graph as run is still being made (the view as loaded is drawn)"
         elif result and kind == "run":
             note = f"no graph as run: {result.get('as_run_error') or 'not drawn'}"
         old = self.scene_

@@ -18,6 +18,7 @@ from app.desk import Desk, Figures
 from app.graph.port import GraphViewPort
 from engine.api import (
     GraphRequest,
+    GraphSoFar,
     JobInputs,
     ModelInfo,
     Notice,
@@ -43,6 +44,7 @@ class GraphController(QObject):
         self.wanted = False  # laid out once the dock comes into view
         self.visible = False  # the dock's tab is the one shown
         self.expand = False
+        self.drawn_so_far = ""  # what the running job has drawn so far, in words
         view.refresh_requested.connect(lambda: self.lay_out(force=True))
         view.cancel_requested.connect(lambda: desk.jobs.cancel(CONCERN))
         view.expand_requested.connect(self._expand)
@@ -107,6 +109,7 @@ class GraphController(QObject):
         # running first: a job refused at once (no engine host) ends it within the call
         self.wanted = False
         self.drawn = self._key()
+        self.drawn_so_far = ""
         self.view.set_running(True)
         self.view.set_status("laying out the graph (one thread, beside live timing)")
         self.desk.run_on_workload(
@@ -124,10 +127,26 @@ class GraphController(QObject):
 
     def _events(self, batch: list[Any]) -> None:
         for item in batch:
-            if isinstance(item, Progress) and item.stage in ("graph", "variant", "int8"):
-                self.view.set_status(f"graph: {item.message}")
+            if isinstance(item, GraphSoFar):
+                self._so_far(item)
+            elif isinstance(item, Progress) and item.stage in ("graph", "variant", "int8"):
+                self.view.set_status(self.drawn_so_far + f"graph: {item.message}")
             elif isinstance(item, Notice) and item.level in ("warning", "info"):
                 self.view.set_status(item.message)
+
+    def _so_far(self, part: GraphSoFar) -> None:
+        """The graph as far as the job has made it, drawn while it makes the rest (the
+        view as loaded first: seconds, where the whole took a minute on a busy machine)."""
+        try:
+            self.view.set_result(part.result)
+        except Exception:  # drawn whole at the end, or said then: never stuck here
+            import traceback
+
+            traceback.print_exc()
+            return
+        views = {k: v for k, v in (part.result.get("views") or {}).items() if v}
+        self.drawn_so_far = f"{node_counts(views).split(' (')[0]} drawn; "
+        self.view.set_status(f"{self.drawn_so_far}still working on {', '.join(part.pending)}")
 
     def _done(self, result: dict[str, Any]) -> None:
         try:
@@ -148,6 +167,7 @@ class GraphController(QObject):
         )
 
     def _end(self, text: str, failed: bool = False) -> None:
+        self.drawn_so_far = ""
         self.view.set_running(False)
         self.view.set_status(text)
         if failed:

@@ -50,7 +50,9 @@ def child_main(conn: Connection, job: Job, args: tuple[Any, ...]) -> None:
                 _postponed.clear()
                 raise KeyboardInterrupt(interrupt.signal_name or "SIGTERM")
             now = time.monotonic()
-            if now - last >= SEND_S:
+            # an event that says so (a graph to draw before the long step that follows:
+            # graph_job.GraphSoFar) goes at once, not with the next one seconds later
+            if now - last >= SEND_S or getattr(batch[-1], "send_now", False):
                 conn.send(("events", batch))
                 batch, last = [], now
         if batch:

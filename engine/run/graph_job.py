@@ -63,7 +63,20 @@ class GraphRequest:
     job_name: ClassVar[str] = "graph"
 
 
-def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
+@dataclass(frozen=True)
+class GraphSoFar:
+    """The graph as far as the job has made it, sent as soon as it can be drawn (issue 53:
+    the window drew nothing for a minute on a busy machine): `result` has the job's own
+    form, the view as loaded first (with the shapes the file declares and ONNX's inference
+    tells), then with the symbolic shapes; `pending` says in words what is still being
+    worked on (the symbolic shapes, the graph as run). The job's result has it all."""
+
+    result: dict[str, Any]
+    pending: tuple[str, ...]
+    send_now: ClassVar[bool] = True  # not held back to batch it (engine/run/child_job.py)
+
+
+def graph_job(req: GraphRequest) -> Generator[Event | GraphSoFar, None, dict[str, Any]]:
     config = req.workload.config.resolved()
     if req.low_priority:  # the window's live timing goes on meanwhile: take little of it
         import contextlib
@@ -84,15 +97,13 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
             info.path,
         )
     plan = plan_inputs(info, config.batch, req.workload.inputs.shapes, req.workload.inputs.dims)
-    try:
-        loaded = model_graph(model, inferred(model, plan.shapes, backends.shape_inference()))
+    try:  # ONNX's own shape inference first (milliseconds): the symbolic one comes after
+        loaded = model_graph(model, inferred(model, plan.shapes))
     except ModelError as exc:  # an invalid graph: the line names the file too
         raise ModelError(exc.message, info.path) from exc
     loaded_io = graph_nodes(model.graph)
     inputs = [v.name for v in info.inputs]
     weights = frozenset(t.name for t in model.graph.initializer)
-    feeds = generate_inputs(model, info, plan, req.seed) if req.as_run else {}
-    del model
     result: dict[str, Any] = {
         "model": info.path,
         "name": info.name,
@@ -106,11 +117,11 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
     }
     cache = cache_root() / "layouts"
     yield Progress("graph", 1, STAGES, _laying_out(loaded, "as loaded", req.expand))
-    result["views"]["loaded"] = _view(loaded, {}, req.expand, cache)
-    result["views"]["loaded"]["memory"] = _memory(loaded)
+    loaded_view = result["views"]["loaded"] = _view(loaded, {}, req.expand, cache)
+    _fill(loaded_view, loaded)
 
-    run_graph: ModelGraph | None = None
-    kept: list[str] = []
+    refine = backends.shape_inference()
+    unsized = _unsized(loaded) if refine is not None else 0
     lend = backends.graph_as_run(config.engine) if req.as_run else None
     if req.as_run and total > AS_RUN_MAX_NODES:
         lend = None
@@ -120,7 +131,24 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
         )
     elif req.as_run and lend is None:
         result["as_run_error"] = f"the {config.engine} engine does not show its graph as run"
-    elif lend is not None:
+    symbolic = f"the shapes of {unsized:,} tensors ONNX's inference left unknown"
+    as_run = f"the graph as run ({config.precision}, after the runtime's fusion)"
+    pending = [w for w, due in ((symbolic, unsized), (as_run, lend is not None)) if due]
+    if pending:
+        yield _so_far(result, pending)
+    if unsized and refine is not None:
+        yield Progress("graph", 1, STAGES, f"symbolic shape inference: {symbolic}")
+        loaded = model_graph(model, inferred(model, plan.shapes, refine))
+        _fill(loaded_view, loaded)
+        pending.remove(symbolic)
+        if pending:
+            yield _so_far(result, pending)
+    feeds = generate_inputs(model, info, plan, req.seed) if lend is not None else {}
+    del model
+
+    run_graph: ModelGraph | None = None
+    kept: list[str] = []
+    if lend is not None:
         yield Progress("graph", 2, STAGES, f"the {config.precision} variant, as run")
         variant = None  # FP32 of an ONNX file runs the file itself: nothing to build
         if config.precision != "fp32" or backends.exporter_for(req.workload.model) is not None:
@@ -159,12 +187,36 @@ def graph_job(req: GraphRequest) -> Generator[Event, None, dict[str, Any]]:
             )
             run_view["memory"] = _memory(run_graph, ran.order)
     result["kept_fp32"] = kept
-    if "precision" not in result["views"]["loaded"]:
-        result["views"]["loaded"]["precision"] = precisions(loaded.nodes, loaded.tensors)
     if result["as_run_error"]:
         yield Notice("info", f"graph: as run: {result['as_run_error']}")
     yield Progress("graph", STAGES, STAGES, "done")
     return result
+
+
+def _so_far(result: dict[str, Any], pending: list[str]) -> GraphSoFar:
+    """The result so far, its views copied (the job goes on filling them in)."""
+    views = {k: dict(v) for k, v in result["views"].items()}
+    return GraphSoFar({**result, "views": views, "pending": list(pending)}, tuple(pending))
+
+
+def _fill(view: dict[str, Any], graph: ModelGraph) -> None:
+    """The view as loaded given `graph`'s shapes (the same nodes and edges, so the same
+    layout): its tensors, its memory over one inference and its nodes' precisions."""
+    view["tensors"] = _tensors(graph)
+    view["memory"] = _memory(graph)
+    view["precision"] = precisions(graph.nodes, graph.tensors)
+
+
+def _unsized(graph: ModelGraph) -> int:
+    """How many tensors the graph's nodes make whose size is not known."""
+    made = {t for n in graph.nodes if n.op_type not in (INPUT, OUTPUT) for t in n.outputs}
+    return sum(1 for t in made if graph.tensors.get(t) is None or graph.tensors[t].nbytes is None)
+
+
+def _tensors(graph: ModelGraph) -> dict[str, Any]:
+    return {
+        k: [t.dtype, None if t.shape is None else list(t.shape)] for k, t in graph.tensors.items()
+    }
 
 
 def _view(
@@ -193,10 +245,7 @@ def _view(
             }
             for n in graph.nodes
         ],
-        "tensors": {
-            k: [t.dtype, None if t.shape is None else list(t.shape)]
-            for k, t in graph.tensors.items()
-        },
+        "tensors": _tensors(graph),
         "edges": [list(e) for e in graph.edges],
         "providers": providers,
         "blocks": [{"label": label, "nodes": list(members)} for label, members in blocks],
