@@ -3,7 +3,8 @@ node count and its inserted Casts together (before, the node count read it and t
 warning's check read it a second time). For the demo transformer and MiniLM: the graph a
 real FP16 prepare saved, read both ways in interleaved rounds (one read, then the two
 reads as before, alternating which goes first), quiet and beside one spinning process per
-CPU; the ratio is of medians taken side by side. The whole prepare (with today's code) is
+CPU; the ratio is of medians taken side by side, of wall time and of the thread's CPU time
+(which other processes' load inflates less). The whole prepare (with today's code) is
 timed too (a few rounds), to show what share of it the saved read was. Each case says how
 busy the machine was: other processes' CPU over its rounds (engine/measure/contention.py),
 the spinners included where they ran.
@@ -103,24 +104,27 @@ def case(name: str, model: Path, rounds: int, load: str, tmp: Path) -> str:
     graph, _ = prepared_graph(model, tmp / f"{name.replace(' ', '_')}.onnx")
     assert one_read(graph) == two_reads(graph)  # the same figures, from one load
     window = Window()
-    once: list[float] = []
-    twice: list[float] = []
+    once: list[tuple[float, float]] = []  # (wall s, CPU s) of each read
+    twice: list[tuple[float, float]] = []
     prepares: list[float] = []
     for i in range(rounds):
         order = ((one_read, once), (two_reads, twice))
         for fn, out in order if i % 2 == 0 else order[::-1]:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.thread_time()
             fn(graph)
-            out.append(time.perf_counter() - start)
+            out.append((time.perf_counter() - start, time.thread_time() - cpu))
         if i < 3:  # a few whole prepares, for the share the saved read was of one
             prepares.append(prepared_graph(model, tmp / "again.onnx")[1])
     busy = window.done()
     others = f"others {busy.others_cpu:.2f} of {busy.cpus} CPUs" if busy else "not measured"
     nodes, casts = one_read(graph)
-    one, two, whole = (statistics.median(v) * 1e3 for v in (once, twice, prepares))
+    one, two = (statistics.median(w for w, _ in v) * 1e3 for v in (once, twice))
+    one_cpu, two_cpu = (statistics.median(c for _, c in v) * 1e3 for v in (once, twice))
+    whole = statistics.median(prepares) * 1e3
     return (
-        f"| {name} | {load} | {nodes} / {casts} | {one:.2f} | {two:.2f} | "
-        f"{two / one:.2f}x | {two - one:.2f} ms of {whole:.0f} ms | {others} |"
+        f"| {name} | {load} | {nodes} / {casts} | {one:.2f} ({one_cpu:.2f}) | "
+        f"{two:.2f} ({two_cpu:.2f}) | {two / one:.2f}x ({two_cpu / one_cpu:.2f}x) | "
+        f"{two - one:.2f} ms of {whole:.0f} ms | {others} |"
     )
 
 
@@ -130,8 +134,8 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "bench/results/fp16_graph_reads.md"))
     args = parser.parse_args()
     rows = [
-        "| model | load | nodes / Casts inserted | one read, ms | two reads (before), ms | "
-        "ratio | saved per FP16 CPU prepare | how busy |",
+        "| model | load | nodes / Casts inserted | one read, ms (CPU) | two reads (before), "
+        "ms (CPU) | ratio (CPU) | saved per FP16 CPU prepare, wall | how busy |",
         "|---|---|---|---|---|---|---|---|",
     ]
     with tempfile.TemporaryDirectory(prefix="fp16-reads-") as tmp:
