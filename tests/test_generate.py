@@ -229,7 +229,9 @@ def test_a_generation_run_lands_in_the_session(llm: Path, tmp_path: Path) -> Non
     assert f"(n={kept.ttft_ns.size})" in stdout
 
 
-def test_weight_only_int4_and_int8_are_checked_against_fp32(llm: Path, tmp_path: Path) -> None:
+def test_weight_only_int4_and_int8_are_checked_against_fp32(
+    llm: Path, tmp_path: Path, cli: Cli
+) -> None:
     """MatMulNBits weights: a smaller model whose next-token choices are compared with
     FP32's, teacher-forced, after the timing; built once into the cache."""
     from engine.backends.genai.weights import llm_variant
@@ -256,7 +258,7 @@ def test_weight_only_int4_and_int8_are_checked_against_fp32(llm: Path, tmp_path:
     fp32 = opscope("generate", llm, "--prompt-len", "8", "--new-tokens", "2", "--duration",
                    "0.1", "--json", out, check=True)  # fmt: skip
     assert json.loads(out.read_text())["accuracy"] is None and "accuracy" not in fp32.stdout
-    bench = opscope("bench", DEMO_TRANSFORMER_ONNX, "--precision", "int4-weights")
+    bench = cli("bench", DEMO_TRANSFORMER_ONNX, "--precision", "int4-weights")
     assert bench.returncode == 2 and "precision must be one of" in bench.stderr
 
 
@@ -286,15 +288,14 @@ def test_fp16_keeps_an_fp16_cache_and_is_checked_against_fp32(llm: Path, tmp_pat
     assert "fp16 on the CPU" in proc.stderr
 
 
-def test_compare_two_generation_runs_on_ttft_and_tpot(llm: Path, tmp_path: Path) -> None:
+def test_compare_two_generation_runs_on_ttft_and_tpot(llm: Path, tmp_path: Path, cli: Cli) -> None:
     session = tmp_path / "c.opscope"
     for precision in ("fp32", "int4"):
         opscope("generate", llm, "--precision", precision, "--prompt-len", "64",
                 "--new-tokens", "8", "--duration", "0.5", "--threads", "1", "--session",
                 session, check=True)  # fmt: skip
     out = tmp_path / "c.json"
-    proc = opscope("compare", f"{session}:1", f"{session}:2", "--metric", "tpot_p50",
-                   "--json", out)  # fmt: skip
+    proc = cli("compare", f"{session}:1", f"{session}:2", "--metric", "tpot_p50", "--json", out)
     assert proc.returncode in (0, 3, 4), proc.stderr  # 4: measured busy, no verdict
     data = json.loads(out.read_text())
     assert data["metric"] == "tpot_p50" and data["latency_kind"]["baseline"].startswith("a whole")
@@ -306,7 +307,7 @@ def test_compare_two_generation_runs_on_ttft_and_tpot(llm: Path, tmp_path: Path)
     from tests.conftest import DEMO_CNN
 
     opscope("bench", DEMO_CNN, "--duration", "0.3", "--no-live", "--session", session, check=True)
-    bad = opscope("compare", f"{session}:1", f"{session}:3", "--metric", "ttft_p50")
+    bad = cli("compare", f"{session}:1", f"{session}:3", "--metric", "ttft_p50")
     assert bad.returncode == 2 and "compares two generation runs" in bad.stderr
 
 
