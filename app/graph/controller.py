@@ -146,7 +146,7 @@ class GraphController(QObject):
             return
         views = {k: v for k, v in (part.result.get("views") or {}).items() if v}
         self.drawn_so_far = f"{node_counts(views).split(' (')[0]} drawn; "
-        self.view.set_status(f"{self.drawn_so_far}still working on {', '.join(part.pending)}")
+        self.view.set_status(f"{self.drawn_so_far}making {', '.join(part.pending)}")
 
     def _done(self, result: dict[str, Any]) -> None:
         try:

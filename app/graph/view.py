@@ -72,6 +72,7 @@ class GraphPanel(QWidget):
     # setters ---------------------------------------------------------------------------
     def set_status(self, text: str) -> None:
         self.status.setText(text)
+        self.status.setToolTip(text)  # whole where the dock is too narrow for it
 
     def set_running(self, running: bool) -> None:
         self.refresh_button.setEnabled(not running)

@@ -131,13 +131,14 @@ def graph_job(req: GraphRequest) -> Generator[Event | GraphSoFar, None, dict[str
         )
     elif req.as_run and lend is None:
         result["as_run_error"] = f"the {config.engine} engine does not show its graph as run"
-    symbolic = f"the shapes of {unsized:,} tensors ONNX's inference left unknown"
-    as_run = f"the graph as run ({config.precision}, after the runtime's fusion)"
+    symbolic = f"the shapes of {unsized:,} tensors (symbolic inference)"
+    as_run = "the graph as run"
     pending = [w for w, due in ((symbolic, unsized), (as_run, lend is not None)) if due]
     if pending:
         yield _so_far(result, pending)
     if unsized and refine is not None:
-        yield Progress("graph", 1, STAGES, f"symbolic shape inference: {symbolic}")
+        yield Progress("graph", 1, STAGES, f"the symbolic shape inference of {unsized:,} "
+                       "tensors ONNX's inference left unknown")  # fmt: skip
         loaded = model_graph(model, inferred(model, plan.shapes, refine))
         _fill(loaded_view, loaded)
         pending.remove(symbolic)
