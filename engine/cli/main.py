@@ -41,6 +41,7 @@ from engine.cli.gate_args import add_gate_parser
 from engine.cli.generate_args import add_generate_parser, add_import_parser
 from engine.cli.graph_cmd import add_graph_parser
 from engine.cli.memory_cmd import add_memory_parser
+from engine.cli.output_guard import guarded_stdout
 from engine.cli.remote_cmd import add_host_flag, add_remote_parser
 from engine.cli.serve_args import add_serving_parsers
 from engine.cli.tune_args import add_sweep_parser, add_tune_parser
@@ -419,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        with _stops_like_ctrl_c(), _notes_on_stderr():
+        with _stops_like_ctrl_c(), _notes_on_stderr(), guarded_stdout():
             if os.environ.get(STOP_ON_EOF) == "1":
                 _stop_when_stdin_closes()
             _trace_window(args)
