@@ -474,6 +474,12 @@ def test_tune_dock_runs_trials_and_applies_one(bench: Workbench, qtbot: QtBot) -
     bench.recording.flush()
     with open_session_file(bench.recording.path) as reader:
         assert sum(r.kind == "bench" for r in reader.runs()) == 2  # the trials, recorded
+    # the Runs dock lists them too, each with the file's id and kind (issue 53: it skipped
+    # the runs a tune's trial processes recorded, and its ids jumped)
+    from tests.test_app_runs_kinds import dock_rows, file_rows
+
+    path = Path(bench.recording.path)
+    qtbot.waitUntil(lambda: dock_rows(bench) == file_rows(path), timeout=30_000)
 
 
 def test_scaling_dock_sweeps_the_loaded_model(qtbot: QtBot, tmp_path: Path) -> None:

@@ -76,40 +76,6 @@ def test_runs_another_process_records_are_rows(wb: Workbench, qtbot: QtBot) -> N
     assert [cell(table, r, 6) for r in range(2)] == ["1.5", "2.5"]  # run p50 ms
 
 
-@pytest.mark.slow
-def test_after_a_tune_the_docks_ids_are_the_files(wb: Workbench, qtbot: QtBot) -> None:
-    """The demo CNN live, then a one-trial tune from the Tune dock, then live again: the
-    dock lists the live runs and the trial, each id and kind as the file has them."""
-    from app.tune.controller import TuneController
-    from app.tune.view import TuneDock
-
-    wb.start(str(DEMO_CNN))
-    qtbot.waitUntil(lambda: wb.controller.samples > 5, timeout=TIMEOUT_MS)
-    dock = wb.room(TuneController).view
-    assert isinstance(dock, TuneDock)
-    for p, box in dock.precisions.items():  # one trial: FP32, fusion all, 0.5 s
-        box.setChecked(p == "fp32")
-    for f, box in dock.fusions.items():
-        box.setChecked(f == "all")
-    dock.threads.setText("1")
-    dock.duration.setValue(0.5)
-    dock.start_button.click()
-    qtbot.waitUntil(lambda: not wb.running, timeout=10_000)  # timing paused
-    qtbot.waitUntil(lambda: dock.start_button.isEnabled(), timeout=TIMEOUT_MS)
-    qtbot.waitUntil(lambda: wb.running, timeout=10_000)  # resumed: a live run after them
-    start = wb.controller.samples
-    qtbot.waitUntil(lambda: wb.controller.samples > start, timeout=TIMEOUT_MS)
-    wb.recording.flush()
-    path = Path(wb.recording.path)
-
-    def same() -> bool:
-        return dock_rows(wb) == file_rows(path)
-
-    qtbot.waitUntil(same, timeout=30_000)
-    kinds = [k for _, k in file_rows(path)]
-    assert kinds.count("bench") == 1 and kinds[0] == "live" and kinds[-1] == "live", kinds
-
-
 def test_a_row_read_from_the_file_leaves_the_live_run_open() -> None:
     """Qt-free: a trial's row added while a live run goes on does not take its samples."""
     import numpy as np

@@ -13,7 +13,7 @@ import numpy as np
 from pytestqt.qtbot import QtBot
 
 from app.desk import Desk
-from app.runs.controller import RunsController
+from app.runs.controller import RunsController, read_file_runs
 from app.sessions.recording import Recording
 from engine.events import GenerationStarted, GenerationSteps, RunEnded
 from engine.model.info import load_model
@@ -87,6 +87,11 @@ def test_the_runs_docks_number_is_the_files_run_id_and_empty_runs_are_not_kept(
     t = table.table
     cells = [[t.item(i, c) for c in (0, COLUMNS.index("kind"))] for i in range(t.rowCount())]
     shown = [tuple(c.text() if c else "" for c in row) for row in cells]
-    assert shown == [("1", "live"), ("5", "live"), ("6", "live")]
-    table.pin(ctl.summary.rows()[-1].index)
+    assert shown == [("1", "live"), ("5", "live"), ("6", "live")]  # the window's own runs
+    ctl._add_file_runs(read_file_runs(str(path)))  # as the dock reads the file back
+    cells = [[t.item(i, c) for c in (0, COLUMNS.index("kind"))] for i in range(t.rowCount())]
+    shown = [tuple(c.text() if c else "" for c in row) for row in cells]
+    assert shown == [(str(i), k) for i, k in ((1, "live"), (2, "tune"), (3, "tune"),
+                                              (4, "tune"), (5, "live"), (6, "live"))]  # fmt: skip
+    table.pin(ctl.summary.rows()[ctl.run_ids().index(6)].index)
     assert table.note.text() == "Δ against run 6"
