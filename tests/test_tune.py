@@ -25,6 +25,7 @@ from engine.tune.search import Goal, tune
 from engine.tune.space import default_space, expand, parse_space
 from engine.tune.trial import Trial
 from tests.conftest import DEMO_CNN
+from tests.in_process import Cli
 from tests.test_cli import opscope
 
 
@@ -103,11 +104,13 @@ def test_a_budget_runs_at_most_that_many_trials_with_optuna() -> None:
     assert len({(c.precision, c.fusion, c.batch) for c in ran}) == len(ran)  # no repeats
 
 
-def test_tune_from_the_command_line(tmp_path: Path) -> None:
+def test_tune_from_the_command_line(tmp_path: Path, cli: Cli) -> None:
+    """The trials as they ran (--no-recheck: the side-by-side re-check of the best trials
+    is tests/test_tune_recheck.py's, one real re-check rather than three in the suite)."""
     out, session = tmp_path / "tune.json", tmp_path / "t.opscope"
     proc = opscope("tune", DEMO_CNN, "--space", "precision=fp32,int8-dynamic",
                    "--space", "fusion=basic,all", "--duration", "0.2", "--threads", "1",
-                   "--json", out, "--session", session, check=True)  # fmt: skip
+                   "--no-recheck", "--json", out, "--session", session, check=True)  # fmt: skip
     data = json.loads(out.read_text())
     assert len(data["trials"]) == 4 and all(t["status"] == "ok" for t in data["trials"])
     assert data["pareto"]["latency_accuracy"] and data["best"]["command"].startswith(
@@ -115,17 +118,19 @@ def test_tune_from_the_command_line(tmp_path: Path) -> None:
     )
     assert "--threads 1" in data["best"]["command"] and "best       trial" in proc.stdout
     assert f"recorded   {session} (a bench run per trial)" in proc.stdout
+    assert "by its own timing (--no-recheck)" in proc.stdout
+    assert data["pick"]["line"].endswith("(--no-recheck)")
     show = opscope("session", "show", session, check=True).stdout
     assert show.count(" bench ") >= 4
     budget = opscope("tune", DEMO_CNN, "--budget", "2", "--duration", "0.2", "--threads", "1",
-                     "--json", out, check=True)  # fmt: skip
+                     "--no-recheck", "--json", out, check=True)  # fmt: skip
     assert len(json.loads(out.read_text())["trials"]) == 2 and budget.returncode == 0
     broken = tmp_path / "broken.onnx"
     broken.write_text("not a model")
-    proc = opscope("tune", broken)
+    proc = cli("tune", broken)  # refusals: in this process
     assert proc.returncode == 2 and "not a valid ONNX file" in proc.stderr
     assert "trial" not in proc.stdout  # refused before any trial ran
-    bad = opscope("tune", DEMO_CNN, "--space", "precision=int4")
+    bad = cli("tune", DEMO_CNN, "--space", "precision=int4")
     assert bad.returncode == 2 and "int4" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -256,7 +261,8 @@ def test_a_trial_killed_mid_run_is_failed_and_the_tune_goes_on(tmp_path: Path) -
     """A real crash of a trial's engine (killed by the OOM killer, say): that trial is
     failed, with why, and the next ones run."""
     out = tmp_path / "t.json"
-    proc = _tune_proc(tmp_path, "--duration", "1", "--json", str(out))
+    # --no-recheck: what comes after the trials is not this test's (test_tune_recheck.py)
+    proc = _tune_proc(tmp_path, "--duration", "1", "--no-recheck", "--json", str(out))
     child = _trial_child(proc, batch=2)
     time.sleep(0.5)  # into its run
     child.kill()
