@@ -291,7 +291,10 @@ def test_load_what_if_sweep_and_graph_from_a_connected_window(
 
         wb.window.dock("Graph").raise_()
         view = wb.room(GraphController).view.view
-        qtbot.waitUntil(lambda: view.result is not None, timeout=TIMEOUT_MS)
+        # the graph as loaded is drawn first: then the whole result, with the graph as run
+        qtbot.waitUntil(
+            lambda: "run" in ((view.result or {}).get("views") or {}), timeout=TIMEOUT_MS
+        )
         assert view.scene_ is not None and view.scene_.kind == "run"
         wb.recording.flush()
         with open_session_file(wb.recording.path) as reader:
