@@ -12,6 +12,9 @@ dock asks for it (low priority, in a spawned child process of the host's job run
 the click to its result, without the layout cache, quiet and beside 2 busy processes per
 CPU; and side by side, the same job at the niceness it had before (10), to give the ratio.
 
+Where the time goes, step by step, and when the window first draws a graph:
+bench/graph_phases.py.
+
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/graph_speed.py [--out FILE] [MODEL...]
 """
 
@@ -84,7 +87,7 @@ def synthetic_result(n_layers: int, dims: int) -> tuple[dict[str, Any], float, i
     edges = onnx_like_dag(n_layers, dims)
     names = list(dict.fromkeys([n for e in edges for n in e]))
     ins = {n: [s for s, d in edges if d == n] for n in names}
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {
             "name": n,
             "op": n.rsplit("_", 1)[0],
@@ -317,7 +320,7 @@ def main() -> None:
     if args.window_only:
         print("\n".join(window))
         return
-    rows = []
+    rows: list[tuple[str, int, float, int, dict[str, float]]] = []
     for layers, dims in ((2, 3), (24, 8)):
         result, layout_s, nblocks = synthetic_result(layers, dims)
         d = draw(result)
@@ -331,7 +334,7 @@ def main() -> None:
             rows.append(
                 (
                     f"synthetic, {layers} layers, collapsed",
-                    d["boxes"],
+                    int(d["boxes"]),
                     view["collapse_s"],
                     nblocks,
                     d,
