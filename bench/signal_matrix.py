@@ -48,11 +48,35 @@ class Cell:
     after_s: float  # the signal comes this long after the session shows a run
     summary: str  # a line of stdout that starts so: the summary printed
     env: tuple[tuple[str, str], ...] = ()
+    ready: str = ""  # the signal's delay counts from when stderr first says this
+    signals: tuple[signal.Signals, ...] = ()  # () for all three
 
 
 NATIVE = Path(tempfile.gettempdir()) / "opscope-signal-models"
 LOOP = str(NATIVE / "loop_1e12.onnx")
 CHAIN = str(NATIVE / "chain_100k.onnx")
+BURST = str(NATIVE / "burst_1m_at_0.csv")  # a million arrivals at t=0
+AZURE = str(NATIVE / "azure_1m.csv")  # an Azure-style LLM trace of a million rows
+
+
+def traces() -> None:
+    """The replay cells' traces: a million requests due at once (`load`: their backlog
+    recorded as it arrives), and a million-row Azure LLM trace at 200/s (`simulate --llm`:
+    minutes of simulation)."""
+    import numpy as np
+
+    NATIVE.mkdir(exist_ok=True)
+    if not Path(BURST).exists():
+        Path(BURST).write_text("time\n" + "0\n" * 1_000_000)
+    if not Path(AZURE).exists():
+        n = 1_000_000
+        rng = np.random.default_rng(0)
+        t = np.cumsum(rng.exponential(1 / 200, n))
+        stamps = np.datetime64("2023-11-16T18:00:00", "ns") + (t * 1e9).astype("timedelta64[ns]")
+        rows = zip(stamps.astype(str).tolist(), rng.integers(64, 512, n).tolist(),
+                   rng.integers(16, 128, n).tolist(), strict=True)  # fmt: skip
+        text = "".join(f"{s.replace('T', ' ')},{p},{o}\n" for s, p, o in rows)
+        Path(AZURE).write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + text)
 
 
 def native_models() -> None:
@@ -129,6 +153,16 @@ CELLS = [
     Cell("graph Loop 1e12", [*CLI, "graph", LOOP], 15.0, ""),
     Cell("memory chain 100k (session)", [*CLI, "memory", CHAIN], 12.0, ""),
     Cell("graph chain 100k", [*CLI, "graph", CHAIN], 12.0, ""),
+    # a replay of a million requests at t=0: the signal while their backlog is recorded
+    # (3 s after the engine is chosen: serving has begun, the first write of the backlog not
+    # yet ended)
+    Cell("load replay 1M at t=0", [*CLI, "load", CNN, "--traffic", f"trace:{BURST}",
+         "--threads", "1", "--session", "{session}"], 3.0, "requests ",
+         ready="info: provider", signals=(signal.SIGINT, signal.SIGTERM)),
+    # simulate --llm on a million-row trace: the signal 10 s into the simulation itself
+    Cell("simulate --llm 1M rows", [*CLI, "simulate", LLM, "--llm", "--traffic",
+         f"trace:{AZURE}", "--duration", "100000", "--layout", "colocated"], 10.0, "",
+         ready="[simulate]", signals=(signal.SIGINT, signal.SIGTERM)),
 ]  # fmt: skip
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 
@@ -157,6 +191,30 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time `pid` has used so far (user + system, its threads together)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def reaped(proc: subprocess.Popen[bytes], timeout_s: float) -> tuple[int, float | None]:
+    """`proc`'s exit status and the CPU time it used in all (killed past `timeout_s`):
+    the CPU seconds from the signal to the exit do not depend on how busy the machine was,
+    where exit_s does."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode, usage.ru_utime + usage.ru_stime
+        time.sleep(0.02)
+    proc.kill()
+    return proc.wait(), None
 
 
 def has_run(session: Path) -> bool:
@@ -207,17 +265,16 @@ def run_cell(cell: Cell, sig: signal.Signals, folder: Path) -> dict[str, str]:
         uses_session = "{session}" in " ".join(cell.argv)
         while uses_session and not has_run(session) and time.monotonic() - start < 120:
             time.sleep(0.2)
+        while cell.ready and cell.ready not in err_path.read_text() and proc.poll() is None:
+            time.sleep(0.2)
         time.sleep(cell.after_s)
         children = descendants(proc.pid)
         busy = os.getloadavg()[0]  # others' work too: the machine is shared
+        cpu_at = cpu_seconds(proc.pid)
         sent = time.monotonic()
         killed_wall = time.time_ns() if sig == signal.SIGKILL else None
         proc.send_signal(sig)
-        try:
-            rc = proc.wait(90)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = proc.wait()
+        rc, cpu = reaped(proc, 120)
         took = time.monotonic() - sent
     time.sleep(1.0)  # a child told of its parent's death gets a moment to go
     survivors = sorted(p for p in children if alive(p))
@@ -234,6 +291,7 @@ def run_cell(cell: Cell, sig: signal.Signals, folder: Path) -> dict[str, str]:
         "signal": sig.name,
         "rc": str(rc),
         "exit_s": f"{took:.2f}",
+        "exit_cpu_s": f"{cpu - cpu_at:.2f}" if cpu is not None and cpu_at is not None else "-",
         "load1": f"{busy:.1f}",
         "summary": ("yes" if summary else "no") if cell.summary else "-",
         "abort": "ABORT" if aborted else "no",
@@ -244,8 +302,8 @@ def run_cell(cell: Cell, sig: signal.Signals, folder: Path) -> dict[str, str]:
     }
 
 
-COLUMNS = ("cell", "signal", "rc", "exit_s", "load1", "summary", "abort", "traceback", "status",
-           "integrity", "left", "survivors", "lag", "stderr")  # fmt: skip
+COLUMNS = ("cell", "signal", "rc", "exit_s", "exit_cpu_s", "load1", "summary", "abort",
+           "traceback", "status", "integrity", "left", "survivors", "lag", "stderr")  # fmt: skip
 
 
 def table(rows: list[dict[str, str]]) -> str:
@@ -284,16 +342,18 @@ def main() -> None:
         return
     rows = []
     native_models()
+    traces()
     with tempfile.TemporaryDirectory(prefix="opscope-signals-") as tmp:
         for cell in cells:
-            for sig in SIGNALS:
+            for sig in cell.signals or SIGNALS:
                 row = run_cell(cell, sig, Path(tmp))
                 print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
                 rows.append(row)
     head = (
         "# Signal matrix (bench/signal_matrix.py)\n\n"
         f"{len(rows)} cells on {os.cpu_count()} CPUs (a shared machine). exit_s: signal to "
-        "exit. load1: the 1-minute load average at the signal (above the "
+        "exit; exit_cpu_s: the CPU seconds the command used meanwhile (not slowed by others' "
+        "work). load1: the 1-minute load average at the signal (above the "
         "CPU count: other work waited). status: each run in the session file as a reader "
         "sees it (`interrupted`: "
         "left `running` by a killed writer). left: -wal/-shm beside the file after the "
