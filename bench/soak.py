@@ -68,14 +68,14 @@ def census(app: Any) -> dict[str, int]:
     from PySide6.QtCore import QObject
     from PySide6.QtWidgets import QGraphicsView
 
-    gc.collect()
-    out = dict(collections.Counter(type(o).__name__ for o in gc.get_objects()))
     widgets = app.allWidgets()
     scenes = {id(w.scene()): w.scene() for w in widgets if isinstance(w, QGraphicsView)}
-    out["[scene items]"] = sum(len(s.items()) for s in scenes.values() if s is not None)
-    out["[QObjects under windows]"] = sum(
-        len(w.findChildren(QObject)) for w in app.topLevelWidgets()
-    )
+    items = sum(len(s.items()) for s in scenes.values() if s is not None)
+    qobjects = sum(len(w.findChildren(QObject)) for w in app.topLevelWidgets())
+    gc.collect()  # after findChildren: the wrappers it makes are counted by every census
+    out = dict(collections.Counter(type(o).__name__ for o in gc.get_objects()))
+    out["[scene items]"] = items
+    out["[QObjects under windows]"] = qobjects
     out["[malloc in use, KB]"] = rss.malloc_in_use() // 1024
     return out
 
