@@ -218,8 +218,26 @@ def main_cli(argv: list[str]) -> int:
     try:
         if not argv:
             raise ConfigError("remote: version, put SHA SIZE NAME, folder NAME, take PATH or host")
+        if sys.stdout is None:  # a closed stdout (found by bench/probe_fuzz.py: a traceback)
+            raise ConfigError("remote: stdout is closed: the answer has nowhere to go")
         return main_remote(argv[0], argv[1:])
     except (OpScopeError, ValueError) as exc:
         text = " ".join(str(exc).split())[:400]
         print(f"opscope: error: {text}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the answer's stdout on a full disk, or gone
+        _drop_stdout()
+        print(f"opscope: error: remote: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+
+
+def _drop_stdout() -> None:
+    """What stdout could not take is dropped: the interpreter's flush at exit would fail
+    again, with a traceback."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+        sys.stdout.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
