@@ -7,10 +7,11 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import DEMO_TRANSFORMER, ROOT
+from tests.conftest import DEMO_CNN, DEMO_TRANSFORMER, ROOT
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="PyTorch not installed")
@@ -29,6 +30,36 @@ def test_the_symbolic_shape_inference_imports_no_pytorch() -> None:
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", done.stdout[-500:]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="PyTorch not installed")
+def test_the_int8_pre_processing_imports_no_pytorch(tmp_path: Path) -> None:
+    """ONNX Runtime's quant_pre_process (before every INT8 build) imports the same module
+    through onnxruntime.tools' package: 2.4 CPU-seconds of PyTorch per process that builds
+    an INT8 variant (a window's host, a tune's trial, `opscope bench --precision int8-*`)."""
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from engine.backends.ort.variants import _preprocess\n"
+        "from engine.model.info import load_model\n"
+        f"_, info = load_model({str(DEMO_CNN)!r})\n"
+        "steps = _preprocess(info, Path(sys.argv[1]))\n"
+        "try:\n"
+        "    while True:\n"
+        "        next(steps)\n"
+        "except StopIteration as done:\n"
+        "    assert done.value.name == 'preprocessed.onnx', done.value\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]", done.stdout[-500:]

@@ -24,7 +24,7 @@ def symbolic_shapes(model: onnx.ModelProto) -> onnx.ModelProto | None:
     before it: on an OCR recognizer 124 of 140 shapes ONNX's left unknown, not none). None
     where it cannot read the model."""
     try:
-        SymbolicShapeInference = _symbolic_module().SymbolicShapeInference
+        SymbolicShapeInference = symbolic_module().SymbolicShapeInference
     except (ImportError, OSError, AttributeError):
         return None
     opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
@@ -47,11 +47,13 @@ def symbolic_shapes(model: onnx.ModelProto) -> onnx.ModelProto | None:
     return out
 
 
-def _symbolic_module() -> Any:
+def symbolic_module() -> Any:
     """onnxruntime.tools.symbolic_shape_infer, read from its file without its package's
     __init__, which imports PyTorch wherever it is installed (for a helper this never uses:
-    1.4 of its 1.7 CPU-seconds before the first shape, the graph job's largest step
-    on a busy machine, issue 53)."""
+    1.4 of its 1.7 CPU-seconds before the first shape, the graph job's largest step on a
+    busy machine, issue 53). It stays in sys.modules under its own name, so ORT's own
+    `from onnxruntime.tools.symbolic_shape_infer import ...` (quant_pre_process, before an
+    INT8 build) finds it there and skips that __init__ too."""
     import importlib.util
     import sys
     from pathlib import Path

@@ -247,6 +247,10 @@ def _preprocess(info: ModelInfo, folder: Path) -> Generator[Progress | Notice, N
     """ORT's recommended pre-processing (shape inference + basic fusion); optional."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
+    from engine.backends.ort.shape_infer import symbolic_module
+
+    with contextlib.suppress(ImportError, OSError, AttributeError):
+        symbolic_module()  # loaded without onnxruntime.tools' __init__, which imports PyTorch
     yield Progress("variant", 0, None, "pre-processing for quantization")
     dst = folder / "preprocessed.onnx"
     try:
