@@ -329,6 +329,7 @@ def _keep(case: Case, o: Outcome, keep: Path, n: int) -> str:
         cmd += f" < {dest / 'stdin.bin'}"
     if case.signal:
         cmd += f"  # signal {case.signal[0]} after {case.signal[1]:.2f} s"
+    cmd = CONTROL.sub(lambda m: repr(m.group())[1:-1], cmd)  # the results file stays text
     return f"`{cmd[:400]}` (files: {dest})"
 
 
