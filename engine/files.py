@@ -1,10 +1,11 @@
 """Writing files safely: strict JSON values and output that never destroys what its path
 names (atomic for files, in place for FIFOs and devices), shared by the CLI's --json,
-exports, reports and the session store."""
+exports, reports and the session store; and reading JSON from outside (`loads_json`)."""
 
 from __future__ import annotations
 
 import errno
+import json
 import math
 import os
 import tempfile
@@ -185,3 +186,14 @@ def machine_memory_bytes() -> int:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, ValueError, OSError):
         return 0
+
+
+def loads_json(text: str | bytes) -> Any:
+    """json.loads for text from outside (a trace, a teammate's session, another machine's
+    answer): JSON nested past the parser's depth is a ValueError like any other malformed
+    JSON, not a RecursionError that every `except ValueError` lets through as a traceback
+    (a Mooncake line of 100,000 "[" ended `load --llm` in one)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None

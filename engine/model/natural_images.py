@@ -16,7 +16,6 @@ normalized with ImageNet's mean/std (torchvision and timm classifiers). uint8 in
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.errors import InputError, one_line
+from engine.files import loads_json
 
 if TYPE_CHECKING:
     import onnx
@@ -138,7 +138,7 @@ def preprocessing(model: onnx.ModelProto, model_path: str | Path) -> Preprocess:
 
 def _from_config(path: Path) -> Preprocess:
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = loads_json(path.read_text(encoding="utf-8"))
         if not isinstance(config, dict):
             raise ValueError("not a JSON object")
         scale = 255.0 * (float(config.get("rescale_factor", 1 / 255))

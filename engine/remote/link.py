@@ -16,7 +16,7 @@ from typing import Any
 from engine import __version__
 from engine.cache import cache_root
 from engine.errors import ConfigError, OpScopeError
-from engine.files import write_atomic
+from engine.files import loads_json, write_atomic
 from engine.remote.host_side import CHUNK, MAX_RESULT, PROTOCOL
 from engine.remote.target import Target
 
@@ -49,7 +49,7 @@ def _why(target: Target, code: int, err: str) -> RemoteError:
 def _answer(target: Target, text: str) -> dict[str, Any]:
     line = text.strip().splitlines()[0] if text.strip() else ""
     try:
-        data = json.loads(line) if len(line) <= MAX_LINE else None
+        data = loads_json(line) if len(line) <= MAX_LINE else None
     except ValueError:
         data = None
     if not isinstance(data, dict):
@@ -263,7 +263,7 @@ def take_result(target: Target, path: str) -> dict[str, Any]:
     if len(proc.stdout) > MAX_RESULT:
         raise RemoteError(f"{target}: its result is too large")
     try:
-        data = json.loads(proc.stdout)
+        data = loads_json(proc.stdout)
     except ValueError:
         raise RemoteError(f"{target}: its result is not JSON") from None
     if not isinstance(data, dict):

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from engine.errors import SessionFileError, one_line
+from engine.files import loads_json
 from engine.session import schema
 from engine.session.columns import table_info
 from engine.session.env import FACTS, MACHINE_PREFIX
@@ -122,7 +123,7 @@ def _note_machines(store: SessionStore, conn: sqlite3.Connection) -> None:
     for key, value in meta.items():
         if key.startswith(MACHINE_PREFIX) and isinstance(value, str):
             try:
-                named = json.loads(value)
+                named = loads_json(value)
             except ValueError:
                 continue
             if isinstance(named, dict):

@@ -13,7 +13,6 @@ yield is a progress point with the seconds left, estimated from the rounds' own 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Generator
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 from engine.backends.genai.model import OpenedLLM, open_llm, read_config
 from engine.config import RunConfig
 from engine.events import Event, Notice, Progress
+from engine.files import loads_json
 from engine.hostinfo import machine_key
 from engine.measure.contention import ContentionProbe
 from engine.model.info import files_sha256
@@ -127,7 +127,7 @@ def read_rounds(
     if not path.is_file():
         return {}, None
     try:
-        data = json.loads(path.read_text())
+        data = loads_json(path.read_text())
         if data.get("version") != VERSION or data.get("context") != context:
             raise ValueError("made for another model, config or machine")
         store = data["points"]

@@ -16,7 +16,6 @@ or past MAX_TOKENS, a row with a missing or non-numeric field."""
 from __future__ import annotations
 
 import csv
-import json
 import math
 import re
 import sys
@@ -30,6 +29,7 @@ from typing import TextIO
 import numpy as np
 
 from engine.errors import InputError
+from engine.files import loads_json
 from engine.serve.traffic.trace_file import MAX_LINE, MAX_REQUESTS, PROGRESS_S, read_trace
 
 MAX_TOKENS = 10_000_000  # tokens of one prompt or output (no model's context is longer)
@@ -205,7 +205,7 @@ def _mooncake(p: Path, path: str) -> Trace:
                 if not line.strip():
                     continue
                 try:
-                    row = json.loads(line)
+                    row = loads_json(line)
                 except ValueError:
                     raise InputError(f"line {n}: not a JSON object", path) from None
                 if not isinstance(row, dict):
