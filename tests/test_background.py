@@ -45,3 +45,41 @@ def test_errors_reach_on_error_as_one_line(qtbot: QtBot) -> None:
     job.submit(bug, print, errors.append)
     qtbot.waitUntil(lambda: len(errors) == 2, timeout=5000)
     assert errors == ["m.onnx: corrupt protobuf", "internal error: KeyError('x')"]
+
+
+def test_a_result_for_a_deleted_receiver_is_dropped(qtbot: QtBot) -> None:
+    """A window closed while its room's job ran (the Runs dock reading the session file
+    back): the result reaches nobody, where it raised 'Internal C++ object already deleted'
+    in the next test's event loop."""
+    from PySide6.QtCore import QObject
+    from PySide6.QtWidgets import QWidget
+
+    class Receiver(QObject):
+        def __init__(self, view: QWidget) -> None:
+            super().__init__(view)  # goes with its view, as a room's controller does
+            self.view = view
+            self.got: list[object] = []
+
+        def done(self, result: object) -> None:
+            self.got.append((result, self.view.isVisible()))  # raises on a deleted view
+
+    job = Background("test")
+    release = threading.Event()
+    view = QWidget()
+    receiver = Receiver(view)
+    job.submit(lambda: release.wait(5), receiver.done, receiver.done)
+    view.deleteLater()
+    qtbot.waitUntil(lambda: not _valid(view), timeout=5000)
+    release.set()
+    qtbot.waitUntil(lambda: not job.busy, timeout=5000)  # delivered, and dropped
+    alive_view = QWidget()
+    alive = Receiver(alive_view)
+    job.submit(lambda: "kept", alive.done, alive.done)
+    qtbot.waitUntil(lambda: not job.busy, timeout=5000)
+    assert alive.got == [("kept", False)]
+
+
+def _valid(obj: object) -> bool:
+    import shiboken6
+
+    return bool(shiboken6.isValid(obj))

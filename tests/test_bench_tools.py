@@ -1,5 +1,5 @@
-"""The soak and session-growth benchmarks' own parts: the RSS slope fit, the smaps diff,
-and the generated ~325-node model (run by ONNX Runtime)."""
+"""The soak and session-growth benchmarks' own parts (bench/rss.py, which they share):
+the RSS slope fit, the smaps diff, and the generated ~325-node model (run by ONNX Runtime)."""
 
 from __future__ import annotations
 
@@ -14,18 +14,18 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "bench" / "models"))
 
 import deep_encoder  # noqa: E402
-import soak  # noqa: E402
+import rss as bench_rss  # noqa: E402
 
 
 def test_the_slope_is_fitted_from_the_skip_on() -> None:
     t = np.arange(0, 600, 5.0)
     rss = np.where(t < 120, 100 + t, 300 + 0.5 * t / 60)  # start-up, then 0.5 MB/min
-    assert soak.slope_mb_per_min(t, rss, 120) == pytest.approx(0.5)
-    assert np.isnan(soak.slope_mb_per_min(t, rss, 10_000))
+    assert bench_rss.slope_mb_per_min(t, rss, 120) == pytest.approx(0.5)
+    assert np.isnan(bench_rss.slope_mb_per_min(t, rss, 10_000))
 
 
 def test_smaps_growth_ranks_the_mappings_that_grew() -> None:
-    lines = soak.smaps_growth({"[heap]": 10, "a": 5_000_000}, {"[heap]": 3_000_010, "b": 1})
+    lines = bench_rss.smaps_growth({"[heap]": 10, "a": 5_000_000}, {"[heap]": 3_000_010, "b": 1})
     assert lines[0].endswith("a") and "-5.00 MB" in lines[0]
     assert lines[1].endswith("[heap]") and "+3.00 MB" in lines[1]
 

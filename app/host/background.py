@@ -3,7 +3,8 @@ on_error)` runs `fn` on a worker thread and calls back on the GUI thread. One jo
 concern: a newer submit supersedes the older one, whose result is dropped when it arrives
 (a generation counter, as ndv does). Errors a user can act on (OpScopeError, OSError)
 reach `on_error` as one line; anything else too, marked as an internal error, with the
-traceback on stderr."""
+traceback on stderr. A result whose receiver was deleted meanwhile (a window closed while
+its room read the session file back) is dropped, not delivered to the dead object."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QObject, Signal
 
 from engine.api import OpScopeError
@@ -77,7 +79,16 @@ class Background(QObject):
             return  # superseded
         self.busy_changed.emit(False)
         on_done, on_error = callbacks
+        if not _alive(on_done if ok else on_error):
+            return
         if ok:
             on_done(result)
         else:
             on_error(str(result))
+
+
+def _alive(callback: Callable[..., None]) -> bool:
+    """Whether a callback's receiver still exists: a bound method of a QObject whose C++
+    object was deleted (the Runs dock's controller, gone with its closed window) is not."""
+    owner = getattr(callback, "__self__", None)
+    return not isinstance(owner, QObject) or shiboken6.isValid(owner)
