@@ -64,6 +64,21 @@ def _gc_on_the_gui_thread(request: pytest.FixtureRequest) -> Iterator[None]:
         gc.collect()
 
 
+@pytest.fixture
+def first_start(qtbot: Any, tmp_path: Path) -> Iterator[Any]:
+    """The window as on a first start (no saved layout, not another test's), on the CPU,
+    recording into this test's own session file; shut down after the test."""
+    from PySide6.QtCore import QSettings
+
+    from app.shell.workbench import Workbench
+
+    QSettings("OpScope", "OpScope").clear()
+    bench = Workbench(session_path=str(tmp_path / "first.opscope"), usable=["cpu"])
+    qtbot.addWidget(bench.window)
+    yield bench
+    bench.shutdown()
+
+
 @pytest.fixture(scope="session")
 def zoo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Every model of tests/model_zoo.py, built once per test session."""

@@ -8,7 +8,6 @@ saved. No engine is started."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,12 +25,8 @@ SIZES = ((1600, 1000), (1024, 700))
 
 
 @pytest.fixture
-def wb(qtbot: QtBot, tmp_path: Path) -> Iterator[Workbench]:
-    QSettings("OpScope", "OpScope").clear()  # a first start: no saved layout
-    bench = Workbench(session_path=str(tmp_path / "layout.opscope"), usable=["cpu"])
-    qtbot.addWidget(bench.window)
-    yield bench
-    bench.shutdown()
+def wb(first_start: Workbench) -> Workbench:
+    return first_start  # a first start: no saved layout
 
 
 def shown(wb: Workbench, qtbot: QtBot, size: tuple[int, int]) -> None:

@@ -5,13 +5,10 @@ scrolling inside its own share instead. No engine is started."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("PySide6")
-from PySide6.QtCore import QPoint, QRect, QSettings
+from PySide6.QtCore import QPoint, QRect
 from PySide6.QtWidgets import QDockWidget, QScrollArea, QWidget
 from pytestqt.qtbot import QtBot
 
@@ -29,14 +26,10 @@ STATUS = (
 
 
 @pytest.fixture
-def wb(qtbot: QtBot, tmp_path: Path) -> Iterator[Workbench]:
+def wb(first_start: Workbench) -> Workbench:
     if not (DEMO_LLM / "genai_config.json").is_file():
         pytest.skip("the demo LLM is built at set-up (make demo-llm)")
-    QSettings("OpScope", "OpScope").clear()  # a first start: no saved layout
-    bench = Workbench(session_path=str(tmp_path / "layout.opscope"), usable=["cpu"])
-    qtbot.addWidget(bench.window)
-    yield bench
-    bench.shutdown()
+    return first_start  # a first start: no saved layout
 
 
 def shown_dock(wb: Workbench, qtbot: QtBot, size: tuple[int, int]) -> LLMServingPanel:

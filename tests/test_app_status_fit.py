@@ -5,13 +5,9 @@ engine is started."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("PySide6")
-from PySide6.QtCore import QSettings
 from pytestqt.qtbot import QtBot
 
 from app.shell.workbench import Workbench
@@ -27,12 +23,8 @@ WHOLE = (
 
 
 @pytest.fixture
-def wb(qtbot: QtBot, tmp_path: Path) -> Iterator[Workbench]:
-    QSettings("OpScope", "OpScope").clear()
-    bench = Workbench(session_path=str(tmp_path / "status.opscope"), usable=["cpu"])
-    qtbot.addWidget(bench.window)
-    yield bench
-    bench.shutdown()
+def wb(first_start: Workbench) -> Workbench:
+    return first_start
 
 
 def busy_status(wb: Workbench, qtbot: QtBot, size: tuple[int, int]) -> str:

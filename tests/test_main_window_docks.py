@@ -6,10 +6,8 @@ started."""
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QSettings
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget
 from pytestqt.qtbot import QtBot
@@ -18,12 +16,8 @@ from app.shell.workbench import Workbench
 
 
 @pytest.fixture
-def wb(qtbot: QtBot, tmp_path: Path):  # type: ignore[no-untyped-def]
-    QSettings("OpScope", "OpScope").clear()  # the first layout, not another test's saved one
-    bench = Workbench(session_path=str(tmp_path / "docks.opscope"), usable=["cpu"])
-    qtbot.addWidget(bench.window)
-    yield bench
-    bench.shutdown()
+def wb(first_start: Workbench) -> Workbench:
+    return first_start  # the first layout, not another test's saved one
 
 
 def in_front(dock: QDockWidget) -> bool:
