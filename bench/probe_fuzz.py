@@ -39,9 +39,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,6 +73,18 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 ERROR_LINE = re.compile(r"(?i)(\berror\b|\[E:onnxruntime|^\s*File \")")
 
 
+_LIVE: set[int] = set()  # process groups of the commands running now
+_LIVE_LOCK = threading.Lock()
+
+
+def _stop_all() -> None:
+    """Every command still running is killed with its children (the fuzz is stopping)."""
+    with _LIVE_LOCK:
+        for pgid in list(_LIVE):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+
+
 @dataclass
 class Outcome:
     rc: int | None  # None: we killed it
@@ -78,6 +92,7 @@ class Outcome:
     out: str
     err: str
     hang: str = ""
+    cpu_s: float = 0.0  # the command's own CPU time (user + system), from wait4
     problems: list[str] = field(default_factory=list)
 
 
@@ -94,8 +109,14 @@ def _limits(memory: int, fsize: int | None, close: tuple[int, ...]) -> Callable[
     return apply
 
 
-def run_case(case: Case, env: dict[str, str], timeout: float, memory: int, work: Path) -> Outcome:
-    out_path, err_path = work / "stdout", work / "stderr"
+def run_case(
+    case: Case, env: dict[str, str], timeout: float, memory: int, work: Path, slot: Path
+) -> Outcome:
+    """One case, its stdout and stderr in `slot` (one folder per case run at once)."""
+    out_path, err_path = slot / "stdout", slot / "stderr"
+    case_env = {**env, **case.env}
+    if "PYTHONPATH" in case.env and env.get("PYTHONPATH"):  # a shadowing folder goes first,
+        case_env["PYTHONPATH"] = f"{case.env['PYTHONPATH']}:{env['PYTHONPATH']}"  # tree kept
     close = {"closed": (1,), "both-closed": (1, 2)}.get(case.stdout, ())
     fsize = 2048 if case.stdout == "fsize" else None
     target = "/dev/full" if case.stdout == "full" else out_path
@@ -106,20 +127,27 @@ def run_case(case: Case, env: dict[str, str], timeout: float, memory: int, work:
             stdin=subprocess.PIPE if case.stdin is not None else subprocess.DEVNULL,
             stdout=out,
             stderr=err,
-            env={**env, **case.env},
+            env=case_env,
             cwd=work,
             start_new_session=True,
             preexec_fn=_limits(memory, fsize, close),
         )
+        with _LIVE_LOCK:
+            _LIVE.add(proc.pid)
         if case.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.write(case.stdin)  # type: ignore[union-attr]
             with contextlib.suppress(OSError):
                 proc.stdin.close()  # type: ignore[union-attr]
-        hang, killed, sent = "", False, None
+        hang, killed, sent, cpu = "", False, None, 0.0
         size, grew = 0, started
-        while proc.poll() is None:
-            time.sleep(0.1)
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)  # reaped here: its CPU time
+            if pid:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                cpu = usage.ru_utime + usage.ru_stime
+                break
+            time.sleep(0.02 if time.monotonic() - started < 2 else 0.1)
             now = time.monotonic()
             if err_path.stat().st_size != size:
                 size, grew = err_path.stat().st_size, now
@@ -137,15 +165,17 @@ def run_case(case: Case, env: dict[str, str], timeout: float, memory: int, work:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 killed = True
-                proc.wait()
         with contextlib.suppress(ProcessLookupError):  # its children too
             os.killpg(proc.pid, signal.SIGKILL)
+        with _LIVE_LOCK:
+            _LIVE.discard(proc.pid)
     o = Outcome(
         None if killed else proc.returncode,
         time.monotonic() - started,
         "" if case.binary_stdout or target != out_path else out_path.read_text(errors="replace"),
         err_path.read_text(errors="replace"),
         hang,
+        cpu,
     )
     o.problems = problems(case, o)
     return o
@@ -231,6 +261,9 @@ def main() -> int:
         default=0.0,
         help="this share of cases with stdout on /dev/full or closed",
     )
+    ap.add_argument(
+        "--jobs", type=int, default=1, help="cases run at once (each its own process group)"
+    )
     ap.add_argument("--label", default="run")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--material", default="", help="a session recorded before (else recorded)")
@@ -247,6 +280,7 @@ def main() -> int:
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     spent: dict[str, float] = {}
     findings: dict[str, list[str]] = {}
+    cpu: dict[str, float] = defaultdict(float)
     with tempfile.TemporaryDirectory(prefix="probe-fuzz-") as tmp:
         work = Path(tmp)
         cache = work / "cache"
@@ -271,42 +305,87 @@ def main() -> int:
         }
         spent = dict.fromkeys(gens, 0.0)
         odd = random.Random(f"{a.seed}:stdout")  # apart: the classes' cases stay the same
-        while time.monotonic() - started < budget and gens:
-            cls = min(gens, key=lambda n: spent[n])
+        running: dict[Future[Outcome], tuple[str, Case]] = {}
+        free = [work / f"slot{i}" for i in range(a.jobs)]
+        for slot in free:
+            slot.mkdir()
+
+        def share(n: str) -> float:  # time used, the cases still running at their mean
+            busy = sum(1 for c, _ in running.values() if c == n)
+            return spent[n] + busy * spent[n] / max(counts[n]["runs"], 1)
+
+        with ThreadPoolExecutor(a.jobs) as pool:
             try:
-                case = next(gens[cls])
-            except Exception as exc:
-                print(f"{cls}: generator failed: {exc!r}", flush=True)
-                del gens[cls]
-                continue
-            if any("\x00" in arg for arg in case.argv):  # no process can be given one
-                continue
-            if case.stdout == "file" and not case.binary_stdout and odd.random() < a.odd_stdout:
-                case.stdout = odd.choice(["full", "closed"])  # where output cannot go
-                case.name += f" >{case.stdout}"
-            o = run_case(case, env, a.timeout, memory, work)
-            spent[cls] += o.wall_s
-            counts[cls]["runs"] += 1
-            for kind in o.problems:
-                counts[cls][kind] += 1
-                sig = signature(case, kind, o)
-                seen = findings.setdefault(sig, [])
-                if len(seen) < 2:
-                    seen.append(_keep(case, o, keep, len(findings)))
-            if not o.problems:
-                counts[cls]["clean"] += 1
-            print(
-                f"{cls:13s} {o.rc!s:5s} {o.wall_s:5.1f}s {','.join(o.problems) or 'ok':20s} "
-                f"{case.name[:90]!r}",
-                flush=True,
-            )
-            _remove(case.files)
+                while running or (gens and time.monotonic() - started < budget):
+                    while free and gens and time.monotonic() - started < budget:
+                        cls = min(gens, key=share)
+                        try:
+                            case = next(gens[cls])
+                        except Exception as exc:
+                            print(f"{cls}: generator failed: {exc!r}", flush=True)
+                            del gens[cls]
+                            continue
+                        if any("\x00" in arg for arg in case.argv):  # no process takes one
+                            continue
+                        if (
+                            case.stdout == "file"
+                            and not case.binary_stdout
+                            and odd.random() < a.odd_stdout
+                        ):
+                            case.stdout = odd.choice(["full", "closed"])  # output cannot go
+                            case.name += f" >{case.stdout}"
+                        slot = free.pop()
+                        job = pool.submit(run_case, case, env, a.timeout, memory, work, slot)
+                        job.slot = slot  # type: ignore[attr-defined]
+                        running[job] = (cls, case)
+                    if not running:
+                        break
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for job in done:
+                        cls, case = running.pop(job)
+                        free.append(job.slot)  # type: ignore[attr-defined]
+                        _record(job.result(), cls, case, counts, spent, cpu, findings, keep)
+            finally:
+                for job in running:  # the fuzz stopped: its commands stop too
+                    job.cancel()
+                _stop_all()
     load1 = os.getloadavg()
-    text = report(a, counts, spent, findings, load0, load1, others(), time.monotonic() - started)
+    text = report(
+        a, counts, spent, cpu, findings, load0, load1, others(), time.monotonic() - started
+    )
     with open(a.out, "a") as fh:
         fh.write(text)
     print(text)
     return 0
+
+
+def _record(
+    o: Outcome,
+    cls: str,
+    case: Case,
+    counts: dict[str, Counter[str]],
+    spent: dict[str, float],
+    cpu: dict[str, float],
+    findings: dict[str, list[str]],
+    keep: Path,
+) -> None:
+    spent[cls] += o.wall_s
+    cpu[cls] += o.cpu_s
+    counts[cls]["runs"] += 1
+    for kind in o.problems:
+        counts[cls][kind] += 1
+        sig = signature(case, kind, o)
+        seen = findings.setdefault(sig, [])
+        if len(seen) < 2:
+            seen.append(_keep(case, o, keep, len(findings)))
+    if not o.problems:
+        counts[cls]["clean"] += 1
+    print(
+        f"{cls:13s} {o.rc!s:5s} {o.wall_s:5.1f}s {o.cpu_s:5.1f}cpu "
+        f"{','.join(o.problems) or 'ok':20s} {case.name[:90]!r}",
+        flush=True,
+    )
+    _remove(case.files)
 
 
 def _keep(case: Case, o: Outcome, keep: Path, n: int) -> str:
@@ -346,6 +425,7 @@ def report(
     a: argparse.Namespace,
     counts: dict[str, Counter[str]],
     spent: dict[str, float],
+    cpu: dict[str, float],
     findings: dict[str, list[str]],
     load0: tuple[float, ...],
     load1: tuple[float, ...],
@@ -353,8 +433,8 @@ def report(
     wall: float,
 ) -> str:
     rows = [
-        "| class | runs | clean | " + " | ".join(KINDS) + " | time s |",
-        "|---|---|---|" + "---|" * len(KINDS) + "---|",
+        "| class | runs | clean | " + " | ".join(KINDS) + " | time s | CPU s |",
+        "|---|---|---|" + "---|" * len(KINDS) + "---|---|",
     ]
     total: Counter[str] = Counter()
     for cls in spent:
@@ -363,12 +443,12 @@ def report(
         rows.append(
             f"| {cls} | {c['runs']} | {c['clean']} | "
             + " | ".join(str(c[k]) for k in KINDS)
-            + f" | {spent[cls]:.0f} |"
+            + f" | {spent[cls]:.0f} | {cpu[cls]:.0f} |"
         )
     rows.append(
         f"| **all** | {total['runs']} | {total['clean']} | "
         + " | ".join(str(total[k]) for k in KINDS)
-        + f" | {sum(spent.values()):.0f} |"
+        + f" | {sum(spent.values()):.0f} | {sum(cpu.values()):.0f} |"
     )
     lines = [
         f"## {a.label}: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, seed {a.seed}",
@@ -378,7 +458,8 @@ def report(
         f"use over the run {others:.2f} of {os.cpu_count()} CPUs. Run at nice 10 "
         f"(nice now {os.nice(0)}), {wall / 60:.1f} min in all (the session material included), "
         f"timeout {a.timeout:g} s per command, RLIMIT_AS {a.memory_gb:g} GB, "
-        f"{a.odd_stdout:.0%} of cases with stdout on /dev/full or closed.",
+        f"{a.odd_stdout:.0%} of cases with stdout on /dev/full or closed, {a.jobs} case(s) at "
+        f"once. Time s: the cases' wall time, CPU s: the commands' own CPU time (wait4).",
         "",
         *rows,
         "",
