@@ -42,6 +42,25 @@ def smaps(pid: int) -> dict[str, int]:
     return out
 
 
+def rollup(pid: int) -> dict[str, int]:
+    """Resident bytes of `pid` split (Linux /proc/PID/smaps_rollup): 'rss', 'anon' (heap,
+    arenas, anonymous mmaps), 'file' (mapped files: libraries, fonts, an mmapped database),
+    'thp' (anonymous memory in transparent huge pages); {} where it cannot be read."""
+    keys = {"Rss:": "rss", "Anonymous:": "anon", "AnonHugePages:": "thp"}
+    out: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                head = line.split()
+                if head and head[0] in keys:
+                    out[keys[head[0]]] = int(head[1]) * 1024
+    except OSError:
+        return {}
+    if "rss" in out and "anon" in out:
+        out["file"] = out["rss"] - out["anon"]
+    return out
+
+
 def smaps_growth(first: dict[str, int], last: dict[str, int], top: int = 8) -> list[str]:
     """The mappings whose resident size grew most between two `smaps` readings."""
     growth = {k: last.get(k, 0) - first.get(k, 0) for k in set(first) | set(last)}
@@ -99,6 +118,38 @@ def malloc_in_use() -> int:
     fn.restype = MallInfo2
     info = fn()
     return int(info.uordblks + info.hblkhd)
+
+
+def pymalloc() -> dict[str, int]:
+    """Python's small-object allocator (pymalloc), which takes its 1 MiB arenas from mmap, not
+    malloc (so mallinfo2 does not see them): 'arenas' held now and 'in blocks', the bytes
+    live objects use in them; {} where CPython does not say (sys._debugmallocstats writes
+    to the C stderr, read here through a temporary file on fd 2)."""
+    import os
+    import sys
+    import tempfile
+
+    stats = getattr(sys, "_debugmallocstats", None)
+    if stats is None:
+        return {}
+    with tempfile.TemporaryFile() as fh:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(fh.fileno(), 2)
+        try:
+            stats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        fh.seek(0)
+        text = fh.read().decode(errors="replace")
+    keys = {"# arenas allocated current": "arenas", "# bytes in allocated blocks": "in blocks"}
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        head, _, value = line.partition("=")
+        if head.strip() in keys:
+            out[keys[head.strip()]] = int(value.strip().replace(",", ""))
+    return out
 
 
 def cpu_model() -> str:

@@ -77,6 +77,9 @@ def census(app: Any) -> dict[str, int]:
     out["[scene items]"] = items
     out["[QObjects under windows]"] = qobjects
     out["[malloc in use, KB]"] = rss.malloc_in_use() // 1024
+    small = rss.pymalloc()  # Python's own arenas: mmapped, outside malloc's figure
+    out["[pymalloc arenas, 1 MiB each]"] = small.get("arenas", -1)
+    out["[pymalloc in blocks, KB]"] = small.get("in blocks", -1024) // 1024
     return out
 
 
@@ -94,6 +97,7 @@ def run(
     skip_min: float,
     trim_s: float = 0,
     count: bool = False,
+    profile_every_s: float = 0,
 ) -> dict[str, Any]:
     import psutil
     from PySide6.QtCore import QTimer
@@ -116,6 +120,12 @@ def run(
     me = psutil.Process()
     t0 = time.monotonic()
     rows: list[tuple[float, float, float]] = []
+    # the window's resident memory split, and what its malloc has out, at each sample (MB):
+    # anonymous, file-backed, in transparent huge pages, malloc in use; the host's split;
+    # the window's pymalloc arenas
+    split: list[tuple[float, ...]] = []
+    passes: list[float] = []  # when the window got each profiling pass (s since the start)
+    last_profile: list[Any] = [None]
     busy: list[tuple[float, float]] = []  # (machine busy CPU-s, this app's CPU-s) per sample
     snaps: list[tracemalloc.Snapshot] = []
     maps: list[dict[str, dict[str, int]]] = []  # at the fit's start and at the end
@@ -128,6 +138,19 @@ def run(
         pid = wb.client.pid
         host = psutil.Process(pid).memory_info().rss / 1e6 if pid else float("nan")
         rows.append((t, me.memory_info().rss / 1e6, host))
+        mine, theirs = rss.rollup(me.pid), rss.rollup(pid) if pid else {}
+        split.append(
+            (
+                *(mine.get(k, 0) / 1e6 for k in ("anon", "file", "thp")),
+                rss.malloc_in_use() / 1e6,
+                *(theirs.get(k, 0) / 1e6 for k in ("anon", "file")),
+                rss.pymalloc().get("arenas", 0) * 2**20 / 1e6,
+            )
+        )
+        profile = getattr(wb.controller, "last_profile", None)
+        if profile is not None and profile is not last_profile[0]:
+            last_profile[0] = profile
+            passes.append(t)
         busy.append(rss.machine_and_proc_cpu(me))  # the window and all under it
         if not maps and t >= skip_min * 60:
             maps.append({"window": rss.smaps(me.pid), "host": rss.smaps(pid) if pid else {}})
@@ -144,8 +167,15 @@ def run(
     timer = QTimer(interval=int(every_s * 1000))
     timer.timeout.connect(sample)
     timer.start()
+    # --profile-every: the window's own Profile Now (Ctrl+Alt+P) on a clock, so an hour holds
+    # hundreds of passes (the host's own schedule backs off to one every 240 s)
+    profiler = QTimer(interval=max(1, int(profile_every_s * 1000)))
+    profiler.timeout.connect(wb.client.profile_now)
+    if profile_every_s > 0:
+        profiler.start()
     app.exec()
     timer.stop()
+    profiler.stop()
     samples = wb.controller.samples
     if len(maps) == 2:
         for proc in ("window", "host"):
@@ -164,6 +194,7 @@ def run(
     wb.shutdown()
     session_mb = (Path(tmp) / "soak.opscope").stat().st_size / 1e6
     arr = np.array(rows)
+    parts = np.array(split).reshape(-1, 7)
     skip_s = skip_min * 60
     logged = trim_log(trims, me.pid, t0_wall) if trim_s > 0 else {}
     trim_slopes = {
@@ -183,6 +214,11 @@ def run(
         "samples": samples,
         "session_mb": session_mb,
         "others_cpu": rss.others_cpu(arr[:, 0], np.array(busy)),
+        "split": parts,
+        "split_mb_min": [
+            rss.slope_mb_per_min(arr[:, 0], parts[:, i], skip_s) for i in range(parts.shape[1])
+        ],
+        "passes": passes,
     }
 
 
@@ -208,6 +244,27 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> str:
         lines.append(
             f"| {name} | {series[first]:.1f} | {series[-1]:.1f} | {out[name + '_mb_min']:+.3f} |"
         )
+    parts, slopes = out["split"], out["split_mb_min"]
+    names = (
+        "window: anonymous (heap, arenas, mmaps)",
+        "window: file-backed (libraries, fonts, files)",
+        "window: of anonymous, in transparent huge pages",
+        "window: malloc in use (mallinfo2)",
+        "host: anonymous",
+        "host: file-backed",
+        "window: pymalloc arenas (mmapped, outside malloc's figure)",
+    )
+    lines += [
+        "",
+        "| part | at fit start (MB) | at end (MB) | growth (MB/min) |",
+        "|---|---:|---:|---:|",
+    ]
+    for i, name in enumerate(names):
+        lines.append(f"| {name} | {parts[first, i]:.1f} | {parts[-1, i]:.1f} | {slopes[i]:+.3f} |")
+    passes = out["passes"]
+    after = sum(1 for p in passes if p >= args.skip * 60)
+    how = f"Profile Now every {args.profile_every:g} s" if args.profile_every else "host's schedule"
+    lines += ["", f"Profiling passes the window got: {len(passes)} ({after} in the fit; {how})."]
     if out["trim_s"] > 0:
         lines += [
             "",
@@ -241,12 +298,25 @@ def main() -> int:
     parser.add_argument("--out", default=str(RESULTS), help="markdown file to append to")
     parser.add_argument("--census", action="store_true", help="objects the window holds")
     parser.add_argument(
+        "--profile-every",
+        type=float,
+        default=0.0,
+        help="the window's Profile Now every S seconds (0: the host's own schedule)",
+    )
+    parser.add_argument(
         "--trim", type=float, default=0.0, help="malloc_trim(0) every S seconds in both processes"
     )
     args = parser.parse_args()
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     out = run(
-        args.minutes, Path(args.model), args.every, args.trace, args.skip, args.trim, args.census
+        args.minutes,
+        Path(args.model),
+        args.every,
+        args.trace,
+        args.skip,
+        args.trim,
+        args.census,
+        args.profile_every,
     )
     text = report(out, args)
     print(text)
