@@ -120,6 +120,59 @@ def malloc_in_use() -> int:
     return int(info.uordblks + info.hblkhd)
 
 
+def malloc_free() -> dict[str, int]:
+    """Where glibc's malloc keeps its free memory, over all arenas (malloc_info's XML):
+    'system' (bytes the arenas took from the OS), 'holes' (free in chunks under 4 KiB,
+    which no trim can give back: a page with a live neighbour stays resident), 'large'
+    (free in larger chunks and the tops, which `malloc_trim` can give back), 'mmapped'
+    (blocks mmapped on their own); {} without glibc. Growth of 'holes' while the bytes in
+    use stay flat is fragmentation."""
+    import ctypes
+    import os
+    import re
+    import tempfile
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        info = libc.malloc_info
+    except (OSError, AttributeError):
+        return {}
+    libc.fopen.restype = ctypes.c_void_p
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.fclose.argtypes = [ctypes.c_void_p]
+    info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    fd, path = tempfile.mkstemp(suffix=".xml")
+    os.close(fd)
+    try:
+        fp = libc.fopen(path.encode(), b"w")
+        if not fp:
+            return {}
+        info(0, fp)
+        libc.fclose(fp)
+        text = Path(path).read_text()
+    finally:
+        os.unlink(path)
+    out = {"system": 0, "holes": 0, "large": 0, "mmapped": 0}
+    for heap in re.findall(r"<heap nr=.*?</heap>", text, re.S):
+        free = sum(
+            int(n)
+            for n in re.findall(r'<total type="(?:fast|rest)" count="\d+" size="(\d+)"', heap)
+        )
+        holes = sum(
+            int(total)
+            for to, total in re.findall(
+                r'<(?:size|unsorted) from="\d+" to="(\d+)" total="(\d+)"', heap
+            )
+            if int(to) < 4096
+        )
+        out["system"] += int(re.search(r'<system type="current" size="(\d+)"', heap).group(1))
+        out["holes"] += holes
+        out["large"] += free - holes
+    mmapped = re.search(r'<total type="mmap" count="\d+" size="(\d+)"', text)
+    out["mmapped"] = int(mmapped.group(1)) if mmapped else 0
+    return out
+
+
 def pymalloc() -> dict[str, int]:
     """Python's small-object allocator (pymalloc), which takes its 1 MiB arenas from mmap, not
     malloc (so mallinfo2 does not see them): 'arenas' held now and 'in blocks', the bytes

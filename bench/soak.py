@@ -77,6 +77,11 @@ def census(app: Any) -> dict[str, int]:
     out["[scene items]"] = items
     out["[QObjects under windows]"] = qobjects
     out["[malloc in use, KB]"] = rss.malloc_in_use() // 1024
+    free = rss.malloc_free()  # fragmentation: free bytes in holes no trim gives back
+    out["[malloc arenas from the OS, KB]"] = free.get("system", -1024) // 1024
+    out["[malloc free in holes < 4 KiB, KB]"] = free.get("holes", -1024) // 1024
+    out["[malloc free in larger chunks and tops, KB]"] = free.get("large", -1024) // 1024
+    out["[malloc mmapped blocks, KB]"] = free.get("mmapped", -1024) // 1024
     small = rss.pymalloc()  # Python's own arenas: mmapped, outside malloc's figure
     out["[pymalloc arenas, 1 MiB each]"] = small.get("arenas", -1)
     out["[pymalloc in blocks, KB]"] = small.get("in blocks", -1024) // 1024
@@ -84,9 +89,15 @@ def census(app: Any) -> dict[str, int]:
 
 
 def census_growth(first: dict[str, int], last: dict[str, int], top: int = 15) -> list[str]:
+    """The memory figures ('[...]', each with where it began) and the `top` object counts
+    that changed most."""
     growth = {k: last.get(k, 0) - first.get(k, 0) for k in set(first) | set(last)}
-    ranked = sorted(growth.items(), key=lambda kv: -abs(kv[1]))[:top]
-    return [f"{v:+9d}  {k}" for k, v in ranked if v]
+    figures = [
+        f"{growth[k]:+9d}  {k} (from {first.get(k, 0):,})" for k in sorted(growth) if k[0] == "["
+    ]
+    counts = [kv for kv in growth.items() if kv[0][0] != "["]
+    ranked = sorted(counts, key=lambda kv: -abs(kv[1]))[:top]
+    return figures + [f"{v:+9d}  {k}" for k, v in ranked if v]
 
 
 def run(
