@@ -52,3 +52,22 @@ def test_pymalloc_counts_the_arenas_small_objects_take() -> None:
     assert during["arenas"] - before["arenas"] >= 8  # 1 MiB each
     assert during["in blocks"] - before["in blocks"] > 8 * MB
     del small
+
+
+def test_malloc_free_reads_fragmentation_as_holes() -> None:
+    import ctypes
+
+    before = rss.malloc_free()
+    if not before:
+        pytest.skip("not glibc")
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    blocks = [libc.malloc(1000) for _ in range(20_000)]  # 20 MB in small chunks
+    for p in blocks[::2]:  # every other freed: 1 KB holes between live neighbours
+        libc.free(p)
+    holed = rss.malloc_free()
+    for p in blocks[1::2]:
+        libc.free(p)
+    assert holed["holes"] - before["holes"] > 5 * MB  # 10,000 holes of 1 KB (tcache keeps 7)
+    assert holed["system"] >= before["system"]
