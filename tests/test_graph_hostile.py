@@ -6,6 +6,7 @@ job does not starve itself of CPU on a busy machine."""
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 import signal
@@ -21,6 +22,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import engine.run.graph_job as graph_job_mod
+from engine.cli.graph_cmd import print_run
 from engine.errors import ModelError
 from engine.events import drive
 from engine.model.graph_layout import Box, lay_out
@@ -52,6 +54,90 @@ def _float(name: str, shape: list[int] | None) -> onnx.ValueInfoProto:
 def _chain(n: int, path: Path) -> str:
     nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"], name=f"r{i}") for i in range(n)]
     return _save(nodes, [_float("t0", [1, 4])], [_float(f"t{n}", [1, 4])], path)
+
+
+def _loop(trips: int, path: Path) -> str:
+    """A Loop of `trips` iterations of a Relu (the probe fuzz's, bench/probe_fuzz_models.py)."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Relu", ["v_in"], ["v_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            _float("v_in", [1, 4]),
+        ],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), _float("v_out", [1, 4])],
+    )
+    m = numpy_helper.from_array(np.array(trips, np.int64), "M")
+    c = numpy_helper.from_array(np.array(True), "C")
+    node = helper.make_node("Loop", ["M", "C", "x"], ["y"], body=body, name="loop")
+    return _save([node], [_float("x", [1, 4])], [_float("y", [1, 4])], path, [m, c])
+
+
+def test_a_loop_of_10_12_iterations_is_stopped_at_the_limit_and_still_drawn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The graph's one profiled run had no time limit: `opscope graph` and the window's
+    dock waited on a Loop of 10^12 iterations with no end. It is stopped at the limit,
+    saying so while it waits, and the graph as loaded and as optimized are still there,
+    with one line on what is missing and why. (Run as the window runs it: in a process of
+    its own, which the test can end if it does not.)"""
+    from engine.run.child_job import run_isolated
+
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    model = _loop(10**12, tmp_path / "loop.onnx")
+    said: list[object] = []
+    ended = run_isolated(
+        graph_job, (GraphRequest(Workload(model), run_limit_s=2.0),), 240, on_events=said.extend
+    )
+    assert ended.status == "done", ended
+    r = ended.result
+    assert r["views"]["loaded"]["layout"] and r["views"]["run"]["layout"]  # both drawn
+    line = r["as_run_error"]
+    assert line.startswith("the profiled inference was stopped after 2 s: no per-node times")
+    assert "\n" not in line
+    waits = [m for e in said if (m := str(getattr(e, "message", ""))).startswith("profiled run:")]
+    assert waits and "so far (stopped at 2 s)" in waits[0]
+    out = io.StringIO()  # `opscope graph` says it beside the graph as run, not "not shown"
+    print_run(r, out)
+    assert f"as run     {line}" in out.getvalue().splitlines()
+
+
+def test_the_graph_command_prints_each_part_as_it_comes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`opscope graph` printed its whole summary at the end: the graph as loaded is printed
+    as soon as it is laid out (before the graph as run is made), then its shapes, then the
+    graph as run."""
+    import sys
+
+    from engine.cli.main import main
+    from engine.cli.printer import LivePrinter
+
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    log: list[str] = []
+
+    class Out(io.StringIO):
+        def write(self, text: str) -> int:
+            log.extend(f"out: {line}" for line in text.splitlines())
+            return len(text)
+
+    feed = LivePrinter.feed
+
+    def progress(self: LivePrinter, ev: object) -> None:
+        log.append(f"progress: {getattr(ev, 'message', '')}")
+        feed(self, ev)
+
+    monkeypatch.setattr(LivePrinter, "feed", progress)
+    monkeypatch.setattr(sys, "stdout", Out())
+    assert main(["graph", str(DEMO_CNN)]) == 0
+    keys = ("out: as loaded", "out: shapes", "progress: the fp32 variant, as run", "out: as run")
+    first = [next(i for i, x in enumerate(log) if x.startswith(k)) for k in keys]
+    assert first == sorted(first), log
+    assert sum(x.startswith("out: as loaded") for x in log) == 1  # each part once
 
 
 def test_the_graph_command_prints_model_controlled_names_escaped(tmp_path: Path) -> None:

@@ -251,6 +251,8 @@ class GraphView(QWidget):
         self.expand_button.setVisible(bool(view) and view.get("layout") is None)
         if scene is not None:
             note = scene.note
+            if kind == "run" and result and result.get("as_run_error"):  # drawn, lacking
+                note = f"{note} {result['as_run_error']}".strip()  # (its profiled run stopped)
         elif result and kind == "run" and result.get("pending"):  # the job goes on
             note = "the graph as run is still being made (the view as loaded is drawn)"
         elif result and kind == "run":

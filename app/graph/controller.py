@@ -161,9 +161,11 @@ class GraphController(QObject):
         self.desk.show_node_memory(self.view.node_memory())
         views = {k: v for k, v in (result.get("views") or {}).items() if v}
         took = sum(v.get("layout_s", 0.0) for v in views.values())
+        lacking = result.get("as_run_error") if views.get("run") else None  # time limit
         self._end(
             f"{node_counts(views)}; laid out in {took:.2f} s"
             + (f" on {result['provider_used']}" if result.get("provider_used") else "")
+            + (f"; as run: {lacking}" if lacking else "")
         )
 
     def _end(self, text: str, failed: bool = False) -> None:

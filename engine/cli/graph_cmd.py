@@ -1,12 +1,18 @@
 """`opscope graph MODEL`: the model's graph as loaded and as run (after the runtime's
 fusion, for the config's variant), what each fused node replaced, what the optimizer
-folded away, the repeated blocks, and the layout the window draws (cached per graph)."""
+folded away, the repeated blocks, and the layout the window draws (cached per graph).
+
+Each part is printed as it comes, as the window draws it (issue 53): the graph as loaded as
+soon as it is laid out, then its shapes once the symbolic inference has sized what ONNX's
+could not, then the graph as run and what fusion did. Progress goes to stderr; `--json`
+stays one document, written at the end."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from engine.cli.common import EXIT_OK, add_json_flag, add_seed_flag, workload_of, write_json
@@ -46,13 +52,11 @@ def _cmd_graph(args: argparse.Namespace) -> int:
         from engine.cli.remote_cmd import cmd_remote
 
         return cmd_remote(args)
-    from engine.cli.printer import run_printed
     from engine.run.graph_job import GraphRequest
 
     req = GraphRequest(workload_of(args), seed=args.seed, expand=args.expand)
-    result: dict[str, Any] = run_printed(req)
     out = sys.stdout if args.json != "-" else sys.stderr
-    print_graph(result, out)
+    result = run_shown(req, out)
     if args.explorer:
         from engine.model.model_explorer import export_overlay
 
@@ -81,11 +85,79 @@ def _loaded_precision(result: dict[str, Any]) -> dict[str, float | str | None]:
     return out
 
 
+def run_shown(req: Any, out: TextIO) -> dict[str, Any]:
+    """Run the graph job `req`, its progress on stderr's live line, each part of its
+    summary printed to `out` as soon as the job has it (GraphSoFar); its result."""
+    from engine.cli.printer import LivePrinter
+    from engine.events import Notice, Progress, drive
+    from engine.run.graph_job import GraphSoFar
+    from engine.run.jobs import run_job
+
+    printer = LivePrinter()
+    parts = Parts(out, printer.close)
+
+    def feed(ev: Any) -> None:
+        if isinstance(ev, GraphSoFar):
+            parts.so_far(ev.result, ev.pending)
+        elif isinstance(ev, Progress | Notice):
+            printer.feed(ev)
+
+    try:
+        result: dict[str, Any] = drive(run_job(req), feed)
+    finally:
+        printer.close()
+    parts.so_far(result, ())
+    return result
+
+
+class Parts:
+    """The summary's parts printed once each, in order, as the job's result fills in:
+    the graph as loaded, its shapes (final once no symbolic inference is pending), the
+    graph as run with what fusion did (at the end)."""
+
+    def __init__(self, out: TextIO, clear: Callable[[], None]) -> None:
+        self.out, self.clear, self.done = out, clear, 0
+
+    def so_far(self, r: dict[str, Any], pending: Any) -> None:
+        steps: list[Callable[[dict[str, Any], TextIO], None]] = [
+            print_loaded,
+            print_shapes,
+            print_run,
+        ]
+        ready = 1 if any("symbolic" in str(p) for p in pending) else 2 if pending else 3
+        if self.done >= ready:
+            return
+        self.clear()  # stderr's live line, before stdout's lines (one terminal)
+        for step in steps[self.done : ready]:
+            step(r, self.out)
+        self.done = ready
+        self.out.flush()
+
+
 def print_graph(r: dict[str, Any], out: TextIO) -> None:
+    """The whole summary at once."""
+    print_loaded(r, out)
+    print_shapes(r, out)
+    print_run(r, out)
+
+
+def print_loaded(r: dict[str, Any], out: TextIO) -> None:
+    print_view(r, "loaded", out)
+
+
+def print_shapes(r: dict[str, Any], out: TextIO) -> None:
+    """How many of the graph as loaded's tensors have a known shape at the run's inputs."""
+    tensors = (r["views"].get("loaded") or {}).get("tensors") or {}
+    known = sum(1 for t in tensors.values() if t[1] is not None)
+    at = ", ".join(f"{safe(k)}={'x'.join(map(str, v))}" for k, v in r.get("inputs", {}).items())
+    out.write(f"{'shapes':<10} {known:,} of {len(tensors):,} tensors sized at {at}\n")
+
+
+def print_view(r: dict[str, Any], key: str, out: TextIO) -> None:
+    """One view's summary: its nodes by op type, repeated blocks, layout and note."""
     w = out.write
-    views = r["views"]
-    for key, title in (("loaded", "as loaded"), ("run", "as run")):
-        v = views.get(key)
+    title = "as run" if key == "run" else "as loaded"
+    for v in [r["views"].get(key)]:
         if not v:
             continue
         ops = Counter(n["op"] for n in v["nodes"] if n["op"] not in ("Input", "Output"))
@@ -101,8 +173,16 @@ def print_graph(r: dict[str, Any], out: TextIO) -> None:
         w(f"{'':<10} laid out {form} in {v['layout_s']:.2f} s {how}".rstrip() + "\n")
         if v.get("note"):
             w(f"{'':<10} {safe(v['note'])}\n")
-    if r.get("as_run_error"):
-        w(f"as run     not shown: {safe(r['as_run_error'])}\n")
+
+
+def print_run(r: dict[str, Any], out: TextIO) -> None:
+    """The graph as run, what fusion replaced and folded away, the provider."""
+    w = out.write
+    views = r["views"]
+    print_view(r, "run", out)
+    if r.get("as_run_error"):  # the graph as run drawn without what it lacks, or not at all
+        said = "" if views.get("run") else "not shown: "
+        w(f"as run     {said}{safe(r['as_run_error'])}\n")
     fused = {k: v for k, v in r.get("fused", {}).items() if v}
     run_ops = {n["name"]: n["op"] for n in (views.get("run") or {}).get("nodes", [])}
     if fused:

@@ -49,6 +49,14 @@ AS_RUN_MAX_NODES = 20_000
 # on a busy machine at nice 10 (bench/graph_speed.py). One thread for a few seconds is
 # what it takes from live timing, whose samples say how busy the machine was meanwhile.
 LOW_PRIORITY_NICE = 0
+# the graph as run's one profiled inference is stopped past this (issue 53: a Loop of 10^12
+# iterations ran with no end); the graph is still shown, optimized, and says what is missing.
+# On MiniLM and the detector the whole step (ONNX Runtime imported, the session made, the
+# one profiled run) took 1.4-27 s on a busy machine, with 2 busy loops per CPU besides
+# (bench/results/graph_speed.md): the run alone, a part of that, stays far below a minute,
+# which is short enough to wait for with progress.
+AS_RUN_LIMIT_S = 60.0
+WAIT_PROGRESS_S = 1.0  # while the graph as run is made: "... 12 s so far" at most this often
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,7 @@ class GraphRequest:
     expand: bool = False  # lay out every node even beyond NODE_LIMIT
     as_run: bool = True  # False: the model as loaded only (no session is made)
     low_priority: bool = False  # beside live timing: one thread, below the host's priority
+    run_limit_s: float = AS_RUN_LIMIT_S  # the profiled inference's time limit
     job_name: ClassVar[str] = "graph"
 
 
@@ -160,7 +169,8 @@ def graph_job(req: GraphRequest) -> Generator[Event | GraphSoFar, None, dict[str
             int8 = variant.details.get("int8") or {}
             kept = [str(x) for x in int8.get("excluded_nodes") or []]
         try:  # the runtime refusing the model (duplicate node names...): as loaded only
-            ran = lend(variant.path if variant else req.workload.model, config, feeds)
+            path = variant.path if variant else req.workload.model
+            ran = yield from _waited(lend, path, config, feeds, req.run_limit_s)
         except OpScopeError as exc:
             ran = None
             result["as_run_error"] = f"the runtime cannot run it: {one_line(exc)}"
@@ -192,6 +202,53 @@ def graph_job(req: GraphRequest) -> Generator[Event | GraphSoFar, None, dict[str
         yield Notice("info", f"graph: as run: {result['as_run_error']}")
     yield Progress("graph", STAGES, STAGES, "done")
     return result
+
+
+def _waited(
+    lend: Any, path: str, config: Any, feeds: dict[str, Any], limit_s: float
+) -> Generator[Progress, None, Any]:
+    """`lend(...)`, the graph as run, on a thread of its own while this generator says how
+    long it has taken (the session, then its one profiled inference, stopped past
+    `limit_s`); an interruption here stops that inference too."""
+    import threading
+
+    box: dict[str, Any] = {}
+    stop, started = threading.Event(), []  # when the profiled run started
+
+    def work() -> None:
+        try:
+            box["value"] = lend(
+                path, config, feeds, limit_s, stop, lambda: started.append(time.monotonic())
+            )
+        except BaseException as exc:  # handed to the job's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="opscope-graph-as-run", daemon=True)
+    t0 = time.monotonic()
+    worker.start()
+    try:
+        while True:
+            worker.join(WAIT_PROGRESS_S)
+            if not worker.is_alive():
+                break
+            yield Progress("graph", 2, STAGES, _waiting(time.monotonic(), t0, started, limit_s))
+    except BaseException:  # cancelled (Ctrl+C, SIGTERM) or closed: the run stops too
+        stop.set()
+        worker.join(WAIT_PROGRESS_S)  # a run stops between nodes; a session's make does not
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _waiting(now: float, t0: float, started: list[float], limit_s: float) -> str:
+    """What the graph as run is waiting on, and for how long."""
+    if not started:
+        return f"the runtime's session and its optimized graph: {now - t0:.0f} s so far"
+    took = now - started[0]
+    if took < limit_s:
+        return f"profiled run: {took:.0f} s so far (stopped at {limit_s:.0f} s)"
+    return f"profiled run stopped at {limit_s:.0f} s; its session closing: {took:.0f} s"
 
 
 def _so_far(result: dict[str, Any], pending: list[str]) -> GraphSoFar:

@@ -1,25 +1,34 @@
 """The graph ONNX Runtime runs, for the graph view: the optimized model it saves after its
 own fusion at the config's level and provider, and, from one profiled inference, the
 dtype and shape of every tensor its nodes wrote (contrib ops such as Attention or
-SkipLayerNormalization have no ONNX shape inference) and the provider each node ran on."""
+SkipLayerNormalization have no ONNX shape inference) and the provider each node ran on.
+
+That one inference has a time limit (issue 53: a Loop of 10^12 iterations ran with no end):
+past it the run is stopped between nodes (ONNX Runtime's `RunOptions.terminate`, as a signal
+stops a command's runs: engine/interrupt.py), and the optimized graph, saved when the
+session was made, is still returned, with a line saying what is missing and why."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import tempfile
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engine import interrupt
 from engine.backends.ort.inference_session import (
     build_options,
     create_session,
     gpu_present,
     plan_session,
+    stoppable_run_options,
 )
 from engine.config import RunConfig
 from engine.errors import ModelError, one_line
@@ -54,7 +63,17 @@ def saving_plan(config: RunConfig, folder: str) -> tuple[Any, str]:
     return plan, optimized
 
 
-def as_run(path: str, config: RunConfig, feeds: Mapping[str, np.ndarray]) -> AsRun:
+def as_run(
+    path: str,
+    config: RunConfig,
+    feeds: Mapping[str, np.ndarray],
+    limit_s: float | None = None,
+    stop: threading.Event | None = None,
+    on_run: Callable[[], None] | None = None,
+) -> AsRun:
+    """The optimized graph and what one profiled inference saw. The inference is stopped
+    after `limit_s` seconds, or as soon as `stop` is set (the job was cancelled); `on_run`
+    is called as it starts (the session is made: the caller's progress says so)."""
     import onnx
 
     with tempfile.TemporaryDirectory(prefix="opscope-graph-") as tmp:
@@ -63,19 +82,73 @@ def as_run(path: str, config: RunConfig, feeds: Mapping[str, np.ndarray]) -> AsR
             sess, _ = create_session(path, build_options(plan), list(plan.providers))
         except Exception as exc:
             raise ModelError(one_line(exc), path) from exc
-        try:
-            sess.run(None, dict(feeds))
-        except Exception as exc:
-            raise ModelError(f"an inference failed: {one_line(exc)}", path) from exc
+        if on_run is not None:
+            on_run()
+        stopped = _guarded_run(sess, feeds, limit_s, stop, path)
         out = AsRun(None, sess.get_providers()[0])
-        profile = sess.end_profiling()
-        del sess
+        if stopped:  # no profile worth reading: the run did not end (it is written on `del`)
+            out.error = stopped
+            del sess
+        else:
+            profile = sess.end_profiling()
+            del sess
         try:
             out.model = onnx.load(optimized, load_external_data=False)
         except Exception as exc:
-            out.error = f"the optimized graph was not saved ({one_line(exc)})"
-        _observed(profile, out)
+            out.error = out.error or f"the optimized graph was not saved ({one_line(exc)})"
+        if not stopped:
+            _observed(profile, out)
     return out
+
+
+def _guarded_run(
+    sess: Any,
+    feeds: Mapping[str, np.ndarray],
+    limit_s: float | None,
+    stop: threading.Event | None,
+    path: str,
+) -> str | None:
+    """`sess`'s one inference, stopped between nodes after `limit_s` or once `stop` is
+    set; None when it ended by itself, else why it was stopped (one line)."""
+    import onnxruntime as ort
+
+    guarded = limit_s is not None or stop is not None
+    if not guarded:
+        options = stoppable_run_options()  # a signal stops it (engine/interrupt.py)
+    else:  # its own: a signal stops it too (the guard below), and no other run is stopped
+        options = ort.RunOptions()
+        options.log_severity_level = 4  # its failure is said in one line, below
+    ended, why = threading.Event(), []
+    start = time.monotonic()
+
+    def guard() -> None:
+        while not ended.wait(0.05):
+            if interrupt.received.is_set():
+                pass  # the command or job was interrupted: its own line says so
+            elif stop is not None and stop.is_set():
+                why.append("the job was cancelled")
+            elif limit_s is not None and time.monotonic() - start >= limit_s:
+                why.append(f"the profiled inference was stopped after {limit_s:.0f} s")
+            else:
+                continue
+            options.terminate = True
+            return
+
+    if guarded:
+        threading.Thread(target=guard, name="opscope-graph-run-limit", daemon=True).start()
+    try:
+        sess.run(None, dict(feeds), options)
+    except Exception as exc:
+        if not why:
+            raise ModelError(f"an inference failed: {one_line(exc)}", path) from exc
+    finally:
+        ended.set()
+    if not why:
+        return None
+    return (
+        f"{why[0]}: no per-node times, providers or shapes as run (shown: the runtime's "
+        "optimized graph, as saved before the run)"
+    )
 
 
 def _observed(profile_path: str, out: AsRun) -> None:
