@@ -85,11 +85,11 @@ def test_the_runs_docks_number_is_the_files_run_id_and_empty_runs_are_not_kept(
     table.show()
     ctl.refresh()
     t = table.table
-    cells = [[t.item(i, c) for c in (0, COLUMNS.index("kind"))] for i in range(t.rowCount())]
+    cells = [[t.item(i, c) for c in (0, COLUMNS.index("from"))] for i in range(t.rowCount())]
     shown = [tuple(c.text() if c else "" for c in row) for row in cells]
     assert shown == [("1", "live"), ("5", "live"), ("6", "live")]  # the window's own runs
     ctl._add_file_runs(read_file_runs(str(path)))  # as the dock reads the file back
-    cells = [[t.item(i, c) for c in (0, COLUMNS.index("kind"))] for i in range(t.rowCount())]
+    cells = [[t.item(i, c) for c in (0, COLUMNS.index("from"))] for i in range(t.rowCount())]
     shown = [tuple(c.text() if c else "" for c in row) for row in cells]
     assert shown == [(str(i), k) for i, k in ((1, "live"), (2, "tune"), (3, "tune"),
                                               (4, "tune"), (5, "live"), (6, "live"))]  # fmt: skip

@@ -48,7 +48,7 @@ def test_bench_and_profile_append_runs(two_runs: Path, tmp_path: Path) -> None:
     proc = opscope("session", "show", two_runs, check=True)
     lines = proc.stdout.splitlines()
     assert lines[0].startswith(f"session {two_runs}: 2 runs, format v{SCHEMA_VERSION}")
-    assert lines[1].split()[:4] == ["run", "kind", "started", "model"]
+    assert lines[1].split()[:5] == ["run", "kind", "from", "started", "model"]
     rows = lines[2:]
     assert len(rows) == 2
     assert rows[0].split()[:2] == ["1", "bench"] and rows[1].split()[1] == "profile"

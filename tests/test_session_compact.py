@@ -110,7 +110,7 @@ def test_a_v4_file_reads_the_same_after_migration(tmp_path: Path) -> None:
         assert [reader.profile_trace(1, p) for p in range(3)] == [mlp, loops, mlp]
     SessionStore.create_or_open(path).close()  # the writer migrates in place
     conn = sqlite3.connect(path)
-    assert schema.stored_version(conn) == SCHEMA_VERSION == 8
+    assert schema.stored_version(conn) == SCHEMA_VERSION == 9
     view = conn.execute(
         "SELECT run_id, pass, run_index, name, parent, start_us, dur_us, self_us, bytes, "
         "input_shapes FROM op_events ORDER BY run_id, pass, seq"

@@ -26,9 +26,9 @@ from widgets.models.runs_summary import RunRow, RunsSummary
 from widgets.numbers import MISSING, figure
 
 # p50/p99 here are over every sample of the run (the plot's header: its last samples)
-COLUMNS = ("#", "kind", "model", "config", "inputs", "machine", "run p50 ms", "Δ p50",
+COLUMNS = ("#", "from", "model", "config", "inputs", "machine", "run p50 ms", "Δ p50",
            "run p99 ms", "Δ p99", "samples/s", "Δ samples/s", "cosine")  # fmt: skip
-TEXT_COLUMNS = tuple(COLUMNS.index(c) for c in ("kind", "model", "config", "inputs"))
+TEXT_COLUMNS = tuple(COLUMNS.index(c) for c in ("from", "model", "config", "inputs"))
 P50_DELTA = COLUMNS.index("Δ p50")
 _WHOLE_RUN = (
     "over the whole run, every sample (n in each cell's tooltip; while a long run goes on, "
@@ -36,8 +36,11 @@ _WHOLE_RUN = (
 )
 HEADER_TIPS = {
     "#": "The run's id in the session file: the same number in Compare, the report and "
-    "`opscope session show`; a tune's trials and a sweep's points are rows too, of the "
-    "kind the file gives them (bench, profile)",
+    "`opscope session show`; a tune's trials and a sweep's points are rows too",
+    "from": "Where the run came from: live (this window's engine), load, a tune's trial "
+    "('tune 2, trial 7'), a sweep's point ('sweep 1, batch=4'), or a bench or profile run "
+    "started from the command line; named the same in Compare, the report and `opscope "
+    "session show`",
     "run p50 ms": f"p50 {_WHOLE_RUN}",
     "run p99 ms": f"p99 {_WHOLE_RUN}",
     "machine": "How busy the machine was while the run was measured: quiet, or busy with "
@@ -115,7 +118,8 @@ class RunsTable(QWidget):
 
     def set_runs(self, ids: list[int | None], kinds: list[str]) -> None:
         """Each summary row's run id in the session file (None: not written yet, or not at
-        all) and its kind (live, load); shown from the next `refresh`."""
+        all) and where it came from (live, load, "tune 2, trial 7"); shown from the next
+        `refresh`."""
         self._ids, self._kinds = list(ids), list(kinds)
 
     def run_id(self, index: int) -> int | None:

@@ -43,7 +43,7 @@ class FileRun:
     """A run as the session file has it, for a row the engine's events did not give."""
 
     id: int
-    kind: str
+    kind: str  # where it came from: 'tune 2, trial 7', 'sweep 1, batch=4', 'bench' (its label)
     model: str
     config: str
     inputs: str
@@ -69,7 +69,7 @@ def read_file_runs(path: str) -> list[FileRun]:
         out.append(
             FileRun(
                 r.id,
-                r.kind,
+                s.origin,
                 s.model,
                 s.config,
                 s.inputs,
@@ -114,7 +114,8 @@ class RunsController(QObject):
         self.view, self.summary, self.desk = view, summary, desk
         self._serving = False
         # per summary row: which RunStarted of the session began it (the recording's id of
-        # that run is the row's #), and its kind as the file has it (live, load)
+        # that run is the row's #), and where it came from (live, load; a file's run: its
+        # origin's label, "tune 2, trial 7", as every run list names it)
         self._started = 0
         self._row_start: list[int | None] = []
         self._kinds: list[str] = []

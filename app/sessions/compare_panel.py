@@ -49,7 +49,7 @@ class ComparePanel(QWidget):
         self.runs = {r.id: r for r in runs}
         self.baseline = QComboBox()
         self.candidate = QComboBox()
-        for run in runs:  # id, kind, model, inputs, config: twenty runs read apart
+        for run in runs:  # id, where from, model, inputs, config: twenty runs read apart
             label = run_label(run)
             for box in (self.baseline, self.candidate):
                 box.addItem(label, run.id)

@@ -1,6 +1,7 @@
 """Naming and pairing recorded runs where a person picks them: every run picker and run
 list (the window's Compare tab and Export Trace, `opscope compare`) names a run by its id,
-kind, model, inputs and config, so that an afternoon's twenty runs of one config read apart;
+where it came from (live, load, a tune's trial, a sweep's point, a bench), model, inputs and
+config, so that an afternoon's twenty runs of one config read apart;
 and the pair Compare opens on is the two latest like-for-like runs (engine/analysis/
 likeness.py), or none, with why."""
 
@@ -15,10 +16,10 @@ from engine.session.rows import RunRow
 
 
 def run_label(run: RunRow) -> str:
-    """'run 22 · tune · model.onnx · input_ids 1x128 · FP32 fusion=all batch=1 threads=2'
-    (the provider too when it is not the CPU)."""
+    """'run 22 · tune 2, trial 7 · model.onnx · input_ids 1x128 · FP32 fusion=all batch=1
+    threads=2' (the provider too when it is not the CPU)."""
     s = summarize(run)
-    parts = [f"run {s.id}", s.kind, s.model, s.inputs, s.config]
+    parts = [f"run {s.id}", s.origin, s.model, s.inputs, s.config]
     if s.provider not in ("CPU", "-", ""):
         parts.append(s.provider)
     return " · ".join(parts)

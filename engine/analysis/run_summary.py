@@ -17,6 +17,7 @@ import numpy.typing as npt
 from engine import backends
 from engine.config import provider_label
 from engine.measure.stats import latency_stats
+from engine.session import origins
 from engine.session.rows import RunRow
 
 
@@ -45,6 +46,9 @@ class RunSummary:
     host: str = "-"  # the machine it ran on ('gpu-box': an engine host over SSH)
     machine: str = "-"  # how busy it was: 'quiet', 'busy 1.9' ('-': not measured)
     machine_line: str = ""  # the same in one line, with its numbers
+    # where it came from: 'tune 2, trial 7', 'sweep 1, batch=4', 'live', 'load', 'bench'
+    # (engine/session/origins.py; the kind where nothing else is known)
+    origin: str = ""
 
     @property
     def label(self) -> str:
@@ -76,6 +80,7 @@ def summarize(run: RunRow) -> RunSummary:
         host=run.host or "-",
         machine=run.contention.short() if run.contention else "-",
         machine_line=run.contention.line() if run.contention else "",
+        origin=origins.label(run.origin, run.kind),
     )
 
 

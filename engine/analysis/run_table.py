@@ -32,6 +32,7 @@ def _stable(s: RunSummary) -> str:
 COLUMNS: tuple[Column, ...] = (
     Column("run", lambda s: str(s.id), numeric=True),
     Column("kind", lambda s: s.kind),
+    Column("from", lambda s: s.origin),  # a tune's trial, a sweep's point, live, load...
     Column("started", lambda s: s.started_at),
     Column("model", lambda s: s.model),
     Column("inputs", lambda s: s.inputs),

@@ -105,12 +105,14 @@ def load_line(comp: RunComparison) -> str:
 
 
 def describe_run(run: RunRow) -> str:
-    """'profile · demo_cnn.onnx · image 1x3x64x64 · FP32 fusion=all batch=1 threads=2  CPU
-    224 samples': its kind, model and inputs first (runs of one config read apart)."""
+    """'sweep 1, batch=4 (profile) · demo_cnn.onnx · image 1x3x64x64 · FP32 fusion=all
+    batch=1 threads=2  CPU 224 samples': where it came from and its kind, model and inputs
+    first (runs of one config read apart)."""
     s = summarize(run)
     kind = {"load": "  [served under load]", "simulate": "  [SIMULATED]"}.get(s.kind, "")
+    came = s.origin if s.origin == s.kind else f"{s.origin} ({s.kind})"
     return (
-        f"{printable(s.kind)} · {_clip(printable(s.model), NAME_WIDTH)} · "
+        f"{printable(came)} · {_clip(printable(s.model), NAME_WIDTH)} · "
         f"{printable(s.inputs)} · {printable(s.config)}  "
         f"{printable(s.provider)}  {s.samples} samples{kind}"
         + ("" if run.status == "ok" else f"  [{printable(run.status)}]")

@@ -197,7 +197,7 @@ def _cells(r: RunRow) -> tuple[str, ...]:
     """The brief columns, each text made printable; long texts from the file clipped (the
     file's own error text is clipped; the status and OpScope's note stay whole)."""
     s = summarize(r)
-    clip = {"model": MAX_CELL, "inputs": MAX_CELL, "provider": MAX_CELL}
+    clip = {"model": MAX_CELL, "inputs": MAX_CELL, "provider": MAX_CELL, "from": MAX_CELL}
     clip["status"] = 3 * MAX_CELL + len(r.status) + 2
     return tuple(
         _clip(printable(text), clip[c.name]) if c.name in clip else printable(text)

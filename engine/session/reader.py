@@ -26,6 +26,7 @@ from engine.session.latency_rows import read_latency
 from engine.session.llm_study_rows import LLMStudyRow, read_llm_studies
 from engine.session.memory_rows import MemoryRow, read_memory
 from engine.session.model_rows import ModelRow, read_models
+from engine.session.origins import read_origins
 from engine.session.profile_rows import (
     ProfileRow,
     read_op_events,
@@ -184,7 +185,8 @@ class SessionReader:
     @_guarded
     def runs(self) -> list[RunRow]:
         """Every run, oldest first, with its stored statistics (never recomputed)."""
-        return [self._settled(run_row(RUNS.values(r), self.path)) for r in self._run_rows("")]
+        runs = [self._settled(run_row(RUNS.values(r), self.path)) for r in self._run_rows("")]
+        return self._with_origins(runs)
 
     @_guarded
     def run(self, run_id: int) -> RunRow:
@@ -194,7 +196,14 @@ class SessionReader:
             known = f"runs {ids[0]}-{ids[-1]}" if ids else "no runs"
             raise SessionFileError(f"no run {run_id} ({known})", self.path)
         first, *_ = rows  # its id is the key: one row
-        return self._settled(run_row(RUNS.values(first), self.path))
+        (run,) = self._with_origins([self._settled(run_row(RUNS.values(first), self.path))])
+        return run
+
+    def _with_origins(self, runs: list[RunRow]) -> list[RunRow]:
+        """Each run with where it came from (a tune's trial, a sweep's point: the file's
+        numbers, the same in every list)."""
+        found = read_origins(self._conn, [(r.id, r.kind) for r in runs])
+        return [dataclasses.replace(r, origin=found.get(r.id)) for r in runs]
 
     def _settled(self, run: RunRow) -> RunRow:
         """A `running` run whose writer is gone (killed, crashed) reads `interrupted`."""

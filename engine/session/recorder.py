@@ -51,6 +51,7 @@ from engine.events import (
 )
 from engine.measure.contention import Contention, combine
 from engine.session.generation_rows import add_steps, set_generation_summary, start_generation
+from engine.session.origins import write_origin
 from engine.session.store import SessionStore
 from engine.session.trust import json_text
 from engine.session.write_queue import (
@@ -81,10 +82,14 @@ class Recorder:
         config: RunConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
         notify: Callable[[str], None] | None = None,
+        origin: dict[str, Any] | None = None,
     ) -> None:
         self.store = store
         self.model_path = model_path
         self.kind = kind
+        # who makes the next run (engine/session/origins.py: a tune's trial, a sweep's
+        # point; a sweep sets it before each point), recorded with its row; None: its kind
+        self.origin = origin
         self.config = config  # as requested; RunStarted brings the resolved one
         self.run_id: int | None = None  # the current (or last) run
         # the file's id of each run opened, by the order it was opened in (0, 1, ...),
@@ -340,12 +345,15 @@ class Recorder:
         machine = (fields.get("host"), self._machine)
         self._machine = None
         order, self.opened = self.opened, self.opened + 1
+        origin = self.origin
 
         def write() -> None:
             with self.store.transaction():
                 if machine[0] and machine[1]:
                     self.store.note_machine(machine[0], machine[1])
                 self.run_id = self.run_ids[order] = self.store.start_run(fields)
+                if origin is not None:
+                    write_origin(self.store.db.conn, self.run_id, origin)
                 for notice in notices:
                     self.store.add_marker(self.run_id, "notice", notice.level, notice.message)
 

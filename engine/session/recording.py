@@ -8,6 +8,7 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from engine import interrupt
 from engine.config import RunConfig
@@ -24,11 +25,13 @@ def recording(
     model_path: str,
     kind: str = "bench",
     config: RunConfig | None = None,
+    origin: dict[str, Any] | None = None,
 ) -> Iterator[Callable[[Event], None]]:
     """For the CLI: yields a `feed(event)` that records into `path` (a no-op when None).
     A KeyboardInterrupt marks the run cancelled, any other exception marks it an error
-    with the exception's one-line text; both are re-raised."""
-    with recorder_at(path, model_path=model_path, kind=kind, config=config) as rec:
+    with the exception's one-line text; both are re-raised. `origin`: who makes the run
+    (engine/session/origins.py: a tune's trial); None for a run the user started."""
+    with recorder_at(path, model_path=model_path, kind=kind, config=config, origin=origin) as rec:
         yield rec.feed if rec is not None else lambda ev: None
 
 
@@ -39,6 +42,7 @@ def recorder_at(
     model_path: str,
     kind: str = "bench",
     config: RunConfig | None = None,
+    origin: dict[str, Any] | None = None,
 ) -> Iterator[Recorder | None]:
     """`recording`, for a command that also writes through the recorder's store (a sweep
     stores itself as a whole): yields the Recorder, or None when `path` is None."""
@@ -46,7 +50,9 @@ def recorder_at(
         yield None
         return
     store = open_waiting(path, _to_stderr)
-    rec = Recorder(store, model_path=model_path, kind=kind, config=config, notify=_to_stderr)
+    rec = Recorder(
+        store, model_path=model_path, kind=kind, config=config, notify=_to_stderr, origin=origin
+    )
     try:
         yield rec
     except KeyboardInterrupt:

@@ -14,6 +14,7 @@ from engine.events import AccuracyResult
 from engine.measure.contention import Contention
 from engine.measure.stats import LatencyStats, Throughput
 from engine.session import blobs, run_fields
+from engine.session.origins import Origin
 from engine.session.spec import Column, RecordSpec
 
 NAN = float("nan")
@@ -51,12 +52,16 @@ class RunRow:
     elapsed_s: float | None
     accuracy: AccuracyResult | None
     contention: Contention | None = None  # how busy the machine was (None: not recorded)
+    # who made it (a tune's trial, a sweep's point); None: as its kind says (the reader
+    # fills it: engine/session/origins.py)
+    origin: Origin | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The shape `opscope session show --json` writes (close to `bench --json`)."""
         return {
             "id": self.id,
             "kind": self.kind,
+            "origin": (self.origin or Origin(self.kind)).to_json(),
             "status": self.status,
             "error": self.error,
             "model": {

@@ -397,6 +397,16 @@ def _v8_contention(db: Database) -> None:
             db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {kind}")
 
 
+def _v9_origin(db: Database) -> None:
+    """Version 9: where each run came from (`runs.origin`, JSON; engine/session/origins.py):
+    a tune's trial (`{"job": "tune", "tune": KEY, "trial": 7}`) or a sweep's point
+    (`{"job": "sweep", "dim": "batch", "value": "4"}`); NULL for a run a person started,
+    whose kind says it (live, load, bench). The kind stays the measurement's, which
+    `compare` matches on. A file from before reads its sweep points from `sweeps.run_ids`."""
+    if "origin" not in db.table("runs").columns_dict:  # a file set back by hand has it
+        db.execute("ALTER TABLE runs ADD COLUMN origin TEXT")
+
+
 def _insert_op_times(conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
     """Insert `rows` into op_times and empty the list."""
     conn.executemany(
@@ -416,6 +426,7 @@ MIGRATIONS: list[Migration] = [
     _v6_memory,
     _v7_llm_studies,
     _v8_contention,
+    _v9_origin,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

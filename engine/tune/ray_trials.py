@@ -23,6 +23,7 @@ from engine.errors import ConfigError, one_line
 from engine.hostinfo import host_name
 from engine.model.info import files_sha256
 from engine.model.workload import DATA_FILES, JobInputs, Workload
+from engine.session.origins import new_tune_key, tune_origin
 from engine.tune.trial import TRIAL_TIMEOUT_S, Trial, run_trial
 
 CONNECT_TIMEOUT_S = 5.0
@@ -71,6 +72,7 @@ class NodeWorker:
         duration_s: float,
         record: bool,
         timeout_s: float,
+        origin: dict[str, Any] | None = None,
     ) -> tuple[Trial, bytes | None]:
         with tempfile.TemporaryDirectory(prefix="opscope-ray-") as tmp:
             local = Path(tmp)
@@ -90,7 +92,7 @@ class NodeWorker:
             session = local / "trial.opscope" if record else None
             trial = run_trial(
                 number, Workload(model_path, config, args), duration_s,
-                str(session) if session else None, timeout_s,
+                str(session) if session else None, timeout_s, origin,
             )  # fmt: skip
             trial.details["node"] = host_name() or ""
             data = session.read_bytes() if session is not None and session.is_file() else None
@@ -210,6 +212,7 @@ class RayTrials:
         self._files = {name: _ship(path) for name in DATA_FILES if (path := getattr(inputs, name))}
         self._inputs, self._duration, self._timeout = inputs, duration_s, timeout_s
         self._session = session
+        self._tune = new_tune_key()  # its trials' origin: this tune's, in every run list
         self._idle = list(self._workers)
         self._queued: list[tuple[int, RunConfig]] = []
         self._running: dict[Any, tuple[Any, int, RunConfig]] = {}
@@ -228,7 +231,7 @@ class RayTrials:
             number, config = self._queued.pop(0)
             ref = worker.run.remote(
                 number, config, self._model, self._files, self._inputs, self._duration,
-                self._session is not None, self._timeout,
+                self._session is not None, self._timeout, tune_origin(self._tune, number),
             )  # fmt: skip
             self._running[ref] = (worker, number, config)
 

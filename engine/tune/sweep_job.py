@@ -15,6 +15,7 @@ from engine.events import Event, Notice, Progress
 from engine.model.workload import Workload
 from engine.run.bench import BenchRequest
 from engine.run.timing import TimingPlan
+from engine.session.origins import sweep_origin
 from engine.session.recorder import Recorder
 from engine.session.recording import recorder_at
 from engine.tune.sweep import SweepPoint, SweepResult, result_of, sweep
@@ -70,6 +71,7 @@ def sweep_job(req: SweepRequest) -> Generator[Event | SweepPoint | SweepStored, 
     points: list[SweepPoint] = []
     run_ids: list[int] = []
     with recorder_at(req.session, model_path=model, kind="profile") as rec:
+        _next_point(rec, req, 0)
         gen = sweep(req.bench, info, req.dim, list(req.values))
         try:
             while True:
@@ -82,6 +84,7 @@ def sweep_job(req: SweepRequest) -> Generator[Event | SweepPoint | SweepStored, 
                     points.append(item)
                     if rec is not None and rec.settle() and rec.run_id is not None:
                         run_ids.append(rec.run_id)  # written, so its id is the file's
+                    _next_point(rec, req, len(points))
                     yield item
                     continue
                 if rec is not None:
@@ -105,6 +108,13 @@ def sweep_job(req: SweepRequest) -> Generator[Event | SweepPoint | SweepStored, 
             sweep_id = _store(rec, req, result, run_ids, partial=False)
             yield SweepStored(sweep_id, False, len(points), len(req.values))
     return result
+
+
+def _next_point(rec: Recorder | None, req: SweepRequest, done: int) -> None:
+    """The next point's run is recorded as this sweep's ("sweep 1, batch=4" in every run
+    list): its dim and value, with the run's row."""
+    if rec is not None and done < len(req.values):
+        rec.origin = sweep_origin(req.dim, req.values[done])
 
 
 def _keep_partial(

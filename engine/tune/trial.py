@@ -90,6 +90,9 @@ class TrialRequest:
     timing: TimingPlan | None = None  # None: TimingPlan(duration_s=duration_s)
     seed: int = 0  # for generated inputs
     accuracy: bool = True  # checked against FP32 (a gate's candidates skip it)
+    # who makes the run, recorded with it (engine/session/origins.py: a tune's trial);
+    # None: a bench run as any other
+    origin: dict[str, Any] | None = None
 
 
 def trial_job(req: TrialRequest) -> Generator[Event, None, dict[str, Any]]:
@@ -103,7 +106,9 @@ def trial_job(req: TrialRequest) -> Generator[Event, None, dict[str, Any]]:
     bench = BenchRequest(req.workload, seed=req.seed, timing=timing, check_accuracy=req.accuracy)
     work = req.workload
     figures: dict[str, Any] = {}
-    with recording(req.session, model_path=work.model, config=work.config, kind="bench") as record:
+    with recording(
+        req.session, model_path=work.model, config=work.config, kind="bench", origin=req.origin
+    ) as record:
         events = run_bench(bench)
         if req.session:
             events = RunTelemetry().interleave(events)
@@ -132,16 +137,17 @@ def run_trial(
     duration_s: float,
     session: str | None,
     timeout_s: float = TRIAL_TIMEOUT_S,
+    origin: dict[str, Any] | None = None,
 ) -> Trial:
     """Run the trial (the workload at the trial's config) to its end, as a job in its own
     process (a crash in the engine ends that trial only); a failure (bad config, crash,
-    timeout) is a failed trial."""
+    timeout) is a failed trial. `origin`: its run's, as recorded (the tune's trial)."""
     import time
 
     config = workload.config
     trial = Trial(number, config)
     t0 = time.perf_counter()
-    req = TrialRequest(workload, duration_s, session)
+    req = TrialRequest(workload, duration_s, session, origin=origin)
     try:
         ended = run_isolated(trial_job, (req,), timeout_s)
     finally:

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from engine.config import RunConfig
 from engine.events import Event
 from engine.model.workload import Workload
+from engine.session.origins import new_tune_key, tune_origin
 from engine.tune.recheck import RecheckRequest, isolated_recheck
 from engine.tune.search import Goal, Recheck, TuneResult, tune
 from engine.tune.trial import Trial, run_trial
@@ -49,11 +50,14 @@ def local_recheck(workload: Workload, seed: int = 0) -> Recheck:
 
 
 def tune_job(req: TuneRequest) -> Generator[Event | Trial, None, TuneResult]:
-    """Progress and each trial as it ends; then the result."""
+    """Progress and each trial as it ends; then the result. Each trial's run is recorded
+    as this tune's (its origin: "tune 2, trial 7" in every run list)."""
+    key = new_tune_key()
 
     def run(number: int, config: RunConfig) -> Trial:
         work = req.workload.with_config(config)
-        return run_trial(number, work, req.duration_s, req.session)
+        origin = tune_origin(key, number)
+        return run_trial(number, work, req.duration_s, req.session, origin=origin)
 
     recheck = local_recheck(req.workload) if req.recheck else None
     base = req.workload.config
