@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -14,6 +15,7 @@ import numpy as np
 
 from engine.backends.ort.quant_counts import quantized_summary
 from engine.cli.results import RunResult
+from engine.cli.step_watch import StepWatch
 from engine.errors import escape_controls as safe  # one escaping for every printer
 from engine.events import Event, LatencyBatch, Notice, Progress, RunStarted
 from engine.measure.accuracy import check_target, describe_check
@@ -21,12 +23,15 @@ from engine.measure.roofline import Roofs
 from engine.model.info import ModelInfo
 
 PIPE_PROGRESS_S = 5.0  # off a terminal: a progress line at most this often
+STILL_S = 5.0  # a step announced and then quiet this long says it is still running
 
 
 class LivePrinter:
     """Shows progress and, during timing, a live line of rolling latency statistics. On a
     terminal the line is redrawn in place; on a pipe or a log file, long work still says
-    how far it is, one plain line at most every PIPE_PROGRESS_S (none for quick work)."""
+    how far it is, one plain line at most every PIPE_PROGRESS_S (none for quick work). A
+    step that then goes quiet (one long native call) says every STILL_S that it is still
+    running, and for how long (engine/cli/step_watch.py)."""
 
     def __init__(self, stream: TextIO | None = None, live: bool | None = None) -> None:
         self.stream = stream or sys.stderr
@@ -40,8 +45,27 @@ class LivePrinter:
         self._line_open = False
         self._last_progress = time.monotonic()
         self._said: set[str] = set()  # info lines said once (a sweep's points repeat them)
+        self._write = threading.Lock()  # the step watch's thread writes too
+        self._watch = StepWatch(self._still, STILL_S)
 
     def feed(self, ev: Event) -> None:
+        with self._write:
+            self._feed(ev)
+        if isinstance(ev, Progress):
+            self._watch.started(ev.stage, safe(ev.message) or _progress_count(ev))
+        else:
+            self._watch.moved()
+
+    def _still(self, stage: str, text: str, running_s: float) -> None:
+        with self._write:
+            said = f"[{stage}] {text}: still running, {running_s:.0f} s"
+            if self.tty:
+                self._status(said)
+            else:
+                self.stream.write(said + "\n")
+            self.stream.flush()
+
+    def _feed(self, ev: Event) -> None:
         if isinstance(ev, Notice):
             if ev.level == "info" and ev.message in self._said:
                 return
@@ -49,7 +73,7 @@ class LivePrinter:
             self._clear()
             self.stream.write(f"{ev.level}: {safe(ev.message)}\n")
         elif isinstance(ev, Progress):
-            count = _count(ev.done) + (f"/{_count(ev.total)}" if ev.total else "")
+            count = _progress_count(ev)
             if self.tty:
                 self._status(f"[{ev.stage}] {safe(ev.message) or count}")
             elif time.monotonic() - self._last_progress >= PIPE_PROGRESS_S:
@@ -94,8 +118,14 @@ class LivePrinter:
             self._line_open = False
 
     def close(self) -> None:
-        self._clear()
-        self.stream.flush()
+        self._watch.stop()
+        with self._write:
+            self._clear()
+            self.stream.flush()
+
+
+def _progress_count(ev: Progress) -> str:
+    return _count(ev.done) + (f"/{_count(ev.total)}" if ev.total else "")
 
 
 def run_printed(request: object) -> Any:

@@ -252,6 +252,9 @@ def prepare(req: PrepareRequest) -> Generator[Event, None, OrtPrepared]:
             f"{opened.provider_used}"
             + (f": {opened.fallback_reason}" if opened.fallback_reason else ""),
         )
+    # one inference checks the inputs fit: a model's first run can be long (a Loop of
+    # 10^12 iterations never ends), so it is a step of its own that the printer can watch
+    yield Progress("session", 0, None, "running the model once on its inputs")
     if eval_data is None:
         grown = generated.fit(opened.session, config.batch, given.shapes)
         if grown:
