@@ -437,6 +437,26 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:  # the system refused a path the user gave (a name too long to
+        if exc.filename is None:  # look up: Path.exists() raises ENAMETOOLONG, not False)
+            raise
+        if interrupt_flag.received.is_set():
+            print("opscope: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        print(f"opscope: error: {_path_refused(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+PATH_SHOWN = 120  # characters of a refused path said (a name can be thousands long)
+
+
+def _path_refused(exc: OSError) -> str:
+    """`PATH: why` in one line, a long path cut to its start and its length."""
+    name = os.fsdecode(exc.filename) if isinstance(exc.filename, bytes) else str(exc.filename)
+    if len(name) > PATH_SHOWN:
+        name = f"{name[:PATH_SHOWN]}... ({len(name):,} characters)"
+    why = exc.strerror or type(exc).__name__
+    return escape_controls(f"{name}: {why}")
 
 
 def _interrupted_now(code: int) -> int:

@@ -50,7 +50,15 @@ def check_memory(need: float, what: str, advice: str, path: str | None = None) -
         )
 
 
+HUGE_BYTES = 1e18  # past a million TB a size is said as a power of ten
+
+
 def size_text(n: float) -> str:
+    """`n` bytes in words; any size (a product of a model's dims is an int past what a float
+    holds: 2147483648 to the 64th), never an OverflowError."""
+    if n >= HUGE_BYTES:
+        exponent = math.log10(n)  # exact enough for any int, inf for an infinite float
+        return f"about 10^{int(exponent)} bytes" if math.isfinite(exponent) else "unbounded"
     for unit in ("bytes", "KB", "MB", "GB", "TB"):
         if n < 1000 or unit == "TB":
             return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
