@@ -163,3 +163,36 @@ def test_inputs_past_what_a_float_holds_are_refused_in_one_line(cli: Cli, tmp_pa
     assert "Traceback" not in done.stderr
     errors = [x for x in done.stderr.splitlines() if x.startswith("opscope: error")]
     assert len(errors) == 1 and "about 10^597 bytes" in errors[0], done.stderr
+
+
+def test_a_failed_run_of_the_quantizers_own_session_prints_no_raw_runtime_log(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """An INT8 static build whose calibration run failed (out of memory, in the probe fuzz)
+    printed ONNX Runtime's colour-coded `[E:onnxruntime:...]` line raw on stderr beside our
+    one line ("settings ... do not apply"): the calibrator makes its session with default
+    options, which log through ONNX Runtime's default logger. Here a session made that way
+    inside the build's quiet block fails a run (a Reshape to a size that does not fit)."""
+    import onnxruntime as ort
+
+    from engine.backends.ort.variants import _quiet_logs
+
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "s"], ["y"])],
+        "reshape",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
+            helper.make_tensor_value_info("s", TensorProto.INT64, [1]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    capfd.readouterr()
+    with _quiet_logs():
+        session = ort.InferenceSession(
+            model.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        with pytest.raises(Exception, match="Reshape"):
+            session.run(None, {"x": np.zeros((1, 4), np.float32), "s": np.array([3], np.int64)})
+    assert "onnxruntime" not in capfd.readouterr().err

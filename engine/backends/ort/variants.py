@@ -458,18 +458,32 @@ def _build_int8_static(
     yield Progress("calibration", count, count, "quantizing weights")
 
 
+ORT_DEFAULT_SEVERITY = 2  # ONNX Runtime's default logger: warnings and above (never set here)
+ORT_QUIET_SEVERITY = 4  # fatal only: a failed run's message is in its exception, our one line
+
+
 class _quiet_logs:
     """ORT's quantizer logs chatty INFO/WARNING lines through `logging` and prints some
     (calibrate.py: "Collecting tensor data and making histogram ..."); hold both back (our
-    own output is written after a build, never during one)."""
+    own output is written after a build, never during one). The sessions the quantizer
+    makes itself (the calibrator's) take ONNX Runtime's default logger: a run of theirs
+    that fails (out of memory) printed its raw, colour-coded `[E:onnxruntime:...]` line on
+    stderr (the probe fuzz, stop 61), while the failure is said in one line of ours (the
+    settings "do not apply"); those sessions are made quiet too."""
 
     def __enter__(self) -> None:
+        import onnxruntime as ort
+
         self.root = logging.getLogger()
         self.level = self.root.level
         self.root.setLevel(logging.ERROR)
         self.stdout = contextlib.redirect_stdout(io.StringIO())
         self.stdout.__enter__()
+        ort.set_default_logger_severity(ORT_QUIET_SEVERITY)
 
     def __exit__(self, *exc: object) -> None:
+        import onnxruntime as ort
+
+        ort.set_default_logger_severity(ORT_DEFAULT_SEVERITY)
         self.stdout.__exit__(None, None, None)
         self.root.setLevel(self.level)
