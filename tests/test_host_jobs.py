@@ -113,9 +113,11 @@ def test_cancel_keeps_the_points_done_and_a_kill_is_told(
 
     conn.send(cmds.RunJob(2, _sweep(tmp_path, ["16", "32", "64", "128"])))
     _updates(conn, 2, lambda u: True)  # it runs
+    # the job's process: spawned by the host, or forked from its jobs' fork server (a
+    # child of the host's whose own child the job is): the one process with none of its own
     (child,) = [
-        p for p in psutil.Process(proc.pid).children()
-        if "resource_tracker" not in " ".join(p.cmdline())
+        p for p in psutil.Process(proc.pid).children(recursive=True)
+        if "resource_tracker" not in " ".join(p.cmdline()) and not p.children()
     ]  # fmt: skip
     os.kill(child.pid, signal.SIGKILL)
     *_, end = _updates(conn, 2, lambda u: False)

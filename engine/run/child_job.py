@@ -225,6 +225,29 @@ def _isolated_main(conn: Connection, job: Job, args: tuple[Any, ...]) -> None:
 _postponed = threading.Event()  # a stop that arrived mid-import, raised at the next step
 
 
+def die_with_reader(conn: Connection) -> None:
+    """SIGTERM to this process once the other end of `conn` (the one reading its events)
+    is closed: its reader died, even by SIGKILL. A job forked from the fork server is the
+    server's child, not its host's (engine/run/job_start.py): PR_SET_PDEATHSIG does not
+    see the host go, and a write to the closed pipe only fails at the next event."""
+    import os
+    import select
+    import signal
+
+    if not hasattr(select, "poll"):
+        return
+    fd = os.dup(conn.fileno())  # its own: the job closes `conn` as it ends
+
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(fd, select.POLLERR | select.POLLHUP)
+        while not poller.poll():
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)  # the job ends as a cancelled one does
+
+    threading.Thread(target=watch, name="opscope-job-reader-watch", daemon=True).start()
+
+
 def _importing(frame: Any) -> bool:
     """Whether the interrupted code runs inside an import (a native module's init may have
     called back into Python: an exception there would escape through C++)."""

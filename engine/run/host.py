@@ -26,6 +26,7 @@ from engine.run.host_jobs import HostJobs
 from engine.run.host_phases import HostMachine, Phase
 from engine.run.host_profiler import Profiler
 from engine.run.host_telemetry import HostTelemetry, Sampler
+from engine.run.job_start import warm as warm_job_starts
 from engine.run.live import LiveRun
 from engine.run.live_job import LiveJob
 from engine.run.memory_trim import start_from_env as start_memory_trim
@@ -121,11 +122,15 @@ def host_main(
     jobs = HostJobs(out.put, stepped=[live, profiler])
     commands = Dispatcher(machine, live, builder, profiler, jobs, out)
     telemetry.start()
+    warmed = False  # the jobs' fork server, started once the first latency point is out
     try:
         while machine.phase is not Phase.CLOSING:
             commands.receive(conn, 0 if jobs.busy else IDLE_WAIT_S)
             jobs.step()
             out.flush()
+            if not warmed and run.segment is not None and len(run.segment.samples):
+                warmed = True  # a job asked for earlier starts it itself (job_start.py)
+                warm_job_starts()
     except (EOFError, BrokenPipeError, ConnectionResetError):  # the window is gone (killed)
         commands.closed()
     finally:

@@ -20,7 +20,6 @@ ended with the rest when the host ends (`stop_all`)."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import threading
 import traceback
 from collections.abc import Callable, Sequence
@@ -30,7 +29,8 @@ from typing import Any, Protocol
 
 from engine.errors import OpScopeError
 from engine.events import Event, JobUpdate
-from engine.run.child_job import STOP_GRACE_S, _isolated_main, _sigint_ignored, describe_exit
+from engine.run.child_job import STOP_GRACE_S, _sigint_ignored, describe_exit
+from engine.run.job_start import context, start_args, warm
 from engine.run.jobs import job_name, run_job
 from engine.run.serving_jobs import LoadedModel
 
@@ -40,11 +40,13 @@ class HostJob:
         self.job_id, self.request, self._put = job_id, request, put
         self.name = job_name(request)
         self.cancelled = False
-        ctx = mp.get_context("spawn")  # a fresh interpreter: no threads or locks inherited
+        # forked from the warm fork server (its modules imported), or a fresh interpreter:
+        # no threads or locks inherited either way (engine/run/job_start.py)
+        warm()  # the server started now if the host has not yet (a server refused: spawn)
+        ctx = context()
         parent, child = ctx.Pipe(duplex=False)
-        self.proc: BaseProcess = ctx.Process(
-            target=_isolated_main, args=(child, run_job, (request,)), name=f"opscope-{self.name}"
-        )
+        target, args = start_args(child, run_job, (request,))
+        self.proc: BaseProcess = ctx.Process(target=target, args=args, name=f"opscope-{self.name}")
         with _sigint_ignored():  # a terminal's Ctrl+C goes to the window, which cancels
             self.proc.start()
         child.close()
@@ -85,11 +87,11 @@ class HostJob:
                 continue
             ended = True
             self._put(JobUpdate(self.job_id, kind, payload))
-        conn.close()
-        self.proc.join(STOP_GRACE_S)
-        if self.proc.is_alive():
+        self.proc.join(STOP_GRACE_S)  # the pipe kept open meanwhile: a forked job takes
+        if self.proc.is_alive():  # its close for its host's end (child_job.die_with_reader)
             self.proc.kill()
             self.proc.join()
+        conn.close()
         if not ended:
             if self.cancelled:
                 self._put(JobUpdate(self.job_id, "cancelled", "cancelled"))
