@@ -98,8 +98,10 @@ class Outcome:
 
 def _limits(memory: int, fsize: int | None, close: tuple[int, ...]) -> Callable[[], None]:
     def apply() -> None:
-        # as a terminal starts a command (a runner started in the background ignores SIGINT)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        # as a terminal starts a command: a runner started in the background ignores SIGINT,
+        # one under nohup SIGHUP, and a command keeps what it inherits ignored (as it should)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         if fsize is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
