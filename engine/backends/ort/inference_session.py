@@ -38,6 +38,9 @@ PROVIDER_NAMES = {
 SHORT_NAMES = {v: k for k, v in PROVIDER_NAMES.items()}
 
 
+PROFILING_LOG_SEVERITY = 4  # ORT's FATAL only: the profiler's cap is ours to report
+
+
 @dataclass(frozen=True)
 class SessionPlan:
     """Everything needed to build `SessionOptions` and the provider list."""
@@ -104,6 +107,9 @@ def plan_session(
         enable_profiling=profiling,
         profile_prefix=profile_prefix,
         optimized_model_path=optimized_model_path,
+        # a profiling session's own ERROR lines (its event cap's colour-coded "Maximum
+        # number of events reached") never reach the terminal raw: the pass says it
+        log_severity=PROFILING_LOG_SEVERITY if profiling else 3,
         requested=PROVIDER_NAMES[provider],
         notes=tuple(notes),
     )
