@@ -242,7 +242,8 @@ class SessionWindow(QMainWindow):
             if t[0] < end:  # no timing origin, or runs that overlapped: after the last
                 t = t + (end - t[0])
             end = float(t[-1])
-            self.latency.add_marker(float(t[0]), f"run {run.id}: {summarize(run).config}")
+            s = summarize(run)  # where it came from too: a tune's trial, a sweep's point
+            self.latency.add_marker(float(t[0]), f"run {run.id} ({s.origin}): {s.config}")
             self.latency.append(t, lats / 1e6, run.batch or 1)
         self.latency.show_all()
 
