@@ -120,6 +120,33 @@ def malloc_in_use() -> int:
     return int(info.uordblks + info.hblkhd)
 
 
+def object_counts() -> dict[str, int]:
+    """Python objects the collector tracks, by type name. The list of every object is
+    made, read and dropped inside one C call, so no other thread runs while it is alive:
+    that list holds a reference to any tuple another thread is still building
+    (`tuple(generator)`), whose resize then fails with "SystemError: Objects/tupleobject.c:
+    bad argument to internal function". A census that counted in Python broke the
+    window's wire reader this way, and the window refused its host as malformed (any
+    bytecode, even the return from gc.get_objects(), may hand the GIL over)."""
+    import collections
+    import gc
+    import itertools
+    import operator
+
+    enabled = gc.isenabled()
+    gc.disable()  # no finalizer (Python code) runs midway either
+    try:
+        every = itertools.chain.from_iterable(map(operator.call, (gc.get_objects,)))
+        kinds = list(map(type, every))  # C only: the list of objects is gone when it returns
+    finally:
+        if enabled:
+            gc.enable()
+    out: collections.Counter[str] = collections.Counter()
+    for kind, n in collections.Counter(kinds).items():
+        out[kind.__name__] += n
+    return dict(out)
+
+
 def malloc_free() -> dict[str, int]:
     """Where glibc's malloc keeps its free memory, over all arenas (malloc_info's XML):
     'system' (bytes the arenas took from the OS), 'holes' (free in chunks under 4 KiB,

@@ -62,7 +62,6 @@ def trim_log(path: Path, window_pid: int, t0_wall: float) -> dict[str, np.ndarra
 def census(app: Any) -> dict[str, int]:
     """What the window holds: Python objects by type (after a collection), the items in
     every graphics scene, QObjects under the windows, bytes malloc has out."""
-    import collections
     import gc
 
     from PySide6.QtCore import QObject
@@ -73,7 +72,7 @@ def census(app: Any) -> dict[str, int]:
     items = sum(len(s.items()) for s in scenes.values() if s is not None)
     qobjects = sum(len(w.findChildren(QObject)) for w in app.topLevelWidgets())
     gc.collect()  # after findChildren: the wrappers it makes are counted by every census
-    out = dict(collections.Counter(type(o).__name__ for o in gc.get_objects()))
+    out = rss.object_counts()  # safe beside the window's reader thread
     out["[scene items]"] = items
     out["[QObjects under windows]"] = qobjects
     out["[malloc in use, KB]"] = rss.malloc_in_use() // 1024
@@ -137,6 +136,13 @@ def run(
     split: list[tuple[float, ...]] = []
     passes: list[float] = []  # when the window got each profiling pass (s since the start)
     last_profile: list[Any] = [None]
+    died: list[tuple[float, str]] = []  # the host's end, as the window was told: the soak ends
+
+    def host_died(message: str) -> None:
+        died.append((time.monotonic() - t0, message))
+        app.quit()
+
+    wb.client.host_died.connect(host_died)
     busy: list[tuple[float, float]] = []  # (machine busy CPU-s, this app's CPU-s) per sample
     snaps: list[tracemalloc.Snapshot] = []
     maps: list[dict[str, dict[str, int]]] = []  # at the fit's start and at the end
@@ -147,7 +153,10 @@ def run(
     def sample() -> None:
         t = time.monotonic() - t0
         pid = wb.client.pid
-        host = psutil.Process(pid).memory_info().rss / 1e6 if pid else float("nan")
+        try:
+            host = psutil.Process(pid).memory_info().rss / 1e6 if pid else float("nan")
+        except psutil.Error:  # gone: host_died says why
+            host = float("nan")
         rows.append((t, me.memory_info().rss / 1e6, host))
         mine, theirs = rss.rollup(me.pid), rss.rollup(pid) if pid else {}
         split.append(
@@ -230,6 +239,7 @@ def run(
             rss.slope_mb_per_min(arr[:, 0], parts[:, i], skip_s) for i in range(parts.shape[1])
         ],
         "passes": passes,
+        "died": died,
     }
 
 
@@ -276,6 +286,11 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> str:
     after = sum(1 for p in passes if p >= args.skip * 60)
     how = f"Profile Now every {args.profile_every:g} s" if args.profile_every else "host's schedule"
     lines += ["", f"Profiling passes the window got: {len(passes)} ({after} in the fit; {how})."]
+    for at, why in out["died"]:
+        lines += [
+            "",
+            f"**The engine host ended at minute {at / 60:.1f}: {why}** (the soak stopped).",
+        ]
     if out["trim_s"] > 0:
         lines += [
             "",

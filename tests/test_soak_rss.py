@@ -71,3 +71,39 @@ def test_malloc_free_reads_fragmentation_as_holes() -> None:
         libc.free(p)
     assert holed["holes"] - before["holes"] > 5 * MB  # 10,000 holes of 1 KB (tcache keeps 7)
     assert holed["system"] >= before["system"]
+
+
+def test_a_census_leaves_a_tuple_another_thread_builds_alone(qapp: object) -> None:
+    """The soak's census beside a thread building tuples from generators, as the window's
+    wire reader does: holding every object in a list while that thread ran made its tuple's
+    resize fail (SystemError), and the window then refused its host as malformed."""
+    import threading
+
+    from bench import soak
+
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def build() -> None:
+        def items() -> object:
+            for i in range(200):  # noqa: UP028 (no length hint: the tuple grows by
+                yield i  # resizing; this loop, unlike `yield from`, lets threads switch)
+
+        while not stop.is_set():
+            try:
+                tuple(items())  # type: ignore[call-overload]
+            except SystemError as exc:
+                errors.append(exc)
+                return
+
+    keep = [[i] for i in range(100_000)]  # a census long enough for the other thread to run
+    builder = threading.Thread(target=build, daemon=True)
+    builder.start()
+    try:
+        for _ in range(2):
+            counts = soak.census(qapp)
+            assert counts["list"] >= len(keep)
+    finally:
+        stop.set()
+        builder.join(10)
+    assert not errors, errors
