@@ -185,8 +185,7 @@ class SessionReader:
     @_guarded
     def runs(self) -> list[RunRow]:
         """Every run, oldest first, with its stored statistics (never recomputed)."""
-        runs = [self._settled(run_row(RUNS.values(r), self.path)) for r in self._run_rows("")]
-        return self._with_origins(runs)
+        return self._read_runs(self._run_rows(""))
 
     @_guarded
     def run(self, run_id: int) -> RunRow:
@@ -196,14 +195,15 @@ class SessionReader:
             known = f"runs {ids[0]}-{ids[-1]}" if ids else "no runs"
             raise SessionFileError(f"no run {run_id} ({known})", self.path)
         first, *_ = rows  # its id is the key: one row
-        (run,) = self._with_origins([self._settled(run_row(RUNS.values(first), self.path))])
+        (run,) = self._read_runs([first])
         return run
 
-    def _with_origins(self, runs: list[RunRow]) -> list[RunRow]:
-        """Each run with where it came from (a tune's trial, a sweep's point: the file's
-        numbers, the same in every list)."""
-        found = read_origins(self._conn, [(r.id, r.kind) for r in runs])
-        return [dataclasses.replace(r, origin=found.get(r.id)) for r in runs]
+    def _read_runs(self, rows: list[Any]) -> list[RunRow]:
+        """Rows of `RUNS.select()` as runs, each with where it came from (a tune's trial, a
+        sweep's point: the file's numbers, the same in every list)."""
+        values = [RUNS.values(r) for r in rows]
+        found = read_origins(self._conn, [(v["id"], v["kind"] or "bench") for v in values])
+        return [self._settled(run_row(v, self.path, found.get(v["id"]))) for v in values]
 
     def _settled(self, run: RunRow) -> RunRow:
         """A `running` run whose writer is gone (killed, crashed) reads `interrupted`."""

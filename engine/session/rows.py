@@ -144,8 +144,9 @@ RUNS: RecordSpec[dict[str, Any]] = RecordSpec(
 WRITTEN = tuple(n for n in RUNS.names if n != "model_name")  # the columns of `runs` itself
 
 
-def run_row(v: dict[str, Any], path: Path) -> RunRow:
-    """A RunRow from the checked values of a row of `RUNS.select()`, by name."""
+def run_row(v: dict[str, Any], path: Path, origin: Origin | None = None) -> RunRow:
+    """A RunRow from the checked values of a row of `RUNS.select()`, by name, and where it
+    came from (engine/session/origins.py's `read_origins`)."""
 
     def fn(key: str) -> float:  # NaN was stored as NULL
         value = v[key]
@@ -193,6 +194,7 @@ def run_row(v: dict[str, Any], path: Path) -> RunRow:
         elapsed_s=v["elapsed_s"],
         accuracy=v["accuracy"],
         contention=v["contention"],
+        origin=origin,
     )
 
 
