@@ -63,7 +63,10 @@ def test_the_profiling_sessions_own_log_stays_off_the_terminal(tmp_path: Path) -
     there to look for. The session a profiling plan opens logs FATAL only."""
     model = _chain(tmp_path / "chain.onnx", 3)
     config = RunConfig(threads=1)
-    profiling = open_session(model, plan_session(config, gpu_present=False, profiling=True))
+    plan = plan_session(
+        config, gpu_present=False, profiling=True, profile_prefix=str(tmp_path / "profile")
+    )
+    profiling = open_session(model, plan)
     timing = open_session(model, plan_session(config, gpu_present=False))
     assert profiling.session.get_session_options().log_severity_level == 4
     assert timing.session.get_session_options().log_severity_level == 3  # errors still said
