@@ -358,7 +358,11 @@ def remote(rng: random.Random, m: Material) -> Iterator[Case]:
                     for _ in range(rng.randint(1, 4))
                 ],
             ]
-            yield Case("remote", " ".join(argv)[:60], argv, env=env, stdin=b"")
+            # `remote host ...` answers in binary frames on stdout whatever follows it
+            binary = argv[1] == "host"
+            yield Case(
+                "remote", " ".join(argv)[:60], argv, env=env, stdin=b"", binary_stdout=binary
+            )
 
 
 # -- the self-test -------------------------------------------------------------------------
