@@ -303,6 +303,7 @@ class GraphView(QWidget):
             self.painted = Painted()
             self.legend.setText("")
             self.note.setText(getattr(self, "_note", ""))
+            self.note.setToolTip(self.note.text())  # whole where the foot is too narrow
             return
         self.figures = self._figures()  # kept for hover text (not rebuilt per tooltip)
         self.painted = paint(self.overlay_combo.currentText(), scene.names(), self.figures)
@@ -320,6 +321,7 @@ class GraphView(QWidget):
             w for w in (getattr(self, "_note", ""), self.strip.summary, self.painted.note) if w
         ]
         self.note.setText(" · ".join([counts, *words]))
+        self.note.setToolTip(self.note.text())  # whole where the foot is too narrow
 
     def _tip(self, name: str) -> str:
         scene = self.scene_

@@ -161,11 +161,13 @@ class GraphController(QObject):
         self.desk.show_node_memory(self.view.node_memory())
         views = {k: v for k, v in (result.get("views") or {}).items() if v}
         took = sum(v.get("layout_s", 0.0) for v in views.values())
-        lacking = result.get("as_run_error") if views.get("run") else None  # time limit
+        # drawn as run without what its profiled run would have told (stopped at its time
+        # limit): said first, where a narrow dock still shows it (the rest in the tooltip)
+        lacking = result.get("as_run_error") if views.get("run") else None
         self._end(
-            f"{node_counts(views)}; laid out in {took:.2f} s"
+            (f"as run: {lacking}; " if lacking else "")
+            + f"{node_counts(views)}; laid out in {took:.2f} s"
             + (f" on {result['provider_used']}" if result.get("provider_used") else "")
-            + (f"; as run: {lacking}" if lacking else "")
         )
 
     def _end(self, text: str, failed: bool = False) -> None:
