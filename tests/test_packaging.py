@@ -145,6 +145,8 @@ def test_deb_metadata_and_layout(deb: Path, unpacked: Path) -> None:
     names = {p.name for p in bundle.rglob("*")}
     assert not names & set(GPU_LIBS), "CPU bundle must not carry the CUDA/TensorRT providers"
     assert not (bundle / "_internal" / "torch").exists()
+    # optuna's SQL storage is left out (tune's study is in memory; the tune test below)
+    assert not (bundle / "_internal" / "sqlalchemy").exists()
     assert list(bundle.rglob("demo_transformer.onnx"))
 
 
@@ -269,3 +271,23 @@ def test_bundled_cli_generates_on_the_demo_llm(unpacked: Path, tmp_path: Path) -
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())
     assert data["ttft_ms"]["count"] > 0 and data["tpot_ms"]["count"] > 0
+
+
+def test_bundled_cli_tunes_with_optuna(unpacked: Path, tmp_path: Path) -> None:
+    """`tune --budget` samples with optuna in the bundle, which leaves optuna's SQL storage
+    (SQLAlchemy, Alembic, Mako) out: the study is kept in memory."""
+    bundle = unpacked / "opt" / "opscope"
+    model = next(bundle.rglob("demo_cnn.onnx"))
+    out = tmp_path / "tune.json"
+    proc = subprocess.run(
+        [str(bundle / "opscope"), "tune", str(model), "--space", "batch=1,2,4", "--budget", "2",
+         "--duration", "0.3", "--no-recheck", "--json", str(out)],
+        env=_clean_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    assert data["searched"].startswith("optuna TPE"), data["searched"]
+    assert len(data["trials"]) == 2 and data["best"], data
