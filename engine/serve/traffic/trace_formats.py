@@ -11,7 +11,12 @@
 Each gives arrival times (s from the first request), and for the LLM formats the prompt
 and output token counts and, for Mooncake, each prompt's block hashes. A bad row is named
 by its line number in one line: times that go back or are negative, token counts of zero
-or past MAX_TOKENS, a row with a missing or non-numeric field."""
+or past MAX_TOKENS, a row with a missing or non-numeric field.
+
+Before a trace is read, what its read will take is estimated from its size and first chunk
+and refused in one line if more than the memory free (trace_size.py); while it is read,
+its rows are packed into arrays a chunk at a time (a row held as Python objects took about
+200 bytes: 9.5 GB for 50 million), and a long read says how far it got."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import math
 import re
 import sys
 import time
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,11 +36,14 @@ import numpy as np
 
 from engine.errors import InputError
 from engine.files import loads_json
+from engine.serve.traffic import trace_size
 from engine.serve.traffic.trace_file import MAX_LINE, MAX_REQUESTS, PROGRESS_S, read_trace
+from engine.serve.traffic.trace_size import check_read_fits
 
 MAX_TOKENS = 10_000_000  # tokens of one prompt or output (no model's context is longer)
 MAX_HASHES = 100_000  # block hashes of one Mooncake prompt
 PROGRESS_ROWS = 50_000  # a read looks at the clock this often
+CHUNK_ROWS = trace_size.CHUNK_ROWS  # rows held as text before their times become numbers
 MAX_STAMP_S = 1e11  # |timestamp| in seconds (3,000 years: an epoch time in s fits)
 # a numeric Azure timestamp's unit from its size: ns past 1e17, us past 1e14, ms past 1e11
 EPOCH_UNITS = ((1e17, 1e9), (1e14, 1e6), (1e11, 1e3))
@@ -88,20 +97,26 @@ def sniff(path: str) -> str:
     return "csv"
 
 
-def read_any_trace(path: str) -> Trace:
-    """The trace at `path`, its format detected from its first non-empty line."""
+def read_any_trace(path: str, free_bytes: int | None = None) -> Trace:
+    """The trace at `path`, its format detected from its first non-empty line; refused
+    before it is read when reading it would take more than the memory free (`free_bytes`,
+    else this machine's)."""
     p = Path(path)
     if not p.is_file():
         raise InputError("traffic trace not found (or not a regular file)", path)
     first = _first_line(p, path)
-    if first.lstrip().startswith("{"):
-        return _mooncake(p, path)
+    fmt = sniff(path)
+    rows = check_read_fits(path, fmt, free_bytes).rows
+    if fmt == "mooncake":
+        return _mooncake(p, path, rows)
     header = [c.strip().lower() for c in next(csv.reader([first]), [])]
-    if "contexttokens" in header and "generatedtokens" in header:
-        return _token_csv(p, path, "azure", header, "timestamp", "contexttokens", "generatedtokens")
-    if "request tokens" in header and "response tokens" in header:
+    if fmt == "azure":
         return _token_csv(
-            p, path, "burstgpt", header, "timestamp", "request tokens", "response tokens"
+            p, path, "azure", header, ("timestamp", "contexttokens", "generatedtokens"), rows
+        )
+    if fmt == "burstgpt":
+        return _token_csv(
+            p, path, "burstgpt", header, ("timestamp", "request tokens", "response tokens"), rows
         )
     data = _first_line(p, path, skip=1 if header and not _number(header[0]) else 0)
     cell = next(csv.reader([data]), [""])[0].strip() if data else "0"
@@ -149,17 +164,18 @@ def bounded_lines(fh: TextIO, path: str, limit: int) -> Iterator[str]:
 
 
 def _token_csv(
-    p: Path, path: str, fmt: str, header: list[str], t_col: str, in_col: str, out_col: str
+    p: Path, path: str, fmt: str, header: list[str], cols: tuple[str, str, str], about: int
 ) -> Trace:
+    t_col, in_col, out_col = cols
     it, ii, io = (
         header.index(t_col) if t_col in header else 0,
         header.index(in_col),
         header.index(out_col),
     )
-    stamps: list[str] = []
-    inputs: list[int] = []
-    outputs: list[int] = []
-    lines: list[int] = []
+    stamps: list[str] = []  # the chunk's, as text, until it becomes numbers
+    parts: list[np.ndarray] = []  # the chunks' times: Azure dates in ns, else numbers
+    kind = "seconds"  # BurstGPT's; Azure's "dates" or "epoch", from its first timestamp
+    inputs, outputs, lines = array("q"), array("q"), array("q")
     said = time.monotonic()
     try:
         with p.open("r", encoding="utf-8", errors="replace", newline="") as fh:
@@ -177,27 +193,63 @@ def _token_csv(
                 inputs.append(_tokens(row[ii], n, header[ii], path))
                 outputs.append(_tokens(row[io], n, header[io], path))
                 lines.append(n)
+                if len(lines) == 1 and fmt == "azure":
+                    kind = "epoch" if NUMBER.fullmatch(stamps[0]) else "dates"
+                if len(stamps) == CHUNK_ROWS:
+                    parts.append(_stamps(stamps, lines[-len(stamps) :], kind, path))
+                    stamps.clear()
                 if len(lines) > MAX_REQUESTS:
                     raise InputError(f"more than {MAX_REQUESTS:,} requests", path)
                 if not len(lines) % PROGRESS_ROWS:
-                    said = _progress(path, len(lines), said)
+                    said = _progress(path, len(lines), said, about)
     except (OSError, csv.Error) as exc:
         raise InputError(f"cannot read the trace ({exc})", path) from exc
-    if not stamps:
+    if not lines:
         raise InputError("the trace has no requests", path)
-    times = _azure_times(stamps, lines, path) if fmt == "azure" else _seconds(stamps, lines, path)
+    if stamps:
+        parts.append(_stamps(stamps, lines[-len(stamps) :], kind, path))
+    raw = np.concatenate(parts)
+    del parts
+    if kind == "dates":
+        times = (raw - raw[0]).astype(np.float64) / 1e9
+    elif kind == "epoch":
+        times = _epoch_scaled(raw, lines, path)
+    else:
+        times = raw
     _check_times(times, lines, path)
     return Trace(
         fmt, times - times[0], None, np.asarray(inputs, np.int64), np.asarray(outputs, np.int64)
     )
 
 
-def _mooncake(p: Path, path: str) -> Trace:
-    times: list[float] = []
-    inputs: list[int] = []
-    outputs: list[int] = []
+def _stamps(stamps: list[str], lines: array[int], kind: str, path: str) -> np.ndarray:
+    """A chunk's timestamps: Azure dates as int64 ns, numbers as float64 (as written)."""
+    if kind == "epoch":
+        return _numbers(stamps, lines, path)
+    if kind == "seconds":
+        out = np.empty(len(stamps), np.float64)
+        for i, (s, n) in enumerate(zip(stamps, lines, strict=True)):
+            out[i] = _finite(s, n, "timestamp", path)
+        return out
+    try:
+        t = np.array(stamps, dtype="datetime64[ns]")
+    except ValueError:
+        for s, n in zip(stamps, lines, strict=True):  # name the bad one
+            try:
+                np.datetime64(s, "ns")
+            except ValueError:
+                raise InputError(f"line {n}: timestamp {s[:40]!r} is not a date", path) from None
+        raise
+    if np.isnat(t).any():
+        n = lines[int(np.flatnonzero(np.isnat(t))[0])]
+        raise InputError(f"line {n}: no timestamp", path)
+    ns: np.ndarray = t.astype(np.int64)
+    return ns
+
+
+def _mooncake(p: Path, path: str, about: int) -> Trace:
+    times, inputs, outputs, lines = array("d"), array("q"), array("q"), array("q")
     hashes: list[tuple[int, ...]] = []
-    lines: list[int] = []
     said = time.monotonic()
     try:
         with p.open("r", encoding="utf-8", errors="replace") as fh:
@@ -228,7 +280,7 @@ def _mooncake(p: Path, path: str) -> Trace:
                 if len(lines) > MAX_REQUESTS:
                     raise InputError(f"more than {MAX_REQUESTS:,} requests", path)
                 if not len(lines) % PROGRESS_ROWS:
-                    said = _progress(path, len(lines), said)
+                    said = _progress(path, len(lines), said, about)
     except OSError as exc:
         raise InputError(f"cannot read the trace ({exc})", path) from exc
     if not times:
@@ -245,13 +297,16 @@ def _mooncake(p: Path, path: str) -> Trace:
     )
 
 
-def _progress(path: str, rows: int, said: float) -> float:
+def _progress(path: str, rows: int, said: float, about: int) -> float:
     """A long read says how far it got on stderr, every PROGRESS_S at most (a trace of
-    ten million rows read for minutes without a word); when it last said so."""
+    ten million rows read for minutes without a word), against the rows its size
+    suggested; when it last said so."""
     now = time.monotonic()
     if now - said < PROGRESS_S:
         return said
-    print(f"reading trace {path}: {rows:,} requests so far", file=sys.stderr, flush=True)
+    share = f" of about {about:,} ({min(rows / about, 1.0):.0%})" if about >= rows else ""
+    print(f"reading trace {path}: {rows:,} requests{share} so far", file=sys.stderr,
+          flush=True)  # fmt: skip
     return now
 
 
@@ -263,38 +318,22 @@ def _stamp_ms(value: object, n: int, path: str) -> float:
     return ms
 
 
-def _azure_times(stamps: list[str], lines: list[int], path: str) -> np.ndarray:
-    """Dates (`2023-11-16 18:15:46.68`), or numbers: epoch times whose unit (s, ms, us,
-    ns) their size tells (numpy read a bare number as a year: 1-s gaps became 366 days)."""
-    if NUMBER.fullmatch(stamps[0].strip()):
-        return _epoch_seconds(stamps, lines, path)
-    try:
-        t = np.array(stamps, dtype="datetime64[ns]")
-    except ValueError:
-        for s, n in zip(stamps, lines, strict=True):  # name the bad one
-            try:
-                np.datetime64(s, "ns")
-            except ValueError:
-                raise InputError(f"line {n}: timestamp {s[:40]!r} is not a date", path) from None
-        raise
-    if np.isnat(t).any():
-        n = lines[int(np.flatnonzero(np.isnat(t))[0])]
-        raise InputError(f"line {n}: no timestamp", path)
-    ns: np.ndarray = (t - t[0]).astype(np.int64)
-    seconds: np.ndarray = ns.astype(np.float64) / 1e9
-    return seconds
-
-
-def _epoch_seconds(stamps: list[str], lines: list[int], path: str) -> np.ndarray:
-    """Numeric timestamps as seconds, the unit chosen by the first one's size: an epoch
-    time in seconds is about 1.7e9 today, in ms 1.7e12, in us 1.7e15, in ns 1.7e18 (a
-    relative time, small, reads as seconds)."""
-    raw = np.empty(len(stamps), np.float64)
+def _numbers(stamps: list[str], lines: array[int], path: str) -> np.ndarray:
+    """Numeric timestamps as written (Azure's epoch times, scaled once all are read; an
+    Azure date among numbers is named: numpy read a bare number as a year)."""
+    out = np.empty(len(stamps), np.float64)
     for i, (s, n) in enumerate(zip(stamps, lines, strict=True)):
-        if not NUMBER.fullmatch(s.strip()):
+        if not NUMBER.fullmatch(s):
             raise InputError(f"line {n}: timestamp {s[:40]!r} is not a number like the "
                              "first one's", path)  # fmt: skip
-        raw[i] = _finite(s, n, "timestamp", path)
+        out[i] = _finite(s, n, "timestamp", path)
+    return out
+
+
+def _epoch_scaled(raw: np.ndarray, lines: array[int], path: str) -> np.ndarray:
+    """Numeric Azure timestamps as seconds, the unit chosen by the first one's size: an
+    epoch time in seconds is about 1.7e9 today, in ms 1.7e12, in us 1.7e15, in ns 1.7e18
+    (a relative time, small, reads as seconds)."""
     first = abs(float(raw[0]))
     scale = next((1.0 / f for limit, f in EPOCH_UNITS if first >= limit), 1.0)
     seconds: np.ndarray = raw * scale
@@ -305,14 +344,7 @@ def _epoch_seconds(stamps: list[str], lines: list[int], path: str) -> np.ndarray
     return seconds
 
 
-def _seconds(stamps: list[str], lines: list[int], path: str) -> np.ndarray:
-    out = np.empty(len(stamps), np.float64)
-    for i, (s, n) in enumerate(zip(stamps, lines, strict=True)):
-        out[i] = _finite(s, n, "timestamp", path)
-    return out
-
-
-def _check_times(t: np.ndarray, lines: list[int], path: str) -> None:
+def _check_times(t: np.ndarray, lines: array[int], path: str) -> None:
     if t.size and t[0] < 0:
         raise InputError(f"line {lines[0]}: negative time {t[0]:g}", path)
     back = np.flatnonzero(np.diff(t) < 0)
