@@ -16,7 +16,53 @@ import numpy.typing as npt
 from engine.api import Contention, Side, combine, latency_stats, separated, throughput, unlike
 
 MAX_SAMPLES = 50_000  # per run, the newest: enough for a p99 of a long run
+SLACK = MAX_SAMPLES // 4  # room past the cap, so the newest move to the front seldom
 Interval = tuple[float, float] | None
+
+
+class _Samples:
+    """A run's newest raw samples (at most MAX_SAMPLES): starts and latencies (ns) as two
+    rows of one float64 array, grown by doubling, the oldest dropped past the cap. Kept as
+    a list of each batch's two arrays, they took 20x the samples' own 16 B where a batch
+    holds a sample or two (a busy machine's): an ndarray object (pymalloc) and a data and
+    shape block (malloc) for each, 31 MB at the cap, reached only after most of an hour,
+    so the window's memory grew all that hour (issue 54 soak)."""
+
+    def __init__(self) -> None:
+        self._data: npt.NDArray[np.float64] = np.empty((2, 0))
+        self._lo = 0  # the live samples are columns lo:hi
+        self._hi = 0
+
+    def __len__(self) -> int:
+        return self._hi - self._lo
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._data.nbytes)
+
+    def add(self, starts: npt.NDArray[np.float64], lats: npt.NDArray[np.float64]) -> None:
+        k = min(starts.size, MAX_SAMPLES)
+        starts, lats = starts[starts.size - k :], lats[lats.size - k :]
+        if self._hi + k > self._data.shape[1]:
+            keep = min(len(self), MAX_SAMPLES - k)  # the newest, with the batch: the cap
+            size = self._data.shape[1]
+            if keep + k > size:  # doubling up to the cap and its slack
+                size = min(max(2 * size, 1024, keep + k), MAX_SAMPLES + SLACK)
+            data = np.empty((2, size)) if size != self._data.shape[1] else self._data
+            data[:, :keep] = self._data[:, self._hi - keep : self._hi]
+            self._data, self._lo, self._hi = data, 0, keep
+        self._data[0, self._hi : self._hi + k] = starts
+        self._data[1, self._hi : self._hi + k] = lats
+        self._hi += k
+        self._lo = max(self._lo, self._hi - MAX_SAMPLES)
+
+    def columns(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """Starts and latencies, oldest first (views, valid until the next `add`)."""
+        return self._data[0, self._lo : self._hi], self._data[1, self._lo : self._hi]
+
+    def release(self) -> None:
+        """The engine's figures over every sample came: these are not read again."""
+        self._data, self._lo, self._hi = np.empty((2, 0)), 0, 0
 
 
 @dataclass
@@ -25,9 +71,7 @@ class _Run:
     inputs: str
     batch: int
     model: str
-    starts: list[npt.NDArray[np.float64]] = field(default_factory=list)  # ns
-    lats: list[npt.NDArray[np.float64]] = field(default_factory=list)  # ns
-    kept: int = 0  # samples held in starts/lats
+    samples: _Samples = field(default_factory=_Samples)  # the newest, for the live figures
     count: int = 0  # samples seen
     engine: str = ""
     cosine: float | None = None
@@ -144,13 +188,8 @@ class RunsSummary:
         lat = np.asarray(latencies_ns, dtype=np.float64).ravel()
         if s.size == 0 or s.size != lat.size:
             return
-        run.starts.append(s)
-        run.lats.append(lat)
-        run.kept += s.size
+        run.samples.add(s, lat)
         run.count += s.size
-        while run.kept - run.starts[0].size >= MAX_SAMPLES:  # the newest are kept
-            run.kept -= run.starts.pop(0).size
-            run.lats.pop(0)
 
     def set_cosine(self, cosine: float) -> None:
         run = self._open() or (self._runs[self._live] if self._live is not None else None)
@@ -173,6 +212,7 @@ class RunsSummary:
             run.final = (int(count), float(p50_ms), float(p99_ms), float(samples_per_s))
             run.final_cis = cis
             run.final_load = contention
+            run.samples.release()  # the figures are the engine's from now on
 
     def end(self, failed: bool = False) -> None:
         run = self._open()
@@ -239,9 +279,9 @@ class RunsSummary:
     def _figures(run: _Run) -> tuple[int, float, float, float, tuple[Interval, Interval]]:
         if run.final is not None:
             return (*run.final, run.final_cis)
-        if not run.kept:
+        if not len(run.samples):
             return 0, math.nan, math.nan, math.nan, (None, None)
-        starts, lats = np.concatenate(run.starts), np.concatenate(run.lats)
+        starts, lats = run.samples.columns()
         stats = latency_stats(lats.astype(np.int64))
         rate = throughput(starts.astype(np.int64), lats.astype(np.int64), run.batch)
         return run.count, stats.p50, stats.p99, rate.samples_per_s, (stats.p50_ci, stats.p99_ci)
