@@ -1,16 +1,24 @@
 """The `opscope` console script. With no command (or `gui`) it opens the desktop app; every
-other command is the engine's CLI, which runs on machines without Qt."""
+other command is the engine's CLI, which runs on machines without Qt.
 
-from __future__ import annotations
+Until `run()` installs its handler, Ctrl-C is Python's KeyboardInterrupt (a traceback from
+whatever import it lands in): this module imports nothing at its top beyond what the
+interpreter has already loaded (no `__future__`, `collections.abc`, `typing` or `signal`,
+whose enums cost more than the rest of the module), so that the handler comes as soon as
+the console script reaches us (bench/signal_startup.py; the rest of that time is Python's
+start and `site`, the editable install's finder importing pathlib and re, not ours)."""
 
 import sys
-from collections.abc import Sequence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 GUI_COMMANDS = ("gui",)
 GUI_OPTIONS = ("--screenshot", "--quit-after", "--session", "--size")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: "Sequence[str] | None" = None) -> int:
     # In a frozen (PyInstaller) app the engine host's spawn child re-runs this executable:
     # freeze_support() turns it into the child there instead of starting a second GUI.
     import multiprocessing
@@ -45,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run() -> None:
     """The console script's entry: `main()`, then the end an interrupted command needs."""
     _stop_until_taken_over()
+    # imported first: its atexit hook then runs after every other one (see the module)
     from engine.cli.process_exit import end_process
 
     end_process(main())
@@ -58,16 +67,21 @@ def _stop_until_taken_over() -> None:
     NumPy's "bad install" message and exit 1). A signal the caller ignores stays ignored;
     each command's handlers replace these while it runs (engine/cli/main.py, the window's
     launch, the self-test)."""
+    import _signal as signal  # the C module: `signal` builds its enums (enum, ~10 ms busy)
     import os
-    import signal
 
     def stop(_signum: int, _frame: object) -> None:
+        for stream in (sys.stdout, sys.stderr):  # a command's output, if it had finished
+            try:  # noqa: SIM105 (no contextlib import in the first second of start-up)
+                stream.flush()
+            except Exception:  # a write the signal interrupted: what it held is lost
+                pass
         os.write(2, b"opscope: interrupted\n")
         os._exit(130)
 
     for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         sig = getattr(signal, name, None)
-        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
+        if sig is not None and signal.getsignal(sig) != signal.SIG_IGN:
             signal.signal(sig, stop)
 
 
