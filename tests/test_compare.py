@@ -24,7 +24,8 @@ from engine.analysis.deltas import (
 )
 from engine.cli.main import main
 from engine.measure.stats import latency_stats, throughput
-from tests.recorded_sessions import demo_session, opscope, pair_note, tampered_copy
+from tests.built_once import demo_session_once
+from tests.recorded_sessions import opscope, tampered_copy
 
 
 def closed_loop(latencies_ms: np.ndarray, gap_ns: int = 20_000, batch: int = 1) -> Samples:
@@ -188,14 +189,19 @@ def test_config_and_accuracy_deltas() -> None:
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return demo_session(tmp_path_factory)
+    return demo_session_once(tmp_path_factory)[0]
+
+
+@pytest.fixture(scope="module")
+def pair_note(tmp_path_factory: pytest.TempPathFactory) -> str | None:
+    return demo_session_once(tmp_path_factory)[1]
 
 
 def test_same_config_twice_passes_a_10_percent_gate(
-    session: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    session: Path, pair_note: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    if session in pair_note:  # the machine's speed moved between the two runs, every try
-        pytest.skip(f"no same-machine pair to compare: {pair_note[session]}")
+    if pair_note:  # the machine's speed moved between the two runs, every try
+        pytest.skip(f"no same-machine pair to compare: {pair_note}")
     out = tmp_path / "same.json"
     code = main(
         ["compare", f"{session}:1", f"{session}:2", "--max-regression", "10", "--json", str(out)]

@@ -12,7 +12,8 @@ import pytest
 
 from engine.analysis.report import ReportError, baseline_pairs, default_output, write_report
 from engine.errors import SessionFileError
-from tests.recorded_sessions import demo_session, opscope, tampered_copy
+from tests.built_once import Built, built_once, demo_session_once
+from tests.recorded_sessions import opscope, tampered_copy
 
 EVIL_MODEL = "<script>alert(1)</script>.onnx"
 EVIL_NODE = "<img src=x onerror=alert(2)>$\\frac{"  # also broken mathtext for matplotlib
@@ -23,39 +24,45 @@ EVIL_TELEMETRY = "<b>gpu_util</b>"
 def hostile_report(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The report (written by the CLI, default output name) of a demo session whose model
     name, node name, telemetry name, marker and meta were rewritten by an attacker;
-    run 1 also gets telemetry."""
-    src = demo_session(tmp_path_factory)
-    folder = tmp_path_factory.mktemp("report")
-    t0 = 1_800_000_000_000_000_000
-    sql: list[tuple[str, tuple[object, ...]]] = [
-        ("UPDATE models SET name = ?", (EVIL_MODEL,)),
-        ("UPDATE ops SET name = ? WHERE run_id = 1 AND kind = 'node' AND rank = 0", (EVIL_NODE,)),
-        ("UPDATE meta SET value = ? WHERE key = 'host'", ("<iframe src=//evil>",)),
-        ("UPDATE runs SET timing_origin_ns = ? WHERE id = 1", (t0,)),
-        (
-            "INSERT INTO markers (run_id, wall_ns, kind, label, text) VALUES (?, ?, ?, ?, ?)",
-            (1, t0, "note", "<u>label</u>", "<a href=http://evil.example>x</a>"),
-        ),
-    ]
-    for i in range(50):
-        sql.append(
+    run 1 also gets telemetry. Written once per test run (tests/built_once.py)."""
+    src = demo_session_once(tmp_path_factory)[0]
+
+    def write(folder: Path) -> Built:
+        t0 = 1_800_000_000_000_000_000
+        sql: list[tuple[str, tuple[object, ...]]] = [
+            ("UPDATE models SET name = ?", (EVIL_MODEL,)),
             (
-                "INSERT INTO telemetry (run_id, wall_ns, name, value) VALUES (?, ?, ?, ?)",
-                (1, t0 + i * 20_000_000, EVIL_TELEMETRY, 40.0 + i % 7),
-            )
-        )
-        sql.append(
+                "UPDATE ops SET name = ? WHERE run_id = 1 AND kind = 'node' AND rank = 0",
+                (EVIL_NODE,),
+            ),
+            ("UPDATE meta SET value = ? WHERE key = 'host'", ("<iframe src=//evil>",)),
+            ("UPDATE runs SET timing_origin_ns = ? WHERE id = 1", (t0,)),
             (
-                "INSERT INTO telemetry (run_id, wall_ns, name, value) VALUES (?, ?, ?, ?)",
-                (1, t0 + i * 20_000_000, "cpu_percent", 90.0 - i % 5),
+                "INSERT INTO markers (run_id, wall_ns, kind, label, text) VALUES (?, ?, ?, ?, ?)",
+                (1, t0, "note", "<u>label</u>", "<a href=http://evil.example>x</a>"),
+            ),
+        ]
+        for i in range(50):
+            sql.append(
+                (
+                    "INSERT INTO telemetry (run_id, wall_ns, name, value) VALUES (?, ?, ?, ?)",
+                    (1, t0 + i * 20_000_000, EVIL_TELEMETRY, 40.0 + i % 7),
+                )
             )
-        )
-    session = tampered_copy(src, folder / "hostile.opscope", sql)
-    proc = opscope("report", session)
-    assert proc.returncode == 0, proc.stderr
-    out = folder / "hostile.html"
-    assert out.is_file() and str(out) in proc.stdout
-    return out.read_text(encoding="utf-8")
+            sql.append(
+                (
+                    "INSERT INTO telemetry (run_id, wall_ns, name, value) VALUES (?, ?, ?, ?)",
+                    (1, t0 + i * 20_000_000, "cpu_percent", 90.0 - i % 5),
+                )
+            )
+        session = tampered_copy(src, folder / "hostile.opscope", sql)
+        proc = opscope("report", session)
+        assert proc.returncode == 0, proc.stderr
+        out = folder / "hostile.html"
+        assert out.is_file() and str(out) in proc.stdout
+        return out, {}
+
+    return built_once(tmp_path_factory, "hostile-report", write)[0].read_text(encoding="utf-8")
 
 
 class Tags(HTMLParser):

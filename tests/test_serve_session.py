@@ -16,6 +16,7 @@ from engine.analysis import serving_trace
 from engine.analysis.serving_trace import serving_trace_events
 from engine.serve.records import depth_series
 from engine.session.reader import SessionReader
+from tests.built_once import Built, built_once
 from tests.conftest import DEMO_CNN
 from tests.test_cli import opscope
 
@@ -35,21 +36,29 @@ RUNS: list[list[str | Path]] = [
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("serving") / "serving.opscope"
-    for args in RUNS:
-        proc = opscope(*args, "--session", path, check=True)
-        said = proc.stdout + proc.stderr  # every recording command says where it went
-        assert f"recorded   {path}" in said, said
-    with SessionReader.open(path) as reader:
-        assert [r.kind for r in reader.runs()] == ["load", "simulate", "load", "bench"]
-    return path
+    """Recorded once per test run (tests/built_once.py); the tests here only read it."""
+
+    def record(folder: Path) -> Built:
+        path = folder / "serving.opscope"
+        for args in RUNS:
+            proc = opscope(*args, "--session", path, check=True)
+            said = proc.stdout + proc.stderr  # every recording command says where it went
+            assert f"recorded   {path}" in said, said
+        with SessionReader.open(path) as reader:
+            assert [r.kind for r in reader.runs()] == ["load", "simulate", "load", "bench"]
+        return path, {}
+
+    return built_once(tmp_path_factory, "serving-session", record)[0]
 
 
 @pytest.fixture(scope="module")
-def report(session: Path) -> str:
-    out = session.with_suffix(".html")
-    opscope("report", session, "-o", out, check=True)
-    return out.read_text(encoding="utf-8")
+def report(session: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    def write(folder: Path) -> Built:
+        out = folder / "serving.html"
+        opscope("report", session, "-o", out, check=True)
+        return out, {}
+
+    return built_once(tmp_path_factory, "serving-report", write)[0].read_text(encoding="utf-8")
 
 
 def serving_section(html: str) -> str:

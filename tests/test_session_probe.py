@@ -15,6 +15,7 @@ import pytest
 from engine.cli.main import main
 from engine.errors import SessionFileError
 from engine.session import SessionStore, open_session_file
+from tests.built_once import built_once
 from tests.session_mutations import (
     Mutation,
     Outcome,
@@ -62,8 +63,9 @@ CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
 
 @pytest.fixture(scope="module")
 def material(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Recorded once per test run (tests/built_once.py); every test mutates a copy."""
     warm_imports()
-    return record_material(tmp_path_factory.mktemp("probe"))
+    return built_once(tmp_path_factory, "probe-material", lambda f: (record_material(f), {}))[0]
 
 
 @pytest.fixture(scope="module")
