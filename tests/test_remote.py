@@ -7,6 +7,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from engine.config import RunConfig
 from engine.errors import ConfigError
 from engine.remote.target import Target
 from tests.conftest import DEMO_CNN
+from tests.in_process import Cli
 from tests.ssh_server import SSHHost, reach
 from tests.test_cli import opscope
 
@@ -25,6 +28,21 @@ needs_ssh = pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH c
 @pytest.fixture
 def via(ssh_server: SSHHost, monkeypatch: pytest.MonkeyPatch) -> str:
     return reach(ssh_server, monkeypatch)
+
+
+@pytest.fixture
+def in_proc(cli: Cli) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`opscope ARGS` run in this process (tests/in_process.py), for the tests about what
+    a command does with its host: the host's side is a process of its own over SSH either
+    way, and a Python start and the engine's imports here add nothing to what is checked."""
+
+    def run(*args: object, check: bool = False) -> subprocess.CompletedProcess[str]:
+        proc = cli(*args)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"exit {proc.returncode}: {proc.stderr}")
+        return proc
+
+    return run
 
 
 def test_targets_are_parsed_and_never_reach_a_shell_unquoted() -> None:
@@ -39,12 +57,15 @@ def test_targets_are_parsed_and_never_reach_a_shell_unquoted() -> None:
 
 @needs_ssh
 def test_bench_on_a_host_sends_the_model_once_and_names_the_host(
-    via: str, ssh_server: SSHHost, tmp_path: Path
+    via: str,
+    ssh_server: SSHHost,
+    tmp_path: Path,
+    in_proc: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     out = tmp_path / "r.json"
     args = ["bench", DEMO_CNN, "--host", via, "--duration", "0.2", "--min-runs", "5",
             "--no-accuracy", "--json", out]  # fmt: skip
-    first = opscope(*args, check=True)
+    first = in_proc(*args, check=True)
     r = json.loads(out.read_text())
     assert r["host"]["target"] == via and "link's latency" in r["host"]["timing"]
     assert r["latency_ms"]["count"] >= 5
@@ -52,7 +73,7 @@ def test_bench_on_a_host_sends_the_model_once_and_names_the_host(
     assert "p50" in first.stdout  # the host's own table, relayed
     stored = list((ssh_server.cache / "remote" / "files").rglob("demo_cnn.onnx"))
     assert len(stored) == 1
-    again = opscope(*args, check=True)
+    again = in_proc(*args, check=True)
     assert "already on the host" in again.stderr
     assert not list((ssh_server.cache / "remote" / "results").glob("*.json"))  # taken back
 
@@ -125,37 +146,42 @@ def test_the_host_refuses_bad_requests(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 @needs_ssh
-def test_memory_and_graph_on_a_host(via: str, tmp_path: Path) -> None:
+def test_memory_and_graph_on_a_host(
+    via: str, tmp_path: Path, in_proc: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     out = tmp_path / "m.json"
-    opscope("memory", DEMO_CNN, "--host", via, "--runs", "1", "--json", out, check=True)
+    in_proc("memory", DEMO_CNN, "--host", via, "--runs", "1", "--json", out, check=True)
     r = json.loads(out.read_text())
     assert r["host"]["target"] == via and r["memory"]["weights_bytes"]
-    graph = opscope("graph", DEMO_CNN, "--host", via, "--json", out, check=True)
+    graph = in_proc("graph", DEMO_CNN, "--host", via, "--json", out, check=True)
     assert "as loaded" in graph.stdout and json.loads(out.read_text())["graph"]["views"]
-    refused = opscope("graph", DEMO_CNN, "--host", via, "--explorer", tmp_path / "x.json")
+    refused = in_proc("graph", DEMO_CNN, "--host", via, "--explorer", tmp_path / "x.json")
     assert refused.returncode == 2 and "--explorer with --host" in refused.stderr
 
 
 @needs_ssh
 def test_load_and_simulate_on_a_host_take_their_trace_along(
-    via: str, ssh_server: SSHHost, tmp_path: Path
+    via: str,
+    ssh_server: SSHHost,
+    tmp_path: Path,
+    in_proc: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     trace = tmp_path / "arrivals.csv"
     trace.write_text("time_s\n" + "".join(f"{i * 0.01:.3f}\n" for i in range(60)))
     out = tmp_path / "s.json"
-    opscope("simulate", DEMO_CNN, "--host", via, "--traffic", f"trace:{trace}@speed=2",
+    in_proc("simulate", DEMO_CNN, "--host", via, "--traffic", f"trace:{trace}@speed=2",
             "--max-batch", "2", "--threads", "1", "--json", out, check=True)  # fmt: skip
     r = json.loads(out.read_text())
     assert r["host"]["target"] == via and r["simulated"] and r["requests"]["sent"] == 60
     session = tmp_path / "local.opscope"
-    done = opscope("bench", DEMO_CNN, "--host", via, "--duration", "0.2", "--min-runs", "5",
+    done = in_proc("bench", DEMO_CNN, "--host", via, "--duration", "0.2", "--min-runs", "5",
                    "--session", session, check=True)  # fmt: skip
     assert "from 127.0.0.1" in done.stderr
-    opscope("load", DEMO_CNN, "--host", via, "--traffic", "poisson:50", "--duration", "1",
+    in_proc("load", DEMO_CNN, "--host", via, "--traffic", "poisson:50", "--duration", "1",
             "--max-batch", "2", "--session", session, "--json", out, check=True)  # fmt: skip
     r = json.loads(out.read_text())
     assert r["host"]["target"] == via and r["requests"]["completed"] > 0
-    shown = opscope("session", "show", session, "--json", tmp_path / "show.json", check=True)
+    shown = in_proc("session", "show", session, "--json", tmp_path / "show.json", check=True)
     runs = json.loads((tmp_path / "show.json").read_text())["runs"]
     assert [r["kind"] for r in runs] == ["bench", "load"], shown.stdout
     assert {r["host"] for r in runs} == {"gpu-box"}  # the runs name the host's machine
@@ -246,7 +272,10 @@ def test_a_host_that_lies_about_what_arrived_is_refused(
 
 @needs_ssh
 def test_a_model_with_external_data_goes_as_a_folder_once(
-    via: str, ssh_server: SSHHost, tmp_path: Path
+    via: str,
+    ssh_server: SSHHost,
+    tmp_path: Path,
+    in_proc: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     """The model and the file its weights live in, each sent by hash, assembled on the
     host as a folder; the same folder again is found there, not rebuilt."""
@@ -261,17 +290,17 @@ def test_a_model_with_external_data_goes_as_a_folder_once(
     out = tmp_path / "r.json"
     args = ["bench", src / "cnn.onnx", "--host", via, "--duration", "0.2", "--min-runs", "3",
             "--no-accuracy", "--json", out]  # fmt: skip
-    done = opscope(*args, check=True)
+    done = in_proc(*args, check=True)
     assert "cnn.onnx and its files sent to the host" in done.stderr
     assert json.loads(out.read_text())["latency_ms"]["count"] >= 3
     folders = list((ssh_server.cache / "remote" / "files" / "folders").glob("*/ext"))
     assert len(folders) == 1
     sent = sorted(p.name for p in folders[0].iterdir() if not p.name.startswith("."))
     assert sent == ["cnn.onnx", "cnn.weights"]
-    opscope(*args, check=True)
+    in_proc(*args, check=True)
     assert len(list((ssh_server.cache / "remote" / "files" / "folders").glob("*/ext"))) == 1
     (src / "cnn.weights").unlink()
-    missing = opscope(*args)
+    missing = in_proc(*args)
     assert missing.returncode == 2 and "cnn.weights" in missing.stderr
 
 
@@ -303,7 +332,12 @@ DEMO_LLM = Path(__file__).resolve().parent.parent / "resources" / "models" / "de
 
 
 @needs_ssh
-def test_tune_gate_and_generate_on_a_host(via: str, ssh_server: SSHHost, tmp_path: Path) -> None:
+def test_tune_gate_and_generate_on_a_host(
+    via: str,
+    ssh_server: SSHHost,
+    tmp_path: Path,
+    in_proc: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     """A CI job on a CPU runner tunes, gates and generates on the GPU box: the trials'
     runs come back into the local session, gate's verdict and exit code are the host's,
     a genai folder goes as its files."""
@@ -311,7 +345,7 @@ def test_tune_gate_and_generate_on_a_host(via: str, ssh_server: SSHHost, tmp_pat
 
     session = tmp_path / "tuned.opscope"
     out = tmp_path / "t.json"
-    opscope("tune", DEMO_CNN, "--host", via, "--space", "batch=1,2", "--duration", "0.3",
+    in_proc("tune", DEMO_CNN, "--host", via, "--space", "batch=1,2", "--duration", "0.3",
             "--session", session, "--json", out, check=True)  # fmt: skip
     tuned = json.loads(out.read_text())
     assert tuned["host"]["target"] == via and len(tuned["trials"]) == 2
@@ -319,22 +353,22 @@ def test_tune_gate_and_generate_on_a_host(via: str, ssh_server: SSHHost, tmp_pat
         assert len(reader.runs()) == 2  # each trial's run, copied here
     base = tmp_path / "base.opscope"  # gate's baseline: runs of the config it gates
     for _ in range(2):
-        opscope("bench", DEMO_CNN, "--host", via, "--duration", "0.2", "--min-runs", "5",
+        in_proc("bench", DEMO_CNN, "--host", via, "--duration", "0.2", "--min-runs", "5",
                 "--threads", "1", "--no-accuracy", "--session", base, check=True)  # fmt: skip
-    gate = opscope("gate", base, DEMO_CNN, "--host", via, "--threads", "1", "--runs", "2",
+    gate = in_proc("gate", base, DEMO_CNN, "--host", via, "--threads", "1", "--runs", "2",
                    "--duration",
                    "0.2", "--min-runs", "5", "--max-regression", "900", "--json", out)  # fmt: skip
     assert gate.returncode in (0, 3, 4), gate.stderr  # the host's verdict, whichever it is
     assert json.loads(out.read_text())["host"]["target"] == via
-    refused = opscope("gate", base, DEMO_CNN, "--host", via, "--junit", tmp_path / "j.xml")
+    refused = in_proc("gate", base, DEMO_CNN, "--host", via, "--junit", tmp_path / "j.xml")
     assert refused.returncode == 2 and "--junit with --host" in refused.stderr
-    opscope("sweep", DEMO_CNN, "--host", via, "--vary", "batch=1,2", "--duration", "0.2",
+    in_proc("sweep", DEMO_CNN, "--host", via, "--vary", "batch=1,2", "--duration", "0.2",
             "--runs", "2", "--session", session, check=True)  # fmt: skip
     with open_session_file(session) as reader:
         (sweep,) = reader.sweeps()  # its row, its points' runs renumbered here
         ids = {r.id for r in reader.runs()}
         assert len(sweep.run_ids) == 2 and set(sweep.run_ids) <= ids and len(ids) == 4
-    gen = opscope("generate", DEMO_LLM, "--host", via, "--prompt-len", "8", "--new-tokens",
+    gen = in_proc("generate", DEMO_LLM, "--host", via, "--prompt-len", "8", "--new-tokens",
                   "4", "--duration", "0.5", "--json", out, check=True)  # fmt: skip
     assert re.search("demo_llm and its files (sent to|already on) the host", gen.stderr)
     assert json.loads(out.read_text())["host"]["target"] == via
