@@ -196,3 +196,19 @@ def test_a_failed_run_of_the_quantizers_own_session_prints_no_raw_runtime_log(
         with pytest.raises(Exception, match="Reshape"):
             session.run(None, {"x": np.zeros((1, 4), np.float32), "s": np.array([3], np.int64)})
     assert "onnxruntime" not in capfd.readouterr().err
+
+
+def test_a_weight_whose_bytes_do_not_fit_its_shape_is_one_line(cli: Cli, tmp_path: Path) -> None:
+    """The demo CNN with one weight's shape changed (its bytes no longer fit it; the probe
+    fuzz's byte flip did the same): the session that checks the realistic inputs was made
+    unguarded, and ONNX Runtime's refusal ended `bench` and `profile` in a traceback."""
+    model = onnx.load(ROOT / "resources" / "models" / "demo_cnn.onnx")
+    weight = next(t for t in model.graph.initializer if t.raw_data and len(t.dims) == 4)
+    weight.dims[0] *= 2
+    path = tmp_path / "damaged.onnx"
+    onnx.save(model, path)
+    done = cli("bench", path, "--duration", "0.3", "--no-live")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "[E:onnxruntime" not in done.stderr, done.stderr
+    errors = [x for x in done.stderr.splitlines() if x.startswith("opscope: error")]
+    assert len(errors) == 1 and "damaged.onnx" in errors[0] and weight.name in errors[0], errors

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine.backends.ort.inference_session import explain_ort_error, stoppable_run_options
-from engine.errors import InputError
+from engine.errors import InputError, ModelError
 from engine.model.info import ModelInfo
 from engine.model.input_growth import grow
 from engine.model.inputs import Feeds, InputPlan, describe_feeds, generate_inputs
@@ -77,5 +77,8 @@ def reference_session(path: str) -> Any:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    opts.log_severity_level = 4  # its refusal is our one line, never ORT's log besides
+    try:
+        return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # a model ONNX Runtime refuses (a weight's bytes damaged)
+        raise ModelError(explain_ort_error(exc), path) from exc
