@@ -42,6 +42,8 @@ def test_an_afternoon_in_one_window_holds(
         a = afternoon.run(wb, wait, plan, quit_app=wb.shutdown)
     finally:
         wb.shutdown()
+    # where the time went, step by step (shown with -s, and on a failure)
+    print("\n" + "\n".join(f"{s:7.1f} s  {name}: {outcome[:70]}" for name, s, outcome in a.steps))
     done = {name: outcome for name, _, outcome in a.steps}
     assert "x64, size set" in a.shown_shape
     assert "REAL run at poisson:100" in done["load run and What-if"]
