@@ -6,6 +6,11 @@ Exit codes: 0 success; 2 bad input (one line naming the file and cause, no trace
 
 from __future__ import annotations
 
+# First, under `python -m engine.cli.main` too: its atexit hook must be registered before any
+# other so that it runs last (engine/cli/process_exit.py).
+import engine.cli.process_exit
+
+# isort: split
 import argparse
 import contextlib
 import os
@@ -549,6 +554,4 @@ def _trace_window(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    from engine.cli.process_exit import end_process
-
-    end_process(main())
+    engine.cli.process_exit.end_process(main())
