@@ -66,9 +66,14 @@ def _req(col: Col) -> Col:
     return Col(col.kind, True, col.lo, col.hi, col.chars)
 
 
+def _since(version: int, col: Col) -> Col:
+    """A column format `version` added to its table (schema.py's `_v8_contention`,
+    `_v9_origin`)."""
+    return Col(col.kind, col.required, col.lo, col.hi, col.chars, since=version)
+
+
 def _v8(col: Col) -> Col:
-    """A column format v8 added to its table (schema.py's `_v8_contention`)."""
-    return Col(col.kind, col.required, col.lo, col.hi, col.chars, since=8)
+    return _since(8, col)
 
 
 _MS_STATS = ("mean_ms", "std_ms", "min_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms")
@@ -116,6 +121,7 @@ COLUMNS: dict[str, dict[str, Col]] = {
         "accuracy": _text(4 * MB, required=True),
         "contention": _v8(_text(64 * KB)),
         **{n: _v8(_real(0.0, MS)) for n in ("p50_lo_ms", "p50_hi_ms", "p99_lo_ms", "p99_hi_ms")},
+        "origin": _since(9, _text(1 * KB)),
     },
     "latency": {
         "run_id": _int(0, INT64, required=True),
