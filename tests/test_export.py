@@ -23,14 +23,15 @@ from engine.errors import OpScopeError, SessionFileError
 from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan
 from engine.session.rows import RunRow
 from engine.session.store import open_session_file
-from tests.recorded_sessions import demo_session, opscope
+from tests.built_once import demo_session_once
+from tests.recorded_sessions import opscope
 
 PROFILED = {1, 2, 4}  # run 3 of the demo session is a bench run
 
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return demo_session(tmp_path_factory)
+    return demo_session_once(tmp_path_factory)[0]  # the run's one recording: only read here
 
 
 def node(run: int, name: str, start: float, dur: float) -> NodeEvent:
