@@ -55,6 +55,23 @@ def test_each_format_is_read_from_its_first_line(tmp_path: Path) -> None:
     assert sniff(str(tmp_path / "m.jsonl")) == "mooncake"
 
 
+@pytest.mark.parametrize(
+    ("text", "fmt"),
+    [(AZURE, "azure"), (BURST, "burstgpt"), (MOON, "mooncake"), ("time\n1\n2\n", "csv")],
+)
+def test_a_byte_order_mark_is_no_part_of_the_first_line(
+    tmp_path: Path, text: str, fmt: str
+) -> None:
+    """Windows tools write UTF-8 with a BOM: a Mooncake file so written was refused as an
+    'unknown trace format (first line '\\ufeff{...')' (the probe fuzz, stop 61)."""
+    path = tmp_path / "bom.txt"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    plain = read_any_trace(_write(tmp_path, "plain.txt", text))
+    marked = read_any_trace(str(path))
+    assert marked.format == plain.format == fmt
+    assert list(marked.times) == list(plain.times)
+
+
 def test_a_window_replayed_faster(tmp_path: Path) -> None:
     path = _write(tmp_path, "b.csv", BURST)
     spec = parse_traffic(with_trace_window(f"trace:{path}", 2.0, 30.0))

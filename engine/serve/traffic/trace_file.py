@@ -54,7 +54,8 @@ def read_trace(path: str) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | N
         shown = time.monotonic()
         with p.open("rb") as fh:
             for first_line, block, done in _blocks(fh, path):
-                lines = block.decode("utf-8", errors="replace").split("\n")
+                # utf-8-sig: a byte order mark (Windows tools write one) is not text
+                lines = block.decode("utf-8-sig", errors="replace").split("\n")
                 if not cols.header_seen:
                     first_line, lines = _header(lines, first_line, cols)
                 t, s, k = _parse(lines, first_line, cols, last, path)

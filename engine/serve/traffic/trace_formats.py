@@ -135,7 +135,7 @@ def read_any_trace(path: str, free_bytes: int | None = None) -> Trace:
 def _first_line(p: Path, path: str, skip: int = 0) -> str:
     """The first non-empty line after `skip` of them ('' past the end when skipping)."""
     try:
-        with p.open("r", encoding="utf-8", errors="replace") as fh:
+        with p.open("r", encoding="utf-8-sig", errors="replace") as fh:
             for line in bounded_lines(fh, path, MAX_LINE):
                 if line.strip():
                     if not skip:
@@ -178,7 +178,7 @@ def _token_csv(
     inputs, outputs, lines = array("q"), array("q"), array("q")
     said = time.monotonic()
     try:
-        with p.open("r", encoding="utf-8", errors="replace", newline="") as fh:
+        with p.open("r", encoding="utf-8-sig", errors="replace", newline="") as fh:
             rows = csv.reader(bounded_lines(fh, path, MAX_LINE))
             next(rows)  # the header
             for row in rows:
@@ -252,7 +252,7 @@ def _mooncake(p: Path, path: str, about: int) -> Trace:
     hashes: list[tuple[int, ...]] = []
     said = time.monotonic()
     try:
-        with p.open("r", encoding="utf-8", errors="replace") as fh:
+        with p.open("r", encoding="utf-8-sig", errors="replace") as fh:
             for n, line in enumerate(bounded_lines(fh, path, MAX_LINE * 16), start=1):
                 if not line.strip():
                     continue
