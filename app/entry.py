@@ -53,6 +53,7 @@ def main(argv: "Sequence[str] | None" = None) -> int:
 def run() -> None:
     """The console script's entry: `main()`, then the end an interrupted command needs."""
     _stop_until_taken_over()
+    _refuse_shadowed_packages()
     # imported first: its atexit hook then runs after every other one (see the module)
     from engine.cli.process_exit import end_process
 
@@ -83,6 +84,32 @@ def _stop_until_taken_over() -> None:
         sig = getattr(signal, name, None)
         if sig is not None and signal.getsignal(sig) != signal.SIG_IGN:
             signal.signal(sig, stop)
+
+
+def _refuse_shadowed_packages() -> None:
+    """Our top-level packages must be ours: an `engine.py` (or `widgets/`) found first on a
+    PYTHONPATH replaced `engine`, and the self-test ended in that file's SyntaxError
+    traceback, or exited with whatever code the file chose (the probe fuzz, stop 61)."""
+    if getattr(sys, "frozen", False):
+        return  # a bundle imports from its own archive
+    import importlib.util
+    import os
+
+    home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for name in ("engine", "widgets"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        where = spec.origin if spec is not None else None
+        if where is not None and os.path.dirname(os.path.dirname(where)) != home:
+            shown = where.encode("unicode_escape", "replace").decode("ascii", "replace")[:200]
+            sys.stderr.write(
+                f"opscope: error: {shown}: shadows OpScope's package {name!r} (from "
+                "PYTHONPATH or the current folder): remove it from the path\n"
+            )
+            sys.stderr.flush()
+            os._exit(2)
 
 
 def _gui_files() -> tuple[str, ...]:
