@@ -15,6 +15,12 @@ tracemalloc snapshots in the window at minute `--skip` and at the end and prints
 largest growths of Python allocations; `--census` prints what the window holds then and at
 the end (Python objects by type, graphics-scene items, QObjects, bytes malloc has out).
 
+Each sample also splits the window's RSS: anonymous vs file-backed (smaps_rollup), in
+transparent huge pages, malloc's bytes in use, and pymalloc's arenas (Python's small objects,
+mmapped apart from malloc, so mallinfo2 never counts them). `--profile-every S` presses the
+window's own Profile Now every S seconds (the host's schedule backs off to one pass every
+240 s, so an hour holds only ~15): 8 s gives ~7 passes a minute on the demo model.
+
 `--trim S` has the window and its host call glibc's `malloc_trim(0)` every S seconds
 (`OPSCOPE_MALLOC_TRIM_S`, engine/run/memory_trim.py, read by both processes; the host
 inherits it) and log RSS before and after each trim; the report adds the slope of each
