@@ -39,6 +39,10 @@ IDLE_WAIT_S = 0.05  # how long the loop waits for a command when no job has a st
 # that a first Load no longer waits for, since the window starts its host before a model
 # is chosen (issue 53: time to the first latency point)
 PRELOAD = ("onnx",)
+# a host that ends while that import runs waits for it: a process finalized while another
+# thread is inside a C++ extension's initialization can abort ("terminate called without
+# an active exception", exit -6: 2 of 1,452 `opscope remote host` runs in the probe fuzz)
+PRELOAD_JOIN_S = 120.0
 
 
 def preload(modules: tuple[str, ...] = PRELOAD) -> threading.Thread:
@@ -104,7 +108,7 @@ def host_main(
     out = Outbox(conn)
     telemetry = HostTelemetry(out, samplers, telemetry_interval_s)
     telemetry.start_heartbeat()  # the window's hang alarm listens for these
-    preload()
+    loading = preload()
     if obtained > 0:
         out.put(
             Notice(
@@ -137,3 +141,4 @@ def host_main(
         telemetry.stop()
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the window gone
             out.flush(force=True)
+        loading.join(PRELOAD_JOIN_S)  # no finalizing beside a half-done import
