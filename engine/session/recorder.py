@@ -107,7 +107,9 @@ class Recorder:
         self._starts: list[np.ndarray] = []
         self._lats: list[np.ndarray] = []
         self._telemetry: list[tuple[bool, int, str, float]] = []  # (in the run, ...)
-        self._load: list[Contention] = []  # the current run's windows of machine load
+        # the current run's windows of machine load, folded as they come (one every 1.1 s:
+        # kept one by one, an hour's run held 3,000 of them until its end)
+        self._load: Contention | None = None
         self._load_saved = False  # its summary came with TimingDone
         self._served: list[ServedRequests] = []
         self._serving = False  # the current run has a serving row
@@ -369,7 +371,7 @@ class Recorder:
         self._generating = False
         self._generations = 0
         self._steps.clear()
-        self._load = []
+        self._load = None
         self._load_saved = False
         self._last_commit = self._clock()
 
@@ -419,7 +421,7 @@ class Recorder:
             # failed before RunStarted: still a run, with what we know
             config = json_text(self.config.to_json()) if self.config else None
             self._open_run({"config": config})
-        load = combine(self._load) if not self._load_saved else None
+        load = self._load if not self._load_saved else None
         if load is not None and self.writes.broken is None:
             self._write(lambda: self.store.set_contention(self._require_run(), load))
         with contextlib.suppress(SessionFileError):  # said by whoever met it first
@@ -455,7 +457,7 @@ class Recorder:
         rows (`others_cpu`, `steal_cpu`, `clock_ratio`) on the recording's timeline."""
         c = ev.contention
         if self._active:
-            self._load.append(c)
+            self._load = combine([self._load, c] if self._load is not None else [c])
         wall = ev.t_ns + self._wall_offset
         rows = [("others_cpu", c.others_cpu), ("steal_cpu", c.steal)]
         if c.clock_ratio is not None:
