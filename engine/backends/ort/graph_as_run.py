@@ -11,7 +11,6 @@ session was made, is still returned, with a line saying what is missing and why.
 from __future__ import annotations
 
 import contextlib
-import json
 import tempfile
 import threading
 import time
@@ -32,7 +31,7 @@ from engine.backends.ort.inference_session import (
 )
 from engine.config import RunConfig
 from engine.errors import ModelError, one_line
-from engine.measure.op_trace import ProfileFormatError, parse_ort_profile
+from engine.measure.op_trace import ProfileFormatError, load_profile, parse_ort_profile
 from engine.model.graph_view import Tensor
 
 if TYPE_CHECKING:
@@ -153,7 +152,7 @@ def _guarded_run(
 
 def _observed(profile_path: str, out: AsRun) -> None:
     try:
-        trace = parse_ort_profile(json.loads(Path(profile_path).read_text()))
+        trace = parse_ort_profile(load_profile(profile_path))
     except (OSError, ValueError, ProfileFormatError) as exc:
         out.error = out.error or f"the profile could not be read: {one_line(exc)}"
         return

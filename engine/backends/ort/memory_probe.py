@@ -12,7 +12,6 @@ import tempfile
 import time
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,7 +26,7 @@ from engine.backends.ort.inference_session import (
 from engine.config import RunConfig
 from engine.errors import ModelError, one_line
 from engine.events import Event, Progress
-from engine.measure.op_trace import NodeEvent, ProfileFormatError, parse_ort_profile
+from engine.measure.op_trace import NodeEvent, ProfileFormatError, load_profile, parse_ort_profile
 from engine.model.graph_io import NodeIO, graph_nodes
 
 
@@ -135,10 +134,8 @@ def _weights_copy(path: str) -> dict[str, Any]:
 
 
 def _read_profile(profile_path: str, optimized: str, result: Probe) -> None:
-    import json
-
     try:
-        events = json.loads(Path(profile_path).read_text())
+        events = load_profile(profile_path)  # in batches: the parent's progress goes on
     except (OSError, ValueError) as exc:
         result.as_run_error = f"the profile could not be read: {one_line(exc)}"
         return
