@@ -29,7 +29,7 @@ def test_the_dock_ends_on_a_loop_without_end_and_says_what_is_missing(
     monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     work = Workload(_loop(10**12, tmp_path / "loop.onnx"))
     events: list[Any] = []
-    result = drive(graph_job(GraphRequest(work, low_priority=True, run_limit_s=1.0)), events.append)
+    result = drive(graph_job(GraphRequest(work, low_priority=True, run_limit_s=2.0)), events.append)
     panel = GraphPanel()
     qtbot.addWidget(panel)
     panel.resize(1000, 600)
@@ -44,14 +44,16 @@ def test_the_dock_ends_on_a_loop_without_end_and_says_what_is_missing(
     for ev in events:  # one at a time, as batches come
         hooks["on_events"]([ev])
         said.append(panel.status.text())
-    assert any("graph: profiled run: " in s and "so far (stopped at 1 s)" in s for s in said)
+    # "profiled run: 1 s so far (stopped at 2 s)", or on a machine too busy to tick within the
+    # run's 2 s, "profiled run stopped at 2 s; its session closing: 3 s"
+    assert any("graph: profiled run" in s and "stopped at 2 s" in s for s in said), said
     hooks["on_done"](result)
     status = panel.status.text()
     # said first, where a narrow dock still shows it; the whole line in its tooltip
-    assert status.startswith("as run: the profiled inference was stopped after 1 s: no per-node")
+    assert status.startswith("as run: the profiled inference was stopped after 2 s: no per-node")
     assert panel.status.toolTip() == status
     assert not panel.cancel_button.isEnabled()  # ended
     view = panel.view
     view.view_combo.setCurrentText("as run")
     assert view.scene_ is not None and view.scene_.kind == "run"  # drawn, optimized
-    assert "stopped after 1 s" in view.note.text() and view.note.toolTip() == view.note.text()
+    assert "stopped after 2 s" in view.note.text() and view.note.toolTip() == view.note.text()

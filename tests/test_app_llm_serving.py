@@ -5,6 +5,7 @@ Cancel killing a calibration and a real run."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
@@ -130,10 +131,19 @@ def _as_loaded(wb: Workbench, path: str) -> None:
 
 
 def _job_processes(wb: Workbench) -> list[psutil.Process]:
-    """The engine host's job processes (not multiprocessing's resource tracker)."""
+    """The engine host's job processes (not multiprocessing's resource tracker): spawned by
+    the host, or forked from its jobs' fork server (engine/run/job_start.py), a child of the
+    host's whose children are the jobs."""
     assert wb.client.pid is not None
-    kids = psutil.Process(wb.client.pid).children()
-    return [p for p in kids if p.is_running() and "resource_tracker" not in " ".join(p.cmdline())]
+    jobs = []
+    for kid in psutil.Process(wb.client.pid).children():
+        with contextlib.suppress(psutil.Error):
+            line = " ".join(kid.cmdline())
+            if "multiprocessing.forkserver" in line:
+                jobs += kid.children()
+            elif "resource_tracker" not in line:
+                jobs.append(kid)
+    return [p for p in jobs if p.is_running()]
 
 
 def test_cancel_stops_a_calibration_and_a_real_run(

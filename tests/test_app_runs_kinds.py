@@ -17,6 +17,7 @@ from pytestqt.qtbot import QtBot
 from app.runs.controller import RunsController
 from app.shell.workbench import Workbench
 from engine.api import JobUpdate, SessionStore, open_session_file
+from engine.session.origins import label
 from tests.conftest import DEMO_CNN
 from widgets.runs_table import RunsTable
 
@@ -44,8 +45,9 @@ def dock_rows(wb: Workbench) -> list[tuple[str, str]]:
 
 
 def file_rows(path: Path) -> list[tuple[str, str]]:
+    """The file's (id, where the run came from): 'tune 1, trial 2', or its kind."""
     with open_session_file(path) as reader:
-        return [(str(r.id), r.kind) for r in reader.runs()]
+        return [(str(r.id), label(r.origin, r.kind)) for r in reader.runs()]
 
 
 @pytest.fixture

@@ -94,11 +94,17 @@ def test_an_imported_model_generates_the_original_models_tokens(
     assert "tpot" in proc.stdout
 
 
+def _said(stderr: str) -> list[str]:
+    """stderr's lines but progress: a step quiet for 5 s says it is still running, on a pipe
+    too (engine/cli/step_watch.py); on a busy machine the builder's refusal can take that."""
+    return [line for line in stderr.splitlines() if not line.startswith("[")]
+
+
 def test_bad_folders_get_one_line(hf_folder: Path, tmp_path: Path) -> None:
     no_config = tmp_path / "empty"
     no_config.mkdir()
     proc = opscope("import-hf", no_config, tmp_path / "o1")
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.returncode == 2 and len(_said(proc.stderr)) == 1, proc.stderr
     assert "no config.json" in proc.stderr
     (no_config / "config.json").write_text((hf_folder / "config.json").read_text())
     (no_config / "model.safetensors").write_bytes((hf_folder / "model.safetensors").read_bytes())
@@ -110,7 +116,7 @@ def test_bad_folders_get_one_line(hf_folder: Path, tmp_path: Path) -> None:
     (broken / "model.safetensors").write_bytes(b"\x00" * 64)
     (broken / "tokenizer.json").write_text((hf_folder / "tokenizer.json").read_text())
     proc = opscope("import-hf", broken, tmp_path / "o2")
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.returncode == 2 and len(_said(proc.stderr)) == 1, proc.stderr
     assert "builder failed" in proc.stderr and str(broken) in proc.stderr
     assert not (tmp_path / "o2").exists()  # nothing half-written
     taken = tmp_path / "taken"
