@@ -113,8 +113,10 @@ def profile_pass(
                     runs,
                     f"profiled {i - warmup + 1}/{runs} inferences",
                 )
-        path = sess.end_profiling()
-        del sess, opened
+        yield Progress("profile", runs, runs, "writing the profile")  # the last runs, a
+        path = sess.end_profiling()  # file of up to ONNX Runtime's event cap, then its read:
+        del sess, opened  # seconds each on a large graph, said rather than left silent
+        yield Progress("profile", runs, runs, f"reading the profile ({_mb(path)})")
         whole = parse_ort_profile(Path(path))
         if len(whole.runs) < total:  # the cap cut them (a Loop's iterations, uncounted)
             said = (
@@ -145,3 +147,10 @@ def profile_pass(
         trace=trace,
         profile_overhead=overhead,
     )
+
+
+def _mb(path: str) -> str:
+    try:
+        return f"{Path(path).stat().st_size / 1e6:,.0f} MB"
+    except OSError:
+        return "size unknown"
