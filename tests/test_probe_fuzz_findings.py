@@ -19,46 +19,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from tests.in_process import Cli
+from tests.test_signals_native import endless_loop_model
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _loop_model(path: Path, trips: int) -> Path:
-    """A Loop of `trips` iterations over a Relu on a [1, 4] float: one inference that runs
-    as long as the trip count says (10^12: it never ends)."""
-    body = helper.make_graph(
-        [
-            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-            helper.make_node("Relu", ["v_in"], ["v_out"]),
-        ],
-        "body",
-        [
-            helper.make_tensor_value_info("i", TensorProto.INT64, []),
-            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [1, 4]),
-        ],
-        [
-            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [1, 4]),
-        ],
-    )
-    graph = helper.make_graph(
-        [helper.make_node("Loop", ["M", "C", "x"], ["y"], body=body)],
-        "loop",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
-        [
-            numpy_helper.from_array(np.array(trips, np.int64), "M"),
-            numpy_helper.from_array(np.array(True), "C"),
-        ],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
-    return path
 
 
 def test_a_quiet_step_says_it_is_still_running(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -92,7 +58,7 @@ def test_a_first_inference_that_never_ends_shows_progress_and_stops_on_ctrl_c(
     """`opscope bench` on a Loop of 10^12 iterations printed the provider line, then
     nothing until killed (the probe fuzz: 45 s silent, every time): its first inference
     (the input check) is a step of its own, said again while it runs; Ctrl-C ends it, 130."""
-    model = _loop_model(tmp_path / "loop.onnx", 10**12)
+    model = endless_loop_model(tmp_path / "loop.onnx")  # 10^12 iterations: no end
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OPSCOPE_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.entry", "bench", str(model), "--no-live"],
