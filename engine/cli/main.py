@@ -440,6 +440,11 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("opscope: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except ImportError as exc:  # a signal inside a C extension's init (ONNX Runtime's)
+        if not engine.cli.process_exit.interrupted_import(exc):
+            raise
+        print("opscope: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
     except OSError as exc:  # the system refused a path the user gave (a name too long to
@@ -532,9 +537,12 @@ def _stops_like_ctrl_c() -> Iterator[None]:
         return
     before = {s: signal.signal(s, interrupt) for s in sigs}
     interrupt_flag.watch()  # a native call (a run, a session being made) stops too
+    hook = sys.excepthook  # no library's traceback of our KeyboardInterrupt (process_exit)
+    sys.excepthook = engine.cli.process_exit.quiet_interruptions(hook)
     try:
         yield
     finally:
+        sys.excepthook = hook
         for s, handler in before.items():
             signal.signal(s, handler)
 

@@ -27,12 +27,60 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Callable
+from types import TracebackType
 from typing import NoReturn
+
+ExceptHook = Callable[[type[BaseException], BaseException, TracebackType | None], object]
 
 INTERRUPTED = 130  # engine.cli.common.EXIT_INTERRUPTED, without that module's imports
 STOPPING = ("SIGINT", "SIGTERM", "SIGHUP")  # engine.interrupt.STOPPING, without its imports
 
 _ending = False  # end_process has started: the teardown ignores the stopping signals
+
+
+def interrupted_import(exc: BaseException) -> bool:
+    """Whether `exc`, an ImportError, is an interruption in disguise: a signal whose handler
+    raised KeyboardInterrupt inside a C extension's module init (ONNX Runtime's, NumPy's,
+    PySide6's), which the extension turned into its own ImportError ("initialization
+    failed", "import numpy failed"). So when a KeyboardInterrupt is in its chain (pybind11
+    raises from it) or a stopping signal has been received (`engine.interrupt`, when that
+    module is loaded: this one imports nothing of ours). An ImportError with neither is a
+    real error."""
+    if not isinstance(exc, ImportError):
+        return False
+    flag = sys.modules.get("engine.interrupt")
+    received = getattr(flag, "received", None)
+    if received is not None and received.is_set():
+        return True
+    seen: set[int] = set()
+    chain: list[BaseException | None] = [exc]
+    while chain:
+        link = chain.pop()
+        if link is None or id(link) in seen:
+            continue
+        if isinstance(link, KeyboardInterrupt):
+            return True
+        seen.add(id(link))
+        chain += [link.__cause__, link.__context__]
+    return False
+
+
+def quiet_interruptions(hook: ExceptHook) -> ExceptHook:
+    """`hook` (sys.excepthook), except that it prints nothing for the KeyboardInterrupt of
+    a stopping signal (`engine.interrupt.received`): a C extension whose init the handler's
+    KeyboardInterrupt stopped prints it itself before raising its ImportError (NumPy's
+    `import_array`, which ONNX Runtime's init calls, goes through PyErr_Print), a
+    traceback above the command's one line."""
+
+    def quiet(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> object:
+        flag = sys.modules.get("engine.interrupt")
+        received = getattr(flag, "received", None)
+        if isinstance(exc, KeyboardInterrupt) and received is not None and received.is_set():
+            return None
+        return hook(kind, exc, tb)
+
+    return quiet
 
 
 def end_process(code: int) -> NoReturn:

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from engine import interrupt
+from engine.cli.process_exit import quiet_interruptions
 from engine.errors import escape_controls
 
 RUNS = 20
@@ -168,9 +169,12 @@ def _stops_as_interrupt() -> Iterator[None]:
               if hasattr(signal, n)}  # fmt: skip
     if hasattr(signal, "SIGXFSZ"):
         before[signal.SIGXFSZ] = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    hook = sys.excepthook  # NumPy's import_array prints our KeyboardInterrupt (process_exit)
+    sys.excepthook = quiet_interruptions(hook)
     try:
         yield
     finally:
+        sys.excepthook = hook
         for sig, handler in before.items():
             signal.signal(sig, handler)
 
