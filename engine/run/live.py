@@ -14,8 +14,6 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from engine import backends
 from engine.backends.base import Prepared, PrepareRequest
 from engine.config import RunConfig, oversubscribed
@@ -35,11 +33,11 @@ from engine.events import (
     VariantReady,
 )
 from engine.machine.gpu_contention import window_for
-from engine.measure.contention import Contention, combine
-from engine.measure.stats import Throughput, is_stable, latency_stats, throughput
+from engine.measure.contention import Contention
+from engine.measure.stats import Throughput, is_stable, latency_stats
 from engine.model.inputs import empty_inputs
 from engine.run.load_window import with_load
-from engine.run.sample_log import MAX_SAMPLES, SampleLog
+from engine.run.sample_log import BLOCK, MAX_SAMPLES, SampleLog
 from engine.run.timing import TimingPlan, time_inferences
 
 LIVE_TIMING = TimingPlan(
@@ -111,6 +109,61 @@ def _keep_facts(events: Iterator[Event], facts: list[Event]) -> Generator[Event,
             close()
 
 
+class LoadTotal:
+    """The machine's load over a run as running sums: what `combine` makes of all of its
+    windows, without keeping them (a window a second: an hour's run kept 3,600)."""
+
+    def __init__(self) -> None:
+        self.windows = 0
+        self._w = self._others = self._steal = self._own = 0.0
+        self._app = [0.0, 0.0]  # sum of value x weight, sum of weights (where present)
+        self._clock = [0.0, 0.0]
+        self._gpu = [0.0, 0.0]
+        self._cpus = self._nice = 0
+        self._throttles: set[str] = set()
+
+    def add(self, c: Contention) -> None:
+        if c.window_s <= 0:  # as combine: a window of no time weighs nothing
+            return
+        w = c.window_s
+        self.windows += 1
+        self._w += w
+        self._others += c.others_cpu * w
+        self._steal += c.steal * w
+        self._own += c.own_cpu * w
+        for sums, v in ((self._app, c.app_cpu), (self._clock, c.clock_ratio),
+                        (self._gpu, c.gpu_others)):  # fmt: skip
+            if v is not None:
+                sums[0] += v * w
+                sums[1] += w
+        self._cpus = c.cpus if self.windows == 1 else max(self._cpus, c.cpus)
+        self._nice = c.nice if self.windows == 1 else max(self._nice, c.nice)
+        if c.gpu_throttle:
+            self._throttles.update(c.gpu_throttle.split(", "))
+
+    def combined(self) -> Contention | None:
+        """Every window added as one, each figure the time-weighted mean (None for none)."""
+        if not self.windows:
+            return None
+
+        def mean(sums: list[float]) -> float | None:
+            return sums[0] / sums[1] if sums[1] else None
+
+        w = self._w
+        return Contention(
+            window_s=w,
+            cpus=self._cpus,
+            others_cpu=self._others / w,
+            steal=self._steal / w,
+            own_cpu=self._own / w,
+            app_cpu=mean(self._app),
+            clock_ratio=mean(self._clock),
+            nice=self._nice,
+            gpu_others=mean(self._gpu),
+            gpu_throttle=", ".join(sorted(self._throttles)) or None,
+        )
+
+
 @dataclass
 class Segment:
     staged: Staged
@@ -118,19 +171,25 @@ class Segment:
     samples: SampleLog = field(default_factory=SampleLog)
     warmup_runs: int = 0
     origin_ns: int = 0
-    load: list[Contention] = field(default_factory=list)  # the machine's, window by window
+    load: LoadTotal = field(default_factory=LoadTotal)  # the machine's, over its windows
     paused_ns: int = 0  # time between its samples spent on profiling passes (not timing)
     pausing: bool = False  # a pass paused it: the gap before its next sample is a pause
     last_end_ns: int = 0  # the end of its last sample (from the timing's origin)
+    told: bool = False  # its sample log's problem was said
 
 
 class LiveRun:
     """Runs the current segment in small steps; swaps segments on demand. A segment keeps
-    at most `max_samples` samples (`full`), after which the host continues it as a new run."""
+    at most `max_samples` samples (`full`), after which the host continues it as a new run.
+    Its samples beyond the block being filled wait in a temporary file (in `spill_dir`;
+    None: the system's) until the run's summary (engine/run/sample_log.py)."""
 
-    def __init__(self, max_samples: int = MAX_SAMPLES) -> None:
+    def __init__(
+        self, max_samples: int = MAX_SAMPLES, block: int = BLOCK, spill_dir: str | None = None
+    ) -> None:
         self.segment: Segment | None = None
         self.max_samples = max_samples
+        self._block, self._spill_dir = block, spill_dir
 
     @property
     def full(self) -> bool:
@@ -146,7 +205,8 @@ class LiveRun:
         yield from self.end()
         load = window_for(staged.prepared.provider_used)  # with the GPU's, on a GPU
         timing = time_inferences(staged.prepared.run_once, LIVE_TIMING, staged.batch, window=load)
-        self.segment = Segment(staged, timing, SampleLog(self.max_samples))
+        log = SampleLog(self.max_samples, self._block, self._spill_dir)
+        self.segment = Segment(staged, timing, log)
         yield from staged.facts
         yield Marker("config", staged.label, time.perf_counter_ns())
 
@@ -167,18 +227,28 @@ class LiveRun:
         elif isinstance(ev, Progress) and ev.stage == "warmup":
             seg.warmup_runs = int(ev.done)
         elif isinstance(ev, ContentionSample):
-            seg.load.append(ev.contention)
+            seg.load.add(ev.contention)
         return ev
 
     def extra_events(self) -> list[Event]:
         """What the running backend made while timing, besides samples (a generating
-        model's passes: GenerationSteps), once the timing's origin is known."""
+        model's passes: GenerationSteps), once the timing's origin is known; and, once, why
+        the run's samples stay in memory when no temporary file could take them."""
         seg = self.segment
+        told = self._tell(seg) if seg is not None else []
         drain = getattr(seg.staged.prepared, "drain_events", None) if seg else None
         if seg is None or drain is None or not seg.origin_ns:
-            return []
+            return told
         events: list[Event] = drain(seg.origin_ns)
-        return events
+        return told + events
+
+    @staticmethod
+    def _tell(seg: Segment) -> list[Event]:
+        """Its sample log's problem (no temporary file: samples in memory), said once."""
+        if seg.told or seg.samples.problem is None:
+            return []
+        seg.told = True
+        return [Notice("warning", seg.samples.problem)]
 
     def end(self, status: str = "ok", error: str | None = None) -> Iterator[Event]:
         """Close the running segment: its statistics from every raw sample, then RunEnded."""
@@ -189,16 +259,20 @@ class LiveRun:
         close = getattr(seg.timing, "close", None)
         if close is not None:
             close()
-        starts, lats = seg.samples.arrays()
-        elapsed = (starts[-1] + lats[-1]) / 1e9 if lats.size else 0.0
-        batch = seg.staged.batch
+        log = seg.samples
+        said = log.problem
+        lats = log.latencies()  # from its temporary file, read back once
+        log.close()
+        if log.problem is not None and (log.problem != said or not seg.told):
+            yield Notice("warning", log.problem)  # not said yet, or the file was unreadable
+        elapsed = log.last_end_ns / 1e9 if len(log) else 0.0
         yield TimingDone(
             latency_stats(lats),
-            _active_throughput(starts, lats, batch, seg.paused_ns),
+            _active_throughput(log, seg.staged.batch, seg.paused_ns),
             is_stable(lats),
             seg.warmup_runs,
             float(elapsed),
-            combine(seg.load),
+            seg.load.combined(),
         )
         yield RunEnded(status, error)
 
@@ -213,16 +287,24 @@ class LiveRun:
         yield from with_load(seg.staged.prepared.profile(runs, mean))
 
 
-def _active_throughput(
-    starts: np.ndarray, lats: np.ndarray, batch: int, paused_ns: int
-) -> Throughput:
+def span_throughput(n: int, first_start_ns: int, last_end_ns: int, batch: int) -> Throughput:
+    """`engine.measure.stats.throughput` from what it reads of the samples: their count,
+    the first start and the last end (a live run keeps no starts)."""
+    if not n:
+        return Throughput(0.0, 0.0)
+    wall_ns = float(last_end_ns - first_start_ns)
+    per_s = n / (wall_ns / 1e9) if wall_ns > 0 else 0.0
+    return Throughput(per_s, per_s * batch)
+
+
+def _active_throughput(log: SampleLog, batch: int, paused_ns: int) -> Throughput:
     """Inferences per second of timing: from the first start to the last end, less the
     time profiling passes paused it (a new config's pass comes after its first second
     of timing, so a short run would otherwise read several times too slow)."""
-    whole = throughput(starts, lats, batch)
-    if not lats.size or paused_ns <= 0:
+    whole = span_throughput(len(log), log.first_start_ns, log.last_end_ns, batch)
+    if not len(log) or paused_ns <= 0:
         return whole
-    wall = float(starts[-1] + lats[-1] - starts[0])
+    wall = float(log.last_end_ns - log.first_start_ns)
     active = wall - paused_ns
     if active <= 0:
         return whole
