@@ -27,6 +27,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from types import TracebackType
 from typing import NoReturn
@@ -37,6 +38,13 @@ INTERRUPTED = 130  # engine.cli.common.EXIT_INTERRUPTED, without that module's i
 STOPPING = ("SIGINT", "SIGTERM", "SIGHUP")  # engine.interrupt.STOPPING, without its imports
 
 _ending = False  # end_process has started: the teardown ignores the stopping signals
+_code = 0  # the code end_process was given
+# Libraries whose calls run C++ with the GIL released (or load a C++ extension: an import):
+# a thread inside one when the interpreter finalizes aborts the process (below).
+NATIVE_PACKAGES = frozenset(
+    {"onnxruntime", "onnx", "importlib", "_frozen_importlib", "_frozen_importlib_external",
+     "PySide6", "shiboken6", "llama_cpp", "tokenizers", "torch"}
+)  # fmt: skip
 
 
 def interrupted_import(exc: BaseException) -> bool:
@@ -89,8 +97,8 @@ def end_process(code: int) -> NoReturn:
     _flush()
     if code == INTERRUPTED:
         os._exit(code)
-    global _ending
-    _ending = True
+    global _ending, _code
+    _ending, _code = True, code
 
     def finish(_signum: int, _frame: object) -> None:  # the command is over: keep its code
         _flush()
@@ -115,10 +123,38 @@ def _set_stopping(handler: object) -> None:
                 signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
+def threads_in_native_code() -> list[str]:
+    """The names of the other threads whose innermost Python frame is a call into one of
+    NATIVE_PACKAGES (ONNX Runtime's `session.run` or session making, an `import onnx`)."""
+    frames = sys._current_frames()
+    found = []
+    for thread in threading.enumerate():
+        frame = frames.get(thread.ident) if thread.ident is not None else None
+        if thread is threading.current_thread() or frame is None:
+            continue
+        module = str(frame.f_globals.get("__name__", ""))
+        if module.split(".", 1)[0] in NATIVE_PACKAGES:
+            found.append(thread.name)
+    return found
+
+
 @atexit.register
 def _quiet_teardown() -> None:
     """After the atexit handlers (registered when this module is imported, first thing in
     the entry, so it runs last), the stopping signals are ignored: no Python handler can
-    run any more, and the teardown's default action would end the process by the signal."""
-    if _ending:
-        _set_stopping(signal.SIG_IGN)
+    run any more, and the teardown's default action would end the process by the signal.
+
+    A daemon thread still inside a C++ library then (ONNX Runtime running or making a
+    session on a worker the command no longer waits for) is the teardown's abort: when the
+    library's call returns, the thread asks for the GIL, CPython 3.11 ends it with
+    pthread_exit, whose forced unwinding through the library's noexcept frames calls
+    std::terminate ("terminate called without an active exception", exit -6: 12 of 12
+    with a thread looping on session.run, tests/test_process_exit_native.py). Every atexit
+    handler has run by now and the streams are flushed: the process ends with its code,
+    without the teardown."""
+    if not _ending:
+        return
+    _set_stopping(signal.SIG_IGN)
+    if threads_in_native_code():
+        _flush()
+        os._exit(_code)
