@@ -92,6 +92,7 @@ def test_session_show_and_its_json_name_trials_and_points(mixed: Path, cli: Cli)
         "number": 1,
         "trial": None,
         "point": "sequence=48",
+        "repeat": None,  # a gate's candidate run (tests/test_gate_origin.py)
         "label": "sweep 1, sequence=48",
     }
 

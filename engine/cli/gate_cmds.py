@@ -12,6 +12,7 @@ the runs recorded so far kept).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -56,6 +57,7 @@ from engine.measure.contention import combine
 from engine.model.workload import JobInputs
 from engine.run.child_job import describe_exit, run_isolated
 from engine.run.timing import TimingPlan
+from engine.session.origins import gate_origin, new_tune_key
 from engine.session.reader import SessionReader
 from engine.session.trust import printable
 from engine.tune.trial import TrialRequest, trial_job
@@ -183,13 +185,17 @@ def record_candidates(
 ) -> list[int]:
     """Run the K candidates one after another, each a job in its own process (a crash in
     the runtime fails the gate in one line); the ids of the runs they recorded. Ctrl+C or
-    SIGTERM stops the running one (it records its run as cancelled) and keeps the file."""
+    SIGTERM stops the running one (it records its run as cancelled) and keeps the file.
+    Each run records where it came from: this gate's repeat i ("gate 1, repeat 2" in every
+    run list; engine/session/origins.py), not a bench a person typed."""
     req = candidate_request(args, config, session)
+    key = new_tune_key()
     ids: list[int] = []
     for i in range(1, args.runs + 1):
         before = set(_run_ids(session))
+        repeat = dataclasses.replace(req, origin=gate_origin(key, i))
         try:
-            ended = run_isolated(trial_job, (req,), math.inf, grace_s=STOP_WAIT_S)
+            ended = run_isolated(trial_job, (repeat,), math.inf, grace_s=STOP_WAIT_S)
         except KeyboardInterrupt:
             done = f"{len(ids)} candidate run{'s' if len(ids) != 1 else ''}"
             sys.stderr.write(f"opscope: {done} recorded before the interruption, in {session}\n")

@@ -2,11 +2,12 @@
 
 A run's `kind` is its measurement (bench, profile, live, load, simulate, generate): what
 `compare`'s like-for-like rule matches on. Its origin is who made it: a tune's trial (an
-`opscope bench` run, kind bench), a sweep's point (kind profile), or the kind itself for a
-run a person started (live, load, a bench typed at the command line). Since format v9 the
-writer records it with the run (`runs.origin`, JSON: `{"job": "tune", "tune": KEY,
-"trial": 7}` or `{"job": "sweep", "dim": "batch", "value": "4"}`); the numbers are the
-file's: tunes in the order their first trial was recorded, sweeps by their `sweeps.id`.
+`opscope bench` run, kind bench), a sweep's point (kind profile), a gate's candidate run (kind
+bench), or the kind itself for a run a person started (live, load, a bench typed at the
+command line). Since format v9 the writer records it with the run (`runs.origin`, JSON:
+`{"job": "tune", "tune": KEY, "trial": 7}`, `{"job": "sweep", "dim": "batch", "value": "4"}`
+or `{"job": "gate", "gate": KEY, "repeat": 2}`); the numbers are the file's: tunes and gates
+in the order their first run was recorded, sweeps by their `sweeps.id`.
 A file from before v9 (or without the column) reads its sweep points from the sweeps'
 recorded run ids, and every other run as its kind.
 
@@ -29,24 +30,31 @@ from engine.session.trust import json_text
 MAX_CHARS = 1024  # a stored origin's JSON text
 MAX_FIELD = 64  # a dim, a value or a tune's key
 MAX_RUN_IDS = 1_000_000  # characters of a sweep's run ids read for its points' origin
-MAX_TRIAL = 10**9
+MAX_TRIAL = 10**9  # a tune's trial, a gate's repeat
+FIELDS = ("job", "tune", "trial", "dim", "value", "gate", "repeat")  # those read, all of them
+_OTHER = object()  # a stored field of another JSON type than the writer's
 
 
 @dataclass(frozen=True, slots=True)
 class Origin:
-    """Who made a run: `job` "tune" or "sweep", else the run's own kind."""
+    """Who made a run: `job` "tune", "sweep" or "gate", else the run's own kind."""
 
     job: str
-    number: int | None = None  # the tune's or the sweep's number in the file
+    number: int | None = None  # the tune's, the sweep's or the gate's number in the file
     trial: int | None = None  # a tune's trial number
     point: str = ""  # a sweep's point: "batch=4"
+    repeat: int | None = None  # a gate's candidate run: 1 to its --runs
 
     @property
     def label(self) -> str:
-        """'tune 2, trial 7', 'sweep 1, batch=4', or the kind: 'live', 'load', 'bench'."""
+        """'tune 2, trial 7', 'sweep 1, batch=4', 'gate 1, repeat 2', or the kind: 'live',
+        'load', 'bench'."""
         if self.job == "tune":
             head = "tune" if self.number is None else f"tune {self.number}"
             return head if self.trial is None else f"{head}, trial {self.trial}"
+        if self.job == "gate":
+            head = "gate" if self.number is None else f"gate {self.number}"
+            return head if self.repeat is None else f"{head}, repeat {self.repeat}"
         if self.job == "sweep":
             head = "sweep" if self.number is None else f"sweep {self.number}"
             return f"{head}, {self.point}" if self.point else head
@@ -58,6 +66,7 @@ class Origin:
             "number": self.number,
             "trial": self.trial,
             "point": self.point or None,
+            "repeat": self.repeat,
             "label": self.label,
         }
 
@@ -71,7 +80,8 @@ def label(origin: Origin | None, kind: str) -> str:
 
 
 def new_tune_key() -> str:
-    """A tune's key, the same in each of its trials' origins (the file numbers tunes)."""
+    """A tune's key, the same in each of its trials' origins (the file numbers tunes); a
+    gate's, the same in each of its candidate runs'."""
     return secrets.token_hex(6)
 
 
@@ -81,6 +91,11 @@ def tune_origin(key: str, trial: int) -> dict[str, Any]:
 
 def sweep_origin(dim: str, value: object) -> dict[str, Any]:
     return {"job": "sweep", "dim": str(dim)[:MAX_FIELD], "value": str(value)[:MAX_FIELD]}
+
+
+def gate_origin(key: str, repeat: int) -> dict[str, Any]:
+    """A gate's candidate run `repeat` (1 to its --runs), of the gate `key`."""
+    return {"job": "gate", "gate": key, "repeat": repeat}
 
 
 def write_origin(conn: sqlite3.Connection, run_id: int, origin: dict[str, Any]) -> None:
@@ -93,20 +108,25 @@ def write_origin(conn: sqlite3.Connection, run_id: int, origin: dict[str, Any]) 
 
 def read_origins(conn: sqlite3.Connection, runs: Iterable[tuple[int, str]]) -> dict[int, Origin]:
     """Each run's origin, by id, for `runs` given as (id, kind): stored, else a sweep's
-    point by the sweeps' run ids, else the kind. Tunes are numbered over the whole file."""
+    point by the sweeps' run ids, else the kind. Tunes and gates are numbered over the whole
+    file."""
     stored = _stored(conn)
-    tunes: dict[str, int] = {}
+    numbers: dict[str, dict[str, int]] = {"tune": {}, "gate": {}}  # job -> key -> number
     for run_id in sorted(stored):
-        key = stored[run_id].get("tune")
-        if isinstance(key, str) and key not in tunes:
-            tunes[key] = len(tunes) + 1
+        job = stored[run_id]["job"]
+        key = stored[run_id].get(job)
+        if job in numbers and isinstance(key, str) and key not in numbers[job]:
+            numbers[job][key] = len(numbers[job]) + 1
     sweeps = _sweep_points(conn)
     out: dict[int, Origin] = {}
     for run_id, kind in runs:
         s = stored.get(run_id)
         in_sweep = sweeps.get(run_id)
         if s is not None and s["job"] == "tune":
-            out[run_id] = Origin("tune", tunes[s["tune"]], s["trial"])
+            out[run_id] = Origin("tune", numbers["tune"][s["tune"]], s["trial"])
+        elif s is not None and s["job"] == "gate":
+            number = numbers["gate"].get(s["gate"]) if s["gate"] is not None else None
+            out[run_id] = Origin("gate", number, repeat=s["repeat"])
         elif s is not None and s["job"] == "sweep":
             point = f"{s['dim']}={s['value']}"
             out[run_id] = Origin("sweep", in_sweep[0] if in_sweep else None, point=point)
@@ -128,10 +148,7 @@ def _stored(conn: sqlite3.Connection) -> dict[int, dict[str, Any]]:
     bench/run_origins_cost.py)."""
     if not _has_column(conn, "runs", "origin"):  # a file edited by hand, or a foreign tool
         return {}
-    fields = ", ".join(
-        f"json_type(origin, '$.{k}'), json_extract(origin, '$.{k}')"
-        for k in ("job", "tune", "trial", "dim", "value")
-    )
+    fields = ", ".join(f"json_type(origin, '$.{k}'), json_extract(origin, '$.{k}')" for k in FIELDS)
     rows = conn.execute(
         f"SELECT id, {fields} FROM runs WHERE origin IS NOT NULL AND length(origin) <= ? "
         "AND json_valid(origin) AND json_type(origin) = 'object'",
@@ -139,12 +156,10 @@ def _stored(conn: sqlite3.Connection) -> dict[int, dict[str, Any]]:
     )
     out = {}
     for run_id, *typed in rows:
-        found = {
-            k: value
-            for k, kind, value in zip(
-                ("job", "tune", "trial", "dim", "value"), typed[::2], typed[1::2], strict=True
-            )
-            if kind == ("integer" if k == "trial" else "text")
+        found = {  # a field left out is absent; one of another JSON type is not the writer's
+            k: value if kind == ("integer" if k in ("trial", "repeat") else "text") else _OTHER
+            for k, kind, value in zip(FIELDS, typed[::2], typed[1::2], strict=True)
+            if kind is not None
         }
         checked = _checked(found)
         if isinstance(run_id, int) and checked is not None:
@@ -163,6 +178,11 @@ def _checked(value: dict[str, Any]) -> dict[str, Any] | None:
         dim, at = value.get("dim"), value.get("value")
         if _field(dim) and _field(at):
             return {"job": "sweep", "dim": dim, "value": at}
+    elif job == "gate":  # its key and repeat may be left out: "gate"
+        key, repeat = value.get("gate"), value.get("repeat")
+        known = repeat is None or (isinstance(repeat, int) and 0 < repeat <= MAX_TRIAL)
+        if (key is None or _field(key)) and known:
+            return {"job": "gate", "gate": key, "repeat": repeat}
     return None
 
 
