@@ -75,7 +75,8 @@ def as_run(
     is called as it starts (the session is made: the caller's progress says so)."""
     import onnx
 
-    with tempfile.TemporaryDirectory(prefix="opscope-graph-") as tmp:
+    # ignore_cleanup_errors: a stopped session, kept (_keep_unclosed), holds its profile open
+    with tempfile.TemporaryDirectory(prefix="opscope-graph-", ignore_cleanup_errors=True) as tmp:
         plan, optimized = saving_plan(config, tmp)
         try:
             sess, _ = create_session(path, build_options(plan), list(plan.providers))
@@ -85,12 +86,12 @@ def as_run(
             on_run()
         stopped = _guarded_run(sess, feeds, limit_s, stop, path)
         out = AsRun(None, sess.get_providers()[0])
-        if stopped:  # no profile worth reading: the run did not end (it is written on `del`)
+        if stopped:  # no profile worth reading: the run did not end
             out.error = stopped
-            del sess
+            _keep_unclosed(sess)
         else:
             profile = sess.end_profiling()
-            del sess
+        del sess
         try:
             out.model = onnx.load(optimized, load_external_data=False)
         except Exception as exc:
@@ -138,6 +139,8 @@ def _guarded_run(
     try:
         sess.run(None, dict(feeds), options)
     except Exception as exc:
+        if not why and interrupt.received.is_set():  # not a failure: its own line says so
+            why.append(f"the profiled inference was {interrupt.reason()}")
         if not why:
             raise ModelError(f"an inference failed: {one_line(exc)}", path) from exc
     finally:
@@ -148,6 +151,19 @@ def _guarded_run(
         f"{why[0]}: no per-node times, providers or shapes as run (shown: the runtime's "
         "optimized graph, as saved before the run)"
     )
+
+
+def _keep_unclosed(sess: Any) -> None:
+    """`sess`, whose one run was stopped, is never destroyed: its destructor would write the
+    profile of the run so far, which nothing reads, and free its events, about 50,000 a
+    second of run up to ONNX Runtime's cap of 10^6 (1.7 GB), holding the GIL all along: 5-9 s
+    on a busy machine before `opscope graph` said the run was stopped and could end, with no
+    progress meanwhile. One reference it never drops keeps it to the process's end, the
+    interpreter's teardown included, and the system takes its memory back then: the command
+    ends, and the window's graph job process (engine/run/host_jobs.py), at once."""
+    import ctypes
+
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(sess))
 
 
 def _observed(profile_path: str, out: AsRun) -> None:
