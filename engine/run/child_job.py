@@ -6,12 +6,12 @@ serving runs this way: the real loop's threads and timing stay out of the window
 
 `run_isolated` runs a job the same way from plain Python and waits for it: a tune trial,
 which may crash the runtime, is a job in its own process (engine/tune/trial.py), not a
-command line."""
+command line. Where its caller says so, the job is forked from the warm fork server
+(engine/run/job_start.py) instead of a fresh interpreter."""
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import threading
 import time
 import traceback
@@ -121,15 +121,24 @@ def run_isolated(
     timeout_s: float,
     on_events: Callable[[list[Event]], None] | None = None,
     grace_s: float = STOP_GRACE_S,
+    start: str = "if_warm",
 ) -> Isolated:
-    """Run `job(*args)` in a spawned child process (a crash there ends that job only) and
-    wait for it: the same job interface the engine host uses for the window (host_jobs.py).
-    The child gets SIGTERM if this process dies (Linux), and ends as Ctrl+C ends a
-    command: an interruption here, or the timeout, stops it with SIGTERM and waits up to
-    `grace_s` for it to mark its run cancelled and close its session file."""
-    ctx = mp.get_context("spawn")  # a fresh interpreter: no threads or locks inherited
+    """Run `job(*args)` in a child process of its own (a crash there ends that job only)
+    and wait for it: the same job interface the engine host uses for the window
+    (host_jobs.py). The child gets SIGTERM if this process dies (Linux), and ends as Ctrl+C
+    ends a command: an interruption here, or the timeout, stops it with SIGTERM and waits
+    up to `grace_s` for it to mark its run cancelled and close its session file.
+
+    `start` (engine/run/job_start.py): "spawn", a fresh interpreter; "warm", forked from
+    this process's fork server, started first if need be (a tune's many trials: each
+    skips the interpreter's start and imports, ~1 CPU-s); "if_warm" (default), forked
+    only where this process started its server already, else spawned (a one-off job)."""
+    from engine.run.job_start import isolated_context, start_args
+
+    ctx = isolated_context(start)  # no threads or locks inherited either way
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_isolated_main, args=(child, job, args), name="opscope-job")
+    target, targs = start_args(child, job, args, ctx)
+    proc = ctx.Process(target=target, args=targs, name="opscope-job")
     with _sigint_ignored():  # a terminal's Ctrl+C reaches the whole process group: the
         proc.start()  # child hears of it from this process (SIGTERM), once, cleanly
     child.close()
@@ -161,11 +170,11 @@ def run_isolated(
         _stop(proc, grace_s)
         raise
     finally:
-        parent.close()
-        proc.join(grace_s)
-        if proc.is_alive():
+        proc.join(grace_s)  # the pipe still open: a forked job takes its close for this
+        if proc.is_alive():  # process's end and stops (die_with_reader)
             proc.kill()
             proc.join()
+        parent.close()
     return Isolated("crashed", exitcode=proc.exitcode)
 
 

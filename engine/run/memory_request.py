@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from engine.errors import OpScopeError
 from engine.model.workload import Workload
 from engine.run.child_job import describe_exit, run_isolated
+from engine.run.job_start import IF_WARM
 
 PROBE_TIMEOUT_S = 600.0
 
@@ -32,8 +33,11 @@ class MemoryRequest:
 
 
 def measured_apart(probe: Any, args: tuple[Any, ...]) -> dict[str, Any]:
-    """The probe's result, run in a process of its own; its failure is one line."""
-    ended = run_isolated(probe, args, PROBE_TIMEOUT_S)
+    """The probe's result, run in a process of its own; its failure is one line. The
+    process is forked from the fork server where this process runs one already (its
+    imports done: engine/run/job_start.py), else spawned: one probe does not pay for a
+    server's start (bench/results/job_start_cost.md)."""
+    ended = run_isolated(probe, args, PROBE_TIMEOUT_S, start=IF_WARM)
     if ended.status != "done":
         if ended.status == "cancelled":
             raise KeyboardInterrupt

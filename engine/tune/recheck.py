@@ -98,10 +98,12 @@ def isolated_recheck(req: RecheckRequest) -> Generator[Event, None, dict[str, An
     """`recheck_job` in a process of its own (a crash there is the re-check's, not the
     tune's); None, with a warning, when it does not finish."""
     from engine.run.child_job import run_isolated
+    from engine.run.job_start import IF_WARM
 
     yield Progress("tune", 0, None, f"re-checking the best {len(req.configs)} trials side by "
                    "side (interleaved rounds)")  # fmt: skip
-    ended = run_isolated(recheck_job, (req,), RECHECK_TIMEOUT_S)
+    # forked from the fork server the trials started (engine/tune/trial.py), if they did
+    ended = run_isolated(recheck_job, (req,), RECHECK_TIMEOUT_S, start=IF_WARM)
     if ended.status != "done":
         why = ended.error or ended.status
         yield Notice("warning", f"the re-check of the best trials did not finish ({why}); "

@@ -21,6 +21,7 @@ from engine.events import (
 )
 from engine.model.workload import Workload
 from engine.run.child_job import describe_exit, run_isolated
+from engine.run.job_start import WARM
 from engine.run.timing import TimingPlan
 
 TRIAL_TIMEOUT_S = 1800.0  # a hung trial (a quantizer that never returns) ends here
@@ -138,10 +139,14 @@ def run_trial(
     session: str | None,
     timeout_s: float = TRIAL_TIMEOUT_S,
     origin: dict[str, Any] | None = None,
+    start: str = WARM,
 ) -> Trial:
     """Run the trial (the workload at the trial's config) to its end, as a job in its own
     process (a crash in the engine ends that trial only); a failure (bad config, crash,
-    timeout) is a failed trial. `origin`: its run's, as recorded (the tune's trial)."""
+    timeout) is a failed trial. `origin`: its run's, as recorded (the tune's trial).
+    `start`: how its process starts (engine/run/job_start.py); a tune runs many trials,
+    so each is forked from the warm fork server, started at the first (its start costs
+    about what one spawned trial's does: bench/results/job_start_cost.md)."""
     import time
 
     config = workload.config
@@ -149,7 +154,7 @@ def run_trial(
     t0 = time.perf_counter()
     req = TrialRequest(workload, duration_s, session, origin=origin)
     try:
-        ended = run_isolated(trial_job, (req,), timeout_s)
+        ended = run_isolated(trial_job, (req,), timeout_s, start=start)
     finally:
         trial.wall_s = time.perf_counter() - t0
     if ended.status != "done":
