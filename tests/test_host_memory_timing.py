@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import gc
 
-import pytest
-
 from engine.measure.contention import Contention
 from engine.run.timing import TimingPlan, time_inferences
 
@@ -17,11 +15,6 @@ def _alive() -> int:
     return sum(isinstance(o, Contention) for o in gc.get_objects())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine/run/timing.py (not h2's) keeps every lap of an open-ended plan in "
-    "`laps`; the fix: `if keep: laps.append(lap)` in its loop",
-)
 def test_an_open_ended_timing_holds_no_load_windows() -> None:
     plan = TimingPlan(
         warmup_runs=1, warmup_s=0.0, min_runs=1, duration_s=float("inf"),
