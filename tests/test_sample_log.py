@@ -166,3 +166,23 @@ def test_an_empty_log() -> None:
     assert len(log) == 0 and log.nbytes == 0
     with pytest.raises(ValueError):
         log.append(np.zeros(2, np.int64), np.zeros(3, np.int64))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_the_block_is_resident_at_once_not_page_by_page(tmp_path: Path) -> None:
+    """The process's resident size does not creep up as the block fills (a soak's RSS
+    slope would read it as growth): its pages are touched when it is made."""
+
+    def rss() -> int:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    log = SampleLog(block=1 << 20, spill_dir=str(tmp_path))  # 8 MiB
+    data = np.arange(1 << 20, dtype=np.int64)
+    log.append(data[:1], data[:1])
+    before = rss()
+    for lo in range(1, (1 << 20) - 1024, 1024):
+        log.append(data[lo : lo + 1024], data[lo : lo + 1024])
+    grown = rss() - before
+    assert grown < 2 << 20, f"resident size grew {grown:,} bytes as the block filled"
+    log.close()

@@ -4,8 +4,9 @@ block of them in memory.
 The live engine sums a run up from every one of its samples when the run ends (percentiles,
 stability), so every latency is kept. Their starts are not: the summary needs only the run's
 first start and last end (its throughput), kept as two numbers. The block being filled is in
-memory (512 KiB); each full block is written to a temporary file with plain writes, and the
-run is read back from it once, at its end. The file has no name on disk (unlinked as it is
+memory (128 KiB, its pages touched when it is made, so the host's resident size does not
+creep up as it fills); each full block is written to a temporary file with plain writes, and
+the run is read back from it once, at its end. The file has no name on disk (unlinked as it is
 made): it ends with the run, or with the host however the host ends, and leaves nothing
 behind. So the host's memory stays flat through an hour-long run, where keeping the samples
 grew it 16 bytes a sample (16 MB at the cap, issue 54). What the window records is not
@@ -28,7 +29,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-BLOCK = 65_536  # latencies per block: 512 KiB in memory, one write to the file when full
+BLOCK = 16_384  # latencies per block: 128 KiB in memory, one write to the file when full
 MAX_SAMPLES = 1_000_000  # a run's cap: about 1.7 hours at 160 inferences/s
 RECENT_BATCHES = 50  # batches (about 5 s) whose mean latency a profiling pass compares to
 SAMPLE_BYTES = 8  # one int64 latency
@@ -93,6 +94,7 @@ class SampleLog:
         while done < k:
             if not self._block.size:
                 self._block = np.empty(self._size, np.int64)
+                self._block.fill(0)  # resident now, not page by page over minutes
             take = min(k - done, self._size - self._at)
             self._block[self._at : self._at + take] = latencies_ns[done : done + take]
             done += take
