@@ -10,6 +10,16 @@ the load average. Results: bench/results/graph_speed.md.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/graph_phases.py --phases MODEL...
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/graph_phases.py --before DIR MODEL...
+
+`--first-cpu`: the job's own CPU-seconds from its request to its first graph (GraphSoFar),
+each in a fresh process whose imports are done first (as the fork server's are), split into
+the model's load (parse, check, hash), ONNX's shape inference and the view (blocks, layouts,
+memory), with the job as it is and with the load's checker and file hash left out (what
+`load_model(..., check=False, digest=False)` from the graph job would save: neither the
+checker's warning nor the hash is read by the graph view), alternating, N times each;
+with `--before DIR`, DIR's code (a checkout with the change made) against this checkout's:
+
+    .venv/bin/python bench/graph_phases.py --first-cpu [--repeats N] [--before DIR] MODEL...
 """
 
 from __future__ import annotations
@@ -259,14 +269,109 @@ def side_by_side(models: list[str], before: str, loads: tuple[int, ...] = (0, 2)
     return lines
 
 
+def _first_cpu_child(path: str, lean: bool) -> dict[str, float]:
+    """In this fresh process: the graph job (low priority, as the window's) to its first
+    GraphSoFar, its CPU-seconds in all and by phase; `lean`: the model's checker and file
+    hash left out (a projection of the proposed change, patched in here only)."""
+    import numpy  # noqa: F401  # the fork server's imports, done before the request
+    import onnx
+    import onnx.checker
+
+    import engine.measure.liveness
+    import engine.model.graph_blocks  # noqa: F401
+    from engine import backends
+    from engine.model import info as model_info
+    from engine.model.workload import Workload
+    from engine.run import graph_job as gj
+
+    backends.shape_inference()
+    backends.graph_as_run("ort")
+    os.environ["OPSCOPE_CACHE_DIR"] = "/tmp/opscope-graph-first-cpu"  # no layout cached
+    import shutil
+
+    shutil.rmtree("/tmp/opscope-graph-first-cpu", ignore_errors=True)
+    if lean:
+        onnx.checker.check_model = lambda *a, **k: None
+        model_info.files_sha256 = lambda files: ""
+    spent: dict[str, float] = {"load": 0.0, "shapes": 0.0, "view": 0.0}
+
+    def timed(name: str, fn: Any) -> Any:
+        def call(*a: Any, **k: Any) -> Any:
+            c0 = time.process_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] += time.process_time() - c0
+
+        return call
+
+    gj.load_model = timed("load", gj.load_model)
+    gj.inferred = timed("shapes", gj.inferred)
+    gj._view = timed("view", gj._view)
+    c0 = time.process_time()
+    for ev in gj.graph_job(gj.GraphRequest(Workload(path), low_priority=True)):
+        if isinstance(ev, gj.GraphSoFar):
+            break
+    return {"first": time.process_time() - c0, **spent}
+
+
+def first_cpu_rows(models: list[str], repeats: int, other: str | None = None) -> list[str]:
+    """The job's CPU to its first graph as it is and with the load's checker and hash left
+    out (patched in; or as `other`, a folder holding a checkout, has it), one after the
+    other, alternating, each in a fresh process; others' CPU and the load average over
+    each pair."""
+    import json
+    import subprocess
+
+    here = str(Path(__file__).resolve().parents[1])
+    lean = "no check, no hash" if other is None else f"{other}'s code"
+    lines = [
+        "| model | pair | others' CPU (load average) | as is: first graph CPU-s (load, shapes, "
+        f"view) | {lean}: first graph CPU-s (load, shapes, view) |",
+        "|---|---|---|---|---|",
+    ]
+    for path in models:
+        for i in range(repeats):
+            got = {}
+            busy_before = others_cpu()
+            for side in (False, True) if i % 2 == 0 else (True, False):
+                patch = ["--lean"] if side and other is None else []
+                done = subprocess.run(
+                    [sys.executable, "bench/graph_phases.py", "--first-cpu-child", *patch, path],
+                    cwd=other if side and other is not None else here,
+                    capture_output=True, text=True, timeout=TIMEOUT_S,
+                )  # fmt: skip
+                got[side] = json.loads(done.stdout.strip().splitlines()[-1])
+            busy, avg = (busy_before + others_cpu()) / 2, os.getloadavg()[0]
+            cells = [
+                f"{g['first']:.2f} ({g['load']:.2f}, {g['shapes']:.2f}, {g['view']:.2f})"
+                for g in (got[False], got[True])
+            ]
+            name = f"{Path(path).parent.name}/{Path(path).name}"
+            head = f"| {name} | {i + 1} | {busy:.2f} ({avg:.1f}) | "
+            lines.append(head + " | ".join(cells) + " |")
+            print(lines[-1], flush=True)
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="+")
     ap.add_argument("--phases", action="store_true", help="each step, and the first graph")
     ap.add_argument("--before", metavar="DIR", help="the first graph, beside DIR's code")
     ap.add_argument("--first-json", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--first-cpu", action="store_true", help="CPU to the first graph")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--first-cpu-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--lean", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.first_json:  # one measurement, for --before's side by side
+    if args.first_cpu_child:
+        import json
+
+        print(json.dumps(_first_cpu_child(args.models[0], args.lean)))
+    elif args.first_cpu:
+        print("\n".join(first_cpu_rows(args.models, args.repeats, args.before)))
+    elif args.first_json:  # one measurement, for --before's side by side
         import json
 
         draw_once(synthetic_result(1, 1)[0])  # Qt started, as the window's is

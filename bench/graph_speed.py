@@ -16,6 +16,14 @@ Where the time goes, step by step, and when the window first draws a graph:
 bench/graph_phases.py.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/graph_speed.py [--out FILE] [MODEL...]
+
+`--stopped-exit DIR`: `opscope graph`'s path (the graph job, the command's printer and its
+exit, tests/test_graph_exit.py's script) on a Loop of 10^12 iterations whose profiled run is
+stopped at each `--limits` (seconds): from the stop to the process's end, with the code in
+DIR (a checkout from before) and this checkout's, one after the other, alternating, with
+others' CPU and the load average:
+
+    .venv/bin/python bench/graph_speed.py --stopped-exit DIR [--limits 4,20] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -310,12 +318,61 @@ def window_rows(models: list[str]) -> list[str]:
     return lines
 
 
+def stopped_exit_rows(before: str, limits: list[float], repeats: int) -> list[str]:
+    """Seconds from the profiled run's stop to the process's end, DIR's code and this
+    checkout's alternating, each in a fresh process."""
+    import subprocess
+    import tempfile
+
+    from tests.test_graph_exit import COMMAND
+    from tests.test_signals_native import endless_loop_model
+
+    here = str(Path(__file__).resolve().parents[1])
+    model = str(endless_loop_model(Path(tempfile.mkdtemp(prefix="opscope-exit-")) / "loop.onnx"))
+    lines = [
+        "| limit s | pair | others' CPU (load average) | before: start to run s | before: "
+        "stop to exit s | after: start to run s | after: stop to exit s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for limit in limits:
+        for i in range(repeats):
+            got: dict[str, tuple[float, float]] = {}
+            busy = others_cpu()
+            for side in ("before", "after") if i % 2 == 0 else ("after", "before"):
+                t0 = time.monotonic()
+                done = subprocess.run(
+                    [sys.executable, "-c", COMMAND, model, str(limit)],
+                    cwd=before if side == "before" else here,
+                    capture_output=True, text=True, timeout=600,
+                )  # fmt: skip
+                end = time.monotonic()
+                (line,) = [x for x in done.stderr.splitlines() if x.startswith("@")
+                           and ", as run" in x]  # fmt: skip
+                run = float(line[1:].split()[0])
+                got[side] = (run - t0, end - run - limit)
+            avg = os.getloadavg()[0]
+            b, a = got["before"], got["after"]
+            lines.append(
+                f"| {limit:.0f} | {i + 1} | {busy:.2f} ({avg:.1f}) | {b[0]:.1f} | {b[1]:.1f} "
+                f"| {a[0]:.1f} | {a[1]:.1f} |"
+            )
+            print(lines[-1], flush=True)
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="*")
+    ap.add_argument("--stopped-exit", metavar="DIR", help="the exit after a stopped run")
+    ap.add_argument("--limits", default="4,20")
+    ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--out", default="bench/results/graph_speed.md")
     ap.add_argument("--window-only", action="store_true", help="only the window's real path")
     args = ap.parse_args()
+    if args.stopped_exit:
+        limits = [float(x) for x in args.limits.split(",")]
+        print("\n".join(stopped_exit_rows(args.stopped_exit, limits, args.repeats)))
+        return
     window = window_rows(args.models) if args.models else []
     if args.window_only:
         print("\n".join(window))
