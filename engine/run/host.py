@@ -100,7 +100,8 @@ def host_main(
     engine loses only the CPU time the window actually uses. Other processes on the machine
     also win against it, which a run's notice records.
 
-    A live run keeps every sample for its summary, up to `max_samples`; then it ends and
+    A live run keeps every sample for its summary, up to `max_samples`, in a temporary file
+    with no name on disk (one block in memory: engine/run/sample_log.py); then it ends and
     the same config goes on in a new run (marked CONTINUED), so the host stays bounded."""
     conn = as_channel(pipe)  # data on the wire, never pickles (engine/run/wire.py)
     obtained = lower_priority(nice)  # before any thread starts: they inherit it

@@ -73,7 +73,7 @@ class SampleLog:
 
     @property
     def nbytes(self) -> int:
-        """Memory the samples take here (allocated; pages are touched as they fill)."""
+        """Memory the samples take here: the block being filled, and any kept in memory."""
         return self._block.nbytes + sum(b.nbytes for b in self._kept)
 
     @property
