@@ -10,7 +10,15 @@ signal does there.
    the signal, silent; a traceback; 130 and one line; the command's own end).
 3. `python -X importtime` of the console script's imports, largest first.
 
-Run: .venv/bin/python bench/signal_startup.py [--cases 40] [--out FILE.md]
+Each start is timed four ways, interleaved: the console script with a command and with none
+(the window's entry), the entry with no `site` (-S), and with --strict-venv, a venv holding
+a strict editable install (`pip install -e COPY --no-deps --config-settings
+editable_mode=strict`, the other packages from .venv through a path .pth): one static
+path where the default install's .pth imports its finder. The window where Ctrl-C is a
+traceback (Python's SIGINT handler to ours) is given per start; the machine's load and the
+others' CPU use beside them.
+
+Run: .venv/bin/python bench/signal_startup.py [--cases 40] [--strict-venv VENV] [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -43,6 +51,25 @@ SITE = next(p for p in sys.path if p.endswith("site-packages"))
 def no_finder(tree: Path) -> list[str]:
     return [sys.executable, "-S", "-c", f"import sys; sys.path[:0] = [{str(tree)!r}, "
             f"{SITE!r}]; from app.entry import run; sys.exit(run())", "info", CNN]  # fmt: skip
+
+
+# the console script as pip writes it here, for another interpreter (a scratch venv with a
+# strict editable install: `pip install -e . --config-settings editable_mode=strict`, whose
+# .pth is one static path to a tree of links, no finder imported by `site`)
+TEMPLATE = "import sys\nfrom app.entry import run\nsys.exit(run())\n"
+
+
+def strict_install(venv: Path) -> list[str]:
+    script = Path("/tmp") / f"opscope-strict-entry-{os.getpid()}.py"
+    script.write_text(TEMPLATE)
+    return [str(venv / "bin" / "python"), str(script), "info", CNN]
+
+
+def busy_cpus() -> tuple[float, float]:
+    """(jiffies busy, jiffies in all) of the whole machine so far (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
 
 
 def _defaults() -> None:
@@ -116,11 +143,20 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=40)
     ap.add_argument("--note", default="")
     ap.add_argument("--old-tree", type=Path, help="an older checkout's entry, beside this one")
+    ap.add_argument("--strict-venv", type=Path, help="a venv with a strict editable install")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "signal_startup.md"))
     args = ap.parse_args()
     random.seed(54)
     load0 = os.getloadavg()[0]
-    ways = [("console script", ARGV), ("no .pth finder (-S)", no_finder(ROOT))]
+    busy0, all0 = busy_cpus()
+    ways = [
+        ("console script", ARGV),
+        ("console script, no command (the window's entry)", [str(SCRIPT)]),
+        ("no .pth finder (-S)", no_finder(ROOT)),
+    ]
+    if args.strict_venv:
+        strict = strict_install(args.strict_venv)
+        ways.append(("strict editable install (one static .pth path)", strict))
     if args.old_tree:
         ways.append(("no .pth finder (-S), the older tree's entry", no_finder(args.old_tree)))
     times: dict[str, tuple[list[float], list[float]]] = {}
@@ -135,11 +171,22 @@ def main() -> None:
     hi = statistics.median(ours) * 1.5 if ours else 1.0
     for _ in range(args.cases):
         seen[early_signal(random.uniform(0.0, hi))] += 1
+    busy1, all1 = busy_cpus()
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_CHILDREN)
+    hz = os.sysconf("SC_CLK_TCK")
+    ncpu = os.cpu_count() or 1
+    wall = (all1 - all0) / hz / ncpu
+    others = max(0.0, (busy1 - busy0) / hz - own.ru_utime - own.ru_stime) / max(wall, 1e-9)
+    cpu = next((x.split(":", 1)[1].strip() for x in Path("/proc/cpuinfo").read_text().splitlines()
+                if x.startswith("model name")), "?")  # fmt: skip
     out = [
         "# A signal in the first second of `opscope` (bench/signal_startup.py)\n",
         *([args.note, ""] if args.note else []),
-        f"2 CPUs, shared: load1 {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end "
-        "(each figure below is wall time on that busy machine).\n",
+        f"{cpu}, {ncpu} CPUs, shared: load1 {load0:.1f} at the start, {os.getloadavg()[0]:.1f} "
+        f"at the end; others' CPU use over the run {others:.2f} of {ncpu} CPUs (each figure "
+        "below is wall time on that busy machine).\n",
         f"## When the handlers are in place ({args.cases} starts each, alternating)\n",
         "| start | handler | median s | min s | max s |",
         "|---|---|---:|---:|---:|",
@@ -147,6 +194,17 @@ def main() -> None:
             f"| {name} | {which} | {statistics.median(got):.3f} | {min(got):.3f} | {max(got):.3f} |"
             for name, (py, own) in times.items()
             for which, got in (("Python's SIGINT", py), ("ours", own))
+        ],
+        "",
+        "The window where Ctrl-C is a KeyboardInterrupt traceback: from Python's SIGINT "
+        "handler to ours, per start (before Python's, SIGINT's default action ends the "
+        "process silently, rc -2).\n",
+        "| start | window median ms | min ms | max ms |",
+        "|---|---:|---:|---:|",
+        *[
+            f"| {name} | {statistics.median(w):.1f} | {min(w):.1f} | {max(w):.1f} |"
+            for name, (py, own) in times.items()
+            for w in ([1000 * (b - a) for a, b in zip(py, own, strict=True)],)
         ],
         "",
         f"## SIGINT at a random moment in the first {hi:.2f} s ({args.cases} starts)\n",
