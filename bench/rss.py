@@ -192,7 +192,8 @@ def malloc_free() -> dict[str, int]:
             )
             if int(to) < 4096
         )
-        out["system"] += int(re.search(r'<system type="current" size="(\d+)"', heap).group(1))
+        system = re.search(r'<system type="current" size="(\d+)"', heap)
+        out["system"] += int(system.group(1)) if system else 0
         out["holes"] += holes
         out["large"] += free - holes
     mmapped = re.search(r'<total type="mmap" count="\d+" size="(\d+)"', text)
