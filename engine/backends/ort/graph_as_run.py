@@ -88,7 +88,8 @@ def as_run(
         out = AsRun(None, sess.get_providers()[0])
         if stopped:  # no profile worth reading: the run did not end
             out.error = stopped
-            _keep_unclosed(sess)
+            if not interrupt.received.is_set():  # interrupted: `interrupt.calling` holds it
+                _keep_unclosed(sess)  # (StoppableSession.run) to the command's os._exit
         else:
             profile = sess.end_profiling()
         del sess
