@@ -96,8 +96,14 @@ class ModelInfo:
         }
 
 
-def load_model(path: str | Path) -> tuple[onnx.ModelProto, ModelInfo]:
-    """Read, validate and describe `path`. Weights stay external (not loaded into memory)."""
+def load_model(
+    path: str | Path, *, check: bool = True, digest: bool = True
+) -> tuple[onnx.ModelProto, ModelInfo]:
+    """Read, validate and describe `path`. Weights stay external (not loaded into memory).
+
+    `check=False` skips onnx.checker (`checker_warning` is then None) and `digest=False` the
+    files' SHA-256 (`sha256` is then ""): each reads the whole file again, which a caller
+    that uses neither (the graph job, before its first graph) need not pay for."""
     import onnx
 
     from engine.files import check_model_file
@@ -121,15 +127,17 @@ def load_model(path: str | Path) -> tuple[onnx.ModelProto, ModelInfo]:
         extra = sum((p.parent / e).stat().st_size for e in external)
         check_model_file(p, extra_bytes=extra)
 
-    def check() -> str | None:
+    def check_model() -> str | None:
         try:
             onnx.checker.check_model(str(p))
         except Exception as exc:  # onnx.checker.ValidationError, or data it cannot read
             return _first_line(exc)
         return None
 
-    checker_warning = _checks.get([p, *(p.parent / e for e in external)], check)
-    info = describe(model, p, external, checker_warning)
+    checker_warning = (
+        _checks.get([p, *(p.parent / e for e in external)], check_model) if check else None
+    )
+    info = describe(model, p, external, checker_warning, digest=digest)
     return model, info
 
 
@@ -138,8 +146,11 @@ def describe(
     path: Path,
     external: tuple[str, ...] = (),
     checker_warning: str | None = None,
+    *,
+    digest: bool = True,
 ) -> ModelInfo:
-    """Describe an already-parsed model (pure apart from hashing the files)."""
+    """Describe an already-parsed model (pure apart from hashing the files; `digest=False`
+    leaves `sha256` empty and reads no file)."""
     graph = model.graph
     op_types: Counter[str] = Counter()
     subgraph_nodes = 0
@@ -166,7 +177,7 @@ def describe(
     files = [path, *(path.parent / e for e in external)]
     return ModelInfo(
         path=str(path),
-        sha256=files_sha256(files),
+        sha256=files_sha256(files) if digest else "",
         file_bytes=sum(f.stat().st_size for f in files),
         ir_version=model.ir_version,
         producer=f"{model.producer_name} {model.producer_version}".strip(),
