@@ -7,8 +7,9 @@ called without an active exception", exit -6) instead of exiting 130. An interru
 process therefore ends at once, its streams flushed, without that teardown.
 
 Every other code ends as usual (atexit handlers run, then the interpreter's teardown, which
-a closed window's session file and the engine host rely on), but a signal no longer ends a
-finished command by the signal: the teardown takes a second or more (its modules, ONNX
+a closed window's session file and the engine host rely on; not when another thread is still
+inside ONNX Runtime or another C++ library then: see `_quiet_teardown`), but a signal no
+longer ends a finished command by the signal: the teardown takes a second or more (its modules, ONNX
 Runtime's sessions and threads), and Python puts back the default action of every signal
 it handled as the teardown starts (`_PySignal_Fini`), so a SIGTERM there ended `opscope
 info` with -15 and its buffered stdout lost (bench/signal_exit_window.py: 7 of 8 after
