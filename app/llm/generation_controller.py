@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject
 
+from app.live.live_controller import without_trace
 from engine.api import GenerationStarted, GenerationSteps, ModelLoaded, OpProfile
 from widgets.models.generation_stats import GenerationStats
 
@@ -56,7 +57,7 @@ class GenerationController(QObject):
                 self.view.show_generation(False)
                 self.view.latency.set_generation(False)
             elif isinstance(ev, OpProfile) and ev.phase is not None:
-                self.phases[ev.phase] = ev
+                self.phases[ev.phase] = without_trace(ev)  # its figures: the trace is recorded
                 self.view.op_table.set_phases(list(self.phases))
                 if ev.phase == self.view.op_table.phase:
                     self.show_phase(ev.phase)
