@@ -242,15 +242,22 @@ def _interruptible() -> None:
 
 def _trial_child(proc: subprocess.Popen[str], batch: int, within_s: float = 120) -> psutil.Process:
     """The process of the trial at that batch, once it runs: each trial is a job in a
-    spawned child of its own, one after another in the space's order (batch 1, 2, ...)."""
+    process of its own (forked from the tune's fork server), one after another in the
+    space's order (batch 1, 2, ...)."""
     deadline = time.monotonic() + within_s
     seen: list[int] = []
     while time.monotonic() < deadline:
         for child in psutil.Process(proc.pid).children():
             with contextlib.suppress(psutil.Error):
-                job = any("spawn_main" in part for part in child.cmdline())
-                if job and child.pid not in seen:
-                    seen.append(child.pid)
+                cmd = " ".join(child.cmdline())
+                # spawned, or forked from the tune's fork server (engine/run/job_start.py)
+                if "multiprocessing.forkserver" in cmd:
+                    jobs = child.children()
+                elif "spawn_main" in cmd:
+                    jobs = [child]
+                else:
+                    jobs = []
+                seen += [job.pid for job in jobs if job.pid not in seen]
         if len(seen) >= batch:
             return psutil.Process(seen[batch - 1])
         time.sleep(0.05)
@@ -390,7 +397,9 @@ def test_a_trial_ends_in_one_line_or_as_a_crash(tmp_path: Path) -> None:
     from engine.run.child_job import run_isolated
 
     mark = tmp_path / "mark"
-    ended = run_isolated(marking_job, (str(mark),), 2.0, grace_s=10)
+    # a timeout the job outlives, with time to start on a busy machine (it imports this
+    # module first: at 2 s the timeout could come before its handler was in place)
+    ended = run_isolated(marking_job, (str(mark),), 5.0, grace_s=10)
     assert ended.status == "timeout" and mark.read_text() == "term"
     ended = run_isolated(failing_job, ("no such model",), 60)
     assert (ended.status, ended.error) == ("failed", "no such model")
