@@ -184,6 +184,61 @@ def combine(parts: Iterable[Contention]) -> Contention | None:
     )
 
 
+class LoadTotal:
+    """The machine's load over a run as running sums: what `combine` makes of all of its
+    windows, without keeping them (a window a second: an hour's live run kept 3,600)."""
+
+    def __init__(self) -> None:
+        self.windows = 0
+        self._w = self._others = self._steal = self._own = 0.0
+        self._app = [0.0, 0.0]  # sum of value x weight, sum of weights (where present)
+        self._clock = [0.0, 0.0]
+        self._gpu = [0.0, 0.0]
+        self._cpus = self._nice = 0
+        self._throttles: set[str] = set()
+
+    def add(self, c: Contention) -> None:
+        if c.window_s <= 0:  # as combine: a window of no time weighs nothing
+            return
+        w = c.window_s
+        self.windows += 1
+        self._w += w
+        self._others += c.others_cpu * w
+        self._steal += c.steal * w
+        self._own += c.own_cpu * w
+        for sums, v in ((self._app, c.app_cpu), (self._clock, c.clock_ratio),
+                        (self._gpu, c.gpu_others)):  # fmt: skip
+            if v is not None:
+                sums[0] += v * w
+                sums[1] += w
+        self._cpus = c.cpus if self.windows == 1 else max(self._cpus, c.cpus)
+        self._nice = c.nice if self.windows == 1 else max(self._nice, c.nice)
+        if c.gpu_throttle:
+            self._throttles.update(c.gpu_throttle.split(", "))
+
+    def combined(self) -> Contention | None:
+        """Every window added as one, each figure the time-weighted mean (None for none)."""
+        if not self.windows:
+            return None
+
+        def mean(sums: list[float]) -> float | None:
+            return sums[0] / sums[1] if sums[1] else None
+
+        w = self._w
+        return Contention(
+            window_s=w,
+            cpus=self._cpus,
+            others_cpu=self._others / w,
+            steal=self._steal / w,
+            own_cpu=self._own / w,
+            app_cpu=mean(self._app),
+            clock_ratio=mean(self._clock),
+            nice=self._nice,
+            gpu_others=mean(self._gpu),
+            gpu_throttle=", ".join(sorted(self._throttles)) or None,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Counters:
     """One reading of the counters (seconds of CPU time, summed over CPUs)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.events import ContentionSample, LatencyBatch, Progress, TimingDone
-from engine.measure.contention import Contention, Window, combine
+from engine.measure.contention import LoadTotal, Window
 from engine.measure.stats import is_stable, latency_stats, throughput
 
 Clock = Callable[[], int]
@@ -79,9 +79,9 @@ def time_inferences(
     interval = int(plan.batch_interval_s * 1e9)
     origin = clock()
     load = window or Window()
-    # the load so far, folded as each window arrives (time-weighted means: the same figure
-    # as combining them all at the end), so an open-ended (live) timing holds none of them
-    loaded: Contention | None = None
+    # the load so far as running sums (the figure `combine` makes of every window), so an
+    # open-ended (live) timing holds none of its windows
+    loaded = LoadTotal()
     lap_every = int(plan.contention_interval_s * 1e9)
     next_lap = origin + lap_every
     min_end = origin + int(plan.duration_s * 1e9) if plan.duration_s != float("inf") else None
@@ -105,7 +105,7 @@ def time_inferences(
             next_lap = t1 + lap_every
             lap = load.lap()
             if lap is not None:
-                loaded = combine([loaded, lap] if loaded is not None else [lap])
+                loaded.add(lap)
                 yield ContentionSample(t1, lap)
         if min_end is not None and t1 >= min_end and sent >= plan.min_runs:
             break
@@ -117,7 +117,7 @@ def time_inferences(
         yield batch_ev
     last = load.lap()
     if last is not None:
-        loaded = combine([loaded, last] if loaded is not None else [last])
+        loaded.add(last)
         yield ContentionSample(clock(), last)
     st = np.concatenate([b.starts_ns for b in kept]) if kept else np.empty(0, np.int64)
     lt = np.concatenate([b.latencies_ns for b in kept]) if kept else np.empty(0, np.int64)
@@ -130,7 +130,7 @@ def time_inferences(
         stable=is_stable(lt),
         warmup_runs=warm,
         elapsed_s=(clock() - origin) / 1e9,
-        contention=loaded,
+        contention=loaded.combined(),
     )
 
 
