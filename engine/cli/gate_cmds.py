@@ -195,7 +195,9 @@ def record_candidates(
         before = set(_run_ids(session))
         repeat = dataclasses.replace(req, origin=gate_origin(key, i))
         try:
-            ended = run_isolated(trial_job, (repeat,), math.inf, grace_s=STOP_WAIT_S)
+            # always a fresh interpreter, as a CI job runs it: a candidate forked from a fork
+            # server (engine/run/job_start.py) would share that server's memory layout
+            ended = run_isolated(trial_job, (repeat,), math.inf, grace_s=STOP_WAIT_S, start="spawn")
         except KeyboardInterrupt:
             done = f"{len(ids)} candidate run{'s' if len(ids) != 1 else ''}"
             sys.stderr.write(f"opscope: {done} recorded before the interruption, in {session}\n")
