@@ -100,10 +100,11 @@ def _huge(rng: random.Random, path: Path) -> str:
     return f"{op} of {big}"
 
 
-def _loop(rng: random.Random, path: Path) -> str:
+def loop_model(trips: int, path: Path) -> Path:
+    """A Loop of `trips` iterations of a Relu on a [1, 4] tensor (tests/test_graph_hostile.py
+    draws it too)."""
     import numpy as np
 
-    trips = rng.choice([10**6, 10**12, 2**63 - 1, -1])
     body = helper.make_graph(
         [
             helper.make_node("Identity", ["cond_in"], ["cond_out"]),
@@ -119,8 +120,13 @@ def _loop(rng: random.Random, path: Path) -> str:
     )
     m = numpy_helper.from_array(np.array(trips, np.int64), "M")
     c = numpy_helper.from_array(np.array(True), "C")
-    node = helper.make_node("Loop", ["M", "C", "x"], ["y"], body=body)
-    _save(path, [node], [_float("x", [1, 4])], [_float("y", [1, 4])], [m, c])
+    node = helper.make_node("Loop", ["M", "C", "x"], ["y"], body=body, name="loop")
+    return _save(path, [node], [_float("x", [1, 4])], [_float("y", [1, 4])], [m, c])
+
+
+def _loop(rng: random.Random, path: Path) -> str:
+    trips = rng.choice([10**6, 10**12, 2**63 - 1, -1])
+    loop_model(trips, path)
     return f"Loop of {trips}"
 
 

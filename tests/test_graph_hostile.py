@@ -22,6 +22,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import engine.run.graph_job as graph_job_mod
+from bench.probe_fuzz_models import loop_model  # the probe fuzz's own Loop
 from engine.cli.graph_cmd import print_run
 from engine.errors import ModelError
 from engine.events import drive
@@ -56,27 +57,6 @@ def _chain(n: int, path: Path) -> str:
     return _save(nodes, [_float("t0", [1, 4])], [_float(f"t{n}", [1, 4])], path)
 
 
-def _loop(trips: int, path: Path) -> str:
-    """A Loop of `trips` iterations of a Relu (the probe fuzz's, bench/probe_fuzz_models.py)."""
-    body = helper.make_graph(
-        [
-            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-            helper.make_node("Relu", ["v_in"], ["v_out"]),
-        ],
-        "body",
-        [
-            helper.make_tensor_value_info("i", TensorProto.INT64, []),
-            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-            _float("v_in", [1, 4]),
-        ],
-        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), _float("v_out", [1, 4])],
-    )
-    m = numpy_helper.from_array(np.array(trips, np.int64), "M")
-    c = numpy_helper.from_array(np.array(True), "C")
-    node = helper.make_node("Loop", ["M", "C", "x"], ["y"], body=body, name="loop")
-    return _save([node], [_float("x", [1, 4])], [_float("y", [1, 4])], path, [m, c])
-
-
 def test_a_loop_of_10_12_iterations_is_stopped_at_the_limit_and_still_drawn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -88,7 +68,7 @@ def test_a_loop_of_10_12_iterations_is_stopped_at_the_limit_and_still_drawn(
     from engine.run.child_job import run_isolated
 
     monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
-    model = _loop(10**12, tmp_path / "loop.onnx")
+    model = str(loop_model(10**12, tmp_path / "loop.onnx"))
     said: list[object] = []
     ended = run_isolated(
         graph_job, (GraphRequest(Workload(model), run_limit_s=2.0),), 240, on_events=said.extend
