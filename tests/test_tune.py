@@ -26,6 +26,7 @@ from engine.tune.space import default_space, expand, parse_space
 from engine.tune.trial import Trial
 from tests.conftest import DEMO_CNN
 from tests.in_process import Cli
+from tests.test_child_job_warm import marking_job  # a trial's stand-in
 from tests.test_cli import opscope
 
 
@@ -348,19 +349,6 @@ def test_neighbours_step_along_sorted_numbers_and_the_spread_start_is_far_apart(
         rank = {0: 1, 1: 0, 2: 2}  # batch 4, 1, 16 sorted: 1 < 4 < 16
         r1, r2 = rank[first[1]], rank[second[1]]
         assert abs(r1 - r2) == max(r1, 2 - r1)  # the batch farthest along the range
-
-
-def marking_job(mark: str) -> Iterator[Notice]:
-    """A trial's stand-in (run in a spawned child, so at module level): says it is up,
-    then waits; told to stop (SIGTERM, as Ctrl+C), it leaves a mark, as a bench marks
-    its run cancelled and closes its session."""
-    Path(f"{mark}.up").write_text("up")
-    try:
-        time.sleep(60)
-    except KeyboardInterrupt:
-        Path(mark).write_text("term")
-        raise
-    yield Notice("info", "not reached")
 
 
 def test_an_interrupted_trial_is_stopped_with_sigterm_and_waited_for(tmp_path: Path) -> None:

@@ -22,7 +22,9 @@ from engine.measure.op_trace import NodeEvent, ProfileTrace, RunSpan
 RUNS, NODES = 20, 106
 
 
-def _pass(phase: str | None = None) -> OpProfile:
+def profiling_pass(phase: str | None = None) -> OpProfile:
+    """A live profiling pass as the host sends it: every node's execution in every one of
+    its inferences, and its figures (tests/test_window_memory_census.py decodes it too)."""
     shapes = (("float", (1, 128, 256)),)
     names = [f"/layer{i // 8}/node{i}" for i in range(NODES)]
     nodes = tuple(
@@ -80,7 +82,7 @@ def test_the_window_drops_a_pass_trace_once_shown(qapp: Any, tmp_path: Any) -> N
         started = RunStarted(RunConfig(), "cpu", "CPUExecutionProvider", (), {}, 1, 0.1)
         wb.client.events.emit([started])
         for phase in (None, None, "decode"):  # live passes, then an LLM's phase profile
-            wb.client.events.emit([_pass(phase)])  # to every part of the window, as live
+            wb.client.events.emit([profiling_pass(phase)])  # to every part of the window, as live
             qapp.processEvents()
         held = _node_events()
         assert held == 0, f"the window holds {held:,} NodeEvents of a pass's raw trace"
