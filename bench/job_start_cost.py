@@ -1,4 +1,4 @@
-"""What a job of `run_isolated` (engine/run/child_job.py) costs to start, spawned (a fresh
+"""What a job of `run_isolated` (engine/run/isolated.py) costs to start, spawned (a fresh
 interpreter, as before) and warm (forked from this process's fork server, its imports done,
 engine/run/job_start.py), side by side: a tune's trial (a 0.5-s bench run recorded in a
 session, engine/tune/trial.py) and the memory probe (engine/run/memory_request.py), on each
@@ -89,7 +89,7 @@ def _stop_server() -> float:
 
 def _server_ready() -> None:
     from bench.job_start_cost import noop_job as job  # by its module's name, not __main__'s
-    from engine.run.child_job import run_isolated
+    from engine.run.isolated import run_isolated
 
     run_isolated(job, (), TIMEOUT_S, start="warm")
 
@@ -117,7 +117,7 @@ def _jobs(model: str, session: str) -> dict[str, tuple[Any, tuple[Any, ...]]]:
 
 
 def _one(start: str, job: Any, args: tuple[Any, ...]) -> dict[str, Any]:
-    from engine.run.child_job import run_isolated
+    from engine.run.isolated import run_isolated
 
     server_cpu = 0.0
     if start == "cold":

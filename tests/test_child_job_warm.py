@@ -1,4 +1,4 @@
-"""`run_isolated` started warm (engine/run/child_job.py, engine/run/job_start.py): a job
+"""`run_isolated` started warm (engine/run/isolated.py, engine/run/job_start.py): a job
 forked from this process's fork server keeps every guarantee a spawned one has. A crash or
 an out-of-memory ends that job only, in one line; a timeout, a Ctrl+C or a SIGTERM here
 stops it as Ctrl+C stops a command; it dies with its parent, even one killed outright;
@@ -22,7 +22,8 @@ import pytest
 from engine.errors import ConfigError
 from engine.events import Notice
 from engine.run import job_start
-from engine.run.child_job import describe_exit, run_isolated
+from engine.run.child_job import describe_exit
+from engine.run.isolated import run_isolated
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the fork server is Linux's")
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,7 +148,7 @@ def test_ctrl_c_here_stops_a_warm_job_with_sigterm_and_waits_for_it(tmp_path: Pa
 PARENT = textwrap.dedent(
     """
     import signal, sys
-    from engine.run.child_job import run_isolated
+    from engine.run.isolated import run_isolated
     from tests.test_child_job_warm import marking_job
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # as the CLI takes it
     run_isolated(marking_job, (sys.argv[1],), 60, start="warm")
@@ -178,7 +179,7 @@ LIMITED = textwrap.dedent(
     """
     import os, resource, sys, tempfile
     import psutil
-    from engine.run.child_job import run_isolated
+    from engine.run.isolated import run_isolated
     from tests.test_child_job_warm import allocating_job, pid_job, server_pids
     mark = os.path.join(tempfile.mkdtemp(), "mark")
     run_isolated(pid_job, (mark,), 120, start="warm")  # the server up, its imports done

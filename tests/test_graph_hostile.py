@@ -65,7 +65,7 @@ def test_a_loop_of_10_12_iterations_is_stopped_at_the_limit_and_still_drawn(
     saying so while it waits, and the graph as loaded and as optimized are still there,
     with one line on what is missing and why. (Run as the window runs it: in a process of
     its own, which the test can end if it does not.)"""
-    from engine.run.child_job import run_isolated
+    from engine.run.isolated import run_isolated
 
     monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     model = str(loop_model(10**12, tmp_path / "loop.onnx"))

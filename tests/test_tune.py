@@ -357,7 +357,7 @@ def test_an_interrupted_trial_is_stopped_with_sigterm_and_waited_for(tmp_path: P
     `running` and the -wal/-shm behind."""
     import threading
 
-    from engine.run.child_job import run_isolated
+    from engine.run.isolated import run_isolated
 
     mark = tmp_path / "mark"
     up = Path(f"{mark}.up")
@@ -382,7 +382,7 @@ def test_an_interrupted_trial_is_stopped_with_sigterm_and_waited_for(tmp_path: P
 def test_a_trial_ends_in_one_line_or_as_a_crash(tmp_path: Path) -> None:
     """What comes back from a job in its own process: its result, its one-line failure,
     a crash (the child killed), or the timeout (then stopped as Ctrl+C would)."""
-    from engine.run.child_job import run_isolated
+    from engine.run.isolated import run_isolated
 
     mark = tmp_path / "mark"
     # a timeout the job outlives, with time to start on a busy machine (it imports this
@@ -411,7 +411,7 @@ def test_a_trial_dies_with_a_killed_tune(tmp_path: Path) -> None:
     mark = tmp_path / "mark"
     up = Path(f"{mark}.up")
     parent = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from engine.run.child_job import run_isolated; "
+        [sys.executable, "-c", "import sys; from engine.run.isolated import run_isolated; "
          "from tests.test_tune import marking_job; run_isolated(marking_job, (sys.argv[1],), 60)",
          str(mark)],
         cwd=Path(__file__).resolve().parents[1],

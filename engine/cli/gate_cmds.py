@@ -55,7 +55,8 @@ from engine.errors import ModelError, OpScopeError, one_line
 from engine.files import write_atomic
 from engine.measure.contention import combine
 from engine.model.workload import JobInputs
-from engine.run.child_job import describe_exit, run_isolated
+from engine.run.child_job import describe_exit
+from engine.run.isolated import run_isolated
 from engine.run.timing import TimingPlan
 from engine.session.origins import gate_origin, new_tune_key
 from engine.session.reader import SessionReader

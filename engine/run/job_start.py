@@ -10,7 +10,7 @@ latency point is out (`warm`, engine/run/host.py), so that it never delays that 
 asked for before then starts the server itself. Elsewhere (macOS, Windows, a frozen app)
 and where the server cannot start, jobs are spawned as before: a fresh interpreter each.
 
-`run_isolated` (engine/run/child_job.py) starts its jobs the same way where its caller
+`run_isolated` (engine/run/isolated.py) starts its jobs the same way where its caller
 says it pays (bench/results/job_start_cost.md): a tune's trials and re-check
 from a server the tune starts at its first trial (in the window the tune is itself a
 forked job: its server is its own); a one-off job (the memory probe, a gate's candidate)
@@ -67,7 +67,7 @@ PRELOAD = (
     "engine.backends.ort.memory_probe",
 )
 START_ENV = "OPSCOPE_JOB_START"  # "spawn": every job in a fresh interpreter (as before)
-# how `run_isolated` (engine/run/child_job.py) starts a job, chosen by its caller
+# how `run_isolated` (engine/run/isolated.py) starts a job, chosen by its caller
 SPAWN = "spawn"  # a fresh interpreter, always
 WARM = "warm"  # forked from this process's server, started now if it is not yet (many jobs)
 IF_WARM = "if_warm"  # forked when this process already started its server, else spawned

@@ -10,7 +10,8 @@ from typing import Any, ClassVar
 
 from engine.errors import OpScopeError
 from engine.model.workload import Workload
-from engine.run.child_job import describe_exit, run_isolated
+from engine.run.child_job import describe_exit
+from engine.run.isolated import run_isolated
 from engine.run.job_start import IF_WARM
 
 PROBE_TIMEOUT_S = 600.0

@@ -97,7 +97,7 @@ Recheck = Callable[[RecheckRequest], Generator[Event, None, dict[str, Any] | Non
 def isolated_recheck(req: RecheckRequest) -> Generator[Event, None, dict[str, Any] | None]:
     """`recheck_job` in a process of its own (a crash there is the re-check's, not the
     tune's); None, with a warning, when it does not finish."""
-    from engine.run.child_job import run_isolated
+    from engine.run.isolated import run_isolated
     from engine.run.job_start import IF_WARM
 
     yield Progress("tune", 0, None, f"re-checking the best {len(req.configs)} trials side by "

@@ -1,5 +1,5 @@
 """One trial: a bench run of one config, as a job in its own process (a crash in the engine
-ends that trial only; engine/run/child_job.py's `run_isolated`), its run recorded in the
+ends that trial only; engine/run/isolated.py's `run_isolated`), its run recorded in the
 session by that process; `bench_argv` is the command that reproduces it."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from engine.events import (
     VariantReady,
 )
 from engine.model.workload import Workload
-from engine.run.child_job import describe_exit, run_isolated
+from engine.run.child_job import describe_exit
+from engine.run.isolated import run_isolated
 from engine.run.job_start import WARM
 from engine.run.timing import TimingPlan
 
