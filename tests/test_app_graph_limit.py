@@ -17,17 +17,17 @@ from pytestqt.qtbot import QtBot
 from app.desk import Desk
 from app.graph.controller import GraphController
 from app.graph.view import GraphPanel
+from bench.probe_fuzz_models import loop_model
 from engine.api import GraphRequest, Workload
 from engine.events import drive
 from engine.run.graph_job import graph_job
-from tests.test_graph_hostile import _loop
 
 
 def test_the_dock_ends_on_a_loop_without_end_and_says_what_is_missing(
     qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
-    work = Workload(_loop(10**12, tmp_path / "loop.onnx"))
+    work = Workload(str(loop_model(10**12, tmp_path / "loop.onnx")))
     events: list[Any] = []
     result = drive(graph_job(GraphRequest(work, low_priority=True, run_limit_s=2.0)), events.append)
     panel = GraphPanel()

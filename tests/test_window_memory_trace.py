@@ -77,6 +77,7 @@ def _node_events() -> int:
 def test_the_window_drops_a_pass_trace_once_shown(qapp: Any, tmp_path: Any) -> None:
     from app.shell.workbench import Workbench
 
+    before = _node_events()  # what earlier tests in this process left (one, in a full run)
     wb = Workbench(session_path=str(tmp_path / "s.opscope"), usable=["cpu"])
     try:
         started = RunStarted(RunConfig(), "cpu", "CPUExecutionProvider", (), {}, 1, 0.1)
@@ -84,8 +85,8 @@ def test_the_window_drops_a_pass_trace_once_shown(qapp: Any, tmp_path: Any) -> N
         for phase in (None, None, "decode"):  # live passes, then an LLM's phase profile
             wb.client.events.emit([profiling_pass(phase)])  # to every part of the window, as live
             qapp.processEvents()
-        held = _node_events()
-        assert held == 0, f"the window holds {held:,} NodeEvents of a pass's raw trace"
+        held = _node_events() - before
+        assert held <= 0, f"the window holds {held:,} NodeEvents of a pass's raw trace"
         for shown in (wb.controller.last_profile, wb.generation.phases.get("decode")):
             assert shown is not None and len(shown.ops) == NODES  # the figures stay
             assert shown.runs == RUNS and shown.coverage == pytest.approx(0.97)
