@@ -31,6 +31,11 @@ run()
 """
 
 
+def _default_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
 def test_a_signal_during_the_imports_is_one_line_and_exit_130(name: str) -> None:
     done = subprocess.run(
@@ -38,8 +43,9 @@ def test_a_signal_during_the_imports_is_one_line_and_exit_130(name: str) -> None
         capture_output=True,
         text=True,
         timeout=120,
-        # as a terminal starts it (a runner in the background ignores SIGINT)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        # as a terminal starts it (a runner in the background ignores SIGINT; one under
+        # nohup, SIGHUP)
+        preexec_fn=_default_signals,
     )
     assert done.returncode == 130, (done.returncode, done.stderr[-2000:])
     assert done.stderr == "opscope: interrupted\n"
