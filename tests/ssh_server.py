@@ -40,12 +40,14 @@ def ssh_host(tmp: Path) -> Iterator[SSHHost]:
     authorized.write_bytes(client_key.export_public_key())
     cache = tmp / "host-cache"
     env = {**os.environ, "OPSCOPE_CACHE_DIR": str(cache), "OPSCOPE_HOST_NAME": HOST_NAME}
+    procs: list[asyncio.subprocess.Process] = []  # every command run, reaped at the end
 
     async def handle(process: asyncssh.SSHServerProcess[bytes]) -> None:
         proc = await asyncio.create_subprocess_shell(
             process.command or "true", stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT, env=env,
         )  # fmt: skip
+        procs.append(proc)
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         sink = proc.stdin
 
@@ -87,11 +89,34 @@ def ssh_host(tmp: Path) -> Iterator[SSHHost]:
         "OPSCOPE_SSH_OPTS": opts,
         "OPSCOPE_REMOTE_COMMAND": f"{sys.executable} -m app.entry",
     }
+
+    async def reap() -> None:
+        """Every command still running ended (SIGTERM, then SIGKILL after 10 s) and waited
+        for, its pipes' transports closed with it: left to the loop's close, a host still
+        ending on a busy machine left them to the garbage collector, whose ResourceWarning
+        then failed a later Qt test's teardown in the same worker."""
+        for proc in procs:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+        for proc in procs:
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
     try:
         yield SSHHost(port, cache, client_env)
     finally:
         server.close()
         asyncio.run_coroutine_threadsafe(server.wait_closed(), loop).result(30)
+        asyncio.run_coroutine_threadsafe(reap(), loop).result(60)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
