@@ -39,6 +39,10 @@ from engine.api import commands as cmds
 Sink = Callable[[list[Event]], None]
 
 
+HOST_END_S = 20.0  # the host's time to end its run and exit once told to (0.3-1 s quiet)
+READER_END_S = 10.0  # the reader's, to record what the host sent last
+
+
 class EngineClient(QObject):
     """Spawns `engine.run.host.host_main` and relays its events to the GUI thread."""
 
@@ -146,7 +150,12 @@ class EngineClient(QObject):
         if self._load_cmd is not None:
             self._send(self._load_cmd)
 
-    def shutdown(self, timeout: float = 5.0) -> None:
+    def shutdown(self, timeout: float = HOST_END_S) -> None:
+        """The host told to end and waited for: it ends its live run (its summary, RunEnded)
+        and exits. On a busy machine a host at lower priority can take seconds to; killed
+        sooner, its run stayed 'cancelled: recording closed before the run ended' in the
+        file (tests/test_cli_signals.py, under load). Then the reader, until the host's last
+        events are recorded (it ends at the pipe's end)."""
         self._closing = True
         proc = self._proc
         if proc is None:
@@ -154,11 +163,12 @@ class EngineClient(QObject):
         if proc.is_alive():
             self._send(cmds.Shutdown())
             proc.join(timeout)
-        if proc.is_alive():
+        killed = proc.is_alive()
+        if killed:
             proc.kill()
         proc.join(2)  # reaped (an ssh link's pipes closed), even one that died before
         if self._reader is not None:
-            self._reader.join(2)
+            self._reader.join(2 if killed else READER_END_S)
         self._proc = None
 
     def kill_host(self) -> None:
