@@ -106,7 +106,9 @@ def test_a_profiling_pass_leaves_nothing_behind_past_the_pause_log(
         # one per node a pass would be 106 x 40; what the roofline's symbol atlas or a
         # cache keeps, at most a few in all
         assert grew["OpStat"] <= 0 and grew["OpProfile"] <= 0, grew
-        assert grew["[scene items]"] <= 0, grew
+        # a band left per pass was 3 items a pass (stop 60: 120 over these 40); a busy
+        # machine's late deletions can leave a few in flight at the last count
+        assert grew["[scene items]"] < span // 4, grew
         assert grew["dict"] < span and grew["list"] < span and grew["tuple"] < span, grew
     finally:
         wb.shutdown()
