@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from engine.errors import ModelError
 from engine.model.graph_io import fresh_name
 from engine.model.graph_io import outer_reads as body_reads
+from engine.model.sizes import as_bytes
 
 if TYPE_CHECKING:
     import onnx
@@ -37,7 +38,7 @@ class Tensor:
         if self.shape is None or any(isinstance(d, str) for d in self.shape):
             return None
         item = _ITEM.get(self.dtype)
-        return None if item is None else float(math.prod(int(d) for d in self.shape)) * item
+        return None if item is None else as_bytes(math.prod(int(d) for d in self.shape)) * item
 
     def text(self) -> str:
         dims = "?" if self.shape is None else "x".join(str(d) for d in self.shape) or "scalar"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import InputError, one_line
 from engine.model.constant_sizes import check_constant_outputs
 from engine.model.info import ModelInfo
-from engine.model.sizes import check_memory, dtype_of, size_text
+from engine.model.sizes import as_bytes, check_memory, dtype_of, size_text
 
 if TYPE_CHECKING:
     import onnx
@@ -134,7 +134,7 @@ def inferred_sizes(model: onnx.ModelProto) -> dict[str, float]:
             item = helper.tensor_dtype_to_np_dtype(t.elem_type).itemsize
         except (KeyError, TypeError, ValueError):
             item = 8
-        sizes[v.name] = float(math.prod(d for d in dims if d is not None)) * max(item, 1)
+        sizes[v.name] = as_bytes(math.prod(d for d in dims if d is not None) * max(item, 1))
     return sizes
 
 

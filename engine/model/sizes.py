@@ -50,6 +50,16 @@ def check_memory(need: float, what: str, advice: str, path: str | None = None) -
         )
 
 
+def as_bytes(n: int) -> float:
+    """`n` bytes (a product of a model's dims) as a float: past what a float holds (rank 64
+    of 2^31: 10^597) it is inf, which `size_text` says as "unbounded", never an
+    OverflowError."""
+    try:
+        return float(n)
+    except OverflowError:
+        return math.inf
+
+
 HUGE_BYTES = 1e18  # past a million TB a size is said as a power of ten
 
 
