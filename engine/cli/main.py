@@ -539,10 +539,13 @@ def _stops_like_ctrl_c() -> Iterator[None]:
     interrupt_flag.watch()  # a native call (a run, a session being made) stops too
     hook = sys.excepthook  # no library's traceback of our KeyboardInterrupt (process_exit)
     sys.excepthook = engine.cli.process_exit.quiet_interruptions(hook)
+    unraisable = sys.unraisablehook  # one that landed in a finalizer: raised again
+    sys.unraisablehook = engine.cli.process_exit.reraised_interruptions(unraisable)
     try:
         yield
     finally:
         sys.excepthook = hook
+        sys.unraisablehook = unraisable
         for s, handler in before.items():
             signal.signal(s, handler)
 

@@ -31,7 +31,7 @@ import sys
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 ExceptHook = Callable[[type[BaseException], BaseException, TracebackType | None], object]
 
@@ -90,6 +90,37 @@ def quiet_interruptions(hook: ExceptHook) -> ExceptHook:
         return hook(kind, exc, tb)
 
     return quiet
+
+
+UnraisableHook = Callable[[Any], object]
+REPEAT_S = 0.02  # a swallowed interruption raised again after this
+
+
+def reraised_interruptions(hook: UnraisableHook) -> UnraisableHook:
+    """`hook` (sys.unraisablehook), except for the KeyboardInterrupt of a stopping signal
+    (`engine.interrupt.received`) that landed in a finalizer or a weakref callback, where
+    Python only prints it as "Exception ignored in: ..." with its traceback and goes on:
+    the command then did not stop (the probe fuzz, stop 62: `report` and SIGTERM inside
+    WeakKeyDictionary's callback). Nothing is printed, and the signal is raised again in
+    the main thread at its next step (`_thread.interrupt_main`, through our handler)."""
+
+    def reraise(unraisable: Any) -> object:
+        flag = sys.modules.get("engine.interrupt")
+        received = getattr(flag, "received", None)
+        exc = getattr(unraisable, "exc_value", None)
+        if isinstance(exc, KeyboardInterrupt) and received is not None and received.is_set():
+            import _thread
+
+            signum = getattr(signal, getattr(flag, "signal_name", "") or "SIGINT", signal.SIGINT)
+            # from another thread, a moment later: asked from here, the handler would run at
+            # once, inside this hook (and one still inside the callback comes back here)
+            timer = threading.Timer(REPEAT_S, _thread.interrupt_main, (signum,))
+            timer.daemon = True
+            timer.start()
+            return None
+        return hook(unraisable)
+
+    return reraise
 
 
 def end_process(code: int) -> NoReturn:
