@@ -48,6 +48,13 @@ NATIVE_PACKAGES = frozenset(
 )  # fmt: skip
 
 
+def _signalled() -> bool:
+    """Whether a stopping signal has been received (`engine.interrupt`, when that module is
+    loaded: this one imports nothing of ours)."""
+    received = getattr(sys.modules.get("engine.interrupt"), "received", None)
+    return received is not None and received.is_set()
+
+
 def interrupted_import(exc: BaseException) -> bool:
     """Whether `exc`, an ImportError, is an interruption in disguise: a signal whose handler
     raised KeyboardInterrupt inside a C extension's module init (ONNX Runtime's, NumPy's,
@@ -58,9 +65,7 @@ def interrupted_import(exc: BaseException) -> bool:
     real error."""
     if not isinstance(exc, ImportError):
         return False
-    flag = sys.modules.get("engine.interrupt")
-    received = getattr(flag, "received", None)
-    if received is not None and received.is_set():
+    if _signalled():
         return True
     seen: set[int] = set()
     chain: list[BaseException | None] = [exc]
@@ -83,9 +88,7 @@ def quiet_interruptions(hook: ExceptHook) -> ExceptHook:
     traceback above the command's one line."""
 
     def quiet(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> object:
-        flag = sys.modules.get("engine.interrupt")
-        received = getattr(flag, "received", None)
-        if isinstance(exc, KeyboardInterrupt) and received is not None and received.is_set():
+        if isinstance(exc, KeyboardInterrupt) and _signalled():
             return None
         return hook(kind, exc, tb)
 
@@ -106,9 +109,8 @@ def reraised_interruptions(hook: UnraisableHook) -> UnraisableHook:
 
     def reraise(unraisable: Any) -> object:
         flag = sys.modules.get("engine.interrupt")
-        received = getattr(flag, "received", None)
         exc = getattr(unraisable, "exc_value", None)
-        if isinstance(exc, KeyboardInterrupt) and received is not None and received.is_set():
+        if isinstance(exc, KeyboardInterrupt) and _signalled():
             import _thread
 
             signum = getattr(signal, getattr(flag, "signal_name", "") or "SIGINT", signal.SIGINT)
