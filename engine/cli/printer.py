@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import re
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -31,10 +34,14 @@ class LivePrinter:
     terminal the line is redrawn in place; on a pipe or a log file, long work still says
     how far it is, one plain line at most every PIPE_PROGRESS_S (none for quick work). A
     step that then goes quiet (one long native call) says every STILL_S that it is still
-    running, and for how long (engine/cli/step_watch.py)."""
+    running, and for how long (engine/cli/step_watch.py). Without a stream of its own it
+    writes to its own copy of stderr's descriptor (`_own_stderr`)."""
 
     def __init__(self, stream: TextIO | None = None, live: bool | None = None) -> None:
-        self.stream = stream or sys.stderr
+        owned = _own_stderr() if stream is None else None
+        if owned is not None:
+            weakref.finalize(self, _close_quietly, owned)
+        self.stream = stream or owned or sys.stderr
         self.tty = self.stream.isatty()
         self.live = self.tty if live is None else live
         self._recent: deque[np.ndarray] = deque(maxlen=20)  # ~2 s of batches
@@ -118,10 +125,40 @@ class LivePrinter:
             self._line_open = False
 
     def close(self) -> None:
+        """The live line cleared and the step watch stopped. What the printer is fed
+        after still shows (`opscope graph` closes it before its first part and goes on);
+        its own stream closes with the printer (`_own_stderr`)."""
         self._watch.stop()
         with self._write:
             self._clear()
             self.stream.flush()
+
+
+def _close_quietly(stream: TextIO) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        stream.close()
+
+
+def _own_stderr() -> TextIO | None:
+    """A stream on a duplicate of stderr's descriptor, or None where stderr has no real one
+    (a test's capture, a closed stderr). ONNX Runtime's native log is kept from the user
+    by pointing fd 2 itself at a temporary file while a session is made
+    (`CapturedStderr`); that can take minutes (a 100,000-node chain), and what the printer
+    said meanwhile ("still running") went into that file. Its own descriptor still points
+    where stderr pointed when the printer was made."""
+    err = sys.stderr
+    try:
+        fd = os.dup(err.fileno())
+    except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is an OSError
+        return None
+    try:
+        err.flush()
+        return open(  # closed with the printer (weakref.finalize)
+            fd, "w", encoding=err.encoding or "utf-8", errors=err.errors or "backslashreplace"
+        )
+    except (OSError, ValueError, LookupError):
+        os.close(fd)
+        return None
 
 
 def _progress_count(ev: Progress) -> str:
