@@ -87,8 +87,31 @@ def describe_exit(code: int | None, who: str = "the engine host") -> str:
         except ValueError:
             name = f"signal {-code}"
         verb = "was killed" if name in ("SIGKILL", "SIGTERM") else "crashed"
+        limit = _address_limit() if name == "SIGABRT" else None
+        if limit:  # a job inherits its parent's limits (engine/run/job_start.py)
+            return (
+                f"{who} crashed ({name}) under an address-space limit of {limit} "
+                "(ulimit -v): a native allocation that fails there aborts the process"
+            )
         return f"{who} {verb} ({name})"
     return f"{who} exited with code {code}"
+
+
+def _address_limit() -> str | None:
+    """This process's address-space limit (`ulimit -v`) in words; None when unlimited.
+    ONNX Runtime answers a failed allocation with std::bad_alloc, uncaught in its threads:
+    SIGABRT, which alone does not say that memory ran out (stop 62's fuzz, 3 GB)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):  # no such limit here (Windows)
+        return None
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return None
+    from engine.model.sizes import size_text
+
+    return size_text(soft)
 
 
 def _send_failure(conn: Connection, batch: list[Event], message: str, kind: str = "failed") -> None:
