@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.errors import InputError, one_line
 from engine.model.constant_sizes import check_constant_outputs
+from engine.model.data_prop import infer_shapes_bounded
 from engine.model.info import ModelInfo
 from engine.model.sizes import as_bytes, check_memory, dtype_of, size_text
 
@@ -60,8 +61,6 @@ def estimate(model: onnx.ModelProto, info: ModelInfo, shapes: Shapes) -> Need:
 
 
 def _estimate(model: onnx.ModelProto, info: ModelInfo, shapes: Shapes) -> Need:
-    from onnx import shape_inference
-
     inputs = sum(
         float(math.prod(shapes[v.name])) * dtype_of(v).itemsize
         for v in info.inputs
@@ -71,11 +70,11 @@ def _estimate(model: onnx.ModelProto, info: ModelInfo, shapes: Shapes) -> Need:
     light = at_shapes(model, shapes)
     conflict = None
     try:
-        inferred = shape_inference.infer_shapes(light, strict_mode=True, data_prop=True)
+        inferred = infer_shapes_bounded(light, strict=True)
     except Exception as exc:  # onnx raises its own kinds: the sizes do not agree
         conflict = one_line(exc)
         try:
-            inferred = shape_inference.infer_shapes(light, data_prop=True)
+            inferred = infer_shapes_bounded(light)
         except Exception:
             return Need(inputs, 0.0, "", conflict)
     activations, node = _largest_node(inferred, {t.name for t in model.graph.initializer})
@@ -145,13 +144,11 @@ def inferred_at(
     outright), and after `refine` where ONNX's left a node output without a full shape
     (None where it failed, or was not needed: on a 5,200-node model whose shapes ONNX's told
     in full it took 1.6 s to tell nothing more)."""
-    from onnx import shape_inference
-
     check_constant_outputs(model, "")  # before shape inference materializes them
     light = at_shapes(model, shapes)
     plain = None
     with contextlib.suppress(Exception):  # onnx raises its own kinds
-        plain = shape_inference.infer_shapes(light, data_prop=True)
+        plain = infer_shapes_bounded(light)
     known = inferred_sizes(plain) if plain is not None else {}
     unknown = any(o and o not in known for n in light.graph.node for o in n.output)
     return plain, refine(light) if refine is not None and unknown else None

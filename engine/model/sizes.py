@@ -37,17 +37,22 @@ def check_fits(
 
 def check_memory(need: float, what: str, advice: str, path: str | None = None) -> None:
     """Refuse, in one line, to allocate `need` bytes when they pass MEMORY_SHARE of the
-    memory available now: `{what} would take 12.3 GB; 8.0 GB of memory is available:
-    {advice}`. Every allocation sized by a user's value estimates first and calls this."""
+    memory available now: `{what} would take 12.3 GB, more than half of the 16.0 GB of
+    memory available: {advice}`. Every allocation sized by a user's value estimates first
+    and calls this."""
     import psutil
 
     free = psutil.virtual_memory().available
     if need > MEMORY_SHARE * free:
         raise InputError(
-            f"{what} would take {size_text(need)}; {size_text(free)} of memory is "
-            f"available: {advice}",
+            f"{what} would take {size_text(need)}, more than {_share_text()} the "
+            f"{size_text(free)} of memory available: {advice}",
             path,
         )
+
+
+def _share_text() -> str:
+    return "half of" if MEMORY_SHARE == 0.5 else f"{MEMORY_SHARE:.0%} of"
 
 
 def as_bytes(n: int) -> float:
