@@ -62,14 +62,14 @@ def _cut(model: onnx.ModelProto, plain: onnx.ModelProto, long: set[str]) -> onnx
     import onnx
     from onnx import helper
 
-    types = {}
+    types: dict[str, int] = {}
     for v in (*plain.graph.input, *plain.graph.value_info, *plain.graph.output):
         types[v.name] = v.type.tensor_type.elem_type
     for t in plain.graph.initializer:
         types[t.name] = t.data_type
     cut = onnx.ModelProto()
     cut.CopyFrom(model)
-    stand_ins = {}
+    stand_ins: dict[str, str] = {}
     for node in cut.graph.node:
         for i, name in enumerate(node.input):
             if name in long:
