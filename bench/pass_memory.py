@@ -13,6 +13,10 @@ them, to each part alone, each in a process of its own:
           samples and telemetry, into a real session file, committed
   reader  the window's reader side without Qt: a reader thread recv()s the messages from
           a real multiprocessing pipe (PipeConnection: decode) and feeds the recorder
+  window  the real window (headless, no engine host, its own recording): each message
+          decoded on a thread and handed to the engine client's own delivery (recorder,
+          then the `events` signal to every slot in the GUI thread), painted after a pass
+          (`--parts window`: not in the default run)
 
 and reads, after every pass (the reader idle, gc run): glibc's malloc in use (mallinfo2),
 SQLite's own memory and the part of it in its page cache (sqlite3_status64), and, in a
@@ -111,10 +115,16 @@ def measure(part: str, folder: Path, passes: int, traced: bool) -> dict[str, Any
         for k in range(KINDS)
     ]
     sqlite = _Sqlite()
+    window = _Window() if part == "window" else None
     store = SessionStore.create_or_open(Path(tempfile.mkdtemp(dir=folder)) / "s.opscope")
     rec = Recorder(store, kind="live")
-    rec.feed(RunStarted(RunConfig(threads=1), "cpu", "CPUExecutionProvider",
-                        ("CPUExecutionProvider",), {"x": ((1, 8), "float")}, 1, 0.1))  # fmt: skip
+    started = RunStarted(RunConfig(threads=1), "cpu", "CPUExecutionProvider",
+                         ("CPUExecutionProvider",), {"x": ((1, 8), "float")}, 1, 0.1)  # fmt: skip
+    if window is None:
+        rec.feed(started)
+    else:
+        window.deliver([encode([started])])
+    origin = window.origin if window is not None else 1
     decoded = [[decode(m) for m in kind] for kind in kinds] if part == "record" else []
     count = [0]
 
@@ -125,7 +135,7 @@ def measure(part: str, folder: Path, passes: int, traced: bool) -> dict[str, Any
             starts = np.arange(60, dtype=np.int64) * 1_000 + count[0] * 10**6
             lats = np.full(60, 900_000, np.int64) + j
             tele = Telemetry(time.perf_counter_ns(), {"cpu_util": 50.0 + j})
-            out.append(encode([LatencyBatch(starts, lats, origin_ns=1), tele]))
+            out.append(encode([LatencyBatch(starts, lats, origin_ns=origin), tele]))
         return out
 
     a, b = mp.Pipe()
@@ -152,6 +162,9 @@ def measure(part: str, folder: Path, passes: int, traced: bool) -> dict[str, Any
             for batch in decoded[k % KINDS]:
                 rec.feed_many(batch)
             rec.flush()
+        elif part == "window":
+            assert window is not None
+            window.deliver([*timing(), *kinds[k % KINDS]])
         else:
             for m in [*timing(), *kinds[k % KINDS]]:
                 b.send_bytes(m)
@@ -169,9 +182,50 @@ def measure(part: str, folder: Path, passes: int, traced: bool) -> dict[str, Any
             one_pass(k)
     if part == "reader":
         b.send_bytes(encode("stop"))
+    if window is not None:
+        window.close()
     rec.close()
     store.close()
     return {"rows": rows}
+
+
+class _Window:
+    """The real window (headless, no engine host) with its own recording: messages are
+    decoded on a thread and handed to the engine client's own delivery (its recorder's
+    sink, then its `events` signal to the GUI thread), as its reader thread does; the GUI
+    thread runs Qt's events meanwhile and paints the latency plot after a pass."""
+
+    def __init__(self) -> None:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        from PySide6.QtWidgets import QApplication
+
+        self.app = QApplication.instance() or QApplication([])
+        from app.shell.workbench import Workbench
+
+        tmp = tempfile.mkdtemp(prefix="opscope-pass-window-")
+        self.wb = Workbench(session_path=str(Path(tmp) / "s.opscope"), usable=["cpu"])
+        self.origin = int(self.wb.controller.t0_ns)
+
+    def deliver(self, messages: list[bytes]) -> None:
+        from engine.run.wire import decode
+
+        def read() -> None:
+            for m in messages:
+                self.wb.client._deliver(decode(m))
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        while reader.is_alive():
+            self.app.processEvents()
+            time.sleep(0.005)
+        reader.join()
+        for _ in range(3):
+            self.app.processEvents()
+        self.wb.window.latency.paint_now()
+        self.app.processEvents()
+
+    def close(self) -> None:
+        self.wb.shutdown()
 
 
 def halves(values: list[int]) -> tuple[float, float, float]:
@@ -179,6 +233,14 @@ def halves(values: list[int]) -> tuple[float, float, float]:
     v = np.asarray(values, float) / 1024
     n, h = len(v) - 1, (len(v) - 1) // 2
     return (v[-1] - v[0]) / n, (v[h] - v[0]) / h, (v[-1] - v[h]) / (n - h)
+
+
+def _settled(values: list[int]) -> int:
+    """The first pass after which `values` stay within 5% of their growth of the end."""
+    v = np.asarray(values, float)
+    near = np.abs(v - v[-1]) <= 0.05 * max(abs(v[-1] - v[0]), 1.0)
+    far = np.flatnonzero(~near)
+    return int(far[-1] + 1) if far.size else 0
 
 
 def report(results: dict[str, dict[str, Any]], passes: int, busy: str, label: str) -> str:
@@ -205,6 +267,8 @@ def report(results: dict[str, dict[str, Any]], passes: int, busy: str, label: st
             cells.append("-")
         lines.append(f"| {part} | " + " | ".join(cells) + " |")
         last = rows[-1] - rows[0]
+        lines.append(f"| {part}: malloc in use reached 95% of its growth at pass "
+                     f"{_settled(list(rows[:, 0]))} | | | | |")  # fmt: skip
         lines.append(
             f"| {part}: total over the run (KB) | {last[0] / 1024:+,.0f} | "
             f"{(last[1] - last[2]) / 1024:+,.0f} | {last[2] / 1024:+,.0f} (now "
@@ -237,7 +301,7 @@ def main() -> None:
         out = subprocess.run([*cmd, "--passes", str(args.passes)], capture_output=True,
                              text=True, check=True)  # fmt: skip
         results[part] = json.loads(out.stdout)
-        if part != "reader" and args.traced_passes:
+        if part in ("decode", "record") and args.traced_passes:
             out = subprocess.run([*cmd, "--passes", str(args.traced_passes), "--traced"],
                                  capture_output=True, text=True, check=True)  # fmt: skip
             results[part]["traced"] = json.loads(out.stdout)
