@@ -152,10 +152,12 @@ class EngineClient(QObject):
 
     def shutdown(self, timeout: float = HOST_END_S) -> None:
         """The host told to end and waited for: it ends its live run (its summary, RunEnded)
-        and exits. On a busy machine a host at lower priority can take seconds to; killed
-        sooner, its run stayed 'cancelled: recording closed before the run ended' in the
-        file (tests/test_cli_signals.py, under load). Then the reader, until the host's last
-        events are recorded (it ends at the pipe's end)."""
+        and exits. A peaks measurement going (the first pass with none cached: a minute or
+        more on a busy machine) stops part-way for it (engine/machine/measure_stop.py);
+        before, the host finished measuring first, was killed here after HOST_END_S, and
+        its run stayed 'cancelled: recording closed before the run ended' in the file
+        (tests/test_app_close_order.py). Then the reader, until the host's last events are
+        recorded (it ends at the pipe's end)."""
         self._closing = True
         proc = self._proc
         if proc is None:

@@ -10,6 +10,8 @@ import math
 import time
 from typing import Any
 
+from engine.machine.measure_stop import check as check_stop
+
 SIZES = (256, 512, 1024)  # best at 256-1024 on the AMD EPYC measured; 2048 cost 0.6 s more
 PASS_FLOPS = 2e9  # operations per timed measurement (about 10 ms)
 
@@ -49,6 +51,7 @@ def matmul_rate(n: int, integer: bool, repeats: int = 5) -> float:
     inner = max(int(PASS_FLOPS / flops), 1)
     best = math.inf
     for _ in range(repeats):
+        check_stop()
         t0 = time.perf_counter()
         for _ in range(inner):
             sess.run(None, feeds)

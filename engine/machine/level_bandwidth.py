@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from engine.machine.caches import CacheLevel
+from engine.machine.measure_stop import check as check_stop
 
 PASS_BYTES = 1.5e9  # bytes streamed per thread in one measurement (about 10-50 ms)
 DRAM_MIN_BYTES = 256 * 2**20  # DRAM's working set: at least this, and 8x the last cache,
@@ -53,6 +54,7 @@ def stream_gbps(working_set: int, threads: int, repeats: int = 5) -> float:
     work(0)  # pages touched, code warm
     best = math.inf
     for _ in range(repeats):
+        check_stop()
         workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
         t0 = time.perf_counter()
         for w in workers:

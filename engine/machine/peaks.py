@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 from engine.backends.ort.inference_session import create_session, one_node_model
 from engine.events import Event, Progress
 from engine.hostinfo import machine_key
+from engine.machine.measure_stop import check as check_stop
 from engine.measure.roofline import MemoryRoof, Roofs, simple_roofs
 
 TRIAD_ELEMENTS = 32 * 2**20  # 32M float64: 256 MiB per array, far beyond any LLC
@@ -50,6 +51,7 @@ def measure_memory_gbps(elements: int = TRIAD_ELEMENTS, repeats: int = 3) -> flo
     s = 3.0
     best = float("inf")
     for _ in range(repeats):
+        check_stop()
         t0 = time.perf_counter()
         for lo in range(0, elements, TRIAD_CHUNK):
             hi = min(lo + TRIAD_CHUNK, elements)
@@ -71,6 +73,7 @@ def measure_cpu_gflops(n: int = MATMUL_N, repeats: int = 3) -> float:
     np.matmul(x[:64, :64], y[:64, :64])  # wake the BLAS threads
     best = float("inf")
     for _ in range(repeats):
+        check_stop()
         t0 = time.perf_counter()
         np.matmul(x, y, out=out)
         best = min(best, time.perf_counter() - t0)
@@ -84,6 +87,7 @@ PROGRESS_HOOK: list[Callable[[str], None]] = []
 
 
 def _say(text: str) -> None:
+    check_stop()  # each phase: the caller may have to end (engine/machine/measure_stop.py)
     for hear in PROGRESS_HOOK:
         hear(text)
 

@@ -79,6 +79,21 @@ class Dispatcher:
                 return
             self.dispatch(cmd)
 
+    def shutdown_asked(self, conn: Channel) -> bool:
+        """Asked from inside a long step of the loop (a pass's peaks measurement, a minute
+        on a busy machine): the commands that came meanwhile are taken in, to go in order
+        once it ends; True once one of them is Shutdown, or the window went away. Else the
+        window's wait for the host ran out first and killed it, its run unended."""
+        try:
+            while conn.poll(0):
+                try:
+                    self.waiting.append(conn.recv())
+                except WireError as exc:  # as `receive` answers it
+                    self._out.put(CommandFailed("message", str(exc)))
+        except (EOFError, OSError):  # the loop's next receive meets it too, and closes
+            return True
+        return any(isinstance(cmd, cmds.Shutdown) for cmd in self.waiting)
+
     def dispatch(self, cmd: object) -> None:
         signal = signal_of(cmd)
         if not self._machine.accepts(signal):

@@ -9,7 +9,7 @@ first). Commands that come meanwhile wait for the pass to end (engine/run/host_p
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,9 @@ class Profiler:
         self.peaks = PeaksMemo()
         self._pass: Iterator[Event] | None = None
         self._ops: list[Any] | None = None  # the pass's per-node stats
+        # whether the host was told to end (or its window went away) while a pass's peaks
+        # are measured: the measurement stops part-way (set by host_main)
+        self.stop_asked: Callable[[], bool] = lambda: False
 
     def now(self) -> None:
         """Profile Now."""
@@ -126,5 +129,5 @@ class Profiler:
 
     def _finish(self) -> None:
         self._pass = None
-        peaks_if_missing(self._run, self.peaks, self._out, self._ops)
+        peaks_if_missing(self._run, self.peaks, self._out, self._ops, self.stop_asked)
         self._machine.signal(Signal.PROFILED)
