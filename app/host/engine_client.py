@@ -295,8 +295,10 @@ class EngineClient(QObject):
                 batch = _with_host_notes(proc.settle(batch), proc.ssh.label)
             if not self._deliver(batch):
                 return
+        if self._closing:  # `shutdown` reaps it: two threads joining one process race, and
+            return  # the loser's waitpid (ECHILD) read as alive: killed=True, a kill sent
         proc.join(2)
-        if not self._closing and generation == self._generation:
+        if generation == self._generation:
             why = proc.why() if isinstance(proc, RemoteLink) else describe_exit(proc.exitcode)
             self._tell(self.host_died, why)
 
