@@ -68,3 +68,14 @@ def test_the_wordings_keep_the_figures_and_the_load() -> None:
     quiet = Contention(window_s=1.0, cpus=2, others_cpu=0.0, steal=0.0, own_cpu=1.0)
     assert all("BUSY" not in t for t in rate_wordings(STATS, quiet))
     assert rate_wordings({"count": 0}, BUSY) == ("waiting for samples…",)
+
+
+def test_no_model_waits_for_no_samples(wb: Workbench) -> None:
+    """A failed load leaves no model: the bar said "no model ... waiting for samples…"."""
+    wb.controller.model_name = ""
+    wb.update_status()
+    assert wb.window.status_model.text() == "no model"
+    assert "waiting" not in wb.window.status_rate.text()
+    wb.controller.model_name = "model.onnx"
+    wb.update_status()
+    assert wb.window.status_rate.text() == "waiting for samples…"

@@ -253,7 +253,9 @@ class Workbench(QObject, PauseHolds):
         self.window.set_status(
             c.model_name or "no model",
             f"{provider} on {self.where()}",
-            rate_wordings(stats, c.contention),  # the header's window, said as it says it
+            # the header's window, said as it says it; no model (a load failed): nothing to
+            # wait for, where "waiting for samples" read as if one were coming
+            rate_wordings(stats, c.contention) if c.model_name else "",
             self.recording.status(),
         )
 
