@@ -14,10 +14,8 @@ jobs in host_jobs.py; builds run in host_builder.py's worker threads), events ou
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib
 import os
-import sys
 import threading
 from multiprocessing.connection import Connection
 
@@ -45,9 +43,6 @@ PRELOAD = ("onnx",)
 # thread is inside a C++ extension's initialization can abort ("terminate called without
 # an active exception", exit -6: 2 of 1,452 `opscope remote host` runs in the probe fuzz)
 PRELOAD_JOIN_S = 120.0
-# glibc's malloc: blocks from this size up get an mmap of their own, given back when freed
-MMAP_THRESHOLD = 128 * 1024  # glibc's default, held there (`hold_mmap_threshold`)
-M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 
 
 def preload(modules: tuple[str, ...] = PRELOAD) -> threading.Thread:
@@ -62,29 +57,6 @@ def preload(modules: tuple[str, ...] = PRELOAD) -> threading.Thread:
     thread = threading.Thread(target=work, name="opscope-preload", daemon=True)
     thread.start()
     return thread
-
-
-def hold_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
-    """Keep glibc's malloc serving every block of `threshold` bytes or more with an mmap of
-    its own, given back to the OS when freed; True where set (glibc), False elsewhere.
-
-    By default glibc raises that threshold to the size of each such block freed (up to
-    32 MiB). A profiling pass frees megabytes of them (its session, its profile's text), so
-    every later pass took its big blocks from the main heap, where a small block left above
-    them keeps the heap from shrinking: the host's `[heap]` grew about 1 MB at a time with
-    its passes, +2.1 MB over a soak's hour, none of it with its samples
-    (bench/results/host_heap.md). Setting the threshold also holds the trim threshold."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.gnu_get_libc_version  # noqa: B018  (glibc only: musl lacks it)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, threshold))
 
 
 def lower_priority(nice: int) -> int:
@@ -133,7 +105,6 @@ def host_main(
     the same config goes on in a new run (marked CONTINUED), so the host stays bounded."""
     conn = as_channel(pipe)  # data on the wire, never pickles (engine/run/wire.py)
     obtained = lower_priority(nice)  # before any thread starts: they inherit it
-    hold_mmap_threshold()  # passes' big blocks mmapped, not left in the heap (glibc)
     start_memory_trim()  # only when OPSCOPE_MALLOC_TRIM_S asks (engine/run/memory_trim.py)
     out = Outbox(conn)
     telemetry = HostTelemetry(out, samplers, telemetry_interval_s)
