@@ -66,3 +66,49 @@ def test_a_shutdown_during_the_peaks_measurement_ends_the_run_at_once(
     assert not peaks_path().exists()
     (done,) = [e for e in after if isinstance(e, Progress) and e.stage == "peaks"]
     assert done.done == 1 and "stopped" in done.message
+
+
+def _pass_begun(ev: Any) -> bool:
+    return isinstance(ev, Progress) and ev.stage == "profile" and ev.done == 0
+
+
+def test_a_shutdown_during_a_profiling_pass_drops_the_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass is not waited for: a big model's pass on a busy machine outlasted the
+    window's wait for its host (20 s), which then killed it, its run unended. Before, the
+    pass ended first (its OpProfile came after the Shutdown)."""
+    from engine.events import OpProfile
+    from tests.conftest import DEMO_TRANSFORMER as DEMO
+
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    conn = PipeConnection(parent)
+    proc = ctx.Process(target=host_main, args=(child, 0.1), daemon=True)
+    proc.start()
+    child.close()
+    events: list[Any] = []
+    try:
+        conn.send(cmds.Load(str(DEMO)))
+        deadline = time.monotonic() + 120
+        while not any(_pass_begun(e) for e in events):
+            assert time.monotonic() < deadline, [type(e).__name__ for e in events[-10:]]
+            if conn.poll(0.1):
+                events.extend(conn.recv())
+        asked = len(events)
+        conn.send(cmds.Shutdown())
+        while time.monotonic() < deadline:
+            try:
+                if conn.poll(0.1):
+                    events.extend(conn.recv())
+            except EOFError:
+                break
+        proc.join(30)
+    finally:
+        if proc.is_alive():
+            proc.kill()
+    after = events[asked:]
+    assert proc.exitcode == 0
+    assert [e.status for e in after if isinstance(e, RunEnded)] == ["ok"]
+    assert not any(isinstance(e, OpProfile) for e in after)

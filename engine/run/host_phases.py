@@ -13,7 +13,9 @@ the host's jobs reports (a build done, a pass ended, the window gone).
 
 A command that comes during a profiling pass waits for the pass to end (`transition`
 answers None): the pass is a few seconds of the running config's, and a Stop or a Load
-applies to the config the pass ends on. No Qt, no threads: a pure function of its inputs.
+applies to the config the pass ends on. Shutdown does not wait: the pass is dropped and
+the run ends now (a big model's pass on a busy machine outlasted the window's wait for
+its host, which then killed it, its run unended). No Qt, no threads: a pure function of its inputs.
 """
 
 from __future__ import annotations
@@ -95,14 +97,14 @@ def transition(mode: Mode, signal: Signal) -> Mode | None:
             return change(mode, closing=True)
         case Phase.PROFILING, Signal.PROFILED:
             return change(mode, profiling=False)
+        case _, Signal.SHUTDOWN:  # a pass going is dropped (Profiler.end), not waited for
+            return change(mode, closing=True)
         case Phase.PROFILING, command if command in COMMANDS:
             return None
         case Phase.TIMING, Signal.PROFILE_DUE:
             return change(mode, profiling=True)
         case _, Signal.PROFILE_DUE | Signal.PROFILED:
             return mode  # a pass is of a running config only
-        case _, Signal.SHUTDOWN:
-            return change(mode, closing=True)
         case _, Signal.BUILD:
             return change(mode, building=True)
         case _, Signal.BUILD_ENDED:
