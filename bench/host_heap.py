@@ -24,7 +24,7 @@ a slope that falls to zero in the second half levels off.
 appends a section to bench/results/host_heap.md (CPU, how busy the machine was). The pass
 runs go three side by side: `host-passes`, `host-passes-dynamic` (the same host with glibc's
 mmap threshold left to its own rule through passes, as before
-`engine.run.live.big_blocks_mmapped`) and
+`engine.run.memory_trim.big_blocks_mmapped`, as `engine.run.live` calls it) and
 `bare-pass`; the live runs two: `host-live` and `bare-run`.
 """
 
@@ -122,7 +122,7 @@ def _host_target(child: Any, path: str, dynamic: bool) -> None:
     """The engine host as the window spawns it, a monitor thread beside its loop, its
     background passes off (only a new config's own pass, and those asked for); `dynamic`:
     glibc's mmap threshold left to its own rule through passes, as before
-    `engine.run.live.big_blocks_mmapped`."""
+    `engine.run.memory_trim.big_blocks_mmapped`, as `engine.run.live` calls it."""
     threading.Thread(target=_monitor, args=(path,), daemon=True).start()
     import engine.run.host_profiler as hp
     import engine.run.live as live

@@ -9,9 +9,6 @@ the host) while this segment keeps running. Any backend: the config names it, an
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import sys
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
@@ -40,25 +37,13 @@ from engine.measure.contention import LoadTotal
 from engine.measure.stats import Throughput, is_stable, latency_stats
 from engine.model.inputs import empty_inputs
 from engine.run.load_window import with_load
+from engine.run.memory_trim import big_blocks_mmapped
 from engine.run.sample_log import BLOCK, MAX_SAMPLES, SampleLog
 from engine.run.timing import TimingPlan, time_inferences
 
 LIVE_TIMING = TimingPlan(
     warmup_runs=10, warmup_s=0.3, min_runs=1, duration_s=float("inf"), batch_interval_s=0.1
 )
-# glibc's malloc serves a block of its mmap threshold or more with an mmap of its own,
-# given back to the OS when freed. By default each such block freed raises the threshold
-# to its size (up to 32 MiB): a profiling pass frees megabytes of them (its session, its
-# profile's text), so every later pass grew the main heap for its big blocks, and a small
-# block left above them kept the heap from shrinking back: the host's `[heap]` grew ~1 MB
-# at a time with its passes (+2.1 MB over a soak's hour), none of it with its samples
-# (bench/results/host_heap.md). So a pass runs with the threshold at glibc's default, and
-# timing with it at glibc's ceiling, as its own rule had it after a pass: a run's big output
-# is reused from the heap, not mmapped and faulted in again each run (held at 128 KiB, a
-# 1 MiB Relu timed 7% slower).
-PASS_MMAP_THRESHOLD = 128 * 1024
-TIMING_MMAP_THRESHOLD = 32 * 1024 * 1024
-_M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
 
 
 @dataclass
@@ -247,34 +232,6 @@ class LiveRun:
         with big_blocks_mmapped():  # its big blocks never grow the heap
             yield Marker("profile", "profiling", time.perf_counter_ns())
             yield from with_load(seg.staged.prepared.profile(runs, mean))
-
-
-def mmap_threshold(nbytes: int) -> bool:
-    """Set glibc's mmap threshold (which then no longer moves by itself); True where set,
-    False without glibc."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.gnu_get_libc_version  # noqa: B018  (glibc only: musl lacks it)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, nbytes))
-
-
-@contextlib.contextmanager
-def big_blocks_mmapped() -> Iterator[None]:
-    """Inside (a profiling pass): a block of 128 KiB or more that the heap's free memory
-    cannot serve is an mmap of its own, given back when freed, not the heap grown for it;
-    after: glibc's ceiling again, for timing (why: the note above PASS_MMAP_THRESHOLD)."""
-    mmap_threshold(PASS_MMAP_THRESHOLD)
-    try:
-        yield
-    finally:
-        mmap_threshold(TIMING_MMAP_THRESHOLD)
 
 
 def span_throughput(n: int, first_start_ns: int, last_end_ns: int, batch: int) -> Throughput:

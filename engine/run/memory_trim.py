@@ -10,6 +10,8 @@ environment, read by the window and by its engine host (a spawned child inherits
 With `OPSCOPE_MALLOC_TRIM_LOG` naming a file, each trim appends one tab-separated line:
 pid, wall time, RSS before and after (bytes), and malloc_trim's result (1: memory given
 back). Where there is no glibc (macOS, Windows, musl) nothing starts.
+
+And `big_blocks_mmapped`: a profiling pass's big blocks kept out of the heap (below).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 EVERY_ENV = "OPSCOPE_MALLOC_TRIM_S"
 LOG_ENV = "OPSCOPE_MALLOC_TRIM_LOG"
@@ -31,16 +33,24 @@ _started: Trimmer | None = None  # one trimmer per process
 _lock = threading.Lock()
 
 
-def glibc_malloc_trim() -> TrimFn | None:
-    """glibc's `malloc_trim`, or None where this process has no glibc."""
+def glibc() -> ctypes.CDLL | None:
+    """This process's glibc, or None where it has none (macOS, Windows, musl)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.gnu_get_libc_version  # noqa: B018  (glibc only: musl lacks it)
-        trim = libc.malloc_trim
     except (OSError, AttributeError):
         return None
+    return libc
+
+
+def glibc_malloc_trim() -> TrimFn | None:
+    """glibc's `malloc_trim`, or None where this process has no glibc."""
+    libc = glibc()
+    if libc is None:
+        return None
+    trim = libc.malloc_trim
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
     return trim
@@ -118,3 +128,42 @@ def start_from_env(
             return None
         _started = Trimmer(trim, every, env.get(LOG_ENV) or None).start()
         return _started
+
+
+# glibc's malloc serves a block of its mmap threshold or more with an mmap of its own,
+# given back to the OS when freed. By default each such block freed raises the threshold
+# to its size (up to 32 MiB): a profiling pass frees megabytes of them (its session, its
+# profile's text), so every later pass grew the main heap for its big blocks, and a small
+# block left above them kept the heap from shrinking back: the host's `[heap]` grew ~1 MB
+# at a time with its passes (+2.1 MB over a soak's hour), none of it with its samples
+# (bench/results/host_heap.md). So a pass runs with the threshold at glibc's default, and
+# timing with it at glibc's ceiling, as its own rule had it after a pass: a run's big output
+# is reused from the heap, not mmapped and faulted in again each run (held at 128 KiB, a
+# 1 MiB Relu timed 7% slower).
+PASS_MMAP_THRESHOLD = 128 * 1024
+TIMING_MMAP_THRESHOLD = 32 * 1024 * 1024
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
+
+
+def mmap_threshold(nbytes: int) -> bool:
+    """Set glibc's mmap threshold (which then no longer moves by itself); True where set,
+    False without glibc."""
+    libc = glibc()
+    if libc is None:
+        return False
+    mallopt = libc.mallopt
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, nbytes))
+
+
+@contextlib.contextmanager
+def big_blocks_mmapped() -> Iterator[None]:
+    """Inside (a profiling pass): a block of 128 KiB or more that the heap's free memory
+    cannot serve is an mmap of its own, given back when freed, not the heap grown for it;
+    after: glibc's ceiling again, for timing (why: the note above PASS_MMAP_THRESHOLD)."""
+    mmap_threshold(PASS_MMAP_THRESHOLD)
+    try:
+        yield
+    finally:
+        mmap_threshold(TIMING_MMAP_THRESHOLD)
