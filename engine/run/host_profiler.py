@@ -4,7 +4,8 @@ running config is profiled with its timing paused, one event a step, then the ma
 peaks are looked after (engine/run/host_peaks.py). Timing comes first: a new config's
 first latency points reach the window in the time its warm-up and one batch take, not
 after a pass and a peaks measurement (18-28 s on the demo model when the pass came
-first). Commands that come meanwhile wait for the pass to end (engine/run/host_phases.py)."""
+first). Commands that come meanwhile wait for the pass to end (engine/run/host_phases.py),
+but Shutdown: the pass is dropped, and a peaks measurement going stops part-way."""
 
 from __future__ import annotations
 
