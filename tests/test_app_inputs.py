@@ -151,7 +151,7 @@ def test_a_new_model_starts_on_fp32_defaults_and_says_so(qtbot: QtBot, tmp_path:
         assert not w.inputs.carry.isChecked()  # off by default
         wb.open_model(str(DEMO_TRANSFORMER))
         assert panel.config().batch == 1
-        assert "left behind: batch 3" in w.banner.text.text()
+        assert any("left behind: batch 3" in m for m in w.banner.messages())
         qtbot.waitUntil(lambda: wb.controller.batch == 1 and "transformer" in
                         w.model_label.text(), timeout=TIMEOUT_MS)  # fmt: skip
         w.inputs.carry.setChecked(True)
@@ -159,7 +159,9 @@ def test_a_new_model_starts_on_fp32_defaults_and_says_so(qtbot: QtBot, tmp_path:
         qtbot.waitUntil(lambda: _marked(wb, "batch 2"), timeout=TIMEOUT_MS)
         wb.open_model(str(DEMO_CNN))
         assert panel.config().batch == 2
-        assert w.banner.text.text() == "Carried over to the new model: batch 2"
+        # among the banner's messages: the one shown is the newest, and the host's own
+        # notices (the machine's roofs measured busy) can land meanwhile under load
+        assert "Carried over to the new model: batch 2" in w.banner.messages()
     finally:
         wb.shutdown()
 
