@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,9 @@ def _peaks_begun(ev: Any) -> bool:
     return isinstance(ev, Progress) and ev.stage == "peaks" and ev.done == 0
 
 
-def test_a_shutdown_during_the_peaks_measurement_ends_the_run_at_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))  # none cached: the first pass
-    from engine.machine.peaks import peaks_path  # measures them (the app's first run too)
-
+def _shutdown_when(model: Path, begun: Callable[[Any], bool]) -> tuple[list[Any], int | None]:
+    """A real host on `model`: Shutdown sent once an event `begun` says so; what the host
+    sent after it, until it exited, and its exit code."""
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     conn = PipeConnection(parent)
@@ -38,9 +36,9 @@ def test_a_shutdown_during_the_peaks_measurement_ends_the_run_at_once(
     child.close()
     events: list[Any] = []
     try:
-        conn.send(cmds.Load(str(DEMO_CNN)))
+        conn.send(cmds.Load(str(model)))
         deadline = time.monotonic() + 120
-        while not any(_peaks_begun(e) for e in events):
+        while not any(begun(e) for e in events):
             assert time.monotonic() < deadline, [type(e).__name__ for e in events[-10:]]
             if conn.poll(0.1):
                 events.extend(conn.recv())
@@ -56,8 +54,17 @@ def test_a_shutdown_during_the_peaks_measurement_ends_the_run_at_once(
     finally:
         if proc.is_alive():
             proc.kill()
-    after = events[asked:]
-    assert proc.exitcode == 0
+    return events[asked:], proc.exitcode
+
+
+def test_a_shutdown_during_the_peaks_measurement_ends_the_run_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))  # none cached: the first pass
+    from engine.machine.peaks import peaks_path  # measures them (the app's first run too)
+
+    after, code = _shutdown_when(DEMO_CNN, _peaks_begun)
+    assert code == 0
     ends = [e for e in after if isinstance(e, RunEnded)]
     assert [e.status for e in ends] == ["ok"]
     assert any(isinstance(e, TimingDone) and e.latency.count > 0 for e in after)
@@ -82,33 +89,7 @@ def test_a_shutdown_during_a_profiling_pass_drops_the_pass(
     from tests.conftest import DEMO_TRANSFORMER as DEMO
 
     monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))
-    ctx = mp.get_context("spawn")
-    parent, child = ctx.Pipe()
-    conn = PipeConnection(parent)
-    proc = ctx.Process(target=host_main, args=(child, 0.1), daemon=True)
-    proc.start()
-    child.close()
-    events: list[Any] = []
-    try:
-        conn.send(cmds.Load(str(DEMO)))
-        deadline = time.monotonic() + 120
-        while not any(_pass_begun(e) for e in events):
-            assert time.monotonic() < deadline, [type(e).__name__ for e in events[-10:]]
-            if conn.poll(0.1):
-                events.extend(conn.recv())
-        asked = len(events)
-        conn.send(cmds.Shutdown())
-        while time.monotonic() < deadline:
-            try:
-                if conn.poll(0.1):
-                    events.extend(conn.recv())
-            except EOFError:
-                break
-        proc.join(30)
-    finally:
-        if proc.is_alive():
-            proc.kill()
-    after = events[asked:]
-    assert proc.exitcode == 0
+    after, code = _shutdown_when(DEMO, _pass_begun)
+    assert code == 0
     assert [e.status for e in after if isinstance(e, RunEnded)] == ["ok"]
     assert not any(isinstance(e, OpProfile) for e in after)
