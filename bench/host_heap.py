@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import json
 import multiprocessing as mp
 import os
@@ -62,20 +61,9 @@ EVERY_S = 5.0
 PASS_GAP_S = 3.0  # host-passes: Profile Now this long after each pass ends
 
 
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [
-        (n, ctypes.c_size_t)
-        for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
-                  "uordblks", "fordblks", "keepcost")
-    ]  # fmt: skip
-
-
 def reading() -> dict[str, float]:
     """Now (wall clock), malloc in use (uordblks + hblkhd), the [heap] mapping's size and
     resident bytes, and the process's resident bytes."""
-    fn = ctypes.CDLL("libc.so.6").mallinfo2
-    fn.restype = _MallInfo2
-    m = fn()
     size = res = 0
     with open("/proc/self/smaps") as fh:
         inheap = False
@@ -91,7 +79,7 @@ def reading() -> dict[str, float]:
         whole = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     return {
         "wall": time.time(),
-        "in_use": m.uordblks + m.hblkhd,
+        "in_use": rss.malloc_in_use(),
         "heap": size,
         "heap_rss": res,
         "rss": whole,
@@ -130,7 +118,7 @@ def _host_target(child: Any, path: str, dynamic: bool) -> None:
 
     hp.PROFILE_EVERY_S = hp.PROFILE_MAX_EVERY_S = 1e9
     if dynamic:
-        live.big_blocks_mmapped = contextlib.nullcontext  # type: ignore[assignment]
+        live.big_blocks_mmapped = contextlib.nullcontext  # type: ignore[assignment,attr-defined]
     host_main(child, 0.1, 0, None)
 
 
