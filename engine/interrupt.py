@@ -16,14 +16,23 @@ stops registered with `on_signal` (ONNX Runtime's `RunOptions.terminate`: a run 
 between nodes, and inside a Loop); a call that cannot be stopped runs through `native()`,
 on a worker thread the main thread waits on, so the handler's KeyboardInterrupt still
 lands at once (the worker is left behind: `stray_native()` says so, and the CLI then exits
-without waiting on it)."""
+without waiting on it).
+
+A signal that lands inside an import is raised only once the import has ended
+(`raise_stop`): a C extension's init that calls back into Python (pybind11 building an
+enum: ONNX's, ONNX Runtime's) cannot take an exception there; the process aborted from
+C++ ("Fatal Python error: Aborted") or died of SIGSEGV freeing the half-made module (gdb on
+the core: `module_dealloc` into onnx_cpp2py_export), about 1 in 250 `--self-test` runs sent
+SIGTERM in their first second."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -38,6 +47,10 @@ _native: set[threading.Thread] = set()  # native calls the main thread gave up w
 _undos: list[Callable[[], None]] = []  # what puts back a stop's change (`unwatch`)
 _wakeup: tuple[int, int] | None = None  # the watcher's write end, the wakeup fd before it
 _kept: list[object] = []  # what an interrupted command does not tear down (`calling`)
+_waiting_import = False  # a stop waits for the main thread's import to end (`raise_stop`)
+_wait_gen = 0  # bumped when a second signal ends that wait
+_asked_again = False  # the waiting thread has asked for the signal again
+AFTER_IMPORT_POLL_S = 0.01  # how often the waiting thread looks at the main thread's frames
 STOPPING = frozenset({"SIGINT", "SIGTERM", "SIGHUP"})  # the signals that stop a command
 
 
@@ -62,6 +75,73 @@ def deferred() -> Iterator[None]:
         yield
     finally:
         _deferring -= 1
+
+
+def raise_stop(signum: int, frame: object) -> None:
+    """A stopping signal's handler (main thread): marked, then raised as KeyboardInterrupt,
+    unless `deferred()` is open or the main thread is inside an import: there it is asked
+    for again (`_thread.interrupt_main`, through this handler) as soon as the import ends.
+    A second signal while the first waits so is raised at once (the user insisted); the
+    asking again is dropped if a KeyboardInterrupt is being handled by then (code that
+    polls `received` raised it meanwhile)."""
+    global _waiting_import, _asked_again, _wait_gen
+    name = signal.Signals(signum).name
+    mark(name)
+    if deferring():  # a serving loop polls `received` and stops itself
+        return
+    if _asked_again:
+        _asked_again = False
+        if isinstance(sys.exc_info()[1], KeyboardInterrupt):
+            return
+    if _waiting_import:  # a second signal: the waiting thread asks for nothing more
+        _waiting_import, _wait_gen = False, _wait_gen + 1
+    elif importing(frame):
+        _raise_after_import(signum)
+        return
+    raise KeyboardInterrupt(name)
+
+
+def importing(frame: object) -> bool:
+    """Whether `frame` (the interrupted code) runs inside an import: a native module's
+    init may have called back into Python, and an exception there escapes through C++."""
+    f = frame
+    while f is not None:
+        where = f.f_code.co_filename  # type: ignore[attr-defined]
+        if where.startswith("<frozen importlib") or where.endswith(_IMPORTLIB_FILES):
+            return True
+        f = f.f_back  # type: ignore[attr-defined]
+    return False
+
+
+_IMPORTLIB_FILES = (
+    os.path.join("importlib", "_bootstrap.py"),
+    os.path.join("importlib", "_bootstrap_external.py"),
+)  # fmt: skip (Python run with -X frozen_modules=off)
+
+
+def _raise_after_import(signum: int) -> None:
+    """A thread that asks for `signum` again in the main thread once its frames hold no
+    import (the handler looks again there: a new import by then waits once more)."""
+    global _waiting_import
+    import _thread
+
+    main, gen = threading.main_thread().ident, _wait_gen
+
+    def wait() -> None:
+        global _waiting_import, _asked_again
+        while _wait_gen == gen:
+            time.sleep(AFTER_IMPORT_POLL_S)
+            frame = sys._current_frames().get(main) if main is not None else None
+            if frame is None:  # the main thread has gone
+                _waiting_import = False
+                return
+            if not importing(frame) and _wait_gen == gen:
+                _waiting_import, _asked_again = False, True
+                _thread.interrupt_main(signal.Signals(signum))
+                return
+
+    _waiting_import = True
+    threading.Thread(target=wait, name="opscope-stop-after-import", daemon=True).start()
 
 
 def reason() -> str:
@@ -126,7 +206,8 @@ def unwatch() -> None:
     forgotten and every stop's change put back (ONNX Runtime's `terminate` left set would
     fail every later run of the process, and a `received` left set would stop its next
     native call at once)."""
-    global _watching, _wakeup, signal_name
+    global _watching, _wakeup, signal_name, _waiting_import, _asked_again, _wait_gen
+    _waiting_import, _asked_again, _wait_gen = False, False, _wait_gen + 1  # no stop waits
     if _wakeup is not None and threading.current_thread() is threading.main_thread():
         write_fd, before = _wakeup
         with contextlib.suppress(ValueError, OSError):

@@ -13,17 +13,18 @@ from typing import Any
 import pytest
 
 import engine.run.child_job as child_job
+from engine import interrupt
 from engine.events import Event, Notice
 
 
 def test_an_import_is_seen_from_the_signal_frame() -> None:
-    assert not child_job._importing(sys._getframe())
+    assert not interrupt.importing(sys._getframe())
     seen: list[bool] = []
 
     class Finder:
         def find_spec(self, name: str, path: Any, target: Any = None) -> None:
             if name == "opscope_probe_module":
-                seen.append(child_job._importing(sys._getframe()))
+                seen.append(interrupt.importing(sys._getframe()))
 
     sys.meta_path.insert(0, Finder())  # type: ignore[arg-type]
     try:

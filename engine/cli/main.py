@@ -524,12 +524,7 @@ def _stops_like_ctrl_c() -> Iterator[None]:
     """SIGTERM and SIGHUP (a closed terminal, `kill`, the app's Cancel) end a command as
     Ctrl+C does: the run marked cancelled, what was measured kept, the file left whole."""
 
-    def interrupt(signum: int, _frame: object) -> None:
-        name = signal.Signals(signum).name
-        interrupt_flag.mark(name)
-        if not interrupt_flag.deferring():  # a serving loop stops itself (engine/interrupt)
-            raise KeyboardInterrupt(name)
-
+    interrupt = interrupt_flag.raise_stop  # (a serving loop stops itself; not mid-import)
     names = ("SIGINT", "SIGTERM", "SIGHUP")
     sigs = [getattr(signal, n) for n in names if hasattr(signal, n)]
     if threading.current_thread() is not threading.main_thread():

@@ -160,10 +160,7 @@ def _stops_as_interrupt() -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP end the check as Ctrl-C does (exit 130, one line);
     SIGXFSZ is ignored, so that a file-size limit fails a write instead of killing."""
 
-    def stop(signum: int, _frame: object) -> None:
-        interrupt.mark(signal.Signals(signum).name)
-        raise KeyboardInterrupt
-
+    stop = interrupt.raise_stop  # raised where no C extension's import is under way
     names = ("SIGINT", "SIGTERM", "SIGHUP")
     before = {getattr(signal, n): signal.signal(getattr(signal, n), stop) for n in names
               if hasattr(signal, n)}  # fmt: skip

@@ -154,7 +154,7 @@ def _isolated_main(conn: Connection, job: Job, args: tuple[Any, ...]) -> None:
         first = not interrupt.received.is_set()
         interrupt.mark(signal.Signals(signum).name)
         if first and not interrupt.deferring():  # once: a second SIGTERM (the parent ending
-            if _importing(frame):  # an exception raised inside a native module's import
+            if interrupt.importing(frame):  # an exception raised inside a native module's import
                 _postponed.set()  # can abort the process from C++ ("terminate ... what():"):
                 return  # raised instead at the job's next step (child_main)
             raise KeyboardInterrupt(signal.Signals(signum).name)  # too) must not cut short
@@ -191,16 +191,6 @@ def die_with_reader(conn: Connection) -> None:
         os.kill(os.getpid(), signal.SIGTERM)  # the job ends as a cancelled one does
 
     threading.Thread(target=watch, name="opscope-job-reader-watch", daemon=True).start()
-
-
-def _importing(frame: Any) -> bool:
-    """Whether the interrupted code runs inside an import (a native module's init may have
-    called back into Python: an exception there would escape through C++)."""
-    while frame is not None:
-        if frame.f_code.co_filename.startswith("<frozen importlib"):
-            return True
-        frame = frame.f_back
-    return False
 
 
 def _die_with_parent() -> None:
