@@ -268,6 +268,27 @@ def run(
     }
 
 
+def halves(out: dict[str, Any], first: int, names: tuple[str, ...]) -> list[str]:
+    """The growth over the fit's first half and over its second: a bounded process levels
+    off (its second half's slope near zero), a leak keeps its slope."""
+    t = out["t"]
+    mid = first + (len(t) - first) // 2
+    rows = [("window", out["window"]), ("host", out["host"])]
+    rows += [(names[i], out["split"][:, i]) for i in (3, 4)]  # malloc in use; host anonymous
+    lines = [
+        "Growth over the fit's first half and over its second (MB/min; levelling off: the "
+        "second near zero):",
+        "",
+        "| series | first half | second half |",
+        "|---|---:|---:|",
+    ]
+    for name, series in rows:
+        a = rss.slope_mb_per_min(t[first : mid + 1], series[first : mid + 1], 0)
+        b = rss.slope_mb_per_min(t[mid:], series[mid:], 0)
+        lines.append(f"| {name} | {a:+.3f} | {b:+.3f} |")
+    return lines
+
+
 def report(out: dict[str, Any], args: argparse.Namespace) -> str:
     t = out["t"]
     first = int(np.searchsorted(t, args.skip * 60))
@@ -307,6 +328,7 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> str:
     ]
     for i, name in enumerate(names):
         lines.append(f"| {name} | {parts[first, i]:.1f} | {parts[-1, i]:.1f} | {slopes[i]:+.3f} |")
+    lines += ["", *halves(out, first, names)]
     passes = out["passes"]
     after = sum(1 for p in passes if p >= args.skip * 60)
     how = f"Profile Now every {args.profile_every:g} s" if args.profile_every else "host's schedule"
