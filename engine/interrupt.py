@@ -19,11 +19,11 @@ lands at once (the worker is left behind: `stray_native()` says so, and the CLI 
 without waiting on it).
 
 A signal that lands inside an import is raised only once the import has ended
-(`raise_stop`): a C extension's init that calls back into Python (pybind11 building an
-enum: ONNX's, ONNX Runtime's) cannot take an exception there; the process aborted from
-C++ ("Fatal Python error: Aborted") or died of SIGSEGV freeing the half-made module (gdb on
-the core: `module_dealloc` into onnx_cpp2py_export), about 1 in 250 `--self-test` runs sent
-SIGTERM in their first second."""
+(`raise_stop`): a C extension's init that calls back into Python (ONNX's, through
+nanobind, building an enum) cannot take an exception there; the process aborted from C++
+("terminate called after throwing an instance of 'nanobind::python_error'") or died of
+SIGSEGV freeing the half-made module (gdb on the core: `module_dealloc` into
+onnx_cpp2py_export), about 1 in 300 `--self-test` runs sent SIGTERM in their first second."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def importing(frame: object) -> bool:
 _IMPORTLIB_FILES = (
     os.path.join("importlib", "_bootstrap.py"),
     os.path.join("importlib", "_bootstrap_external.py"),
-)  # fmt: skip (Python run with -X frozen_modules=off)
+)  # where Python runs with -X frozen_modules=off
 
 
 def _raise_after_import(signum: int) -> None:
