@@ -3,7 +3,7 @@
 into Python (ONNX's functional enums), the exception escaped through C++: the process
 aborted ("terminate called after throwing an instance of 'nanobind::python_error'") or died
 of SIGSEGV freeing the half-made module; the fresh-clone suite saw `--self-test` die so,
-about 1 run in 250 sent SIGTERM in its first second."""
+about 1 run in 300 sent SIGTERM in its first second."""
 
 from __future__ import annotations
 
