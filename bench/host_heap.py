@@ -71,10 +71,10 @@ def reading() -> dict[str, float]:
             head = line.split()
             if head and "-" in head[0] and not head[0].endswith(":"):
                 inheap = line.rstrip().endswith("[heap]")
-            elif inheap and head and head[0] == "Size:":
-                size = int(head[1]) * 1024
+            elif inheap and head and head[0] == "Size:":  # summed: the heap can be split
+                size += int(head[1]) * 1024  # into several mappings (each named [heap])
             elif inheap and head and head[0] == "Rss:":
-                res = int(head[1]) * 1024
+                res += int(head[1]) * 1024
     with open("/proc/self/statm") as fh:
         whole = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     return {
