@@ -29,6 +29,7 @@ def _create_sending(cls, *args, **kwargs):
     while f is not None and not _sent:
         if "onnx_cpp2py_export" in repr(f.f_locals.get("spec", "")):
             _sent.append(1)
+            open(os.environ["SIGNAL_SENT_MARK"], "w").close()
             os.kill(os.getpid(), signal.SIGTERM)
             for _ in range(1000):  # the handler runs at one of these steps
                 pass
@@ -50,12 +51,15 @@ def test_sigterm_inside_a_native_import_exits_130(
     tmp_path: Path, command: list[str], line: str
 ) -> None:
     (tmp_path / "sitecustomize.py").write_text(SIGNAL_IN_ONNX_INIT)
+    mark = tmp_path / "signal-sent"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
-           "TMPDIR": str(tmp_path)}  # fmt: skip
+           "TMPDIR": str(tmp_path), "SIGNAL_SENT_MARK": str(mark)}  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-m", "app.entry", *command],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
+    if not mark.exists():  # an ONNX whose init builds no functional Enum: no place to send it
+        pytest.skip("this ONNX's extension init calls no Python Enum to signal from")
     assert proc.returncode == 130, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "terminate" not in proc.stderr, proc.stderr
     assert [ln for ln in proc.stderr.splitlines() if ln.strip()] == [line]
