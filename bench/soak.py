@@ -24,10 +24,11 @@ mmapped apart from malloc, so mallinfo2 never counts them). `--profile-every S` 
 window's own Profile Now every S seconds (the host's schedule backs off to one pass every
 240 s, so an hour holds only ~15): 8 s gives ~7 passes a minute on the demo model.
 
-`--trim S` has the window and its host call glibc's `malloc_trim(0)` every S seconds
-(`OPSCOPE_MALLOC_TRIM_S`, engine/run/memory_trim.py, read by both processes; the host
-inherits it) and log RSS before and after each trim; the report adds the slope of each
-series (after a trim: what the allocator could not give back).
+Trims: by default the product's own (engine/run/memory_trim.py: the window calls glibc's
+`malloc_trim(0)` every 60 s, the host never); `--trim S` has both call it every S seconds
+(`OPSCOPE_MALLOC_TRIM_S`, which the host inherits), `--trim 0` neither. Every trim is logged
+(RSS before and after, its duration); the report adds the slope of each series (after a
+trim: what the allocator could not give back).
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ DEMO = ROOT / "resources" / "models" / "demo_transformer.onnx"
 
 def trim_log(path: Path, window_pid: int, t0_wall: float) -> dict[str, np.ndarray]:
     """The trims logged by engine/run/memory_trim.py: per process ('window', 'host'), rows of
-    (seconds since the soak began, RSS before, RSS after in MB)."""
-    rows: dict[str, list[tuple[float, float, float]]] = {"window": [], "host": []}
+    (seconds since the soak began, RSS before, RSS after in MB, the trim's duration in s)."""
+    rows: dict[str, list[tuple[float, float, float, float]]] = {"window": [], "host": []}
     try:
         text = path.read_text()
     except OSError:
@@ -64,8 +65,10 @@ def trim_log(path: Path, window_pid: int, t0_wall: float) -> dict[str, np.ndarra
         if len(parts) < 4:
             continue
         who = "window" if int(parts[0]) == window_pid else "host"
-        rows[who].append((float(parts[1]) - t0_wall, int(parts[2]) / 1e6, int(parts[3]) / 1e6))
-    return {k: np.array(v).reshape(-1, 3) for k, v in rows.items()}
+        took = float(parts[5]) if len(parts) > 5 else float("nan")
+        at = float(parts[1]) - t0_wall
+        rows[who].append((at, int(parts[2]) / 1e6, int(parts[3]) / 1e6, took))
+    return {k: np.array(v).reshape(-1, 4) for k, v in rows.items()}
 
 
 def census(app: Any) -> dict[str, int]:
@@ -126,7 +129,7 @@ def run(
     every_s: float,
     trace: bool,
     skip_min: float,
-    trim_s: float = 0,
+    trim_s: float | None = None,
     count: bool = False,
     profile_every_s: float = 0,
 ) -> dict[str, Any]:
@@ -141,9 +144,11 @@ def run(
     collector = gui_thread_gc()  # noqa: F841 (as the app collects: on the GUI thread, timed)
     tmp = tempfile.mkdtemp(prefix="opscope-soak-")
     trims = Path(tmp) / "trims.tsv"
-    if trim_s > 0:  # before the window starts its host: the host inherits the environment
-        os.environ["OPSCOPE_MALLOC_TRIM_S"] = f"{trim_s:g}"
-        os.environ["OPSCOPE_MALLOC_TRIM_LOG"] = str(trims)
+    # before the window starts its host: the host inherits the environment
+    os.environ.pop("OPSCOPE_MALLOC_TRIM_S", None)  # None: the product's own trims
+    if trim_s is not None:
+        os.environ["OPSCOPE_MALLOC_TRIM_S"] = f"{trim_s:g}"  # 0: none
+    os.environ["OPSCOPE_MALLOC_TRIM_LOG"] = str(trims)
     t0_wall = time.time()
     wb = Workbench(session_path=str(Path(tmp) / "soak.opscope"), usable=["cpu"])
     wb.window.show()
@@ -241,7 +246,7 @@ def run(
     arr = np.array(rows)
     parts = np.array(split).reshape(-1, 7)
     skip_s = skip_min * 60
-    logged = trim_log(trims, me.pid, t0_wall) if trim_s > 0 else {}
+    logged = trim_log(trims, me.pid, t0_wall)
     trim_slopes = {
         f"{who}_{col}": rss.slope_mb_per_min(series[:, 0], series[:, i], skip_s)
         for who, series in logged.items()
@@ -338,24 +343,35 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> str:
             "",
             f"**The engine host ended at minute {at / 60:.1f}: {why}** (the soak stopped).",
         ]
-    if out["trim_s"] > 0:
+    trim_s = out["trim_s"]
+    if trim_s is None:
+        trimmed = "the product's own (the window every 60 s, the host never)"
+    elif trim_s > 0:
+        trimmed = f"every {trim_s:g} s in both processes (`--trim`)"
+    else:
+        trimmed = "none (`--trim 0`)"
+    lines += ["", f"`malloc_trim(0)`: {trimmed}."]
+    if any(len(v) for v in out["trims"].values()):
         lines += [
-            "",
-            f"With `malloc_trim(0)` every {out['trim_s']:g} s in both processes: RSS "
-            "logged just before and just after each trim, fit from the same minute.",
+            "RSS logged just before and just after each trim, fit from the same minute.",
             "",
             "| process | trims | given back per trim (MB, median) | before-trim slope (MB/min) "
-            "| after-trim slope (MB/min) | RSS after last trim (MB) |",
-            "|---|---:|---:|---:|---:|---:|",
+            "| after-trim slope (MB/min) | RSS after last trim (MB) | trim's duration "
+            "(ms, median / max) |",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for name in ("window", "host"):
-            tr = out["trims"].get(name, np.zeros((0, 3)))
+            tr = out["trims"].get(name, np.zeros((0, 4)))
+            if not len(tr):
+                lines.append(f"| {name} | 0 | | | | | |")
+                continue
             freed = float(np.median(tr[:, 1] - tr[:, 2])) if len(tr) else float("nan")
             last = float(tr[-1, 2]) if len(tr) else float("nan")
             lines.append(
                 f"| {name} | {len(tr)} | {freed:.1f} | "
                 f"{out['trim_slopes'].get(name + '_before', float('nan')):+.3f} | "
-                f"{out['trim_slopes'].get(name + '_after', float('nan')):+.3f} | {last:.1f} |"
+                f"{out['trim_slopes'].get(name + '_after', float('nan')):+.3f} | {last:.1f} | "
+                f"{np.nanmedian(tr[:, 3]) * 1e3:.1f} / {np.nanmax(tr[:, 3]) * 1e3:.1f} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -377,7 +393,11 @@ def main() -> int:
         help="the window's Profile Now every S seconds (0: the host's own schedule)",
     )
     parser.add_argument(
-        "--trim", type=float, default=0.0, help="malloc_trim(0) every S seconds in both processes"
+        "--trim",
+        type=float,
+        default=None,
+        help="malloc_trim(0) every S seconds in both processes (0: none; default: the "
+        "product's own, the window every 60 s)",
     )
     args = parser.parse_args()
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")

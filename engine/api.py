@@ -92,7 +92,7 @@ from engine.run.host import host_main
 from engine.run.host_jobs import HostJobs
 from engine.run.jobs import job_name
 from engine.run.memory_job import MemoryRequest
-from engine.run.memory_trim import start_from_env as start_memory_trim
+from engine.run.memory_trim import start_for_window as start_window_memory_trim
 from engine.run.serving_jobs import CalibrateRequest, LoadRunRequest
 from engine.run.wire import Channel, PipeConnection, StreamConnection, WireError
 from engine.serve.batching import BatchPolicy
@@ -284,7 +284,7 @@ __all__ = [
     "separated",
     "size_text",
     "source_kind",
-    "start_memory_trim",
+    "start_window_memory_trim",
     "summarize",
     "sweep_result_of",
     "throughput",

@@ -17,6 +17,7 @@ from pytestqt.qtbot import QtBot
 
 from app.host.job_runner import JobRunner
 from app.shell.workbench import Workbench
+from engine.run import memory_trim
 from engine.session.rows import RunRow
 from engine.session.store import open_session_file
 from tests.conftest import DEMO_CNN
@@ -46,6 +47,8 @@ def test_launch_shows_samples_and_ops(bench: Workbench, qtbot: QtBot) -> None:
     qtbot.waitUntil(lambda: bool(bench.window.op_table.model.rows), timeout=TIMEOUT_MS)
     bench.update_status()
     assert "CPU" in bench.window.status_provider.text()
+    trimmer = memory_trim._started  # the window gives free memory back every minute
+    assert trimmer is not None and trimmer.every_s == memory_trim.WINDOW_EVERY_S
 
 
 def test_config_change_marks_the_curve(bench: Workbench, qtbot: QtBot) -> None:

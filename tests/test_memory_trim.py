@@ -1,4 +1,5 @@
-"""engine/run/memory_trim.py: glibc's malloc_trim at intervals, started only when asked."""
+"""engine/run/memory_trim.py: glibc's malloc_trim at intervals: the window's every minute by
+default, the host's only when asked."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from engine.run import memory_trim
-from engine.run.memory_trim import Trimmer, glibc_malloc_trim, resident_bytes, start_from_env
+from engine.run.memory_trim import (
+    WINDOW_EVERY_S,
+    Trimmer,
+    glibc_malloc_trim,
+    resident_bytes,
+    start_for_window,
+    start_from_env,
+)
 
 TRIM = glibc_malloc_trim()
 needs_glibc = pytest.mark.skipif(TRIM is None, reason="no glibc here")
@@ -80,8 +88,36 @@ def test_started_trimmer_trims_periodically_and_logs(tmp_path: Path) -> None:
     assert trimmer.trims >= 3
     rows = [line.split("\t") for line in log.read_text().splitlines()]
     assert len(rows) >= 3
-    assert all(len(r) == 5 and int(r[2]) > 0 and int(r[3]) > 0 for r in rows)
-    assert not _trim_threads()
+    assert all(len(r) == 6 and int(r[2]) > 0 and int(r[3]) > 0 for r in rows)
+    assert all(0 <= float(r[5]) < 30 for r in rows)  # the trim's own duration, seconds
+    assert not trimmer._thread.is_alive()
+
+
+@needs_glibc
+def test_the_window_trims_every_minute_unless_the_environment_says_otherwise() -> None:
+    started: list[Trimmer] = []
+    try:
+        for env, every in (({}, WINDOW_EVERY_S), ({"OPSCOPE_MALLOC_TRIM_S": " "}, 60.0),
+                           ({"OPSCOPE_MALLOC_TRIM_S": "5"}, 5.0)):  # fmt: skip
+            memory_trim._started = None
+            trimmer = start_for_window(env)
+            assert trimmer is not None and trimmer.every_s == every
+            started.append(trimmer)
+        memory_trim._started = None
+        assert start_for_window({"OPSCOPE_MALLOC_TRIM_S": "0"}) is None  # the user's off
+    finally:
+        for t in started:
+            t.stop()
+    assert WINDOW_EVERY_S == 60.0
+
+
+def test_the_host_trims_only_when_asked() -> None:
+    """The host starts its trimmer with no default: a trim holds the arenas' locks while it
+    walks them, a stall its timed runs must not see."""
+    from engine.run import host
+
+    assert host.start_memory_trim is start_from_env
+    assert start_from_env({}) is None
 
 
 def test_resident_bytes_reads_this_process() -> None:

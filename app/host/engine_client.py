@@ -32,7 +32,6 @@ from engine.api import (
     Target,
     WireError,
     describe_exit,
-    start_memory_trim,
 )
 from engine.api import commands as cmds
 
@@ -87,7 +86,6 @@ class EngineClient(QObject):
         if self.target is not None:
             self._start_remote(self.target)
             return
-        start_memory_trim()  # the window's own, when OPSCOPE_MALLOC_TRIM_S asks (and glibc)
         ctx = mp.get_context("spawn")  # never fork a process that has Qt threads
         parent, child = ctx.Pipe()
         from engine.api import host_main

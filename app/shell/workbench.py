@@ -28,6 +28,7 @@ from engine.api import (
     gpu_facts,
     provider_label,
     source_kind,
+    start_window_memory_trim,
 )
 from widgets.models.status_rate import rate_wordings
 
@@ -48,6 +49,10 @@ class Workbench(QObject, PauseHolds):
     ) -> None:
         super().__init__()
         from app.live.config_panel import usable_providers
+
+        # free memory back to the OS every minute: a live window's RSS crept up with
+        # malloc's bytes in use flat (engine/run/memory_trim.py; not the host, which times)
+        start_window_memory_trim()
 
         self.window = MainWindow(usable if usable is not None else usable_providers())
         self.recording = self._open_recording(session_path)
