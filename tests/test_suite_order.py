@@ -3,6 +3,7 @@ collected first, so pytest-xdist's workers start on them and the run ends on sho
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -15,6 +16,7 @@ def test_the_longest_files_are_collected_first() -> None:
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
          "-p", "no:xdist", *files],
         cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"},  # -v: other lines
         capture_output=True,
         text=True,
         timeout=300,
