@@ -4,26 +4,33 @@ concern: a newer submit supersedes the older one, whose result is dropped when i
 (a generation counter, as ndv does). Errors a user can act on (OpScopeError, OSError)
 reach `on_error` as one line; anything else too, marked as an internal error, with the
 traceback on stderr. A result whose receiver was deleted meanwhile (a window closed while
-its room read the session file back) is dropped, not delivered to the dead object."""
+its room read the session file back) is dropped, not delivered to the dead object.
+
+The worker never touches this QObject: it holds a weak reference, and its result reaches
+the GUI thread through the relay (app/host/gui_relay.py), which looks there whether the
+Background still exists. Emitting on the Background itself raced its deletion with the
+window (a segfault: tests/test_background_race.py). `fn` should hold no window of its own
+(a bound method of a widget inside one is fine: its window owns it)."""
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import threading
 import traceback
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import shiboken6
 from PySide6.QtCore import QObject, Signal
 
+from app.host import gui_relay
 from engine.api import OpScopeError
 
 
 class Background(QObject):
     """Runs one job at a time for one concern (a comparison, an export)."""
 
-    _finished = Signal(int, bool, object)  # generation, ok, result or error text
     busy_changed = Signal(bool)
 
     def __init__(self, name: str, parent: QObject | None = None) -> None:
@@ -31,7 +38,7 @@ class Background(QObject):
         self.name = name
         self.generation = 0
         self._callbacks: dict[int, tuple[Callable[[Any], None], Callable[[str], None]]] = {}
-        self._finished.connect(self._deliver)
+        gui_relay.install()
 
     @property
     def busy(self) -> bool:
@@ -49,7 +56,10 @@ class Background(QObject):
         self._callbacks = {gen: (on_done, on_error)}  # older jobs finish unheard
         self.busy_changed.emit(True)
         threading.Thread(
-            target=self._work, args=(gen, fn), name=f"opscope-{self.name}-{gen}", daemon=True
+            target=_work,
+            args=(weakref.ref(self), gen, fn),
+            name=f"opscope-{self.name}-{gen}",
+            daemon=True,
         ).start()
         return gen
 
@@ -60,18 +70,6 @@ class Background(QObject):
         if self._callbacks:
             self._callbacks = {}
             self.busy_changed.emit(False)
-
-    def _work(self, gen: int, fn: Callable[[], Any]) -> None:
-        try:
-            result: Any = fn()
-            ok = True
-        except (OpScopeError, OSError) as exc:
-            result, ok = str(exc), False
-        except Exception as exc:  # a bug: say so in one line, keep the traceback
-            traceback.print_exc()
-            result, ok = f"internal error: {exc!r}", False
-        with contextlib.suppress(RuntimeError):  # the window closed meanwhile (deleted)
-            self._finished.emit(gen, ok, result)
 
     def _deliver(self, gen: int, ok: bool, result: object) -> None:
         callbacks = self._callbacks.pop(gen, None)
@@ -85,6 +83,26 @@ class Background(QObject):
             on_done(result)
         else:
             on_error(str(result))
+
+
+def _work(owner: weakref.ref[Background], gen: int, fn: Callable[[], Any]) -> None:
+    """On the worker thread: `fn`, then its outcome to the GUI thread."""
+    try:
+        result: Any = fn()
+        ok = True
+    except (OpScopeError, OSError) as exc:
+        result, ok = str(exc), False
+    except Exception as exc:  # a bug: say so in one line, keep the traceback
+        traceback.print_exc()
+        result, ok = f"internal error: {exc!r}", False
+    gui_relay.to_gui_thread(functools.partial(_arrived, owner, gen, ok, result))
+
+
+def _arrived(owner: weakref.ref[Background], gen: int, ok: bool, result: object) -> None:
+    """On the GUI thread: the outcome to its Background, if the window kept it."""
+    background = owner()
+    if background is not None and shiboken6.isValid(background):
+        background._deliver(gen, ok, result)
 
 
 def _alive(callback: Callable[..., None]) -> bool:
