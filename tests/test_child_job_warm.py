@@ -76,8 +76,16 @@ def allocating_job(megabytes: int) -> Iterator[Notice]:
 
 
 def _wait_for(path: Path) -> str:
+    """The mark's text once written: write_text makes the file before it fills it, so one
+    seen empty is read again (it read '' once in a fresh clone's run)."""
     deadline = time.monotonic() + WAIT_S
-    while not path.exists() and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            text = ""
+        if text:
+            return text
         time.sleep(0.05)
     return path.read_text()
 

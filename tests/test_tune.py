@@ -421,6 +421,6 @@ def test_a_trial_dies_with_a_killed_tune(tmp_path: Path) -> None:
         time.sleep(0.05)
     parent.send_signal(signal.SIGKILL)
     parent.wait(30)
-    while not mark.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    while not (mark.exists() and mark.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)  # write_text makes the file before it fills it
     assert mark.read_text() == "term"
