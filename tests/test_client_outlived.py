@@ -60,3 +60,24 @@ def test_a_reader_that_ended_leaves_nothing_kept(monkeypatch: pytest.MonkeyPatch
     client._reader.join(10)
     client.shutdown()
     assert engine_client._OUTLIVED == []
+
+
+def test_a_client_that_ran_an_ssh_link_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The link's sender thread and its window-side jobs hold the client too."""
+    from app.host.remote_link import RemoteLink
+
+    class EndedLink(RemoteLink):
+        def __init__(self) -> None:  # no ssh: a link that has ended
+            pass
+
+        def is_alive(self) -> bool:
+            return False
+
+        def join(self, timeout: float | None = None) -> None:
+            return None
+
+    monkeypatch.setattr(engine_client, "_OUTLIVED", [])
+    client = EngineClient()
+    client._proc = EndedLink()
+    client.shutdown()
+    assert engine_client._OUTLIVED.count(client) == 1

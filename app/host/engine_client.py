@@ -41,9 +41,9 @@ Sink = Callable[[list[Event]], None]
 HOST_END_S = 20.0  # the host's time to end its run and exit once told to (0.3-1 s quiet)
 READER_END_S = 10.0  # the reader's, to record what the host sent last
 # Clients whose reader outlived their shutdown (a last batch still being recorded on a busy
-# machine), kept to the process's end: dropped by the window, the reader thread would hold
-# the last reference and delete this QObject there, under the GUI thread delivering its
-# signals (deleted off its thread: a crash, as app/host/gui_relay.py says of emitting).
+# machine), or that ran an SSH link, kept to the process's end: dropped by the window, a
+# thread of theirs would hold the last reference and delete this QObject there, under the
+# GUI thread delivering its signals (deleted off its thread: a crash, app/host/gui_relay.py).
 _OUTLIVED: list[EngineClient] = []
 
 
@@ -174,8 +174,11 @@ class EngineClient(QObject):
         proc.join(2)  # reaped (an ssh link's pipes closed), even one that died before
         if self._reader is not None:
             self._reader.join(2 if killed else READER_END_S)
-            if self._reader.is_alive():
-                _OUTLIVED.append(self)
+        reader_alive = self._reader is not None and self._reader.is_alive()
+        # an SSH link's sender thread and its window-side jobs (exports, imports) hold this
+        # client too, and are not all waited for: kept as well (one per remote window)
+        if reader_alive or isinstance(proc, RemoteLink):
+            _OUTLIVED.append(self)
         self._proc = None
 
     def kill_host(self) -> None:
