@@ -72,6 +72,7 @@ def receive(sha: str, size: int, name: str, src: io.BufferedIOBase, out: Any) ->
     _say(out, {"send": True})
     incoming = received_root() / "incoming"
     incoming.mkdir(parents=True, exist_ok=True)
+    sweep_stale_parts(incoming)
     part = incoming / f"{name}.{os.getpid()}.part"
     digest = hashlib.sha256()
     left = size
@@ -95,6 +96,33 @@ def receive(sha: str, size: int, name: str, src: io.BufferedIOBase, out: Any) ->
         part.unlink(missing_ok=True)
     _say(out, {"stored": str(path), "sha256": got})
     return path
+
+
+def sweep_stale_parts(incoming: Path) -> int:
+    """Remove the half-received files of senders no longer running: a receiver removes its
+    own when its sender stops (the stream ends early), but one killed outright (SIGKILL, a
+    reboot) cannot. A part's name carries its receiver's pid; returns how many went."""
+    gone = 0
+    for part in incoming.glob("*.part"):
+        pid = part.name.rsplit(".", 2)[-2] if part.name.count(".") >= 2 else ""
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        try:
+            part.unlink()
+            gone += 1
+        except OSError:
+            pass  # removed meanwhile, or not ours to remove
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
 
 
 MAX_FOLDER_FILES = 10_000
