@@ -4,7 +4,7 @@ there, through one QObject that lives as long as the process.
 A worker that emits a signal on a QObject of the window races the GUI thread deleting that
 object (a window closed while its comparison ran): PySide checks the object is alive, then
 Qt reads it, and a deletion in between is a segfault, on either thread
-(tests/test_background_race.py crashed 3 runs of 3 before). Emitting on the relay, which is
+(tests/test_background_race.py crashed 7 runs of 7 before). Emitting on the relay, which is
 never deleted, cannot race; the callable, on the GUI thread, looks at its receiver there.
 """
 
@@ -30,8 +30,8 @@ _relay: _Relay | None = None
 
 
 def install() -> None:
-    """Make the relay, on the GUI thread (a Background or the engine client does, as it is
-    made there); kept for the process's life."""
+    """Make the relay, on the GUI thread (each Background does, as it is made there); kept
+    for the process's life."""
     global _relay
     if _relay is not None:
         return

@@ -6,8 +6,9 @@ process's resident size can creep up over hours with nothing leaked. `malloc_tri
 returns every free page of every arena to the OS.
 
 The window trims every `WINDOW_EVERY_S` by default: over a soak's hour its RSS grew
-+0.070 MB/min untrimmed with malloc's bytes in use flat, and +0.019 MB/min trimmed every
-60 s (bench/results/soak.md). The engine host does not by default: its heap was flat over an
++0.070 MB/min untrimmed with malloc's bytes in use flat; trimmed every 60 s, +0.023
+MB/min, levelling off (+0.003 in the hour's second half), 0.4 ms a trim
+(bench/results/soak.md). The engine host does not by default: its heap was flat over an
 hour without it, and a trim holds each arena's lock while it walks it, a stall the host's
 timed runs must not see. `OPSCOPE_MALLOC_TRIM_S` (seconds between trims) in the environment
 sets either process's interval, 0 turning the window's off (the host, a spawned child,
