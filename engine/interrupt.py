@@ -47,6 +47,7 @@ _native: set[threading.Thread] = set()  # native calls the main thread gave up w
 _undos: list[Callable[[], None]] = []  # what puts back a stop's change (`unwatch`)
 _wakeup: tuple[int, int] | None = None  # the watcher's write end, the wakeup fd before it
 _kept: list[object] = []  # what an interrupted command does not tear down (`calling`)
+_ended = 0  # how many commands `unwatch` ended: a run in flight across one was abandoned
 _waiting_import = False  # a stop waits for the main thread's import to end (`raise_stop`)
 _wait_gen = 0  # bumped when a second signal ends that wait
 _asked_again = False  # the waiting thread has asked for the signal again
@@ -206,8 +207,9 @@ def unwatch() -> None:
     forgotten and every stop's change put back (ONNX Runtime's `terminate` left set would
     fail every later run of the process, and a `received` left set would stop its next
     native call at once)."""
-    global _watching, _wakeup, signal_name, _waiting_import, _asked_again, _wait_gen
+    global _watching, _wakeup, signal_name, _waiting_import, _asked_again, _wait_gen, _ended
     _waiting_import, _asked_again, _wait_gen = False, False, _wait_gen + 1  # no stop waits
+    _ended += 1  # before `received` is cleared: a run failing now reads as stopped (`stopped`)
     if _wakeup is not None and threading.current_thread() is threading.main_thread():
         write_fd, before = _wakeup
         with contextlib.suppress(ValueError, OSError):
@@ -260,6 +262,19 @@ def calling(thing: object) -> None:
     (a test) lets go of what was held with `let_go_kept()`."""
     if _watching:
         _kept.append(thing)
+
+
+def command_count() -> int:
+    """A token for `stopped`, taken as a native call starts."""
+    return _ended
+
+
+def stopped(since: int) -> bool:
+    """Whether a native call that started at `command_count() == since` was stopped: a
+    signal arrived, or its command ended meanwhile (`unwatch` clears `received`: a worker's
+    run the interruption stopped can fail only after the main thread has unwound, under
+    load, and read as a plain failure)."""
+    return received.is_set() or _ended != since
 
 
 def returned(thing: object) -> None:

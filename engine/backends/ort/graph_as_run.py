@@ -84,11 +84,12 @@ def as_run(
             raise ModelError(one_line(exc), path) from exc
         if on_run is not None:
             on_run()
-        stopped = _guarded_run(sess, feeds, limit_s, stop, path)
+        since = interrupt.command_count()
+        stopped = _guarded_run(sess, feeds, limit_s, stop, path, since)
         out = AsRun(None, sess.get_providers()[0])
         if stopped:  # no profile worth reading: the run did not end
             out.error = stopped
-            if not interrupt.received.is_set():  # interrupted: `interrupt.calling` holds it
+            if not interrupt.stopped(since):  # interrupted: `interrupt.calling` holds it
                 _keep_unclosed(sess)  # (StoppableSession.run) to the command's os._exit
         else:
             profile = sess.end_profiling()
@@ -108,9 +109,11 @@ def _guarded_run(
     limit_s: float | None,
     stop: threading.Event | None,
     path: str,
+    since: int,
 ) -> str | None:
     """`sess`'s one inference, stopped between nodes after `limit_s` or once `stop` is
-    set; None when it ended by itself, else why it was stopped (one line)."""
+    set; None when it ended by itself, else why it was stopped (one line). `since`:
+    `interrupt.command_count()` before it (a signal's stop is told from a failure by it)."""
     import onnxruntime as ort
 
     guarded = limit_s is not None or stop is not None
@@ -140,7 +143,7 @@ def _guarded_run(
     try:
         sess.run(None, dict(feeds), options)
     except Exception as exc:
-        if not why and interrupt.received.is_set():  # not a failure: its own line says so
+        if not why and interrupt.stopped(since):  # not a failure: its own line says so
             why.append(f"the profiled inference was {interrupt.reason()}")
         if not why:
             raise ModelError(f"an inference failed: {one_line(exc)}", path) from exc

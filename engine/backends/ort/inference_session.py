@@ -385,12 +385,13 @@ def stoppable_session_class() -> type[onnxruntime.InferenceSession]:
         class StoppableSession(ort.InferenceSession):  # type: ignore[misc]
             def run(self, output_names: Any, input_feed: Any, run_options: Any = None) -> Any:
                 interrupt.calling(self)  # stopped: its teardown (a profile's write) not waited on
+                since = interrupt.command_count()
                 try:
                     out = super().run(
                         output_names, input_feed, run_options or stoppable_run_options()
                     )
                 except Exception:
-                    if not interrupt.received.is_set():  # a failed run, not a stopped one
+                    if not interrupt.stopped(since):  # a failed run, not a stopped one
                         interrupt.returned(self)
                     raise
                 interrupt.returned(self)
