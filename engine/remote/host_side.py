@@ -102,10 +102,12 @@ def sweep_stale_parts(incoming: Path) -> int:
     """Remove the half-received files of senders no longer running: a receiver removes its
     own when its sender stops (the stream ends early), but one killed outright (SIGKILL, a
     reboot) cannot. A part's name carries its receiver's pid; returns how many went."""
+    import psutil
+
     gone = 0
-    for part in incoming.glob("*.part"):
-        pid = part.name.rsplit(".", 2)[-2] if part.name.count(".") >= 2 else ""
-        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+    for part in incoming.glob("*.*.part"):
+        pid = part.name.rsplit(".", 2)[-2]
+        if not pid.isdigit() or int(pid) == os.getpid() or psutil.pid_exists(int(pid)):
             continue
         try:
             part.unlink()
@@ -113,16 +115,6 @@ def sweep_stale_parts(incoming: Path) -> int:
         except OSError:
             pass  # removed meanwhile, or not ours to remove
     return gone
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
-    return True
 
 
 MAX_FOLDER_FILES = 10_000
